@@ -1,0 +1,65 @@
+# Warren: the two commands are `make run` and `make test`.
+#   make build      build into build/ (no tests)
+#   make run        install what is missing, build, start warrend in the
+#                   foreground on a local state dir (.state/) and the
+#                   default socket unix:/run/warren/warren.sock
+#   make test       install what is missing, build (normal and ASan+UBSan),
+#                   run every test under both builds
+#   make test-fast  unit + e2e tests on the normal build only
+#   make bench      build and run the benchmarks under bench/
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+PYTHON     ?= python3
+STATE_DIR  ?= $(CURDIR)/.state
+LISTEN     ?= unix:/run/warren/warren.sock
+PYTEST_ARGS ?=
+
+.PHONY: all deps build build-asan run test test-fast test-unit test-e2e test-asan bench clean format
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD) --buildtype=debugoptimized >/dev/null
+
+$(ASAN_BUILD)/build.ninja:
+	meson setup $(ASAN_BUILD) --buildtype=debug -Dsanitize=true -Db_lundef=false >/dev/null
+
+build: $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+build-asan: $(ASAN_BUILD)/build.ninja
+	ninja -C $(ASAN_BUILD)
+
+run: deps build
+	@mkdir -p $(STATE_DIR)
+	scripts/prepare-state.sh $(BUILD) $(STATE_DIR)
+	exec $(BUILD)/src/daemon/warrend --state-dir $(STATE_DIR) --listen $(LISTEN)
+
+test-unit:
+	meson test -C $(BUILD) --suite unit --print-errorlogs
+
+test-e2e:
+	WARREN_BUILD=$(CURDIR)/$(BUILD) PYTHONPATH=$(CURDIR)/python $(PYTHON) -m pytest -q tests/e2e $(PYTEST_ARGS)
+
+test-fast: deps build test-unit test-e2e
+
+test-asan: build-asan
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  meson test -C $(ASAN_BUILD) --suite unit --print-errorlogs
+	WARREN_BUILD=$(CURDIR)/$(ASAN_BUILD) WARREN_SANITIZED=1 PYTHONPATH=$(CURDIR)/python \
+	  $(PYTHON) -m pytest -q tests/e2e -m "not slow" $(PYTEST_ARGS)
+
+test: deps build test-unit test-e2e test-asan
+
+bench: deps build
+	bench/run.sh $(BUILD)
+
+format:
+	git ls-files '*.c' '*.h' | grep -v pb-c | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

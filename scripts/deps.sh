@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Install what building and testing Warren needs, only when missing.
+# Idempotent and quiet when everything is present. Debian packages via
+# apt-get (one `apt-get update` first, only when something is missing),
+# Python packages via pip.
+set -euo pipefail
+
+DEB_PACKAGES=(
+  meson ninja-build pkg-config gcc clang clang-format
+  libuv1-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
+  libssl-dev openssl libsqlite3-dev sqlite3 libseccomp-dev libcap-dev
+  libcurl4-openssl-dev libarchive-dev libjansson-dev libcmocka-dev libclang-rt-14-dev
+  busybox-static iproute2 nftables libnftables-dev libmnl-dev libc-ares-dev
+  libhttp-parser-dev bubblewrap crun
+)
+PY_MODULES=(grpc:grpcio grpc_tools:grpcio-tools google.protobuf:protobuf pytest:pytest)
+
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "deps: missing Debian packages: ${missing[*]}; run as root (or: sudo apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+  echo "deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+pymissing=()
+for m in "${PY_MODULES[@]}"; do
+  mod=${m%%:*}; pkg=${m##*:}
+  "$PY" -c "import $mod" 2>/dev/null || pymissing+=("$pkg")
+done
+if [ ${#pymissing[@]} -gt 0 ]; then
+  echo "deps: pip installing ${pymissing[*]}" >&2
+  "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore "${pymissing[@]}" >/dev/null
+fi

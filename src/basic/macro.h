@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Small macros used everywhere: cleanup attributes and ownership transfer,
+ * in the manner of systemd's src/basic. */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define _unused_ __attribute__((unused))
+#define _noreturn_ __attribute__((noreturn))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _likely_(x) __builtin_expect(!!(x), 1)
+#define _unlikely_(x) __builtin_expect(!!(x), 0)
+
+#define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+static inline void freep(void *p) { free(*(void **)p); }
+
+/* Close *fd if it is valid; tolerant of -EBADF. errno is preserved. */
+static inline void closep(int *fd) {
+        if (*fd >= 0) {
+                int saved = errno;
+                close(*fd);
+                errno = saved;
+        }
+}
+
+#define _cleanup_free_ _cleanup_(freep)
+#define _cleanup_close_ _cleanup_(closep)
+
+/* Take ownership of a pointer or fd out of a _cleanup_ variable. */
+#define TAKE_PTR(p)                                                            \
+        ({                                                                     \
+                __typeof__(p) _tp = (p);                                       \
+                (p) = NULL;                                                    \
+                _tp;                                                           \
+        })
+#define TAKE_FD(fd)                                                            \
+        ({                                                                     \
+                int _tf = (fd);                                                \
+                (fd) = -EBADF;                                                 \
+                _tf;                                                           \
+        })
+
+/* Define a cleanup function for a type with a NULL-tolerant destructor. */
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                                \
+        static inline void func##p(type *p) {                                  \
+                if (*p)                                                        \
+                        func(*p);                                              \
+        }
+
+/* Retry a syscall on EINTR. */
+#define RETRY_EINTR(expr)                                                      \
+        ({                                                                     \
+                __typeof__(expr) _r;                                           \
+                do                                                             \
+                        _r = (expr);                                           \
+                while (_r < 0 && errno == EINTR);                              \
+                _r;                                                            \
+        })

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The server half of Warren's gRPC layer (HTTP/2 via nghttp2, protobuf-c
+ * messages, libuv, one thread). Services register methods; each incoming
+ * call is a struct rpc_call that the handler drives with rpc_call_send /
+ * rpc_call_finish. Everything runs on the loop thread.
+ *
+ * Lifetime: the layer owns every rpc_call. A handler that keeps a call past
+ * the callback it was given (async work) takes a reference with
+ * rpc_call_ref and drops it with rpc_call_unref. on_free runs exactly once,
+ * when the last reference is gone and the stream is closed: free handler
+ * state there. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <protobuf-c/protobuf-c.h>
+#include <uv.h>
+
+#include "basic/err.h"
+
+struct rpc_server;
+struct rpc_call;
+
+enum rpc_kind {
+        RPC_UNARY = 0,
+        RPC_CLIENT_STREAM = 1,
+        RPC_SERVER_STREAM = 2,
+        RPC_BIDI = 3,
+};
+
+/* Who is calling. For unix sockets uid/gid/pid come from SO_PEERCRED
+ * (uid = (uid_t)-1 for TCP); addr is "unix" or "IP:port". */
+struct rpc_peer {
+        uid_t uid;
+        gid_t gid;
+        pid_t pid;
+        bool tls;
+        char addr[64];
+};
+
+/* Handlers for one method. Any callback may be NULL. All run on the loop. */
+struct rpc_method {
+        const char *path; /* "/warren.v1.Diag/Echo" */
+        enum rpc_kind kind;
+        const ProtobufCMessageDescriptor *input;
+        const ProtobufCMessageDescriptor *output;
+
+        /* A request message. For RPC_UNARY and RPC_SERVER_STREAM it is called
+         * once, after the client half-closed, and msg stays valid until the
+         * call is freed. For streaming requests msg is freed when the
+         * callback returns: copy what you keep. */
+        void (*on_message)(struct rpc_call *call, const ProtobufCMessage *msg);
+        /* The client sent END_STREAM (streaming requests only). */
+        void (*on_half_close)(struct rpc_call *call);
+        /* The call ended before the handler finished it: client cancel
+         * (RST_STREAM) → WR_STATUS_CANCELLED, deadline → DEADLINE_EXCEEDED,
+         * connection lost → UNAVAILABLE. Stop the work; sends are no-ops from
+         * here on. Called at most once. */
+        void (*on_cancel)(struct rpc_call *call, int status);
+        /* The send queue fell below the low-water mark after rpc_call_send
+         * returned 1. */
+        void (*on_writable)(struct rpc_call *call);
+        /* The call is being destroyed. */
+        void (*on_free)(struct rpc_call *call);
+};
+
+struct rpc_server_config {
+        /* Largest request message accepted; bigger → RESOURCE_EXHAUSTED.
+         * 0 = default (16 MiB). */
+        size_t max_recv_message;
+        /* Largest response message; 0 = default (16 MiB). */
+        size_t max_send_message;
+        /* Queue size above which rpc_call_send returns 1; 0 = 1 MiB. */
+        size_t send_high_water;
+        /* PEM files; both set = TLS (ALPN h2) available to listeners. */
+        const char *tls_cert;
+        const char *tls_key;
+};
+
+/* Create a server on loop. Returns 0 or -ENOMEM / -EINVAL (with e filled). */
+int rpc_server_new(uv_loop_t *loop, const struct rpc_server_config *cfg,
+                   struct rpc_server **ret, struct wr_err *e);
+
+/* Register methods. The array must outlive the server. Unknown paths are
+ * answered UNIMPLEMENTED by the layer. Returns 0 or -EEXIST. */
+int rpc_server_add_methods(struct rpc_server *s, const struct rpc_method *methods,
+                           size_t n);
+
+/* Listen on "unix:/path" (created mode 0660, stale socket replaced),
+ * "tcp:HOST:PORT" or "tls:HOST:PORT" (needs tls_cert/tls_key). Port 0 picks
+ * one; rpc_server_port returns it. Returns 0 or negative errno. */
+int rpc_server_listen(struct rpc_server *s, const char *addr, struct wr_err *e);
+
+/* The port of the most recent TCP/TLS listener, or -ENOENT. */
+int rpc_server_port(struct rpc_server *s);
+
+/* Graceful shutdown: stop accepting, send GOAWAY, let in-flight calls
+ * finish (cancelled after grace_ms), close connections, then call done. */
+void rpc_server_shutdown(struct rpc_server *s, uint64_t grace_ms,
+                         void (*done)(void *userdata), void *userdata);
+
+/* Free a server whose shutdown finished (or that never listened). NULL ok. */
+void rpc_server_free(struct rpc_server *s);
+
+/* --- calls --- */
+
+/* Queue a response message. Returns 0 when the queue is below the
+ * high-water mark, 1 when at or above it (stop producing until
+ * on_writable), -ECANCELED when the call is over, -EMSGSIZE when the
+ * message exceeds max_send_message. Never blocks. */
+int rpc_call_send(struct rpc_call *call, const ProtobufCMessage *msg);
+
+/* Finish the call: queued messages, then trailers with status and message
+ * (percent-encoded by the layer). A call with nothing sent and an error
+ * status goes out trailers-only. Returns 0 or -ECANCELED if already over. */
+int rpc_call_finish(struct rpc_call *call, int status, const char *message);
+
+/* rpc_call_finish with err_status(e) and e->msg. */
+int rpc_call_finish_err(struct rpc_call *call, const struct wr_err *e);
+
+/* Unary convenience: send msg, then finish OK. */
+int rpc_call_reply(struct rpc_call *call, const ProtobufCMessage *msg);
+
+/* Stop / restart delivery of request messages (flow control: the stream
+ * window is not returned while paused). */
+void rpc_call_pause_recv(struct rpc_call *call);
+void rpc_call_resume_recv(struct rpc_call *call);
+
+/* References for handlers that outlive a callback. */
+struct rpc_call *rpc_call_ref(struct rpc_call *call);
+void rpc_call_unref(struct rpc_call *call);
+
+/* True once finished or cancelled. */
+bool rpc_call_is_done(const struct rpc_call *call);
+
+/* Handler state. */
+void rpc_call_set_data(struct rpc_call *call, void *data);
+void *rpc_call_get_data(const struct rpc_call *call);
+
+/* The method being served, the caller, the loop. */
+const struct rpc_method *rpc_call_method(const struct rpc_call *call);
+const struct rpc_peer *rpc_call_peer(const struct rpc_call *call);
+uv_loop_t *rpc_call_loop(const struct rpc_call *call);
+
+/* Request metadata (lower-case key) or NULL. */
+const char *rpc_call_metadata(const struct rpc_call *call, const char *key);
+
+/* Remaining time before the deadline in ms; -1 when there is none. */
+int64_t rpc_call_remaining_ms(const struct rpc_call *call);
+
+/* Bytes queued for sending on this call. */
+size_t rpc_call_queued_bytes(const struct rpc_call *call);
+
+/* Bytes queued across every call of the server (bounded-memory checks). */
+size_t rpc_server_queued_bytes(const struct rpc_server *s);
