@@ -79,6 +79,9 @@ struct rpc_server_config {
         /* PEM files; both set = TLS (ALPN h2) available to listeners. */
         const char *tls_cert;
         const char *tls_key;
+        /* Opaque pointer handed to every handler via rpc_call_server_ctx
+         * (the daemon passes its struct api_ctx). */
+        void *ctx;
 };
 
 /* Create a server on loop. Returns 0 or -ENOMEM / -EINVAL (with e filled). */
@@ -136,6 +139,9 @@ void rpc_call_unref(struct rpc_call *call);
 
 /* True once finished or cancelled. */
 bool rpc_call_is_done(const struct rpc_call *call);
+
+/* The ctx pointer of the server's config. */
+void *rpc_call_server_ctx(const struct rpc_call *call);
 
 /* Handler state. */
 void rpc_call_set_data(struct rpc_call *call, void *data);

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The API layer: one file per gRPC service. Glue only: validate the
+ * request, call a module (store/, runtime/, image/, net/), reply. Each
+ * service registers its methods on the server with api_<service>_register.
+ * Handlers find the daemon's shared state with rpc_call_server_ctx(call),
+ * which is the struct api_ctx below. Handlers log once, at this boundary. */
+
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "rpc/server.h"
+
+struct store;
+struct img_store;
+
+struct api_ctx {
+        uv_loop_t *loop;
+        struct rpc_server *server;
+        struct store *store;       /* SQLite state */
+        struct img_store *images;  /* layer and image store (NULL until built) */
+        const char *state_dir;
+        uint64_t started_usec;     /* CLOCK_MONOTONIC at start-up */
+        int diag_enabled;          /* serve warren.v1.Diag (tests, benches) */
+};
+
+/* Each returns 0 or a negative errno from rpc_server_add_methods. */
+int api_system_register(struct rpc_server *s);   /* warren.v1.System */
+int api_health_register(struct rpc_server *s);   /* grpc.health.v1.Health */
+int api_sandboxes_register(struct rpc_server *s); /* warren.v1.Sandboxes */
+int api_images_register(struct rpc_server *s);   /* warren.v1.Images */
+int api_volumes_register(struct rpc_server *s);  /* warren.v1.Volumes */
+int api_secrets_register(struct rpc_server *s);  /* warren.v1.Secrets */
+int api_identity_register(struct rpc_server *s); /* warren.v1.Identity */
+int api_diag_register(struct rpc_server *s);     /* warren.v1.Diag */
+
+/* Answer UNIMPLEMENTED naming the method and what is missing; for methods
+ * declared in the proto but not built yet. */
+void api_unimplemented(struct rpc_call *call, const char *what);
