@@ -1,0 +1,154 @@
+"""Shared fixtures: start real warrend instances and stop them.
+
+WARREN_BUILD points at the meson build dir (default: build/). Every daemon
+gets its own temporary state dir and unix socket; TCP ports are picked free
+on 127.0.0.1. Under ASan (WARREN_SANITIZED=1) a daemon that reports an
+error or a leak on exit fails the test session.
+"""
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("WARREN_BUILD", ROOT / "build"))
+SANITIZED = os.environ.get("WARREN_SANITIZED") == "1"
+
+
+def build_path(rel):
+    return str(BUILD / rel)
+
+
+WARREND = build_path("src/daemon/warrend")
+WARREN_CLI = build_path("src/cli/warren")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_tls_cert(directory):
+    """A self-signed CA and a server certificate for 127.0.0.1/localhost."""
+    d = pathlib.Path(directory)
+    ca_key, ca_crt = d / "ca.key", d / "ca.crt"
+    key, csr, crt = d / "server.key", d / "server.csr", d / "server.crt"
+    ext = d / "ext.cnf"
+    ext.write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    run = lambda *a: subprocess.run(a, check=True, capture_output=True)
+    run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+        "-nodes", "-keyout", ca_key, "-out", ca_crt, "-days", "2", "-subj", "/CN=warren-test-ca")
+    run("openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", key, "-out", csr, "-subj", "/CN=localhost")
+    run("openssl", "x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key,
+        "-CAcreateserial", "-out", crt, "-days", "2", "-extfile", ext)
+    return str(ca_crt), str(crt), str(key)
+
+
+class Daemon:
+    """One running warrend."""
+
+    def __init__(self, tls=False, extra_args=(), diag=True):
+        self.tmp = tempfile.mkdtemp(prefix="warren-e2e-")
+        self.state_dir = os.path.join(self.tmp, "state")
+        self.sock = os.path.join(self.tmp, "warren.sock")
+        self.port = free_port()
+        self.unix_addr = "unix:" + self.sock
+        self.tcp_addr = "127.0.0.1:%d" % self.port
+        self.tls = tls
+        self.ca_file = None
+        args = [WARREND, "--state-dir", self.state_dir, "--listen", self.unix_addr,
+                "--listen", "tcp:" + self.tcp_addr, "--log-level", "debug"]
+        if tls:
+            self.ca_file, crt, key = make_tls_cert(self.tmp)
+            args += ["--tls-cert", crt, "--tls-key", key]
+        if diag:
+            args.append("--enable-diag")
+        args += list(extra_args)
+        self.log_path = os.path.join(self.tmp, "warrend.log")
+        self.log = open(self.log_path, "wb")
+        env = dict(os.environ)
+        if SANITIZED:
+            env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout=20.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("warrend exited early (%d):\n%s" % (self.proc.returncode, self.read_log()))
+            if os.path.exists(self.sock):
+                try:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                        return
+                except OSError:
+                    pass
+            time.sleep(0.02)
+        raise RuntimeError("warrend did not become ready:\n" + self.read_log())
+
+    def read_log(self):
+        self.log.flush()
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def stop(self, sig=signal.SIGTERM, timeout=30.0):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise RuntimeError("warrend did not stop on SIGTERM:\n" + self.read_log())
+        self.log.close()
+        log = self.read_log()
+        rc = self.proc.returncode
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        if SANITIZED and ("ERROR: AddressSanitizer" in log or "ERROR: LeakSanitizer" in log
+                          or "runtime error:" in log):
+            raise RuntimeError("sanitizer report from warrend:\n" + log)
+        if rc not in (0, -signal.SIGTERM) and sig == signal.SIGTERM:
+            raise RuntimeError("warrend exited with %d:\n%s" % (rc, log))
+        return log
+
+
+@pytest.fixture(scope="session")
+def warrend():
+    """A session-wide daemon with unix and plaintext TCP listeners and Diag."""
+    d = Daemon()
+    yield d
+    d.stop()
+
+
+@pytest.fixture(scope="session")
+def warrend_tls():
+    """A session-wide daemon whose TCP listener speaks TLS (ALPN h2)."""
+    d = Daemon(tls=True)
+    yield d
+    d.stop()
+
+
+@pytest.fixture
+def fresh_warrend():
+    """A daemon of the test's own, for tests that stop or restart it."""
+    daemons = []
+
+    def start(**kw):
+        d = Daemon(**kw)
+        daemons.append(d)
+        return d
+
+    yield start
+    for d in daemons:
+        try:
+            d.stop()
+        except Exception:
+            pass
