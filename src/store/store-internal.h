@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Internals shared by the store's source files. */
+
+#include <sqlite3.h>
+#include <stdbool.h>
+
+#include "store/store.h"
+
+struct store {
+        sqlite3 *db;
+        char *path;
+        char *key_path; /* secrets key file */
+        unsigned char key[32];
+        bool key_loaded;
+        bool in_tx; /* inside store_tx_begin */
+};
+
+static inline void sqlite3_finalizep(sqlite3_stmt **st) {
+        if (*st)
+                sqlite3_finalize(*st);
+}
+#define _cleanup_stmt_ _cleanup_(sqlite3_finalizep)
+
+/* Prepare sql on s->db into *ret. -EIO with the SQLite message in e. */
+int store_stmt_prepare(struct store *s, const char *sql, sqlite3_stmt **ret, struct wr_err *e);
+
+/* Map a failed sqlite3_step/exec result to a negative errno and fill e:
+ * constraint UNIQUE/PRIMARYKEY → -EEXIST, FOREIGNKEY → -ENOENT, BUSY →
+ * -EBUSY, anything else -EIO. what names the operation. */
+int store_sqlite_error(struct store *s, int rc, const char *what, struct wr_err *e);
+
+/* Bind a C string (NULL binds ""), or NULL binds SQL NULL for _nullable. */
+int store_bind_text(sqlite3_stmt *st, int idx, const char *v);
+int store_bind_text_nullable(sqlite3_stmt *st, int idx, const char *v);
+
+/* strdup of a column's text ("" for NULL). NULL only when out of memory. */
+char *store_column_strdup(sqlite3_stmt *st, int col);
+
+/* Run a statement that returns no rows; with want_change, 0 changed rows
+ * is -ENOENT. */
+int store_stmt_done(struct store *s, sqlite3_stmt *st, bool want_change, const char *what,
+                    struct wr_err *e);
+
+/* Savepoints (nestable inside store_tx_begin). */
+int store_savepoint(struct store *s, struct wr_err *e);
+int store_savepoint_release(struct store *s, struct wr_err *e);
+void store_savepoint_rollback(struct store *s);
+
+/* AES-256-GCM of the secret key: make sure the key is loaded (creating the
+ * key file on first use). */
+int store_secret_key_ensure(struct store *s, struct wr_err *e);

@@ -1,0 +1,418 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Opening the database, its pragmas, and the versioned migrations. */
+#include "store/store-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "basic/log.h"
+
+/* The schema, one script per version: migrations[i] takes the database
+ * from version i to i + 1. Append only; never edit a released entry. Each
+ * script runs in its own transaction together with its schema_version row. */
+static const char *const migrations[] = {
+        /* 1: initial schema */
+        "CREATE TABLE environments (\n"
+        "  id TEXT PRIMARY KEY,\n"
+        "  name TEXT NOT NULL UNIQUE,\n"
+        "  created INTEGER NOT NULL\n"
+        ");\n"
+        "INSERT INTO environments (id, name, created) VALUES ('default', 'default', 0);\n"
+        "CREATE TABLE tokens (\n"
+        "  id TEXT PRIMARY KEY,\n"
+        "  environment TEXT NOT NULL REFERENCES environments(id) ON DELETE CASCADE,\n"
+        "  subject TEXT NOT NULL,\n"
+        "  hash BLOB NOT NULL UNIQUE,\n" /* SHA-256 of the bearer token */
+        "  created INTEGER NOT NULL,\n"
+        "  expires INTEGER NOT NULL DEFAULT 0,\n"
+        "  revoked INTEGER NOT NULL DEFAULT 0\n"
+        ");\n"
+        "CREATE TABLE sandboxes (\n"
+        "  id TEXT PRIMARY KEY,\n"
+        "  environment TEXT NOT NULL REFERENCES environments(id),\n"
+        "  name TEXT,\n"
+        "  status INTEGER NOT NULL,\n"
+        "  status_message TEXT NOT NULL DEFAULT '',\n"
+        "  image_id TEXT NOT NULL DEFAULT '',\n"
+        "  image_ref TEXT NOT NULL DEFAULT '',\n"
+        "  spec BLOB,\n"
+        "  created INTEGER NOT NULL,\n"
+        "  terminated INTEGER NOT NULL DEFAULT 0,\n"
+        "  expires INTEGER NOT NULL DEFAULT 0,\n"
+        "  init_pid INTEGER NOT NULL DEFAULT 0,\n"
+        "  cgroup_path TEXT NOT NULL DEFAULT '',\n"
+        "  updated INTEGER NOT NULL DEFAULT 0\n"
+        ");\n"
+        "CREATE UNIQUE INDEX sandboxes_live_name ON sandboxes (environment, name)\n"
+        "  WHERE name IS NOT NULL AND status IN (1, 2, 3);\n"
+        "CREATE INDEX sandboxes_env_created ON sandboxes (environment, created);\n"
+        "CREATE TABLE sandbox_tags (\n"
+        "  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,\n"
+        "  key TEXT NOT NULL,\n"
+        "  value TEXT NOT NULL,\n"
+        "  PRIMARY KEY (sandbox_id, key)\n"
+        ") WITHOUT ROWID;\n"
+        "CREATE INDEX sandbox_tags_kv ON sandbox_tags (key, value);\n"
+        "CREATE TABLE volumes (\n"
+        "  environment TEXT NOT NULL REFERENCES environments(id),\n"
+        "  name TEXT NOT NULL,\n"
+        "  created INTEGER NOT NULL,\n"
+        "  PRIMARY KEY (environment, name)\n"
+        ");\n"
+        "CREATE TABLE secrets (\n"
+        "  environment TEXT NOT NULL REFERENCES environments(id),\n"
+        "  name TEXT NOT NULL,\n"
+        "  ciphertext BLOB NOT NULL,\n" /* AES-256-GCM output || 16-byte tag */
+        "  nonce BLOB NOT NULL,\n"      /* 12 random bytes */
+        "  updated INTEGER NOT NULL,\n"
+        "  PRIMARY KEY (environment, name)\n"
+        ");\n"
+        "CREATE TABLE secret_keys (\n"
+        "  environment TEXT NOT NULL,\n"
+        "  name TEXT NOT NULL,\n"
+        "  key TEXT NOT NULL,\n"
+        "  PRIMARY KEY (environment, name, key),\n"
+        "  FOREIGN KEY (environment, name) REFERENCES secrets(environment, name)\n"
+        "    ON DELETE CASCADE\n"
+        ") WITHOUT ROWID;\n"
+        "CREATE TABLE images (\n"
+        "  id TEXT PRIMARY KEY,\n" /* sha256:<hex> of the config */
+        "  config BLOB NOT NULL,\n"
+        "  size INTEGER NOT NULL DEFAULT 0,\n"
+        "  created INTEGER NOT NULL,\n"
+        "  source TEXT NOT NULL DEFAULT ''\n"
+        ");\n"
+        "CREATE TABLE image_names (\n"
+        "  name TEXT PRIMARY KEY,\n"
+        "  image_id TEXT NOT NULL REFERENCES images(id) ON DELETE CASCADE\n"
+        ");\n"
+        "CREATE INDEX image_names_image ON image_names (image_id);\n"
+        "CREATE TABLE layers (\n"
+        "  diff_id TEXT PRIMARY KEY,\n"
+        "  size INTEGER NOT NULL DEFAULT 0,\n"
+        "  path TEXT NOT NULL,\n"
+        "  created INTEGER NOT NULL\n"
+        ");\n"
+        "CREATE TABLE image_layers (\n"
+        "  image_id TEXT NOT NULL REFERENCES images(id) ON DELETE CASCADE,\n"
+        "  idx INTEGER NOT NULL,\n"
+        "  diff_id TEXT NOT NULL REFERENCES layers(diff_id),\n"
+        "  PRIMARY KEY (image_id, idx)\n"
+        ") WITHOUT ROWID;\n"
+        "CREATE INDEX image_layers_diff ON image_layers (diff_id);\n",
+};
+
+int store_schema_version_latest(void) {
+        return (int) ELEMENTSOF(migrations);
+}
+
+int64_t store_now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t) ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int store_stmt_prepare(struct store *s, const char *sql, sqlite3_stmt **ret, struct wr_err *e) {
+        int rc = sqlite3_prepare_v2(s->db, sql, -1, ret, NULL);
+        if (rc != SQLITE_OK) {
+                *ret = NULL;
+                return err_set(e, -EIO, "prepare statement: %s", sqlite3_errmsg(s->db));
+        }
+        return 0;
+}
+
+int store_sqlite_error(struct store *s, int rc, const char *what, struct wr_err *e) {
+        int ext = sqlite3_extended_errcode(s->db);
+        int code;
+        switch (ext) {
+        case SQLITE_CONSTRAINT_UNIQUE:
+        case SQLITE_CONSTRAINT_PRIMARYKEY:
+                code = -EEXIST;
+                break;
+        case SQLITE_CONSTRAINT_FOREIGNKEY:
+                code = -ENOENT;
+                break;
+        default:
+                if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
+                        code = -EBUSY;
+                else if ((rc & 0xff) == SQLITE_NOMEM)
+                        code = -ENOMEM;
+                else
+                        code = -EIO;
+        }
+        return err_set(e, code, "%s: %s", what, sqlite3_errmsg(s->db));
+}
+
+int store_bind_text(sqlite3_stmt *st, int idx, const char *v) {
+        return sqlite3_bind_text(st, idx, v ? v : "", -1, SQLITE_TRANSIENT) == SQLITE_OK ? 0
+                                                                                         : -ENOMEM;
+}
+
+int store_bind_text_nullable(sqlite3_stmt *st, int idx, const char *v) {
+        int rc = v ? sqlite3_bind_text(st, idx, v, -1, SQLITE_TRANSIENT)
+                   : sqlite3_bind_null(st, idx);
+        return rc == SQLITE_OK ? 0 : -ENOMEM;
+}
+
+char *store_column_strdup(sqlite3_stmt *st, int col) {
+        const unsigned char *t = sqlite3_column_text(st, col);
+        return strdup(t ? (const char *) t : "");
+}
+
+int store_stmt_done(struct store *s, sqlite3_stmt *st, bool want_change, const char *what,
+                    struct wr_err *e) {
+        int rc = sqlite3_step(st);
+        if (rc != SQLITE_DONE)
+                return store_sqlite_error(s, rc, what, e);
+        if (want_change && sqlite3_changes(s->db) == 0)
+                return -ENOENT;
+        return 0;
+}
+
+static int exec_sql(struct store *s, const char *sql, const char *what, struct wr_err *e) {
+        char *msg = NULL;
+        int rc = sqlite3_exec(s->db, sql, NULL, NULL, &msg);
+        if (rc != SQLITE_OK) {
+                int r = store_sqlite_error(s, rc, what, NULL);
+                err_set(e, r, "%s: %s", what, msg ? msg : sqlite3_errstr(rc));
+                sqlite3_free(msg);
+                return r;
+        }
+        return 0;
+}
+
+int store_savepoint(struct store *s, struct wr_err *e) {
+        return exec_sql(s, "SAVEPOINT store_op", "begin savepoint", e);
+}
+
+int store_savepoint_release(struct store *s, struct wr_err *e) {
+        return exec_sql(s, "RELEASE store_op", "commit", e);
+}
+
+void store_savepoint_rollback(struct store *s) {
+        sqlite3_exec(s->db, "ROLLBACK TO store_op; RELEASE store_op", NULL, NULL, NULL);
+}
+
+int store_tx_begin(struct store *s, struct wr_err *e) {
+        if (s->in_tx)
+                return err_set(e, -EBUSY, "begin transaction: already in a transaction");
+        int r = exec_sql(s, "BEGIN IMMEDIATE", "begin transaction", e);
+        if (r == 0)
+                s->in_tx = true;
+        return r;
+}
+
+int store_tx_commit(struct store *s, struct wr_err *e) {
+        int r = exec_sql(s, "COMMIT", "commit transaction", e);
+        if (r == 0)
+                s->in_tx = false;
+        return r;
+}
+
+void store_tx_rollback(struct store *s) {
+        if (!s->in_tx)
+                return;
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        s->in_tx = false;
+}
+
+struct sqlite3 *store_sqlite(struct store *s) {
+        return s->db;
+}
+
+int store_set_secret_key_path(struct store *s, const char *key_path) {
+        char *p = strdup(key_path);
+        if (!p)
+                return -ENOMEM;
+        free(s->key_path);
+        s->key_path = p;
+        s->key_loaded = false;
+        return 0;
+}
+
+/* Read the current version (0 for an empty database). */
+static int read_version(struct store *s, int *ret, struct wr_err *e) {
+        int r = exec_sql(s,
+                         "CREATE TABLE IF NOT EXISTS schema_version (\n"
+                         "  version INTEGER PRIMARY KEY,\n"
+                         "  applied INTEGER NOT NULL\n"
+                         ")",
+                         "create schema_version", e);
+        if (r < 0)
+                return r;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        r = store_stmt_prepare(s, "SELECT COALESCE(MAX(version), 0) FROM schema_version", &st, e);
+        if (r < 0)
+                return r;
+        int rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW)
+                return store_sqlite_error(s, rc, "read schema version", e);
+        *ret = sqlite3_column_int(st, 0);
+        return 0;
+}
+
+int store_schema_version(struct store *s) {
+        int v = 0;
+        int r = read_version(s, &v, NULL);
+        return r < 0 ? r : v;
+}
+
+static int migrate(struct store *s, struct wr_err *e) {
+        int version = 0;
+        int r = exec_sql(s, "BEGIN IMMEDIATE", "begin migration", e);
+        if (r < 0)
+                return r;
+        r = read_version(s, &version, e);
+        if (r < 0)
+                goto fail;
+        if (version > store_schema_version_latest()) {
+                r = err_set(e, -EPROTO,
+                            "database %s has schema version %d but this warrend knows only up "
+                            "to %d: run a newer warrend (or restore a backup of the state dir)",
+                            s->path, version, store_schema_version_latest());
+                goto fail;
+        }
+        r = exec_sql(s, "COMMIT", "commit", e);
+        if (r < 0)
+                goto fail;
+
+        for (int v = version; v < store_schema_version_latest(); v++) {
+                r = exec_sql(s, "BEGIN IMMEDIATE", "begin migration", e);
+                if (r < 0)
+                        return r;
+                /* Re-check under the write lock: another process may have
+                 * migrated meanwhile. */
+                int now = 0;
+                r = read_version(s, &now, e);
+                if (r < 0)
+                        goto fail;
+                if (now > v) {
+                        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+                        v = now - 1;
+                        if (now > store_schema_version_latest())
+                                return err_set(e, -EPROTO,
+                                               "database %s was migrated to schema version %d "
+                                               "by a newer warrend",
+                                               s->path, now);
+                        continue;
+                }
+                r = exec_sql(s, migrations[v], "apply migration", e);
+                if (r < 0) {
+                        err_prefix(e, r, "schema version %d", v + 1);
+                        goto fail;
+                }
+                _cleanup_stmt_ sqlite3_stmt *st = NULL;
+                r = store_stmt_prepare(
+                        s, "INSERT INTO schema_version (version, applied) VALUES (?, ?)", &st, e);
+                if (r < 0)
+                        goto fail;
+                sqlite3_bind_int(st, 1, v + 1);
+                sqlite3_bind_int64(st, 2, store_now_ns());
+                r = store_stmt_done(s, st, false, "record migration", e);
+                if (r < 0)
+                        goto fail;
+                r = exec_sql(s, "COMMIT", "commit migration", e);
+                if (r < 0)
+                        goto fail;
+                log_debug("store: %s migrated to schema version %d", s->path, v + 1);
+        }
+        return 0;
+fail:
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        return r;
+}
+
+/* Create the file with mode 0600 so the WAL and shm files (which copy the
+ * database's mode) are private too. */
+static int create_private(const char *path, struct wr_err *e) {
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return err_set(e, -errno, "open %s: %m", path);
+        close(fd);
+        return 0;
+}
+
+static int default_key_path(const char *db_path, char **ret) {
+        _cleanup_free_ char *copy = strdup(db_path);
+        if (!copy)
+                return -ENOMEM;
+        const char *dir = dirname(copy);
+        if (asprintf(ret, "%s/keys/secret.key", dir) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+int store_open(const char *path, struct store **ret, struct wr_err *e) {
+        struct store *s = calloc(1, sizeof(*s));
+        if (!s)
+                return err_set(e, -ENOMEM, "open store: out of memory");
+        int r;
+        s->path = strdup(path);
+        if (!s->path || default_key_path(path, &s->key_path) < 0) {
+                r = err_set(e, -ENOMEM, "open store: out of memory");
+                goto fail;
+        }
+        r = create_private(path, e);
+        if (r < 0)
+                goto fail;
+        int rc = sqlite3_open_v2(path, &s->db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                                 NULL);
+        if (rc != SQLITE_OK) {
+                r = err_set(e, -EIO, "open %s: %s", path,
+                            s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+                goto fail;
+        }
+        sqlite3_extended_result_codes(s->db, 1);
+        sqlite3_busy_timeout(s->db, 5000);
+
+        r = exec_sql(s, "PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL", "set pragmas", e);
+        if (r < 0)
+                goto fail;
+        {
+                _cleanup_stmt_ sqlite3_stmt *st = NULL;
+                r = store_stmt_prepare(s, "PRAGMA journal_mode = WAL", &st, e);
+                if (r < 0)
+                        goto fail;
+                rc = sqlite3_step(st);
+                const unsigned char *mode = rc == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
+                if (!mode || strcmp((const char *) mode, "wal") != 0) {
+                        r = err_set(e, -EIO, "open %s: cannot switch to WAL mode (%s)", path,
+                                    mode ? (const char *) mode : sqlite3_errmsg(s->db));
+                        goto fail;
+                }
+        }
+        r = migrate(s, e);
+        if (r < 0) {
+                if (r != -EPROTO)
+                        err_prefix(e, r, "migrate %s", path);
+                goto fail;
+        }
+        *ret = s;
+        return 0;
+fail:
+        store_close(s);
+        return r;
+}
+
+void store_close(struct store *s) {
+        if (!s)
+                return;
+        if (s->db) {
+                store_tx_rollback(s);
+                sqlite3_close_v2(s->db);
+        }
+        OPENSSL_cleanse(s->key, sizeof(s->key));
+        free(s->path);
+        free(s->key_path);
+        free(s);
+}

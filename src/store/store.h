@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The store: warrend's durable control state in one SQLite 3 database
+ * (state_dir/warren.db) in WAL mode, with foreign keys on and a busy
+ * timeout. The schema is versioned: a `schema_version` table records every
+ * migration applied; migrations are an ordered array of SQL scripts, each
+ * applied in its own transaction. A database newer than this binary is
+ * refused.
+ *
+ * Tables: environments, tokens, sandboxes (+ sandbox_tags), volumes,
+ * secrets (+ secret_keys; values AES-256-GCM encrypted at rest), images,
+ * image_names, image_layers, layers.
+ *
+ * Conventions: every function returns >= 0 on success or a negative errno:
+ * -ENOENT when the row does not exist, -EEXIST on a uniqueness conflict,
+ * -EINVAL on a bad argument, -EIO on a database error (message in e).
+ * Every query is a prepared statement with bound parameters. Library code:
+ * never logs above debug, never exits.
+ *
+ * Threads: one connection per struct store. Use a store from one thread at
+ * a time (the daemon uses it from the loop thread). Timestamps are Unix
+ * nanoseconds (0 = unset), like warren.v1.Timestamp. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "basic/err.h"
+
+struct store;
+struct sqlite3;
+
+/* The environment every caller belongs to until identity/tokens land. */
+#define STORE_ENV_DEFAULT "default"
+
+/* Open (creating when missing, mode 0600) the database at path and bring
+ * its schema up to date. Secrets use the key file <dir of path>/keys/
+ * secret.key unless store_set_secret_key_path is called; the key is created
+ * on first use. Errors: -EPROTO when the database's schema is newer than
+ * this binary knows (e->msg says so), -EIO for SQLite errors, -ENOMEM.
+ * On success *ret is owned by the caller (store_close). */
+int store_open(const char *path, struct store **ret, struct wr_err *e);
+
+/* Close the database and free the store. NULL is fine. */
+void store_close(struct store *s);
+
+/* The schema version the database is at, and the newest this binary knows. */
+int store_schema_version(struct store *s);
+int store_schema_version_latest(void);
+
+/* Use key_path for the secrets key instead of the default. Copies the
+ * string. Returns 0 or -ENOMEM. */
+int store_set_secret_key_path(struct store *s, const char *key_path);
+
+/* Raw access for other modules that own their own tables (image/ uses
+ * images, image_names, image_layers and layers). The connection stays owned
+ * by the store; do not close it. */
+struct sqlite3 *store_sqlite(struct store *s);
+
+/* Transactions (BEGIN IMMEDIATE / COMMIT / ROLLBACK) for callers grouping
+ * several store calls. Not nestable. Return 0 or -EIO / -EBUSY. */
+int store_tx_begin(struct store *s, struct wr_err *e);
+int store_tx_commit(struct store *s, struct wr_err *e);
+void store_tx_rollback(struct store *s);
+
+/* The current wall-clock time in Unix nanoseconds. */
+int64_t store_now_ns(void);
+
+/* --- sandboxes --- */
+
+/* Same values as warren.v1.SandboxStatus. A sandbox's name is reserved in
+ * its environment while it is PENDING, RUNNING or TERMINATING. */
+enum store_sandbox_status {
+        STORE_SANDBOX_PENDING = 1,
+        STORE_SANDBOX_RUNNING = 2,
+        STORE_SANDBOX_TERMINATING = 3,
+        STORE_SANDBOX_TERMINATED = 4,
+        STORE_SANDBOX_FAILED = 5,
+};
+
+struct store_tag {
+        char *key;
+        char *value;
+};
+
+/* One sandbox row. Every pointer is heap-owned by the struct (free with
+ * store_sandbox_clear); strings are never NULL after a load except name
+ * (NULL = unnamed) and spec (NULL when none was stored). */
+struct store_sandbox {
+        char *id;          /* "sb-" + 16 hex digits */
+        char *environment; /* environments.id */
+        char *name;        /* NULL = unnamed */
+        int status;        /* enum store_sandbox_status */
+        char *status_message;
+        char *image_id;
+        char *image_ref;
+        uint8_t *spec; /* serialized warren.v1.CreateSandboxRequest */
+        size_t spec_len;
+        struct store_tag *tags; /* sorted by key */
+        size_t n_tags;
+        int64_t created_ns;
+        int64_t terminated_ns;
+        int64_t expires_ns;
+        int64_t init_pid; /* host pid of the sandbox's init; 0 = none */
+        char *cgroup_path;
+};
+
+/* Free what sb holds and zero it. NULL is fine. */
+void store_sandbox_clear(struct store_sandbox *sb);
+/* Free an array returned by store_sandbox_list. */
+void store_sandbox_list_free(struct store_sandbox *list, size_t n);
+
+/* Insert sb (id, environment, status and created_ns required; NULL strings
+ * stored as empty) with its tags, in one transaction. -EEXIST when the id
+ * exists or the name is reserved by another live sandbox of the
+ * environment; -ENOENT when the environment does not exist; -EINVAL when a
+ * required field is missing. */
+int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct wr_err *e);
+
+/* Set status and status_message (NULL = ""). Entering TERMINATED or FAILED
+ * stamps terminated_ns (once). -ENOENT when id is unknown, -EEXIST when
+ * moving back to a live state while another live sandbox has the name. */
+int store_sandbox_update_status(struct store *s, const char *id, int status, const char *message,
+                                struct wr_err *e);
+
+/* Record the runtime facts of a started sandbox. -ENOENT when unknown. */
+int store_sandbox_update_runtime(struct store *s, const char *id, int64_t init_pid,
+                                 const char *cgroup_path, struct wr_err *e);
+
+/* Load one sandbox by id into *ret (which the caller clears). -ENOENT when
+ * unknown. */
+int store_sandbox_load(struct store *s, const char *id, struct store_sandbox *ret,
+                       struct wr_err *e);
+
+/* Load the sandbox called name in env: the live one when there is one,
+ * else the most recently created. -ENOENT when none. */
+int store_sandbox_load_by_name(struct store *s, const char *env, const char *name,
+                               struct store_sandbox *ret, struct wr_err *e);
+
+struct store_sandbox_filter {
+        const char *environment; /* required */
+        const int *statuses;     /* any of these; n_statuses == 0 = all */
+        size_t n_statuses;
+        const char *name;             /* NULL/"" = any */
+        const struct store_tag *tags; /* every one must match */
+        size_t n_tags;
+        size_t offset; /* skip this many rows */
+        size_t limit;  /* 0 = no limit */
+};
+
+/* Sandboxes matching f, newest first. On success *ret (array of *n_ret,
+ * possibly NULL when empty) is owned by the caller: store_sandbox_list_free.
+ * Returns the count. */
+int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
+                       struct store_sandbox **ret, size_t *n_ret, struct wr_err *e);
+
+/* Delete a sandbox row and its tags. -ENOENT when unknown. */
+int store_sandbox_delete(struct store *s, const char *id, struct wr_err *e);
+
+/* --- volumes --- */
+
+struct store_volume {
+        char *environment;
+        char *name;
+        int64_t created_ns;
+};
+
+void store_volume_clear(struct store_volume *v);
+void store_volume_list_free(struct store_volume *list, size_t n);
+
+/* Record a new volume. -EEXIST when the name exists in env, -ENOENT when
+ * env does not exist. */
+int store_volume_insert(struct store *s, const char *env, const char *name, struct wr_err *e);
+/* Load one volume into *ret (caller clears). -ENOENT when unknown. */
+int store_volume_load(struct store *s, const char *env, const char *name, struct store_volume *ret,
+                      struct wr_err *e);
+/* Volumes of env sorted by name; *ret owned by the caller. Returns count. */
+int store_volume_list(struct store *s, const char *env, struct store_volume **ret, size_t *n_ret,
+                      struct wr_err *e);
+/* Forget a volume. -ENOENT when unknown. */
+int store_volume_delete(struct store *s, const char *env, const char *name, struct wr_err *e);
+
+/* --- secrets --- */
+
+/* One value of a secret. A plain secret has exactly one entry whose key is
+ * ""; an integration secret has one entry per (non-empty, unique) key. */
+struct store_secret_entry {
+        char *key;
+        uint8_t *value; /* NULL in listings */
+        size_t len;
+};
+
+struct store_secret {
+        char *name;
+        struct store_secret_entry *entries; /* sorted by key */
+        size_t n_entries;
+        int64_t updated_ns;
+};
+
+/* Wipe (OPENSSL_cleanse) and free what sec holds; zero it. NULL is fine. */
+void store_secret_clear(struct store_secret *sec);
+void store_secret_list_free(struct store_secret *list, size_t n);
+
+/* Create or replace secret name in env with entries (n >= 1). The values
+ * are encrypted with AES-256-GCM (random 96-bit nonce, env and name bound
+ * as associated data) under the key file, created (0600, in a 0700 dir) on
+ * first use. -EINVAL for no entries, duplicate keys or a mix of "" and
+ * named keys; -ENOENT when env does not exist; -EPERM when the key file is
+ * accessible by group or others; -EIO for crypto or database errors. */
+int store_secret_set(struct store *s, const char *env, const char *name,
+                     const struct store_secret_entry *entries, size_t n, struct wr_err *e);
+
+/* Load and decrypt a secret into *ret (caller clears; values are wiped by
+ * store_secret_clear). -ENOENT when unknown, -EBADMSG when it does not
+ * decrypt (wrong key or tampered row). */
+int store_secret_get(struct store *s, const char *env, const char *name, struct store_secret *ret,
+                     struct wr_err *e);
+
+/* Names, keys and update times of env's secrets, by name; nothing is
+ * decrypted. In a listing, entries hold only an integration secret's keys
+ * (values NULL); a plain secret lists no entries. *ret owned by the
+ * caller (store_secret_list_free). Returns the count. */
+int store_secret_list(struct store *s, const char *env, struct store_secret **ret, size_t *n_ret,
+                      struct wr_err *e);
+
+/* Delete a secret. -ENOENT when unknown. */
+int store_secret_delete(struct store *s, const char *env, const char *name, struct wr_err *e);

@@ -1,0 +1,511 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The store against a real SQLite database in a temporary directory. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "basic/err.h"
+#include "store/store.h"
+
+struct fixture {
+        char dir[64];
+        char db[128];
+        struct store *s;
+};
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+        return remove(path);
+}
+
+static int setup(void **state) {
+        struct fixture *f = calloc(1, sizeof(*f));
+        assert_non_null(f);
+        strcpy(f->dir, "/tmp/warren-test-store-XXXXXX");
+        assert_non_null(mkdtemp(f->dir));
+        snprintf(f->db, sizeof(f->db), "%s/warren.db", f->dir);
+        struct wr_err e = {0};
+        int r = store_open(f->db, &f->s, &e);
+        if (r < 0)
+                fail_msg("store_open: %s", e.msg);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state) {
+        struct fixture *f = *state;
+        store_close(f->s);
+        nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        free(f);
+        return 0;
+}
+
+/* Run one SQL query with the sqlite3 API directly and return its first
+ * integer column. */
+static int64_t query_int(const char *db, const char *sql) {
+        sqlite3 *h = NULL;
+        assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        sqlite3_stmt *st = NULL;
+        assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        int64_t v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        sqlite3_close(h);
+        return v;
+}
+
+static void test_migrate_from_empty(void **state) {
+        struct fixture *f = *state;
+        assert_int_equal(store_schema_version(f->s), store_schema_version_latest());
+        assert_true(store_schema_version_latest() >= 1);
+        assert_int_equal(query_int(f->db, "SELECT COUNT(*) FROM schema_version"),
+                         store_schema_version_latest());
+        /* Every table of the initial schema exists. */
+        const char *tables[] = {"environments", "tokens",       "sandboxes",   "sandbox_tags",
+                                "volumes",      "secrets",      "secret_keys", "images",
+                                "image_names",  "image_layers", "layers"};
+        for (size_t i = 0; i < ELEMENTSOF(tables); i++) {
+                char sql[160];
+                snprintf(sql, sizeof(sql),
+                         "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='%s'",
+                         tables[i]);
+                assert_int_equal(query_int(f->db, sql), 1);
+        }
+        /* WAL mode is persistent in the file. */
+        sqlite3 *h = NULL;
+        assert_int_equal(sqlite3_open(f->db, &h), SQLITE_OK);
+        sqlite3_stmt *st = NULL;
+        assert_int_equal(sqlite3_prepare_v2(h, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        assert_string_equal((const char *) sqlite3_column_text(st, 0), "wal");
+        sqlite3_finalize(st);
+        sqlite3_close(h);
+        /* The database file is private. */
+        struct stat sb;
+        assert_int_equal(stat(f->db, &sb), 0);
+        assert_int_equal(sb.st_mode & 077, 0);
+}
+
+static void test_reopen_idempotent(void **state) {
+        struct fixture *f = *state;
+        struct wr_err e = {0};
+        struct store_sandbox sb = {.id = "sb-0000000000000001",
+                                   .environment = STORE_ENV_DEFAULT,
+                                   .name = "keep",
+                                   .status = STORE_SANDBOX_RUNNING,
+                                   .created_ns = store_now_ns()};
+        assert_int_equal(store_sandbox_insert(f->s, &sb, &e), 0);
+        store_close(f->s);
+        f->s = NULL;
+        for (int i = 0; i < 2; i++) {
+                assert_int_equal(store_open(f->db, &f->s, &e), 0);
+                assert_int_equal(store_schema_version(f->s), store_schema_version_latest());
+                store_close(f->s);
+                f->s = NULL;
+        }
+        assert_int_equal(query_int(f->db, "SELECT COUNT(*) FROM schema_version"),
+                         store_schema_version_latest());
+        assert_int_equal(query_int(f->db, "SELECT COUNT(*) FROM environments"), 1);
+        assert_int_equal(query_int(f->db, "SELECT COUNT(*) FROM sandboxes"), 1);
+        assert_int_equal(store_open(f->db, &f->s, &e), 0);
+}
+
+static void test_newer_schema_refused(void **state) {
+        struct fixture *f = *state;
+        store_close(f->s);
+        f->s = NULL;
+        sqlite3 *h = NULL;
+        assert_int_equal(sqlite3_open(f->db, &h), SQLITE_OK);
+        char sql[128];
+        snprintf(sql, sizeof(sql), "INSERT INTO schema_version VALUES (%d, 0)",
+                 store_schema_version_latest() + 5);
+        assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(h);
+
+        struct wr_err e = {0};
+        struct store *s = NULL;
+        assert_int_equal(store_open(f->db, &s, &e), -EPROTO);
+        assert_null(s);
+        assert_non_null(strstr(e.msg, "newer warrend"));
+        char want[32];
+        snprintf(want, sizeof(want), "version %d", store_schema_version_latest() + 5);
+        assert_non_null(strstr(e.msg, want));
+        /* Nothing was changed by the refusal. */
+        assert_int_equal(query_int(f->db, "SELECT MAX(version) FROM schema_version"),
+                         store_schema_version_latest() + 5);
+}
+
+static void test_sandbox_crud(void **state) {
+        struct fixture *f = *state;
+        struct wr_err e = {0};
+        struct store_tag tags[] = {{"team", "infra"}, {"app", "web"}};
+        uint8_t spec[] = {0x12, 0x03, 'a', 'b', 'c', 0x00, 0xff};
+        int64_t t0 = store_now_ns();
+        struct store_sandbox in = {.id = "sb-00000000000000aa",
+                                   .environment = STORE_ENV_DEFAULT,
+                                   .name = "alpha",
+                                   .status = STORE_SANDBOX_PENDING,
+                                   .image_ref = "busybox:latest",
+                                   .spec = spec,
+                                   .spec_len = sizeof(spec),
+                                   .tags = tags,
+                                   .n_tags = 2,
+                                   .created_ns = t0,
+                                   .expires_ns = t0 + 1000};
+        assert_int_equal(store_sandbox_insert(f->s, &in, &e), 0);
+
+        struct store_sandbox out = {0};
+        assert_int_equal(store_sandbox_load(f->s, "sb-00000000000000aa", &out, &e), 0);
+        assert_string_equal(out.name, "alpha");
+        assert_int_equal(out.status, STORE_SANDBOX_PENDING);
+        assert_string_equal(out.image_ref, "busybox:latest");
+        assert_string_equal(out.image_id, "");
+        assert_int_equal(out.spec_len, sizeof(spec));
+        assert_memory_equal(out.spec, spec, sizeof(spec));
+        assert_int_equal(out.created_ns, t0);
+        assert_int_equal(out.expires_ns, t0 + 1000);
+        assert_int_equal(out.terminated_ns, 0);
+        assert_int_equal(out.n_tags, 2);
+        assert_string_equal(out.tags[0].key, "app"); /* sorted */
+        assert_string_equal(out.tags[0].value, "web");
+        assert_string_equal(out.tags[1].key, "team");
+        store_sandbox_clear(&out);
+
+        assert_int_equal(store_sandbox_update_runtime(f->s, in.id, 4242, "/sys/fs/cgroup/x", &e),
+                         0);
+        assert_int_equal(store_sandbox_update_status(f->s, in.id, STORE_SANDBOX_RUNNING, NULL, &e),
+                         0);
+        assert_int_equal(store_sandbox_load_by_name(f->s, STORE_ENV_DEFAULT, "alpha", &out, &e), 0);
+        assert_string_equal(out.id, in.id);
+        assert_int_equal(out.status, STORE_SANDBOX_RUNNING);
+        assert_int_equal(out.init_pid, 4242);
+        assert_string_equal(out.cgroup_path, "/sys/fs/cgroup/x");
+        store_sandbox_clear(&out);
+
+        assert_int_equal(
+                store_sandbox_update_status(f->s, in.id, STORE_SANDBOX_TERMINATED, "bye", &e), 0);
+        assert_int_equal(store_sandbox_load(f->s, in.id, &out, &e), 0);
+        assert_int_equal(out.status, STORE_SANDBOX_TERMINATED);
+        assert_string_equal(out.status_message, "bye");
+        assert_true(out.terminated_ns >= t0);
+        store_sandbox_clear(&out);
+
+        /* Unknown ids. */
+        assert_int_equal(store_sandbox_load(f->s, "sb-nope", &out, &e), -ENOENT);
+        assert_non_null(strstr(e.msg, "sb-nope"));
+        assert_int_equal(store_sandbox_load_by_name(f->s, STORE_ENV_DEFAULT, "zzz", &out, &e),
+                         -ENOENT);
+        assert_int_equal(store_sandbox_update_status(f->s, "sb-nope", 2, NULL, &e), -ENOENT);
+        assert_int_equal(store_sandbox_update_status(f->s, in.id, 9, NULL, &e), -EINVAL);
+        assert_int_equal(store_sandbox_delete(f->s, "sb-nope", &e), -ENOENT);
+
+        /* Delete cascades to tags. */
+        assert_int_equal(store_sandbox_delete(f->s, in.id, &e), 0);
+        assert_int_equal(store_sandbox_load(f->s, in.id, &out, &e), -ENOENT);
+        assert_int_equal(query_int(f->db, "SELECT COUNT(*) FROM sandbox_tags"), 0);
+
+        /* Unknown environment is a foreign-key violation. */
+        struct store_sandbox bad = in;
+        bad.environment = "no-such-env";
+        bad.n_tags = 0;
+        assert_int_equal(store_sandbox_insert(f->s, &bad, &e), -ENOENT);
+        /* Missing fields. */
+        bad = in;
+        bad.created_ns = 0;
+        assert_int_equal(store_sandbox_insert(f->s, &bad, &e), -EINVAL);
+}
+
+static void test_sandbox_unique_name(void **state) {
+        struct fixture *f = *state;
+        struct wr_err e = {0};
+        struct store_sandbox a = {.id = "sb-0000000000000a01",
+                                  .environment = STORE_ENV_DEFAULT,
+                                  .name = "web",
+                                  .status = STORE_SANDBOX_RUNNING,
+                                  .created_ns = store_now_ns()};
+        struct store_sandbox b = a;
+        b.id = "sb-0000000000000a02";
+        assert_int_equal(store_sandbox_insert(f->s, &a, &e), 0);
+        assert_int_equal(store_sandbox_insert(f->s, &b, &e), -EEXIST);
+        assert_non_null(strstr(e.msg, "\"web\""));
+        /* The same id twice. */
+        struct store_sandbox c = a;
+        c.name = "other";
+        assert_int_equal(store_sandbox_insert(f->s, &c, &e), -EEXIST);
+        assert_non_null(strstr(e.msg, a.id));
+        /* A failed insert left nothing behind (tags included). */
+        assert_int_equal(query_int(f->db, "SELECT COUNT(*) FROM sandboxes"), 1);
+
+        /* Unnamed sandboxes never conflict. */
+        struct store_sandbox u1 = a, u2 = a;
+        u1.id = "sb-0000000000000b01";
+        u1.name = NULL;
+        u2.id = "sb-0000000000000b02";
+        u2.name = "";
+        assert_int_equal(store_sandbox_insert(f->s, &u1, &e), 0);
+        assert_int_equal(store_sandbox_insert(f->s, &u2, &e), 0);
+
+        /* Once terminated, the name is free again. */
+        assert_int_equal(store_sandbox_update_status(f->s, a.id, STORE_SANDBOX_TERMINATED, "", &e),
+                         0);
+        b.created_ns = a.created_ns + 1;
+        assert_int_equal(store_sandbox_insert(f->s, &b, &e), 0);
+        /* Reviving the old one now conflicts. */
+        assert_int_equal(store_sandbox_update_status(f->s, a.id, STORE_SANDBOX_RUNNING, "", &e),
+                         -EEXIST);
+        /* By name prefers the live one. */
+        struct store_sandbox out = {0};
+        assert_int_equal(store_sandbox_load_by_name(f->s, STORE_ENV_DEFAULT, "web", &out, &e), 0);
+        assert_string_equal(out.id, b.id);
+        store_sandbox_clear(&out);
+}
+
+static void test_sandbox_list_filters(void **state) {
+        struct fixture *f = *state;
+        struct wr_err e = {0};
+        int64_t t0 = store_now_ns();
+        struct store_tag t_web[] = {{"app", "web"}, {"team", "a"}};
+        struct store_tag t_db[] = {{"app", "db"}, {"team", "a"}};
+        struct store_sandbox rows[] = {
+                {.id = "sb-1", .name = "one", .status = 2, .tags = t_web, .n_tags = 2},
+                {.id = "sb-2", .name = "two", .status = 2, .tags = t_db, .n_tags = 2},
+                {.id = "sb-3", .name = "three", .status = 4},
+                {.id = "sb-4", .status = 1, .tags = t_web, .n_tags = 1},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
+                rows[i].environment = STORE_ENV_DEFAULT;
+                rows[i].created_ns = t0 + (int64_t) i;
+                assert_int_equal(store_sandbox_insert(f->s, &rows[i], &e), 0);
+        }
+        struct store_sandbox *l = NULL;
+        size_t n = 0;
+        struct store_sandbox_filter flt = {.environment = STORE_ENV_DEFAULT};
+        assert_int_equal(store_sandbox_list(f->s, &flt, &l, &n, &e), 4);
+        assert_int_equal(n, 4);
+        assert_string_equal(l[0].id, "sb-4"); /* newest first */
+        assert_null(l[0].name);
+        assert_string_equal(l[3].id, "sb-1");
+        store_sandbox_list_free(l, n);
+
+        int running[] = {2};
+        flt.statuses = running;
+        flt.n_statuses = 1;
+        assert_int_equal(store_sandbox_list(f->s, &flt, &l, &n, &e), 2);
+        store_sandbox_list_free(l, n);
+
+        int two[] = {1, 4};
+        flt.statuses = two;
+        flt.n_statuses = 2;
+        assert_int_equal(store_sandbox_list(f->s, &flt, &l, &n, &e), 2);
+        assert_string_equal(l[0].id, "sb-4");
+        assert_string_equal(l[1].id, "sb-3");
+        store_sandbox_list_free(l, n);
+
+        flt.n_statuses = 0;
+        flt.tags = (struct store_tag[]){{"app", "web"}};
+        flt.n_tags = 1;
+        assert_int_equal(store_sandbox_list(f->s, &flt, &l, &n, &e), 2);
+        store_sandbox_list_free(l, n);
+        flt.tags = (struct store_tag[]){{"app", "web"}, {"team", "a"}};
+        flt.n_tags = 2;
+        assert_int_equal(store_sandbox_list(f->s, &flt, &l, &n, &e), 1);
+        assert_string_equal(l[0].id, "sb-1");
+        store_sandbox_list_free(l, n);
+        /* A value containing SQL is just a value. */
+        flt.tags = (struct store_tag[]){{"app", "web' OR '1'='1"}};
+        flt.n_tags = 1;
+        assert_int_equal(store_sandbox_list(f->s, &flt, &l, &n, &e), 0);
+        assert_null(l);
+        flt.n_tags = 0;
+
+        flt.name = "two";
+        assert_int_equal(store_sandbox_list(f->s, &flt, &l, &n, &e), 1);
+        assert_string_equal(l[0].id, "sb-2");
+        store_sandbox_list_free(l, n);
+        flt.name = NULL;
+
+        flt.limit = 2;
+        flt.offset = 1;
+        assert_int_equal(store_sandbox_list(f->s, &flt, &l, &n, &e), 2);
+        assert_string_equal(l[0].id, "sb-3");
+        assert_string_equal(l[1].id, "sb-2");
+        store_sandbox_list_free(l, n);
+
+        flt.environment = "elsewhere";
+        flt.limit = 0;
+        flt.offset = 0;
+        assert_int_equal(store_sandbox_list(f->s, &flt, &l, &n, &e), 0);
+}
+
+static void test_volume_crud(void **state) {
+        struct fixture *f = *state;
+        struct wr_err e = {0};
+        assert_int_equal(store_volume_insert(f->s, STORE_ENV_DEFAULT, "data", &e), 0);
+        assert_int_equal(store_volume_insert(f->s, STORE_ENV_DEFAULT, "cache", &e), 0);
+        assert_int_equal(store_volume_insert(f->s, STORE_ENV_DEFAULT, "data", &e), -EEXIST);
+        assert_int_equal(store_volume_insert(f->s, "nope", "data", &e), -ENOENT);
+        struct store_volume v = {0};
+        assert_int_equal(store_volume_load(f->s, STORE_ENV_DEFAULT, "data", &v, &e), 0);
+        assert_string_equal(v.name, "data");
+        assert_true(v.created_ns > 0);
+        store_volume_clear(&v);
+        struct store_volume *l = NULL;
+        size_t n = 0;
+        assert_int_equal(store_volume_list(f->s, STORE_ENV_DEFAULT, &l, &n, &e), 2);
+        assert_string_equal(l[0].name, "cache");
+        assert_string_equal(l[1].name, "data");
+        store_volume_list_free(l, n);
+        assert_int_equal(store_volume_delete(f->s, STORE_ENV_DEFAULT, "data", &e), 0);
+        assert_int_equal(store_volume_delete(f->s, STORE_ENV_DEFAULT, "data", &e), -ENOENT);
+        assert_int_equal(store_volume_load(f->s, STORE_ENV_DEFAULT, "data", &v, &e), -ENOENT);
+}
+
+/* Does the file at path contain needle anywhere? */
+static bool file_contains(const char *path, const void *needle, size_t len) {
+        FILE *fp = fopen(path, "rb");
+        if (!fp)
+                return false;
+        static char buf[1 << 20];
+        size_t n = fread(buf, 1, sizeof(buf), fp);
+        fclose(fp);
+        return n >= len && memmem(buf, n, needle, len) != NULL;
+}
+
+static void test_secret_roundtrip(void **state) {
+        struct fixture *f = *state;
+        struct wr_err e = {0};
+        const char *plain = "s3cr3t-PLAINTEXT-value-0123456789";
+        struct store_secret_entry one = {
+                .key = "", .value = (uint8_t *) plain, .len = strlen(plain)};
+        assert_int_equal(store_secret_set(f->s, STORE_ENV_DEFAULT, "API_KEY", &one, 1, &e), 0);
+
+        /* The key file exists, private, in a private directory. */
+        char key[160], keys[160];
+        snprintf(keys, sizeof(keys), "%s/keys", f->dir);
+        snprintf(key, sizeof(key), "%s/keys/secret.key", f->dir);
+        struct stat st;
+        assert_int_equal(stat(key, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0600);
+        assert_int_equal(st.st_size, 32);
+        assert_int_equal(stat(keys, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0700);
+
+        struct store_secret got = {0};
+        assert_int_equal(store_secret_get(f->s, STORE_ENV_DEFAULT, "API_KEY", &got, &e), 0);
+        assert_int_equal(got.n_entries, 1);
+        assert_string_equal(got.entries[0].key, "");
+        assert_int_equal(got.entries[0].len, strlen(plain));
+        assert_memory_equal(got.entries[0].value, plain, strlen(plain));
+        store_secret_clear(&got);
+
+        /* Ciphertext differs from plaintext, and the plaintext is nowhere on
+         * disk (database, WAL) after a checkpoint-free close. */
+        assert_int_equal(query_int(f->db, "SELECT COUNT(*) FROM secrets WHERE "
+                                          "ciphertext = CAST('s3cr3t-PLAINTEXT-value-0123456789'"
+                                          " AS BLOB)"),
+                         0);
+        assert_int_equal(query_int(f->db, "SELECT length(ciphertext) FROM secrets"),
+                         (int64_t) strlen(plain) + 8 + 16); /* framing + GCM tag */
+        char wal[160];
+        snprintf(wal, sizeof(wal), "%s-wal", f->db);
+        assert_false(file_contains(f->db, plain, strlen(plain)));
+        assert_false(file_contains(wal, plain, strlen(plain)));
+        assert_true(file_contains(wal, "API_KEY", 7) || file_contains(f->db, "API_KEY", 7));
+
+        /* Replace with an integration secret; keys listed, values not. */
+        struct store_secret_entry kv[] = {
+                {.key = "user", .value = (uint8_t *) "bob", .len = 3},
+                {.key = "password", .value = (uint8_t *) "hunter2", .len = 7},
+                {.key = "empty", .value = NULL, .len = 0},
+        };
+        assert_int_equal(store_secret_set(f->s, STORE_ENV_DEFAULT, "API_KEY", kv, 3, &e), 0);
+        assert_int_equal(store_secret_set(f->s, STORE_ENV_DEFAULT, "OTHER", &one, 1, &e), 0);
+        struct store_secret *l = NULL;
+        size_t n = 0;
+        assert_int_equal(store_secret_list(f->s, STORE_ENV_DEFAULT, &l, &n, &e), 2);
+        assert_string_equal(l[0].name, "API_KEY");
+        assert_int_equal(l[0].n_entries, 3);
+        assert_string_equal(l[0].entries[0].key, "empty");
+        assert_null(l[0].entries[0].value);
+        assert_string_equal(l[1].name, "OTHER");
+        assert_int_equal(l[1].n_entries, 0);
+        store_secret_list_free(l, n);
+        assert_int_equal(store_secret_get(f->s, STORE_ENV_DEFAULT, "API_KEY", &got, &e), 0);
+        assert_int_equal(got.n_entries, 3);
+        assert_string_equal(got.entries[1].key, "password");
+        assert_memory_equal(got.entries[1].value, "hunter2", 7);
+        assert_int_equal(got.entries[0].len, 0);
+        store_secret_clear(&got);
+
+        /* Bad input. */
+        struct store_secret_entry dup[] = {{.key = "a", .len = 0}, {.key = "a", .len = 0}};
+        assert_int_equal(store_secret_set(f->s, STORE_ENV_DEFAULT, "X", dup, 2, &e), -EINVAL);
+        struct store_secret_entry mixed[] = {{.key = "", .len = 0}, {.key = "a", .len = 0}};
+        assert_int_equal(store_secret_set(f->s, STORE_ENV_DEFAULT, "X", mixed, 2, &e), -EINVAL);
+        assert_int_equal(store_secret_set(f->s, STORE_ENV_DEFAULT, "X", NULL, 0, &e), -EINVAL);
+
+        /* A row copied onto another name does not decrypt (AAD binds it). */
+        sqlite3 *h = NULL;
+        assert_int_equal(sqlite3_open(f->db, &h), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(h,
+                                      "INSERT INTO secrets SELECT environment, 'STOLEN', "
+                                      "ciphertext, nonce, updated FROM secrets WHERE "
+                                      "name = 'OTHER'",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+        sqlite3_close(h);
+        assert_int_equal(store_secret_get(f->s, STORE_ENV_DEFAULT, "STOLEN", &got, &e), -EBADMSG);
+
+        /* Delete. */
+        assert_int_equal(store_secret_delete(f->s, STORE_ENV_DEFAULT, "API_KEY", &e), 0);
+        assert_int_equal(store_secret_delete(f->s, STORE_ENV_DEFAULT, "API_KEY", &e), -ENOENT);
+        assert_int_equal(store_secret_get(f->s, STORE_ENV_DEFAULT, "API_KEY", &got, &e), -ENOENT);
+        assert_int_equal(query_int(f->db, "SELECT COUNT(*) FROM secret_keys"), 0);
+
+        /* Re-open: the same key file decrypts the old rows. */
+        store_close(f->s);
+        assert_int_equal(store_open(f->db, &f->s, &e), 0);
+        assert_int_equal(store_secret_get(f->s, STORE_ENV_DEFAULT, "OTHER", &got, &e), 0);
+        assert_memory_equal(got.entries[0].value, plain, strlen(plain));
+        store_secret_clear(&got);
+
+        /* A world-readable key file is refused. */
+        assert_int_equal(chmod(key, 0644), 0);
+        store_close(f->s);
+        assert_int_equal(store_open(f->db, &f->s, &e), 0);
+        assert_int_equal(store_secret_get(f->s, STORE_ENV_DEFAULT, "OTHER", &got, &e), -EPERM);
+        assert_non_null(strstr(e.msg, "chmod 600"));
+        assert_int_equal(chmod(key, 0600), 0);
+
+        /* A different key does not decrypt. */
+        char other_key[160];
+        snprintf(other_key, sizeof(other_key), "%s/other.key", f->dir);
+        assert_int_equal(store_set_secret_key_path(f->s, other_key), 0);
+        assert_int_equal(store_secret_get(f->s, STORE_ENV_DEFAULT, "OTHER", &got, &e), -EBADMSG);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_migrate_from_empty, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reopen_idempotent, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_sandbox_crud, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_sandbox_unique_name, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_sandbox_list_filters, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_volume_crud, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_secret_roundtrip, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
