@@ -7,6 +7,7 @@
  * Handlers find the daemon's shared state with rpc_call_server_ctx(call),
  * which is the struct api_ctx below. Handlers log once, at this boundary. */
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <uv.h>
@@ -24,6 +25,11 @@ struct api_ctx {
         const char *state_dir;
         uint64_t started_usec;     /* CLOCK_MONOTONIC at start-up */
         int diag_enabled;          /* serve warren.v1.Diag (tests, benches) */
+        /* Fully-qualified names of the services registered ("warren.v1.System",
+         * ...); grpc.health.v1 answers SERVING for these. Set by warrend. */
+        const char *const *services;
+        size_t n_services;
+        struct api_health *health; /* open health Watch streams (health.c) */
 };
 
 /* Each returns 0 or a negative errno from rpc_server_add_methods. */
@@ -35,6 +41,10 @@ int api_volumes_register(struct rpc_server *s);  /* warren.v1.Volumes */
 int api_secrets_register(struct rpc_server *s);  /* warren.v1.Secrets */
 int api_identity_register(struct rpc_server *s); /* warren.v1.Identity */
 int api_diag_register(struct rpc_server *s);     /* warren.v1.Diag */
+
+/* Before graceful shutdown: tell every open grpc.health.v1 Watch stream
+ * NOT_SERVING and finish it, so that no stream holds the server open. */
+void api_health_shutdown(struct api_ctx *ctx);
 
 /* Answer UNIMPLEMENTED naming the method and what is missing; for methods
  * declared in the proto but not built yet. */
