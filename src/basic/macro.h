@@ -16,8 +16,9 @@
 #define _unlikely_(x) __builtin_expect(!!(x), 0)
 
 #define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
-#define MAX(a, b) ((a) > (b) ? (a) : (b))
+/* MIN/MAX: glibc's <sys/param.h> ones (libuv, OpenSSL pull it in too, and a
+ * second definition would clash). */
+#include <sys/param.h>
 
 static inline void freep(void *p) { free(*(void **)p); }
 
