@@ -37,8 +37,8 @@ struct rpc_client_config {
 /* Connect (blocking: runs loop until connected, TLS done, SETTINGS sent).
  * Returns 0, or -ECONNREFUSED / -ENOENT (no socket) / -ETIMEDOUT /
  * -EPROTO (TLS/ALPN) with e saying which address failed and why. */
-int rpc_client_new(uv_loop_t *loop, const struct rpc_client_config *cfg,
-                   struct rpc_client **ret, struct wr_err *e);
+int rpc_client_new(uv_loop_t *loop, const struct rpc_client_config *cfg, struct rpc_client **ret,
+                   struct wr_err *e);
 
 /* Close the connection and free. Streams still open see on_close with
  * UNAVAILABLE first. NULL ok. */
@@ -49,29 +49,24 @@ void rpc_client_free(struct rpc_client *c);
  * decoded response in *ret (free with protobuf_c_message_free_unpacked).
  * On a non-OK status returns -EREMOTEIO with e->status and e->msg set to
  * what the server sent; transport failures return other negative errnos. */
-int rpc_client_unary(struct rpc_client *c, const char *path,
-                     const ProtobufCMessage *req,
-                     const ProtobufCMessageDescriptor *resp_desc,
-                     uint64_t timeout_ms, ProtobufCMessage **ret,
-                     struct wr_err *e);
+int rpc_client_unary(struct rpc_client *c, const char *path, const ProtobufCMessage *req,
+                     const ProtobufCMessageDescriptor *resp_desc, uint64_t timeout_ms,
+                     ProtobufCMessage **ret, struct wr_err *e);
 
 struct rpc_stream_callbacks {
         /* A response message; freed when the callback returns. */
-        void (*on_message)(struct rpc_stream *s, const ProtobufCMessage *msg,
-                           void *userdata);
+        void (*on_message)(struct rpc_stream *s, const ProtobufCMessage *msg, void *userdata);
         /* The send queue fell below the low-water mark. */
         void (*on_writable)(struct rpc_stream *s, void *userdata);
         /* The call ended: status (0 = OK) and message. Called exactly once;
          * rpc_stream_free may be called from here. */
-        void (*on_close)(struct rpc_stream *s, int status, const char *message,
-                         void *userdata);
+        void (*on_close)(struct rpc_stream *s, int status, const char *message, void *userdata);
 };
 
 /* Open a streaming call (any kind; unary too). Does not block. */
 int rpc_stream_open(struct rpc_client *c, const char *path,
                     const ProtobufCMessageDescriptor *resp_desc, uint64_t timeout_ms,
-                    const struct rpc_stream_callbacks *cb, void *userdata,
-                    struct rpc_stream **ret);
+                    const struct rpc_stream_callbacks *cb, void *userdata, struct rpc_stream **ret);
 
 /* Queue a request message: 0 below high-water, 1 at or above (wait for
  * on_writable), negative errno when the stream is over. */

@@ -85,13 +85,12 @@ struct rpc_server_config {
 };
 
 /* Create a server on loop. Returns 0 or -ENOMEM / -EINVAL (with e filled). */
-int rpc_server_new(uv_loop_t *loop, const struct rpc_server_config *cfg,
-                   struct rpc_server **ret, struct wr_err *e);
+int rpc_server_new(uv_loop_t *loop, const struct rpc_server_config *cfg, struct rpc_server **ret,
+                   struct wr_err *e);
 
 /* Register methods. The array must outlive the server. Unknown paths are
  * answered UNIMPLEMENTED by the layer. Returns 0 or -EEXIST. */
-int rpc_server_add_methods(struct rpc_server *s, const struct rpc_method *methods,
-                           size_t n);
+int rpc_server_add_methods(struct rpc_server *s, const struct rpc_method *methods, size_t n);
 
 /* Listen on "unix:/path" (created mode 0660, stale socket replaced),
  * "tcp:HOST:PORT" or "tls:HOST:PORT" (needs tls_cert/tls_key). Port 0 picks
@@ -103,8 +102,8 @@ int rpc_server_port(struct rpc_server *s);
 
 /* Graceful shutdown: stop accepting, send GOAWAY, let in-flight calls
  * finish (cancelled after grace_ms), close connections, then call done. */
-void rpc_server_shutdown(struct rpc_server *s, uint64_t grace_ms,
-                         void (*done)(void *userdata), void *userdata);
+void rpc_server_shutdown(struct rpc_server *s, uint64_t grace_ms, void (*done)(void *userdata),
+                         void *userdata);
 
 /* Free a server whose shutdown finished (or that never listened). NULL ok. */
 void rpc_server_free(struct rpc_server *s);
@@ -163,3 +162,9 @@ size_t rpc_call_queued_bytes(const struct rpc_call *call);
 
 /* Bytes queued across every call of the server (bounded-memory checks). */
 size_t rpc_server_queued_bytes(const struct rpc_server *s);
+
+/* The server a call belongs to. */
+struct rpc_server *rpc_call_server(const struct rpc_call *call);
+
+/* Calls alive (not yet freed) on the server, including the caller's own. */
+size_t rpc_server_call_count(const struct rpc_server *s);

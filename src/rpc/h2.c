@@ -1,0 +1,600 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "rpc/h2.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/err.h>
+
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "rpc/grpc.h"
+
+/* --- buffers --- */
+
+uint8_t *h2_buf_reserve(struct h2_buf *b, size_t n) {
+        if (b->cap - b->len < n) {
+                size_t cap = b->cap ? b->cap : 4096;
+                while (cap - b->len < n)
+                        cap *= 2;
+                uint8_t *p = realloc(b->data, cap);
+                if (!p)
+                        return NULL;
+                b->data = p;
+                b->cap = cap;
+        }
+        return b->data + b->len;
+}
+
+int h2_buf_append(struct h2_buf *b, const void *p, size_t n) {
+        uint8_t *d = h2_buf_reserve(b, n);
+        if (!d)
+                return -ENOMEM;
+        if (n)
+                memcpy(d, p, n);
+        b->len += n;
+        return 0;
+}
+
+void h2_buf_consume(struct h2_buf *b, size_t n) {
+        if (n >= b->len) {
+                b->len = 0;
+                /* Do not keep big buffers around on idle connections. */
+                if (b->cap > 256 * 1024) {
+                        free(b->data);
+                        b->data = NULL;
+                        b->cap = 0;
+                }
+                return;
+        }
+        memmove(b->data, b->data + n, b->len - n);
+        b->len -= n;
+}
+
+void h2_buf_free(struct h2_buf *b) {
+        free(b->data);
+        b->data = NULL;
+        b->len = b->cap = 0;
+}
+
+/* --- message queue --- */
+
+int h2_msgq_push(struct h2_msgq *q, const ProtobufCMessage *msg, size_t max) {
+        size_t n = protobuf_c_message_get_packed_size(msg);
+        if ((max && n > max) || n > UINT32_MAX)
+                return -EMSGSIZE;
+        struct h2_chunk *c = malloc(sizeof(*c) + GRPC_FRAME_HEADER + n);
+        if (!c)
+                return -ENOMEM;
+        grpc_frame_header(c->data, n);
+        protobuf_c_message_pack(msg, c->data + GRPC_FRAME_HEADER);
+        c->len = GRPC_FRAME_HEADER + n;
+        c->off = 0;
+        c->next = NULL;
+        if (q->tail)
+                q->tail->next = c;
+        else
+                q->head = c;
+        q->tail = c;
+        q->bytes += c->len;
+        return 0;
+}
+
+size_t h2_msgq_read(struct h2_msgq *q, uint8_t *out, size_t len) {
+        size_t done = 0;
+        while (done < len && q->head) {
+                struct h2_chunk *c = q->head;
+                size_t take = MIN(c->len - c->off, len - done);
+                memcpy(out + done, c->data + c->off, take);
+                c->off += take;
+                done += take;
+                if (c->off == c->len) {
+                        q->head = c->next;
+                        if (!q->head)
+                                q->tail = NULL;
+                        free(c);
+                }
+        }
+        q->bytes -= done;
+        return done;
+}
+
+void h2_msgq_clear(struct h2_msgq *q) {
+        while (q->head) {
+                struct h2_chunk *c = q->head;
+                q->head = c->next;
+                free(c);
+        }
+        q->tail = NULL;
+        q->bytes = 0;
+}
+
+/* --- timer heap --- */
+
+static void heap_swap(struct h2_timers *ts, size_t a, size_t b) {
+        struct h2_timer *t = ts->heap[a];
+        ts->heap[a] = ts->heap[b];
+        ts->heap[b] = t;
+        ts->heap[a]->idx = a + 1;
+        ts->heap[b]->idx = b + 1;
+}
+
+static void heap_up(struct h2_timers *ts, size_t i) {
+        while (i > 0) {
+                size_t p = (i - 1) / 2;
+                if (ts->heap[p]->when <= ts->heap[i]->when)
+                        break;
+                heap_swap(ts, p, i);
+                i = p;
+        }
+}
+
+static void heap_down(struct h2_timers *ts, size_t i) {
+        for (;;) {
+                size_t l = 2 * i + 1, r = l + 1, m = i;
+                if (l < ts->n && ts->heap[l]->when < ts->heap[m]->when)
+                        m = l;
+                if (r < ts->n && ts->heap[r]->when < ts->heap[m]->when)
+                        m = r;
+                if (m == i)
+                        return;
+                heap_swap(ts, i, m);
+                i = m;
+        }
+}
+
+static void timers_fire(uv_timer_t *h);
+
+static void timers_schedule(struct h2_timers *ts) {
+        if (ts->n == 0) {
+                uv_timer_stop(&ts->handle);
+                return;
+        }
+        uint64_t now = uv_now(ts->handle.loop);
+        uint64_t when = ts->heap[0]->when;
+        uv_timer_start(&ts->handle, timers_fire, when > now ? when - now : 0, 0);
+}
+
+static void timers_fire(uv_timer_t *h) {
+        struct h2_timers *ts = (struct h2_timers *) h;
+        uint64_t now = uv_now(h->loop);
+        while (ts->n > 0 && ts->heap[0]->when <= now) {
+                struct h2_timer *t = ts->heap[0];
+                h2_timer_disarm(ts, t);
+                t->cb(t);
+        }
+        timers_schedule(ts);
+}
+
+void h2_timers_init(struct h2_timers *ts, uv_loop_t *loop) {
+        memset(ts, 0, sizeof(*ts));
+        uv_timer_init(loop, &ts->handle);
+}
+
+int h2_timer_arm(struct h2_timers *ts, struct h2_timer *t, uint64_t when) {
+        if (t->idx) {
+                t->when = when;
+                heap_up(ts, t->idx - 1);
+                heap_down(ts, t->idx - 1);
+                timers_schedule(ts);
+                return 0;
+        }
+        if (ts->n == ts->cap) {
+                size_t cap = ts->cap ? ts->cap * 2 : 16;
+                struct h2_timer **h = realloc(ts->heap, cap * sizeof(*h));
+                if (!h)
+                        return -ENOMEM;
+                ts->heap = h;
+                ts->cap = cap;
+        }
+        t->when = when;
+        ts->heap[ts->n] = t;
+        t->idx = ++ts->n;
+        heap_up(ts, ts->n - 1);
+        timers_schedule(ts);
+        return 0;
+}
+
+void h2_timer_disarm(struct h2_timers *ts, struct h2_timer *t) {
+        if (!t->idx)
+                return;
+        size_t i = t->idx - 1;
+        t->idx = 0;
+        ts->n--;
+        if (i != ts->n) {
+                ts->heap[i] = ts->heap[ts->n];
+                ts->heap[i]->idx = i + 1;
+                heap_up(ts, i);
+                heap_down(ts, i);
+        }
+}
+
+void h2_timers_close(struct h2_timers *ts, uv_close_cb cb) {
+        for (size_t i = 0; i < ts->n; i++)
+                ts->heap[i]->idx = 0;
+        free(ts->heap);
+        ts->heap = NULL;
+        ts->n = ts->cap = 0;
+        uv_close((uv_handle_t *) &ts->handle, cb);
+}
+
+/* --- connections --- */
+
+static _Thread_local uint8_t read_buf[256 * 1024];
+
+static void conn_fail(struct h2_conn *c, int err) {
+        if (c->errored || c->closing)
+                return;
+        c->errored = true;
+        c->ops->on_error(c, err);
+}
+
+static void handle_closed(uv_handle_t *h) {
+        struct h2_conn *c = h->data;
+        if (--c->open_handles > 0)
+                return;
+        h2_buf_free(&c->out);
+        h2_buf_free(&c->inflight);
+        h2_buf_free(&c->plain);
+        c->ops->on_closed(c);
+}
+
+static void do_close(struct h2_conn *c) {
+        c->close_pending = false;
+        if (c->started)
+                uv_read_stop(&c->io.stream);
+        uv_idle_stop(&c->idle);
+        if (c->session) {
+                nghttp2_session_del(c->session);
+                c->session = NULL;
+        }
+        if (c->ssl) {
+                SSL_free(c->ssl);
+                c->ssl = NULL;
+        }
+        uv_close(&c->io.handle, handle_closed);
+        uv_close((uv_handle_t *) &c->idle, handle_closed);
+}
+
+void h2_conn_close(struct h2_conn *c) {
+        if (c->closing)
+                return;
+        c->closing = true;
+        if (c->busy)
+                c->close_pending = true;
+        else
+                do_close(c);
+}
+
+static void idle_cb(uv_idle_t *h) {
+        struct h2_conn *c = h->data;
+        uv_idle_stop(h);
+        h2_conn_process(c);
+}
+
+int h2_conn_prepare(struct h2_conn *c, uv_loop_t *loop, bool pipe, const struct h2_conn_ops *ops) {
+        memset(c, 0, sizeof(*c));
+        c->loop = loop;
+        c->ops = ops;
+        int r = pipe ? uv_pipe_init(loop, &c->io.pipe, 0) : uv_tcp_init(loop, &c->io.tcp);
+        if (r < 0)
+                return r;
+        uv_idle_init(loop, &c->idle);
+        c->io.handle.data = c;
+        c->idle.data = c;
+        c->open_handles = 2;
+        return 0;
+}
+
+void h2_conn_kick(struct h2_conn *c) {
+        if (!c->closing)
+                uv_idle_start(&c->idle, idle_cb);
+}
+
+/* Move what TLS produced into the output buffer. */
+static int drain_tls(struct h2_conn *c) {
+        BIO *wbio = SSL_get_wbio(c->ssl);
+        size_t pending;
+        while ((pending = BIO_ctrl_pending(wbio)) > 0) {
+                uint8_t *d = h2_buf_reserve(&c->out, pending);
+                if (!d)
+                        return -ENOMEM;
+                int n = BIO_read(wbio, d, (int) pending);
+                if (n <= 0)
+                        break;
+                c->out.len += (size_t) n;
+        }
+        return 0;
+}
+
+static void write_cb(uv_write_t *req, int status);
+
+static void start_write(struct h2_conn *c) {
+        if (c->writing || c->out.len == 0 || c->closing)
+                return;
+        uv_buf_t b = uv_buf_init((char *) c->out.data, (unsigned) c->out.len);
+        int n = uv_try_write(&c->io.stream, &b, 1);
+        if (n > 0)
+                h2_buf_consume(&c->out, (size_t) n);
+        else if (n < 0 && n != UV_EAGAIN) {
+                conn_fail(c, n);
+                return;
+        }
+        if (c->out.len == 0)
+                return;
+        struct h2_buf t = c->inflight;
+        c->inflight = c->out;
+        c->out = t;
+        c->out.len = 0;
+        b = uv_buf_init((char *) c->inflight.data, (unsigned) c->inflight.len);
+        int r = uv_write(&c->wreq, &c->io.stream, &b, 1, write_cb);
+        if (r < 0) {
+                conn_fail(c, r);
+                return;
+        }
+        c->writing = true;
+}
+
+static void write_cb(uv_write_t *req, int status) {
+        struct h2_conn *c = req->handle->data;
+        c->writing = false;
+        h2_buf_consume(&c->inflight, c->inflight.len);
+        if (c->closing)
+                return;
+        if (status < 0) {
+                conn_fail(c, status);
+                return;
+        }
+        h2_conn_process(c);
+}
+
+static void send_pending(struct h2_conn *c) {
+        if (!c->session || !c->ready)
+                return;
+        int r = nghttp2_session_send(c->session);
+        if (r != 0) {
+                conn_fail(c, -EPROTO);
+                return;
+        }
+        if (c->ssl && c->plain.len) {
+                int n = SSL_write(c->ssl, c->plain.data, (int) c->plain.len);
+                if (n <= 0) {
+                        conn_fail(c, -EPROTO);
+                        return;
+                }
+                h2_buf_consume(&c->plain, (size_t) n);
+        }
+}
+
+void h2_conn_process(struct h2_conn *c) {
+        if (c->closing || c->errored)
+                return;
+        c->busy++;
+        if (c->ready)
+                c->ops->pump(c);
+        if (!c->closing && !c->errored) {
+                send_pending(c);
+                if (c->ssl && drain_tls(c) < 0)
+                        conn_fail(c, -ENOMEM);
+                start_write(c);
+                if (c->session && !c->errored && !c->closing &&
+                    !nghttp2_session_want_read(c->session) &&
+                    !nghttp2_session_want_write(c->session) && c->out.len == 0 && !c->writing)
+                        conn_fail(c, 0);
+                if (c->close_when_flushed && c->out.len == 0 && !c->writing)
+                        h2_conn_close(c);
+        }
+        c->busy--;
+        if (c->close_pending && c->busy == 0)
+                do_close(c);
+}
+
+void h2_conn_close_when_flushed(struct h2_conn *c) {
+        c->close_when_flushed = true;
+        h2_conn_kick(c);
+}
+
+static void set_ready(struct h2_conn *c) {
+        c->ready = true;
+        c->busy++;
+        c->ops->on_ready(c);
+        c->busy--;
+        if (c->close_pending && c->busy == 0)
+                do_close(c);
+}
+
+static void tls_error(struct h2_conn *c, const char *what) {
+        unsigned long e = ERR_peek_last_error();
+        if (e)
+                snprintf(c->tls_error, sizeof(c->tls_error), "%s: %s", what,
+                         ERR_reason_error_string(e));
+        else
+                snprintf(c->tls_error, sizeof(c->tls_error), "%s", what);
+        ERR_clear_error();
+}
+
+static void do_handshake(struct h2_conn *c) {
+        int r = SSL_do_handshake(c->ssl);
+        if (drain_tls(c) < 0) {
+                conn_fail(c, -ENOMEM);
+                return;
+        }
+        start_write(c);
+        if (r == 1) {
+                const unsigned char *alpn = NULL;
+                unsigned alpn_len = 0;
+                SSL_get0_alpn_selected(c->ssl, &alpn, &alpn_len);
+                if (alpn_len != 2 || memcmp(alpn, "h2", 2) != 0) {
+                        snprintf(c->tls_error, sizeof(c->tls_error),
+                                 "TLS peer did not select ALPN h2");
+                        conn_fail(c, -EPROTO);
+                        return;
+                }
+                set_ready(c);
+                return;
+        }
+        int e = SSL_get_error(c->ssl, r);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+                return;
+        tls_error(c, "TLS handshake failed");
+        /* Let the alert go out before reporting. */
+        drain_tls(c);
+        start_write(c);
+        conn_fail(c, -EPROTO);
+}
+
+static int feed_plain(struct h2_conn *c, const uint8_t *data, size_t len) {
+        ssize_t r = nghttp2_session_mem_recv(c->session, data, len);
+        if (r < 0)
+                return -EPROTO;
+        return 0;
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+        buf->base = (char *) read_buf;
+        buf->len = sizeof(read_buf);
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+        struct h2_conn *c = s->data;
+        if (c->closing || c->errored)
+                return;
+        if (nread < 0) {
+                conn_fail(c, nread == UV_EOF ? -ECONNRESET : (int) nread);
+                return;
+        }
+        if (nread == 0)
+                return;
+        c->busy++;
+        if (!c->ssl) {
+                if (feed_plain(c, (const uint8_t *) buf->base, (size_t) nread) < 0)
+                        conn_fail(c, -EPROTO);
+        } else {
+                BIO_write(SSL_get_rbio(c->ssl), buf->base, (int) nread);
+                if (!c->ready)
+                        do_handshake(c);
+                static _Thread_local uint8_t plain[64 * 1024];
+                while (c->ready && !c->errored && !c->closing) {
+                        int n = SSL_read(c->ssl, plain, sizeof(plain));
+                        if (n <= 0) {
+                                int e = SSL_get_error(c->ssl, n);
+                                if (e == SSL_ERROR_ZERO_RETURN)
+                                        conn_fail(c, -ECONNRESET);
+                                else if (e != SSL_ERROR_WANT_READ) {
+                                        tls_error(c, "TLS read failed");
+                                        conn_fail(c, -EPROTO);
+                                }
+                                break;
+                        }
+                        if (feed_plain(c, plain, (size_t) n) < 0) {
+                                conn_fail(c, -EPROTO);
+                                break;
+                        }
+                }
+        }
+        c->busy--;
+        if (c->close_pending && c->busy == 0) {
+                do_close(c);
+                return;
+        }
+        h2_conn_process(c);
+}
+
+int h2_conn_start(struct h2_conn *c, nghttp2_session *session, SSL *ssl) {
+        c->session = session;
+        c->started = true;
+        int r = uv_read_start(&c->io.stream, alloc_cb, read_cb);
+        if (r < 0)
+                return r;
+        if (!ssl) {
+                set_ready(c);
+                h2_conn_kick(c);
+                return 0;
+        }
+        BIO *rbio = BIO_new(BIO_s_mem()), *wbio = BIO_new(BIO_s_mem());
+        if (!rbio || !wbio) {
+                BIO_free(rbio);
+                BIO_free(wbio);
+                SSL_free(ssl);
+                return -ENOMEM;
+        }
+        BIO_set_mem_eof_return(rbio, -1);
+        BIO_set_mem_eof_return(wbio, -1);
+        SSL_set_bio(ssl, rbio, wbio);
+        c->ssl = ssl;
+        if (!SSL_is_server(ssl))
+                do_handshake(c);
+        return 0;
+}
+
+/* --- nghttp2 send callbacks --- */
+
+static ssize_t send_cb(nghttp2_session *session, const uint8_t *data, size_t length, int flags,
+                       void *user_data) {
+        struct h2_conn *c = user_data;
+        struct h2_buf *b = c->ssl ? &c->plain : &c->out;
+        if (b->len >= H2_OUT_HIGH)
+                return NGHTTP2_ERR_WOULDBLOCK;
+        if (h2_buf_append(b, data, length) < 0)
+                return NGHTTP2_ERR_CALLBACK_FAILURE;
+        return (ssize_t) length;
+}
+
+static int send_data_cb(nghttp2_session *session, nghttp2_frame *frame, const uint8_t *framehd,
+                        size_t length, nghttp2_data_source *source, void *user_data) {
+        struct h2_conn *c = user_data;
+        struct h2_buf *b = c->ssl ? &c->plain : &c->out;
+        if (b->len >= H2_OUT_HIGH)
+                return NGHTTP2_ERR_WOULDBLOCK;
+        size_t pad = frame->data.padlen;
+        uint8_t *d = h2_buf_reserve(b, 9 + length + pad);
+        if (!d)
+                return NGHTTP2_ERR_CALLBACK_FAILURE;
+        memcpy(d, framehd, 9);
+        size_t off = 9;
+        if (pad > 0) {
+                d[off++] = (uint8_t) (pad - 1);
+        }
+        size_t got = h2_msgq_read(source->ptr, d + off, length);
+        if (got != length)
+                return NGHTTP2_ERR_CALLBACK_FAILURE;
+        off += length;
+        if (pad > 1) {
+                memset(d + off, 0, pad - 1);
+                off += pad - 1;
+        }
+        b->len += off;
+        return 0;
+}
+
+static ssize_t read_length_cb(nghttp2_session *session, uint8_t frame_type, int32_t stream_id,
+                              int32_t session_remote_window_size, int32_t stream_remote_window_size,
+                              uint32_t remote_max_frame_size, void *user_data) {
+        int32_t n = MIN(session_remote_window_size, stream_remote_window_size);
+        n = MIN(n, (int32_t) remote_max_frame_size);
+        return n > 0 ? n : 1;
+}
+
+void h2_callbacks_set_send(nghttp2_session_callbacks *cbs) {
+        nghttp2_session_callbacks_set_send_callback(cbs, send_cb);
+        nghttp2_session_callbacks_set_send_data_callback(cbs, send_data_cb);
+        nghttp2_session_callbacks_set_data_source_read_length_callback(cbs, read_length_cb);
+}
+
+int h2_submit_settings(nghttp2_session *session, bool server) {
+        nghttp2_settings_entry iv[] = {
+                {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1000},
+                {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_INITIAL_WINDOW},
+                {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, H2_MAX_FRAME},
+                {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 64 * 1024},
+                {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+        };
+        /* ENABLE_PUSH is a client-only setting. */
+        size_t n = server ? ELEMENTSOF(iv) - 1 : ELEMENTSOF(iv);
+        int r = nghttp2_submit_settings(session, NGHTTP2_FLAG_NONE, iv, n);
+        if (r != 0)
+                return -EPROTO;
+        r = nghttp2_session_set_local_window_size(session, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW);
+        return r != 0 ? -EPROTO : 0;
+}
