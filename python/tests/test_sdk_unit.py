@@ -1,0 +1,238 @@
+"""The SDK against an in-process grpcio server (tests/fake_server.py):
+exec plumbing, decoding, errors, auth metadata, thread hygiene. The
+end-to-end tests against warrend are tests/e2e/test_sdk.py."""
+import os
+import signal
+import sys
+import threading
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import fake_server  # noqa: E402
+
+import warren as wr  # noqa: E402
+from warren import Image, NetworkPolicy, Sandbox, SandboxClient, Secret  # noqa: E402
+
+
+@pytest.fixture
+def server():
+    srv, port, sbx, sysv = fake_server.start()
+    yield port, sbx, sysv
+    srv.stop(0)
+
+
+@pytest.fixture
+def client(server):
+    port, _, _ = server
+    with SandboxClient(f"127.0.0.1:{port}") as c:
+        yield c
+
+
+def test_exec_collects_output_and_exit_code(client):
+    sb = client.create(image="img")
+    r = sb.exec("sh", "-c", "echo hello world; echo oops >&2; exit 3")
+    assert r.stdout_text == "hello world\n"
+    assert r.stdout == ["hello world"]
+    assert r.stderr == ["oops"]
+    assert r.exit_code == 3
+
+
+def test_exec_decodes_split_multibyte(client):
+    sb = client.create(image="img")
+    text = "héllo → wörld ✓ 日本語\n" * 3
+    r = sb.exec("printf", "%s", text)
+    assert r.stdout_text == text
+    r = sb.exec("sh", "-c", r"printf 'a\377b'")
+    assert r.stdout_text == "a\ufffdb"
+
+
+def test_exec_options_travel(client, server):
+    _, sbx, _ = server
+    sb = client.create(image="img")
+    r = sb.exec("sh", "-c", "pwd; echo $FOO", workdir="/tmp", timeout_secs=5, env={"FOO": "bar"})
+    assert r.stdout == ["/tmp", "bar"]
+    start = sbx.exec_requests[-2].start
+    assert start.timeout_secs == 5 and start.workdir == "/tmp" and start.env["FOO"] == "bar"
+    # exec() closes stdin right after start
+    assert sbx.exec_requests[-1].close_stdin
+
+
+def test_stream_events(client):
+    sb = client.create(image="img")
+    evs = list(sb.exec_stream("sh", "-c", "echo a; sleep 0.1; echo b >&2; exit 1"))
+    assert "".join(e.stdout or "" for e in evs) == "a\n"
+    assert "".join(e.stderr or "" for e in evs) == "b\n"
+    assert evs[-1].is_exited and evs[-1].exit_code == 1
+    assert not any(e.is_exited for e in evs[:-1])
+
+
+def test_interactive_stdin(client):
+    sb = client.create(image="img")
+    p = sb.exec_start("sh")
+    assert p.exec_id == "ex-1"
+    p.write_stdin("echo hello\n")
+    p.write_stdin(b"exit 7\n")
+    p.close_stdin()
+    out = "".join(e.stdout or "" for e in p.output())
+    assert out == "hello\n"
+    assert p.wait().exit_code == 7
+
+
+def test_signal(client):
+    sb = client.create(image="img")
+    p = sb.exec_start("sleep", "300")
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    r = p.wait()
+    assert r.exit_code == 128 + signal.SIGTERM and r.signal == signal.SIGTERM
+    assert time.monotonic() - t0 < 10
+
+
+def test_no_thread_leak():
+    """Every finished, waited or abandoned exec leaves no thread behind
+    (the server runs in a subprocess so only client threads count)."""
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    srv = subprocess.Popen([sys.executable, fake_server.__file__], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, env=env)
+    try:
+        port = int(srv.stdout.readline())
+        with SandboxClient(f"127.0.0.1:{port}") as c:
+            sb = c.create(image="img")
+            sb.exec("true")
+            time.sleep(0.2)
+            before = threading.active_count()
+            for _ in range(10):
+                sb.exec("true")
+                p = sb.exec_start("cat")
+                p.close_stdin()
+                p.wait()
+                for ev in sb.exec_stream("sh", "-c", "echo x; sleep 5"):
+                    break  # abandon early: the call is cancelled
+            deadline = time.monotonic() + 5
+            while threading.active_count() > before and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert threading.active_count() <= before
+    finally:
+        srv.stdin.close()
+        srv.wait(timeout=10)
+
+
+def test_not_found_and_errors(client):
+    with pytest.raises(wr.SandboxNotFound) as ei:
+        client.get(id="nosuch")
+    assert ei.value.status.name == "NOT_FOUND" and "nosuch" in ei.value.message
+    assert isinstance(ei.value, wr.WarrenError)
+    with pytest.raises(wr.Unimplemented):
+        client.list_images()
+
+
+def test_create_request_and_handles(client, server):
+    _, sbx, _ = server
+    sb = client.create(image=Image.base("busybox:latest"), name="n1", cpu=2, memory="1Gi",
+                       env={"A": "1", "B": Secret.from_name("S")}, lifetime=60,
+                       tags={"k": "v"})
+    req = sbx.last_create
+    assert req.image.ref == "busybox:latest" and req.name == "n1"
+    assert req.resources.cpu == "2" and req.resources.memory == "1Gi"
+    assert req.env["B"].secret.name == "S" and req.lifetime == "60s"
+    assert sb.status == wr.SandboxStatus.RUNNING and sb.id.startswith("sb-")
+    assert [i.id for i in client.list()] == [sb.id]
+    assert client.get(name="n1").id == sb.id
+    assert sb.terminate().status == "TERMINATED"
+    assert sb.refresh().status == wr.SandboxStatus.TERMINATED
+
+
+def test_token_metadata(server):
+    port, _, sysv = server
+    with SandboxClient(f"127.0.0.1:{port}", token="tok123") as c:
+        assert c.version().version == "0.0.0-fake"
+    assert sysv.metadata[-1]["authorization"] == "Bearer tok123"
+
+
+def test_from_env(server, monkeypatch):
+    port, _, sysv = server
+    monkeypatch.setenv("WARREN_ADDR", f"127.0.0.1:{port}")
+    monkeypatch.setenv("WARREN_TOKEN", "t2")
+    with SandboxClient.from_env() as c:
+        assert c.address == f"127.0.0.1:{port}"
+        c.version()
+    assert sysv.metadata[-1]["authorization"] == "Bearer t2"
+    assert c.closed
+
+
+def test_sandbox_run_from_env(server, monkeypatch):
+    port, sbx, _ = server
+    monkeypatch.setenv("WARREN_ADDR", f"127.0.0.1:{port}")
+    sb = Sandbox(image="img", workdir="/w").mount_volume("v", "/data").run()
+    assert sbx.last_create.volumes[0].volume == "v" and sbx.last_create.workdir == "/w"
+    assert sb.exec("echo", "x").stdout_text == "x\n"
+    sb.terminate()
+
+
+def test_image_builder_is_immutable(tmp_path):
+    base = Image.debian_slim().pip_install(["requests"])
+    a = base.pip_install(["flask"]).workdir("/api")
+    b = base.pip_install(["celery"]).workdir("/worker")
+    assert len(base.steps) == 1 and len(a.steps) == 3 and a != b
+    assert Image.base("x").to_spec().ref == "x"
+    spec = a.to_spec()
+    assert spec.build.base_image == "python:3.14-slim-trixie"
+    assert list(spec.build.steps[1].pip_install.packages) == ["flask"]
+    df = tmp_path / "Dockerfile"
+    df.write_text("FROM alpine:3 AS x\nRUN echo a \\\n  && echo b\nEXPOSE 80\n")
+    img = Image.from_dockerfile(df).pip_install(["extra"])
+    assert img.base_image == "alpine:3" and img.steps[0].dockerfile.startswith("RUN echo a")
+    f = tmp_path / "e.sh"
+    f.write_text("#!/bin/sh\n")
+    img = Image.base("x").add_local_file(f, "/app/e.sh", mode=0o755)
+    assert img.steps[0].add_file.mode == 0o755 and img.steps[0].add_file.content == b"#!/bin/sh\n"
+
+
+def test_secrets_and_policy(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOCAL_TOK", "v1")
+    assert Secret.from_local_env("LOCAL_TOK").to_proto().inline_value == b"v1"
+    envf = tmp_path / ".env"
+    envf.write_text("# c\nA=1\nexport B='two'\n")
+    ref = Secret.from_local_env_file(envf).to_proto()
+    assert dict(ref.inline_values.values) == {"A": b"1", "B": b"two"}
+    assert list(Secret.from_integration("pg", keys=["PASSWORD"]).to_proto().integration.keys) == ["PASSWORD"]
+    p = NetworkPolicy(allowed_routes=[NetworkPolicy.Route("10.0.0.0/8", ports=[(5432, 5432)])],
+                      denied_routes=["169.254.169.254/32"]).to_proto()
+    assert p.allowed_routes[0].ports[0].start == 5432 and p.denied_routes[0].cidr.startswith("169")
+    with pytest.raises(ValueError):
+        NetworkPolicy.Matcher(exact="a", regex="b")
+    sb = Sandbox(resource_detectors=[wr.ResourceDetector.GITHUB_PULL_REQUESTS])
+    assert list(sb.to_proto().network_policy.allowed_hosts) == ["api.github.com"]
+
+
+def test_token_file_cache(tmp_path):
+    from warren._auth import TokenFile
+    import base64, json
+    now = [1000.0]
+    claims = base64.urlsafe_b64encode(json.dumps({"exp": 1100}).encode()).decode().rstrip("=")
+    f = tmp_path / "tok"
+    f.write_text(f"h.{claims}.s")
+    tf = TokenFile(str(f), clock=lambda: now[0])
+    assert tf.get() == f"h.{claims}.s"
+    f.write_text("new")
+    now[0] = 1049.0
+    assert tf.get() != "new"  # cached for half the remaining 100 s
+    now[0] = 1051.0
+    assert tf.get() == "new"
+
+
+def test_addresses():
+    assert wr.grpc_target("unix:/run/w.sock") == "unix:///run/w.sock"
+    assert wr.grpc_target("unix:///run/w.sock") == "unix:///run/w.sock"
+    assert wr.grpc_target("tcp:127.0.0.1:5") == "127.0.0.1:5"
+    assert wr.grpc_target("localhost:50051") == "localhost:50051"
+
+
+def test_unavailable_when_nothing_listens(tmp_path):
+    with SandboxClient("unix:" + str(tmp_path / "none.sock")) as c:
+        with pytest.raises(wr.Unavailable):
+            c.list()

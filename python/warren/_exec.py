@@ -1,0 +1,277 @@
+"""Processes in a sandbox over the bidirectional Sandboxes/Exec stream.
+
+Requests come from a queue.Queue drained by a generator that grpcio reads
+on its own thread: first `start`, then stdin / close_stdin / signal. The
+generator ends when the call ends (a done-callback pushes a sentinel), so
+no thread outlives the call. Output bytes are decoded to str
+incrementally (UTF-8, errors="replace"); a multibyte sequence split across
+chunks is kept until its remaining bytes arrive."""
+from __future__ import annotations
+
+import codecs
+import queue
+import signal as _signal
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Union
+
+import grpc
+
+from warren._errors import WarrenError, from_rpc_error
+from warren._proto.warren.v1 import sandboxes_pb2 as pb
+
+if TYPE_CHECKING:
+    from warren._client import SandboxClient
+
+_END = object()
+
+_REASONS = {
+    pb.EXIT_REASON_UNSPECIFIED: "unspecified",
+    pb.EXIT_REASON_EXITED: "exited",
+    pb.EXIT_REASON_SIGNALED: "signaled",
+    pb.EXIT_REASON_TIMEOUT: "timeout",
+    pb.EXIT_REASON_OOM: "oom",
+    pb.EXIT_REASON_SANDBOX_TERMINATED: "sandbox_terminated",
+}
+
+
+@dataclass
+class ExecEvent:
+    """One piece of a running process's life: output text, or its exit."""
+
+    stdout: Optional[str] = None
+    stderr: Optional[str] = None
+    is_exited: bool = False
+    exit_code: Optional[int] = None
+    # Signal that ended the process (0 when it exited normally).
+    signal: int = 0
+    # "exited", "signaled", "timeout", "oom", "sandbox_terminated".
+    reason: Optional[str] = None
+
+
+@dataclass
+class ExecResult:
+    """The outcome of a finished process."""
+
+    stdout_text: str
+    stderr_text: str
+    exit_code: int
+    signal: int = 0
+    reason: str = "exited"
+    exec_id: str = ""
+    stdout: List[str] = field(init=False)
+    stderr: List[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.stdout = self.stdout_text.splitlines()
+        self.stderr = self.stderr_text.splitlines()
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+def exec_start_message(sandbox: str, argv: tuple, workdir: Optional[str],
+                       timeout_secs: Optional[float],
+                       env: Optional[Mapping[str, str]], pty: bool = False) -> pb.ExecStart:
+    if not argv:
+        raise ValueError("exec needs a command")
+    args = [str(a) for a in argv]
+    start = pb.ExecStart(sandbox=sandbox, argv=args, workdir=workdir or "",
+                         timeout_secs=float(timeout_secs or 0), pty=pty)
+    for k, v in (env or {}).items():
+        if not isinstance(v, str):
+            raise TypeError(f"exec env: {k} must be a literal string")
+        start.env[k] = v
+    return start
+
+
+class _ExecCall:
+    """One Exec stream: the request queue, the response iterator and the
+    incremental decoders."""
+
+    def __init__(self, client: "SandboxClient", start: pb.ExecStart, close_stdin: bool):
+        self._q: "queue.Queue[object]" = queue.Queue()
+        self._q.put(pb.ExecRequest(start=start))
+        if close_stdin:
+            self._q.put(pb.ExecRequest(close_stdin=True))
+        self._lock = threading.Lock()
+        self._done = False
+        self._stdin_closed = close_stdin
+        self.exec_id = ""
+        self.pid = 0
+        self._dec_out = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._dec_err = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._call = client._sandboxes.Exec(self._requests())
+        self._call.add_done_callback(lambda _c: self._finish())
+        self._it = iter(self._call)
+        self._exited = False
+
+    def _requests(self) -> Iterator[pb.ExecRequest]:
+        while True:
+            item = self._q.get()
+            if item is _END:
+                return
+            yield item  # type: ignore[misc]
+
+    def _finish(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        self._q.put(_END)
+
+    def send(self, req: pb.ExecRequest) -> None:
+        with self._lock:
+            if self._done:
+                raise WarrenError(grpc.StatusCode.FAILED_PRECONDITION, "the process has finished")
+            self._q.put(req)
+
+    def cancel(self) -> None:
+        self._call.cancel()
+        self._finish()
+
+    def events(self) -> Iterator[ExecEvent]:
+        """Events until the exit; raises WarrenError when the call fails."""
+        try:
+            for resp in self._it:
+                kind = resp.WhichOneof("kind")
+                if kind == "started":
+                    self.exec_id, self.pid = resp.started.exec_id, resp.started.pid
+                elif kind == "stdout":
+                    text = self._dec_out.decode(resp.stdout.data)
+                    if text:
+                        yield ExecEvent(stdout=text)
+                elif kind == "stderr":
+                    text = self._dec_err.decode(resp.stderr.data)
+                    if text:
+                        yield ExecEvent(stderr=text)
+                elif kind == "exited":
+                    tail_out = self._dec_out.decode(b"", final=True)
+                    tail_err = self._dec_err.decode(b"", final=True)
+                    if tail_out:
+                        yield ExecEvent(stdout=tail_out)
+                    if tail_err:
+                        yield ExecEvent(stderr=tail_err)
+                    self._exited = True
+                    ex = resp.exited
+                    yield ExecEvent(is_exited=True, exit_code=ex.exit_code, signal=ex.signal,
+                                    reason=_REASONS.get(ex.reason, "unspecified"))
+        except grpc.RpcError as err:
+            raise from_rpc_error(err, sandbox_call=True) from None
+        finally:
+            self._finish()
+        if not self._exited:
+            raise WarrenError(grpc.StatusCode.UNKNOWN, "exec stream ended without an exit status")
+
+    def wait_started(self) -> List[ExecEvent]:
+        """Read until `started` (returns any events seen before it)."""
+        pending: List[ExecEvent] = []
+        try:
+            for resp in self._it:
+                kind = resp.WhichOneof("kind")
+                if kind == "started":
+                    self.exec_id, self.pid = resp.started.exec_id, resp.started.pid
+                    return pending
+                raise WarrenError(grpc.StatusCode.INTERNAL,
+                                  f"exec: expected 'started', got '{kind}'")
+        except grpc.RpcError as err:
+            self._finish()
+            raise from_rpc_error(err, sandbox_call=True) from None
+        self._finish()
+        raise WarrenError(grpc.StatusCode.UNKNOWN, "exec stream ended before the process started")
+
+
+class Process:
+    """A process started with Sandbox.exec_start."""
+
+    def __init__(self, call: _ExecCall):
+        self._call = call
+        self._lock = threading.Lock()
+        self._events = call.events()
+        self._out: List[str] = []
+        self._err: List[str] = []
+        self._exit: Optional[ExecEvent] = None
+
+    @property
+    def exec_id(self) -> str:
+        return self._call.exec_id
+
+    @property
+    def pid(self) -> int:
+        return self._call.pid
+
+    def write_stdin(self, data: Union[str, bytes]) -> None:
+        """Send bytes (str is UTF-8 encoded) to the process's stdin."""
+        if isinstance(data, str):
+            data = data.encode()
+        self._call.send(pb.ExecRequest(stdin=bytes(data)))
+
+    def close_stdin(self) -> None:
+        """Close the process's stdin (it reads EOF)."""
+        self._call.send(pb.ExecRequest(close_stdin=True))
+
+    def send_signal(self, sig: Union[int, _signal.Signals], group: bool = False) -> None:
+        """Deliver a signal (number or signal.Signals) to the process, or
+        to its whole process group with group=True."""
+        self._call.send(pb.ExecRequest(signal=pb.ExecSignal(signal=int(sig), group=group)))
+
+    def output(self) -> Iterator[ExecEvent]:
+        """Events as they arrive, ending with the exit event."""
+        while True:
+            with self._lock:
+                try:
+                    ev = next(self._events)
+                except StopIteration:
+                    return
+                if ev.stdout:
+                    self._out.append(ev.stdout)
+                if ev.stderr:
+                    self._err.append(ev.stderr)
+                if ev.is_exited:
+                    self._exit = ev
+            yield ev
+
+    def wait(self) -> ExecResult:
+        """Wait for the exit; returns everything the process printed
+        (including what output() already yielded)."""
+        for _ in self.output():
+            pass
+        ex = self._exit
+        assert ex is not None and ex.exit_code is not None
+        return ExecResult("".join(self._out), "".join(self._err), ex.exit_code,
+                          ex.signal, ex.reason or "exited", self.exec_id)
+
+    @property
+    def returncode(self) -> Optional[int]:
+        return None if self._exit is None else self._exit.exit_code
+
+    def cancel(self) -> None:
+        """Abandon the stream (the process is killed unless detached)."""
+        self._call.cancel()
+
+    def __del__(self) -> None:
+        try:
+            if self._exit is None:
+                self._call.cancel()
+        except Exception:
+            pass
+
+
+def collect(events: Iterator[ExecEvent], exec_id: str = "") -> ExecResult:
+    out: List[str] = []
+    err: List[str] = []
+    last: Optional[ExecEvent] = None
+    for ev in events:
+        if ev.stdout:
+            out.append(ev.stdout)
+        if ev.stderr:
+            err.append(ev.stderr)
+        if ev.is_exited:
+            last = ev
+    assert last is not None and last.exit_code is not None
+    return ExecResult("".join(out), "".join(err), last.exit_code, last.signal,
+                      last.reason or "exited", exec_id)
+
+
+Env = Optional[Dict[str, str]]

@@ -1,0 +1,186 @@
+"""Declarative images. Every builder method returns a new Image; the spec
+travels to warrend as an ImageBuild protobuf, which builds and caches it.
+An Image with no steps is just a reference (ImageSpec.ref)."""
+from __future__ import annotations
+
+import os
+import re
+from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from warren._proto.warren.v1 import images_pb2 as pb
+
+DEFAULT_PYTHON = "3.14"
+
+
+def _strs(x: Union[str, Iterable[str]]) -> List[str]:
+    return [x] if isinstance(x, str) else list(x)
+
+
+class Image:
+    """An image reference plus build steps (immutable)."""
+
+    def __init__(self, base_image: str, steps: Sequence[pb.BuildStep] = ()):
+        self.base_image = base_image
+        self._steps: Tuple[pb.BuildStep, ...] = tuple(steps)
+
+    # --- constructors ---
+    @classmethod
+    def base(cls, ref: str) -> "Image":
+        """Any image reference ("node:25-trixie-slim") or local image name."""
+        return cls(ref)
+
+    @classmethod
+    def debian_slim(cls, python_version: Optional[str] = None) -> "Image":
+        """Python on Debian slim: python:<version>-slim-trixie."""
+        return cls(f"python:{python_version or DEFAULT_PYTHON}-slim-trixie")
+
+    @classmethod
+    def sandbox(cls) -> "Image":
+        """The default sandbox image: Python on Debian slim with Git, CA
+        certificates and OpenSSH, working in /workspace."""
+        return (cls.debian_slim().apt_install(["git", "ca-certificates", "openssh-client"])
+                .workdir("/workspace"))
+
+    @classmethod
+    def from_dockerfile(cls, path: Union[str, os.PathLike]) -> "Image":
+        """A Dockerfile's contents inlined: its FROM is the base, every
+        other instruction a raw step. Multi-stage files are rejected."""
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        base: Optional[str] = None
+        steps: List[pb.BuildStep] = []
+        for instr in _dockerfile_instructions(text):
+            word = instr.split(None, 1)[0].upper()
+            if word == "FROM":
+                if base is not None:
+                    raise ValueError(f"{path}: multi-stage Dockerfiles are not supported")
+                args = [a for a in instr.split()[1:] if not a.startswith("--")]
+                if not args:
+                    raise ValueError(f"{path}: FROM without an image")
+                base = args[0]
+            elif base is None and word != "ARG":
+                raise ValueError(f"{path}: instruction before FROM: {instr}")
+            else:
+                steps.append(pb.BuildStep(dockerfile=instr))
+        if base is None:
+            raise ValueError(f"{path}: no FROM instruction")
+        return cls(base, steps)
+
+    # --- builder ---
+    def _with(self, step: pb.BuildStep) -> "Image":
+        return Image(self.base_image, self._steps + (step,))
+
+    def pip_install(self, packages: Union[str, Iterable[str]]) -> "Image":
+        return self._with(pb.BuildStep(pip_install=pb.PackageList(packages=_strs(packages))))
+
+    def pip_install_from_requirements(self, path: Union[str, os.PathLike]) -> "Image":
+        """Requirement lines of a local file (read now, inlined)."""
+        reqs = []
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.split("#", 1)[0].strip() if not line.lstrip().startswith("-") else line.strip()
+                if line:
+                    reqs.append(line)
+        return self.pip_install(reqs)
+
+    def apt_install(self, packages: Union[str, Iterable[str]]) -> "Image":
+        return self._with(pb.BuildStep(apt_install=pb.PackageList(packages=_strs(packages))))
+
+    def run_commands(self, *commands: Union[str, Iterable[str]]) -> "Image":
+        img = self
+        for c in commands:
+            for cmd in _strs(c):
+                img = img._with(pb.BuildStep(run=cmd))
+        return img
+
+    def add_local_file(self, local_path: Union[str, os.PathLike], remote_path: str,
+                       mode: Optional[int] = None) -> "Image":
+        with open(local_path, "rb") as f:
+            data = f.read()
+        if mode is None:
+            mode = os.stat(local_path).st_mode & 0o7777
+        return self._with(pb.BuildStep(add_file=pb.FileAdd(path=remote_path, content=data, mode=mode)))
+
+    def add_local_dir(self, local_path: Union[str, os.PathLike], remote_path: str) -> "Image":
+        img = self
+        root = os.fspath(local_path)
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            for name in sorted(filenames):
+                full = os.path.join(dirpath, name)
+                if not os.path.isfile(full):
+                    continue
+                rel = os.path.relpath(full, root).replace(os.sep, "/")
+                img = img.add_local_file(full, remote_path.rstrip("/") + "/" + rel)
+        return img
+
+    def dockerfile_commands(self, commands: Union[str, Iterable[str]]) -> "Image":
+        img = self
+        for c in _strs(commands):
+            img = img._with(pb.BuildStep(dockerfile=c))
+        return img
+
+    def workdir(self, path: str) -> "Image":
+        return self._with(pb.BuildStep(workdir=path))
+
+    def env(self, vars: Mapping[str, str]) -> "Image":
+        for k, v in vars.items():
+            if not isinstance(v, str):
+                raise TypeError(f"Image.env: {k} must be a literal string (use sandbox env= for secrets)")
+        return self._with(pb.BuildStep(env=pb.EnvSet(vars=dict(vars))))
+
+    def entrypoint(self, argv: Sequence[str]) -> "Image":
+        return self._with(pb.BuildStep(entrypoint=pb.StringList(values=list(argv))))
+
+    def cmd(self, argv: Sequence[str]) -> "Image":
+        return self._with(pb.BuildStep(cmd=pb.StringList(values=list(argv))))
+
+    # --- serialization ---
+    @property
+    def steps(self) -> Tuple[pb.BuildStep, ...]:
+        return self._steps
+
+    def to_build(self) -> pb.ImageBuild:
+        return pb.ImageBuild(base_image=self.base_image, steps=list(self._steps))
+
+    def to_spec(self) -> pb.ImageSpec:
+        if not self._steps:
+            return pb.ImageSpec(ref=self.base_image)
+        return pb.ImageSpec(build=self.to_build())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Image) and self.to_build() == other.to_build()
+
+    def __hash__(self) -> int:
+        return hash(self.to_build().SerializeToString(deterministic=True))
+
+    def __repr__(self) -> str:
+        return f"Image({self.base_image!r}, steps={len(self._steps)})"
+
+
+def image_spec(image: Union[Image, str, None]) -> Optional[pb.ImageSpec]:
+    """ImageSpec for an Image, a plain reference, or None (daemon default)."""
+    if image is None:
+        return None
+    if isinstance(image, str):
+        return pb.ImageSpec(ref=image)
+    if isinstance(image, Image):
+        return image.to_spec()
+    raise TypeError(f"image must be a str or Image, not {type(image).__name__}")
+
+
+def _dockerfile_instructions(text: str) -> List[str]:
+    out, cur = [], ""
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if not cur and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.endswith("\\"):
+            cur += line[:-1] + " "
+            continue
+        cur += line
+        out.append(re.sub(r"\s+", " ", cur.strip()) if not cur.lstrip().upper().startswith("RUN") else cur.strip())
+        cur = ""
+    if cur.strip():
+        out.append(cur.strip())
+    return out

@@ -1,0 +1,303 @@
+"""Sandbox handles and their info."""
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+from dataclasses import dataclass, field
+from typing import (TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
+                    Union)
+
+import grpc
+
+from warren._errors import WarrenError, from_rpc_error
+from warren._exec import (ExecEvent, ExecResult, Process, _ExecCall, collect,
+                          exec_start_message)
+from warren._image import Image, image_spec
+from warren._network import ComputeClass, NetworkPolicy, ResourceDetector, SshDest
+from warren._proto.warren.v1 import common_pb2
+from warren._proto.warren.v1 import sandboxes_pb2 as pb
+from warren._secret import Secret
+
+if TYPE_CHECKING:
+    from warren._client import SandboxClient
+    from warren._git import Git
+
+GITHUB_API_HOST = "api.github.com"
+
+
+class SandboxStatus(str, enum.Enum):
+    UNSPECIFIED = "UNSPECIFIED"
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    TERMINATING = "TERMINATING"
+    TERMINATED = "TERMINATED"
+    FAILED = "FAILED"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def from_proto(cls, v: int) -> "SandboxStatus":
+        name = pb.SandboxStatus.Name(v).replace("SANDBOX_STATUS_", "")
+        return cls(name)
+
+    def to_proto(self) -> int:
+        return pb.SandboxStatus.Value("SANDBOX_STATUS_" + self.value)
+
+
+def _time(ts: common_pb2.Timestamp) -> Optional[_dt.datetime]:
+    if not ts.unix_nanos:
+        return None
+    return _dt.datetime.fromtimestamp(ts.unix_nanos / 1e9, tz=_dt.timezone.utc)
+
+
+@dataclass
+class SandboxInfo:
+    """What the daemon knows about a sandbox."""
+
+    id: str
+    name: str
+    status: SandboxStatus
+    status_message: str = ""
+    image_id: str = ""
+    image_ref: str = ""
+    tags: Dict[str, str] = field(default_factory=dict)
+    workdir: str = ""
+    entrypoint: List[str] = field(default_factory=list)
+    cpu: str = ""
+    memory: str = ""
+    environment: str = ""
+    detected_resources: List[str] = field(default_factory=list)
+    created_at: Optional[_dt.datetime] = None
+    terminated_at: Optional[_dt.datetime] = None
+    expires_at: Optional[_dt.datetime] = None
+    volumes: List[Tuple[str, str]] = field(default_factory=list)
+
+    @classmethod
+    def from_proto(cls, s: pb.Sandbox) -> "SandboxInfo":
+        return cls(id=s.id, name=s.name, status=SandboxStatus.from_proto(s.status),
+                   status_message=s.status_message, image_id=s.image_id, image_ref=s.image_ref,
+                   tags=dict(s.tags), workdir=s.workdir, entrypoint=list(s.entrypoint),
+                   cpu=s.resources.cpu, memory=s.resources.memory, environment=s.environment,
+                   detected_resources=list(s.detected_resources),
+                   created_at=_time(s.created_at), terminated_at=_time(s.terminated_at),
+                   expires_at=_time(s.expires_at),
+                   volumes=[(v.volume, v.path) for v in s.volumes])
+
+
+EnvMap = Mapping[str, Union[str, Secret]]
+VolumeSpec = Union[Tuple[str, str], Tuple[str, str, bool]]
+
+
+def _lifetime(v: Union[str, int, float, _dt.timedelta, None]) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, _dt.timedelta):
+        v = v.total_seconds()
+    if isinstance(v, (int, float)):
+        return f"{int(v)}s"
+    return str(v)
+
+
+class Sandbox:
+    """A sandbox: a spec until run, then a handle on a live sandbox.
+
+    ``Sandbox(image, name=..., ...)`` takes the same keywords as
+    ``SandboxClient.create``; ``.run()`` creates it with a client from the
+    environment."""
+
+    def __init__(self, image: Union[Image, str, None] = None, *, name: Optional[str] = None,
+                 cpu: Union[str, int, float, None] = None, memory: Union[str, int, None] = None,
+                 env: Optional[EnvMap] = None, secrets: Optional[Sequence[Secret]] = None,
+                 volumes: Optional[Sequence[VolumeSpec]] = None,
+                 network_policy: Optional[NetworkPolicy] = None,
+                 managed_ssh: Optional[Mapping[str, SshDest]] = None,
+                 resource_detectors: Optional[Sequence[ResourceDetector]] = None,
+                 identity: bool = False,
+                 lifetime: Union[str, int, float, _dt.timedelta, None] = None,
+                 entrypoint: Optional[Sequence[str]] = None, workdir: Optional[str] = None,
+                 tags: Optional[Mapping[str, str]] = None,
+                 compute_class: Optional[ComputeClass] = None,
+                 hostname: Optional[str] = None):
+        self.image = image
+        self.name = name
+        self.cpu = None if cpu is None else str(cpu)
+        self.memory = None if memory is None else str(memory)
+        self.env: Dict[str, Union[str, Secret]] = dict(env or {})
+        self.secrets: List[Secret] = list(secrets or [])
+        self.volumes: List[VolumeSpec] = list(volumes or [])
+        self.network_policy = network_policy
+        self.managed_ssh: Dict[str, SshDest] = dict(managed_ssh or {})
+        self.resource_detectors = list(resource_detectors or [])
+        self.identity = identity
+        self.lifetime = lifetime
+        self.entrypoint = list(entrypoint) if entrypoint else None
+        self.workdir = workdir
+        self.tags: Dict[str, str] = dict(tags or {})
+        self.compute_class = compute_class
+        self.hostname = hostname
+        self._credentials: List[Tuple[List[str], Secret]] = []
+        self.id: Optional[str] = None
+        self._info: Optional[SandboxInfo] = None
+        self._client: Optional["SandboxClient"] = None
+        self._owns_client = False
+
+    # --- configuration before run ---
+    def mount_volume(self, name: str, path: str, read_only: bool = False) -> "Sandbox":
+        """Mount volume `name` at `path` (before run). Returns self."""
+        self._require_unstarted("mount_volume")
+        self.volumes.append((name, path, read_only))
+        return self
+
+    def add_credentials(self, hosts: Union[str, Sequence[str]], secret: Union[str, Secret]) -> "Sandbox":
+        """Make a secret usable only in requests to `hosts` (before run): a
+        string names a stored secret. Returns self."""
+        self._require_unstarted("add_credentials")
+        hs = [hosts] if isinstance(hosts, str) else list(hosts)
+        sec = Secret.from_name(secret) if isinstance(secret, str) else secret
+        self._credentials.append((hs, sec))
+        return self
+
+    def _require_unstarted(self, what: str) -> None:
+        if self.id is not None:
+            raise RuntimeError(f"Sandbox.{what} must be called before the sandbox runs")
+
+    def to_proto(self) -> pb.CreateSandboxRequest:
+        """The CreateSandboxRequest for this spec (local secrets read now)."""
+        r = pb.CreateSandboxRequest(name=self.name or "", workdir=self.workdir or "",
+                                    entrypoint=self.entrypoint or [], tags=self.tags,
+                                    identity=bool(self.identity),
+                                    lifetime=_lifetime(self.lifetime),
+                                    hostname=self.hostname or "")
+        spec = image_spec(self.image)
+        if spec is not None:
+            r.image.CopyFrom(spec)
+        for k, v in self.env.items():
+            if isinstance(v, Secret):
+                r.env[k].secret.CopyFrom(v.to_proto(env_name=k))
+            elif isinstance(v, str):
+                r.env[k].value = v
+            else:
+                raise TypeError(f"env[{k!r}] must be a str or Secret")
+        r.secrets.extend(s.to_proto() for s in self.secrets)
+        if self.cpu or self.memory:
+            r.resources.cpu = self.cpu or ""
+            r.resources.memory = self.memory or ""
+        for v in self.volumes:
+            ro = bool(v[2]) if len(v) > 2 else False  # type: ignore[misc]
+            r.volumes.append(pb.VolumeMount(volume=v[0], path=v[1], read_only=ro))
+        policy = self.network_policy
+        if ResourceDetector.GITHUB_PULL_REQUESTS in self.resource_detectors:
+            policy = (policy or NetworkPolicy(allowed_hosts=[])).with_host(GITHUB_API_HOST)
+        if policy is not None:
+            r.network_policy.CopyFrom(policy.to_proto())
+        for hosts, sec in self._credentials:
+            r.credentials.append(pb.HostCredential(hosts=hosts, secret=sec.to_proto()))
+        for alias, dest in self.managed_ssh.items():
+            r.managed_ssh[alias].CopyFrom(dest.to_proto())
+        r.resource_detectors.extend(int(d) for d in self.resource_detectors)
+        if self.compute_class is not None:
+            r.compute_class = int(self.compute_class)
+        return r
+
+    # --- lifecycle ---
+    def run(self) -> "Sandbox":
+        """Create and start the sandbox with a client from the environment."""
+        from warren._client import SandboxClient
+
+        client = SandboxClient.from_env()
+        try:
+            client.run(self)
+        except BaseException:
+            client.close()
+            raise
+        self._owns_client = True
+        return self
+
+    def _bind(self, client: "SandboxClient", s: pb.Sandbox) -> None:
+        self._client = client
+        self.id = s.id
+        self.name = s.name or self.name
+        self._info = SandboxInfo.from_proto(s)
+
+    @property
+    def client(self) -> "SandboxClient":
+        if self._client is None:
+            raise RuntimeError("the sandbox is not running: call .run() or client.run(sandbox)")
+        return self._client
+
+    @property
+    def status(self) -> Optional[SandboxStatus]:
+        """Last known status (see refresh())."""
+        return None if self._info is None else self._info.status
+
+    @property
+    def info(self) -> Optional[SandboxInfo]:
+        return self._info
+
+    def _key(self) -> pb.GetSandboxRequest:
+        if self.id:
+            return pb.GetSandboxRequest(id=self.id)
+        raise RuntimeError("the sandbox is not running")
+
+    def refresh(self) -> SandboxInfo:
+        """Fetch the sandbox's current info from the daemon."""
+        s = self.client._unary(self.client._sandboxes.GetSandbox, self._key(), sandbox_call=True)
+        self._info = SandboxInfo.from_proto(s)
+        return self._info
+
+    def terminate(self, grace_period_seconds: Optional[float] = None) -> SandboxInfo:
+        """Stop every process (SIGTERM, grace, SIGKILL) and free the
+        sandbox. Idempotent."""
+        req = pb.TerminateSandboxRequest(id=self._key().id,
+                                         grace_period_seconds=float(grace_period_seconds or 0))
+        try:
+            s = self.client._unary(self.client._sandboxes.TerminateSandbox, req, sandbox_call=True)
+            self._info = SandboxInfo.from_proto(s)
+            return self._info
+        finally:
+            if self._owns_client and self._client is not None:
+                self._client.close()
+                self._owns_client = False
+
+    # --- exec ---
+    def _start(self, argv: tuple, workdir: Optional[str], timeout_secs: Optional[float],
+               env: Optional[Mapping[str, str]], close_stdin: bool) -> _ExecCall:
+        start = exec_start_message(self._key().id, argv, workdir, timeout_secs, env)
+        return _ExecCall(self.client, start, close_stdin)
+
+    def exec(self, *argv: str, workdir: Optional[str] = None,
+             timeout_secs: Optional[float] = None,
+             env: Optional[Mapping[str, str]] = None) -> ExecResult:
+        """Run a command to completion (stdin is empty) and return its
+        output and exit code. A non-zero exit is not an error."""
+        call = self._start(argv, workdir, timeout_secs, env, close_stdin=True)
+        return collect(call.events(), call.exec_id)
+
+    def exec_stream(self, *argv: str, workdir: Optional[str] = None,
+                    timeout_secs: Optional[float] = None,
+                    env: Optional[Mapping[str, str]] = None) -> Iterator[ExecEvent]:
+        """Run a command, yielding output events as they arrive and the
+        exit event last. Leaving the loop early cancels the process."""
+        call = self._start(argv, workdir, timeout_secs, env, close_stdin=True)
+        try:
+            yield from call.events()
+        finally:
+            call.cancel()
+
+    def exec_start(self, *argv: str, workdir: Optional[str] = None,
+                   timeout_secs: Optional[float] = None,
+                   env: Optional[Mapping[str, str]] = None) -> Process:
+        """Start a process with stdin open; returns once it runs."""
+        call = self._start(argv, workdir, timeout_secs, env, close_stdin=False)
+        call.wait_started()
+        return Process(call)
+
+    @property
+    def git(self) -> "Git":
+        from warren._git import Git
+
+        return Git(self)
+
+    def __repr__(self) -> str:
+        return f"Sandbox(id={self.id!r}, name={self.name!r}, status={self.status})"
