@@ -95,7 +95,8 @@ class Daemon:
         raise RuntimeError("warrend did not become ready:\n" + self.read_log())
 
     def read_log(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path, "rb") as f:
             return f.read().decode(errors="replace")
 
