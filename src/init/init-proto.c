@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Strict decoder for the requests warren-init accepts. Every length is
+ * checked before it is used; nothing is trusted, not even the daemon. */
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "init/init-proto.h"
+
+/* Walk count NUL-terminated strings starting at *pos in s[0..end). Stores
+ * pointers into out (when non-NULL) and advances *pos. */
+static int take_strings(const char *s, size_t end, size_t *pos, uint32_t count, const char **out,
+                        int is_env) {
+        for (uint32_t i = 0; i < count; i++) {
+                size_t start = *pos;
+                if (start >= end)
+                        return -EINVAL;
+                const char *nul = memchr(s + start, '\0', end - start);
+                if (!nul)
+                        return -EINVAL;
+                size_t l = (size_t) (nul - (s + start));
+                if (is_env) {
+                        const char *eq = memchr(s + start, '=', l);
+                        if (!eq || eq == s + start)
+                                return -EINVAL;
+                }
+                if (out)
+                        out[i] = s + start;
+                *pos = start + l + 1;
+        }
+        return 0;
+}
+
+static int decode_spawn(const char *p, size_t len, struct init_spawn *ret) {
+        struct ctl_spawn w;
+
+        if (len < sizeof(w))
+                return -EINVAL;
+        memcpy(&w, p, sizeof(w));
+        if (w.reserved != 0 || (w.flags & ~(uint32_t) CTL_SPAWN_FLAGS_ALL))
+                return -EINVAL;
+        if (w.strings_len != len - sizeof(w))
+                return -EINVAL;
+        if (w.argc < 1 || w.argc > CTL_ARGS_MAX || w.envc > CTL_ARGS_MAX ||
+            w.argc + w.envc > CTL_ARGS_MAX)
+                return -EMSGSIZE;
+        if (w.uid == UINT32_MAX || w.gid == UINT32_MAX)
+                return -EINVAL;
+
+        const char *s = p + sizeof(w);
+        size_t end = w.strings_len, pos = 0;
+
+        /* cwd */
+        const char *cwd;
+        if (take_strings(s, end, &pos, 1, &cwd, 0) < 0)
+                return -EINVAL;
+        if (pos > CTL_PATH_MAX)
+                return -EINVAL;
+
+        const char **argv = calloc(w.argc + 1, sizeof(char *));
+        const char **envp = calloc(w.envc + 1, sizeof(char *));
+        if (!argv || !envp) {
+                free(argv);
+                free(envp);
+                return -ENOMEM;
+        }
+        if (take_strings(s, end, &pos, w.argc, argv, 0) < 0 || argv[0][0] == '\0' ||
+            take_strings(s, end, &pos, w.envc, envp, 1) < 0 || pos != end) {
+                free(argv);
+                free(envp);
+                return -EINVAL;
+        }
+
+        *ret = (struct init_spawn){
+                .flags = w.flags,
+                .uid = w.uid,
+                .gid = w.gid,
+                .cols = w.cols,
+                .rows = w.rows,
+                .cwd = cwd[0] ? cwd : "/",
+                .argv = argv,
+                .envp = envp,
+                .argc = w.argc,
+                .envc = w.envc,
+        };
+        return 0;
+}
+
+static int signo_valid(int32_t signo) {
+        return signo >= 1 && signo <= SIGRTMAX;
+}
+
+int init_req_decode(const void *buf, size_t n, struct init_req *ret) {
+        const char *p = buf;
+
+        memset(ret, 0, sizeof(*ret));
+        if (n < sizeof(struct ctl_hdr))
+                return -EBADMSG;
+        memcpy(&ret->hdr, p, sizeof(ret->hdr));
+        if (n > CTL_MSG_MAX)
+                return -EMSGSIZE;
+        if (ret->hdr.magic != CTL_MAGIC || ret->hdr.reserved != 0 ||
+            ret->hdr.len != n - sizeof(struct ctl_hdr))
+                return -EBADMSG;
+
+        p += sizeof(struct ctl_hdr);
+        size_t len = ret->hdr.len;
+
+        switch (ret->hdr.type) {
+        case CTL_SPAWN:
+                return decode_spawn(p, len, &ret->spawn);
+        case CTL_SIGNAL:
+                if (len != sizeof(ret->signal))
+                        return -EINVAL;
+                memcpy(&ret->signal, p, len);
+                if (ret->signal.reserved ||
+                    (ret->signal.flags & ~(uint32_t) CTL_SIGNAL_FLAGS_ALL) ||
+                    !signo_valid(ret->signal.signo) || ret->signal.pid < 0 || ret->signal.pid == 1)
+                        return -EINVAL;
+                return 0;
+        case CTL_RESIZE:
+                if (len != sizeof(ret->resize))
+                        return -EINVAL;
+                memcpy(&ret->resize, p, len);
+                if (ret->resize.reserved || ret->resize.cols == 0 || ret->resize.rows == 0)
+                        return -EINVAL;
+                return 0;
+        case CTL_KILL_ALL:
+                if (len != sizeof(ret->kill_all))
+                        return -EINVAL;
+                memcpy(&ret->kill_all, p, len);
+                if (ret->kill_all.reserved || !signo_valid(ret->kill_all.signo))
+                        return -EINVAL;
+                return 0;
+        case CTL_PING:
+        case CTL_LIST:
+                return len == 0 ? 0 : -EINVAL;
+        default:
+                return -EOPNOTSUPP;
+        }
+}
+
+void init_req_done(struct init_req *req) {
+        if (!req)
+                return;
+        if (req->hdr.type == CTL_SPAWN) {
+                free(req->spawn.argv);
+                free(req->spawn.envp);
+                req->spawn.argv = req->spawn.envp = NULL;
+        }
+}
