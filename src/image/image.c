@@ -1,0 +1,724 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The image store: opening and garbage collection, names, canonical
+ * configs, resolve/list/delete and committing images over stored layers. */
+#include "image/image-internal.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store/images.h"
+
+#ifndef WARREN_LIBEXECDIR
+#define WARREN_LIBEXECDIR "/usr/libexec/warren"
+#endif
+
+#if defined(__x86_64__)
+#define IMG_ARCH "amd64"
+#elif defined(__aarch64__)
+#define IMG_ARCH "arm64"
+#else
+#define IMG_ARCH "unknown"
+#endif
+
+static int open_dir_at(int dfd, const char *name, int *ret) {
+        if (mkdirat(dfd, name, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        *ret = fd;
+        return 0;
+}
+
+static void find_helper(struct img_store *s) {
+        const char *env = getenv("WARREN_UNPACK_HELPER");
+        if (env && *env) {
+                s->helper = strdup(env);
+                return;
+        }
+        char exe[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        if (n > 0) {
+                exe[n] = '\0';
+                char *slash = strrchr(exe, '/');
+                if (slash) {
+                        *slash = '\0';
+                        static const char *const rel[] = {
+                                "warren-unpack",
+                                "../image/warren-unpack",        /* build/src/daemon */
+                                "../../src/image/warren-unpack", /* build/tests/unit */
+                                "../src/image/warren-unpack",
+                        };
+                        for (size_t i = 0; i < ELEMENTSOF(rel); i++) {
+                                char cand[PATH_MAX + 64];
+                                snprintf(cand, sizeof(cand), "%s/%s", exe, rel[i]);
+                                if (access(cand, X_OK) == 0) {
+                                        s->helper = realpath(cand, NULL);
+                                        if (s->helper)
+                                                return;
+                                }
+                        }
+                }
+        }
+        s->helper = strdup(WARREN_LIBEXECDIR "/warren-unpack");
+}
+
+static int clear_dir(int dfd) {
+        DIR *d = fdopendir(fcntl(dfd, F_DUPFD_CLOEXEC, 3));
+        if (!d)
+                return -errno;
+        struct dirent *de;
+        int r = 0;
+        while ((de = readdir(d))) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                int q = img_rm_rf_at(dfd, de->d_name);
+                if (q < 0 && r == 0)
+                        r = q;
+        }
+        closedir(d);
+        return r;
+}
+
+/* Start-up garbage collection (see img_store_open). */
+static int gc(struct img_store *s, struct wr_err *e) {
+        int r = clear_dir(s->layers_tmp_fd);
+        if (r >= 0)
+                r = clear_dir(s->tmp_fd);
+        if (r < 0)
+                return err_set(e, r, "clean temporary directories: %s", strerror(-r));
+
+        struct store_layer *layers = NULL;
+        size_t n = 0;
+        r = store_layer_list(s->db, &layers, &n, e);
+        if (r < 0)
+                return err_prefix(e, r, "list layers");
+        for (size_t i = 0; i < n; i++) {
+                if (store_layer_refcount(s->db, layers[i].diff_id, NULL) == 0)
+                        (void) img_layer_remove_unused(s, layers[i].diff_id, NULL);
+        }
+        /* directories no row knows: an import that crashed between the
+         * rename and the transaction */
+        DIR *d = fdopendir(fcntl(s->layers_fd, F_DUPFD_CLOEXEC, 3));
+        if (d) {
+                struct dirent *de;
+                while ((de = readdir(d))) {
+                        if (de->d_name[0] == '.')
+                                continue;
+                        char digest[IMG_DIGEST_MAX];
+                        snprintf(digest, sizeof(digest), "sha256:%s", de->d_name);
+                        bool known = false;
+                        for (size_t i = 0; i < n; i++)
+                                if (strcmp(layers[i].diff_id, digest) == 0 &&
+                                    store_layer_refcount(s->db, digest, NULL) > 0)
+                                        known = true;
+                        if (!known)
+                                (void) img_rm_rf_at(s->layers_fd, de->d_name);
+                }
+                closedir(d);
+        }
+        store_layer_list_free(layers, n);
+        return 0;
+}
+
+int img_store_open(const char *state_dir, struct store *db, struct img_store **ret,
+                   struct wr_err *e) {
+        if (!state_dir || state_dir[0] != '/' || !db)
+                return err_set(e, -EINVAL, "open image store: absolute state dir and db required");
+        struct img_store *s = calloc(1, sizeof(*s));
+        if (!s)
+                return err_set(e, -ENOMEM, "open image store: out of memory");
+        s->layers_fd = s->layers_tmp_fd = s->tmp_fd = -EBADF;
+        s->db = db;
+        s->state_dir = strdup(state_dir);
+        int r = s->state_dir ? 0 : -ENOMEM;
+        _cleanup_close_ int state_fd = -EBADF, layers_root = -EBADF;
+        if (r == 0)
+                r = img_mkdir_p(state_dir, 0700);
+        if (r == 0) {
+                state_fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (state_fd < 0)
+                        r = -errno;
+        }
+        if (r == 0)
+                r = open_dir_at(state_fd, "layers", &layers_root);
+        if (r == 0)
+                r = open_dir_at(layers_root, "sha256", &s->layers_fd);
+        if (r == 0)
+                r = open_dir_at(layers_root, "tmp", &s->layers_tmp_fd);
+        if (r == 0)
+                r = open_dir_at(state_fd, "tmp", &s->tmp_fd);
+        if (r < 0) {
+                img_store_free(s);
+                return err_set(e, r, "open image store in %s: %s", state_dir, strerror(-r));
+        }
+        find_helper(s);
+        if (!s->helper) {
+                img_store_free(s);
+                return err_set(e, -ENOMEM, "open image store: out of memory");
+        }
+        r = gc(s, e);
+        if (r < 0) {
+                img_store_free(s);
+                return err_prefix(e, r, "open image store");
+        }
+        *ret = s;
+        return 0;
+}
+
+void img_store_free(struct img_store *s) {
+        if (!s)
+                return;
+        closep(&s->layers_fd);
+        closep(&s->layers_tmp_fd);
+        closep(&s->tmp_fd);
+        free(s->state_dir);
+        free(s->helper);
+        free(s);
+}
+
+int img_store_set_helper(struct img_store *s, const char *path) {
+        char *p = strdup(path);
+        if (!p)
+                return -ENOMEM;
+        free(s->helper);
+        s->helper = p;
+        return 0;
+}
+
+const char *img_store_helper(struct img_store *s) {
+        return s->helper;
+}
+
+void img_store_set_in_use(struct img_store *s, img_in_use_fn fn, void *userdata) {
+        s->in_use = fn;
+        s->in_use_ud = userdata;
+}
+
+/* --- names --- */
+
+static bool repo_char(char c, bool host) {
+        if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-')
+                return true;
+        return host && ((c >= 'A' && c <= 'Z') || c == ':');
+}
+
+static bool is_sep(char c) {
+        return c == '.' || c == '_' || c == '-';
+}
+
+int img_name_normalize(const char *name, char *out, size_t outsz, struct wr_err *e) {
+        if (!name || !*name)
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "image name is empty");
+        size_t len = strlen(name);
+        if (len > 255 + 129)
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "image name is too long");
+        if (strchr(name, '@'))
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "image name \"%.64s\": digest references cannot name an image",
+                                name);
+        const char *last_slash = strrchr(name, '/');
+        const char *colon = strrchr(last_slash ? last_slash : name, ':');
+        size_t repo_len = colon ? (size_t) (colon - name) : len;
+        const char *tag = colon ? colon + 1 : "latest";
+        size_t tag_len = strlen(tag);
+
+        bool ok = repo_len > 0 && repo_len <= 255 && tag_len > 0 && tag_len <= 128;
+        /* repo: components split by '/', each starting and ending with an
+         * alphanumeric; the first may be a registry host[:port] */
+        size_t start = 0;
+        bool first = true;
+        for (size_t i = 0; ok && i <= repo_len; i++) {
+                if (i == repo_len || name[i] == '/') {
+                        size_t clen = i - start;
+                        bool host = first && i < repo_len; /* only when more follows */
+                        if (clen == 0 || is_sep(name[start]) || is_sep(name[i - 1]))
+                                ok = false;
+                        for (size_t j = start; ok && j < i; j++)
+                                if (!repo_char(name[j], host))
+                                        ok = false;
+                        start = i + 1;
+                        first = false;
+                }
+        }
+        for (size_t i = 0; ok && i < tag_len; i++) {
+                char c = tag[i];
+                if (!(isalnum((unsigned char) c) || c == '_' || c == '.' || c == '-') ||
+                    (i == 0 && (c == '.' || c == '-')))
+                        ok = false;
+        }
+        if (!ok)
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "invalid image name \"%.64s\" (want repo[:tag], lower-case "
+                                "[a-z0-9._/-], tag [A-Za-z0-9_.-])",
+                                name);
+        if (repo_len + 1 + tag_len + 1 > outsz)
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "image name is too long");
+        snprintf(out, outsz, "%.*s:%s", (int) repo_len, name, tag);
+        return 0;
+}
+
+/* --- configs --- */
+
+static json_t *strv_json(char *const *v, size_t n) {
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < n; i++) {
+                json_t *s = json_string(v[i] ? v[i] : "");
+                if (!s || json_array_append_new(a, s) < 0) {
+                        json_decref(a);
+                        return NULL;
+                }
+        }
+        return a;
+}
+
+int img_config_encode(const struct img_config *cfg, char *const *diff_ids, size_t n_layers,
+                      char **ret_json, char *ret_id, struct wr_err *e) {
+        static const struct img_config empty = {0};
+        if (!cfg)
+                cfg = &empty;
+        json_t *root = json_object(), *c = json_object(), *rootfs = json_object();
+        json_t *ids = strv_json(diff_ids, n_layers);
+        bool bad = !root || !c || !rootfs || !ids;
+        if (!bad && cfg->n_env) {
+                json_t *v = strv_json(cfg->env, cfg->n_env);
+                bad = !v || json_object_set_new(c, "Env", v) < 0;
+        }
+        if (!bad && cfg->n_entrypoint) {
+                json_t *v = strv_json(cfg->entrypoint, cfg->n_entrypoint);
+                bad = !v || json_object_set_new(c, "Entrypoint", v) < 0;
+        }
+        if (!bad && cfg->n_cmd) {
+                json_t *v = strv_json(cfg->cmd, cfg->n_cmd);
+                bad = !v || json_object_set_new(c, "Cmd", v) < 0;
+        }
+        if (!bad && cfg->working_dir && *cfg->working_dir) {
+                json_t *v = json_string(cfg->working_dir);
+                bad = !v || json_object_set_new(c, "WorkingDir", v) < 0;
+        }
+        if (!bad && cfg->user && *cfg->user) {
+                json_t *v = json_string(cfg->user);
+                bad = !v || json_object_set_new(c, "User", v) < 0;
+        }
+        if (!bad)
+                bad = json_object_set_new(rootfs, "type", json_string("layers")) < 0 ||
+                      json_object_set(rootfs, "diff_ids", ids) < 0 ||
+                      json_object_set(root, "rootfs", rootfs) < 0 ||
+                      json_object_set(root, "config", c) < 0 ||
+                      json_object_set_new(root, "architecture", json_string(IMG_ARCH)) < 0 ||
+                      json_object_set_new(root, "os", json_string("linux")) < 0;
+        char *out = bad ? NULL : json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(ids);
+        json_decref(c);
+        json_decref(rootfs);
+        json_decref(root);
+        if (!out)
+                /* jansson refuses strings that are not valid UTF-8 */
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "image config: strings must be valid UTF-8");
+        unsigned char md[32];
+        unsigned mdlen = 0;
+        if (EVP_Digest(out, strlen(out), md, &mdlen, EVP_sha256(), NULL) != 1) {
+                free(out);
+                return err_set(e, -EIO, "image config: sha256 failed");
+        }
+        strcpy(ret_id, "sha256:");
+        for (int i = 0; i < 32; i++)
+                snprintf(ret_id + 7 + 2 * i, 3, "%02x", md[i]);
+        *ret_json = out;
+        return 0;
+}
+
+static int json_strv(json_t *a, char ***ret, size_t *n_ret) {
+        *ret = NULL;
+        *n_ret = 0;
+        if (!a)
+                return 0;
+        if (!json_is_array(a))
+                return -EINVAL;
+        size_t n = json_array_size(a);
+        char **v = calloc(n + 1, sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                const char *s = json_string_value(json_array_get(a, i));
+                v[i] = s ? strdup(s) : NULL;
+                if (!v[i]) {
+                        for (size_t j = 0; j < i; j++)
+                                free(v[j]);
+                        free(v);
+                        return s ? -ENOMEM : -EINVAL;
+                }
+        }
+        *ret = v;
+        *n_ret = n;
+        return 0;
+}
+
+void img_config_clear(struct img_config *cfg) {
+        if (!cfg)
+                return;
+        for (size_t i = 0; i < cfg->n_env; i++)
+                free(cfg->env[i]);
+        free(cfg->env);
+        for (size_t i = 0; i < cfg->n_entrypoint; i++)
+                free(cfg->entrypoint[i]);
+        free(cfg->entrypoint);
+        for (size_t i = 0; i < cfg->n_cmd; i++)
+                free(cfg->cmd[i]);
+        free(cfg->cmd);
+        free(cfg->working_dir);
+        free(cfg->user);
+        memset(cfg, 0, sizeof(*cfg));
+}
+
+int img_config_decode(const char *json, struct img_config *cfg, struct wr_err *e) {
+        memset(cfg, 0, sizeof(*cfg));
+        json_error_t jerr;
+        json_t *root = json_loads(json ? json : "", 0, &jerr);
+        if (!root || !json_is_object(root)) {
+                json_decref(root);
+                return err_set(e, -EINVAL, "image config: %s", jerr.text);
+        }
+        json_t *c = json_object_get(root, "config");
+        int r = 0;
+        if (c && json_is_object(c)) {
+                r = json_strv(json_object_get(c, "Env"), &cfg->env, &cfg->n_env);
+                if (r >= 0)
+                        r = json_strv(json_object_get(c, "Entrypoint"), &cfg->entrypoint,
+                                      &cfg->n_entrypoint);
+                if (r >= 0)
+                        r = json_strv(json_object_get(c, "Cmd"), &cfg->cmd, &cfg->n_cmd);
+                const char *wd = json_string_value(json_object_get(c, "WorkingDir"));
+                const char *user = json_string_value(json_object_get(c, "User"));
+                if (r >= 0 && wd && !(cfg->working_dir = strdup(wd)))
+                        r = -ENOMEM;
+                if (r >= 0 && user && !(cfg->user = strdup(user)))
+                        r = -ENOMEM;
+        }
+        json_decref(root);
+        if (r < 0) {
+                img_config_clear(cfg);
+                return err_set(e, r, "image config: malformed");
+        }
+        return 0;
+}
+
+/* --- info --- */
+
+void img_info_free(struct img_info *info) {
+        if (!info)
+                return;
+        free(info->id);
+        for (size_t i = 0; i < info->n_names; i++)
+                free(info->names[i]);
+        free(info->names);
+        for (size_t i = 0; i < info->n_layers; i++) {
+                free(info->diff_ids ? info->diff_ids[i] : NULL);
+                free(info->layer_dirs ? info->layer_dirs[i] : NULL);
+        }
+        free(info->diff_ids);
+        free(info->layer_dirs);
+        free(info->source);
+        img_config_clear(&info->config);
+        free(info);
+}
+
+void img_info_list_free(struct img_info **list, size_t n) {
+        for (size_t i = 0; list && i < n; i++)
+                img_info_free(list[i]);
+        free(list);
+}
+
+/* Build an img_info from a store row, taking its strings. */
+static int info_from_row(struct img_store *s, struct store_image *row, struct img_info **ret,
+                         struct wr_err *e) {
+        struct img_info *info = calloc(1, sizeof(*info));
+        if (!info)
+                return err_set(e, -ENOMEM, "out of memory");
+        info->id = TAKE_PTR(row->id);
+        info->names = TAKE_PTR(row->names);
+        info->n_names = row->n_names;
+        row->n_names = 0;
+        info->diff_ids = TAKE_PTR(row->diff_ids);
+        info->n_layers = row->n_layers;
+        row->n_layers = 0;
+        info->size = row->size;
+        info->created_ns = row->created_ns;
+        info->source = TAKE_PTR(row->source);
+        int r = img_config_decode(row->config, &info->config, e);
+        info->layer_dirs = calloc(info->n_layers + 1, sizeof(char *));
+        if (r >= 0 && !info->layer_dirs)
+                r = err_set(e, -ENOMEM, "out of memory");
+        for (size_t i = 0; r >= 0 && i < info->n_layers; i++) {
+                const char *d = info->diff_ids[info->n_layers - 1 - i]; /* top first */
+                if (asprintf(&info->layer_dirs[i], "%s/layers/sha256/%s", s->state_dir,
+                             strncmp(d, "sha256:", 7) == 0 ? d + 7 : d) < 0) {
+                        info->layer_dirs[i] = NULL;
+                        r = err_set(e, -ENOMEM, "out of memory");
+                }
+        }
+        if (r < 0) {
+                img_info_free(info);
+                return r;
+        }
+        *ret = info;
+        return 0;
+}
+
+static bool all_hex(const char *s) {
+        if (!*s)
+                return false;
+        for (; *s; s++)
+                if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+                        return false;
+        return true;
+}
+
+/* Resolve to an id. *by_name tells whether a name matched. */
+static int resolve_id(struct img_store *s, const char *ref, char **ret, bool *by_name,
+                      struct wr_err *e) {
+        *by_name = false;
+        if (!ref || !*ref)
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "image name or id required");
+        const char *hex = strncmp(ref, "sha256:", 7) == 0 ? ref + 7 : NULL;
+        if (!hex) {
+                char norm[400];
+                struct wr_err ne = {0};
+                if (img_name_normalize(ref, norm, sizeof(norm), &ne) >= 0) {
+                        int r = store_image_name_lookup(s->db, norm, ret, NULL);
+                        if (r >= 0) {
+                                *by_name = true;
+                                return 0;
+                        }
+                        if (r != -ENOENT)
+                                return err_set(e, r, "look up image \"%s\"", norm);
+                }
+                if (!all_hex(ref) || strlen(ref) < 12) {
+                        if (ne.code)
+                                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT,
+                                                WR_FAULT_CLIENT, "%s", ne.msg);
+                        return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                        "image \"%.200s\" not found", ref);
+                }
+                hex = ref;
+        }
+        if (!all_hex(hex) || strlen(hex) > 64 || strlen(hex) < 12)
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "malformed image id \"%.80s\"", ref);
+        char prefix[IMG_DIGEST_MAX];
+        snprintf(prefix, sizeof(prefix), "sha256:%s", hex);
+        int n = store_image_id_prefix(s->db, prefix, ret, e);
+        if (n < 0)
+                return n;
+        if (n == 0)
+                return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                "image \"%.80s\" not found", ref);
+        if (n > 1)
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "image id prefix \"%.80s\" is ambiguous", ref);
+        return 0;
+}
+
+int img_store_resolve(struct img_store *s, const char *name_or_id, struct img_info **ret,
+                      struct wr_err *e) {
+        _cleanup_free_ char *id = NULL;
+        bool by_name;
+        int r = resolve_id(s, name_or_id, &id, &by_name, e);
+        if (r < 0)
+                return r;
+        struct store_image row;
+        r = store_image_load(s->db, id, &row, e);
+        if (r < 0)
+                return r == -ENOENT ? err_setx(e, r, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                               "image %s not found", id)
+                                    : r;
+        r = info_from_row(s, &row, ret, e);
+        store_image_clear(&row);
+        return r;
+}
+
+int img_store_list(struct img_store *s, struct img_info ***ret, size_t *n_ret, struct wr_err *e) {
+        *ret = NULL;
+        *n_ret = 0;
+        struct store_image *rows = NULL;
+        size_t n = 0;
+        int r = store_image_list(s->db, &rows, &n, e);
+        if (r < 0)
+                return r;
+        struct img_info **v = calloc(n + 1, sizeof(*v));
+        if (!v) {
+                store_image_list_free(rows, n);
+                return err_set(e, -ENOMEM, "list images: out of memory");
+        }
+        for (size_t i = 0; i < n; i++) {
+                r = info_from_row(s, &rows[i], &v[i], e);
+                if (r < 0) {
+                        img_info_list_free(v, i);
+                        store_image_list_free(rows, n);
+                        return r;
+                }
+        }
+        store_image_list_free(rows, n);
+        *ret = v;
+        *n_ret = n;
+        return (int) n;
+}
+
+int img_layer_remove_unused(struct img_store *s, const char *diff_id, struct wr_err *e) {
+        if (!img_digest_valid(diff_id))
+                return err_set(e, -EINVAL, "malformed layer digest");
+        int r = store_layer_delete(s->db, diff_id, e);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        char tmp[32] = "del-";
+        img_random_name(tmp + 4);
+        if (renameat(s->layers_fd, diff_id + 7, s->layers_tmp_fd, tmp) < 0) {
+                if (errno == ENOENT)
+                        return 0;
+                return err_set(e, -errno, "remove layer %s: %m", diff_id);
+        }
+        r = img_rm_rf_at(s->layers_tmp_fd, tmp);
+        if (r < 0)
+                return err_set(e, r, "remove layer %s: %s", diff_id, strerror(-r));
+        return 0;
+}
+
+int img_store_delete(struct img_store *s, const char *name_or_id, struct wr_err *e) {
+        _cleanup_free_ char *id = NULL;
+        bool by_name;
+        int r = resolve_id(s, name_or_id, &id, &by_name, e);
+        if (r < 0)
+                return r;
+        struct store_image row;
+        r = store_image_load(s->db, id, &row, e);
+        if (r < 0)
+                return r;
+        if (by_name && row.n_names > 1) {
+                char norm[400];
+                r = img_name_normalize(name_or_id, norm, sizeof(norm), e);
+                if (r >= 0)
+                        r = store_image_name_delete(s->db, norm, e);
+                store_image_clear(&row);
+                return r;
+        }
+        if (s->in_use && s->in_use(id, s->in_use_ud)) {
+                store_image_clear(&row);
+                return err_setx(e, -EBUSY, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                "image %s is used by a sandbox", id);
+        }
+        r = store_tx_begin(s->db, e);
+        if (r >= 0)
+                r = store_image_delete(s->db, id, e);
+        if (r >= 0)
+                r = store_tx_commit(s->db, e);
+        if (r < 0) {
+                store_tx_rollback(s->db);
+                store_image_clear(&row);
+                return err_prefix(e, r, "delete image");
+        }
+        /* layers nobody else uses go too; failures here leave an orphan
+         * that the next start-up collects */
+        for (size_t i = 0; i < row.n_layers; i++)
+                if (store_layer_refcount(s->db, row.diff_ids[i], NULL) == 0)
+                        (void) img_layer_remove_unused(s, row.diff_ids[i], NULL);
+        store_image_clear(&row);
+        return 0;
+}
+
+int img_layer_path(struct img_store *s, const char *diff_id, char *out, size_t outsz,
+                   struct wr_err *e) {
+        if (!img_digest_valid(diff_id))
+                return err_set(e, -EINVAL, "malformed layer digest");
+        struct store_layer l;
+        int r = store_layer_load(s->db, diff_id, &l, e);
+        if (r < 0)
+                return r;
+        store_layer_clear(&l);
+        if ((size_t) snprintf(out, outsz, "%s/layers/sha256/%s", s->state_dir, diff_id + 7) >=
+            outsz)
+                return err_set(e, -ENAMETOOLONG, "layer path too long");
+        return 0;
+}
+
+int img_store_commit_image(struct img_store *s, const char *name, const struct img_config *cfg,
+                           char *const *diff_ids, size_t n_layers, const char *source,
+                           struct img_info **ret, struct wr_err *e) {
+        char norm[400] = "";
+        int r;
+        if (name && *name && (r = img_name_normalize(name, norm, sizeof(norm), e)) < 0)
+                return r;
+        if (n_layers == 0)
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "an image needs at least one layer");
+        uint64_t size = 0;
+        for (size_t i = 0; i < n_layers; i++) {
+                if (!img_digest_valid(diff_ids[i]))
+                        return err_set(e, -EINVAL, "malformed layer digest");
+                struct store_layer l;
+                r = store_layer_load(s->db, diff_ids[i], &l, e);
+                if (r < 0)
+                        return r;
+                size += l.size;
+                store_layer_clear(&l);
+                int fd = openat(s->layers_fd, diff_ids[i] + 7,
+                                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0)
+                        return err_set(e, -errno, "open layer %s: %m", diff_ids[i]);
+                bool ssh = img_rootfs_has_root_ssh(fd);
+                close(fd);
+                if (ssh)
+                        return err_setx(e, -EPERM, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                        "the image contains /root/.ssh (layer %.19s...): "
+                                        "images containing /root/.ssh are refused",
+                                        diff_ids[i]);
+        }
+        _cleanup_free_ char *json = NULL;
+        char id[IMG_DIGEST_MAX];
+        r = img_config_encode(cfg, diff_ids, n_layers, &json, id, e);
+        if (r < 0)
+                return r;
+
+        r = store_tx_begin(s->db, e);
+        if (r < 0)
+                return r;
+        struct store_image row = {
+                .id = id,
+                .config = json,
+                .size = size,
+                .created_ns = store_now_ns(),
+                .source = (char *) (source ? source : "import"),
+                .diff_ids = (char **) diff_ids,
+                .n_layers = n_layers,
+        };
+        r = store_image_insert(s->db, &row, e);
+        if (r == -EEXIST) {
+                err_clear(e);
+                r = 0; /* identical content and config: the same image */
+        }
+        if (r >= 0 && norm[0])
+                r = store_image_name_set(s->db, norm, id, e);
+        if (r >= 0)
+                r = store_tx_commit(s->db, e);
+        if (r < 0) {
+                store_tx_rollback(s->db);
+                return err_prefix(e, r, "commit image");
+        }
+        if (ret)
+                return img_store_resolve(s, id, ret, e);
+        return 0;
+}

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The image module: a content-addressed layer store and the images built
+ * from it.
+ *
+ * On disk (state_dir):
+ *   layers/sha256/<hex>/   one unpacked layer, <hex> = sha256 of its
+ *                          uncompressed tar (the OCI diff id); read-only
+ *                          overlayfs lower dir, shared by every image
+ *   layers/tmp/<random>/   layers being unpacked (never visible as layers)
+ *   tmp/                   spooled uploads
+ * In SQLite (store/images.h): images, image_names, image_layers, layers.
+ *
+ * Layer tars are hostile. They are parsed only by the warren-unpack helper
+ * (chrooted into the new layer dir, seccomp, no_new_privs, minimal
+ * capabilities); the daemon side never parses a tar. A layer is unpacked
+ * into layers/tmp/, synced, then renamed into place; when the layer exists
+ * already the new copy is discarded.
+ *
+ * Image id = "sha256:" + sha256 of the canonical JSON config (sorted keys,
+ * compact) listing the diff ids and the runtime config, so identical
+ * content + config gives the same id. Names are "repo:tag" (tag defaults to
+ * "latest").
+ *
+ * Threads: one thread (the daemon's loop thread); helper processes are
+ * uv_process handles on the loop passed to img_layer_unpack/img_import_new. Library code: no
+ * logging above debug, no exit. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "basic/err.h"
+
+struct store;
+struct img_store;
+struct img_import;
+struct img_layer_job;
+
+/* The runtime part of an image config (warren.v1.ImageConfig). */
+struct img_config {
+        char **env; /* "KEY=value" */
+        size_t n_env;
+        char *working_dir; /* NULL = unset */
+        char **entrypoint;
+        size_t n_entrypoint;
+        char **cmd;
+        size_t n_cmd;
+        char *user; /* NULL = unset */
+};
+
+/* A resolved image. All heap-owned; free with img_info_free. */
+struct img_info {
+        char *id;     /* "sha256:<hex>" */
+        char **names; /* "repo:tag", sorted */
+        size_t n_names;
+        char **diff_ids;   /* BOTTOM first (like warren.v1.Image.layers) */
+        char **layer_dirs; /* absolute paths, TOP-most first (overlay lowerdir order) */
+        size_t n_layers;
+        uint64_t size; /* bytes: sum of the layers' uncompressed tar sizes */
+        int64_t created_ns;
+        char *source; /* "import", "pull", "build" */
+        struct img_config config;
+};
+
+/* Is image id used (e.g. by a live sandbox)? DeleteImage refuses then. */
+typedef bool (*img_in_use_fn)(const char *id, void *userdata);
+
+/* Open the image store below state_dir using db for metadata. Creates
+ * layers/sha256, layers/tmp and tmp (0700), removes leftovers of
+ * interrupted work (everything in layers/tmp and tmp), layer directories that no layers
+ * row knows, and layers that no image uses (row and directory). The store borrows db (it must
+ * outlive the store). Errors: -ENOMEM, -EIO/-errno from the file system or SQLite (e filled). *ret
+ * is owned by the caller: img_store_free. */
+int img_store_open(const char *state_dir, struct store *db, struct img_store **ret,
+                   struct wr_err *e);
+
+/* Free the store. Running imports and layer jobs must have been freed
+ * first (their helpers are killed then). NULL is fine. */
+void img_store_free(struct img_store *s);
+
+/* Use path as the warren-unpack helper. Default: $WARREN_UNPACK_HELPER,
+ * else warren-unpack next to the running executable, else
+ * ../image/warren-unpack relative to it (build tree), else
+ * WARREN_LIBEXECDIR/warren-unpack. Returns 0 or -ENOMEM. */
+int img_store_set_helper(struct img_store *s, const char *path);
+
+/* The helper path the store will run (for diagnostics). */
+const char *img_store_helper(struct img_store *s);
+
+/* Register the in-use check DeleteImage consults (the sandbox code passes
+ * one that looks for live sandboxes using the id). NULL = never in use. */
+void img_store_set_in_use(struct img_store *s, img_in_use_fn fn, void *userdata);
+
+/* Normalize an image name to "repo:tag" (adds ":latest"). Accepted: repo
+ * of [a-z0-9._/-] components (an optional "host[:port]/" first part may
+ * also hold upper case), tag [A-Za-z0-9_.-]{1,128} not starting with '.' or
+ * '-'. -EINVAL (INVALID_ARGUMENT) otherwise. out needs >= 384 bytes. */
+int img_name_normalize(const char *name, char *out, size_t outsz, struct wr_err *e);
+
+/* Resolve a name ("busybox", "busybox:1.36"), a full id ("sha256:<hex>")
+ * or a unique id prefix of at least 12 hex digits (with or without
+ * "sha256:"). -ENOENT (NOT_FOUND) when nothing matches, -EINVAL when a
+ * prefix is ambiguous or the argument malformed. *ret owned by the caller:
+ * img_info_free. */
+int img_store_resolve(struct img_store *s, const char *name_or_id, struct img_info **ret,
+                      struct wr_err *e);
+
+/* Free an img_info (NULL fine). */
+void img_info_free(struct img_info *info);
+
+/* Every image, newest first. *ret is an array of *n_ret pointers, owned by
+ * the caller: img_info_list_free. Returns the count. */
+int img_store_list(struct img_store *s, struct img_info ***ret, size_t *n_ret, struct wr_err *e);
+void img_info_list_free(struct img_info **list, size_t n);
+
+/* Delete an image by name or id. When an image has several names and
+ * name_or_id is a name, only that name is removed (like `docker rmi
+ * name:tag`); otherwise the image, its names and every layer no other image
+ * uses go (layer dirs are renamed into layers/tmp first, then removed, so a
+ * half-deleted layer is never visible). -ENOENT, -EBUSY
+ * (FAILED_PRECONDITION) while the in-use callback says the image is used. */
+int img_store_delete(struct img_store *s, const char *name_or_id, struct wr_err *e);
+
+/* Commit an image made of layers already in the store (diff ids bottom
+ * first): checks the layers exist and that the rootfs holds no /root/.ssh
+ * (-EPERM, FAILED_PRECONDITION), computes the id, inserts the image (or
+ * reuses an identical one) and points name (may be NULL) at it, in one
+ * transaction. *ret (may be NULL) gets the resolved image. Used by import
+ * and, later, by registry pulls and builds. */
+int img_store_commit_image(struct img_store *s, const char *name, const struct img_config *cfg,
+                           char *const *diff_ids, size_t n_layers, const char *source,
+                           struct img_info **ret, struct wr_err *e);
+
+/* Canonical config JSON and id for diff ids + cfg (*ret_json malloc'd,
+ * ret_id >= 72 bytes). Deterministic: same input, same bytes. */
+int img_config_encode(const struct img_config *cfg, char *const *diff_ids, size_t n_layers,
+                      char **ret_json, char *ret_id, struct wr_err *e);
+
+/* Parse a config JSON produced by img_config_encode back into *cfg (caller
+ * frees with img_config_clear). -EINVAL on malformed input. */
+int img_config_decode(const char *json, struct img_config *cfg, struct wr_err *e);
+void img_config_clear(struct img_config *cfg);
+
+/* --- layers: the seam registry pulls use --- */
+
+/* Called once on the loop when a layer job ends. r = 0: the layer with
+ * diff_id is in the store (layers row inserted, directory in place);
+ * otherwise r < 0 and e says why (INVALID_ARGUMENT naming the tar entry,
+ * FAILED_PRECONDITION for /root/.ssh, DATA_LOSS when the digest differs
+ * from the expected one, INTERNAL when the helper failed). The job is freed
+ * right after the callback returns. */
+typedef void (*img_layer_done_fn)(int r, const char *diff_id, const struct wr_err *e,
+                                  void *userdata);
+
+/* Unpack the tar stream on tar_fd (uncompressed, gzip or zstd; the fd is
+ * dup'ed, the caller keeps its own) as a layer, in the warren-unpack
+ * helper. expected_diff_id (may be NULL) must match the sha256 of the
+ * uncompressed stream. *ret (may be NULL) is a handle for
+ * img_layer_job_cancel, valid until done runs. Returns 0 or a negative
+ * errno when the job could not start (done is not called then). */
+int img_layer_unpack(struct img_store *s, uv_loop_t *loop, int tar_fd, const char *expected_diff_id,
+                     img_layer_done_fn done, void *userdata, struct img_layer_job **ret,
+                     struct wr_err *e);
+
+/* Cancel a running job: the helper is killed, its tree removed, and done
+ * is NOT called. Safe to call from anywhere on the loop except done. */
+void img_layer_job_cancel(struct img_layer_job *job);
+
+/* Absolute directory of a stored layer into out. -ENOENT when unknown. */
+int img_layer_path(struct img_store *s, const char *diff_id, char *out, size_t outsz,
+                   struct wr_err *e);
+
+/* --- import (`docker import`): spool a tarball, unpack, commit --- */
+
+/* Called once when an import ends: r = 0 with the committed image, or
+ * r < 0 with e. info is owned by the import (copy what you keep). Do not
+ * free the import inside the callback; free it afterwards (e.g. from the
+ * call's on_free). */
+typedef void (*img_import_done_fn)(struct img_import *imp, int r, const struct img_info *info,
+                                   const struct wr_err *e, void *userdata);
+
+/* Start an import: validates and normalizes name (may be NULL or "" =
+ * unnamed), copies cfg (may be NULL), creates the spool file
+ * state_dir/tmp/import-<random> (unlinked once the helper has it).
+ * -EINVAL for a bad name. *ret owned by the caller: img_import_free. */
+int img_import_new(struct img_store *s, uv_loop_t *loop, const char *name,
+                   const struct img_config *cfg, struct img_import **ret, struct wr_err *e);
+
+/* Append n bytes of the tarball to the spool (a plain write to the page
+ * cache; bounded only by disk). -ENOSPC (RESOURCE_EXHAUSTED) etc. */
+int img_import_write(struct img_import *imp, const void *data, size_t n, struct wr_err *e);
+
+/* The upload is complete: unpack (helper), then commit the image in one
+ * transaction, then call done on the loop. Returns 0, or a negative errno
+ * when nothing could start (done not called). */
+int img_import_finish(struct img_import *imp, img_import_done_fn done, void *userdata,
+                      struct wr_err *e);
+
+/* Bytes spooled so far. */
+uint64_t img_import_size(const struct img_import *imp);
+
+/* Abort (kills a running helper, removes its tree and the spool; done is
+ * not called afterwards) and free. NULL is fine. */
+void img_import_free(struct img_import *imp);
