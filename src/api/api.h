@@ -45,6 +45,8 @@ int api_diag_register(struct rpc_server *s);     /* warren.v1.Diag */
 /* Before graceful shutdown: tell every open grpc.health.v1 Watch stream
  * NOT_SERVING and finish it, so that no stream holds the server open. */
 void api_health_shutdown(struct api_ctx *ctx);
+/* Free the health state of ctx, after the server is freed. */
+void api_health_free(struct api_ctx *ctx);
 
 /* Answer UNIMPLEMENTED naming the method and what is missing; for methods
  * declared in the proto but not built yet. */

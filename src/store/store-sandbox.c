@@ -311,6 +311,8 @@ int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
                 r = sql_append(&sql, &len,
                                " AND EXISTS (SELECT 1 FROM sandbox_tags t WHERE "
                                "t.sandbox_id = s.id AND t.key = ? AND t.value = ?)");
+        if (r == 0 && f->hide_ended_before_ns > 0)
+                r = sql_append(&sql, &len, " AND NOT (status IN (4, 5) AND terminated < ?)");
         if (r == 0)
                 r = sql_append(&sql, &len, " ORDER BY created DESC, id DESC LIMIT ? OFFSET ?");
         if (r < 0)
@@ -330,6 +332,8 @@ int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
                 store_bind_text(st, idx++, f->tags[i].key);
                 store_bind_text(st, idx++, f->tags[i].value);
         }
+        if (f->hide_ended_before_ns > 0)
+                sqlite3_bind_int64(st, idx++, f->hide_ended_before_ns);
         sqlite3_bind_int64(st, idx++, f->limit > 0 ? (sqlite3_int64) f->limit : -1);
         sqlite3_bind_int64(st, idx++, (sqlite3_int64) f->offset);
 

@@ -144,6 +144,9 @@ struct store_sandbox_filter {
         const char *name;             /* NULL/"" = any */
         const struct store_tag *tags; /* every one must match */
         size_t n_tags;
+        /* When > 0: leave out TERMINATED and FAILED sandboxes that ended
+         * before this time (the listing's retention period). */
+        int64_t hide_ended_before_ns;
         size_t offset; /* skip this many rows */
         size_t limit;  /* 0 = no limit */
 };

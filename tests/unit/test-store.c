@@ -287,6 +287,8 @@ static void test_sandbox_list_filters(void **state) {
         for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
                 rows[i].environment = STORE_ENV_DEFAULT;
                 rows[i].created_ns = t0 + (int64_t) i;
+                if (rows[i].status == STORE_SANDBOX_TERMINATED)
+                        rows[i].terminated_ns = t0 + (int64_t) i;
                 assert_int_equal(store_sandbox_insert(f->s, &rows[i], &e), 0);
         }
         struct store_sandbox *l = NULL;
@@ -342,6 +344,20 @@ static void test_sandbox_list_filters(void **state) {
         assert_string_equal(l[0].id, "sb-3");
         assert_string_equal(l[1].id, "sb-2");
         store_sandbox_list_free(l, n);
+
+        /* Retention: sb-3 ended "now"; hiding what ended before t0 keeps it,
+         * hiding what ended before the far future drops it. */
+        flt.limit = 0;
+        flt.offset = 0;
+        flt.hide_ended_before_ns = t0;
+        assert_int_equal(store_sandbox_list(f->s, &flt, &l, &n, &e), 4);
+        store_sandbox_list_free(l, n);
+        flt.hide_ended_before_ns = INT64_MAX;
+        assert_int_equal(store_sandbox_list(f->s, &flt, &l, &n, &e), 3);
+        for (size_t i = 0; i < n; i++)
+                assert_string_not_equal(l[i].id, "sb-3");
+        store_sandbox_list_free(l, n);
+        flt.hide_ended_before_ns = 0;
 
         flt.environment = "elsewhere";
         flt.limit = 0;

@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* warren.v1.Sandboxes. ListSandboxes and GetSandbox read the store;
+ * CreateSandbox, TerminateSandbox, Exec, ListProcesses and
+ * ListNetworkEvents validate their input and answer UNIMPLEMENTED until the
+ * runtime is wired in. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "basic/log.h"
+#include "store/store.h"
+#include "warren/v1/sandboxes.pb-c.h"
+
+#define WHY_RUNTIME "the sandbox runtime is not wired into warrend yet"
+#define PAGE_SIZE_MAX 1000
+/* TERMINATED/FAILED sandboxes stay in unfiltered listings this long. */
+#define LIST_RETENTION_NS (24LL * 3600 * 1000000000LL)
+
+/* The environment of the caller. Tokens and environments come with the
+ * identity work; until then everyone is in the default environment. */
+static const char *caller_env(struct rpc_call *call) {
+        return STORE_ENV_DEFAULT;
+}
+
+static void finish_invalid(struct rpc_call *call, const char *fmt, ...) _printf_(2, 3);
+static void finish_invalid(struct rpc_call *call, const char *fmt, ...) {
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        rpc_call_finish(call, WR_STATUS_INVALID_ARGUMENT, msg);
+}
+
+/* Finish with a store error; service faults are logged here, once. */
+static void finish_store_err(struct rpc_call *call, const struct wr_err *e) {
+        int status = err_status(e);
+        if (status == WR_STATUS_INTERNAL || status == WR_STATUS_UNKNOWN ||
+            status == WR_STATUS_UNAVAILABLE) {
+                const struct rpc_method *m = rpc_call_method(call);
+                log_error("rpc %s: %s", m ? m->path : "?", e->msg);
+        }
+        rpc_call_finish_err(call, e);
+}
+
+/* [a-z0-9][a-z0-9-_.]{0,62} */
+static bool name_valid(const char *s) {
+        size_t n = strlen(s);
+        if (n == 0 || n > 63)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+                bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                          (i > 0 && (c == '-' || c == '_' || c == '.'));
+                if (!ok)
+                        return false;
+        }
+        return true;
+}
+
+/* "sb-" followed by 16 lower-case hex digits. */
+static bool id_valid(const char *s) {
+        if (strncmp(s, "sb-", 3) != 0 || strlen(s) != 19)
+                return false;
+        for (size_t i = 3; i < 19; i++)
+                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+                        return false;
+        return true;
+}
+
+#define NAME_RULE                                                                                  \
+        "lower-case letters, digits, '-', '_' or '.', starting with a letter or digit, at most 63"
+#define ID_RULE "\"sb-\" followed by 16 lower-case hex digits"
+
+/* Validate a sandbox key (id or name oneof); field names the oneof's
+ * owner for messages. Returns 0 or finishes the call and returns -EINVAL. */
+static int check_key(struct rpc_call *call, int key_case, const char *id, const char *name) {
+        if (key_case == 1) {
+                if (!id_valid(id)) {
+                        finish_invalid(call,
+                                       "id: \"%.80s\" is not a sandbox id (%s); to look "
+                                       "up by name set name instead",
+                                       id, ID_RULE);
+                        return -EINVAL;
+                }
+                return 0;
+        }
+        if (key_case == 2) {
+                if (!name_valid(name)) {
+                        finish_invalid(call, "name: \"%.80s\" is not a valid sandbox name (%s)",
+                                       name, NAME_RULE);
+                        return -EINVAL;
+                }
+                return 0;
+        }
+        finish_invalid(call, "id or name: neither is set; set the sandbox's id or its name");
+        return -EINVAL;
+}
+
+/* --- store row → warren.v1.Sandbox --- */
+
+/* A Sandbox message and everything it points to. */
+struct sandbox_msg {
+        Warren__V1__Sandbox msg;
+        Warren__V1__Sandbox__TagsEntry *tags;
+        Warren__V1__Sandbox__TagsEntry **tag_ptrs;
+        Warren__V1__Timestamp created, terminated, expires;
+        Warren__V1__CreateSandboxRequest *spec; /* unpacked, owns its fields */
+};
+
+static void sandbox_msg_free(struct sandbox_msg *m) {
+        if (!m)
+                return;
+        free(m->tags);
+        free(m->tag_ptrs);
+        if (m->spec)
+                warren__v1__create_sandbox_request__free_unpacked(m->spec, NULL);
+        free(m);
+}
+
+static Warren__V1__Timestamp *set_ts(Warren__V1__Timestamp *ts, int64_t ns) {
+        if (ns <= 0)
+                return NULL;
+        warren__v1__timestamp__init(ts);
+        ts->unix_nanos = ns;
+        return ts;
+}
+
+/* Build the message for sb. Strings point into sb, which must outlive it. */
+static struct sandbox_msg *sandbox_msg_new(const struct store_sandbox *sb) {
+        struct sandbox_msg *m = calloc(1, sizeof(*m));
+        if (!m)
+                return NULL;
+        Warren__V1__Sandbox *s = &m->msg;
+        warren__v1__sandbox__init(s);
+        s->id = sb->id;
+        s->name = sb->name ? sb->name : (char *) "";
+        s->status = (Warren__V1__SandboxStatus) sb->status;
+        s->status_message = sb->status_message;
+        s->image_id = sb->image_id;
+        s->image_ref = sb->image_ref;
+        s->environment = sb->environment;
+        s->created_at = set_ts(&m->created, sb->created_ns);
+        s->terminated_at = set_ts(&m->terminated, sb->terminated_ns);
+        s->expires_at = set_ts(&m->expires, sb->expires_ns);
+        if (sb->n_tags > 0) {
+                m->tags = calloc(sb->n_tags, sizeof(*m->tags));
+                m->tag_ptrs = calloc(sb->n_tags, sizeof(*m->tag_ptrs));
+                if (!m->tags || !m->tag_ptrs) {
+                        sandbox_msg_free(m);
+                        return NULL;
+                }
+                for (size_t i = 0; i < sb->n_tags; i++) {
+                        warren__v1__sandbox__tags_entry__init(&m->tags[i]);
+                        m->tags[i].key = sb->tags[i].key;
+                        m->tags[i].value = sb->tags[i].value;
+                        m->tag_ptrs[i] = &m->tags[i];
+                }
+                s->n_tags = sb->n_tags;
+                s->tags = m->tag_ptrs;
+        }
+        /* What the sandbox was created with. */
+        if (sb->spec && sb->spec_len > 0) {
+                m->spec = warren__v1__create_sandbox_request__unpack(NULL, sb->spec_len, sb->spec);
+                if (m->spec) {
+                        s->resources = m->spec->resources;
+                        s->workdir = m->spec->workdir;
+                        s->n_entrypoint = m->spec->n_entrypoint;
+                        s->entrypoint = m->spec->entrypoint;
+                        s->n_volumes = m->spec->n_volumes;
+                        s->volumes = m->spec->volumes;
+                        s->compute_class = m->spec->compute_class;
+                } else
+                        log_warn("sandbox %s: stored spec does not decode; answering without it",
+                                 sb->id);
+        }
+        return m;
+}
+
+/* --- ListSandboxes --- */
+
+static void list_sandboxes(struct rpc_call *call, const ProtobufCMessage *msg) {
+        const Warren__V1__ListSandboxesRequest *req = (const void *) msg;
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+
+        _cleanup_free_ int *statuses = NULL;
+        if (req->n_statuses > 0) {
+                statuses = calloc(req->n_statuses, sizeof(*statuses));
+                if (!statuses) {
+                        rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                        return;
+                }
+        }
+        for (size_t i = 0; i < req->n_statuses; i++) {
+                int st = (int) req->statuses[i];
+                if (st < STORE_SANDBOX_PENDING || st > STORE_SANDBOX_FAILED) {
+                        finish_invalid(call,
+                                       "statuses[%zu]: %d is not a sandbox status; use "
+                                       "PENDING, RUNNING, TERMINATING, TERMINATED or FAILED",
+                                       i, st);
+                        return;
+                }
+                statuses[i] = st;
+        }
+        if (*req->name && !name_valid(req->name)) {
+                finish_invalid(call, "name: \"%.80s\" is not a valid sandbox name (%s)", req->name,
+                               NAME_RULE);
+                return;
+        }
+        _cleanup_free_ struct store_tag *tags = NULL;
+        if (req->n_tags > 0) {
+                tags = calloc(req->n_tags, sizeof(*tags));
+                if (!tags) {
+                        rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                        return;
+                }
+        }
+        for (size_t i = 0; i < req->n_tags; i++) {
+                if (!*req->tags[i]->key) {
+                        finish_invalid(call, "tags: a tag filter has an empty key; give every "
+                                             "tag a key");
+                        return;
+                }
+                tags[i].key = req->tags[i]->key;
+                tags[i].value = req->tags[i]->value;
+        }
+        size_t offset = 0;
+        if (*req->page_token) {
+                char *end = NULL;
+                errno = 0;
+                unsigned long long v = strtoull(req->page_token, &end, 10);
+                if (errno || !end || *end || v > INT32_MAX || req->page_token[0] == '-') {
+                        finish_invalid(call,
+                                       "page_token: \"%.40s\" was not returned by "
+                                       "ListSandboxes; omit it to start from the first "
+                                       "page",
+                                       req->page_token);
+                        return;
+                }
+                offset = (size_t) v;
+        }
+        size_t page = req->page_size == 0 ? PAGE_SIZE_MAX : MIN(req->page_size, PAGE_SIZE_MAX);
+
+        struct store_sandbox_filter f = {
+                .environment = caller_env(call),
+                .statuses = statuses,
+                .n_statuses = req->n_statuses,
+                .name = req->name,
+                .tags = tags,
+                .n_tags = req->n_tags,
+                .offset = offset,
+                .limit = page + 1, /* one more tells whether another page exists */
+        };
+        if (req->n_statuses == 0)
+                f.hide_ended_before_ns = store_now_ns() - LIST_RETENTION_NS;
+
+        struct wr_err e = {0};
+        struct store_sandbox *rows = NULL;
+        size_t n = 0;
+        int r = store_sandbox_list(ctx->store, &f, &rows, &n, &e);
+        if (r < 0) {
+                err_prefix(&e, r, "list sandboxes");
+                finish_store_err(call, &e);
+                return;
+        }
+        bool more = n > page;
+        size_t shown = MIN(n, page);
+        Warren__V1__Sandbox **ptrs = shown ? calloc(shown, sizeof(*ptrs)) : NULL;
+        struct sandbox_msg **msgs = shown ? calloc(shown, sizeof(*msgs)) : NULL;
+        if (shown && (!ptrs || !msgs)) {
+                rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                goto out;
+        }
+        for (size_t i = 0; i < shown; i++) {
+                msgs[i] = sandbox_msg_new(&rows[i]);
+                if (!msgs[i]) {
+                        rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                        goto out;
+                }
+                ptrs[i] = &msgs[i]->msg;
+        }
+        char next[32] = "";
+        if (more)
+                snprintf(next, sizeof(next), "%zu", offset + page);
+        Warren__V1__ListSandboxesResponse resp = WARREN__V1__LIST_SANDBOXES_RESPONSE__INIT;
+        resp.n_sandboxes = shown;
+        resp.sandboxes = ptrs;
+        resp.next_page_token = next;
+        rpc_call_reply(call, &resp.base);
+out:
+        for (size_t i = 0; msgs && i < shown; i++)
+                sandbox_msg_free(msgs[i]);
+        free(msgs);
+        free(ptrs);
+        store_sandbox_list_free(rows, n);
+}
+
+/* --- GetSandbox --- */
+
+static void get_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
+        const Warren__V1__GetSandboxRequest *req = (const void *) msg;
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        const char *id = req->key_case == WARREN__V1__GET_SANDBOX_REQUEST__KEY_ID ? req->id : "";
+        const char *name =
+                req->key_case == WARREN__V1__GET_SANDBOX_REQUEST__KEY_NAME ? req->name : "";
+        if (check_key(call, (int) req->key_case, id, name) < 0)
+                return;
+
+        struct wr_err e = {0};
+        struct store_sandbox sb = {0};
+        int r = req->key_case == WARREN__V1__GET_SANDBOX_REQUEST__KEY_ID
+                        ? store_sandbox_load(ctx->store, id, &sb, &e)
+                        : store_sandbox_load_by_name(ctx->store, caller_env(call), name, &sb, &e);
+        if (r == -ENOENT) {
+                char m[256];
+                if (*id)
+                        snprintf(m, sizeof(m), "sandbox %s not found", id);
+                else
+                        snprintf(m, sizeof(m), "no sandbox named \"%s\"", name);
+                rpc_call_finish(call, WR_STATUS_NOT_FOUND, m);
+                return;
+        }
+        if (r < 0) {
+                err_prefix(&e, r, "get sandbox");
+                finish_store_err(call, &e);
+                return;
+        }
+        /* Another environment's sandbox does not exist for this caller. */
+        if (strcmp(sb.environment, caller_env(call)) != 0) {
+                char m[256];
+                snprintf(m, sizeof(m), "sandbox %s not found", *id ? id : name);
+                rpc_call_finish(call, WR_STATUS_NOT_FOUND, m);
+                store_sandbox_clear(&sb);
+                return;
+        }
+        struct sandbox_msg *m = sandbox_msg_new(&sb);
+        if (!m)
+                rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        else
+                rpc_call_reply(call, &m->msg.base);
+        sandbox_msg_free(m);
+        store_sandbox_clear(&sb);
+}
+
+/* --- not built yet --- */
+
+static void create_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
+        const Warren__V1__CreateSandboxRequest *req = (const void *) msg;
+        if (*req->name && !name_valid(req->name)) {
+                finish_invalid(call,
+                               "name: \"%.80s\" is not a valid sandbox name (%s); leave it "
+                               "empty for an unnamed sandbox",
+                               req->name, NAME_RULE);
+                return;
+        }
+        if (*req->workdir && req->workdir[0] != '/') {
+                finish_invalid(call, "workdir: \"%.80s\" is relative; give an absolute path",
+                               req->workdir);
+                return;
+        }
+        for (size_t i = 0; i < req->n_tags; i++)
+                if (!*req->tags[i]->key) {
+                        finish_invalid(call, "tags: a tag has an empty key; give every tag a key");
+                        return;
+                }
+        api_unimplemented(call, WHY_RUNTIME);
+}
+
+static void terminate_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
+        const Warren__V1__TerminateSandboxRequest *req = (const void *) msg;
+        const char *id =
+                req->key_case == WARREN__V1__TERMINATE_SANDBOX_REQUEST__KEY_ID ? req->id : "";
+        const char *name =
+                req->key_case == WARREN__V1__TERMINATE_SANDBOX_REQUEST__KEY_NAME ? req->name : "";
+        if (check_key(call, (int) req->key_case, id, name) < 0)
+                return;
+        if (req->grace_period_seconds < 0) {
+                finish_invalid(call,
+                               "grace_period_seconds: %g is negative; use 0 for the "
+                               "default (10 s) or a positive number of seconds",
+                               req->grace_period_seconds);
+                return;
+        }
+        api_unimplemented(call, WHY_RUNTIME);
+}
+
+static void exec_message(struct rpc_call *call, const ProtobufCMessage *msg) {
+        const Warren__V1__ExecRequest *req = (const void *) msg;
+        if (rpc_call_is_done(call))
+                return;
+        if (req->kind_case == WARREN__V1__EXEC_REQUEST__KIND_START) {
+                if (!*req->start->sandbox) {
+                        finish_invalid(call, "start.sandbox: empty; give the sandbox's id or "
+                                             "name");
+                        return;
+                }
+                if (req->start->n_argv == 0 || !*req->start->argv[0]) {
+                        finish_invalid(call, "start.argv: empty; give the command to run, "
+                                             "e.g. [\"echo\", \"hi\"]");
+                        return;
+                }
+        } else if (req->kind_case == WARREN__V1__EXEC_REQUEST__KIND_ATTACH) {
+                if (!*req->attach->sandbox || !*req->attach->exec_id) {
+                        finish_invalid(call, "attach.sandbox and attach.exec_id: both are "
+                                             "required to re-attach");
+                        return;
+                }
+        } else {
+                finish_invalid(call, "start: the first Exec message must carry start (or "
+                                     "attach)");
+                return;
+        }
+        api_unimplemented(call, WHY_RUNTIME);
+}
+
+static void list_processes(struct rpc_call *call, const ProtobufCMessage *msg) {
+        const Warren__V1__ListProcessesRequest *req = (const void *) msg;
+        if (!*req->sandbox) {
+                finish_invalid(call, "sandbox: empty; give the sandbox's id or name");
+                return;
+        }
+        api_unimplemented(call, WHY_RUNTIME);
+}
+
+static void list_network_events(struct rpc_call *call, const ProtobufCMessage *msg) {
+        const Warren__V1__ListNetworkEventsRequest *req = (const void *) msg;
+        if (!*req->sandbox) {
+                finish_invalid(call, "sandbox: empty; give the sandbox's id or name");
+                return;
+        }
+        api_unimplemented(call, "egress policy enforcement arrives with the networking issue");
+}
+
+#define UNARY(name, in, out, fn)                                                                   \
+        {                                                                                          \
+                .path = "/warren.v1.Sandboxes/" name, .kind = RPC_UNARY,                           \
+                .input = &warren__v1__##in##__descriptor,                                          \
+                .output = &warren__v1__##out##__descriptor, .on_message = fn,                      \
+        }
+
+static const struct rpc_method methods[] = {
+        UNARY("CreateSandbox", create_sandbox_request, sandbox, create_sandbox),
+        UNARY("GetSandbox", get_sandbox_request, sandbox, get_sandbox),
+        UNARY("ListSandboxes", list_sandboxes_request, list_sandboxes_response, list_sandboxes),
+        UNARY("TerminateSandbox", terminate_sandbox_request, sandbox, terminate_sandbox),
+        {
+                .path = "/warren.v1.Sandboxes/Exec",
+                .kind = RPC_BIDI,
+                .input = &warren__v1__exec_request__descriptor,
+                .output = &warren__v1__exec_response__descriptor,
+                .on_message = exec_message,
+        },
+        UNARY("ListProcesses", list_processes_request, list_processes_response, list_processes),
+        UNARY("ListNetworkEvents", list_network_events_request, list_network_events_response,
+              list_network_events),
+};
+
+int api_sandboxes_register(struct rpc_server *s) {
+        return rpc_server_add_methods(s, methods, ELEMENTSOF(methods));
+}

@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Command line, config file and environment of warrend. */
+#include <stdio.h>
+
+#include "daemon/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Where a setting came from; a higher source overrides a lower one. */
+enum source {
+        SRC_DEFAULT = 0,
+        SRC_FILE = 1,
+        SRC_ENV = 2,
+        SRC_FLAG = 3,
+};
+
+void daemon_config_usage(FILE *f) {
+        fputs("Usage: warrend [OPTIONS]\n"
+              "\n"
+              "The Warren sandbox daemon.\n"
+              "\n"
+              "  --listen ADDR         serve gRPC on ADDR; repeatable. unix:/PATH,\n"
+              "                        tcp:HOST:PORT (TLS when --tls-cert/--tls-key are\n"
+              "                        given) or tls:HOST:PORT\n"
+              "                        (default " DAEMON_DEFAULT_LISTEN ")\n"
+              "  --state-dir DIR       state directory (default " DAEMON_DEFAULT_STATE_DIR ";\n"
+              "                        env WARREN_STATE_DIR)\n"
+              "  --admin-listen H:P    admin/metrics endpoint (accepted; not served yet)\n"
+              "  --tls-cert FILE       PEM certificate chain for TCP listeners\n"
+              "  --tls-key FILE        PEM private key for TCP listeners\n"
+              "  --log-level LEVEL     debug|info|warn|error (default info;\n"
+              "                        env WARREN_LOG_LEVEL)\n"
+              "  --log-format FORMAT   text|json (default text)\n"
+              "  --config FILE         read \"key = value\" lines; keys are the long\n"
+              "                        option names; options on the command line win\n"
+              "  --enable-diag         serve warren.v1.Diag (tests and benchmarks)\n"
+              "  --help                show this help\n"
+              "  --version             show the version\n"
+              "\n"
+              "Signals: SIGTERM or SIGINT shut down gracefully (exit 0).\n",
+              f);
+}
+
+static int set_str(char **dst, const char *v) {
+        char *p = strdup(v);
+        if (!p)
+                return -ENOMEM;
+        free(*dst);
+        *dst = p;
+        return 0;
+}
+
+/* Normalize one --listen value. */
+static int normalize_listen(const char *v, char **ret, struct wr_err *e) {
+        if (strncmp(v, "unix:", 5) == 0) {
+                const char *path = v + 5;
+                if (strncmp(path, "//", 2) == 0)
+                        path += 2; /* unix:///path */
+                if (path[0] != '/')
+                        return err_set(e, -EINVAL,
+                                       "--listen %s: the unix socket path must be absolute "
+                                       "(unix:/run/warren/warren.sock)",
+                                       v);
+                return asprintf(ret, "unix:%s", path) < 0 ? -ENOMEM : 0;
+        }
+        if (strncmp(v, "tcp:", 4) == 0 || strncmp(v, "tls:", 4) == 0) {
+                const char *hp = v + 4, *colon = strrchr(hp, ':');
+                char *end = NULL;
+                long port = colon ? strtol(colon + 1, &end, 10) : -1;
+                if (!colon || colon == hp || !end || *end || colon[1] == 0 || port < 0 ||
+                    port > 65535)
+                        return err_set(e, -EINVAL,
+                                       "--listen %s: expected %.3s:HOST:PORT, e.g. "
+                                       "%.3s:127.0.0.1:7443",
+                                       v, v, v);
+                return (*ret = strdup(v)) ? 0 : -ENOMEM;
+        }
+        return err_set(e, -EINVAL,
+                       "--listen %s: expected unix:/PATH, tcp:HOST:PORT or tls:HOST:PORT", v);
+}
+
+static int add_listen(struct daemon_config *c, int src, const char *v, struct wr_err *e) {
+        if (src > c->listen_source) {
+                for (size_t i = 0; i < c->n_listen; i++)
+                        free(c->listen[i]);
+                c->n_listen = 0;
+                c->listen_source = src;
+        }
+        char *n = NULL;
+        int r = normalize_listen(v, &n, e);
+        if (r < 0)
+                return r == -ENOMEM ? err_set(e, r, "out of memory") : r;
+        char **l = reallocarray(c->listen, c->n_listen + 1, sizeof(*l));
+        if (!l) {
+                free(n);
+                return err_set(e, -ENOMEM, "out of memory");
+        }
+        c->listen = l;
+        c->listen[c->n_listen++] = n;
+        return 0;
+}
+
+static int parse_bool(const char *v, bool *ret) {
+        if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "1"))
+                *ret = true;
+        else if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off") || !strcmp(v, "0"))
+                *ret = false;
+        else
+                return -EINVAL;
+        return 0;
+}
+
+/* Apply one setting. key is the long option name ("state-dir"). */
+static int apply(struct daemon_config *c, int src, const char *key, const char *v,
+                 struct wr_err *e) {
+        int r = 0;
+        if (!strcmp(key, "listen"))
+                return add_listen(c, src, v, e);
+        if (!strcmp(key, "state-dir")) {
+                if (!*v)
+                        return err_set(e, -EINVAL, "--state-dir: empty path");
+                r = set_str(&c->state_dir, v);
+        } else if (!strcmp(key, "admin-listen"))
+                r = set_str(&c->admin_listen, v);
+        else if (!strcmp(key, "tls-cert"))
+                r = set_str(&c->tls_cert, v);
+        else if (!strcmp(key, "tls-key"))
+                r = set_str(&c->tls_key, v);
+        else if (!strcmp(key, "log-level")) {
+                if (log_level_from_string(v, &c->log_level) < 0)
+                        return err_set(e, -EINVAL,
+                                       "--log-level %s: expected debug, info, warn or error", v);
+        } else if (!strcmp(key, "log-format")) {
+                if (log_format_from_string(v, &c->log_format) < 0)
+                        return err_set(e, -EINVAL, "--log-format %s: expected text or json", v);
+        } else if (!strcmp(key, "enable-diag")) {
+                if (parse_bool(v, &c->enable_diag) < 0)
+                        return err_set(e, -EINVAL, "enable-diag = %s: expected true or false", v);
+        } else
+                return err_set(e, -EINVAL, "unknown setting \"%s\"", key);
+        return r < 0 ? err_set(e, r, "out of memory") : 0;
+}
+
+static char *trim(char *s) {
+        while (isspace((unsigned char) *s))
+                s++;
+        size_t n = strlen(s);
+        while (n > 0 && isspace((unsigned char) s[n - 1]))
+                s[--n] = 0;
+        return s;
+}
+
+static int read_config_file(struct daemon_config *c, const char *path, struct wr_err *e) {
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return err_set(e, -errno, "--config %s: %m", path);
+        char *line = NULL;
+        size_t cap = 0;
+        unsigned lineno = 0;
+        int r = 0;
+        while (getline(&line, &cap, f) >= 0) {
+                lineno++;
+                char *s = trim(line);
+                if (!*s || *s == '#')
+                        continue;
+                char *eq = strchr(s, '=');
+                if (!eq) {
+                        r = err_set(e, -EINVAL, "%s:%u: expected \"key = value\"", path, lineno);
+                        break;
+                }
+                *eq = 0;
+                char *key = trim(s), *val = trim(eq + 1);
+                size_t vl = strlen(val);
+                if (vl >= 2 && val[0] == '"' && val[vl - 1] == '"') {
+                        val[vl - 1] = 0;
+                        val++;
+                }
+                for (char *p = key; *p; p++)
+                        if (*p == '_')
+                                *p = '-';
+                if (!strcmp(key, "config")) {
+                        r = err_set(e, -EINVAL, "%s:%u: config files cannot include others", path,
+                                    lineno);
+                        break;
+                }
+                r = apply(c, SRC_FILE, key, val, e);
+                if (r < 0) {
+                        err_prefix(e, r, "%s:%u", path, lineno);
+                        break;
+                }
+        }
+        free(line);
+        fclose(f);
+        return r;
+}
+
+enum {
+        OPT_LISTEN = 256,
+        OPT_STATE_DIR,
+        OPT_ADMIN_LISTEN,
+        OPT_TLS_CERT,
+        OPT_TLS_KEY,
+        OPT_LOG_LEVEL,
+        OPT_LOG_FORMAT,
+        OPT_CONFIG,
+        OPT_ENABLE_DIAG,
+        OPT_VERSION,
+};
+
+static const struct option options[] = {
+        {"listen", required_argument, NULL, OPT_LISTEN},
+        {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+        {"admin-listen", required_argument, NULL, OPT_ADMIN_LISTEN},
+        {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+        {"tls-key", required_argument, NULL, OPT_TLS_KEY},
+        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+        {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"enable-diag", no_argument, NULL, OPT_ENABLE_DIAG},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {},
+};
+
+int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr_err *e) {
+        *c = (struct daemon_config){.log_level = LOG_LEVEL_INFO, .log_format = LOG_FORMAT_TEXT};
+
+        /* Pass 1: find --config, --help, --version; reject unknown flags. */
+        opterr = 0;
+        optind = 1;
+        for (;;) {
+                int o = getopt_long(argc, argv, "h", options, NULL);
+                if (o == -1)
+                        break;
+                if (o == '?' || o == ':') {
+                        const char *bad = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+                        if (optopt && optopt < 256 && optopt != '?')
+                                return err_set(e, -EINVAL, "unknown option -%c (see --help)",
+                                               optopt);
+                        return err_set(e, -EINVAL,
+                                       "%s: unknown option or missing value (see --help)", bad);
+                }
+                if (o == 'h')
+                        c->help = true;
+                else if (o == OPT_VERSION)
+                        c->version = true;
+                else if (o == OPT_CONFIG && set_str(&c->config_file, optarg) < 0)
+                        return err_set(e, -ENOMEM, "out of memory");
+        }
+        if (optind < argc)
+                return err_set(e, -EINVAL, "unexpected argument \"%s\" (see --help)", argv[optind]);
+        if (c->help || c->version)
+                return 0;
+
+        int r;
+        if (c->config_file) {
+                r = read_config_file(c, c->config_file, e);
+                if (r < 0)
+                        return r;
+        }
+        const char *env = getenv("WARREN_STATE_DIR");
+        if (env && *env && (r = apply(c, SRC_ENV, "state-dir", env, e)) < 0)
+                return err_prefix(e, r, "WARREN_STATE_DIR");
+        env = getenv("WARREN_LOG_LEVEL");
+        if (env && *env && (r = apply(c, SRC_ENV, "log-level", env, e)) < 0)
+                return err_prefix(e, r, "WARREN_LOG_LEVEL");
+
+        /* Pass 2: the flags themselves, which win. */
+        optind = 1;
+        for (;;) {
+                int idx = -1;
+                int o = getopt_long(argc, argv, "h", options, &idx);
+                if (o == -1)
+                        break;
+                if (o == 'h' || o == OPT_VERSION || o == OPT_CONFIG)
+                        continue;
+                if (o == OPT_ENABLE_DIAG) {
+                        c->enable_diag = true;
+                        continue;
+                }
+                r = apply(c, SRC_FLAG, options[idx].name, optarg, e);
+                if (r < 0)
+                        return r;
+        }
+
+        if (!c->state_dir && set_str(&c->state_dir, DAEMON_DEFAULT_STATE_DIR) < 0)
+                return err_set(e, -ENOMEM, "out of memory");
+        if (c->n_listen == 0 && (r = add_listen(c, SRC_DEFAULT, DAEMON_DEFAULT_LISTEN, e)) < 0)
+                return r;
+        if (!!c->tls_cert != !!c->tls_key)
+                return err_set(e, -EINVAL, "--tls-cert and --tls-key must be given together");
+        /* tcp: becomes tls: when the daemon has a certificate. */
+        for (size_t i = 0; i < c->n_listen; i++) {
+                if (c->tls_cert && strncmp(c->listen[i], "tcp:", 4) == 0)
+                        memcpy(c->listen[i], "tls:", 4);
+                else if (!c->tls_cert && strncmp(c->listen[i], "tls:", 4) == 0)
+                        return err_set(e, -EINVAL,
+                                       "--listen %s needs --tls-cert and --tls-key (or use tcp:)",
+                                       c->listen[i]);
+        }
+        return 0;
+}
+
+void daemon_config_clear(struct daemon_config *c) {
+        if (!c)
+                return;
+        for (size_t i = 0; i < c->n_listen; i++)
+                free(c->listen[i]);
+        free(c->listen);
+        free(c->state_dir);
+        free(c->admin_listen);
+        free(c->tls_cert);
+        free(c->tls_key);
+        free(c->config_file);
+        *c = (struct daemon_config){0};
+}

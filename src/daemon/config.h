@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* warrend's configuration: defaults, then the config file (--config FILE,
+ * lines "key = value" with the long flag names as keys), then the
+ * environment (WARREN_STATE_DIR, WARREN_LOG_LEVEL), then the command line.
+ * A --listen on the command line replaces the config file's listen list. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "basic/err.h"
+#include "basic/log.h"
+
+#define DAEMON_DEFAULT_LISTEN "unix:/run/warren/warren.sock"
+#define DAEMON_DEFAULT_STATE_DIR "/var/lib/warren"
+
+struct daemon_config {
+        char **listen; /* normalized: "unix:/path", "tcp:H:P" or "tls:H:P" */
+        size_t n_listen;
+        int listen_source; /* internal: precedence of the list's origin */
+        char *state_dir;
+        char *admin_listen; /* HOST:PORT or NULL */
+        char *tls_cert;
+        char *tls_key;
+        char *config_file;
+        enum log_level log_level;
+        enum log_format log_format;
+        bool enable_diag;
+        bool help;
+        bool version;
+};
+
+/* Fill c from defaults, the config file, the environment and argv. On
+ * error returns -EINVAL (bad flag or value), -ENOENT/-EACCES (config file)
+ * with a one-line message in e; c is then still safe to clear. A TLS
+ * listener ("tls:" or "tcp:" with --tls-cert/--tls-key) is validated here:
+ * cert and key must be given together. */
+int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr_err *e);
+
+/* Free everything c holds. */
+void daemon_config_clear(struct daemon_config *c);
+
+/* The --help text. */
+void daemon_config_usage(FILE *f);
