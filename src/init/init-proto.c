@@ -43,8 +43,9 @@ static int decode_spawn(const char *p, size_t len, struct init_spawn *ret) {
                 return -EINVAL;
         if (w.strings_len != len - sizeof(w))
                 return -EINVAL;
-        if (w.argc < 1 || w.argc > CTL_ARGS_MAX || w.envc > CTL_ARGS_MAX ||
-            w.argc + w.envc > CTL_ARGS_MAX)
+        if (w.argc < 1)
+                return -EINVAL;
+        if (w.argc > CTL_ARGS_MAX || w.envc > CTL_ARGS_MAX || w.argc + w.envc > CTL_ARGS_MAX)
                 return -EMSGSIZE;
         if (w.uid == UINT32_MAX || w.gid == UINT32_MAX)
                 return -EINVAL;

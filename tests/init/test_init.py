@@ -1,0 +1,350 @@
+"""warren-init against a real kernel, driven over its control socket the way
+the daemon drives it (see conftest.py for the harness)."""
+import errno
+import os
+import signal
+import struct
+import time
+
+import pytest
+
+from initctl import (EXITED, F_PTY, F_SETSID, HDR, KILL_ALL_T, LIST_REPLY, LIST_T, MAGIC, PING_T,
+                      PONG, RESIZE_T, RESULT, SPAWN_T, SPAWNED, encode_spawn)
+
+PATH_ENV = ["PATH=/usr/local/bin:/usr/bin:/bin"]
+
+
+@pytest.mark.parametrize("code", [0, 1, 255])
+def test_exit_code_and_output(ctl, code):
+    st, out, err = ctl.run(1, ["sh", "-c", f"echo out; echo err >&2; exit {code}"], env=PATH_ENV)
+    assert os.WIFEXITED(st) and os.WEXITSTATUS(st) == code
+    assert out == b"out\n" and err == b"err\n"
+
+
+def test_death_by_signal(ctl):
+    st, _, _ = ctl.run(1, ["sh", "-c", "kill -TERM $$; sleep 5"])
+    assert os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGTERM
+
+
+def test_stdin_delivered_then_eof(ctl):
+    data = os.urandom(200_000)
+    st, out, _ = ctl.run(1, ["cat"], stdin=data)
+    assert st == 0 and out == data
+    st, out, _ = ctl.run(2, ["wc", "-c"])  # no stdin at all: EOF at once
+    assert st == 0 and out.strip() == b"0"
+
+
+def test_exec_errors_reported_in_spawned(init, ctl):
+    def spawn_err(id_, argv, **kw):
+        fds = [os.open("/dev/null", os.O_RDWR) for _ in range(3)]
+        try:
+            return ctl.spawn(id_, argv, stdio=fds, **kw).err
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    assert spawn_err(1, ["/no/such/binary"]) == errno.ENOENT
+    assert spawn_err(2, ["no-such-command-xyz"]) == errno.ENOENT
+    assert spawn_err(3, ["/etc/passwd"]) == errno.EACCES
+    assert spawn_err(4, ["true"], cwd="/no/such/dir") == errno.ENOENT
+    # Failed spawns leave no process, no zombie and no EXITED event.
+    assert init.wait_no_children()
+    ok = spawn_err(5, ["true"])
+    assert ok == 0
+    ex = ctl.wait(EXITED, 5)
+    assert ex.status == 0
+    assert all(m.type != EXITED or m.id == 5 for m in ctl.backlog)
+
+
+def test_cwd_uid_env_and_default_path(ctl):
+    st, out, err = ctl.run(1, ["sh", "-c", 'id -u; id -g; pwd; echo "$FOO"'],
+                           env=["FOO=bar baz"], cwd="tmp", uid=65534, gid=65534)
+    assert st == 0, err
+    assert out.decode().split("\n")[:4] == ["65534", "65534", "/tmp", "bar baz"]
+    # The environment is exactly the request's: `env` found via the default PATH.
+    st, out, _ = ctl.run(2, ["env"], env=["A=1", "B=two words"])
+    assert st == 0 and out == b"A=1\nB=two words\n"
+    # PATH from the request env is the one searched.
+    with pytest.raises(OSError) as ei:
+        ctl.run(4, ["ls"], env=["PATH=/nonexistent:/also/not"])
+    assert ei.value.errno == errno.ENOENT
+
+
+def test_only_stdio_fds_inherited(ctl):
+    st, out, _ = ctl.run(1, ["sh", "-c", "ls /proc/$$/fd"])
+    assert st == 0
+    assert sorted(int(x) for x in out.split()) == [0, 1, 2]
+
+
+def test_100_concurrent_spawns(ctl):
+    n = 100
+    pipes = []
+    for i in range(n):
+        r, w = os.pipe()
+        ctl.send_raw(encode_spawn(1000 + i, ["sh", "-c", 'sleep 0.2; echo "$0"', str(i)]),
+                     [os.open("/dev/null", os.O_RDONLY), w, w])
+        pipes.append(r)
+        os.close(w)
+    # The fds sent were duplicated into init; our copies of /dev/null leak only
+    # until the test ends, which is fine.
+    pids = set()
+    for i in range(n):
+        m = ctl.wait(SPAWNED, 1000 + i)
+        assert m.err == 0 and m.pid > 0
+        pids.add(m.pid)
+    assert len(pids) == n
+    for i in range(n):
+        assert ctl.wait(EXITED, 1000 + i).status == 0
+        out = b""
+        while True:
+            b = os.read(pipes[i], 100)
+            if not b:
+                break
+            out += b
+        os.close(pipes[i])
+        assert out == f"{i}\n".encode()
+
+
+def test_orphaned_grandchildren_reaped(init, ctl):
+    # The shell exits at once; its two children are orphaned to init, which
+    # must reap them (no zombies) without reporting them as execs.
+    st, out, _ = ctl.run(1, ["sh", "-c", "(sleep 1; exit 3) >/dev/null 2>&1 &"
+                                   " sleep 1 >/dev/null 2>&1 & echo started"])
+    assert st == 0 and out == b"started\n"
+    assert len(init.children()) == 2  # the orphans, now children of init
+    assert init.wait_no_children(5), "orphans not reaped"
+    for pid in init.children():
+        with open(f"/proc/{pid}/stat") as f:
+            assert f.read().split(")")[1].split()[0] != "Z"
+    with pytest.raises(TimeoutError):
+        ctl.recv(timeout=0.3)  # no EXITED for processes init did not spawn
+
+
+def test_group_signal_kills_tree(init, ctl):
+    fds = [os.open("/dev/null", os.O_RDWR) for _ in range(3)]
+    m = ctl.spawn(1, ["sh", "-c", "sleep 100 & sleep 100"], stdio=fds)
+    for fd in fds:
+        os.close(fd)
+    assert m.err == 0
+    time.sleep(0.2)
+    assert len(init.children()) == 1  # the shell; the sleeps are below it
+    assert ctl.signal(50, signal.SIGKILL, target_id=1, group=True) == 0
+    ex = ctl.wait(EXITED, 1)
+    assert os.WIFSIGNALED(ex.status) and os.WTERMSIG(ex.status) == signal.SIGKILL
+    assert init.wait_no_children(5), "background sleep survived the group signal"
+
+
+def test_signal_errors(ctl):
+    assert ctl.signal(1, signal.SIGTERM, target_id=12345) == errno.ESRCH
+    ctl.send(2, 2, struct.pack("=QiiII", 0, 0, 99, 0, 0))  # bad signal number
+    assert ctl.wait(RESULT, 2).err == errno.EINVAL
+
+
+def test_kill_all(init, ctl):
+    fds = [os.open("/dev/null", os.O_RDWR) for _ in range(3)]
+    ctl.spawn(1, ["sh", "-c", "sleep 100 & sleep 100 & wait"], stdio=fds)
+    ctl.spawn(2, ["sleep", "100"], stdio=fds, flags=F_SETSID)
+    for fd in fds:
+        os.close(fd)
+    time.sleep(0.2)
+    ctl.send(KILL_ALL_T, 7, struct.pack("=iI", signal.SIGKILL, 0))
+    assert ctl.wait(RESULT, 7).err == 0
+    for i in (1, 2):
+        assert os.WTERMSIG(ctl.wait(EXITED, i).status) == signal.SIGKILL
+    assert init.wait_no_children(5)
+    assert init.proc.poll() is None  # init itself survives
+
+
+def read_pty(fd, until=None, timeout=5):
+    import select
+    out = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], 0.1)
+        if not r:
+            continue
+        try:
+            b = os.read(fd, 4096)
+        except OSError as e:
+            if e.errno == errno.EIO:  # every slave fd closed
+                break
+            raise
+        if not b:
+            break
+        out += b
+        if until and until in out:
+            break
+    return out
+
+
+def test_pty_spawn(ctl):
+    m = ctl.spawn(1, ["sh", "-c", "tty; stty size; [ -t 0 ] && echo interactive"], flags=F_PTY,
+                  cols=123, rows=45, env=PATH_ENV)
+    assert m.err == 0 and len(m.fds) == 1
+    master = m.fds[0]
+    out = read_pty(master).decode()
+    os.close(master)
+    assert "/dev/pts/" in out
+    assert "45 123" in out
+    assert "interactive" in out
+    assert ctl.wait(EXITED, 1).status == 0
+
+
+def test_pty_resize_and_input(ctl):
+    m = ctl.spawn(1, ["sh", "-c", "read line; echo got=$line; stty size"], flags=F_PTY,
+                  cols=80, rows=24, env=PATH_ENV)
+    assert m.err == 0
+    master = m.fds[0]
+    ctl.send(RESIZE_T, 1, struct.pack("=HHI", 200, 60, 0))
+    assert ctl.wait(RESULT, 1).err == 0
+    os.write(master, b"hello\n")
+    out = read_pty(master, until=b"60 200").decode()
+    os.close(master)
+    assert "got=hello" in out and "60 200" in out
+    assert ctl.wait(EXITED, 1).status == 0
+    ctl.send(RESIZE_T, 1, struct.pack("=HHI", 10, 10, 0))  # gone now
+    assert ctl.wait(RESULT, 1).err == errno.ESRCH
+
+
+def test_pty_signal_to_foreground(ctl):
+    m = ctl.spawn(1, ["sleep", "100"], flags=F_PTY)
+    master = m.fds[0]
+    os.write(master, b"\x03")  # ^C from the terminal: SIGINT to the session's group
+    ex = ctl.wait(EXITED, 1)
+    os.close(master)
+    assert os.WIFSIGNALED(ex.status) and os.WTERMSIG(ex.status) == signal.SIGINT
+
+
+def test_reconnect_and_pending_exits(init):
+    c1 = init.connect()
+    fds = [os.open("/dev/null", os.O_RDWR) for _ in range(3)]
+    assert c1.spawn(1, ["sleep", "0.3"], stdio=fds).err == 0
+    assert c1.spawn(2, ["sleep", "100"], stdio=fds).err == 0
+    c1.close()
+    time.sleep(0.8)  # exec 1 exits while nobody is connected
+    c2 = init.connect()
+    ex = c2.wait(EXITED, 1)
+    assert ex.status == 0
+    c2.send(LIST_T, 9)
+    lst = c2.wait(LIST_REPLY, 9)
+    assert [e[0] for e in lst.entries] == [2]
+    # The new connection can spawn and signal what the old one started.
+    assert c2.signal(3, signal.SIGTERM, target_id=2) == 0
+    assert os.WTERMSIG(c2.wait(EXITED, 2).status) == signal.SIGTERM
+    st, out, _ = c2.run(4, ["echo", "again"], stdin=b"")
+    assert out == b"again\n"
+    for fd in fds:
+        os.close(fd)
+
+
+def test_exit_goes_to_live_connection_when_owner_gone(init):
+    c1, c2 = init.connect(), init.connect()
+    fds = [os.open("/dev/null", os.O_RDWR) for _ in range(3)]
+    assert c1.spawn(1, ["sleep", "0.3"], stdio=fds).err == 0
+    for fd in fds:
+        os.close(fd)
+    c1.close()
+    assert c2.wait(EXITED, 1, timeout=5).status == 0
+
+
+def test_ping(init, ctl):
+    ctl.send(PING_T, 77)
+    p = ctl.wait(PONG, 77)
+    assert p.nconns == 1 and p.nprocs == 0
+    assert p.init_pid == (1 if init.mode == "pid1" else init.pid)
+
+
+def test_malformed_requests_rejected(init, ctl):
+    # bad magic
+    ctl.send_raw(HDR.pack(0xdeadbeef, PING_T, 0, 0, 5))
+    assert ctl.wait(RESULT, 5).err == errno.EBADMSG
+    # length field lies
+    ctl.send_raw(HDR.pack(MAGIC, PING_T, 4, 0, 6))
+    assert ctl.wait(RESULT, 6).err == errno.EBADMSG
+    # reserved header field set
+    ctl.send_raw(HDR.pack(MAGIC, PING_T, 0, 1, 7))
+    assert ctl.wait(RESULT, 7).err == errno.EBADMSG
+    # unknown type, and a reply type sent as a request
+    ctl.send(0x77, 8)
+    assert ctl.wait(RESULT, 8).err == errno.EOPNOTSUPP
+    ctl.send(EXITED, 9, b"\0" * 8)
+    assert ctl.wait(RESULT, 9).err == errno.EOPNOTSUPP
+    # oversized datagram
+    big = encode_spawn(10, ["echo", "x" * 70000])
+    ctl.send_raw(big)
+    assert ctl.wait(SPAWNED, 10).err == errno.EMSGSIZE
+    # too short to hold a header
+    ctl.send_raw(b"\x01\x02")
+    assert ctl.wait(RESULT, 0).err == errno.EBADMSG
+
+    fds = [os.open("/dev/null", os.O_RDWR) for _ in range(3)]
+
+    def spawn_raw(id_, data, f=fds):
+        ctl.send_raw(data, f)
+        return ctl.wait(SPAWNED, id_).err
+
+    # env entry without NAME=
+    assert spawn_raw(11, encode_spawn(11, ["true"], env=["NOEQUALS"])) == errno.EINVAL
+    assert spawn_raw(12, encode_spawn(12, ["true"], env=["=x"])) == errno.EINVAL
+    # empty argv[0], argc 0
+    assert spawn_raw(13, encode_spawn(13, [""])) == errno.EINVAL
+    assert spawn_raw(14, encode_spawn(14, [])) == errno.EINVAL
+    # strings not NUL-terminated / trailing garbage
+    good = encode_spawn(15, ["true"])
+    assert spawn_raw(15, _patch_len(good, good[HDR.size + 32:] + b"junk\0")) == errno.EINVAL
+    assert spawn_raw(23, _patch_len(encode_spawn(23, ["true"]), b"/\0true")) == errno.EINVAL
+    # unknown flags
+    assert spawn_raw(16, encode_spawn(16, ["true"], flags=0x80)) == errno.EINVAL
+    # wrong number of fds: none, or too many
+    assert spawn_raw(17, encode_spawn(17, ["true"]), f=[]) == errno.EBADF
+    assert spawn_raw(18, encode_spawn(18, ["true"]), f=fds + fds[:1]) == errno.EBADF
+    # PTY spawn must not carry fds
+    assert spawn_raw(19, encode_spawn(19, ["true"], flags=F_PTY)) == errno.EBADF
+    # fds on a non-SPAWN request
+    ctl.send(PING_T, 20, b"", fds)
+    assert ctl.wait(RESULT, 20).err == errno.EBADF
+    # duplicate exec id while the first is running
+    assert spawn_raw(21, encode_spawn(21, ["sleep", "100"])) == 0
+    assert spawn_raw(21, encode_spawn(21, ["true"])) == errno.EEXIST
+    # uid -1
+    assert spawn_raw(22, encode_spawn(22, ["true"], uid=0xFFFFFFFF)) == errno.EINVAL
+    for fd in fds:
+        os.close(fd)
+    # init is alive and well; it did not leak the refused fds into itself
+    ctl.send(PING_T, 30)
+    assert ctl.wait(PONG, 30).nprocs == 1
+    nfds = len(os.listdir(f"/proc/{init.pid}/fd"))
+    assert nfds <= 7, os.listdir(f"/proc/{init.pid}/fd")
+
+
+def _patch_len(msg, strings):
+    """Rebuild a SPAWN message with a different strings region, keeping the
+    declared counts (so the region no longer matches them)."""
+    hdr = HDR.unpack_from(msg)
+    sp = list(struct.unpack_from("=IIIHHIIII", msg, HDR.size))
+    sp[7] = len(strings)
+    payload = struct.pack("=IIIHHIIII", *sp) + strings
+    return HDR.pack(hdr[0], hdr[1], len(payload), 0, hdr[4]) + payload
+
+
+def test_sigterm_forwarded_then_init_exits(init, ctl):
+    fds = [os.open("/dev/null", os.O_RDWR) for _ in range(3)]
+    ctl.spawn(1, ["sleep", "100"], stdio=fds)
+    ctl.spawn(2, ["sh", "-c", "trap 'exit 7' TERM; while :; do sleep 0.05; done"], stdio=fds)
+    for fd in fds:
+        os.close(fd)
+    time.sleep(0.3)
+    os.kill(init.pid, signal.SIGTERM)
+    assert os.WTERMSIG(ctl.wait(EXITED, 1).status) == signal.SIGTERM
+    st2 = ctl.wait(EXITED, 2).status
+    assert os.WIFEXITED(st2) and os.WEXITSTATUS(st2) == 7
+    assert init.proc.wait(5) == 0
+
+
+def test_signal_from_inside_cannot_stop_init(init, ctl):
+    if init.mode != "pid1":
+        pytest.skip("only PID 1 tells inside from outside")
+    st, _, _ = ctl.run(1, ["sh", "-c", "kill -TERM 1; kill -INT 1; kill -KILL 1; sleep 0.2"])
+    assert st == 0
+    ctl.send(PING_T, 2)
+    assert ctl.wait(PONG, 2).init_pid == 1
