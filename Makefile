@@ -43,7 +43,8 @@ test-unit:
 	meson test -C $(BUILD) --suite unit --print-errorlogs
 
 test-e2e:
-	WARREN_BUILD=$(CURDIR)/$(BUILD) PYTHONPATH=$(CURDIR)/python $(PYTHON) -m pytest -q tests/e2e tests/init $(PYTEST_ARGS)
+	WARREN_BUILD=$(CURDIR)/$(BUILD) PYTHONPATH=$(CURDIR)/python $(PYTHON) -m pytest -q tests/e2e $(PYTEST_ARGS)
+	WARREN_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q tests/init $(PYTEST_ARGS)
 
 test-fast: deps build test-unit test-e2e
 
@@ -51,7 +52,8 @@ test-asan: build-asan
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  meson test -C $(ASAN_BUILD) --suite unit --print-errorlogs
 	WARREN_BUILD=$(CURDIR)/$(ASAN_BUILD) WARREN_SANITIZED=1 PYTHONPATH=$(CURDIR)/python \
-	  $(PYTHON) -m pytest -q tests/e2e tests/init -m "not slow" $(PYTEST_ARGS)
+	  $(PYTHON) -m pytest -q tests/e2e -m "not slow" $(PYTEST_ARGS)
+	WARREN_BUILD=$(CURDIR)/$(ASAN_BUILD) $(PYTHON) -m pytest -q tests/init $(PYTEST_ARGS)
 
 test: deps build test-unit test-e2e test-asan
 
