@@ -1,0 +1,821 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests for src/image: the tar entry checks, the unpacker against
+ * hostile tars (built here with libarchive's writer), and the image store
+ * end to end through the real warren-unpack helper, a real SQLite store and
+ * a libuv loop. Needs root for ownership, whiteouts and chroot. */
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "image/image-internal.h"
+#include "image/image.h"
+#include "store/images.h"
+#include "store/store.h"
+
+/* --- tar building --- */
+
+struct tent {
+        const char *path;
+        mode_t type; /* S_IFREG... */
+        mode_t perm;
+        const char *data; /* file content */
+        const char *link; /* symlink target, or hardlink target when hard */
+        bool hard;
+        int64_t uid, gid;
+        dev_t rdev;
+        int64_t mtime;
+};
+
+enum { TAR_PLAIN, TAR_GZIP, TAR_ZSTD };
+
+static void write_tar(const char *file, const struct tent *ents, size_t n, int filter) {
+        struct archive *a = archive_write_new();
+        assert_non_null(a);
+        assert_int_equal(archive_write_set_format_pax_restricted(a), ARCHIVE_OK);
+        if (filter == TAR_GZIP)
+                assert_int_equal(archive_write_add_filter_gzip(a), ARCHIVE_OK);
+        if (filter == TAR_ZSTD)
+                assert_int_equal(archive_write_add_filter_zstd(a), ARCHIVE_OK);
+        assert_int_equal(archive_write_open_filename(a, file), ARCHIVE_OK);
+        for (size_t i = 0; i < n; i++) {
+                const struct tent *t = &ents[i];
+                struct archive_entry *e = archive_entry_new();
+                archive_entry_copy_pathname(e, t->path);
+                archive_entry_set_uid(e, t->uid);
+                archive_entry_set_gid(e, t->gid);
+                archive_entry_set_mtime(e, t->mtime ? t->mtime : 1700000000, 0);
+                if (t->hard) {
+                        archive_entry_set_filetype(e, AE_IFREG);
+                        archive_entry_copy_hardlink(e, t->link);
+                        archive_entry_set_size(e, 0);
+                } else {
+                        archive_entry_set_filetype(e, t->type);
+                        archive_entry_set_perm(e, t->perm ? t->perm : 0644);
+                        if (t->type == S_IFLNK)
+                                archive_entry_copy_symlink(e, t->link);
+                        if (t->type == S_IFCHR || t->type == S_IFBLK)
+                                archive_entry_set_rdev(e, t->rdev);
+                        archive_entry_set_size(e, t->type == S_IFREG && t->data
+                                                          ? (la_int64_t) strlen(t->data)
+                                                          : 0);
+                }
+                assert_int_equal(archive_write_header(a, e), ARCHIVE_OK);
+                if (!t->hard && t->type == S_IFREG && t->data)
+                        assert_int_equal(archive_write_data(a, t->data, strlen(t->data)),
+                                         (la_ssize_t) strlen(t->data));
+                archive_entry_free(e);
+        }
+        assert_int_equal(archive_write_close(a), ARCHIVE_OK);
+        archive_write_free(a);
+}
+
+static char tmpdir[256];
+
+static void path_at(char *buf, size_t n, const char *rel) {
+        snprintf(buf, n, "%s/%s", tmpdir, rel);
+}
+
+static int setup_tmp(void **state) {
+        snprintf(tmpdir, sizeof(tmpdir), "/tmp/test-image-XXXXXX");
+        assert_non_null(mkdtemp(tmpdir));
+        return 0;
+}
+
+static int teardown_tmp(void **state) {
+        int fd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_int_equal(img_rm_rf_at(fd, tmpdir + 5), 0);
+        close(fd);
+        return 0;
+}
+
+/* Unpack tar file into a fresh dir "<tmpdir>/<layer>" in-process. */
+static int unpack_file(const char *tar, const char *layer, struct img_unpack_stats *st,
+                       struct wr_err *e) {
+        char dir[512];
+        path_at(dir, sizeof(dir), layer);
+        assert_int_equal(mkdir(dir, 0755), 0);
+        int root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int in = open(tar, O_RDONLY | O_CLOEXEC);
+        assert_true(root >= 0 && in >= 0);
+        int r = img_unpack_stream(in, root, geteuid() == 0, st, e);
+        close(in);
+        close(root);
+        return r;
+}
+
+static bool dir_empty(const char *dir) {
+        DIR *d = opendir(dir);
+        assert_non_null(d);
+        struct dirent *de;
+        int n = 0;
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                        n++;
+        closedir(d);
+        return n == 0;
+}
+
+static void sha256_file(const char *file, char *out) {
+        FILE *f = fopen(file, "rb");
+        assert_non_null(f);
+        EVP_MD_CTX *c = EVP_MD_CTX_new();
+        EVP_DigestInit_ex(c, EVP_sha256(), NULL);
+        char buf[65536];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+                EVP_DigestUpdate(c, buf, n);
+        fclose(f);
+        unsigned char md[32];
+        unsigned len;
+        EVP_DigestFinal_ex(c, md, &len);
+        EVP_MD_CTX_free(c);
+        strcpy(out, "sha256:");
+        for (int i = 0; i < 32; i++)
+                sprintf(out + 7 + 2 * i, "%02x", md[i]);
+}
+
+/* --- pure checks --- */
+
+static void test_path_clean(void **state) {
+        char out[4096];
+        const char *why;
+        assert_int_equal(img_path_clean("./a//b/./c/", out, sizeof(out), &why), 0);
+        assert_string_equal(out, "a/b/c");
+        assert_int_equal(img_path_clean("./", out, sizeof(out), &why), 0);
+        assert_string_equal(out, "");
+        assert_int_equal(img_path_clean("././x", out, sizeof(out), &why), 0);
+        assert_string_equal(out, "x");
+        assert_int_equal(img_path_clean("..", out, sizeof(out), &why), -EINVAL);
+        assert_int_equal(img_path_clean("../x", out, sizeof(out), &why), -EINVAL);
+        assert_int_equal(img_path_clean("a/../../x", out, sizeof(out), &why), -EINVAL);
+        assert_int_equal(img_path_clean("a/..", out, sizeof(out), &why), -EINVAL);
+        assert_int_equal(img_path_clean("/etc/passwd", out, sizeof(out), &why), -EINVAL);
+        assert_string_equal(why, "absolute path");
+        assert_int_equal(img_path_clean("", out, sizeof(out), &why), -EINVAL);
+        assert_int_equal(img_path_clean("a/...b/..c", out, sizeof(out), &why), 0);
+        assert_string_equal(out, "a/...b/..c");
+        char small[4];
+        assert_int_equal(img_path_clean("abcd", small, sizeof(small), &why), -EINVAL);
+        char longname[300];
+        memset(longname, 'a', 299);
+        longname[299] = '\0';
+        assert_int_equal(img_path_clean(longname, out, sizeof(out), &why), -EINVAL);
+}
+
+static void test_entry_plan(void **state) {
+        struct img_entry_plan p;
+        const char *why;
+        assert_int_equal(img_entry_plan("bin/su", S_IFREG, 04755, NULL, &p, &why), 0);
+        assert_int_equal(p.kind, IMG_ENTRY_FILE);
+        assert_int_equal(p.mode, 0755);
+        assert_int_equal(img_entry_plan("d", S_IFDIR, 02775, NULL, &p, &why), 0);
+        assert_int_equal(p.mode, 02775); /* setgid kept on directories */
+        assert_int_equal(img_entry_plan("dev/sda", S_IFBLK, 0600, NULL, &p, &why), -EINVAL);
+        assert_string_equal(why, "block device");
+        assert_int_equal(img_entry_plan("dev/null", S_IFCHR, 0666, NULL, &p, &why), -EINVAL);
+        assert_int_equal(img_entry_plan("s", S_IFSOCK, 0666, NULL, &p, &why), -EINVAL);
+        assert_int_equal(img_entry_plan("h", S_IFREG, 0644, "../../etc/passwd", &p, &why), -EINVAL);
+        assert_int_equal(img_entry_plan("h", S_IFREG, 0644, "/etc/passwd", &p, &why), -EINVAL);
+        assert_int_equal(img_entry_plan("h", S_IFREG, 0644, "./h", &p, &why), -EINVAL);
+        assert_int_equal(img_entry_plan("h", S_IFREG, 0644, "./a/b", &p, &why), 0);
+        assert_int_equal(p.kind, IMG_ENTRY_HARDLINK);
+        assert_string_equal(p.link, "a/b");
+        assert_int_equal(img_entry_plan("a/.wh.x", S_IFREG, 0, NULL, &p, &why), 0);
+        assert_int_equal(p.kind, IMG_ENTRY_WHITEOUT);
+        assert_string_equal(p.path, "a/x");
+        assert_int_equal(img_entry_plan("a/b/.wh..wh..opq", S_IFREG, 0, NULL, &p, &why), 0);
+        assert_int_equal(p.kind, IMG_ENTRY_OPAQUE);
+        assert_string_equal(p.path, "a/b");
+        assert_int_equal(img_entry_plan(".wh..wh.plnk/1", S_IFREG, 0, NULL, &p, &why), 0);
+        assert_int_equal(img_entry_plan("a/.wh.", S_IFREG, 0, NULL, &p, &why), -EINVAL);
+        assert_int_equal(img_entry_plan("./", S_IFREG, 0, NULL, &p, &why), -EINVAL);
+        assert_int_equal(img_entry_plan("root/.ssh/authorized_keys", S_IFREG, 0600, NULL, &p, &why),
+                         0);
+        assert_true(p.root_ssh);
+        assert_int_equal(img_entry_plan("root/.sshx", S_IFREG, 0600, NULL, &p, &why), 0);
+        assert_false(p.root_ssh);
+        assert_true(img_xattr_allowed("user.foo"));
+        assert_true(img_xattr_allowed("trusted.overlay.opaque"));
+        assert_false(img_xattr_allowed("security.capability"));
+        assert_false(img_xattr_allowed("trusted.overlay.redirect"));
+        assert_false(img_xattr_allowed("user."));
+}
+
+static void test_name_normalize(void **state) {
+        char out[400];
+        assert_int_equal(img_name_normalize("busybox", out, sizeof(out), NULL), 0);
+        assert_string_equal(out, "busybox:latest");
+        assert_int_equal(img_name_normalize("my/img:1.0", out, sizeof(out), NULL), 0);
+        assert_string_equal(out, "my/img:1.0");
+        assert_int_equal(img_name_normalize("localhost:5000/a/b", out, sizeof(out), NULL), 0);
+        assert_string_equal(out, "localhost:5000/a/b:latest");
+        assert_int_equal(img_name_normalize("Upper", out, sizeof(out), NULL), -EINVAL);
+        assert_int_equal(img_name_normalize("a:", out, sizeof(out), NULL), -EINVAL);
+        assert_int_equal(img_name_normalize("a:-x", out, sizeof(out), NULL), -EINVAL);
+        assert_int_equal(img_name_normalize("a b", out, sizeof(out), NULL), -EINVAL);
+        assert_int_equal(img_name_normalize("a@sha256:00", out, sizeof(out), NULL), -EINVAL);
+        assert_int_equal(img_name_normalize("../x", out, sizeof(out), NULL), -EINVAL);
+        assert_int_equal(img_name_normalize("", out, sizeof(out), NULL), -EINVAL);
+}
+
+static void test_config_encode(void **state) {
+        char *env[] = {"A=1", "PATH=/bin"}, *cmd[] = {"sh", "-c", "echo"};
+        struct img_config c = {.env = env, .n_env = 2, .cmd = cmd, .n_cmd = 3, .user = "1000"};
+        char *ids[] = {"sha256:"
+                       "0000000000000000000000000000000000000000000000000000000000000000"};
+        char *j1 = NULL, *j2 = NULL, id1[IMG_DIGEST_MAX], id2[IMG_DIGEST_MAX];
+        assert_int_equal(img_config_encode(&c, ids, 1, &j1, id1, NULL), 0);
+        assert_int_equal(img_config_encode(&c, ids, 1, &j2, id2, NULL), 0);
+        assert_string_equal(j1, j2);
+        assert_string_equal(id1, id2);
+        assert_true(img_digest_valid(id1));
+        assert_non_null(strstr(j1, "\"diff_ids\":[\"sha256:0000"));
+        struct img_config back;
+        assert_int_equal(img_config_decode(j1, &back, NULL), 0);
+        assert_int_equal(back.n_env, 2);
+        assert_string_equal(back.env[1], "PATH=/bin");
+        assert_int_equal(back.n_cmd, 3);
+        assert_string_equal(back.user, "1000");
+        assert_null(back.working_dir);
+        img_config_clear(&back);
+        c.user = NULL;
+        free(j2);
+        assert_int_equal(img_config_encode(&c, ids, 1, &j2, id2, NULL), 0);
+        assert_string_not_equal(id1, id2);
+        char *bad[] = {"\xff\xfe"};
+        c.env = bad;
+        c.n_env = 1;
+        struct wr_err e = {0};
+        free(j2);
+        j2 = NULL;
+        assert_int_equal(img_config_encode(&c, ids, 1, &j2, id2, &e), -EINVAL);
+        assert_int_equal(err_status(&e), WR_STATUS_INVALID_ARGUMENT);
+        free(j1);
+}
+
+/* --- hostile tars, unpacked in-process --- */
+
+static void expect_refused(const struct tent *ents, size_t n, const char *name_in_msg, int status) {
+        char tar[512];
+        path_at(tar, sizeof(tar), "evil.tar");
+        write_tar(tar, ents, n, TAR_PLAIN);
+        struct img_unpack_stats st;
+        struct wr_err e = {0};
+        int r = unpack_file(tar, "layer", &st, &e);
+        if (r >= 0)
+                fail_msg("tar with \"%s\" was accepted", name_in_msg);
+        assert_int_equal(err_status(&e), status);
+        if (!strstr(e.msg, name_in_msg))
+                fail_msg("message \"%s\" does not name \"%s\"", e.msg, name_in_msg);
+}
+
+static void test_refuse_dotdot(void **state) {
+        struct tent t[] = {{.path = "ok", .type = S_IFREG, .data = "x"},
+                           {.path = "../x", .type = S_IFREG, .data = "pwned"}};
+        expect_refused(t, 2, "../x", WR_STATUS_INVALID_ARGUMENT);
+        char p[512];
+        path_at(p, sizeof(p), "x");
+        assert_int_equal(access(p, F_OK), -1);
+}
+
+static void test_refuse_dotdot_nested(void **state) {
+        struct tent t[] = {{.path = "a/", .type = S_IFDIR, .perm = 0755},
+                           {.path = "a/../../x", .type = S_IFREG, .data = "pwned"}};
+        expect_refused(t, 2, "a/../../x", WR_STATUS_INVALID_ARGUMENT);
+}
+
+static void test_refuse_absolute(void **state) {
+        struct tent t[] = {
+                {.path = "/etc/passwd", .type = S_IFREG, .data = "root::0:0::/:/bin/sh\n"}};
+        expect_refused(t, 1, "/etc/passwd", WR_STATUS_INVALID_ARGUMENT);
+}
+
+static void test_refuse_through_symlink(void **state) {
+        char outside[512], target[512];
+        path_at(outside, sizeof(outside), "outside");
+        assert_int_equal(mkdir(outside, 0755), 0);
+        struct tent t[] = {{.path = "l", .type = S_IFLNK, .link = outside},
+                           {.path = "l/passwd", .type = S_IFREG, .data = "pwned"}};
+        expect_refused(t, 2, "l/passwd", WR_STATUS_INVALID_ARGUMENT);
+        assert_true(dir_empty(outside));
+        /* and the classic "l -> /etc" with l/passwd */
+        struct tent t2[] = {{.path = "l", .type = S_IFLNK, .link = "/etc"},
+                            {.path = "l/passwd", .type = S_IFREG, .data = "pwned"}};
+        path_at(target, sizeof(target), "layer");
+        int fd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        char rel[512];
+        snprintf(rel, sizeof(rel), "%s/layer", tmpdir + 5);
+        assert_int_equal(img_rm_rf_at(fd, rel), 0);
+        close(fd);
+        struct stat before, after;
+        assert_int_equal(stat("/etc/passwd", &before), 0);
+        expect_refused(t2, 2, "l/passwd", WR_STATUS_INVALID_ARGUMENT);
+        assert_int_equal(stat("/etc/passwd", &after), 0);
+        assert_int_equal(before.st_mtim.tv_nsec, after.st_mtim.tv_nsec);
+        assert_int_equal(before.st_size, after.st_size);
+}
+
+static void test_refuse_hardlink_escape(void **state) {
+        struct tent t[] = {{.path = "h", .hard = true, .link = "../../etc/passwd"}};
+        expect_refused(t, 1, "\"h\"", WR_STATUS_INVALID_ARGUMENT);
+}
+
+static void test_refuse_hardlink_missing(void **state) {
+        struct tent t[] = {{.path = "a", .type = S_IFREG, .data = "x"},
+                           {.path = "h", .hard = true, .link = "missing"}};
+        expect_refused(t, 2, "does not exist", WR_STATUS_INVALID_ARGUMENT);
+}
+
+static void test_refuse_hardlink_through_symlink(void **state) {
+        /* the target path may not pass through a symlink either */
+        struct tent t[] = {{.path = "l", .type = S_IFLNK, .link = "/etc"},
+                           {.path = "h", .hard = true, .link = "l/passwd"}};
+        expect_refused(t, 2, "\"h\"", WR_STATUS_INVALID_ARGUMENT);
+}
+
+static void test_refuse_chardev(void **state) {
+        struct tent t[] = {
+                {.path = "dev/mem", .type = S_IFCHR, .perm = 0666, .rdev = makedev(1, 1)}};
+        expect_refused(t, 1, "dev/mem", WR_STATUS_INVALID_ARGUMENT);
+}
+
+static void test_refuse_blockdev(void **state) {
+        struct tent t[] = {
+                {.path = "dev/vda", .type = S_IFBLK, .perm = 0660, .rdev = makedev(254, 0)}};
+        expect_refused(t, 1, "dev/vda", WR_STATUS_INVALID_ARGUMENT);
+}
+
+static void test_refuse_root_ssh(void **state) {
+        struct tent t[] = {
+                {.path = "root/", .type = S_IFDIR, .perm = 0700},
+                {.path = "root/.ssh/authorized_keys", .type = S_IFREG, .data = "ssh-ed25519 AAAA"}};
+        expect_refused(t, 2, "root/.ssh", WR_STATUS_FAILED_PRECONDITION);
+}
+
+static void test_refuse_garbage(void **state) {
+        char tar[512];
+        path_at(tar, sizeof(tar), "garbage.tar");
+        FILE *f = fopen(tar, "w");
+        for (int i = 0; i < 1000; i++)
+                fputs("this is not a tar archive\n", f);
+        fclose(f);
+        struct img_unpack_stats st;
+        struct wr_err e = {0};
+        assert_true(unpack_file(tar, "layer", &st, &e) < 0);
+        assert_int_equal(err_status(&e), WR_STATUS_INVALID_ARGUMENT);
+}
+
+/* --- good tars --- */
+
+static const struct tent good[] = {
+        {.path = "./", .type = S_IFDIR, .perm = 0755},
+        {.path = "./bin/", .type = S_IFDIR, .perm = 0755},
+        {.path = "./bin/tool",
+         .type = S_IFREG,
+         .perm = 04755,
+         .data = "#!/bin/sh\necho hi\n",
+         .uid = 1234,
+         .gid = 5678,
+         .mtime = 1600000000},
+        {.path = "./bin/sgid", .type = S_IFREG, .perm = 02711, .data = "x"},
+        {.path = "./bin/alias", .type = S_IFLNK, .link = "tool", .uid = 7, .gid = 8},
+        {.path = "./bin/abs", .type = S_IFLNK, .link = "/etc/passwd"},
+        {.path = "./bin/hard", .hard = true, .link = "./bin/tool"},
+        {.path = "./tmp/", .type = S_IFDIR, .perm = 01777, .mtime = 1500000000},
+        {.path = "./tmp/fifo", .type = S_IFIFO, .perm = 0640},
+        {.path = "implicit/parent/file", .type = S_IFREG, .perm = 0600, .data = "deep"},
+        {.path = "./etc/.wh.gone", .type = S_IFREG},
+        {.path = "./var/.wh..wh..opq", .type = S_IFREG},
+        {.path = "./replace", .type = S_IFREG, .data = "first"},
+        {.path = "./replace", .type = S_IFREG, .data = "second"},
+};
+
+static void test_unpack_good(void **state) {
+        char tar[512], p[512];
+        path_at(tar, sizeof(tar), "good.tar");
+        write_tar(tar, good, ELEMENTSOF(good), TAR_PLAIN);
+        struct img_unpack_stats st;
+        struct wr_err e = {0};
+        int r = unpack_file(tar, "layer", &st, &e);
+        if (r < 0)
+                fail_msg("unpack failed: %s", e.msg);
+        char sum[IMG_DIGEST_MAX];
+        sha256_file(tar, sum);
+        assert_string_equal(st.diff_id, sum);
+        struct stat s;
+        assert_int_equal(stat(tar, &s), 0);
+        assert_int_equal(st.tar_bytes, (uint64_t) s.st_size);
+
+        struct stat tool, hard, lnk;
+        path_at(p, sizeof(p), "layer/bin/tool");
+        assert_int_equal(lstat(p, &tool), 0);
+        assert_true(S_ISREG(tool.st_mode));
+        assert_int_equal(tool.st_mode & 07777, 0755); /* setuid stripped */
+        assert_int_equal(tool.st_mtim.tv_sec, 1600000000);
+        if (geteuid() == 0) {
+                assert_int_equal(tool.st_uid, 1234);
+                assert_int_equal(tool.st_gid, 5678);
+        }
+        path_at(p, sizeof(p), "layer/bin/sgid");
+        assert_int_equal(lstat(p, &s), 0);
+        assert_int_equal(s.st_mode & 07777, 0711); /* setgid stripped */
+        path_at(p, sizeof(p), "layer/bin/hard");
+        assert_int_equal(lstat(p, &hard), 0);
+        assert_int_equal(hard.st_ino, tool.st_ino);
+        path_at(p, sizeof(p), "layer/bin/alias");
+        assert_int_equal(lstat(p, &lnk), 0);
+        assert_true(S_ISLNK(lnk.st_mode));
+        if (geteuid() == 0)
+                assert_int_equal(lnk.st_uid, 7);
+        char target[64] = "";
+        path_at(p, sizeof(p), "layer/bin/abs");
+        assert_int_equal(readlink(p, target, sizeof(target) - 1), 11);
+        assert_string_equal(target, "/etc/passwd");
+        path_at(p, sizeof(p), "layer/tmp");
+        assert_int_equal(lstat(p, &s), 0);
+        assert_int_equal(s.st_mode & 07777, 01777);
+        assert_int_equal(s.st_mtim.tv_sec, 1500000000); /* stamped after its children */
+        path_at(p, sizeof(p), "layer/tmp/fifo");
+        assert_int_equal(lstat(p, &s), 0);
+        assert_true(S_ISFIFO(s.st_mode));
+        assert_int_equal(s.st_mode & 07777, 0640);
+        path_at(p, sizeof(p), "layer/implicit/parent/file");
+        assert_int_equal(lstat(p, &s), 0);
+        assert_int_equal(s.st_size, 4);
+        path_at(p, sizeof(p), "layer/replace");
+        assert_int_equal(lstat(p, &s), 0);
+        assert_int_equal(s.st_size, 6);
+        if (geteuid() == 0) {
+                path_at(p, sizeof(p), "layer/etc/gone");
+                assert_int_equal(lstat(p, &s), 0);
+                assert_true(S_ISCHR(s.st_mode));
+                assert_int_equal(s.st_rdev, makedev(0, 0));
+                char v[4] = "";
+                path_at(p, sizeof(p), "layer/var");
+                assert_int_equal(getxattr(p, "trusted.overlay.opaque", v, sizeof(v)), 1);
+                assert_int_equal(v[0], 'y');
+        }
+}
+
+static void test_unpack_compressed_same_diff_id(void **state) {
+        char plain[512], gz[512], zst[512];
+        path_at(plain, sizeof(plain), "good.tar");
+        path_at(gz, sizeof(gz), "good.tar.gz");
+        path_at(zst, sizeof(zst), "good.tar.zst");
+        write_tar(plain, good, ELEMENTSOF(good), TAR_PLAIN);
+        write_tar(gz, good, ELEMENTSOF(good), TAR_GZIP);
+        write_tar(zst, good, ELEMENTSOF(good), TAR_ZSTD);
+        struct img_unpack_stats a, b, c;
+        struct wr_err e = {0};
+        assert_int_equal(unpack_file(plain, "l1", &a, &e), 0);
+        assert_int_equal(unpack_file(gz, "l2", &b, &e), 0);
+        assert_int_equal(unpack_file(zst, "l3", &c, &e), 0);
+        assert_string_equal(a.diff_id, b.diff_id);
+        assert_string_equal(a.diff_id, c.diff_id);
+        char sum[IMG_DIGEST_MAX];
+        sha256_file(gz, sum);
+        assert_string_not_equal(sum, b.diff_id);
+}
+
+/* --- the store, through the real helper --- */
+
+struct fixture {
+        uv_loop_t loop;
+        struct store *db;
+        struct img_store *s;
+        char state[512];
+};
+
+struct result {
+        bool called;
+        int r;
+        struct wr_err e;
+        char id[IMG_DIGEST_MAX];
+        char layer[IMG_DIGEST_MAX];
+};
+
+static void import_done(struct img_import *imp, int r, const struct img_info *info,
+                        const struct wr_err *e, void *ud) {
+        struct result *res = ud;
+        res->called = true;
+        res->r = r;
+        if (e)
+                res->e = *e;
+        if (info) {
+                snprintf(res->id, sizeof(res->id), "%s", info->id);
+                snprintf(res->layer, sizeof(res->layer), "%s", info->diff_ids[0]);
+        }
+}
+
+static int import_file(struct fixture *f, const char *tar, const char *name,
+                       const struct img_config *cfg, struct result *res) {
+        memset(res, 0, sizeof(*res));
+        struct img_import *imp = NULL;
+        int r = img_import_new(f->s, &f->loop, name, cfg, &imp, &res->e);
+        if (r < 0)
+                return r;
+        int fd = open(tar, O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        char buf[7000]; /* odd chunk size on purpose */
+        ssize_t n;
+        while ((n = read(fd, buf, sizeof(buf))) > 0)
+                assert_int_equal(img_import_write(imp, buf, (size_t) n, &res->e), 0);
+        close(fd);
+        r = img_import_finish(imp, import_done, res, &res->e);
+        if (r < 0) {
+                img_import_free(imp);
+                return r;
+        }
+        while (!res->called)
+                uv_run(&f->loop, UV_RUN_ONCE);
+        img_import_free(imp);
+        return res->r;
+}
+
+static int setup_store(void **state) {
+        setup_tmp(state);
+        struct fixture *f = calloc(1, sizeof(*f));
+        assert_int_equal(uv_loop_init(&f->loop), 0);
+        path_at(f->state, sizeof(f->state), "state");
+        assert_int_equal(mkdir(f->state, 0700), 0);
+        char db[600];
+        snprintf(db, sizeof(db), "%s/warren.db", f->state);
+        struct wr_err e = {0};
+        if (store_open(db, &f->db, &e) < 0)
+                fail_msg("store_open: %s", e.msg);
+        if (img_store_open(f->state, f->db, &f->s, &e) < 0)
+                fail_msg("img_store_open: %s", e.msg);
+        if (access(img_store_helper(f->s), X_OK) != 0)
+                fail_msg("helper %s not found", img_store_helper(f->s));
+        *state = f;
+        return 0;
+}
+
+static int teardown_store(void **state) {
+        struct fixture *f = *state;
+        img_store_free(f->s);
+        store_close(f->db);
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+        assert_int_equal(uv_loop_close(&f->loop), 0);
+        free(f);
+        return teardown_tmp(state);
+}
+
+static int count_entries(struct fixture *f, const char *sub) {
+        char p[700];
+        snprintf(p, sizeof(p), "%s/%s", f->state, sub);
+        DIR *d = opendir(p);
+        assert_non_null(d);
+        int n = 0;
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                        n++;
+        closedir(d);
+        return n;
+}
+
+static void test_store_import(void **state) {
+        struct fixture *f = *state;
+        char tar[512];
+        path_at(tar, sizeof(tar), "good.tar");
+        write_tar(tar, good, ELEMENTSOF(good), TAR_PLAIN);
+        char sum[IMG_DIGEST_MAX];
+        sha256_file(tar, sum);
+
+        char *env[] = {"PATH=/bin"};
+        struct img_config cfg = {.env = env, .n_env = 1, .working_dir = "/tmp"};
+        struct result a, b, c;
+        if (import_file(f, tar, "test/good", &cfg, &a) < 0)
+                fail_msg("import: %s", a.e.msg);
+        assert_string_equal(a.layer, sum);
+        assert_int_equal(count_entries(f, "layers/sha256"), 1);
+        assert_int_equal(count_entries(f, "layers/tmp"), 0);
+        assert_int_equal(count_entries(f, "tmp"), 0);
+
+        struct img_info *info = NULL;
+        struct wr_err e = {0};
+        assert_int_equal(img_store_resolve(f->s, "test/good", &info, &e), 0);
+        assert_string_equal(info->id, a.id);
+        assert_int_equal(info->n_names, 1);
+        assert_string_equal(info->names[0], "test/good:latest");
+        assert_int_equal(info->n_layers, 1);
+        char dir[700];
+        snprintf(dir, sizeof(dir), "%s/layers/sha256/%s", f->state, sum + 7);
+        assert_string_equal(info->layer_dirs[0], dir);
+        assert_string_equal(info->config.working_dir, "/tmp");
+        assert_string_equal(info->config.env[0], "PATH=/bin");
+        assert_string_equal(info->source, "import");
+        assert_true(info->size > 0);
+        img_info_free(info);
+        /* the tree went through the helper: setuid stripped, owners kept */
+        char p[800];
+        struct stat s;
+        snprintf(p, sizeof(p), "%s/bin/tool", dir);
+        assert_int_equal(lstat(p, &s), 0);
+        assert_int_equal(s.st_mode & 07777, 0755);
+        assert_int_equal(s.st_uid, 1234);
+
+        /* same content, other name: same image, same layer */
+        assert_int_equal(import_file(f, tar, "test/other:v1", &cfg, &b), 0);
+        assert_string_equal(b.id, a.id);
+        assert_int_equal(count_entries(f, "layers/sha256"), 1);
+        assert_int_equal(count_entries(f, "layers/tmp"), 0);
+        /* same content, other config: other image, the layer reused */
+        assert_int_equal(import_file(f, tar, "test/third", NULL, &c), 0);
+        assert_string_not_equal(c.id, a.id);
+        assert_string_equal(c.layer, a.layer);
+        assert_int_equal(count_entries(f, "layers/sha256"), 1);
+
+        /* by id, by prefix */
+        assert_int_equal(img_store_resolve(f->s, a.id, &info, &e), 0);
+        assert_int_equal(info->n_names, 2);
+        img_info_free(info);
+        char prefix[20];
+        snprintf(prefix, sizeof(prefix), "%.14s", a.id + 7);
+        assert_int_equal(img_store_resolve(f->s, prefix, &info, &e), 0);
+        assert_string_equal(info->id, a.id);
+        img_info_free(info);
+        assert_int_equal(img_store_resolve(f->s, "nope", &info, &e), -ENOENT);
+        assert_int_equal(err_status(&e), WR_STATUS_NOT_FOUND);
+
+        struct img_info **list = NULL;
+        size_t n = 0;
+        assert_int_equal(img_store_list(f->s, &list, &n, &e), 2);
+        img_info_list_free(list, n);
+
+        /* delete: one of two names only untags */
+        assert_int_equal(img_store_delete(f->s, "test/other:v1", &e), 0);
+        assert_int_equal(img_store_resolve(f->s, a.id, &info, &e), 0);
+        assert_int_equal(info->n_names, 1);
+        img_info_free(info);
+        assert_int_equal(img_store_delete(f->s, "test/good", &e), 0);
+        assert_int_equal(img_store_resolve(f->s, a.id, &info, &e), -ENOENT);
+        assert_int_equal(count_entries(f, "layers/sha256"), 1); /* test/third uses it */
+        assert_int_equal(img_store_delete(f->s, "test/third", &e), 0);
+        assert_int_equal(count_entries(f, "layers/sha256"), 0);
+        assert_int_equal(count_entries(f, "layers/tmp"), 0);
+}
+
+static bool always_used(const char *id, void *ud) {
+        *(int *) ud += 1;
+        return true;
+}
+
+static void test_store_delete_in_use(void **state) {
+        struct fixture *f = *state;
+        char tar[512];
+        path_at(tar, sizeof(tar), "good.tar");
+        write_tar(tar, good, ELEMENTSOF(good), TAR_PLAIN);
+        struct result a;
+        assert_int_equal(import_file(f, tar, "busy", NULL, &a), 0);
+        int calls = 0;
+        img_store_set_in_use(f->s, always_used, &calls);
+        struct wr_err e = {0};
+        assert_int_equal(img_store_delete(f->s, "busy", &e), -EBUSY);
+        assert_int_equal(err_status(&e), WR_STATUS_FAILED_PRECONDITION);
+        assert_int_equal(calls, 1);
+        assert_int_equal(count_entries(f, "layers/sha256"), 1);
+        img_store_set_in_use(f->s, NULL, NULL);
+        assert_int_equal(img_store_delete(f->s, "busy", &e), 0);
+}
+
+static void test_store_import_hostile(void **state) {
+        struct fixture *f = *state;
+        char tar[512];
+        path_at(tar, sizeof(tar), "evil.tar");
+        struct tent t[] = {{.path = "a/", .type = S_IFDIR, .perm = 0755},
+                           {.path = "a/f", .type = S_IFREG, .data = "x"},
+                           {.path = "a/../../escape", .type = S_IFREG, .data = "pwned"}};
+        write_tar(tar, t, ELEMENTSOF(t), TAR_PLAIN);
+        struct result r;
+        assert_true(import_file(f, tar, "evil", NULL, &r) < 0);
+        assert_int_equal(err_status(&r.e), WR_STATUS_INVALID_ARGUMENT);
+        assert_non_null(strstr(r.e.msg, "a/../../escape"));
+        assert_int_equal(count_entries(f, "layers/sha256"), 0);
+        assert_int_equal(count_entries(f, "layers/tmp"), 0);
+        assert_int_equal(count_entries(f, "tmp"), 0);
+        struct img_info *info;
+        assert_int_equal(img_store_resolve(f->s, "evil", &info, NULL), -ENOENT);
+
+        /* /root/.ssh reached through a symlink: the entry check cannot see
+         * it, the rootfs check at commit does */
+        struct tent t2[] = {{.path = "home/x/.ssh/authorized_keys", .type = S_IFREG, .data = "k"},
+                            {.path = "root", .type = S_IFLNK, .link = "/home/x"}};
+        write_tar(tar, t2, ELEMENTSOF(t2), TAR_PLAIN);
+        assert_true(import_file(f, tar, "sneaky", NULL, &r) < 0);
+        assert_int_equal(err_status(&r.e), WR_STATUS_FAILED_PRECONDITION);
+        assert_non_null(strstr(r.e.msg, "/root/.ssh"));
+        assert_int_equal(count_entries(f, "layers/sha256"), 0);
+        assert_int_equal(count_entries(f, "layers/tmp"), 0);
+
+        /* not a tar at all */
+        FILE *fp = fopen(tar, "w");
+        fputs("hello\n", fp);
+        fclose(fp);
+        assert_true(import_file(f, tar, "junk", NULL, &r) < 0);
+        assert_int_equal(err_status(&r.e), WR_STATUS_INVALID_ARGUMENT);
+        assert_int_equal(count_entries(f, "layers/tmp"), 0);
+}
+
+static void layer_done(int r, const char *diff_id, const struct wr_err *e, void *ud) {
+        struct result *res = ud;
+        res->called = true;
+        res->r = r;
+        res->e = *e;
+        if (diff_id)
+                snprintf(res->layer, sizeof(res->layer), "%s", diff_id);
+}
+
+static void test_layer_expected_digest(void **state) {
+        struct fixture *f = *state;
+        char tar[512];
+        path_at(tar, sizeof(tar), "good.tar.gz");
+        write_tar(tar, good, ELEMENTSOF(good), TAR_GZIP);
+        int fd = open(tar, O_RDONLY | O_CLOEXEC);
+        struct result res = {0};
+        const char *wrong =
+                "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+        assert_int_equal(img_layer_unpack(f->s, &f->loop, fd, wrong, layer_done, &res, NULL, NULL),
+                         0);
+        while (!res.called)
+                uv_run(&f->loop, UV_RUN_ONCE);
+        close(fd);
+        assert_int_equal(err_status(&res.e), WR_STATUS_DATA_LOSS);
+        assert_int_equal(count_entries(f, "layers/sha256"), 0);
+        assert_int_equal(count_entries(f, "layers/tmp"), 0);
+}
+
+static void test_import_cancel(void **state) {
+        struct fixture *f = *state;
+        char tar[512];
+        path_at(tar, sizeof(tar), "good.tar");
+        write_tar(tar, good, ELEMENTSOF(good), TAR_PLAIN);
+        struct img_import *imp = NULL;
+        struct result res = {0};
+        assert_int_equal(img_import_new(f->s, &f->loop, "x", NULL, &imp, NULL), 0);
+        int fd = open(tar, O_RDONLY | O_CLOEXEC);
+        char buf[4096];
+        ssize_t n;
+        while ((n = read(fd, buf, sizeof(buf))) > 0)
+                assert_int_equal(img_import_write(imp, buf, (size_t) n, NULL), 0);
+        close(fd);
+        assert_int_equal(img_import_finish(imp, import_done, &res, NULL), 0);
+        img_import_free(imp); /* helper killed or finished; done never called */
+        uv_run(&f->loop, UV_RUN_DEFAULT);
+        assert_false(res.called);
+        assert_int_equal(count_entries(f, "layers/tmp"), 0);
+        assert_int_equal(count_entries(f, "layers/sha256"), 0);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_path_clean),
+                cmocka_unit_test(test_entry_plan),
+                cmocka_unit_test(test_name_normalize),
+                cmocka_unit_test(test_config_encode),
+                cmocka_unit_test_setup_teardown(test_refuse_dotdot, setup_tmp, teardown_tmp),
+                cmocka_unit_test_setup_teardown(test_refuse_dotdot_nested, setup_tmp, teardown_tmp),
+                cmocka_unit_test_setup_teardown(test_refuse_absolute, setup_tmp, teardown_tmp),
+                cmocka_unit_test_setup_teardown(test_refuse_through_symlink, setup_tmp,
+                                                teardown_tmp),
+                cmocka_unit_test_setup_teardown(test_refuse_hardlink_escape, setup_tmp,
+                                                teardown_tmp),
+                cmocka_unit_test_setup_teardown(test_refuse_hardlink_missing, setup_tmp,
+                                                teardown_tmp),
+                cmocka_unit_test_setup_teardown(test_refuse_hardlink_through_symlink, setup_tmp,
+                                                teardown_tmp),
+                cmocka_unit_test_setup_teardown(test_refuse_chardev, setup_tmp, teardown_tmp),
+                cmocka_unit_test_setup_teardown(test_refuse_blockdev, setup_tmp, teardown_tmp),
+                cmocka_unit_test_setup_teardown(test_refuse_root_ssh, setup_tmp, teardown_tmp),
+                cmocka_unit_test_setup_teardown(test_refuse_garbage, setup_tmp, teardown_tmp),
+                cmocka_unit_test_setup_teardown(test_unpack_good, setup_tmp, teardown_tmp),
+                cmocka_unit_test_setup_teardown(test_unpack_compressed_same_diff_id, setup_tmp,
+                                                teardown_tmp),
+                cmocka_unit_test_setup_teardown(test_store_import, setup_store, teardown_store),
+                cmocka_unit_test_setup_teardown(test_store_delete_in_use, setup_store,
+                                                teardown_store),
+                cmocka_unit_test_setup_teardown(test_store_import_hostile, setup_store,
+                                                teardown_store),
+                cmocka_unit_test_setup_teardown(test_layer_expected_digest, setup_store,
+                                                teardown_store),
+                cmocka_unit_test_setup_teardown(test_import_cancel, setup_store, teardown_store),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
