@@ -49,6 +49,11 @@ def stop_keep_state(d, sig=signal.SIGTERM):
     return rc, d.read_log()
 
 
+def assert_no_sanitizer_report(text):
+    for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+        assert marker not in text, text
+
+
 def run_warrend(args, timeout=20):
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
 
@@ -65,6 +70,20 @@ def test_get_version_unix_and_tcp(warrend):
             assert r.kernel == os.uname().release
             assert r.cgroup_mode == host_cgroup_mode()
             assert 0 <= r.uptime_seconds < 3600
+
+
+def test_tcp_listener_speaks_tls_with_a_certificate(warrend_tls):
+    with open(warrend_tls.ca_file, "rb") as f:
+        creds = grpc.ssl_channel_credentials(f.read())
+    with grpc.secure_channel(warrend_tls.tcp_addr, creds) as ch:
+        r = system_pb2_grpc.SystemStub(ch).GetVersion(system_pb2.GetVersionRequest(),
+                                                      timeout=TIMEOUT)
+        assert r.api_version == "v1"
+    # Plaintext on the same port does not work.
+    with tcp_channel(warrend_tls) as ch:
+        with pytest.raises(grpc.RpcError):
+            system_pb2_grpc.SystemStub(ch).GetVersion(system_pb2.GetVersionRequest(), timeout=3)
+    assert "listening on tls:" + warrend_tls.tcp_addr in warrend_tls.read_log()
 
 
 def test_version_matches_cli_flag(warrend):
@@ -523,6 +542,7 @@ def test_text_log_and_no_stdout(fresh_warrend):
         assert os.stat(os.path.dirname(sock)).st_mode & 0o777 == 0o755
         p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=20)
+        assert_no_sanitizer_report(err)
         assert p.returncode == 0
         assert out == ""
         assert "info  listening on unix:" + sock in err
@@ -571,6 +591,7 @@ def test_env_state_dir(fresh_warrend):
             time.sleep(0.02)
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=20)
+        assert_no_sanitizer_report(err)
         assert p.returncode == 0, err
         assert os.path.exists(os.path.join(state, "warren.db"))
         assert " debug " in err
@@ -624,7 +645,8 @@ def test_restart_keeps_state_and_refuses_newer_schema():
                                                              timeout=TIMEOUT)
             assert [s.name for s in r.secrets] == ["KEEP"]
         p.send_signal(signal.SIGTERM)
-        p.communicate(timeout=20)
+        _, err = p.communicate(timeout=20)
+        assert_no_sanitizer_report(err)
         assert p.returncode == 0
         # A database from the future is refused with a clear message.
         con = sqlite3.connect(os.path.join(state, "warren.db"))
