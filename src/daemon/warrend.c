@@ -18,8 +18,12 @@
 #include "basic/log.h"
 #include "daemon/config.h"
 #include "daemon/statedir.h"
+#include "image/image.h"
 #include "rpc/server.h"
 #include "store/store.h"
+#ifdef WARREN_HAVE_API_IMAGES
+#include "image/image.h"
+#endif
 
 /* In-flight calls get this long to finish after SIGTERM. */
 #define SHUTDOWN_GRACE_MS 5000
@@ -32,6 +36,7 @@ struct daemon {
         int n_signals_open;
         struct rpc_server *server;
         struct store *store;
+        struct img_store *images; /* NULL when images are not built in */
         struct api_ctx ctx;
         char *state_dir; /* absolute */
         int lock_fd;
@@ -159,6 +164,11 @@ static void daemon_free(struct daemon *d) {
                 if (uv_loop_close(&d->loop) == UV_EBUSY)
                         log_warn("event loop still had open handles at exit");
         }
+        img_store_free(d->ctx.images); /* image owner */
+#ifdef WARREN_HAVE_API_IMAGES
+        /* After the server: its import calls are freed by now. */
+        img_store_free(d->images);
+#endif
         store_close(d->store);
         if (d->lock_fd >= 0)
                 close(d->lock_fd);
@@ -184,6 +194,12 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                 return err_set(e, r, "out of memory");
         log_debug("store %s at schema version %d", db, store_schema_version(d->store));
 
+#ifdef WARREN_HAVE_API_IMAGES
+        r = img_store_open(d->state_dir, d->store, &d->images, e);
+        if (r < 0)
+                return err_prefix(e, r, "image store");
+#endif
+
         r = uv_loop_init(&d->loop);
         if (r < 0)
                 return err_set(e, r, "event loop: %s", uv_strerror(r));
@@ -192,10 +208,14 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
         d->ctx = (struct api_ctx){
                 .loop = &d->loop,
                 .store = d->store,
+                .images = d->images,
                 .state_dir = d->state_dir,
                 .started_usec = monotonic_usec(),
                 .diag_enabled = d->cfg.enable_diag,
         };
+        r = img_store_open(d->state_dir, d->store, &d->ctx.images, e); /* image owner */
+        if (r < 0)
+                return err_prefix(e, r, "image store");
         struct rpc_server_config rc = {
                 .tls_cert = d->cfg.tls_cert,
                 .tls_key = d->cfg.tls_key,

@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* warren.v1.Images: ImportImage (client stream: meta, then data chunks),
+ * GetImage, ListImages, DeleteImage on the image store (src/image).
+ * PullImage and BuildImage answer UNIMPLEMENTED until their issues land.
+ *
+ * ImportImage spools chunks with plain writes (page cache, bounded by
+ * disk), then on half-close runs the unpack helper and commits the image.
+ * The handler state lives until on_free; freeing it cancels a running
+ * helper, so a cancelled call never leaves a layer or a temp tree. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "basic/log.h"
+#include "image/image.h"
+#include "warren/v1/images.pb-c.h"
+
+static struct img_store *store_of(struct rpc_call *call) {
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        return ctx ? ctx->images : NULL;
+}
+
+static bool require_store(struct rpc_call *call) {
+        if (store_of(call))
+                return true;
+        rpc_call_finish(call, WR_STATUS_UNAVAILABLE, "the image store is not available");
+        return false;
+}
+
+static void finish_err(struct rpc_call *call, const char *what, const struct wr_err *e) {
+        int status = err_status(e);
+        const char *path = rpc_call_method(call)->path + 1;
+        if (e->fault == WR_FAULT_SERVICE && status != WR_STATUS_NOT_FOUND)
+                log_error("rpc %s: %s: %s", path, what, e->msg);
+        else
+                log_info("rpc %s: %s refused (%s): %s", path, what, err_status_name(status),
+                         e->msg);
+        rpc_call_finish_err(call, e);
+}
+
+/* Fill msg (and its sub-messages, caller storage) from info; pointers
+ * borrow from info. */
+static void image_to_proto(const struct img_info *info, Warren__V1__Image *msg,
+                           Warren__V1__ImageConfig *cfg, Warren__V1__Timestamp *ts) {
+        warren__v1__image__init(msg);
+        warren__v1__image_config__init(cfg);
+        warren__v1__timestamp__init(ts);
+        msg->id = info->id;
+        msg->n_names = info->n_names;
+        msg->names = info->names;
+        msg->n_layers = info->n_layers;
+        msg->layers = info->diff_ids;
+        msg->size_bytes = info->size;
+        msg->source = info->source;
+        ts->unix_nanos = info->created_ns;
+        msg->created_at = ts;
+        cfg->n_env = info->config.n_env;
+        cfg->env = info->config.env;
+        cfg->n_entrypoint = info->config.n_entrypoint;
+        cfg->entrypoint = info->config.entrypoint;
+        cfg->n_cmd = info->config.n_cmd;
+        cfg->cmd = info->config.cmd;
+        if (info->config.working_dir)
+                cfg->working_dir = info->config.working_dir;
+        if (info->config.user)
+                cfg->user = info->config.user;
+        msg->config = cfg;
+}
+
+/* --- ImportImage --- */
+
+struct import_call {
+        struct img_import *imp;
+        bool started; /* the helper runs */
+};
+
+static void import_free(struct rpc_call *call) {
+        struct import_call *ic = rpc_call_get_data(call);
+        if (!ic)
+                return;
+        img_import_free(ic->imp); /* kills a running helper; done is not called */
+        free(ic);
+        rpc_call_set_data(call, NULL);
+}
+
+static void import_done(struct img_import *imp, int r, const struct img_info *info,
+                        const struct wr_err *e, void *userdata) {
+        struct rpc_call *call = userdata;
+        struct import_call *ic = rpc_call_get_data(call);
+        if (ic)
+                ic->started = false;
+        if (rpc_call_is_done(call))
+                return;
+        if (r < 0) {
+                finish_err(call, "import image", e);
+                return;
+        }
+        log_info("imported image %s%s%s (%zu layer(s), %llu bytes)", info->id,
+                 info->n_names ? " as " : "", info->n_names ? info->names[0] : "", info->n_layers,
+                 (unsigned long long) info->size);
+        Warren__V1__Image msg;
+        Warren__V1__ImageConfig cfg;
+        Warren__V1__Timestamp ts;
+        image_to_proto(info, &msg, &cfg, &ts);
+        rpc_call_reply(call, &msg.base);
+}
+
+static void import_message(struct rpc_call *call, const ProtobufCMessage *m) {
+        const Warren__V1__ImportImageRequest *req = (const void *) m;
+        struct import_call *ic = rpc_call_get_data(call);
+        struct wr_err e = {0};
+        if (rpc_call_is_done(call))
+                return;
+        if (!require_store(call))
+                return;
+        if (!ic) {
+                if (req->kind_case != WARREN__V1__IMPORT_IMAGE_REQUEST__KIND_META) {
+                        rpc_call_finish(call, WR_STATUS_INVALID_ARGUMENT,
+                                        "meta: the first ImportImage message must carry meta "
+                                        "(name, config), then data chunks");
+                        return;
+                }
+                const Warren__V1__ImportImageMeta *meta = req->meta;
+                const Warren__V1__ImageConfig *pc = meta->config;
+                struct img_config cfg = {0};
+                if (pc) {
+                        cfg = (struct img_config){
+                                .env = pc->env,
+                                .n_env = pc->n_env,
+                                .working_dir = pc->working_dir,
+                                .entrypoint = pc->entrypoint,
+                                .n_entrypoint = pc->n_entrypoint,
+                                .cmd = pc->cmd,
+                                .n_cmd = pc->n_cmd,
+                                .user = pc->user,
+                        };
+                }
+                ic = calloc(1, sizeof(*ic));
+                if (!ic) {
+                        rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                        return;
+                }
+                struct api_ctx *ctx = rpc_call_server_ctx(call);
+                int r = img_import_new(ctx->images, rpc_call_loop(call), meta->name,
+                                       pc ? &cfg : NULL, &ic->imp, &e);
+                if (r < 0) {
+                        free(ic);
+                        finish_err(call, "import image", &e);
+                        return;
+                }
+                rpc_call_set_data(call, ic);
+                return;
+        }
+        if (req->kind_case != WARREN__V1__IMPORT_IMAGE_REQUEST__KIND_DATA) {
+                rpc_call_finish(call, WR_STATUS_INVALID_ARGUMENT,
+                                "meta: only the first ImportImage message may carry meta");
+                return;
+        }
+        if (img_import_write(ic->imp, req->data.data, req->data.len, &e) < 0)
+                finish_err(call, "import image", &e);
+}
+
+static void import_half_close(struct rpc_call *call) {
+        struct import_call *ic = rpc_call_get_data(call);
+        struct wr_err e = {0};
+        if (rpc_call_is_done(call))
+                return;
+        if (!ic) {
+                rpc_call_finish(call, WR_STATUS_INVALID_ARGUMENT,
+                                "meta: ImportImage needs a meta message, then data chunks");
+                return;
+        }
+        if (img_import_finish(ic->imp, import_done, call, &e) < 0) {
+                finish_err(call, "import image", &e);
+                return;
+        }
+        ic->started = true;
+}
+
+static void import_cancel(struct rpc_call *call, int status) {
+        struct import_call *ic = rpc_call_get_data(call);
+        if (ic && ic->started)
+                log_info("rpc warren.v1.Images/ImportImage: %s; stopping the unpack",
+                         err_status_name(status));
+        import_free(call);
+}
+
+/* --- GetImage, ListImages, DeleteImage --- */
+
+static void get_image(struct rpc_call *call, const ProtobufCMessage *m) {
+        const Warren__V1__GetImageRequest *req = (const void *) m;
+        if (!require_store(call))
+                return;
+        struct img_info *info = NULL;
+        struct wr_err e = {0};
+        if (img_store_resolve(store_of(call), req->image, &info, &e) < 0) {
+                finish_err(call, "get image", &e);
+                return;
+        }
+        Warren__V1__Image msg;
+        Warren__V1__ImageConfig cfg;
+        Warren__V1__Timestamp ts;
+        image_to_proto(info, &msg, &cfg, &ts);
+        rpc_call_reply(call, &msg.base);
+        img_info_free(info);
+}
+
+static void list_images(struct rpc_call *call, const ProtobufCMessage *m) {
+        if (!require_store(call))
+                return;
+        struct img_info **list = NULL;
+        size_t n = 0;
+        struct wr_err e = {0};
+        if (img_store_list(store_of(call), &list, &n, &e) < 0) {
+                finish_err(call, "list images", &e);
+                return;
+        }
+        Warren__V1__Image *msgs = calloc(n + 1, sizeof(*msgs));
+        Warren__V1__Image **ptrs = calloc(n + 1, sizeof(*ptrs));
+        Warren__V1__ImageConfig *cfgs = calloc(n + 1, sizeof(*cfgs));
+        Warren__V1__Timestamp *tss = calloc(n + 1, sizeof(*tss));
+        if (!msgs || !ptrs || !cfgs || !tss) {
+                rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        } else {
+                for (size_t i = 0; i < n; i++) {
+                        image_to_proto(list[i], &msgs[i], &cfgs[i], &tss[i]);
+                        ptrs[i] = &msgs[i];
+                }
+                Warren__V1__ListImagesResponse resp = WARREN__V1__LIST_IMAGES_RESPONSE__INIT;
+                resp.n_images = n;
+                resp.images = ptrs;
+                rpc_call_reply(call, &resp.base);
+        }
+        free(msgs);
+        free(ptrs);
+        free(cfgs);
+        free(tss);
+        img_info_list_free(list, n);
+}
+
+static void delete_image(struct rpc_call *call, const ProtobufCMessage *m) {
+        const Warren__V1__DeleteImageRequest *req = (const void *) m;
+        if (!require_store(call))
+                return;
+        struct wr_err e = {0};
+        if (img_store_delete(store_of(call), req->image, &e) < 0) {
+                finish_err(call, "delete image", &e);
+                return;
+        }
+        log_info("deleted image %s", req->image);
+        Warren__V1__DeleteImageResponse resp = WARREN__V1__DELETE_IMAGE_RESPONSE__INIT;
+        rpc_call_reply(call, &resp.base);
+}
+
+static void pull_image(struct rpc_call *call, const ProtobufCMessage *m) {
+        api_unimplemented(call, "registry pulls arrive with the OCI registry issue; import a "
+                                "root filesystem tarball with ImportImage meanwhile");
+}
+
+static void build_image(struct rpc_call *call, const ProtobufCMessage *m) {
+        api_unimplemented(call, "declarative image builds arrive with the image builder issue");
+}
+
+#define METHOD(name, k, in, out, fn)                                                               \
+        {                                                                                          \
+                .path = "/warren.v1.Images/" name, .kind = k,                                      \
+                .input = &warren__v1__##in##__descriptor,                                          \
+                .output = &warren__v1__##out##__descriptor, .on_message = fn,                      \
+        }
+
+static const struct rpc_method methods[] = {
+        {
+                .path = "/warren.v1.Images/ImportImage",
+                .kind = RPC_CLIENT_STREAM,
+                .input = &warren__v1__import_image_request__descriptor,
+                .output = &warren__v1__image__descriptor,
+                .on_message = import_message,
+                .on_half_close = import_half_close,
+                .on_cancel = import_cancel,
+                .on_free = import_free,
+        },
+        METHOD("PullImage", RPC_SERVER_STREAM, pull_image_request, pull_image_progress, pull_image),
+        METHOD("BuildImage", RPC_SERVER_STREAM, build_image_request, build_image_progress,
+               build_image),
+        METHOD("GetImage", RPC_UNARY, get_image_request, image, get_image),
+        METHOD("ListImages", RPC_UNARY, list_images_request, list_images_response, list_images),
+        METHOD("DeleteImage", RPC_UNARY, delete_image_request, delete_image_response, delete_image),
+};
+
+int api_images_register(struct rpc_server *s) {
+        return rpc_server_add_methods(s, methods, ELEMENTSOF(methods));
+}
