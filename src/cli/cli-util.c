@@ -1,0 +1,392 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Argument parsing, the arena, connecting and calling: the helpers every
+ * warren subcommand shares. */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "basic/err.h"
+
+/* --- arena --- */
+
+static void **arena;
+static size_t arena_n, arena_cap;
+
+static void arena_track(void *p) {
+        if (arena_n == arena_cap) {
+                size_t cap = arena_cap ? arena_cap * 2 : 64;
+                void **a = realloc(arena, cap * sizeof(*a));
+                if (!a)
+                        abort();
+                arena = a;
+                arena_cap = cap;
+        }
+        arena[arena_n++] = p;
+}
+
+void *cli_alloc(size_t size) {
+        void *p = calloc(1, size ? size : 1);
+        if (!p)
+                abort();
+        arena_track(p);
+        return p;
+}
+
+char *cli_strdup(const char *s) {
+        size_t n = strlen(s) + 1;
+        char *p = cli_alloc(n);
+        memcpy(p, s, n);
+        return p;
+}
+
+void cli_push(void ***arr, size_t *n, void *p) {
+        /* Arena arrays only grow; reallocating means allocating anew. */
+        void **a = cli_alloc((*n + 1) * sizeof(void *));
+        if (*n)
+                memcpy(a, *arr, *n * sizeof(void *));
+        a[(*n)++] = p;
+        *arr = a;
+}
+
+void cli_arena_free(void) {
+        for (size_t i = 0; i < arena_n; i++)
+                free(arena[i]);
+        free(arena);
+        arena = NULL;
+        arena_n = arena_cap = 0;
+}
+
+/* --- arguments --- */
+
+int cli_usage(const char *cmd, const char *usage, bool help) {
+        fprintf(help ? stdout : stderr, "usage: warren%s%s%s%s\n", cmd[0] ? " " : "", cmd,
+                usage[0] ? " " : "", usage);
+        return help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+}
+
+int cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...) {
+        va_list ap;
+        fprintf(stderr, "warren%s%s: ", cmd[0] ? " " : "", cmd);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+        return cli_usage(cmd, usage, false);
+}
+
+int cli_getopt(struct cli_ctx *ctx, const char *cmd, const char *usage, int argc, char **argv,
+               const char *shortopts, const struct option *longopts) {
+        char opts[64];
+        bool posix = shortopts[0] == '+';
+        snprintf(opts, sizeof(opts), "%s:%s", posix ? "+" : "", shortopts + (posix ? 1 : 0));
+        opterr = 0;
+        for (;;) {
+                int c = getopt_long(argc, argv, opts, longopts, NULL);
+                switch (c) {
+                case CLI_OPT_ADDR:
+                        ctx->addr = optarg;
+                        continue;
+                case CLI_OPT_TLS:
+                        ctx->tls = true;
+                        continue;
+                case CLI_OPT_CA:
+                        ctx->ca_file = optarg;
+                        ctx->tls = true;
+                        continue;
+                case 'h':
+                        cli_usage(cmd, usage, true);
+                        return CLI_GETOPT_HELP;
+                case '?':
+                        if (optopt > 0 && optopt < 0x80)
+                                cli_usage_error(cmd, usage, "unknown option '-%c'", optopt);
+                        else
+                                cli_usage_error(cmd, usage, "unknown option '%s'",
+                                                argv[MAX(optind - 1, 1)]);
+                        return CLI_GETOPT_USAGE;
+                case ':':
+                        cli_usage_error(cmd, usage, "option '%s' needs a value",
+                                        argv[MAX(optind - 1, 1)]);
+                        return CLI_GETOPT_USAGE;
+                default:
+                        return c;
+                }
+        }
+}
+
+int cli_parse_kv(const char *s, char **ret_key, char **ret_value) {
+        const char *eq = strchr(s, '=');
+        if (!eq || eq == s)
+                return -EINVAL;
+        char *k = cli_strdup(s);
+        k[eq - s] = '\0';
+        *ret_key = k;
+        *ret_value = k + (eq - s) + 1;
+        return 0;
+}
+
+int cli_parse_seconds(const char *s, double *ret) {
+        char *end;
+        errno = 0;
+        double d = strtod(s, &end);
+        if (errno || end == s || *end || !isfinite(d) || d < 0)
+                return -EINVAL;
+        *ret = d;
+        return 0;
+}
+
+/* --- connection --- */
+
+int cli_connect(struct cli_ctx *ctx) {
+        if (ctx->client)
+                return 0;
+        struct rpc_client_config cfg = {
+                .addr = ctx->addr,
+                .tls = ctx->tls,
+                .ca_file = ctx->ca_file,
+                .token = ctx->token,
+        };
+        struct wr_err e = {0};
+        int r = rpc_client_new(ctx->loop, &cfg, &ctx->client, &e);
+        if (r >= 0)
+                return 0;
+        ctx->client = NULL;
+        if (r == -EINVAL || r == -EHOSTUNREACH)
+                fprintf(stderr,
+                        "warren: cannot connect to %s: %s — fix --addr or WARREN_ADDR "
+                        "(unix:/path, unix:///path or HOST:PORT)\n",
+                        ctx->addr, e.msg[0] ? e.msg : strerror(-r));
+        else if (r == -EPROTO)
+                fprintf(stderr,
+                        "warren: cannot connect to %s: %s — check --tls/--ca (or WARREN_TLS_CA) "
+                        "against the daemon's listener\n",
+                        ctx->addr, e.msg[0] ? e.msg : strerror(-r));
+        else
+                fprintf(stderr,
+                        "warren: cannot connect to %s: %s — is warrend running? start it with "
+                        "`make run` or set WARREN_ADDR\n",
+                        ctx->addr, strerror(-r));
+        return r;
+}
+
+void cli_print_status(int status, const char *message) {
+        fprintf(stderr, "warren: %s: %s\n", err_status_name(status),
+                message && message[0] ? message : "(no message)");
+}
+
+int cli_call(struct cli_ctx *ctx, const char *path, const ProtobufCMessage *req,
+             const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **ret) {
+        if (cli_connect(ctx) < 0)
+                return CLI_EXIT_FAIL;
+        struct wr_err e = {0};
+        int r = rpc_client_unary(ctx->client, path, req, resp_desc, 0, ret, &e);
+        if (r == -EREMOTEIO) {
+                cli_print_status(e.status, e.msg);
+                return CLI_EXIT_FAIL;
+        }
+        if (r < 0) {
+                fprintf(stderr, "warren: %s: %s\n", path, e.msg[0] ? e.msg : strerror(-r));
+                return CLI_EXIT_FAIL;
+        }
+        return CLI_EXIT_OK;
+}
+
+/* --- client-streaming upload --- */
+
+struct upload {
+        struct rpc_stream *stream;
+        int fd;
+        cli_chunk_fn chunk_fn;
+        void *userdata;
+        uint8_t *buf;
+        uint64_t sent;
+        const char *label;
+        bool progress, eof, closed;
+        int status;
+        char *message;
+        ProtobufCMessage *resp;
+        int read_errno;
+};
+
+static void upload_progress(struct upload *u, bool last) {
+        if (!u->progress)
+                return;
+        char sz[32];
+        fprintf(stderr, "\r%s: %s sent%s", u->label, cli_format_size(u->sent, sz),
+                last ? "\n" : "");
+}
+
+/* Read and queue chunks until the stream asks us to wait or the input ends. */
+static void upload_pump(struct upload *u) {
+        while (!u->eof && !u->closed) {
+                ssize_t n = RETRY_EINTR(read(u->fd, u->buf, CLI_CHUNK));
+                if (n < 0) {
+                        u->read_errno = errno;
+                        rpc_stream_cancel(u->stream);
+                        return;
+                }
+                if (n == 0) {
+                        u->eof = true;
+                        upload_progress(u, true);
+                        rpc_stream_close_send(u->stream);
+                        return;
+                }
+                ProtobufCMessage *m = u->chunk_fn(u->buf, (size_t) n, u->userdata);
+                int r = rpc_stream_send(u->stream, m);
+                u->sent += (uint64_t) n;
+                upload_progress(u, false);
+                if (r < 0)
+                        return; /* the call is over; on_close says why */
+                if (r == 1)
+                        return; /* wait for on_writable */
+        }
+}
+
+static void upload_on_message(struct rpc_stream *s, const ProtobufCMessage *msg, void *userdata) {
+        struct upload *u = userdata;
+        if (u->resp)
+                return;
+        /* The message is freed when we return: keep a copy. */
+        size_t len = protobuf_c_message_get_packed_size(msg);
+        uint8_t *buf = malloc(len ? len : 1);
+        if (!buf)
+                abort();
+        protobuf_c_message_pack(msg, buf);
+        u->resp = protobuf_c_message_unpack(msg->descriptor, NULL, len, buf);
+        free(buf);
+}
+
+static void upload_on_writable(struct rpc_stream *s, void *userdata) {
+        upload_pump(userdata);
+}
+
+static void upload_on_close(struct rpc_stream *s, int status, const char *message, void *userdata) {
+        struct upload *u = userdata;
+        u->closed = true;
+        u->status = status;
+        u->message = cli_strdup(message ? message : "");
+}
+
+int cli_upload(struct cli_ctx *ctx, const char *path, const ProtobufCMessage *first, int fd,
+               cli_chunk_fn chunk_fn, void *userdata, const ProtobufCMessageDescriptor *resp_desc,
+               const char *label, ProtobufCMessage **ret) {
+        static const struct rpc_stream_callbacks cb = {
+                .on_message = upload_on_message,
+                .on_writable = upload_on_writable,
+                .on_close = upload_on_close,
+        };
+        if (cli_connect(ctx) < 0)
+                return CLI_EXIT_FAIL;
+        struct upload u = {
+                .fd = fd,
+                .chunk_fn = chunk_fn,
+                .userdata = userdata,
+                .label = label,
+                .progress = isatty(STDERR_FILENO),
+        };
+        u.buf = malloc(CLI_CHUNK);
+        if (!u.buf)
+                abort();
+        int r = rpc_stream_open(ctx->client, path, resp_desc, 0, &cb, &u, &u.stream);
+        if (r < 0) {
+                free(u.buf);
+                fprintf(stderr, "warren: %s: %s\n", path, strerror(-r));
+                return CLI_EXIT_FAIL;
+        }
+        r = rpc_stream_send(u.stream, first);
+        if (r >= 0 && r != 1)
+                upload_pump(&u);
+        r = rpc_client_run(ctx->client);
+        rpc_stream_free(u.stream);
+        free(u.buf);
+        if (u.read_errno) {
+                fprintf(stderr, "warren: reading %s: %s\n", label, strerror(u.read_errno));
+                goto fail;
+        }
+        if (!u.closed) {
+                fprintf(stderr, "warren: %s: connection lost: %s\n", path,
+                        strerror(r < 0 ? -r : EPIPE));
+                goto fail;
+        }
+        if (u.status != 0) {
+                cli_print_status(u.status, u.message);
+                goto fail;
+        }
+        if (!u.resp) {
+                fprintf(stderr, "warren: %s: the server sent no response\n", path);
+                return CLI_EXIT_FAIL;
+        }
+        *ret = u.resp;
+        return CLI_EXIT_OK;
+fail:
+        if (u.resp)
+                protobuf_c_message_free_unpacked(u.resp, NULL);
+        return CLI_EXIT_FAIL;
+}
+
+/* --- raw I/O --- */
+
+int cli_write_all(int fd, const void *buf, size_t len) {
+        const uint8_t *p = buf;
+        while (len > 0) {
+                ssize_t n = write(fd, p, len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN) {
+                                struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+                                (void) poll(&pfd, 1, -1);
+                                continue;
+                        }
+                        return -errno;
+                }
+                p += n;
+                len -= (size_t) n;
+        }
+        return 0;
+}
+
+ssize_t cli_read_all(int fd, size_t max, uint8_t **ret) {
+        size_t cap = 4096, len = 0;
+        uint8_t *buf = malloc(cap);
+        if (!buf)
+                abort();
+        for (;;) {
+                if (len == cap) {
+                        if (cap >= max + 1) {
+                                free(buf);
+                                return -EFBIG;
+                        }
+                        cap = MIN(cap * 2, max + 1);
+                        uint8_t *nb = realloc(buf, cap);
+                        if (!nb)
+                                abort();
+                        buf = nb;
+                }
+                ssize_t n = RETRY_EINTR(read(fd, buf + len, cap - len));
+                if (n < 0) {
+                        int r = -errno;
+                        free(buf);
+                        return r;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t) n;
+        }
+        if (len > max) {
+                free(buf);
+                return -EFBIG;
+        }
+        uint8_t *out = cli_alloc(len + 1);
+        memcpy(out, buf, len);
+        free(buf);
+        *ret = out;
+        return (ssize_t) len;
+}

@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* warren image import|pull|ls|get|rm. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "warren/v1/images.pb-c.h"
+
+enum { OPT_JSON = CLI_OPT_FIRST_LOCAL };
+
+static ProtobufCMessage *import_chunk(const uint8_t *data, size_t len, void *userdata) {
+        Warren__V1__ImportImageRequest *m = userdata;
+        warren__v1__import_image_request__init(m);
+        m->kind_case = WARREN__V1__IMPORT_IMAGE_REQUEST__KIND_DATA;
+        m->data.data = (uint8_t *) data;
+        m->data.len = len;
+        return &m->base;
+}
+
+static const char *short_id(const char *id, char buf[static 32]) {
+        const char *hex = strncmp(id, "sha256:", 7) == 0 ? id + 7 : id;
+        snprintf(buf, 32, "%.12s", hex);
+        return buf;
+}
+
+static void print_image_line(const Warren__V1__Image *img) {
+        printf("%s\n", img->id);
+}
+
+static int image_import(struct cli_ctx *ctx, int argc, char **argv) {
+        static const struct option longopts[] = {
+                {"json", no_argument, NULL, OPT_JSON}, CLI_COMMON_LONGOPTS, {}};
+        const char *cmd = "image import", *usage = "[--json] NAME FILE|-";
+        bool json = false;
+        int c;
+        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "h", longopts)) != -1) {
+                if (c == OPT_JSON)
+                        json = true;
+                else
+                        return c == CLI_GETOPT_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+        }
+        if (argc - optind != 2)
+                return cli_usage_error(cmd, usage,
+                                       argc - optind < 2 ? "missing NAME or FILE"
+                                                         : "too many arguments");
+        const char *name = argv[optind], *file = argv[optind + 1];
+        _cleanup_close_ int fd = -EBADF;
+        int in = STDIN_FILENO;
+        if (strcmp(file, "-") != 0) {
+                fd = open(file, O_RDONLY | O_CLOEXEC);
+                if (fd < 0) {
+                        fprintf(stderr, "warren: cannot open %s: %s\n", file, strerror(errno));
+                        return CLI_EXIT_FAIL;
+                }
+                in = fd;
+        } else if (isatty(STDIN_FILENO)) {
+                return cli_usage_error(cmd, usage,
+                                       "refusing to read a tarball from a terminal; pipe it in");
+        }
+        Warren__V1__ImportImageMeta meta = WARREN__V1__IMPORT_IMAGE_META__INIT;
+        meta.name = (char *) name;
+        Warren__V1__ImportImageRequest first = WARREN__V1__IMPORT_IMAGE_REQUEST__INIT;
+        first.kind_case = WARREN__V1__IMPORT_IMAGE_REQUEST__KIND_META;
+        first.meta = &meta;
+        Warren__V1__ImportImageRequest chunk;
+        Warren__V1__Image *img = NULL;
+        int rc = cli_upload(ctx, "/warren.v1.Images/ImportImage", &first.base, in, import_chunk,
+                            &chunk, &warren__v1__image__descriptor,
+                            strcmp(file, "-") == 0 ? "stdin" : file, (ProtobufCMessage **) &img);
+        if (rc != CLI_EXIT_OK)
+                return rc;
+        if (json)
+                cli_json_print(cli_json_from_message(&img->base));
+        else
+                print_image_line(img);
+        protobuf_c_message_free_unpacked(&img->base, NULL);
+        return CLI_EXIT_OK;
+}
+
+/* --- pull: server-streamed progress --- */
+
+struct pull {
+        bool tty, closed;
+        int status;
+        char *message;
+        char *image_id;
+        size_t last_done;
+};
+
+static void pull_on_message(struct rpc_stream *s, const ProtobufCMessage *msg, void *userdata) {
+        struct pull *p = userdata;
+        const Warren__V1__PullImageProgress *m = (const Warren__V1__PullImageProgress *) msg;
+        uint64_t done = 0, total = 0;
+        size_t finished = 0;
+        for (size_t i = 0; i < m->n_layers; i++) {
+                done += m->layers[i]->done_bytes;
+                total += m->layers[i]->total_bytes;
+                if (strcmp(m->layers[i]->state, "done") == 0 ||
+                    strcmp(m->layers[i]->state, "cached") == 0)
+                        finished++;
+        }
+        char a[32], b[32];
+        if (p->tty)
+                fprintf(stderr, "\rpulling: %zu/%zu layers, %s / %s   ", finished, m->n_layers,
+                        cli_format_size(done, a), cli_format_size(total, b));
+        else if (finished != p->last_done)
+                fprintf(stderr, "pulling: %zu/%zu layers done\n", finished, m->n_layers);
+        p->last_done = finished;
+        if (m->image)
+                p->image_id = cli_strdup(m->image->id);
+}
+
+static void pull_on_close(struct rpc_stream *s, int status, const char *message, void *userdata) {
+        struct pull *p = userdata;
+        p->closed = true;
+        p->status = status;
+        p->message = cli_strdup(message ? message : "");
+}
+
+static int image_pull(struct cli_ctx *ctx, int argc, char **argv) {
+        static const struct option longopts[] = {CLI_COMMON_LONGOPTS, {}};
+        static const struct rpc_stream_callbacks cb = {.on_message = pull_on_message,
+                                                       .on_close = pull_on_close};
+        const char *cmd = "image pull", *usage = "REF";
+        int c;
+        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "h", longopts)) != -1)
+                return c == CLI_GETOPT_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+        if (argc - optind != 1)
+                return cli_usage_error(cmd, usage, "want exactly one REF");
+        if (cli_connect(ctx) < 0)
+                return CLI_EXIT_FAIL;
+        Warren__V1__PullImageRequest req = WARREN__V1__PULL_IMAGE_REQUEST__INIT;
+        req.ref = argv[optind];
+        struct pull p = {.tty = isatty(STDERR_FILENO)};
+        struct rpc_stream *s = NULL;
+        int r = rpc_stream_open(ctx->client, "/warren.v1.Images/PullImage",
+                                &warren__v1__pull_image_progress__descriptor, 0, &cb, &p, &s);
+        if (r < 0) {
+                fprintf(stderr, "warren: pull: %s\n", strerror(-r));
+                return CLI_EXIT_FAIL;
+        }
+        rpc_stream_send(s, &req.base);
+        rpc_stream_close_send(s);
+        r = rpc_client_run(ctx->client);
+        rpc_stream_free(s);
+        if (p.tty)
+                fputc('\n', stderr);
+        if (!p.closed) {
+                fprintf(stderr, "warren: pull: connection lost: %s\n",
+                        strerror(r < 0 ? -r : EPIPE));
+                return CLI_EXIT_FAIL;
+        }
+        if (p.status != 0) {
+                cli_print_status(p.status, p.message);
+                return CLI_EXIT_FAIL;
+        }
+        if (p.image_id)
+                printf("%s\n", p.image_id);
+        return CLI_EXIT_OK;
+}
+
+static int image_ls(struct cli_ctx *ctx, int argc, char **argv) {
+        static const struct option longopts[] = {
+                {"json", no_argument, NULL, OPT_JSON}, CLI_COMMON_LONGOPTS, {}};
+        const char *cmd = "image ls", *usage = "[--json]";
+        bool json = false;
+        int c;
+        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "h", longopts)) != -1) {
+                if (c == OPT_JSON)
+                        json = true;
+                else
+                        return c == CLI_GETOPT_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+        }
+        if (optind < argc)
+                return cli_usage_error(cmd, usage, "unexpected argument '%s'", argv[optind]);
+        Warren__V1__ListImagesRequest req = WARREN__V1__LIST_IMAGES_REQUEST__INIT;
+        Warren__V1__ListImagesResponse *resp = NULL;
+        int rc = cli_call(ctx, "/warren.v1.Images/ListImages", &req.base,
+                          &warren__v1__list_images_response__descriptor,
+                          (ProtobufCMessage **) &resp);
+        if (rc != CLI_EXIT_OK)
+                return rc;
+        if (json) {
+                cli_json_print_list((ProtobufCMessage *const *) resp->images, resp->n_images);
+        } else {
+                static const char *const headers[] = {"ID", "NAMES", "SIZE", "SOURCE", "CREATED"};
+                struct cli_table *t = cli_table_new(5, headers);
+                for (size_t i = 0; i < resp->n_images; i++) {
+                        Warren__V1__Image *img = resp->images[i];
+                        char idb[32], sz[32], tb[32];
+                        char *names = cli_strdup("");
+                        for (size_t k = 0; k < img->n_names; k++) {
+                                char *n = cli_alloc(strlen(names) + strlen(img->names[k]) + 2);
+                                sprintf(n, "%s%s%s", names, k ? "," : "", img->names[k]);
+                                names = n;
+                        }
+                        const char *row[] = {
+                                short_id(img->id, idb), names, cli_format_size(img->size_bytes, sz),
+                                img->source,
+                                cli_format_time(img->created_at ? img->created_at->unix_nanos : 0,
+                                                tb)};
+                        cli_table_add(t, row);
+                }
+                cli_table_print(t);
+        }
+        protobuf_c_message_free_unpacked(&resp->base, NULL);
+        return CLI_EXIT_OK;
+}
+
+static int image_get(struct cli_ctx *ctx, int argc, char **argv) {
+        static const struct option longopts[] = {CLI_COMMON_LONGOPTS, {}};
+        const char *cmd = "image get", *usage = "NAME|ID";
+        int c;
+        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "h", longopts)) != -1)
+                return c == CLI_GETOPT_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+        if (argc - optind != 1)
+                return cli_usage_error(cmd, usage, "want exactly one NAME|ID");
+        Warren__V1__GetImageRequest req = WARREN__V1__GET_IMAGE_REQUEST__INIT;
+        req.image = argv[optind];
+        Warren__V1__Image *img = NULL;
+        int rc = cli_call(ctx, "/warren.v1.Images/GetImage", &req.base,
+                          &warren__v1__image__descriptor, (ProtobufCMessage **) &img);
+        if (rc != CLI_EXIT_OK)
+                return rc;
+        cli_json_print(cli_json_from_message(&img->base));
+        protobuf_c_message_free_unpacked(&img->base, NULL);
+        return CLI_EXIT_OK;
+}
+
+static int image_rm(struct cli_ctx *ctx, int argc, char **argv) {
+        static const struct option longopts[] = {CLI_COMMON_LONGOPTS, {}};
+        const char *cmd = "image rm", *usage = "NAME|ID...";
+        int c;
+        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "h", longopts)) != -1)
+                return c == CLI_GETOPT_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+        if (optind >= argc)
+                return cli_usage_error(cmd, usage, "missing NAME|ID");
+        int rc = CLI_EXIT_OK;
+        for (int i = optind; i < argc; i++) {
+                Warren__V1__DeleteImageRequest req = WARREN__V1__DELETE_IMAGE_REQUEST__INIT;
+                req.image = argv[i];
+                ProtobufCMessage *resp = NULL;
+                if (cli_call(ctx, "/warren.v1.Images/DeleteImage", &req.base,
+                             &warren__v1__delete_image_response__descriptor,
+                             &resp) != CLI_EXIT_OK) {
+                        rc = CLI_EXIT_FAIL;
+                        continue;
+                }
+                protobuf_c_message_free_unpacked(resp, NULL);
+                printf("%s\n", argv[i]);
+        }
+        return rc;
+}
+
+int cli_cmd_image(struct cli_ctx *ctx, int argc, char **argv) {
+        static const struct cli_cmd cmds[] = {
+                {"import", "NAME FILE|-", "import a root-filesystem tarball", image_import},
+                {"pull", "REF", "pull an image from a registry", image_pull},
+                {"ls", "[--json]", "list images", image_ls},
+                {"get", "NAME|ID", "show one image as JSON", image_get},
+                {"rm", "NAME|ID...", "delete images", image_rm},
+        };
+        return cli_dispatch(ctx, "image", cmds, ELEMENTSOF(cmds), argc - 1, argv + 1);
+}

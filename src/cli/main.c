@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* warren: the command-line client of warrend. Global options, then a noun
+ * (sandbox, image, secret, volume) or a verb (version, exec, run). */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct cli_cmd top[] = {
+        {"version", "", "client and server versions", cli_cmd_version},
+        {"sandbox", "ls|create|get|rm ...", "manage sandboxes", cli_cmd_sandbox},
+        {"exec", "[-i] [-t] [-w DIR] [-e K=V]... [--timeout S] ID|NAME -- CMD...",
+         "run a command in a sandbox", cli_cmd_exec},
+        {"run", "[create options] IMAGE -- CMD...",
+         "create a sandbox, run a command in it, terminate it", cli_cmd_run},
+        {"image", "import|pull|ls|get|rm ...", "manage images", cli_cmd_image},
+        {"secret", "set|ls|rm ...", "manage secrets", cli_cmd_secret},
+        {"volume", "create|ls|info|rm|put|get|files|rm-file ...", "manage volumes", cli_cmd_volume},
+};
+
+static void print_cmds(FILE *f, const char *noun, const struct cli_cmd *cmds, size_t n) {
+        fprintf(f, "commands:\n");
+        for (size_t i = 0; i < n; i++)
+                fprintf(f, "  warren %s%s%-8s %s\n      %s\n", noun ? noun : "", noun ? " " : "",
+                        cmds[i].name, cmds[i].usage, cmds[i].help);
+}
+
+int cli_dispatch(struct cli_ctx *ctx, const char *noun, const struct cli_cmd *cmds, size_t n,
+                 int argc, char **argv) {
+        const char *name = argc > 0 ? argv[0] : NULL;
+        bool help = name && (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0 ||
+                             strcmp(name, "help") == 0);
+        if (!name || help) {
+                FILE *f = help ? stdout : stderr;
+                fprintf(f, "usage: warren %s%s<command> [options]\n", noun ? noun : "",
+                        noun ? " " : "[--addr A] [--tls] [--ca FILE] ");
+                print_cmds(f, noun, cmds, n);
+                if (!noun)
+                        fprintf(f,
+                                "environment: WARREN_ADDR (default %s), WARREN_TOKEN, "
+                                "WARREN_TLS_CA\n",
+                                CLI_DEFAULT_ADDR);
+                return help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (strcmp(cmds[i].name, name) == 0) {
+                        optind = 0; /* full getopt reset for the subcommand */
+                        return cmds[i].run(ctx, argc, argv);
+                }
+        fprintf(stderr, "warren%s%s: unknown command '%s'\n", noun ? " " : "", noun ? noun : "",
+                name);
+        print_cmds(stderr, noun, cmds, n);
+        return CLI_EXIT_USAGE;
+}
+
+int main(int argc, char **argv) {
+        static const struct option longopts[] = {CLI_COMMON_LONGOPTS, {}};
+        struct cli_ctx ctx = {
+                .addr = getenv("WARREN_ADDR"),
+                .ca_file = getenv("WARREN_TLS_CA"),
+                .token = getenv("WARREN_TOKEN"),
+        };
+        if (!ctx.addr || !ctx.addr[0])
+                ctx.addr = CLI_DEFAULT_ADDR;
+        if (ctx.ca_file && !ctx.ca_file[0])
+                ctx.ca_file = NULL;
+        if (ctx.token && !ctx.token[0])
+                ctx.token = NULL;
+        const char *tls_env = getenv("WARREN_TLS");
+        ctx.tls = ctx.ca_file || (tls_env && (strcmp(tls_env, "1") == 0));
+
+        /* A closed pipe on stdout must not kill us mid-write silently. */
+        signal(SIGPIPE, SIG_IGN);
+
+        int c = cli_getopt(&ctx, "", "[--addr A] [--tls] [--ca FILE] <command> ...", argc, argv,
+                           "+h", longopts);
+        if (c == CLI_GETOPT_HELP) {
+                return cli_dispatch(&ctx, NULL, top, ELEMENTSOF(top), 1,
+                                    (char *[]){(char *) "--help", NULL});
+        }
+        if (c == CLI_GETOPT_USAGE)
+                return CLI_EXIT_USAGE;
+
+        uv_loop_t loop;
+        if (uv_loop_init(&loop) < 0) {
+                fprintf(stderr, "warren: cannot initialise the event loop\n");
+                return CLI_EXIT_FAIL;
+        }
+        ctx.loop = &loop;
+        int rc = cli_dispatch(&ctx, NULL, top, ELEMENTSOF(top), argc - optind, argv + optind);
+        fflush(stdout);
+        rpc_client_free(ctx.client);
+        ctx.client = NULL;
+        /* Let handles closed above finish, then close the loop. */
+        uv_run(&loop, UV_RUN_NOWAIT);
+        (void) uv_loop_close(&loop);
+        cli_arena_free();
+        return rc;
+}
