@@ -112,7 +112,7 @@ def test_health_check(warrend):
         SERVING = health_pb2.HealthCheckResponse.SERVING
         for name in ("", "warren.v1.System", "warren.v1.Sandboxes", "warren.v1.Secrets",
                      "warren.v1.Volumes", "warren.v1.Identity", "grpc.health.v1.Health",
-                     "warren.v1.Diag"):
+                     "warren.v1.Images", "warren.v1.Diag"):
             r = h.Check(health_pb2.HealthCheckRequest(service=name), timeout=TIMEOUT)
             assert r.status == SERVING, name
         with pytest.raises(grpc.RpcError) as ei:
