@@ -19,7 +19,7 @@
 #include "rpc/h2.h"
 
 #define DEFAULT_MAX_MESSAGE (16u << 20)
-#define HIGH_WATER (1u << 20)
+#define HIGH_WATER (4u << 20)
 /* The server enforces grpc-timeout; the local timer is a backstop a little
  * later, so the server's DEADLINE_EXCEEDED normally wins. */
 #define LOCAL_DEADLINE_SLACK_MS 20
@@ -242,6 +242,8 @@ static void client_pump(struct rpc_client *c) {
                 deliver(st);
                 stream_unref(st);
         }
+        if (!c->pending_head && !c->freeing)
+                uv_idle_stop(&c->idle);
 }
 
 static void client_idle_cb(uv_idle_t *h) {
@@ -707,6 +709,7 @@ int rpc_client_new(uv_loop_t *loop, const struct rpc_client_config *cfg, struct 
         if (!c)
                 return err_set(e, -ENOMEM, "out of memory");
         c->loop = loop;
+        h2_malloc_tune();
         c->tls = tls;
         c->max_recv = cfg->max_recv_message ? cfg->max_recv_message : DEFAULT_MAX_MESSAGE;
         c->state = CONNECTING;
@@ -809,6 +812,8 @@ int rpc_client_unary(struct rpc_client *c, const char *path, const ProtobufCMess
                 rpc_stream_free(st);
                 return err_set(e, r, "%s: %s", path, strerror(-r));
         }
+        /* Not inside a loop callback: send right away. */
+        h2_conn_process(&c->h2);
         while (!u.done)
                 uv_run(c->loop, UV_RUN_ONCE);
         if (u.status != 0) {

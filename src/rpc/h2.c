@@ -2,6 +2,7 @@
 #include "rpc/h2.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,8 +41,8 @@ int h2_buf_append(struct h2_buf *b, const void *p, size_t n) {
 void h2_buf_consume(struct h2_buf *b, size_t n) {
         if (n >= b->len) {
                 b->len = 0;
-                /* Do not keep big buffers around on idle connections. */
-                if (b->cap > 256 * 1024) {
+                /* Keep the storage for the next burst, unless it is huge. */
+                if (b->cap > 4u * 1024 * 1024) {
                         free(b->data);
                         b->data = NULL;
                         b->cap = 0;
@@ -315,19 +316,22 @@ static void start_write(struct h2_conn *c) {
                 return;
         uv_buf_t b = uv_buf_init((char *) c->out.data, (unsigned) c->out.len);
         int n = uv_try_write(&c->io.stream, &b, 1);
-        if (n > 0)
-                h2_buf_consume(&c->out, (size_t) n);
-        else if (n < 0 && n != UV_EAGAIN) {
+        if (n < 0 && n != UV_EAGAIN) {
                 conn_fail(c, n);
                 return;
         }
-        if (c->out.len == 0)
+        size_t done = n > 0 ? (size_t) n : 0;
+        if (done == c->out.len) {
+                c->out.len = 0;
                 return;
+        }
+        /* Hand the rest to uv_write without moving it; fill the other
+         * buffer meanwhile. */
         struct h2_buf t = c->inflight;
         c->inflight = c->out;
         c->out = t;
         c->out.len = 0;
-        b = uv_buf_init((char *) c->inflight.data, (unsigned) c->inflight.len);
+        b = uv_buf_init((char *) c->inflight.data + done, (unsigned) (c->inflight.len - done));
         int r = uv_write(&c->wreq, &c->io.stream, &b, 1, write_cb);
         if (r < 0) {
                 conn_fail(c, r);
@@ -339,7 +343,7 @@ static void start_write(struct h2_conn *c) {
 static void write_cb(uv_write_t *req, int status) {
         struct h2_conn *c = req->handle->data;
         c->writing = false;
-        h2_buf_consume(&c->inflight, c->inflight.len);
+        c->inflight.len = 0;
         if (c->closing)
                 return;
         if (status < 0) {
@@ -384,6 +388,10 @@ void h2_conn_process(struct h2_conn *c) {
                         conn_fail(c, 0);
                 if (c->close_when_flushed && c->out.len == 0 && !c->writing)
                         h2_conn_close(c);
+                /* Everything asked for has been sent (or waits for the
+                 * socket): no need for another idle round. */
+                else if (c->ready && !c->closing)
+                        uv_idle_stop(&c->idle);
         }
         c->busy--;
         if (c->close_pending && c->busy == 0)
@@ -526,6 +534,15 @@ int h2_conn_start(struct h2_conn *c, nghttp2_session *session, SSL *ssl) {
         if (!SSL_is_server(ssl))
                 do_handshake(c);
         return 0;
+}
+
+void h2_malloc_tune(void) {
+        static bool done;
+        if (done)
+                return;
+        done = true;
+        mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024);
+        mallopt(M_TRIM_THRESHOLD, 16 * 1024 * 1024);
 }
 
 /* --- nghttp2 send callbacks --- */

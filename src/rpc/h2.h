@@ -150,6 +150,13 @@ void h2_conn_close(struct h2_conn *c);
 /* Close once everything queued has been written (GOAWAY, final trailers). */
 void h2_conn_close_when_flushed(struct h2_conn *c);
 
+/* Process-wide malloc tuning, once: messages of ~1 MiB are allocated and
+ * freed at a high rate; with glibc's defaults each one is a fresh mmap (or
+ * a heap trim and refault), which halves stream throughput. Raises the
+ * mmap threshold to 4 MiB and the trim threshold to 16 MiB (so at most
+ * 16 MiB of freed heap is retained). */
+void h2_malloc_tune(void);
+
 /* nghttp2 callbacks every session uses (session user_data = the conn). */
 void h2_callbacks_set_send(nghttp2_session_callbacks *cbs);
 /* SETTINGS + connection window every session sends first. */

@@ -21,7 +21,7 @@
 #include "rpc/h2.h"
 
 #define DEFAULT_MAX_MESSAGE (16u << 20)
-#define DEFAULT_HIGH_WATER (1u << 20)
+#define DEFAULT_HIGH_WATER (4u << 20)
 #define MAX_METADATA 64
 
 struct listener {
@@ -528,6 +528,8 @@ static void server_pump(struct rpc_server *s) {
                 deliver(call);
                 call_unref(call);
         }
+        if (!s->pending_head && !s->handles_closing)
+                uv_idle_stop(&s->idle);
         server_maybe_done(s);
 }
 
@@ -897,6 +899,7 @@ int rpc_server_new(uv_loop_t *loop, const struct rpc_server_config *cfg, struct 
         if (!s)
                 return err_set(e, -ENOMEM, "out of memory");
         s->loop = loop;
+        h2_malloc_tune();
         if (cfg)
                 s->cfg = *cfg;
         if (!s->cfg.max_recv_message)
