@@ -164,7 +164,11 @@ static void watch_free(struct rpc_call *call) {
 }
 
 void api_health_shutdown(struct api_ctx *ctx) {
-        if (!ctx || !ctx->health)
+        if (!ctx)
+                return;
+        if (!ctx->health)
+                ctx->health = calloc(1, sizeof(*ctx->health));
+        if (!ctx->health)
                 return;
         struct api_health *h = ctx->health;
         h->shutting_down = true;
