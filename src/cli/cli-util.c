@@ -192,7 +192,10 @@ int cli_call(struct cli_ctx *ctx, const char *path, const ProtobufCMessage *req,
                 return CLI_EXIT_FAIL;
         }
         if (r < 0) {
-                fprintf(stderr, "warren: %s: %s\n", path, e.msg[0] ? e.msg : strerror(-r));
+                fprintf(stderr,
+                        "warren: %s — the connection to %s failed; if the daemon listens with "
+                        "TLS pass --tls/--ca (WARREN_TLS_CA)\n",
+                        e.msg[0] ? e.msg : strerror(-r), ctx->addr);
                 return CLI_EXIT_FAIL;
         }
         return CLI_EXIT_OK;
