@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* runtime: create and destroy isolated sandboxes.
+ *
+ * A sandbox is one warren-init process (PID 1 of a fresh pid namespace) in
+ * new mount, pid, uts, ipc, net and cgroup namespaces, on an overlayfs root
+ * (read-only image layers + a writable upper dir), inside its own cgroup(s),
+ * with a reduced capability set, no_new_privs and a seccomp allowlist. The
+ * daemon talks to init over the control socket at rt_sandbox_ctl_path()
+ * (protocol: src/init/ctl-proto.h, client: src/runtime/ctl.h).
+ *
+ * Control socket contract with warren-init: before clone the runtime binds a
+ * listening AF_UNIX SOCK_SEQPACKET socket at <cfg->dir>/ctl.sock (mode 0600;
+ * the host path is not reachable from inside the sandbox) and hands it to
+ * init as fd 3 (not CLOEXEC). init runs with argv ["warren-init"] and an
+ * environment holding only WARREN_SANDBOX_ID=<id>. Its stdin is /dev/null;
+ * stdout/stderr are /dev/null or cfg->log_fd.
+ *
+ * Threading: functions on one struct rt_sandbox must not run concurrently;
+ * different sandboxes may be created from different threads. No function
+ * waits for a grace period: rt_sandbox_create() returns once init has been
+ * exec'd (a few ms), rt_sandbox_destroy() only SIGKILLs and reaps. Graceful
+ * stop = rt_sandbox_kill(SIGTERM), wait on rt_sandbox_pidfd() in the event
+ * loop with a timer, then rt_sandbox_destroy().
+ *
+ * The library does everything in the child between clone and exec with raw
+ * syscalls only (no malloc, no locks), so it is safe to call from a
+ * multi-threaded process. Requires root (CAP_SYS_ADMIN in the initial user
+ * namespace), Linux >= 5.12 (openat2, the new mount API, mount_setattr,
+ * pidfds) and overlayfs. cgroups v1 (legacy/hybrid layout) and v2 are both
+ * supported behind the same interface. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "basic/err.h"
+
+/* Defaults taken when a limit is 0. */
+#define RT_DEFAULT_MEMORY (1ULL << 30)  /* 1 GiB, swap off */
+#define RT_DEFAULT_CPU 1000u            /* millicores: one core */
+#define RT_DEFAULT_PIDS 1024u           /* cgroup pids.max */
+#define RT_DEFAULT_TMPFS (256ULL << 20) /* /tmp; /run and /dev/shm get 64 MiB */
+#define RT_DEFAULT_NOFILE 1024u         /* RLIMIT_NOFILE soft and hard */
+
+/* Resource limits; 0 selects the default above. */
+struct rt_limits {
+        uint64_t memory_bytes;   /* memory limit; swap is disabled */
+        uint32_t cpu_millicores; /* CFS quota: 500 = half a core */
+        uint32_t pids_max;       /* processes and threads */
+        uint64_t tmp_bytes;      /* size of the /tmp tmpfs */
+        uint32_t nofile;         /* RLIMIT_NOFILE (clamped to the caller's hard limit) */
+};
+
+/* Which cgroup hierarchy to use. AUTO: v2 when /sys/fs/cgroup is cgroup2,
+ * else v1 (legacy or hybrid layout). V2 on a hybrid host uses the unified
+ * hierarchy mounted at /sys/fs/cgroup/unified (then limits are refused
+ * unless their controllers are available there). */
+enum rt_cgroup_mode {
+        RT_CGROUP_AUTO = 0,
+        RT_CGROUP_V1 = 1,
+        RT_CGROUP_V2 = 2,
+};
+
+struct rt_sandbox_config {
+        /* Sandbox id: [A-Za-z0-9][A-Za-z0-9_.-]{0,63}; names the cgroup. */
+        const char *id;
+        /* Host dir of this sandbox (created if missing, mode 0700):
+         * upper/, work/, rootfs/, ctl.sock. Must be on a filesystem that can
+         * hold an overlayfs upper dir (ext4, xfs, btrfs; not overlayfs).
+         * rt_sandbox_destroy() removes it entirely. */
+        const char *dir;
+        /* Read-only lower dirs, top-most first; at least one. */
+        const char *const *layers;
+        size_t n_layers;
+        /* Hostname; NULL = the id. */
+        const char *hostname;
+        /* Host path of the static warren-init binary. */
+        const char *init_path;
+        struct rt_limits limits;
+        /* Content of /etc/resolv.conf in the sandbox; NULL = a file that
+         * names no resolver. */
+        const char *resolv_conf;
+        /* fd that receives init's stdout and stderr (debugging); values
+         * <= 2 mean /dev/null. Not taken over. */
+        int log_fd;
+        enum rt_cgroup_mode cgroup_mode;
+        /* Apply no cgroup limits (only processes are grouped and killed).
+         * For hosts whose cgroup v2 hierarchy has no controllers; tests. */
+        bool unlimited;
+        /* Later: volumes, an array of {host_dir, path, read_only}. */
+};
+
+struct rt_usage {
+        double cpu_seconds;
+        uint64_t memory_bytes;      /* current */
+        uint64_t memory_peak_bytes; /* 0 when the kernel does not track it */
+        uint32_t pids;
+};
+
+struct rt_sandbox;
+
+/* Create and start a sandbox as described by cfg (which is copied; the
+ * caller keeps ownership of its strings). On success *ret owns: the
+ * sandbox's cgroup(s), the init process (reaped by rt_sandbox_destroy()),
+ * its pidfd, and cfg->dir with its contents; init is running (exec'd).
+ * Errors (negative errno, context in e, "create sandbox: ..."):
+ *   -EINVAL bad config (id, missing layers/init_path), -ENODEV overlayfs
+ *   missing, -ENOENT/-EOPNOTSUPP cgroup controller missing, -EEXIST a
+ *   cgroup for this id exists, -ENAMETOOLONG, any errno of a failing step
+ *   in the child ("create sandbox: mount /proc: Operation not permitted").
+ * On failure nothing is left behind (cgroups, init, mounts) except cfg->dir
+ * itself when it existed before the call. */
+int rt_sandbox_create(const struct rt_sandbox_config *cfg, struct rt_sandbox **ret,
+                      struct wr_err *e);
+
+/* The host pid of the sandbox's init; 0 after it was reaped. */
+pid_t rt_sandbox_pid(const struct rt_sandbox *sb);
+
+/* A pidfd for init (owned by sb; do not close). Pollable: readable once
+ * init exited. -EBADF after rt_sandbox_destroy(). */
+int rt_sandbox_pidfd(const struct rt_sandbox *sb);
+
+/* Host path of the control socket (<dir>/ctl.sock). Owned by sb. */
+const char *rt_sandbox_ctl_path(const struct rt_sandbox *sb);
+
+/* The sandbox's id and host dir. Owned by sb. */
+const char *rt_sandbox_id(const struct rt_sandbox *sb);
+const char *rt_sandbox_dir(const struct rt_sandbox *sb);
+
+/* Send a signal. SIGKILL goes to every process of the sandbox (cgroup.kill
+ * on v2, freeze + kill each pid + thaw on v1, and init's pidfd); any other
+ * signal goes to init only, which forwards it. Does not wait.
+ * Returns 0, -ESRCH when init is already gone (SIGKILL: still 0), or the
+ * errno of the failing write. */
+int rt_sandbox_kill(struct rt_sandbox *sb, int sig);
+
+/* Non-blocking: reap init if it has exited. Returns 1 and stores its wait
+ * status in *status (may be NULL) when init is (now or already) reaped, 0
+ * while it runs, negative errno on failure. */
+int rt_sandbox_reap(struct rt_sandbox *sb, int *status);
+
+/* Tear the sandbox down: SIGKILL every process, reap init (SIGKILLed
+ * processes die promptly; no grace period is waited), remove the cgroups,
+ * unmount anything left on the host side and remove cfg->dir recursively
+ * (never following symlinks or crossing into other mounts). Idempotent:
+ * calling it again after success returns 0. sb stays valid until
+ * rt_sandbox_free(). Errors: negative errno with context in e (a step that
+ * failed can be retried by calling again). */
+int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e);
+
+/* Free the handle. Does not stop the sandbox (a daemon that exits leaves
+ * sandboxes running); call rt_sandbox_destroy() first to stop it. Closes
+ * the pidfd. Accepts NULL. */
+void rt_sandbox_free(struct rt_sandbox *sb);
+
+/* Clean up after a sandbox this process holds no handle for (daemon
+ * restart: its init died, or it is not wanted any more): SIGKILL every
+ * process in its cgroup (repeatedly until empty), remove the cgroup(s) and
+ * dir (may be NULL). Idempotent; 0 when nothing is left. */
+int rt_sandbox_cleanup(const char *id, const char *dir, enum rt_cgroup_mode mode, struct wr_err *e);
+
+/* Current resource usage from the cgroup. Returns 0 or negative errno. */
+int rt_sandbox_usage(const struct rt_sandbox *sb, struct rt_usage *u);
+
+/* Check what the host lacks for sandboxes (root, overlayfs, openat2, new
+ * mount API, cgroup controllers for mode). Returns 0, or a negative errno
+ * with a clear message in e. Cheap after the first call. */
+int rt_host_check(enum rt_cgroup_mode mode, struct wr_err *e);
+
+/* --- pure helpers (no side effects; also used by API glue and tools) --- */
+
+/* True when id is a valid sandbox id (see rt_sandbox_config.id). */
+bool rt_id_valid(const char *id);
+
+/* Parse a memory size: bytes ("1048576"), or a number with a suffix
+ * k/K/Ki, m/M/Mi, g/G/Gi, t/T/Ti (all binary, 1024-based; "B" after it is
+ * accepted). Returns 0, or -EINVAL (malformed), -ERANGE (overflow, or 0). */
+int rt_memory_parse(const char *s, uint64_t *ret);
+
+/* Parse CPU: cores ("2", "0.5", up to 3 decimals) or millicores ("500m").
+ * Returns 0 and millicores, or -EINVAL / -ERANGE (0 or > 1,000,000 cores). */
+int rt_cpu_parse(const char *s, uint32_t *ret_millicores);

@@ -1,0 +1,558 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Sandbox lifecycle, parent side: prepare, clone3, wait for the exec,
+ * signal, reap, tear down. The child's half is child.c. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runtime/runtime-internal.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+struct rt_sandbox {
+        char *id;
+        char *dir;
+        char *ctl_path;
+        struct rt_cgroup *cg;
+        pid_t pid;
+        int pidfd;
+        bool reaped;
+        int status;
+        bool destroyed;
+        unsigned made; /* during create: MADE_* bits of what this call created */
+};
+
+enum {
+        MADE_DIR = 1u << 0, /* cfg->dir itself */
+        MADE_SUB = 1u << 1, /* bit i+1: subdirs[i] */
+        MADE_SOCK = 1u << 4,
+};
+
+static const struct {
+        const char *name;
+        mode_t mode;
+} subdirs[] = {{"upper", 0755}, {"work", 0700}, {"rootfs", 0755}};
+
+/* ---- non-dumpable while creating (refcounted across threads) ---- */
+
+static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned dump_holders;
+static int dump_saved;
+
+static void dumpable_hold(void) {
+        pthread_mutex_lock(&dump_lock);
+        if (dump_holders++ == 0) {
+                dump_saved = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+                (void) prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        }
+        pthread_mutex_unlock(&dump_lock);
+}
+
+static void dumpable_release(void) {
+        pthread_mutex_lock(&dump_lock);
+        if (--dump_holders == 0 && dump_saved > 0)
+                (void) prctl(PR_SET_DUMPABLE, dump_saved, 0, 0, 0);
+        pthread_mutex_unlock(&dump_lock);
+}
+
+/* ---- host check ---- */
+
+static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool host_ok[3];
+
+int rt_host_check(enum rt_cgroup_mode mode, struct wr_err *e) {
+        if ((unsigned) mode > RT_CGROUP_V2)
+                return err_set(e, -EINVAL, "bad cgroup mode");
+        pthread_mutex_lock(&host_lock);
+        bool ok = host_ok[mode];
+        pthread_mutex_unlock(&host_lock);
+        if (ok)
+                return 0;
+
+        if (geteuid() != 0)
+                return err_set(e, -EPERM, "sandboxes need root (running as uid %u)",
+                               (unsigned) geteuid());
+        int fd = sys_openat2(AT_FDCWD, "/", O_PATH | O_CLOEXEC, RESOLVE_IN_ROOT);
+        if (fd < 0)
+                return err_set(e, -errno, "kernel lacks openat2 (Linux >= 5.6 needed): %m");
+        close(fd);
+        fd = sys_fsopen("overlay", FSOPEN_CLOEXEC);
+        if (fd < 0) {
+                if (errno == ENOSYS)
+                        return err_set(e, -ENOSYS,
+                                       "kernel lacks the new mount API (Linux >= 5.2 needed)");
+                if (errno == ENODEV)
+                        return err_set(e, -ENODEV,
+                                       "overlayfs is not available on this host (modprobe "
+                                       "overlay; CONFIG_OVERLAY_FS)");
+                return err_set(e, -errno, "fsopen overlay: %m");
+        }
+        close(fd);
+        struct rt_mount_attr a = {0};
+        if (sys_mount_setattr(-1, "", 0, &a) < 0 && errno == ENOSYS)
+                return err_set(e, -ENOSYS, "kernel lacks mount_setattr (Linux >= 5.12 needed)");
+        char root[PATH_MAX];
+        int m = rt_cgroup_detect(mode, root, sizeof(root), e);
+        if (m < 0)
+                return m;
+        if (m == RT_CGROUP_V1) {
+                static const char *const need[] = {"memory", "cpu", "pids", "freezer"};
+                for (size_t i = 0; i < ELEMENTSOF(need); i++) {
+                        char p[PATH_MAX];
+                        snprintf(p, sizeof(p), "%s/%s/cgroup.procs", root, need[i]);
+                        if (access(p, W_OK) < 0)
+                                return err_set(e, -ENOENT,
+                                               "cgroup v1 controller %s is not mounted at %s/%s",
+                                               need[i], root, need[i]);
+                }
+        }
+        pthread_mutex_lock(&host_lock);
+        host_ok[mode] = true;
+        pthread_mutex_unlock(&host_lock);
+        return 0;
+}
+
+/* ---- config checks ---- */
+
+static bool hostname_valid(const char *h) {
+        size_t n = strlen(h);
+        if (n == 0 || n > 64)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (h[i] <= ' ' || h[i] > '~' || h[i] == '/')
+                        return false;
+        return true;
+}
+
+static int config_check(const struct rt_sandbox_config *cfg, struct wr_err *e) {
+        if (!cfg || !rt_id_valid(cfg->id))
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "invalid sandbox id");
+        if (!cfg->dir || cfg->dir[0] != '/' || strlen(cfg->dir) > PATH_MAX - 64)
+                return err_set(e, -EINVAL, "sandbox dir must be an absolute path");
+        if (!cfg->init_path || !cfg->init_path[0])
+                return err_set(e, -EINVAL, "no warren-init path");
+        if (cfg->n_layers == 0 || !cfg->layers)
+                return err_set(e, -EINVAL, "a sandbox needs at least one layer");
+        for (size_t i = 0; i < cfg->n_layers; i++) {
+                struct stat st;
+                if (!cfg->layers[i] || cfg->layers[i][0] != '/')
+                        return err_set(e, -EINVAL, "layer %zu is not an absolute path", i);
+                if (stat(cfg->layers[i], &st) < 0)
+                        return err_set(e, -errno, "layer %s: %m", cfg->layers[i]);
+                if (!S_ISDIR(st.st_mode))
+                        return err_set(e, -ENOTDIR, "layer %s is not a directory", cfg->layers[i]);
+        }
+        if (cfg->hostname && !hostname_valid(cfg->hostname))
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "invalid hostname");
+        if (cfg->resolv_conf && strlen(cfg->resolv_conf) > 64 * 1024)
+                return err_set(e, -E2BIG, "resolv.conf content too large");
+        return 0;
+}
+
+/* ---- the control socket ---- */
+
+static int ctl_listen(int dirfd, const char *path, struct wr_err *e) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        (void) unlinkat(dirfd, "ctl.sock", 0);
+        if (strlen(path) < sizeof(sa.sun_path))
+                snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        else /* long state dirs: bind through the directory fd */
+                snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/ctl.sock", dirfd);
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return err_set(e, -errno, "control socket: %m");
+        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                return err_set(e, -errno, "bind %s: %m", path);
+        if (fchmodat(dirfd, "ctl.sock", 0600, 0) < 0)
+                return err_set(e, -errno, "chmod %s: %m", path);
+        if (listen(fd, 64) < 0)
+                return err_set(e, -errno, "listen %s: %m", path);
+        return TAKE_FD(fd);
+}
+
+/* ---- create ---- */
+
+static char *join(const char *a, const char *b) {
+        char *s;
+        return asprintf(&s, "%s/%s", a, b) < 0 ? NULL : s;
+}
+
+static char *lowerdir_string(const struct rt_sandbox_config *cfg) {
+        size_t cap = 1;
+        for (size_t i = 0; i < cfg->n_layers; i++)
+                cap += 2 * strlen(cfg->layers[i]) + 1;
+        char *s = malloc(cap), *p = s;
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < cfg->n_layers; i++) {
+                if (i)
+                        *p++ = ':';
+                int n = rt_overlay_escape(cfg->layers[i], p, cap - (size_t) (p - s));
+                if (n < 0) {
+                        free(s);
+                        return NULL;
+                }
+                p += n;
+        }
+        *p = 0;
+        return s;
+}
+
+static void sandbox_free_fields(struct rt_sandbox *sb) {
+        free(sb->id);
+        free(sb->dir);
+        free(sb->ctl_path);
+        rt_cgroup_free(sb->cg);
+        closep(&sb->pidfd);
+        free(sb);
+}
+
+void rt_sandbox_free(struct rt_sandbox *sb) {
+        if (sb)
+                sandbox_free_fields(sb);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct rt_sandbox *, rt_sandbox_free);
+
+static int remove_dir(const char *dir) {
+        _cleanup_free_ char *copy = strdup(dir), *copy2 = strdup(dir);
+        if (!copy || !copy2)
+                return -ENOMEM;
+        const char *parent = dirname(copy), *base = basename(copy2);
+        _cleanup_close_ int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (pfd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        return rt_rm_rf_at(pfd, base);
+}
+
+static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, struct wr_err *e) {
+        const struct rt_policy *policy;
+        int r;
+
+        if ((r = config_check(cfg, e)) < 0)
+                return r;
+        if ((r = rt_host_check(cfg->cgroup_mode, e)) < 0)
+                return r;
+        if ((r = rt_policy_get(&policy, e)) < 0)
+                return r;
+        int init_fd = rt_init_memfd(cfg->init_path, e);
+        if (init_fd < 0)
+                return init_fd;
+
+        /* the sandbox dir */
+        if (mkdir(cfg->dir, 0700) == 0)
+                sb->made |= MADE_DIR;
+        else if (errno != EEXIST)
+                return err_set(e, -errno, "mkdir %s: %m", cfg->dir);
+        _cleanup_close_ int dirfd = open(cfg->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dirfd < 0)
+                return err_set(e, -errno, "open %s: %m", cfg->dir);
+        for (size_t i = 0; i < ELEMENTSOF(subdirs); i++) {
+                if (mkdirat(dirfd, subdirs[i].name, subdirs[i].mode) == 0)
+                        sb->made |= MADE_SUB << i;
+                else if (errno != EEXIST)
+                        return err_set(e, -errno, "mkdir %s/%s: %m", cfg->dir, subdirs[i].name);
+        }
+        _cleanup_free_ char *rootfs = join(cfg->dir, "rootfs");
+        _cleanup_free_ char *upper = join(cfg->dir, "upper");
+        _cleanup_free_ char *work = join(cfg->dir, "work");
+        _cleanup_free_ char *lowerdir = lowerdir_string(cfg);
+        if (!rootfs || !upper || !work || !lowerdir)
+                return err_set(e, -ENOMEM, "out of memory");
+
+        if (faccessat(dirfd, "ctl.sock", F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+                return err_set(e, -EEXIST, "%s exists: is the sandbox running?", sb->ctl_path);
+        _cleanup_close_ int ctl_fd = ctl_listen(dirfd, sb->ctl_path, e);
+        if (ctl_fd < 0)
+                return ctl_fd;
+        sb->made |= MADE_SOCK;
+
+        r = rt_cgroup_create(cfg->id, cfg->cgroup_mode, cfg->unlimited ? NULL : &cfg->limits,
+                             &sb->cg, e);
+        if (r < 0)
+                return r;
+
+        struct rt_child c = {
+                .cfg = cfg,
+                .policy = policy,
+                .ctl_fd = ctl_fd,
+                .init_fd = init_fd,
+                .rootfs = rootfs,
+                .log_fd = cfg->log_fd,
+                .upper = upper,
+                .work = work,
+                .lowerdir = lowerdir,
+                .hostname = cfg->hostname ? cfg->hostname : cfg->id,
+                .resolv_conf = cfg->resolv_conf
+                                       ? cfg->resolv_conf
+                                       : "# warren: no resolver configured for this sandbox\n",
+        };
+        c.n_cg_fds = rt_cgroup_join_fds(sb->cg, c.cg_fds, ELEMENTSOF(c.cg_fds));
+        c.unshare_cgroupns = rt_cgroup_mode_of(sb->cg) == RT_CGROUP_V1;
+        snprintf(c.hosts, sizeof(c.hosts),
+                 "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+                 "127.0.1.1\t%s\n",
+                 c.hostname);
+        snprintf(c.tmp_opt, sizeof(c.tmp_opt), "%llu",
+                 (unsigned long long) (cfg->limits.tmp_bytes ? cfg->limits.tmp_bytes
+                                                             : RT_DEFAULT_TMPFS));
+        snprintf(c.env_id, sizeof(c.env_id), "WARREN_SANDBOX_ID=%s", cfg->id);
+        struct rlimit cur;
+        rlim_t nofile = cfg->limits.nofile ? cfg->limits.nofile : RT_DEFAULT_NOFILE;
+        if (getrlimit(RLIMIT_NOFILE, &cur) == 0 && cur.rlim_max < nofile)
+                nofile = cur.rlim_max;
+        c.nofile.rlim_cur = c.nofile.rlim_max = nofile;
+
+        int errpipe[2];
+        if (pipe2(errpipe, O_CLOEXEC) < 0)
+                return err_set(e, -errno, "pipe: %m");
+        c.err_fd = errpipe[1];
+
+        struct rt_clone_args args = {
+                .flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET |
+                         CLONE_PIDFD,
+                .exit_signal = 0, /* no SIGCHLD: waitpid(-1) elsewhere cannot reap init */
+        };
+        int pidfd = -EBADF;
+        args.pidfd = (uint64_t) (uintptr_t) &pidfd;
+        if (rt_cgroup_mode_of(sb->cg) == RT_CGROUP_V2) {
+                args.flags |= CLONE_NEWCGROUP | CLONE_INTO_CGROUP;
+                args.cgroup = (uint64_t) rt_cgroup_dirfd(sb->cg);
+        }
+
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        dumpable_hold();
+        long pid = sys_clone3(&args);
+        if (pid == 0)
+                rt_child_run(&c); /* never returns */
+        int clone_errno = errno;
+        dumpable_release();
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        close(errpipe[1]);
+        if (pid < 0) {
+                close(errpipe[0]);
+                return err_set(e, -clone_errno, "clone3: %s", strerror(clone_errno));
+        }
+        sb->pid = (pid_t) pid;
+        sb->pidfd = pidfd;
+
+        struct wr_err child_err;
+        size_t got = 0;
+        while (got < sizeof(child_err)) {
+                ssize_t n = read(errpipe[0], (char *) &child_err + got, sizeof(child_err) - got);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                got += (size_t) n;
+        }
+        close(errpipe[0]);
+        if (got == 0)
+                return 0; /* the pipe closed on exec: init runs */
+
+        /* the child failed and _exit()s; reap it */
+        siginfo_t si;
+        (void) RETRY_EINTR(waitid(P_PIDFD, (id_t) sb->pidfd, &si, WEXITED | __WALL));
+        sb->reaped = true;
+        sb->pid = 0;
+        if (got != sizeof(child_err) || child_err.code >= 0)
+                return err_set(e, -EIO, "sandbox child failed without a report");
+        child_err.msg[sizeof(child_err.msg) - 1] = 0;
+        if (e)
+                *e = child_err;
+        return child_err.code;
+}
+
+int rt_sandbox_create(const struct rt_sandbox_config *cfg, struct rt_sandbox **ret,
+                      struct wr_err *e) {
+        _cleanup_(rt_sandbox_freep) struct rt_sandbox *sb = calloc(1, sizeof(*sb));
+        if (!sb)
+                return err_set(e, -ENOMEM, "create sandbox: out of memory");
+        sb->pidfd = -EBADF;
+        if (cfg && cfg->id && cfg->dir) {
+                sb->id = strdup(cfg->id);
+                sb->dir = strdup(cfg->dir);
+                sb->ctl_path = join(cfg->dir, "ctl.sock");
+                if (!sb->id || !sb->dir || !sb->ctl_path)
+                        return err_set(e, -ENOMEM, "create sandbox: out of memory");
+        }
+        int r = create(cfg, sb, e);
+        if (r < 0) {
+                struct wr_err ignored = {0};
+                /* the child never got past exec, so nothing but init runs;
+                 * undo exactly what this call made */
+                if (!sb->reaped && sb->pidfd >= 0) {
+                        (void) rt_sandbox_kill(sb, SIGKILL);
+                        siginfo_t si;
+                        (void) RETRY_EINTR(
+                                waitid(P_PIDFD, (id_t) sb->pidfd, &si, WEXITED | __WALL));
+                        sb->reaped = true;
+                }
+                if (sb->cg)
+                        (void) rt_cgroup_remove(sb->cg, &ignored);
+                if (sb->made & MADE_DIR) {
+                        (void) remove_dir(sb->dir);
+                } else if (sb->made) {
+                        _cleanup_close_ int dfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                        for (size_t i = 0; dfd >= 0 && i < ELEMENTSOF(subdirs); i++)
+                                if (sb->made & (MADE_SUB << i))
+                                        (void) rt_rm_rf_at(dfd, subdirs[i].name);
+                        if (dfd >= 0 && (sb->made & MADE_SOCK))
+                                (void) unlinkat(dfd, "ctl.sock", 0);
+                }
+                return err_prefix(e, r, "create sandbox");
+        }
+        sb->made = 0;
+        *ret = TAKE_PTR(sb);
+        return 0;
+}
+
+/* ---- accessors ---- */
+
+pid_t rt_sandbox_pid(const struct rt_sandbox *sb) {
+        return sb->reaped ? 0 : sb->pid;
+}
+int rt_sandbox_pidfd(const struct rt_sandbox *sb) {
+        return sb->pidfd;
+}
+const char *rt_sandbox_ctl_path(const struct rt_sandbox *sb) {
+        return sb->ctl_path;
+}
+const char *rt_sandbox_id(const struct rt_sandbox *sb) {
+        return sb->id;
+}
+const char *rt_sandbox_dir(const struct rt_sandbox *sb) {
+        return sb->dir;
+}
+
+int rt_sandbox_usage(const struct rt_sandbox *sb, struct rt_usage *u) {
+        if (!sb->cg)
+                return -ENOENT;
+        return rt_cgroup_usage(sb->cg, u);
+}
+
+/* ---- signals and teardown ---- */
+
+int rt_sandbox_kill(struct rt_sandbox *sb, int sig) {
+        if (sig == SIGKILL) {
+                if (sb->cg)
+                        (void) rt_cgroup_kill(sb->cg, SIGKILL);
+                if (!sb->reaped && sb->pidfd >= 0)
+                        (void) sys_pidfd_send_signal(sb->pidfd, SIGKILL);
+                return 0;
+        }
+        if (sb->reaped || sb->pidfd < 0)
+                return -ESRCH;
+        if (sys_pidfd_send_signal(sb->pidfd, sig) < 0)
+                return -errno;
+        return 0;
+}
+
+int rt_sandbox_reap(struct rt_sandbox *sb, int *status) {
+        if (!sb->reaped) {
+                if (sb->pidfd < 0)
+                        return -EBADF;
+                siginfo_t si = {0};
+                if (RETRY_EINTR(
+                            waitid(P_PIDFD, (id_t) sb->pidfd, &si, WEXITED | WNOHANG | __WALL)) < 0)
+                        return -errno;
+                if (si.si_pid == 0)
+                        return 0;
+                sb->reaped = true;
+                sb->status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0)
+                                                      : (si.si_status & 0x7f);
+        }
+        if (status)
+                *status = sb->status;
+        return 1;
+}
+
+int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e) {
+        int r;
+        if (sb->destroyed)
+                return 0;
+        if (!sb->reaped && sb->pidfd >= 0) {
+                (void) rt_sandbox_kill(sb, SIGKILL);
+                /* SIGKILLed: the pid namespace dies promptly, init last */
+                siginfo_t si = {0};
+                if (RETRY_EINTR(waitid(P_PIDFD, (id_t) sb->pidfd, &si, WEXITED | __WALL)) < 0 &&
+                    errno != ECHILD)
+                        return err_set(e, -errno, "destroy sandbox %s: reap init: %m", sb->id);
+                sb->reaped = true;
+                sb->status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0)
+                                                      : (si.si_status & 0x7f);
+        }
+        if (sb->cg) {
+                /* stragglers (none expected once the pid namespace is gone) */
+                if (rt_cgroup_nprocs(sb->cg) > 0)
+                        (void) rt_cgroup_kill(sb->cg, SIGKILL);
+                r = rt_cgroup_remove(sb->cg, e);
+                if (r < 0)
+                        return err_prefix(e, r, "destroy sandbox %s", sb->id);
+        }
+        if (sb->dir) {
+                _cleanup_free_ char *rootfs = join(sb->dir, "rootfs");
+                /* the overlay lives in the sandbox's own mount namespace; a
+                 * host-side mount here would be a leftover of something else */
+                if (rootfs && umount2(rootfs, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 &&
+                    errno != EINVAL && errno != ENOENT)
+                        return err_set(e, -errno, "destroy sandbox %s: unmount %s: %m", sb->id,
+                                       rootfs);
+                r = remove_dir(sb->dir);
+                if (r < 0)
+                        return err_set(e, r, "destroy sandbox %s: remove %s: %s", sb->id, sb->dir,
+                                       strerror(-r));
+        }
+        closep(&sb->pidfd);
+        sb->pidfd = -EBADF;
+        sb->destroyed = true;
+        return 0;
+}
+
+int rt_sandbox_cleanup(const char *id, const char *dir, enum rt_cgroup_mode mode,
+                       struct wr_err *e) {
+        struct rt_cgroup *cg = NULL;
+        struct wr_err ignored = {0};
+        int r = rt_cgroup_open(id, mode, &cg, &ignored);
+        if (r >= 0) {
+                /* kill until empty: a fork racing the first pass is frozen by
+                 * the next one */
+                for (int i = 0; i < 100 && rt_cgroup_nprocs(cg) > 0; i++) {
+                        (void) rt_cgroup_kill(cg, SIGKILL);
+                        struct timespec ts = {0, 1000000};
+                        nanosleep(&ts, NULL);
+                }
+                r = rt_cgroup_remove(cg, e);
+                rt_cgroup_free(cg);
+                if (r < 0)
+                        return err_prefix(e, r, "clean up sandbox %s", id);
+        } else if (r != -ENOENT) {
+                return err_set(e, r, "clean up sandbox %s: %s", id, ignored.msg);
+        }
+        if (dir) {
+                r = remove_dir(dir);
+                if (r < 0)
+                        return err_set(e, r, "clean up sandbox %s: remove %s: %s", id, dir,
+                                       strerror(-r));
+        }
+        return 0;
+}
