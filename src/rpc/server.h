@@ -74,7 +74,8 @@ struct rpc_server_config {
         size_t max_recv_message;
         /* Largest response message; 0 = default (16 MiB). */
         size_t max_send_message;
-        /* Queue size above which rpc_call_send returns 1; 0 = 1 MiB. */
+        /* Queue size above which rpc_call_send returns 1; 0 = 4 MiB (so that
+         * 1 MiB messages still pipeline). */
         size_t send_high_water;
         /* PEM files; both set = TLS (ALPN h2) available to listeners. */
         const char *tls_cert;

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Run every benchmark and print the numbers.
+#   bench/run.sh [BUILD_DIR]   (default: build)
+# Starts its own server: BUILD/src/daemon/warrend --enable-diag when it
+# exists and starts, else the RPC layer's BUILD/tests/tools/wr-diag-server.
+# Everything stays on a temp dir's unix socket and 127.0.0.1.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-build}
+case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
+PYTHON=${PYTHON:-python3}
+TMP=$(mktemp -d /tmp/warren-bench.XXXXXX)
+SOCK="$TMP/warren.sock"
+PORT=$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+SRV_PID=""
+
+cleanup() {
+  if [ -n "$SRV_PID" ] && kill -0 "$SRV_PID" 2>/dev/null; then
+    kill -TERM "$SRV_PID" 2>/dev/null || true
+    wait "$SRV_PID" 2>/dev/null || true
+  fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+start_server() {
+  "$@" --state-dir "$TMP/state" --listen "unix:$SOCK" --listen "tcp:127.0.0.1:$PORT" \
+       --enable-diag --log-level warn >"$TMP/server.log" 2>&1 &
+  SRV_PID=$!
+  for _ in $(seq 1 200); do
+    if [ -S "$SOCK" ] && (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
+      return 0
+    fi
+    kill -0 "$SRV_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  kill -TERM "$SRV_PID" 2>/dev/null || true
+  wait "$SRV_PID" 2>/dev/null || true
+  SRV_PID=""
+  rm -f "$SOCK"
+  return 1
+}
+
+SERVER=""
+if [ -x "$BUILD/src/daemon/warrend" ] && start_server "$BUILD/src/daemon/warrend"; then
+  SERVER=warrend
+elif start_server "$BUILD/tests/tools/wr-diag-server"; then
+  SERVER=wr-diag-server
+else
+  echo "bench: no server could start" >&2
+  cat "$TMP/server.log" >&2
+  exit 1
+fi
+rss() { awk '/VmRSS/ {print $2}' "/proc/$SRV_PID/status"; }
+sleep 0.3
+echo "server: $SERVER (pid $SRV_PID)"
+echo "server-idle-rss: $(rss) kB"
+
+RPCC="$BUILD/bench/rpc-c"
+"$RPCC" --addr "unix:$SOCK" --seconds 3 unary
+"$RPCC" --addr "unix:$SOCK" --megabytes 200 bidi
+"$RPCC" --addr "127.0.0.1:$PORT" --megabytes 200 bidi | sed 's/^c-bidi:/c-bidi-tcp:/'
+"$PYTHON" "$ROOT/bench/rpc.py" --addr "unix:$SOCK" --seconds 3
+"$PYTHON" "$ROOT/bench/rpc.py" --addr "127.0.0.1:$PORT" --seconds 3 | sed 's/^grpcio-unary:/grpcio-unary-tcp:/'
+sleep 0.3
+echo "server-rss-after-load: $(rss) kB"
