@@ -8,7 +8,7 @@ from typing import (IO, Any, Callable, Dict, Iterable, Iterator, List, Mapping, 
 import grpc
 
 from warren._auth import AuthInterceptor, TokenFile
-from warren._errors import from_rpc_error
+from warren._errors import InvalidArgument, SandboxNotFound, from_rpc_error
 from warren._image import Image
 from warren._network import ComputeClass, NetworkPolicy, ResourceDetector, SshDest
 from warren._proto.warren.v1 import images_pb2, images_pb2_grpc
@@ -168,7 +168,15 @@ class SandboxClient:
         if (id is None) == (name is None):
             raise ValueError("get() takes exactly one of id= or name=")
         req = pb.GetSandboxRequest(id=id) if id is not None else pb.GetSandboxRequest(name=name)
-        s = self._unary(self._sandboxes.GetSandbox, req, sandbox_call=True)
+        try:
+            s = self._unary(self._sandboxes.GetSandbox, req, sandbox_call=True)
+        except InvalidArgument as e:
+            if id is None:
+                raise
+            # A malformed id names no sandbox: report it as not found,
+            # keeping the daemon's explanation.
+            raise SandboxNotFound(grpc.StatusCode.NOT_FOUND,
+                                  f"no sandbox with id {id!r}: {e.message}") from None
         sb = Sandbox(name=s.name or None)
         sb._bind(self, s)
         return sb

@@ -1,0 +1,233 @@
+"""The Python SDK (python/warren) against a real warrend: connecting
+(from_env, address forms, TLS), listing, errors, context manager; and the
+seed README's examples (Quick start, run and wait, streaming, interactive
+stdin, signals, options) on busybox imported with `warren image import`.
+Sandbox tests skip ONLY while warrend answers UNIMPLEMENTED for
+CreateSandbox / Exec."""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+import grpc
+import pytest
+
+import warren as wr
+from conftest import ROOT, WARREN_CLI
+from test_cli import rpc_unimplemented
+from warren import (Image, NetworkPolicy, Sandbox, SandboxClient, Secret, SshDest,  # noqa: F401
+                    Volume)
+
+IMAGE = "busybox:latest"
+
+
+@pytest.fixture
+def env(monkeypatch):
+    for k in ("WARREN_ADDR", "WARREN_TOKEN", "WARREN_TLS_CA", "WARREN_IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(k, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize("form", ["unix:{sock}", "unix://{sock}", "{tcp}"])
+def test_from_env_list_empty(fresh_warrend, env, form):
+    d = fresh_warrend()
+    env.setenv("WARREN_ADDR", form.format(sock=d.sock, tcp=d.tcp_addr))
+    with SandboxClient.from_env() as client:
+        assert client.list() == []
+        assert client.list(status="RUNNING", tags={"a": "b"}) == []
+        v = client.version()
+        assert v.version == "0.1.0" and v.api_version == "v1"
+
+
+def test_get_nosuch_raises(warrend):
+    with SandboxClient(warrend.unix_addr) as client:
+        with pytest.raises(wr.SandboxNotFound) as ei:
+            client.get(id="nosuch")
+        e = ei.value
+        assert isinstance(e, wr.WarrenError) and isinstance(e, wr.NotFound)
+        assert e.status == grpc.StatusCode.NOT_FOUND and "nosuch" in e.message
+        assert str(e).startswith("NOT_FOUND: ")
+        with pytest.raises(wr.SandboxNotFound):
+            client.get(name="nosuch")
+        with pytest.raises(ValueError):
+            client.get()
+
+
+def test_context_manager_closes(warrend):
+    with SandboxClient(warrend.unix_addr) as client:
+        client.list()
+    assert client.closed
+    with pytest.raises(ValueError):  # grpcio: RPC on a closed channel
+        client.list()
+
+
+def test_unavailable_when_not_running(tmp_path):
+    with SandboxClient("unix:" + str(tmp_path / "no.sock")) as client:
+        with pytest.raises(wr.Unavailable):
+            client.list()
+
+
+def test_tls(warrend_tls, env):
+    d = warrend_tls
+    with SandboxClient(d.tcp_addr, use_tls=True, ca_file=d.ca_file) as client:
+        assert client.version().api_version == "v1"
+        assert isinstance(client.list(), list)
+    env.setenv("WARREN_ADDR", d.tcp_addr)
+    env.setenv("WARREN_TLS_CA", d.ca_file)
+    with SandboxClient.from_env() as client:
+        assert client.use_tls and client.version().version
+    # plaintext against the TLS listener fails
+    with SandboxClient(d.tcp_addr) as client:
+        with pytest.raises(wr.Unavailable):
+            client.version()
+
+
+def test_secrets_roundtrip(fresh_warrend):
+    d = fresh_warrend()
+    with SandboxClient(d.unix_addr) as client:
+        assert client.set_secret("MY_TOKEN", "v1").name == "MY_TOKEN"
+        assert [s.name for s in client.list_secrets()] == ["MY_TOKEN"]
+        client.delete_secret("MY_TOKEN")
+        assert client.list_secrets() == []
+        with pytest.raises(wr.InvalidArgument):
+            client.set_secret("not valid!", "x")
+
+
+def test_unimplemented_maps_to_exception(warrend):
+    with SandboxClient(warrend.unix_addr) as client:
+        try:
+            client.list_volumes()
+        except wr.Unimplemented as e:
+            assert e.status == grpc.StatusCode.UNIMPLEMENTED and e.message
+        with pytest.raises(wr.WarrenError):
+            client.build_image(Image.debian_slim().pip_install(["x"]))
+
+
+# --- the seed examples (need CreateSandbox + Exec) ---
+
+@pytest.fixture(scope="module")
+def daemon(warrend):
+    for m in ("CreateSandbox", "Exec"):
+        if rpc_unimplemented(warrend, m):
+            pytest.skip(f"warrend answers UNIMPLEMENTED for Sandboxes/{m}")
+    d = tempfile.mkdtemp(prefix="warren-bb-")
+    tar = os.path.join(d, "busybox.tar")
+    subprocess.run(["bash", str(ROOT / "tests/images/busybox-rootfs.sh"), os.path.join(d, "rootfs"),
+                    "--tar", tar], check=True, capture_output=True)
+    subprocess.run([WARREN_CLI, "--addr", warrend.unix_addr, "image", "import", IMAGE, tar],
+                   check=True, capture_output=True, timeout=120)
+    subprocess.run(["rm", "-rf", d], check=True)
+    return warrend
+
+
+@pytest.fixture
+def client(daemon, env):
+    env.setenv("WARREN_ADDR", daemon.unix_addr)
+    with SandboxClient.from_env() as c:
+        yield c
+
+
+@pytest.fixture
+def sandbox(client):
+    sb = client.create(image=IMAGE)
+    yield sb
+    sb.terminate(grace_period_seconds=1)
+
+
+def test_quick_start(client):
+    sandbox = client.create(image=IMAGE)
+    result = sandbox.exec("echo", "hello world")
+    assert result.stdout_text == "hello world\n"
+    assert result.exit_code == 0
+    sandbox.terminate()
+    assert sandbox.refresh().status == "TERMINATED"
+
+
+def test_run_and_wait(sandbox):
+    result = sandbox.exec("ls", "-la", "/tmp")
+    assert result.exit_code == 0 and result.stdout and result.stdout[0].startswith("total")
+    result = sandbox.exec("sh", "-c", "echo one; echo two; echo bad >&2; exit 4")
+    assert result.stdout == ["one", "two"] and result.stderr == ["bad"]
+    assert result.stdout_text == "one\ntwo\n" and result.stderr_text == "bad\n"
+    assert result.exit_code == 4
+    # multibyte output survives chunking
+    text = "héllo → wörld ✓\n" * 5000
+    r = sandbox.exec("sh", "-c", "cat", env={}, workdir="/")
+    assert r.stdout_text == ""
+    r = sandbox.exec("printf", "%s", text)
+    assert r.stdout_text == text
+
+
+def test_stream_output(sandbox):
+    events = list(sandbox.exec_stream(
+        "sh", "-c", "echo building; sleep 0.2; echo warning >&2; echo done", workdir="/workspace"))
+    assert "".join(e.stdout or "" for e in events) == "building\ndone\n"
+    assert "".join(e.stderr or "" for e in events) == "warning\n"
+    assert events[-1].is_exited and events[-1].exit_code == 0
+    assert sum(e.is_exited for e in events) == 1
+
+
+def test_interactive(sandbox):
+    process = sandbox.exec_start("bash")
+    assert process.exec_id
+    process.write_stdin("echo hello\n")
+    process.write_stdin("exit\n")
+    process.close_stdin()
+    out = "".join(ev.stdout or "" for ev in process.output())
+    assert out == "hello\n"
+    assert process.wait().exit_code == 0
+
+
+def test_signals(sandbox):
+    process = sandbox.exec_start("sleep", "300")
+    process.send_signal(signal.SIGTERM)
+    result = process.wait()
+    assert result.exit_code == 128 + signal.SIGTERM
+
+
+def test_options(sandbox):
+    result = sandbox.exec(
+        "sh", "-c", "pwd; echo $CUDA_VISIBLE_DEVICES",
+        workdir="/workspace",
+        timeout_secs=3600,
+        env={"CUDA_VISIBLE_DEVICES": "0"},
+    )
+    assert result.stdout == ["/workspace", "0"]
+    r = sandbox.exec("sleep", "30", timeout_secs=1)
+    assert r.exit_code >= 128 and r.reason == "timeout"
+
+
+def test_managing_sandboxes(client):
+    sb = Sandbox(image=IMAGE, name="sdk-e2e-managed", tags={"suite": "sdk"})
+    client.run(sb)
+    try:
+        infos = {i.id: i for i in client.list()}
+        assert sb.id in infos and infos[sb.id].name == "sdk-e2e-managed"
+        assert infos[sb.id].status == "RUNNING"
+        existing = client.get(id=sb.id)
+        assert existing.refresh().status == wr.SandboxStatus.RUNNING
+        assert client.get(name="sdk-e2e-managed").id == sb.id
+        assert [i.id for i in client.list(tags={"suite": "sdk"})] == [sb.id]
+    finally:
+        existing = client.get(id=sb.id)
+        existing.terminate(grace_period_seconds=30)
+    with pytest.raises(wr.WarrenError):
+        sb.exec("true")
+
+
+def test_sandbox_run_from_env(client):
+    sb = Sandbox(image=IMAGE, env={"GREETING": "hi"}).run()
+    try:
+        assert sb.exec("sh", "-c", "echo $GREETING").stdout_text == "hi\n"
+    finally:
+        sb.terminate()
+
+
+def test_create_errors(client):
+    with pytest.raises(wr.WarrenError) as ei:
+        client.create(image="warren-e2e-no-such-image:0")
+    assert ei.value.status in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNIMPLEMENTED,
+                               grpc.StatusCode.INVALID_ARGUMENT)
+    with pytest.raises(wr.SandboxNotFound):
+        client.get(id="sb-0000000000000000").exec("true")
