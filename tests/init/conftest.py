@@ -6,12 +6,14 @@ import pytest
 from initctl import INIT, Init
 
 
-@pytest.fixture(params=["pid1", "subreaper"])
+@pytest.fixture(params=["pid1", "subreaper", "seccomp"])
 def init(request):
     if not os.path.exists(INIT):
         pytest.skip(f"{INIT} not built")
     if request.param == "pid1" and os.geteuid() != 0:
         pytest.skip("pid namespaces need root")
+    if request.param == "seccomp" and os.uname().machine != "x86_64":
+        pytest.skip("the test filter is x86_64 only")
     i = Init(request.param)
     yield i
     i.stop()

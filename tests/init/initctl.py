@@ -20,8 +20,9 @@ import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILD = pathlib.Path(os.environ.get("WARREN_BUILD", ROOT / "build"))
+BUILD = pathlib.Path(os.environ.get("WARREN_BUILD", ROOT / "build")).resolve()
 INIT = str(BUILD / "src/init/warren-init")
+PROBE = str(BUILD / "tests/probe/warren-probe")
 
 MAGIC = 0x57494E31
 HDR = struct.Struct("=IIIIQ")
@@ -154,8 +155,47 @@ def _drain(fd, sink):
         os.close(fd)
 
 
+# A seccomp filter shaped like the sandbox's where it matters to init:
+# clone3 -> ENOSYS (glibc must fall back), clone with any CLONE_NEW* flag,
+# unshare, mount and setns -> EPERM. x86_64 only.
+def _seccomp_prog():
+    LD, JEQ, JSET, RET = 0x20, 0x15, 0x45, 0x06
+    ALLOW, KILL = 0x7FFF0000, 0x80000000
+    ERRNO = lambda e: 0x00050000 | e
+    ins = [
+        (LD, 0, 0, 4), (JEQ, 1, 0, 0xC000003E), (RET, 0, 0, KILL),
+        (LD, 0, 0, 0),
+        (JEQ, 0, 1, 435), (RET, 0, 0, ERRNO(errno.ENOSYS)),          # clone3
+        (JEQ, 2, 0, 272), (JEQ, 1, 0, 165), (JEQ, 0, 1, 308),      # unshare mount setns
+        (RET, 0, 0, ERRNO(errno.EPERM)),
+        (JEQ, 0, 3, 56), (LD, 0, 0, 16), (JSET, 0, 1, 0x7E020080),  # clone + CLONE_NEW*
+        (RET, 0, 0, ERRNO(errno.EPERM)),
+        (RET, 0, 0, ALLOW),
+    ]
+    return b"".join(struct.pack("=HBBI", *i) for i in ins), len(ins)
+
+
+def install_seccomp():
+    """Run in the child before exec: no_new_privs, then the filter."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    code, n = _seccomp_prog()
+    buf = ctypes.create_string_buffer(code, len(code))
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = Fprog(n, ctypes.addressof(buf))
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        os._exit(121)
+    if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, FILTER
+        os._exit(122)
+
+
 class Init:
-    """A running warren-init with its listening socket."""
+    """A running warren-init with its listening socket. mode: "pid1" (fresh
+    pid+mount namespaces), "subreaper" (plain child), "seccomp" (plain child
+    under install_seccomp's filter)."""
 
     def __init__(self, mode):
         self.mode = mode
@@ -165,17 +205,23 @@ class Init:
         self.lsock.bind(self.path)
         self.lsock.listen(16)
         lfd = self.lsock.fileno()
-        argv = [INIT] if mode == "subreaper" else ["unshare", "-fpm", "--mount-proc", INIT]
+        argv = ["unshare", "-fpm", "--mount-proc", INIT] if mode == "pid1" else [INIT]
         self.stderr = open(os.path.join(self.tmp, "stderr"), "w+")
+
+        def pre():
+            os.dup2(lfd, 3)
+            if mode == "seccomp":
+                install_seccomp()
+
         self.proc = subprocess.Popen(
-            argv, pass_fds=(3,), preexec_fn=lambda: os.dup2(lfd, 3),
+            argv, pass_fds=(3,), preexec_fn=pre,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.stderr,
             env={"WARREN_SANDBOX_ID": "test"})
         self.conns = []
         self.pid = self._find_init_pid()
 
     def _find_init_pid(self):
-        if self.mode == "subreaper":
+        if self.mode != "pid1":
             return self.proc.pid
         for _ in range(200):
             kids = children(self.proc.pid)
@@ -208,7 +254,7 @@ class Init:
                 os.kill(self.pid, signal.SIGKILL)  # PID 1 death takes the namespace along
             except ProcessLookupError:
                 pass
-            if self.mode == "subreaper":
+            if self.mode != "pid1":
                 # Descendants survive a subreaper's death: kill what is left.
                 for p in descendants(self.pid):
                     try:

@@ -348,3 +348,26 @@ def test_signal_from_inside_cannot_stop_init(init, ctl):
     assert st == 0
     ctl.send(PING_T, 2)
     assert ctl.wait(PONG, 2).init_pid == 1
+
+
+def test_probe_through_init(init, ctl):
+    import json
+    from initctl import PROBE
+    if not os.path.exists(PROBE):
+        pytest.skip("warren-probe not built")
+    st, out, err = ctl.run(1, [PROBE])
+    assert st == 0, err
+    rep = json.loads(out)
+    # init hands the child exactly stdin/stdout/stderr: no leaked fds
+    assert [f["fd"] for f in rep["fds"]] == [0, 1, 2]
+    assert all(f["target"].startswith("pipe:") for f in rep["fds"])
+    if init.mode == "pid1":
+        assert rep["pids"] == sorted([1, rep["pid"]])
+        assert rep["ppid"] == 1
+    if init.mode == "seccomp":
+        assert rep["no_new_privs"] == 1 and rep["seccomp"] == 2
+        sc = rep["syscalls"]
+        assert sc["clone3"]["error"] == "ENOSYS"
+        for k in ("unshare_newns", "unshare_newuser", "clone_newns", "clone_newpid",
+                  "mount_tmpfs", "setns_net"):
+            assert sc[k]["error"] == "EPERM", (k, sc[k])
