@@ -16,15 +16,17 @@
 
 struct store;
 struct img_store;
+struct sbx_manager;
 
 struct api_ctx {
         uv_loop_t *loop;
         struct rpc_server *server;
-        struct store *store;       /* SQLite state */
-        struct img_store *images;  /* layer and image store (NULL until built) */
+        struct store *store;           /* SQLite state */
+        struct img_store *images;      /* layer and image store (NULL until built) */
+        struct sbx_manager *sandboxes; /* live sandboxes; NULL while shutting down */
         const char *state_dir;
-        uint64_t started_usec;     /* CLOCK_MONOTONIC at start-up */
-        int diag_enabled;          /* serve warren.v1.Diag (tests, benches) */
+        uint64_t started_usec; /* CLOCK_MONOTONIC at start-up */
+        int diag_enabled;      /* serve warren.v1.Diag (tests, benches) */
         /* Fully-qualified names of the services registered ("warren.v1.System",
          * ...); grpc.health.v1 answers SERVING for these. Set by warrend. */
         const char *const *services;
@@ -33,14 +35,14 @@ struct api_ctx {
 };
 
 /* Each returns 0 or a negative errno from rpc_server_add_methods. */
-int api_system_register(struct rpc_server *s);   /* warren.v1.System */
-int api_health_register(struct rpc_server *s);   /* grpc.health.v1.Health */
+int api_system_register(struct rpc_server *s);    /* warren.v1.System */
+int api_health_register(struct rpc_server *s);    /* grpc.health.v1.Health */
 int api_sandboxes_register(struct rpc_server *s); /* warren.v1.Sandboxes */
-int api_images_register(struct rpc_server *s);   /* warren.v1.Images */
-int api_volumes_register(struct rpc_server *s);  /* warren.v1.Volumes */
-int api_secrets_register(struct rpc_server *s);  /* warren.v1.Secrets */
-int api_identity_register(struct rpc_server *s); /* warren.v1.Identity */
-int api_diag_register(struct rpc_server *s);     /* warren.v1.Diag */
+int api_images_register(struct rpc_server *s);    /* warren.v1.Images */
+int api_volumes_register(struct rpc_server *s);   /* warren.v1.Volumes */
+int api_secrets_register(struct rpc_server *s);   /* warren.v1.Secrets */
+int api_identity_register(struct rpc_server *s);  /* warren.v1.Identity */
+int api_diag_register(struct rpc_server *s);      /* warren.v1.Diag */
 
 /* Before graceful shutdown: tell every open grpc.health.v1 Watch stream
  * NOT_SERVING and finish it, so that no stream holds the server open. */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* warren.v1.Sandboxes. ListSandboxes and GetSandbox read the store;
- * CreateSandbox, TerminateSandbox, Exec, ListProcesses and
- * ListNetworkEvents validate their input and answer UNIMPLEMENTED until the
- * runtime is wired in. */
+ * CreateSandbox and TerminateSandbox go through the sandbox manager
+ * (sandbox/); Exec lives in exec.c; ListProcesses and ListNetworkEvents
+ * answer UNIMPLEMENTED until their issues land. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -10,12 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/api-internal.h"
 #include "basic/log.h"
+#include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "warren/v1/sandboxes.pb-c.h"
 
-#define WHY_RUNTIME "the sandbox runtime is not wired into warrend yet"
 #define PAGE_SIZE_MAX 1000
 /* TERMINATED/FAILED sandboxes stay in unfiltered listings this long. */
 #define LIST_RETENTION_NS (24LL * 3600 * 1000000000LL)
@@ -47,21 +47,6 @@ static void finish_store_err(struct rpc_call *call, const struct wr_err *e) {
         rpc_call_finish_err(call, e);
 }
 
-/* [a-z0-9][a-z0-9-_.]{0,62} */
-static bool name_valid(const char *s) {
-        size_t n = strlen(s);
-        if (n == 0 || n > 63)
-                return false;
-        for (size_t i = 0; i < n; i++) {
-                char c = s[i];
-                bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                          (i > 0 && (c == '-' || c == '_' || c == '.'));
-                if (!ok)
-                        return false;
-        }
-        return true;
-}
-
 /* "sb-" followed by 16 lower-case hex digits. */
 static bool id_valid(const char *s) {
         if (strncmp(s, "sb-", 3) != 0 || strlen(s) != 19)
@@ -90,7 +75,7 @@ static int check_key(struct rpc_call *call, int key_case, const char *id, const 
                 return 0;
         }
         if (key_case == 2) {
-                if (!name_valid(name)) {
+                if (!sbx_name_valid(name)) {
                         finish_invalid(call, "name: \"%.80s\" is not a valid sandbox name (%s)",
                                        name, NAME_RULE);
                         return -EINVAL;
@@ -206,7 +191,7 @@ static void list_sandboxes(struct rpc_call *call, const ProtobufCMessage *msg) {
                 }
                 statuses[i] = st;
         }
-        if (*req->name && !name_valid(req->name)) {
+        if (*req->name && !sbx_name_valid(req->name)) {
                 finish_invalid(call, "name: \"%.80s\" is not a valid sandbox name (%s)", req->name,
                                NAME_RULE);
                 return;
@@ -346,11 +331,36 @@ static void get_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
         store_sandbox_clear(&sb);
 }
 
-/* --- not built yet --- */
+/* --- CreateSandbox / TerminateSandbox --- */
+
+/* Reply with the sandbox's current row (and usage while it runs). */
+static void reply_sandbox(struct rpc_call *call, struct store_sandbox *sb) {
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        struct sandbox_msg *m = sandbox_msg_new(sb);
+        if (!m) {
+                rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                return;
+        }
+        Warren__V1__ResourceUsage usage = WARREN__V1__RESOURCE_USAGE__INIT;
+        if (ctx->sandboxes && sb->status == STORE_SANDBOX_RUNNING &&
+            sbx_usage(ctx->sandboxes, sb->id, &usage) >= 0)
+                m->msg.usage = &usage;
+        rpc_call_reply(call, &m->msg.base);
+        sandbox_msg_free(m);
+}
+
+static bool shutting_down(struct rpc_call *call) {
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        if (ctx->sandboxes)
+                return false;
+        rpc_call_finish(call, WR_STATUS_UNAVAILABLE, "warrend is shutting down; retry shortly");
+        return true;
+}
 
 static void create_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
         const Warren__V1__CreateSandboxRequest *req = (const void *) msg;
-        if (*req->name && !name_valid(req->name)) {
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        if (*req->name && !sbx_name_valid(req->name)) {
                 finish_invalid(call,
                                "name: \"%.80s\" is not a valid sandbox name (%s); leave it "
                                "empty for an unnamed sandbox",
@@ -367,7 +377,42 @@ static void create_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
                         finish_invalid(call, "tags: a tag has an empty key; give every tag a key");
                         return;
                 }
-        api_unimplemented(call, WHY_RUNTIME);
+        if (shutting_down(call))
+                return;
+        struct wr_err e = {0};
+        struct store_sandbox sb = {0};
+        int r = sbx_create(ctx->sandboxes, req, &sb, &e);
+        if (r < 0) {
+                err_prefix(&e, r, "create sandbox");
+                finish_store_err(call, &e);
+                return;
+        }
+        reply_sandbox(call, &sb);
+        store_sandbox_clear(&sb);
+}
+
+struct terminate_op {
+        struct rpc_call *call;
+        char *id;
+};
+
+static void terminate_done(int r, const struct wr_err *e, void *userdata) {
+        struct terminate_op *op = userdata;
+        struct api_ctx *ctx = rpc_call_server_ctx(op->call);
+        if (!rpc_call_is_done(op->call)) {
+                struct store_sandbox sb = {0};
+                struct wr_err le = {0};
+                if (r < 0)
+                        finish_store_err(op->call, e);
+                else if (store_sandbox_load(ctx->store, op->id, &sb, &le) < 0)
+                        finish_store_err(op->call, &le);
+                else
+                        reply_sandbox(op->call, &sb);
+                store_sandbox_clear(&sb);
+        }
+        rpc_call_unref(op->call);
+        free(op->id);
+        free(op);
 }
 
 static void terminate_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
@@ -385,36 +430,34 @@ static void terminate_sandbox(struct rpc_call *call, const ProtobufCMessage *msg
                                req->grace_period_seconds);
                 return;
         }
-        api_unimplemented(call, WHY_RUNTIME);
-}
-
-static void exec_message(struct rpc_call *call, const ProtobufCMessage *msg) {
-        const Warren__V1__ExecRequest *req = (const void *) msg;
-        if (rpc_call_is_done(call))
+        if (shutting_down(call))
                 return;
-        if (req->kind_case == WARREN__V1__EXEC_REQUEST__KIND_START) {
-                if (!*req->start->sandbox) {
-                        finish_invalid(call, "start.sandbox: empty; give the sandbox's id or "
-                                             "name");
-                        return;
-                }
-                if (req->start->n_argv == 0 || !*req->start->argv[0]) {
-                        finish_invalid(call, "start.argv: empty; give the command to run, "
-                                             "e.g. [\"echo\", \"hi\"]");
-                        return;
-                }
-        } else if (req->kind_case == WARREN__V1__EXEC_REQUEST__KIND_ATTACH) {
-                if (!*req->attach->sandbox || !*req->attach->exec_id) {
-                        finish_invalid(call, "attach.sandbox and attach.exec_id: both are "
-                                             "required to re-attach");
-                        return;
-                }
-        } else {
-                finish_invalid(call, "start: the first Exec message must carry start (or "
-                                     "attach)");
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        struct wr_err e = {0};
+        struct store_sandbox sb = {0};
+        int r = sbx_lookup(ctx->sandboxes, *id ? id : name, &sb, &e);
+        if (r < 0) {
+                finish_store_err(call, &e);
                 return;
         }
-        api_unimplemented(call, WHY_RUNTIME);
+        struct terminate_op *op = calloc(1, sizeof(*op));
+        if (!op || !(op->id = strdup(sb.id))) {
+                free(op);
+                store_sandbox_clear(&sb);
+                rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                return;
+        }
+        store_sandbox_clear(&sb);
+        op->call = rpc_call_ref(call);
+        double grace = req->grace_period_seconds > 0 ? req->grace_period_seconds : 10.0;
+        r = sbx_terminate(ctx->sandboxes, op->id, (uint64_t) (grace * 1000.0), terminate_done, op,
+                          &e);
+        if (r < 0) {
+                finish_store_err(call, &e);
+                rpc_call_unref(call);
+                free(op->id);
+                free(op);
+        }
 }
 
 static void list_processes(struct rpc_call *call, const ProtobufCMessage *msg) {
@@ -423,7 +466,8 @@ static void list_processes(struct rpc_call *call, const ProtobufCMessage *msg) {
                 finish_invalid(call, "sandbox: empty; give the sandbox's id or name");
                 return;
         }
-        api_unimplemented(call, WHY_RUNTIME);
+        api_unimplemented(call, "listing processes arrives with the resumable exec sessions "
+                                "issue");
 }
 
 static void list_network_events(struct rpc_call *call, const ProtobufCMessage *msg) {
@@ -447,18 +491,12 @@ static const struct rpc_method methods[] = {
         UNARY("GetSandbox", get_sandbox_request, sandbox, get_sandbox),
         UNARY("ListSandboxes", list_sandboxes_request, list_sandboxes_response, list_sandboxes),
         UNARY("TerminateSandbox", terminate_sandbox_request, sandbox, terminate_sandbox),
-        {
-                .path = "/warren.v1.Sandboxes/Exec",
-                .kind = RPC_BIDI,
-                .input = &warren__v1__exec_request__descriptor,
-                .output = &warren__v1__exec_response__descriptor,
-                .on_message = exec_message,
-        },
         UNARY("ListProcesses", list_processes_request, list_processes_response, list_processes),
         UNARY("ListNetworkEvents", list_network_events_request, list_network_events_response,
               list_network_events),
 };
 
 int api_sandboxes_register(struct rpc_server *s) {
-        return rpc_server_add_methods(s, methods, ELEMENTSOF(methods));
+        int r = rpc_server_add_methods(s, methods, ELEMENTSOF(methods));
+        return r < 0 ? r : rpc_server_add_methods(s, &api_exec_method, 1);
 }

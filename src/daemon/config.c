@@ -30,6 +30,7 @@ void daemon_config_usage(FILE *f) {
               "  --state-dir DIR       state directory (default " DAEMON_DEFAULT_STATE_DIR ";\n"
               "                        env WARREN_STATE_DIR)\n"
               "  --admin-listen H:P    admin/metrics endpoint (accepted; not served yet)\n"
+              "  --default-image NAME  image for sandboxes that name none (sandbox:latest)\n"
               "  --tls-cert FILE       PEM certificate chain for TCP listeners\n"
               "  --tls-key FILE        PEM private key for TCP listeners\n"
               "  --log-level LEVEL     debug|info|warn|error (default info;\n"
@@ -126,7 +127,11 @@ static int apply(struct daemon_config *c, int src, const char *key, const char *
                 r = set_str(&c->state_dir, v);
         } else if (!strcmp(key, "admin-listen"))
                 r = set_str(&c->admin_listen, v);
-        else if (!strcmp(key, "tls-cert"))
+        else if (!strcmp(key, "default-image")) {
+                if (!*v)
+                        return err_set(e, -EINVAL, "--default-image: empty image name");
+                r = set_str(&c->default_image, v);
+        } else if (!strcmp(key, "tls-cert"))
                 r = set_str(&c->tls_cert, v);
         else if (!strcmp(key, "tls-key"))
                 r = set_str(&c->tls_key, v);
@@ -202,6 +207,7 @@ enum {
         OPT_LISTEN = 256,
         OPT_STATE_DIR,
         OPT_ADMIN_LISTEN,
+        OPT_DEFAULT_IMAGE,
         OPT_TLS_CERT,
         OPT_TLS_KEY,
         OPT_LOG_LEVEL,
@@ -215,6 +221,7 @@ static const struct option options[] = {
         {"listen", required_argument, NULL, OPT_LISTEN},
         {"state-dir", required_argument, NULL, OPT_STATE_DIR},
         {"admin-listen", required_argument, NULL, OPT_ADMIN_LISTEN},
+        {"default-image", required_argument, NULL, OPT_DEFAULT_IMAGE},
         {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
         {"tls-key", required_argument, NULL, OPT_TLS_KEY},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
@@ -313,6 +320,7 @@ void daemon_config_clear(struct daemon_config *c) {
         free(c->listen);
         free(c->state_dir);
         free(c->admin_listen);
+        free(c->default_image);
         free(c->tls_cert);
         free(c->tls_key);
         free(c->config_file);

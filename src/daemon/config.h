@@ -21,7 +21,8 @@ struct daemon_config {
         size_t n_listen;
         int listen_source; /* internal: precedence of the list's origin */
         char *state_dir;
-        char *admin_listen; /* HOST:PORT or NULL */
+        char *admin_listen;  /* HOST:PORT or NULL */
+        char *default_image; /* NULL = "sandbox:latest" */
         char *tls_cert;
         char *tls_key;
         char *config_file;

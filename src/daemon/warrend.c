@@ -20,6 +20,8 @@
 #include "daemon/statedir.h"
 #include "image/image.h"
 #include "rpc/server.h"
+#include "runtime/runtime.h"
+#include "sandbox/sandbox.h"
 #include "store/store.h"
 #ifdef WARREN_HAVE_API_IMAGES
 #include "image/image.h"
@@ -75,6 +77,12 @@ static void on_signal(uv_signal_t *h, int signum) {
         }
         d->stopping = true;
         log_info("received SIG%s, shutting down", sigabbrev_np(signum));
+        /* Sandboxes do not outlive the daemon yet (restart recovery comes
+         * with the lifecycle issue): stop them first, which also ends their
+         * exec streams. */
+        struct sbx_manager *m = d->ctx.sandboxes;
+        d->ctx.sandboxes = NULL;
+        sbx_manager_free(m);
         api_health_shutdown(&d->ctx);
         rpc_server_shutdown(d->server, SHUTDOWN_GRACE_MS, shutdown_done, d);
 }
@@ -155,6 +163,10 @@ static int start_listeners(struct daemon *d, struct wr_err *e) {
 }
 
 static void daemon_free(struct daemon *d) {
+        struct sbx_manager *m = d->ctx.sandboxes;
+        d->ctx.sandboxes = NULL;
+        if (m)
+                sbx_manager_free(m);
         rpc_server_free(d->server);
         d->server = NULL;
         api_health_free(&d->ctx);
@@ -164,7 +176,6 @@ static void daemon_free(struct daemon *d) {
                 if (uv_loop_close(&d->loop) == UV_EBUSY)
                         log_warn("event loop still had open handles at exit");
         }
-        img_store_free(d->ctx.images); /* image owner */
 #ifdef WARREN_HAVE_API_IMAGES
         /* After the server: its import calls are freed by now. */
         img_store_free(d->images);
@@ -174,6 +185,65 @@ static void daemon_free(struct daemon *d) {
                 close(d->lock_fd);
         free(d->state_dir);
         daemon_config_clear(&d->cfg);
+}
+
+/* The static warren-init binary: --init / WARREN_INIT, else next to
+ * warrend (installed), else in the build tree (build/src/init), else the
+ * libexec dir. */
+static int find_init(struct daemon *d, char *out, size_t size, struct wr_err *e) {
+        const char *env = getenv("WARREN_INIT");
+        if (env && *env) {
+                snprintf(out, size, "%s", env);
+                return access(out, X_OK) == 0
+                               ? 0
+                               : err_set(e, -errno, "WARREN_INIT=%s: not executable", env);
+        }
+        char exe[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        if (n > 0) {
+                exe[n] = 0;
+                char *slash = strrchr(exe, '/');
+                if (slash)
+                        *slash = 0;
+                static const char *const rel[] = {"warren-init", "../init/warren-init",
+                                                  "../libexec/warren/warren-init"};
+                for (size_t i = 0; i < ELEMENTSOF(rel); i++) {
+                        snprintf(out, size, "%s/%s", exe, rel[i]);
+                        if (access(out, X_OK) == 0)
+                                return 0;
+                }
+        }
+        snprintf(out, size, "/usr/libexec/warren/warren-init");
+        if (access(out, X_OK) == 0)
+                return 0;
+        return err_set(e, -ENOENT,
+                       "warren-init not found next to warrend or in /usr/libexec/warren; build "
+                       "it (make build) or set WARREN_INIT");
+}
+
+static int start_sandboxes(struct daemon *d, struct wr_err *e) {
+        char init[PATH_MAX];
+        int r = find_init(d, init, sizeof(init), e);
+        if (r < 0)
+                return r;
+        struct wr_err he = {0};
+        if (rt_host_check(RT_CGROUP_AUTO, &he) < 0)
+                log_warn("sandboxes will not start on this host: %s", he.msg);
+        struct sbx_manager_config mc = {
+                .loop = &d->loop,
+                .store = d->store,
+                .images = d->images,
+                .state_dir = d->state_dir,
+                .init_path = init,
+                .default_image = d->cfg.default_image,
+        };
+        r = sbx_manager_new(&mc, &d->ctx.sandboxes, e);
+        if (r < 0)
+                return err_prefix(e, r, "sandboxes");
+        if (d->images)
+                img_store_set_in_use(d->images, sbx_manager_image_in_use, d->ctx.sandboxes);
+        log_debug("warren-init: %s", init);
+        return 0;
 }
 
 /* Bring everything up; on failure e says why. */
@@ -213,9 +283,9 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                 .started_usec = monotonic_usec(),
                 .diag_enabled = d->cfg.enable_diag,
         };
-        r = img_store_open(d->state_dir, d->store, &d->ctx.images, e); /* image owner */
+        r = start_sandboxes(d, e);
         if (r < 0)
-                return err_prefix(e, r, "image store");
+                return r;
         struct rpc_server_config rc = {
                 .tls_cert = d->cfg.tls_cert,
                 .tls_key = d->cfg.tls_key,

@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* warren.v1.Sandboxes/Exec: the bidi stream glue between a gRPC call and a
+ * sandbox exec session (sandbox/exec.c). First request: start. Then stdin,
+ * close_stdin, signal, resize. Responses: started, stdout/stderr chunks,
+ * exited, then OK trailers. Back-pressure: a full gRPC send queue pauses
+ * the session's output (the process blocks on its pipe); a full stdin
+ * queue pauses reading requests. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "api/api-internal.h"
+#include "basic/log.h"
+#include "sandbox/sandbox.h"
+#include "warren/v1/sandboxes.pb-c.h"
+
+struct exec_call {
+        struct rpc_call *call;
+        struct sbx_exec *x;
+        bool finished;
+};
+
+static void on_started(struct sbx_exec *x, int pid, const char *exec_id, void *userdata) {
+        struct exec_call *ec = userdata;
+        Warren__V1__ExecStarted st = WARREN__V1__EXEC_STARTED__INIT;
+        st.pid = pid;
+        st.exec_id = (char *) exec_id;
+        Warren__V1__ExecResponse resp = WARREN__V1__EXEC_RESPONSE__INIT;
+        resp.kind_case = WARREN__V1__EXEC_RESPONSE__KIND_STARTED;
+        resp.started = &st;
+        rpc_call_send(ec->call, &resp.base);
+}
+
+static int on_output(struct sbx_exec *x, enum sbx_stream stream, const void *data, size_t n,
+                     uint64_t offset, void *userdata) {
+        struct exec_call *ec = userdata;
+        Warren__V1__ExecOutput out = WARREN__V1__EXEC_OUTPUT__INIT;
+        out.data.data = (uint8_t *) data;
+        out.data.len = n;
+        out.offset = offset;
+        Warren__V1__ExecResponse resp = WARREN__V1__EXEC_RESPONSE__INIT;
+        if (stream == SBX_STDOUT) {
+                resp.kind_case = WARREN__V1__EXEC_RESPONSE__KIND_STDOUT;
+                resp.stdout = &out;
+        } else {
+                resp.kind_case = WARREN__V1__EXEC_RESPONSE__KIND_STDERR;
+                resp.stderr = &out;
+        }
+        int r = rpc_call_send(ec->call, &resp.base);
+        return r == 1 ? 1 : 0;
+}
+
+static void on_exited(struct sbx_exec *x, int exit_code, int signo, int reason, void *userdata) {
+        struct exec_call *ec = userdata;
+        Warren__V1__ExecExited ex = WARREN__V1__EXEC_EXITED__INIT;
+        ex.exit_code = exit_code;
+        ex.signal = signo;
+        ex.reason = (Warren__V1__ExitReason) reason;
+        Warren__V1__ExecResponse resp = WARREN__V1__EXEC_RESPONSE__INIT;
+        resp.kind_case = WARREN__V1__EXEC_RESPONSE__KIND_EXITED;
+        resp.exited = &ex;
+        rpc_call_send(ec->call, &resp.base);
+        rpc_call_finish(ec->call, WR_STATUS_OK, NULL);
+        ec->finished = true;
+        ec->x = NULL;
+        sbx_exec_release(x);
+}
+
+static void on_stdin_ready(struct sbx_exec *x, void *userdata) {
+        struct exec_call *ec = userdata;
+        rpc_call_resume_recv(ec->call);
+}
+
+static const struct sbx_exec_callbacks exec_callbacks = {
+        .on_started = on_started,
+        .on_output = on_output,
+        .on_exited = on_exited,
+        .on_stdin_ready = on_stdin_ready,
+};
+
+static void fail(struct rpc_call *call, int status, const char *msg) {
+        rpc_call_finish(call, status, msg);
+}
+
+static void exec_on_message(struct rpc_call *call, const ProtobufCMessage *msg) {
+        const Warren__V1__ExecRequest *req = (const Warren__V1__ExecRequest *) msg;
+        struct exec_call *ec = rpc_call_get_data(call);
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        if (!ec) {
+                if (req->kind_case == WARREN__V1__EXEC_REQUEST__KIND_ATTACH)
+                        return api_unimplemented(call, "re-attaching to an exec arrives with the "
+                                                       "resumable exec sessions issue");
+                if (req->kind_case != WARREN__V1__EXEC_REQUEST__KIND_START)
+                        return fail(call, WR_STATUS_INVALID_ARGUMENT,
+                                    "the first Exec message must be `start` (or `attach`)");
+                ec = calloc(1, sizeof(*ec));
+                if (!ec)
+                        return fail(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                ec->call = call;
+                rpc_call_set_data(call, ec);
+                struct wr_err e = {0};
+                int r = sbx_exec_start(ctx->sandboxes, req->start, &exec_callbacks, ec, &ec->x, &e);
+                if (r < 0) {
+                        ec->finished = true;
+                        if (err_status(&e) == WR_STATUS_INTERNAL)
+                                log_error("Exec: %s", e.msg);
+                        rpc_call_finish_err(call, &e);
+                }
+                return;
+        }
+        if (ec->finished || !ec->x)
+                return;
+        int r = 0;
+        switch (req->kind_case) {
+        case WARREN__V1__EXEC_REQUEST__KIND_STDIN:
+                r = sbx_exec_write_stdin(ec->x, req->stdin.data, req->stdin.len);
+                if (r == 1)
+                        rpc_call_pause_recv(call);
+                break;
+        case WARREN__V1__EXEC_REQUEST__KIND_CLOSE_STDIN:
+                sbx_exec_close_stdin(ec->x);
+                break;
+        case WARREN__V1__EXEC_REQUEST__KIND_SIGNAL:
+                if (!req->signal || req->signal->signal <= 0 || req->signal->signal > 64)
+                        return fail(call, WR_STATUS_INVALID_ARGUMENT,
+                                    "signal.signal: give a signal number between 1 and 64");
+                sbx_exec_signal(ec->x, req->signal->signal, req->signal->group);
+                break;
+        case WARREN__V1__EXEC_REQUEST__KIND_RESIZE:
+                if (req->resize)
+                        sbx_exec_resize(ec->x, req->resize->cols, req->resize->rows);
+                break;
+        default:
+                fail(call, WR_STATUS_INVALID_ARGUMENT,
+                     "after `start`, send only stdin, close_stdin, signal or resize");
+                break;
+        }
+}
+
+static void exec_on_half_close(struct rpc_call *call) {
+        /* No more requests: nothing more will reach stdin. */
+        struct exec_call *ec = rpc_call_get_data(call);
+        if (ec && ec->x && !ec->finished)
+                sbx_exec_close_stdin(ec->x);
+}
+
+static void release(struct exec_call *ec) {
+        if (ec && ec->x) {
+                struct sbx_exec *x = ec->x;
+                ec->x = NULL;
+                sbx_exec_release(x);
+        }
+}
+
+static void exec_on_cancel(struct rpc_call *call, int status) {
+        release(rpc_call_get_data(call));
+}
+
+static void exec_on_writable(struct rpc_call *call) {
+        struct exec_call *ec = rpc_call_get_data(call);
+        if (ec && ec->x)
+                sbx_exec_resume_output(ec->x);
+}
+
+static void exec_on_free(struct rpc_call *call) {
+        struct exec_call *ec = rpc_call_get_data(call);
+        release(ec);
+        free(ec);
+}
+
+const struct rpc_method api_exec_method = {
+        .path = "/warren.v1.Sandboxes/Exec",
+        .kind = RPC_BIDI,
+        .input = &warren__v1__exec_request__descriptor,
+        .output = &warren__v1__exec_response__descriptor,
+        .on_message = exec_on_message,
+        .on_half_close = exec_on_half_close,
+        .on_cancel = exec_on_cancel,
+        .on_writable = exec_on_writable,
+        .on_free = exec_on_free,
+};

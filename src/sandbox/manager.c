@@ -1,0 +1,958 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The live sandboxes of the daemon: create, look up, lifetimes, terminate. */
+#include "sandbox/sandbox-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "basic/log.h"
+#include "image/image.h"
+#include "runtime/ctl.h"
+#include "runtime/runtime.h"
+#include "store/store.h"
+
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define SETTLE_MS 20 /* how often a terminating sandbox is checked */
+
+/* --- environment vectors --- */
+
+void sbx_env_free(char **env) {
+        if (!env)
+                return;
+        for (char **p = env; *p; p++)
+                free(*p);
+        free(env);
+}
+
+char **sbx_env_dup(char *const *env) {
+        size_t n = 0;
+        while (env && env[n])
+                n++;
+        char **r = calloc(n + 1, sizeof(char *));
+        if (!r)
+                return NULL;
+        for (size_t i = 0; i < n; i++)
+                if (!(r[i] = strdup(env[i]))) {
+                        sbx_env_free(r);
+                        return NULL;
+                }
+        return r;
+}
+
+int sbx_env_set(char ***env, const char *kv) {
+        const char *eq = strchr(kv, '=');
+        if (!eq || eq == kv)
+                return -EINVAL;
+        size_t klen = (size_t) (eq - kv) + 1, n = 0;
+        char *copy = strdup(kv);
+        if (!copy)
+                return -ENOMEM;
+        for (char **p = *env; p && *p; p++, n++)
+                if (strncmp(*p, kv, klen) == 0) {
+                        free(*p);
+                        *p = copy;
+                        return 0;
+                }
+        char **r = realloc(*env, (n + 2) * sizeof(char *));
+        if (!r) {
+                free(copy);
+                return -ENOMEM;
+        }
+        r[n] = copy;
+        r[n + 1] = NULL;
+        *env = r;
+        return 0;
+}
+
+static int env_set2(char ***env, const char *k, const char *v) {
+        size_t n = strlen(k) + strlen(v) + 2;
+        _cleanup_free_ char *kv = malloc(n);
+        if (!kv)
+                return -ENOMEM;
+        snprintf(kv, n, "%s=%s", k, v);
+        return sbx_env_set(env, kv);
+}
+
+static const char *env_find(char *const *env, const char *name) {
+        size_t n = strlen(name);
+        for (; env && *env; env++)
+                if (strncmp(*env, name, n) == 0 && (*env)[n] == '=')
+                        return *env + n + 1;
+        return NULL;
+}
+
+/* --- validation helpers --- */
+
+bool sbx_name_valid(const char *s) {
+        size_t n = strlen(s);
+        if (n == 0 || n > 63)
+                return false;
+        if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+                return false;
+        for (size_t i = 1; i < n; i++) {
+                char c = s[i];
+                if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+                      c == '.'))
+                        return false;
+        }
+        return true;
+}
+
+static bool env_name_valid(const char *s) {
+        if (!*s || (*s >= '0' && *s <= '9'))
+                return false;
+        for (; *s; s++)
+                if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
+                      (*s >= '0' && *s <= '9') || *s == '_' || *s == '.' || *s == '-'))
+                        return false;
+        return true;
+}
+
+/* Parse "3600s", "90m", "2h", "1d", "1500ms" or plain seconds. */
+static int duration_parse_ns(const char *s, int64_t *ret) {
+        char *end;
+        errno = 0;
+        double v = strtod(s, &end);
+        if (errno || end == s || v <= 0)
+                return -EINVAL;
+        double mul;
+        if (*end == 0 || strcmp(end, "s") == 0)
+                mul = 1e9;
+        else if (strcmp(end, "ms") == 0)
+                mul = 1e6;
+        else if (strcmp(end, "m") == 0)
+                mul = 60e9;
+        else if (strcmp(end, "h") == 0)
+                mul = 3600e9;
+        else if (strcmp(end, "d") == 0)
+                mul = 86400e9;
+        else
+                return -EINVAL;
+        double ns = v * mul;
+        if (ns > 9e18)
+                return -ERANGE;
+        *ret = (int64_t) ns;
+        return 0;
+}
+
+/* "0", "1000", "1000:1000", "root". Names other than root need the
+ * image's /etc/passwd, which is not read yet. */
+static int user_parse(const char *s, uint32_t *uid, uint32_t *gid) {
+        if (!s || !*s || strcmp(s, "root") == 0) {
+                *uid = *gid = 0;
+                return 0;
+        }
+        char *end;
+        errno = 0;
+        unsigned long u = strtoul(s, &end, 10);
+        if (errno || end == s || u >= UINT32_MAX)
+                return -EINVAL;
+        unsigned long g = u;
+        if (*end == ':') {
+                const char *gs = end + 1;
+                g = strtoul(gs, &end, 10);
+                if (errno || end == gs || g >= UINT32_MAX)
+                        return -EINVAL;
+        }
+        if (*end)
+                return -EINVAL;
+        *uid = (uint32_t) u;
+        *gid = (uint32_t) g;
+        return 0;
+}
+
+/* --- lookup --- */
+
+struct sbx *sbx_find_live(struct sbx_manager *m, const char *key) {
+        for (struct sbx *sb = m->list; sb; sb = sb->next)
+                if (sb->state != SBX_DEAD &&
+                    (strcmp(sb->id, key) == 0 || (sb->name && strcmp(sb->name, key) == 0)))
+                        return sb;
+        return NULL;
+}
+
+size_t sbx_manager_running(const struct sbx_manager *m) {
+        size_t n = 0;
+        for (struct sbx *sb = m->list; sb; sb = sb->next)
+                n += sb->state != SBX_DEAD;
+        return n;
+}
+
+bool sbx_manager_image_in_use(const char *image_id, void *manager) {
+        struct sbx_manager *m = manager;
+        for (struct sbx *sb = m->list; sb; sb = sb->next)
+                if (sb->state != SBX_DEAD && sb->image_id && strcmp(sb->image_id, image_id) == 0)
+                        return true;
+        return false;
+}
+
+int sbx_lookup(struct sbx_manager *m, const char *key, struct store_sandbox *ret,
+               struct wr_err *e) {
+        if (!key || !*key)
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "sandbox: give an id (sb-...) or a name");
+        int r;
+        if (strncmp(key, "sb-", 3) == 0) {
+                r = store_sandbox_load(m->store, key, ret, NULL);
+                if (r != -ENOENT)
+                        return r < 0 ? err_set(e, r, "load sandbox %s", key) : r;
+        }
+        r = store_sandbox_load_by_name(m->store, STORE_ENV_DEFAULT, key, ret, NULL);
+        if (r == -ENOENT)
+                return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                "sandbox %s not found (list them with `warren sandbox ls`)", key);
+        if (r < 0)
+                return err_set(e, r, "load sandbox %s", key);
+        return 0;
+}
+
+int sbx_usage(struct sbx_manager *m, const char *id, Warren__V1__ResourceUsage *u) {
+        struct sbx *sb = sbx_find_live(m, id);
+        if (!sb || !sb->rt)
+                return -ENOENT;
+        struct rt_usage ru = {0};
+        int r = rt_sandbox_usage(sb->rt, &ru);
+        if (r < 0)
+                return r;
+        u->cpu_seconds = ru.cpu_seconds;
+        u->memory_bytes = ru.memory_bytes;
+        u->memory_peak_bytes = ru.memory_peak_bytes;
+        u->pids = ru.pids;
+        return 0;
+}
+
+/* --- control connection --- */
+
+static int wait_writable(int fd) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int r = RETRY_EINTR(poll(&p, 1, 1000));
+        if (r < 0)
+                return -errno;
+        return r == 0 ? -ETIMEDOUT : 0;
+}
+
+int sbx_ctl_send_spawn(struct sbx *sb, const void *req, const int stdio[3]) {
+        if (sb->ctl_fd < 0)
+                return -EPIPE;
+        for (int tries = 0;; tries++) {
+                int r = rt_ctl_send_spawn(sb->ctl_fd, req, stdio);
+                if (r != -EAGAIN || tries >= 5)
+                        return r;
+                if ((r = wait_writable(sb->ctl_fd)) < 0)
+                        return r;
+        }
+}
+
+int sbx_ctl_send_signal(struct sbx *sb, uint64_t target, int signo, bool group) {
+        if (sb->ctl_fd < 0)
+                return -EPIPE;
+        for (int tries = 0;; tries++) {
+                int r = rt_ctl_send_signal(sb->ctl_fd, target, target, 0, signo, group);
+                if (r != -EAGAIN || tries >= 5)
+                        return r;
+                if ((r = wait_writable(sb->ctl_fd)) < 0)
+                        return r;
+        }
+}
+
+int sbx_ctl_send_resize(struct sbx *sb, uint64_t id, unsigned cols, unsigned rows) {
+        if (sb->ctl_fd < 0)
+                return -EPIPE;
+        return rt_ctl_send_resize(sb->ctl_fd, id, (uint16_t) cols, (uint16_t) rows);
+}
+
+static void sbx_finalize(struct sbx *sb);
+
+static void handle_closed(uv_handle_t *h) {
+        struct sbx *sb = h->data;
+        if (--sb->handles > 0)
+                return;
+        /* Every handle is closed: unlink and free. */
+        struct sbx_manager *m = sb->m;
+        for (struct sbx **pp = &m->list; *pp; pp = &(*pp)->next)
+                if (*pp == sb) {
+                        *pp = sb->next;
+                        break;
+                }
+        rt_sandbox_free(sb->rt);
+        sbx_env_free(sb->env);
+        free(sb->workdir);
+        free(sb->name);
+        free(sb->image_id);
+        free(sb);
+}
+
+static void ctl_close(struct sbx *sb) {
+        if (sb->ctl_fd < 0)
+                return;
+        uv_poll_stop(&sb->ctl_poll);
+        uv_close((uv_handle_t *) &sb->ctl_poll, handle_closed);
+        close(sb->ctl_fd);
+        sb->ctl_fd = -EBADF;
+}
+
+static void on_ctl(uv_poll_t *h, int status, int events) {
+        struct sbx *sb = h->data;
+        for (;;) {
+                struct rt_ctl_msg msg = {0};
+                int fd = -EBADF;
+                int r = rt_ctl_recv(sb->ctl_fd, &msg, &fd);
+                if (r == -EAGAIN)
+                        return;
+                if (r < 0) {
+                        /* Init closed the connection or sent garbage: the
+                         * sandbox is unusable. Its pidfd tells when it is
+                         * gone; a hostile init gets killed. */
+                        log_debug("sandbox %s: control connection: %s", sb->id, strerror(-r));
+                        ctl_close(sb);
+                        if (sb->state == SBX_RUNNING) {
+                                sb->term_reason = "warren-init stopped answering";
+                                sb->final_status = STORE_SANDBOX_FAILED;
+                                rt_sandbox_kill(sb->rt, SIGKILL);
+                        }
+                        return;
+                }
+                switch (msg.type) {
+                case CTL_SPAWNED:
+                        sbx_exec_on_spawned(sb, msg.id, msg.pid, -msg.err, fd);
+                        fd = -EBADF;
+                        break;
+                case CTL_EXITED:
+                        sbx_exec_on_exited(sb, msg.id, msg.status);
+                        break;
+                default:
+                        break; /* RESULT, PONG: nothing waits for them */
+                }
+                if (fd >= 0)
+                        close(fd);
+                rt_ctl_msg_done(&msg);
+                if (sb->ctl_fd < 0)
+                        return;
+        }
+}
+
+/* --- termination --- */
+
+static void timer_cb(uv_timer_t *t);
+
+static void on_init_exit(uv_poll_t *h, int status, int events) {
+        struct sbx *sb = h->data;
+        uv_poll_stop(h);
+        if (sb->state == SBX_RUNNING) {
+                sb->term_reason = "the sandbox's init exited unexpectedly";
+                sb->final_status = STORE_SANDBOX_FAILED;
+        }
+        sbx_finalize(sb);
+}
+
+/* Everything but init has exited? */
+static bool sandbox_settled(struct sbx *sb) {
+        if (sb->execs)
+                return false;
+        struct rt_usage u = {0};
+        if (rt_sandbox_usage(sb->rt, &u) < 0)
+                return true;
+        return u.pids <= 1;
+}
+
+static void timer_cb(uv_timer_t *t) {
+        struct sbx *sb = t->data;
+        if (sb->state == SBX_RUNNING) {
+                /* Lifetime over. */
+                int r = sbx_terminate(sb->m, sb->id, 10000, NULL, NULL, NULL);
+                if (r >= 0)
+                        sb->term_reason = "lifetime expired";
+                return;
+        }
+        if (sb->state != SBX_TERMINATING)
+                return;
+        if (uv_now(sb->m->loop) >= sb->term_deadline || sandbox_settled(sb)) {
+                sbx_finalize(sb);
+                return;
+        }
+        uv_timer_start(&sb->timer, timer_cb, SETTLE_MS, 0);
+}
+
+/* Kill what is left, free the runtime's resources, record the end, call
+ * the waiters, close handles. Idempotent. */
+static void sbx_finalize(struct sbx *sb) {
+        if (sb->state == SBX_DEAD)
+                return;
+        sb->state = SBX_DEAD;
+        struct wr_err e = {0};
+        sbx_exec_abort_all(sb, WARREN__V1__EXIT_REASON__EXIT_REASON_SANDBOX_TERMINATED);
+        int r = rt_sandbox_destroy(sb->rt, &e);
+        if (r < 0)
+                log_warn("sandbox %s: teardown: %s", sb->id, e.msg);
+        ctl_close(sb);
+        uv_timer_stop(&sb->timer);
+        uv_poll_stop(&sb->pid_poll);
+        const char *reason = sb->term_reason ? sb->term_reason : "terminated";
+        int st = sb->final_status ? sb->final_status : STORE_SANDBOX_TERMINATED;
+        struct wr_err se = {0};
+        if (store_sandbox_update_status(sb->m->store, sb->id, st, reason, &se) < 0)
+                log_warn("sandbox %s: record end: %s", sb->id, se.msg);
+        log_info("sandbox %s %s: %s", sb->id, st == STORE_SANDBOX_FAILED ? "failed" : "terminated",
+                 reason);
+        struct sbx_waiter *w = sb->waiters;
+        sb->waiters = NULL;
+        while (w) {
+                struct sbx_waiter *next = w->next;
+                if (w->done)
+                        w->done(r < 0 ? r : 0, r < 0 ? &e : NULL, w->userdata);
+                free(w);
+                w = next;
+        }
+        uv_close((uv_handle_t *) &sb->timer, handle_closed);
+        uv_close((uv_handle_t *) &sb->pid_poll, handle_closed);
+}
+
+int sbx_terminate(struct sbx_manager *m, const char *id, uint64_t grace_ms,
+                  sbx_terminate_done_fn done, void *userdata, struct wr_err *e) {
+        struct sbx *sb = sbx_find_live(m, id);
+        if (!sb) {
+                /* Not live: known (already ended) or unknown. */
+                struct store_sandbox row = {0};
+                int r = store_sandbox_load(m->store, id, &row, NULL);
+                store_sandbox_clear(&row);
+                if (r < 0)
+                        return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                        "sandbox %s not found", id);
+                if (done)
+                        done(0, NULL, userdata);
+                return 0;
+        }
+        if (done) {
+                struct sbx_waiter *w = calloc(1, sizeof(*w));
+                if (!w)
+                        return err_set(e, -ENOMEM, "terminate: out of memory");
+                w->done = done;
+                w->userdata = userdata;
+                w->next = sb->waiters;
+                sb->waiters = w;
+        }
+        if (sb->state == SBX_TERMINATING)
+                return 0;
+        sb->state = SBX_TERMINATING;
+        struct wr_err se = {0};
+        store_sandbox_update_status(m->store, sb->id, STORE_SANDBOX_TERMINATING, NULL, &se);
+        sb->term_deadline = uv_now(m->loop) + grace_ms;
+        /* SIGTERM goes to init, which forwards it to every process. */
+        if (grace_ms == 0 || rt_sandbox_kill(sb->rt, SIGTERM) < 0)
+                sb->term_deadline = uv_now(m->loop);
+        uv_timer_stop(&sb->timer);
+        uv_timer_start(&sb->timer, timer_cb, sandbox_settled(sb) ? 0 : SETTLE_MS, 0);
+        return 0;
+}
+
+/* --- create --- */
+
+static int make_id(char *buf, size_t size) {
+        uint8_t b[8];
+        if (getrandom(b, sizeof(b), 0) != sizeof(b))
+                return -errno;
+        snprintf(buf, size, "sb-%02x%02x%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4],
+                 b[5], b[6], b[7]);
+        return 0;
+}
+
+/* The value of a secret reference, for an env var (plain secrets only). */
+static int secret_value(struct sbx_manager *m, const Warren__V1__SecretRef *ref, char **ret,
+                        struct wr_err *e) {
+        switch (ref->source_case) {
+        case WARREN__V1__SECRET_REF__SOURCE_INLINE_VALUE:
+                *ret = strndup((const char *) ref->inline_value.data, ref->inline_value.len);
+                return *ret ? 0 : -ENOMEM;
+        case WARREN__V1__SECRET_REF__SOURCE_NAME: {
+                struct store_secret sec = {0};
+                int r = store_secret_get(m->store, STORE_ENV_DEFAULT, ref->name, &sec, NULL);
+                if (r == -ENOENT)
+                        return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                        "secret %s not found (store it with `warren secret set "
+                                        "%s < file`)",
+                                        ref->name, ref->name);
+                if (r < 0)
+                        return err_set(e, r, "read secret %s", ref->name);
+                if (sec.n_entries != 1 || sec.entries[0].key[0]) {
+                        store_secret_clear(&sec);
+                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                        "secret %s has several keys: use it in `secrets`",
+                                        ref->name);
+                }
+                *ret = strndup((const char *) sec.entries[0].value, sec.entries[0].len);
+                store_secret_clear(&sec);
+                return *ret ? 0 : -ENOMEM;
+        }
+        default:
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "env: a secret value must name a stored secret or carry an "
+                                "inline value");
+        }
+}
+
+/* Whole secrets as environment variables (secrets=[...]). */
+static int secrets_to_env(struct sbx_manager *m, const Warren__V1__SecretRef *ref, char ***env,
+                          struct wr_err *e) {
+        int r;
+        switch (ref->source_case) {
+        case WARREN__V1__SECRET_REF__SOURCE_NAME:
+        case WARREN__V1__SECRET_REF__SOURCE_INTEGRATION: {
+                const char *name = ref->source_case == WARREN__V1__SECRET_REF__SOURCE_NAME
+                                           ? ref->name
+                                           : ref->integration->name;
+                struct store_secret sec = {0};
+                r = store_secret_get(m->store, STORE_ENV_DEFAULT, name, &sec, NULL);
+                if (r == -ENOENT)
+                        return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                        "secrets: secret %s not found (store it with `warren "
+                                        "secret set %s < file`)",
+                                        name, name);
+                if (r < 0)
+                        return err_set(e, r, "read secret %s", name);
+                for (size_t i = 0; r >= 0 && i < sec.n_entries; i++) {
+                        const struct store_secret_entry *en = &sec.entries[i];
+                        const char *key = en->key[0]                        ? en->key
+                                          : ref->env_name && *ref->env_name ? ref->env_name
+                                                                            : name;
+                        if (ref->source_case == WARREN__V1__SECRET_REF__SOURCE_INTEGRATION &&
+                            ref->integration->n_keys > 0) {
+                                bool want = false;
+                                for (size_t k = 0; k < ref->integration->n_keys; k++)
+                                        want |= strcmp(ref->integration->keys[k], key) == 0;
+                                if (!want)
+                                        continue;
+                        }
+                        _cleanup_free_ char *v = strndup((const char *) en->value, en->len);
+                        r = v ? env_set2(env, key, v) : -ENOMEM;
+                }
+                store_secret_clear(&sec);
+                return r < 0 ? err_set(e, r, "secrets: %s", name) : 0;
+        }
+        case WARREN__V1__SECRET_REF__SOURCE_INLINE_VALUE: {
+                if (!ref->env_name || !env_name_valid(ref->env_name))
+                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                        "secrets: an inline secret needs env_name");
+                _cleanup_free_ char *v =
+                        strndup((const char *) ref->inline_value.data, ref->inline_value.len);
+                return v ? env_set2(env, ref->env_name, v) : -ENOMEM;
+        }
+        case WARREN__V1__SECRET_REF__SOURCE_INLINE_VALUES:
+                for (size_t i = 0; i < ref->inline_values->n_values; i++) {
+                        Warren__V1__InlineSecrets__ValuesEntry *kv = ref->inline_values->values[i];
+                        if (!env_name_valid(kv->key))
+                                return err_setx(
+                                        e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                        "secrets: %s is not a valid variable name", kv->key);
+                        _cleanup_free_ char *v =
+                                strndup((const char *) kv->value.data, kv->value.len);
+                        if (!v || (r = env_set2(env, kv->key, v)) < 0)
+                                return -ENOMEM;
+                }
+                return 0;
+        default:
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "secrets: an entry names no secret");
+        }
+}
+
+/* Serialize req for the store, without inline secret values. */
+static int spec_pack(const Warren__V1__CreateSandboxRequest *req, uint8_t **ret, size_t *n) {
+        size_t len = protobuf_c_message_get_packed_size(&req->base);
+        _cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
+        if (!buf)
+                return -ENOMEM;
+        protobuf_c_message_pack(&req->base, buf);
+        Warren__V1__CreateSandboxRequest *copy =
+                warren__v1__create_sandbox_request__unpack(NULL, len, buf);
+        if (!copy)
+                return -ENOMEM;
+        for (size_t i = 0; i < copy->n_env; i++) {
+                Warren__V1__EnvValue *v = copy->env[i]->value;
+                if (v && v->kind_case == WARREN__V1__ENV_VALUE__KIND_SECRET && v->secret &&
+                    v->secret->source_case != WARREN__V1__SECRET_REF__SOURCE_NAME)
+                        v->secret->source_case = WARREN__V1__SECRET_REF__SOURCE__NOT_SET;
+        }
+        for (size_t i = 0; i < copy->n_secrets; i++)
+                if (copy->secrets[i]->source_case == WARREN__V1__SECRET_REF__SOURCE_INLINE_VALUE ||
+                    copy->secrets[i]->source_case == WARREN__V1__SECRET_REF__SOURCE_INLINE_VALUES)
+                        copy->secrets[i]->source_case = WARREN__V1__SECRET_REF__SOURCE__NOT_SET;
+        *n = warren__v1__create_sandbox_request__get_packed_size(copy);
+        *ret = malloc(*n ? *n : 1);
+        if (*ret)
+                warren__v1__create_sandbox_request__pack(copy, *ret);
+        warren__v1__create_sandbox_request__free_unpacked(copy, NULL);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static int start_entrypoint(struct sbx *sb, const Warren__V1__CreateSandboxRequest *req,
+                            struct wr_err *e) {
+        if (req->n_entrypoint == 0)
+                return 0;
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/sandboxes/%s.entrypoint.log", sb->m->state_dir, sb->id);
+        _cleanup_close_ int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int log = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (null < 0 || log < 0)
+                return err_set(e, -errno, "entrypoint: open %s", path);
+        _cleanup_free_ const char **argv = calloc(req->n_entrypoint + 1, sizeof(char *));
+        if (!argv)
+                return -ENOMEM;
+        for (size_t i = 0; i < req->n_entrypoint; i++)
+                argv[i] = req->entrypoint[i];
+        struct rt_spawn_req sr = {
+                .id = ++sb->next_exec_id,
+                .argv = argv,
+                .envp = (const char *const *) sb->env,
+                .cwd = sb->workdir,
+                .uid = sb->uid,
+                .gid = sb->gid,
+                .flags = RT_SPAWN_SETSID,
+        };
+        int stdio[3] = {null, log, log};
+        int r = sbx_ctl_send_spawn(sb, &sr, stdio);
+        if (r < 0)
+                return err_set(e, r, "entrypoint: spawn");
+        return 0;
+}
+
+int sbx_create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *req,
+               struct store_sandbox *ret, struct wr_err *e) {
+        int r;
+        _cleanup_free_ uint8_t *spec = NULL;
+        _cleanup_free_ struct store_tag *tags = NULL;
+        if (req->compute_class == WARREN__V1__COMPUTE_CLASS__COMPUTE_CLASS_K8S)
+                return err_setx(e, -EOPNOTSUPP, WR_STATUS_UNIMPLEMENTED, WR_FAULT_CLIENT,
+                                "compute_class K8S needs a Kubernetes cluster; this warrend "
+                                "runs the HOST class only");
+        if (req->name && *req->name && !sbx_name_valid(req->name))
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "name: %s is not valid: use 1-63 of a-z 0-9 - _ . starting "
+                                "with a letter or digit",
+                                req->name);
+        if (req->workdir && *req->workdir && req->workdir[0] != '/')
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "workdir: %s must be an absolute path", req->workdir);
+        if (req->network_policy || req->n_credentials || req->n_managed_ssh ||
+            req->n_resource_detectors)
+                return err_setx(e, -EOPNOTSUPP, WR_STATUS_UNIMPLEMENTED, WR_FAULT_CLIENT,
+                                "network_policy, credentials, managed_ssh and resource_detectors "
+                                "are not implemented yet (they arrive with the egress network "
+                                "issue)");
+        if (req->n_volumes)
+                return err_setx(e, -EOPNOTSUPP, WR_STATUS_UNIMPLEMENTED, WR_FAULT_CLIENT,
+                                "volumes are not implemented yet (they arrive with the volumes "
+                                "issue)");
+        if (req->identity)
+                return err_setx(e, -EOPNOTSUPP, WR_STATUS_UNIMPLEMENTED, WR_FAULT_CLIENT,
+                                "identity tokens are not implemented yet");
+
+        struct rt_limits limits = {0};
+        if (req->resources) {
+                const Warren__V1__Resources *rs = req->resources;
+                if (rs->cpu && *rs->cpu && rt_cpu_parse(rs->cpu, &limits.cpu_millicores) < 0)
+                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                        "resources.cpu: %s is not valid: use cores (\"2\", "
+                                        "\"0.5\") or millicores (\"500m\")",
+                                        rs->cpu);
+                if (rs->memory && *rs->memory &&
+                    rt_memory_parse(rs->memory, &limits.memory_bytes) < 0)
+                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                        "resources.memory: %s is not valid: use bytes or a "
+                                        "size like \"512Mi\" or \"4Gi\"",
+                                        rs->memory);
+                if (rs->disk && *rs->disk)
+                        return err_setx(e, -EOPNOTSUPP, WR_STATUS_UNIMPLEMENTED, WR_FAULT_CLIENT,
+                                        "resources.disk: writable-layer limits are not "
+                                        "implemented yet");
+                limits.pids_max = rs->pids;
+        }
+        int64_t expires_ns = 0;
+        if (req->lifetime && *req->lifetime) {
+                int64_t d;
+                if (duration_parse_ns(req->lifetime, &d) < 0)
+                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                        "lifetime: %s is not valid: use a duration like "
+                                        "\"3600s\", \"90m\" or \"2h\"",
+                                        req->lifetime);
+                expires_ns = store_now_ns() + d;
+        }
+
+        /* Image. */
+        const char *ref = m->default_image;
+        if (req->image && req->image->kind_case == WARREN__V1__IMAGE_SPEC__KIND_BUILD)
+                return err_setx(e, -EOPNOTSUPP, WR_STATUS_UNIMPLEMENTED, WR_FAULT_CLIENT,
+                                "image: declarative builds are not implemented yet (they arrive "
+                                "with the image builder issue); import or pull an image and "
+                                "name it");
+        if (req->image && req->image->kind_case == WARREN__V1__IMAGE_SPEC__KIND_REF &&
+            *req->image->ref)
+                ref = req->image->ref;
+        if (!m->images)
+                return err_setx(e, -ENOENT, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_SERVICE,
+                                "image store unavailable");
+        struct img_info *img = NULL;
+        r = img_store_resolve(m->images, ref, &img, e);
+        if (r < 0) {
+                if (r == -ENOENT)
+                        return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                        "image %s not found: import it with `warren image "
+                                        "import %s FILE` (or pull it)",
+                                        ref, ref);
+                return err_prefix(e, r, "image %s", ref);
+        }
+
+        struct sbx *sb = calloc(1, sizeof(*sb));
+        if (!sb) {
+                img_info_free(img);
+                return err_set(e, -ENOMEM, "create sandbox: out of memory");
+        }
+        sb->m = m;
+        sb->ctl_fd = -EBADF;
+        sb->expires_ns = expires_ns;
+        if ((r = make_id(sb->id, sizeof(sb->id))) < 0)
+                goto fail_early;
+        sb->name = req->name && *req->name ? strdup(req->name) : NULL;
+        sb->image_id = strdup(img->id);
+
+        /* Process defaults: image env, then the request's env and secrets. */
+        r = env_set2(&sb->env, "PATH", DEFAULT_PATH);
+        for (size_t i = 0; r >= 0 && i < img->config.n_env; i++)
+                r = sbx_env_set(&sb->env, img->config.env[i]);
+        if (r >= 0)
+                r = env_set2(&sb->env, "HOSTNAME",
+                             req->hostname && *req->hostname ? req->hostname
+                             : sb->name                      ? sb->name
+                                                             : sb->id);
+        for (size_t i = 0; r >= 0 && i < req->n_env; i++) {
+                const Warren__V1__CreateSandboxRequest__EnvEntry *en = req->env[i];
+                if (!env_name_valid(en->key)) {
+                        r = err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                     "env: %s is not a valid variable name", en->key);
+                        goto fail_early;
+                }
+                if (!en->value || en->value->kind_case == WARREN__V1__ENV_VALUE__KIND_VALUE) {
+                        r = env_set2(&sb->env, en->key, en->value ? en->value->value : "");
+                        continue;
+                }
+                _cleanup_free_ char *v = NULL;
+                if ((r = secret_value(m, en->value->secret, &v, e)) < 0)
+                        goto fail_early;
+                r = env_set2(&sb->env, en->key, v);
+        }
+        for (size_t i = 0; r >= 0 && i < req->n_secrets; i++)
+                if ((r = secrets_to_env(m, req->secrets[i], &sb->env, e)) < 0)
+                        goto fail_early;
+        if (r < 0) {
+                err_set(e, r, "create sandbox: environment");
+                goto fail_early;
+        }
+        if (user_parse(img->config.user, &sb->uid, &sb->gid) < 0) {
+                r = err_setx(e, -EINVAL, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                             "image %s: user %s is not supported yet (use a numeric uid[:gid])",
+                             ref, img->config.user);
+                goto fail_early;
+        }
+        if (!env_find(sb->env, "HOME"))
+                env_set2(&sb->env, "HOME", sb->uid == 0 ? "/root" : "/");
+        sb->workdir = strdup(req->workdir && *req->workdir ? req->workdir
+                             : img->config.working_dir && *img->config.working_dir
+                                     ? img->config.working_dir
+                                     : "/");
+        if (!sb->workdir || !sb->image_id || (req->name && *req->name && !sb->name)) {
+                r = err_set(e, -ENOMEM, "create sandbox: out of memory");
+                goto fail_early;
+        }
+
+        /* Record it PENDING before touching the kernel. */
+        struct store_sandbox row = {
+                .id = sb->id,
+                .environment = (char *) STORE_ENV_DEFAULT,
+                .name = sb->name,
+                .status = STORE_SANDBOX_PENDING,
+                .image_id = img->id,
+                .image_ref = (char *) ref,
+                .created_ns = store_now_ns(),
+                .expires_ns = expires_ns,
+        };
+        if ((r = spec_pack(req, &spec, &row.spec_len)) < 0) {
+                err_set(e, r, "create sandbox: encode spec");
+                goto fail_early;
+        }
+        row.spec = spec;
+        tags = calloc(req->n_tags + 1, sizeof(*tags));
+        if (!tags) {
+                r = err_set(e, -ENOMEM, "create sandbox: out of memory");
+                goto fail_early;
+        }
+        for (size_t i = 0; i < req->n_tags; i++) {
+                if (!req->tags[i]->key[0]) {
+                        r = err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                     "tags: a tag key is empty");
+                        goto fail_early;
+                }
+                tags[i].key = req->tags[i]->key;
+                tags[i].value = req->tags[i]->value;
+        }
+        row.tags = tags;
+        row.n_tags = req->n_tags;
+        r = store_sandbox_insert(m->store, &row, e);
+        if (r == -EEXIST) {
+                r = err_setx(e, -EEXIST, WR_STATUS_ALREADY_EXISTS, WR_FAULT_CLIENT,
+                             "name: a running sandbox is already called %s (terminate it or "
+                             "pick another name)",
+                             sb->name);
+                goto fail_early;
+        }
+        if (r < 0) {
+                err_prefix(e, r, "create sandbox: record");
+                goto fail_early;
+        }
+
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s/sandboxes/%s", m->state_dir, sb->id);
+        struct rt_sandbox_config cfg = {
+                .id = sb->id,
+                .dir = dir,
+                .layers = (const char *const *) img->layer_dirs,
+                .n_layers = img->n_layers,
+                .hostname = req->hostname && *req->hostname ? req->hostname
+                            : sb->name                      ? sb->name
+                                                            : sb->id,
+                .init_path = m->init_path,
+                .limits = limits,
+                .log_fd = -1,
+        };
+        r = rt_sandbox_create(&cfg, &sb->rt, e);
+        img_info_free(img);
+        img = NULL;
+        if (r < 0)
+                goto fail_recorded;
+        if ((r = rt_ctl_connect(rt_sandbox_ctl_path(sb->rt), &sb->ctl_fd, e)) < 0) {
+                err_prefix(e, r, "create sandbox: connect to warren-init");
+                goto fail_started;
+        }
+
+        uv_timer_init(m->loop, &sb->timer);
+        sb->timer.data = sb;
+        uv_poll_init(m->loop, &sb->pid_poll, rt_sandbox_pidfd(sb->rt));
+        sb->pid_poll.data = sb;
+        uv_poll_init(m->loop, &sb->ctl_poll, sb->ctl_fd);
+        sb->ctl_poll.data = sb;
+        sb->handles = 3;
+        uv_poll_start(&sb->pid_poll, UV_READABLE, on_init_exit);
+        uv_poll_start(&sb->ctl_poll, UV_READABLE, on_ctl);
+        sb->next = m->list;
+        m->list = sb;
+
+        if (expires_ns) {
+                int64_t left_ms = (expires_ns - store_now_ns()) / 1000000;
+                uv_timer_start(&sb->timer, timer_cb, left_ms > 0 ? (uint64_t) left_ms : 0, 0);
+        }
+        store_sandbox_update_runtime(m->store, sb->id, rt_sandbox_pid(sb->rt), NULL, NULL);
+        if ((r = start_entrypoint(sb, req, e)) < 0) {
+                sb->term_reason = "entrypoint failed to start";
+                sb->final_status = STORE_SANDBOX_FAILED;
+                sbx_finalize(sb);
+                return r;
+        }
+        if ((r = store_sandbox_update_status(m->store, sb->id, STORE_SANDBOX_RUNNING, NULL, e)) <
+            0) {
+                sb->term_reason = "recording failed";
+                sb->final_status = STORE_SANDBOX_FAILED;
+                sbx_finalize(sb);
+                return r;
+        }
+        log_info("sandbox %s created (image %s)", sb->id, sb->image_id);
+        return store_sandbox_load(m->store, sb->id, ret, e);
+
+fail_started : {
+        struct wr_err de = {0};
+        rt_sandbox_destroy(sb->rt, &de);
+}
+fail_recorded:
+        store_sandbox_update_status(m->store, sb->id, STORE_SANDBOX_FAILED, e ? e->msg : "failed",
+                                    NULL);
+fail_early:
+        img_info_free(img);
+        if (sb->ctl_fd >= 0)
+                close(sb->ctl_fd);
+        rt_sandbox_free(sb->rt);
+        sbx_env_free(sb->env);
+        free(sb->workdir);
+        free(sb->name);
+        free(sb->image_id);
+        free(sb);
+        return r;
+}
+
+/* --- manager --- */
+
+int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **ret,
+                    struct wr_err *e) {
+        struct sbx_manager *m = calloc(1, sizeof(*m));
+        if (!m)
+                return err_set(e, -ENOMEM, "sandbox manager: out of memory");
+        m->loop = cfg->loop;
+        m->store = cfg->store;
+        m->images = cfg->images;
+        m->state_dir = strdup(cfg->state_dir);
+        m->init_path = strdup(cfg->init_path);
+        m->default_image = strdup(cfg->default_image ? cfg->default_image : "sandbox:latest");
+        if (!m->state_dir || !m->init_path || !m->default_image) {
+                sbx_manager_free(m);
+                return err_set(e, -ENOMEM, "sandbox manager: out of memory");
+        }
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s/sandboxes", m->state_dir);
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+                int r = -errno;
+                sbx_manager_free(m);
+                return err_set(e, r, "sandbox manager: mkdir %s", dir);
+        }
+        /* Sandboxes of a previous daemon did not survive it (restart
+         * recovery arrives with the lifecycle issue): record that. */
+        static const int live[] = {STORE_SANDBOX_PENDING, STORE_SANDBOX_RUNNING,
+                                   STORE_SANDBOX_TERMINATING};
+        struct store_sandbox_filter f = {
+                .environment = STORE_ENV_DEFAULT,
+                .statuses = live,
+                .n_statuses = ELEMENTSOF(live),
+        };
+        struct store_sandbox *rows = NULL;
+        size_t n = 0;
+        if (store_sandbox_list(m->store, &f, &rows, &n, NULL) >= 0) {
+                for (size_t i = 0; i < n; i++)
+                        store_sandbox_update_status(m->store, rows[i].id, STORE_SANDBOX_TERMINATED,
+                                                    "warrend restarted", NULL);
+                store_sandbox_list_free(rows, n);
+        }
+        *ret = m;
+        return 0;
+}
+
+void sbx_manager_free(struct sbx_manager *m) {
+        if (!m)
+                return;
+        m->freeing = true;
+        for (struct sbx *sb = m->list; sb; sb = sb->next)
+                if (sb->state != SBX_DEAD) {
+                        sb->term_reason = "warrend shut down";
+                        sbx_finalize(sb);
+                }
+        /* Let the handle close callbacks run, which unlink and free. */
+        while (m->list)
+                uv_run(m->loop, UV_RUN_ONCE);
+        free(m->state_dir);
+        free(m->init_path);
+        free(m->default_image);
+        free(m);
+}

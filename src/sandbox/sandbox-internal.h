@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Internals shared by manager.c (sandboxes) and exec.c (exec sessions). */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "sandbox/sandbox.h"
+
+struct rt_sandbox;
+struct rt_ctl_msg;
+
+enum sbx_state {
+        SBX_RUNNING = 0,
+        SBX_TERMINATING = 1,
+        SBX_DEAD = 2,
+};
+
+struct sbx_waiter {
+        sbx_terminate_done_fn done;
+        void *userdata;
+        struct sbx_waiter *next;
+};
+
+/* One live sandbox. Owned by the manager's list; freed once dead and every
+ * handle closed. */
+struct sbx {
+        struct sbx_manager *m;
+        struct sbx *next;
+        char id[32];
+        char *name;
+        char *image_id;
+        struct rt_sandbox *rt;
+        int state;   /* enum sbx_state */
+        int handles; /* uv handles not yet closed */
+
+        /* Control connection to warren-init. */
+        int ctl_fd;
+        uv_poll_t ctl_poll;
+        uv_poll_t pid_poll; /* init's pidfd: readable once it exited */
+        uv_timer_t timer;   /* lifetime, then termination grace / settle checks */
+        int64_t expires_ns;
+        uint64_t term_deadline; /* uv_now() ms when SIGKILL is due */
+        const char *term_reason;
+        int final_status; /* STORE_SANDBOX_TERMINATED or _FAILED */
+        struct sbx_waiter *waiters;
+
+        /* Process defaults. */
+        char **env; /* NULL-terminated "K=V" */
+        char *workdir;
+        uint32_t uid, gid;
+
+        struct sbx_exec *execs;
+        uint64_t next_exec_id;
+};
+
+struct sbx_manager {
+        uv_loop_t *loop;
+        struct store *store;
+        struct img_store *images;
+        char *state_dir;
+        char *init_path;
+        char *default_image;
+        struct sbx *list;
+        bool freeing;
+};
+
+/* exec.c: messages from init for exec sessions, and the end of a sandbox. */
+void sbx_exec_on_spawned(struct sbx *sb, uint64_t id, int pid, int err, int pty_fd);
+void sbx_exec_on_exited(struct sbx *sb, uint64_t id, int status);
+/* Force every exec of sb to end with reason (the sandbox is gone). */
+void sbx_exec_abort_all(struct sbx *sb, int reason);
+
+/* manager.c */
+struct sbx *sbx_find_live(struct sbx_manager *m, const char *key);
+/* Send a request to init, waiting briefly when its socket queue is full. */
+int sbx_ctl_send_spawn(struct sbx *sb, const void *req, const int stdio[3]);
+int sbx_ctl_send_signal(struct sbx *sb, uint64_t target, int signo, bool group);
+int sbx_ctl_send_resize(struct sbx *sb, uint64_t id, unsigned cols, unsigned rows);
+/* Environment helpers: set "K=V" in a NULL-terminated heap vector. */
+int sbx_env_set(char ***env, const char *kv);
+char **sbx_env_dup(char *const *env);
+void sbx_env_free(char **env);

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* sandbox: the daemon's live sandboxes, driven from the event loop.
+ *
+ * This module owns every running sandbox of the daemon: it resolves the
+ * image (image/), records the sandbox in SQLite before and after each step
+ * (store/), starts it (runtime/), keeps one control connection to its
+ * warren-init, runs exec sessions (pipes or a PTY, output streamed with
+ * back-pressure), enforces lifetimes, and terminates sandboxes (SIGTERM,
+ * grace period, SIGKILL of the whole sandbox, everything freed).
+ *
+ * The API layer (api/sandboxes.c, api/exec.c) is glue on top of it: it
+ * turns protobuf requests into these calls and callbacks into responses.
+ * Everything runs on the loop thread. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "basic/err.h"
+#include "warren/v1/sandboxes.pb-c.h"
+
+struct store;
+struct store_sandbox;
+struct img_store;
+struct sbx_manager;
+struct sbx_exec;
+
+struct sbx_manager_config {
+        uv_loop_t *loop;
+        struct store *store;
+        struct img_store *images;
+        const char *state_dir;
+        /* Host path of the static warren-init binary. */
+        const char *init_path;
+        /* Image used when a CreateSandbox request names none. */
+        const char *default_image;
+};
+
+/* Create the manager. Marks sandboxes that the store lists as live but that
+ * no longer run (a previous daemon's) as TERMINATED with a reason.
+ * Returns 0 or a negative errno with e filled. *ret is the caller's
+ * (sbx_manager_free). */
+int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **ret,
+                    struct wr_err *e);
+
+/* Stop every live sandbox (SIGKILL; recorded TERMINATED "daemon shutdown"),
+ * end their exec sessions and free the manager. Until restart recovery
+ * exists, sandboxes do not outlive the daemon. NULL ok. */
+void sbx_manager_free(struct sbx_manager *m);
+
+/* True when s is a valid sandbox name: 1-63 of [a-z0-9-_.], starting with
+ * a letter or digit. */
+bool sbx_name_valid(const char *s);
+
+/* Number of sandboxes currently running. */
+size_t sbx_manager_running(const struct sbx_manager *m);
+
+/* True when a live sandbox uses image id (DeleteImage refuses then). */
+bool sbx_manager_image_in_use(const char *image_id, void *manager);
+
+/* Create and start a sandbox as req says. On success fills *ret (the
+ * stored row, status RUNNING; caller clears it with store_sandbox_clear).
+ * Errors: -EINVAL (INVALID_ARGUMENT naming the field), -ENOENT (image or
+ * secret unknown), -EEXIST (name taken), -EOPNOTSUPP (unsupported option,
+ * e.g. the K8S compute class), runtime errors. On failure nothing is left
+ * running and the row, if written, says FAILED with the reason. */
+int sbx_create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *req,
+               struct store_sandbox *ret, struct wr_err *e);
+
+/* Load the sandbox called key (an id "sb-..." or a name) into *ret (caller
+ * clears). -ENOENT when unknown. */
+int sbx_lookup(struct sbx_manager *m, const char *key, struct store_sandbox *ret, struct wr_err *e);
+
+/* Fill usage for a running sandbox; -ENOENT when it is not running. */
+int sbx_usage(struct sbx_manager *m, const char *id, Warren__V1__ResourceUsage *u);
+
+typedef void (*sbx_terminate_done_fn)(int r, const struct wr_err *e, void *userdata);
+
+/* Terminate the sandbox with id: SIGTERM to every process, then after
+ * grace_ms SIGKILL of the whole sandbox; its execs end with reason
+ * SANDBOX_TERMINATED; everything it held is freed; the row becomes
+ * TERMINATED. done runs on the loop once that is over (also when the
+ * sandbox had already ended: r = 0 at once). Returns 0 when done will be
+ * called, or a negative errno (-ENOENT unknown id) and done is not called. */
+int sbx_terminate(struct sbx_manager *m, const char *id, uint64_t grace_ms,
+                  sbx_terminate_done_fn done, void *userdata, struct wr_err *e);
+
+/* --- exec sessions --- */
+
+enum sbx_stream {
+        SBX_STDOUT = 1,
+        SBX_STDERR = 2,
+};
+
+struct sbx_exec_callbacks {
+        /* The process runs (pid inside the sandbox). */
+        void (*on_started)(struct sbx_exec *x, int pid, const char *exec_id, void *userdata);
+        /* Output bytes, with their offset in the exec's output sequence.
+         * Return 1 to pause output (the process then blocks on a full pipe)
+         * until sbx_exec_resume_output; 0 to go on. */
+        int (*on_output)(struct sbx_exec *x, enum sbx_stream stream, const void *data, size_t n,
+                         uint64_t offset, void *userdata);
+        /* The process ended and its output was delivered. exit_code is the
+         * exit status, or 128 + signal. reason: WARREN__V1__EXIT_REASON__*.
+         * The last callback. */
+        void (*on_exited)(struct sbx_exec *x, int exit_code, int signo, int reason, void *userdata);
+        /* stdin accepts data again after sbx_exec_write_stdin returned 1. */
+        void (*on_stdin_ready)(struct sbx_exec *x, void *userdata);
+};
+
+/* Start a process as start says, in the running sandbox start->sandbox
+ * (id or name). A program or working directory that does not exist is not
+ * an RPC error: the session reports a line on stderr and exit code 127
+ * (126 for other exec failures), like a shell. Errors: -ENOENT (sandbox
+ * unknown), -EBUSY (sandbox not running: FAILED_PRECONDITION), -EINVAL
+ * (bad argv/env/workdir/timeout), -EPIPE (init unreachable). The session
+ * belongs to the manager; the caller holds a handle until
+ * sbx_exec_release. */
+int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
+                   const struct sbx_exec_callbacks *cb, void *userdata, struct sbx_exec **ret,
+                   struct wr_err *e);
+
+/* Queue stdin bytes. Returns 0, 1 when the queue is full (wait for
+ * on_stdin_ready before writing more; the bytes were taken), -EPIPE once
+ * stdin is closed or the process ended. */
+int sbx_exec_write_stdin(struct sbx_exec *x, const void *data, size_t n);
+
+/* Close stdin after what is queued (EOF for the process). */
+int sbx_exec_close_stdin(struct sbx_exec *x);
+
+/* Send signo to the process, or to its whole process group. */
+int sbx_exec_signal(struct sbx_exec *x, int signo, bool group);
+
+/* Set the PTY window size (-ENOTTY without a PTY). */
+int sbx_exec_resize(struct sbx_exec *x, unsigned cols, unsigned rows);
+
+/* Resume output after on_output returned 1. */
+void sbx_exec_resume_output(struct sbx_exec *x);
+
+/* The caller lets go: no callback runs after this. A process still running
+ * is killed (its process group, SIGKILL) unless it was started detached.
+ * NULL ok. */
+void sbx_exec_release(struct sbx_exec *x);
