@@ -35,9 +35,7 @@ build-asan: $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
 
 run: deps build
-	@mkdir -p $(STATE_DIR)
-	scripts/prepare-state.sh $(BUILD) $(STATE_DIR)
-	exec $(BUILD)/src/daemon/warrend --state-dir $(STATE_DIR) --listen $(LISTEN)
+	exec scripts/run.sh $(BUILD) $(STATE_DIR) $(LISTEN)
 
 test-unit:
 	meson test -C $(BUILD) --suite unit --print-errorlogs
@@ -45,6 +43,7 @@ test-unit:
 test-e2e:
 	WARREN_BUILD=$(CURDIR)/$(BUILD) PYTHONPATH=$(CURDIR)/python $(PYTHON) -m pytest -q tests/e2e $(PYTEST_ARGS)
 	WARREN_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q tests/init $(PYTEST_ARGS)
+	PYTHONPATH=$(CURDIR)/python $(PYTHON) -m pytest -q python/tests $(PYTEST_ARGS)
 
 test-fast: deps build test-unit test-e2e
 
