@@ -609,6 +609,9 @@ static void do_spawn(struct conn *c, uint64_t id, const struct init_spawn *s, in
         }
         if (pty && (r = open_pty(s, &master, &slave)) < 0)
                 goto fail;
+        /* The terminal belongs to the user who runs on it (like login(1)). */
+        if (pty && s->uid != geteuid())
+                (void) !fchown(slave, s->uid, (gid_t) -1);
         if (pipe2(errp, O_CLOEXEC) < 0) {
                 r = -errno;
                 goto fail;

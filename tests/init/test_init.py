@@ -190,6 +190,16 @@ def test_pty_spawn(ctl):
     assert ctl.wait(EXITED, 1).status == 0
 
 
+def test_pty_as_other_user_owns_its_tty(ctl):
+    m = ctl.spawn(1, ["sh", "-c", 'id -u; stat -c %u "$(tty)"'], flags=F_PTY, uid=65534,
+                  gid=65534, env=PATH_ENV)
+    assert m.err == 0
+    out = read_pty(m.fds[0]).decode().split()
+    os.close(m.fds[0])
+    assert out == ["65534", "65534"]
+    assert ctl.wait(EXITED, 1).status == 0
+
+
 def test_pty_resize_and_input(ctl):
     m = ctl.spawn(1, ["sh", "-c", "read line; echo got=$line; stty size"], flags=F_PTY,
                   cols=80, rows=24, env=PATH_ENV)
