@@ -12,6 +12,7 @@ DEB_PACKAGES=(
   libcurl4-openssl-dev libarchive-dev libjansson-dev libcmocka-dev libclang-rt-14-dev
   busybox-static iproute2 nftables libnftables-dev libmnl-dev libc-ares-dev
   libhttp-parser-dev bubblewrap crun
+  docker-registry skopeo
 )
 PY_MODULES=(grpc:grpcio grpc_tools:grpcio-tools google.protobuf:protobuf pytest:pytest)
 
