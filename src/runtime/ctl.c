@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -332,9 +333,11 @@ int rt_ctl_recv(int fd, struct rt_ctl_msg *ret, int *ret_passed_fd) {
         else
                 r = rt_ctl_msg_decode(buf, (size_t) n, nfds, ret);
         if (r == 0 && nfds == 1) {
-                /* A pty master is a character device; refuse anything else. */
+                /* Only a pty master (an open of ptmx: char device 5:2) may
+                 * come back; refuse anything else init might pass. */
                 struct stat st;
-                if (fstat(fds[0], &st) < 0 || !S_ISCHR(st.st_mode)) {
+                if (fstat(fds[0], &st) < 0 || !S_ISCHR(st.st_mode) || major(st.st_rdev) != 5 ||
+                    minor(st.st_rdev) != 2) {
                         rt_ctl_msg_done(ret);
                         r = -EBADMSG;
                 }

@@ -372,14 +372,15 @@ static void test_socketpair_fd_passing(void **state) {
         assert_string_equal(d.spawn.argv[0], "cat");
         init_req_done(&d);
 
-        /* Daemon side receive: nothing queued, then a SPAWNED with a pty-like
-         * fd (a character device) is accepted, a pipe is refused and closed. */
+        /* Daemon side receive: nothing queued, then a SPAWNED with a pty
+         * master is accepted; a pipe or another char device is refused. */
         struct rt_ctl_msg m;
         int passed;
         assert_int_equal(rt_ctl_recv(sv[0], &m, &passed), -EAGAIN);
         assert_int_equal(passed, -EBADF);
 
-        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        int devnull = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+        assert_true(devnull >= 0);
         size_t len = mk_reply(CTL_SPAWNED, 77, 1234, 0);
         iov.iov_len = len;
         mh = (struct msghdr){.msg_iov = &iov,
@@ -402,6 +403,11 @@ static void test_socketpair_fd_passing(void **state) {
         assert_true(sendmsg(sv[1], &mh, 0) == (ssize_t) len);
         assert_int_equal(rt_ctl_recv(sv[0], &m, &passed), -EBADMSG);
         assert_int_equal(passed, -EBADF);
+        close(devnull);
+        devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        memcpy(CMSG_DATA(cm), &devnull, sizeof(int));
+        assert_true(sendmsg(sv[1], &mh, 0) == (ssize_t) len);
+        assert_int_equal(rt_ctl_recv(sv[0], &m, &passed), -EBADMSG);
         close(devnull);
 
         /* Peer gone. */
