@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "basic/log.h"
@@ -284,6 +285,8 @@ static void handle_closed(uv_handle_t *h) {
                         break;
                 }
         rt_sandbox_free(sb->rt);
+        if (sb->pidfd >= 0)
+                close(sb->pidfd);
         sbx_env_free(sb->env);
         free(sb->workdir);
         free(sb->name);
@@ -717,6 +720,7 @@ int sbx_create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *re
         }
         sb->m = m;
         sb->ctl_fd = -EBADF;
+        sb->pidfd = -EBADF;
         sb->expires_ns = expires_ns;
         if ((r = make_id(sb->id, sizeof(sb->id))) < 0)
                 goto fail_early;
@@ -843,7 +847,14 @@ int sbx_create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *re
 
         uv_timer_init(m->loop, &sb->timer);
         sb->timer.data = sb;
-        uv_poll_init(m->loop, &sb->pid_poll, rt_sandbox_pidfd(sb->rt));
+        /* A pidfd of our own: libuv makes polled fds non-blocking, and the
+         * runtime's blocking waitid on its pidfd must stay blocking. */
+        sb->pidfd = (int) syscall(SYS_pidfd_open, rt_sandbox_pid(sb->rt), 0);
+        if (sb->pidfd < 0) {
+                r = err_set(e, -errno, "create sandbox: pidfd_open: %m");
+                goto fail_started;
+        }
+        uv_poll_init(m->loop, &sb->pid_poll, sb->pidfd);
         sb->pid_poll.data = sb;
         uv_poll_init(m->loop, &sb->ctl_poll, sb->ctl_fd);
         sb->ctl_poll.data = sb;
@@ -885,6 +896,8 @@ fail_early:
         img_info_free(img);
         if (sb->ctl_fd >= 0)
                 close(sb->ctl_fd);
+        if (sb->pidfd >= 0)
+                close(sb->pidfd);
         rt_sandbox_free(sb->rt);
         sbx_env_free(sb->env);
         free(sb->workdir);

@@ -40,7 +40,8 @@ struct sbx {
         /* Control connection to warren-init. */
         int ctl_fd;
         uv_poll_t ctl_poll;
-        uv_poll_t pid_poll; /* init's pidfd: readable once it exited */
+        int pidfd;          /* our own pidfd of init (polled, so non-blocking) */
+        uv_poll_t pid_poll; /* readable once init exited */
         uv_timer_t timer;   /* lifetime, then termination grace / settle checks */
         int64_t expires_ns;
         uint64_t term_deadline; /* uv_now() ms when SIGKILL is due */

@@ -153,3 +153,39 @@ def fresh_warrend():
             d.stop()
         except Exception:
             pass
+
+
+def import_image(d, name, rootfs_extra=None):
+    """Import the busybox test rootfs (plus files: {path_in_image: host_path})
+    into daemon d as image `name`."""
+    tmp = tempfile.mkdtemp(prefix="warren-img-")
+    try:
+        rootfs = os.path.join(tmp, "rootfs")
+        tar = os.path.join(tmp, "rootfs.tar")
+        subprocess.run(["bash", str(ROOT / "tests/images/busybox-rootfs.sh"), rootfs],
+                       check=True, capture_output=True)
+        for dest, src in (rootfs_extra or {}).items():
+            target = os.path.join(rootfs, dest.lstrip("/"))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(src, target)
+        subprocess.run(["tar", "--numeric-owner", "--owner=0", "--group=0", "-C", rootfs,
+                        "-cf", tar, "."], check=True)
+        subprocess.run([WARREN_CLI, "--addr", d.unix_addr, "image", "import", name, tar],
+                       check=True, capture_output=True, timeout=120)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+PROBE = build_path("tests/probe/warren-probe")
+
+
+@pytest.fixture(scope="session")
+def sandbox_daemon():
+    """A session-wide daemon with images busybox:latest, sandbox:latest (the
+    default) and probe:latest (busybox + /usr/bin/warren-probe)."""
+    d = Daemon()
+    import_image(d, "busybox:latest")
+    import_image(d, "sandbox:latest")
+    import_image(d, "probe:latest", {"/usr/bin/warren-probe": PROBE})
+    yield d
+    d.stop()
