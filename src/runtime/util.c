@@ -60,6 +60,9 @@ int rt_memory_parse(const char *s, uint64_t *ret) {
                 shift = 40;
                 end++;
                 break;
+        case 'b':
+        case 'B':
+                break;
         default:
                 return -EINVAL;
         }

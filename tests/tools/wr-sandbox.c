@@ -10,7 +10,8 @@
  * Creates a sandbox (state dir: a temp dir, or --state DIR which must not
  * exist), spawns CMD through warren-init's control socket, relays
  * stdin/stdout/stderr through pipes (never hands the caller's terminal to
- * the sandbox), destroys the sandbox and exits with CMD's exit code (128+N
+ * the sandbox) until CMD exits (background processes it left are killed),
+ * destroys the sandbox and exits with CMD's exit code (128+N
  * when killed by signal N). Prints nothing of its own except errors
  * ("wr-sandbox: ...", exit 125). --layer dirs stack above --rootfs, the
  * first given is top-most. --keep leaves the sandbox running and prints
@@ -22,6 +23,7 @@
  * timings (create→first exec, create, destroy, in ms) and the fds, mounts
  * and cgroup dirs of this process/host before and after: the leak test and
  * the benchmark use it. --debug sends warren-init's stderr to ours.
+ * SIGINT, SIGTERM or SIGHUP destroy the sandbox and exit 128+N.
  *
  *   wr-sandbox destroy --id ID --state DIR [--cgroup auto|v1|v2]
  * SIGKILLs everything in the sandbox's cgroup, removes cgroups and DIR. */
@@ -76,6 +78,13 @@ _noreturn_ _printf_(1, 2) static void die(const char *fmt, ...) {
         va_end(ap);
         fputc('\n', stderr);
         exit(125);
+}
+
+static volatile sig_atomic_t got_signal;
+static sigset_t run_mask; /* the mask ppoll() waits with: stop signals open */
+
+static void on_signal(int sig) {
+        got_signal = sig;
 }
 
 static double now_ms(void) {
@@ -181,8 +190,14 @@ static int relay(const char *ctl, const struct opts *o, bool use_stdin, double *
                         {.fd = ilen == 0 ? infd : -1, .events = POLLIN},
                         {.fd = ilen > 0 ? inw : -1, .events = POLLOUT},
                 };
-                if (RETRY_EINTR(poll(p, 5, -1)) < 0)
-                        die("poll: %m");
+                if (got_signal)
+                        break; /* the caller destroys the sandbox */
+                /* stop signals are blocked except inside ppoll: no lost wakeup */
+                if (ppoll(p, 5, NULL, &run_mask) < 0) {
+                        if (errno != EINTR)
+                                die("poll: %m");
+                        continue;
+                }
                 if (p[0].revents) {
                         for (;;) {
                                 struct rt_ctl_msg m;
@@ -203,8 +218,23 @@ static int relay(const char *ctl, const struct opts *o, bool use_stdin, double *
                                 }
                                 rt_ctl_msg_done(&m);
                         }
-                        if (exited)
-                                p[0].fd = -1;
+                        if (exited) {
+                                /* the command is done: what it wrote is in the
+                                 * pipes; background processes that still hold
+                                 * them do not keep us waiting */
+                                for (int i = 1; i <= 2; i++) {
+                                        int *src = i == 1 ? &outr : &errr;
+                                        if (*src < 0)
+                                                continue;
+                                        fcntl(*src, F_SETFL, O_NONBLOCK);
+                                        ssize_t n;
+                                        while ((n = read(*src, buf, sizeof(buf))) > 0)
+                                                write_all(i, buf, (size_t) n);
+                                        close(*src);
+                                        *src = -1;
+                                }
+                                break;
+                        }
                 }
                 for (int i = 1; i <= 2; i++) {
                         int *src = i == 1 ? &outr : &errr;
@@ -403,6 +433,17 @@ int main(int argc, char **argv) {
         struct opts o = {0};
         parse(argc - 1, argv + 1, &o);
         signal(SIGPIPE, SIG_IGN);
+        /* SIGINT/SIGTERM/SIGHUP: stop relaying, destroy the sandbox, exit */
+        struct sigaction sa = {.sa_handler = on_signal}; /* no SA_RESTART */
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGHUP, &sa, NULL);
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGHUP);
+        sigprocmask(SIG_BLOCK, &stop, &run_mask);
 
         if (streq(cmd, "destroy")) {
                 struct wr_err e = {0};
@@ -472,14 +513,18 @@ int main(int argc, char **argv) {
                 t_create[i] = t1 - t0;
                 t_first[i] = t2 - t0;
                 t_destroy[i] = t4 - t3;
+                if (got_signal)
+                        return 128 + got_signal;
         }
 
         if (o.report) {
+                int fds1 = count_dir("/proc/self/fd", false);
                 FILE *f = fopen(o.report, "we");
                 if (!f)
                         die("open %s: %m", o.report);
-                fprintf(f, "{\"n\":%u,\"fds_before\":%d,\"fds_after\":%d,", o.repeat, fds0,
-                        count_dir("/proc/self/fd", false));
+                /* fds_after includes the library's cached init memfd (one fd
+                 * per process, by design) */
+                fprintf(f, "{\"n\":%u,\"fds_before\":%d,\"fds_after\":%d,", o.repeat, fds0, fds1);
                 fprintf(f, "\"mounts_before\":%d,\"mounts_after\":%d,", mounts0,
                         count_lines("/proc/self/mountinfo"));
                 fprintf(f, "\"cgroups_before\":%d,\"cgroups_after\":%d,\"cgroup_dir\":\"%s\",",
