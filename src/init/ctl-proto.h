@@ -39,9 +39,14 @@
 #include <stdint.h>
 
 #define CTL_MAGIC 0x57494e31u /* "WIN1": warren-init protocol, version 1 */
-#define CTL_MSG_MAX 65536u    /* whole datagram, header included */
-#define CTL_ARGS_MAX 4096u    /* argc + envc */
-#define CTL_PATH_MAX 4096u    /* cwd, bytes including the NUL */
+/* Requests (daemon -> init) may be as large as the kernel's ARG_MAX, so
+ * that argv/env that execve(2) would take also fit a SPAWN; the daemon
+ * raises its socket's send buffer to match (SO_SNDBUFFORCE). Replies and
+ * events (init -> daemon) are small. */
+#define CTL_MSG_MAX (2u << 20) /* request datagram, header included */
+#define CTL_REPLY_MAX 65536u   /* reply/event datagram, header included */
+#define CTL_ARGS_MAX 4096u     /* argc + envc */
+#define CTL_PATH_MAX 4096u     /* cwd, bytes including the NUL */
 #define CTL_STDIO_FDS 3
 
 enum ctl_type {
@@ -155,4 +160,4 @@ _Static_assert(sizeof(struct ctl_signal) == 24, "ctl_signal layout");
 _Static_assert(sizeof(struct ctl_list_entry) == 16, "ctl_list_entry layout");
 
 /* The most list entries a LIST_REPLY can carry. */
-#define CTL_LIST_MAX ((CTL_MSG_MAX - sizeof(struct ctl_hdr)) / sizeof(struct ctl_list_entry))
+#define CTL_LIST_MAX ((CTL_REPLY_MAX - sizeof(struct ctl_hdr)) / sizeof(struct ctl_list_entry))

@@ -34,6 +34,12 @@ int rt_ctl_connect(const char *path, int *ret_fd, struct wr_err *e) {
          * backlog is full, which we report). */
         if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
                 return err_set(e, -errno, "connect %s: %m", path);
+        /* A SPAWN datagram may be up to CTL_MSG_MAX; the kernel refuses
+         * datagrams larger than the sender's buffer. Root may force it;
+         * others get what wmem_max allows. */
+        int sz = (int) (CTL_MSG_MAX + 65536);
+        if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
+                (void) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
         *ret_fd = TAKE_FD(fd);
         return 0;
 }
@@ -206,7 +212,7 @@ int rt_ctl_msg_decode(const void *buf, size_t n, int nfds, struct rt_ctl_msg *re
         const unsigned char *p = (const unsigned char *) buf + sizeof(h);
 
         memset(ret, 0, sizeof(*ret));
-        if (n > CTL_MSG_MAX)
+        if (n > CTL_REPLY_MAX)
                 return -EMSGSIZE;
         if (n < sizeof(h))
                 return -EBADMSG;
@@ -290,7 +296,7 @@ void rt_ctl_msg_done(struct rt_ctl_msg *m) {
 }
 
 int rt_ctl_recv(int fd, struct rt_ctl_msg *ret, int *ret_passed_fd) {
-        _cleanup_free_ unsigned char *buf = malloc(CTL_MSG_MAX + 1);
+        _cleanup_free_ unsigned char *buf = malloc(CTL_REPLY_MAX + 1);
         union {
                 struct cmsghdr h;
                 char b[CMSG_SPACE(sizeof(int) * 4)];
@@ -305,7 +311,7 @@ int rt_ctl_recv(int fd, struct rt_ctl_msg *ret, int *ret_passed_fd) {
         *ret_passed_fd = -EBADF;
         if (!buf)
                 return -ENOMEM;
-        iov = (struct iovec){.iov_base = buf, .iov_len = CTL_MSG_MAX + 1};
+        iov = (struct iovec){.iov_base = buf, .iov_len = CTL_REPLY_MAX + 1};
         ssize_t n = RETRY_EINTR(recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC));
         if (n < 0)
                 return errno == EWOULDBLOCK ? -EAGAIN : -errno;

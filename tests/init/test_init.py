@@ -2,6 +2,7 @@
 the daemon drives it (see conftest.py for the harness)."""
 import errno
 import os
+import socket
 import signal
 import struct
 import time
@@ -279,8 +280,9 @@ def test_malformed_requests_rejected(init, ctl):
     assert ctl.wait(RESULT, 8).err == errno.EOPNOTSUPP
     ctl.send(EXITED, 9, b"\0" * 8)
     assert ctl.wait(RESULT, 9).err == errno.EOPNOTSUPP
-    # oversized datagram
-    big = encode_spawn(10, ["echo", "x" * 70000])
+    # oversized datagram (the daemon side forces its send buffer the same way)
+    ctl.s.setsockopt(socket.SOL_SOCKET, 32, 8 << 20)  # SO_SNDBUFFORCE
+    big = encode_spawn(10, ["echo", "x" * ((2 << 20) + 10)])
     ctl.send_raw(big)
     assert ctl.wait(SPAWNED, 10).err == errno.EMSGSIZE
     # too short to hold a header

@@ -104,10 +104,11 @@ static void test_spawn_encode_rejects(void **state) {
         req.uid = 0;
 
         /* Oversized: one 70,000-byte argument. */
-        char *big = malloc(70000);
+        size_t bign = CTL_MSG_MAX + 10;
+        char *big = malloc(bign);
         assert_non_null(big);
-        memset(big, 'x', 69999);
-        big[69999] = '\0';
+        memset(big, 'x', bign - 1);
+        big[bign - 1] = '\0';
         const char *bigv[] = {"echo", big, NULL};
         req.argv = bigv;
         assert_int_equal(rt_ctl_spawn_encode(&req, buf, sizeof(buf)), -EMSGSIZE);
@@ -320,7 +321,7 @@ static void test_daemon_decode(void **state) {
         ((struct ctl_hdr *) buf)->magic = 0;
         assert_int_equal(rt_ctl_msg_decode(buf, n, 0, &m), -EBADMSG);
         assert_int_equal(rt_ctl_msg_decode(buf, 3, 0, &m), -EBADMSG);
-        assert_int_equal(rt_ctl_msg_decode(buf, CTL_MSG_MAX + 1, 0, &m), -EMSGSIZE);
+        assert_int_equal(rt_ctl_msg_decode(buf, CTL_REPLY_MAX + 1, 0, &m), -EMSGSIZE);
 }
 
 static int count_rights(struct msghdr *mh, int *fds, int max) {
