@@ -53,6 +53,7 @@ test-asan: build-asan
 	WARREN_BUILD=$(CURDIR)/$(ASAN_BUILD) WARREN_SANITIZED=1 PYTHONPATH=$(CURDIR)/python \
 	  $(PYTHON) -m pytest -q tests/e2e -m "not slow" $(PYTEST_ARGS)
 	WARREN_BUILD=$(CURDIR)/$(ASAN_BUILD) $(PYTHON) -m pytest -q tests/init $(PYTEST_ARGS)
+	WARREN_BUILD=$(CURDIR)/$(ASAN_BUILD) WARREN_SANITIZED=1 $(PYTHON) -m pytest -q tests/runtime $(PYTEST_ARGS)
 
 test: deps build test-unit test-e2e test-asan
 

@@ -514,7 +514,7 @@ int main(int argc, char **argv) {
                 t_first[i] = t2 - t0;
                 t_destroy[i] = t4 - t3;
                 if (got_signal)
-                        return 128 + got_signal;
+                        break;
         }
 
         if (o.report) {
@@ -540,6 +540,8 @@ int main(int argc, char **argv) {
         free(t_first);
         free(t_create);
         free(t_destroy);
+        if (got_signal)
+                return 128 + got_signal;
         if (WIFEXITED(status))
                 return WEXITSTATUS(status);
         if (WIFSIGNALED(status))
