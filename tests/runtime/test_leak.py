@@ -47,3 +47,52 @@ def test_processes_left_running_are_killed(sandbox):
                    "(trap '' TERM HUP; sleep 100) & echo started")
     assert r.stdout == b"started\n"
     assert host_state() == before
+
+
+def test_usage_counters(sandbox, workdir):
+    report = workdir / "usage.json"
+    r = sandbox.sh("i=0; while [ $i -lt 50000 ]; do i=$((i+1)); done; sleep 2 & "
+                   "x=$(head -c 20000000 /dev/zero | tr '\\0' a)",
+                   opts=["--report", str(report)])
+    assert r.returncode == 0, r.stderr
+    u = json.loads(report.read_text())["usage"]
+    assert u["cpu_seconds"] > 0.01
+    assert u["pids"] == 2  # init and the background sleep
+    assert u["memory_bytes"] > 0
+    if u["memory_peak_bytes"]:
+        assert u["memory_peak_bytes"] > 20_000_000
+
+
+def test_sandbox_outlives_its_creator_and_is_cleaned_up_by_id(sandbox, workdir, tool):
+    """--keep: the creating process exits, the sandbox keeps running (as
+    after a daemon restart); `destroy --id` (rt_sandbox_cleanup) removes it."""
+    import subprocess
+    state = workdir / "kept"
+    before = host_state()
+    r = sandbox.run(["/bin/true"], opts=["--keep", "--id", "wrs-kept-1", "--state", str(state)])
+    assert r.returncode == 0, r.stderr
+    pid, path = r.stdout.decode().split()
+    assert path == str(state)
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        assert f.read() == b"warren-init\0"
+    assert (state / "ctl.sock").exists() and (state / "upper").is_dir()
+    mid = host_state()
+    assert int(pid) in mid["procs"]
+    # the same id cannot be created twice
+    r2 = sandbox.run(["/bin/true"], opts=["--id", "wrs-kept-1"])
+    assert r2.returncode == 125 and b"File exists" in r2.stderr, r2.stderr
+    d = subprocess.run([tool, "destroy", "--id", "wrs-kept-1", "--state", str(state)],
+                       capture_output=True)
+    assert d.returncode == 0, d.stderr
+    assert not state.exists()
+    # init was re-parented away from us; wait for whoever reaps it
+    for _ in range(100):
+        if not os.path.exists(f"/proc/{pid}") or \
+                open(f"/proc/{pid}/stat").read().split()[2] == "Z":
+            break
+        __import__("time").sleep(0.02)
+    assert host_state() == before
+    # idempotent
+    d = subprocess.run([tool, "destroy", "--id", "wrs-kept-1", "--state", str(state)],
+                       capture_output=True)
+    assert d.returncode == 0, d.stderr

@@ -21,8 +21,9 @@
  * --repeat N runs the whole create/spawn/destroy cycle N times (stdin is
  * given to the first run only) and --report FILE writes JSON with per-cycle
  * timings (create→first exec, create, destroy, in ms) and the fds, mounts
- * and cgroup dirs of this process/host before and after: the leak test and
- * the benchmark use it. --debug sends warren-init's stderr to ours.
+ * and cgroup dirs of this process/host before and after, and the cgroup's
+ * usage counters just before the last destroy: the leak test, the
+ * benchmark and the usage test use it. --debug sends warren-init's stderr to ours.
  * SIGINT, SIGTERM or SIGHUP destroy the sandbox and exit 128+N.
  *
  *   wr-sandbox destroy --id ID --state DIR [--cgroup auto|v1|v2]
@@ -93,15 +94,18 @@ static double now_ms(void) {
         return (double) ts.tv_sec * 1e3 + (double) ts.tv_nsec / 1e6;
 }
 
-/* Entries of a directory (only subdirectories when dirs_only). */
-static int count_dir(const char *path, bool dirs_only) {
+/* Entries of a directory (only subdirectories starting with prefix when
+ * prefix is set: the cgroups of this process's sandboxes). */
+static int count_dir(const char *path, const char *prefix) {
         DIR *d = opendir(path);
         if (!d)
                 return 0;
         int n = 0;
         struct dirent *de;
         while ((de = readdir(d)))
-                if (de->d_name[0] != '.' && (!dirs_only || de->d_type == DT_DIR))
+                if (de->d_name[0] != '.' &&
+                    (!prefix ||
+                     (de->d_type == DT_DIR && strncmp(de->d_name, prefix, strlen(prefix)) == 0)))
                         n++;
         closedir(d);
         return n;
@@ -460,13 +464,16 @@ int main(int argc, char **argv) {
         o.cfg.n_layers = o.n_layers;
 
         const char *cgroot = cgroup_root(o.cfg.cgroup_mode);
-        int fds0 = count_dir("/proc/self/fd", false);
+        char prefix[32];
+        snprintf(prefix, sizeof(prefix), "wrs-%d-", (int) getpid());
+        int fds0 = count_dir("/proc/self/fd", NULL);
         int mounts0 = count_lines("/proc/self/mountinfo");
-        int cgs0 = count_dir(cgroot, true);
+        int cgs0 = count_dir(cgroot, prefix);
         double *t_first = calloc(o.repeat, sizeof(double));
         double *t_create = calloc(o.repeat, sizeof(double));
         double *t_destroy = calloc(o.repeat, sizeof(double));
         int status = 0;
+        struct rt_usage usage = {0}; /* of the last cycle, before destroy */
 
         for (unsigned i = 0; i < o.repeat; i++) {
                 char tmp[PATH_MAX], dir[PATH_MAX], id[65];
@@ -504,6 +511,8 @@ int main(int argc, char **argv) {
                 }
                 status = relay(rt_sandbox_ctl_path(sb), &o, i == 0, &t2);
                 double t3 = now_ms();
+                if (rt_sandbox_usage(sb, &usage) < 0)
+                        memset(&usage, 0, sizeof(usage));
                 if (rt_sandbox_destroy(sb, &e) < 0)
                         die("%s", e.msg);
                 double t4 = now_ms();
@@ -518,7 +527,7 @@ int main(int argc, char **argv) {
         }
 
         if (o.report) {
-                int fds1 = count_dir("/proc/self/fd", false);
+                int fds1 = count_dir("/proc/self/fd", NULL);
                 FILE *f = fopen(o.report, "we");
                 if (!f)
                         die("open %s: %m", o.report);
@@ -528,7 +537,12 @@ int main(int argc, char **argv) {
                 fprintf(f, "\"mounts_before\":%d,\"mounts_after\":%d,", mounts0,
                         count_lines("/proc/self/mountinfo"));
                 fprintf(f, "\"cgroups_before\":%d,\"cgroups_after\":%d,\"cgroup_dir\":\"%s\",",
-                        cgs0, count_dir(cgroot, true), cgroot);
+                        cgs0, count_dir(cgroot, prefix), cgroot);
+                fprintf(f,
+                        "\"usage\":{\"cpu_seconds\":%.6f,\"memory_bytes\":%llu,"
+                        "\"memory_peak_bytes\":%llu,\"pids\":%u},",
+                        usage.cpu_seconds, (unsigned long long) usage.memory_bytes,
+                        (unsigned long long) usage.memory_peak_bytes, usage.pids);
                 print_series(f, "create_to_first_exec_ms", t_first, o.repeat);
                 fputc(',', f);
                 print_series(f, "create_ms", t_create, o.repeat);
