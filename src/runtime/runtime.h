@@ -170,6 +170,12 @@ int rt_sandbox_usage(const struct rt_sandbox *sb, struct rt_usage *u);
  * with a clear message in e. Cheap after the first call. */
 int rt_host_check(enum rt_cgroup_mode mode, struct wr_err *e);
 
+/* Do the once-per-process work up front (daemon start-up) so that the
+ * first rt_sandbox_create() does not pay it (~3-4 ms): build the seccomp
+ * filter and capability set, load init_path into the sealed memfd, run
+ * rt_host_check(mode). Returns 0 or negative errno with context in e. */
+int rt_prepare(const char *init_path, enum rt_cgroup_mode mode, struct wr_err *e);
+
 /* --- pure helpers (no side effects; also used by API glue and tools) --- */
 
 /* True when id is a valid sandbox id (see rt_sandbox_config.id). */

@@ -128,6 +128,18 @@ int rt_host_check(enum rt_cgroup_mode mode, struct wr_err *e) {
         return 0;
 }
 
+int rt_prepare(const char *init_path, enum rt_cgroup_mode mode, struct wr_err *e) {
+        const struct rt_policy *policy;
+        int r = rt_host_check(mode, e);
+        if (r < 0)
+                return r;
+        r = rt_policy_get(&policy, e);
+        if (r < 0)
+                return r;
+        r = rt_init_memfd(init_path, e);
+        return r < 0 ? r : 0;
+}
+
 /* ---- config checks ---- */
 
 static bool hostname_valid(const char *h) {
