@@ -272,6 +272,7 @@ def test_tmp_is_size_capped(sandbox):
 
 
 def test_create_errors_are_clear(sandbox, tool, rootfs):
+    before = host_state()
     r = sandbox.run(["/bin/true"], opts=["--init", "/nonexistent/warren-init"])
     assert r.returncode == 125
     assert r.stderr.decode() == ("wr-sandbox: create sandbox: open init "
@@ -282,6 +283,8 @@ def test_create_errors_are_clear(sandbox, tool, rootfs):
     r = sandbox.run(["/bin/no-such-program"])
     assert r.returncode == 125
     assert b"spawn /bin/no-such-program: No such file or directory" in r.stderr
+    # every error path tears down what it made (the last one after create)
+    assert host_state() == before
 
 
 def test_sigterm_to_tool_destroys_sandbox(sandbox):

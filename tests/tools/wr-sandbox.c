@@ -71,7 +71,20 @@ struct opts {
         char **argv;
 };
 
+/* The sandbox being run, destroyed by die() so that no error path leaves
+ * one behind; and its temp dir. */
+static struct rt_sandbox *current;
+static char current_tmp[PATH_MAX];
+
 _noreturn_ _printf_(1, 2) static void die(const char *fmt, ...) {
+        if (current) {
+                struct wr_err e = {0};
+                (void) rt_sandbox_destroy(current, &e);
+                rt_sandbox_free(current);
+                current = NULL;
+        }
+        if (current_tmp[0])
+                (void) rmdir(current_tmp);
         va_list ap;
         fputs("wr-sandbox: ", stderr);
         va_start(ap, fmt);
@@ -502,10 +515,13 @@ int main(int argc, char **argv) {
                                 rmdir(tmp);
                         die("%s", e.msg);
                 }
+                current = sb;
+                snprintf(current_tmp, sizeof(current_tmp), "%s", tmp);
                 double t1 = now_ms(), t2 = t1;
                 if (o.keep) {
                         printf("%d %s\n", (int) rt_sandbox_pid(sb), dir);
                         fflush(stdout);
+                        current = NULL;
                         rt_sandbox_free(sb);
                         return 0;
                 }
@@ -513,10 +529,14 @@ int main(int argc, char **argv) {
                 double t3 = now_ms();
                 if (rt_sandbox_usage(sb, &usage) < 0)
                         memset(&usage, 0, sizeof(usage));
-                if (rt_sandbox_destroy(sb, &e) < 0)
+                if (rt_sandbox_destroy(sb, &e) < 0) {
+                        current = NULL; /* do not retry in die() */
                         die("%s", e.msg);
+                }
                 double t4 = now_ms();
                 rt_sandbox_free(sb);
+                current = NULL;
+                current_tmp[0] = 0;
                 if (tmp[0] && rmdir(tmp) < 0)
                         die("rmdir %s: %m", tmp);
                 t_create[i] = t1 - t0;
