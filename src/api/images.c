@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* warren.v1.Images: ImportImage (client stream: meta, then data chunks),
  * GetImage, ListImages, DeleteImage on the image store (src/image).
- * PullImage and BuildImage answer UNIMPLEMENTED until their issues land.
+ * PullImage streams per-layer progress of a registry pull (src/image/pull.h)
+ * and ends with the Image; cancelling the call stops the pull unless another
+ * caller waits for the same reference. BuildImage answers UNIMPLEMENTED
+ * until its issue lands.
  *
  * ImportImage spools chunks with plain writes (page cache, bounded by
  * disk), then on half-close runs the unpack helper and commits the image.
@@ -14,6 +17,7 @@
 #include "api/api.h"
 #include "basic/log.h"
 #include "image/image.h"
+#include "image/pull.h"
 #include "warren/v1/images.pb-c.h"
 
 static struct img_store *store_of(struct rpc_call *call) {
@@ -253,9 +257,111 @@ static void delete_image(struct rpc_call *call, const ProtobufCMessage *m) {
         rpc_call_reply(call, &resp.base);
 }
 
+/* --- PullImage: server-streamed per-layer progress, then the Image --- */
+
+struct pull_call {
+        struct img_pull *pull; /* NULL once done ran */
+        uint64_t started_ms;
+};
+
+static void layers_to_proto(const struct img_pull_layer *layers, size_t n,
+                            Warren__V1__LayerProgress *lp, Warren__V1__LayerProgress **ptrs) {
+        for (size_t i = 0; i < n; i++) {
+                warren__v1__layer_progress__init(&lp[i]);
+                lp[i].digest = (char *) layers[i].digest;
+                lp[i].total_bytes = layers[i].total_bytes;
+                lp[i].done_bytes = layers[i].done_bytes;
+                lp[i].state = (char *) layers[i].state;
+                ptrs[i] = &lp[i];
+        }
+}
+
+static void pull_progress(struct img_pull *p, const struct img_pull_layer *layers, size_t n,
+                          void *userdata) {
+        struct rpc_call *call = userdata;
+        if (rpc_call_is_done(call))
+                return;
+        Warren__V1__LayerProgress *lp = calloc(n + 1, sizeof(*lp));
+        Warren__V1__LayerProgress **ptrs = calloc(n + 1, sizeof(*ptrs));
+        if (lp && ptrs) {
+                layers_to_proto(layers, n, lp, ptrs);
+                Warren__V1__PullImageProgress msg = WARREN__V1__PULL_IMAGE_PROGRESS__INIT;
+                msg.n_layers = n;
+                msg.layers = ptrs;
+                (void) rpc_call_send(call, &msg.base); /* small and throttled (100 ms) */
+        }
+        free(lp);
+        free(ptrs);
+}
+
+static void pull_done(struct img_pull *p, int r, const struct img_info *info,
+                      const struct wr_err *e, void *userdata) {
+        struct rpc_call *call = userdata;
+        struct pull_call *pc = rpc_call_get_data(call);
+        if (pc)
+                pc->pull = NULL; /* freed by the image module after this returns */
+        if (rpc_call_is_done(call))
+                return;
+        if (r < 0) {
+                finish_err(call, "pull image", e);
+                return;
+        }
+        log_info("pulled image %s%s%s (%zu layer(s), %llu bytes) in %llu ms", info->id,
+                 info->n_names ? " as " : "", info->n_names ? info->names[0] : "", info->n_layers,
+                 (unsigned long long) info->size,
+                 (unsigned long long) (uv_now(rpc_call_loop(call)) - (pc ? pc->started_ms : 0)));
+        Warren__V1__Image img;
+        Warren__V1__ImageConfig cfg;
+        Warren__V1__Timestamp ts;
+        image_to_proto(info, &img, &cfg, &ts);
+        Warren__V1__PullImageProgress msg = WARREN__V1__PULL_IMAGE_PROGRESS__INIT;
+        msg.image = &img;
+        if (rpc_call_send(call, &msg.base) < 0)
+                return;
+        rpc_call_finish(call, WR_STATUS_OK, NULL);
+}
+
+static void pull_free(struct rpc_call *call) {
+        struct pull_call *pc = rpc_call_get_data(call);
+        if (!pc)
+                return;
+        img_pull_cancel(pc->pull); /* stops the shared job when nobody else waits */
+        free(pc);
+        rpc_call_set_data(call, NULL);
+}
+
+static void pull_cancel(struct rpc_call *call, int status) {
+        struct pull_call *pc = rpc_call_get_data(call);
+        if (pc && pc->pull)
+                log_info("rpc warren.v1.Images/PullImage: %s; stopping the pull",
+                         err_status_name(status));
+        pull_free(call);
+}
+
 static void pull_image(struct rpc_call *call, const ProtobufCMessage *m) {
-        api_unimplemented(call, "registry pulls arrive with the OCI registry issue; import a "
-                                "root filesystem tarball with ImportImage meanwhile");
+        const Warren__V1__PullImageRequest *req = (const void *) m;
+        if (!require_store(call))
+                return;
+        if (!req->ref || !*req->ref) {
+                rpc_call_finish(call, WR_STATUS_INVALID_ARGUMENT,
+                                "ref: name the image to pull (\"ubuntu:latest\", "
+                                "\"registry:5000/repo:tag\", \"repo@sha256:...\")");
+                return;
+        }
+        struct pull_call *pc = calloc(1, sizeof(*pc));
+        if (!pc) {
+                rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                return;
+        }
+        pc->started_ms = uv_now(rpc_call_loop(call));
+        rpc_call_set_data(call, pc);
+        struct wr_err e = {0};
+        log_info("pulling %s", req->ref);
+        if (img_pull_start(store_of(call), rpc_call_loop(call), req->ref, pull_progress, pull_done,
+                           call, &pc->pull, &e) < 0) {
+                pc->pull = NULL;
+                finish_err(call, "pull image", &e);
+        }
 }
 
 static void build_image(struct rpc_call *call, const ProtobufCMessage *m) {
@@ -280,7 +386,15 @@ static const struct rpc_method methods[] = {
                 .on_cancel = import_cancel,
                 .on_free = import_free,
         },
-        METHOD("PullImage", RPC_SERVER_STREAM, pull_image_request, pull_image_progress, pull_image),
+        {
+                .path = "/warren.v1.Images/PullImage",
+                .kind = RPC_SERVER_STREAM,
+                .input = &warren__v1__pull_image_request__descriptor,
+                .output = &warren__v1__pull_image_progress__descriptor,
+                .on_message = pull_image,
+                .on_cancel = pull_cancel,
+                .on_free = pull_free,
+        },
         METHOD("BuildImage", RPC_SERVER_STREAM, build_image_request, build_image_progress,
                build_image),
         METHOD("GetImage", RPC_UNARY, get_image_request, image, get_image),

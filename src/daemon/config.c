@@ -36,6 +36,10 @@ void daemon_config_usage(FILE *f) {
               "  --log-level LEVEL     debug|info|warn|error (default info;\n"
               "                        env WARREN_LOG_LEVEL)\n"
               "  --log-format FORMAT   text|json (default text)\n"
+              "  --registry-config FILE  registry mirrors and insecure registries (JSON,\n"
+              "                        see docs/images.md)\n"
+              "  --docker-config FILE  registry credentials (Docker's config.json format;\n"
+              "                        default $DOCKER_CONFIG/config.json when set)\n"
               "  --config FILE         read \"key = value\" lines; keys are the long\n"
               "                        option names; options on the command line win\n"
               "  --enable-diag         serve warren.v1.Diag (tests and benchmarks)\n"
@@ -135,6 +139,10 @@ static int apply(struct daemon_config *c, int src, const char *key, const char *
                 r = set_str(&c->tls_cert, v);
         else if (!strcmp(key, "tls-key"))
                 r = set_str(&c->tls_key, v);
+        else if (!strcmp(key, "registry-config"))
+                r = set_str(&c->registry_config, v);
+        else if (!strcmp(key, "docker-config"))
+                r = set_str(&c->docker_config, v);
         else if (!strcmp(key, "log-level")) {
                 if (log_level_from_string(v, &c->log_level) < 0)
                         return err_set(e, -EINVAL,
@@ -215,6 +223,8 @@ enum {
         OPT_CONFIG,
         OPT_ENABLE_DIAG,
         OPT_VERSION,
+        OPT_REGISTRY_CONFIG,
+        OPT_DOCKER_CONFIG,
 };
 
 static const struct option options[] = {
@@ -228,6 +238,8 @@ static const struct option options[] = {
         {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
         {"config", required_argument, NULL, OPT_CONFIG},
         {"enable-diag", no_argument, NULL, OPT_ENABLE_DIAG},
+        {"registry-config", required_argument, NULL, OPT_REGISTRY_CONFIG},
+        {"docker-config", required_argument, NULL, OPT_DOCKER_CONFIG},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {},
@@ -324,5 +336,7 @@ void daemon_config_clear(struct daemon_config *c) {
         free(c->tls_cert);
         free(c->tls_key);
         free(c->config_file);
+        free(c->registry_config);
+        free(c->docker_config);
         *c = (struct daemon_config){0};
 }

@@ -26,6 +26,8 @@ struct daemon_config {
         char *tls_cert;
         char *tls_key;
         char *config_file;
+        char *registry_config; /* registry mirrors/insecure (JSON) or NULL */
+        char *docker_config;   /* docker-style config.json (credentials) or NULL */
         enum log_level log_level;
         enum log_format log_format;
         bool enable_diag;

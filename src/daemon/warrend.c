@@ -19,6 +19,7 @@
 #include "daemon/config.h"
 #include "daemon/statedir.h"
 #include "image/image.h"
+#include "image/pull.h"
 #include "rpc/server.h"
 #include "runtime/runtime.h"
 #include "sandbox/sandbox.h"
@@ -246,6 +247,27 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
         return 0;
 }
 
+#ifdef WARREN_HAVE_API_IMAGES
+/* Registry configuration for pulls (src/image/pull.h): --registry-config,
+ * --docker-config (default $DOCKER_CONFIG/config.json when that exists). */
+static int daemon_pull_configure(struct daemon *d, struct wr_err *e) {
+        _cleanup_free_ char *dflt = NULL;
+        const char *docker = d->cfg.docker_config;
+        const char *env = getenv("DOCKER_CONFIG");
+        if (!docker && env && *env && asprintf(&dflt, "%s/config.json", env) >= 0 &&
+            access(dflt, R_OK) == 0)
+                docker = dflt;
+        int r = img_pull_configure(d->images, d->cfg.registry_config, docker, e);
+        if (r < 0)
+                return err_prefix(e, r, "registry configuration");
+        if (d->cfg.registry_config || docker)
+                log_info("registries: config %s, credentials %s",
+                         d->cfg.registry_config ? d->cfg.registry_config : "(none)",
+                         docker ? docker : "(none)");
+        return 0;
+}
+#endif
+
 /* Bring everything up; on failure e says why. */
 static int daemon_start(struct daemon *d, struct wr_err *e) {
         int r = daemon_state_dir_prepare(d->cfg.state_dir, &d->state_dir, &d->lock_fd, e);
@@ -268,6 +290,9 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
         r = img_store_open(d->state_dir, d->store, &d->images, e);
         if (r < 0)
                 return err_prefix(e, r, "image store");
+        r = daemon_pull_configure(d, e);
+        if (r < 0)
+                return r;
 #endif
 
         r = uv_loop_init(&d->loop);

@@ -127,6 +127,7 @@ struct img_store {
         char *helper;
         img_in_use_fn in_use;
         void *in_use_ud;
+        struct img_pull_ctx *pull; /* registry pulls (pull.c); NULL until the first */
 };
 
 /* Remove a layer nobody uses: its row, then its directory (renamed into

@@ -2,6 +2,7 @@
 /* The image store: opening and garbage collection, names, canonical
  * configs, resolve/list/delete and committing images over stored layers. */
 #include "image/image-internal.h"
+#include "image/pull.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -182,6 +183,7 @@ void img_store_free(struct img_store *s) {
         closep(&s->layers_fd);
         closep(&s->layers_tmp_fd);
         closep(&s->tmp_fd);
+        img_pull_ctx_free(s->pull);
         free(s->state_dir);
         free(s->helper);
         free(s);
