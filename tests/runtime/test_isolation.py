@@ -126,8 +126,9 @@ def test_pty_works_in_new_devpts(sandbox):
 
 def test_network_is_loopback_only(sandbox):
     r = sandbox.sh("ls /sys/class/net; cat /sys/class/net/lo/flags; "
-                   "nc -l -p 4000 > /tmp/got & sleep 0.2; echo over-lo | nc 127.0.0.1 4000; "
-                   "sleep 0.2; cat /tmp/got")
+                   "nc -l -p 4000 > /tmp/got & "
+                   "for i in $(seq 100); do echo over-lo | nc 127.0.0.1 4000 2>/dev/null && break; "
+                   "sleep 0.05; done; wait; cat /tmp/got")
     out = r.stdout.decode().split()
     assert out[0] == "lo" and out[1] == "0x9"  # IFF_UP|IFF_LOOPBACK
     assert out[-1] == "over-lo"

@@ -2,6 +2,7 @@
 fd in that process, no mount, no cgroup dir, no process, no state dir."""
 import json
 import os
+import subprocess
 
 from conftest import SANITIZED, host_state
 
@@ -66,10 +67,17 @@ def test_usage_counters(sandbox, workdir):
 def test_sandbox_outlives_its_creator_and_is_cleaned_up_by_id(sandbox, workdir, tool):
     """--keep: the creating process exits, the sandbox keeps running (as
     after a daemon restart); `destroy --id` (rt_sandbox_cleanup) removes it."""
-    import subprocess
     state = workdir / "kept"
     before = host_state()
     r = sandbox.run(["/bin/true"], opts=["--keep", "--id", "wrs-kept-1", "--state", str(state)])
+    try:
+        check_kept(sandbox, tool, r, state, before)
+    finally:
+        subprocess.run([tool, "destroy", "--id", "wrs-kept-1", "--state", str(state)])
+
+
+def check_kept(sandbox, tool, r, state, before):
+    import subprocess
     assert r.returncode == 0, r.stderr
     pid, path = r.stdout.decode().split()
     assert path == str(state)

@@ -523,6 +523,9 @@ int main(int argc, char **argv) {
                         fflush(stdout);
                         current = NULL;
                         rt_sandbox_free(sb);
+                        free(t_first);
+                        free(t_create);
+                        free(t_destroy);
                         return 0;
                 }
                 status = relay(rt_sandbox_ctl_path(sb), &o, i == 0, &t2);
