@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""bench/sandbox.py [BUILD_DIR] [-n N]: sandbox start and exec latency.
+
+Starts its own warrend on a temp state dir (unix socket), imports the
+busybox test image, then measures:
+  with the C client (BUILD/bench/sandbox-c, negligible client overhead):
+    create->first exec   CreateSandbox + Exec(/bin/true) to its exit
+    exec (running)       Exec(/bin/true) round trip on one running sandbox
+    terminate            TerminateSandbox of an idle sandbox
+  with grpcio (what the Python SDK pays): the same create->first exec and exec
+and, when installed, the same kind of work through peers on the same rootfs:
+  bwrap                bwrap --ro-bind ROOTFS / --proc /proc --dev /dev --unshare-all /bin/true
+  crun run / exec      a busybox bundle (run inside a private mount ns with
+                       the hybrid cgroup2 mount hidden, see PEERS.md)
+Prints p50/p99 in milliseconds, and warrend's RSS per idle sandbox.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+import grpc  # noqa: E402
+
+from warren._proto.warren.v1 import images_pb2  # noqa: E402
+from warren._proto.warren.v1 import sandboxes_pb2 as pb  # noqa: E402
+from warren._proto.warren.v1 import sandboxes_pb2_grpc  # noqa: E402
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
+
+
+def show(name, xs):
+    print("%-30s n=%-4d p50 %7.2f ms   p99 %7.2f ms" % (name, len(xs), pct(xs, 50) * 1e3,
+                                                       pct(xs, 99) * 1e3))
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def exec_true(stub, sid):
+    req = pb.ExecRequest(start=pb.ExecStart(sandbox=sid, argv=["/bin/true"]))
+    for resp in stub.Exec(iter([req])):
+        if resp.WhichOneof("kind") == "exited":
+            assert resp.exited.exit_code == 0
+            return
+
+
+def time_cmd(argv, n):
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+CRUN_SCRIPT = r"""
+set -e
+umount /sys/fs/cgroup/unified 2>/dev/null || true
+cd "$1"
+python3 - "$2" <<'PY'
+import json, subprocess, sys, time
+n = int(sys.argv[1])
+run = []
+for i in range(n):
+    t = time.perf_counter()
+    subprocess.run(["crun", "run", "b%d" % i], check=True, stdout=subprocess.DEVNULL)
+    run.append(time.perf_counter() - t)
+cfg = json.load(open("config.json"))
+cfg["process"]["args"] = ["/bin/sleep", "300"]
+json.dump(cfg, open("config.json", "w"))
+subprocess.run(["crun", "run", "-d", "long"], check=True, stdout=subprocess.DEVNULL)
+ex = []
+for i in range(n):
+    t = time.perf_counter()
+    subprocess.run(["crun", "exec", "long", "/bin/true"], check=True)
+    ex.append(time.perf_counter() - t)
+subprocess.run(["crun", "kill", "long", "KILL"], check=False)
+time.sleep(0.2)
+subprocess.run(["crun", "delete", "-f", "long"], check=False)
+print(json.dumps({"run": run, "exec": ex}))
+PY
+"""
+
+
+def crun_bench(rootfs, tmp, n):
+    """crun run and crun exec on a bundle whose rootfs is the busybox tree."""
+    bundle = os.path.join(tmp, "bundle")
+    os.makedirs(bundle)
+    os.symlink(rootfs, os.path.join(bundle, "rootfs"))
+    subprocess.run(["crun", "spec"], cwd=bundle, check=True)
+    with open(os.path.join(bundle, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["process"]["terminal"] = False
+    cfg["process"]["args"] = ["/bin/true"]
+    cfg["root"]["readonly"] = True
+    with open(os.path.join(bundle, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    # crun 1.8 refuses the hybrid layout while cgroup2 is mounted at
+    # /sys/fs/cgroup/unified: hide it in a private mount namespace.
+    out = subprocess.run(["unshare", "-m", "--propagation", "private", "bash", "-c", CRUN_SCRIPT,
+                          "x", bundle, str(n)], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build", nargs="?", default=os.path.join(ROOT, "build"))
+    ap.add_argument("-n", type=int, default=200)
+    ap.add_argument("--idle", type=int, default=100, help="idle sandboxes for the RSS figure")
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    tmp = tempfile.mkdtemp(prefix="warren-bench-sb-")
+    sock = os.path.join(tmp, "warren.sock")
+    proc = subprocess.Popen([os.path.join(build, "src/daemon/warrend"), "--state-dir",
+                             os.path.join(tmp, "state"), "--listen", "unix:" + sock,
+                             "--log-level", "warn"])
+    try:
+        for _ in range(200):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.02)
+        rootfs = os.path.join(tmp, "rootfs")
+        tar = os.path.join(tmp, "rootfs.tar")
+        subprocess.run([os.path.join(ROOT, "tests/images/busybox-rootfs.sh"), rootfs, "--tar",
+                        tar], check=True)
+        subprocess.run([os.path.join(build, "src/cli/warren"), "--addr", "unix:" + sock,
+                        "image", "import", "busybox:latest", tar], check=True,
+                       stdout=subprocess.DEVNULL)
+
+        print("warren, C client (bench/sandbox-c), unix socket:")
+        sys.stdout.flush()
+        subprocess.run([os.path.join(build, "bench/sandbox-c"), "--addr", "unix:" + sock,
+                        "--seconds", str(a.n), "busybox:latest"], check=True)
+
+        ch = grpc.insecure_channel("unix:" + sock)
+        stub = sandboxes_pb2_grpc.SandboxesStub(ch)
+        image = images_pb2.ImageSpec(ref="busybox:latest")
+        create = []
+        for _ in range(a.n):
+            t = time.perf_counter()
+            sb = stub.CreateSandbox(pb.CreateSandboxRequest(image=image))
+            exec_true(stub, sb.id)
+            create.append(time.perf_counter() - t)
+            stub.TerminateSandbox(pb.TerminateSandboxRequest(id=sb.id, grace_period_seconds=1))
+        sb = stub.CreateSandbox(pb.CreateSandboxRequest(image=image))
+        execs = []
+        for _ in range(a.n):
+            t = time.perf_counter()
+            exec_true(stub, sb.id)
+            execs.append(time.perf_counter() - t)
+        stub.TerminateSandbox(pb.TerminateSandboxRequest(id=sb.id))
+        print("warren, grpcio client (what the Python SDK pays):")
+        show("create->first exec", create)
+        show("exec on running sandbox", execs)
+
+        base = rss_kb(proc.pid)
+        ids = [stub.CreateSandbox(pb.CreateSandboxRequest(image=image)).id
+               for _ in range(a.idle)]
+        per = (rss_kb(proc.pid) - base) / float(a.idle)
+        print("warrend RSS: %d kB before, %.1f kB more per idle sandbox (%d held)"
+              % (base, per, a.idle))
+        for i in ids:
+            stub.TerminateSandbox(pb.TerminateSandboxRequest(id=i, grace_period_seconds=1))
+
+        print("peers (same busybox rootfs, process start included):")
+        show("/bin/true (host)", time_cmd(["/bin/true"], a.n))
+        if shutil.which("bwrap"):
+            show("bwrap --unshare-all true", time_cmd(
+                ["bwrap", "--ro-bind", rootfs, "/", "--proc", "/proc", "--dev", "/dev",
+                 "--unshare-all", "/bin/true"], a.n))
+        else:
+            print("bwrap: not installed")
+        if shutil.which("crun"):
+            try:
+                r = crun_bench(rootfs, tmp, a.n)
+                show("crun run true", r["run"])
+                show("crun exec true (running)", r["exec"])
+            except subprocess.CalledProcessError as e:
+                print("crun: failed: %s" % (e.stderr or "").strip()[-300:])
+        else:
+            print("crun: not installed")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
