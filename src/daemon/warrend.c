@@ -228,7 +228,7 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
         if (r < 0)
                 return r;
         struct wr_err he = {0};
-        if (rt_host_check(RT_CGROUP_AUTO, &he) < 0)
+        if (rt_prepare(init, RT_CGROUP_AUTO, &he) < 0)
                 log_warn("sandboxes will not start on this host: %s", he.msg);
         struct sbx_manager_config mc = {
                 .loop = &d->loop,
