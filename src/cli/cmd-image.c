@@ -82,35 +82,63 @@ static int image_import(struct cli_ctx *ctx, int argc, char **argv) {
 
 /* --- pull: server-streamed progress --- */
 
+#define PULL_MAX_LAYERS 128
+
 struct pull {
         bool tty, closed;
         int status;
         char *message;
         char *image_id;
-        size_t last_done;
+        size_t drawn; /* TTY: lines of the progress block on screen */
+        size_t n;
+        char digest[PULL_MAX_LAYERS][16]; /* 12 hex digits */
+        char state[PULL_MAX_LAYERS][16];
 };
+
+/* One layer's line: "<12 hex>: <state>" plus, on a TTY, a bar and bytes. */
+static void pull_draw_layer(const struct pull *p, const Warren__V1__LayerProgress *l,
+                            const char *hex) {
+        char a[32], b[32];
+        if (!p->tty) {
+                if (l->total_bytes)
+                        fprintf(stderr, "%.12s: %s (%s)\n", hex, l->state,
+                                cli_format_size(l->total_bytes, b));
+                else
+                        fprintf(stderr, "%.12s: %s\n", hex, l->state);
+                return;
+        }
+        char bar[21];
+        uint64_t t = l->total_bytes ? l->total_bytes : 1;
+        size_t fill = (size_t) ((l->done_bytes > t ? t : l->done_bytes) * 20 / t);
+        for (size_t i = 0; i < 20; i++)
+                bar[i] = i < fill ? '#' : ' ';
+        bar[20] = '\0';
+        fprintf(stderr, "\r\033[K%.12s: %-11s [%s] %s / %s\n", hex, l->state, bar,
+                cli_format_size(l->done_bytes, a), cli_format_size(l->total_bytes, b));
+}
 
 static void pull_on_message(struct rpc_stream *s, const ProtobufCMessage *msg, void *userdata) {
         struct pull *p = userdata;
         const Warren__V1__PullImageProgress *m = (const Warren__V1__PullImageProgress *) msg;
-        uint64_t done = 0, total = 0;
-        size_t finished = 0;
-        for (size_t i = 0; i < m->n_layers; i++) {
-                done += m->layers[i]->done_bytes;
-                total += m->layers[i]->total_bytes;
-                if (strcmp(m->layers[i]->state, "done") == 0 ||
-                    strcmp(m->layers[i]->state, "cached") == 0)
-                        finished++;
-        }
-        char a[32], b[32];
-        if (p->tty)
-                fprintf(stderr, "\rpulling: %zu/%zu layers, %s / %s   ", finished, m->n_layers,
-                        cli_format_size(done, a), cli_format_size(total, b));
-        else if (finished != p->last_done)
-                fprintf(stderr, "pulling: %zu/%zu layers done\n", finished, m->n_layers);
-        p->last_done = finished;
         if (m->image)
                 p->image_id = cli_strdup(m->image->id);
+        size_t n = m->n_layers < PULL_MAX_LAYERS ? m->n_layers : PULL_MAX_LAYERS;
+        if (n == 0)
+                return;
+        if (p->tty && p->drawn)
+                fprintf(stderr, "\033[%zuA", p->drawn); /* back to the top of the block */
+        for (size_t i = 0; i < n; i++) {
+                const Warren__V1__LayerProgress *l = m->layers[i];
+                const char *hex = strncmp(l->digest, "sha256:", 7) == 0 ? l->digest + 7 : l->digest;
+                bool changed = i >= p->n || strcmp(p->state[i], l->state) != 0;
+                snprintf(p->digest[i], sizeof(p->digest[i]), "%.12s", hex);
+                snprintf(p->state[i], sizeof(p->state[i]), "%s", l->state);
+                if (p->tty || changed)
+                        pull_draw_layer(p, l, hex);
+        }
+        p->n = n;
+        if (p->tty)
+                p->drawn = n;
 }
 
 static void pull_on_close(struct rpc_stream *s, int status, const char *message, void *userdata) {
@@ -146,8 +174,6 @@ static int image_pull(struct cli_ctx *ctx, int argc, char **argv) {
         rpc_stream_close_send(s);
         r = rpc_client_run(ctx->client);
         rpc_stream_free(s);
-        if (p.tty)
-                fputc('\n', stderr);
         if (!p.closed) {
                 fprintf(stderr, "warren: pull: connection lost: %s\n",
                         strerror(r < 0 ? -r : EPIPE));

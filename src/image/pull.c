@@ -124,6 +124,13 @@ struct img_pull {
         bool cancelled;
 };
 
+/* Close *fd once and mark it closed (closep leaves the number in place). */
+static void fd_close(int *fd) {
+        if (*fd >= 0)
+                close(*fd);
+        *fd = -EBADF;
+}
+
 /* --- context --- */
 
 static int ctx_get(struct img_store *s, struct img_pull_ctx **ret, struct wr_err *e) {
@@ -289,7 +296,7 @@ static void job_stop(struct job *j) {
                         img_layer_job_cancel(l->ujob);
                         l->ujob = NULL;
                 }
-                closep(&l->fd);
+                fd_close(&l->fd);
         }
         if (j->timer) {
                 uv_timer_stop(j->timer);
@@ -406,7 +413,7 @@ static void on_blob(struct img_reg_req *req, int r, const struct wr_err *e, void
         if (r < 0) {
                 struct wr_err ee = *e;
                 err_prefix(&ee, r, "layer %zu/%zu", l->idx + 1, j->n_layers);
-                closep(&l->fd);
+                fd_close(&l->fd);
                 job_fail(j, &ee);
                 return;
         }
@@ -418,7 +425,7 @@ static void on_blob(struct img_reg_req *req, int r, const struct wr_err *e, void
         struct wr_err ue = {0};
         (void) lseek(l->fd, 0, SEEK_SET);
         r = img_layer_unpack(j->ctx->s, j->loop, l->fd, l->diff_id, on_unpacked, l, &l->ujob, &ue);
-        closep(&l->fd);
+        fd_close(&l->fd);
         if (r < 0) {
                 err_prefix(&ue, r, "layer %zu/%zu", l->idx + 1, j->n_layers);
                 job_fail(j, &ue);
@@ -466,7 +473,7 @@ static int start_download(struct layer *l) {
         int r = img_reg_fetch_start(j->ctx->reg, &f, on_blob, l, &l->req, &e);
         if (r < 0) {
                 j->downloading--;
-                closep(&l->fd);
+                fd_close(&l->fd);
                 err_prefix(&e, r, "layer %zu/%zu", l->idx + 1, j->n_layers);
                 job_fail(j, &e);
                 return -1;

@@ -304,6 +304,14 @@ class Registry:
         if r.returncode != 0:
             raise RuntimeError("skopeo copy failed: %s\n%s" % (r.stderr, self.read_log()))
 
+    def manifest(self, name, ref, accept=MT_OCI_MANIFEST):
+        """The manifest the registry serves (skopeo may have recompressed
+        layers on push, so blob digests come from here)."""
+        req = urllib.request.Request("http://%s/v2/%s/manifests/%s" % (self.host, name, ref),
+                                     headers={"Accept": accept})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())
+
     def blob_path(self, digest):
         h = digest[7:]
         return os.path.join(self.storage, "docker", "registry", "v2", "blobs", "sha256", h[:2],
