@@ -601,7 +601,7 @@ static int start_entrypoint(struct sbx *sb, const Warren__V1__CreateSandboxReque
         if (req->n_entrypoint == 0)
                 return 0;
         char path[PATH_MAX];
-        snprintf(path, sizeof(path), "%s/sandboxes/%s.entrypoint.log", sb->m->state_dir, sb->id);
+        snprintf(path, sizeof(path), "%s/entrypoint.log", rt_sandbox_dir(sb->rt));
         _cleanup_close_ int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
         _cleanup_close_ int log = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (null < 0 || log < 0)
