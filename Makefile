@@ -15,7 +15,7 @@ STATE_DIR  ?= $(CURDIR)/.state
 LISTEN     ?= unix:/run/warren/warren.sock
 PYTEST_ARGS ?=
 
-.PHONY: all deps build build-asan run test test-fast test-unit test-e2e test-asan bench clean format
+.PHONY: all deps build build-asan run test test-fast test-unit test-e2e test-asan test-fuzz fuzz bench clean format
 
 all: build
 
@@ -55,7 +55,15 @@ test-asan: build-asan
 	WARREN_BUILD=$(CURDIR)/$(ASAN_BUILD) $(PYTHON) -m pytest -q tests/init $(PYTEST_ARGS)
 	WARREN_BUILD=$(CURDIR)/$(ASAN_BUILD) WARREN_SANITIZED=1 $(PYTHON) -m pytest -q tests/runtime $(PYTEST_ARGS)
 
-test: deps build test-unit test-e2e test-asan
+# A short smoke run of every fuzzer in `make test`; `make fuzz` runs longer.
+FUZZ_SECONDS ?= 5
+test-fuzz:
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+fuzz: deps
+	scripts/fuzz.sh 60
+
+test: deps build test-unit test-e2e test-asan test-fuzz
 
 bench: deps build
 	bench/run.sh $(BUILD)
@@ -64,4 +72,4 @@ format:
 	git ls-files '*.c' '*.h' | grep -v pb-c | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

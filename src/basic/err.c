@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+static void vformat(struct wr_err *e, const char *fmt, va_list ap) _printf_(2, 0);
 static void vformat(struct wr_err *e, const char *fmt, va_list ap) {
         vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
 }
