@@ -7,7 +7,8 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-30}
 bd="$top/build-fuzz"
 [ -f "$bd/build.ninja" ] || CC=clang meson setup "$bd" -Dfuzz=true -Db_lundef=false >/dev/null
-targets=(fuzz-grpc-frame fuzz-grpc-timeout fuzz-percent fuzz-ctl fuzz-ref fuzz-tar)
+targets=()
+for f in "$top"/tests/fuzz/fuzz-*.c; do targets+=("$(basename "$f" .c)"); done
 ninja -C "$bd" $(printf 'tests/fuzz/%s ' "${targets[@]}") >/dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
