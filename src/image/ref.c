@@ -239,10 +239,19 @@ size_t img_ref_format(const struct img_ref *r, char *out, size_t outsz) {
 
 size_t img_ref_familiar_repo(const struct img_ref *r, char *out, size_t outsz) {
         int n;
-        if (!strcmp(r->domain, IMG_REF_DOCKER_HUB)) {
+        size_t first = strcspn(r->path, "/");
+        bool domain_like = r->path[first] == '/' &&
+                           (memchr(r->path, '.', first) || memchr(r->path, ':', first) ||
+                            (first == 9 && !memcmp(r->path, "localhost", 9)));
+        if (!strcmp(r->domain, IMG_REF_DOCKER_HUB) && !domain_like) {
+                /* "docker.io/cker.io/r" keeps its domain: "cker.io/r" would
+                 * name another registry */
                 const char *p = r->path;
-                if (!strncmp(p, "library/", 8) && !strchr(p + 8, '/'))
-                        p += 8;
+                bool hex64 = strlen(p) == 8 + 64;
+                for (size_t i = 8; hex64 && i < 8 + 64; i++)
+                        hex64 = is_hex(p[i]);
+                if (!strncmp(p, "library/", 8) && !strchr(p + 8, '/') && !hex64)
+                        p += 8; /* (a bare 64-hex name would read as an image id) */
                 n = snprintf(out, outsz, "%s", p);
         } else {
                 n = snprintf(out, outsz, "%s/%s", r->domain, r->path);
