@@ -94,7 +94,7 @@ static void drop_inbox(struct rpc_stream *st) {
         while (st->in_head) {
                 struct inmsg *m = st->in_head;
                 st->in_head = m->next;
-                free(m->data);
+                h2_mem_free(m->data);
                 free(m);
         }
         st->in_tail = NULL;
@@ -191,21 +191,25 @@ static void deliver(struct rpc_stream *st) {
                 st->in_head = im->next;
                 if (!st->in_head)
                         st->in_tail = NULL;
+                /* The message rpc_client_unary returns is the caller's to
+                 * free with the default allocator. */
+                bool keep = st->keep && !st->kept;
+                ProtobufCAllocator *a = keep ? NULL : &h2_pb_allocator;
                 ProtobufCMessage *msg =
-                        protobuf_c_message_unpack(st->resp_desc, NULL, im->len, im->data);
-                free(im->data);
+                        protobuf_c_message_unpack(st->resp_desc, a, im->len, im->data);
+                h2_mem_free(im->data);
                 free(im);
                 if (!msg) {
                         stream_abort(st, WR_STATUS_INTERNAL, "could not parse a response message");
                         break;
                 }
-                if (st->keep && !st->kept) {
+                if (keep) {
                         st->kept = msg;
                         continue;
                 }
                 if (st->cb.on_message)
                         st->cb.on_message(st, msg, st->userdata);
-                protobuf_c_message_free_unpacked(msg, NULL);
+                protobuf_c_message_free_unpacked(msg, a);
         }
         if (!st->paused && st->unconsumed && !st->closed && c && c->h2.session) {
                 nghttp2_session_consume_stream(c->h2.session, st->stream_id, st->unconsumed);
@@ -308,6 +312,8 @@ int rpc_stream_open(struct rpc_client *c, const char *path,
                 st->cb = *cb;
         st->userdata = userdata;
         st->dec.max = c->max_recv;
+        st->dec.alloc_fn = h2_mem_alloc;
+        st->dec.free_fn = h2_mem_free;
         char timeout[32];
         nghttp2_nv nva[9];
         size_t n = 0;
@@ -429,7 +435,7 @@ static int push_message(void *userdata, uint8_t *msg, size_t len) {
         struct rpc_stream *st = userdata;
         struct inmsg *im = malloc(sizeof(*im));
         if (!im) {
-                free(msg);
+                h2_mem_free(msg);
                 return -ENOMEM;
         }
         im->next = NULL;
@@ -545,6 +551,9 @@ static void client_maybe_free(struct rpc_client *c) {
         }
         SSL_free(c->ssl_pending);
         SSL_CTX_free(c->ssl_ctx);
+        /* Cached message buffers are a per-thread pool: an idle client
+         * process should not hold on to them. */
+        h2_mem_trim();
         nghttp2_session_callbacks_del(c->cbs);
         nghttp2_option_del(c->opt);
         free(c->authority);
@@ -709,7 +718,6 @@ int rpc_client_new(uv_loop_t *loop, const struct rpc_client_config *cfg, struct 
         if (!c)
                 return err_set(e, -ENOMEM, "out of memory");
         c->loop = loop;
-        h2_malloc_tune();
         c->tls = tls;
         c->max_recv = cfg->max_recv_message ? cfg->max_recv_message : DEFAULT_MAX_MESSAGE;
         c->state = CONNECTING;

@@ -31,7 +31,7 @@ static int start_body(struct grpc_decoder *d) {
         d->len = 0;
         d->in_body = true;
         if (n > 0) {
-                d->buf = malloc(n);
+                d->buf = d->alloc_fn ? d->alloc_fn(n) : malloc(n);
                 if (!d->buf)
                         return -ENOMEM;
         }
@@ -76,10 +76,17 @@ bool grpc_decoder_partial(const struct grpc_decoder *d) {
 void grpc_decoder_reset(struct grpc_decoder *d) {
         if (!d)
                 return;
-        free(d->buf);
+        if (d->free_fn)
+                d->free_fn(d->buf);
+        else
+                free(d->buf);
         size_t max = d->max;
+        void *(*alloc_fn)(size_t) = d->alloc_fn;
+        void (*free_fn)(void *) = d->free_fn;
         memset(d, 0, sizeof(*d));
         d->max = max;
+        d->alloc_fn = alloc_fn;
+        d->free_fn = free_fn;
 }
 
 int grpc_frame_header(uint8_t out[GRPC_FRAME_HEADER], size_t len) {

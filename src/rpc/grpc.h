@@ -13,15 +13,21 @@
 
 #define GRPC_FRAME_HEADER 5
 
-/* Called for each complete message. msg is malloc'd (NULL when len is 0)
- * and owned by the callee, which must free() it. Return 0 to continue or
- * a negative errno to stop decoding (grpc_decoder_feed returns it). */
+/* Called for each complete message. msg comes from the decoder's alloc_fn
+ * (malloc by default; NULL when len is 0) and is owned by the callee,
+ * which must release it with the matching free_fn (free by default).
+ * Return 0 to continue or a negative errno to stop decoding
+ * (grpc_decoder_feed returns it). */
 typedef int (*grpc_message_cb)(void *userdata, uint8_t *msg, size_t len);
 
 /* Incremental decoder for a stream of length-prefixed messages. Zero
- * initialise, set max, feed chunks split anywhere. */
+ * initialise, set max (and optionally the allocator), feed chunks split
+ * anywhere. */
 struct grpc_decoder {
         size_t max; /* largest message accepted; 0 = no limit */
+        /* Message body allocator; NULL = malloc / free. Kept by reset. */
+        void *(*alloc_fn)(size_t n);
+        void (*free_fn)(void *p);
         uint8_t hdr[GRPC_FRAME_HEADER];
         size_t hdr_len; /* header bytes collected */
         uint8_t *buf;   /* current message body */
@@ -42,7 +48,8 @@ int grpc_decoder_feed(struct grpc_decoder *d, const uint8_t *data, size_t len, g
  * is truncated). */
 bool grpc_decoder_partial(const struct grpc_decoder *d);
 
-/* Free buffers and reset to the empty state (max is kept). NULL ok. */
+/* Free buffers and reset to the empty state (max and the allocator are
+ * kept). NULL ok. */
 void grpc_decoder_reset(struct grpc_decoder *d);
 
 /* Write the 5-byte prefix for an uncompressed message of len bytes.

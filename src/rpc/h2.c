@@ -2,7 +2,7 @@
 #include "rpc/h2.h"
 
 #include <errno.h>
-#include <malloc.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +11,114 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "rpc/grpc.h"
+
+/* --- memory --- */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MEM_NO_CACHE 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MEM_NO_CACHE 1
+#endif
+#endif
+
+/* Every block starts with this header; size 0 = malloc'd. */
+#define MEM_HDR 16u
+#define MEM_BIG (128u * 1024u)
+#define MEM_ROUND (64u * 1024u)
+#define MEM_CACHE_SLOTS 8
+#define MEM_CACHE_BYTES (16u << 20)
+
+struct mem_cache {
+        void *blk[MEM_CACHE_SLOTS];
+        size_t size[MEM_CACHE_SLOTS];
+        size_t n, bytes;
+};
+static _Thread_local struct mem_cache mem_cache;
+
+void *h2_mem_alloc(size_t n) {
+        if (n > SIZE_MAX - MEM_HDR - MEM_ROUND)
+                return NULL;
+        size_t total = n + MEM_HDR;
+        uint8_t *p;
+#ifndef MEM_NO_CACHE
+        if (total >= MEM_BIG) {
+                /* The smallest block that fits; of equal ones the most
+                 * recently freed (still in the CPU cache). */
+                struct mem_cache *mc = &mem_cache;
+                size_t best = SIZE_MAX;
+                for (size_t i = mc->n; i-- > 0;)
+                        if (mc->size[i] >= total &&
+                            (best == SIZE_MAX || mc->size[i] < mc->size[best]))
+                                best = i;
+                size_t size;
+                if (best != SIZE_MAX) {
+                        p = mc->blk[best];
+                        size = mc->size[best];
+                        mc->bytes -= size;
+                        mc->n--;
+                        memmove(&mc->blk[best], &mc->blk[best + 1],
+                                (mc->n - best) * sizeof(mc->blk[0]));
+                        memmove(&mc->size[best], &mc->size[best + 1],
+                                (mc->n - best) * sizeof(mc->size[0]));
+                } else {
+                        size = (total + MEM_ROUND - 1) / MEM_ROUND * MEM_ROUND;
+                        p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+                        if (p == MAP_FAILED)
+                                return NULL;
+                }
+                *(size_t *) p = size;
+                return p + MEM_HDR;
+        }
+#endif
+        p = malloc(total);
+        if (!p)
+                return NULL;
+        *(size_t *) p = 0;
+        return p + MEM_HDR;
+}
+
+void h2_mem_free(void *ptr) {
+        if (!ptr)
+                return;
+        uint8_t *p = (uint8_t *) ptr - MEM_HDR;
+        size_t size = *(size_t *) p;
+        if (size == 0) {
+                free(p);
+                return;
+        }
+        struct mem_cache *mc = &mem_cache;
+        if (mc->n < MEM_CACHE_SLOTS && mc->bytes + size <= MEM_CACHE_BYTES) {
+                mc->blk[mc->n] = p;
+                mc->size[mc->n] = size;
+                mc->n++;
+                mc->bytes += size;
+                return;
+        }
+        munmap(p, size);
+}
+
+void h2_mem_trim(void) {
+        struct mem_cache *mc = &mem_cache;
+        for (size_t i = 0; i < mc->n; i++)
+                munmap(mc->blk[i], mc->size[i]);
+        mc->n = mc->bytes = 0;
+}
+
+size_t h2_mem_cached(void) {
+        return mem_cache.bytes;
+}
+
+static void *pb_alloc(void *data, size_t n) {
+        return h2_mem_alloc(n);
+}
+
+static void pb_free(void *data, void *p) {
+        h2_mem_free(p);
+}
+
+ProtobufCAllocator h2_pb_allocator = {.alloc = pb_alloc, .free = pb_free};
 
 /* --- buffers --- */
 
@@ -38,15 +146,19 @@ int h2_buf_append(struct h2_buf *b, const void *p, size_t n) {
         return 0;
 }
 
+/* Keep a buffer's storage for the next burst, unless it is huge. */
+static void buf_reset(struct h2_buf *b) {
+        b->len = 0;
+        if (b->cap > 4u * 1024 * 1024) {
+                free(b->data);
+                b->data = NULL;
+                b->cap = 0;
+        }
+}
+
 void h2_buf_consume(struct h2_buf *b, size_t n) {
         if (n >= b->len) {
-                b->len = 0;
-                /* Keep the storage for the next burst, unless it is huge. */
-                if (b->cap > 4u * 1024 * 1024) {
-                        free(b->data);
-                        b->data = NULL;
-                        b->cap = 0;
-                }
+                buf_reset(b);
                 return;
         }
         memmove(b->data, b->data + n, b->len - n);
@@ -61,25 +173,66 @@ void h2_buf_free(struct h2_buf *b) {
 
 /* --- message queue --- */
 
-int h2_msgq_push(struct h2_msgq *q, const ProtobufCMessage *msg, size_t max) {
-        size_t n = protobuf_c_message_get_packed_size(msg);
+static void chunk_unref(struct h2_chunk *c) {
+        if (--c->refs == 0)
+                h2_mem_free(c);
+}
+
+static struct h2_chunk *chunk_new(size_t n, size_t max) {
         if ((max && n > max) || n > UINT32_MAX)
-                return -EMSGSIZE;
-        struct h2_chunk *c = malloc(sizeof(*c) + GRPC_FRAME_HEADER + n);
+                return NULL;
+        struct h2_chunk *c = h2_mem_alloc(sizeof(*c) + GRPC_FRAME_HEADER + n);
         if (!c)
-                return -ENOMEM;
+                return NULL;
         grpc_frame_header(c->data, n);
-        protobuf_c_message_pack(msg, c->data + GRPC_FRAME_HEADER);
         c->len = GRPC_FRAME_HEADER + n;
         c->off = 0;
+        c->refs = 1;
         c->next = NULL;
+        return c;
+}
+
+static void msgq_append(struct h2_msgq *q, struct h2_chunk *c) {
         if (q->tail)
                 q->tail->next = c;
         else
                 q->head = c;
         q->tail = c;
         q->bytes += c->len;
+}
+
+int h2_msgq_push(struct h2_msgq *q, const ProtobufCMessage *msg, size_t max) {
+        size_t n = protobuf_c_message_get_packed_size(msg);
+        if ((max && n > max) || n > UINT32_MAX)
+                return -EMSGSIZE;
+        struct h2_chunk *c = chunk_new(n, max);
+        if (!c)
+                return -ENOMEM;
+        protobuf_c_message_pack(msg, c->data + GRPC_FRAME_HEADER);
+        msgq_append(q, c);
         return 0;
+}
+
+int h2_msgq_push_packed(struct h2_msgq *q, const void *data, size_t len, size_t max) {
+        if ((max && len > max) || len > UINT32_MAX)
+                return -EMSGSIZE;
+        struct h2_chunk *c = chunk_new(len, max);
+        if (!c)
+                return -ENOMEM;
+        if (len)
+                memcpy(c->data + GRPC_FRAME_HEADER, data, len);
+        msgq_append(q, c);
+        return 0;
+}
+
+/* Drop the front chunk, which has been consumed. */
+static void msgq_pop(struct h2_msgq *q) {
+        struct h2_chunk *c = q->head;
+        q->head = c->next;
+        if (!q->head)
+                q->tail = NULL;
+        c->next = NULL;
+        chunk_unref(c);
 }
 
 size_t h2_msgq_read(struct h2_msgq *q, uint8_t *out, size_t len) {
@@ -90,25 +243,138 @@ size_t h2_msgq_read(struct h2_msgq *q, uint8_t *out, size_t len) {
                 memcpy(out + done, c->data + c->off, take);
                 c->off += take;
                 done += take;
-                if (c->off == c->len) {
-                        q->head = c->next;
-                        if (!q->head)
-                                q->tail = NULL;
-                        free(c);
-                }
+                if (c->off == c->len)
+                        msgq_pop(q);
         }
         q->bytes -= done;
         return done;
 }
 
 void h2_msgq_clear(struct h2_msgq *q) {
-        while (q->head) {
-                struct h2_chunk *c = q->head;
-                q->head = c->next;
-                free(c);
-        }
-        q->tail = NULL;
+        while (q->head)
+                msgq_pop(q);
         q->bytes = 0;
+}
+
+/* --- output queue --- */
+
+static struct h2_seg *outq_seg(struct h2_outq *q) {
+        if (q->n == q->cap) {
+                size_t cap = q->cap ? q->cap * 2 : 16;
+                struct h2_seg *s = realloc(q->segs, cap * sizeof(*s));
+                if (!s)
+                        return NULL;
+                q->segs = s;
+                uv_buf_t *iov = realloc(q->iov, cap * sizeof(*iov));
+                if (!iov)
+                        return NULL;
+                q->iov = iov;
+                q->cap = cap;
+        }
+        return &q->segs[q->n];
+}
+
+/* Room for n bytes at the end of the byte buffer; outq_commit adds them. */
+static uint8_t *outq_reserve(struct h2_outq *q, size_t n) {
+        return h2_buf_reserve(&q->bytes, n);
+}
+
+static int outq_commit(struct h2_outq *q, size_t n) {
+        if (n == 0)
+                return 0;
+        struct h2_seg *last = q->n > q->head ? &q->segs[q->n - 1] : NULL;
+        if (last && !last->chunk && last->off + last->len == q->bytes.len)
+                last->len += n;
+        else {
+                struct h2_seg *s = outq_seg(q);
+                if (!s)
+                        return -ENOMEM;
+                *s = (struct h2_seg){.chunk = NULL, .off = q->bytes.len, .len = n};
+                q->n++;
+        }
+        q->bytes.len += n;
+        q->total += n;
+        return 0;
+}
+
+static int outq_append(struct h2_outq *q, const void *p, size_t n) {
+        uint8_t *d = outq_reserve(q, n);
+        if (!d)
+                return -ENOMEM;
+        memcpy(d, p, n);
+        return outq_commit(q, n);
+}
+
+/* Move len bytes from the front of msgq to the output by reference. */
+static int outq_take(struct h2_outq *q, struct h2_msgq *mq, size_t len) {
+        while (len > 0 && mq->head) {
+                struct h2_chunk *c = mq->head;
+                size_t take = MIN(c->len - c->off, len);
+                struct h2_seg *s = outq_seg(q);
+                if (!s)
+                        return -ENOMEM;
+                *s = (struct h2_seg){.chunk = c, .off = c->off, .len = take};
+                q->n++;
+                c->refs++;
+                c->off += take;
+                mq->bytes -= take;
+                q->total += take;
+                len -= take;
+                if (c->off == c->len)
+                        msgq_pop(mq);
+        }
+        return len == 0 ? 0 : -EIO;
+}
+
+/* Drop n written bytes from the front. */
+static void outq_consume(struct h2_outq *q, size_t n) {
+        q->total -= n;
+        while (n > 0) {
+                struct h2_seg *s = &q->segs[q->head];
+                if (n < s->len) {
+                        s->off += n;
+                        s->len -= n;
+                        return;
+                }
+                n -= s->len;
+                if (s->chunk)
+                        chunk_unref(s->chunk);
+                q->head++;
+        }
+        if (q->head == q->n) {
+                q->head = q->n = 0;
+                buf_reset(&q->bytes);
+        }
+}
+
+/* Drop everything (written or abandoned). */
+static void outq_clear(struct h2_outq *q) {
+        for (size_t i = q->head; i < q->n; i++)
+                if (q->segs[i].chunk)
+                        chunk_unref(q->segs[i].chunk);
+        q->head = q->n = q->total = 0;
+        buf_reset(&q->bytes);
+}
+
+static void outq_free(struct h2_outq *q) {
+        outq_clear(q);
+        h2_buf_free(&q->bytes);
+        free(q->segs);
+        free(q->iov);
+        q->segs = NULL;
+        q->iov = NULL;
+        q->cap = 0;
+}
+
+/* The unwritten segments as uv buffers; returns their count. */
+static unsigned outq_iov(struct h2_outq *q) {
+        unsigned k = 0;
+        for (size_t i = q->head; i < q->n; i++) {
+                const struct h2_seg *s = &q->segs[i];
+                const uint8_t *p = s->chunk ? s->chunk->data + s->off : q->bytes.data + s->off;
+                q->iov[k++] = uv_buf_init((char *) p, (unsigned) s->len);
+        }
+        return k;
 }
 
 /* --- timer heap --- */
@@ -235,8 +501,8 @@ static void handle_closed(uv_handle_t *h) {
         struct h2_conn *c = h->data;
         if (--c->open_handles > 0)
                 return;
-        h2_buf_free(&c->out);
-        h2_buf_free(&c->inflight);
+        outq_free(&c->out);
+        outq_free(&c->inflight);
         h2_buf_free(&c->plain);
         c->ops->on_closed(c);
 }
@@ -293,18 +559,19 @@ void h2_conn_kick(struct h2_conn *c) {
                 uv_idle_start(&c->idle, idle_cb);
 }
 
-/* Move what TLS produced into the output buffer. */
+/* Move what TLS produced into the output queue. */
 static int drain_tls(struct h2_conn *c) {
         BIO *wbio = SSL_get_wbio(c->ssl);
         size_t pending;
         while ((pending = BIO_ctrl_pending(wbio)) > 0) {
-                uint8_t *d = h2_buf_reserve(&c->out, pending);
+                uint8_t *d = outq_reserve(&c->out, pending);
                 if (!d)
                         return -ENOMEM;
                 int n = BIO_read(wbio, d, (int) pending);
                 if (n <= 0)
                         break;
-                c->out.len += (size_t) n;
+                if (outq_commit(&c->out, (size_t) n) < 0)
+                        return -ENOMEM;
         }
         return 0;
 }
@@ -312,27 +579,33 @@ static int drain_tls(struct h2_conn *c) {
 static void write_cb(uv_write_t *req, int status);
 
 static void start_write(struct h2_conn *c) {
-        if (c->writing || c->out.len == 0 || c->closing)
+        if (c->writing || c->out.total == 0 || c->closing)
                 return;
-        uv_buf_t b = uv_buf_init((char *) c->out.data, (unsigned) c->out.len);
-        int n = uv_try_write(&c->io.stream, &b, 1);
-        if (n < 0 && n != UV_EAGAIN) {
-                conn_fail(c, n);
-                return;
-        }
-        size_t done = n > 0 ? (size_t) n : 0;
-        if (done == c->out.len) {
-                c->out.len = 0;
-                return;
+        /* writev straight from the frame headers and the message buffers. */
+        for (;;) {
+                unsigned nb = outq_iov(&c->out);
+                int n = uv_try_write(&c->io.stream, c->out.iov, nb);
+                if (n < 0 && n != UV_EAGAIN) {
+                        conn_fail(c, n);
+                        return;
+                }
+                if (n <= 0)
+                        break;
+                outq_consume(&c->out, (size_t) n);
+                if (c->out.total == 0)
+                        return;
+                /* Short write: the socket is full (or more than IOV_MAX
+                 * segments were queued: try again). */
+                if (nb <= 1024)
+                        break;
         }
         /* Hand the rest to uv_write without moving it; fill the other
-         * buffer meanwhile. */
-        struct h2_buf t = c->inflight;
+         * queue meanwhile. */
+        struct h2_outq t = c->inflight;
         c->inflight = c->out;
         c->out = t;
-        c->out.len = 0;
-        b = uv_buf_init((char *) c->inflight.data + done, (unsigned) (c->inflight.len - done));
-        int r = uv_write(&c->wreq, &c->io.stream, &b, 1, write_cb);
+        unsigned nb = outq_iov(&c->inflight);
+        int r = uv_write(&c->wreq, &c->io.stream, c->inflight.iov, nb, write_cb);
         if (r < 0) {
                 conn_fail(c, r);
                 return;
@@ -343,7 +616,7 @@ static void start_write(struct h2_conn *c) {
 static void write_cb(uv_write_t *req, int status) {
         struct h2_conn *c = req->handle->data;
         c->writing = false;
-        c->inflight.len = 0;
+        outq_clear(&c->inflight);
         if (c->closing)
                 return;
         if (status < 0) {
@@ -384,9 +657,9 @@ void h2_conn_process(struct h2_conn *c) {
                 start_write(c);
                 if (c->session && !c->errored && !c->closing &&
                     !nghttp2_session_want_read(c->session) &&
-                    !nghttp2_session_want_write(c->session) && c->out.len == 0 && !c->writing)
+                    !nghttp2_session_want_write(c->session) && c->out.total == 0 && !c->writing)
                         conn_fail(c, 0);
-                if (c->close_when_flushed && c->out.len == 0 && !c->writing)
+                if (c->close_when_flushed && c->out.total == 0 && !c->writing)
                         h2_conn_close(c);
                 /* Everything asked for has been sent (or waits for the
                  * socket): no need for another idle round. */
@@ -536,24 +809,21 @@ int h2_conn_start(struct h2_conn *c, nghttp2_session *session, SSL *ssl) {
         return 0;
 }
 
-void h2_malloc_tune(void) {
-        static bool done;
-        if (done)
-                return;
-        done = true;
-        mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024);
-        mallopt(M_TRIM_THRESHOLD, 16 * 1024 * 1024);
-}
-
 /* --- nghttp2 send callbacks --- */
+
+/* Output queued beyond what the socket is writing. */
+static size_t out_queued(const struct h2_conn *c) {
+        return c->out.total + c->plain.len;
+}
 
 static ssize_t send_cb(nghttp2_session *session, const uint8_t *data, size_t length, int flags,
                        void *user_data) {
         struct h2_conn *c = user_data;
-        struct h2_buf *b = c->ssl ? &c->plain : &c->out;
-        if (b->len >= H2_OUT_HIGH)
+        if (out_queued(c) >= H2_OUT_HIGH)
                 return NGHTTP2_ERR_WOULDBLOCK;
-        if (h2_buf_append(b, data, length) < 0)
+        int r = c->ssl ? h2_buf_append(&c->plain, data, length)
+                       : outq_append(&c->out, data, length);
+        if (r < 0)
                 return NGHTTP2_ERR_CALLBACK_FAILURE;
         return (ssize_t) length;
 }
@@ -561,10 +831,47 @@ static ssize_t send_cb(nghttp2_session *session, const uint8_t *data, size_t len
 static int send_data_cb(nghttp2_session *session, nghttp2_frame *frame, const uint8_t *framehd,
                         size_t length, nghttp2_data_source *source, void *user_data) {
         struct h2_conn *c = user_data;
-        struct h2_buf *b = c->ssl ? &c->plain : &c->out;
-        if (b->len >= H2_OUT_HIGH)
+        if (out_queued(c) >= H2_OUT_HIGH)
                 return NGHTTP2_ERR_WOULDBLOCK;
         size_t pad = frame->data.padlen;
+        if (!c->ssl && length >= H2_COPY_MAX) {
+                /* Zero-copy: the frame header (and padding) as bytes, the
+                 * payload by reference to the message buffers. */
+                uint8_t hd[10];
+                size_t hl = 9;
+                memcpy(hd, framehd, 9);
+                if (pad > 0)
+                        hd[hl++] = (uint8_t) (pad - 1);
+                if (outq_append(&c->out, hd, hl) < 0 || outq_take(&c->out, source->ptr, length) < 0)
+                        return NGHTTP2_ERR_CALLBACK_FAILURE;
+                if (pad > 1) {
+                        uint8_t *z = outq_reserve(&c->out, pad - 1);
+                        if (!z)
+                                return NGHTTP2_ERR_CALLBACK_FAILURE;
+                        memset(z, 0, pad - 1);
+                        if (outq_commit(&c->out, pad - 1) < 0)
+                                return NGHTTP2_ERR_CALLBACK_FAILURE;
+                }
+                return 0;
+        }
+        if (!c->ssl) {
+                uint8_t *d = outq_reserve(&c->out, 10 + length + pad);
+                if (!d)
+                        return NGHTTP2_ERR_CALLBACK_FAILURE;
+                size_t off = 9;
+                memcpy(d, framehd, 9);
+                if (pad > 0)
+                        d[off++] = (uint8_t) (pad - 1);
+                if (h2_msgq_read(source->ptr, d + off, length) != length)
+                        return NGHTTP2_ERR_CALLBACK_FAILURE;
+                off += length;
+                if (pad > 1) {
+                        memset(d + off, 0, pad - 1);
+                        off += pad - 1;
+                }
+                return outq_commit(&c->out, off) < 0 ? NGHTTP2_ERR_CALLBACK_FAILURE : 0;
+        }
+        struct h2_buf *b = &c->plain;
         uint8_t *d = h2_buf_reserve(b, 9 + length + pad);
         if (!d)
                 return NGHTTP2_ERR_CALLBACK_FAILURE;

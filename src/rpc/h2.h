@@ -25,13 +25,37 @@
 #include <protobuf-c/protobuf-c.h>
 #include <uv.h>
 
-/* Bytes of encoded output buffered per connection before nghttp2 is told
- * to wait. */
-#define H2_OUT_HIGH (512u * 1024u)
+/* Bytes of encoded output queued per connection (beyond what the socket
+ * is writing) before nghttp2 is told to wait. Mostly references to
+ * message buffers, not copies. */
+#define H2_OUT_HIGH (1024u * 1024u)
+/* DATA payloads shorter than this are copied into the output buffer; longer
+ * ones are written straight from the message buffer (writev). */
+#define H2_COPY_MAX 4096u
 /* Advertised SETTINGS. */
 #define H2_INITIAL_WINDOW (1u << 20)
 #define H2_MAX_FRAME (256u * 1024u)
 #define H2_CONN_WINDOW (16u << 20)
+
+/* --- memory --- */
+
+/* Message buffers (queued messages, decoded request bodies, unpacked bytes
+ * fields). Blocks of 128 KiB and more are mmap'd and, when freed, kept in
+ * a small per-thread cache (at most 8 blocks, 16 MiB) so that streams of
+ * large messages neither page-fault on every message nor need
+ * process-wide malloc tuning; smaller ones come from malloc. With
+ * AddressSanitizer everything comes from malloc. Returns NULL on
+ * allocation failure. */
+void *h2_mem_alloc(size_t n);
+/* Free what h2_mem_alloc returned. NULL ok. */
+void h2_mem_free(void *p);
+/* Return every cached block to the kernel (owners call this when idle). */
+void h2_mem_trim(void);
+/* Bytes held by this thread's cache. */
+size_t h2_mem_cached(void);
+/* A protobuf-c allocator on h2_mem_alloc/h2_mem_free: messages unpacked
+ * with it must be freed with it. */
+extern ProtobufCAllocator h2_pb_allocator;
 
 struct h2_buf {
         uint8_t *data;
@@ -48,12 +72,16 @@ void h2_buf_consume(struct h2_buf *b, size_t n);
 /* Free the storage. */
 void h2_buf_free(struct h2_buf *b);
 
-/* A FIFO of framed (5-byte prefixed) messages waiting for flow control. */
+/* One framed (5-byte prefixed) message, allocated with h2_mem_alloc and
+ * reference counted: the queue holds one reference, every output segment
+ * that still has to write part of it another. */
 struct h2_chunk {
         struct h2_chunk *next;
         size_t len, off;
+        unsigned refs;
         uint8_t data[];
 };
+/* A FIFO of messages waiting for flow control. */
 struct h2_msgq {
         struct h2_chunk *head, *tail;
         size_t bytes; /* unsent bytes in the queue */
@@ -62,15 +90,35 @@ struct h2_msgq {
 /* Pack msg with its gRPC prefix onto the queue. Returns 0, -EMSGSIZE when
  * the packed size exceeds max (0 = no limit) or -ENOMEM. */
 int h2_msgq_push(struct h2_msgq *q, const ProtobufCMessage *msg, size_t max);
+/* Queue an already packed message (len bytes, no prefix): the prefix is
+ * added and the bytes copied. Same returns as h2_msgq_push. */
+int h2_msgq_push_packed(struct h2_msgq *q, const void *data, size_t len, size_t max);
 /* Copy up to len bytes from the front into out and drop them. Returns the
  * count copied. */
 size_t h2_msgq_read(struct h2_msgq *q, uint8_t *out, size_t len);
-/* Drop everything. */
+/* Drop everything (buffers still referenced by output stay alive until
+ * written). */
 void h2_msgq_clear(struct h2_msgq *q);
+
+/* Encoded output waiting for the socket: an ordered list of segments, each
+ * either bytes in an owned buffer (frame headers, control frames, TLS
+ * records) or a slice of a queued message (zero-copy DATA payloads). */
+struct h2_seg {
+        struct h2_chunk *chunk; /* NULL: bytes.data + off */
+        size_t off, len;
+};
+struct h2_outq {
+        struct h2_buf bytes;
+        struct h2_seg *segs;
+        uv_buf_t *iov;
+        size_t head, n, cap; /* segments [head, n) are unwritten */
+        size_t total;        /* unwritten bytes */
+};
 
 /* nghttp2 data source conventions shared by both halves: source->ptr is a
  * struct h2_msgq; the owner's read callback sets NGHTTP2_DATA_FLAG_NO_COPY and
- * h2_send_data_cb copies the frame out of the queue. */
+ * h2_send_data_cb hands the frame's payload to the output queue by
+ * reference (plain connections) or copies it (TLS, short payloads). */
 
 /* --- timers --- */
 struct h2_timer {
@@ -121,9 +169,9 @@ struct h2_conn {
         nghttp2_session *session;
         SSL *ssl;
         const struct h2_conn_ops *ops;
-        struct h2_buf out;      /* encoded bytes waiting for the socket */
-        struct h2_buf inflight; /* bytes handed to uv_write */
-        struct h2_buf plain;    /* TLS: plaintext waiting for SSL_write */
+        struct h2_outq out;      /* encoded output waiting for the socket */
+        struct h2_outq inflight; /* output handed to uv_write */
+        struct h2_buf plain;     /* TLS: plaintext waiting for SSL_write */
         uv_write_t wreq;
         int busy;         /* inside process(): defer closing */
         int open_handles; /* handles not yet closed */
@@ -149,13 +197,6 @@ void h2_conn_process(struct h2_conn *c);
 void h2_conn_close(struct h2_conn *c);
 /* Close once everything queued has been written (GOAWAY, final trailers). */
 void h2_conn_close_when_flushed(struct h2_conn *c);
-
-/* Process-wide malloc tuning, once: messages of ~1 MiB are allocated and
- * freed at a high rate; with glibc's defaults each one is a fresh mmap (or
- * a heap trim and refault), which halves stream throughput. Raises the
- * mmap threshold to 4 MiB and the trim threshold to 16 MiB (so at most
- * 16 MiB of freed heap is retained). */
-void h2_malloc_tune(void);
 
 /* nghttp2 callbacks every session uses (session user_data = the conn). */
 void h2_callbacks_set_send(nghttp2_session_callbacks *cbs);

@@ -23,6 +23,9 @@
 #define DEFAULT_MAX_MESSAGE (16u << 20)
 #define DEFAULT_HIGH_WATER (4u << 20)
 #define MAX_METADATA 64
+/* Cached message buffers go back to the kernel this long after the last
+ * call ended. */
+#define TRIM_DELAY_MS 100
 
 struct listener {
         struct listener *next;
@@ -104,6 +107,7 @@ struct rpc_server {
         uv_idle_t idle;
         struct h2_timers timers;
         struct h2_timer grace;
+        struct h2_timer trim; /* give cached message buffers back when idle */
         int port;
         size_t n_calls;
         int open_handles;
@@ -139,17 +143,19 @@ static void call_free(struct rpc_call *call) {
         while (call->in_head) {
                 struct inmsg *m = call->in_head;
                 call->in_head = m->next;
-                free(m->data);
+                h2_mem_free(m->data);
                 free(m);
         }
         grpc_decoder_reset(&call->dec);
         h2_msgq_clear(&call->q);
         if (call->req)
-                protobuf_c_message_free_unpacked(call->req, NULL);
+                protobuf_c_message_free_unpacked(call->req, &h2_pb_allocator);
         free(call->path);
         free(call->message);
         free(call);
         s->n_calls--;
+        if (s->n_calls == 0 && h2_mem_cached() > 0 && !s->handles_closing)
+                h2_timer_arm(&s->timers, &s->trim, uv_now(s->loop) + TRIM_DELAY_MS);
         server_maybe_done(s);
 }
 
@@ -168,6 +174,13 @@ void rpc_call_unref(struct rpc_call *call) {
 }
 
 static void server_idle_cb(uv_idle_t *h);
+
+static void trim_fired(struct h2_timer *t) {
+        struct rpc_server *s =
+                (struct rpc_server *) ((char *) t - offsetof(struct rpc_server, trim));
+        if (s->n_calls == 0)
+                h2_mem_trim();
+}
 
 static void pending_add(struct rpc_call *call) {
         if (call->queued)
@@ -189,7 +202,7 @@ static void drop_inbox(struct rpc_call *call) {
         while (call->in_head) {
                 struct inmsg *m = call->in_head;
                 call->in_head = m->next;
-                free(m->data);
+                h2_mem_free(m->data);
                 free(m);
         }
         call->in_tail = NULL;
@@ -469,8 +482,8 @@ static void deliver(struct rpc_call *call) {
                 if (!call->in_head)
                         call->in_tail = NULL;
                 ProtobufCMessage *msg =
-                        protobuf_c_message_unpack(m->input, NULL, im->len, im->data);
-                free(im->data);
+                        protobuf_c_message_unpack(m->input, &h2_pb_allocator, im->len, im->data);
+                h2_mem_free(im->data);
                 free(im);
                 if (!msg) {
                         finish_by_layer(call, WR_STATUS_INTERNAL,
@@ -479,7 +492,7 @@ static void deliver(struct rpc_call *call) {
                 }
                 if (unary_request(call)) {
                         if (call->req) {
-                                protobuf_c_message_free_unpacked(msg, NULL);
+                                protobuf_c_message_free_unpacked(msg, &h2_pb_allocator);
                                 finish_by_layer(call, WR_STATUS_INTERNAL,
                                                 "more than one request message for a unary "
                                                 "request");
@@ -490,7 +503,7 @@ static void deliver(struct rpc_call *call) {
                 }
                 if (m->on_message)
                         m->on_message(call, msg);
-                protobuf_c_message_free_unpacked(msg, NULL);
+                protobuf_c_message_free_unpacked(msg, &h2_pb_allocator);
         }
         if (call->finished)
                 return;
@@ -554,6 +567,8 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         call->stream_id = frame->hd.stream_id;
         call->timeout_ms = -1;
         call->dec.max = conn->s->cfg.max_recv_message;
+        call->dec.alloc_fn = h2_mem_alloc;
+        call->dec.free_fn = h2_mem_free;
         call->cnext = conn->calls;
         if (conn->calls)
                 conn->calls->cprev = call;
@@ -669,7 +684,7 @@ static int push_message(void *userdata, uint8_t *msg, size_t len) {
         struct rpc_call *call = userdata;
         struct inmsg *im = malloc(sizeof(*im));
         if (!im) {
-                free(msg);
+                h2_mem_free(msg);
                 return -ENOMEM;
         }
         im->next = NULL;
@@ -899,7 +914,6 @@ int rpc_server_new(uv_loop_t *loop, const struct rpc_server_config *cfg, struct 
         if (!s)
                 return err_set(e, -ENOMEM, "out of memory");
         s->loop = loop;
-        h2_malloc_tune();
         if (cfg)
                 s->cfg = *cfg;
         if (!s->cfg.max_recv_message)
@@ -947,6 +961,7 @@ int rpc_server_new(uv_loop_t *loop, const struct rpc_server_config *cfg, struct 
         s->idle.data = s;
         h2_timers_init(&s->timers, loop);
         s->timers.handle.data = s;
+        s->trim.cb = trim_fired;
         s->open_handles = 2;
         *ret = s;
         return 0;
