@@ -799,6 +799,8 @@ static int attempt(struct img_reg_req *q, const char *url, struct wr_err *e) {
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_cb);
         curl_easy_setopt(c, CURLOPT_WRITEDATA, q);
         curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, NULL);
+        /* fewer, bigger writes and hash updates for blobs (default 16 KiB) */
+        curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 256L * 1024);
 
         int r = 0;
         if (q->phase == PHASE_MAIN) {
