@@ -400,3 +400,59 @@ def test_token_auth_wrong_password(fresh_warrend, token_reg, tmp_path):
     err = pull_error(d, "%s/private/app:1" % token_reg.host)
     assert err.code() == grpc.StatusCode.UNAUTHENTICATED
     assert "check the credentials" in err.details()
+
+
+# --- behaviour the real registry cannot be made to show: a scripted one ---
+
+@pytest.fixture(scope="module")
+def layout(tmp_path_factory):
+    lay = str(tmp_path_factory.mktemp("fake-layout"))
+    L = R.Layout(lay)
+    md, info = L.image([base_layer(), R.layer_tar([("big", "file", os.urandom(3 << 20))])],
+                       {"Cmd": ["fake"]})
+    L.tag(md, "v1")
+    amd, amd_info = L.image([R.layer_tar([("arch", "file", b"amd64\n")])], {})
+    arm, _ = L.image([R.layer_tar([("arch", "file", b"arm64\n")])], {}, arch="arm64")
+    L.tag(L.index([arm, amd]), "multi")
+    return lay, info, amd_info
+
+
+def test_interrupted_blob_resumes_with_range(daemon, layout):
+    lay, info, _ = layout
+    fake = R.FakeRegistry(lay, "r/app", cut_blobs=True)
+    try:
+        _, img = pull(daemon, "%s/r/app:v1" % fake.host)
+        assert list(img.layers) == info["diff_ids"]
+        blob = info["blobs"][1]
+        gets = [h for m, p, h in fake.requests if p.endswith(blob)]
+        assert len(gets) == 2, gets
+        assert "Range" not in gets[0] and gets[1]["Range"].startswith("bytes=")
+        assert int(gets[1]["Range"][6:].rstrip("-")) > 0
+    finally:
+        fake.stop()
+
+
+def test_basic_auth_with_docker_config(fresh_warrend, layout, tmp_path):
+    lay, info, _ = layout
+    fake = R.FakeRegistry(lay, "r/app", basic=("bob", "pw"))
+    try:
+        d = fresh_warrend(extra_args=["--docker-config",
+                                      docker_config(tmp_path, fake.host, "bob", "pw")])
+        _, img = pull(d, "%s/r/app:v1" % fake.host)
+        assert list(img.layers) == info["diff_ids"]
+        err = pull_error(fresh_warrend(), "%s/r/app:v1" % fake.host)
+        assert err.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert "user name and password" in err.details() and "--docker-config" in err.details()
+    finally:
+        fake.stop()
+
+
+def test_docker_manifest_list_resolves_amd64(daemon, layout):
+    lay, _, amd_info = layout
+    fake = R.FakeRegistry(lay, "r/app",
+                          manifest_type="application/vnd.docker.distribution.manifest.list.v2+json")
+    try:
+        _, img = pull(daemon, "%s/r/app:multi" % fake.host)
+        assert list(img.layers) == amd_info["diff_ids"]
+    finally:
+        fake.stop()

@@ -327,3 +327,119 @@ class Registry:
                 self.proc.wait()
         self.log.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+# --- a scripted registry for what the real one will not do on demand ---
+
+class FakeRegistry:
+    """A minimal distribution API over an OCI layout (http.server on
+    127.0.0.1): GET /v2/<name>/manifests/<tag|digest> and blobs, with
+    switches the real registry has no knob for:
+      cut_blobs: the first GET of each blob sends only half of it, then
+                 drops the connection (the client must resume with Range)
+      basic:     (user, password) required with a "Basic" challenge
+      manifest_type: override the Content-Type of manifests (e.g. the
+                 Docker manifest list type for an index)
+    Every request is logged in .requests as (method, path, headers)."""
+
+    def __init__(self, layout, name, cut_blobs=False, basic=None, manifest_type=None):
+        self.layout, self.name = layout, name
+        self.cut_blobs, self.basic, self.manifest_type = cut_blobs, basic, manifest_type
+        self.requests, self.cut_done = [], set()
+        self.port = free_port()
+        self.host = "127.0.0.1:%d" % self.port
+        with open(os.path.join(layout, "index.json")) as f:
+            self.tags = {m["annotations"]["org.opencontainers.image.ref.name"]: m
+                         for m in json.load(f)["manifests"]}
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                server.requests.append(("GET", self.path, dict(self.headers)))
+                if server.basic:
+                    want = "Basic " + base64.b64encode(("%s:%s" % server.basic).encode()).decode()
+                    if self.headers.get("Authorization") != want:
+                        self.send_response(401)
+                        self.send_header("WWW-Authenticate", 'Basic realm="fake"')
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                prefix = "/v2/%s/" % server.name
+                if not self.path.startswith(prefix):
+                    return self.missing()
+                kind, _, obj = self.path[len(prefix):].partition("/")
+                if kind == "manifests":
+                    desc = server.tags.get(obj)
+                    digest = desc["digest"] if desc else obj
+                    data = server.read_blob(digest)
+                    if data is None:
+                        return self.missing()
+                    mt = server.manifest_type or json.loads(data).get("mediaType",
+                                                                      MT_OCI_MANIFEST)
+                    return self.send(data, mt, digest)
+                if kind == "blobs":
+                    data = server.read_blob(obj)
+                    if data is None:
+                        return self.missing()
+                    rng = self.headers.get("Range")
+                    if rng and rng.startswith("bytes="):
+                        start = int(rng[6:].split("-")[0])
+                        body = data[start:]
+                        self.send_response(206)
+                        self.send_header("Content-Range", "bytes %d-%d/%d" % (
+                            start, len(data) - 1, len(data)))
+                        self.send_header("Content-Length", str(len(body)))
+                        self.end_headers()
+                        self.wfile.write(body)
+                        return
+                    if server.cut_blobs and obj not in server.cut_done and len(data) > 1000:
+                        server.cut_done.add(obj)
+                        self.send_response(200)
+                        self.send_header("Content-Length", str(len(data)))
+                        self.end_headers()
+                        self.wfile.write(data[:len(data) // 2])
+                        self.wfile.flush()
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        return
+                    return self.send(data, "application/octet-stream", obj)
+                return self.missing()
+
+            def send(self, data, mt, digest):
+                self.send_response(200)
+                self.send_header("Content-Type", mt)
+                self.send_header("Docker-Content-Digest", digest)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def missing(self):
+                body = b'{"errors":[{"code":"MANIFEST_UNKNOWN","message":"unknown"}]}'
+                self.send_response(404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def read_blob(self, digest):
+        if not digest.startswith("sha256:") or not all(c in "0123456789abcdef"
+                                                       for c in digest[7:]):
+            return None
+        p = os.path.join(self.layout, "blobs", "sha256", digest[7:])
+        if not os.path.exists(p):
+            return None
+        with open(p, "rb") as f:
+            return f.read()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
