@@ -13,6 +13,7 @@ DEB_PACKAGES=(
   busybox-static iproute2 nftables libnftables-dev libmnl-dev libc-ares-dev
   libhttp-parser-dev bubblewrap crun
   docker-registry skopeo
+  mmdebstrap
 )
 PY_MODULES=(grpc:grpcio grpc_tools:grpcio-tools google.protobuf:protobuf pytest:pytest)
 

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # `make run`: start warrend in the foreground on a local state dir and make
-# sure a ready base image exists. Until the Debian base image of the image
-# issue lands, the default image `sandbox:latest` is a busybox-static root
-# filesystem (tests/images/busybox-rootfs.sh), imported on first start.
+# sure a ready base image exists. The default image `sandbox:latest` is a
+# minimal Debian 12 (python3, git, ca-certificates, openssh-client) built
+# from Debian packages by scripts/base-image.sh on first start, cached under
+# ~/.cache/warren/base-image/ (WARREN_BASE_CACHE overrides), and imported
+# with WorkingDir /workspace. No registry is involved. When the build fails
+# (no Debian mirror reachable) the busybox-static root filesystem
+# (tests/images/busybox-rootfs.sh) is imported instead, with a warning.
 #   scripts/run.sh BUILD_DIR STATE_DIR LISTEN
 set -euo pipefail
 build=$1; state=$2; listen=$3
@@ -22,10 +26,20 @@ for _ in $(seq 1 200); do
 done
 if ! "$warren" image get sandbox:latest >/dev/null 2>&1; then
   tmp=$(mktemp -d)
-  "$top/tests/images/busybox-rootfs.sh" "$tmp/rootfs" --tar "$tmp/rootfs.tar"
-  "$warren" image import sandbox:latest "$tmp/rootfs.tar" >/dev/null
+  cache_args=()
+  [ -n "${WARREN_BASE_CACHE:-}" ] && cache_args=(--cache "$WARREN_BASE_CACHE")
+  if base=$("$top/scripts/base-image.sh" "${cache_args[@]}") &&
+     "$warren" image import --workdir /workspace \
+       --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+       --env LANG=C.UTF-8 sandbox:latest "$base" >/dev/null; then
+    echo "run: imported the default image sandbox:latest (Debian 12, from $base)" >&2
+  else
+    echo "run: WARNING: could not build or import the Debian base image (see above); falling back to busybox, which has no python3, git or ssh" >&2
+    "$top/tests/images/busybox-rootfs.sh" "$tmp/rootfs" --tar "$tmp/rootfs.tar"
+    "$warren" image import sandbox:latest "$tmp/rootfs.tar" >/dev/null
+    echo "run: imported the default image sandbox:latest (busybox)" >&2
+  fi
   rm -rf "$tmp"
-  echo "run: imported the default image sandbox:latest (busybox)" >&2
 fi
 echo "run: warrend is up on $listen (state dir $state); try: $warren run sandbox:latest -- echo hello" >&2
 wait $pid

@@ -9,7 +9,9 @@
 #include "cli.h"
 #include "warren/v1/images.pb-c.h"
 
-enum { OPT_JSON = CLI_OPT_FIRST_LOCAL };
+enum { OPT_JSON = CLI_OPT_FIRST_LOCAL, OPT_WORKDIR, OPT_ENV };
+
+#define IMPORT_MAX_ENV 64
 
 static ProtobufCMessage *import_chunk(const uint8_t *data, size_t len, void *userdata) {
         Warren__V1__ImportImageRequest *m = userdata;
@@ -31,15 +33,30 @@ static void print_image_line(const Warren__V1__Image *img) {
 }
 
 static int image_import(struct cli_ctx *ctx, int argc, char **argv) {
-        static const struct option longopts[] = {
-                {"json", no_argument, NULL, OPT_JSON}, CLI_COMMON_LONGOPTS, {}};
-        const char *cmd = "image import", *usage = "[--json] NAME FILE|-";
+        static const struct option longopts[] = {{"json", no_argument, NULL, OPT_JSON},
+                                                 {"workdir", required_argument, NULL, OPT_WORKDIR},
+                                                 {"env", required_argument, NULL, OPT_ENV},
+                                                 CLI_COMMON_LONGOPTS,
+                                                 {}};
+        const char *cmd = "image import",
+                   *usage = "[--json] [--workdir DIR] [--env K=V]... NAME FILE|-";
         bool json = false;
+        const char *workdir = NULL;
+        char *env[IMPORT_MAX_ENV];
+        size_t n_env = 0;
         int c;
         while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "h", longopts)) != -1) {
                 if (c == OPT_JSON)
                         json = true;
-                else
+                else if (c == OPT_WORKDIR)
+                        workdir = optarg;
+                else if (c == OPT_ENV) {
+                        if (!strchr(optarg, '=') || optarg[0] == '=')
+                                return cli_usage_error(cmd, usage, "--env takes K=V");
+                        if (n_env == IMPORT_MAX_ENV)
+                                return cli_usage_error(cmd, usage, "too many --env");
+                        env[n_env++] = optarg;
+                } else
                         return c == CLI_GETOPT_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
         }
         if (argc - optind != 2)
@@ -62,6 +79,13 @@ static int image_import(struct cli_ctx *ctx, int argc, char **argv) {
         }
         Warren__V1__ImportImageMeta meta = WARREN__V1__IMPORT_IMAGE_META__INIT;
         meta.name = (char *) name;
+        Warren__V1__ImageConfig config = WARREN__V1__IMAGE_CONFIG__INIT;
+        if (workdir || n_env) {
+                config.working_dir = (char *) (workdir ? workdir : "");
+                config.n_env = n_env;
+                config.env = env;
+                meta.config = &config;
+        }
         Warren__V1__ImportImageRequest first = WARREN__V1__IMPORT_IMAGE_REQUEST__INIT;
         first.kind_case = WARREN__V1__IMPORT_IMAGE_REQUEST__KIND_META;
         first.meta = &meta;
