@@ -43,6 +43,10 @@ void daemon_config_usage(FILE *f) {
               "  --config FILE         read \"key = value\" lines; keys are the long\n"
               "                        option names; options on the command line win\n"
               "  --enable-diag         serve warren.v1.Diag (tests and benchmarks)\n"
+              "  --terminate-on-exit   stop every sandbox when warrend exits (default:\n"
+              "                        they keep running and the next warrend re-attaches)\n"
+              "  --warm-pool N         keep N sandbox host resources prepared ahead\n"
+              "                        (default 0)\n"
               "  --help                show this help\n"
               "  --version             show the version\n"
               "\n"
@@ -150,6 +154,17 @@ static int apply(struct daemon_config *c, int src, const char *key, const char *
         } else if (!strcmp(key, "log-format")) {
                 if (log_format_from_string(v, &c->log_format) < 0)
                         return err_set(e, -EINVAL, "--log-format %s: expected text or json", v);
+        } else if (!strcmp(key, "terminate-on-exit")) {
+                if (parse_bool(v, &c->terminate_on_exit) < 0)
+                        return err_set(e, -EINVAL, "terminate-on-exit = %s: expected true or false",
+                                       v);
+        } else if (!strcmp(key, "warm-pool")) {
+                char *end;
+                errno = 0;
+                unsigned long n = strtoul(v, &end, 10);
+                if (errno || end == v || *end || n > 4096)
+                        return err_set(e, -EINVAL, "--warm-pool %s: expected 0..4096", v);
+                c->warm_pool = (unsigned) n;
         } else if (!strcmp(key, "enable-diag")) {
                 if (parse_bool(v, &c->enable_diag) < 0)
                         return err_set(e, -EINVAL, "enable-diag = %s: expected true or false", v);
@@ -225,6 +240,8 @@ enum {
         OPT_VERSION,
         OPT_REGISTRY_CONFIG,
         OPT_DOCKER_CONFIG,
+        OPT_TERMINATE_ON_EXIT,
+        OPT_WARM_POOL,
 };
 
 static const struct option options[] = {
@@ -240,6 +257,8 @@ static const struct option options[] = {
         {"enable-diag", no_argument, NULL, OPT_ENABLE_DIAG},
         {"registry-config", required_argument, NULL, OPT_REGISTRY_CONFIG},
         {"docker-config", required_argument, NULL, OPT_DOCKER_CONFIG},
+        {"terminate-on-exit", no_argument, NULL, OPT_TERMINATE_ON_EXIT},
+        {"warm-pool", required_argument, NULL, OPT_WARM_POOL},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {},
@@ -284,6 +303,9 @@ int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr
         const char *env = getenv("WARREN_STATE_DIR");
         if (env && *env && (r = apply(c, SRC_ENV, "state-dir", env, e)) < 0)
                 return err_prefix(e, r, "WARREN_STATE_DIR");
+        env = getenv("WARREN_TERMINATE_ON_EXIT");
+        if (env && *env && (r = apply(c, SRC_ENV, "terminate-on-exit", env, e)) < 0)
+                return err_prefix(e, r, "WARREN_TERMINATE_ON_EXIT");
         env = getenv("WARREN_LOG_LEVEL");
         if (env && *env && (r = apply(c, SRC_ENV, "log-level", env, e)) < 0)
                 return err_prefix(e, r, "WARREN_LOG_LEVEL");
@@ -299,6 +321,10 @@ int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr
                         continue;
                 if (o == OPT_ENABLE_DIAG) {
                         c->enable_diag = true;
+                        continue;
+                }
+                if (o == OPT_TERMINATE_ON_EXIT) {
+                        c->terminate_on_exit = true;
                         continue;
                 }
                 r = apply(c, SRC_FLAG, options[idx].name, optarg, e);

@@ -3,6 +3,7 @@
 #include "daemon/statedir.h"
 
 #include <errno.h>
+#include <time.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -91,7 +92,17 @@ int daemon_state_dir_prepare(const char *path, char **ret_abs, int *ret_lock_fd,
                 openat(dfd, "warrend.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (lock < 0)
                 return err_set(e, -errno, "state dir %s: cannot open warrend.lock: %m", abs);
-        if (flock(lock, LOCK_EX | LOCK_NB) < 0) {
+        /* A warrend killed while cloning a sandbox leaves a child that
+         * holds a copy of the lock until it execs (CLOEXEC) a moment
+         * later: wait up to 5 s before calling the dir busy. */
+        int locked = -1;
+        for (int i = 0;
+             i < 250 && (locked = flock(lock, LOCK_EX | LOCK_NB)) < 0 && errno == EWOULDBLOCK;
+             i++) {
+                struct timespec ts = {0, 20 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+        }
+        if (locked < 0) {
                 if (errno == EWOULDBLOCK)
                         return err_set(e, -EBUSY,
                                        "state dir %s is in use by another warrend (stop it or "

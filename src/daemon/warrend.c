@@ -4,6 +4,7 @@
  * libuv loop, and shuts down gracefully on SIGTERM/SIGINT. */
 #include <errno.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,9 +79,8 @@ static void on_signal(uv_signal_t *h, int signum) {
         }
         d->stopping = true;
         log_info("received SIG%s, shutting down", sigabbrev_np(signum));
-        /* Sandboxes do not outlive the daemon yet (restart recovery comes
-         * with the lifecycle issue): stop them first, which also ends their
-         * exec streams. */
+        /* Sandboxes outlive the daemon (the next one re-attaches), unless
+         * --terminate-on-exit: either way their exec streams end here. */
         struct sbx_manager *m = d->ctx.sandboxes;
         d->ctx.sandboxes = NULL;
         sbx_manager_free(m);
@@ -222,6 +222,22 @@ static int find_init(struct daemon *d, char *out, size_t size, struct wr_err *e)
                        "it (make build) or set WARREN_INIT");
 }
 
+/* Each live sandbox holds a control connection, pidfds and cgroup fds in
+ * warrend: lift the soft fd limit to the hard one (at least 65536 when
+ * root may raise it). */
+static void raise_nofile(void) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return;
+        if (rl.rlim_max < 65536) {
+                struct rlimit want = {65536, 65536};
+                if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+                        return;
+        }
+        rl.rlim_cur = rl.rlim_max;
+        (void) setrlimit(RLIMIT_NOFILE, &rl);
+}
+
 static int start_sandboxes(struct daemon *d, struct wr_err *e) {
         char init[PATH_MAX];
         int r = find_init(d, init, sizeof(init), e);
@@ -237,6 +253,7 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
                 .state_dir = d->state_dir,
                 .init_path = init,
                 .default_image = d->cfg.default_image,
+                .terminate_on_exit = d->cfg.terminate_on_exit,
         };
         r = sbx_manager_new(&mc, &d->ctx.sandboxes, e);
         if (r < 0)
@@ -366,6 +383,7 @@ int main(int argc, char **argv) {
         }
         signal(SIGPIPE, SIG_IGN);
         umask(022);
+        raise_nofile();
 
         int r = daemon_start(&d, &e);
         if (r < 0) {

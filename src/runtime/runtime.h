@@ -162,6 +162,27 @@ void rt_sandbox_free(struct rt_sandbox *sb);
  * dir (may be NULL). Idempotent; 0 when nothing is left. */
 int rt_sandbox_cleanup(const char *id, const char *dir, enum rt_cgroup_mode mode, struct wr_err *e);
 
+/* Re-attach to a running sandbox this process did not create (daemon
+ * restart): opens a pidfd for pid and checks that it is really the
+ * sandbox's init: its start time (field 22 of /proc/<pid>/stat, clock
+ * ticks since boot; 0 = do not check) equals start_time and it is a member
+ * of the sandbox's cgroup; then opens the cgroup(s). The handle works like
+ * one from rt_sandbox_create() except that init is not a child of the
+ * caller: rt_sandbox_reap() reports exit through the pidfd (status
+ * SIGKILL, the real one went to init's parent) and rt_sandbox_destroy()
+ * waits for it on the pidfd (bounded, 5 s). dir is the sandbox's host dir
+ * (as given to create). Errors: -ESRCH (init gone, or pid is another
+ * process now), -ENOENT (cgroup missing), -EINVAL, -ENOMEM. */
+int rt_sandbox_attach(const char *id, const char *dir, pid_t pid, uint64_t start_time,
+                      enum rt_cgroup_mode mode, struct rt_sandbox **ret, struct wr_err *e);
+
+/* Start time of init (clock ticks since boot, as rt_sandbox_attach checks
+ * it), to be recorded at create. -ESRCH once reaped. */
+int rt_sandbox_start_time(const struct rt_sandbox *sb, uint64_t *ret);
+
+/* Start time of any pid (field 22 of /proc/<pid>/stat). -ESRCH when gone. */
+int rt_proc_start_time(pid_t pid, uint64_t *ret);
+
 /* Current resource usage from the cgroup. Returns 0 or negative errno. */
 int rt_sandbox_usage(const struct rt_sandbox *sb, struct rt_usage *u);
 

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -35,6 +36,7 @@ struct rt_sandbox {
         bool reaped;
         int status;
         bool destroyed;
+        bool attached; /* rt_sandbox_attach: init is not our child */
         unsigned made; /* during create: MADE_* bits of what this call created */
 };
 
@@ -483,6 +485,20 @@ int rt_sandbox_reap(struct rt_sandbox *sb, int *status) {
         if (!sb->reaped) {
                 if (sb->pidfd < 0)
                         return -EBADF;
+                if (sb->attached) {
+                        /* not our child: its exit status is its parent's */
+                        struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+                        int n = RETRY_EINTR(poll(&p, 1, 0));
+                        if (n < 0)
+                                return -errno;
+                        if (n == 0)
+                                return 0;
+                        sb->reaped = true;
+                        sb->status = SIGKILL;
+                        if (status)
+                                *status = sb->status;
+                        return 1;
+                }
                 siginfo_t si = {0};
                 if (RETRY_EINTR(
                             waitid(P_PIDFD, (id_t) sb->pidfd, &si, WEXITED | WNOHANG | __WALL)) < 0)
@@ -502,6 +518,14 @@ int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e) {
         int r;
         if (sb->destroyed)
                 return 0;
+        if (!sb->reaped && sb->pidfd >= 0 && sb->attached) {
+                (void) rt_sandbox_kill(sb, SIGKILL);
+                /* not our child: wait (bounded) until the pidfd says it died */
+                struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+                (void) RETRY_EINTR(poll(&p, 1, 5000));
+                sb->reaped = true;
+                sb->status = SIGKILL;
+        }
         if (!sb->reaped && sb->pidfd >= 0) {
                 (void) rt_sandbox_kill(sb, SIGKILL);
                 /* SIGKILLed: the pid namespace dies promptly, init last */
@@ -566,5 +590,109 @@ int rt_sandbox_cleanup(const char *id, const char *dir, enum rt_cgroup_mode mode
                         return err_set(e, r, "clean up sandbox %s: remove %s: %s", id, dir,
                                        strerror(-r));
         }
+        return 0;
+}
+
+/* ---- re-attaching after a daemon restart ---- */
+
+/* Field 22 of /proc/<pid>/stat (start time in clock ticks after boot). */
+int rt_proc_start_time(pid_t pid, uint64_t *ret) {
+        char path[64], buf[1024];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? -ESRCH : -errno;
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        if (n <= 0)
+                return n < 0 ? -errno : -EIO;
+        buf[n] = 0;
+        /* comm may hold spaces and parentheses: skip to the last ')' */
+        char *p = strrchr(buf, ')');
+        if (!p)
+                return -EIO;
+        p++;
+        /* fields 3.. follow; start time is field 22 */
+        for (int field = 3; field < 22; field++) {
+                p = strchr(p + 1, ' ');
+                if (!p)
+                        return -EIO;
+        }
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(p + 1, &end, 10);
+        if (errno || end == p + 1)
+                return -EIO;
+        *ret = v;
+        return 0;
+}
+
+int rt_sandbox_start_time(const struct rt_sandbox *sb, uint64_t *ret) {
+        if (sb->reaped || sb->pid <= 0)
+                return -ESRCH;
+        return rt_proc_start_time(sb->pid, ret);
+}
+
+/* Is pid a member of the sandbox's cgroup? /proc/<pid>/cgroup read from
+ * the host's cgroup namespace lists full paths ending in /warren/<id>. */
+static int pid_in_sandbox_cgroup(pid_t pid, const char *id) {
+        char path[64], line[PATH_MAX + 64], want[128];
+        snprintf(path, sizeof(path), "/proc/%d/cgroup", (int) pid);
+        snprintf(want, sizeof(want), "/" RT_CGROUP_PARENT "/%s", id);
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return errno == ENOENT ? -ESRCH : -errno;
+        size_t wl = strlen(want);
+        int found = 0;
+        while (!found && fgets(line, sizeof(line), f)) {
+                size_t l = strcspn(line, "\n");
+                line[l] = 0;
+                found = l >= wl && streq(line + l - wl, want);
+        }
+        fclose(f);
+        return found;
+}
+
+int rt_sandbox_attach(const char *id, const char *dir, pid_t pid, uint64_t start_time,
+                      enum rt_cgroup_mode mode, struct rt_sandbox **ret, struct wr_err *e) {
+        if (!id || !rt_id_valid(id) || !dir || pid <= 0)
+                return err_set(e, -EINVAL, "attach sandbox: invalid id, dir or pid");
+        _cleanup_(rt_sandbox_freep) struct rt_sandbox *sb = calloc(1, sizeof(*sb));
+        if (!sb)
+                return err_set(e, -ENOMEM, "attach sandbox: out of memory");
+        sb->pidfd = -EBADF;
+        sb->attached = true;
+        sb->id = strdup(id);
+        sb->dir = strdup(dir);
+        sb->ctl_path = join(dir, "ctl.sock");
+        if (!sb->id || !sb->dir || !sb->ctl_path)
+                return err_set(e, -ENOMEM, "attach sandbox: out of memory");
+        sb->pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        if (sb->pidfd < 0)
+                return err_set(e, errno == ESRCH ? -ESRCH : -errno,
+                               "attach sandbox %s: init (pid %d) is gone: %m", id, (int) pid);
+        /* The pidfd pins the process from now on; check that the pid was not
+         * reused by something else before it was opened. */
+        uint64_t st = 0;
+        int r = rt_proc_start_time(pid, &st);
+        if (r < 0)
+                return err_set(e, r, "attach sandbox %s: init (pid %d) is gone", id, (int) pid);
+        if (start_time && st != start_time)
+                return err_set(e, -ESRCH,
+                               "attach sandbox %s: pid %d is another process now (start time "
+                               "%llu, recorded %llu)",
+                               id, (int) pid, (unsigned long long) st,
+                               (unsigned long long) start_time);
+        r = pid_in_sandbox_cgroup(pid, id);
+        if (r <= 0)
+                return err_set(e, r < 0 ? r : -ESRCH,
+                               "attach sandbox %s: pid %d is not in the sandbox's cgroup", id,
+                               (int) pid);
+        if (sys_pidfd_send_signal(sb->pidfd, 0) < 0)
+                return err_set(e, -ESRCH, "attach sandbox %s: init (pid %d) exited", id, (int) pid);
+        r = rt_cgroup_open(id, mode, &sb->cg, e);
+        if (r < 0)
+                return err_prefix(e, r, "attach sandbox %s", id);
+        sb->pid = pid;
+        *ret = TAKE_PTR(sb);
         return 0;
 }

@@ -2,6 +2,7 @@
 /* The live sandboxes of the daemon: create, look up, lifetimes, terminate. */
 #include "sandbox/sandbox-internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -457,6 +458,83 @@ int sbx_terminate(struct sbx_manager *m, const char *id, uint64_t grace_ms,
         return 0;
 }
 
+/* --- arming a started (or re-attached) sandbox --- */
+
+/* sb->rt and sb->ctl_fd are set: take a pidfd of our own, start polling
+ * init's exit and the control connection, arm the lifetime, link sb into
+ * the manager's list. On failure nothing was started (the caller still owns
+ * sb, rt and ctl_fd). */
+static int sbx_arm(struct sbx *sb, struct wr_err *e) {
+        struct sbx_manager *m = sb->m;
+        /* A pidfd of our own: libuv makes polled fds non-blocking, and the
+         * runtime's blocking waitid on its pidfd must stay blocking. */
+        sb->pidfd = (int) syscall(SYS_pidfd_open, rt_sandbox_pid(sb->rt), 0);
+        if (sb->pidfd < 0)
+                return err_set(e, -errno, "sandbox %s: pidfd_open: %m", sb->id);
+        uv_timer_init(m->loop, &sb->timer);
+        sb->timer.data = sb;
+        uv_poll_init(m->loop, &sb->pid_poll, sb->pidfd);
+        sb->pid_poll.data = sb;
+        uv_poll_init(m->loop, &sb->ctl_poll, sb->ctl_fd);
+        sb->ctl_poll.data = sb;
+        sb->handles = 3;
+        uv_poll_start(&sb->pid_poll, UV_READABLE, on_init_exit);
+        uv_poll_start(&sb->ctl_poll, UV_READABLE, on_ctl);
+        sb->next = m->list;
+        m->list = sb;
+        if (sb->expires_ns) {
+                int64_t left_ms = (sb->expires_ns - store_now_ns()) / 1000000;
+                uv_timer_start(&sb->timer, timer_cb, left_ms > 0 ? (uint64_t) left_ms : 0, 0);
+        }
+        return 0;
+}
+
+/* Process defaults as "uid\0gid\0workdir\0K=V\0K=V\0...", for the store. */
+static int process_encode(const struct sbx *sb, char **ret, size_t *len) {
+        char ids[48];
+        int n = snprintf(ids, sizeof(ids), "%u%c%u", sb->uid, 0, sb->gid);
+        size_t total = (size_t) n + 1 + strlen(sb->workdir) + 1;
+        for (char **p = sb->env; p && *p; p++)
+                total += strlen(*p) + 1;
+        char *buf = malloc(total), *q = buf;
+        if (!buf)
+                return -ENOMEM;
+        memcpy(q, ids, (size_t) n + 1);
+        q += n + 1;
+        q = stpcpy(q, sb->workdir) + 1;
+        for (char **p = sb->env; p && *p; p++)
+                q = stpcpy(q, *p) + 1;
+        *ret = buf;
+        *len = total;
+        return 0;
+}
+
+static int process_decode(struct sbx *sb, const char *buf, size_t len) {
+        const char *end = buf + len, *p = buf;
+        const char *f[3];
+        for (int i = 0; i < 3; i++) {
+                const char *z = memchr(p, 0, (size_t) (end - p));
+                if (!z)
+                        return -EBADMSG;
+                f[i] = p;
+                p = z + 1;
+        }
+        sb->uid = (uint32_t) strtoul(f[0], NULL, 10);
+        sb->gid = (uint32_t) strtoul(f[1], NULL, 10);
+        if (!(sb->workdir = strdup(f[2])))
+                return -ENOMEM;
+        while (p < end) {
+                const char *z = memchr(p, 0, (size_t) (end - p));
+                if (!z)
+                        return -EBADMSG;
+                int r = sbx_env_set(&sb->env, p);
+                if (r < 0)
+                        return r;
+                p = z + 1;
+        }
+        return 0;
+}
+
 /* --- create --- */
 
 static int make_id(char *buf, size_t size) {
@@ -845,42 +923,34 @@ int sbx_create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *re
                 goto fail_started;
         }
 
-        uv_timer_init(m->loop, &sb->timer);
-        sb->timer.data = sb;
-        /* A pidfd of our own: libuv makes polled fds non-blocking, and the
-         * runtime's blocking waitid on its pidfd must stay blocking. */
-        sb->pidfd = (int) syscall(SYS_pidfd_open, rt_sandbox_pid(sb->rt), 0);
-        if (sb->pidfd < 0) {
-                r = err_set(e, -errno, "create sandbox: pidfd_open: %m");
+        if ((r = sbx_arm(sb, e)) < 0)
                 goto fail_started;
-        }
-        uv_poll_init(m->loop, &sb->pid_poll, sb->pidfd);
-        sb->pid_poll.data = sb;
-        uv_poll_init(m->loop, &sb->ctl_poll, sb->ctl_fd);
-        sb->ctl_poll.data = sb;
-        sb->handles = 3;
-        uv_poll_start(&sb->pid_poll, UV_READABLE, on_init_exit);
-        uv_poll_start(&sb->ctl_poll, UV_READABLE, on_ctl);
-        sb->next = m->list;
-        m->list = sb;
-
-        if (expires_ns) {
-                int64_t left_ms = (expires_ns - store_now_ns()) / 1000000;
-                uv_timer_start(&sb->timer, timer_cb, left_ms > 0 ? (uint64_t) left_ms : 0, 0);
-        }
-        store_sandbox_update_runtime(m->store, sb->id, rt_sandbox_pid(sb->rt), NULL, NULL);
         if ((r = start_entrypoint(sb, req, e)) < 0) {
                 sb->term_reason = "entrypoint failed to start";
                 sb->final_status = STORE_SANDBOX_FAILED;
                 sbx_finalize(sb);
                 return r;
         }
-        if ((r = store_sandbox_update_status(m->store, sb->id, STORE_SANDBOX_RUNNING, NULL, e)) <
-            0) {
-                sb->term_reason = "recording failed";
-                sb->final_status = STORE_SANDBOX_FAILED;
-                sbx_finalize(sb);
-                return r;
+        /* One commit records init (pid + start time, to re-attach after a
+         * restart), the process defaults and RUNNING. */
+        {
+                uint64_t start = 0;
+                (void) rt_sandbox_start_time(sb->rt, &start);
+                _cleanup_free_ char *proc = NULL;
+                size_t proc_len = 0;
+                r = process_encode(sb, &proc, &proc_len);
+                if (r >= 0)
+                        r = store_sandbox_set_started(m->store, sb->id, rt_sandbox_pid(sb->rt),
+                                                      start, NULL, proc, proc_len,
+                                                      STORE_SANDBOX_RUNNING, e);
+                if (proc)
+                        explicit_bzero(proc, proc_len);
+                if (r < 0) {
+                        sb->term_reason = "recording failed";
+                        sb->final_status = STORE_SANDBOX_FAILED;
+                        sbx_finalize(sb);
+                        return r;
+                }
         }
         log_info("sandbox %s created (image %s)", sb->id, sb->image_id);
         return store_sandbox_load(m->store, sb->id, ret, e);
@@ -907,6 +977,142 @@ fail_early:
         return r;
 }
 
+/* --- restart recovery --- */
+
+/* Re-attach to the sandbox of row (RUNNING): its init must still be the
+ * process recorded, its control socket must answer, and its process
+ * defaults must decrypt. */
+static int recover_one(struct sbx_manager *m, const struct store_sandbox *row, const char *dir,
+                       struct wr_err *e) {
+        if (row->status != STORE_SANDBOX_RUNNING || row->init_pid <= 0)
+                return err_set(e, -ESRCH, "it had not finished starting");
+        struct sbx *sb = calloc(1, sizeof(*sb));
+        if (!sb)
+                return -ENOMEM;
+        sb->m = m;
+        sb->ctl_fd = -EBADF;
+        sb->pidfd = -EBADF;
+        sb->expires_ns = row->expires_ns;
+        snprintf(sb->id, sizeof(sb->id), "%s", row->id);
+        /* exec ids of this daemon must not collide with ids the previous
+         * one used (init may still report their exits) */
+        sb->next_exec_id = (uint64_t) store_now_ns();
+        _cleanup_free_ unsigned char *proc = NULL;
+        size_t proc_len = 0;
+        int r = rt_sandbox_attach(row->id, dir, (pid_t) row->init_pid, row->init_start,
+                                  m->cgroup_mode, &sb->rt, e);
+        if (r < 0)
+                goto fail;
+        if ((r = store_sandbox_get_process(m->store, row->id, &proc, &proc_len, e)) < 0)
+                goto fail;
+        r = process_decode(sb, (const char *) proc, proc_len);
+        explicit_bzero(proc, proc_len);
+        if (r < 0) {
+                err_set(e, r, "process defaults");
+                goto fail;
+        }
+        sb->name = row->name ? strdup(row->name) : NULL;
+        sb->image_id = strdup(row->image_id);
+        if (!sb->image_id || (row->name && !sb->name)) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        if ((r = rt_ctl_connect(rt_sandbox_ctl_path(sb->rt), &sb->ctl_fd, e)) < 0)
+                goto fail;
+        if ((r = sbx_arm(sb, e)) < 0)
+                goto fail;
+        return 0;
+fail:
+        if (sb->ctl_fd >= 0)
+                close(sb->ctl_fd);
+        if (sb->pidfd >= 0)
+                close(sb->pidfd);
+        rt_sandbox_free(sb->rt);
+        sbx_env_free(sb->env);
+        free(sb->workdir);
+        free(sb->name);
+        free(sb->image_id);
+        free(sb);
+        return r;
+}
+
+/* A previous warrend's sandboxes: re-attach to those whose init still
+ * runs; everything else a live row or a leftover dir holds is freed and
+ * the row ends TERMINATED (or FAILED when it was still being created). */
+static void manager_recover(struct sbx_manager *m) {
+        static const int live[] = {STORE_SANDBOX_PENDING, STORE_SANDBOX_RUNNING,
+                                   STORE_SANDBOX_TERMINATING};
+        struct store_sandbox_filter f = {
+                .environment = STORE_ENV_DEFAULT,
+                .statuses = live,
+                .n_statuses = ELEMENTSOF(live),
+        };
+        struct store_sandbox *rows = NULL;
+        size_t n = 0, attached = 0, ended = 0;
+        struct wr_err le = {0};
+        if (store_sandbox_list(m->store, &f, &rows, &n, &le) < 0)
+                log_warn("recovery: list sandboxes: %s", le.msg);
+        for (size_t i = 0; i < n; i++) {
+                const struct store_sandbox *row = &rows[i];
+                char dir[PATH_MAX];
+                snprintf(dir, sizeof(dir), "%s/sandboxes/%s", m->state_dir, row->id);
+                struct wr_err e = {0};
+                int r = row->status == STORE_SANDBOX_RUNNING ? recover_one(m, row, dir, &e)
+                                                             : -ESRCH;
+                if (r >= 0) {
+                        attached++;
+                        log_info("sandbox %s re-attached (pid %lld)", row->id,
+                                 (long long) row->init_pid);
+                        continue;
+                }
+                char reason[300];
+                int st = STORE_SANDBOX_TERMINATED;
+                if (row->status == STORE_SANDBOX_PENDING) {
+                        st = STORE_SANDBOX_FAILED;
+                        snprintf(reason, sizeof(reason), "warrend stopped while creating it");
+                } else if (row->status == STORE_SANDBOX_TERMINATING) {
+                        snprintf(reason, sizeof(reason),
+                                 "terminated (finished after a warrend "
+                                 "restart)");
+                } else {
+                        snprintf(reason, sizeof(reason), "lost while warrend was down: %s",
+                                 e.msg[0] ? e.msg : strerror(-r));
+                }
+                struct wr_err ce = {0};
+                if (rt_sandbox_cleanup(row->id, dir, m->cgroup_mode, &ce) < 0) {
+                        /* keep the row live so the next start tries again */
+                        log_warn("recovery: sandbox %s: %s", row->id, ce.msg);
+                        continue;
+                }
+                store_sandbox_update_status(m->store, row->id, st, reason, NULL);
+                ended++;
+                log_info("sandbox %s: %s", row->id, reason);
+        }
+        store_sandbox_list_free(rows, n);
+
+        /* Dirs without a live sandbox (a crash between teardown steps). */
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/sandboxes", m->state_dir);
+        DIR *d = opendir(path);
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                if (strncmp(de->d_name, "sb-", 3) != 0 || de->d_type != DT_DIR ||
+                    sbx_find_live(m, de->d_name))
+                        continue;
+                char dir[PATH_MAX];
+                snprintf(dir, sizeof(dir), "%s/%s", path, de->d_name);
+                struct wr_err ce = {0};
+                if (rt_sandbox_cleanup(de->d_name, dir, m->cgroup_mode, &ce) < 0)
+                        log_warn("recovery: leftover %s: %s", dir, ce.msg);
+                else
+                        log_info("recovery: removed leftover %s", dir);
+        }
+        if (d)
+                closedir(d);
+        if (attached || ended)
+                log_info("recovery: %zu sandboxes re-attached, %zu ended", attached, ended);
+}
+
 /* --- manager --- */
 
 int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **ret,
@@ -920,6 +1126,8 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
         m->state_dir = strdup(cfg->state_dir);
         m->init_path = strdup(cfg->init_path);
         m->default_image = strdup(cfg->default_image ? cfg->default_image : "sandbox:latest");
+        m->terminate_on_exit = cfg->terminate_on_exit;
+        m->cgroup_mode = RT_CGROUP_AUTO;
         if (!m->state_dir || !m->init_path || !m->default_image) {
                 sbx_manager_free(m);
                 return err_set(e, -ENOMEM, "sandbox manager: out of memory");
@@ -931,36 +1139,38 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
                 sbx_manager_free(m);
                 return err_set(e, r, "sandbox manager: mkdir %s", dir);
         }
-        /* Sandboxes of a previous daemon did not survive it (restart
-         * recovery arrives with the lifecycle issue): record that. */
-        static const int live[] = {STORE_SANDBOX_PENDING, STORE_SANDBOX_RUNNING,
-                                   STORE_SANDBOX_TERMINATING};
-        struct store_sandbox_filter f = {
-                .environment = STORE_ENV_DEFAULT,
-                .statuses = live,
-                .n_statuses = ELEMENTSOF(live),
-        };
-        struct store_sandbox *rows = NULL;
-        size_t n = 0;
-        if (store_sandbox_list(m->store, &f, &rows, &n, NULL) >= 0) {
-                for (size_t i = 0; i < n; i++)
-                        store_sandbox_update_status(m->store, rows[i].id, STORE_SANDBOX_TERMINATED,
-                                                    "warrend restarted", NULL);
-                store_sandbox_list_free(rows, n);
-        }
+        manager_recover(m);
         *ret = m;
         return 0;
+}
+
+/* Let go of sb without stopping it (daemon shutdown): its exec streams
+ * end, handles close, the sandbox keeps running and its row stays live for
+ * the next warrend to re-attach. */
+static void sbx_detach(struct sbx *sb) {
+        sbx_exec_abort_all(sb, WARREN__V1__EXIT_REASON__EXIT_REASON_UNSPECIFIED);
+        sb->state = SBX_DEAD;
+        ctl_close(sb);
+        uv_timer_stop(&sb->timer);
+        uv_poll_stop(&sb->pid_poll);
+        uv_close((uv_handle_t *) &sb->timer, handle_closed);
+        uv_close((uv_handle_t *) &sb->pid_poll, handle_closed);
 }
 
 void sbx_manager_free(struct sbx_manager *m) {
         if (!m)
                 return;
         m->freeing = true;
-        for (struct sbx *sb = m->list; sb; sb = sb->next)
-                if (sb->state != SBX_DEAD) {
+        for (struct sbx *sb = m->list; sb; sb = sb->next) {
+                if (sb->state == SBX_DEAD)
+                        continue;
+                if (m->terminate_on_exit) {
                         sb->term_reason = "warrend shut down";
                         sbx_finalize(sb);
+                } else {
+                        sbx_detach(sb);
                 }
+        }
         /* Let the handle close callbacks run, which unlink and free. */
         while (m->list)
                 uv_run(m->loop, UV_RUN_ONCE);

@@ -67,6 +67,8 @@ struct sbx_manager {
         char *default_image;
         struct sbx *list;
         bool freeing;
+        bool terminate_on_exit; /* sbx_manager_free stops sandboxes */
+        int cgroup_mode;        /* enum rt_cgroup_mode */
 };
 
 /* exec.c: messages from init for exec sessions, and the end of a sandbox. */

@@ -38,18 +38,27 @@ struct sbx_manager_config {
         const char *init_path;
         /* Image used when a CreateSandbox request names none. */
         const char *default_image;
+        /* sbx_manager_free stops every sandbox (the old behaviour, for
+         * tests) instead of leaving them running for the next warrend. */
+        bool terminate_on_exit;
 };
 
-/* Create the manager. Marks sandboxes that the store lists as live but that
- * no longer run (a previous daemon's) as TERMINATED with a reason.
+/* Create the manager and recover a previous warrend's sandboxes: every row
+ * the store lists as live whose init still runs (same pid, start time and
+ * cgroup as recorded) is re-attached (control connection, process
+ * defaults, lifetime re-armed; an expired one is terminated at once);
+ * everything else is freed (rt_sandbox_cleanup) and its row marked
+ * TERMINATED (FAILED when it was still PENDING) with a reason; leftover
+ * sandbox dirs without a live row are removed.
  * Returns 0 or a negative errno with e filled. *ret is the caller's
  * (sbx_manager_free). */
 int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **ret,
                     struct wr_err *e);
 
-/* Stop every live sandbox (SIGKILL; recorded TERMINATED "daemon shutdown"),
- * end their exec sessions and free the manager. Until restart recovery
- * exists, sandboxes do not outlive the daemon. NULL ok. */
+/* End every exec session and free the manager. Sandboxes keep running and
+ * stay recorded live for the next warrend, unless terminate_on_exit was
+ * set: then each is stopped (SIGKILL; recorded TERMINATED "warrend shut
+ * down"). NULL ok. */
 void sbx_manager_free(struct sbx_manager *m);
 
 /* True when s is a valid sandbox name: 1-63 of [a-z0-9-_.], starting with

@@ -51,3 +51,16 @@ void store_savepoint_rollback(struct store *s);
 /* AES-256-GCM of the secret key: make sure the key is loaded (creating the
  * key file on first use). */
 int store_secret_key_ensure(struct store *s, struct wr_err *e);
+
+/* Seal plain with the secrets key (AES-256-GCM, random 12-byte nonce into
+ * nonce, label and name bound as associated data). *ret (malloc'd) holds
+ * ciphertext || tag. Returns 0 or negative errno. */
+int store_blob_seal(struct store *s, const char *label, const char *name, const void *plain,
+                    size_t len, unsigned char nonce[12], unsigned char **ret, size_t *ret_len,
+                    struct wr_err *e);
+
+/* Open what store_blob_seal made (same label and name). *ret is malloc'd
+ * with a NUL after *ret_len bytes. -EBADMSG when it does not decrypt. */
+int store_blob_open(struct store *s, const char *label, const char *name, const void *sealed,
+                    size_t len, const void *nonce, size_t nonce_len, unsigned char **ret,
+                    size_t *ret_len, struct wr_err *e);

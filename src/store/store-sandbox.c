@@ -9,7 +9,7 @@
 
 #define SANDBOX_COLUMNS                                                                            \
         "id, environment, name, status, status_message, image_id, image_ref, spec, created, "      \
-        "terminated, expires, init_pid, cgroup_path"
+        "terminated, expires, init_pid, cgroup_path, init_start"
 
 void store_sandbox_clear(struct store_sandbox *sb) {
         if (!sb)
@@ -54,7 +54,7 @@ int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct
                 r = store_stmt_prepare(
                         s,
                         "INSERT INTO sandboxes (" SANDBOX_COLUMNS ", updated) "
-                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?9)",
+                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?9)",
                         &st, e);
                 if (r < 0)
                         goto fail;
@@ -74,6 +74,7 @@ int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct
                 sqlite3_bind_int64(st, 11, sb->expires_ns);
                 sqlite3_bind_int64(st, 12, sb->init_pid);
                 store_bind_text(st, 13, sb->cgroup_path);
+                sqlite3_bind_int64(st, 14, (sqlite3_int64) sb->init_start);
                 r = store_stmt_done(s, st, false, "insert sandbox", e);
                 if (r == -EEXIST) {
                         /* Which uniqueness was it: the id or the live name? */
@@ -158,6 +159,69 @@ int store_sandbox_update_runtime(struct store *s, const char *id, int64_t init_p
         return r;
 }
 
+#define PROCESS_LABEL "warren-sandbox-process-v1"
+
+int store_sandbox_set_started(struct store *s, const char *id, int64_t init_pid,
+                              uint64_t init_start, const char *cgroup_path, const void *process,
+                              size_t process_len, int status, struct wr_err *e) {
+        unsigned char nonce[12];
+        _cleanup_free_ unsigned char *sealed = NULL;
+        size_t sealed_len = 0;
+        int r;
+        if (process) {
+                r = store_blob_seal(s, PROCESS_LABEL, id, process, process_len, nonce, &sealed,
+                                    &sealed_len, e);
+                if (r < 0)
+                        return err_prefix(e, r, "sandbox %s: seal process defaults", id);
+        }
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        r = store_stmt_prepare(
+                s,
+                "UPDATE sandboxes SET init_pid = ?2, init_start = ?3, cgroup_path = ?4, "
+                "process = ?5, process_nonce = ?6, updated = ?7, "
+                "status = CASE WHEN ?8 > 0 THEN ?8 ELSE status END WHERE id = ?1",
+                &st, e);
+        if (r < 0)
+                return r;
+        store_bind_text(st, 1, id);
+        sqlite3_bind_int64(st, 2, init_pid);
+        sqlite3_bind_int64(st, 3, (sqlite3_int64) init_start);
+        store_bind_text(st, 4, cgroup_path);
+        if (sealed) {
+                sqlite3_bind_blob64(st, 5, sealed, sealed_len, SQLITE_TRANSIENT);
+                sqlite3_bind_blob64(st, 6, nonce, sizeof(nonce), SQLITE_TRANSIENT);
+        } else {
+                sqlite3_bind_null(st, 5);
+                sqlite3_bind_null(st, 6);
+        }
+        sqlite3_bind_int64(st, 7, store_now_ns());
+        sqlite3_bind_int(st, 8, status);
+        r = store_stmt_done(s, st, true, "record started sandbox", e);
+        if (r == -ENOENT)
+                return err_set(e, r, "sandbox %s not found", id);
+        return r;
+}
+
+int store_sandbox_get_process(struct store *s, const char *id, unsigned char **ret, size_t *len,
+                              struct wr_err *e) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = store_stmt_prepare(s, "SELECT process, process_nonce FROM sandboxes WHERE id = ?",
+                                   &st, e);
+        if (r < 0)
+                return r;
+        store_bind_text(st, 1, id);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+                return err_set(e, -ENOENT, "sandbox %s not found", id);
+        if (rc != SQLITE_ROW)
+                return store_sqlite_error(s, rc, "load process defaults", e);
+        if (sqlite3_column_type(st, 0) == SQLITE_NULL)
+                return err_set(e, -ENODATA, "sandbox %s: no process defaults recorded", id);
+        return store_blob_open(s, PROCESS_LABEL, id, sqlite3_column_blob(st, 0),
+                               (size_t) sqlite3_column_bytes(st, 0), sqlite3_column_blob(st, 1),
+                               (size_t) sqlite3_column_bytes(st, 1), ret, len, e);
+}
+
 static int load_tags(struct store *s, struct store_sandbox *sb, struct wr_err *e) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = store_stmt_prepare(
@@ -214,6 +278,7 @@ static int read_row(struct store *s, sqlite3_stmt *st, struct store_sandbox *ret
         ret->expires_ns = sqlite3_column_int64(st, 10);
         ret->init_pid = sqlite3_column_int64(st, 11);
         ret->cgroup_path = store_column_strdup(st, 12);
+        ret->init_start = (uint64_t) sqlite3_column_int64(st, 13);
         if (!ret->id || !ret->environment || !ret->status_message || !ret->image_id ||
             !ret->image_ref || !ret->cgroup_path)
                 goto oom;

@@ -189,6 +189,24 @@ static int open_sealed(const unsigned char key[KEY_LEN], const char *env, const 
         return 0;
 }
 
+int store_blob_seal(struct store *s, const char *label, const char *name, const void *plain,
+                    size_t len, unsigned char nonce[12], unsigned char **ret, size_t *ret_len,
+                    struct wr_err *e) {
+        int r = store_secret_key_ensure(s, e);
+        if (r < 0)
+                return r;
+        return seal(s->key, label, name, plain, len, nonce, ret, ret_len, e);
+}
+
+int store_blob_open(struct store *s, const char *label, const char *name, const void *sealed,
+                    size_t len, const void *nonce, size_t nonce_len, unsigned char **ret,
+                    size_t *ret_len, struct wr_err *e) {
+        int r = store_secret_key_ensure(s, e);
+        if (r < 0)
+                return r;
+        return open_sealed(s->key, label, name, sealed, len, nonce, nonce_len, ret, ret_len, e);
+}
+
 /* --- plaintext encoding: (u32 key length, key, u32 value length, value)* --- */
 
 static void put_u32(unsigned char *p, uint32_t v) {

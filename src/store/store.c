@@ -109,6 +109,12 @@ static const char *const migrations[] = {
         "  PRIMARY KEY (image_id, idx)\n"
         ") WITHOUT ROWID;\n"
         "CREATE INDEX image_layers_diff ON image_layers (diff_id);\n",
+        /* 2: restart recovery: init's start time (pid reuse check) and the
+         * resolved process defaults (env, workdir, uid), sealed with the
+         * secrets key because the env may hold secret values */
+        "ALTER TABLE sandboxes ADD COLUMN init_start INTEGER NOT NULL DEFAULT 0;\n"
+        "ALTER TABLE sandboxes ADD COLUMN process BLOB;\n"
+        "ALTER TABLE sandboxes ADD COLUMN process_nonce BLOB;\n",
 };
 
 int store_schema_version_latest(void) {
@@ -375,7 +381,7 @@ int store_open(const char *path, struct store **ret, struct wr_err *e) {
         sqlite3_extended_result_codes(s->db, 1);
         sqlite3_busy_timeout(s->db, 5000);
 
-        r = exec_sql(s, "PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL", "set pragmas", e);
+        r = exec_sql(s, "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL", "set pragmas", e);
         if (r < 0)
                 goto fail;
         {

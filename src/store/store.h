@@ -103,6 +103,7 @@ struct store_sandbox {
         int64_t expires_ns;
         int64_t init_pid; /* host pid of the sandbox's init; 0 = none */
         char *cgroup_path;
+        uint64_t init_start; /* init's start time (ticks since boot); 0 = unknown */
 };
 
 /* Free what sb holds and zero it. NULL is fine. */
@@ -126,6 +127,21 @@ int store_sandbox_update_status(struct store *s, const char *id, int status, con
 /* Record the runtime facts of a started sandbox. -ENOENT when unknown. */
 int store_sandbox_update_runtime(struct store *s, const char *id, int64_t init_pid,
                                  const char *cgroup_path, struct wr_err *e);
+
+/* Record a started sandbox in one statement: init's pid and start time,
+ * its cgroup, its resolved process defaults (process/process_len, any
+ * bytes, NULL = none; sealed with AES-256-GCM under the secrets key since
+ * they may hold secret values) and, when status > 0, the new status.
+ * -ENOENT when unknown. */
+int store_sandbox_set_started(struct store *s, const char *id, int64_t init_pid,
+                              uint64_t init_start, const char *cgroup_path, const void *process,
+                              size_t process_len, int status, struct wr_err *e);
+
+/* Decrypt the process defaults recorded by store_sandbox_set_started into
+ * *ret (malloc'd, NUL after *len bytes; caller wipes and frees). -ENOENT
+ * unknown sandbox, -ENODATA none recorded, -EBADMSG does not decrypt. */
+int store_sandbox_get_process(struct store *s, const char *id, unsigned char **ret, size_t *len,
+                              struct wr_err *e);
 
 /* Load one sandbox by id into *ret (which the caller clears). -ENOENT when
  * unknown. */

@@ -75,6 +75,9 @@ class Daemon:
         self.log_path = os.path.join(self.tmp, "warrend.log")
         self.log = open(self.log_path, "wb")
         env = dict(os.environ)
+        # Sandboxes outlive warrend by default (restart recovery); test
+        # daemons stop theirs on exit so no test leaks any.
+        env.setdefault("WARREN_TERMINATE_ON_EXIT", "1")
         if SANITIZED:
             env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)

@@ -1,0 +1,313 @@
+"""Lifecycle through a real warrend: sandboxes outlive the daemon (SIGTERM
+and kill -9), a restarted daemon re-attaches to them (listing, new execs,
+lifetimes), kill -9 at random points of create/terminate cycles leaves
+nothing behind once a daemon has started again (counted against the
+kernel), lifetimes are enforced with no client connected, names and tags."""
+import glob
+import os
+import random
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+import warren as wr
+from conftest import SANITIZED, WARREND, free_port, import_image
+
+
+class Restartable:
+    """A warrend whose state dir, socket and port survive restarts, started
+    with sandboxes outliving it (WARREN_TERMINATE_ON_EXIT=0)."""
+
+    def __init__(self):
+        self.tmp = tempfile.mkdtemp(prefix="warren-life-")
+        self.state_dir = os.path.join(self.tmp, "state")
+        self.sock = os.path.join(self.tmp, "warren.sock")
+        self.unix_addr = "unix:" + self.sock
+        self.port = free_port()
+        self.log_path = os.path.join(self.tmp, "warrend.log")
+        self.proc = None
+        self.starts = 0
+
+    def start(self, terminate_on_exit=False):
+        args = [WARREND, "--state-dir", self.state_dir, "--listen", self.unix_addr,
+                "--listen", "tcp:127.0.0.1:%d" % self.port, "--log-level", "debug"]
+        env = dict(os.environ)
+        env["WARREN_TERMINATE_ON_EXIT"] = "1" if terminate_on_exit else "0"
+        if SANITIZED:
+            env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+        log = open(self.log_path, "ab")
+        log.write(b"\n=== start %d ===\n" % self.starts)
+        log.flush()
+        self.starts += 1
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+        log.close()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("warrend exited early:\n" + self.read_log())
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("warrend did not become ready:\n" + self.read_log())
+
+    def read_log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=60)
+        log = self.read_log()
+        if SANITIZED and ("ERROR: AddressSanitizer" in log or "runtime error:" in log):
+            raise RuntimeError("sanitizer report from warrend:\n" + log)
+        return self.proc.returncode
+
+    def rows(self):
+        db = sqlite3.connect(os.path.join(self.state_dir, "warren.db"), timeout=10)
+        try:
+            return db.execute("SELECT id, status, status_message FROM sandboxes").fetchall()
+        finally:
+            db.close()
+
+    def destroy(self):
+        """Stop for good: a daemon that terminates everything on exit."""
+        if self.proc and self.proc.poll() is None:
+            self.stop()
+        self.start(terminate_on_exit=True)
+        self.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def sandbox_pids(ids):
+    """Host processes in the cgroup of any sandbox in ids."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cgroup" % pid) as f:
+                cg = f.read()
+        except OSError:
+            continue
+        if any("/warren/" + i + "\n" in cg or cg.rstrip().endswith("/warren/" + i) for i in ids):
+            out.append(int(pid))
+    return out
+
+
+def leftovers(d, ids):
+    """What is left on the host of the sandboxes ids of daemon d."""
+    cg = [p for p in glob.glob("/sys/fs/cgroup/*/warren/sb-*") + glob.glob("/sys/fs/cgroup/warren/sb-*")
+          + glob.glob("/sys/fs/cgroup/unified/warren/sb-*") if os.path.basename(p) in ids]
+    mounts = [line for line in open("/proc/self/mountinfo")
+              if d.state_dir in line or any(i in line for i in ids)]
+    sdir = os.path.join(d.state_dir, "sandboxes")
+    dirs = [n for n in os.listdir(sdir) if os.path.isdir(os.path.join(sdir, n))] if os.path.isdir(sdir) else []
+    live = [r for r in d.rows() if r[1] in (1, 2, 3)]
+    return dict(cgroups=cg, mounts=mounts, dirs=dirs, procs=sandbox_pids(ids), live_rows=live)
+
+
+NOTHING = dict(cgroups=[], mounts=[], dirs=[], procs=[], live_rows=[])
+
+
+def wait_for(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def status_of(c, sid):
+    return {s.id: s.status for s in c.list()}.get(sid)
+
+
+@pytest.fixture
+def life():
+    d = Restartable()
+    d.start()
+    import_image(d, "busybox:latest")
+    yield d
+    d.destroy()
+
+
+def test_sandboxes_survive_sigterm_and_are_reattached(life):
+    with wr.SandboxClient(life.unix_addr) as c:
+        a = c.create(image="busybox:latest", name="keep-a", env={"SECRETISH": "s3cr3t"},
+                     workdir="/tmp", tags={"suite": "life"})
+        b = c.create(image="busybox:latest", lifetime="6s")
+        a.exec("sh", "-c", "echo hello > /tmp/mark")
+        ids = {a.id, b.id}
+    assert life.stop() == 0
+    # warrend is gone, the sandboxes are not
+    assert len(sandbox_pids(ids)) >= 2
+    life.start()
+    with wr.SandboxClient(life.unix_addr) as c:
+        listed = {s.id: s for s in c.list(status="running")}
+        assert set(listed) >= ids
+        a2 = c.get(name="keep-a")
+        assert a2.id == a.id
+        r = a2.exec("sh", "-c", 'echo "$SECRETISH $(pwd) $(cat /tmp/mark)"')
+        assert r.stdout_text == "s3cr3t /tmp hello\n"
+        assert [s.id for s in c.list(tags={"suite": "life"})] == [a.id]
+        # the lifetime set before the restart still fires
+        wait_for(lambda: status_of(c, b.id) == "TERMINATED", 15, "lifetime after restart")
+        assert not sandbox_pids({b.id})
+        a2.terminate(grace_period_seconds=1)
+    assert leftovers(life, ids) == NOTHING
+
+
+def test_dead_sandbox_marked_terminated_on_restart(life):
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+    life.kill9()
+    # the sandbox dies while no warrend watches it
+    for pid in sandbox_pids({sb.id}):
+        os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not sandbox_pids({sb.id}), 10, "sandbox processes to die")
+    life.start()
+    with wr.SandboxClient(life.unix_addr) as c:
+        info = [s for s in c.list() if s.id == sb.id][0]
+        assert info.status == "TERMINATED"
+        assert "warrend was down" in info.status_message
+    assert leftovers(life, {sb.id}) == NOTHING
+
+
+def test_expired_while_down_terminated_at_once(life):
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.create(image="busybox:latest", lifetime="1s")
+    life.kill9()
+    time.sleep(1.5)
+    life.start()
+    with wr.SandboxClient(life.unix_addr) as c:
+        wait_for(lambda: status_of(c, sb.id) == "TERMINATED", 15, "expired sandbox to end")
+    assert leftovers(life, {sb.id}) == NOTHING
+
+
+def test_lifetime_enforced_without_client(life):
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.create(image="busybox:latest", lifetime="2s")
+        sb.exec_start("sleep", "300")
+    # no client connected while it expires
+    time.sleep(3.5)
+    with wr.SandboxClient(life.unix_addr) as c:
+        info = [s for s in c.list() if s.id == sb.id][0]
+        assert info.status == "TERMINATED", info
+        assert "lifetime" in info.status_message
+    assert leftovers(life, {sb.id}) == NOTHING
+
+
+def test_names_unique_and_tag_filters(life):
+    with wr.SandboxClient(life.unix_addr) as c:
+        a = c.create(image="busybox:latest", name="dup", tags={"team": "x", "tier": "1"})
+        with pytest.raises(wr.AlreadyExists) as ei:
+            c.create(image="busybox:latest", name="dup")
+        assert "already" in str(ei.value)
+        b = c.create(image="busybox:latest", tags={"team": "x", "tier": "2"})
+        assert {s.id for s in c.list(tags={"team": "x"})} == {a.id, b.id}
+        assert [s.id for s in c.list(tags={"team": "x", "tier": "2"})] == [b.id]
+        assert c.list(tags={"team": "nobody"}) == []
+        assert [s.id for s in c.list(name="dup")] == [a.id]
+        a.terminate(grace_period_seconds=0)
+        # the name is free again once the sandbox ended
+        a2 = c.create(image="busybox:latest", name="dup")
+        assert a2.id != a.id
+        assert {s.id for s in c.list(status="running", tags={"team": "x"})} == {b.id}
+        assert {s.id for s in c.list(status="terminated")} >= {a.id}
+        a2.terminate(grace_period_seconds=0)
+        b.terminate(grace_period_seconds=0)
+
+
+@pytest.mark.slow
+def test_kill9_with_20_running_and_5_streaming(life):
+    ids = []
+    with wr.SandboxClient(life.unix_addr) as c:
+        sbs = [c.create(image="busybox:latest", lifetime="40s" if i < 5 else None) for i in range(20)]
+        ids = [s.id for s in sbs]
+        seen = [threading.Event() for _ in range(5)]
+        ended = [threading.Event() for _ in range(5)]
+
+        def stream(k):
+            try:
+                for ev in sbs[5 + k].exec_stream("sh", "-c",
+                                                 "while true; do echo tick; sleep 0.05; done"):
+                    if ev.stdout:
+                        seen[k].set()
+            except Exception:
+                pass
+            ended[k].set()
+
+        threads = [threading.Thread(target=stream, args=(k,), daemon=True) for k in range(5)]
+        for t in threads:
+            t.start()
+        for ev in seen:
+            assert ev.wait(20)  # 5 execs streaming
+        t0 = time.monotonic()
+        life.kill9()
+        for ev in ended:
+            assert ev.wait(20)  # their streams end with the daemon
+    life.start()
+    with wr.SandboxClient(life.unix_addr) as c:
+        listed = {s.id: s.status for s in c.list()}
+        assert all(listed[i] == "RUNNING" for i in ids), listed
+        for i, sid in enumerate(ids):
+            r = c.get(id=sid).exec("echo", "again%d" % i)
+            assert r.exit_code == 0 and r.stdout_text == "again%d\n" % i
+        # lifetimes (40 s from create) still fire after the restart
+        left = 40 - (time.monotonic() - t0)
+        wait_for(lambda: all(status_of(c, s) == "TERMINATED" for s in ids[:5]),
+                 left + 20, "lifetimes after kill -9")
+        assert all(status_of(c, s) == "RUNNING" for s in ids[5:])
+        for sid in ids[5:]:
+            c.get(id=sid).terminate(grace_period_seconds=0)
+    assert leftovers(life, set(ids)) == NOTHING
+
+
+@pytest.mark.slow
+def test_kill9_at_random_points_leaves_nothing(life):
+    rnd = random.Random(int(os.environ.get("WARREN_SEED", "6")))
+    cycles = int(os.environ.get("WARREN_KILL_CYCLES", "60"))
+    for n in range(cycles):
+        stop = threading.Event()
+
+        def churn():
+            try:
+                with wr.SandboxClient(life.unix_addr) as c:
+                    while not stop.is_set():
+                        sb = c.create(image="busybox:latest")
+                        sb.exec("true")
+                        if rnd.random() < 0.7:
+                            sb.terminate(grace_period_seconds=0)
+            except Exception:
+                pass  # the daemon was killed under us
+
+        t = threading.Thread(target=churn)
+        t.start()
+        time.sleep(rnd.uniform(0.0, 0.4))
+        life.kill9()
+        stop.set()
+        t.join(30)
+        life.start()
+    ids = {r[0] for r in life.rows()}
+    assert len(ids) >= cycles // 2
+    with wr.SandboxClient(life.unix_addr) as c:
+        running = [s.id for s in c.list(status="running")]
+        for sid in running:  # re-attached ones must work
+            assert c.get(id=sid).exec("true").exit_code == 0
+            c.get(id=sid).terminate(grace_period_seconds=0)
+    assert leftovers(life, ids) == NOTHING
