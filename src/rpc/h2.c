@@ -2,6 +2,8 @@
 #include "rpc/h2.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
@@ -559,21 +561,99 @@ void h2_conn_kick(struct h2_conn *c) {
                 uv_idle_start(&c->idle, idle_cb);
 }
 
-/* Move what TLS produced into the output queue. */
-static int drain_tls(struct h2_conn *c) {
-        BIO *wbio = SSL_get_wbio(c->ssl);
-        size_t pending;
-        while ((pending = BIO_ctrl_pending(wbio)) > 0) {
-                uint8_t *d = outq_reserve(&c->out, pending);
-                if (!d)
-                        return -ENOMEM;
-                int n = BIO_read(wbio, d, (int) pending);
-                if (n <= 0)
-                        break;
-                if (outq_commit(&c->out, (size_t) n) < 0)
-                        return -ENOMEM;
+static void tls_error(struct h2_conn *c, const char *what) {
+        unsigned long e = ERR_peek_last_error();
+        if (e)
+                snprintf(c->tls_error, sizeof(c->tls_error), "%s: %s", what,
+                         ERR_reason_error_string(e));
+        else
+                snprintf(c->tls_error, sizeof(c->tls_error), "%s", what);
+        ERR_clear_error();
+}
+
+/* --- TLS transport BIO ---
+ * OpenSSL reads records straight from the socket read buffer (c->rptr) and
+ * writes them straight into the output queue: no memory-BIO copies. */
+
+static int bio_write_cb(BIO *b, const char *data, int n) {
+        struct h2_conn *c = BIO_get_data(b);
+        BIO_clear_retry_flags(b);
+        if (n <= 0)
+                return 0;
+        if (outq_append(&c->out, data, (size_t) n) < 0)
+                return -1;
+        return n;
+}
+
+static int bio_read_cb(BIO *b, char *out, int n) {
+        struct h2_conn *c = BIO_get_data(b);
+        BIO_clear_retry_flags(b);
+        if (n <= 0)
+                return 0;
+        if (c->rlen == 0) {
+                BIO_set_retry_read(b);
+                return -1;
+        }
+        size_t take = MIN((size_t) n, c->rlen);
+        memcpy(out, c->rptr, take);
+        c->rptr += take;
+        c->rlen -= take;
+        return (int) take;
+}
+
+static long bio_ctrl_cb(BIO *b, int cmd, long num, void *ptr) {
+        struct h2_conn *c = BIO_get_data(b);
+        switch (cmd) {
+        case BIO_CTRL_FLUSH:
+                return 1;
+        case BIO_CTRL_PENDING:
+                return c ? (long) c->rlen : 0;
+        default:
+                return 0;
+        }
+}
+
+static int bio_create_cb(BIO *b) {
+        BIO_set_init(b, 1);
+        return 1;
+}
+
+static BIO_METHOD *bio_method;
+static pthread_once_t bio_once = PTHREAD_ONCE_INIT;
+
+static void bio_method_init(void) {
+        BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "warren-h2");
+        if (!m)
+                return;
+        if (!BIO_meth_set_write(m, bio_write_cb) || !BIO_meth_set_read(m, bio_read_cb) ||
+            !BIO_meth_set_ctrl(m, bio_ctrl_cb) || !BIO_meth_set_create(m, bio_create_cb)) {
+                BIO_meth_free(m);
+                return;
+        }
+        bio_method = m;
+}
+
+/* SSL_write all of p (records go to the output queue). */
+static int tls_write(struct h2_conn *c, const void *p, size_t n) {
+        while (n > 0) {
+                int k = SSL_write(c->ssl, p, (int) MIN(n, (size_t) INT_MAX));
+                if (k <= 0) {
+                        tls_error(c, "TLS write failed");
+                        return -EPROTO;
+                }
+                p = (const uint8_t *) p + k;
+                n -= (size_t) k;
         }
         return 0;
+}
+
+/* Encrypt the plaintext gathered from nghttp2. */
+static int tls_flush_plain(struct h2_conn *c) {
+        if (!c->ssl || c->plain.len == 0)
+                return 0;
+        int r = tls_write(c, c->plain.data, c->plain.len);
+        h2_buf_consume(&c->plain, c->plain.len);
+        return r;
 }
 
 static void write_cb(uv_write_t *req, int status);
@@ -634,14 +714,8 @@ static void send_pending(struct h2_conn *c) {
                 conn_fail(c, -EPROTO);
                 return;
         }
-        if (c->ssl && c->plain.len) {
-                int n = SSL_write(c->ssl, c->plain.data, (int) c->plain.len);
-                if (n <= 0) {
-                        conn_fail(c, -EPROTO);
-                        return;
-                }
-                h2_buf_consume(&c->plain, (size_t) n);
-        }
+        if (tls_flush_plain(c) < 0)
+                conn_fail(c, -EPROTO);
 }
 
 void h2_conn_process(struct h2_conn *c) {
@@ -652,8 +726,6 @@ void h2_conn_process(struct h2_conn *c) {
                 c->ops->pump(c);
         if (!c->closing && !c->errored) {
                 send_pending(c);
-                if (c->ssl && drain_tls(c) < 0)
-                        conn_fail(c, -ENOMEM);
                 start_write(c);
                 if (c->session && !c->errored && !c->closing &&
                     !nghttp2_session_want_read(c->session) &&
@@ -685,22 +757,8 @@ static void set_ready(struct h2_conn *c) {
                 do_close(c);
 }
 
-static void tls_error(struct h2_conn *c, const char *what) {
-        unsigned long e = ERR_peek_last_error();
-        if (e)
-                snprintf(c->tls_error, sizeof(c->tls_error), "%s: %s", what,
-                         ERR_reason_error_string(e));
-        else
-                snprintf(c->tls_error, sizeof(c->tls_error), "%s", what);
-        ERR_clear_error();
-}
-
 static void do_handshake(struct h2_conn *c) {
         int r = SSL_do_handshake(c->ssl);
-        if (drain_tls(c) < 0) {
-                conn_fail(c, -ENOMEM);
-                return;
-        }
         start_write(c);
         if (r == 1) {
                 const unsigned char *alpn = NULL;
@@ -720,7 +778,6 @@ static void do_handshake(struct h2_conn *c) {
                 return;
         tls_error(c, "TLS handshake failed");
         /* Let the alert go out before reporting. */
-        drain_tls(c);
         start_write(c);
         conn_fail(c, -EPROTO);
 }
@@ -752,7 +809,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
                 if (feed_plain(c, (const uint8_t *) buf->base, (size_t) nread) < 0)
                         conn_fail(c, -EPROTO);
         } else {
-                BIO_write(SSL_get_rbio(c->ssl), buf->base, (int) nread);
+                c->rptr = (const uint8_t *) buf->base;
+                c->rlen = (size_t) nread;
                 if (!c->ready)
                         do_handshake(c);
                 static _Thread_local uint8_t plain[64 * 1024];
@@ -773,6 +831,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
                                 break;
                         }
                 }
+                c->rptr = NULL;
+                c->rlen = 0;
         }
         c->busy--;
         if (c->close_pending && c->busy == 0) {
@@ -793,16 +853,14 @@ int h2_conn_start(struct h2_conn *c, nghttp2_session *session, SSL *ssl) {
                 h2_conn_kick(c);
                 return 0;
         }
-        BIO *rbio = BIO_new(BIO_s_mem()), *wbio = BIO_new(BIO_s_mem());
-        if (!rbio || !wbio) {
-                BIO_free(rbio);
-                BIO_free(wbio);
+        pthread_once(&bio_once, bio_method_init);
+        BIO *bio = bio_method ? BIO_new(bio_method) : NULL;
+        if (!bio) {
                 SSL_free(ssl);
                 return -ENOMEM;
         }
-        BIO_set_mem_eof_return(rbio, -1);
-        BIO_set_mem_eof_return(wbio, -1);
-        SSL_set_bio(ssl, rbio, wbio);
+        BIO_set_data(bio, c);
+        SSL_set_bio(ssl, bio, bio);
         c->ssl = ssl;
         if (!SSL_is_server(ssl))
                 do_handshake(c);
@@ -871,17 +929,46 @@ static int send_data_cb(nghttp2_session *session, nghttp2_frame *frame, const ui
                 }
                 return outq_commit(&c->out, off) < 0 ? NGHTTP2_ERR_CALLBACK_FAILURE : 0;
         }
+        /* TLS: small frames are gathered as plaintext; a large payload is
+         * encrypted straight from the message buffers. */
         struct h2_buf *b = &c->plain;
-        uint8_t *d = h2_buf_reserve(b, 9 + length + pad);
+        bool direct = length >= H2_COPY_MAX;
+        uint8_t *d = h2_buf_reserve(b, 10 + (direct ? 0 : length) + pad);
         if (!d)
                 return NGHTTP2_ERR_CALLBACK_FAILURE;
         memcpy(d, framehd, 9);
         size_t off = 9;
-        if (pad > 0) {
+        if (pad > 0)
                 d[off++] = (uint8_t) (pad - 1);
+        if (direct) {
+                b->len += off;
+                if (tls_flush_plain(c) < 0)
+                        return NGHTTP2_ERR_CALLBACK_FAILURE;
+                struct h2_msgq *q = source->ptr;
+                size_t left = length;
+                while (left > 0 && q->head) {
+                        struct h2_chunk *ch = q->head;
+                        size_t take = MIN(ch->len - ch->off, left);
+                        if (tls_write(c, ch->data + ch->off, take) < 0)
+                                return NGHTTP2_ERR_CALLBACK_FAILURE;
+                        ch->off += take;
+                        q->bytes -= take;
+                        left -= take;
+                        if (ch->off == ch->len)
+                                msgq_pop(q);
+                }
+                if (left)
+                        return NGHTTP2_ERR_CALLBACK_FAILURE;
+                if (pad > 1) {
+                        d = h2_buf_reserve(b, pad - 1);
+                        if (!d)
+                                return NGHTTP2_ERR_CALLBACK_FAILURE;
+                        memset(d, 0, pad - 1);
+                        b->len += pad - 1;
+                }
+                return 0;
         }
-        size_t got = h2_msgq_read(source->ptr, d + off, length);
-        if (got != length)
+        if (h2_msgq_read(source->ptr, d + off, length) != length)
                 return NGHTTP2_ERR_CALLBACK_FAILURE;
         off += length;
         if (pad > 1) {

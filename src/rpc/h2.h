@@ -118,7 +118,8 @@ struct h2_outq {
 /* nghttp2 data source conventions shared by both halves: source->ptr is a
  * struct h2_msgq; the owner's read callback sets NGHTTP2_DATA_FLAG_NO_COPY and
  * h2_send_data_cb hands the frame's payload to the output queue by
- * reference (plain connections) or copies it (TLS, short payloads). */
+ * reference (plain connections), encrypts it from the message buffers
+ * (TLS) or copies it (short payloads). */
 
 /* --- timers --- */
 struct h2_timer {
@@ -172,6 +173,8 @@ struct h2_conn {
         struct h2_outq out;      /* encoded output waiting for the socket */
         struct h2_outq inflight; /* output handed to uv_write */
         struct h2_buf plain;     /* TLS: plaintext waiting for SSL_write */
+        const uint8_t *rptr;     /* TLS: received bytes OpenSSL has not read */
+        size_t rlen;
         uv_write_t wreq;
         int busy;         /* inside process(): defer closing */
         int open_handles; /* handles not yet closed */
