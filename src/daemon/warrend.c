@@ -171,6 +171,10 @@ static void daemon_free(struct daemon *d) {
         rpc_server_free(d->server);
         d->server = NULL;
         api_health_free(&d->ctx);
+#ifdef WARREN_HAVE_API_IMAGES
+        /* registry pulls: close the client's poll/timer handles on the loop */
+        img_pull_shutdown(d->images);
+#endif
         if (d->loop_ready) {
                 /* Run until every handle (including the server's) is closed. */
                 uv_run(&d->loop, UV_RUN_DEFAULT);

@@ -131,6 +131,8 @@ static void fd_close(int *fd) {
         *fd = -EBADF;
 }
 
+static void job_abort(struct job *j);
+
 /* --- context --- */
 
 static int ctx_get(struct img_store *s, struct img_pull_ctx **ret, struct wr_err *e) {
@@ -151,6 +153,15 @@ void img_pull_ctx_free(struct img_pull_ctx *ctx) {
         free(ctx->registry_config);
         free(ctx->docker_config);
         free(ctx);
+}
+
+void img_pull_shutdown(struct img_store *s) {
+        if (!s || !s->pull)
+                return;
+        while (s->pull->jobs)
+                job_abort(s->pull->jobs);
+        img_registry_free(s->pull->reg);
+        s->pull->reg = NULL;
 }
 
 int img_pull_configure(struct img_store *s, const char *registry_config, const char *docker_config,
@@ -245,8 +256,6 @@ static void emit(struct job *j) {
         if (!j->emitting)
                 sweep(j);
 }
-
-static void job_abort(struct job *j);
 
 static void on_tick(uv_timer_t *t) {
         struct job *j = t->data;

@@ -97,6 +97,12 @@ void img_pull_cancel(struct img_pull *p);
  * pulling: img_store_resolve(s, name, ...). */
 int img_pull_local_name(const char *ref, char *out, size_t outsz, struct wr_err *e);
 
+/* Stop every running pull (no callbacks run) and close the registry
+ * client's libuv handles. Call while the loop still runs, before the final
+ * uv_run/uv_loop_close at shutdown (warrend does); later pulls recreate the
+ * client. NULL is fine. */
+void img_pull_shutdown(struct img_store *s);
+
 /* Free the pull state of a store (img_store_free calls it). Running pulls
  * must have been cancelled. NULL is fine. */
 struct img_pull_ctx;
