@@ -12,6 +12,7 @@
 
 #include "api/api-internal.h"
 #include "basic/log.h"
+#include "runtime/runtime.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "warren/v1/sandboxes.pb-c.h"
@@ -95,6 +96,9 @@ struct sandbox_msg {
         Warren__V1__Sandbox__TagsEntry **tag_ptrs;
         Warren__V1__Timestamp created, terminated, expires;
         Warren__V1__CreateSandboxRequest *spec; /* unpacked, owns its fields */
+        Warren__V1__Resources resources;        /* with the defaults filled in */
+        Warren__V1__ResourceUsage usage;
+        char cpu[32], memory[32];
 };
 
 static void sandbox_msg_free(struct sandbox_msg *m) {
@@ -115,8 +119,34 @@ static Warren__V1__Timestamp *set_ts(Warren__V1__Timestamp *ts, int64_t ns) {
         return ts;
 }
 
-/* Build the message for sb. Strings point into sb, which must outlive it. */
-static struct sandbox_msg *sandbox_msg_new(const struct store_sandbox *sb) {
+/* The limits a sandbox runs with: what it was created with, the daemon's
+ * defaults for what it left out. */
+static void fill_resources(struct sandbox_msg *m, const Warren__V1__Resources *given) {
+        Warren__V1__Resources *r = &m->resources;
+        warren__v1__resources__init(r);
+        if (given && given->cpu && *given->cpu)
+                r->cpu = given->cpu;
+        else {
+                snprintf(m->cpu, sizeof(m->cpu), "%u", RT_DEFAULT_CPU / 1000);
+                r->cpu = m->cpu;
+        }
+        if (given && given->memory && *given->memory)
+                r->memory = given->memory;
+        else {
+                snprintf(m->memory, sizeof(m->memory), "%lluMi",
+                         (unsigned long long) (RT_DEFAULT_MEMORY >> 20));
+                r->memory = m->memory;
+        }
+        r->pids = given && given->pids ? given->pids : RT_DEFAULT_PIDS;
+        if (given && given->disk)
+                r->disk = given->disk;
+        m->msg.resources = r;
+}
+
+/* Build the message for sb (with live usage when manager is given and it
+ * runs). Strings point into sb, which must outlive it. */
+static struct sandbox_msg *sandbox_msg_new(const struct store_sandbox *sb,
+                                           struct sbx_manager *manager) {
         struct sandbox_msg *m = calloc(1, sizeof(*m));
         if (!m)
                 return NULL;
@@ -163,6 +193,11 @@ static struct sandbox_msg *sandbox_msg_new(const struct store_sandbox *sb) {
                         log_warn("sandbox %s: stored spec does not decode; answering without it",
                                  sb->id);
         }
+        fill_resources(m, m->spec ? m->spec->resources : NULL);
+        warren__v1__resource_usage__init(&m->usage);
+        if (manager && sb->status == STORE_SANDBOX_RUNNING &&
+            sbx_usage(manager, sb->id, &m->usage) >= 0)
+                s->usage = &m->usage;
         return m;
 }
 
@@ -261,7 +296,7 @@ static void list_sandboxes(struct rpc_call *call, const ProtobufCMessage *msg) {
                 goto out;
         }
         for (size_t i = 0; i < shown; i++) {
-                msgs[i] = sandbox_msg_new(&rows[i]);
+                msgs[i] = sandbox_msg_new(&rows[i], ctx->sandboxes);
                 if (!msgs[i]) {
                         rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
                         goto out;
@@ -322,7 +357,7 @@ static void get_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
                 store_sandbox_clear(&sb);
                 return;
         }
-        struct sandbox_msg *m = sandbox_msg_new(&sb);
+        struct sandbox_msg *m = sandbox_msg_new(&sb, ctx->sandboxes);
         if (!m)
                 rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         else
@@ -336,15 +371,11 @@ static void get_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
 /* Reply with the sandbox's current row (and usage while it runs). */
 static void reply_sandbox(struct rpc_call *call, struct store_sandbox *sb) {
         struct api_ctx *ctx = rpc_call_server_ctx(call);
-        struct sandbox_msg *m = sandbox_msg_new(sb);
+        struct sandbox_msg *m = sandbox_msg_new(sb, ctx->sandboxes);
         if (!m) {
                 rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
                 return;
         }
-        Warren__V1__ResourceUsage usage = WARREN__V1__RESOURCE_USAGE__INIT;
-        if (ctx->sandboxes && sb->status == STORE_SANDBOX_RUNNING &&
-            sbx_usage(ctx->sandboxes, sb->id, &usage) >= 0)
-                m->msg.usage = &usage;
         rpc_call_reply(call, &m->msg.base);
         sandbox_msg_free(m);
 }

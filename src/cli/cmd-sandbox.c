@@ -382,10 +382,20 @@ static void print_sandbox(const Warren__V1__Sandbox *s) {
                 printf("Terminated:  %s\n", cli_format_time(s->terminated_at->unix_nanos, tb));
         if (s->workdir[0])
                 printf("Workdir:     %s\n", s->workdir);
-        if (s->resources && (s->resources->cpu[0] || s->resources->memory[0]))
-                printf("Resources:   cpu %s, memory %s\n",
+        if (s->resources && (s->resources->cpu[0] || s->resources->memory[0])) {
+                printf("Resources:   cpu %s, memory %s",
                        s->resources->cpu[0] ? s->resources->cpu : "default",
                        s->resources->memory[0] ? s->resources->memory : "default");
+                if (s->resources->pids)
+                        printf(", pids %u", s->resources->pids);
+                if (s->resources->disk[0])
+                        printf(", disk %s", s->resources->disk);
+                printf("\n");
+        }
+        if (s->usage)
+                printf("Usage:       cpu %.2fs, memory %.1f MiB (peak %.1f MiB), pids %u\n",
+                       s->usage->cpu_seconds, (double) s->usage->memory_bytes / (1 << 20),
+                       (double) s->usage->memory_peak_bytes / (1 << 20), s->usage->pids);
         for (size_t i = 0; i < s->n_tags; i++)
                 printf("Tag:         %s=%s\n", s->tags[i]->key, s->tags[i]->value);
         for (size_t i = 0; i < s->n_volumes; i++)

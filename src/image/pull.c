@@ -474,6 +474,7 @@ static int start_download(struct layer *l) {
                 .kind = "blobs",
                 .object = l->digest,
                 .fd = fd,
+                .max_size = l->size,
                 .expect_digest = l->digest,
                 .retry = true,
         };
@@ -751,6 +752,11 @@ static void on_manifest(struct img_reg_req *req, int r, const struct wr_err *e, 
                 return;
         }
         snprintf(j->config_digest, sizeof(j->config_digest), "%s", cd);
+        json_t *csz = json_object_get(config, "size");
+        size_t config_max = MAX_CONFIG;
+        if (json_is_integer(csz) && json_integer_value(csz) > 0 &&
+            (uint64_t) json_integer_value(csz) < MAX_CONFIG)
+                config_max = (size_t) json_integer_value(csz); /* no more than listed */
         j->layers = calloc(n, sizeof(*j->layers));
         if (!j->layers) {
                 json_decref(root);
@@ -788,7 +794,7 @@ static void on_manifest(struct img_reg_req *req, int r, const struct wr_err *e, 
                 .kind = "blobs",
                 .object = j->config_digest,
                 .fd = -1,
-                .max_body = MAX_CONFIG,
+                .max_body = config_max,
                 .expect_digest = j->config_digest,
                 .retry = true,
         };

@@ -86,6 +86,7 @@ struct img_reg_req {
         char expect[72];
         int fd;
         size_t max_body;
+        uint64_t max_size;
         bool retry;
         img_reg_done_fn done;
         void *userdata;
@@ -719,6 +720,10 @@ static size_t write_cb(char *data, size_t size, size_t n, void *ud) {
                 return len;
         }
         if (q->fd >= 0) {
+                if (q->max_size && q->received + len > q->max_size) {
+                        q->too_big = true; /* more than the manifest said: stop filling the disk */
+                        return 0;
+                }
                 size_t off = 0;
                 while (off < len) {
                         ssize_t w =
@@ -884,6 +889,7 @@ int img_reg_fetch_start(struct img_registry *reg, const struct img_reg_fetch *f,
         snprintf(q->accept, sizeof(q->accept), "%s", f->accept ? f->accept : "");
         snprintf(q->expect, sizeof(q->expect), "%s", f->expect_digest ? f->expect_digest : "");
         q->max_body = f->max_body ? f->max_body : DEFAULT_MAX_BODY;
+        q->max_size = f->max_size;
         q->retry = f->retry;
         q->done = done;
         q->userdata = userdata;
@@ -1135,8 +1141,14 @@ static void main_done(struct img_reg_req *q, CURLcode cc) {
                 return;
         }
         if (q->too_big) {
-                fail(q, -EFBIG, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD,
-                     "%s from %s is larger than %zu bytes", obj, ep->base, q->max_body);
+                if (q->fd >= 0)
+                        fail(q, -EFBIG, WR_STATUS_DATA_LOSS, WR_FAULT_WORKLOAD,
+                             "%s from %s is larger than the %llu bytes its manifest lists; "
+                             "nothing was stored",
+                             obj, ep->base, (unsigned long long) q->max_size);
+                else
+                        fail(q, -EFBIG, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD,
+                             "%s from %s is larger than %zu bytes", obj, ep->base, q->max_body);
                 return;
         }
         if (cc != CURLE_OK) {

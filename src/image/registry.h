@@ -85,6 +85,7 @@ struct img_reg_fetch {
         const char *accept;        /* Accept header value, or NULL */
         int fd;                    /* >= 0: write the body here (dup'ed); < 0: to memory */
         size_t max_body;           /* memory bodies: cap (0 = 4 MiB) */
+        uint64_t max_size;         /* fd bodies: cap, e.g. the manifest's size (0 = none) */
         const char *expect_digest; /* verify the body's sha256 ("sha256:<hex>"), or NULL */
         bool retry;                /* retry transient failures (resume with Range) */
 };

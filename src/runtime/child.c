@@ -189,6 +189,20 @@ static void join_cgroups(const struct rt_child *c) {
                 fail(errno, "unshare cgroup namespace");
 }
 
+/* Writable-layer limit: upper and work live on a size-capped tmpfs over
+ * <dir>/upper, mounted in the sandbox's own mount namespace (nothing on
+ * the host side; it goes away with the namespace). */
+static void mount_scratch(const struct rt_child *c) {
+        if (!c->scratch)
+                return;
+        if (mount("warren-upper", c->scratch, "tmpfs", MS_NOSUID | MS_NODEV, c->scratch_opt) < 0)
+                fail(errno, "mount the writable layer's tmpfs (%s)", c->scratch_opt);
+        if (mkdir(c->upper, 0755) < 0)
+                fail(errno, "mkdir %s", c->upper);
+        if (mkdir(c->work, 0700) < 0)
+                fail(errno, "mkdir %s", c->work);
+}
+
 static int mount_root(const struct rt_child *c) {
         const struct rt_sandbox_config *cfg = c->cfg;
         int fs = sys_fsopen("overlay", FSOPEN_CLOEXEC);
@@ -481,6 +495,7 @@ void rt_child_run(const struct rt_child *arg) {
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 fail(errno, "make mounts private");
 
+        mount_scratch(&c);
         int rootfd = mount_root(&c);
         mount_proc(rootfd);
         proc_harden(rootfd);

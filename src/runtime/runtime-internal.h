@@ -160,7 +160,11 @@ struct rt_child {
         const char *rootfs;    /* <dir>/rootfs, the overlay mount point */
         const char *upper;     /* <dir>/upper */
         const char *work;      /* <dir>/work */
-        const char *lowerdir;  /* legacy "l1:l2" option, escaped (fallback) */
+        /* disk limit: a size-capped tmpfs mounted here (in the sandbox's
+         * mount namespace) holds upper and work; NULL = no limit */
+        const char *scratch;
+        char scratch_opt[64]; /* "size=N,mode=0755" */
+        const char *lowerdir; /* legacy "l1:l2" option, escaped (fallback) */
         const char *hostname;
         char hosts[RT_HOSTS_MAX]; /* /etc/hosts content */
         const char *resolv_conf;  /* /etc/resolv.conf content */

@@ -52,6 +52,12 @@ struct rt_limits {
         uint32_t pids_max;       /* processes and threads */
         uint64_t tmp_bytes;      /* size of the /tmp tmpfs */
         uint32_t nofile;         /* RLIMIT_NOFILE (clamped to the caller's hard limit) */
+        /* Size cap of the writable layer; 0 = none (upper dir on the host
+         * filesystem of cfg->dir). When set, upper and work live on a
+         * tmpfs of this size mounted over <dir>/upper inside the sandbox's
+         * mount namespace: writes past it fail with ENOSPC, and its pages
+         * count against the memory limit (tmpfs is RAM). */
+        uint64_t disk_bytes;
 };
 
 /* Which cgroup hierarchy to use. AUTO: v2 when /sys/fs/cgroup is cgroup2,

@@ -285,8 +285,9 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, st
                         return err_set(e, -errno, "mkdir %s/%s: %m", cfg->dir, subdirs[i].name);
         }
         _cleanup_free_ char *rootfs = join(cfg->dir, "rootfs");
-        _cleanup_free_ char *upper = join(cfg->dir, "upper");
-        _cleanup_free_ char *work = join(cfg->dir, "work");
+        _cleanup_free_ char *scratch = cfg->limits.disk_bytes ? join(cfg->dir, "upper") : NULL;
+        _cleanup_free_ char *upper = join(cfg->dir, cfg->limits.disk_bytes ? "upper/u" : "upper");
+        _cleanup_free_ char *work = join(cfg->dir, cfg->limits.disk_bytes ? "upper/w" : "work");
         _cleanup_free_ char *lowerdir = lowerdir_string(cfg);
         if (!rootfs || !upper || !work || !lowerdir)
                 return err_set(e, -ENOMEM, "out of memory");
@@ -312,6 +313,7 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, st
                 .log_fd = cfg->log_fd,
                 .upper = upper,
                 .work = work,
+                .scratch = scratch,
                 .lowerdir = lowerdir,
                 .hostname = cfg->hostname ? cfg->hostname : cfg->id,
                 .resolv_conf = cfg->resolv_conf
@@ -328,6 +330,8 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, st
                  (unsigned long long) (cfg->limits.tmp_bytes ? cfg->limits.tmp_bytes
                                                              : RT_DEFAULT_TMPFS));
         snprintf(c.env_id, sizeof(c.env_id), "WARREN_SANDBOX_ID=%s", cfg->id);
+        snprintf(c.scratch_opt, sizeof(c.scratch_opt), "size=%llu,mode=0755",
+                 (unsigned long long) cfg->limits.disk_bytes);
         struct rlimit cur;
         rlim_t nofile = cfg->limits.nofile ? cfg->limits.nofile : RT_DEFAULT_NOFILE;
         if (getrlimit(RLIMIT_NOFILE, &cur) == 0 && cur.rlim_max < nofile)

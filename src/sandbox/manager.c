@@ -750,10 +750,11 @@ int sbx_create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *re
                                         "resources.memory: %s is not valid: use bytes or a "
                                         "size like \"512Mi\" or \"4Gi\"",
                                         rs->memory);
-                if (rs->disk && *rs->disk)
-                        return err_setx(e, -EOPNOTSUPP, WR_STATUS_UNIMPLEMENTED, WR_FAULT_CLIENT,
-                                        "resources.disk: writable-layer limits are not "
-                                        "implemented yet");
+                if (rs->disk && *rs->disk && rt_memory_parse(rs->disk, &limits.disk_bytes) < 0)
+                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                        "resources.disk: %s is not valid: use bytes or a size "
+                                        "like \"512Mi\" or \"10Gi\"",
+                                        rs->disk);
                 limits.pids_max = rs->pids;
         }
         int64_t expires_ns = 0;

@@ -458,3 +458,16 @@ def test_docker_manifest_list_resolves_amd64(daemon, layout):
         assert list(img.layers) == amd_info["diff_ids"]
     finally:
         fake.stop()
+
+
+def test_blob_larger_than_manifest_says(daemon, layout):
+    lay, info, _ = layout
+    fake = R.FakeRegistry(lay, "r/app", pad_blobs=1 << 20)
+    try:
+        err = pull_error(daemon, "%s/r/app:v1" % fake.host)
+        assert err.code() == grpc.StatusCode.DATA_LOSS
+        assert "larger than the" in err.details() and "manifest lists" in err.details()
+        assert stub(daemon).ListImages(images_pb2.ListImagesRequest(), timeout=TIMEOUT).images == []
+        assert entries(daemon, "layers/sha256") == [] and entries(daemon, "layers/tmp") == []
+    finally:
+        fake.stop()

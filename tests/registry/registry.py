@@ -340,10 +340,13 @@ class FakeRegistry:
       basic:     (user, password) required with a "Basic" challenge
       manifest_type: override the Content-Type of manifests (e.g. the
                  Docker manifest list type for an index)
+      pad_blobs: append this many bytes to every blob over 1000 bytes (a
+                 registry sending more than the manifest lists)
     Every request is logged in .requests as (method, path, headers)."""
 
-    def __init__(self, layout, name, cut_blobs=False, basic=None, manifest_type=None):
-        self.layout, self.name = layout, name
+    def __init__(self, layout, name, cut_blobs=False, basic=None, manifest_type=None,
+                 pad_blobs=0):
+        self.layout, self.name, self.pad_blobs = layout, name, pad_blobs
         self.cut_blobs, self.basic, self.manifest_type = cut_blobs, basic, manifest_type
         self.requests, self.cut_done = [], set()
         self.port = free_port()
@@ -407,7 +410,9 @@ class FakeRegistry:
                         self.close_connection = True
                         self.connection.shutdown(socket.SHUT_RDWR)
                         return
-                    return self.send(data, "application/octet-stream", obj)
+                    pad = server.pad_blobs if len(data) > 1000 else 0  # layers, not configs
+                    return self.send(data + b"\0" * pad,
+                                     "application/octet-stream", obj)
                 return self.missing()
 
             def send(self, data, mt, digest):
