@@ -17,6 +17,7 @@
 #include "api/api.h"
 #include "basic/err.h"
 #include "basic/log.h"
+#include "daemon/admin.h"
 #include "daemon/config.h"
 #include "daemon/statedir.h"
 #include "image/image.h"
@@ -47,12 +48,21 @@ struct daemon {
         const char *services[16];
         size_t n_services;
         bool stopping;
+        struct admin *admin; /* --admin-listen; NULL when off or closed */
+        struct admin_sources admin_src;
 };
 
 static uint64_t monotonic_usec(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+/* Every finished RPC, for the admin endpoint's counters. */
+static void on_call_status(const char *path, int status, void *userdata) {
+        struct daemon *d = userdata;
+        if (d->admin)
+                admin_rpc_observe(path, status, d->admin);
 }
 
 static void signal_closed(uv_handle_t *h) {
@@ -84,6 +94,8 @@ static void on_signal(uv_signal_t *h, int signum) {
         struct sbx_manager *m = d->ctx.sandboxes;
         d->ctx.sandboxes = NULL;
         sbx_manager_free(m);
+        admin_close(d->admin);
+        d->admin = NULL;
         api_health_shutdown(&d->ctx);
         rpc_server_shutdown(d->server, SHUTDOWN_GRACE_MS, shutdown_done, d);
 }
@@ -156,10 +168,9 @@ static int start_listeners(struct daemon *d, struct wr_err *e) {
                 } else
                         log_info("listening on %s", addr);
         }
-        if (d->cfg.admin_listen)
-                log_info("admin listener %s: accepted but not served yet (metrics arrive with "
-                         "the metrics issue)",
-                         d->cfg.admin_listen);
+        if (d->admin)
+                log_info("admin endpoint (/metrics, /healthz) on %s (port %d)", d->cfg.admin_listen,
+                         admin_port(d->admin));
         return 0;
 }
 
@@ -168,6 +179,8 @@ static void daemon_free(struct daemon *d) {
         d->ctx.sandboxes = NULL;
         if (m)
                 sbx_manager_free(m);
+        admin_close(d->admin);
+        d->admin = NULL;
         rpc_server_free(d->server);
         d->server = NULL;
         api_health_free(&d->ctx);
@@ -332,10 +345,22 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
         r = start_sandboxes(d, e);
         if (r < 0)
                 return r;
+        if (d->cfg.admin_listen) {
+                d->admin_src = (struct admin_sources){
+                        .store = d->store,
+                        .sandboxes = &d->ctx.sandboxes,
+                        .started_usec = d->ctx.started_usec,
+                };
+                r = admin_start(&d->loop, d->cfg.admin_listen, &d->admin_src, &d->admin, e);
+                if (r < 0)
+                        return r;
+        }
         struct rpc_server_config rc = {
                 .tls_cert = d->cfg.tls_cert,
                 .tls_key = d->cfg.tls_key,
                 .ctx = &d->ctx,
+                .on_call_status = on_call_status,
+                .on_call_status_userdata = d,
         };
         r = rpc_server_new(&d->loop, &rc, &d->server, e);
         if (r < 0)

@@ -246,6 +246,9 @@ static int submit_trailers(struct rpc_call *call, bool trailers_only) {
             grpc_percent_encode(call->message, strlen(call->message), &enc) < 0)
                 return -ENOMEM;
         int st = call->status >= 0 && call->status <= 16 ? call->status : WR_STATUS_UNKNOWN;
+        if (call->s->cfg.on_call_status)
+                call->s->cfg.on_call_status(call->method && call->path ? call->path : "unknown",
+                                            st, call->s->cfg.on_call_status_userdata);
         nghttp2_nv nva[5];
         size_t n = 0;
         if (trailers_only) {

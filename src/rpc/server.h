@@ -83,6 +83,11 @@ struct rpc_server_config {
         /* Opaque pointer handed to every handler via rpc_call_server_ctx
          * (the daemon passes its struct api_ctx). */
         void *ctx;
+        /* Optional: called once per call when its status is sent, with the
+         * method path ("/warren.v1.Sandboxes/Exec") and the gRPC status
+         * code (metrics). */
+        void (*on_call_status)(const char *path, int status, void *userdata);
+        void *on_call_status_userdata;
 };
 
 /* Create a server on loop. Returns 0 or -ENOMEM / -EINVAL (with e filled). */

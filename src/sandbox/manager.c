@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "basic/log.h"
 #include "image/image.h"
@@ -172,6 +173,30 @@ static int user_parse(const char *s, uint32_t *uid, uint32_t *gid) {
         return 0;
 }
 
+/* --- metrics --- */
+
+const double sbx_histogram_bounds[SBX_HIST_BUCKETS - 1] = {
+        0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 0.25, 1, 5};
+
+void sbx_histogram_observe(struct sbx_histogram *h, double seconds) {
+        size_t i = 0;
+        while (i < SBX_HIST_BUCKETS - 1 && seconds > sbx_histogram_bounds[i])
+                i++;
+        h->counts[i]++;
+        h->count++;
+        h->sum += seconds;
+}
+
+const struct sbx_metrics *sbx_manager_metrics(const struct sbx_manager *m) {
+        return &m->metrics;
+}
+
+static uint64_t mono_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
 /* --- lookup --- */
 
 struct sbx *sbx_find_live(struct sbx_manager *m, const char *key) {
@@ -180,6 +205,10 @@ struct sbx *sbx_find_live(struct sbx_manager *m, const char *key) {
                     (strcmp(sb->id, key) == 0 || (sb->name && strcmp(sb->name, key) == 0)))
                         return sb;
         return NULL;
+}
+
+size_t sbx_manager_pool_size(const struct sbx_manager *m) {
+        return 0;
 }
 
 size_t sbx_manager_running(const struct sbx_manager *m) {
@@ -245,8 +274,19 @@ static int wait_writable(int fd) {
 int sbx_ctl_send_spawn(struct sbx *sb, const void *req, const int stdio[3]) {
         if (sb->ctl_fd < 0)
                 return -EPIPE;
+        uint64_t t = mono_ns();
         for (int tries = 0;; tries++) {
                 int r = rt_ctl_send_spawn(sb->ctl_fd, req, stdio);
+                if (r >= 0) {
+                        /* remember when, for the exec start latency */
+                        uint64_t id = ((const struct rt_spawn_req *) req)->id;
+                        for (size_t i = 0; i < ELEMENTSOF(sb->spawn_times); i++)
+                                if (!sb->spawn_times[i].id) {
+                                        sb->spawn_times[i].id = id;
+                                        sb->spawn_times[i].sent_ns = t;
+                                        break;
+                                }
+                }
                 if (r != -EAGAIN || tries >= 5)
                         return r;
                 if ((r = wait_writable(sb->ctl_fd)) < 0)
@@ -327,6 +367,17 @@ static void on_ctl(uv_poll_t *h, int status, int events) {
                 }
                 switch (msg.type) {
                 case CTL_SPAWNED:
+                        for (size_t i = 0; i < ELEMENTSOF(sb->spawn_times); i++)
+                                if (sb->spawn_times[i].id == msg.id) {
+                                        if (!msg.err)
+                                                sbx_histogram_observe(
+                                                        &sb->m->metrics.exec_start,
+                                                        (double) (mono_ns() -
+                                                                  sb->spawn_times[i].sent_ns) /
+                                                                1e9);
+                                        sb->spawn_times[i].id = 0;
+                                        break;
+                                }
                         sbx_exec_on_spawned(sb, msg.id, msg.pid, -msg.err, fd);
                         fd = -EBADF;
                         break;
@@ -705,8 +756,24 @@ static int start_entrypoint(struct sbx *sb, const Warren__V1__CreateSandboxReque
         return 0;
 }
 
+static int create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *req,
+                  struct store_sandbox *ret, struct wr_err *e);
+
 int sbx_create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *req,
                struct store_sandbox *ret, struct wr_err *e) {
+        uint64_t t = mono_ns();
+        int r = create(m, req, ret, e);
+        if (r < 0) {
+                m->metrics.create_failed++;
+                return r;
+        }
+        m->metrics.created++;
+        sbx_histogram_observe(&m->metrics.create, (double) (mono_ns() - t) / 1e9);
+        return r;
+}
+
+static int create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *req,
+                  struct store_sandbox *ret, struct wr_err *e) {
         int r;
         _cleanup_free_ uint8_t *spec = NULL;
         _cleanup_free_ struct store_tag *tags = NULL;
@@ -1062,6 +1129,7 @@ static void manager_recover(struct sbx_manager *m) {
                                                              : -ESRCH;
                 if (r >= 0) {
                         attached++;
+                        m->metrics.recovered++;
                         log_info("sandbox %s re-attached (pid %lld)", row->id,
                                  (long long) row->init_pid);
                         continue;
@@ -1087,6 +1155,7 @@ static void manager_recover(struct sbx_manager *m) {
                 }
                 store_sandbox_update_status(m->store, row->id, st, reason, NULL);
                 ended++;
+                m->metrics.recovery_ended++;
                 log_info("sandbox %s: %s", row->id, reason);
         }
         store_sandbox_list_free(rows, n);

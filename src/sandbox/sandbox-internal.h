@@ -56,6 +56,10 @@ struct sbx {
 
         struct sbx_exec *execs;
         uint64_t next_exec_id;
+        /* spawn requests in flight, for the exec start latency metric */
+        struct {
+                uint64_t id, sent_ns;
+        } spawn_times[8];
 };
 
 struct sbx_manager {
@@ -68,7 +72,8 @@ struct sbx_manager {
         struct sbx *list;
         bool freeing;
         bool terminate_on_exit; /* sbx_manager_free stops sandboxes */
-        int cgroup_mode;        /* enum rt_cgroup_mode */
+        struct sbx_metrics metrics;
+        int cgroup_mode; /* enum rt_cgroup_mode */
 };
 
 /* exec.c: messages from init for exec sessions, and the end of a sandbox. */

@@ -65,6 +65,32 @@ void sbx_manager_free(struct sbx_manager *m);
  * a letter or digit. */
 bool sbx_name_valid(const char *s);
 
+/* Latency histogram (Prometheus style): counts[i] = observations
+ * <= sbx_histogram_bounds[i] seconds, not cumulative; the last bucket is
+ * +Inf. */
+#define SBX_HIST_BUCKETS 14
+extern const double sbx_histogram_bounds[SBX_HIST_BUCKETS - 1];
+struct sbx_histogram {
+        uint64_t counts[SBX_HIST_BUCKETS];
+        uint64_t count;
+        double sum;
+};
+
+/* Add one observation of seconds. */
+void sbx_histogram_observe(struct sbx_histogram *h, double seconds);
+
+struct sbx_metrics {
+        struct sbx_histogram create;     /* sbx_create, request to RUNNING */
+        struct sbx_histogram exec_start; /* spawn request to process running */
+        uint64_t created, create_failed, recovered, recovery_ended;
+};
+
+/* The manager's counters (owned by it). */
+const struct sbx_metrics *sbx_manager_metrics(const struct sbx_manager *m);
+
+/* Sandboxes prepared ahead in the warm pool and idle now. */
+size_t sbx_manager_pool_size(const struct sbx_manager *m);
+
 /* Number of sandboxes currently running. */
 size_t sbx_manager_running(const struct sbx_manager *m);
 

@@ -442,3 +442,23 @@ int store_sandbox_delete(struct store *s, const char *id, struct wr_err *e) {
                 return err_set(e, r, "sandbox %s not found", id);
         return r;
 }
+
+int store_sandbox_count_by_status(struct store *s, int64_t counts[6], struct wr_err *e) {
+        for (int i = 0; i < 6; i++)
+                counts[i] = 0;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = store_stmt_prepare(s, "SELECT status, COUNT(*) FROM sandboxes GROUP BY status", &st,
+                                   e);
+        if (r < 0)
+                return r;
+        for (;;) {
+                int rc = sqlite3_step(st);
+                if (rc == SQLITE_DONE)
+                        return 0;
+                if (rc != SQLITE_ROW)
+                        return store_sqlite_error(s, rc, "count sandboxes", e);
+                int status = sqlite3_column_int(st, 0);
+                if (status >= 0 && status < 6)
+                        counts[status] = sqlite3_column_int64(st, 1);
+        }
+}

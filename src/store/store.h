@@ -173,6 +173,10 @@ struct store_sandbox_filter {
 int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
                        struct store_sandbox **ret, size_t *n_ret, struct wr_err *e);
 
+/* Number of sandboxes (all environments) by status: counts[status] for
+ * status 1..5 (counts[0] stays 0). Returns 0 or negative errno. */
+int store_sandbox_count_by_status(struct store *s, int64_t counts[6], struct wr_err *e);
+
 /* Delete a sandbox row and its tags. -ENOENT when unknown. */
 int store_sandbox_delete(struct store *s, const char *id, struct wr_err *e);
 

@@ -311,3 +311,52 @@ def test_kill9_at_random_points_leaves_nothing(life):
             assert c.get(id=sid).exec("true").exit_code == 0
             c.get(id=sid).terminate(grace_period_seconds=0)
     assert leftovers(life, ids) == NOTHING
+
+
+def test_admin_metrics_and_healthz(fresh_warrend):
+    import urllib.error
+    import urllib.request
+    port = free_port()
+    d = fresh_warrend(extra_args=["--admin-listen", "127.0.0.1:%d" % port])
+    import_image(d, "busybox:latest")
+    base = "http://127.0.0.1:%d" % port
+    with urllib.request.urlopen(base + "/healthz", timeout=10) as r:
+        assert r.status == 200 and r.read() == b"ok\n"
+    with wr.SandboxClient(d.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+        sb.exec("true")
+        with pytest.raises(wr.SandboxNotFound):
+            c.get(id="sb-0000000000000000")
+        with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
+            assert r.status == 200
+            assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            text = r.read().decode()
+        sb.terminate(grace_period_seconds=0)
+    lines = text.splitlines()
+    assert 'warren_sandboxes{state="running"} 1' in lines
+    assert "warren_sandboxes_live 1" in lines
+    assert "warren_warm_pool_size 0" in lines
+    assert "warren_sandbox_create_seconds_count 1" in lines
+    assert 'warren_sandbox_create_seconds_bucket{le="+Inf"} 1' in lines
+    assert "warren_exec_start_seconds_count 1" in lines
+    assert any(l.startswith('warren_rpc_requests_total{method="/warren.v1.Sandboxes/CreateSandbox",'
+                            'code="OK"} ') for l in lines), text
+    assert any(l.startswith('warren_rpc_requests_total{method="/warren.v1.Sandboxes/GetSandbox",'
+                            'code="NOT_FOUND"} 1') for l in lines), text
+    # every sample line parses as NAME{labels} VALUE
+    for l in lines:
+        if l and not l.startswith("#"):
+            float(l.rsplit(" ", 1)[1])
+    with pytest.raises(urllib.error.HTTPError) as ei:
+        urllib.request.urlopen(base + "/nope", timeout=10)
+    assert ei.value.code == 404
+    req = urllib.request.Request(base + "/metrics", method="POST", data=b"x")
+    with pytest.raises(urllib.error.HTTPError) as ei:
+        urllib.request.urlopen(req, timeout=10)
+    assert ei.value.code == 405
+    # a header flood is cut off, and the endpoint keeps answering
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET /metrics HTTP/1.1\r\n" + b"X-A: " + b"a" * 9000 + b"\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 431")
+    with urllib.request.urlopen(base + "/healthz", timeout=10) as r:
+        assert r.status == 200
