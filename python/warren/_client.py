@@ -60,7 +60,11 @@ class SandboxClient:
         self.use_tls = use_tls or ca_file is not None
         target = grpc_target(self.address)
         options = [("grpc.max_receive_message_length", _MAX_MSG),
-                   ("grpc.max_send_message_length", _MAX_MSG)]
+                   ("grpc.max_send_message_length", _MAX_MSG),
+                   # A fixed receive window: without it grpcio grows its
+                   # buffers to tens of MB per stream, more than the daemon
+                   # keeps for an exec re-attach after this process dies.
+                   ("grpc.http2.bdp_probe", 0)]
         if self.use_tls:
             if target.startswith("unix:"):
                 raise ValueError("TLS is for TCP addresses")

@@ -13,7 +13,7 @@ import queue
 import signal as _signal
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 import grpc
 
@@ -47,6 +47,15 @@ class ExecEvent:
     signal: int = 0
     # "exited", "signaled", "timeout", "oom", "sandbox_terminated".
     reason: Optional[str] = None
+    # Raw output bytes (set instead of stdout/stderr when text=False).
+    stdout_bytes: Optional[bytes] = None
+    stderr_bytes: Optional[bytes] = None
+    # Offset in the exec's output sequence after this event's bytes: attach
+    # with it to resume right after what was received.
+    offset: int = 0
+    # (from, to): output the daemon's bounded log dropped before this
+    # client saw it (re-attach from an old offset).
+    gap: Optional[Tuple[int, int]] = None
 
 
 @dataclass
@@ -71,14 +80,36 @@ class ExecResult:
         return self.exit_code == 0
 
 
+def signal_number(sig: Union[int, str, _signal.Signals]) -> int:
+    """A signal as a number: 15, signal.SIGTERM, "SIGTERM", "TERM", "15"."""
+    if isinstance(sig, str):
+        name = sig.strip().upper()
+        if name.isdigit():
+            return int(name)
+        if not name.startswith("SIG"):
+            name = "SIG" + name
+        try:
+            return int(_signal.Signals[name])
+        except KeyError:
+            raise ValueError(f"unknown signal {sig!r}") from None
+    n = int(sig)
+    if not 1 <= n <= 64:
+        raise ValueError(f"signal {n} is out of range (1-64)")
+    return n
+
+
 def exec_start_message(sandbox: str, argv: tuple, workdir: Optional[str],
                        timeout_secs: Optional[float],
-                       env: Optional[Mapping[str, str]], pty: bool = False) -> pb.ExecStart:
+                       env: Optional[Mapping[str, str]], pty: bool = False,
+                       detach: bool = False,
+                       window: Optional[Tuple[int, int]] = None) -> pb.ExecStart:
     if not argv:
         raise ValueError("exec needs a command")
     args = [str(a) for a in argv]
     start = pb.ExecStart(sandbox=sandbox, argv=args, workdir=workdir or "",
-                         timeout_secs=float(timeout_secs or 0), pty=pty)
+                         timeout_secs=float(timeout_secs or 0), pty=pty, detach=detach)
+    if window is not None:
+        start.window.cols, start.window.rows = int(window[0]), int(window[1])
     for k, v in (env or {}).items():
         if not isinstance(v, str):
             raise TypeError(f"exec env: {k} must be a literal string")
@@ -90,9 +121,16 @@ class _ExecCall:
     """One Exec stream: the request queue, the response iterator and the
     incremental decoders."""
 
-    def __init__(self, client: "SandboxClient", start: pb.ExecStart, close_stdin: bool):
+    def __init__(self, client: "SandboxClient", start: Union[pb.ExecStart, pb.ExecAttach],
+                 close_stdin: bool, text: bool = True):
         self._q: "queue.Queue[object]" = queue.Queue()
-        self._q.put(pb.ExecRequest(start=start))
+        if isinstance(start, pb.ExecAttach):
+            self._q.put(pb.ExecRequest(attach=start))
+            self.offset = start.offset
+        else:
+            self._q.put(pb.ExecRequest(start=start))
+            self.offset = 0
+        self._text = text
         if close_stdin:
             self._q.put(pb.ExecRequest(close_stdin=True))
         self._lock = threading.Lock()
@@ -138,14 +176,24 @@ class _ExecCall:
                 kind = resp.WhichOneof("kind")
                 if kind == "started":
                     self.exec_id, self.pid = resp.started.exec_id, resp.started.pid
-                elif kind == "stdout":
-                    text = self._dec_out.decode(resp.stdout.data)
+                elif kind in ("stdout", "stderr"):
+                    out = resp.stdout if kind == "stdout" else resp.stderr
+                    self.offset = out.offset + len(out.data)
+                    if not self._text:
+                        if kind == "stdout":
+                            yield ExecEvent(stdout_bytes=out.data, offset=self.offset)
+                        else:
+                            yield ExecEvent(stderr_bytes=out.data, offset=self.offset)
+                        continue
+                    dec = self._dec_out if kind == "stdout" else self._dec_err
+                    text = dec.decode(out.data)
                     if text:
-                        yield ExecEvent(stdout=text)
-                elif kind == "stderr":
-                    text = self._dec_err.decode(resp.stderr.data)
-                    if text:
-                        yield ExecEvent(stderr=text)
+                        yield (ExecEvent(stdout=text, offset=self.offset) if kind == "stdout"
+                               else ExecEvent(stderr=text, offset=self.offset))
+                elif kind == "gap":
+                    self.offset = resp.gap.to_offset
+                    yield ExecEvent(gap=(resp.gap.from_offset, resp.gap.to_offset),
+                                    offset=self.offset)
                 elif kind == "exited":
                     tail_out = self._dec_out.decode(b"", final=True)
                     tail_err = self._dec_err.decode(b"", final=True)
@@ -156,7 +204,8 @@ class _ExecCall:
                     self._exited = True
                     ex = resp.exited
                     yield ExecEvent(is_exited=True, exit_code=ex.exit_code, signal=ex.signal,
-                                    reason=_REASONS.get(ex.reason, "unspecified"))
+                                    reason=_REASONS.get(ex.reason, "unspecified"),
+                                    offset=self.offset)
         except grpc.RpcError as err:
             raise from_rpc_error(err, sandbox_call=True) from None
         finally:
@@ -183,7 +232,9 @@ class _ExecCall:
 
 
 class Process:
-    """A process started with Sandbox.exec_start."""
+    """A process started with Sandbox.exec_start (or re-attached with
+    Sandbox.attach). With text=False, output events carry bytes
+    (stdout_bytes / stderr_bytes) and wait() returns them decoded."""
 
     def __init__(self, call: _ExecCall):
         self._call = call
@@ -201,6 +252,22 @@ class Process:
     def pid(self) -> int:
         return self._call.pid
 
+    @property
+    def offset(self) -> int:
+        """Offset in the exec's output after the bytes received so far:
+        Sandbox.attach(exec_id, offset) resumes from there."""
+        return self._call.offset
+
+    def resize(self, cols: int, rows: int) -> None:
+        """Set the PTY's window size (pty=True processes)."""
+        self._call.send(pb.ExecRequest(resize=pb.WindowSize(cols=int(cols), rows=int(rows))))
+
+    def detach(self) -> None:
+        """Leave the process: end this stream. A process started with
+        detach=True runs on (re-attach with Sandbox.attach); any other
+        is killed."""
+        self._call.cancel()
+
     def write_stdin(self, data: Union[str, bytes]) -> None:
         """Send bytes (str is UTF-8 encoded) to the process's stdin."""
         if isinstance(data, str):
@@ -211,10 +278,12 @@ class Process:
         """Close the process's stdin (it reads EOF)."""
         self._call.send(pb.ExecRequest(close_stdin=True))
 
-    def send_signal(self, sig: Union[int, _signal.Signals], group: bool = False) -> None:
-        """Deliver a signal (number or signal.Signals) to the process, or
-        to its whole process group with group=True."""
-        self._call.send(pb.ExecRequest(signal=pb.ExecSignal(signal=int(sig), group=group)))
+    def send_signal(self, sig: Union[int, str, _signal.Signals], group: bool = False) -> None:
+        """Deliver a signal to the process, or to its whole process group
+        with group=True. sig: a number (15), signal.SIGTERM, or a name
+        ("SIGTERM" or "TERM")."""
+        n = signal_number(sig)
+        self._call.send(pb.ExecRequest(signal=pb.ExecSignal(signal=n, group=group)))
 
     def output(self) -> Iterator[ExecEvent]:
         """Events as they arrive, ending with the exit event."""
@@ -228,6 +297,10 @@ class Process:
                     self._out.append(ev.stdout)
                 if ev.stderr:
                     self._err.append(ev.stderr)
+                if ev.stdout_bytes:
+                    self._out.append(ev.stdout_bytes.decode(errors="replace"))
+                if ev.stderr_bytes:
+                    self._err.append(ev.stderr_bytes.decode(errors="replace"))
                 if ev.is_exited:
                     self._exit = ev
             yield ev

@@ -89,6 +89,30 @@ EnvMap = Mapping[str, Union[str, Secret]]
 VolumeSpec = Union[Tuple[str, str], Tuple[str, str, bool]]
 
 
+@dataclass
+class ProcessInfo:
+    """A process as ListProcesses reports it."""
+
+    exec_id: str
+    pid: int
+    argv: List[str]
+    running: bool
+    pty: bool = False
+    started_at: Optional[_dt.datetime] = None
+    exit_code: Optional[int] = None
+    signal: int = 0
+    # "exited", "signaled", "timeout", "oom", "sandbox_terminated"; None while running.
+    reason: Optional[str] = None
+
+    @classmethod
+    def from_proto(cls, p: pb.Process) -> "ProcessInfo":
+        from warren._exec import _REASONS
+        done = p.HasField("exited")
+        return cls(p.exec_id, p.pid, list(p.argv), p.running, p.pty, _time(p.started_at),
+                   p.exited.exit_code if done else None, p.exited.signal if done else 0,
+                   _REASONS.get(p.exited.reason, "unspecified") if done else None)
+
+
 def _lifetime(v: Union[str, int, float, _dt.timedelta, None]) -> str:
     if v is None:
         return ""
@@ -287,11 +311,35 @@ class Sandbox:
 
     def exec_start(self, *argv: str, workdir: Optional[str] = None,
                    timeout_secs: Optional[float] = None,
-                   env: Optional[Mapping[str, str]] = None) -> Process:
-        """Start a process with stdin open; returns once it runs."""
-        call = self._start(argv, workdir, timeout_secs, env, close_stdin=False)
+                   env: Optional[Mapping[str, str]] = None, pty: bool = False,
+                   window: Optional[Tuple[int, int]] = None, detach: bool = False,
+                   text: bool = True) -> Process:
+        """Start a process with stdin open; returns once it runs.
+        pty=True gives it a terminal (window=(cols, rows)); detach=True
+        keeps it running when this client goes away (re-attach with
+        attach(process.exec_id, offset)); text=False yields raw bytes."""
+        start = exec_start_message(self._key().id, argv, workdir, timeout_secs, env, pty=pty,
+                                   detach=detach, window=window)
+        call = _ExecCall(self.client, start, close_stdin=False, text=text)
         call.wait_started()
         return Process(call)
+
+    def attach(self, exec_id: str, offset: int = 0, text: bool = True) -> Process:
+        """Re-attach to a running (or recently finished) process: its
+        output from offset on (a gap event when the daemon's bounded log
+        no longer holds it), then live output, stdin and signals. Another
+        client attached to it is detached (its stream ends ABORTED)."""
+        att = pb.ExecAttach(sandbox=self._key().id, exec_id=exec_id, offset=int(offset))
+        call = _ExecCall(self.client, att, close_stdin=False, text=text)
+        call.wait_started()
+        return Process(call)
+
+    def processes(self) -> List["ProcessInfo"]:
+        """The sandbox's processes: running ones, and finished ones the
+        daemon still keeps for a late attach."""
+        req = pb.ListProcessesRequest(sandbox=self._key().id)
+        resp = self.client._unary(self.client._sandboxes.ListProcesses, req, sandbox_call=True)
+        return [ProcessInfo.from_proto(p) for p in resp.processes]
 
     @property
     def git(self) -> "Git":

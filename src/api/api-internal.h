@@ -7,3 +7,6 @@
 
 /* warren.v1.Sandboxes/Exec (exec.c), registered by api_sandboxes_register. */
 extern const struct rpc_method api_exec_method;
+
+/* warren.v1.Sandboxes/ListProcesses (exec.c), registered next to Exec. */
+extern const struct rpc_method api_list_processes_method;

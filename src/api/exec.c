@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* warren.v1.Sandboxes/Exec: the bidi stream glue between a gRPC call and a
- * sandbox exec session (sandbox/exec.c). First request: start. Then stdin,
- * close_stdin, signal, resize. Responses: started, stdout/stderr chunks,
- * exited, then OK trailers. Back-pressure: a full gRPC send queue pauses
- * the session's output (the process blocks on its pipe); a full stdin
- * queue pauses reading requests. */
+/* warren.v1.Sandboxes/Exec and ListProcesses: the glue between gRPC calls
+ * and sandbox exec sessions (sandbox/exec.c). First Exec request: start or
+ * attach. Then stdin, close_stdin, signal, resize. Responses: started,
+ * stdout/stderr chunks (with their offsets), gap (attach from an offset the
+ * log no longer holds), exited, then OK trailers. A second client attaching
+ * to the same exec takes it over: the first stream ends ABORTED.
+ * Back-pressure: a full gRPC send queue pauses delivery; the session's log
+ * then fills and the process blocks on its pipe; a full stdin queue pauses
+ * reading requests. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "api/api-internal.h"
@@ -70,11 +74,33 @@ static void on_stdin_ready(struct sbx_exec *x, void *userdata) {
         rpc_call_resume_recv(ec->call);
 }
 
+static void on_gap(struct sbx_exec *x, uint64_t from, uint64_t to, void *userdata) {
+        struct exec_call *ec = userdata;
+        Warren__V1__ExecGap gap = WARREN__V1__EXEC_GAP__INIT;
+        gap.from_offset = from;
+        gap.to_offset = to;
+        Warren__V1__ExecResponse resp = WARREN__V1__EXEC_RESPONSE__INIT;
+        resp.kind_case = WARREN__V1__EXEC_RESPONSE__KIND_GAP;
+        resp.gap = &gap;
+        rpc_call_send(ec->call, &resp.base);
+}
+
+static void on_detached(struct sbx_exec *x, void *userdata) {
+        struct exec_call *ec = userdata;
+        char msg[96];
+        snprintf(msg, sizeof(msg), "another client attached to exec %s", sbx_exec_id(x));
+        ec->x = NULL;
+        ec->finished = true;
+        rpc_call_finish(ec->call, WR_STATUS_ABORTED, msg);
+}
+
 static const struct sbx_exec_callbacks exec_callbacks = {
         .on_started = on_started,
         .on_output = on_output,
         .on_exited = on_exited,
         .on_stdin_ready = on_stdin_ready,
+        .on_gap = on_gap,
+        .on_detached = on_detached,
 };
 
 static void fail(struct rpc_call *call, int status, const char *msg) {
@@ -86,10 +112,8 @@ static void exec_on_message(struct rpc_call *call, const ProtobufCMessage *msg) 
         struct exec_call *ec = rpc_call_get_data(call);
         struct api_ctx *ctx = rpc_call_server_ctx(call);
         if (!ec) {
-                if (req->kind_case == WARREN__V1__EXEC_REQUEST__KIND_ATTACH)
-                        return api_unimplemented(call, "re-attaching to an exec arrives with the "
-                                                       "resumable exec sessions issue");
-                if (req->kind_case != WARREN__V1__EXEC_REQUEST__KIND_START)
+                if (req->kind_case != WARREN__V1__EXEC_REQUEST__KIND_START &&
+                    req->kind_case != WARREN__V1__EXEC_REQUEST__KIND_ATTACH)
                         return fail(call, WR_STATUS_INVALID_ARGUMENT,
                                     "the first Exec message must be `start` (or `attach`)");
                 ec = calloc(1, sizeof(*ec));
@@ -98,7 +122,11 @@ static void exec_on_message(struct rpc_call *call, const ProtobufCMessage *msg) 
                 ec->call = call;
                 rpc_call_set_data(call, ec);
                 struct wr_err e = {0};
-                int r = sbx_exec_start(ctx->sandboxes, req->start, &exec_callbacks, ec, &ec->x, &e);
+                int r = req->kind_case == WARREN__V1__EXEC_REQUEST__KIND_START
+                                ? sbx_exec_start(ctx->sandboxes, req->start, &exec_callbacks, ec,
+                                                 &ec->x, &e)
+                                : sbx_exec_attach(ctx->sandboxes, req->attach, &exec_callbacks, ec,
+                                                  &ec->x, &e);
                 if (r < 0) {
                         ec->finished = true;
                         if (err_status(&e) == WR_STATUS_INTERNAL)
@@ -177,4 +205,31 @@ const struct rpc_method api_exec_method = {
         .on_cancel = exec_on_cancel,
         .on_writable = exec_on_writable,
         .on_free = exec_on_free,
+};
+
+static void list_processes(struct rpc_call *call, const ProtobufCMessage *msg) {
+        const Warren__V1__ListProcessesRequest *req = (const void *) msg;
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        if (!*req->sandbox) {
+                rpc_call_finish(call, WR_STATUS_INVALID_ARGUMENT,
+                                "sandbox: empty; give the sandbox's id or name");
+                return;
+        }
+        struct wr_err e = {0};
+        Warren__V1__ListProcessesResponse resp = WARREN__V1__LIST_PROCESSES_RESPONSE__INIT;
+        int r = sbx_exec_list(ctx->sandboxes, req->sandbox, &resp.processes, &resp.n_processes, &e);
+        if (r < 0) {
+                rpc_call_finish_err(call, &e);
+                return;
+        }
+        rpc_call_reply(call, &resp.base);
+        sbx_exec_list_free(resp.processes, resp.n_processes);
+}
+
+const struct rpc_method api_list_processes_method = {
+        .path = "/warren.v1.Sandboxes/ListProcesses",
+        .kind = RPC_UNARY,
+        .input = &warren__v1__list_processes_request__descriptor,
+        .output = &warren__v1__list_processes_response__descriptor,
+        .on_message = list_processes,
 };

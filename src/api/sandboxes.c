@@ -491,16 +491,6 @@ static void terminate_sandbox(struct rpc_call *call, const ProtobufCMessage *msg
         }
 }
 
-static void list_processes(struct rpc_call *call, const ProtobufCMessage *msg) {
-        const Warren__V1__ListProcessesRequest *req = (const void *) msg;
-        if (!*req->sandbox) {
-                finish_invalid(call, "sandbox: empty; give the sandbox's id or name");
-                return;
-        }
-        api_unimplemented(call, "listing processes arrives with the resumable exec sessions "
-                                "issue");
-}
-
 static void list_network_events(struct rpc_call *call, const ProtobufCMessage *msg) {
         const Warren__V1__ListNetworkEventsRequest *req = (const void *) msg;
         if (!*req->sandbox) {
@@ -522,12 +512,12 @@ static const struct rpc_method methods[] = {
         UNARY("GetSandbox", get_sandbox_request, sandbox, get_sandbox),
         UNARY("ListSandboxes", list_sandboxes_request, list_sandboxes_response, list_sandboxes),
         UNARY("TerminateSandbox", terminate_sandbox_request, sandbox, terminate_sandbox),
-        UNARY("ListProcesses", list_processes_request, list_processes_response, list_processes),
         UNARY("ListNetworkEvents", list_network_events_request, list_network_events_response,
               list_network_events),
 };
 
 int api_sandboxes_register(struct rpc_server *s) {
         int r = rpc_server_add_methods(s, methods, ELEMENTSOF(methods));
-        return r < 0 ? r : rpc_server_add_methods(s, &api_exec_method, 1);
+        r = r < 0 ? r : rpc_server_add_methods(s, &api_exec_method, 1);
+        return r < 0 ? r : rpc_server_add_methods(s, &api_list_processes_method, 1);
 }

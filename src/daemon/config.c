@@ -31,6 +31,8 @@ void daemon_config_usage(FILE *f) {
               "                        env WARREN_STATE_DIR)\n"
               "  --admin-listen H:P    admin/metrics endpoint (accepted; not served yet)\n"
               "  --default-image NAME  image for sandboxes that name none (sandbox:latest)\n"
+              "  --exec-log-size SIZE  output kept per exec for re-attaching clients\n"
+              "                        (bytes, or with K/M/G suffix; default 16M)\n"
               "  --tls-cert FILE       PEM certificate chain for TCP listeners\n"
               "  --tls-key FILE        PEM private key for TCP listeners\n"
               "  --log-level LEVEL     debug|info|warn|error (default info;\n"
@@ -133,6 +135,17 @@ static int apply(struct daemon_config *c, int src, const char *key, const char *
                 if (!*v)
                         return err_set(e, -EINVAL, "--state-dir: empty path");
                 r = set_str(&c->state_dir, v);
+        } else if (!strcmp(key, "exec-log-size")) {
+                char *end;
+                errno = 0;
+                unsigned long long n = strtoull(v, &end, 10);
+                unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+                if (shift)
+                        end += strspn(end + 1, "iB") + 1;
+                if (errno || end == v || *end || n == 0 || n > (1ull << (40 - shift)))
+                        return err_set(e, -EINVAL, "--exec-log-size %s: expected a size like 8M",
+                                       v);
+                c->exec_log_size = (size_t) (n << shift);
         } else if (!strcmp(key, "admin-listen"))
                 r = set_str(&c->admin_listen, v);
         else if (!strcmp(key, "default-image")) {
@@ -229,6 +242,7 @@ static int read_config_file(struct daemon_config *c, const char *path, struct wr
 enum {
         OPT_LISTEN = 256,
         OPT_STATE_DIR,
+        OPT_EXEC_LOG_SIZE,
         OPT_ADMIN_LISTEN,
         OPT_DEFAULT_IMAGE,
         OPT_TLS_CERT,
@@ -247,6 +261,7 @@ enum {
 static const struct option options[] = {
         {"listen", required_argument, NULL, OPT_LISTEN},
         {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+        {"exec-log-size", required_argument, NULL, OPT_EXEC_LOG_SIZE},
         {"admin-listen", required_argument, NULL, OPT_ADMIN_LISTEN},
         {"default-image", required_argument, NULL, OPT_DEFAULT_IMAGE},
         {"tls-cert", required_argument, NULL, OPT_TLS_CERT},

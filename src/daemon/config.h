@@ -28,6 +28,7 @@ struct daemon_config {
         char *config_file;
         char *registry_config; /* registry mirrors/insecure (JSON) or NULL */
         char *docker_config;   /* docker-style config.json (credentials) or NULL */
+        size_t exec_log_size;  /* bytes of output kept per exec; 0 = default */
         enum log_level log_level;
         enum log_format log_format;
         bool enable_diag;

@@ -261,6 +261,8 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
         if (r < 0)
                 return r;
         struct wr_err he = {0};
+        if (d->cfg.exec_log_size)
+                sbx_exec_set_log_size(d->cfg.exec_log_size);
         if (rt_prepare(init, RT_CGROUP_AUTO, &he) < 0)
                 log_warn("sandboxes will not start on this host: %s", he.msg);
         struct sbx_manager_config mc = {

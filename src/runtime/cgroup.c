@@ -550,6 +550,24 @@ int rt_cgroup_usage(const struct rt_cgroup *cg, struct rt_usage *u) {
         return 0;
 }
 
+int rt_cgroup_oom_kills(const struct rt_cgroup *cg, uint64_t *ret) {
+        char buf[1024];
+        int fd = cg->mode == RT_CGROUP_V2 ? cg->h[0].dirfd
+                 : cg->memory >= 0        ? cg->h[cg->memory].dirfd
+                                          : -EBADF;
+        if (fd < 0)
+                return -ENOENT;
+        ssize_t r = read_at(fd, cg->mode == RT_CGROUP_V2 ? "memory.events" : "memory.oom_control",
+                            buf, sizeof(buf));
+        if (r < 0)
+                return (int) r;
+        char *p = strstr(buf, "oom_kill ");
+        if (!p || (p != buf && p[-1] != '\n'))
+                return -ENODATA;
+        *ret = strtoull(p + 9, NULL, 10);
+        return 0;
+}
+
 int rt_cgroup_remove(struct rt_cgroup *cg, struct wr_err *e) {
         int ret = 0;
         for (size_t i = 0; i < cg->n; i++) {

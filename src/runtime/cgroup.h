@@ -69,6 +69,11 @@ int rt_cgroup_nprocs(const struct rt_cgroup *cg);
 /* Usage counters; fields the host cannot report stay 0. */
 int rt_cgroup_usage(const struct rt_cgroup *cg, struct rt_usage *u);
 
+/* Processes the kernel's OOM killer killed in the cgroup so far (v2
+ * memory.events, v1 memory.oom_control "oom_kill N"). -ENOENT without a
+ * memory controller, -ENODATA when the kernel does not count them. */
+int rt_cgroup_oom_kills(const struct rt_cgroup *cg, uint64_t *ret);
+
 /* Remove the cgroup dir(s). Waits briefly (bounded, ~1 s) for exiting
  * processes to leave; -EBUSY if some remain. Idempotent. */
 int rt_cgroup_remove(struct rt_cgroup *cg, struct wr_err *e);

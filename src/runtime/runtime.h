@@ -192,6 +192,10 @@ int rt_proc_start_time(pid_t pid, uint64_t *ret);
 /* Current resource usage from the cgroup. Returns 0 or negative errno. */
 int rt_sandbox_usage(const struct rt_sandbox *sb, struct rt_usage *u);
 
+/* Processes of the sandbox the kernel's OOM killer killed so far. 0, or
+ * -ENOENT (no memory cgroup) / -ENODATA (kernel does not count). */
+int rt_sandbox_oom_kills(const struct rt_sandbox *sb, uint64_t *ret);
+
 /* Check what the host lacks for sandboxes (root, overlayfs, openat2, new
  * mount API, cgroup controllers for mode). Returns 0, or a negative errno
  * with a clear message in e. Cheap after the first call. */

@@ -468,6 +468,12 @@ int rt_sandbox_usage(const struct rt_sandbox *sb, struct rt_usage *u) {
         return rt_cgroup_usage(sb->cg, u);
 }
 
+int rt_sandbox_oom_kills(const struct rt_sandbox *sb, uint64_t *ret) {
+        if (!sb->cg)
+                return -ENOENT;
+        return rt_cgroup_oom_kills(sb->cg, ret);
+}
+
 /* ---- signals and teardown ---- */
 
 int rt_sandbox_kill(struct rt_sandbox *sb, int sig) {

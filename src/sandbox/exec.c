@@ -1,6 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Exec sessions: one process in a sandbox, its pipes (or PTY), output
- * streamed with back-pressure, stdin, signals, timeout, exit. */
+/* Exec sessions: one process in a sandbox, its pipes (or PTY), a bounded
+ * sequence-numbered output log, at most one attached client at a time,
+ * stdin, signals, timeout, typed exit, and a short afterlife for finished
+ * sessions so that a late re-attach still gets the tail and the exit.
+ *
+ * Output path: pipe → log chunk (read straight into the chunk) → attached
+ * client from its cursor `sent`. The log (log_cap bytes) has two parts:
+ * up to 3/4 of it behind the cursor (bytes handed to the rpc layer that the
+ * client may not have received when it dies: its transport buffers and our
+ * send queue; a re-attach resumes from the client's own offset inside
+ * them), and up to 1/4 ahead of it (read but not yet delivered). When the
+ * part ahead is full the pipes are no longer read and the process blocks
+ * on its full pipe, with or without a client attached (Docker's blocking
+ * log mode: nothing is dropped while someone may still read it). Only a
+ * session nobody will read (not attached and not detached, or over and
+ * not attached) drops its oldest bytes, which a later attach sees as a
+ * gap, as it does for an offset older than the history kept. */
 #include "sandbox/sandbox-internal.h"
 
 #include <errno.h>
@@ -12,29 +27,50 @@
 #include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 
 #include "basic/log.h"
 #include "runtime/ctl.h"
+#include "runtime/runtime.h"
 #include "store/store.h"
 
 #define READ_CHUNK (256 * 1024)
+#define MIN_CHUNK 4096
 #define PIPE_SIZE (1024 * 1024)
 #define STDIN_HIGH_WATER (1024 * 1024)
+/* Finished sessions kept for a late attach (daemon-wide, oldest go first). */
+#define MAX_RETAINED 32
 
 enum { OUT_STDOUT = 0, OUT_STDERR = 1 };
 
+struct chunk {
+        struct chunk *next;
+        uint64_t off; /* offset of data[0] in the exec's output sequence */
+        size_t len, cap;
+        int stream; /* enum sbx_stream */
+        uint8_t data[];
+};
+
 struct sbx_exec {
-        struct sbx *sb;
-        struct sbx_exec *next; /* in sb->execs while the process is tracked */
+        struct sbx *sb;                       /* NULL once the process is no longer tracked */
+        struct sbx_exec *next;                /* in sb->execs while tracked */
+        struct sbx_exec *reg_next, *reg_prev; /* in the daemon-wide registry */
         uint64_t id;
         char id_str[24];
-        const struct sbx_exec_callbacks *cb; /* NULL once released */
+        char sb_id[32];
+        char **argv;
+        int64_t started_ns;
+        uint64_t oom_base;
+        bool oom_known;
+
+        const struct sbx_exec_callbacks *cb; /* NULL when nobody is attached */
         void *userdata;
         bool pty, detach;
+        int refs; /* callbacks in progress: no free while > 0 */
 
         int out_fd[2];
         uv_poll_t out_poll[2];
-        bool out_open[2];
+        bool out_open[2], reading;
 
         int in_fd;
         uv_poll_t in_poll;
@@ -43,13 +79,31 @@ struct sbx_exec {
         size_t in_len;
 
         uv_timer_t timer;
-        bool spawned, exited, finished, released, paused;
+        bool spawned, exited, finished, paused, started_sent, exit_sent, forgotten;
         int pid, status, reason;
-        uint64_t offset;
+        int exit_code, exit_signo, exit_reason;
         int handles;
+
+        /* The output log. */
+        struct chunk *head, *tail;
+        uint64_t log_start; /* offset of the first byte still held */
+        uint64_t offset;    /* offset after the last byte read */
+        uint64_t sent;      /* next offset to give the attached client */
+        size_t log_bytes;   /* capacity held by the chunks */
 };
 
-static uint8_t read_buf[READ_CHUNK];
+static size_t log_cap = 16u << 20;
+static struct sbx_exec *reg_head, *reg_tail;
+
+void sbx_exec_set_log_size(size_t bytes) {
+        log_cap = bytes < 4 * READ_CHUNK ? 4 * READ_CHUNK : bytes;
+}
+
+static int64_t now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static struct sbx_exec *find(struct sbx *sb, uint64_t id) {
         for (struct sbx_exec *x = sb->execs; x; x = x->next)
@@ -69,10 +123,77 @@ static void unlink_exec(struct sbx_exec *x) {
         x->sb = NULL;
 }
 
+static void reg_add(struct sbx_exec *x) {
+        x->reg_prev = reg_tail;
+        if (reg_tail)
+                reg_tail->reg_next = x;
+        else
+                reg_head = x;
+        reg_tail = x;
+}
+
+static void reg_del(struct sbx_exec *x) {
+        if (x->reg_prev)
+                x->reg_prev->reg_next = x->reg_next;
+        else if (reg_head == x)
+                reg_head = x->reg_next;
+        if (x->reg_next)
+                x->reg_next->reg_prev = x->reg_prev;
+        else if (reg_tail == x)
+                reg_tail = x->reg_prev;
+        x->reg_next = x->reg_prev = NULL;
+}
+
+static void log_free(struct sbx_exec *x) {
+        while (x->head) {
+                struct chunk *c = x->head;
+                x->head = c->next;
+                free(c);
+        }
+        x->tail = NULL;
+        x->log_bytes = 0;
+}
+
+/* Kept after the end: detached sessions, and those whose exit no client
+ * has seen. */
+static bool retained(const struct sbx_exec *x) {
+        return !x->forgotten && (x->detach || !x->exit_sent);
+}
+
 static void maybe_free(struct sbx_exec *x) {
-        if (x->finished && x->released && x->handles == 0) {
-                free(x->in_buf);
-                free(x);
+        if (x->refs > 0 || !x->finished || x->cb || x->handles > 0 || retained(x))
+                return;
+        reg_del(x);
+        log_free(x);
+        if (x->argv)
+                for (char **p = x->argv; *p; p++)
+                        free(*p);
+        free(x->argv);
+        free(x->in_buf);
+        free(x);
+}
+
+static void ref(struct sbx_exec *x) {
+        x->refs++;
+}
+
+static void unref(struct sbx_exec *x) {
+        if (--x->refs == 0)
+                maybe_free(x);
+}
+
+/* Bound the finished sessions nobody is attached to. */
+static void retain_trim(void) {
+        size_t n = 0;
+        for (struct sbx_exec *x = reg_head; x; x = x->reg_next)
+                n += x->finished && !x->cb && retained(x);
+        for (struct sbx_exec *x = reg_head, *nx; x && n > MAX_RETAINED; x = nx) {
+                nx = x->reg_next;
+                if (x->finished && !x->cb && retained(x)) {
+                        x->forgotten = true;
+                        n--;
+                        maybe_free(x);
+                }
         }
 }
 
@@ -105,7 +226,247 @@ static void close_in(struct sbx_exec *x) {
         x->in_len = 0;
 }
 
-/* The process is over and its output delivered: report and clean up. */
+/* --- the log --- */
+
+/* Nobody will read this session's unsent bytes in time: drop instead of
+ * blocking. */
+static bool may_drop(const struct sbx_exec *x) {
+        return !x->cb && (!x->detach || x->exited);
+}
+
+/* Bytes kept behind the client's cursor (what it may not have received
+ * yet: its transport buffers and our send queue), and bytes read ahead of
+ * it before the pipes are left alone. */
+static size_t history_cap(void) {
+        return log_cap - log_cap / 4;
+}
+
+static size_t ahead_cap(void) {
+        return log_cap / 4;
+}
+
+static void drop_head(struct sbx_exec *x) {
+        struct chunk *c = x->head;
+        x->head = c->next;
+        if (!x->head)
+                x->tail = NULL;
+        x->log_bytes -= c->cap;
+        x->log_start = x->head ? x->head->off : x->offset;
+        free(c);
+}
+
+/* Drop what the log no longer needs: bytes more than history_cap behind
+ * the cursor; when nobody will read in time (may_drop), the oldest bytes
+ * beyond log_cap whether sent or not. */
+static void log_evict(struct sbx_exec *x) {
+        while (x->head && x->head->off + x->head->len <= x->sent &&
+               x->sent - (x->head->off + x->head->len) >= history_cap())
+                drop_head(x);
+        if (may_drop(x))
+                while (x->head && x->offset - x->log_start + READ_CHUNK > log_cap)
+                        drop_head(x);
+}
+
+static bool log_has_room(struct sbx_exec *x) {
+        log_evict(x);
+        return may_drop(x) || x->offset < x->sent ||
+               x->offset - x->sent + READ_CHUNK <= ahead_cap();
+}
+
+/* Append n bytes (not read from a pipe: error messages). */
+static void log_append(struct sbx_exec *x, int stream, const void *data, size_t n) {
+        struct chunk *c = malloc(sizeof(*c) + n);
+        if (!c)
+                return;
+        *c = (struct chunk){.off = x->offset, .len = n, .cap = n, .stream = stream};
+        memcpy(c->data, data, n);
+        if (x->tail)
+                x->tail->next = c;
+        else
+                x->head = c;
+        x->tail = c;
+        if (!x->head->next && x->head == c)
+                x->log_start = c->off;
+        x->log_bytes += n;
+        x->offset += n;
+}
+
+/* --- delivery to the attached client --- */
+
+static void deliver_exit(struct sbx_exec *x) {
+        if (x->exit_sent || !x->cb)
+                return;
+        x->exit_sent = true;
+        if (x->cb->on_exited)
+                x->cb->on_exited(x, x->exit_code, x->exit_signo, x->exit_reason, x->userdata);
+}
+
+/* Give the attached client what it has not seen, until it is full. Ends
+ * with the exit once the process is over and everything was delivered. */
+static void pump(struct sbx_exec *x) {
+        if (!x->cb || x->paused)
+                return;
+        if (!x->started_sent) {
+                /* Output may be read before init confirmed the spawn: it
+                 * waits in the log, `started` goes first. */
+                if (!x->spawned && !x->finished)
+                        return;
+                x->started_sent = true;
+                if (x->cb->on_started)
+                        x->cb->on_started(x, x->pid, x->id_str, x->userdata);
+        }
+        if (x->cb && x->sent < x->log_start) {
+                uint64_t from = x->sent;
+                x->sent = x->log_start;
+                if (x->cb->on_gap)
+                        x->cb->on_gap(x, from, x->log_start, x->userdata);
+        }
+        struct chunk *c = x->head;
+        while (x->cb && !x->paused && x->sent < x->offset) {
+                while (c && c->off + c->len <= x->sent)
+                        c = c->next;
+                if (!c)
+                        break;
+                size_t skip = (size_t) (x->sent - c->off);
+                size_t n = c->len - skip;
+                uint64_t off = x->sent;
+                x->sent += n;
+                int r = x->cb->on_output ? x->cb->on_output(x, c->stream, c->data + skip, n, off,
+                                                            x->userdata)
+                                         : 0;
+                if (r > 0)
+                        x->paused = true;
+        }
+        if (x->finished && x->sent >= x->offset && !x->paused)
+                deliver_exit(x);
+}
+
+/* --- reading the process's output --- */
+
+static void out_poll_cb(uv_poll_t *h, int status, int events);
+
+static void set_reading(struct sbx_exec *x, bool on) {
+        x->reading = on;
+        for (int i = 0; i < 2; i++)
+                if (x->out_open[i]) {
+                        if (on)
+                                uv_poll_start(&x->out_poll[i], UV_READABLE, out_poll_cb);
+                        else
+                                uv_poll_stop(&x->out_poll[i]);
+                }
+}
+
+static void finish(struct sbx_exec *x);
+
+static void maybe_finish(struct sbx_exec *x) {
+        if (x->exited && !x->out_open[OUT_STDOUT] && !x->out_open[OUT_STDERR])
+                finish(x);
+}
+
+/* Read what stream i has into the log, until it would block, ends, or the
+ * log is full of bytes the client has not taken. After the process exited,
+ * "would block" means the stream is done (only orphaned grandchildren
+ * could still write to it). */
+static void drain(struct sbx_exec *x, int i) {
+        int stream = i == OUT_STDOUT ? SBX_STDOUT : SBX_STDERR;
+        while (x->out_open[i] && log_has_room(x)) {
+                int avail = 0;
+                if (ioctl(x->out_fd[i], FIONREAD, &avail) < 0 || avail <= 0)
+                        avail = MIN_CHUNK;
+                struct chunk *c = x->tail;
+                uint8_t *dst;
+                size_t room;
+                bool fresh = false;
+                if (c && c->stream == stream && c->cap - c->len >= (size_t) avail) {
+                        dst = c->data + c->len;
+                        room = c->cap - c->len;
+                } else {
+                        size_t cap = (size_t) avail < MIN_CHUNK    ? MIN_CHUNK
+                                     : (size_t) avail > READ_CHUNK ? READ_CHUNK
+                                                                   : (size_t) avail;
+                        c = malloc(sizeof(*c) + cap);
+                        if (!c)
+                                break;
+                        *c = (struct chunk){.off = x->offset, .cap = cap, .stream = stream};
+                        dst = c->data;
+                        room = cap;
+                        fresh = true;
+                }
+                ssize_t n = read(x->out_fd[i], dst, room);
+                if (n > 0) {
+                        if (fresh) {
+                                if (x->tail)
+                                        x->tail->next = c;
+                                else {
+                                        x->head = c;
+                                        x->log_start = c->off;
+                                }
+                                x->tail = c;
+                                x->log_bytes += c->cap;
+                        }
+                        c->len += (size_t) n;
+                        x->offset += (uint64_t) n;
+                        pump(x);
+                        continue;
+                }
+                int err = n < 0 ? errno : 0;
+                if (fresh)
+                        free(c);
+                if (err == EINTR)
+                        continue;
+                if (err == EAGAIN) {
+                        if (x->exited)
+                                close_out(x, i);
+                        break;
+                }
+                /* EOF, or EIO from a PTY master whose slave side closed. */
+                close_out(x, i);
+        }
+        bool want = x->out_open[0] || x->out_open[1] ? log_has_room(x) : false;
+        if (want != x->reading)
+                set_reading(x, want);
+        maybe_finish(x);
+}
+
+static void out_poll_cb(uv_poll_t *h, int status, int events) {
+        struct sbx_exec *x = h->data;
+        int i = h == &x->out_poll[OUT_STDOUT] ? OUT_STDOUT : OUT_STDERR;
+        ref(x);
+        if (status < 0) {
+                close_out(x, i);
+                maybe_finish(x);
+        } else
+                drain(x, i);
+        unref(x);
+}
+
+/* Deliver, then read on if the log has room again. */
+static void kick(struct sbx_exec *x) {
+        pump(x);
+        if (x->finished)
+                return;
+        if (x->exited) {
+                /* Nothing else wakes us: read to the end now. */
+                for (int i = 0; i < 2; i++)
+                        if (x->out_open[i])
+                                drain(x, i);
+                return;
+        }
+        bool want = (x->out_open[0] || x->out_open[1]) && log_has_room(x);
+        if (want != x->reading)
+                set_reading(x, want);
+}
+
+void sbx_exec_resume_output(struct sbx_exec *x) {
+        if (!x || !x->paused)
+                return;
+        ref(x);
+        x->paused = false;
+        kick(x);
+        unref(x);
+}
+
+/* The process is over and its output read: record how it ended. */
 static void finish(struct sbx_exec *x) {
         if (x->finished)
                 return;
@@ -115,7 +476,6 @@ static void finish(struct sbx_exec *x) {
         close_in(x);
         uv_timer_stop(&x->timer);
         uv_close((uv_handle_t *) &x->timer, handle_closed);
-        unlink_exec(x);
         int code, signo = 0, reason;
         if (WIFEXITED(x->status)) {
                 code = WEXITSTATUS(x->status);
@@ -127,79 +487,18 @@ static void finish(struct sbx_exec *x) {
         }
         if (x->reason)
                 reason = x->reason;
-        if (x->cb && x->cb->on_exited)
-                x->cb->on_exited(x, code, signo, reason, x->userdata);
-        maybe_free(x);
-}
-
-static void maybe_finish(struct sbx_exec *x) {
-        if (x->exited && !x->out_open[OUT_STDOUT] && !x->out_open[OUT_STDERR])
-                finish(x);
-}
-
-static void out_poll_cb(uv_poll_t *h, int status, int events);
-
-static void set_reading(struct sbx_exec *x, bool on) {
-        for (int i = 0; i < 2; i++)
-                if (x->out_open[i]) {
-                        if (on)
-                                uv_poll_start(&x->out_poll[i], UV_READABLE, out_poll_cb);
-                        else
-                                uv_poll_stop(&x->out_poll[i]);
-                }
-}
-
-/* Read what stream i has, until it would block, ends, or the consumer is
- * full. After the process exited, "would block" means the stream is done
- * (only orphaned grandchildren could still write to it). */
-static void drain(struct sbx_exec *x, int i) {
-        while (x->out_open[i] && !x->paused) {
-                ssize_t n = read(x->out_fd[i], read_buf, sizeof(read_buf));
-                if (n > 0) {
-                        uint64_t off = x->offset;
-                        x->offset += (uint64_t) n;
-                        int r = 0;
-                        if (x->cb && x->cb->on_output)
-                                r = x->cb->on_output(x, i == OUT_STDOUT ? SBX_STDOUT : SBX_STDERR,
-                                                     read_buf, (size_t) n, off, x->userdata);
-                        if (r > 0) {
-                                x->paused = true;
-                                set_reading(x, false);
-                        }
-                        continue;
-                }
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0 && errno == EAGAIN) {
-                        if (x->exited)
-                                close_out(x, i);
-                        break;
-                }
-                /* EOF, or EIO from a PTY master whose slave side closed. */
-                close_out(x, i);
+        else if (signo == SIGKILL && x->oom_known && x->sb && x->sb->rt) {
+                /* The OOM killer counts its kills in the sandbox's cgroup. */
+                uint64_t n;
+                if (rt_sandbox_oom_kills(x->sb->rt, &n) == 0 && n > x->oom_base)
+                        reason = WARREN__V1__EXIT_REASON__EXIT_REASON_OOM;
         }
-        maybe_finish(x);
-}
-
-static void out_poll_cb(uv_poll_t *h, int status, int events) {
-        struct sbx_exec *x = h->data;
-        int i = h == &x->out_poll[OUT_STDOUT] ? OUT_STDOUT : OUT_STDERR;
-        if (status < 0) {
-                close_out(x, i);
-                maybe_finish(x);
-                return;
-        }
-        drain(x, i);
-}
-
-void sbx_exec_resume_output(struct sbx_exec *x) {
-        if (!x || !x->paused || x->finished)
-                return;
-        x->paused = false;
-        set_reading(x, true);
-        for (int i = 0; i < 2 && !x->paused; i++)
-                if (x->out_open[i])
-                        drain(x, i);
+        x->exit_code = code;
+        x->exit_signo = signo;
+        x->exit_reason = reason;
+        unlink_exec(x);
+        pump(x);
+        retain_trim();
 }
 
 /* --- stdin --- */
@@ -234,16 +533,18 @@ static int flush_stdin(struct sbx_exec *x) {
 
 static void in_poll_cb(uv_poll_t *h, int status, int events) {
         struct sbx_exec *x = h->data;
-        if (status < 0) {
+        ref(x);
+        if (status < 0)
                 close_in(x);
-                return;
+        else {
+                flush_stdin(x);
+                if (x->in_open && x->in_full && x->in_len < STDIN_HIGH_WATER / 2) {
+                        x->in_full = false;
+                        if (x->cb && x->cb->on_stdin_ready)
+                                x->cb->on_stdin_ready(x, x->userdata);
+                }
         }
-        flush_stdin(x);
-        if (x->in_open && x->in_full && x->in_len < STDIN_HIGH_WATER / 2) {
-                x->in_full = false;
-                if (x->cb && x->cb->on_stdin_ready)
-                        x->cb->on_stdin_ready(x, x->userdata);
-        }
+        unref(x);
 }
 
 int sbx_exec_write_stdin(struct sbx_exec *x, const void *data, size_t n) {
@@ -315,6 +616,7 @@ void sbx_exec_on_spawned(struct sbx *sb, uint64_t id, int pid, int err, int pty_
                         close(pty_fd);
                 return;
         }
+        ref(x);
         if (err) {
                 /* Like a shell: a message on stderr and 127 / 126. */
                 char msg[512];
@@ -323,12 +625,7 @@ void sbx_exec_on_spawned(struct sbx *sb, uint64_t id, int pid, int err, int pty_
                                  err == ENOENT ? " (is the program in PATH, and does the "
                                                  "working directory exist?)"
                                                : "");
-                if (x->cb && x->cb->on_started)
-                        x->cb->on_started(x, 0, x->id_str, x->userdata);
-                if (x->cb && x->cb->on_output)
-                        x->cb->on_output(x, x->pty ? SBX_STDOUT : SBX_STDERR, msg, (size_t) n,
-                                         x->offset, x->userdata);
-                x->offset += (uint64_t) n;
+                log_append(x, x->pty ? SBX_STDOUT : SBX_STDERR, msg, (size_t) n);
                 x->status = (err == ENOENT ? 127 : 126) << 8;
                 x->exited = true;
                 if (pty_fd >= 0)
@@ -336,6 +633,7 @@ void sbx_exec_on_spawned(struct sbx *sb, uint64_t id, int pid, int err, int pty_
                 close_out(x, OUT_STDOUT);
                 close_out(x, OUT_STDERR);
                 maybe_finish(x);
+                unref(x);
                 return;
         }
         x->spawned = true;
@@ -345,6 +643,7 @@ void sbx_exec_on_spawned(struct sbx *sb, uint64_t id, int pid, int err, int pty_
                         x->status = 126 << 8;
                         x->exited = true;
                         maybe_finish(x);
+                        unref(x);
                         return;
                 }
                 fcntl(pty_fd, F_SETFL, fcntl(pty_fd, F_GETFL) | O_NONBLOCK);
@@ -362,49 +661,66 @@ void sbx_exec_on_spawned(struct sbx *sb, uint64_t id, int pid, int err, int pty_
                         if (x->in_len)
                                 flush_stdin(x);
                 }
-                if (!x->paused)
-                        set_reading(x, true);
+                set_reading(x, log_has_room(x));
         }
-        if (x->cb && x->cb->on_started)
-                x->cb->on_started(x, pid, x->id_str, x->userdata);
+        pump(x);
+        unref(x);
 }
 
 void sbx_exec_on_exited(struct sbx *sb, uint64_t id, int status) {
         struct sbx_exec *x = find(sb, id);
         if (!x || x->exited)
                 return;
+        ref(x);
         x->exited = true;
         x->status = status;
         for (int i = 0; i < 2; i++)
-                if (x->out_open[i] && !x->paused)
+                if (x->out_open[i])
                         drain(x, i);
         maybe_finish(x);
+        unref(x);
 }
 
 void sbx_exec_abort_all(struct sbx *sb, int reason) {
         while (sb->execs) {
                 struct sbx_exec *x = sb->execs;
+                ref(x);
                 if (!x->exited) {
                         x->exited = true;
                         x->status = SIGKILL;
                         x->reason = reason;
                 }
-                /* Deliver what is already in the pipes, then end. */
-                x->paused = false;
+                /* Keep what is already in the pipes (as far as the log
+                 * takes it), then end. */
                 for (int i = 0; i < 2; i++)
                         if (x->out_open[i])
                                 drain(x, i);
                 close_out(x, OUT_STDOUT);
                 close_out(x, OUT_STDERR);
                 finish(x);
+                unref(x);
         }
 }
 
-/* --- start / release --- */
+/* --- start / attach / release --- */
 
 static int set_nonblock(int fd) {
         int fl = fcntl(fd, F_GETFL);
         return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
+}
+
+static char **argv_dup(const Warren__V1__ExecStart *start) {
+        char **v = calloc(start->n_argv + 1, sizeof(char *));
+        if (!v)
+                return NULL;
+        for (size_t i = 0; i < start->n_argv; i++)
+                if (!(v[i] = strdup(start->argv[i]))) {
+                        for (size_t j = 0; j < i; j++)
+                                free(v[j]);
+                        free(v);
+                        return NULL;
+                }
+        return v;
 }
 
 int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
@@ -458,7 +774,7 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
                 }
                 free(kv);
         }
-        if (start->pty && !getenv("TERM")) {
+        if (start->pty) {
                 bool has = false;
                 for (char **p = env; *p; p++)
                         has |= strncmp(*p, "TERM=", 5) == 0;
@@ -476,7 +792,13 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
                 snprintf(cwd, sizeof(cwd), "%s/%s", sb->workdir, wd);
 
         struct sbx_exec *x = calloc(1, sizeof(*x));
-        if (!x) {
+        char **argv_copy = argv_dup(start);
+        if (!x || !argv_copy) {
+                free(x);
+                if (argv_copy)
+                        for (char **p = argv_copy; *p; p++)
+                                free(*p);
+                free(argv_copy);
                 sbx_env_free(env);
                 return err_set(e, -ENOMEM, "exec: out of memory");
         }
@@ -485,9 +807,15 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
         x->userdata = userdata;
         x->pty = start->pty;
         x->detach = start->detach;
+        x->argv = argv_copy;
+        x->started_ns = now_ns();
         x->id = ++sb->next_exec_id;
         snprintf(x->id_str, sizeof(x->id_str), "ex-%llu", (unsigned long long) x->id);
+        snprintf(x->sb_id, sizeof(x->sb_id), "%s", sb->id);
         x->out_fd[0] = x->out_fd[1] = x->in_fd = -EBADF;
+        if (sb->rt && rt_sandbox_oom_kills(sb->rt, &x->oom_base) == 0)
+                x->oom_known = true;
+        reg_add(x);
 
         int child[3] = {-EBADF, -EBADF, -EBADF};
         if (!x->pty) {
@@ -499,7 +827,10 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
                                         close(p[j][0]);
                                         close(p[j][1]);
                                 }
-                                free(x);
+                                x->cb = NULL;
+                                x->finished = true;
+                                x->forgotten = true;
+                                maybe_free(x);
                                 sbx_env_free(env);
                                 return err_set(e, r, "exec: pipe");
                         }
@@ -555,7 +886,7 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
         sb->execs = x;
         if (r < 0) {
                 x->cb = NULL;
-                x->released = true;
+                x->forgotten = true;
                 x->exited = true;
                 x->status = 126 << 8;
                 close_out(x, OUT_STDOUT);
@@ -575,22 +906,161 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
         return 0;
 }
 
+/* The id of the sandbox called key, live or not (the store knows it). */
+static int resolve_sandbox(struct sbx_manager *m, const char *key, char *id, size_t size,
+                           struct wr_err *e) {
+        if (!key || !*key)
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "sandbox: name the sandbox (id or name)");
+        struct sbx *sb = sbx_find_live(m, key);
+        if (sb) {
+                snprintf(id, size, "%s", sb->id);
+                return 0;
+        }
+        struct store_sandbox row = {0};
+        int r = sbx_lookup(m, key, &row, e);
+        if (r >= 0)
+                snprintf(id, size, "%s", row.id);
+        store_sandbox_clear(&row);
+        return r;
+}
+
+int sbx_exec_attach(struct sbx_manager *m, const Warren__V1__ExecAttach *a,
+                    const struct sbx_exec_callbacks *cb, void *userdata, struct sbx_exec **ret,
+                    struct wr_err *e) {
+        char sb_id[32];
+        int r = resolve_sandbox(m, a->sandbox, sb_id, sizeof(sb_id), e);
+        if (r < 0)
+                return r;
+        if (!a->exec_id || !*a->exec_id)
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "attach.exec_id: give the exec id (\"ex-N\")");
+        struct sbx_exec *x = reg_head;
+        while (x && (x->forgotten || strcmp(x->sb_id, sb_id) || strcmp(x->id_str, a->exec_id)))
+                x = x->reg_next;
+        if (!x)
+                return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                "exec %s of sandbox %s is unknown (or finished too long ago)",
+                                a->exec_id, a->sandbox);
+        if (a->offset > x->offset)
+                return err_setx(e, -EINVAL, WR_STATUS_OUT_OF_RANGE, WR_FAULT_CLIENT,
+                                "attach.offset: %llu is beyond the output so far (%llu bytes)",
+                                (unsigned long long) a->offset, (unsigned long long) x->offset);
+        ref(x);
+        if (x->cb) {
+                /* One client at a time: the newcomer takes over. */
+                const struct sbx_exec_callbacks *old = x->cb;
+                void *old_ud = x->userdata;
+                x->cb = NULL;
+                x->userdata = NULL;
+                if (old->on_detached)
+                        old->on_detached(x, old_ud);
+        }
+        x->cb = cb;
+        x->userdata = userdata;
+        x->paused = false;
+        x->started_sent = x->exit_sent = false;
+        x->sent = a->offset;
+        *ret = x;
+        kick(x);
+        unref(x);
+        return 0;
+}
+
 void sbx_exec_release(struct sbx_exec *x) {
-        if (!x || x->released)
+        if (!x || !x->cb)
                 return;
-        x->released = true;
+        ref(x);
         x->cb = NULL;
         x->userdata = NULL;
-        if (!x->finished) {
-                if (!x->detach && x->sb && !x->exited)
+        x->paused = false;
+        if (!x->finished && !x->detach) {
+                if (x->sb && !x->exited)
                         sbx_ctl_send_signal(x->sb, x->id, SIGKILL, true);
-                /* Nobody reads any more: discard output so the process never
-                 * blocks on a full pipe. */
-                sbx_exec_resume_output(x);
                 if (x->in_open && !x->pty) {
                         x->in_close_pending = true;
                         close_in(x);
                 }
         }
-        maybe_free(x);
+        /* Read on: a detached process keeps running, a killed one must be
+         * drained to its end. */
+        kick(x);
+        if (x->finished)
+                retain_trim();
+        unref(x);
+}
+
+const char *sbx_exec_id(const struct sbx_exec *x) {
+        return x->id_str;
+}
+
+int sbx_exec_list(struct sbx_manager *m, const char *sandbox, Warren__V1__Process ***ret,
+                  size_t *n_ret, struct wr_err *e) {
+        char sb_id[32];
+        int r = resolve_sandbox(m, sandbox, sb_id, sizeof(sb_id), e);
+        if (r < 0)
+                return r;
+        size_t n = 0;
+        for (struct sbx_exec *x = reg_head; x; x = x->reg_next)
+                n += !x->forgotten && !strcmp(x->sb_id, sb_id);
+        Warren__V1__Process **v = calloc(n + 1, sizeof(*v));
+        if (!v)
+                return err_set(e, -ENOMEM, "out of memory");
+        size_t k = 0;
+        for (struct sbx_exec *x = reg_head; x && k < n; x = x->reg_next) {
+                if (x->forgotten || strcmp(x->sb_id, sb_id))
+                        continue;
+                Warren__V1__Process *p = calloc(1, sizeof(*p));
+                if (!p) {
+                        sbx_exec_list_free(v, k);
+                        return err_set(e, -ENOMEM, "out of memory");
+                }
+                warren__v1__process__init(p);
+                v[k++] = p;
+                p->exec_id = x->id_str;
+                p->pid = x->pid;
+                size_t na = 0;
+                while (x->argv && x->argv[na])
+                        na++;
+                p->argv = x->argv;
+                p->n_argv = na;
+                p->running = !x->finished;
+                p->pty = x->pty;
+                p->started_at = calloc(1, sizeof(*p->started_at));
+                if (p->started_at) {
+                        warren__v1__timestamp__init(p->started_at);
+                        p->started_at->unix_nanos = x->started_ns;
+                }
+                if (x->finished) {
+                        p->exited = calloc(1, sizeof(*p->exited));
+                        if (p->exited) {
+                                warren__v1__exec_exited__init(p->exited);
+                                p->exited->exit_code = x->exit_code;
+                                p->exited->signal = x->exit_signo;
+                                p->exited->reason = (Warren__V1__ExitReason) x->exit_reason;
+                        }
+                }
+        }
+        *ret = v;
+        *n_ret = k;
+        return 0;
+}
+
+void sbx_exec_list_free(Warren__V1__Process **v, size_t n) {
+        if (!v)
+                return;
+        for (size_t i = 0; i < n; i++) {
+                free(v[i]->started_at);
+                free(v[i]->exited);
+                free(v[i]);
+        }
+        free(v);
+}
+
+void sbx_exec_forget_all(void) {
+        for (struct sbx_exec *x = reg_head, *nx; x; x = nx) {
+                nx = x->reg_next;
+                x->forgotten = true;
+                maybe_free(x);
+        }
 }

@@ -1244,6 +1244,7 @@ void sbx_manager_free(struct sbx_manager *m) {
         /* Let the handle close callbacks run, which unlink and free. */
         while (m->list)
                 uv_run(m->loop, UV_RUN_ONCE);
+        sbx_exec_forget_all();
         free(m->state_dir);
         free(m->init_path);
         free(m->default_image);

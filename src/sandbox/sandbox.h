@@ -145,6 +145,12 @@ struct sbx_exec_callbacks {
         void (*on_exited)(struct sbx_exec *x, int exit_code, int signo, int reason, void *userdata);
         /* stdin accepts data again after sbx_exec_write_stdin returned 1. */
         void (*on_stdin_ready)(struct sbx_exec *x, void *userdata);
+        /* Output between the offsets was dropped from the bounded log before
+         * this client saw it (re-attach from an old offset). */
+        void (*on_gap)(struct sbx_exec *x, uint64_t from, uint64_t to, void *userdata);
+        /* Another client attached (sbx_exec_attach): this one is detached,
+         * no further callback reaches it and it must not use x any more. */
+        void (*on_detached)(struct sbx_exec *x, void *userdata);
 };
 
 /* Start a process as start says, in the running sandbox start->sandbox
@@ -177,6 +183,38 @@ int sbx_exec_resize(struct sbx_exec *x, unsigned cols, unsigned rows);
 void sbx_exec_resume_output(struct sbx_exec *x);
 
 /* The caller lets go: no callback runs after this. A process still running
- * is killed (its process group, SIGKILL) unless it was started detached.
- * NULL ok. */
+ * is killed (its process group, SIGKILL) unless it was started detached; a
+ * detached one runs on, its output kept in the log (when the log is full of
+ * unread output the process blocks until a client attaches). NULL ok. */
 void sbx_exec_release(struct sbx_exec *x);
+
+/* Attach to the exec a->exec_id of sandbox a->sandbox (running, or finished
+ * and still retained): callbacks replay from a->offset (on_started first,
+ * on_gap when the log no longer holds a->offset, output, on_exited once
+ * over), then follow live; stdin, signals and resize work on the handle.
+ * One client at a time: an attached one is detached first (on_detached).
+ * Errors: -ENOENT (NOT_FOUND: sandbox or exec unknown or forgotten),
+ * -EINVAL (OUT_OF_RANGE: offset beyond the output so far). */
+int sbx_exec_attach(struct sbx_manager *m, const Warren__V1__ExecAttach *a,
+                    const struct sbx_exec_callbacks *cb, void *userdata, struct sbx_exec **ret,
+                    struct wr_err *e);
+
+/* The exec's id ("ex-N", unique within its sandbox). */
+const char *sbx_exec_id(const struct sbx_exec *x);
+
+/* The execs of a sandbox (id or name, live or not): running ones and
+ * finished ones still retained, oldest first. *ret (n entries) is freed
+ * with sbx_exec_list_free; the strings in it belong to the sessions (use
+ * before returning to the loop). -ENOENT for an unknown sandbox. */
+int sbx_exec_list(struct sbx_manager *m, const char *sandbox, Warren__V1__Process ***ret, size_t *n,
+                  struct wr_err *e);
+void sbx_exec_list_free(Warren__V1__Process **v, size_t n);
+
+/* Size of each exec's output log in bytes (default 16 MiB, at least 1
+ * MiB): 3/4 kept behind what the attached client was sent (re-attach from
+ * its last offset), 1/4 read ahead of it (then the process blocks). */
+void sbx_exec_set_log_size(size_t bytes);
+
+/* Forget every finished exec (daemon shutdown; sbx_manager_free calls it
+ * once the sandboxes are gone). */
+void sbx_exec_forget_all(void);

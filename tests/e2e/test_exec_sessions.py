@@ -1,0 +1,292 @@
+"""Exec sessions that survive their client (issue 5): exec ids, the bounded
+output log with offsets, detach / re-attach (also after kill -9 of the
+client, byte for byte), take-over by a second client, gaps, blocking when
+nobody reads, ListProcesses; signals by name and number, to the process or
+its group; typed exits: timeout within 100 ms, OOM under a memory limit."""
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import pytest
+
+import warren as wr
+from conftest import SANITIZED
+
+
+@pytest.fixture(scope="module")
+def client(sandbox_daemon):
+    with wr.SandboxClient(sandbox_daemon.unix_addr) as c:
+        yield c
+
+
+@pytest.fixture
+def sandbox(client):
+    sb = client.create(image="busybox:latest")
+    yield sb
+    sb.terminate(grace_period_seconds=1)
+
+
+def wait_for(pred, timeout=10.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def proc_info(sandbox, exec_id):
+    for p in sandbox.processes():
+        if p.exec_id == exec_id:
+            return p
+    return None
+
+
+# --- resumable sessions ---
+
+READER = textwrap.dedent("""
+    import os, sys
+    import warren as wr
+    addr, sb_id, out_path, mode = sys.argv[1:5]
+    with wr.SandboxClient(addr) as c:
+        sb = c.get(id=sb_id)
+        if mode == "start":
+            p = sb.exec_start("sh", "-c",
+                              "head -c 104857600 /dev/urandom | tee /tmp/x; echo done >&2",
+                              detach=True, text=False)
+            with open(out_path + ".id", "w") as f:
+                f.write(p.exec_id)
+        else:
+            with open(out_path + ".id") as f:
+                exec_id = f.read()
+            p = sb.attach(exec_id, offset=os.path.getsize(out_path), text=False)
+        marked = False
+        with open(out_path, "ab", buffering=0) as out:
+            for ev in p.output():
+                assert ev.gap is None, "gap %r" % (ev.gap,)
+                if ev.stdout_bytes:
+                    out.write(ev.stdout_bytes)
+                if ev.is_exited:
+                    print("EXIT", ev.reason, ev.exit_code, flush=True)
+                if mode == "start" and not marked and out.tell() >= 30 << 20:
+                    # Mid-stream: tell the test, then wait to be killed.
+                    open(out_path + ".mark", "w").close()
+                    marked = True
+                    import time
+                    time.sleep(3600)
+""")
+
+
+def test_kill9_client_reattach_100mb_byte_exact(sandbox, sandbox_daemon, tmp_path):
+    out = str(tmp_path / "out.bin")
+    script = str(tmp_path / "reader.py")
+    with open(script, "w") as f:
+        f.write(READER)
+    open(out, "wb").close()
+    env = dict(os.environ)
+    first = subprocess.Popen([sys.executable, script, sandbox_daemon.unix_addr, sandbox.id, out,
+                              "start"], env=env)
+    try:
+        wait_for(lambda: os.path.exists(out + ".mark") or first.poll() is not None, 120,
+                 "the first reader to get 30 MB")
+        assert first.poll() is None, "the first reader ended early"
+        first.kill()  # SIGKILL: no goodbye to the daemon
+        first.wait()
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    got = os.path.getsize(out)
+    assert 30 << 20 <= got < 100 << 20
+    exec_id = open(out + ".id").read()
+    # The process runs on (detached) or has finished; either way it is listed.
+    assert proc_info(sandbox, exec_id) is not None
+    second = subprocess.run([sys.executable, script, sandbox_daemon.unix_addr, sandbox.id, out,
+                             "attach"], env=env, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0, second.stderr
+    assert "EXIT exited 0" in second.stdout
+    assert os.path.getsize(out) == 100 << 20
+    h = hashlib.sha256()
+    with open(out, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    r = sandbox.exec("sha256sum", "/tmp/x")
+    assert r.exit_code == 0
+    assert r.stdout_text.split()[0] == h.hexdigest()
+
+
+def test_exec_ids_unique_and_listed(sandbox):
+    a = sandbox.exec_start("sleep", "30")
+    b = sandbox.exec_start("sleep", "30")
+    assert a.exec_id.startswith("ex-") and a.exec_id != b.exec_id
+    procs = {p.exec_id: p for p in sandbox.processes()}
+    assert procs[a.exec_id].running and procs[a.exec_id].argv == ["sleep", "30"]
+    assert procs[a.exec_id].pid == a.pid and procs[a.exec_id].started_at is not None
+    a.send_signal("KILL")
+    b.send_signal(9)
+    assert a.wait().reason == "signaled" and b.wait().signal == 9
+
+
+def test_detached_survives_client_and_takes_stdin_again(sandbox):
+    p = sandbox.exec_start("sh", "-c", "echo ready; read a; echo got $a", detach=True)
+    exec_id = p.exec_id
+    first = next(ev for ev in p.output() if ev.stdout)
+    assert first.stdout == "ready\n" and first.offset == 6
+    p.detach()
+    time.sleep(0.3)
+    info = proc_info(sandbox, exec_id)
+    assert info is not None and info.running
+    q = sandbox.attach(exec_id, offset=6)
+    assert q.exec_id == exec_id and q.pid == p.pid
+    q.write_stdin("hello\n")
+    r = q.wait()
+    assert r.exit_code == 0 and r.stdout_text == "got hello\n"
+
+
+def test_not_detached_dies_with_its_client(sandbox):
+    p = sandbox.exec_start("sleep", "100")
+    exec_id = p.exec_id
+    p.cancel()
+    info = wait_for(lambda: (lambda i: i if i and not i.running else None)(
+        proc_info(sandbox, exec_id)), 10, "the process to be killed")
+    assert info.reason == "signaled" and info.signal == signal.SIGKILL
+    # A late attach gets the exit too.
+    r = sandbox.attach(exec_id).wait()
+    assert r.reason == "signaled"
+
+
+def test_finished_exec_replays_tail_and_exit(sandbox):
+    p = sandbox.exec_start("sh", "-c", "echo one; echo two >&2; echo three; exit 3", detach=True)
+    exec_id = p.exec_id
+    p.detach()
+    wait_for(lambda: not proc_info(sandbox, exec_id).running, 10, "the exit")
+    r = sandbox.attach(exec_id).wait()
+    assert r.exit_code == 3 and r.stdout_text == "one\nthree\n" and r.stderr_text == "two\n"
+    # From an offset: only what follows it (offsets count both streams).
+    r = sandbox.attach(exec_id, offset=4).wait()
+    assert r.stdout_text == "three\n" and r.stderr_text == "two\n"
+    r = sandbox.attach(exec_id, offset=14).wait()
+    assert r.stdout_text == "" and r.stderr_text == "" and r.exit_code == 3
+    with pytest.raises(wr.OutOfRange):
+        sandbox.attach(exec_id, offset=15)
+    with pytest.raises(wr.NotFound):
+        sandbox.attach("ex-999999")
+
+
+def test_second_attach_takes_over(sandbox):
+    p = sandbox.exec_start("sh", "-c", "read a; echo got $a", detach=True)
+    q = sandbox.attach(p.exec_id)
+    with pytest.raises(wr.Aborted):
+        p.wait()
+    q.write_stdin("x\n")
+    assert q.wait().stdout_text == "got x\n"
+
+
+def test_old_offset_reports_gap(sandbox):
+    # 40 MB through one client, then an attach from 0: the 16 MiB log no
+    # longer holds the start.
+    p = sandbox.exec_start("sh", "-c", "head -c 40000000 /dev/zero", detach=True, text=False)
+    n = 0
+    for ev in p.output():
+        n += len(ev.stdout_bytes or b"")
+    assert n == 40000000
+    q = sandbox.attach(p.exec_id, offset=0, text=False)
+    evs = list(q.output())
+    assert evs[0].gap is not None and evs[0].gap[0] == 0
+    gap_to = evs[0].gap[1]
+    assert 40000000 - 16 * 2**20 <= gap_to < 40000000
+    assert sum(len(ev.stdout_bytes or b"") for ev in evs) == 40000000 - gap_to
+    assert evs[-1].is_exited and evs[-1].exit_code == 0
+
+
+def test_nobody_reading_blocks_the_process(sandbox):
+    # Detached and nobody attached: the log fills, then the process blocks
+    # (nothing is dropped) until a client reads.
+    p = sandbox.exec_start("sh", "-c", "head -c 50000000 /dev/zero; touch /tmp/done",
+                           detach=True, text=False)
+    p.detach()
+    time.sleep(1.5)
+    assert sandbox.exec("test", "-e", "/tmp/done").exit_code == 1
+    q = sandbox.attach(p.exec_id, text=False)
+    n, gaps = 0, 0
+    for ev in q.output():
+        n += len(ev.stdout_bytes or b"")
+        gaps += ev.gap is not None
+    assert n == 50000000 and gaps == 0
+    assert sandbox.exec("test", "-e", "/tmp/done").exit_code == 0
+
+
+# --- signals ---
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "INT", "SIGUSR1", "KILL", 15, 2, 10, 9,
+                                 signal.SIGUSR1])
+def test_signal_by_name_and_number(sandbox, sig):
+    p = sandbox.exec_start("sleep", "100")
+    p.send_signal(sig)
+    r = p.wait()
+    expect = {"SIGTERM": 15, "INT": 2, "SIGUSR1": 10, "KILL": 9}.get(sig, sig)
+    assert r.reason == "signaled" and r.signal == int(expect)
+    assert r.exit_code == 128 + int(expect)
+
+
+def test_bad_signal_names_rejected(sandbox):
+    p = sandbox.exec_start("sleep", "100")
+    with pytest.raises(ValueError):
+        p.send_signal("SIGNOPE")
+    with pytest.raises(ValueError):
+        p.send_signal(0)
+    p.send_signal("KILL")
+    p.wait()
+
+
+def sleeps(sandbox):
+    r = sandbox.exec("sh", "-c", "for p in /proc/[0-9]*; do cat $p/comm 2>/dev/null; done")
+    return r.stdout.count("sleep")
+
+
+def test_group_signal_kills_the_whole_tree(sandbox):
+    p = sandbox.exec_start("sh", "-c", "sleep 100 & sleep 100")
+    wait_for(lambda: sleeps(sandbox) == 2, 5, "two sleeps")
+    p.send_signal("TERM", group=True)
+    r = p.wait()
+    assert r.reason == "signaled" and r.signal == signal.SIGTERM
+    wait_for(lambda: sleeps(sandbox) == 0, 5, "no sleep left")
+
+
+def test_plain_signal_spares_the_group(sandbox):
+    p = sandbox.exec_start("sh", "-c", "sleep 100 & sleep 100; true")
+    wait_for(lambda: sleeps(sandbox) == 2, 5, "two sleeps")
+    p.send_signal("KILL")
+    assert p.wait().signal == signal.SIGKILL
+    assert sleeps(sandbox) == 2  # the children live on (not in the group kill)
+
+
+# --- typed exits ---
+
+def test_timeout_reported_within_100ms(sandbox):
+    for deadline in (0.5, 1.0):
+        t0 = time.monotonic()
+        r = sandbox.exec("sh", "-c", "sleep 100 & sleep 100", timeout_secs=deadline)
+        late = time.monotonic() - t0 - deadline
+        assert r.reason == "timeout" and r.signal == signal.SIGKILL
+        assert 0 <= late < (0.3 if SANITIZED else 0.1), "timeout reported %.3f s late" % late
+    assert sleeps(sandbox) == 0
+
+
+def test_oom_kill_reported(client):
+    sb = client.create(image="busybox:latest", memory="64Mi")
+    try:
+        r = sb.exec("dd", "if=/dev/zero", "of=/dev/null", "bs=200M", "count=1")
+        assert r.reason == "oom" and r.signal == signal.SIGKILL, r
+        # A plain SIGKILL in the same sandbox is still "signaled".
+        r = sb.exec("sh", "-c", "kill -KILL $$")
+        assert r.reason == "signaled"
+        assert sb.exec("echo", "alive").stdout_text == "alive\n"
+    finally:
+        sb.terminate(grace_period_seconds=1)
