@@ -53,10 +53,15 @@ else
   cat "$TMP/server.log" >&2
   exit 1
 fi
-rss() { awk '/VmRSS/ {print $2}' "/proc/$SRV_PID/status"; }
+# VmRSS counts resident shared-library pages too; Private_Dirty is the
+# server's own memory.
+rss() {
+  echo "$(awk '/VmRSS/ {print $2}' "/proc/$SRV_PID/status") kB" \
+       "(private dirty $(awk '/^Private_Dirty/ {print $2}' "/proc/$SRV_PID/smaps_rollup") kB)"
+}
 sleep 0.3
 echo "server: $SERVER (pid $SRV_PID)"
-echo "server-idle-rss: $(rss) kB"
+echo "server-idle-rss: $(rss)"
 
 RUNS=${RUNS:-1}
 RPCC="$BUILD/bench/rpc-c"
@@ -70,7 +75,7 @@ done
 "$PYTHON" "$ROOT/bench/rpc.py" --addr "127.0.0.1:$PORT" --seconds 3 | sed 's/^grpcio-unary:/grpcio-unary-tcp:/'
 # Cached message buffers are returned 100 ms after the last call.
 sleep 0.5
-echo "server-rss-after-load: $(rss) kB"
+echo "server-rss-after-load: $(rss)"
 
 # TLS: a second server with a throw-away CA and certificate.
 if command -v openssl >/dev/null; then

@@ -200,7 +200,38 @@ static void msgq_append(struct h2_msgq *q, struct h2_chunk *c) {
         else
                 q->head = c;
         q->tail = c;
-        q->bytes += c->len;
+        q->bytes += c->len - c->off;
+}
+
+struct h2_chunk *h2_chunk_new(size_t cap) {
+        if (cap > UINT32_MAX)
+                return NULL;
+        struct h2_chunk *c = h2_mem_alloc(sizeof(*c) + GRPC_FRAME_HEADER + cap);
+        if (!c)
+                return NULL;
+        c->len = GRPC_FRAME_HEADER + cap;
+        c->off = 0;
+        c->refs = 1;
+        c->next = NULL;
+        return c;
+}
+
+void h2_chunk_unref(struct h2_chunk *c) {
+        if (c)
+                chunk_unref(c);
+}
+
+int h2_msgq_push_chunk(struct h2_msgq *q, struct h2_chunk *c, size_t off, size_t len, size_t max) {
+        if (off > c->len - GRPC_FRAME_HEADER || len > c->len - GRPC_FRAME_HEADER - off)
+                return -EINVAL;
+        if ((max && len > max) || len > UINT32_MAX)
+                return -EMSGSIZE;
+        /* The prefix goes right before the message, in the head room. */
+        grpc_frame_header(c->data + off, len);
+        c->off = off;
+        c->len = off + GRPC_FRAME_HEADER + len;
+        msgq_append(q, c);
+        return 0;
 }
 
 int h2_msgq_push(struct h2_msgq *q, const ProtobufCMessage *msg, size_t max) {

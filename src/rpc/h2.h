@@ -93,6 +93,16 @@ int h2_msgq_push(struct h2_msgq *q, const ProtobufCMessage *msg, size_t max);
 /* Queue an already packed message (len bytes, no prefix): the prefix is
  * added and the bytes copied. Same returns as h2_msgq_push. */
 int h2_msgq_push_packed(struct h2_msgq *q, const void *data, size_t len, size_t max);
+/* A chunk with room for cap message bytes at data + GRPC_FRAME_HEADER (the
+ * prefix goes in front), one reference, not queued. NULL on failure. */
+struct h2_chunk *h2_chunk_new(size_t cap);
+/* Drop a reference to a chunk that was never queued. NULL ok. */
+void h2_chunk_unref(struct h2_chunk *c);
+/* Queue the message at data + GRPC_FRAME_HEADER + off, len bytes, taking
+ * the caller's reference. Returns 0, -EINVAL (outside the chunk) or
+ * -EMSGSIZE (above max, 0 = no limit); on failure the reference stays the
+ * caller's. */
+int h2_msgq_push_chunk(struct h2_msgq *q, struct h2_chunk *c, size_t off, size_t len, size_t max);
 /* Copy up to len bytes from the front into out and drop them. Returns the
  * count copied. */
 size_t h2_msgq_read(struct h2_msgq *q, uint8_t *out, size_t len);

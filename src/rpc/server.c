@@ -247,8 +247,8 @@ static int submit_trailers(struct rpc_call *call, bool trailers_only) {
                 return -ENOMEM;
         int st = call->status >= 0 && call->status <= 16 ? call->status : WR_STATUS_UNKNOWN;
         if (call->s->cfg.on_call_status)
-                call->s->cfg.on_call_status(call->method && call->path ? call->path : "unknown",
-                                            st, call->s->cfg.on_call_status_userdata);
+                call->s->cfg.on_call_status(call->method && call->path ? call->path : "unknown", st,
+                                            call->s->cfg.on_call_status_userdata);
         nghttp2_nv nva[5];
         size_t n = 0;
         if (trailers_only) {
@@ -354,12 +354,10 @@ static void finish_by_layer(struct rpc_call *call, int status, const char *messa
         }
 }
 
-int rpc_call_send(struct rpc_call *call, const ProtobufCMessage *msg) {
-        if (call->finished || !call->conn)
-                return -ECANCELED;
-        int r = h2_msgq_push(&call->q, msg, call->s->cfg.max_send_message);
-        if (r < 0)
-                return r;
+/* A message was queued: make sure it goes out, report the high-water
+ * mark. */
+static int call_queued(struct rpc_call *call) {
+        int r;
         if (!call->headers_sent) {
                 r = submit_response_headers(call);
                 if (r < 0)
@@ -372,6 +370,46 @@ int rpc_call_send(struct rpc_call *call, const ProtobufCMessage *msg) {
                 return 1;
         }
         return 0;
+}
+
+int rpc_call_send(struct rpc_call *call, const ProtobufCMessage *msg) {
+        if (call->finished || !call->conn)
+                return -ECANCELED;
+        int r = h2_msgq_push(&call->q, msg, call->s->cfg.max_send_message);
+        if (r < 0)
+                return r;
+        return call_queued(call);
+}
+
+int rpc_buf_alloc(struct rpc_buf *b, size_t cap) {
+        struct h2_chunk *c = h2_chunk_new(cap);
+        if (!c)
+                return -ENOMEM;
+        b->data = c->data + GRPC_FRAME_HEADER;
+        b->cap = cap;
+        b->priv = c;
+        return 0;
+}
+
+void rpc_buf_free(struct rpc_buf *b) {
+        h2_chunk_unref(b->priv);
+        *b = (struct rpc_buf){0};
+}
+
+int rpc_call_send_buf(struct rpc_call *call, struct rpc_buf *b, size_t off, size_t len) {
+        if (!b->priv)
+                return -EINVAL;
+        if (call->finished || !call->conn) {
+                rpc_buf_free(b);
+                return -ECANCELED;
+        }
+        int r = h2_msgq_push_chunk(&call->q, b->priv, off, len, call->s->cfg.max_send_message);
+        if (r < 0) {
+                rpc_buf_free(b);
+                return r;
+        }
+        *b = (struct rpc_buf){0};
+        return call_queued(call);
 }
 
 int rpc_call_finish(struct rpc_call *call, int status, const char *message) {

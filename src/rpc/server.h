@@ -122,6 +122,29 @@ void rpc_server_free(struct rpc_server *s);
  * message exceeds max_send_message. Never blocks. */
 int rpc_call_send(struct rpc_call *call, const ProtobufCMessage *msg);
 
+/* Sending pre-encoded messages without a copy (an addition for producers
+ * that can write a message's protobuf encoding themselves, e.g. read(2)
+ * straight into a bytes field): allocate a buffer, write the encoding
+ * anywhere in it, queue it. The layer frames the message in place and
+ * writes it to the socket from that buffer. */
+struct rpc_buf {
+        uint8_t *data; /* cap writable bytes */
+        size_t cap;
+        void *priv; /* the layer's */
+};
+
+/* Allocate b with room for cap bytes. Returns 0 or -ENOMEM. */
+int rpc_buf_alloc(struct rpc_buf *b, size_t cap);
+
+/* Free a buffer that was not sent. Safe on a zeroed or sent buffer. */
+void rpc_buf_free(struct rpc_buf *b);
+
+/* Queue b->data[off, off + len), the encoding of one message of the
+ * method's output type (not checked), as the next response message. The
+ * buffer is consumed whatever the result (*b is zeroed). Returns like
+ * rpc_call_send, or -EINVAL when the range is outside the buffer. */
+int rpc_call_send_buf(struct rpc_call *call, struct rpc_buf *b, size_t off, size_t len);
+
 /* Finish the call: queued messages, then trailers with status and message
  * (percent-encoded by the layer). A call with nothing sent and an error
  * status goes out trailers-only. Returns 0 or -ECANCELED if already over. */
