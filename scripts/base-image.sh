@@ -4,7 +4,7 @@
 # openssh-client, procps and bash, an empty /workspace, no apt lists or
 # caches, written as a tarball for `warren image import`.
 #
-#   scripts/base-image.sh [--cache DIR] [--rebuild] [OUT.tar]
+#   scripts/base-image.sh [--cache DIR] [--mirror URL] [--rebuild] [OUT.tar]
 #
 # The tarball is built once with mmdebstrap and cached under DIR (default
 # ${XDG_CACHE_HOME:-~/.cache}/warren/base-image/), keyed by a hash of the
@@ -12,7 +12,9 @@
 # is instant. OUT.tar, when given, receives a copy (a hard link when on the
 # same file system); the cached path is printed on stdout either way.
 # Packages come from the Debian mirrors the host's apt configuration names
-# (/etc/apt/sources.list and /etc/apt/sources.list.d/); no registry is used.
+# (/etc/apt/sources.list and /etc/apt/sources.list.d/), or from --mirror URL
+# (or $WARREN_DEBIAN_MIRROR: a Debian mirror or apt proxy such as
+# http://apt-cacher:3142/debian); no registry is used.
 # Progress lines go to stderr. Exit status 0 on success, 1 on failure (no
 # mirror reachable, mmdebstrap missing, ...), 2 on a usage error.
 set -euo pipefail
@@ -31,15 +33,17 @@ DPKG_OPTS=(
   'path-exclude=/usr/share/lintian/*'
 )
 
-usage() { echo "usage: $0 [--cache DIR] [--rebuild] [OUT.tar]" >&2; exit 2; }
+usage() { echo "usage: $0 [--cache DIR] [--mirror URL] [--rebuild] [OUT.tar]" >&2; exit 2; }
 say() { echo "base-image: $*" >&2; }
 
 cache=${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/warren/base-image
 out=""
 rebuild=0
+mirror=${WARREN_DEBIAN_MIRROR:-}
 while [ $# -gt 0 ]; do
   case $1 in
     --cache) [ $# -ge 2 ] || usage; cache=$2; shift 2 ;;
+    --mirror) [ $# -ge 2 ] || usage; mirror=$2; shift 2 ;;
     --rebuild) rebuild=1; shift ;;
     -h|--help) usage ;;
     -*) usage ;;
@@ -88,7 +92,11 @@ trap 'rm -rf "$tmp"' EXIT
 sources="$tmp/sources.list"
 : >"$sources"
 suite_re="^($SUITE|$SUITE-updates|$SUITE-security)\$"
+if [ -n "$mirror" ]; then
+  for s in "$SUITE" "$SUITE-updates"; do echo "deb $mirror $s main" >>"$sources"; done
+fi
 for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+  [ -z "$mirror" ] || break
   [ -f "$f" ] || continue
   # one-line style: deb [opts] URI SUITE COMPONENTS...
   while read -r type rest; do
@@ -105,6 +113,7 @@ for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
   done <"$f"
 done
 for f in /etc/apt/sources.list.d/*.sources; do
+  [ -z "$mirror" ] || break
   [ -f "$f" ] || continue
   # deb822: blank-line separated stanzas with Types/URIs/Suites/Components
   awk -v re="$suite_re" '
