@@ -7,6 +7,8 @@
 # with WorkingDir /workspace. No registry is involved. When the build fails
 # (no Debian mirror reachable) the busybox-static root filesystem
 # (tests/images/busybox-rootfs.sh) is imported instead, with a warning.
+# WARREND_ARGS adds flags to warrend (word-split), e.g.
+#   make run WARREND_ARGS="--registry-config /etc/warren/registries.json"
 #   scripts/run.sh BUILD_DIR STATE_DIR LISTEN
 set -euo pipefail
 build=$1; state=$2; listen=$3
@@ -15,7 +17,8 @@ warrend="$build/src/daemon/warrend"
 warren="$build/src/cli/warren"
 mkdir -p "$state"
 
-"$warrend" --state-dir "$state" --listen "$listen" &
+# shellcheck disable=SC2086 # WARREND_ARGS is a list of flags
+"$warrend" --state-dir "$state" --listen "$listen" ${WARREND_ARGS:-} &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid' INT TERM
 export WARREN_ADDR="$listen"
