@@ -14,6 +14,7 @@ DEB_PACKAGES=(
   libhttp-parser-dev bubblewrap crun
   docker-registry skopeo
   mmdebstrap
+  tmux
 )
 PY_MODULES=(grpc:grpcio grpc_tools:grpcio-tools google.protobuf:protobuf pytest:pytest)
 

@@ -69,6 +69,8 @@ int cli_cmd_run(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_image(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_secret(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_volume(struct cli_ctx *ctx, int argc, char **argv);
+int cli_cmd_ps(struct cli_ctx *ctx, int argc, char **argv);
+int cli_cmd_shell(struct cli_ctx *ctx, int argc, char **argv);
 
 /* --- argument parsing --- */
 
@@ -247,6 +249,9 @@ struct cli_exec_opts {
         double timeout;
         char **env_keys, **env_values;
         size_t n_env;
+        bool detach;           /* start detached: print the exec id and leave */
+        const char *attach_id; /* re-attach to this exec instead of starting */
+        uint64_t offset;       /* ... from this output offset */
 };
 
 /* Run argv in sandbox (id or name) over the Exec stream: output to fd

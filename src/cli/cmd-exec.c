@@ -1,13 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* warren exec and warren run: a process in a sandbox over the
+/* warren exec, run, shell and ps: a process in a sandbox over the
  * bidirectional Exec stream, driven by libuv. Output goes to fd 1/2;
  * stdin is forwarded with -i (tty, pipe or file); SIGINT, SIGTERM, SIGHUP
- * and SIGQUIT are forwarded to the process; the exit code passes through. */
+ * and SIGQUIT are forwarded to the process; the exit code passes through.
+ * -t: a PTY in the sandbox, the local terminal in raw mode (restored on
+ * exit), window size at start and on SIGWINCH. --detach prints the exec
+ * id and leaves the process running; --attach EXEC_ID [--offset N] picks
+ * it up again (replay from the offset, then live). */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -33,7 +40,7 @@ struct exec_state {
         bool raw;
         uv_signal_t sig[N_SIGNALS];
         int n_interrupts;
-        bool started, exited, closed;
+        bool started, exited, closed, detached;
         int exit_code, status;
         char *message;
 };
@@ -205,6 +212,15 @@ static void on_message(struct rpc_stream *s, const ProtobufCMessage *msg, void *
         switch (r->kind_case) {
         case WARREN__V1__EXEC_RESPONSE__KIND_STARTED:
                 st->started = true;
+                if (st->o->detach) {
+                        /* Detached: say which exec it is and leave it running. */
+                        printf("%s\n", r->started->exec_id);
+                        fflush(stdout);
+                        st->detached = true;
+                        in_close(st);
+                        rpc_stream_cancel(st->stream);
+                        break;
+                }
                 send_resize(st);
                 break;
         case WARREN__V1__EXEC_RESPONSE__KIND_STDOUT:
@@ -224,8 +240,11 @@ static void on_message(struct rpc_stream *s, const ProtobufCMessage *msg, void *
                 in_close(st);
                 break;
         case WARREN__V1__EXEC_RESPONSE__KIND_GAP:
-                fprintf(stderr, "warren: %llu bytes of output were dropped\n",
-                        (unsigned long long) (r->gap->to_offset - r->gap->from_offset));
+                fprintf(stderr,
+                        "warren: output %" PRIu64 "-%" PRIu64
+                        " is no longer kept by the daemon (%" PRIu64 " bytes skipped)\n",
+                        r->gap->from_offset, r->gap->to_offset,
+                        r->gap->to_offset - r->gap->from_offset);
                 break;
         default:
                 break;
@@ -291,9 +310,18 @@ int cli_exec_run(struct cli_ctx *ctx, const char *sandbox, int argc, char **argv
                 st.raw = true;
         }
 
+        start.detach = o->detach;
+        Warren__V1__ExecAttach att = WARREN__V1__EXEC_ATTACH__INIT;
         Warren__V1__ExecRequest req = WARREN__V1__EXEC_REQUEST__INIT;
         req.kind_case = WARREN__V1__EXEC_REQUEST__KIND_START;
         req.start = &start;
+        if (o->attach_id) {
+                att.sandbox = (char *) sandbox;
+                att.exec_id = (char *) o->attach_id;
+                att.offset = o->offset;
+                req.kind_case = WARREN__V1__EXEC_REQUEST__KIND_ATTACH;
+                req.attach = &att;
+        }
         for (size_t i = 0; i < N_SIGNALS; i++) {
                 uv_signal_init(ctx->loop, &st.sig[i]);
                 st.sig[i].data = &st;
@@ -313,16 +341,26 @@ int cli_exec_run(struct cli_ctx *ctx, const char *sandbox, int argc, char **argv
         for (size_t i = 0; i < N_SIGNALS && !st.closed; i++)
                 uv_signal_start(&st.sig[i], on_signal, forwarded_signals[i]);
         st.in_buf = cli_alloc(64 * 1024);
-        if (o->interactive && !st.closed)
+        /* -d -i: stdin stays open for a later --attach -i; an attach leaves
+         * the process's stdin as it is. */
+        if (o->interactive && !o->detach && !st.closed)
                 in_open(&st);
-        else
+        else if (!o->attach_id && !(o->detach && o->interactive))
                 send_close_stdin(&st);
-        if (st.raw && st.in_is_tty)
+        /* Our own copy of the terminal settings: libuv's reset works on the
+         * fd of the tty handle, which is closed by the time we get back. */
+        struct termios saved;
+        bool restore = false;
+        if (st.raw && st.in_is_tty) {
+                restore = tcgetattr(STDIN_FILENO, &saved) == 0;
                 uv_tty_set_mode(&st.in.tty, UV_TTY_MODE_RAW);
+        }
 
         r = rpc_client_run(ctx->client);
         if (st.raw) {
                 uv_tty_reset_mode();
+                if (restore)
+                        (void) tcsetattr(STDIN_FILENO, TCSADRAIN, &saved);
                 uv_close((uv_handle_t *) &st.out_tty, NULL);
         }
         if (!st.closed) {
@@ -344,6 +382,8 @@ int cli_exec_run(struct cli_ctx *ctx, const char *sandbox, int argc, char **argv
 
         if (st.exited)
                 return st.exit_code;
+        if (st.detached)
+                return CLI_EXIT_OK;
         if (st.n_interrupts >= 3)
                 return 128 + SIGINT;
         if (st.status != 0) {
@@ -356,7 +396,7 @@ int cli_exec_run(struct cli_ctx *ctx, const char *sandbox, int argc, char **argv
 
 /* --- warren exec / warren run --- */
 
-enum { OPT_TIMEOUT = CLI_OPT_FIRST_LOCAL, OPT_KEEP, OPT_GRACE };
+enum { OPT_TIMEOUT = CLI_OPT_FIRST_LOCAL, OPT_KEEP, OPT_GRACE, OPT_ATTACH, OPT_OFFSET, OPT_JSON };
 
 /* Parse an exec option; 1 handled, 0 not an exec option, -2 usage error. */
 static int exec_opt(struct cli_exec_opts *o, int c, const char *cmd, const char *usage) {
@@ -386,6 +426,24 @@ static int exec_opt(struct cli_exec_opts *o, int c, const char *cmd, const char 
         case 'w':
                 o->workdir = optarg;
                 return 1;
+        case 'd':
+                o->detach = true;
+                return 1;
+        case OPT_ATTACH:
+                o->attach_id = optarg;
+                return 1;
+        case OPT_OFFSET: {
+                char *end;
+                errno = 0;
+                unsigned long long n = strtoull(optarg, &end, 10);
+                if (errno || end == optarg || *end || optarg[0] == '-') {
+                        cli_usage_error(cmd, usage, "--offset wants a byte offset, got '%s'",
+                                        optarg);
+                        return -CLI_EXIT_USAGE;
+                }
+                o->offset = n;
+                return 1;
+        }
         default:
                 return 0;
         }
@@ -397,14 +455,18 @@ int cli_cmd_exec(struct cli_ctx *ctx, int argc, char **argv) {
                                                  {"workdir", required_argument, NULL, 'w'},
                                                  {"env", required_argument, NULL, 'e'},
                                                  {"timeout", required_argument, NULL, OPT_TIMEOUT},
+                                                 {"detach", no_argument, NULL, 'd'},
+                                                 {"attach", required_argument, NULL, OPT_ATTACH},
+                                                 {"offset", required_argument, NULL, OPT_OFFSET},
                                                  CLI_COMMON_LONGOPTS,
                                                  {}};
         const char *cmd = "exec",
-                   *usage = "[-i] [-t] [-w DIR] [-e K=V]... [--timeout S] ID|NAME -- CMD...";
+                   *usage = "[-i] [-t] [-d] [-w DIR] [-e K=V]... [--timeout S] ID|NAME -- CMD... "
+                            "| --attach EXEC_ID [--offset N] [-i] [-t] ID|NAME";
         struct cli_exec_opts o = {0};
         int c;
         /* '+': options end at ID|NAME, so the command's own flags stay its own. */
-        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "+hitw:e:", longopts)) != -1) {
+        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "+hitdw:e:", longopts)) != -1) {
                 if (c == CLI_GETOPT_HELP)
                         return CLI_EXIT_OK;
                 if (c < 0)
@@ -418,11 +480,149 @@ int cli_cmd_exec(struct cli_ctx *ctx, int argc, char **argv) {
         if (optind >= argc)
                 return cli_usage_error(cmd, usage, "missing ID|NAME");
         const char *sandbox = argv[optind++];
+        if (o.attach_id) {
+                if (optind < argc)
+                        return cli_usage_error(cmd, usage,
+                                               "--attach takes no command (the exec has one)");
+                if (o.detach)
+                        return cli_usage_error(cmd, usage,
+                                               "--attach and --detach exclude each other");
+                return cli_exec_run(ctx, sandbox, 0, NULL, &o);
+        }
+        if (o.offset)
+                return cli_usage_error(cmd, usage, "--offset goes with --attach");
         if (optind < argc && strcmp(argv[optind], "--") == 0)
                 optind++;
         if (optind >= argc)
                 return cli_usage_error(cmd, usage, "missing the command to run");
         return cli_exec_run(ctx, sandbox, argc - optind, argv + optind, &o);
+}
+
+/* --- warren shell --- */
+
+int cli_cmd_shell(struct cli_ctx *ctx, int argc, char **argv) {
+        static const struct option longopts[] = {{"workdir", required_argument, NULL, 'w'},
+                                                 {"env", required_argument, NULL, 'e'},
+                                                 CLI_COMMON_LONGOPTS,
+                                                 {}};
+        const char *cmd = "shell", *usage = "[-w DIR] [-e K=V]... ID|NAME";
+        struct cli_exec_opts o = {.interactive = true, .tty = true};
+        int c;
+        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "+hw:e:", longopts)) != -1) {
+                if (c == CLI_GETOPT_HELP)
+                        return CLI_EXIT_OK;
+                if (c < 0)
+                        return CLI_EXIT_USAGE;
+                int r = exec_opt(&o, c, cmd, usage);
+                if (r < 0)
+                        return -r;
+                if (r == 0)
+                        return CLI_EXIT_USAGE;
+        }
+        if (optind + 1 != argc)
+                return cli_usage_error(cmd, usage, "give exactly one ID|NAME");
+        /* The local terminal type travels along (unless -e TERM=... set it). */
+        const char *term = getenv("TERM");
+        bool has_term = false;
+        for (size_t i = 0; i < o.n_env; i++)
+                has_term |= strcmp(o.env_keys[i], "TERM") == 0;
+        if (term && *term && !has_term) {
+                size_t nk = o.n_env;
+                cli_push((void ***) &o.env_keys, &nk, cli_strdup("TERM"));
+                cli_push((void ***) &o.env_values, &o.n_env, cli_strdup(term));
+        }
+        /* The sandbox's $SHELL when it has one that runs, else /bin/sh. */
+        static char *shell_argv[] = {
+                "/bin/sh", "-c",
+                "if [ -n \"$SHELL\" ] && [ -x \"$SHELL\" ]; then exec \"$SHELL\"; fi; exec /bin/sh",
+                NULL};
+        return cli_exec_run(ctx, argv[optind], 3, shell_argv, &o);
+}
+
+/* --- warren ps --- */
+
+static const char *exit_text(const Warren__V1__ExecExited *x, char buf[static 32]) {
+        switch (x->reason) {
+        case WARREN__V1__EXIT_REASON__EXIT_REASON_EXITED:
+                snprintf(buf, 32, "exited %d", x->exit_code);
+                break;
+        case WARREN__V1__EXIT_REASON__EXIT_REASON_SIGNALED:
+                snprintf(buf, 32, "signaled %s", sigabbrev_np(x->signal) ?: "?");
+                break;
+        case WARREN__V1__EXIT_REASON__EXIT_REASON_TIMEOUT:
+                snprintf(buf, 32, "timeout");
+                break;
+        case WARREN__V1__EXIT_REASON__EXIT_REASON_OOM:
+                snprintf(buf, 32, "oom-killed");
+                break;
+        case WARREN__V1__EXIT_REASON__EXIT_REASON_SANDBOX_TERMINATED:
+                snprintf(buf, 32, "sandbox terminated");
+                break;
+        default:
+                snprintf(buf, 32, "ended");
+                break;
+        }
+        return buf;
+}
+
+int cli_cmd_ps(struct cli_ctx *ctx, int argc, char **argv) {
+        static const struct option longopts[] = {
+                {"json", no_argument, NULL, OPT_JSON}, CLI_COMMON_LONGOPTS, {}};
+        const char *cmd = "ps", *usage = "[--json] ID|NAME";
+        bool json = false;
+        int c;
+        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "h", longopts)) != -1) {
+                if (c == CLI_GETOPT_HELP)
+                        return CLI_EXIT_OK;
+                if (c < 0)
+                        return CLI_EXIT_USAGE;
+                if (c == OPT_JSON)
+                        json = true;
+        }
+        if (optind + 1 != argc)
+                return cli_usage_error(cmd, usage, "give exactly one ID|NAME");
+        Warren__V1__ListProcessesRequest req = WARREN__V1__LIST_PROCESSES_REQUEST__INIT;
+        req.sandbox = argv[optind];
+        Warren__V1__ListProcessesResponse *resp = NULL;
+        int rc = cli_call(ctx, "/warren.v1.Sandboxes/ListProcesses", &req.base,
+                          &warren__v1__list_processes_response__descriptor,
+                          (ProtobufCMessage **) &resp);
+        if (rc != CLI_EXIT_OK)
+                return rc;
+        if (json) {
+                cli_json_print_list((ProtobufCMessage *const *) resp->processes, resp->n_processes);
+        } else {
+                static const char *const headers[] = {"EXEC ID", "PID", "STATUS", "STARTED",
+                                                      "COMMAND"};
+                struct cli_table *t = cli_table_new(5, headers);
+                for (size_t i = 0; i < resp->n_processes; i++) {
+                        const Warren__V1__Process *p = resp->processes[i];
+                        char pid[16], status[32], started[32], command[256];
+                        snprintf(pid, sizeof(pid), "%d", p->pid);
+                        if (p->running)
+                                snprintf(status, sizeof(status), "running%s",
+                                         p->pty ? " (tty)" : "");
+                        else if (p->exited)
+                                exit_text(p->exited, status);
+                        else
+                                snprintf(status, sizeof(status), "ended");
+                        size_t n = 0;
+                        command[0] = 0;
+                        for (size_t j = 0; j < p->n_argv && n + 1 < sizeof(command); j++)
+                                n += (size_t) snprintf(command + n, sizeof(command) - n, "%s%s",
+                                                       j ? " " : "", p->argv[j]);
+                        const char *cells[] = {
+                                p->exec_id, pid, status,
+                                cli_format_time(p->started_at ? p->started_at->unix_nanos : 0,
+                                                started),
+                                command};
+                        cli_table_add(t, cells);
+                }
+                cli_table_print(t);
+                cli_table_free(t);
+        }
+        protobuf_c_message_free_unpacked(&resp->base, NULL);
+        return CLI_EXIT_OK;
 }
 
 static volatile sig_atomic_t run_interrupted;

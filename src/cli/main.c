@@ -12,8 +12,13 @@
 static const struct cli_cmd top[] = {
         {"version", "", "client and server versions", cli_cmd_version},
         {"sandbox", "ls|create|get|rm ...", "manage sandboxes", cli_cmd_sandbox},
-        {"exec", "[-i] [-t] [-w DIR] [-e K=V]... [--timeout S] ID|NAME -- CMD...",
-         "run a command in a sandbox", cli_cmd_exec},
+        {"exec",
+         "[-i] [-t] [-d] [-w DIR] [-e K=V]... [--timeout S] ID|NAME -- CMD... | "
+         "--attach EXEC_ID [--offset N] [-i] [-t] ID|NAME",
+         "run a command in a sandbox, or re-attach to one", cli_cmd_exec},
+        {"shell", "[-w DIR] [-e K=V]... ID|NAME", "interactive shell (PTY) in a sandbox",
+         cli_cmd_shell},
+        {"ps", "[--json] ID|NAME", "list a sandbox's processes (exec ids)", cli_cmd_ps},
         {"run", "[create options] IMAGE -- CMD...",
          "create a sandbox, run a command in it, terminate it", cli_cmd_run},
         {"image", "import|pull|ls|get|rm ...", "manage images", cli_cmd_image},

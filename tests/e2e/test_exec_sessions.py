@@ -4,6 +4,7 @@ client, byte for byte), take-over by a second client, gaps, blocking when
 nobody reads, ListProcesses; signals by name and number, to the process or
 its group; typed exits: timeout within 100 ms, OOM under a memory limit."""
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -15,7 +16,7 @@ import time
 import pytest
 
 import warren as wr
-from conftest import SANITIZED
+from conftest import SANITIZED, WARREN_CLI
 
 
 @pytest.fixture(scope="module")
@@ -290,3 +291,42 @@ def test_oom_kill_reported(client):
         assert sb.exec("echo", "alive").stdout_text == "alive\n"
     finally:
         sb.terminate(grace_period_seconds=1)
+
+
+# --- CLI: exec --detach / --attach, ps ---
+
+def cli(daemon, *args, **kw):
+    return subprocess.run([WARREN_CLI, "--addr", daemon.unix_addr] + list(args),
+                          capture_output=True, text=True, timeout=60, **kw)
+
+
+def test_cli_detach_ps_attach(sandbox, sandbox_daemon):
+    r = cli(sandbox_daemon, "exec", "--detach", sandbox.id, "--", "sh", "-c",
+            "echo hi; sleep 0.5; echo bye >&2; exit 4")
+    assert r.returncode == 0, r.stderr
+    exec_id = r.stdout.strip()
+    assert exec_id.startswith("ex-")
+    r = cli(sandbox_daemon, "ps", sandbox.id)
+    assert r.returncode == 0
+    line = next(l for l in r.stdout.splitlines() if l.startswith(exec_id + " "))
+    assert "running" in line and "sh -c echo hi" in line
+    r = cli(sandbox_daemon, "exec", "--attach", exec_id, sandbox.id)
+    assert r.returncode == 4 and r.stdout == "hi\n" and r.stderr == "bye\n"
+    r = cli(sandbox_daemon, "exec", "--attach", exec_id, "--offset", "3", sandbox.id)
+    assert r.returncode == 4 and r.stdout == "" and r.stderr == "bye\n"
+    r = cli(sandbox_daemon, "ps", "--json", sandbox.id)
+    procs = {p["exec_id"]: p for p in json.loads(r.stdout)}
+    assert procs[exec_id]["running"] is False
+    assert procs[exec_id]["exited"]["exit_code"] == 4
+    r = cli(sandbox_daemon, "exec", "--attach", "ex-4242", sandbox.id)
+    assert r.returncode == 1 and "ex-4242" in r.stderr
+    r = cli(sandbox_daemon, "exec", "--attach", exec_id, sandbox.id, "--", "true")
+    assert r.returncode == 2
+
+
+def test_cli_attach_forwards_stdin(sandbox, sandbox_daemon):
+    r = cli(sandbox_daemon, "exec", "-d", "-i", sandbox.id, "--", "sh", "-c",
+            "read a; echo got-$a")
+    exec_id = r.stdout.strip()
+    r = cli(sandbox_daemon, "exec", "--attach", exec_id, "-i", sandbox.id, input="x\n")
+    assert r.returncode == 0 and r.stdout == "got-x\n"
