@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rpc-common.h"
 #include "warren/v1/sandboxes.pb-c.h"
@@ -49,8 +50,8 @@ static int exec_true(struct rpc_client *c, const char *sid) {
                                                        .on_close = on_close};
         struct exec_state st = {.status = -1};
         struct rpc_stream *s;
-        if (rpc_stream_open(c, "/warren.v1.Sandboxes/Exec",
-                            &warren__v1__exec_response__descriptor, 0, &cb, &st, &s) < 0)
+        if (rpc_stream_open(c, "/warren.v1.Sandboxes/Exec", &warren__v1__exec_response__descriptor,
+                            0, &cb, &st, &s) < 0)
                 return -1;
         char *argv[] = {"/bin/true"};
         Warren__V1__ExecStart start = WARREN__V1__EXEC_START__INIT;
@@ -116,12 +117,22 @@ int main(int argc, char **argv) {
         struct rpc_client *c;
         if (tool_connect(loop, &o, &c) < 0)
                 return 1;
-        uint64_t *cr = calloc(n, 8), *ex = calloc(n, 8), *te = calloc(n, 8);
+        uint64_t *cr = calloc(n, 8), *ex = calloc(n, 8), *te = calloc(n, 8), *co = calloc(n, 8);
         char id[64];
         int r = 0;
+        /* WARREN_BENCH_PAUSE_MS: idle time between rounds (lets a warm pool
+         * refill, like sandboxes requested now and then rather than back to
+         * back) */
+        const char *pause_env = getenv("WARREN_BENCH_PAUSE_MS");
+        long pause_ms = pause_env ? strtol(pause_env, NULL, 10) : 0;
         for (size_t i = 0; i < n && r == 0; i++) {
+                if (pause_ms > 0) {
+                        struct timespec ts = {pause_ms / 1000, (pause_ms % 1000) * 1000000L};
+                        nanosleep(&ts, NULL);
+                }
                 uint64_t t = now_ns();
                 r = create(c, o.cmd, id, sizeof(id));
+                co[i] = now_ns() - t;
                 if (r == 0)
                         r = exec_true(c, id);
                 cr[i] = now_ns() - t;
@@ -140,12 +151,14 @@ int main(int argc, char **argv) {
         }
         if (r == 0) {
                 show("create->first exec", cr, n);
+                show("  of which CreateSandbox", co, n);
                 show("exec on running sandbox", ex, n);
                 show("terminate (idle sandbox)", te, n);
         }
         free(cr);
         free(ex);
         free(te);
+        free(co);
         rpc_client_free(c);
         uv_run(loop, UV_RUN_DEFAULT);
         uv_loop_close(loop);

@@ -273,6 +273,7 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
                 .init_path = init,
                 .default_image = d->cfg.default_image,
                 .terminate_on_exit = d->cfg.terminate_on_exit,
+                .warm_pool = d->cfg.warm_pool,
         };
         r = sbx_manager_new(&mc, &d->ctx.sandboxes, e);
         if (r < 0)

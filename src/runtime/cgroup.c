@@ -396,6 +396,14 @@ int rt_cgroup_create(const char *id, enum rt_cgroup_mode mode, const struct rt_l
         return 0;
 }
 
+int rt_cgroup_set_limits(struct rt_cgroup *cg, const struct rt_limits *limits, struct wr_err *e) {
+        char root[PATH_MAX];
+        int m = rt_cgroup_detect(cg->mode, root, sizeof(root), e);
+        if (m < 0)
+                return m;
+        return set_limits(cg, root, limits, e);
+}
+
 int rt_cgroup_open(const char *id, enum rt_cgroup_mode mode, struct rt_cgroup **ret,
                    struct wr_err *e) {
         char root[PATH_MAX];

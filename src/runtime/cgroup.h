@@ -39,6 +39,10 @@ int rt_cgroup_detect(enum rt_cgroup_mode mode, char *root, size_t root_size, str
 int rt_cgroup_create(const char *id, enum rt_cgroup_mode mode, const struct rt_limits *limits,
                      struct rt_cgroup **ret, struct wr_err *e);
 
+/* (Re)apply limits (0 = default) to existing cgroup(s): a warm-pool
+ * sandbox gets its request's limits this way. */
+int rt_cgroup_set_limits(struct rt_cgroup *cg, const struct rt_limits *limits, struct wr_err *e);
+
 /* Open the existing cgroup(s) of sandbox id (recovery, cleanup by id).
  * Returns 0, -ENOENT when none exists. */
 int rt_cgroup_open(const char *id, enum rt_cgroup_mode mode, struct rt_cgroup **ret,

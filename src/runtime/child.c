@@ -431,9 +431,15 @@ static void enter_root(int rootfd) {
 }
 
 static void setup_fds(const struct rt_child *c) {
-        int null = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOCTTY);
-        if (null < 0)
+        int null0 = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOCTTY);
+        if (null0 < 0)
                 fail(errno, "open /dev/null");
+        /* above 0-3, which it is about to fill (a parked child has closed
+         * everything, so open() may return 3) */
+        int null = fcntl(null0, F_DUPFD_CLOEXEC, FD_FLOOR);
+        if (null < 0)
+                fail(errno, "move /dev/null fd");
+        close(null0);
         int out = c->log_fd > 2 ? c->log_fd : null;
         if (dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
                 fail(errno, "set up init's stdio");
@@ -468,6 +474,95 @@ static int hoist(int fd) {
         return n;
 }
 
+/* Close every fd but 0-2 and the n in keep. */
+static void close_others(const int *keep, size_t n) {
+        unsigned lo = 3;
+        for (;;) {
+                unsigned next = ~0u; /* lowest kept fd >= lo */
+                for (size_t i = 0; i < n; i++)
+                        if (keep[i] >= (int) lo && (unsigned) keep[i] < next)
+                                next = (unsigned) keep[i];
+                if (next > lo)
+                        (void) sys_close_range(lo, next == ~0u ? ~0u : next - 1, 0);
+                if (next == ~0u)
+                        return;
+                lo = next + 1;
+        }
+}
+
+static char park_buf[RT_PARK_MAX];
+static const char *park_layers[RT_PARK_MAX_LAYERS];
+static struct rt_sandbox_config park_cfg;
+
+/* Warm pool: wait for the rest of the config (see struct rt_park_hdr). */
+static void park_receive(struct rt_child *c) {
+        /* hold nothing of the daemon's while parked: not its other pipes
+         * (EOF must reach the other parked children when it dies), not
+         * its state dir lock */
+        int keep[] = {c->err_fd, c->ctl_fd, c->init_fd, c->log_fd, c->park_fd};
+        close_others(keep, ELEMENTSOF(keep));
+        size_t got = 0;
+        for (;;) {
+                ssize_t n = read(c->park_fd, park_buf + got, sizeof(park_buf) - 1 - got);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        fail(errno, "read the pool config");
+                if (n == 0)
+                        break;
+                got += (size_t) n;
+                if (got >= sizeof(park_buf) - 1)
+                        fail(E2BIG, "pool config too large");
+        }
+        if (got == 0)
+                _exit(0); /* the pool let go of this entry */
+        close(c->park_fd);
+        c->park_fd = -1;
+        park_buf[got] = 0;
+        struct rt_park_hdr h;
+        if (got < sizeof(h))
+                fail(EINVAL, "pool config truncated");
+        memcpy(&h, park_buf, sizeof(h));
+        if (h.magic != RT_PARK_MAGIC || h.n_layers == 0 || h.n_layers > RT_PARK_MAX_LAYERS)
+                fail(EINVAL, "pool config malformed");
+        const char *p = park_buf + sizeof(h), *end = park_buf + got;
+        const char *s[9];
+        for (size_t i = 0; i < 9 + h.n_layers; i++) {
+                if (p >= end)
+                        fail(EINVAL, "pool config truncated");
+                if (i < 9)
+                        s[i] = p;
+                else
+                        park_layers[i - 9] = p;
+                p += strlen(p) + 1;
+        }
+        park_cfg = *c->cfg;
+        park_cfg.hostname = s[0];
+        park_cfg.layers = park_layers;
+        park_cfg.n_layers = h.n_layers;
+        park_cfg.resolv_conf = s[2];
+        c->cfg = &park_cfg;
+        c->hostname = s[0];
+        size_t hl = strlen(s[1]);
+        if (hl >= sizeof(c->hosts))
+                fail(EINVAL, "pool config: hosts too long");
+        memcpy(c->hosts, s[1], hl + 1);
+        c->resolv_conf = s[2];
+        size_t tl = strlen(s[3]);
+        if (tl >= sizeof(c->tmp_opt))
+                fail(EINVAL, "pool config: tmp option too long");
+        memcpy(c->tmp_opt, s[3], tl + 1);
+        c->upper = s[4];
+        c->work = s[5];
+        c->scratch = s[6][0] ? s[6] : NULL;
+        size_t sl = strlen(s[7]);
+        if (sl >= sizeof(c->scratch_opt))
+                fail(EINVAL, "pool config: scratch option too long");
+        memcpy(c->scratch_opt, s[7], sl + 1);
+        c->lowerdir = s[8];
+        c->nofile.rlim_cur = c->nofile.rlim_max = (rlim_t) h.nofile;
+}
+
 void rt_child_run(const struct rt_child *arg) {
         struct rt_child c = *arg;
         C = &c;
@@ -475,6 +570,8 @@ void rt_child_run(const struct rt_child *arg) {
         c.err_fd = hoist(c.err_fd);
         c.ctl_fd = hoist(c.ctl_fd);
         c.init_fd = hoist(c.init_fd);
+        if (c.park_fd >= 0)
+                c.park_fd = hoist(c.park_fd);
         if (c.log_fd > 2)
                 c.log_fd = hoist(c.log_fd);
 
@@ -494,6 +591,8 @@ void rt_child_run(const struct rt_child *arg) {
         join_cgroups(&c);
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 fail(errno, "make mounts private");
+        if (c.park_fd >= 0)
+                park_receive(&c);
 
         mount_scratch(&c);
         int rootfd = mount_root(&c);

@@ -171,6 +171,22 @@ struct rt_child {
         char tmp_opt[32];         /* size= for /tmp */
         struct rlimit nofile;
         char env_id[96]; /* WARREN_SANDBOX_ID=<id> */
+        /* warm pool (rt_sandbox_prestart): >= 0 = after joining the
+         * cgroups, wait for the rest of the config on this pipe (the
+         * RT_PARK_* message rt_sandbox_start sends); EOF = _exit(0) */
+        int park_fd;
+};
+
+/* The message a parked child reads: the header, then NUL-terminated
+ * strings: hostname, hosts, resolv_conf, tmp_opt, upper, work, scratch
+ * ("" = none), scratch_opt, lowerdir, then n_layers layer paths. */
+#define RT_PARK_MAGIC 0x7761726eu
+#define RT_PARK_MAX 1048576
+#define RT_PARK_MAX_LAYERS 500
+struct rt_park_hdr {
+        uint32_t magic;
+        uint32_t n_layers;
+        uint64_t nofile;
 };
 
 /* Set everything up inside the new namespaces and exec warren-init. Never

@@ -122,6 +122,24 @@ struct rt_sandbox;
 int rt_sandbox_create(const struct rt_sandbox_config *cfg, struct rt_sandbox **ret,
                       struct wr_err *e);
 
+/* Warm pool, step 1: everything of rt_sandbox_create() that does not
+ * depend on the image or the request: the dir, control socket, cgroups
+ * (with cfg->limits, normally the defaults), namespaces and the child,
+ * which joins the cgroups (on v1 that costs an RCU grace period: paid
+ * here, ahead) and then waits for step 2. Only cfg->id, dir, init_path,
+ * cgroup_mode, log_fd and unlimited are used now. The handle can be
+ * destroyed like any other (nothing runs in it but the waiting child). */
+int rt_sandbox_prestart(const struct rt_sandbox_config *cfg, struct rt_sandbox **ret,
+                        struct wr_err *e);
+
+/* Warm pool, step 2: finish a prestarted sandbox as cfg says (same id and
+ * dir; limits are re-applied to its cgroups, layers/hostname/tmp size/
+ * disk/nofile/resolv.conf sent to the child, which mounts the root and
+ * execs init). Returns like rt_sandbox_create(); on failure call
+ * rt_sandbox_destroy(). SIGPIPE must be ignored by the caller (the child
+ * may be gone). */
+int rt_sandbox_start(struct rt_sandbox *sb, const struct rt_sandbox_config *cfg, struct wr_err *e);
+
 /* The host pid of the sandbox's init; 0 after it was reaped. */
 pid_t rt_sandbox_pid(const struct rt_sandbox *sb);
 

@@ -37,6 +37,8 @@ struct rt_sandbox {
         int status;
         bool destroyed;
         bool attached; /* rt_sandbox_attach: init is not our child */
+        int park_fd;   /* rt_sandbox_prestart: config pipe to the parked child */
+        int err_rfd;   /* rt_sandbox_prestart: its error pipe */
         unsigned made; /* during create: MADE_* bits of what this call created */
 };
 
@@ -230,7 +232,17 @@ static char *lowerdir_string(const struct rt_sandbox_config *cfg) {
         return s;
 }
 
+static void safe_close_pair(int p[2]) {
+        for (int i = 0; i < 2; i++)
+                if (p[i] >= 0)
+                        close(p[i]);
+}
+
 static void sandbox_free_fields(struct rt_sandbox *sb) {
+        if (sb->park_fd >= 0)
+                close(sb->park_fd);
+        if (sb->err_rfd >= 0)
+                close(sb->err_rfd);
         free(sb->id);
         free(sb->dir);
         free(sb->ctl_path);
@@ -256,7 +268,10 @@ static int remove_dir(const char *dir) {
         return rt_rm_rf_at(pfd, base);
 }
 
-static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, struct wr_err *e) {
+static int wait_exec(struct rt_sandbox *sb, int errfd, struct wr_err *e);
+
+static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bool park,
+                  struct wr_err *e) {
         const struct rt_policy *policy;
         int r;
 
@@ -338,9 +353,15 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, st
                 nofile = cur.rlim_max;
         c.nofile.rlim_cur = c.nofile.rlim_max = nofile;
 
-        int errpipe[2];
-        if (pipe2(errpipe, O_CLOEXEC) < 0)
+        int errpipe[2], parkpipe[2] = {-1, -1};
+        if (park && pipe2(parkpipe, O_CLOEXEC) < 0)
                 return err_set(e, -errno, "pipe: %m");
+        c.park_fd = parkpipe[0];
+        if (pipe2(errpipe, O_CLOEXEC) < 0) {
+                int r2 = -errno;
+                safe_close_pair(parkpipe);
+                return err_set(e, r2, "pipe: %m");
+        }
         c.err_fd = errpipe[1];
 
         struct rt_clone_args args = {
@@ -366,24 +387,39 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, st
         dumpable_release();
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         close(errpipe[1]);
+        if (parkpipe[0] >= 0)
+                close(parkpipe[0]);
         if (pid < 0) {
                 close(errpipe[0]);
+                if (parkpipe[1] >= 0)
+                        close(parkpipe[1]);
                 return err_set(e, -clone_errno, "clone3: %s", strerror(clone_errno));
         }
         sb->pid = (pid_t) pid;
         sb->pidfd = pidfd;
+        if (park) {
+                /* parked before mounting anything: rt_sandbox_start goes on */
+                sb->err_rfd = errpipe[0];
+                sb->park_fd = parkpipe[1];
+                return 0;
+        }
+        return wait_exec(sb, errpipe[0], e);
+}
 
+/* Wait until the child exec'd init (the CLOEXEC error pipe closes) or
+ * reported a failure (then reap it). Closes errfd. */
+static int wait_exec(struct rt_sandbox *sb, int errfd, struct wr_err *e) {
         struct wr_err child_err;
         size_t got = 0;
         while (got < sizeof(child_err)) {
-                ssize_t n = read(errpipe[0], (char *) &child_err + got, sizeof(child_err) - got);
+                ssize_t n = read(errfd, (char *) &child_err + got, sizeof(child_err) - got);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0)
                         break;
                 got += (size_t) n;
         }
-        close(errpipe[0]);
+        close(errfd);
         if (got == 0)
                 return 0; /* the pipe closed on exec: init runs */
 
@@ -400,12 +436,13 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, st
         return child_err.code;
 }
 
-int rt_sandbox_create(const struct rt_sandbox_config *cfg, struct rt_sandbox **ret,
-                      struct wr_err *e) {
+static int sandbox_make(const struct rt_sandbox_config *cfg, bool park, struct rt_sandbox **ret,
+                        struct wr_err *e) {
         _cleanup_(rt_sandbox_freep) struct rt_sandbox *sb = calloc(1, sizeof(*sb));
         if (!sb)
                 return err_set(e, -ENOMEM, "create sandbox: out of memory");
         sb->pidfd = -EBADF;
+        sb->park_fd = sb->err_rfd = -EBADF;
         if (cfg && cfg->id && cfg->dir) {
                 sb->id = strdup(cfg->id);
                 sb->dir = strdup(cfg->dir);
@@ -413,7 +450,7 @@ int rt_sandbox_create(const struct rt_sandbox_config *cfg, struct rt_sandbox **r
                 if (!sb->id || !sb->dir || !sb->ctl_path)
                         return err_set(e, -ENOMEM, "create sandbox: out of memory");
         }
-        int r = create(cfg, sb, e);
+        int r = create(cfg, sb, park, e);
         if (r < 0) {
                 struct wr_err ignored = {0};
                 /* the child never got past exec, so nothing but init runs;
@@ -441,6 +478,119 @@ int rt_sandbox_create(const struct rt_sandbox_config *cfg, struct rt_sandbox **r
         }
         sb->made = 0;
         *ret = TAKE_PTR(sb);
+        return 0;
+}
+
+int rt_sandbox_create(const struct rt_sandbox_config *cfg, struct rt_sandbox **ret,
+                      struct wr_err *e) {
+        return sandbox_make(cfg, false, ret, e);
+}
+
+int rt_sandbox_prestart(const struct rt_sandbox_config *cfg, struct rt_sandbox **ret,
+                        struct wr_err *e) {
+        return sandbox_make(cfg, true, ret, e);
+}
+
+/* Append s and its NUL to the message. */
+static int msg_put(char **buf, size_t *len, size_t *cap, const void *s, size_t n) {
+        if (*len + n > RT_PARK_MAX - 1)
+                return -E2BIG;
+        if (*len + n > *cap) {
+                size_t c = MAX(*cap * 2, *len + n + 4096);
+                char *b = realloc(*buf, c);
+                if (!b)
+                        return -ENOMEM;
+                *buf = b;
+                *cap = c;
+        }
+        memcpy(*buf + *len, s, n);
+        *len += n;
+        return 0;
+}
+
+static int msg_str(char **buf, size_t *len, size_t *cap, const char *s) {
+        return msg_put(buf, len, cap, s, strlen(s) + 1);
+}
+
+int rt_sandbox_start(struct rt_sandbox *sb, const struct rt_sandbox_config *cfg, struct wr_err *e) {
+        int r;
+        if (sb->park_fd < 0 || sb->err_rfd < 0)
+                return err_set(e, -EINVAL, "start sandbox: not a prestarted sandbox");
+        if ((r = config_check(cfg, e)) < 0)
+                return err_prefix(e, r, "start sandbox");
+        if (!streq(cfg->id, sb->id) || !streq(cfg->dir, sb->dir))
+                return err_set(e, -EINVAL, "start sandbox: id or dir differs from the prestart");
+        if (cfg->n_layers > RT_PARK_MAX_LAYERS)
+                return err_set(e, -E2BIG, "start sandbox: too many layers");
+        bool want_limits =
+                cfg->limits.memory_bytes || cfg->limits.cpu_millicores || cfg->limits.pids_max;
+        if (!cfg->unlimited && want_limits &&
+            (r = rt_cgroup_set_limits(sb->cg, &cfg->limits, e)) < 0)
+                return err_prefix(e, r, "start sandbox: limits");
+        const char *hostname = cfg->hostname ? cfg->hostname : cfg->id;
+        if (!hostname_valid(hostname))
+                return err_set(e, -EINVAL, "start sandbox: invalid hostname");
+        char hosts[RT_HOSTS_MAX], tmp_opt[32], scratch_opt[64];
+        snprintf(hosts, sizeof(hosts),
+                 "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+                 "127.0.1.1\t%s\n",
+                 hostname);
+        snprintf(tmp_opt, sizeof(tmp_opt), "%llu",
+                 (unsigned long long) (cfg->limits.tmp_bytes ? cfg->limits.tmp_bytes
+                                                             : RT_DEFAULT_TMPFS));
+        snprintf(scratch_opt, sizeof(scratch_opt), "size=%llu,mode=0755",
+                 (unsigned long long) cfg->limits.disk_bytes);
+        _cleanup_free_ char *scratch = cfg->limits.disk_bytes ? join(cfg->dir, "upper") : NULL;
+        _cleanup_free_ char *upper = join(cfg->dir, cfg->limits.disk_bytes ? "upper/u" : "upper");
+        _cleanup_free_ char *work = join(cfg->dir, cfg->limits.disk_bytes ? "upper/w" : "work");
+        _cleanup_free_ char *lowerdir = lowerdir_string(cfg);
+        if (!upper || !work || !lowerdir || (cfg->limits.disk_bytes && !scratch))
+                return err_set(e, -ENOMEM, "start sandbox: out of memory");
+        struct rlimit cur;
+        rlim_t nofile = cfg->limits.nofile ? cfg->limits.nofile : RT_DEFAULT_NOFILE;
+        if (getrlimit(RLIMIT_NOFILE, &cur) == 0 && cur.rlim_max < nofile)
+                nofile = cur.rlim_max;
+        struct rt_park_hdr h = {
+                .magic = RT_PARK_MAGIC, .n_layers = (uint32_t) cfg->n_layers, .nofile = nofile};
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0, cap = 0;
+        r = msg_put(&buf, &len, &cap, &h, sizeof(h));
+        const char *strs[] = {hostname,
+                              hosts,
+                              cfg->resolv_conf ? cfg->resolv_conf
+                                               : "# warren: no resolver configured for this "
+                                                 "sandbox\n",
+                              tmp_opt,
+                              upper,
+                              work,
+                              scratch ? scratch : "",
+                              scratch_opt,
+                              lowerdir};
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(strs); i++)
+                r = msg_str(&buf, &len, &cap, strs[i]);
+        for (size_t i = 0; r >= 0 && i < cfg->n_layers; i++)
+                r = msg_str(&buf, &len, &cap, cfg->layers[i]);
+        if (r < 0)
+                return err_set(e, r, "start sandbox: config message: %s", strerror(-r));
+        for (size_t off = 0; off < len;) {
+                ssize_t n = write(sb->park_fd, buf + off, len - off);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        r = -errno;
+                        break;
+                }
+                off += (size_t) n;
+        }
+        closep(&sb->park_fd);
+        sb->park_fd = -EBADF;
+        int errfd = sb->err_rfd;
+        sb->err_rfd = -EBADF;
+        int r2 = wait_exec(sb, errfd, e);
+        if (r2 < 0)
+                return err_prefix(e, r2, "start sandbox");
+        if (r < 0)
+                return err_set(e, r, "start sandbox: send config: %s", strerror(-r));
         return 0;
 }
 
@@ -670,6 +820,7 @@ int rt_sandbox_attach(const char *id, const char *dir, pid_t pid, uint64_t start
         if (!sb)
                 return err_set(e, -ENOMEM, "attach sandbox: out of memory");
         sb->pidfd = -EBADF;
+        sb->park_fd = sb->err_rfd = -EBADF;
         sb->attached = true;
         sb->id = strdup(id);
         sb->dir = strdup(dir);

@@ -208,7 +208,7 @@ struct sbx *sbx_find_live(struct sbx_manager *m, const char *key) {
 }
 
 size_t sbx_manager_pool_size(const struct sbx_manager *m) {
-        return 0;
+        return m->pool_n;
 }
 
 size_t sbx_manager_running(const struct sbx_manager *m) {
@@ -758,6 +758,8 @@ static int start_entrypoint(struct sbx *sb, const Warren__V1__CreateSandboxReque
 
 static int create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *req,
                   struct store_sandbox *ret, struct wr_err *e);
+static void pool_refill_soon(struct sbx_manager *m);
+static void pool_timer_cb(uv_timer_t *t);
 
 int sbx_create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *req,
                struct store_sandbox *ret, struct wr_err *e) {
@@ -775,6 +777,7 @@ int sbx_create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *re
 static int create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *req,
                   struct store_sandbox *ret, struct wr_err *e) {
         int r;
+        struct rt_sandbox *pooled = NULL;
         _cleanup_free_ uint8_t *spec = NULL;
         _cleanup_free_ struct store_tag *tags = NULL;
         if (req->compute_class == WARREN__V1__COMPUTE_CLASS__COMPUTE_CLASS_K8S)
@@ -868,7 +871,15 @@ static int create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest 
         sb->ctl_fd = -EBADF;
         sb->pidfd = -EBADF;
         sb->expires_ns = expires_ns;
-        if ((r = make_id(sb->id, sizeof(sb->id))) < 0)
+        if (m->pool_n > 0) {
+                /* a warm-pool sandbox: its id, dir, cgroups and namespaces
+                 * are there already */
+                struct sbx_pool_entry *pe = &m->pool[--m->pool_n];
+                snprintf(sb->id, sizeof(sb->id), "%s", pe->id);
+                pooled = pe->rt;
+                pe->rt = NULL;
+                pool_refill_soon(m);
+        } else if ((r = make_id(sb->id, sizeof(sb->id))) < 0)
                 goto fail_early;
         sb->name = req->name && *req->name ? strdup(req->name) : NULL;
         sb->image_id = strdup(img->id);
@@ -981,11 +992,21 @@ static int create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest 
                 .limits = limits,
                 .log_fd = -1,
         };
-        r = rt_sandbox_create(&cfg, &sb->rt, e);
-        img_info_free(img);
-        img = NULL;
-        if (r < 0)
-                goto fail_recorded;
+        if (pooled) {
+                sb->rt = pooled;
+                pooled = NULL;
+                r = rt_sandbox_start(sb->rt, &cfg, e);
+                img_info_free(img);
+                img = NULL;
+                if (r < 0)
+                        goto fail_started;
+        } else {
+                r = rt_sandbox_create(&cfg, &sb->rt, e);
+                img_info_free(img);
+                img = NULL;
+                if (r < 0)
+                        goto fail_recorded;
+        }
         if ((r = rt_ctl_connect(rt_sandbox_ctl_path(sb->rt), &sb->ctl_fd, e)) < 0) {
                 err_prefix(e, r, "create sandbox: connect to warren-init");
                 goto fail_started;
@@ -1032,6 +1053,11 @@ fail_recorded:
                                     NULL);
 fail_early:
         img_info_free(img);
+        if (pooled) {
+                struct wr_err de = {0};
+                rt_sandbox_destroy(pooled, &de);
+                rt_sandbox_free(pooled);
+        }
         if (sb->ctl_fd >= 0)
                 close(sb->ctl_fd);
         if (sb->pidfd >= 0)
@@ -1043,6 +1069,96 @@ fail_early:
         free(sb->image_id);
         free(sb);
         return r;
+}
+
+/* --- warm pool --- */
+
+/* Prestart one sandbox (id, dir, cgroups with default limits, namespaces,
+ * a child parked after joining the cgroups) for the pool: on a libuv
+ * worker thread (the runtime allows creates from any thread), so that the
+ * loop never waits for it. */
+static void pool_work(uv_work_t *w) {
+        struct sbx_manager *m = w->data;
+        struct sbx_pool_entry *pe = &m->pool_pending;
+        pe->rt = NULL;
+        m->pool_err.code = 0;
+        if (make_id(pe->id, sizeof(pe->id)) < 0) {
+                err_set(&m->pool_err, -EIO, "getrandom failed");
+                return;
+        }
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s/sandboxes/%s", m->state_dir, pe->id);
+        static const char *const placeholder[] = {"/"};
+        struct rt_sandbox_config cfg = {
+                .id = pe->id,
+                .dir = dir,
+                .layers = placeholder,
+                .n_layers = 1,
+                .init_path = m->init_path,
+                .log_fd = -1,
+                .cgroup_mode = m->cgroup_mode,
+        };
+        if (rt_sandbox_prestart(&cfg, &pe->rt, &m->pool_err) < 0)
+                pe->rt = NULL;
+}
+
+static void pool_work_done(uv_work_t *w, int status) {
+        struct sbx_manager *m = w->data;
+        struct sbx_pool_entry *pe = &m->pool_pending;
+        m->pool_busy = false;
+        if (!pe->rt) {
+                if (status != UV_ECANCELED)
+                        log_warn("warm pool: %s", m->pool_err.msg);
+                /* retry later rather than spin on a broken host */
+                if (!m->freeing)
+                        uv_timer_start(&m->pool_timer, pool_timer_cb, 1000, 0);
+                return;
+        }
+        if (m->freeing || m->pool_n >= m->pool_target) {
+                struct wr_err e = {0};
+                rt_sandbox_destroy(pe->rt, &e);
+                rt_sandbox_free(pe->rt);
+                pe->rt = NULL;
+                return;
+        }
+        m->pool[m->pool_n++] = *pe;
+        pe->rt = NULL;
+        pool_refill_soon(m);
+}
+
+static void pool_timer_cb(uv_timer_t *t) {
+        struct sbx_manager *m = t->data;
+        if (m->freeing || m->pool_busy || m->pool_n >= m->pool_target)
+                return;
+        m->pool_busy = true;
+        m->pool_work.data = m;
+        if (uv_queue_work(m->loop, &m->pool_work, pool_work, pool_work_done) < 0)
+                m->pool_busy = false;
+}
+
+static void pool_refill_soon(struct sbx_manager *m) {
+        if (m->pool_target && !m->freeing && !m->pool_busy && m->pool_n < m->pool_target &&
+            !uv_is_active((uv_handle_t *) &m->pool_timer))
+                uv_timer_start(&m->pool_timer, pool_timer_cb, 0, 0);
+}
+
+/* Tear down every idle pool entry (nothing of them may outlive warrend:
+ * a parked child left behind exits on its own once the pipe closes, and a
+ * restart removes the dir and cgroups of ids without a row). */
+static void pool_drain(struct sbx_manager *m) {
+        while (m->pool_n > 0) {
+                struct sbx_pool_entry *pe = &m->pool[--m->pool_n];
+                struct wr_err e = {0};
+                if (rt_sandbox_destroy(pe->rt, &e) < 0)
+                        log_warn("warm pool: %s", e.msg);
+                rt_sandbox_free(pe->rt);
+                pe->rt = NULL;
+        }
+}
+
+static void pool_timer_closed(uv_handle_t *h) {
+        struct sbx_manager *m = h->data;
+        m->pool_timer_open = false;
 }
 
 /* --- restart recovery --- */
@@ -1197,6 +1313,7 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
         m->init_path = strdup(cfg->init_path);
         m->default_image = strdup(cfg->default_image ? cfg->default_image : "sandbox:latest");
         m->terminate_on_exit = cfg->terminate_on_exit;
+        m->pool_target = cfg->warm_pool;
         m->cgroup_mode = RT_CGROUP_AUTO;
         if (!m->state_dir || !m->init_path || !m->default_image) {
                 sbx_manager_free(m);
@@ -1210,6 +1327,17 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
                 return err_set(e, r, "sandbox manager: mkdir %s", dir);
         }
         manager_recover(m);
+        if (m->pool_target) {
+                m->pool = calloc(m->pool_target, sizeof(*m->pool));
+                if (!m->pool) {
+                        sbx_manager_free(m);
+                        return err_set(e, -ENOMEM, "sandbox manager: out of memory");
+                }
+        }
+        uv_timer_init(m->loop, &m->pool_timer);
+        m->pool_timer.data = m;
+        m->pool_timer_open = true;
+        pool_refill_soon(m);
         *ret = m;
         return 0;
 }
@@ -1231,6 +1359,11 @@ void sbx_manager_free(struct sbx_manager *m) {
         if (!m)
                 return;
         m->freeing = true;
+        pool_drain(m);
+        if (m->pool_timer_open) {
+                uv_timer_stop(&m->pool_timer);
+                uv_close((uv_handle_t *) &m->pool_timer, pool_timer_closed);
+        }
         for (struct sbx *sb = m->list; sb; sb = sb->next) {
                 if (sb->state == SBX_DEAD)
                         continue;
@@ -1242,8 +1375,9 @@ void sbx_manager_free(struct sbx_manager *m) {
                 }
         }
         /* Let the handle close callbacks run, which unlink and free. */
-        while (m->list)
+        while (m->list || m->pool_timer_open || m->pool_busy)
                 uv_run(m->loop, UV_RUN_ONCE);
+        free(m->pool);
         sbx_exec_forget_all();
         free(m->state_dir);
         free(m->init_path);

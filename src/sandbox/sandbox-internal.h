@@ -62,6 +62,11 @@ struct sbx {
         } spawn_times[8];
 };
 
+struct sbx_pool_entry {
+        char id[32];
+        struct rt_sandbox *rt; /* rt_sandbox_prestart()ed */
+};
+
 struct sbx_manager {
         uv_loop_t *loop;
         struct store *store;
@@ -73,6 +78,15 @@ struct sbx_manager {
         bool freeing;
         bool terminate_on_exit; /* sbx_manager_free stops sandboxes */
         struct sbx_metrics metrics;
+        /* warm pool (--warm-pool N) */
+        struct sbx_pool_entry *pool; /* pool_target slots, pool_n filled */
+        size_t pool_n, pool_target;
+        uv_timer_t pool_timer; /* refills in the background */
+        bool pool_timer_open;
+        uv_work_t pool_work; /* one prestart at a time on a worker thread */
+        bool pool_busy;
+        struct sbx_pool_entry pool_pending;
+        struct wr_err pool_err;
         int cgroup_mode; /* enum rt_cgroup_mode */
 };
 

@@ -41,6 +41,9 @@ struct sbx_manager_config {
         /* sbx_manager_free stops every sandbox (the old behaviour, for
          * tests) instead of leaving them running for the next warrend. */
         bool terminate_on_exit;
+        /* Sandboxes prestarted ahead (rt_sandbox_prestart), refilled in the
+         * background; 0 = no pool. */
+        unsigned warm_pool;
 };
 
 /* Create the manager and recover a previous warrend's sandboxes: every row

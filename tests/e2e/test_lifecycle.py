@@ -35,9 +35,9 @@ class Restartable:
         self.proc = None
         self.starts = 0
 
-    def start(self, terminate_on_exit=False):
+    def start(self, terminate_on_exit=False, extra=()):
         args = [WARREND, "--state-dir", self.state_dir, "--listen", self.unix_addr,
-                "--listen", "tcp:127.0.0.1:%d" % self.port, "--log-level", "debug"]
+                "--listen", "tcp:127.0.0.1:%d" % self.port, "--log-level", "debug"] + list(extra)
         env = dict(os.environ)
         env["WARREN_TERMINATE_ON_EXIT"] = "1" if terminate_on_exit else "0"
         if SANITIZED:
@@ -360,3 +360,62 @@ def test_admin_metrics_and_healthz(fresh_warrend):
         assert s.recv(100).startswith(b"HTTP/1.1 431")
     with urllib.request.urlopen(base + "/healthz", timeout=10) as r:
         assert r.status == 200
+
+
+def pool_ids(d):
+    """Sandbox dirs of d that no row names: warm-pool entries."""
+    rows = {r[0] for r in d.rows()}
+    sdir = os.path.join(d.state_dir, "sandboxes")
+    return {n for n in os.listdir(sdir) if n.startswith("sb-") and n not in rows
+            and os.path.isdir(os.path.join(sdir, n))}
+
+
+def test_warm_pool_used_refilled_and_never_leaked(life):
+    port = free_port()
+    life.stop()
+    life.start(extra=["--warm-pool", "3", "--admin-listen", "127.0.0.1:%d" % port])
+    import urllib.request
+
+    def pool_size():
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("warren_warm_pool_size "):
+                    return int(line.split()[1])
+
+    wait_for(lambda: pool_size() == 3, 20, "pool to fill")
+    pooled = pool_ids(life)
+    assert len(pooled) == 3
+    assert len(sandbox_pids(pooled)) == 3  # one parked child each
+    seen = set()
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.create(image="busybox:latest", name="from-pool", memory="128Mi", cpu="0.5",
+                      env={"K": "v"}, hostname="pooled")
+        assert sb.id in pooled  # it took a pool entry
+        r = sb.exec("sh", "-c", 'echo "$K $(hostname)"')
+        assert r.stdout == ["v pooled"], r
+        # the request's limits replaced the pool's defaults
+        limit = [p for p in ("/sys/fs/cgroup/memory/warren/%s/memory.limit_in_bytes" % sb.id,
+                             "/sys/fs/cgroup/warren/%s/memory.max" % sb.id) if os.path.exists(p)]
+        assert limit and open(limit[0]).read().strip() == str(128 << 20)
+        s = [x for x in c.list() if x.id == sb.id][0]
+        assert s.memory == "128Mi"
+        seen |= pooled
+        wait_for(lambda: pool_size() == 3, 20, "pool to refill")
+        # more creates than the pool holds: they fall back to a plain create
+        more = [c.create(image="busybox:latest") for _ in range(5)]
+        for m in more:
+            assert m.exec("echo", "ok").stdout_text == "ok\n"
+            m.terminate(grace_period_seconds=0)
+        sb.terminate(grace_period_seconds=0)
+        seen |= {m.id for m in more}
+        wait_for(lambda: pool_size() == 3, 20, "pool to refill again")
+        seen |= pool_ids(life)
+    # kill -9 with a full pool: the parked children go, the next start
+    # removes their dirs and cgroups
+    before = pool_ids(life)
+    life.kill9()
+    wait_for(lambda: not sandbox_pids(before), 10, "parked children to exit")
+    life.start(terminate_on_exit=True)
+    assert not (pool_ids(life) & before)
+    life.stop()
+    assert leftovers(life, seen | before) == NOTHING
