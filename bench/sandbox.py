@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""bench/sandbox.py [BUILD_DIR] [-n N]: sandbox start and exec latency.
+"""bench/sandbox.py [BUILD_DIR] [-n N] [--warm-pool N] [--pause-ms MS] [--idle N]
+[--no-peers]: sandbox start and exec latency, idle sandboxes held.
 
 Starts its own warrend on a temp state dir (unix socket), imports the
 busybox test image, then measures:
@@ -123,13 +124,18 @@ def main():
     ap.add_argument("build", nargs="?", default=os.path.join(ROOT, "build"))
     ap.add_argument("-n", type=int, default=200)
     ap.add_argument("--idle", type=int, default=100, help="idle sandboxes for the RSS figure")
+    ap.add_argument("--warm-pool", type=int, default=0, help="warrend --warm-pool N")
+    ap.add_argument("--pause-ms", type=int, default=0,
+                    help="idle time between C-client rounds (lets the pool refill)")
+    ap.add_argument("--no-peers", action="store_true", help="skip bwrap/crun")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     tmp = tempfile.mkdtemp(prefix="warren-bench-sb-")
     sock = os.path.join(tmp, "warren.sock")
     proc = subprocess.Popen([os.path.join(build, "src/daemon/warrend"), "--state-dir",
                              os.path.join(tmp, "state"), "--listen", "unix:" + sock,
-                             "--log-level", "warn"])
+                             "--log-level", "warn", "--warm-pool", str(a.warm_pool)],
+                            env=dict(os.environ, WARREN_TERMINATE_ON_EXIT="1"))
     try:
         for _ in range(200):
             if os.path.exists(sock):
@@ -143,10 +149,12 @@ def main():
                         "image", "import", "busybox:latest", tar], check=True,
                        stdout=subprocess.DEVNULL)
 
-        print("warren, C client (bench/sandbox-c), unix socket:")
+        print("warren, C client (bench/sandbox-c), unix socket, warm pool %d, %d ms between "
+              "rounds:" % (a.warm_pool, a.pause_ms))
         sys.stdout.flush()
         subprocess.run([os.path.join(build, "bench/sandbox-c"), "--addr", "unix:" + sock,
-                        "--seconds", str(a.n), "busybox:latest"], check=True)
+                        "--seconds", str(a.n), "busybox:latest"], check=True,
+                       env=dict(os.environ, WARREN_BENCH_PAUSE_MS=str(a.pause_ms)))
 
         ch = grpc.insecure_channel("unix:" + sock)
         stub = sandboxes_pb2_grpc.SandboxesStub(ch)
@@ -170,14 +178,37 @@ def main():
         show("exec on running sandbox", execs)
 
         base = rss_kb(proc.pid)
-        ids = [stub.CreateSandbox(pb.CreateSandboxRequest(image=image)).id
-               for _ in range(a.idle)]
+        fds0 = len(os.listdir("/proc/%d/fd" % proc.pid))
+        ids, create_t = [], []
+        for k in range(a.idle):
+            t = time.perf_counter()
+            ids.append(stub.CreateSandbox(pb.CreateSandboxRequest(image=image), timeout=120).id)
+            create_t.append(time.perf_counter() - t)
         per = (rss_kb(proc.pid) - base) / float(a.idle)
-        print("warrend RSS: %d kB before, %.1f kB more per idle sandbox (%d held)"
-              % (base, per, a.idle))
+        fds = len(os.listdir("/proc/%d/fd" % proc.pid)) - fds0
+        print("idle sandboxes held: %d (all RUNNING); warrend RSS %d kB before, %.1f kB more "
+              "per idle sandbox, %.1f fds per sandbox" % (a.idle, base, per, fds / float(a.idle)))
+        q = max(1, a.idle // 10)
+        for k in range(0, a.idle, q):
+            show("  create #%d-%d" % (k + 1, min(a.idle, k + q)), create_t[k:k + q])
+        # does anything degrade with that many held?
+        ex = []
+        for k in range(50):
+            t = time.perf_counter()
+            exec_true(stub, ids[(k * 7919) % len(ids)])
+            ex.append(time.perf_counter() - t)
+        show("  exec with all held", ex)
+        t = time.perf_counter()
+        n = len(stub.ListSandboxes(pb.ListSandboxesRequest(page_size=1000), timeout=120).sandboxes)
+        print("  ListSandboxes of %d (with usage): %.1f ms" % (n, (time.perf_counter() - t) * 1e3))
+        t = time.perf_counter()
         for i in ids:
-            stub.TerminateSandbox(pb.TerminateSandboxRequest(id=i, grace_period_seconds=1))
+            stub.TerminateSandbox(pb.TerminateSandboxRequest(id=i, grace_period_seconds=1),
+                                  timeout=120)
+        print("  terminating all: %.1f s" % (time.perf_counter() - t))
 
+        if a.no_peers:
+            return
         print("peers (same busybox rootfs, process start included):")
         show("/bin/true (host)", time_cmd(["/bin/true"], a.n))
         if shutil.which("bwrap"):
