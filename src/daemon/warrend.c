@@ -169,8 +169,8 @@ static int start_listeners(struct daemon *d, struct wr_err *e) {
                         log_info("listening on %s", addr);
         }
         if (d->admin)
-                log_info("admin endpoint (/metrics, /healthz) on %s (port %d)", d->cfg.admin_listen,
-                         admin_port(d->admin));
+                log_info("admin listener %s: serving /metrics and /healthz (port %d)",
+                         d->cfg.admin_listen, admin_port(d->admin));
         return 0;
 }
 
@@ -354,9 +354,10 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                         .sandboxes = &d->ctx.sandboxes,
                         .started_usec = d->ctx.started_usec,
                 };
-                r = admin_start(&d->loop, d->cfg.admin_listen, &d->admin_src, &d->admin, e);
-                if (r < 0)
-                        return r;
+                /* Metrics are auxiliary: a port in use is logged, not fatal. */
+                struct wr_err ae = {0};
+                if (admin_start(&d->loop, d->cfg.admin_listen, &d->admin_src, &d->admin, &ae) < 0)
+                        log_error("admin listener %s: not served: %s", d->cfg.admin_listen, ae.msg);
         }
         struct rpc_server_config rc = {
                 .tls_cert = d->cfg.tls_cert,

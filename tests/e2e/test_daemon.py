@@ -524,7 +524,7 @@ def test_log_format_json(fresh_warrend):
     msgs = [r["msg"] for r in records]
     listening = [m for m in msgs if m.startswith("listening on ")]
     assert listening == ["listening on " + d.unix_addr, "listening on tcp:" + d.tcp_addr]
-    assert any("admin listener 127.0.0.1:0" in m and "not served yet" in m for m in msgs)
+    assert any("admin listener 127.0.0.1:0: serving /metrics" in m for m in msgs)
     d.stop()
 
 
