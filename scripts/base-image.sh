@@ -56,6 +56,11 @@ key=$(printf '%s' "$recipe" | sha256sum | cut -c1-16)
 mkdir -p "$cache"
 cached="$cache/debian-$SUITE-$key.tar"
 
+if [ -n "$out" ] && [ -e "$out" ] && [ ! -f "$out" ]; then
+  say "$out exists and is not a regular file"
+  exit 2
+fi
+
 deliver() {
   if [ -n "$out" ]; then
     rm -f "$out"
@@ -101,7 +106,10 @@ for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
   # one-line style: deb [opts] URI SUITE COMPONENTS...
   while read -r type rest; do
     [ "$type" = deb ] || continue
+    set -f  # "[arch=amd64]" is a glob pattern
+    # shellcheck disable=SC2086
     set -- $rest
+    set +f
     if [ "${1:-}" != "${1#[}" ]; then
       while [ $# -gt 0 ] && [ "${1%]}" = "$1" ]; do shift; done
       shift
@@ -118,13 +126,13 @@ for f in /etc/apt/sources.list.d/*.sources; do
   # deb822: blank-line separated stanzas with Types/URIs/Suites/Components
   awk -v re="$suite_re" '
     function flush(   n, i, u, s, nu, ns) {
-      if (types ~ /(^| )deb( |$)/ && uris != "" && suites != "") {
+      if (types ~ /(^| )deb( |$)/ && uris != "" && suites != "" && tolower(enabled) != "no") {
         nu = split(uris, u, " "); ns = split(suites, s, " ")
         for (i = 1; i <= nu; i++)
           for (n = 1; n <= ns; n++)
             if (s[n] ~ re) print "deb " u[i] " " s[n] " " (comps == "" ? "main" : comps)
       }
-      types = uris = suites = comps = ""
+      types = uris = suites = comps = enabled = ""
     }
     /^[ \t]*#/ { next }
     /^[ \t]*$/ { flush(); next }
@@ -132,6 +140,7 @@ for f in /etc/apt/sources.list.d/*.sources; do
     tolower($1) == "uris:" { $1 = ""; uris = $0 }
     tolower($1) == "suites:" { $1 = ""; suites = $0 }
     tolower($1) == "components:" { $1 = ""; comps = $0 }
+    tolower($1) == "enabled:" { enabled = $2 }
     END { flush() }' "$f" | sed 's/  */ /g' >>"$sources"
 done
 if [ ! -s "$sources" ]; then
@@ -151,18 +160,35 @@ rm -f "$partial"
 # --skip=output/dev: no device nodes (warrend refuses them; it mounts its own
 # /dev). --customize-hook: /workspace, no /root/.ssh (warrend refuses images that
 # carry one), no machine-id, no leftover apt lists or logs.
-if ! mmdebstrap --variant=minbase --mode=root --format=tar --quiet --skip=output/dev \
+# mmdebstrap runs in the background so that INT/TERM reach this script: they
+# are forwarded, and the partial tarball removed once mmdebstrap has cleaned
+# up (it finishes its current step first).
+mm=""
+stop() {
+  trap - INT TERM
+  if [ -n "$mm" ]; then kill -TERM "$mm" 2>/dev/null || true; wait "$mm" 2>/dev/null || true; fi
+  rm -f "$partial"
+  say "interrupted"
+  exit 130
+}
+trap stop INT TERM
+mmdebstrap --variant=minbase --mode=root --format=tar --quiet --skip=output/dev \
     --include="$(IFS=,; echo "${PACKAGES[*]}")" \
     "${dpkgopts[@]}" \
     --aptopt='Acquire::Languages "none"' \
     --customize-hook='mkdir -p "$1/workspace" && chmod 0755 "$1/workspace"' \
     --customize-hook='rm -rf "$1/root/.ssh" "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/*.log "$1"/var/log/apt/*' \
     --customize-hook='rm -f "$1/etc/machine-id" && : >"$1/etc/machine-id"' \
-    "$SUITE" "$partial" "$sources" </dev/null; then
+    "$SUITE" "$partial" "$sources" </dev/null &
+mm=$!
+if ! wait "$mm"; then
+  mm=""
   rm -f "$partial"
   say "mmdebstrap failed (is a Debian mirror reachable?)"
   exit 1
 fi
+mm=""
+trap - INT TERM
 mv -f "$partial" "$cached"
 say "built $cached ($(du -h "$cached" | cut -f1)) in $(($(date +%s) - start))s"
 deliver

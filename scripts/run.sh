@@ -20,7 +20,7 @@ mkdir -p "$state"
 # shellcheck disable=SC2086 # WARREND_ARGS is a list of flags
 "$warrend" --state-dir "$state" --listen "$listen" ${WARREND_ARGS:-} &
 pid=$!
-trap 'kill -TERM $pid 2>/dev/null; wait $pid' INT TERM
+trap 'kill -TERM $pid 2>/dev/null; wait $pid; exit' INT TERM
 export WARREN_ADDR="$listen"
 for _ in $(seq 1 200); do
   "$warren" version >/dev/null 2>&1 && break
