@@ -36,10 +36,12 @@ class Image:
 
     @classmethod
     def sandbox(cls) -> "Image":
-        """The default sandbox image: Python on Debian slim with Git, CA
-        certificates and OpenSSH, working in /workspace."""
-        return (cls.debian_slim().apt_install(["git", "ca-certificates", "openssh-client"])
-                .workdir("/workspace"))
+        """The daemon's default sandbox image (warrend --default-image,
+        `sandbox:latest`): Debian with Python, Git, CA certificates and
+        OpenSSH, working in /workspace, built offline from Debian packages
+        (scripts/base-image.sh). An empty base means "the default", so the
+        spec carries no reference and builder steps apply on top of it."""
+        return cls("")
 
     @classmethod
     def from_dockerfile(cls, path: Union[str, os.PathLike]) -> "Image":
@@ -155,7 +157,7 @@ class Image:
         return hash(self.to_build().SerializeToString(deterministic=True))
 
     def __repr__(self) -> str:
-        return f"Image({self.base_image!r}, steps={len(self._steps)})"
+        return f"Image({self.base_image or 'sandbox default'!r}, steps={len(self._steps)})"
 
 
 def image_spec(image: Union[Image, str, None]) -> Optional[pb.ImageSpec]:
