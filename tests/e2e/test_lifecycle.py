@@ -419,3 +419,45 @@ def test_warm_pool_used_refilled_and_never_leaked(life):
     assert not (pool_ids(life) & before)
     life.stop()
     assert leftovers(life, seen | before) == NOTHING
+
+
+def _rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+
+
+@pytest.mark.slow
+def test_1000_cycles_back_to_baseline(life):
+    """1,000 create/exec/terminate cycles (a warm pool of 2 in play): fds,
+    warrend's RSS and the kernel objects of its sandboxes return to
+    baseline."""
+    life.stop()
+    life.start(extra=["--warm-pool", "2"])
+    ids = set()
+    with wr.SandboxClient(life.unix_addr) as c:
+        for i in range(20):  # warm up lazily allocated things
+            sb = c.create(image="busybox:latest")
+            sb.exec("true")
+            sb.terminate(grace_period_seconds=0)
+            ids.add(sb.id)
+        time.sleep(0.5)
+        fds0 = len(os.listdir("/proc/%d/fd" % life.proc.pid))
+        rss0 = _rss_kb(life.proc.pid)
+        for i in range(1000):
+            sb = c.create(image="busybox:latest")
+            ids.add(sb.id)
+            assert sb.exec("echo", str(i)).stdout_text == "%d\n" % i
+            sb.terminate(grace_period_seconds=0)
+        time.sleep(0.5)
+        fds1 = len(os.listdir("/proc/%d/fd" % life.proc.pid))
+        rss1 = _rss_kb(life.proc.pid)
+    assert fds1 <= fds0, (fds0, fds1)
+    if not SANITIZED:
+        assert rss1 - rss0 < 4096, (rss0, rss1)
+    pool = pool_ids(life)
+    assert len(pool) == 2
+    life.stop()  # sandboxes outlive warrend, the pool does not
+    left = leftovers(life, ids | pool)
+    assert left == NOTHING, left
