@@ -396,6 +396,13 @@ int rt_cgroup_create(const char *id, enum rt_cgroup_mode mode, const struct rt_l
         return 0;
 }
 
+void rt_cgroup_close_join_fds(struct rt_cgroup *cg) {
+        for (size_t i = 0; i < cg->n; i++) {
+                closep(&cg->h[i].procs_fd);
+                cg->h[i].procs_fd = -EBADF;
+        }
+}
+
 int rt_cgroup_set_limits(struct rt_cgroup *cg, const struct rt_limits *limits, struct wr_err *e) {
         char root[PATH_MAX];
         int m = rt_cgroup_detect(cg->mode, root, sizeof(root), e);

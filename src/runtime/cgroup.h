@@ -60,6 +60,10 @@ int rt_cgroup_dirfd(const struct rt_cgroup *cg);
  * how many (0 on v2). */
 size_t rt_cgroup_join_fds(const struct rt_cgroup *cg, int *fds, size_t max);
 
+/* Close the fds of rt_cgroup_join_fds() once nothing will join any more
+ * (a live sandbox holds fewer fds). */
+void rt_cgroup_close_join_fds(struct rt_cgroup *cg);
+
 /* Send sig to every process in the cgroup. SIGKILL on v2 uses cgroup.kill
  * when the kernel has it; otherwise (and on v1) the cgroup is frozen, each
  * pid of cgroup.procs is signalled and the cgroup thawed, so that no

@@ -397,6 +397,8 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
         }
         sb->pid = (pid_t) pid;
         sb->pidfd = pidfd;
+        /* the child has its copies; nothing else joins */
+        rt_cgroup_close_join_fds(sb->cg);
         if (park) {
                 /* parked before mounting anything: rt_sandbox_start goes on */
                 sb->err_rfd = errpipe[0];
@@ -853,6 +855,7 @@ int rt_sandbox_attach(const char *id, const char *dir, pid_t pid, uint64_t start
         r = rt_cgroup_open(id, mode, &sb->cg, e);
         if (r < 0)
                 return err_prefix(e, r, "attach sandbox %s", id);
+        rt_cgroup_close_join_fds(sb->cg);
         sb->pid = pid;
         *ret = TAKE_PTR(sb);
         return 0;
