@@ -34,8 +34,9 @@
 #include "runtime/runtime.h"
 #include "store/store.h"
 
-#define READ_CHUNK (256 * 1024)
+#define READ_CHUNK (1024 * 1024)
 #define MIN_CHUNK 4096
+#define NEW_CHUNK (64 * 1024)
 #define PIPE_SIZE (1024 * 1024)
 #define STDIN_HIGH_WATER (1024 * 1024)
 /* Finished sessions kept for a late attach (daemon-wide, oldest go first). */
@@ -86,6 +87,7 @@ struct sbx_exec {
 
         /* The output log. */
         struct chunk *head, *tail;
+        struct chunk *cur;  /* holds `sent` (or NULL: search from head) */
         uint64_t log_start; /* offset of the first byte still held */
         uint64_t offset;    /* offset after the last byte read */
         uint64_t sent;      /* next offset to give the attached client */
@@ -144,13 +146,32 @@ static void reg_del(struct sbx_exec *x) {
         x->reg_next = x->reg_prev = NULL;
 }
 
+/* Full-size chunks are recycled: fresh ones would be mmapped, faulted in
+ * and unmapped again for every read of a fast stream. */
+#define POOL_MAX 4
+static struct chunk *pool[POOL_MAX];
+static size_t pool_n;
+
+static struct chunk *chunk_new(size_t cap) {
+        if (cap == READ_CHUNK && pool_n > 0)
+                return pool[--pool_n];
+        return malloc(sizeof(struct chunk) + cap);
+}
+
+static void chunk_free(struct chunk *c) {
+        if (c && c->cap == READ_CHUNK && pool_n < POOL_MAX)
+                pool[pool_n++] = c;
+        else
+                free(c);
+}
+
 static void log_free(struct sbx_exec *x) {
         while (x->head) {
                 struct chunk *c = x->head;
                 x->head = c->next;
-                free(c);
+                chunk_free(c);
         }
-        x->tail = NULL;
+        x->tail = x->cur = NULL;
         x->log_bytes = 0;
 }
 
@@ -250,9 +271,11 @@ static void drop_head(struct sbx_exec *x) {
         x->head = c->next;
         if (!x->head)
                 x->tail = NULL;
+        if (x->cur == c)
+                x->cur = NULL;
         x->log_bytes -= c->cap;
         x->log_start = x->head ? x->head->off : x->offset;
-        free(c);
+        chunk_free(c);
 }
 
 /* Drop what the log no longer needs: bytes more than history_cap behind
@@ -321,7 +344,7 @@ static void pump(struct sbx_exec *x) {
                 if (x->cb->on_gap)
                         x->cb->on_gap(x, from, x->log_start, x->userdata);
         }
-        struct chunk *c = x->head;
+        struct chunk *c = x->cur && x->cur->off <= x->sent ? x->cur : x->head;
         while (x->cb && !x->paused && x->sent < x->offset) {
                 while (c && c->off + c->len <= x->sent)
                         c = c->next;
@@ -334,6 +357,7 @@ static void pump(struct sbx_exec *x) {
                 int r = x->cb->on_output ? x->cb->on_output(x, c->stream, c->data + skip, n, off,
                                                             x->userdata)
                                          : 0;
+                x->cur = c;
                 if (r > 0)
                         x->paused = true;
         }
@@ -377,14 +401,14 @@ static void drain(struct sbx_exec *x, int i) {
                 uint8_t *dst;
                 size_t room;
                 bool fresh = false;
-                if (c && c->stream == stream && c->cap - c->len >= (size_t) avail) {
+                if (c && c->stream == stream && c->cap - c->len >= MIN_CHUNK) {
                         dst = c->data + c->len;
                         room = c->cap - c->len;
                 } else {
-                        size_t cap = (size_t) avail < MIN_CHUNK    ? MIN_CHUNK
+                        size_t cap = (size_t) avail < NEW_CHUNK    ? NEW_CHUNK
                                      : (size_t) avail > READ_CHUNK ? READ_CHUNK
                                                                    : (size_t) avail;
-                        c = malloc(sizeof(*c) + cap);
+                        c = chunk_new(cap);
                         if (!c)
                                 break;
                         *c = (struct chunk){.off = x->offset, .cap = cap, .stream = stream};
@@ -406,12 +430,15 @@ static void drain(struct sbx_exec *x, int i) {
                         }
                         c->len += (size_t) n;
                         x->offset += (uint64_t) n;
-                        pump(x);
+                        /* Deliver in large messages: a full chunk, or what
+                         * the pipe had once it is empty. */
+                        if (c->len == c->cap)
+                                pump(x);
                         continue;
                 }
                 int err = n < 0 ? errno : 0;
                 if (fresh)
-                        free(c);
+                        chunk_free(c);
                 if (err == EINTR)
                         continue;
                 if (err == EAGAIN) {
@@ -422,6 +449,7 @@ static void drain(struct sbx_exec *x, int i) {
                 /* EOF, or EIO from a PTY master whose slave side closed. */
                 close_out(x, i);
         }
+        pump(x);
         bool want = x->out_open[0] || x->out_open[1] ? log_has_room(x) : false;
         if (want != x->reading)
                 set_reading(x, want);
@@ -961,6 +989,7 @@ int sbx_exec_attach(struct sbx_manager *m, const Warren__V1__ExecAttach *a,
         x->paused = false;
         x->started_sent = x->exit_sent = false;
         x->sent = a->offset;
+        x->cur = NULL;
         *ret = x;
         kick(x);
         unref(x);
@@ -1063,4 +1092,6 @@ void sbx_exec_forget_all(void) {
                 x->forgotten = true;
                 maybe_free(x);
         }
+        while (pool_n > 0)
+                free(pool[--pool_n]);
 }

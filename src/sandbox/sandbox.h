@@ -213,7 +213,7 @@ int sbx_exec_list(struct sbx_manager *m, const char *sandbox, Warren__V1__Proces
                   struct wr_err *e);
 void sbx_exec_list_free(Warren__V1__Process **v, size_t n);
 
-/* Size of each exec's output log in bytes (default 16 MiB, at least 1
+/* Size of each exec's output log in bytes (default 16 MiB, at least 4
  * MiB): 3/4 kept behind what the attached client was sent (re-attach from
  * its last offset), 1/4 read ahead of it (then the process blocks). */
 void sbx_exec_set_log_size(size_t bytes);
