@@ -29,7 +29,7 @@ void daemon_config_usage(FILE *f) {
               "                        (default " DAEMON_DEFAULT_LISTEN ")\n"
               "  --state-dir DIR       state directory (default " DAEMON_DEFAULT_STATE_DIR ";\n"
               "                        env WARREN_STATE_DIR)\n"
-              "  --admin-listen H:P    admin/metrics endpoint (accepted; not served yet)\n"
+              "  --admin-listen H:P    serve Prometheus /metrics and /healthz over HTTP\n"
               "  --default-image NAME  image for sandboxes that name none (sandbox:latest)\n"
               "  --exec-log-size SIZE  output kept per exec for re-attaching clients\n"
               "                        (bytes, or with K/M/G suffix; default 16M)\n"
