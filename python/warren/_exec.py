@@ -286,7 +286,13 @@ class Process:
         self._call.send(pb.ExecRequest(signal=pb.ExecSignal(signal=n, group=group)))
 
     def output(self) -> Iterator[ExecEvent]:
-        """Events as they arrive, ending with the exit event."""
+        """Events as they arrive, ending with the exit event. (text=False:
+        the bytes yielded here are not kept for wait(): stream them.)"""
+        return self._output(keep=self._call._text)
+
+    def _output(self, keep: bool) -> Iterator[ExecEvent]:
+        out_b: List[bytes] = []
+        err_b: List[bytes] = []
         while True:
             with self._lock:
                 try:
@@ -297,18 +303,22 @@ class Process:
                     self._out.append(ev.stdout)
                 if ev.stderr:
                     self._err.append(ev.stderr)
-                if ev.stdout_bytes:
-                    self._out.append(ev.stdout_bytes.decode(errors="replace"))
-                if ev.stderr_bytes:
-                    self._err.append(ev.stderr_bytes.decode(errors="replace"))
+                if keep and ev.stdout_bytes:
+                    out_b.append(ev.stdout_bytes)
+                if keep and ev.stderr_bytes:
+                    err_b.append(ev.stderr_bytes)
                 if ev.is_exited:
                     self._exit = ev
+                    if out_b:
+                        self._out.append(b"".join(out_b).decode(errors="replace"))
+                    if err_b:
+                        self._err.append(b"".join(err_b).decode(errors="replace"))
             yield ev
 
     def wait(self) -> ExecResult:
         """Wait for the exit; returns everything the process printed
-        (including what output() already yielded)."""
-        for _ in self.output():
+        (with text=True including what output() already yielded)."""
+        for _ in self._output(keep=True):
             pass
         ex = self._exit
         assert ex is not None and ex.exit_code is not None

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -280,6 +281,13 @@ int cli_exec_run(struct cli_ctx *ctx, const char *sandbox, int argc, char **argv
                 return CLI_EXIT_FAIL;
 
         struct exec_state st = {.ctx = ctx, .o = o, .in_fd = -EBADF};
+        /* Output arrives in messages of up to 1 MiB: a bigger pipe to the
+         * next command saves it as many wake-ups (best effort). */
+        for (int fd = STDOUT_FILENO; fd <= STDERR_FILENO; fd++) {
+                struct stat sst;
+                if (fstat(fd, &sst) == 0 && S_ISFIFO(sst.st_mode))
+                        (void) fcntl(fd, F_SETPIPE_SZ, 1024 * 1024);
+        }
         Warren__V1__ExecStart start = WARREN__V1__EXEC_START__INIT;
         start.sandbox = (char *) sandbox;
         start.argv = argv;

@@ -2,11 +2,10 @@
 shows, commands run, the window size follows the pane (at start and on
 resize), Ctrl-C interrupts a foreground `sleep` but not the shell, `exit`
 ends the CLI with the shell's code and the local terminal settings are
-restored. Also `warren exec -t` (PTY) output and exit code.
-
-The seed's "detached tmux session through plain exec" example needs tmux
-inside the sandbox; the busybox test image has none, so it is not run
-here."""
+restored. Also `warren exec -t` (PTY) output and exit code, and the
+seed's "detached tmux session through plain exec" example in an image made
+of the busybox rootfs plus the host's tmux, its libraries, terminfo and the
+C.UTF-8 locale."""
 import os
 import re
 import shutil
@@ -154,3 +153,54 @@ def test_shell_job_control_ctrl_z(sandbox, sandbox_daemon, tmux, tmp_path):
     tmux.wait(r"^jobs-0$")
     tmux.type("exit")
     tmux.wait(r"^CLI-EXIT=0$")
+
+
+def tmux_files():
+    """The host's tmux, its shared libraries and a few terminfo entries,
+    as {path in image: host path} (the busybox image has no libc)."""
+    files = {"/usr/bin/tmux": shutil.which("tmux")}
+    out = subprocess.run(["ldd", files["/usr/bin/tmux"]], capture_output=True, text=True,
+                         check=True).stdout
+    for line in out.splitlines():
+        m = re.search(r"(/\S+)", line.split("=>")[-1])
+        if m and os.path.exists(m.group(1)):
+            files[m.group(1)] = os.path.realpath(m.group(1))
+    loc = "/usr/lib/locale/C.utf8"  # tmux wants a UTF-8 locale (it falls back to C.UTF-8)
+    if os.path.isdir(loc):
+        for f in os.listdir(loc):
+            if os.path.isfile(os.path.join(loc, f)):
+                files[os.path.join(loc, f)] = os.path.join(loc, f)
+    for t in ("x/xterm-256color", "s/screen", "s/screen-256color", "t/tmux-256color"):
+        for d in ("/lib/terminfo", "/usr/share/terminfo"):
+            if os.path.exists(os.path.join(d, t)):
+                files[os.path.join(d, t)] = os.path.realpath(os.path.join(d, t))
+    return files
+
+
+@pytest.fixture(scope="module")
+def tmux_image(sandbox_daemon):
+    from conftest import import_image
+    import_image(sandbox_daemon, "tmux-test:latest", tmux_files())
+    return "tmux-test:latest"
+
+
+def test_seed_tmux_example_detached_session_through_exec(client, tmux_image):
+    """The SDK README's "Add tmux to a sandbox image" example, with an
+    image that has tmux (host binary + libraries copied in)."""
+    sb = client.create(image=tmux_image)
+    try:
+        r = sb.exec("tmux", "new-session", "-d", "-s", "work", timeout_secs=20)
+        assert r.exit_code == 0, r.stderr_text
+        sb.exec("tmux", "send-keys", "-t", "work", "echo hello", "Enter")
+        sessions = sb.exec("tmux", "list-sessions").stdout_text
+        assert sessions.startswith("work:"), sessions
+        deadline = time.monotonic() + 10
+        while True:
+            screen = sb.exec("tmux", "capture-pane", "-p", "-t", "work").stdout_text
+            if re.search(r"^hello$", screen, re.M) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert re.search(r"^hello$", screen, re.M), screen
+        assert sb.exec("tmux", "kill-session", "-t", "work").exit_code == 0
+    finally:
+        sb.terminate(grace_period_seconds=1)
