@@ -281,7 +281,7 @@ def test_kill9_with_20_running_and_5_streaming(life):
 @pytest.mark.slow
 def test_kill9_at_random_points_leaves_nothing(life):
     rnd = random.Random(int(os.environ.get("WARREN_SEED", "6")))
-    cycles = int(os.environ.get("WARREN_KILL_CYCLES", "60"))
+    cycles = int(os.environ.get("WARREN_KILL_CYCLES", "100"))
     for n in range(cycles):
         stop = threading.Event()
 
