@@ -395,6 +395,14 @@ static void on_ctl(uv_poll_t *h, int status, int events) {
         }
 }
 
+/* The entrypoint's output file (<state>/sandboxes/<id>.entrypoint.log)
+ * goes with the sandbox. */
+static void entrypoint_log_remove(struct sbx_manager *m, const char *id) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/sandboxes/%s.entrypoint.log", m->state_dir, id);
+        (void) unlink(path);
+}
+
 /* --- termination --- */
 
 static void timer_cb(uv_timer_t *t);
@@ -448,6 +456,7 @@ static void sbx_finalize(struct sbx *sb) {
         int r = rt_sandbox_destroy(sb->rt, &e);
         if (r < 0)
                 log_warn("sandbox %s: teardown: %s", sb->id, e.msg);
+        entrypoint_log_remove(sb->m, sb->id);
         ctl_close(sb);
         uv_timer_stop(&sb->timer);
         uv_poll_stop(&sb->pid_poll);
@@ -1269,6 +1278,7 @@ static void manager_recover(struct sbx_manager *m) {
                         log_warn("recovery: sandbox %s: %s", row->id, ce.msg);
                         continue;
                 }
+                entrypoint_log_remove(m, row->id);
                 store_sandbox_update_status(m->store, row->id, st, reason, NULL);
                 ended++;
                 m->metrics.recovery_ended++;

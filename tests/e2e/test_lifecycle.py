@@ -115,7 +115,7 @@ def leftovers(d, ids):
     mounts = [line for line in open("/proc/self/mountinfo")
               if d.state_dir in line or any(i in line for i in ids)]
     sdir = os.path.join(d.state_dir, "sandboxes")
-    dirs = [n for n in os.listdir(sdir) if os.path.isdir(os.path.join(sdir, n))] if os.path.isdir(sdir) else []
+    dirs = os.listdir(sdir) if os.path.isdir(sdir) else []  # dirs and entrypoint logs
     live = [r for r in d.rows() if r[1] in (1, 2, 3)]
     return dict(cgroups=cg, mounts=mounts, dirs=dirs, procs=sandbox_pids(ids), live_rows=live)
 
@@ -149,7 +149,7 @@ def life():
 def test_sandboxes_survive_sigterm_and_are_reattached(life):
     with wr.SandboxClient(life.unix_addr) as c:
         a = c.create(image="busybox:latest", name="keep-a", env={"SECRETISH": "s3cr3t"},
-                     workdir="/tmp", tags={"suite": "life"})
+                     workdir="/tmp", tags={"suite": "life"}, entrypoint=["sleep", "1000"])
         b = c.create(image="busybox:latest", lifetime="6s")
         a.exec("sh", "-c", "echo hello > /tmp/mark")
         ids = {a.id, b.id}
