@@ -365,6 +365,64 @@ static void test_sandbox_list_filters(void **state) {
         assert_int_equal(store_sandbox_list(f->s, &flt, &l, &n, &e), 0);
 }
 
+/* Restart recovery's record: init pid/start time, sealed process defaults,
+ * status in one statement; counts by status. */
+static void test_sandbox_started_and_process(void **state) {
+        struct fixture *f = *state;
+        struct wr_err e = {0};
+        struct store_sandbox in = {.id = "sb-00000000000000cc",
+                                   .environment = STORE_ENV_DEFAULT,
+                                   .status = STORE_SANDBOX_PENDING,
+                                   .created_ns = store_now_ns()};
+        assert_int_equal(store_sandbox_insert(f->s, &in, &e), 0);
+        unsigned char *p = NULL;
+        size_t n = 0;
+        assert_int_equal(store_sandbox_get_process(f->s, in.id, &p, &n, NULL), -ENODATA);
+        static const char proc[] = "0\0000\000/tmp\000TOKEN=hunter2-secret\000";
+        assert_int_equal(store_sandbox_set_started(f->s, in.id, 4242, 987654321, NULL, proc,
+                                                   sizeof(proc), STORE_SANDBOX_RUNNING, &e),
+                         0);
+        struct store_sandbox out = {0};
+        assert_int_equal(store_sandbox_load(f->s, in.id, &out, &e), 0);
+        assert_int_equal(out.status, STORE_SANDBOX_RUNNING);
+        assert_int_equal(out.init_pid, 4242);
+        assert_int_equal(out.init_start, 987654321);
+        store_sandbox_clear(&out);
+        assert_int_equal(store_sandbox_get_process(f->s, in.id, &p, &n, &e), 0);
+        assert_int_equal(n, sizeof(proc));
+        assert_memory_equal(p, proc, sizeof(proc));
+        free(p);
+        /* sealed: the secret value is not in the database file */
+        store_close(f->s);
+        f->s = NULL;
+        FILE *fp = fopen(f->db, "rb");
+        assert_non_null(fp);
+        static char buf[1 << 20];
+        size_t got = fread(buf, 1, sizeof(buf), fp);
+        fclose(fp);
+        assert_null(memmem(buf, got, "hunter2", 7));
+        assert_int_equal(store_open(f->db, &f->s, &e), 0);
+        /* a sealed blob copied onto another sandbox does not open */
+        struct store_sandbox other = in;
+        other.id = "sb-00000000000000dd";
+        assert_int_equal(store_sandbox_insert(f->s, &other, &e), 0);
+        char sql[512];
+        snprintf(sql, sizeof(sql),
+                 "UPDATE sandboxes SET process = (SELECT process FROM sandboxes WHERE id = '%s'), "
+                 "process_nonce = (SELECT process_nonce FROM sandboxes WHERE id = '%s') "
+                 "WHERE id = '%s'",
+                 in.id, in.id, other.id);
+        assert_int_equal(sqlite3_exec(store_sqlite(f->s), sql, NULL, NULL, NULL), SQLITE_OK);
+        assert_int_equal(store_sandbox_get_process(f->s, other.id, &p, &n, NULL), -EBADMSG);
+        int64_t counts[6];
+        assert_int_equal(store_sandbox_count_by_status(f->s, counts, &e), 0);
+        assert_int_equal(counts[STORE_SANDBOX_RUNNING], 1);
+        assert_int_equal(counts[STORE_SANDBOX_PENDING], 1);
+        assert_int_equal(counts[STORE_SANDBOX_FAILED], 0);
+        assert_int_equal(store_sandbox_set_started(f->s, "sb-nope", 1, 1, NULL, NULL, 0, 0, NULL),
+                         -ENOENT);
+}
+
 static void test_volume_crud(void **state) {
         struct fixture *f = *state;
         struct wr_err e = {0};
@@ -520,6 +578,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_sandbox_crud, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sandbox_unique_name, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sandbox_list_filters, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_sandbox_started_and_process, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_volume_crud, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_secret_roundtrip, setup, teardown),
         };
