@@ -55,6 +55,10 @@ test-asan: build-asan
 	WARREN_BUILD=$(CURDIR)/$(ASAN_BUILD) $(PYTHON) -m pytest -q tests/init $(PYTEST_ARGS)
 	WARREN_BUILD=$(CURDIR)/$(ASAN_BUILD) WARREN_SANITIZED=1 $(PYTHON) -m pytest -q tests/runtime $(PYTEST_ARGS)
 
+# Every daemon a test starts pulls only from loopback registries: nothing
+# a test does may leave the machine (the e2e fixtures set it too).
+test test-fast test-unit test-e2e test-asan: export WARREN_PULL_LOOPBACK_ONLY = 1
+
 # A short smoke run of every fuzzer in `make test`; `make fuzz` runs longer.
 FUZZ_SECONDS ?= 5
 test-fuzz:

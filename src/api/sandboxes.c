@@ -12,6 +12,7 @@
 
 #include "api/api-internal.h"
 #include "basic/log.h"
+#include "image/pull.h"
 #include "runtime/runtime.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
@@ -388,6 +389,44 @@ static bool shutting_down(struct rpc_call *call) {
         return true;
 }
 
+static void do_create(struct rpc_call *call, const Warren__V1__CreateSandboxRequest *req) {
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        struct wr_err e = {0};
+        struct store_sandbox sb = {0};
+        int r = sbx_create(ctx->sandboxes, req, &sb, &e);
+        if (r < 0) {
+                err_prefix(&e, r, "create sandbox");
+                finish_store_err(call, &e);
+                return;
+        }
+        reply_sandbox(call, &sb);
+        store_sandbox_clear(&sb);
+}
+
+/* The on-demand pull of CreateSandbox ended: create, or report the pull's
+ * error (its status is already the right one: NOT_FOUND, UNAVAILABLE,
+ * UNAUTHENTICATED, DATA_LOSS ...). The request message lives as long as
+ * the call, which holds a reference until here. */
+struct create_op {
+        struct rpc_call *call;
+        const Warren__V1__CreateSandboxRequest *req;
+};
+
+static void create_after_pull(struct img_pull *p, int r, const struct img_info *info,
+                              const struct wr_err *e, void *userdata) {
+        struct create_op *op = userdata;
+        if (!rpc_call_is_done(op->call)) {
+                if (r < 0) {
+                        struct wr_err pe = *e;
+                        err_prefix(&pe, r, "create sandbox: pull");
+                        finish_store_err(op->call, &pe);
+                } else if (!shutting_down(op->call))
+                        do_create(op->call, op->req);
+        }
+        rpc_call_unref(op->call);
+        free(op);
+}
+
 static void create_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
         const Warren__V1__CreateSandboxRequest *req = (const void *) msg;
         struct api_ctx *ctx = rpc_call_server_ctx(call);
@@ -410,16 +449,31 @@ static void create_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
                 }
         if (shutting_down(call))
                 return;
-        struct wr_err e = {0};
-        struct store_sandbox sb = {0};
-        int r = sbx_create(ctx->sandboxes, req, &sb, &e);
-        if (r < 0) {
-                err_prefix(&e, r, "create sandbox");
-                finish_store_err(call, &e);
+        /* An image not stored yet is pulled first (never the daemon's
+         * default image: that one is built or imported locally). */
+        const char *ref = sbx_image_ref(ctx->sandboxes, req);
+        if (ref && ctx->images && !sbx_image_is_default(ctx->sandboxes, ref) &&
+            !sbx_image_present(ctx->sandboxes, ref)) {
+                struct wr_err e = {0};
+                struct img_pull *p = NULL;
+                struct create_op *op = calloc(1, sizeof(*op));
+                if (!op) {
+                        rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                        return;
+                }
+                op->call = rpc_call_ref(call);
+                op->req = req;
+                int r = img_pull_start(ctx->images, ctx->loop, ref, NULL, create_after_pull, op, &p,
+                                       &e);
+                if (r < 0) {
+                        err_prefix(&e, r, "create sandbox: image %s", ref);
+                        finish_store_err(call, &e);
+                        rpc_call_unref(call);
+                        free(op);
+                }
                 return;
         }
-        reply_sandbox(call, &sb);
-        store_sandbox_clear(&sb);
+        do_create(call, req);
 }
 
 struct terminate_op {

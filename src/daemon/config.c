@@ -45,6 +45,8 @@ void daemon_config_usage(FILE *f) {
               "  --config FILE         read \"key = value\" lines; keys are the long\n"
               "                        option names; options on the command line win\n"
               "  --enable-diag         serve warren.v1.Diag (tests and benchmarks)\n"
+              "  --pull-loopback-only  pull only from registries on loopback (the test\n"
+              "                        suites: nothing may leave the machine)\n"
               "  --terminate-on-exit   stop every sandbox when warrend exits (default:\n"
               "                        they keep running and the next warrend re-attaches)\n"
               "  --warm-pool N         keep N sandbox host resources prepared ahead\n"
@@ -167,6 +169,10 @@ static int apply(struct daemon_config *c, int src, const char *key, const char *
         } else if (!strcmp(key, "log-format")) {
                 if (log_format_from_string(v, &c->log_format) < 0)
                         return err_set(e, -EINVAL, "--log-format %s: expected text or json", v);
+        } else if (!strcmp(key, "pull-loopback-only")) {
+                if (parse_bool(v, &c->pull_loopback_only) < 0)
+                        return err_set(e, -EINVAL,
+                                       "pull-loopback-only = %s: expected true or false", v);
         } else if (!strcmp(key, "terminate-on-exit")) {
                 if (parse_bool(v, &c->terminate_on_exit) < 0)
                         return err_set(e, -EINVAL, "terminate-on-exit = %s: expected true or false",
@@ -255,6 +261,7 @@ enum {
         OPT_REGISTRY_CONFIG,
         OPT_DOCKER_CONFIG,
         OPT_TERMINATE_ON_EXIT,
+        OPT_PULL_LOOPBACK_ONLY,
         OPT_WARM_POOL,
 };
 
@@ -273,6 +280,7 @@ static const struct option options[] = {
         {"registry-config", required_argument, NULL, OPT_REGISTRY_CONFIG},
         {"docker-config", required_argument, NULL, OPT_DOCKER_CONFIG},
         {"terminate-on-exit", no_argument, NULL, OPT_TERMINATE_ON_EXIT},
+        {"pull-loopback-only", no_argument, NULL, OPT_PULL_LOOPBACK_ONLY},
         {"warm-pool", required_argument, NULL, OPT_WARM_POOL},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -321,6 +329,9 @@ int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr
         env = getenv("WARREN_TERMINATE_ON_EXIT");
         if (env && *env && (r = apply(c, SRC_ENV, "terminate-on-exit", env, e)) < 0)
                 return err_prefix(e, r, "WARREN_TERMINATE_ON_EXIT");
+        env = getenv("WARREN_PULL_LOOPBACK_ONLY");
+        if (env && *env && (r = apply(c, SRC_ENV, "pull-loopback-only", env, e)) < 0)
+                return err_prefix(e, r, "WARREN_PULL_LOOPBACK_ONLY");
         env = getenv("WARREN_LOG_LEVEL");
         if (env && *env && (r = apply(c, SRC_ENV, "log-level", env, e)) < 0)
                 return err_prefix(e, r, "WARREN_LOG_LEVEL");
@@ -340,6 +351,10 @@ int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr
                 }
                 if (o == OPT_TERMINATE_ON_EXIT) {
                         c->terminate_on_exit = true;
+                        continue;
+                }
+                if (o == OPT_PULL_LOOPBACK_ONLY) {
+                        c->pull_loopback_only = true;
                         continue;
                 }
                 r = apply(c, SRC_FLAG, options[idx].name, optarg, e);

@@ -32,6 +32,7 @@ struct daemon_config {
         enum log_level log_level;
         enum log_format log_format;
         bool enable_diag;
+        bool pull_loopback_only;
         bool terminate_on_exit; /* stop sandboxes when warrend exits */
         unsigned warm_pool;     /* sandboxes' host resources prepared ahead */
         bool help;

@@ -297,6 +297,11 @@ static int daemon_pull_configure(struct daemon *d, struct wr_err *e) {
         int r = img_pull_configure(d->images, d->cfg.registry_config, docker, e);
         if (r < 0)
                 return err_prefix(e, r, "registry configuration");
+        if (d->cfg.pull_loopback_only) {
+                if ((r = img_pull_set_loopback_only(d->images, true, e)) < 0)
+                        return r;
+                log_info("pulls limited to registries on loopback");
+        }
         if (d->cfg.registry_config || docker)
                 log_info("registries: config %s, credentials %s",
                          d->cfg.registry_config ? d->cfg.registry_config : "(none)",

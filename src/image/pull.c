@@ -51,6 +51,7 @@ struct img_pull_ctx {
         struct img_registry *reg; /* created on the first pull (needs the loop) */
         char *registry_config;
         char *docker_config;
+        bool loopback_only; /* refuse registries (and mirrors) off loopback */
         struct job *jobs;
 };
 
@@ -822,6 +823,15 @@ static void fetch_manifest(struct job *j, const char *object, bool by_digest) {
 
 /* --- entry points --- */
 
+int img_pull_set_loopback_only(struct img_store *s, bool on, struct wr_err *e) {
+        struct img_pull_ctx *ctx = NULL;
+        int r = ctx_get(s, &ctx, e);
+        if (r < 0)
+                return r;
+        ctx->loopback_only = on;
+        return 0;
+}
+
 int img_pull_start(struct img_store *s, uv_loop_t *loop, const char *ref,
                    img_pull_progress_fn progress, img_pull_done_fn done, void *userdata,
                    struct img_pull **ret, struct wr_err *e) {
@@ -837,6 +847,7 @@ int img_pull_start(struct img_store *s, uv_loop_t *loop, const char *ref,
                 r = img_registry_new(loop, ctx->registry_config, ctx->docker_config, &ctx->reg, e);
                 if (r < 0)
                         return err_prefix(e, r, "registry client");
+                img_registry_set_loopback_only(ctx->reg, ctx->loopback_only);
         }
         struct img_pull *p = calloc(1, sizeof(*p));
         if (!p)

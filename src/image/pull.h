@@ -74,6 +74,12 @@ typedef void (*img_pull_done_fn)(struct img_pull *p, int r, const struct img_inf
 int img_pull_configure(struct img_store *s, const char *registry_config, const char *docker_config,
                        struct wr_err *e);
 
+/* Contact only registries and mirrors on loopback (see
+ * img_registry_set_loopback_only): warrend --pull-loopback-only, which the
+ * test suites use so that nothing ever leaves the machine. Call before the
+ * first pull. Returns 0 or -ENOMEM. */
+int img_pull_set_loopback_only(struct img_store *s, bool on, struct wr_err *e);
+
 /* Start pulling ref ("ubuntu", "python:3.12-slim", "127.0.0.1:5000/a:v1",
  * "repo@sha256:<hex>") into s, on loop. The image is stored under its
  * local name (img_pull_local_name). progress may be NULL. Returns 0 (done

@@ -57,6 +57,7 @@ struct img_registry {
         struct img_reg_req *reqs;
         char docker_config[512];
         char registry_config[512];
+        bool loopback_only; /* no endpoint, redirect or token realm off loopback */
 };
 
 struct sock_ctx {
@@ -791,7 +792,8 @@ static int attempt(struct img_reg_req *q, const char *url, struct wr_err *e) {
         curl_easy_setopt(c, CURLOPT_PRIVATE, q);
         curl_easy_setopt(c, CURLOPT_ERRORBUFFER, q->errbuf);
         curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+        /* Loopback-only: a redirect could lead anywhere; follow none. */
+        curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, q->reg->loopback_only ? 0L : 1L);
         curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
         curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
         curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -851,15 +853,29 @@ static int attempt_main(struct img_reg_req *q, struct wr_err *e) {
         return attempt(q, url, e);
 }
 
+void img_registry_set_loopback_only(struct img_registry *reg, bool on) {
+        reg->loopback_only = on;
+}
+
+static bool url_is_loopback(const char *url) {
+        char host[300];
+        url_host(url, host, sizeof(host));
+        return img_ref_domain_is_loopback(host);
+}
+
 static void build_endpoints(struct img_reg_req *q) {
         const struct host_cfg *h = host_cfg(q->reg, q->ref.domain);
         q->n_eps = 0;
         for (size_t i = 0; h && i < h->n_mirrors && q->n_eps < MAX_ENDPOINTS - 1; i++) {
+                if (q->reg->loopback_only && !url_is_loopback(h->mirrors[i]))
+                        continue;
                 struct endpoint *ep = &q->eps[q->n_eps++];
                 snprintf(ep->base, sizeof(ep->base), "%s", h->mirrors[i]);
                 url_host(ep->base, ep->host, sizeof(ep->host));
                 ep->mirror = true;
         }
+        if (q->reg->loopback_only && !img_ref_domain_is_loopback(q->ref.domain))
+                return;
         bool http = img_ref_domain_is_loopback(q->ref.domain);
         if (h && h->insecure >= 0)
                 http = h->insecure;
@@ -914,6 +930,15 @@ int img_reg_fetch_start(struct img_registry *reg, const struct img_reg_fetch *f,
                 return r;
         }
         build_endpoints(q);
+        if (q->n_eps == 0) {
+                r = err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                             "image %s/%s is not stored, and this warrend pulls only from "
+                             "registries on loopback (--pull-loopback-only): import it with "
+                             "`warren image import`",
+                             q->ref.domain, q->ref.path);
+                req_free(q);
+                return r;
+        }
         r = attempt_main(q, e);
         if (r < 0) {
                 req_free(q);
@@ -1107,6 +1132,13 @@ static void answer_challenge(struct img_reg_req *q) {
                 fail(q, -EPROTO, WR_STATUS_UNAVAILABLE, WR_FAULT_SERVICE,
                      "registry %s: token realm \"%.200s\" is not an http(s) URL", q->ref.domain,
                      ch.realm);
+                return;
+        }
+        if (q->reg->loopback_only && !url_is_loopback(ch.realm)) {
+                fail(q, -EPERM, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_SERVICE,
+                     "registry %s: token realm \"%.200s\" is not on loopback "
+                     "(--pull-loopback-only)",
+                     q->ref.domain, ch.realm);
                 return;
         }
         char scope[600];

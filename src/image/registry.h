@@ -63,6 +63,12 @@ struct img_reg_req;
 int img_registry_new(uv_loop_t *loop, const char *registry_config, const char *docker_config,
                      struct img_registry **ret, struct wr_err *e);
 
+/* Loopback-only mode (warrend --pull-loopback-only, the test suites): only
+ * mirrors and registries on loopback are contacted, redirects are not
+ * followed and token realms must be on loopback; a reference with no
+ * loopback endpoint fails with NOT_FOUND before anything is resolved. */
+void img_registry_set_loopback_only(struct img_registry *reg, bool on);
+
 /* Cancel every request (their callbacks are not called) and free the
  * client; the poll and timer handles are closed on the loop (the memory
  * goes once the loop has run their close callbacks). NULL is fine. */

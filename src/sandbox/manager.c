@@ -19,6 +19,7 @@
 
 #include "basic/log.h"
 #include "image/image.h"
+#include "image/pull.h"
 #include "runtime/ctl.h"
 #include "runtime/runtime.h"
 #include "store/store.h"
@@ -734,9 +735,11 @@ static int spec_pack(const Warren__V1__CreateSandboxRequest *req, uint8_t **ret,
         return *ret ? 0 : -ENOMEM;
 }
 
-static int start_entrypoint(struct sbx *sb, const Warren__V1__CreateSandboxRequest *req,
-                            struct wr_err *e) {
-        if (req->n_entrypoint == 0)
+/* Start the sandbox's main process in the background (output to
+ * <dir>/entrypoint.log): the request's entrypoint, else the image's
+ * Entrypoint + Cmd. argv NULL or empty: nothing to start. */
+static int start_entrypoint(struct sbx *sb, char *const *argv, struct wr_err *e) {
+        if (!argv || !argv[0])
                 return 0;
         char path[PATH_MAX];
         snprintf(path, sizeof(path), "%s/entrypoint.log", rt_sandbox_dir(sb->rt));
@@ -744,14 +747,9 @@ static int start_entrypoint(struct sbx *sb, const Warren__V1__CreateSandboxReque
         _cleanup_close_ int log = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (null < 0 || log < 0)
                 return err_set(e, -errno, "entrypoint: open %s", path);
-        _cleanup_free_ const char **argv = calloc(req->n_entrypoint + 1, sizeof(char *));
-        if (!argv)
-                return -ENOMEM;
-        for (size_t i = 0; i < req->n_entrypoint; i++)
-                argv[i] = req->entrypoint[i];
         struct rt_spawn_req sr = {
                 .id = ++sb->next_exec_id,
-                .argv = argv,
+                .argv = (const char *const *) argv,
                 .envp = (const char *const *) sb->env,
                 .cwd = sb->workdir,
                 .uid = sb->uid,
@@ -762,6 +760,89 @@ static int start_entrypoint(struct sbx *sb, const Warren__V1__CreateSandboxReque
         int r = sbx_ctl_send_spawn(sb, &sr, stdio);
         if (r < 0)
                 return err_set(e, r, "entrypoint: spawn");
+        return 0;
+}
+
+/* Resolve ref as given, then under the local name a pull stores it as
+ * ("ubuntu" → "ubuntu:latest", "docker.io/library/x" → "x:latest"). */
+static int image_resolve(struct sbx_manager *m, const char *ref, struct img_info **ret,
+                         struct wr_err *e) {
+        struct wr_err le = {0};
+        int r = img_store_resolve(m->images, ref, ret, &le);
+        if (r != -ENOENT) {
+                if (r < 0 && e)
+                        *e = le;
+                return r;
+        }
+        char local[512];
+        if (img_pull_local_name(ref, local, sizeof(local), NULL) >= 0 && strcmp(local, ref) != 0 &&
+            img_store_resolve(m->images, local, ret, NULL) >= 0)
+                return 0;
+        if (e)
+                *e = le;
+        return -ENOENT;
+}
+
+const char *sbx_image_ref(const struct sbx_manager *m,
+                          const Warren__V1__CreateSandboxRequest *req) {
+        if (req->image && req->image->kind_case == WARREN__V1__IMAGE_SPEC__KIND_BUILD)
+                return NULL;
+        if (req->image && req->image->kind_case == WARREN__V1__IMAGE_SPEC__KIND_REF &&
+            *req->image->ref)
+                return req->image->ref;
+        return m->default_image;
+}
+
+bool sbx_image_is_default(const struct sbx_manager *m, const char *ref) {
+        return strcmp(ref, m->default_image) == 0;
+}
+
+bool sbx_image_present(struct sbx_manager *m, const char *ref) {
+        struct img_info *img = NULL;
+        if (!m->images || image_resolve(m, ref, &img, NULL) < 0)
+                return false;
+        img_info_free(img);
+        return true;
+}
+
+static void argv_free(char **v) {
+        for (size_t i = 0; v && v[i]; i++)
+                free(v[i]);
+        free(v);
+}
+static inline void argv_freep(char ***v) {
+        argv_free(*v);
+}
+
+/* The main process: the request's entrypoint, else the image's
+ * Entrypoint + Cmd (Docker's rule), as a NULL-terminated heap vector
+ * (NULL when there is none). */
+static int entry_argv(const Warren__V1__CreateSandboxRequest *req, const struct img_info *img,
+                      char ***ret) {
+        size_t n = req->n_entrypoint ? req->n_entrypoint
+                                     : img->config.n_entrypoint + img->config.n_cmd;
+        *ret = NULL;
+        if (n == 0)
+                return 0;
+        char **v = calloc(n + 1, sizeof(char *));
+        if (!v)
+                return -ENOMEM;
+        size_t k = 0;
+        if (req->n_entrypoint)
+                for (size_t i = 0; i < req->n_entrypoint; i++)
+                        v[k++] = strdup(req->entrypoint[i]);
+        else {
+                for (size_t i = 0; i < img->config.n_entrypoint; i++)
+                        v[k++] = strdup(img->config.entrypoint[i]);
+                for (size_t i = 0; i < img->config.n_cmd; i++)
+                        v[k++] = strdup(img->config.cmd[i]);
+        }
+        for (size_t i = 0; i < k; i++)
+                if (!v[i]) {
+                        argv_free(v);
+                        return -ENOMEM;
+                }
+        *ret = v;
         return 0;
 }
 
@@ -861,7 +942,7 @@ static int create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest 
                 return err_setx(e, -ENOENT, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_SERVICE,
                                 "image store unavailable");
         struct img_info *img = NULL;
-        r = img_store_resolve(m->images, ref, &img, e);
+        r = image_resolve(m, ref, &img, e);
         if (r < 0) {
                 if (r == -ENOENT)
                         return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
@@ -869,6 +950,11 @@ static int create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest 
                                         "import %s FILE` (or pull it)",
                                         ref, ref);
                 return err_prefix(e, r, "image %s", ref);
+        }
+        _cleanup_(argv_freep) char **entry = NULL;
+        if (entry_argv(req, img, &entry) < 0) {
+                img_info_free(img);
+                return err_set(e, -ENOMEM, "create sandbox: out of memory");
         }
 
         struct sbx *sb = calloc(1, sizeof(*sb));
@@ -1023,7 +1109,7 @@ static int create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest 
 
         if ((r = sbx_arm(sb, e)) < 0)
                 goto fail_started;
-        if ((r = start_entrypoint(sb, req, e)) < 0) {
+        if ((r = start_entrypoint(sb, entry, e)) < 0) {
                 sb->term_reason = "entrypoint failed to start";
                 sb->final_status = STORE_SANDBOX_FAILED;
                 sbx_finalize(sb);

@@ -109,6 +109,18 @@ bool sbx_manager_image_in_use(const char *image_id, void *manager);
 int sbx_create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *req,
                struct store_sandbox *ret, struct wr_err *e);
 
+/* The image reference req asks for (the daemon's default image when it
+ * names none); NULL for a declarative build. Borrowed from req or m. */
+const char *sbx_image_ref(const struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *req);
+
+/* True when ref is the daemon's default image (never pulled on demand). */
+bool sbx_image_is_default(const struct sbx_manager *m, const char *ref);
+
+/* True when ref resolves to a stored image, as given or under the local
+ * name a pull stores it as ("ubuntu" → "ubuntu:latest"). The API pulls
+ * images on demand when this is false, then calls sbx_create. */
+bool sbx_image_present(struct sbx_manager *m, const char *ref);
+
 /* Load the sandbox called key (an id "sb-..." or a name) into *ret (caller
  * clears). -ENOENT when unknown. */
 int sbx_lookup(struct sbx_manager *m, const char *key, struct store_sandbox *ret, struct wr_err *e);

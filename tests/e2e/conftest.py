@@ -75,6 +75,9 @@ class Daemon:
         self.log_path = os.path.join(self.tmp, "warrend.log")
         self.log = open(self.log_path, "wb")
         env = dict(os.environ)
+        # Tests never reach beyond loopback: an image that is not stored is
+        # pulled on demand only from loopback registries.
+        env["WARREN_PULL_LOOPBACK_ONLY"] = "1"
         # Sandboxes outlive warrend by default (restart recovery); test
         # daemons stop theirs on exit so no test leaks any.
         env.setdefault("WARREN_TERMINATE_ON_EXIT", "1")
