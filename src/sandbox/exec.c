@@ -515,6 +515,10 @@ static void finish(struct sbx_exec *x) {
         }
         if (x->reason)
                 reason = x->reason;
+        else if (x->sb && x->sb->state != SBX_RUNNING)
+                /* Ended by the sandbox's termination (its SIGTERM, or
+                 * exiting on it during the grace period). */
+                reason = WARREN__V1__EXIT_REASON__EXIT_REASON_SANDBOX_TERMINATED;
         else if (signo == SIGKILL && x->oom_known && x->sb && x->sb->rt) {
                 /* The OOM killer counts its kills in the sandbox's cgroup. */
                 uint64_t n;
@@ -691,7 +695,9 @@ void sbx_exec_on_spawned(struct sbx *sb, uint64_t id, int pid, int err, int pty_
                 }
                 set_reading(x, log_has_room(x));
         }
-        pump(x);
+        /* Output read before this waited for `started`: deliver it, and
+         * read on if that made room. */
+        kick(x);
         unref(x);
 }
 

@@ -6,6 +6,7 @@ its group; typed exits: timeout within 100 ms, OOM under a memory limit."""
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -330,3 +331,63 @@ def test_cli_attach_forwards_stdin(sandbox, sandbox_daemon):
     exec_id = r.stdout.strip()
     r = cli(sandbox_daemon, "exec", "--attach", exec_id, "-i", sandbox.id, input="x\n")
     assert r.returncode == 0 and r.stdout == "got-x\n"
+
+
+# --- PTY through the SDK, the log size flag ---
+
+def read_until(events, pattern, timeout=10.0):
+    """Text of a pty process's events until pattern appears."""
+    buf, deadline = "", time.monotonic() + timeout
+    for ev in events:
+        buf += ev.stdout or ""
+        if re.search(pattern, buf, re.M):
+            return buf
+        assert time.monotonic() < deadline and not ev.is_exited, buf
+    raise AssertionError(buf)
+
+
+def test_pty_window_and_resize(sandbox):
+    p = sandbox.exec_start("sh", "-c", "stty size; tty; read x; stty size; exit 5", pty=True,
+                           window=(100, 30))
+    events = p.output()
+    out = read_until(events, r"^/dev/pts/\d+\r?$")
+    assert re.search(r"^30 100\r?$", out, re.M), out
+    p.resize(80, 20)
+    p.write_stdin("\n")
+    out = read_until(events, r"^20 80\r?$")
+    rest = list(events)
+    assert rest[-1].is_exited and rest[-1].exit_code == 5
+
+
+def test_exec_log_size_flag(fresh_warrend):
+    from conftest import import_image
+    with pytest.raises(RuntimeError):
+        fresh_warrend(extra_args=["--exec-log-size", "lots"])
+    d = fresh_warrend(extra_args=["--exec-log-size", "4M"])
+    import_image(d, "busybox:latest")
+    with wr.SandboxClient(d.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+        try:
+            n = 20 << 20
+            p = sb.exec_start("dd", "if=/dev/zero", "bs=1M", "count=20", detach=True, text=False)
+            assert sum(len(ev.stdout_bytes or b"") for ev in p.output()) == n
+            evs = list(sb.attach(p.exec_id, offset=0, text=False).output())
+            # 3/4 of 4 MiB kept behind the cursor (give or take a chunk).
+            assert evs[0].gap is not None
+            kept = n - evs[0].gap[1]
+            assert 2 << 20 <= kept <= 4 << 20, kept
+            assert sum(len(ev.stdout_bytes or b"") for ev in evs) == kept
+        finally:
+            sb.terminate(grace_period_seconds=1)
+
+
+def test_terminate_ends_detached_execs_which_stay_listed(client):
+    sb = client.create(image="busybox:latest")
+    p = sb.exec_start("sh", "-c", "echo up; sleep 100 & sleep 100", detach=True)
+    exec_id = p.exec_id
+    p.detach()
+    sb.terminate(grace_period_seconds=0.5)
+    info = proc_info(sb, exec_id)
+    assert info is not None and not info.running and info.reason == "sandbox_terminated"
+    r = sb.attach(exec_id).wait()
+    assert r.reason == "sandbox_terminated" and r.stdout_text == "up\n"
