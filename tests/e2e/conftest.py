@@ -84,7 +84,16 @@ class Daemon:
         if SANITIZED:
             env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        self._wait_ready()
+        try:
+            self._wait_ready()
+        except BaseException:
+            # A daemon that refused to start leaves nothing behind either.
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.log.close()
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
 
     def _wait_ready(self, timeout=20.0):
         deadline = time.monotonic() + timeout
