@@ -471,3 +471,33 @@ def test_blob_larger_than_manifest_says(daemon, layout):
         assert entries(daemon, "layers/sha256") == [] and entries(daemon, "layers/tmp") == []
     finally:
         fake.stop()
+
+
+def test_kill9_mid_pull_then_pull_completes(reg):
+    """warrend killed (-9) in the middle of a pull: the next warrend on the
+    same state dir has no partial layer, and pulling again completes."""
+    from test_lifecycle import Restartable
+    d = Restartable()
+    d.start(terminate_on_exit=True)
+    try:
+        ref = "%s/test/big:v1" % reg.host
+        call = stub(d).PullImage(images_pb2.PullImageRequest(ref=ref), timeout=TIMEOUT)
+        for m in call:
+            if any(l.state in ("downloading", "extracting") and l.done_bytes > 0
+                   for l in m.layers):
+                d.kill9()
+                break
+        else:
+            pytest.fail("the pull finished before warrend could be killed")
+        with pytest.raises(grpc.RpcError):
+            for _ in call:
+                pass
+        d.start(terminate_on_exit=True)
+        assert entries(d, "layers/tmp") == [] and entries(d, "tmp") == []
+        assert stub(d).ListImages(images_pb2.ListImagesRequest(), timeout=TIMEOUT).images == []
+        msgs, img = pull(d, ref)
+        assert list(img.layers) == reg.images["big"]["diff_ids"]
+        assert entries(d, "layers/tmp") == [] and entries(d, "tmp") == []
+        assert sorted(entries(d, "layers/sha256")) == sorted(x[7:] for x in img.layers)
+    finally:
+        d.destroy()
