@@ -10,9 +10,15 @@
 static enum log_level min_level = LOG_LEVEL_INFO;
 static enum log_format out_format = LOG_FORMAT_TEXT;
 
-void log_set_level(enum log_level level) { min_level = level; }
-enum log_level log_get_level(void) { return min_level; }
-void log_set_format(enum log_format format) { out_format = format; }
+void log_set_level(enum log_level level) {
+        min_level = level;
+}
+enum log_level log_get_level(void) {
+        return min_level;
+}
+void log_set_format(enum log_format format) {
+        out_format = format;
+}
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 

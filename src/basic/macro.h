@@ -20,7 +20,9 @@
  * second definition would clash). */
 #include <sys/param.h>
 
-static inline void freep(void *p) { free(*(void **)p); }
+static inline void freep(void *p) {
+        free(*(void **) p);
+}
 
 /* Close *fd if it is valid; tolerant of -EBADF. errno is preserved. */
 static inline void closep(int *fd) {
@@ -35,32 +37,32 @@ static inline void closep(int *fd) {
 #define _cleanup_close_ _cleanup_(closep)
 
 /* Take ownership of a pointer or fd out of a _cleanup_ variable. */
-#define TAKE_PTR(p)                                                            \
-        ({                                                                     \
-                __typeof__(p) _tp = (p);                                       \
-                (p) = NULL;                                                    \
-                _tp;                                                           \
+#define TAKE_PTR(p)                                                                                \
+        ({                                                                                         \
+                __typeof__(p) _tp = (p);                                                           \
+                (p) = NULL;                                                                        \
+                _tp;                                                                               \
         })
-#define TAKE_FD(fd)                                                            \
-        ({                                                                     \
-                int _tf = (fd);                                                \
-                (fd) = -EBADF;                                                 \
-                _tf;                                                           \
+#define TAKE_FD(fd)                                                                                \
+        ({                                                                                         \
+                int _tf = (fd);                                                                    \
+                (fd) = -EBADF;                                                                     \
+                _tf;                                                                               \
         })
 
 /* Define a cleanup function for a type with a NULL-tolerant destructor. */
-#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                                \
-        static inline void func##p(type *p) {                                  \
-                if (*p)                                                        \
-                        func(*p);                                              \
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                                                    \
+        static inline void func##p(type *p) {                                                      \
+                if (*p)                                                                            \
+                        func(*p);                                                                  \
         }
 
 /* Retry a syscall on EINTR. */
-#define RETRY_EINTR(expr)                                                      \
-        ({                                                                     \
-                __typeof__(expr) _r;                                           \
-                do                                                             \
-                        _r = (expr);                                           \
-                while (_r < 0 && errno == EINTR);                              \
-                _r;                                                            \
+#define RETRY_EINTR(expr)                                                                          \
+        ({                                                                                         \
+                __typeof__(expr) _r;                                                               \
+                do                                                                                 \
+                        _r = (expr);                                                               \
+                while (_r < 0 && errno == EINTR);                                                  \
+                _r;                                                                                \
         })
