@@ -31,10 +31,10 @@ int log_format_from_string(const char *s, enum log_format *ret);
  * "level":..,"msg":..}. Never fails; drops the record on write errors. */
 void log_write(enum log_level level, const char *fmt, ...) _printf_(2, 3);
 
-#define log_debug(...)                                                         \
-        do {                                                                   \
-                if (log_get_level() <= LOG_LEVEL_DEBUG)                        \
-                        log_write(LOG_LEVEL_DEBUG, __VA_ARGS__);               \
+#define log_debug(...)                                                                             \
+        do {                                                                                       \
+                if (log_get_level() <= LOG_LEVEL_DEBUG)                                            \
+                        log_write(LOG_LEVEL_DEBUG, __VA_ARGS__);                                   \
         } while (0)
 #define log_info(...) log_write(LOG_LEVEL_INFO, __VA_ARGS__)
 #define log_warn(...) log_write(LOG_LEVEL_WARN, __VA_ARGS__)
