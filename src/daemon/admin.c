@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "basic/err.h"
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "sandbox/sandbox.h"
@@ -120,26 +121,6 @@ static void put_label(struct text *t, const char *v) {
         }
 }
 
-static const char *const code_names[] = {
-        "OK",
-        "CANCELLED",
-        "UNKNOWN",
-        "INVALID_ARGUMENT",
-        "DEADLINE_EXCEEDED",
-        "NOT_FOUND",
-        "ALREADY_EXISTS",
-        "PERMISSION_DENIED",
-        "RESOURCE_EXHAUSTED",
-        "FAILED_PRECONDITION",
-        "ABORTED",
-        "OUT_OF_RANGE",
-        "UNIMPLEMENTED",
-        "INTERNAL",
-        "UNAVAILABLE",
-        "DATA_LOSS",
-        "UNAUTHENTICATED",
-};
-
 static char *metrics_text(struct admin *a, size_t *len) {
         struct text t = {0};
         static const char *const states[] = {"",           "pending", "running", "terminating",
@@ -185,7 +166,7 @@ static char *metrics_text(struct admin *a, size_t *len) {
         for (size_t i = 0; i < a->n_rpc; i++) {
                 put(&t, "warren_rpc_requests_total{method=\"");
                 put_label(&t, a->rpc[i].path);
-                put(&t, "\",code=\"%s\"} %llu\n", code_names[a->rpc[i].code],
+                put(&t, "\",code=\"%s\"} %llu\n", err_status_name(a->rpc[i].code),
                     (unsigned long long) a->rpc[i].n);
         }
         struct timespec ts;
