@@ -315,6 +315,21 @@ int sbx_ctl_send_resize(struct sbx *sb, uint64_t id, unsigned cols, unsigned row
 
 static void sbx_finalize(struct sbx *sb);
 
+/* Free a sandbox struct whose uv handles are closed (or were never
+ * armed): its fds, runtime handle and strings. */
+static void sbx_free(struct sbx *sb) {
+        if (sb->ctl_fd >= 0)
+                close(sb->ctl_fd);
+        if (sb->pidfd >= 0)
+                close(sb->pidfd);
+        rt_sandbox_free(sb->rt);
+        sbx_env_free(sb->env);
+        free(sb->workdir);
+        free(sb->name);
+        free(sb->image_id);
+        free(sb);
+}
+
 static void handle_closed(uv_handle_t *h) {
         struct sbx *sb = h->data;
         if (--sb->handles > 0)
@@ -326,14 +341,7 @@ static void handle_closed(uv_handle_t *h) {
                         *pp = sb->next;
                         break;
                 }
-        rt_sandbox_free(sb->rt);
-        if (sb->pidfd >= 0)
-                close(sb->pidfd);
-        sbx_env_free(sb->env);
-        free(sb->workdir);
-        free(sb->name);
-        free(sb->image_id);
-        free(sb);
+        sbx_free(sb);
 }
 
 static void ctl_close(struct sbx *sb) {
@@ -1153,16 +1161,7 @@ fail_early:
                 rt_sandbox_destroy(pooled, &de);
                 rt_sandbox_free(pooled);
         }
-        if (sb->ctl_fd >= 0)
-                close(sb->ctl_fd);
-        if (sb->pidfd >= 0)
-                close(sb->pidfd);
-        rt_sandbox_free(sb->rt);
-        sbx_env_free(sb->env);
-        free(sb->workdir);
-        free(sb->name);
-        free(sb->image_id);
-        free(sb);
+        sbx_free(sb);
         return r;
 }
 
@@ -1302,16 +1301,7 @@ static int recover_one(struct sbx_manager *m, const struct store_sandbox *row, c
                 goto fail;
         return 0;
 fail:
-        if (sb->ctl_fd >= 0)
-                close(sb->ctl_fd);
-        if (sb->pidfd >= 0)
-                close(sb->pidfd);
-        rt_sandbox_free(sb->rt);
-        sbx_env_free(sb->env);
-        free(sb->workdir);
-        free(sb->name);
-        free(sb->image_id);
-        free(sb);
+        sbx_free(sb);
         return r;
 }
 
