@@ -393,3 +393,27 @@ ssize_t cli_read_all(int fd, size_t max, uint8_t **ret) {
         *ret = out;
         return (ssize_t) len;
 }
+
+int cli_delete_each(struct cli_ctx *ctx, char **names, int n, const char *path,
+                    const ProtobufCMessageDescriptor *req_desc, const char *field,
+                    const ProtobufCMessageDescriptor *resp_desc) {
+        const ProtobufCFieldDescriptor *f =
+                protobuf_c_message_descriptor_get_field_by_name(req_desc, field);
+        if (!f || f->type != PROTOBUF_C_TYPE_STRING || req_desc->sizeof_message > 256)
+                abort(); /* a programming error, not input */
+        int rc = CLI_EXIT_OK;
+        for (int i = 0; i < n; i++) {
+                _Alignas(max_align_t) unsigned char buf[256];
+                ProtobufCMessage *req = (ProtobufCMessage *) buf;
+                protobuf_c_message_init(req_desc, req);
+                *(const char **) (buf + f->offset) = names[i];
+                ProtobufCMessage *resp = NULL;
+                if (cli_call(ctx, path, req, resp_desc, &resp) != CLI_EXIT_OK) {
+                        rc = CLI_EXIT_FAIL;
+                        continue;
+                }
+                protobuf_c_message_free_unpacked(resp, NULL);
+                printf("%s\n", names[i]);
+        }
+        return rc;
+}

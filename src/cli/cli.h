@@ -121,6 +121,14 @@ int cli_connect(struct cli_ctx *ctx);
 int cli_call(struct cli_ctx *ctx, const char *path, const ProtobufCMessage *req,
              const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **ret);
 
+/* `rm`-style commands: for each of names[0..n), send a request of type
+ * req_desc whose string field `field` is that name to path, print the name
+ * when it succeeded (the error otherwise). Returns CLI_EXIT_OK when all
+ * succeeded, else CLI_EXIT_FAIL. */
+int cli_delete_each(struct cli_ctx *ctx, char **names, int n, const char *path,
+                    const ProtobufCMessageDescriptor *req_desc, const char *field,
+                    const ProtobufCMessageDescriptor *resp_desc);
+
 /* Print a non-OK call status the one standard way. */
 void cli_print_status(int status, const char *message);
 

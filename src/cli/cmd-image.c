@@ -288,21 +288,9 @@ static int image_rm(struct cli_ctx *ctx, int argc, char **argv) {
                 return c == CLI_GETOPT_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
         if (optind >= argc)
                 return cli_usage_error(cmd, usage, "missing NAME|ID");
-        int rc = CLI_EXIT_OK;
-        for (int i = optind; i < argc; i++) {
-                Warren__V1__DeleteImageRequest req = WARREN__V1__DELETE_IMAGE_REQUEST__INIT;
-                req.image = argv[i];
-                ProtobufCMessage *resp = NULL;
-                if (cli_call(ctx, "/warren.v1.Images/DeleteImage", &req.base,
-                             &warren__v1__delete_image_response__descriptor,
-                             &resp) != CLI_EXIT_OK) {
-                        rc = CLI_EXIT_FAIL;
-                        continue;
-                }
-                protobuf_c_message_free_unpacked(resp, NULL);
-                printf("%s\n", argv[i]);
-        }
-        return rc;
+        return cli_delete_each(ctx, argv + optind, argc - optind, "/warren.v1.Images/DeleteImage",
+                               &warren__v1__delete_image_request__descriptor, "image",
+                               &warren__v1__delete_image_response__descriptor);
 }
 
 int cli_cmd_image(struct cli_ctx *ctx, int argc, char **argv) {

@@ -99,21 +99,9 @@ static int secret_rm(struct cli_ctx *ctx, int argc, char **argv) {
                 return c == CLI_GETOPT_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
         if (optind >= argc)
                 return cli_usage_error(cmd, usage, "missing NAME");
-        int rc = CLI_EXIT_OK;
-        for (int i = optind; i < argc; i++) {
-                Warren__V1__DeleteSecretRequest req = WARREN__V1__DELETE_SECRET_REQUEST__INIT;
-                req.name = argv[i];
-                ProtobufCMessage *resp = NULL;
-                if (cli_call(ctx, "/warren.v1.Secrets/DeleteSecret", &req.base,
-                             &warren__v1__delete_secret_response__descriptor,
-                             &resp) != CLI_EXIT_OK) {
-                        rc = CLI_EXIT_FAIL;
-                        continue;
-                }
-                protobuf_c_message_free_unpacked(resp, NULL);
-                printf("%s\n", argv[i]);
-        }
-        return rc;
+        return cli_delete_each(ctx, argv + optind, argc - optind, "/warren.v1.Secrets/DeleteSecret",
+                               &warren__v1__delete_secret_request__descriptor, "name",
+                               &warren__v1__delete_secret_response__descriptor);
 }
 
 int cli_cmd_secret(struct cli_ctx *ctx, int argc, char **argv) {

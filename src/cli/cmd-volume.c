@@ -105,21 +105,9 @@ static int volume_info(struct cli_ctx *ctx, int argc, char **argv) {
 static int volume_rm(struct cli_ctx *ctx, int argc, char **argv) {
         const char *cmd = "volume rm", *usage = "NAME...";
         PARSE(-1, NULL);
-        int rc = CLI_EXIT_OK;
-        for (int i = optind; i < argc; i++) {
-                Warren__V1__DeleteVolumeRequest req = WARREN__V1__DELETE_VOLUME_REQUEST__INIT;
-                req.name = argv[i];
-                ProtobufCMessage *resp = NULL;
-                if (cli_call(ctx, "/warren.v1.Volumes/DeleteVolume", &req.base,
-                             &warren__v1__delete_volume_response__descriptor,
-                             &resp) != CLI_EXIT_OK) {
-                        rc = CLI_EXIT_FAIL;
-                        continue;
-                }
-                protobuf_c_message_free_unpacked(resp, NULL);
-                printf("%s\n", argv[i]);
-        }
-        return rc;
+        return cli_delete_each(ctx, argv + optind, argc - optind, "/warren.v1.Volumes/DeleteVolume",
+                               &warren__v1__delete_volume_request__descriptor, "name",
+                               &warren__v1__delete_volume_response__descriptor);
 }
 
 static ProtobufCMessage *put_chunk(const uint8_t *data, size_t len, void *userdata) {
