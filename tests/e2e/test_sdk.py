@@ -2,8 +2,7 @@
 (from_env, address forms, TLS), listing, errors, context manager; and the
 seed README's examples (Quick start, run and wait, streaming, interactive
 stdin, signals, options) on busybox imported with `warren image import`.
-Sandbox tests skip ONLY while warrend answers UNIMPLEMENTED for
-CreateSandbox / Exec."""
+"""
 import os
 import signal
 import subprocess
@@ -15,7 +14,6 @@ import pytest
 
 import warren as wr
 from conftest import ROOT, WARREN_CLI
-from test_cli import rpc_unimplemented
 from warren import (Image, NetworkPolicy, Sandbox, SandboxClient, Secret, SshDest,  # noqa: F401
                     Volume)
 
@@ -108,9 +106,6 @@ def test_unimplemented_maps_to_exception(warrend):
 
 @pytest.fixture(scope="module")
 def daemon(warrend):
-    for m in ("CreateSandbox", "Exec"):
-        if rpc_unimplemented(warrend, m):
-            pytest.skip(f"warrend answers UNIMPLEMENTED for Sandboxes/{m}")
     d = tempfile.mkdtemp(prefix="warren-bb-")
     tar = os.path.join(d, "busybox.tar")
     subprocess.run(["bash", str(ROOT / "tests/images/busybox-rootfs.sh"), os.path.join(d, "rootfs"),
