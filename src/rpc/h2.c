@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -756,8 +757,16 @@ void h2_conn_process(struct h2_conn *c) {
         if (c->ready)
                 c->ops->pump(c);
         if (!c->closing && !c->errored) {
-                send_pending(c);
-                start_write(c);
+                /* nghttp2 stopped at H2_OUT_HIGH; when the socket took
+                 * all of it at once no write_cb will come to resume it:
+                 * go on here (a few rounds, then from the next idle). */
+                for (int round = 0;; round++) {
+                        c->out_blocked = false;
+                        send_pending(c);
+                        start_write(c);
+                        if (!c->out_blocked || c->writing || c->closing || c->errored || round == 3)
+                                break;
+                }
                 if (c->session && !c->errored && !c->closing &&
                     !nghttp2_session_want_read(c->session) &&
                     !nghttp2_session_want_write(c->session) && c->out.total == 0 && !c->writing)
@@ -766,7 +775,7 @@ void h2_conn_process(struct h2_conn *c) {
                         h2_conn_close(c);
                 /* Everything asked for has been sent (or waits for the
                  * socket): no need for another idle round. */
-                else if (c->ready && !c->closing)
+                else if (c->ready && !c->closing && !(c->out_blocked && !c->writing))
                         uv_idle_stop(&c->idle);
         }
         c->busy--;
@@ -876,6 +885,14 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 int h2_conn_start(struct h2_conn *c, nghttp2_session *session, SSL *ssl) {
         c->session = session;
         c->started = true;
+        /* Room for a large message in flight each way: with the default
+         * (~200 KiB) a streaming sender and its reader take turns instead
+         * of running side by side. The kernel caps it at wmem_max. */
+        int fd;
+        if (uv_fileno(&c->io.handle, &fd) == 0) {
+                int sz = H2_SOCK_BUF;
+                (void) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+        }
         int r = uv_read_start(&c->io.stream, alloc_cb, read_cb);
         if (r < 0)
                 return r;
@@ -908,8 +925,10 @@ static size_t out_queued(const struct h2_conn *c) {
 static ssize_t send_cb(nghttp2_session *session, const uint8_t *data, size_t length, int flags,
                        void *user_data) {
         struct h2_conn *c = user_data;
-        if (out_queued(c) >= H2_OUT_HIGH)
+        if (out_queued(c) >= H2_OUT_HIGH) {
+                c->out_blocked = true;
                 return NGHTTP2_ERR_WOULDBLOCK;
+        }
         int r = c->ssl ? h2_buf_append(&c->plain, data, length)
                        : outq_append(&c->out, data, length);
         if (r < 0)
@@ -920,8 +939,10 @@ static ssize_t send_cb(nghttp2_session *session, const uint8_t *data, size_t len
 static int send_data_cb(nghttp2_session *session, nghttp2_frame *frame, const uint8_t *framehd,
                         size_t length, nghttp2_data_source *source, void *user_data) {
         struct h2_conn *c = user_data;
-        if (out_queued(c) >= H2_OUT_HIGH)
+        if (out_queued(c) >= H2_OUT_HIGH) {
+                c->out_blocked = true;
                 return NGHTTP2_ERR_WOULDBLOCK;
+        }
         size_t pad = frame->data.padlen;
         if (!c->ssl && length >= H2_COPY_MAX) {
                 /* Zero-copy: the frame header (and padding) as bytes, the

@@ -33,9 +33,11 @@
  * ones are written straight from the message buffer (writev). */
 #define H2_COPY_MAX 4096u
 /* Advertised SETTINGS. */
-#define H2_INITIAL_WINDOW (1u << 20)
+#define H2_INITIAL_WINDOW (4u << 20)
 #define H2_MAX_FRAME (256u * 1024u)
 #define H2_CONN_WINDOW (16u << 20)
+/* Socket send buffer asked for (capped by net.core.wmem_max). */
+#define H2_SOCK_BUF (4 * 1024 * 1024)
 
 /* --- memory --- */
 
@@ -190,6 +192,7 @@ struct h2_conn {
         int open_handles; /* handles not yet closed */
         bool started, ready, errored, closing, close_pending, writing;
         bool close_when_flushed;
+        bool out_blocked; /* nghttp2 was told WOULDBLOCK (output at H2_OUT_HIGH) */
         char tls_error[160];
 };
 

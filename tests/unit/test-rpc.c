@@ -525,7 +525,42 @@ static void raw_on_message(struct rpc_call *call, const ProtobufCMessage *msg) {
         rpc_call_finish(call, WR_STATUS_OK, NULL);
 }
 
+/* Flood: answer one request with FLOOD_N messages of FLOOD_SIZE bytes as
+ * fast as flow control allows. */
+#define FLOOD_N 96
+#define FLOOD_SIZE (1u << 20)
+static size_t flood_sent;
+
+static void flood_more(struct rpc_call *call) {
+        static uint8_t payload[FLOOD_SIZE];
+        Warren__V1__EchoResponse resp = WARREN__V1__ECHO_RESPONSE__INIT;
+        resp.payload.data = payload;
+        resp.payload.len = sizeof(payload);
+        while (flood_sent < FLOOD_N) {
+                int r = rpc_call_send(call, &resp.base);
+                if (r < 0)
+                        return;
+                if (++flood_sent == FLOOD_N)
+                        rpc_call_finish(call, WR_STATUS_OK, NULL);
+                if (r == 1)
+                        return;
+        }
+}
+
+static void flood_on_message(struct rpc_call *call, const ProtobufCMessage *msg) {
+        flood_sent = 0;
+        flood_more(call);
+}
+
 static const struct rpc_method echo_methods[] = {
+        {
+                .path = "/test.Echo/Flood",
+                .kind = RPC_SERVER_STREAM,
+                .input = &warren__v1__echo_request__descriptor,
+                .output = &warren__v1__echo_response__descriptor,
+                .on_message = flood_on_message,
+                .on_writable = flood_more,
+        },
         {
                 .path = "/test.Echo/Raw",
                 .kind = RPC_UNARY,
@@ -588,6 +623,13 @@ static void lb_on_message(struct rpc_stream *s, const ProtobufCMessage *msg, voi
         if (r->payload.len != b->size || memcmp(r->payload.data, b->expect, b->size) != 0)
                 b->bad = true;
         b->recv++;
+}
+
+static void flood_on_message_client(struct rpc_stream *s, const ProtobufCMessage *msg, void *ud) {
+        struct lb *b = ud;
+        const Warren__V1__EchoResponse *r = (const Warren__V1__EchoResponse *) msg;
+        if (r->payload.len == FLOOD_SIZE)
+                b->recv++;
 }
 
 static void lb_on_writable(struct rpc_stream *s, void *ud) {
@@ -692,6 +734,27 @@ static void test_loopback(void **state) {
         rpc_stream_free(b.st);
         free(b.out);
         free(b.expect);
+
+        /* A fast reader of a server stream: the socket (a large send
+         * buffer) takes whole output batches at once, so sending must go
+         * on without waiting for a write completion (this stalled once). */
+        static const struct rpc_stream_callbacks fcbs = {
+                .on_message = flood_on_message_client,
+                .on_close = lb_on_close,
+        };
+        struct lb f = {0};
+        assert_int_equal(rpc_stream_open(c, "/test.Echo/Flood",
+                                         &warren__v1__echo_response__descriptor, 20000, &fcbs, &f,
+                                         &f.st),
+                         0);
+        Warren__V1__EchoRequest freq = WARREN__V1__ECHO_REQUEST__INIT;
+        assert_true(rpc_stream_send(f.st, &freq.base) >= 0);
+        rpc_stream_close_send(f.st);
+        assert_int_equal(rpc_client_run(c), 0);
+        assert_true(f.done);
+        assert_int_equal(f.status, 0);
+        assert_int_equal(f.recv, FLOOD_N);
+        rpc_stream_free(f.st);
 
         /* Once no call is left, the server gives the cached message buffers
          * back to the kernel (100 ms later), with the client still
