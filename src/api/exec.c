@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "api/api-internal.h"
 #include "basic/log.h"
@@ -34,22 +35,37 @@ static void on_started(struct sbx_exec *x, int pid, const char *exec_id, void *u
         rpc_call_send(ec->call, &resp.base);
 }
 
+/* Length of v as a protobuf varint. */
+static size_t varint_put(uint8_t *p, uint64_t v) {
+        size_t n = 0;
+        do {
+                p[n++] = (uint8_t) ((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+                v >>= 7;
+        } while (v);
+        return n;
+}
+
+/* ExecResponse{stdout|stderr: ExecOutput{offset, data}} with data sent
+ * from the output log itself: only the field headers are written here
+ * (offset first: protobuf readers take fields in any order). */
 static int on_output(struct sbx_exec *x, enum sbx_stream stream, const void *data, size_t n,
-                     uint64_t offset, void *userdata) {
+                     uint64_t offset, struct sbx_output *buf, void *userdata) {
         struct exec_call *ec = userdata;
-        Warren__V1__ExecOutput out = WARREN__V1__EXEC_OUTPUT__INIT;
-        out.data.data = (uint8_t *) data;
-        out.data.len = n;
-        out.offset = offset;
-        Warren__V1__ExecResponse resp = WARREN__V1__EXEC_RESPONSE__INIT;
-        if (stream == SBX_STDOUT) {
-                resp.kind_case = WARREN__V1__EXEC_RESPONSE__KIND_STDOUT;
-                resp.stdout = &out;
-        } else {
-                resp.kind_case = WARREN__V1__EXEC_RESPONSE__KIND_STDERR;
-                resp.stderr = &out;
+        uint8_t inner[32], head[48];
+        size_t i = 0, h = 0;
+        if (offset) {
+                inner[i++] = 0x10; /* ExecOutput.offset = 2, varint */
+                i += varint_put(inner + i, offset);
         }
-        int r = rpc_call_send(ec->call, &resp.base);
+        inner[i++] = 0x0a; /* ExecOutput.data = 1, length-delimited */
+        i += varint_put(inner + i, n);
+        /* ExecResponse.stdout = 2 / .stderr = 3, length-delimited */
+        head[h++] = stream == SBX_STDOUT ? 0x12 : 0x1a;
+        h += varint_put(head + h, i + n);
+        memcpy(head + h, inner, i);
+        h += i;
+        sbx_output_hold(buf);
+        int r = rpc_call_send_ref(ec->call, head, h, data, n, sbx_output_release, buf);
         return r == 1 ? 1 : 0;
 }
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli/exec-wire.h"
 
 static const int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH};
 #define N_SIGNALS ELEMENTSOF(forwarded_signals)
@@ -252,6 +253,18 @@ static void on_message(struct rpc_stream *s, const ProtobufCMessage *msg, void *
         }
 }
 
+/* Output (nearly every message of a busy stream) is written straight from
+ * the received bytes; the rest goes through on_message. */
+static int on_raw(struct rpc_stream *s, const uint8_t *msg, size_t len, void *userdata) {
+        int stream;
+        const uint8_t *data;
+        size_t n;
+        if (!cli_exec_output_parse(msg, len, &stream, &data, &n))
+                return 0;
+        (void) cli_write_all(stream == 1 ? STDOUT_FILENO : STDERR_FILENO, data, n);
+        return 1;
+}
+
 static void on_writable(struct rpc_stream *s, void *userdata) {
         struct exec_state *st = userdata;
         if (st->in_paused) {
@@ -274,6 +287,7 @@ int cli_exec_run(struct cli_ctx *ctx, const char *sandbox, int argc, char **argv
                  const struct cli_exec_opts *o) {
         static const struct rpc_stream_callbacks cb = {
                 .on_message = on_message,
+                .on_raw = on_raw,
                 .on_writable = on_writable,
                 .on_close = on_close,
         };

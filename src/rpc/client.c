@@ -194,6 +194,11 @@ static void deliver(struct rpc_stream *st) {
                 /* The message rpc_client_unary returns is the caller's to
                  * free with the default allocator. */
                 bool keep = st->keep && !st->kept;
+                if (!keep && st->cb.on_raw && st->cb.on_raw(st, im->data, im->len, st->userdata)) {
+                        h2_mem_free(im->data);
+                        free(im);
+                        continue;
+                }
                 ProtobufCAllocator *a = keep ? NULL : &h2_pb_allocator;
                 ProtobufCMessage *msg =
                         protobuf_c_message_unpack(st->resp_desc, a, im->len, im->data);

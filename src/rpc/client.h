@@ -56,6 +56,10 @@ int rpc_client_unary(struct rpc_client *c, const char *path, const ProtobufCMess
 struct rpc_stream_callbacks {
         /* A response message; freed when the callback returns. */
         void (*on_message)(struct rpc_stream *s, const ProtobufCMessage *msg, void *userdata);
+        /* Optional, first: the encoded message (len bytes, valid during the
+         * call). Return 1 when it was handled (on_message is then not
+         * called: no unpack, no copy), 0 to have it parsed for on_message. */
+        int (*on_raw)(struct rpc_stream *s, const uint8_t *msg, size_t len, void *userdata);
         /* The send queue fell below the low-water mark. */
         void (*on_writable)(struct rpc_stream *s, void *userdata);
         /* The call ended: status (0 = OK) and message. Called exactly once;

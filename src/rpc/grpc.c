@@ -217,3 +217,58 @@ bool grpc_content_type_ok(const char *s, size_t len) {
                 return false;
         return len == pl || s[pl] == '+' || s[pl] == ';';
 }
+
+static int pb_varint(const uint8_t **p, const uint8_t *end, uint64_t *ret) {
+        uint64_t v = 0;
+        for (unsigned shift = 0; shift < 64; shift += 7) {
+                if (*p >= end)
+                        return -EBADMSG;
+                uint8_t b = *(*p)++;
+                /* The tenth byte may carry only the top bit. */
+                if (shift == 63 && b > 1)
+                        return -EBADMSG;
+                v |= (uint64_t) (b & 0x7f) << shift;
+                if (!(b & 0x80)) {
+                        *ret = v;
+                        return 0;
+                }
+        }
+        return -EBADMSG;
+}
+
+int grpc_pb_next(const uint8_t **p, const uint8_t *end, struct grpc_pb_field *f) {
+        if (*p >= end)
+                return 0;
+        uint64_t key;
+        if (pb_varint(p, end, &key) < 0)
+                return -EBADMSG;
+        if (key >> 3 == 0 || key >> 3 > 0x1fffffff)
+                return -EBADMSG;
+        *f = (struct grpc_pb_field){.num = (uint32_t) (key >> 3), .type = (int) (key & 7)};
+        size_t left = (size_t) (end - *p);
+        switch (f->type) {
+        case 0:
+                return pb_varint(p, end, &f->value) < 0 ? -EBADMSG : 1;
+        case 1:
+        case 5: {
+                size_t n = f->type == 1 ? 8 : 4;
+                if (left < n)
+                        return -EBADMSG;
+                for (size_t i = 0; i < n; i++)
+                        f->value |= (uint64_t) (*p)[i] << (8 * i);
+                *p += n;
+                return 1;
+        }
+        case 2: {
+                uint64_t n;
+                if (pb_varint(p, end, &n) < 0 || n > (uint64_t) (end - *p))
+                        return -EBADMSG;
+                f->data = *p;
+                f->len = (size_t) n;
+                *p += n;
+                return 1;
+        }
+        default:
+                return -EBADMSG;
+        }
+}

@@ -79,3 +79,19 @@ int grpc_percent_decode(const char *in, size_t len, char **ret, size_t *ret_len)
 /* Does this content-type name a gRPC payload ("application/grpc",
  * "application/grpc+proto", "application/grpc;...")? */
 bool grpc_content_type_ok(const char *s, size_t len);
+
+/* --- protobuf wire reading, by reference ---
+ * For hot paths that look into a message without unpacking (copying) it. */
+struct grpc_pb_field {
+        uint32_t num;        /* field number (>= 1) */
+        int type;            /* wire type: 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32 */
+        uint64_t value;      /* types 0, 1, 5 */
+        const uint8_t *data; /* type 2: the bytes, inside the input */
+        size_t len;
+};
+
+/* Read the field at *p (before end) into f and move *p past it. Returns 1
+ * when a field was read, 0 at end of input, -EBADMSG when malformed
+ * (truncated, overlong varint, field number 0, groups or unknown wire
+ * types). */
+int grpc_pb_next(const uint8_t **p, const uint8_t *end, struct grpc_pb_field *f);

@@ -177,8 +177,11 @@ void h2_buf_free(struct h2_buf *b) {
 /* --- message queue --- */
 
 static void chunk_unref(struct h2_chunk *c) {
-        if (--c->refs == 0)
-                h2_mem_free(c);
+        if (--c->refs > 0)
+                return;
+        if (c->release)
+                c->release(c->arg);
+        h2_mem_free(c);
 }
 
 static struct h2_chunk *chunk_new(size_t n, size_t max) {
@@ -192,6 +195,8 @@ static struct h2_chunk *chunk_new(size_t n, size_t max) {
         c->off = 0;
         c->refs = 1;
         c->next = NULL;
+        c->ext = NULL;
+        c->release = NULL;
         return c;
 }
 
@@ -214,6 +219,8 @@ struct h2_chunk *h2_chunk_new(size_t cap) {
         c->off = 0;
         c->refs = 1;
         c->next = NULL;
+        c->ext = NULL;
+        c->release = NULL;
         return c;
 }
 
@@ -247,6 +254,33 @@ int h2_msgq_push(struct h2_msgq *q, const ProtobufCMessage *msg, size_t max) {
         return 0;
 }
 
+int h2_msgq_push_ref(struct h2_msgq *q, const void *head, size_t head_len, const void *data,
+                     size_t len, void (*release)(void *arg), void *arg, size_t max) {
+        size_t n = head_len + len;
+        struct h2_chunk *h = n >= head_len && n <= UINT32_MAX ? chunk_new(head_len, 0) : NULL;
+        struct h2_chunk *r = h && len ? h2_mem_alloc(sizeof(*r)) : NULL;
+        if ((max && n > max) || n < head_len || n > UINT32_MAX || !h || (len && !r)) {
+                if (h)
+                        chunk_unref(h);
+                if (release)
+                        release(arg);
+                return (max && n > max) || n < head_len || n > UINT32_MAX ? -EMSGSIZE : -ENOMEM;
+        }
+        /* The prefix counts the referenced bytes too. */
+        grpc_frame_header(h->data, n);
+        if (head_len)
+                memcpy(h->data + GRPC_FRAME_HEADER, head, head_len);
+        msgq_append(q, h);
+        if (!len) {
+                if (release)
+                        release(arg);
+                return 0;
+        }
+        *r = (struct h2_chunk){.len = len, .refs = 1, .ext = data, .release = release, .arg = arg};
+        msgq_append(q, r);
+        return 0;
+}
+
 int h2_msgq_push_packed(struct h2_msgq *q, const void *data, size_t len, size_t max) {
         if ((max && len > max) || len > UINT32_MAX)
                 return -EMSGSIZE;
@@ -274,7 +308,7 @@ size_t h2_msgq_read(struct h2_msgq *q, uint8_t *out, size_t len) {
         while (done < len && q->head) {
                 struct h2_chunk *c = q->head;
                 size_t take = MIN(c->len - c->off, len - done);
-                memcpy(out + done, c->data + c->off, take);
+                memcpy(out + done, h2_chunk_bytes(c) + c->off, take);
                 c->off += take;
                 done += take;
                 if (c->off == c->len)
@@ -405,7 +439,8 @@ static unsigned outq_iov(struct h2_outq *q) {
         unsigned k = 0;
         for (size_t i = q->head; i < q->n; i++) {
                 const struct h2_seg *s = &q->segs[i];
-                const uint8_t *p = s->chunk ? s->chunk->data + s->off : q->bytes.data + s->off;
+                const uint8_t *p =
+                        s->chunk ? h2_chunk_bytes(s->chunk) + s->off : q->bytes.data + s->off;
                 q->iov[k++] = uv_buf_init((char *) p, (unsigned) s->len);
         }
         return k;
@@ -1001,7 +1036,7 @@ static int send_data_cb(nghttp2_session *session, nghttp2_frame *frame, const ui
                 while (left > 0 && q->head) {
                         struct h2_chunk *ch = q->head;
                         size_t take = MIN(ch->len - ch->off, left);
-                        if (tls_write(c, ch->data + ch->off, take) < 0)
+                        if (tls_write(c, h2_chunk_bytes(ch) + ch->off, take) < 0)
                                 return NGHTTP2_ERR_CALLBACK_FAILURE;
                         ch->off += take;
                         q->bytes -= take;

@@ -81,6 +81,11 @@ struct h2_chunk {
         struct h2_chunk *next;
         size_t len, off;
         unsigned refs;
+        /* Bytes owned by someone else (h2_msgq_push_ref): ext[off, len),
+         * release(arg) once the last reference is gone. NULL: data[]. */
+        const uint8_t *ext;
+        void (*release)(void *arg);
+        void *arg;
         uint8_t data[];
 };
 /* A FIFO of messages waiting for flow control. */
@@ -105,6 +110,16 @@ void h2_chunk_unref(struct h2_chunk *c);
  * -EMSGSIZE (above max, 0 = no limit); on failure the reference stays the
  * caller's. */
 int h2_msgq_push_chunk(struct h2_msgq *q, struct h2_chunk *c, size_t off, size_t len, size_t max);
+/* Queue one message made of head (head_len bytes, copied, prefix added)
+ * followed by len bytes at data, which are not copied: they are read until
+ * the socket took them, then release(arg) is called (also on failure, and
+ * when the queue or connection is dropped). Returns like h2_msgq_push. */
+int h2_msgq_push_ref(struct h2_msgq *q, const void *head, size_t head_len, const void *data,
+                     size_t len, void (*release)(void *arg), void *arg, size_t max);
+/* The bytes of a chunk (its own or referenced). */
+static inline const uint8_t *h2_chunk_bytes(const struct h2_chunk *c) {
+        return c->ext ? c->ext : c->data;
+}
 /* Copy up to len bytes from the front into out and drop them. Returns the
  * count copied. */
 size_t h2_msgq_read(struct h2_msgq *q, uint8_t *out, size_t len);

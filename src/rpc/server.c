@@ -412,6 +412,20 @@ int rpc_call_send_buf(struct rpc_call *call, struct rpc_buf *b, size_t off, size
         return call_queued(call);
 }
 
+int rpc_call_send_ref(struct rpc_call *call, const void *head, size_t head_len, const void *data,
+                      size_t len, void (*release)(void *arg), void *arg) {
+        if (call->finished || !call->conn) {
+                if (release)
+                        release(arg);
+                return -ECANCELED;
+        }
+        int r = h2_msgq_push_ref(&call->q, head, head_len, data, len, release, arg,
+                                 call->s->cfg.max_send_message);
+        if (r < 0)
+                return r;
+        return call_queued(call);
+}
+
 int rpc_call_finish(struct rpc_call *call, int status, const char *message) {
         return finish_internal(call, status, message);
 }

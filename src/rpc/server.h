@@ -145,6 +145,15 @@ void rpc_buf_free(struct rpc_buf *b);
  * rpc_call_send, or -EINVAL when the range is outside the buffer. */
 int rpc_call_send_buf(struct rpc_call *call, struct rpc_buf *b, size_t off, size_t len);
 
+/* Queue one response message whose encoding is head[0, head_len) followed
+ * by data[0, len) (e.g. a hand-encoded field header, then a bytes field's
+ * contents). head is copied; data is not: it must stay valid and unchanged
+ * until release(arg) is called, which happens exactly once — when the
+ * socket has taken the bytes, the call is dropped, or right away on
+ * failure. Returns like rpc_call_send. */
+int rpc_call_send_ref(struct rpc_call *call, const void *head, size_t head_len, const void *data,
+                      size_t len, void (*release)(void *arg), void *arg);
+
 /* Finish the call: queued messages, then trailers with status and message
  * (percent-encoded by the layer). A call with nothing sent and an error
  * status goes out trailers-only. Returns 0 or -ECANCELED if already over. */

@@ -48,7 +48,8 @@ struct chunk {
         struct chunk *next;
         uint64_t off; /* offset of data[0] in the exec's output sequence */
         size_t len, cap;
-        int stream; /* enum sbx_stream */
+        int stream;    /* enum sbx_stream */
+        unsigned refs; /* the log's, and one per sbx_output_hold */
         uint8_t data[];
 };
 
@@ -158,7 +159,11 @@ static struct chunk *chunk_new(size_t cap) {
         return malloc(sizeof(struct chunk) + cap);
 }
 
+/* Drop a reference; bytes a client still sends from stay until it is done
+ * with them. */
 static void chunk_free(struct chunk *c) {
+        if (c && --c->refs > 0)
+                return;
         if (c && c->cap == READ_CHUNK && pool_n < POOL_MAX)
                 pool[pool_n++] = c;
         else
@@ -247,6 +252,14 @@ static void close_in(struct sbx_exec *x) {
         x->in_len = 0;
 }
 
+void sbx_output_hold(struct sbx_output *buf) {
+        ((struct chunk *) buf)->refs++;
+}
+
+void sbx_output_release(void *buf) {
+        chunk_free(buf);
+}
+
 /* --- the log --- */
 
 /* Nobody will read this session's unsent bytes in time: drop instead of
@@ -301,7 +314,7 @@ static void log_append(struct sbx_exec *x, int stream, const void *data, size_t 
         struct chunk *c = malloc(sizeof(*c) + n);
         if (!c)
                 return;
-        *c = (struct chunk){.off = x->offset, .len = n, .cap = n, .stream = stream};
+        *c = (struct chunk){.off = x->offset, .len = n, .cap = n, .stream = stream, .refs = 1};
         memcpy(c->data, data, n);
         if (x->tail)
                 x->tail->next = c;
@@ -355,7 +368,7 @@ static void pump(struct sbx_exec *x) {
                 uint64_t off = x->sent;
                 x->sent += n;
                 int r = x->cb->on_output ? x->cb->on_output(x, c->stream, c->data + skip, n, off,
-                                                            x->userdata)
+                                                            (struct sbx_output *) c, x->userdata)
                                          : 0;
                 x->cur = c;
                 if (r > 0)
@@ -411,7 +424,8 @@ static void drain(struct sbx_exec *x, int i) {
                         c = chunk_new(cap);
                         if (!c)
                                 break;
-                        *c = (struct chunk){.off = x->offset, .cap = cap, .stream = stream};
+                        *c = (struct chunk){
+                                .off = x->offset, .cap = cap, .stream = stream, .refs = 1};
                         dst = c->data;
                         room = cap;
                         fresh = true;

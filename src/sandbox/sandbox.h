@@ -146,14 +146,18 @@ enum sbx_stream {
         SBX_STDERR = 2,
 };
 
+struct sbx_output; /* a piece of an exec's output log */
+
 struct sbx_exec_callbacks {
         /* The process runs (pid inside the sandbox). */
         void (*on_started)(struct sbx_exec *x, int pid, const char *exec_id, void *userdata);
         /* Output bytes, with their offset in the exec's output sequence.
+         * data stays valid during the call only, unless the callee takes
+         * a hold on buf (sbx_output_hold): then until sbx_output_release.
          * Return 1 to pause output (the process then blocks on a full pipe)
          * until sbx_exec_resume_output; 0 to go on. */
         int (*on_output)(struct sbx_exec *x, enum sbx_stream stream, const void *data, size_t n,
-                         uint64_t offset, void *userdata);
+                         uint64_t offset, struct sbx_output *buf, void *userdata);
         /* The process ended and its output was delivered. exit_code is the
          * exit status, or 128 + signal. reason: WARREN__V1__EXIT_REASON__*.
          * The last callback. */
@@ -167,6 +171,12 @@ struct sbx_exec_callbacks {
          * no further callback reaches it and it must not use x any more. */
         void (*on_detached)(struct sbx_exec *x, void *userdata);
 };
+
+/* Keep the bytes on_output gave (they are never changed) alive beyond the
+ * callback, for sending them without a copy. Loop thread only. */
+void sbx_output_hold(struct sbx_output *buf);
+/* Let go of a hold; takes void * to serve as a release callback. */
+void sbx_output_release(void *buf);
 
 /* Start a process as start says, in the running sandbox start->sandbox
  * (id or name). A program or working directory that does not exist is not
