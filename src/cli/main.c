@@ -33,6 +33,11 @@ static void print_cmds(FILE *f, const char *noun, const struct cli_cmd *cmds, si
                         cmds[i].name, cmds[i].usage, cmds[i].help);
 }
 
+static void print_env(FILE *f) {
+        fprintf(f, "environment: WARREN_ADDR (default %s), WARREN_TOKEN, WARREN_TLS_CA\n",
+                CLI_DEFAULT_ADDR);
+}
+
 int cli_dispatch(struct cli_ctx *ctx, const char *noun, const struct cli_cmd *cmds, size_t n,
                  int argc, char **argv) {
         const char *name = argc > 0 ? argv[0] : NULL;
@@ -44,10 +49,7 @@ int cli_dispatch(struct cli_ctx *ctx, const char *noun, const struct cli_cmd *cm
                         noun ? " " : "[--addr A] [--tls] [--ca FILE] ");
                 print_cmds(f, noun, cmds, n);
                 if (!noun)
-                        fprintf(f,
-                                "environment: WARREN_ADDR (default %s), WARREN_TOKEN, "
-                                "WARREN_TLS_CA\n",
-                                CLI_DEFAULT_ADDR);
+                        print_env(f);
                 return help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
         }
         for (size_t i = 0; i < n; i++)
@@ -83,8 +85,10 @@ int main(int argc, char **argv) {
         int c = cli_getopt(&ctx, "", "[--addr A] [--tls] [--ca FILE] <command> ...", argc, argv,
                            "+h", longopts);
         if (c == CLI_GETOPT_HELP) {
-                return cli_dispatch(&ctx, NULL, top, ELEMENTSOF(top), 1,
-                                    (char *[]){(char *) "--help", NULL});
+                /* cli_getopt printed the usage line: add the commands. */
+                print_cmds(stdout, NULL, top, ELEMENTSOF(top));
+                print_env(stdout);
+                return CLI_EXIT_OK;
         }
         if (c == CLI_GETOPT_USAGE)
                 return CLI_EXIT_USAGE;
