@@ -178,15 +178,17 @@ class _ExecCall:
                     self.exec_id, self.pid = resp.started.exec_id, resp.started.pid
                 elif kind in ("stdout", "stderr"):
                     out = resp.stdout if kind == "stdout" else resp.stderr
-                    self.offset = out.offset + len(out.data)
+                    # Read the field once: each access copies the bytes.
+                    data = out.data
+                    self.offset = out.offset + len(data)
                     if not self._text:
                         if kind == "stdout":
-                            yield ExecEvent(stdout_bytes=out.data, offset=self.offset)
+                            yield ExecEvent(stdout_bytes=data, offset=self.offset)
                         else:
-                            yield ExecEvent(stderr_bytes=out.data, offset=self.offset)
+                            yield ExecEvent(stderr_bytes=data, offset=self.offset)
                         continue
                     dec = self._dec_out if kind == "stdout" else self._dec_err
-                    text = dec.decode(out.data)
+                    text = dec.decode(data)
                     if text:
                         yield (ExecEvent(stdout=text, offset=self.offset) if kind == "stdout"
                                else ExecEvent(stderr=text, offset=self.offset))
