@@ -453,6 +453,14 @@ static int build_filter(struct sock_fprog *prog, struct wr_err *e) {
         r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
         if (r < 0)
                 goto fail;
+        /* a binary tree over the syscall numbers instead of a linear
+         * list: every syscall of the sandbox and the kernel's per-filter
+         * cache setup (run once per syscall number when the filter is
+         * attached, i.e. on every sandbox start) walk O(log n) jumps
+         * instead of up to ~350 */
+        r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+        if (r < 0)
+                goto fail;
 
         for (size_t i = 0; allow[i]; i++) {
                 int nr = seccomp_syscall_resolve_name(allow[i]);
