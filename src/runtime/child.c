@@ -474,6 +474,13 @@ static int hoist(int fd) {
         return n;
 }
 
+/* hoist() for an fd of our own: the original is closed. */
+static int hoist_close(int fd) {
+        int n = hoist(fd);
+        close(fd);
+        return n;
+}
+
 /* Close every fd but 0-2 and the n in keep. */
 static void close_others(const int *keep, size_t n) {
         unsigned lo = 3;
@@ -490,17 +497,87 @@ static void close_others(const int *keep, size_t n) {
         }
 }
 
+static void loopback_up(void);
+
+/* ---- the stage: kernel filesystems mounted before the root exists ----
+ *
+ * Everything a sandbox mounts that does not come from the image (/proc
+ * with its masks, /dev, /sys, /run, /tmp) is mounted first on a small
+ * private tmpfs, the stage, attached at <dir>/rootfs in the child's own
+ * mount namespace; the loopback comes up here too. A warm-pool child does
+ * this before it parks, so that taking it only mounts the overlay (on top
+ * of the stage), moves each prepared mount onto its target inside the
+ * root (resolved and checked there as always) and writes /etc. A plain
+ * create runs the same steps back to back. The emptied stage stays behind
+ * in the old root and goes away with it (pivot_root + detach). */
+
+struct stage {
+        int proc, dev, sys, tmp, run; /* O_PATH fds: roots of the prepared mounts */
+        char tmp_opt[32];             /* size of the prepared /tmp */
+};
+
+static int stage_open(int stagefd, const char *rel) {
+        int fd = sys_openat2(stagefd, rel, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC,
+                             RES_STRICT);
+        if (fd < 0)
+                fail(errno, "open the prepared /%s", rel);
+        return hoist_close(fd);
+}
+
+static void stage_prepare(const struct rt_child *c, struct stage *st) {
+        static const struct opt o[] = {{"mode", "0700"}, {"size", "64k"}, {NULL, NULL}};
+        int m = fs_new("tmpfs", o, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+        int mp = open(c->rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (mp < 0)
+                fail(errno, "open %s", c->rootfs);
+        if (sys_move_mount(m, "", mp, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                fail(errno, "mount the stage on %s", c->rootfs);
+        close(mp);
+        /* m names the root of the attached stage: a fresh tmpfs, nothing
+         * hostile in it */
+        mount_proc(m);
+        proc_harden(m);
+        mount_dev(m);
+        mount_sys(m);
+        mount_tmpfs(m, "tmp", "1777", c->tmp_opt);
+        mount_tmpfs(m, "run", "0755", "65536k");
+        st->proc = stage_open(m, "proc");
+        st->dev = stage_open(m, "dev");
+        st->sys = stage_open(m, "sys");
+        st->tmp = stage_open(m, "tmp");
+        st->run = stage_open(m, "run");
+        memcpy(st->tmp_opt, c->tmp_opt, sizeof(st->tmp_opt));
+        close(m);
+        loopback_up();
+}
+
+/* Move a prepared mount (with what is mounted below it) onto rel inside
+ * the root. Consumes from. */
+static void stage_move(int rootfd, int from, const char *rel, mode_t mode) {
+        int t = target(rootfd, rel, K_DIR, mode);
+        char what[32];
+        snprintf(what, sizeof(what), "/%s", rel);
+        attach(from, t, what);
+        close(t);
+}
+
 static char park_buf[RT_PARK_MAX];
 static const char *park_layers[RT_PARK_MAX_LAYERS];
 static struct rt_sandbox_config park_cfg;
 
 /* Warm pool: wait for the rest of the config (see struct rt_park_hdr). */
-static void park_receive(struct rt_child *c) {
+static void park_receive(struct rt_child *c, const struct stage *st) {
         /* hold nothing of the daemon's while parked: not its other pipes
          * (EOF must reach the other parked children when it dies), not
          * its state dir lock */
-        int keep[] = {c->err_fd, c->ctl_fd, c->init_fd, c->log_fd, c->park_fd};
+        int keep[] = {c->err_fd, c->ctl_fd, c->init_fd, c->log_fd, c->park_fd,
+                      st->proc,  st->dev,   st->sys,    st->tmp,   st->run};
         close_others(keep, ELEMENTSOF(keep));
+        /* tell rt_sandbox_prestart that we are ready: a report with code 0 */
+        struct wr_err ready;
+        memset(&ready, 0, sizeof(ready));
+        if (write(c->err_fd, &ready, sizeof(ready)) != (ssize_t) sizeof(ready))
+                fail(errno ? errno : EIO, "report ready");
         size_t got = 0;
         for (;;) {
                 ssize_t n = read(c->park_fd, park_buf + got, sizeof(park_buf) - 1 - got);
@@ -591,23 +668,28 @@ void rt_child_run(const struct rt_child *arg) {
         join_cgroups(&c);
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 fail(errno, "make mounts private");
+        struct stage st;
+        stage_prepare(&c, &st);
         if (c.park_fd >= 0)
-                park_receive(&c);
+                park_receive(&c, &st);
 
         mount_scratch(&c);
         int rootfd = mount_root(&c);
-        mount_proc(rootfd);
-        proc_harden(rootfd);
-        mount_dev(rootfd);
-        mount_sys(rootfd);
-        mount_tmpfs(rootfd, "tmp", "1777", c.tmp_opt);
-        mount_tmpfs(rootfd, "run", "0755", "65536k");
+        stage_move(rootfd, st.proc, "proc", 0555);
+        stage_move(rootfd, st.dev, "dev", 0755);
+        stage_move(rootfd, st.sys, "sys", 0555);
+        if (streq(c.tmp_opt, st.tmp_opt)) {
+                stage_move(rootfd, st.tmp, "tmp", 0755);
+        } else { /* another size than prepared: a new one */
+                close(st.tmp);
+                mount_tmpfs(rootfd, "tmp", "1777", c.tmp_opt);
+        }
+        stage_move(rootfd, st.run, "run", 0755);
         write_etc(rootfd, "hostname", c.hostname);
         write_etc(rootfd, "hosts", c.hosts);
         write_etc(rootfd, "resolv.conf", c.resolv_conf);
         if (sethostname(c.hostname, strlen(c.hostname)) < 0)
                 fail(errno, "sethostname");
-        loopback_up();
         enter_root(rootfd);
         close(rootfd);
 

@@ -126,8 +126,12 @@ int rt_sandbox_create(const struct rt_sandbox_config *cfg, struct rt_sandbox **r
  * depend on the image or the request: the dir, control socket, cgroups
  * (with cfg->limits, normally the defaults), namespaces and the child,
  * which joins the cgroups (on v1 that costs an RCU grace period: paid
- * here, ahead) and then waits for step 2. Only cfg->id, dir, init_path,
- * cgroup_mode, log_fd and unlimited are used now. The handle can be
+ * here, ahead), mounts /proc (masked), /dev, /sys, /run and /tmp (of
+ * cfg->limits.tmp_bytes) on a private stage, brings the loopback up and
+ * then waits for step 2. Returns once the child is parked (a failure on
+ * the way is this call's error; on v1 expect 10-20 ms, mostly waiting:
+ * run it on a worker thread). Only cfg->id, dir, init_path, cgroup_mode, log_fd,
+ * limits.tmp_bytes and unlimited are used now. The handle can be
  * destroyed like any other (nothing runs in it but the waiting child). */
 int rt_sandbox_prestart(const struct rt_sandbox_config *cfg, struct rt_sandbox **ret,
                         struct wr_err *e);
@@ -139,6 +143,21 @@ int rt_sandbox_prestart(const struct rt_sandbox_config *cfg, struct rt_sandbox *
  * rt_sandbox_destroy(). SIGPIPE must be ignored by the caller (the child
  * may be gone). */
 int rt_sandbox_start(struct rt_sandbox *sb, const struct rt_sandbox_config *cfg, struct wr_err *e);
+
+/* rt_sandbox_start() in two halves, so that the caller can do its own
+ * work while the child mounts the root and execs init:
+ * rt_sandbox_start_send() checks cfg, re-applies the limits and hands the
+ * rest to the parked child (does not wait); rt_sandbox_start_wait() waits
+ * until init runs (0) or the child failed (its error). The control socket
+ * accepts connections from the prestart on (init picks them up once it
+ * runs), and rt_sandbox_pid()/rt_sandbox_start_time() already name init.
+ * _send() returns -ESTALE when the prestarted child is gone (it failed
+ * while preparing, or was killed): the handle is then only good for
+ * rt_sandbox_destroy(); create the sandbox afresh. After any other _send()
+ * error, or a _wait() error, call rt_sandbox_destroy(). */
+int rt_sandbox_start_send(struct rt_sandbox *sb, const struct rt_sandbox_config *cfg,
+                          struct wr_err *e);
+int rt_sandbox_start_wait(struct rt_sandbox *sb, struct wr_err *e);
 
 /* The host pid of the sandbox's init; 0 after it was reaped. */
 pid_t rt_sandbox_pid(const struct rt_sandbox *sb);

@@ -269,6 +269,7 @@ static int remove_dir(const char *dir) {
 }
 
 static int wait_exec(struct rt_sandbox *sb, int errfd, struct wr_err *e);
+static int wait_parked(struct rt_sandbox *sb, struct wr_err *e);
 
 static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bool park,
                   struct wr_err *e) {
@@ -400,12 +401,41 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
         /* the child has its copies; nothing else joins */
         rt_cgroup_close_join_fds(sb->cg);
         if (park) {
-                /* parked before mounting anything: rt_sandbox_start goes on */
                 sb->err_rfd = errpipe[0];
                 sb->park_fd = parkpipe[1];
-                return 0;
+                return wait_parked(sb, e);
         }
         return wait_exec(sb, errpipe[0], e);
+}
+
+/* Prestart: wait until the child has prepared everything it can and
+ * parked (it reports a struct wr_err with code 0), or failed. */
+static int wait_parked(struct rt_sandbox *sb, struct wr_err *e) {
+        struct wr_err rep;
+        size_t got = 0;
+        while (got < sizeof(rep)) {
+                ssize_t n = read(sb->err_rfd, (char *) &rep + got, sizeof(rep) - got);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                got += (size_t) n;
+        }
+        if (got == sizeof(rep) && rep.code == 0)
+                return 0;
+        /* it failed (or died): collect it */
+        closep(&sb->park_fd);
+        sb->park_fd = -EBADF;
+        siginfo_t si;
+        (void) RETRY_EINTR(waitid(P_PIDFD, (id_t) sb->pidfd, &si, WEXITED | __WALL));
+        sb->reaped = true;
+        sb->pid = 0;
+        if (got != sizeof(rep) || rep.code > 0)
+                return err_set(e, -EIO, "sandbox child failed without a report");
+        rep.msg[sizeof(rep.msg) - 1] = 0;
+        if (e)
+                *e = rep;
+        return rep.code;
 }
 
 /* Wait until the child exec'd init (the CLOEXEC error pipe closes) or
@@ -514,21 +544,47 @@ static int msg_str(char **buf, size_t *len, size_t *cap, const char *s) {
         return msg_put(buf, len, cap, s, strlen(s) + 1);
 }
 
+/* Has the parked child already ended (failed while preparing, or killed)?
+ * Then collect its report, reap it and return -ESTALE. */
+static int park_check(struct rt_sandbox *sb, struct wr_err *e) {
+        struct pollfd p = {.fd = sb->err_rfd, .events = POLLIN};
+        int n = RETRY_EINTR(poll(&p, 1, 0));
+        if (n <= 0)
+                return 0; /* nothing to read: still parked */
+        int errfd = sb->err_rfd;
+        sb->err_rfd = -EBADF;
+        closep(&sb->park_fd);
+        sb->park_fd = -EBADF;
+        struct wr_err child = {0};
+        int r = wait_exec(sb, errfd, &child);
+        if (r == 0) { /* EOF without a report: it was killed */
+                siginfo_t si;
+                (void) RETRY_EINTR(waitid(P_PIDFD, (id_t) sb->pidfd, &si, WEXITED | __WALL));
+                sb->reaped = true;
+                sb->pid = 0;
+                return err_set(e, -ESTALE, "start sandbox: the prestarted sandbox is gone");
+        }
+        return err_set(e, -ESTALE, "start sandbox: the prestarted sandbox failed: %s", child.msg);
+}
+
 int rt_sandbox_start(struct rt_sandbox *sb, const struct rt_sandbox_config *cfg, struct wr_err *e) {
+        int r = rt_sandbox_start_send(sb, cfg, e);
+        return r < 0 ? r : rt_sandbox_start_wait(sb, e);
+}
+
+int rt_sandbox_start_send(struct rt_sandbox *sb, const struct rt_sandbox_config *cfg,
+                          struct wr_err *e) {
         int r;
         if (sb->park_fd < 0 || sb->err_rfd < 0)
                 return err_set(e, -EINVAL, "start sandbox: not a prestarted sandbox");
+        if ((r = park_check(sb, e)) < 0)
+                return r;
         if ((r = config_check(cfg, e)) < 0)
                 return err_prefix(e, r, "start sandbox");
         if (!streq(cfg->id, sb->id) || !streq(cfg->dir, sb->dir))
                 return err_set(e, -EINVAL, "start sandbox: id or dir differs from the prestart");
         if (cfg->n_layers > RT_PARK_MAX_LAYERS)
                 return err_set(e, -E2BIG, "start sandbox: too many layers");
-        bool want_limits =
-                cfg->limits.memory_bytes || cfg->limits.cpu_millicores || cfg->limits.pids_max;
-        if (!cfg->unlimited && want_limits &&
-            (r = rt_cgroup_set_limits(sb->cg, &cfg->limits, e)) < 0)
-                return err_prefix(e, r, "start sandbox: limits");
         const char *hostname = cfg->hostname ? cfg->hostname : cfg->id;
         if (!hostname_valid(hostname))
                 return err_set(e, -EINVAL, "start sandbox: invalid hostname");
@@ -586,14 +642,29 @@ int rt_sandbox_start(struct rt_sandbox *sb, const struct rt_sandbox_config *cfg,
         }
         closep(&sb->park_fd);
         sb->park_fd = -EBADF;
+        if (r < 0) {
+                /* the child may have failed before reading: its report is
+                 * the better error */
+                int r2 = rt_sandbox_start_wait(sb, e);
+                return r2 < 0 ? r2 : err_set(e, r, "start sandbox: send config: %s", strerror(-r));
+        }
+        /* while the child mounts: nothing runs in the sandbox before the
+         * caller's rt_sandbox_start_wait() and its first spawn */
+        bool want_limits =
+                cfg->limits.memory_bytes || cfg->limits.cpu_millicores || cfg->limits.pids_max;
+        if (!cfg->unlimited && want_limits &&
+            (r = rt_cgroup_set_limits(sb->cg, &cfg->limits, e)) < 0)
+                return err_prefix(e, r, "start sandbox: limits");
+        return 0;
+}
+
+int rt_sandbox_start_wait(struct rt_sandbox *sb, struct wr_err *e) {
+        if (sb->err_rfd < 0)
+                return sb->reaped ? err_set(e, -ESRCH, "start sandbox: the child is gone") : 0;
         int errfd = sb->err_rfd;
         sb->err_rfd = -EBADF;
-        int r2 = wait_exec(sb, errfd, e);
-        if (r2 < 0)
-                return err_prefix(e, r2, "start sandbox");
-        if (r < 0)
-                return err_set(e, r, "start sandbox: send config: %s", strerror(-r));
-        return 0;
+        int r = wait_exec(sb, errfd, e);
+        return r < 0 ? err_prefix(e, r, "start sandbox") : 0;
 }
 
 /* ---- accessors ---- */
