@@ -102,12 +102,14 @@ def exec_start_message(sandbox: str, argv: tuple, workdir: Optional[str],
                        timeout_secs: Optional[float],
                        env: Optional[Mapping[str, str]], pty: bool = False,
                        detach: bool = False,
-                       window: Optional[Tuple[int, int]] = None) -> pb.ExecStart:
+                       window: Optional[Tuple[int, int]] = None,
+                       user: Optional[str] = None) -> pb.ExecStart:
     if not argv:
         raise ValueError("exec needs a command")
     args = [str(a) for a in argv]
     start = pb.ExecStart(sandbox=sandbox, argv=args, workdir=workdir or "",
-                         timeout_secs=float(timeout_secs or 0), pty=pty, detach=detach)
+                         timeout_secs=float(timeout_secs or 0), pty=pty, detach=detach,
+                         user=str(user) if user is not None else "")
     if window is not None:
         start.window.cols, start.window.rows = int(window[0]), int(window[1])
     for k, v in (env or {}).items():

@@ -286,24 +286,29 @@ class Sandbox:
 
     # --- exec ---
     def _start(self, argv: tuple, workdir: Optional[str], timeout_secs: Optional[float],
-               env: Optional[Mapping[str, str]], close_stdin: bool) -> _ExecCall:
-        start = exec_start_message(self._key().id, argv, workdir, timeout_secs, env)
+               env: Optional[Mapping[str, str]], close_stdin: bool,
+               user: Optional[str] = None) -> _ExecCall:
+        start = exec_start_message(self._key().id, argv, workdir, timeout_secs, env, user=user)
         return _ExecCall(self.client, start, close_stdin)
 
     def exec(self, *argv: str, workdir: Optional[str] = None,
              timeout_secs: Optional[float] = None,
-             env: Optional[Mapping[str, str]] = None) -> ExecResult:
+             env: Optional[Mapping[str, str]] = None,
+             user: Optional[str] = None) -> ExecResult:
         """Run a command to completion (stdin is empty) and return its
-        output and exit code. A non-zero exit is not an error."""
-        call = self._start(argv, workdir, timeout_secs, env, close_stdin=True)
+        output and exit code. A non-zero exit is not an error. user: run
+        as "name", "uid", "name:group" or "uid:gid" (default: the image's
+        user)."""
+        call = self._start(argv, workdir, timeout_secs, env, close_stdin=True, user=user)
         return collect(call.events(), call.exec_id)
 
     def exec_stream(self, *argv: str, workdir: Optional[str] = None,
                     timeout_secs: Optional[float] = None,
-                    env: Optional[Mapping[str, str]] = None) -> Iterator[ExecEvent]:
+                    env: Optional[Mapping[str, str]] = None,
+                    user: Optional[str] = None) -> Iterator[ExecEvent]:
         """Run a command, yielding output events as they arrive and the
         exit event last. Leaving the loop early cancels the process."""
-        call = self._start(argv, workdir, timeout_secs, env, close_stdin=True)
+        call = self._start(argv, workdir, timeout_secs, env, close_stdin=True, user=user)
         try:
             yield from call.events()
         finally:
@@ -313,13 +318,13 @@ class Sandbox:
                    timeout_secs: Optional[float] = None,
                    env: Optional[Mapping[str, str]] = None, pty: bool = False,
                    window: Optional[Tuple[int, int]] = None, detach: bool = False,
-                   text: bool = True) -> Process:
+                   text: bool = True, user: Optional[str] = None) -> Process:
         """Start a process with stdin open; returns once it runs.
         pty=True gives it a terminal (window=(cols, rows)); detach=True
         keeps it running when this client goes away (re-attach with
         attach(process.exec_id, offset)); text=False yields raw bytes."""
         start = exec_start_message(self._key().id, argv, workdir, timeout_secs, env, pty=pty,
-                                   detach=detach, window=window)
+                                   detach=detach, window=window, user=user)
         call = _ExecCall(self.client, start, close_stdin=False, text=text)
         call.wait_started()
         return Process(call)

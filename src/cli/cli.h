@@ -254,6 +254,7 @@ struct cli_exec_opts {
         bool interactive; /* forward stdin */
         bool tty;         /* allocate a PTY, raw local terminal */
         const char *workdir;
+        const char *user; /* NAME, UID, NAME:GROUP or UID:GID; NULL = the sandbox's */
         double timeout;
         char **env_keys, **env_values;
         size_t n_env;

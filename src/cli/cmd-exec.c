@@ -307,6 +307,7 @@ int cli_exec_run(struct cli_ctx *ctx, const char *sandbox, int argc, char **argv
         start.argv = argv;
         start.n_argv = (size_t) argc;
         start.workdir = (char *) (o->workdir ? o->workdir : "");
+        start.user = (char *) (o->user ? o->user : "");
         start.timeout_secs = o->timeout;
         start.pty = o->tty;
         Warren__V1__ExecStart__EnvEntry **env = cli_alloc((o->n_env + 1) * sizeof(*env));
@@ -448,6 +449,9 @@ static int exec_opt(struct cli_exec_opts *o, int c, const char *cmd, const char 
         case 'w':
                 o->workdir = optarg;
                 return 1;
+        case 'u':
+                o->user = optarg;
+                return 1;
         case 'd':
                 o->detach = true;
                 return 1;
@@ -475,6 +479,7 @@ int cli_cmd_exec(struct cli_ctx *ctx, int argc, char **argv) {
         static const struct option longopts[] = {{"interactive", no_argument, NULL, 'i'},
                                                  {"tty", no_argument, NULL, 't'},
                                                  {"workdir", required_argument, NULL, 'w'},
+                                                 {"user", required_argument, NULL, 'u'},
                                                  {"env", required_argument, NULL, 'e'},
                                                  {"timeout", required_argument, NULL, OPT_TIMEOUT},
                                                  {"detach", no_argument, NULL, 'd'},
@@ -483,12 +488,14 @@ int cli_cmd_exec(struct cli_ctx *ctx, int argc, char **argv) {
                                                  CLI_COMMON_LONGOPTS,
                                                  {}};
         const char *cmd = "exec",
-                   *usage = "[-i] [-t] [-d] [-w DIR] [-e K=V]... [--timeout S] ID|NAME -- CMD... "
-                            "| --attach EXEC_ID [--offset N] [-i] [-t] ID|NAME";
+                   *usage =
+                           "[-i] [-t] [-d] [-w DIR] [-u USER] [-e K=V]... [--timeout S] ID|NAME -- "
+                           "CMD... "
+                           "| --attach EXEC_ID [--offset N] [-i] [-t] ID|NAME";
         struct cli_exec_opts o = {0};
         int c;
         /* '+': options end at ID|NAME, so the command's own flags stay its own. */
-        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "+hitdw:e:", longopts)) != -1) {
+        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "+hitdw:u:e:", longopts)) != -1) {
                 if (c == CLI_GETOPT_HELP)
                         return CLI_EXIT_OK;
                 if (c < 0)
@@ -524,13 +531,14 @@ int cli_cmd_exec(struct cli_ctx *ctx, int argc, char **argv) {
 
 int cli_cmd_shell(struct cli_ctx *ctx, int argc, char **argv) {
         static const struct option longopts[] = {{"workdir", required_argument, NULL, 'w'},
+                                                 {"user", required_argument, NULL, 'u'},
                                                  {"env", required_argument, NULL, 'e'},
                                                  CLI_COMMON_LONGOPTS,
                                                  {}};
-        const char *cmd = "shell", *usage = "[-w DIR] [-e K=V]... ID|NAME";
+        const char *cmd = "shell", *usage = "[-w DIR] [-u USER] [-e K=V]... ID|NAME";
         struct cli_exec_opts o = {.interactive = true, .tty = true};
         int c;
-        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "+hw:e:", longopts)) != -1) {
+        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "+hw:u:e:", longopts)) != -1) {
                 if (c == CLI_GETOPT_HELP)
                         return CLI_EXIT_OK;
                 if (c < 0)

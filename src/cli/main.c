@@ -13,10 +13,10 @@ static const struct cli_cmd top[] = {
         {"version", "", "client and server versions", cli_cmd_version},
         {"sandbox", "ls|create|get|rm ...", "manage sandboxes", cli_cmd_sandbox},
         {"exec",
-         "[-i] [-t] [-d] [-w DIR] [-e K=V]... [--timeout S] ID|NAME -- CMD... | "
+         "[-i] [-t] [-d] [-w DIR] [-u USER] [-e K=V]... [--timeout S] ID|NAME -- CMD... | "
          "--attach EXEC_ID [--offset N] [-i] [-t] ID|NAME",
          "run a command in a sandbox, or re-attach to one", cli_cmd_exec},
-        {"shell", "[-w DIR] [-e K=V]... ID|NAME", "interactive shell (PTY) in a sandbox",
+        {"shell", "[-w DIR] [-u USER] [-e K=V]... ID|NAME", "interactive shell (PTY) in a sandbox",
          cli_cmd_shell},
         {"ps", "[--json] ID|NAME", "list a sandbox's processes (exec ids)", cli_cmd_ps},
         {"run", "[create options] IMAGE -- CMD...",

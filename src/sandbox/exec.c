@@ -25,13 +25,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
 
 #include "basic/log.h"
+#include "basic/macro.h"
 #include "runtime/ctl.h"
 #include "runtime/runtime.h"
+#include "sandbox/user.h"
 #include "store/store.h"
 
 #define READ_CHUNK (1024 * 1024)
@@ -771,6 +774,24 @@ static char **argv_dup(const Warren__V1__ExecStart *start) {
         return v;
 }
 
+/* The sandbox's root directory (O_PATH), through its init's /proc entry;
+ * the pid is checked to still be that init after opening. */
+static int sandbox_root_fd(struct sbx *sb) {
+        pid_t pid = sb->rt ? rt_sandbox_pid(sb->rt) : 0;
+        if (pid <= 0 || sb->pidfd < 0)
+                return -ESRCH;
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/root", (int) pid);
+        int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (syscall(SYS_pidfd_send_signal, sb->pidfd, 0, NULL, 0) < 0) {
+                close(fd);
+                return -ESRCH;
+        }
+        return fd;
+}
+
 int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
                    const struct sbx_exec_callbacks *cb, void *userdata, struct sbx_exec **ret,
                    struct wr_err *e) {
@@ -785,9 +806,6 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
                 return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
                                 "start.timeout_secs: %g is out of range (0 = none)",
                                 start->timeout_secs);
-        if (start->user && *start->user)
-                return err_setx(e, -EOPNOTSUPP, WR_STATUS_UNIMPLEMENTED, WR_FAULT_CLIENT,
-                                "start.user: running as another user is not implemented yet");
         struct sbx *sb = sbx_find_live(m, start->sandbox);
         if (!sb) {
                 struct store_sandbox row = {0};
@@ -802,10 +820,29 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
                 return err_setx(e, -EBUSY, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
                                 "sandbox %s is terminating", sb->id);
 
-        /* Environment: the sandbox's, then the request's. */
+        /* Another user: looked up in the sandbox's own /etc/passwd. */
+        struct sbx_user user = {.uid = sb->uid, .gid = sb->gid};
+        if (start->user && *start->user) {
+                _cleanup_close_ int root_fd = sandbox_root_fd(sb);
+                if (root_fd < 0)
+                        return err_set(e, root_fd, "start.user: opening the sandbox's root");
+                r = sbx_user_resolve(root_fd, start->user, "start.user", &user, e);
+                if (r < 0)
+                        return r;
+        }
+
+        /* Environment: the sandbox's, the user's HOME, then the request's. */
         char **env = sbx_env_dup(sb->env);
         if (!env)
                 return err_set(e, -ENOMEM, "exec: out of memory");
+        if (start->user && *start->user) {
+                char home[sizeof(user.home) + 8];
+                snprintf(home, sizeof(home), "HOME=%s", user.home[0] ? user.home : "/");
+                if (sbx_env_set(&env, home) < 0) {
+                        sbx_env_free(env);
+                        return err_set(e, -ENOMEM, "exec: out of memory");
+                }
+        }
         for (size_t i = 0; i < start->n_env; i++) {
                 const char *k = start->env[i]->key, *v = start->env[i]->value;
                 if (!*k || strchr(k, '=')) {
@@ -917,8 +954,8 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
                 .argv = argv,
                 .envp = (const char *const *) env,
                 .cwd = cwd,
-                .uid = sb->uid,
-                .gid = sb->gid,
+                .uid = user.uid,
+                .gid = user.gid,
                 .flags = x->pty ? RT_SPAWN_PTY : 0,
                 .cols = start->window ? (uint16_t) start->window->cols : 0,
                 .rows = start->window ? (uint16_t) start->window->rows : 0,

@@ -197,6 +197,65 @@ def test_bad_requests_name_the_field(client, sandbox):
     assert ei.value.status == grpc.StatusCode.NOT_FOUND and "import" in ei.value.message
 
 
+def _id(sandbox, user):
+    r = sandbox.exec("sh", "-c", 'echo "$(id -u) $(id -g) $HOME"', user=user)
+    assert r.exit_code == 0, r.stderr
+    return r.stdout_text.split()
+
+
+def test_exec_as_user(sandbox, sandbox_daemon):
+    # Names from the sandbox's own /etc/passwd and /etc/group, numbers as is.
+    assert _id(sandbox, None) == ["0", "0", "/root"]
+    assert _id(sandbox, "nobody") == ["65534", "65534", "/nonexistent"]
+    assert _id(sandbox, "65534") == ["65534", "65534", "/nonexistent"]
+    assert _id(sandbox, "1000") == ["1000", "1000", "/"]
+    assert _id(sandbox, "1000:65534") == ["1000", "65534", "/"]
+    assert _id(sandbox, "nobody:root") == ["65534", "0", "/nonexistent"]
+    assert _id(sandbox, "root") == ["0", "0", "/root"]
+    # Another user holds no capabilities and cannot write root's files.
+    r = sandbox.exec("sh", "-c", "grep CapEff /proc/self/status; touch /root/x", user="nobody")
+    assert "0000000000000000" in r.stdout_text and r.exit_code != 0
+    # An explicit HOME wins over the user's.
+    r = sandbox.exec("sh", "-c", "echo $HOME", user="nobody", env={"HOME": "/tmp"})
+    assert r.stdout_text.strip() == "/tmp"
+    # The CLI: -u.
+    out = subprocess.run([WARREN_CLI, "--addr", sandbox_daemon.unix_addr, "exec", "-u",
+                          "nobody", sandbox.id, "--", "id", "-u"], capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 0 and out.stdout.strip() == "65534", out.stderr
+
+
+def test_exec_user_errors_name_the_field(sandbox):
+    for user, words in [("ghost", "no user"), ("nobody:ghosts", "no group"),
+                        ("a:b:c", "not a user"), (":0", "not a user"), ("0:", "not a user"),
+                        ("99999999999", "no user")]:
+        with pytest.raises(wr.WarrenError) as ei:
+            sandbox.exec("true", user=user)
+        assert ei.value.status == grpc.StatusCode.INVALID_ARGUMENT, user
+        assert "start.user" in ei.value.message and words in ei.value.message, ei.value.message
+
+
+def test_exec_user_lookup_stays_in_the_sandbox(sandbox):
+    # The sandbox controls /etc/passwd: a symlink is followed inside its own
+    # root (never the host's), and a FIFO is refused instead of blocking.
+    r = sandbox.exec("sh", "-c", "echo 'evil:x:4242:4243::/e:/bin/sh' > /tmp/pw && "
+                     "rm /etc/passwd && ln -s ../../../../../tmp/pw /etc/passwd")
+    assert r.exit_code == 0, r.stderr
+    assert _id(sandbox, "evil") == ["4242", "4243", "/e"]
+    r = sandbox.exec("sh", "-c", "rm /etc/passwd && mkfifo /etc/passwd")
+    assert r.exit_code == 0, r.stderr
+    t = time.monotonic()
+    with pytest.raises(wr.WarrenError) as ei:
+        sandbox.exec("true", user="evil")
+    assert time.monotonic() - t < 5
+    assert ei.value.status == grpc.StatusCode.INVALID_ARGUMENT
+    assert "no user" in ei.value.message
+    # Numbers need no entry (and the FIFO must go first: `id` itself reads
+    # /etc/passwd inside the sandbox and would block on it).
+    assert sandbox.exec("rm", "/etc/passwd").exit_code == 0
+    assert _id(sandbox, "4242") == ["4242", "4242", "/"]
+
+
 def _rss_kb(pid, field="VmHWM"):
     with open("/proc/%d/status" % pid) as f:
         for line in f:

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Users as Docker's --user and an image's USER give them: "name", "uid",
+ * "name:group", "uid:gid" (names or numbers on either side). Names are
+ * looked up in the sandbox's own /etc/passwd and /etc/group, which the
+ * sandbox controls: they are read through its root with RESOLVE_IN_ROOT,
+ * only as regular files of at most SBX_USER_FILE_MAX bytes, and parsed
+ * defensively (fuzzed: tests/fuzz/fuzz-user.c). */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "basic/err.h"
+
+#define SBX_USER_FILE_MAX (1024 * 1024)
+
+struct sbx_user {
+        uint32_t uid, gid;
+        char home[256]; /* from /etc/passwd; "" when unknown */
+};
+
+/* Find a passwd entry (name:pw:uid:gid:gecos:home:shell) by name, or by
+ * uid when name is NULL, in buf (len bytes, not NUL-terminated). Returns 1
+ * and fills *ret when found, 0 when not (malformed lines are skipped). */
+int sbx_passwd_find(const char *buf, size_t len, const char *name, uint32_t uid,
+                    struct sbx_user *ret);
+
+/* Find a group entry (name:pw:gid:members) by name. Returns 1 and sets
+ * *gid, or 0. */
+int sbx_group_find(const char *buf, size_t len, const char *name, uint32_t *gid);
+
+/* Resolve spec against the tree at root_fd (-1: numbers only). A number
+ * without a passwd entry gets gid = uid; a user without a group part gets
+ * its passwd group. Errors: -EINVAL (malformed spec), -ENOENT (no such
+ * user or group); e says which, for the field named by what (e.g.
+ * "start.user"). */
+int sbx_user_resolve(int root_fd, const char *spec, const char *what, struct sbx_user *ret,
+                     struct wr_err *e);
