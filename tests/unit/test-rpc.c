@@ -494,6 +494,19 @@ static void echo_on_half_close(struct rpc_call *call) {
         rpc_call_finish(call, WR_STATUS_OK, NULL);
 }
 
+/* The header of EchoResponse.payload (field 1, length-delimited) for n
+ * bytes; returns its length. */
+static size_t payload_header(uint8_t hdr[11], size_t n) {
+        size_t h = 0;
+        hdr[h++] = 0x0a;
+        for (size_t v = n;; v >>= 7) {
+                hdr[h++] = (uint8_t) ((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+                if (v <= 0x7f)
+                        break;
+        }
+        return h;
+}
+
 /* Echo through rpc_call_send_buf: EchoResponse encoded by hand, the payload
  * written in place after 16 bytes of head room. */
 static void raw_on_message(struct rpc_call *call, const ProtobufCMessage *msg) {
@@ -511,13 +524,7 @@ static void raw_on_message(struct rpc_call *call, const ProtobufCMessage *msg) {
         if (n)
                 memcpy(b.data + 16, req->payload.data, n);
         uint8_t hdr[11];
-        size_t h = 0;
-        hdr[h++] = 0x0a; /* field 1, length-delimited */
-        for (size_t v = n;; v >>= 7) {
-                hdr[h++] = (uint8_t) ((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-                if (v <= 0x7f)
-                        break;
-        }
+        size_t h = payload_header(hdr, n);
         memcpy(b.data + 16 - h, hdr, h);
         int r = rpc_call_send_buf(call, &b, 16 - h, h + n);
         assert_true(r == 0 || r == 1);
@@ -569,13 +576,7 @@ static void ref_on_message(struct rpc_call *call, const ProtobufCMessage *msg) {
         if (n)
                 memcpy(copy, req->payload.data, n);
         uint8_t hdr[11];
-        size_t h = 0;
-        hdr[h++] = 0x0a;
-        for (size_t v = n;; v >>= 7) {
-                hdr[h++] = (uint8_t) ((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-                if (v <= 0x7f)
-                        break;
-        }
+        size_t h = payload_header(hdr, n);
         int r = rpc_call_send_ref(call, hdr, h, copy, n, ref_release, copy);
         assert_true(r == 0 || r == 1);
         rpc_call_finish(call, WR_STATUS_OK, NULL);
