@@ -808,9 +808,13 @@ void h2_conn_process(struct h2_conn *c) {
                         conn_fail(c, 0);
                 if (c->close_when_flushed && c->out.total == 0 && !c->writing)
                         h2_conn_close(c);
-                /* Everything asked for has been sent (or waits for the
+                /* Still blocked with nothing in flight (the rounds above
+                 * ran out): go on from the next loop iteration. Otherwise
+                 * everything asked for has been sent (or waits for the
                  * socket): no need for another idle round. */
-                else if (c->ready && !c->closing && !(c->out_blocked && !c->writing))
+                else if (c->ready && !c->closing && c->out_blocked && !c->writing)
+                        uv_idle_start(&c->idle, idle_cb);
+                else if (c->ready && !c->closing)
                         uv_idle_stop(&c->idle);
         }
         c->busy--;
