@@ -64,7 +64,10 @@ class SandboxClient:
                    # A fixed receive window: without it grpcio grows its
                    # buffers to tens of MB per stream, more than the daemon
                    # keeps for an exec re-attach after this process dies.
-                   ("grpc.http2.bdp_probe", 0)]
+                   # 4 MiB (warrend's own window) rather than grpcio's 64 KiB
+                   # default: output arrives in 1 MiB messages.
+                   ("grpc.http2.bdp_probe", 0),
+                   ("grpc.http2.lookahead_bytes", 4 << 20)]
         if self.use_tls:
             if target.startswith("unix:"):
                 raise ValueError("TLS is for TCP addresses")
