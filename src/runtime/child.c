@@ -561,17 +561,154 @@ static void stage_move(int rootfd, int from, const char *rel, mode_t mode) {
         close(t);
 }
 
+/* ---- the root, built ahead when the layers are known ----
+ *
+ * A warm-pool child given layers at the prestart (the image the pool
+ * expects) builds the whole root before it parks: overlay on top of the
+ * stage, the prepared mounts moved in, /etc written for the prestart's
+ * hostname. Taking it then checks that the request names the very same
+ * layer directories (path order and dev/ino, so a re-imported image is
+ * not mistaken for the old one) and no disk limit; /tmp of another size
+ * and /etc files with other content are redone. Anything else is a
+ * mismatch: a new overlay goes on top of the prepared root (with upper
+ * and work dirs of its own), the prepared mounts move on into it, and the
+ * prepared overlay goes away with the old root. */
+
+struct layer_id {
+        dev_t dev;
+        ino_t ino;
+};
+
+static struct {
+        bool built;
+        struct stage mounts; /* second fds of the stage's mounts, now in the root */
+        size_t n_layers;
+        struct layer_id ids[RT_PARK_MAX_LAYERS];
+        char hostname[72];
+        char hosts[RT_HOSTS_MAX];
+        const char *resolv_conf; /* the prestart's string (our copy of its memory) */
+        char tmp_opt[32];
+} prep;
+
+static char upper_alt[PATH_MAX], work_alt[PATH_MAX];
+
+static void copy_str(char *dst, size_t size, const char *src, const char *what) {
+        size_t n = strlen(src);
+        if (n >= size)
+                fail(E2BIG, "%s too long", what);
+        memcpy(dst, src, n + 1);
+}
+
+/* Mount the overlay on top of what is at c->rootfs, move the stage's
+ * mounts into it and write /etc. Consumes the stage. Returns the root. */
+static int root_build(const struct rt_child *c, struct stage *st) {
+        mount_scratch(c);
+        int rootfd = mount_root(c);
+        stage_move(rootfd, st->proc, "proc", 0555);
+        stage_move(rootfd, st->dev, "dev", 0755);
+        stage_move(rootfd, st->sys, "sys", 0555);
+        if (streq(c->tmp_opt, st->tmp_opt)) {
+                stage_move(rootfd, st->tmp, "tmp", 0755);
+        } else { /* another size than prepared: a new one */
+                close(st->tmp);
+                mount_tmpfs(rootfd, "tmp", "1777", c->tmp_opt);
+        }
+        stage_move(rootfd, st->run, "run", 0755);
+        st->proc = st->dev = st->sys = st->tmp = st->run = -1;
+        write_etc(rootfd, "hostname", c->hostname);
+        write_etc(rootfd, "hosts", c->hosts);
+        write_etc(rootfd, "resolv.conf", c->resolv_conf);
+        return rootfd;
+}
+
+static void layer_ids(const struct rt_child *c, struct layer_id *ids) {
+        for (size_t i = 0; i < c->cfg->n_layers; i++) {
+                struct stat sb;
+                if (stat(c->cfg->layers[i], &sb) < 0)
+                        fail(errno, "layer %s", c->cfg->layers[i]);
+                ids[i] = (struct layer_id){sb.st_dev, sb.st_ino};
+        }
+}
+
+/* At the prestart: build the root for the layers we were given. */
+static int root_prepare(const struct rt_child *c, struct stage *st) {
+        layer_ids(c, prep.ids);
+        prep.n_layers = c->cfg->n_layers;
+        /* keep a handle on each mount: a mismatch moves them on */
+        prep.mounts = *st;
+        prep.mounts.proc = hoist(st->proc);
+        prep.mounts.dev = hoist(st->dev);
+        prep.mounts.sys = hoist(st->sys);
+        prep.mounts.tmp = hoist(st->tmp);
+        prep.mounts.run = hoist(st->run);
+        int rootfd = root_build(c, st);
+        copy_str(prep.hostname, sizeof(prep.hostname), c->hostname, "hostname");
+        copy_str(prep.hosts, sizeof(prep.hosts), c->hosts, "hosts");
+        copy_str(prep.tmp_opt, sizeof(prep.tmp_opt), c->tmp_opt, "tmp option");
+        prep.resolv_conf = c->resolv_conf;
+        prep.built = true;
+        return rootfd;
+}
+
+/* At the claim: is the prepared root the one asked for? */
+static bool root_matches(const struct rt_child *c) {
+        if (!prep.built || c->scratch || c->cfg->n_layers != prep.n_layers)
+                return false;
+        for (size_t i = 0; i < prep.n_layers; i++) {
+                struct stat sb;
+                if (stat(c->cfg->layers[i], &sb) < 0 || sb.st_dev != prep.ids[i].dev ||
+                    sb.st_ino != prep.ids[i].ino)
+                        return false;
+        }
+        return true;
+}
+
+/* At the claim, the prepared root fits: redo what differs. */
+static void root_update(const struct rt_child *c, int rootfd) {
+        if (!streq(c->tmp_opt, prep.tmp_opt)) /* on top of the prepared one */
+                mount_tmpfs(rootfd, "tmp", "1777", c->tmp_opt);
+        if (!streq(c->hostname, prep.hostname))
+                write_etc(rootfd, "hostname", c->hostname);
+        if (!streq(c->hosts, prep.hosts))
+                write_etc(rootfd, "hosts", c->hosts);
+        if (!streq(c->resolv_conf, prep.resolv_conf))
+                write_etc(rootfd, "resolv.conf", c->resolv_conf);
+}
+
+/* At the claim, it does not: a new root on top of it, with upper and
+ * work dirs of their own (unless on the disk limit's tmpfs), and the
+ * prepared mounts moved on into it. */
+static int root_rebuild(struct rt_child *c, struct stage *st) {
+        if (!c->scratch) {
+                int n1 = snprintf(upper_alt, sizeof(upper_alt), "%s.1", c->upper);
+                int n2 = snprintf(work_alt, sizeof(work_alt), "%s.1", c->work);
+                if (n1 < 0 || (size_t) n1 >= sizeof(upper_alt) || n2 < 0 ||
+                    (size_t) n2 >= sizeof(work_alt))
+                        fail(ENAMETOOLONG, "upper dir path");
+                if (mkdir(upper_alt, 0755) < 0 && errno != EEXIST)
+                        fail(errno, "mkdir %s", upper_alt);
+                if (mkdir(work_alt, 0700) < 0 && errno != EEXIST)
+                        fail(errno, "mkdir %s", work_alt);
+                c->upper = upper_alt;
+                c->work = work_alt;
+        }
+        *st = prep.mounts;
+        return root_build(c, st);
+}
+
 static char park_buf[RT_PARK_MAX];
 static const char *park_layers[RT_PARK_MAX_LAYERS];
 static struct rt_sandbox_config park_cfg;
 
 /* Warm pool: wait for the rest of the config (see struct rt_park_hdr). */
-static void park_receive(struct rt_child *c, const struct stage *st) {
+static void park_receive(struct rt_child *c, const struct stage *st, int rootfd) {
         /* hold nothing of the daemon's while parked: not its other pipes
          * (EOF must reach the other parked children when it dies), not
          * its state dir lock */
-        int keep[] = {c->err_fd, c->ctl_fd, c->init_fd, c->log_fd, c->park_fd,
-                      st->proc,  st->dev,   st->sys,    st->tmp,   st->run};
+        int keep[] = {c->err_fd,       c->ctl_fd,       c->init_fd,      c->log_fd,
+                      c->park_fd,      st->proc,        st->dev,         st->sys,
+                      st->tmp,         st->run,         rootfd,          prep.mounts.proc,
+                      prep.mounts.dev, prep.mounts.sys, prep.mounts.tmp, prep.mounts.run};
         close_others(keep, ELEMENTSOF(keep));
         /* tell rt_sandbox_prestart that we are ready: a report with code 0 */
         struct wr_err ready;
@@ -670,24 +807,22 @@ void rt_child_run(const struct rt_child *arg) {
                 fail(errno, "make mounts private");
         struct stage st;
         stage_prepare(&c, &st);
-        if (c.park_fd >= 0)
-                park_receive(&c, &st);
-
-        mount_scratch(&c);
-        int rootfd = mount_root(&c);
-        stage_move(rootfd, st.proc, "proc", 0555);
-        stage_move(rootfd, st.dev, "dev", 0755);
-        stage_move(rootfd, st.sys, "sys", 0555);
-        if (streq(c.tmp_opt, st.tmp_opt)) {
-                stage_move(rootfd, st.tmp, "tmp", 0755);
-        } else { /* another size than prepared: a new one */
-                close(st.tmp);
-                mount_tmpfs(rootfd, "tmp", "1777", c.tmp_opt);
+        int rootfd = -1;
+        if (c.park_fd < 0) {
+                rootfd = root_build(&c, &st);
+        } else {
+                if (c.cfg->n_layers > 0)
+                        rootfd = root_prepare(&c, &st);
+                park_receive(&c, &st, rootfd);
+                if (rootfd < 0) {
+                        rootfd = root_build(&c, &st);
+                } else if (root_matches(&c)) {
+                        root_update(&c, rootfd);
+                } else {
+                        close(rootfd);
+                        rootfd = root_rebuild(&c, &st);
+                }
         }
-        stage_move(rootfd, st.run, "run", 0755);
-        write_etc(rootfd, "hostname", c.hostname);
-        write_etc(rootfd, "hosts", c.hosts);
-        write_etc(rootfd, "resolv.conf", c.resolv_conf);
         if (sethostname(c.hostname, strlen(c.hostname)) < 0)
                 fail(errno, "sethostname");
         enter_root(rootfd);

@@ -128,11 +128,17 @@ int rt_sandbox_create(const struct rt_sandbox_config *cfg, struct rt_sandbox **r
  * which joins the cgroups (on v1 that costs an RCU grace period: paid
  * here, ahead), mounts /proc (masked), /dev, /sys, /run and /tmp (of
  * cfg->limits.tmp_bytes) on a private stage, brings the loopback up and
- * then waits for step 2. Returns once the child is parked (a failure on
- * the way is this call's error; on v1 expect 10-20 ms, mostly waiting:
- * run it on a worker thread). Only cfg->id, dir, init_path, cgroup_mode, log_fd,
- * limits.tmp_bytes and unlimited are used now. The handle can be
- * destroyed like any other (nothing runs in it but the waiting child). */
+ * then waits for step 2. When cfg->layers are given (n_layers may be 0)
+ * it also builds the root ahead: the overlay of those layers with the
+ * stage's mounts moved in and /etc written for cfg->hostname and
+ * resolv_conf; step 2 then only redoes what its cfg changes, or builds a
+ * new root when it names other layers (compared by path order and
+ * dev/ino) or a disk limit. Returns once the child is parked (a failure
+ * on the way is this call's error; on v1 expect 10-20 ms, mostly waiting:
+ * run it on a worker thread). Only cfg->id, dir, init_path, cgroup_mode,
+ * log_fd, layers, hostname, resolv_conf, limits.tmp_bytes and unlimited
+ * are used now. The handle can be destroyed like any other (nothing runs
+ * in it but the waiting child). */
 int rt_sandbox_prestart(const struct rt_sandbox_config *cfg, struct rt_sandbox **ret,
                         struct wr_err *e);
 

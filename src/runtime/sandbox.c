@@ -36,10 +36,11 @@ struct rt_sandbox {
         bool reaped;
         int status;
         bool destroyed;
-        bool attached; /* rt_sandbox_attach: init is not our child */
-        int park_fd;   /* rt_sandbox_prestart: config pipe to the parked child */
-        int err_rfd;   /* rt_sandbox_prestart: its error pipe */
-        unsigned made; /* during create: MADE_* bits of what this call created */
+        bool attached;       /* rt_sandbox_attach: init is not our child */
+        uint64_t start_time; /* of init (= the child: exec keeps it); 0 = not read yet */
+        int park_fd;         /* rt_sandbox_prestart: config pipe to the parked child */
+        int err_rfd;         /* rt_sandbox_prestart: its error pipe */
+        unsigned made;       /* during create: MADE_* bits of what this call created */
 };
 
 enum {
@@ -156,7 +157,7 @@ static bool hostname_valid(const char *h) {
         return true;
 }
 
-static int config_check(const struct rt_sandbox_config *cfg, struct wr_err *e) {
+static int config_check(const struct rt_sandbox_config *cfg, bool need_layers, struct wr_err *e) {
         if (!cfg || !rt_id_valid(cfg->id))
                 return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
                                 "invalid sandbox id");
@@ -164,8 +165,10 @@ static int config_check(const struct rt_sandbox_config *cfg, struct wr_err *e) {
                 return err_set(e, -EINVAL, "sandbox dir must be an absolute path");
         if (!cfg->init_path || !cfg->init_path[0])
                 return err_set(e, -EINVAL, "no warren-init path");
-        if (cfg->n_layers == 0 || !cfg->layers)
+        if ((need_layers && cfg->n_layers == 0) || (cfg->n_layers && !cfg->layers))
                 return err_set(e, -EINVAL, "a sandbox needs at least one layer");
+        if (cfg->n_layers > RT_PARK_MAX_LAYERS)
+                return err_set(e, -E2BIG, "too many layers (%zu)", cfg->n_layers);
         for (size_t i = 0; i < cfg->n_layers; i++) {
                 struct stat st;
                 if (!cfg->layers[i] || cfg->layers[i][0] != '/')
@@ -276,7 +279,7 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
         const struct rt_policy *policy;
         int r;
 
-        if ((r = config_check(cfg, e)) < 0)
+        if ((r = config_check(cfg, !park, e)) < 0)
                 return r;
         if ((r = rt_host_check(cfg->cgroup_mode, e)) < 0)
                 return r;
@@ -398,6 +401,9 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
         }
         sb->pid = (pid_t) pid;
         sb->pidfd = pidfd;
+        /* now, while the child cannot be in execve (a /proc/<pid>/stat read
+         * waits for an exec to finish) */
+        (void) rt_proc_start_time(sb->pid, &sb->start_time);
         /* the child has its copies; nothing else joins */
         rt_cgroup_close_join_fds(sb->cg);
         if (park) {
@@ -579,7 +585,7 @@ int rt_sandbox_start_send(struct rt_sandbox *sb, const struct rt_sandbox_config 
                 return err_set(e, -EINVAL, "start sandbox: not a prestarted sandbox");
         if ((r = park_check(sb, e)) < 0)
                 return r;
-        if ((r = config_check(cfg, e)) < 0)
+        if ((r = config_check(cfg, true, e)) < 0)
                 return err_prefix(e, r, "start sandbox");
         if (!streq(cfg->id, sb->id) || !streq(cfg->dir, sb->dir))
                 return err_set(e, -EINVAL, "start sandbox: id or dir differs from the prestart");
@@ -862,6 +868,10 @@ int rt_proc_start_time(pid_t pid, uint64_t *ret) {
 int rt_sandbox_start_time(const struct rt_sandbox *sb, uint64_t *ret) {
         if (sb->reaped || sb->pid <= 0)
                 return -ESRCH;
+        if (sb->start_time) {
+                *ret = sb->start_time;
+                return 0;
+        }
         return rt_proc_start_time(sb->pid, ret);
 }
 
@@ -928,6 +938,7 @@ int rt_sandbox_attach(const char *id, const char *dir, pid_t pid, uint64_t start
                 return err_prefix(e, r, "attach sandbox %s", id);
         rt_cgroup_close_join_fds(sb->cg);
         sb->pid = pid;
+        sb->start_time = st;
         *ret = TAKE_PTR(sb);
         return 0;
 }
