@@ -26,6 +26,9 @@
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define SETTLE_MS 20 /* how often a terminating sandbox is checked */
+/* warm pool: how long after taking an entry the refill starts (while the
+ * pool is not empty) */
+#define POOL_REFILL_DELAY_MS 8
 
 /* --- environment vectors --- */
 
@@ -378,12 +381,14 @@ static void on_ctl(uv_poll_t *h, int status, int events) {
                 case CTL_SPAWNED:
                         for (size_t i = 0; i < ELEMENTSOF(sb->spawn_times); i++)
                                 if (sb->spawn_times[i].id == msg.id) {
+                                        double s =
+                                                (double) (mono_ns() - sb->spawn_times[i].sent_ns) /
+                                                1e9;
                                         if (!msg.err)
-                                                sbx_histogram_observe(
-                                                        &sb->m->metrics.exec_start,
-                                                        (double) (mono_ns() -
-                                                                  sb->spawn_times[i].sent_ns) /
-                                                                1e9);
+                                                sbx_histogram_observe(&sb->m->metrics.exec_start,
+                                                                      s);
+                                        log_debug("sandbox %s: exec %llu spawned in %.3f ms",
+                                                  sb->id, (unsigned long long) msg.id, s * 1e3);
                                         sb->spawn_times[i].id = 0;
                                         break;
                                 }
@@ -822,6 +827,39 @@ static inline void argv_freep(char ***v) {
         argv_free(*v);
 }
 
+/* A NULL-terminated copy of layers (n of them, or up to NULL when n is 0);
+ * NULL when there are none or memory is short (the pool then builds no
+ * root ahead). */
+static char **layers_dup(const char *const *layers, size_t n) {
+        if (!layers)
+                return NULL;
+        if (n == 0)
+                while (layers[n])
+                        n++;
+        if (n == 0)
+                return NULL;
+        char **v = calloc(n + 1, sizeof(char *));
+        for (size_t i = 0; v && i < n; i++)
+                if (!(v[i] = strdup(layers[i]))) {
+                        argv_free(v);
+                        v = NULL;
+                }
+        return v;
+}
+
+/* Does the NULL-terminated a hold exactly b (n of them, or up to NULL
+ * when n is 0)? */
+static bool layers_equal(char *const *a, const char *const *b, size_t n) {
+        if (n == 0)
+                while (b && b[n])
+                        n++;
+        size_t i = 0;
+        for (; a && a[i] && i < n; i++)
+                if (strcmp(a[i], b[i]) != 0)
+                        return false;
+        return i == n && (!a || !a[i]);
+}
+
 /* The main process: the request's entrypoint, else the image's
  * Entrypoint + Cmd (Docker's rule), as a NULL-terminated heap vector
  * (NULL when there is none). */
@@ -856,7 +894,26 @@ static int entry_argv(const Warren__V1__CreateSandboxRequest *req, const struct 
 
 static int create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *req,
                   struct store_sandbox *ret, struct wr_err *e);
-static void pool_refill_soon(struct sbx_manager *m);
+
+/* One commit records init (pid + start time, to re-attach after a
+ * restart), the process defaults and RUNNING. */
+static int record_started(struct sbx *sb, struct wr_err *e) {
+        uint64_t start = 0;
+        (void) rt_sandbox_start_time(sb->rt, &start);
+        _cleanup_free_ char *proc = NULL;
+        size_t proc_len = 0;
+        int r = process_encode(sb, &proc, &proc_len);
+        if (r >= 0)
+                r = store_sandbox_set_started(sb->m->store, sb->id, rt_sandbox_pid(sb->rt), start,
+                                              NULL, proc, proc_len, STORE_SANDBOX_RUNNING, e);
+        else
+                err_set(e, r, "create sandbox: encode process defaults");
+        if (proc)
+                explicit_bzero(proc, proc_len);
+        return r;
+}
+
+static void pool_refill_soon(struct sbx_manager *m, uint64_t delay_ms);
 static void pool_timer_cb(uv_timer_t *t);
 
 int sbx_create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *req,
@@ -872,10 +929,16 @@ int sbx_create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *re
         return r;
 }
 
+/* Create phases, timed for the debug log (where a create's time goes). */
+enum { T_START, T_IMAGE, T_RECORD, T_RUNTIME, T_CONNECT, T_STARTED, T_N };
+
 static int create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *req,
                   struct store_sandbox *ret, struct wr_err *e) {
         int r;
+        uint64_t tp[T_N] = {mono_ns()};
         struct rt_sandbox *pooled = NULL;
+        bool was_pooled = false;
+        bool recorded = false; /* RUNNING committed and *ret loaded */
         _cleanup_free_ uint8_t *spec = NULL;
         _cleanup_free_ struct store_tag *tags = NULL;
         if (req->compute_class == WARREN__V1__COMPUTE_CLASS__COMPUTE_CLASS_K8S)
@@ -959,6 +1022,14 @@ static int create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest 
                                         ref, ref);
                 return err_prefix(e, r, "image %s", ref);
         }
+        tp[T_IMAGE] = mono_ns();
+        /* the pool builds its next roots for this image (not for a disk
+         * limit: that needs a root of its own) */
+        if (m->pool_target && !limits.disk_bytes &&
+            !layers_equal(m->pool_layers, (const char *const *) img->layer_dirs, img->n_layers)) {
+                argv_free(m->pool_layers);
+                m->pool_layers = layers_dup((const char *const *) img->layer_dirs, img->n_layers);
+        }
         _cleanup_(argv_freep) char **entry = NULL;
         if (entry_argv(req, img, &entry) < 0) {
                 img_info_free(img);
@@ -981,7 +1052,12 @@ static int create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest 
                 snprintf(sb->id, sizeof(sb->id), "%s", pe->id);
                 pooled = pe->rt;
                 pe->rt = NULL;
-                pool_refill_soon(m);
+                was_pooled = true;
+                /* not right away: a prestart (cgroup dirs, a clone of
+                 * warrend, the child's mounts) competes for the CPUs with
+                 * this sandbox's start and its first exec, which usually
+                 * follows at once; an empty pool refills at once */
+                pool_refill_soon(m, m->pool_n > 0 ? POOL_REFILL_DELAY_MS : 0);
         } else if ((r = make_id(sb->id, sizeof(sb->id))) < 0)
                 goto fail_early;
         sb->name = req->name && *req->name ? strdup(req->name) : NULL;
@@ -1036,7 +1112,8 @@ static int create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest 
                 goto fail_early;
         }
 
-        /* Record it PENDING before touching the kernel. */
+        /* Record it PENDING before touching the kernel (a warm-pool entry
+         * is the exception, see below). */
         struct store_sandbox row = {
                 .id = sb->id,
                 .environment = (char *) STORE_ENV_DEFAULT,
@@ -1068,18 +1145,6 @@ static int create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest 
         }
         row.tags = tags;
         row.n_tags = req->n_tags;
-        r = store_sandbox_insert(m->store, &row, e);
-        if (r == -EEXIST) {
-                r = err_setx(e, -EEXIST, WR_STATUS_ALREADY_EXISTS, WR_FAULT_CLIENT,
-                             "name: a running sandbox is already called %s (terminate it or "
-                             "pick another name)",
-                             sb->name);
-                goto fail_early;
-        }
-        if (r < 0) {
-                err_prefix(e, r, "create sandbox: record");
-                goto fail_early;
-        }
 
         char dir[PATH_MAX];
         snprintf(dir, sizeof(dir), "%s/sandboxes/%s", m->state_dir, sb->id);
@@ -1095,10 +1160,59 @@ static int create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest 
                 .limits = limits,
                 .log_fd = -1,
         };
+        /* A warm-pool entry starts mounting its root now and the row is
+         * written meanwhile. Its dir and cgroups existed without a row
+         * already; a crash before the insert leaves just that, which a
+         * restart removes like any dir without a row. */
         if (pooled) {
                 sb->rt = pooled;
                 pooled = NULL;
-                r = rt_sandbox_start(sb->rt, &cfg, e);
+                struct wr_err pe = {0};
+                r = rt_sandbox_start_send(sb->rt, &cfg, &pe);
+                if (r < 0) {
+                        /* -ESTALE: the entry broke while parked; create
+                         * afresh below (same id) */
+                        log_debug("warm pool: %s", pe.msg);
+                        struct wr_err de = {0};
+                        rt_sandbox_destroy(sb->rt, &de);
+                        rt_sandbox_free(sb->rt);
+                        sb->rt = NULL;
+                        if (r != -ESTALE) {
+                                if (e)
+                                        *e = pe;
+                                goto fail_early;
+                        }
+                }
+        }
+        r = store_sandbox_insert(m->store, &row, e);
+        if (r == -EEXIST) {
+                r = err_setx(e, -EEXIST, WR_STATUS_ALREADY_EXISTS, WR_FAULT_CLIENT,
+                             "name: a running sandbox is already called %s (terminate it or "
+                             "pick another name)",
+                             sb->name);
+                goto fail_unrecorded;
+        }
+        if (r < 0) {
+                err_prefix(e, r, "create sandbox: record");
+                goto fail_unrecorded;
+        }
+
+        tp[T_RECORD] = mono_ns();
+        if (sb->rt) {
+                /* While the child mounts: connect (init accepts on the
+                 * socket the prestart bound once it runs), record RUNNING
+                 * with init's pid and start time (both known since the
+                 * prestart: a restart in between finds either init or
+                 * nothing, see recovery) and load the reply. */
+                if ((r = rt_ctl_connect(rt_sandbox_ctl_path(sb->rt), &sb->ctl_fd, e)) < 0) {
+                        err_prefix(e, r, "create sandbox: connect to warren-init");
+                        goto fail_started;
+                }
+                if ((r = record_started(sb, e)) < 0 ||
+                    (r = store_sandbox_load(m->store, sb->id, ret, e)) < 0)
+                        goto fail_started;
+                recorded = true;
+                r = rt_sandbox_start_wait(sb->rt, e);
                 img_info_free(img);
                 img = NULL;
                 if (r < 0)
@@ -1109,51 +1223,58 @@ static int create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest 
                 img = NULL;
                 if (r < 0)
                         goto fail_recorded;
+                if ((r = rt_ctl_connect(rt_sandbox_ctl_path(sb->rt), &sb->ctl_fd, e)) < 0) {
+                        err_prefix(e, r, "create sandbox: connect to warren-init");
+                        goto fail_started;
+                }
         }
-        if ((r = rt_ctl_connect(rt_sandbox_ctl_path(sb->rt), &sb->ctl_fd, e)) < 0) {
-                err_prefix(e, r, "create sandbox: connect to warren-init");
-                goto fail_started;
-        }
+        tp[T_RUNTIME] = mono_ns();
 
         if ((r = sbx_arm(sb, e)) < 0)
                 goto fail_started;
+        tp[T_CONNECT] = mono_ns();
         if ((r = start_entrypoint(sb, entry, e)) < 0) {
                 sb->term_reason = "entrypoint failed to start";
                 sb->final_status = STORE_SANDBOX_FAILED;
                 sbx_finalize(sb);
                 return r;
         }
-        /* One commit records init (pid + start time, to re-attach after a
-         * restart), the process defaults and RUNNING. */
-        {
-                uint64_t start = 0;
-                (void) rt_sandbox_start_time(sb->rt, &start);
-                _cleanup_free_ char *proc = NULL;
-                size_t proc_len = 0;
-                r = process_encode(sb, &proc, &proc_len);
-                if (r >= 0)
-                        r = store_sandbox_set_started(m->store, sb->id, rt_sandbox_pid(sb->rt),
-                                                      start, NULL, proc, proc_len,
-                                                      STORE_SANDBOX_RUNNING, e);
-                if (proc)
-                        explicit_bzero(proc, proc_len);
-                if (r < 0) {
-                        sb->term_reason = "recording failed";
-                        sb->final_status = STORE_SANDBOX_FAILED;
-                        sbx_finalize(sb);
-                        return r;
-                }
+        if (!recorded && (r = record_started(sb, e)) < 0) {
+                sb->term_reason = "recording failed";
+                sb->final_status = STORE_SANDBOX_FAILED;
+                sbx_finalize(sb);
+                return r;
         }
+        tp[T_STARTED] = mono_ns();
         log_info("sandbox %s created (image %s)", sb->id, sb->image_id);
-        return store_sandbox_load(m->store, sb->id, ret, e);
+        r = recorded ? 0 : store_sandbox_load(m->store, sb->id, ret, e);
+        uint64_t end = mono_ns();
+        log_debug("sandbox %s: create %.3f ms: checks+image %.3f, record %.3f, runtime%s %.3f, "
+                  "connect %.3f, started %.3f, load %.3f",
+                  sb->id, (double) (end - tp[T_START]) / 1e6,
+                  (double) (tp[T_IMAGE] - tp[T_START]) / 1e6,
+                  (double) (tp[T_RECORD] - tp[T_IMAGE]) / 1e6, was_pooled ? " (pool)" : "",
+                  (double) (tp[T_RUNTIME] - tp[T_RECORD]) / 1e6,
+                  (double) (tp[T_CONNECT] - tp[T_RUNTIME]) / 1e6,
+                  (double) (tp[T_STARTED] - tp[T_CONNECT]) / 1e6,
+                  (double) (end - tp[T_STARTED]) / 1e6);
+        return r;
 
 fail_started : {
         struct wr_err de = {0};
         rt_sandbox_destroy(sb->rt, &de);
+        if (recorded)
+                store_sandbox_clear(ret);
 }
 fail_recorded:
         store_sandbox_update_status(m->store, sb->id, STORE_SANDBOX_FAILED, e ? e->msg : "failed",
                                     NULL);
+        goto fail_early;
+fail_unrecorded:
+        if (sb->rt) {
+                struct wr_err de = {0};
+                rt_sandbox_destroy(sb->rt, &de);
+        }
 fail_early:
         img_info_free(img);
         if (pooled) {
@@ -1182,16 +1303,28 @@ static void pool_work(uv_work_t *w) {
         }
         char dir[PATH_MAX];
         snprintf(dir, sizeof(dir), "%s/sandboxes/%s", m->state_dir, pe->id);
-        static const char *const placeholder[] = {"/"};
+        size_t n = 0;
+        while (m->pool_work_layers && m->pool_work_layers[n])
+                n++;
         struct rt_sandbox_config cfg = {
                 .id = pe->id,
                 .dir = dir,
-                .layers = placeholder,
-                .n_layers = 1,
+                .layers = (const char *const *) m->pool_work_layers,
+                .n_layers = n,
                 .init_path = m->init_path,
                 .log_fd = -1,
                 .cgroup_mode = m->cgroup_mode,
         };
+        m->pool_layers_failed = false;
+        if (rt_sandbox_prestart(&cfg, &pe->rt, &m->pool_err) >= 0)
+                return;
+        pe->rt = NULL;
+        if (n == 0)
+                return;
+        /* the image may be gone: an entry without a root built ahead */
+        m->pool_layers_failed = true;
+        cfg.layers = NULL;
+        cfg.n_layers = 0;
         if (rt_sandbox_prestart(&cfg, &pe->rt, &m->pool_err) < 0)
                 pe->rt = NULL;
 }
@@ -1200,6 +1333,15 @@ static void pool_work_done(uv_work_t *w, int status) {
         struct sbx_manager *m = w->data;
         struct sbx_pool_entry *pe = &m->pool_pending;
         m->pool_busy = false;
+        if (m->pool_layers_failed) {
+                /* stop predicting an image whose layers do not work */
+                log_debug("warm pool: building roots ahead failed: %s", m->pool_err.msg);
+                if (layers_equal(m->pool_layers, (const char *const *) m->pool_work_layers, 0)) {
+                        argv_free(m->pool_layers);
+                        m->pool_layers = NULL;
+                }
+                m->pool_layers_failed = false;
+        }
         if (!pe->rt) {
                 if (status != UV_ECANCELED)
                         log_warn("warm pool: %s", m->pool_err.msg);
@@ -1217,7 +1359,7 @@ static void pool_work_done(uv_work_t *w, int status) {
         }
         m->pool[m->pool_n++] = *pe;
         pe->rt = NULL;
-        pool_refill_soon(m);
+        pool_refill_soon(m, 0);
 }
 
 static void pool_timer_cb(uv_timer_t *t) {
@@ -1226,14 +1368,17 @@ static void pool_timer_cb(uv_timer_t *t) {
                 return;
         m->pool_busy = true;
         m->pool_work.data = m;
+        /* the worker gets its own copy of the prediction */
+        argv_free(m->pool_work_layers);
+        m->pool_work_layers = layers_dup((const char *const *) m->pool_layers, 0);
         if (uv_queue_work(m->loop, &m->pool_work, pool_work, pool_work_done) < 0)
                 m->pool_busy = false;
 }
 
-static void pool_refill_soon(struct sbx_manager *m) {
+static void pool_refill_soon(struct sbx_manager *m, uint64_t delay_ms) {
         if (m->pool_target && !m->freeing && !m->pool_busy && m->pool_n < m->pool_target &&
-            !uv_is_active((uv_handle_t *) &m->pool_timer))
-                uv_timer_start(&m->pool_timer, pool_timer_cb, 0, 0);
+            (delay_ms == 0 || !uv_is_active((uv_handle_t *) &m->pool_timer)))
+                uv_timer_start(&m->pool_timer, pool_timer_cb, delay_ms, 0);
 }
 
 /* Tear down every idle pool entry (nothing of them may outlive warrend:
@@ -1420,10 +1565,17 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
                         return err_set(e, -ENOMEM, "sandbox manager: out of memory");
                 }
         }
+        /* until a sandbox is created, the pool builds roots ahead for the
+         * default image (when it is there) */
+        struct img_info *img = NULL;
+        if (m->pool_target && m->images && image_resolve(m, m->default_image, &img, NULL) >= 0) {
+                m->pool_layers = layers_dup((const char *const *) img->layer_dirs, img->n_layers);
+                img_info_free(img);
+        }
         uv_timer_init(m->loop, &m->pool_timer);
         m->pool_timer.data = m;
         m->pool_timer_open = true;
-        pool_refill_soon(m);
+        pool_refill_soon(m, 0);
         *ret = m;
         return 0;
 }
@@ -1464,6 +1616,8 @@ void sbx_manager_free(struct sbx_manager *m) {
         while (m->list || m->pool_timer_open || m->pool_busy)
                 uv_run(m->loop, UV_RUN_ONCE);
         free(m->pool);
+        argv_free(m->pool_layers);
+        argv_free(m->pool_work_layers);
         sbx_exec_forget_all();
         free(m->state_dir);
         free(m->init_path);

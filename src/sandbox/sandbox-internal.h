@@ -87,6 +87,12 @@ struct sbx_manager {
         bool pool_busy;
         struct sbx_pool_entry pool_pending;
         struct wr_err pool_err;
+        /* the layers the pool builds roots for ahead (those of the last
+         * image a sandbox was created from; NULL-terminated, owned), the
+         * worker's copy, and whether the worker's last try with them failed */
+        char **pool_layers;
+        char **pool_work_layers;
+        bool pool_layers_failed;
         int cgroup_mode; /* enum rt_cgroup_mode */
 };
 
