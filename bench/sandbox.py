@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """bench/sandbox.py [BUILD_DIR] [-n N] [--warm-pool N] [--pause-ms MS] [--idle N]
-[--no-peers]: sandbox start and exec latency, idle sandboxes held.
+[--no-peers] [--c-only] [--repeat K] [--log FILE]: sandbox start and exec latency,
+idle sandboxes held.
 
 Starts its own warrend on a temp state dir (unix socket), imports the
 busybox test image, then measures:
@@ -14,6 +15,8 @@ and, when installed, the same kind of work through peers on the same rootfs:
   crun run / exec      a busybox bundle (run inside a private mount ns with
                        the hybrid cgroup2 mount hidden, see PEERS.md)
 Prints p50/p99 in milliseconds, and warrend's RSS per idle sandbox.
+--log FILE runs warrend at debug level into FILE: each create logs where its
+time went and each exec its spawn latency.
 """
 import argparse
 import json
@@ -128,14 +131,21 @@ def main():
     ap.add_argument("--pause-ms", type=int, default=0,
                     help="idle time between C-client rounds (lets the pool refill)")
     ap.add_argument("--no-peers", action="store_true", help="skip bwrap/crun")
+    ap.add_argument("--log", help="warrend's debug log goes to this file (create/exec timings)")
+    ap.add_argument("--c-only", action="store_true",
+                    help="only the C-client figures (no grpcio, idle or peer runs)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run the C-client rounds this many times (this VM is noisy)")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     tmp = tempfile.mkdtemp(prefix="warren-bench-sb-")
     sock = os.path.join(tmp, "warren.sock")
     proc = subprocess.Popen([os.path.join(build, "src/daemon/warrend"), "--state-dir",
                              os.path.join(tmp, "state"), "--listen", "unix:" + sock,
-                             "--log-level", "warn", "--warm-pool", str(a.warm_pool)],
-                            env=dict(os.environ, WARREN_TERMINATE_ON_EXIT="1"))
+                             "--log-level", "debug" if a.log else "warn",
+                             "--warm-pool", str(a.warm_pool)],
+                            env=dict(os.environ, WARREN_TERMINATE_ON_EXIT="1"),
+                            stderr=open(a.log, "w") if a.log else None)
     try:
         for _ in range(200):
             if os.path.exists(sock):
@@ -149,12 +159,16 @@ def main():
                         "image", "import", "busybox:latest", tar], check=True,
                        stdout=subprocess.DEVNULL)
 
-        print("warren, C client (bench/sandbox-c), unix socket, warm pool %d, %d ms between "
-              "rounds:" % (a.warm_pool, a.pause_ms))
-        sys.stdout.flush()
-        subprocess.run([os.path.join(build, "bench/sandbox-c"), "--addr", "unix:" + sock,
-                        "--seconds", str(a.n), "busybox:latest"], check=True,
-                       env=dict(os.environ, WARREN_BENCH_PAUSE_MS=str(a.pause_ms)))
+        for k in range(a.repeat):
+            print("warren, C client (bench/sandbox-c), unix socket, warm pool %d, %d ms between "
+                  "rounds%s:" % (a.warm_pool, a.pause_ms,
+                                 ", run %d/%d" % (k + 1, a.repeat) if a.repeat > 1 else ""))
+            sys.stdout.flush()
+            subprocess.run([os.path.join(build, "bench/sandbox-c"), "--addr", "unix:" + sock,
+                            "--seconds", str(a.n), "busybox:latest"], check=True,
+                           env=dict(os.environ, WARREN_BENCH_PAUSE_MS=str(a.pause_ms)))
+        if a.c_only:
+            return
 
         ch = grpc.insecure_channel("unix:" + sock)
         stub = sandboxes_pb2_grpc.SandboxesStub(ch)
