@@ -1288,63 +1288,67 @@ fail_early:
 
 /* --- warm pool --- */
 
-/* Prestart one sandbox (id, dir, cgroups with default limits, namespaces,
- * a child parked after joining the cgroups) for the pool: on a libuv
- * worker thread (the runtime allows creates from any thread), so that the
- * loop never waits for it. */
+/* Prestart one sandbox for the pool (id, dir, cgroups with default
+ * limits, namespaces, the stage, the root for the expected image, a child
+ * parked and ready): on a libuv worker thread (the runtime allows creates
+ * from any thread), so that the loop never waits for it. */
 static void pool_work(uv_work_t *w) {
-        struct sbx_manager *m = w->data;
-        struct sbx_pool_entry *pe = &m->pool_pending;
+        struct sbx_pool_job *job = w->data;
+        struct sbx_manager *m = job->m;
+        struct sbx_pool_entry *pe = &job->entry;
         pe->rt = NULL;
-        m->pool_err.code = 0;
+        job->err.code = 0;
+        job->layers_failed = false;
         if (make_id(pe->id, sizeof(pe->id)) < 0) {
-                err_set(&m->pool_err, -EIO, "getrandom failed");
+                err_set(&job->err, -EIO, "getrandom failed");
                 return;
         }
         char dir[PATH_MAX];
         snprintf(dir, sizeof(dir), "%s/sandboxes/%s", m->state_dir, pe->id);
         size_t n = 0;
-        while (m->pool_work_layers && m->pool_work_layers[n])
+        while (job->layers && job->layers[n])
                 n++;
         struct rt_sandbox_config cfg = {
                 .id = pe->id,
                 .dir = dir,
-                .layers = (const char *const *) m->pool_work_layers,
+                .layers = (const char *const *) job->layers,
                 .n_layers = n,
                 .init_path = m->init_path,
                 .log_fd = -1,
                 .cgroup_mode = m->cgroup_mode,
         };
-        m->pool_layers_failed = false;
-        if (rt_sandbox_prestart(&cfg, &pe->rt, &m->pool_err) >= 0)
+        if (rt_sandbox_prestart(&cfg, &pe->rt, &job->err) >= 0)
                 return;
         pe->rt = NULL;
         if (n == 0)
                 return;
         /* the image may be gone: an entry without a root built ahead */
-        m->pool_layers_failed = true;
+        job->layers_failed = true;
         cfg.layers = NULL;
         cfg.n_layers = 0;
-        if (rt_sandbox_prestart(&cfg, &pe->rt, &m->pool_err) < 0)
+        if (rt_sandbox_prestart(&cfg, &pe->rt, &job->err) < 0)
                 pe->rt = NULL;
 }
 
 static void pool_work_done(uv_work_t *w, int status) {
-        struct sbx_manager *m = w->data;
-        struct sbx_pool_entry *pe = &m->pool_pending;
-        m->pool_busy = false;
-        if (m->pool_layers_failed) {
-                /* stop predicting an image whose layers do not work */
-                log_debug("warm pool: building roots ahead failed: %s", m->pool_err.msg);
-                if (layers_equal(m->pool_layers, (const char *const *) m->pool_work_layers, 0)) {
-                        argv_free(m->pool_layers);
-                        m->pool_layers = NULL;
-                }
-                m->pool_layers_failed = false;
+        struct sbx_pool_job *job = w->data;
+        struct sbx_manager *m = job->m;
+        struct sbx_pool_entry *pe = &job->entry;
+        job->busy = false;
+        m->pool_busy--;
+        /* stop predicting an image whose layers do not work */
+        if (job->layers_failed &&
+            layers_equal(m->pool_layers, (const char *const *) job->layers, 0)) {
+                log_debug("warm pool: cannot build roots for the expected image; none until "
+                          "the next create");
+                argv_free(m->pool_layers);
+                m->pool_layers = NULL;
         }
+        argv_free(job->layers);
+        job->layers = NULL;
         if (!pe->rt) {
                 if (status != UV_ECANCELED)
-                        log_warn("warm pool: %s", m->pool_err.msg);
+                        log_warn("warm pool: %s", job->err.msg);
                 /* retry later rather than spin on a broken host */
                 if (!m->freeing)
                         uv_timer_start(&m->pool_timer, pool_timer_cb, 1000, 0);
@@ -1362,22 +1366,31 @@ static void pool_work_done(uv_work_t *w, int status) {
         pool_refill_soon(m, 0);
 }
 
+static bool pool_wants(const struct sbx_manager *m) {
+        return m->pool_target && !m->freeing && m->pool_busy < SBX_POOL_JOBS &&
+               m->pool_n + m->pool_busy < m->pool_target;
+}
+
 static void pool_timer_cb(uv_timer_t *t) {
         struct sbx_manager *m = t->data;
-        if (m->freeing || m->pool_busy || m->pool_n >= m->pool_target)
-                return;
-        m->pool_busy = true;
-        m->pool_work.data = m;
-        /* the worker gets its own copy of the prediction */
-        argv_free(m->pool_work_layers);
-        m->pool_work_layers = layers_dup((const char *const *) m->pool_layers, 0);
-        if (uv_queue_work(m->loop, &m->pool_work, pool_work, pool_work_done) < 0)
-                m->pool_busy = false;
+        for (size_t i = 0; i < SBX_POOL_JOBS && pool_wants(m); i++) {
+                struct sbx_pool_job *job = &m->pool_jobs[i];
+                if (job->busy)
+                        continue;
+                job->m = m;
+                job->work.data = job;
+                /* the worker gets its own copy of the prediction */
+                argv_free(job->layers);
+                job->layers = layers_dup((const char *const *) m->pool_layers, 0);
+                if (uv_queue_work(m->loop, &job->work, pool_work, pool_work_done) < 0)
+                        break;
+                job->busy = true;
+                m->pool_busy++;
+        }
 }
 
 static void pool_refill_soon(struct sbx_manager *m, uint64_t delay_ms) {
-        if (m->pool_target && !m->freeing && !m->pool_busy && m->pool_n < m->pool_target &&
-            (delay_ms == 0 || !uv_is_active((uv_handle_t *) &m->pool_timer)))
+        if (pool_wants(m) && (delay_ms == 0 || !uv_is_active((uv_handle_t *) &m->pool_timer)))
                 uv_timer_start(&m->pool_timer, pool_timer_cb, delay_ms, 0);
 }
 
@@ -1617,7 +1630,8 @@ void sbx_manager_free(struct sbx_manager *m) {
                 uv_run(m->loop, UV_RUN_ONCE);
         free(m->pool);
         argv_free(m->pool_layers);
-        argv_free(m->pool_work_layers);
+        for (size_t i = 0; i < SBX_POOL_JOBS; i++)
+                argv_free(m->pool_jobs[i].layers);
         sbx_exec_forget_all();
         free(m->state_dir);
         free(m->init_path);

@@ -62,6 +62,8 @@ struct sbx {
         } spawn_times[8];
 };
 
+#define SBX_POOL_JOBS 2
+
 struct sbx_pool_entry {
         char id[32];
         struct rt_sandbox *rt; /* rt_sandbox_prestart()ed */
@@ -83,16 +85,22 @@ struct sbx_manager {
         size_t pool_n, pool_target;
         uv_timer_t pool_timer; /* refills in the background */
         bool pool_timer_open;
-        uv_work_t pool_work; /* one prestart at a time on a worker thread */
-        bool pool_busy;
-        struct sbx_pool_entry pool_pending;
-        struct wr_err pool_err;
+        /* prestarts run on worker threads, up to SBX_POOL_JOBS at once
+         * (on cgroup v1 each waits ~10-20 ms for an RCU grace period;
+         * those of concurrent ones overlap) */
+        struct sbx_pool_job {
+                uv_work_t work;
+                struct sbx_manager *m;
+                bool busy;
+                struct sbx_pool_entry entry;
+                struct wr_err err;
+                char **layers;      /* the worker's copy of pool_layers */
+                bool layers_failed; /* its try with them failed */
+        } pool_jobs[SBX_POOL_JOBS];
+        unsigned pool_busy; /* jobs running */
         /* the layers the pool builds roots for ahead (those of the last
-         * image a sandbox was created from; NULL-terminated, owned), the
-         * worker's copy, and whether the worker's last try with them failed */
+         * image a sandbox was created from; NULL-terminated, owned) */
         char **pool_layers;
-        char **pool_work_layers;
-        bool pool_layers_failed;
         int cgroup_mode; /* enum rt_cgroup_mode */
 };
 
