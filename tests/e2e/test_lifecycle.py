@@ -421,6 +421,96 @@ def test_warm_pool_used_refilled_and_never_leaked(life):
     assert leftovers(life, seen | before) == NOTHING
 
 
+def _sandbox_view(sb):
+    """(root mount line, number of mounts, the device over /proc/keys, hostname,
+    /etc/hosts last line) as seen inside sb."""
+    r = sb.exec("sh", "-c", "cat /proc/self/mountinfo; echo ==; stat -c %t:%T /proc/keys; "
+                "echo ==; hostname; echo ==; tail -n1 /etc/hosts")
+    assert r.exit_code == 0, r
+    mounts, keys, host, hosts = r.stdout_text.split("==\n")
+    lines = mounts.splitlines()
+    root = [x for x in lines if x.split()[4] == "/"]
+    return root[0], len(lines), keys.strip(), host.strip(), hosts.rstrip("\n")
+
+
+def test_warm_pool_prepared_roots(life, tmp_path):
+    """Pool entries build the root of the expected image ahead (the default
+    image at start, then the last one used); taking one for that image, for
+    another image or with a disk limit gives the same sandbox as a plain
+    create."""
+    import grpc
+    from warren._proto.warren.v1 import images_pb2
+    from warren._proto.warren.v1 import sandboxes_pb2 as pb
+    from warren._proto.warren.v1 import sandboxes_pb2_grpc
+
+    marker = tmp_path / "marker"
+    marker.write_text("other\n")
+    import_image(life, "other:1", {"/etc/marker": str(marker)})
+    seen = set()
+    with wr.SandboxClient(life.unix_addr) as c:  # no pool: the reference
+        plain = c.create(image="busybox:latest")
+        seen.add(plain.id)
+        ref_root, ref_n, ref_kcore, _, _ = _sandbox_view(plain)
+        assert ref_kcore == "1:3"  # /dev/null over /proc/keys
+        assert "/sandboxes/%s/upper," % plain.id in ref_root
+        plain.terminate(grace_period_seconds=0)
+    life.stop()
+    port = free_port()
+    life.start(extra=["--warm-pool", "2", "--default-image", "busybox:latest",
+                      "--admin-listen", "127.0.0.1:%d" % port])
+    import urllib.request
+
+    def pool_full():
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+            return "warren_warm_pool_size 2" in r.read().decode().splitlines()
+
+    ch = grpc.insecure_channel(life.unix_addr)
+    stub = sandboxes_pb2_grpc.SandboxesStub(ch)
+    roots = []
+    with wr.SandboxClient(life.unix_addr) as c:
+        # entries built for busybox: the same image (twice: the hostname
+        # from the id, then from a name), another image (a new root on top),
+        # then whatever the pool holds
+        for kw in (dict(image="busybox:latest"), dict(image="busybox:latest", name="named-1"),
+                   dict(image="other:1"), dict(image="busybox:latest", hostname="h-2")):
+            wait_for(pool_full, 20, "pool to fill")
+            pooled = pool_ids(life)
+            sb = c.create(**kw)
+            seen.add(sb.id)
+            assert sb.id in pooled, kw
+            root, n, kcore, host, hosts = _sandbox_view(sb)
+            want = kw.get("hostname") or kw.get("name") or sb.id
+            assert (host, hosts) == (want, "127.0.1.1\t" + want), kw
+            assert n == ref_n and kcore == "1:3", (kw, n)
+            assert root.split()[-3] == "overlay" and "/sandboxes/%s/" % sb.id in root, root
+            r = sb.exec("cat", "/etc/marker")
+            assert (r.exit_code == 0) == (kw["image"] == "other:1"), (kw, r)
+            roots.append(root)
+            sb.terminate(grace_period_seconds=0)
+        assert "/upper," in roots[0] and "/upper," in roots[1], roots
+        # the entry built for busybox, taken for other:1: a root on top
+        # with upper and work dirs of its own
+        assert "/upper.1," in roots[2], roots[2]
+        # a disk limit: the writable layer on its own tmpfs, and it holds
+        wait_for(pool_full, 20, "pool to fill")
+        pooled = pool_ids(life)
+        sid = stub.CreateSandbox(pb.CreateSandboxRequest(
+            image=images_pb2.ImageSpec(ref="other:1"),
+            resources=pb.Resources(disk="16Mi", memory="256Mi")), timeout=60).id
+        seen.add(sid)
+        assert sid in pooled
+        sb = c.get(id=sid)
+        root, n, kcore, _, _ = _sandbox_view(sb)
+        assert "/upper/u," in root and n == ref_n and kcore == "1:3", root
+        r = sb.exec("sh", "-c", "dd if=/dev/zero of=/big bs=1M count=40; cat /etc/marker")
+        assert "No space left" in r.stderr_text and r.stdout_text == "other\n", r
+        sb.terminate(grace_period_seconds=0)
+        seen |= pool_ids(life)
+    ch.close()
+    life.stop()
+    assert leftovers(life, seen) == NOTHING
+
+
 def _rss_kb(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
