@@ -826,7 +826,7 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
                 _cleanup_close_ int root_fd = sandbox_root_fd(sb);
                 if (root_fd < 0)
                         return err_set(e, root_fd, "start.user: opening the sandbox's root");
-                r = sbx_user_resolve(root_fd, start->user, "start.user", &user, e);
+                r = sbx_user_resolve(&root_fd, 1, start->user, "start.user", &user, e);
                 if (r < 0)
                         return r;
         }

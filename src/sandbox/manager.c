@@ -22,6 +22,7 @@
 #include "image/pull.h"
 #include "runtime/ctl.h"
 #include "runtime/runtime.h"
+#include "sandbox/user.h"
 #include "store/store.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -151,30 +152,29 @@ static int duration_parse_ns(const char *s, int64_t *ret) {
         return 0;
 }
 
-/* "0", "1000", "1000:1000", "root". Names other than root need the
- * image's /etc/passwd, which is not read yet. */
-static int user_parse(const char *s, uint32_t *uid, uint32_t *gid) {
-        if (!s || !*s || strcmp(s, "root") == 0) {
-                *uid = *gid = 0;
-                return 0;
+/* The image's USER (names from /etc/passwd and /etc/group as its layers
+ * stack up); a user the image does not have is the image's fault. */
+static int image_user(const struct img_info *img, struct sbx_user *ret, struct wr_err *e) {
+        _cleanup_free_ int *fds = calloc(img->n_layers + 1, sizeof(int));
+        if (!fds)
+                return err_set(e, -ENOMEM, "USER: out of memory");
+        size_t n = 0;
+        int r = 0;
+        for (size_t i = 0; i < img->n_layers; i++) {
+                fds[n] = open(img->layer_dirs[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (fds[n] < 0) {
+                        r = err_set(e, -errno, "layer %s", img->layer_dirs[i]);
+                        break;
+                }
+                n++;
         }
-        char *end;
-        errno = 0;
-        unsigned long u = strtoul(s, &end, 10);
-        if (errno || end == s || u >= UINT32_MAX)
-                return -EINVAL;
-        unsigned long g = u;
-        if (*end == ':') {
-                const char *gs = end + 1;
-                g = strtoul(gs, &end, 10);
-                if (errno || end == gs || g >= UINT32_MAX)
-                        return -EINVAL;
-        }
-        if (*end)
-                return -EINVAL;
-        *uid = (uint32_t) u;
-        *gid = (uint32_t) g;
-        return 0;
+        if (r >= 0)
+                r = sbx_user_resolve(fds, n, img->config.user, "USER", ret, e);
+        for (size_t i = 0; i < n; i++)
+                close(fds[i]);
+        if (r < 0 && err_status(e) == WR_STATUS_INVALID_ARGUMENT)
+                e->status = WR_STATUS_FAILED_PRECONDITION;
+        return r;
 }
 
 /* --- metrics --- */
@@ -1095,14 +1095,15 @@ static int create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest 
                 err_set(e, r, "create sandbox: environment");
                 goto fail_early;
         }
-        if (user_parse(img->config.user, &sb->uid, &sb->gid) < 0) {
-                r = err_setx(e, -EINVAL, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
-                             "image %s: user %s is not supported yet (use a numeric uid[:gid])",
-                             ref, img->config.user);
+        struct sbx_user user = {.home = "/root"};
+        if (img->config.user && *img->config.user && (r = image_user(img, &user, e)) < 0) {
+                err_prefix(e, r, "image %s", ref);
                 goto fail_early;
         }
+        sb->uid = user.uid;
+        sb->gid = user.gid;
         if (!env_find(sb->env, "HOME"))
-                env_set2(&sb->env, "HOME", sb->uid == 0 ? "/root" : "/");
+                env_set2(&sb->env, "HOME", user.home[0] ? user.home : "/");
         sb->workdir = strdup(req->workdir && *req->workdir ? req->workdir
                              : img->config.working_dir && *img->config.working_dir
                                      ? img->config.working_dir

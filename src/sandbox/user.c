@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "basic/macro.h"
@@ -125,8 +126,9 @@ int sbx_group_find(const char *buf, size_t len, const char *name, uint32_t *gid)
 
 /* Read etc/<name> of the tree at root_fd: a regular file, resolved inside
  * the tree, never blocking on a FIFO, at most SBX_USER_FILE_MAX bytes.
- * Returns the length (*ret malloc'd) or a negative errno (-ENOENT when
- * missing). */
+ * Returns the length (*ret malloc'd), -ENOENT when missing, -EBADFD when
+ * something else is there (an overlay whiteout, a FIFO, a directory), or
+ * another negative errno. */
 static ssize_t read_etc(int root_fd, const char *path, char **ret) {
         struct open_how how = {
                 .flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
@@ -134,12 +136,12 @@ static ssize_t read_etc(int root_fd, const char *path, char **ret) {
         };
         _cleanup_close_ int fd = (int) syscall(SYS_openat2, root_fd, path, &how, sizeof(how));
         if (fd < 0)
-                return -errno;
+                return errno == ENOENT ? -ENOENT : errno == ENXIO ? -EBADFD : -errno;
         struct stat st;
         if (fstat(fd, &st) < 0)
                 return -errno;
         if (!S_ISREG(st.st_mode))
-                return -ENOENT;
+                return -EBADFD;
         if (st.st_size > SBX_USER_FILE_MAX)
                 return -EFBIG;
         size_t cap = (size_t) st.st_size;
@@ -159,21 +161,43 @@ static ssize_t read_etc(int root_fd, const char *path, char **ret) {
         return (ssize_t) n;
 }
 
-/* Look a name up in etc/passwd (group: etc/group). */
-static int lookup(int root_fd, bool group, const char *name, uint32_t id, struct sbx_user *u,
-                  uint32_t *gid) {
-        if (root_fd < 0)
-                return 0;
-        _cleanup_free_ char *buf = NULL;
-        ssize_t n = read_etc(root_fd, group ? "etc/group" : "etc/passwd", &buf);
-        if (n < 0)
-                return n == -ENOENT ? 0 : (int) n;
-        return group ? sbx_group_find(buf, (size_t) n, name, gid)
-                     : sbx_passwd_find(buf, (size_t) n, name, id, u);
+/* True when the tree's etc/ is an opaque overlay directory (it hides the
+ * layers below). */
+static bool etc_opaque(int root_fd) {
+        struct open_how how = {
+                .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK,
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+        };
+        _cleanup_close_ int fd = (int) syscall(SYS_openat2, root_fd, "etc", &how, sizeof(how));
+        char v[2];
+        return fd >= 0 && fgetxattr(fd, "trusted.overlay.opaque", v, sizeof(v)) == 1 && v[0] == 'y';
 }
 
-int sbx_user_resolve(int root_fd, const char *spec, const char *what, struct sbx_user *ret,
-                     struct wr_err *e) {
+/* Look a name (or uid) up in etc/passwd (group: etc/group) of the first
+ * tree in roots that has the file, as overlayfs would show it: a
+ * whiteout or an opaque etc/ ends the search. */
+static int lookup(const int *roots, size_t n_roots, bool group, const char *name, uint32_t id,
+                  struct sbx_user *u, uint32_t *gid) {
+        for (size_t i = 0; i < n_roots; i++) {
+                _cleanup_free_ char *buf = NULL;
+                ssize_t n = read_etc(roots[i], group ? "etc/group" : "etc/passwd", &buf);
+                if (n == -EBADFD)
+                        return 0;
+                if (n == -ENOENT) {
+                        if (etc_opaque(roots[i]))
+                                return 0;
+                        continue;
+                }
+                if (n < 0)
+                        return (int) n;
+                return group ? sbx_group_find(buf, (size_t) n, name, gid)
+                             : sbx_passwd_find(buf, (size_t) n, name, id, u);
+        }
+        return 0;
+}
+
+int sbx_user_resolve(const int *roots, size_t n_roots, const char *spec, const char *what,
+                     struct sbx_user *ret, struct wr_err *e) {
         *ret = (struct sbx_user){0};
         if (!spec || !*spec)
                 return 0;
@@ -194,7 +218,7 @@ int sbx_user_resolve(int root_fd, const char *spec, const char *what, struct sbx
         struct sbx_user pw = {0};
         int r;
         if (parse_id(name, ul, &uid)) {
-                r = lookup(root_fd, false, NULL, uid, &pw, NULL);
+                r = lookup(roots, n_roots, false, NULL, uid, &pw, NULL);
                 if (r < 0)
                         return err_set(e, r, "%s: reading the sandbox's /etc/passwd", what);
                 ret->uid = uid;
@@ -202,7 +226,7 @@ int sbx_user_resolve(int root_fd, const char *spec, const char *what, struct sbx
                 if (r)
                         memcpy(ret->home, pw.home, sizeof(ret->home));
         } else {
-                r = lookup(root_fd, false, name, 0, &pw, NULL);
+                r = lookup(roots, n_roots, false, name, 0, &pw, NULL);
                 if (r < 0)
                         return err_set(e, r, "%s: reading the sandbox's /etc/passwd", what);
                 if (r == 0 && strcmp(name, "root") == 0)
@@ -218,7 +242,7 @@ int sbx_user_resolve(int root_fd, const char *spec, const char *what, struct sbx
         if (gs) {
                 uint32_t gid;
                 if (!parse_id(gs, strlen(gs), &gid)) {
-                        r = lookup(root_fd, true, gs, 0, NULL, &gid);
+                        r = lookup(roots, n_roots, true, gs, 0, NULL, &gid);
                         if (r < 0)
                                 return err_set(e, r, "%s: reading the sandbox's /etc/group", what);
                         if (r == 0)

@@ -3,8 +3,8 @@
 
 /* Users as Docker's --user and an image's USER give them: "name", "uid",
  * "name:group", "uid:gid" (names or numbers on either side). Names are
- * looked up in the sandbox's own /etc/passwd and /etc/group, which the
- * sandbox controls: they are read through its root with RESOLVE_IN_ROOT,
+ * looked up in the sandbox's own /etc/passwd and /etc/group (or an image's
+ * layers), which the sandbox controls: read with RESOLVE_IN_ROOT,
  * only as regular files of at most SBX_USER_FILE_MAX bytes, and parsed
  * defensively (fuzzed: tests/fuzz/fuzz-user.c). */
 
@@ -31,10 +31,13 @@ int sbx_passwd_find(const char *buf, size_t len, const char *name, uint32_t uid,
  * *gid, or 0. */
 int sbx_group_find(const char *buf, size_t len, const char *name, uint32_t *gid);
 
-/* Resolve spec against the tree at root_fd (-1: numbers only). A number
- * without a passwd entry gets gid = uid; a user without a group part gets
- * its passwd group. Errors: -EINVAL (malformed spec), -ENOENT (no such
- * user or group); e says which, for the field named by what (e.g.
- * "start.user"). */
-int sbx_user_resolve(int root_fd, const char *spec, const char *what, struct sbx_user *ret,
-                     struct wr_err *e);
+/* Resolve spec against a root file system: roots[0..n_roots) are
+ * directory fds searched in order the way overlayfs stacks them (a
+ * sandbox's merged root alone, or an image's layers top-most first: a
+ * whiteout or an opaque etc/ ends the search). A number without a passwd
+ * entry gets gid = uid; a user without a group part gets its passwd
+ * group; "root" needs no entry. Errors: -EINVAL (malformed spec), -ENOENT
+ * (no such user or group), INVALID_ARGUMENT in e, naming what (e.g.
+ * "start.user"); I/O errors as they are. */
+int sbx_user_resolve(const int *roots, size_t n_roots, const char *spec, const char *what,
+                     struct sbx_user *ret, struct wr_err *e);

@@ -51,6 +51,33 @@ def reg(tmp_path_factory):
     r.stop()
 
 
+@pytest.fixture(scope="module")
+def users_reg(tmp_path_factory):
+    """Images whose USER is a name (their own registry: `reg` is stopped by
+    a test above)."""
+    r = R.Registry()
+    lay = str(tmp_path_factory.mktemp("users"))
+    L = R.Layout(lay)
+    # USER by name: the passwd/group of the top layer win over busybox's,
+    # a whiteout of /etc/passwd leaves no named users.
+    bb = busybox_layer()
+    users = R.layer_tar([
+        ("etc", "dir", None),
+        ("etc/passwd", "file", b"root:x:0:0:root:/root:/bin/sh\n"
+                               b"app:x:1234:1235:App:/home/app:/bin/sh\n"),
+        ("etc/group", "file", b"root:x:0:\nappgrp:x:777:app\n"),
+    ])
+    gone = R.layer_tar([("etc/passwd", "whiteout", None)])
+    for tag, layers, user in [("app", [bb, users], "app"), ("appgrp", [bb, users], "app:appgrp"),
+                              ("ghost", [bb, users], "ghost"), ("gone", [bb, users, gone], "app"),
+                              ("num", [bb, users], "1234")]:
+        md, _ = L.image(layers, {"Env": ["PATH=/usr/bin:/bin"], "User": user})
+        L.tag(md, tag)
+        r.push(lay, tag, "test/users:" + tag)
+    yield r
+    r.stop()
+
+
 def test_create_pulls_on_demand_then_works_offline(fresh_warrend, reg):
     d = fresh_warrend()
     ref = "%s/test/bb:1" % reg.host
@@ -85,3 +112,25 @@ def test_pull_errors_are_clear(fresh_warrend):
         with pytest.raises(wr.WarrenError) as ei:
             c.create(image="Bad Reference!")
         assert ei.value.status == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_image_user_by_name(fresh_warrend, users_reg):
+    reg = users_reg
+    d = fresh_warrend()
+    with wr.SandboxClient(d.unix_addr) as c:
+        for tag, want in [("app", "1234 1235 /home/app"), ("appgrp", "1234 777 /home/app"),
+                          ("num", "1234 1235 /home/app")]:
+            sb = c.create(image="%s/test/users:%s" % (reg.host, tag))
+            try:
+                r = sb.exec("sh", "-c", 'echo "$(id -u) $(id -g) $HOME"')
+                assert r.stdout_text.strip() == want, (tag, r.stderr)
+                # exec as another user still works, and back to root
+                assert sb.exec("id", "-u", user="root").stdout_text.strip() == "0"
+            finally:
+                sb.terminate()
+        for tag in ("ghost", "gone"):
+            with pytest.raises(wr.WarrenError) as ei:
+                c.create(image="%s/test/users:%s" % (reg.host, tag))
+            assert ei.value.status == grpc.StatusCode.FAILED_PRECONDITION, tag
+            assert "USER" in ei.value.message and "no user" in ei.value.message, \
+                ei.value.message
