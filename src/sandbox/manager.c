@@ -459,21 +459,38 @@ static void timer_cb(uv_timer_t *t) {
         uv_timer_start(&sb->timer, timer_cb, SETTLE_MS, 0);
 }
 
-/* Kill what is left, free the runtime's resources, record the end, call
- * the waiters, close handles. Idempotent. */
+static void teardown_work(uv_work_t *w) {
+        struct sbx *sb = w->data;
+        sb->teardown_r = sb->rt ? rt_sandbox_destroy(sb->rt, &sb->teardown_err) : 0;
+}
+
+static void teardown_done(uv_work_t *w, int status);
+
+/* Kill what is left, free the runtime's resources (on a worker thread),
+ * then record the end, call the waiters, close handles. Idempotent. */
 static void sbx_finalize(struct sbx *sb) {
         if (sb->state == SBX_DEAD)
                 return;
         sb->state = SBX_DEAD;
-        struct wr_err e = {0};
         sbx_exec_abort_all(sb, WARREN__V1__EXIT_REASON__EXIT_REASON_SANDBOX_TERMINATED);
-        int r = rt_sandbox_destroy(sb->rt, &e);
-        if (r < 0)
-                log_warn("sandbox %s: teardown: %s", sb->id, e.msg);
-        entrypoint_log_remove(sb->m, sb->id);
         ctl_close(sb);
         uv_timer_stop(&sb->timer);
         uv_poll_stop(&sb->pid_poll);
+        sb->teardown.data = sb;
+        sb->teardown_err = (struct wr_err){0};
+        if (uv_queue_work(sb->m->loop, &sb->teardown, teardown_work, teardown_done) < 0) {
+                teardown_work(&sb->teardown);
+                teardown_done(&sb->teardown, 0);
+        }
+}
+
+static void teardown_done(uv_work_t *work, int status) {
+        struct sbx *sb = work->data;
+        int r = sb->teardown_r;
+        struct wr_err e = sb->teardown_err;
+        if (r < 0)
+                log_warn("sandbox %s: teardown: %s", sb->id, e.msg);
+        entrypoint_log_remove(sb->m, sb->id);
         const char *reason = sb->term_reason ? sb->term_reason : "terminated";
         int st = sb->final_status ? sb->final_status : STORE_SANDBOX_TERMINATED;
         struct wr_err se = {0};

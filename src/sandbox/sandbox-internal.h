@@ -48,6 +48,12 @@ struct sbx {
         const char *term_reason;
         int final_status; /* STORE_SANDBOX_TERMINATED or _FAILED */
         struct sbx_waiter *waiters;
+        /* teardown (rt_sandbox_destroy) on a worker thread: cgroup rmdir
+         * can wait ~10 ms on cgroup_mutex (a cgroup v1 migration elsewhere
+         * holds it through an RCU grace period), the loop must not */
+        uv_work_t teardown;
+        int teardown_r;
+        struct wr_err teardown_err;
 
         /* Process defaults. */
         char **env; /* NULL-terminated "K=V" */
