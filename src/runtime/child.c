@@ -203,6 +203,18 @@ static void mount_scratch(const struct rt_child *c) {
                 fail(errno, "mkdir %s", c->work);
 }
 
+/* Attach the detached mount m at c->rootfs. The mount point is looked up
+ * in this (new) mount namespace: an fd opened by the parent points into
+ * the host's. */
+static void attach_at_rootfs(const struct rt_child *c, int m, const char *what) {
+        int mp = open(c->rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (mp < 0)
+                fail(errno, "open %s", c->rootfs);
+        if (sys_move_mount(m, "", mp, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                fail(errno, "mount %s on %s", what, c->rootfs);
+        close(mp);
+}
+
 static int mount_root(const struct rt_child *c) {
         const struct rt_sandbox_config *cfg = c->cfg;
         int fs = sys_fsopen("overlay", FSOPEN_CLOEXEC);
@@ -233,14 +245,7 @@ static int mount_root(const struct rt_child *c) {
         if (m < 0)
                 fail(errno, "fsmount overlay");
         close(fs);
-        /* the mount point must be looked up in this (new) mount namespace:
-         * an fd opened by the parent points into the host's */
-        int mp = open(c->rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (mp < 0)
-                fail(errno, "open %s", c->rootfs);
-        if (sys_move_mount(m, "", mp, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-                fail(errno, "mount overlay on %s", c->rootfs);
-        close(mp);
+        attach_at_rootfs(c, m, "overlay");
         /* m now names the root of the attached overlay */
         return m;
 }
@@ -527,12 +532,7 @@ static int stage_open(int stagefd, const char *rel) {
 static void stage_prepare(const struct rt_child *c, struct stage *st) {
         static const struct opt o[] = {{"mode", "0700"}, {"size", "64k"}, {NULL, NULL}};
         int m = fs_new("tmpfs", o, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
-        int mp = open(c->rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (mp < 0)
-                fail(errno, "open %s", c->rootfs);
-        if (sys_move_mount(m, "", mp, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-                fail(errno, "mount the stage on %s", c->rootfs);
-        close(mp);
+        attach_at_rootfs(c, m, "the stage");
         /* m names the root of the attached stage: a fresh tmpfs, nothing
          * hostile in it */
         mount_proc(m);
