@@ -35,7 +35,7 @@ static void on_started(struct sbx_exec *x, int pid, const char *exec_id, void *u
         rpc_call_send(ec->call, &resp.base);
 }
 
-/* Length of v as a protobuf varint. */
+/* Write v at p as a protobuf varint; returns its length (at most 10). */
 static size_t varint_put(uint8_t *p, uint64_t v) {
         size_t n = 0;
         do {
