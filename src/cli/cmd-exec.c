@@ -475,6 +475,26 @@ static int exec_opt(struct cli_exec_opts *o, int c, const char *cmd, const char 
         }
 }
 
+/* Parse exec's options (exec_opt) into o. Returns -1 when parsing went
+ * through, else the exit code to return (help shown, usage error). */
+static int exec_getopt(struct cli_ctx *ctx, const char *cmd, const char *usage, int argc,
+                       char **argv, const char *optstring, const struct option *longopts,
+                       struct cli_exec_opts *o) {
+        int c;
+        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, optstring, longopts)) != -1) {
+                if (c == CLI_GETOPT_HELP)
+                        return CLI_EXIT_OK;
+                if (c < 0)
+                        return CLI_EXIT_USAGE;
+                int r = exec_opt(o, c, cmd, usage);
+                if (r < 0)
+                        return -r;
+                if (r == 0)
+                        return CLI_EXIT_USAGE;
+        }
+        return -1;
+}
+
 int cli_cmd_exec(struct cli_ctx *ctx, int argc, char **argv) {
         static const struct option longopts[] = {{"interactive", no_argument, NULL, 'i'},
                                                  {"tty", no_argument, NULL, 't'},
@@ -493,19 +513,10 @@ int cli_cmd_exec(struct cli_ctx *ctx, int argc, char **argv) {
                            "CMD... "
                            "| --attach EXEC_ID [--offset N] [-i] [-t] ID|NAME";
         struct cli_exec_opts o = {0};
-        int c;
         /* '+': options end at ID|NAME, so the command's own flags stay its own. */
-        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "+hitdw:u:e:", longopts)) != -1) {
-                if (c == CLI_GETOPT_HELP)
-                        return CLI_EXIT_OK;
-                if (c < 0)
-                        return CLI_EXIT_USAGE;
-                int r = exec_opt(&o, c, cmd, usage);
-                if (r < 0)
-                        return -r;
-                if (r == 0)
-                        return CLI_EXIT_USAGE;
-        }
+        int rc = exec_getopt(ctx, cmd, usage, argc, argv, "+hitdw:u:e:", longopts, &o);
+        if (rc >= 0)
+                return rc;
         if (optind >= argc)
                 return cli_usage_error(cmd, usage, "missing ID|NAME");
         const char *sandbox = argv[optind++];
@@ -537,18 +548,9 @@ int cli_cmd_shell(struct cli_ctx *ctx, int argc, char **argv) {
                                                  {}};
         const char *cmd = "shell", *usage = "[-w DIR] [-u USER] [-e K=V]... ID|NAME";
         struct cli_exec_opts o = {.interactive = true, .tty = true};
-        int c;
-        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "+hw:u:e:", longopts)) != -1) {
-                if (c == CLI_GETOPT_HELP)
-                        return CLI_EXIT_OK;
-                if (c < 0)
-                        return CLI_EXIT_USAGE;
-                int r = exec_opt(&o, c, cmd, usage);
-                if (r < 0)
-                        return -r;
-                if (r == 0)
-                        return CLI_EXIT_USAGE;
-        }
+        int rc = exec_getopt(ctx, cmd, usage, argc, argv, "+hw:u:e:", longopts, &o);
+        if (rc >= 0)
+                return rc;
         if (optind + 1 != argc)
                 return cli_usage_error(cmd, usage, "give exactly one ID|NAME");
         /* The local terminal type travels along (unless -e TERM=... set it). */
