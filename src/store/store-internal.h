@@ -38,6 +38,18 @@ int store_bind_text_nullable(sqlite3_stmt *st, int idx, const char *v);
 /* strdup of a column's text ("" for NULL). NULL only when out of memory. */
 char *store_column_strdup(sqlite3_stmt *st, int col);
 
+/* Step st to its end, reading every row into a growing array of
+ * elem_size items: each item is zeroed, then filled by read(s, st, item,
+ * ctx, e). On success *ret (malloc'd, NULL when empty) and *n_ret, and the
+ * count (capped at INT32_MAX) is returned; on failure every item started
+ * is passed to clear, the array freed, and the error returned (what names
+ * the operation). */
+int store_rows_collect(struct store *s, sqlite3_stmt *st, size_t elem_size,
+                       int (*read)(struct store *s, sqlite3_stmt *st, void *item, void *ctx,
+                                   struct wr_err *e),
+                       void (*clear)(void *item), void *ctx, const char *what, void **ret,
+                       size_t *n_ret, struct wr_err *e);
+
 /* Run a statement that returns no rows; with want_change, 0 changed rows
  * is -ENOENT. */
 int store_stmt_done(struct store *s, sqlite3_stmt *st, bool want_change, const char *what,

@@ -350,6 +350,14 @@ static int sql_append(char **buf, size_t *len, const char *frag) {
         return 0;
 }
 
+static int sandbox_row(struct store *s, sqlite3_stmt *st, void *item, void *ctx, struct wr_err *e) {
+        return read_row(s, st, item, e);
+}
+
+static void sandbox_item_clear(void *item) {
+        store_sandbox_clear(item);
+}
+
 int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
                        struct store_sandbox **ret, size_t *n_ret, struct wr_err *e) {
         *ret = NULL;
@@ -402,33 +410,9 @@ int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
         sqlite3_bind_int64(st, idx++, f->limit > 0 ? (sqlite3_int64) f->limit : -1);
         sqlite3_bind_int64(st, idx++, (sqlite3_int64) f->offset);
 
-        struct store_sandbox *list = NULL;
-        size_t n = 0;
-        for (;;) {
-                int rc = sqlite3_step(st);
-                if (rc == SQLITE_DONE)
-                        break;
-                if (rc != SQLITE_ROW) {
-                        r = store_sqlite_error(s, rc, "list sandboxes", e);
-                        goto fail;
-                }
-                struct store_sandbox *l = reallocarray(list, n + 1, sizeof(*l));
-                if (!l) {
-                        r = err_set(e, -ENOMEM, "list sandboxes: out of memory");
-                        goto fail;
-                }
-                list = l;
-                r = read_row(s, st, &list[n], e);
-                if (r < 0)
-                        goto fail;
-                n++;
-        }
-        *ret = list;
-        *n_ret = n;
-        return (int) MIN(n, (size_t) INT32_MAX);
-fail:
-        store_sandbox_list_free(list, n);
-        return r;
+        return store_rows_collect(s, st, sizeof(struct store_sandbox), sandbox_row,
+                                  sandbox_item_clear, NULL, "list sandboxes", (void **) ret, n_ret,
+                                  e);
 }
 
 int store_sandbox_delete(struct store *s, const char *id, struct wr_err *e) {

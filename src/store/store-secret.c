@@ -483,6 +483,20 @@ static int load_keys(struct store *s, const char *env, struct store_secret *sec,
         }
 }
 
+/* A row of SELECT name, updated, with its keys (ctx: the environment). */
+static int secret_row(struct store *s, sqlite3_stmt *st, void *item, void *ctx, struct wr_err *e) {
+        struct store_secret *sec = item;
+        sec->name = store_column_strdup(st, 0);
+        sec->updated_ns = sqlite3_column_int64(st, 1);
+        if (!sec->name)
+                return err_set(e, -ENOMEM, "list secrets: out of memory");
+        return load_keys(s, ctx, sec, e);
+}
+
+static void secret_item_clear(void *item) {
+        store_secret_clear(item);
+}
+
 int store_secret_list(struct store *s, const char *env, struct store_secret **ret, size_t *n_ret,
                       struct wr_err *e) {
         *ret = NULL;
@@ -493,39 +507,8 @@ int store_secret_list(struct store *s, const char *env, struct store_secret **re
         if (r < 0)
                 return r;
         store_bind_text(st, 1, env);
-        struct store_secret *list = NULL;
-        size_t n = 0;
-        for (;;) {
-                int rc = sqlite3_step(st);
-                if (rc == SQLITE_DONE)
-                        break;
-                if (rc != SQLITE_ROW) {
-                        r = store_sqlite_error(s, rc, "list secrets", e);
-                        goto fail;
-                }
-                struct store_secret *l = reallocarray(list, n + 1, sizeof(*l));
-                if (!l) {
-                        r = err_set(e, -ENOMEM, "list secrets: out of memory");
-                        goto fail;
-                }
-                list = l;
-                list[n] = (struct store_secret){.name = store_column_strdup(st, 0),
-                                                .updated_ns = sqlite3_column_int64(st, 1)};
-                n++;
-                if (!list[n - 1].name) {
-                        r = err_set(e, -ENOMEM, "list secrets: out of memory");
-                        goto fail;
-                }
-                r = load_keys(s, env, &list[n - 1], e);
-                if (r < 0)
-                        goto fail;
-        }
-        *ret = list;
-        *n_ret = n;
-        return (int) MIN(n, (size_t) INT32_MAX);
-fail:
-        store_secret_list_free(list, n);
-        return r;
+        return store_rows_collect(s, st, sizeof(struct store_secret), secret_row, secret_item_clear,
+                                  (void *) env, "list secrets", (void **) ret, n_ret, e);
 }
 
 int store_secret_delete(struct store *s, const char *env, const char *name, struct wr_err *e) {

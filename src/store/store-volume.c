@@ -70,6 +70,14 @@ int store_volume_load(struct store *s, const char *env, const char *name, struct
         return read_row(st, ret, e);
 }
 
+static int volume_row(struct store *s, sqlite3_stmt *st, void *item, void *ctx, struct wr_err *e) {
+        return read_row(st, item, e);
+}
+
+static void volume_item_clear(void *item) {
+        store_volume_clear(item);
+}
+
 int store_volume_list(struct store *s, const char *env, struct store_volume **ret, size_t *n_ret,
                       struct wr_err *e) {
         *ret = NULL;
@@ -82,34 +90,8 @@ int store_volume_list(struct store *s, const char *env, struct store_volume **re
         if (r < 0)
                 return r;
         store_bind_text(st, 1, env);
-        struct store_volume *list = NULL;
-        size_t n = 0;
-        for (;;) {
-                int rc = sqlite3_step(st);
-                if (rc == SQLITE_DONE)
-                        break;
-                if (rc != SQLITE_ROW) {
-                        r = store_sqlite_error(s, rc, "list volumes", e);
-                        goto fail;
-                }
-                struct store_volume *l = reallocarray(list, n + 1, sizeof(*l));
-                if (!l) {
-                        r = err_set(e, -ENOMEM, "list volumes: out of memory");
-                        goto fail;
-                }
-                list = l;
-                list[n] = (struct store_volume){0};
-                r = read_row(st, &list[n], e);
-                if (r < 0)
-                        goto fail;
-                n++;
-        }
-        *ret = list;
-        *n_ret = n;
-        return (int) MIN(n, (size_t) INT32_MAX);
-fail:
-        store_volume_list_free(list, n);
-        return r;
+        return store_rows_collect(s, st, sizeof(struct store_volume), volume_row, volume_item_clear,
+                                  NULL, "list volumes", (void **) ret, n_ret, e);
 }
 
 int store_volume_delete(struct store *s, const char *env, const char *name, struct wr_err *e) {

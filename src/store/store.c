@@ -136,6 +136,46 @@ int store_stmt_prepare(struct store *s, const char *sql, sqlite3_stmt **ret, str
         return 0;
 }
 
+int store_rows_collect(struct store *s, sqlite3_stmt *st, size_t elem_size,
+                       int (*read)(struct store *s, sqlite3_stmt *st, void *item, void *ctx,
+                                   struct wr_err *e),
+                       void (*clear)(void *item), void *ctx, const char *what, void **ret,
+                       size_t *n_ret, struct wr_err *e) {
+        uint8_t *list = NULL;
+        size_t n = 0;
+        int r = 0;
+        for (;;) {
+                int rc = sqlite3_step(st);
+                if (rc == SQLITE_DONE)
+                        break;
+                if (rc != SQLITE_ROW) {
+                        r = store_sqlite_error(s, rc, what, e);
+                        break;
+                }
+                uint8_t *l = reallocarray(list, n + 1, elem_size);
+                if (!l) {
+                        r = err_set(e, -ENOMEM, "%s: out of memory", what);
+                        break;
+                }
+                list = l;
+                void *item = list + n * elem_size;
+                memset(item, 0, elem_size);
+                n++;
+                r = read(s, st, item, ctx, e);
+                if (r < 0)
+                        break;
+        }
+        if (r < 0) {
+                for (size_t i = 0; i < n; i++)
+                        clear(list + i * elem_size);
+                free(list);
+                return r;
+        }
+        *ret = list;
+        *n_ret = n;
+        return (int) MIN(n, (size_t) INT32_MAX);
+}
+
 int store_sqlite_error(struct store *s, int rc, const char *what, struct wr_err *e) {
         int ext = sqlite3_extended_errcode(s->db);
         int code;
