@@ -26,12 +26,6 @@
 
 enum { CONNECTING, CONNECTED, FAILED };
 
-struct inmsg {
-        struct inmsg *next;
-        uint8_t *data;
-        size_t len;
-};
-
 struct rpc_stream {
         int refs;
         struct rpc_client *c; /* NULL once the client is gone */
@@ -45,7 +39,7 @@ struct rpc_stream {
         struct h2_msgq q;
         bool eof, want_writable, ev_writable;
         struct grpc_decoder dec;
-        struct inmsg *in_head, *in_tail;
+        struct h2_inbox inbox;
         size_t unconsumed;
         bool paused;
         int http_status;
@@ -90,18 +84,8 @@ static void client_maybe_free(struct rpc_client *c);
 
 /* --- streams --- */
 
-static void drop_inbox(struct rpc_stream *st) {
-        while (st->in_head) {
-                struct inmsg *m = st->in_head;
-                st->in_head = m->next;
-                h2_mem_free(m->data);
-                free(m);
-        }
-        st->in_tail = NULL;
-}
-
 static void stream_destroy(struct rpc_stream *st) {
-        drop_inbox(st);
+        h2_inbox_clear(&st->inbox);
         h2_msgq_clear(&st->q);
         grpc_decoder_reset(&st->dec);
         if (st->kept)
@@ -186,24 +170,20 @@ static int final_status(struct rpc_stream *st, const char **msg) {
 static void deliver(struct rpc_stream *st) {
         struct rpc_client *c = st->c;
         bool freeing = c && c->freeing;
-        while (!st->paused && st->in_head && !st->user_freed && !st->local_status && !freeing) {
-                struct inmsg *im = st->in_head;
-                st->in_head = im->next;
-                if (!st->in_head)
-                        st->in_tail = NULL;
+        uint8_t *data;
+        size_t len;
+        while (!st->paused && !st->user_freed && !st->local_status && !freeing &&
+               h2_inbox_pop(&st->inbox, &data, &len)) {
                 /* The message rpc_client_unary returns is the caller's to
                  * free with the default allocator. */
                 bool keep = st->keep && !st->kept;
-                if (!keep && st->cb.on_raw && st->cb.on_raw(st, im->data, im->len, st->userdata)) {
-                        h2_mem_free(im->data);
-                        free(im);
+                if (!keep && st->cb.on_raw && st->cb.on_raw(st, data, len, st->userdata)) {
+                        h2_mem_free(data);
                         continue;
                 }
                 ProtobufCAllocator *a = keep ? NULL : &h2_pb_allocator;
-                ProtobufCMessage *msg =
-                        protobuf_c_message_unpack(st->resp_desc, a, im->len, im->data);
-                h2_mem_free(im->data);
-                free(im);
+                ProtobufCMessage *msg = protobuf_c_message_unpack(st->resp_desc, a, len, data);
+                h2_mem_free(data);
                 if (!msg) {
                         stream_abort(st, WR_STATUS_INTERNAL, "could not parse a response message");
                         break;
@@ -227,9 +207,9 @@ static void deliver(struct rpc_stream *st) {
                         st->cb.on_writable(st, st->userdata);
         }
         if (st->closed && !st->close_delivered &&
-            (!st->in_head || st->user_freed || st->local_status || freeing)) {
+            (!st->inbox.head || st->user_freed || st->local_status || freeing)) {
                 st->close_delivered = true;
-                drop_inbox(st);
+                h2_inbox_clear(&st->inbox);
                 if (c)
                         c->n_live--;
                 const char *msg;
@@ -436,24 +416,6 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         return 0;
 }
 
-static int push_message(void *userdata, uint8_t *msg, size_t len) {
-        struct rpc_stream *st = userdata;
-        struct inmsg *im = malloc(sizeof(*im));
-        if (!im) {
-                h2_mem_free(msg);
-                return -ENOMEM;
-        }
-        im->next = NULL;
-        im->data = msg;
-        im->len = len;
-        if (st->in_tail)
-                st->in_tail->next = im;
-        else
-                st->in_head = im;
-        st->in_tail = im;
-        return 0;
-}
-
 static int on_data_chunk_recv(nghttp2_session *session, uint8_t flags, int32_t stream_id,
                               const uint8_t *data, size_t len, void *user_data) {
         nghttp2_session_consume_connection(session, len);
@@ -463,7 +425,7 @@ static int on_data_chunk_recv(nghttp2_session *session, uint8_t flags, int32_t s
                 return 0;
         }
         st->unconsumed += len;
-        int r = grpc_decoder_feed(&st->dec, data, len, push_message, st);
+        int r = grpc_decoder_feed(&st->dec, data, len, h2_inbox_push, &st->inbox);
         if (r == -EMSGSIZE)
                 stream_abort(st, WR_STATUS_RESOURCE_EXHAUSTED,
                              "response message larger than the maximum");

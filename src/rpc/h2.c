@@ -324,6 +324,44 @@ void h2_msgq_clear(struct h2_msgq *q) {
         q->bytes = 0;
 }
 
+/* --- inbox --- */
+
+int h2_inbox_push(void *inbox, uint8_t *msg, size_t len) {
+        struct h2_inbox *b = inbox;
+        struct h2_inmsg *im = malloc(sizeof(*im));
+        if (!im) {
+                h2_mem_free(msg);
+                return -ENOMEM;
+        }
+        *im = (struct h2_inmsg){.data = msg, .len = len};
+        if (b->tail)
+                b->tail->next = im;
+        else
+                b->head = im;
+        b->tail = im;
+        return 0;
+}
+
+bool h2_inbox_pop(struct h2_inbox *b, uint8_t **data, size_t *len) {
+        struct h2_inmsg *im = b->head;
+        if (!im)
+                return false;
+        b->head = im->next;
+        if (!b->head)
+                b->tail = NULL;
+        *data = im->data;
+        *len = im->len;
+        free(im);
+        return true;
+}
+
+void h2_inbox_clear(struct h2_inbox *b) {
+        uint8_t *data;
+        size_t len;
+        while (h2_inbox_pop(b, &data, &len))
+                h2_mem_free(data);
+}
+
 /* --- output queue --- */
 
 static struct h2_seg *outq_seg(struct h2_outq *q) {

@@ -127,6 +127,25 @@ size_t h2_msgq_read(struct h2_msgq *q, uint8_t *out, size_t len);
  * written). */
 void h2_msgq_clear(struct h2_msgq *q);
 
+/* Received messages waiting for their handler, oldest first. */
+struct h2_inmsg {
+        struct h2_inmsg *next;
+        uint8_t *data; /* h2_mem_alloc'd; NULL when len is 0 */
+        size_t len;
+};
+struct h2_inbox {
+        struct h2_inmsg *head, *tail;
+};
+
+/* A grpc_message_cb: append msg (taken; h2_mem_alloc'd) to the struct
+ * h2_inbox at inbox. Returns 0 or -ENOMEM (msg freed). */
+int h2_inbox_push(void *inbox, uint8_t *msg, size_t len);
+/* Take the oldest message: true and *data (free with h2_mem_free) and
+ * *len, or false when empty. */
+bool h2_inbox_pop(struct h2_inbox *b, uint8_t **data, size_t *len);
+/* Drop every message. */
+void h2_inbox_clear(struct h2_inbox *b);
+
 /* Encoded output waiting for the socket: an ordered list of segments, each
  * either bytes in an owned buffer (frame headers, control frames, TLS
  * records) or a slice of a queued message (zero-copy DATA payloads). */

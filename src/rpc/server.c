@@ -54,12 +54,6 @@ struct md {
         char *key, *value;
 };
 
-struct inmsg {
-        struct inmsg *next;
-        uint8_t *data;
-        size_t len;
-};
-
 struct rpc_call {
         int refs;
         struct rpc_server *s;
@@ -78,7 +72,7 @@ struct rpc_call {
         uint64_t deadline_at;
 
         struct grpc_decoder dec;
-        struct inmsg *in_head, *in_tail;
+        struct h2_inbox inbox;
         size_t unconsumed;
         bool paused, half_closed, half_close_delivered;
         ProtobufCMessage *req;
@@ -140,12 +134,7 @@ static void call_free(struct rpc_call *call) {
                 free(call->md[i].key);
                 free(call->md[i].value);
         }
-        while (call->in_head) {
-                struct inmsg *m = call->in_head;
-                call->in_head = m->next;
-                h2_mem_free(m->data);
-                free(m);
-        }
+        h2_inbox_clear(&call->inbox);
         grpc_decoder_reset(&call->dec);
         h2_msgq_clear(&call->q);
         if (call->req)
@@ -198,16 +187,6 @@ static void pending_add(struct rpc_call *call) {
                 uv_idle_start(&s->idle, server_idle_cb);
 }
 
-static void drop_inbox(struct rpc_call *call) {
-        while (call->in_head) {
-                struct inmsg *m = call->in_head;
-                call->in_head = m->next;
-                h2_mem_free(m->data);
-                free(m);
-        }
-        call->in_tail = NULL;
-}
-
 /* Detach a call from its stream (stream closed or connection gone). */
 static void call_detach(struct rpc_call *call, int cancel_status) {
         struct srv_conn *conn = call->conn;
@@ -224,7 +203,7 @@ static void call_detach(struct rpc_call *call, int cancel_status) {
         call->conn = NULL;
         h2_timer_disarm(&call->s->timers, &call->deadline);
         h2_msgq_clear(&call->q);
-        drop_inbox(call);
+        h2_inbox_clear(&call->inbox);
         grpc_decoder_reset(&call->dec);
         if (!call->finished) {
                 call->finished = true;
@@ -316,7 +295,7 @@ static int finish_internal(struct rpc_call *call, int status, const char *messag
         struct srv_conn *conn = call->conn;
         if (!conn)
                 return 0;
-        drop_inbox(call);
+        h2_inbox_clear(&call->inbox);
         int r;
         if (!call->headers_sent && call->q.bytes == 0) {
                 call->headers_sent = true;
@@ -528,18 +507,15 @@ static void deliver(struct rpc_call *call) {
                 return;
         }
         if (!m || call->finished) {
-                drop_inbox(call);
+                h2_inbox_clear(&call->inbox);
                 return;
         }
-        while (!call->paused && call->in_head && !call->finished) {
-                struct inmsg *im = call->in_head;
-                call->in_head = im->next;
-                if (!call->in_head)
-                        call->in_tail = NULL;
+        uint8_t *data;
+        size_t len;
+        while (!call->paused && !call->finished && h2_inbox_pop(&call->inbox, &data, &len)) {
                 ProtobufCMessage *msg =
-                        protobuf_c_message_unpack(m->input, &h2_pb_allocator, im->len, im->data);
-                h2_mem_free(im->data);
-                free(im);
+                        protobuf_c_message_unpack(m->input, &h2_pb_allocator, len, data);
+                h2_mem_free(data);
                 if (!msg) {
                         finish_by_layer(call, WR_STATUS_INTERNAL,
                                         "could not parse the request message");
@@ -568,7 +544,8 @@ static void deliver(struct rpc_call *call) {
                 call->unconsumed = 0;
                 h2_conn_kick(&call->conn->h2);
         }
-        if (call->half_closed && !call->half_close_delivered && !call->in_head && !call->paused) {
+        if (call->half_closed && !call->half_close_delivered && !call->inbox.head &&
+            !call->paused) {
                 call->half_close_delivered = true;
                 if (unary_request(call)) {
                         if (!call->req)
@@ -735,24 +712,6 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
         return 0;
 }
 
-static int push_message(void *userdata, uint8_t *msg, size_t len) {
-        struct rpc_call *call = userdata;
-        struct inmsg *im = malloc(sizeof(*im));
-        if (!im) {
-                h2_mem_free(msg);
-                return -ENOMEM;
-        }
-        im->next = NULL;
-        im->data = msg;
-        im->len = len;
-        if (call->in_tail)
-                call->in_tail->next = im;
-        else
-                call->in_head = im;
-        call->in_tail = im;
-        return 0;
-}
-
 static int on_data_chunk_recv(nghttp2_session *session, uint8_t flags, int32_t stream_id,
                               const uint8_t *data, size_t len, void *user_data) {
         /* The connection window goes back at once, or one paused stream would
@@ -764,7 +723,7 @@ static int on_data_chunk_recv(nghttp2_session *session, uint8_t flags, int32_t s
                 return 0;
         }
         call->unconsumed += len;
-        int r = grpc_decoder_feed(&call->dec, data, len, push_message, call);
+        int r = grpc_decoder_feed(&call->dec, data, len, h2_inbox_push, &call->inbox);
         if (r == -EMSGSIZE) {
                 char msg[160];
                 snprintf(msg, sizeof(msg), "received message larger than max (%zu bytes)",

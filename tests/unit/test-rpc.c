@@ -472,6 +472,29 @@ static void test_msgq(void **state) {
         assert_null(q.tail);
 }
 
+static void test_inbox(void **state) {
+        struct h2_inbox b = {0};
+        for (size_t i = 0; i < 3; i++) {
+                uint8_t *m = h2_mem_alloc(i + 1);
+                assert_non_null(m);
+                memset(m, (int) i, i + 1);
+                assert_int_equal(h2_inbox_push(&b, m, i + 1), 0);
+        }
+        assert_int_equal(h2_inbox_push(&b, NULL, 0), 0);
+        uint8_t *d;
+        size_t n;
+        for (size_t i = 0; i < 2; i++) {
+                assert_true(h2_inbox_pop(&b, &d, &n));
+                assert_int_equal(n, i + 1);
+                assert_int_equal(d[i], i);
+                h2_mem_free(d);
+        }
+        h2_inbox_clear(&b);
+        assert_null(b.head);
+        assert_null(b.tail);
+        assert_false(h2_inbox_pop(&b, &d, &n));
+}
+
 /* --- an in-process server and client over a unix socket --- */
 
 static void echo_on_message(struct rpc_call *call, const ProtobufCMessage *msg) {
@@ -850,6 +873,7 @@ int main(void) {
                 cmocka_unit_test(test_pb_allocator),
                 cmocka_unit_test(test_decode_allocator),
                 cmocka_unit_test(test_msgq),
+                cmocka_unit_test(test_inbox),
                 cmocka_unit_test(test_loopback),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
