@@ -121,6 +121,24 @@ int cli_getopt(struct cli_ctx *ctx, const char *cmd, const char *usage, int argc
         }
 }
 
+int cli_getopt_json_only(struct cli_ctx *ctx, const char *cmd, int argc, char **argv, bool *json) {
+        enum { OPT_JSON = CLI_OPT_FIRST_LOCAL };
+        static const struct option longopts[] = {
+                {"json", no_argument, NULL, OPT_JSON}, CLI_COMMON_LONGOPTS, {}};
+        const char *usage = "[--json]";
+        int c;
+        *json = false;
+        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "h", longopts)) != -1) {
+                if (c == OPT_JSON)
+                        *json = true;
+                else
+                        return c == CLI_GETOPT_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+        }
+        if (optind < argc)
+                return cli_usage_error(cmd, usage, "unexpected argument '%s'", argv[optind]);
+        return -1;
+}
+
 int cli_parse_kv(const char *s, char **ret_key, char **ret_value) {
         const char *eq = strchr(s, '=');
         if (!eq || eq == s)

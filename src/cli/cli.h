@@ -84,6 +84,11 @@ int cli_cmd_shell(struct cli_ctx *ctx, int argc, char **argv);
 int cli_getopt(struct cli_ctx *ctx, const char *cmd, const char *usage, int argc, char **argv,
                const char *shortopts, const struct option *longopts);
 
+/* Parse the options of a command that takes only [--json]. Returns -1
+ * to go on (*json set), else the exit code to return (help printed, usage
+ * error). */
+int cli_getopt_json_only(struct cli_ctx *ctx, const char *cmd, int argc, char **argv, bool *json);
+
 /* Print "usage: warren CMD USAGE" (to stdout with help=true, else to
  * stderr) and return the matching exit code (0 or 2). */
 int cli_usage(const char *cmd, const char *usage, bool help);

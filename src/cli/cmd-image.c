@@ -213,19 +213,10 @@ static int image_pull(struct cli_ctx *ctx, int argc, char **argv) {
 }
 
 static int image_ls(struct cli_ctx *ctx, int argc, char **argv) {
-        static const struct option longopts[] = {
-                {"json", no_argument, NULL, OPT_JSON}, CLI_COMMON_LONGOPTS, {}};
-        const char *cmd = "image ls", *usage = "[--json]";
-        bool json = false;
-        int c;
-        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "h", longopts)) != -1) {
-                if (c == OPT_JSON)
-                        json = true;
-                else
-                        return c == CLI_GETOPT_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-        }
-        if (optind < argc)
-                return cli_usage_error(cmd, usage, "unexpected argument '%s'", argv[optind]);
+        bool json;
+        int rc0 = cli_getopt_json_only(ctx, "image ls", argc, argv, &json);
+        if (rc0 >= 0)
+                return rc0;
         Warren__V1__ListImagesRequest req = WARREN__V1__LIST_IMAGES_REQUEST__INIT;
         Warren__V1__ListImagesResponse *resp = NULL;
         int rc = cli_call(ctx, "/warren.v1.Images/ListImages", &req.base,

@@ -10,7 +10,6 @@
 
 #define SECRET_MAX (1024 * 1024)
 
-enum { OPT_JSON = CLI_OPT_FIRST_LOCAL };
 
 static int secret_set(struct cli_ctx *ctx, int argc, char **argv) {
         static const struct option longopts[] = {CLI_COMMON_LONGOPTS, {}};
@@ -46,19 +45,10 @@ static int secret_set(struct cli_ctx *ctx, int argc, char **argv) {
 }
 
 static int secret_ls(struct cli_ctx *ctx, int argc, char **argv) {
-        static const struct option longopts[] = {
-                {"json", no_argument, NULL, OPT_JSON}, CLI_COMMON_LONGOPTS, {}};
-        const char *cmd = "secret ls", *usage = "[--json]";
-        bool json = false;
-        int c;
-        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "h", longopts)) != -1) {
-                if (c == OPT_JSON)
-                        json = true;
-                else
-                        return c == CLI_GETOPT_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-        }
-        if (optind < argc)
-                return cli_usage_error(cmd, usage, "unexpected argument '%s'", argv[optind]);
+        bool json;
+        int rc0 = cli_getopt_json_only(ctx, "secret ls", argc, argv, &json);
+        if (rc0 >= 0)
+                return rc0;
         Warren__V1__ListSecretsRequest req = WARREN__V1__LIST_SECRETS_REQUEST__INIT;
         Warren__V1__ListSecretsResponse *resp = NULL;
         int rc = cli_call(ctx, "/warren.v1.Secrets/ListSecrets", &req.base,

@@ -6,22 +6,10 @@
 #include "warren/v1/system.pb-c.h"
 
 int cli_cmd_version(struct cli_ctx *ctx, int argc, char **argv) {
-        enum { OPT_JSON = CLI_OPT_FIRST_LOCAL };
-        static const struct option longopts[] = {
-                {"json", no_argument, NULL, OPT_JSON}, CLI_COMMON_LONGOPTS, {}};
-        const char *usage = "[--json]";
-        bool json = false;
-        int c;
-        while ((c = cli_getopt(ctx, "version", usage, argc, argv, "h", longopts)) != -1) {
-                if (c == CLI_GETOPT_HELP)
-                        return CLI_EXIT_OK;
-                if (c == OPT_JSON)
-                        json = true;
-                else
-                        return CLI_EXIT_USAGE;
-        }
-        if (optind < argc)
-                return cli_usage_error("version", usage, "unexpected argument '%s'", argv[optind]);
+        bool json;
+        int rc0 = cli_getopt_json_only(ctx, "version", argc, argv, &json);
+        if (rc0 >= 0)
+                return rc0;
 
         Warren__V1__GetVersionRequest req = WARREN__V1__GET_VERSION_REQUEST__INIT;
         Warren__V1__GetVersionResponse *resp = NULL;
