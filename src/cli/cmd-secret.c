@@ -10,7 +10,6 @@
 
 #define SECRET_MAX (1024 * 1024)
 
-
 static int secret_set(struct cli_ctx *ctx, int argc, char **argv) {
         static const struct option longopts[] = {CLI_COMMON_LONGOPTS, {}};
         const char *cmd = "secret set", *usage = "NAME < FILE";
