@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define _unused_ __attribute__((unused))
@@ -24,17 +25,45 @@ static inline void freep(void *p) {
         free(*(void **) p);
 }
 
-/* Close *fd if it is valid; tolerant of -EBADF. errno is preserved. */
-static inline void closep(int *fd) {
-        if (*fd >= 0) {
+/* Close fd if it is valid and return -EBADF, for `fd = safe_close(fd);`
+ * (systemd's shape). errno is preserved. */
+static inline int safe_close(int fd) {
+        if (fd >= 0) {
                 int saved = errno;
-                close(*fd);
+                close(fd);
                 errno = saved;
         }
+        return -EBADF;
+}
+
+/* Close *fd if it is valid and reset it to -EBADF, so that a second call
+ * (or a cleanup after an explicit closep) does nothing. errno is
+ * preserved. */
+static inline void closep(int *fd) {
+        *fd = safe_close(*fd);
+}
+
+/* Wipe n bytes at p, then free p (NULL ok). For every buffer that held a
+ * plaintext secret. errno is preserved. */
+static inline void *erase_and_free_n(void *p, size_t n) {
+        if (p) {
+                explicit_bzero(p, n);
+                free(p);
+        }
+        return NULL;
+}
+
+/* Wipe a NUL-terminated string, then free it (NULL ok). */
+static inline void *erase_and_free(char *s) {
+        return erase_and_free_n(s, s ? strlen(s) : 0);
+}
+static inline void erase_and_freep(char **s) {
+        *s = erase_and_free(*s);
 }
 
 #define _cleanup_free_ _cleanup_(freep)
 #define _cleanup_close_ _cleanup_(closep)
+#define _cleanup_erase_free_ _cleanup_(erase_and_freep)
 
 /* Take ownership of a pointer or fd out of a _cleanup_ variable. */
 #define TAKE_PTR(p)                                                                                \
