@@ -12,7 +12,9 @@
 
 #include "api/api-internal.h"
 #include "basic/log.h"
-#include "image/pull.h"
+#include "api/spec.h"
+#include "image/image.h"
+#include "image/resolve.h"
 #include "runtime/runtime.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
@@ -196,9 +198,14 @@ static struct sandbox_msg *sandbox_msg_new(const struct store_sandbox *sb,
         }
         fill_resources(m, m->spec ? m->spec->resources : NULL);
         warren__v1__resource_usage__init(&m->usage);
-        if (manager && sb->status == STORE_SANDBOX_RUNNING &&
-            sbx_usage(manager, sb->id, &m->usage) >= 0)
+        struct rt_usage u = {0};
+        if (manager && sb->status == STORE_SANDBOX_RUNNING && sbx_usage(manager, sb->id, &u) >= 0) {
+                m->usage.cpu_seconds = u.cpu_seconds;
+                m->usage.memory_bytes = u.memory_bytes;
+                m->usage.memory_peak_bytes = u.memory_peak_bytes;
+                m->usage.pids = u.pids;
                 s->usage = &m->usage;
+        }
         return m;
 }
 
@@ -389,13 +396,31 @@ static bool shutting_down(struct rpc_call *call) {
         return true;
 }
 
-static void do_create(struct rpc_call *call, const Warren__V1__CreateSandboxRequest *req) {
+/* A create in flight: the spec, until its image is there (an on-demand
+ * pull runs on the loop meanwhile). The call is held until then. */
+struct create_op {
+        struct rpc_call *call;
+        struct sbx_spec *spec;
+};
+
+static void create_op_free(struct create_op *op) {
+        if (!op)
+                return;
+        if (op->call)
+                rpc_call_unref(op->call);
+        sbx_spec_free(op->spec);
+        free(op);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct create_op *, create_op_free);
+
+/* The image is there: create the sandbox and answer. */
+static void create_with_image(struct rpc_call *call, const struct sbx_spec *spec,
+                              const struct img_info *img) {
         struct api_ctx *ctx = rpc_call_server_ctx(call);
         struct wr_err e = {0};
         struct store_sandbox sb = {0};
-        int r = sbx_create(ctx->sandboxes, req, &sb, &e);
+        int r = sbx_create(ctx->sandboxes, spec, img, &sb, &e);
         if (r < 0) {
-                err_prefix(&e, r, "create sandbox");
                 finish_store_err(call, &e);
                 return;
         }
@@ -403,77 +428,64 @@ static void do_create(struct rpc_call *call, const Warren__V1__CreateSandboxRequ
         store_sandbox_clear(&sb);
 }
 
-/* The on-demand pull of CreateSandbox ended: create, or report the pull's
- * error (its status is already the right one: NOT_FOUND, UNAVAILABLE,
- * UNAUTHENTICATED, DATA_LOSS ...). The request message lives as long as
- * the call, which holds a reference until here. */
-struct create_op {
-        struct rpc_call *call;
-        const Warren__V1__CreateSandboxRequest *req;
-};
-
-static void create_after_pull(struct img_pull *p, int r, const struct img_info *info,
-                              const struct wr_err *e, void *userdata) {
-        struct create_op *op = userdata;
-        if (!rpc_call_is_done(op->call)) {
-                if (r < 0) {
-                        struct wr_err pe = *e;
-                        err_prefix(&pe, r, "create sandbox: pull");
-                        finish_store_err(op->call, &pe);
-                } else if (!shutting_down(op->call))
-                        do_create(op->call, op->req);
+/* The on-demand pull ended: create, or report the pull's error (its
+ * status is already the right one: NOT_FOUND, UNAVAILABLE,
+ * UNAUTHENTICATED, DATA_LOSS ...). */
+static void create_after_pull(int r, struct img_info *img, const struct wr_err *e,
+                              void *userdata) {
+        _cleanup_(create_op_freep) struct create_op *op = userdata;
+        if (rpc_call_is_done(op->call)) {
+                img_info_free(img);
+                return;
         }
-        rpc_call_unref(op->call);
-        free(op);
+        if (r < 0) {
+                struct wr_err pe = *e;
+                err_prefix(&pe, r, "create sandbox: pull");
+                finish_store_err(op->call, &pe);
+        } else if (!shutting_down(op->call))
+                create_with_image(op->call, op->spec, img);
+        img_info_free(img);
 }
 
 static void create_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
         const Warren__V1__CreateSandboxRequest *req = (const void *) msg;
         struct api_ctx *ctx = rpc_call_server_ctx(call);
-        if (*req->name && !sbx_name_valid(req->name)) {
-                finish_invalid(call,
-                               "name: \"%.80s\" is not a valid sandbox name (%s); leave it "
-                               "empty for an unnamed sandbox",
-                               req->name, NAME_RULE);
+        struct wr_err e = {0};
+        _cleanup_(create_op_freep) struct create_op *op = calloc(1, sizeof(*op));
+        if (!op) {
+                rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
                 return;
         }
-        if (*req->workdir && req->workdir[0] != '/') {
-                finish_invalid(call, "workdir: \"%.80s\" is relative; give an absolute path",
-                               req->workdir);
+        int r = api_sandbox_spec(ctx->store, caller_env(call), req, &op->spec, &e);
+        if (r < 0) { /* the message names the field */
+                finish_store_err(call, &e);
                 return;
         }
-        for (size_t i = 0; i < req->n_tags; i++)
-                if (!*req->tags[i]->key) {
-                        finish_invalid(call, "tags: a tag has an empty key; give every tag a key");
-                        return;
-                }
         if (shutting_down(call))
                 return;
-        /* An image not stored yet is pulled first (never the daemon's
-         * default image: that one is built or imported locally). */
-        const char *ref = sbx_image_ref(ctx->sandboxes, req);
-        if (ref && ctx->images && !sbx_image_is_default(ctx->sandboxes, ref) &&
-            !sbx_image_present(ctx->sandboxes, ref)) {
-                struct wr_err e = {0};
-                struct img_pull *p = NULL;
-                struct create_op *op = calloc(1, sizeof(*op));
-                if (!op) {
-                        rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-                        return;
-                }
-                op->call = rpc_call_ref(call);
-                op->req = req;
-                int r = img_pull_start(ctx->images, ctx->loop, ref, NULL, create_after_pull, op, &p,
-                                       &e);
-                if (r < 0) {
-                        err_prefix(&e, r, "create sandbox: image %s", ref);
-                        finish_store_err(call, &e);
-                        rpc_call_unref(call);
-                        free(op);
-                }
+        if (!ctx->images) {
+                rpc_call_finish(call, WR_STATUS_FAILED_PRECONDITION,
+                                "create sandbox: the image store is unavailable");
                 return;
         }
-        do_create(call, req);
+        /* An image not stored yet is pulled first (never the daemon's
+         * default image: that one is built or imported locally). */
+        const char *ref = sbx_image_ref(ctx->sandboxes, op->spec);
+        unsigned flags = sbx_image_is_default(ctx->sandboxes, ref) ? IMG_RESOLVE_NO_PULL : 0;
+        struct img_info *img = NULL;
+        op->call = rpc_call_ref(call);
+        r = img_resolve(ctx->images, ctx->loop, ref, flags, create_after_pull, op, &img, NULL, &e);
+        if (r < 0) {
+                err_prefix(&e, r, "create sandbox");
+                finish_store_err(call, &e);
+                return;
+        }
+        if (r == 0) { /* pulling: create_after_pull owns op now */
+                TAKE_PTR(op);
+                return;
+        }
+        create_with_image(call, op->spec, img);
+        img_info_free(img);
 }
 
 struct terminate_op {

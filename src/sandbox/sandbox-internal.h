@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Internals shared by manager.c (sandboxes) and exec.c (exec sessions). */
+/* Internals shared by the sandbox module's files: the live sandbox
+ * (struct sbx), the manager, and the calls between spec.c, create.c,
+ * pool.c, recover.c, lifecycle.c, manager.c and exec.c. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -9,6 +11,7 @@
 #include <uv.h>
 
 #include "sandbox/sandbox.h"
+#include "store/store.h"
 
 struct rt_sandbox;
 struct rt_ctl_msg;
@@ -25,8 +28,9 @@ struct sbx_waiter {
         struct sbx_waiter *next;
 };
 
-/* One live sandbox. Owned by the manager's list; freed once dead and every
- * handle closed. */
+/* One live sandbox. Made by sbx_new (create, recovery), put on the
+ * manager's list by sbx_arm, freed once dead and every handle closed
+ * (before sbx_arm: sbx_free). */
 struct sbx {
         struct sbx_manager *m;
         struct sbx *next;
@@ -34,7 +38,7 @@ struct sbx {
         char *name;
         char *image_id;
         struct rt_sandbox *rt;
-        int state;   /* enum sbx_state */
+        enum sbx_state state;
         int handles; /* uv handles not yet closed */
 
         /* Control connection to warren-init. */
@@ -46,7 +50,7 @@ struct sbx {
         int64_t expires_ns;
         uint64_t term_deadline; /* uv_now() ms when SIGKILL is due */
         const char *term_reason;
-        int final_status; /* STORE_SANDBOX_TERMINATED or _FAILED */
+        enum store_sandbox_status final_status; /* TERMINATED or FAILED; 0 = TERMINATED */
         struct sbx_waiter *waiters;
         /* teardown (rt_sandbox_destroy) on a worker thread: cgroup rmdir
          * can wait ~10 ms on cgroup_mutex (a cgroup v1 migration elsewhere
@@ -56,7 +60,7 @@ struct sbx {
         struct wr_err teardown_err;
 
         /* Process defaults. */
-        char **env; /* NULL-terminated "K=V" */
+        char **env; /* NULL-terminated "K=V" (may hold secret values: wiped) */
         char *workdir;
         uint32_t uid, gid;
 
@@ -107,22 +111,86 @@ struct sbx_manager {
         /* the layers the pool builds roots for ahead (those of the last
          * image a sandbox was created from; NULL-terminated, owned) */
         char **pool_layers;
-        int cgroup_mode; /* enum rt_cgroup_mode */
+        enum rt_cgroup_mode cgroup_mode;
 };
+
+/* --- spec.c --- */
+/* Set "K=V" in a NULL-terminated heap vector (replacing K). -EINVAL
+ * without '=' or with an empty name, -ENOMEM. */
+int sbx_env_set(char ***env, const char *kv);
+/* A deep copy of env (NULL on ENOMEM). */
+char **sbx_env_dup(char *const *env);
+/* Wipe and free every string, then the vector. NULL ok. */
+void sbx_env_free(char **env);
+
+/* --- manager.c --- */
+/* The live (not DEAD) sandbox whose id or name is key, or NULL. */
+struct sbx *sbx_find_live(struct sbx_manager *m, const char *key);
+/* CLOCK_MONOTONIC in ns. */
+uint64_t sbx_mono_ns(void);
+/* <state>/sandboxes/<id> into buf. -ENAMETOOLONG. */
+int sbx_dir_path(const struct sbx_manager *m, const char *id, char *buf, size_t size);
+
+/* --- lifecycle.c --- */
+/* A new sandbox struct for id (no fds, no handles yet; the fields a
+ * caller sets after it are name, image_id, rt, ctl_fd, process defaults).
+ * -ENOMEM. Free with sbx_free until sbx_arm succeeded. */
+int sbx_new(struct sbx_manager *m, const char *id, int64_t expires_ns, struct sbx **ret);
+/* Free a sandbox whose uv handles are closed or were never armed: its fds,
+ * runtime handle (not destroyed) and strings. NULL ok. */
+void sbx_free(struct sbx *sb);
+static inline void sbx_freep(struct sbx **sb) {
+        sbx_free(*sb);
+}
+/* sb->rt and sb->ctl_fd are set: take a pidfd of our own, start polling
+ * init's exit and the control connection, arm the lifetime, link sb into
+ * the manager's list. Consumes sb either way: on success the manager owns
+ * it; on failure the sandbox is destroyed (rt_sandbox_destroy) and sb is
+ * freed (at once, or once the handles opened are closed). */
+int sbx_arm(struct sbx *sb, struct wr_err *e);
+/* Kill what is left, free the runtime's resources (on a worker thread),
+ * record the end (sb->final_status, sb->term_reason), call the waiters,
+ * close handles. Idempotent. */
+void sbx_finalize(struct sbx *sb);
+/* Let go of sb without stopping it (daemon shutdown): its exec streams
+ * end, handles close, the sandbox keeps running. */
+void sbx_detach(struct sbx *sb);
+/* Remove the entrypoint's output file of sandbox id. */
+void sbx_entrypoint_log_remove(struct sbx_manager *m, const char *id);
+/* Send a request to init, waiting briefly when its socket queue is full. */
+int sbx_ctl_send_spawn(struct sbx *sb, const void *req, const int stdio[3]);
+int sbx_ctl_send_signal(struct sbx *sb, uint64_t target, int signo, bool group);
+int sbx_ctl_send_resize(struct sbx *sb, uint64_t id, unsigned cols, unsigned rows);
+/* Process defaults as "uid\0gid\0workdir\0K=V\0K=V\0..." for the store
+ * (sealed there: they may hold secrets); *ret is wiped and freed by the
+ * caller (erase_and_free_n). And back, into sb. -ENOMEM, -EBADMSG. */
+int sbx_process_encode(const struct sbx *sb, char **ret, size_t *len);
+int sbx_process_decode(struct sbx *sb, const char *buf, size_t len);
+
+/* --- pool.c --- */
+/* Take a prestarted entry (its id into id, its handle returned), or NULL
+ * when the pool is empty; schedules the refill. */
+struct rt_sandbox *sbx_pool_take(struct sbx_manager *m, char *id, size_t size);
+/* The pool builds its next roots for these layers (a copy is kept). */
+void sbx_pool_expect(struct sbx_manager *m, const char *const *layers, size_t n);
+/* Start the pool: build roots ahead for the default image when it is
+ * stored. -ENOMEM. */
+int sbx_pool_start(struct sbx_manager *m);
+/* Tear down every idle entry and stop refilling. */
+void sbx_pool_stop(struct sbx_manager *m);
+/* True while the pool has work in flight (sbx_manager_free waits). */
+bool sbx_pool_busy(const struct sbx_manager *m);
+
+/* --- recover.c --- */
+/* Re-attach a previous warrend's sandboxes, clean up the rest. */
+void sbx_recover(struct sbx_manager *m);
+
+/* --- create.c --- */
+/* A fresh random id "sb-" + 16 hex digits. -errno of getrandom. */
+int sbx_make_id(char *buf, size_t size);
 
 /* exec.c: messages from init for exec sessions, and the end of a sandbox. */
 void sbx_exec_on_spawned(struct sbx *sb, uint64_t id, int pid, int err, int pty_fd);
 void sbx_exec_on_exited(struct sbx *sb, uint64_t id, int status);
 /* Force every exec of sb to end with reason (the sandbox is gone). */
 void sbx_exec_abort_all(struct sbx *sb, int reason);
-
-/* manager.c */
-struct sbx *sbx_find_live(struct sbx_manager *m, const char *key);
-/* Send a request to init, waiting briefly when its socket queue is full. */
-int sbx_ctl_send_spawn(struct sbx *sb, const void *req, const int stdio[3]);
-int sbx_ctl_send_signal(struct sbx *sb, uint64_t target, int signo, bool group);
-int sbx_ctl_send_resize(struct sbx *sb, uint64_t id, unsigned cols, unsigned rows);
-/* Environment helpers: set "K=V" in a NULL-terminated heap vector. */
-int sbx_env_set(char ***env, const char *kv);
-char **sbx_env_dup(char *const *env);
-void sbx_env_free(char **env);

@@ -3,15 +3,24 @@
 
 /* sandbox: the daemon's live sandboxes, driven from the event loop.
  *
- * This module owns every running sandbox of the daemon: it resolves the
- * image (image/), records the sandbox in SQLite before and after each step
- * (store/), starts it (runtime/), keeps one control connection to its
- * warren-init, runs exec sessions (pipes or a PTY, output streamed with
- * back-pressure), enforces lifetimes, and terminates sandboxes (SIGTERM,
- * grace period, SIGKILL of the whole sandbox, everything freed).
+ * This module owns every running sandbox of the daemon: it records the
+ * sandbox in SQLite before and after each step (store/), starts it
+ * (runtime/), keeps one control connection to its warren-init, runs exec
+ * sessions (pipes or a PTY, output streamed with back-pressure), enforces
+ * lifetimes, and terminates sandboxes (SIGTERM, grace period, SIGKILL of
+ * the whole sandbox, everything freed).
  *
- * The API layer (api/sandboxes.c, api/exec.c) is glue on top of it: it
- * turns protobuf requests into these calls and callbacks into responses.
+ * Its input is plain C: a struct sbx_spec (what the sandbox should be,
+ * validated by sbx_spec_check) and an image already resolved to its layers
+ * and config (image/: img_resolve). Nothing here knows protobuf; the API
+ * layer (api/spec.c, api/sandboxes.c, api/exec.c) turns requests into
+ * specs and results into messages, and any other caller (an image builder,
+ * functions, another compute class) creates sandboxes the same way.
+ *
+ * Files: spec.c (the spec, env vectors, pure checks), create.c, pool.c
+ * (warm pool), recover.c (re-attach after a restart), lifecycle.c (control
+ * connection, lifetimes, terminate, teardown), manager.c (the manager,
+ * lookups, metrics), exec*.c (exec sessions), user.c (users by name).
  * Everything runs on the loop thread. */
 
 #include <stdbool.h>
@@ -21,22 +30,26 @@
 #include <uv.h>
 
 #include "basic/err.h"
+#include "runtime/runtime.h"
 #include "warren/v1/sandboxes.pb-c.h"
 
 struct store;
 struct store_sandbox;
 struct img_store;
+struct img_info;
 struct sbx_manager;
 struct sbx_exec;
 
 struct sbx_manager_config {
         uv_loop_t *loop;
         struct store *store;
+        /* Where the warm pool looks up the default image's layers, to
+         * build roots ahead for it (NULL: no roots ahead). */
         struct img_store *images;
         const char *state_dir;
         /* Host path of the static warren-init binary. */
         const char *init_path;
-        /* Image used when a CreateSandbox request names none. */
+        /* Image used when a spec names none. */
         const char *default_image;
         /* sbx_manager_free stops every sandbox (the old behaviour, for
          * tests) instead of leaving them running for the next warrend. */
@@ -64,9 +77,91 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
  * down"). NULL ok. */
 void sbx_manager_free(struct sbx_manager *m);
 
+/* --- the spec: what a sandbox should be --- */
+
+struct sbx_tag {
+        char *key; /* non-empty */
+        char *value;
+};
+
+/* A sandbox as asked for, in plain C. Every pointer is heap-owned by the
+ * spec (sbx_spec_free); NULL/0 means "the default" as noted. Build it
+ * with sbx_spec_new and the setters below, or fill it directly, then
+ * check it once with sbx_spec_check. */
+struct sbx_spec {
+        char *image_ref; /* NULL: the daemon's default image */
+        char *name;      /* NULL: unnamed */
+        char *hostname;  /* NULL: the name, else the id */
+        char *workdir;   /* NULL: the image's WorkingDir, else "/" */
+        /* The main process; NULL: the image's Entrypoint + Cmd. Empty
+         * (argv[0] NULL): none. */
+        char **entrypoint;
+        /* "K=V" set on top of the image's environment, in order (later
+         * wins); values of secrets included, so the vector is wiped when
+         * freed. */
+        char **env;
+        struct rt_limits limits; /* 0 = the runtime's defaults */
+        int64_t lifetime_ns;     /* 0: no limit */
+        struct sbx_tag *tags;
+        size_t n_tags;
+        /* What GetSandbox shows of the request later: opaque bytes the
+         * store keeps with the row (the API stores the request without
+         * inline secret values). May be NULL. */
+        uint8_t *record;
+        size_t record_len;
+};
+
+/* A new empty spec (every field "default"). -ENOMEM. */
+int sbx_spec_new(struct sbx_spec **ret);
+
+/* Free the spec and everything it holds; env values are wiped first.
+ * NULL ok. */
+void sbx_spec_free(struct sbx_spec *s);
+static inline void sbx_spec_freep(struct sbx_spec **s) {
+        sbx_spec_free(*s);
+}
+
+/* Check the fields whose rules are the sandbox's own (name, hostname,
+ * workdir, env names, tags, lifetime). Returns 0, or -EINVAL with
+ * INVALID_ARGUMENT in e naming the field and the fix ("name: ... is not
+ * valid: use ..."). Limits and the image are checked where they are
+ * parsed and resolved. */
+int sbx_spec_check(const struct sbx_spec *s, struct wr_err *e);
+
+/* Set "k=v" in a NULL-terminated heap vector "K=V" (replacing an earlier
+ * k). The copy of the old value, if replaced, is wiped. -ENOMEM, -EINVAL
+ * (k empty). */
+int sbx_env_set2(char ***env, const char *k, const char *v);
+
+/* Free a NULL-terminated vector of strings. NULL ok. */
+void sbx_argv_free(char **v);
+static inline void sbx_argv_freep(char ***v) {
+        sbx_argv_free(*v);
+}
+
+/* A NULL-terminated copy of v (n strings, or up to NULL when n is 0);
+ * NULL when v is NULL, or on ENOMEM. */
+char **sbx_argv_dup(const char *const *v, size_t n);
+
+/* The value of name in env, or NULL. Borrowed from env. */
+const char *sbx_env_find(char *const *env, const char *name);
+
 /* True when s is a valid sandbox name: 1-63 of [a-z0-9-_.], starting with
  * a letter or digit. */
 bool sbx_name_valid(const char *s);
+
+/* True when s is a valid environment variable name (letters, digits, _ . -,
+ * not starting with a digit). */
+bool sbx_env_name_valid(const char *s);
+
+/* True when s is a hostname the runtime takes: 1-64 printable ASCII
+ * characters, no space and no '/'. */
+bool sbx_hostname_valid(const char *s);
+
+/* Parse a duration: "3600s", "90m", "2h", "1d", "1500ms" or plain seconds
+ * (fractions allowed). Returns 0 and nanoseconds, -EINVAL (malformed, 0
+ * or negative), -ERANGE (too long). */
+int sbx_duration_parse(const char *s, int64_t *ret_ns);
 
 /* Latency histogram (Prometheus style): counts[i] = observations
  * <= sbx_histogram_bounds[i] seconds, not cumulative; the last bucket is
@@ -100,33 +195,31 @@ size_t sbx_manager_running(const struct sbx_manager *m);
 /* True when a live sandbox uses image id (DeleteImage refuses then). */
 bool sbx_manager_image_in_use(const char *image_id, void *manager);
 
-/* Create and start a sandbox as req says. On success fills *ret (the
- * stored row, status RUNNING; caller clears it with store_sandbox_clear).
- * Errors: -EINVAL (INVALID_ARGUMENT naming the field), -ENOENT (image or
- * secret unknown), -EEXIST (name taken), -EOPNOTSUPP (unsupported option,
- * e.g. the K8S compute class), runtime errors. On failure nothing is left
- * running and the row, if written, says FAILED with the reason. */
-int sbx_create(struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *req,
-               struct store_sandbox *ret, struct wr_err *e);
+/* The image reference spec asks for: its image_ref, else the daemon's
+ * default image. Borrowed from spec or m. */
+const char *sbx_image_ref(const struct sbx_manager *m, const struct sbx_spec *spec);
 
-/* The image reference req asks for (the daemon's default image when it
- * names none); NULL for a declarative build. Borrowed from req or m. */
-const char *sbx_image_ref(const struct sbx_manager *m, const Warren__V1__CreateSandboxRequest *req);
-
-/* True when ref is the daemon's default image (never pulled on demand). */
+/* True when ref is the daemon's default image (built or imported locally,
+ * never pulled on demand). */
 bool sbx_image_is_default(const struct sbx_manager *m, const char *ref);
 
-/* True when ref resolves to a stored image, as given or under the local
- * name a pull stores it as ("ubuntu" → "ubuntu:latest"). The API pulls
- * images on demand when this is false, then calls sbx_create. */
-bool sbx_image_present(struct sbx_manager *m, const char *ref);
+/* Create and start a sandbox as spec says (checked with sbx_spec_check
+ * here too), from img (resolved by the caller: img_resolve; borrowed for
+ * the call). On success fills *ret (the stored row, status RUNNING;
+ * caller clears it with store_sandbox_clear). Errors: -EINVAL
+ * (INVALID_ARGUMENT naming the field), -EEXIST (name taken), -ENOENT /
+ * FAILED_PRECONDITION (the image's USER does not exist in it), runtime
+ * errors. On failure nothing is left running and the row, if written,
+ * says FAILED with the reason. */
+int sbx_create(struct sbx_manager *m, const struct sbx_spec *spec, const struct img_info *img,
+               struct store_sandbox *ret, struct wr_err *e);
 
 /* Load the sandbox called key (an id "sb-..." or a name) into *ret (caller
  * clears). -ENOENT when unknown. */
 int sbx_lookup(struct sbx_manager *m, const char *key, struct store_sandbox *ret, struct wr_err *e);
 
-/* Fill usage for a running sandbox; -ENOENT when it is not running. */
-int sbx_usage(struct sbx_manager *m, const char *id, Warren__V1__ResourceUsage *u);
+/* Fill u for a running sandbox; -ENOENT when it is not running. */
+int sbx_usage(struct sbx_manager *m, const char *id, struct rt_usage *u);
 
 typedef void (*sbx_terminate_done_fn)(int r, const struct wr_err *e, void *userdata);
 

@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* CreateSandboxRequest → struct sbx_spec: every field of the request
+ * validated here, once, with errors that name the field and the fix;
+ * secrets resolved to their values (from the store, or inline); the
+ * request kept for GetSandbox without inline secret values. The sandbox
+ * module checks the rules that are its own again (sbx_spec_check), with
+ * the same messages: there is one set of them. */
+#include "api/spec.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "basic/macro.h"
+#include "runtime/runtime.h"
+#include "sandbox/sandbox.h"
+#include "store/store.h"
+
+#define INVALID(e, ...) err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT, __VA_ARGS__)
+#define UNIMPLEMENTED(e, ...)                                                                      \
+        err_setx(e, -EOPNOTSUPP, WR_STATUS_UNIMPLEMENTED, WR_FAULT_CLIENT, __VA_ARGS__)
+
+/* The value of a secret reference, for an env var (plain secrets only).
+ * *ret is wiped and freed by the caller. */
+static int secret_value(struct store *store, const char *env, const Warren__V1__SecretRef *ref,
+                        const char *field, char **ret, struct wr_err *e) {
+        switch (ref->source_case) {
+        case WARREN__V1__SECRET_REF__SOURCE_INLINE_VALUE:
+                *ret = strndup((const char *) ref->inline_value.data, ref->inline_value.len);
+                return *ret ? 0 : -ENOMEM;
+        case WARREN__V1__SECRET_REF__SOURCE_NAME: {
+                struct store_secret sec = {0};
+                int r = store_secret_get(store, env, ref->name, &sec, NULL);
+                if (r == -ENOENT)
+                        return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                        "%s: secret %s not found (store it with `warren secret "
+                                        "set %s < file`)",
+                                        field, ref->name, ref->name);
+                if (r < 0)
+                        return err_set(e, r, "%s: read secret %s", field, ref->name);
+                if (sec.n_entries != 1 || sec.entries[0].key[0]) {
+                        store_secret_clear(&sec);
+                        return INVALID(e, "%s: secret %s has several keys: use it in `secrets`",
+                                       field, ref->name);
+                }
+                *ret = strndup((const char *) sec.entries[0].value, sec.entries[0].len);
+                store_secret_clear(&sec);
+                return *ret ? 0 : -ENOMEM;
+        }
+        default:
+                return INVALID(e,
+                               "%s: a secret value must name a stored secret or carry an inline "
+                               "value",
+                               field);
+        }
+}
+
+/* Set k to the n bytes at v (a secret: the copy is wiped). */
+static int env_set_bytes(char ***env, const char *k, const void *v, size_t n) {
+        _cleanup_erase_free_ char *s = strndup(v, n);
+        return s ? sbx_env_set2(env, k, s) : -ENOMEM;
+}
+
+/* Whole secrets as environment variables (secrets=[...]). */
+static int secrets_to_env(struct store *store, const char *envname,
+                          const Warren__V1__SecretRef *ref, char ***env, struct wr_err *e) {
+        int r;
+        switch (ref->source_case) {
+        case WARREN__V1__SECRET_REF__SOURCE_NAME:
+        case WARREN__V1__SECRET_REF__SOURCE_INTEGRATION: {
+                const char *name = ref->source_case == WARREN__V1__SECRET_REF__SOURCE_NAME
+                                           ? ref->name
+                                           : ref->integration->name;
+                struct store_secret sec = {0};
+                r = store_secret_get(store, envname, name, &sec, NULL);
+                if (r == -ENOENT)
+                        return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                        "secrets: secret %s not found (store it with `warren "
+                                        "secret set %s < file`)",
+                                        name, name);
+                if (r < 0)
+                        return err_set(e, r, "read secret %s", name);
+                for (size_t i = 0; r >= 0 && i < sec.n_entries; i++) {
+                        const struct store_secret_entry *en = &sec.entries[i];
+                        const char *key = en->key[0]                        ? en->key
+                                          : ref->env_name && *ref->env_name ? ref->env_name
+                                                                            : name;
+                        if (ref->source_case == WARREN__V1__SECRET_REF__SOURCE_INTEGRATION &&
+                            ref->integration->n_keys > 0) {
+                                bool want = false;
+                                for (size_t k = 0; k < ref->integration->n_keys; k++)
+                                        want |= strcmp(ref->integration->keys[k], key) == 0;
+                                if (!want)
+                                        continue;
+                        }
+                        r = env_set_bytes(env, key, en->value, en->len);
+                }
+                store_secret_clear(&sec);
+                return r < 0 ? err_set(e, r, "secrets: %s", name) : 0;
+        }
+        case WARREN__V1__SECRET_REF__SOURCE_INLINE_VALUE:
+                if (!ref->env_name || !sbx_env_name_valid(ref->env_name))
+                        return INVALID(e, "secrets: an inline secret needs env_name");
+                r = env_set_bytes(env, ref->env_name, ref->inline_value.data,
+                                  ref->inline_value.len);
+                return r < 0 ? err_set(e, r, "secrets: out of memory") : 0;
+        case WARREN__V1__SECRET_REF__SOURCE_INLINE_VALUES:
+                for (size_t i = 0; i < ref->inline_values->n_values; i++) {
+                        Warren__V1__InlineSecrets__ValuesEntry *kv = ref->inline_values->values[i];
+                        if (!sbx_env_name_valid(kv->key))
+                                return INVALID(e, "secrets: %s is not a valid variable name",
+                                               kv->key);
+                        if ((r = env_set_bytes(env, kv->key, kv->value.data, kv->value.len)) < 0)
+                                return err_set(e, r, "secrets: out of memory");
+                }
+                return 0;
+        default:
+                return INVALID(e, "secrets: an entry names no secret");
+        }
+}
+
+/* Drop a secret reference's value from a decoded copy: wipe inline
+ * bytes, free what the oneof held (protobuf-c frees a oneof member only
+ * while its case is set) and unset it. A stored secret's name stays when
+ * keep_names. */
+static void secret_ref_strip(Warren__V1__SecretRef *ref, bool keep_names) {
+        switch (ref->source_case) {
+        case WARREN__V1__SECRET_REF__SOURCE_NAME:
+                if (keep_names)
+                        return;
+                free(ref->name);
+                ref->name = NULL;
+                break;
+        case WARREN__V1__SECRET_REF__SOURCE_INLINE_VALUE:
+                ref->inline_value.data =
+                        erase_and_free_n(ref->inline_value.data, ref->inline_value.len);
+                ref->inline_value.len = 0;
+                break;
+        case WARREN__V1__SECRET_REF__SOURCE_INLINE_VALUES:
+                for (size_t i = 0; i < ref->inline_values->n_values; i++) {
+                        ProtobufCBinaryData *v = &ref->inline_values->values[i]->value;
+                        explicit_bzero(v->data, v->len);
+                }
+                warren__v1__inline_secrets__free_unpacked(ref->inline_values, NULL);
+                ref->inline_values = NULL;
+                break;
+        case WARREN__V1__SECRET_REF__SOURCE_INTEGRATION:
+                if (keep_names)
+                        return;
+                warren__v1__integration_ref__free_unpacked(ref->integration, NULL);
+                ref->integration = NULL;
+                break;
+        default:
+                break;
+        }
+        ref->source_case = WARREN__V1__SECRET_REF__SOURCE__NOT_SET;
+}
+
+/* Serialize req for the store, without inline secret values (an env
+ * value keeps only a stored secret's name; secrets keep names and
+ * integrations). Every buffer that held a value is wiped. */
+static int spec_pack(const Warren__V1__CreateSandboxRequest *req, uint8_t **ret, size_t *n) {
+        size_t len = protobuf_c_message_get_packed_size(&req->base);
+        uint8_t *buf = malloc(len ? len : 1);
+        if (!buf)
+                return -ENOMEM;
+        protobuf_c_message_pack(&req->base, buf);
+        Warren__V1__CreateSandboxRequest *copy =
+                warren__v1__create_sandbox_request__unpack(NULL, len, buf);
+        erase_and_free_n(buf, len);
+        if (!copy)
+                return -ENOMEM;
+        for (size_t i = 0; i < copy->n_env; i++) {
+                Warren__V1__EnvValue *v = copy->env[i]->value;
+                if (v && v->kind_case == WARREN__V1__ENV_VALUE__KIND_SECRET && v->secret)
+                        secret_ref_strip(v->secret, true);
+        }
+        for (size_t i = 0; i < copy->n_secrets; i++)
+                secret_ref_strip(copy->secrets[i], true);
+        *n = warren__v1__create_sandbox_request__get_packed_size(copy);
+        *ret = malloc(*n ? *n : 1);
+        if (*ret)
+                warren__v1__create_sandbox_request__pack(copy, *ret);
+        warren__v1__create_sandbox_request__free_unpacked(copy, NULL);
+        return *ret ? 0 : -ENOMEM;
+}
+
+/* resources → limits. */
+static int limits_parse(const Warren__V1__Resources *rs, struct rt_limits *l, struct wr_err *e) {
+        if (!rs)
+                return 0;
+        if (rs->cpu && *rs->cpu && rt_cpu_parse(rs->cpu, &l->cpu_millicores) < 0)
+                return INVALID(e,
+                               "resources.cpu: %s is not valid: use cores (\"2\", \"0.5\") or "
+                               "millicores (\"500m\")",
+                               rs->cpu);
+        if (rs->memory && *rs->memory && rt_memory_parse(rs->memory, &l->memory_bytes) < 0)
+                return INVALID(e,
+                               "resources.memory: %s is not valid: use bytes or a size like "
+                               "\"512Mi\" or \"4Gi\"",
+                               rs->memory);
+        if (rs->disk && *rs->disk && rt_memory_parse(rs->disk, &l->disk_bytes) < 0)
+                return INVALID(e,
+                               "resources.disk: %s is not valid: use bytes or a size like "
+                               "\"512Mi\" or \"10Gi\"",
+                               rs->disk);
+        l->pids_max = rs->pids;
+        return 0;
+}
+
+/* What this warrend cannot do yet: UNIMPLEMENTED naming the field and
+ * the issue that brings it. */
+static int check_unimplemented(const Warren__V1__CreateSandboxRequest *req, struct wr_err *e) {
+        if (req->compute_class == WARREN__V1__COMPUTE_CLASS__COMPUTE_CLASS_K8S)
+                return UNIMPLEMENTED(e, "compute_class K8S needs a Kubernetes cluster; this "
+                                        "warrend runs the HOST class only");
+        if (req->network_policy || req->n_credentials || req->n_managed_ssh ||
+            req->n_resource_detectors)
+                return UNIMPLEMENTED(e, "network_policy, credentials, managed_ssh and "
+                                        "resource_detectors are not implemented yet (they arrive "
+                                        "with the egress network issue)");
+        if (req->n_volumes)
+                return UNIMPLEMENTED(e, "volumes are not implemented yet (they arrive with the "
+                                        "volumes issue)");
+        if (req->identity)
+                return UNIMPLEMENTED(e, "identity tokens are not implemented yet");
+        if (req->image && req->image->kind_case == WARREN__V1__IMAGE_SPEC__KIND_BUILD)
+                return UNIMPLEMENTED(e, "image: declarative builds are not implemented yet (they "
+                                        "arrive with the image builder issue); import or pull an "
+                                        "image and name it");
+        return 0;
+}
+
+static int strdup_nonempty(const char *s, char **ret) {
+        if (!s || !*s)
+                return 0;
+        *ret = strdup(s);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static int build(struct store *store, const char *envname,
+                 const Warren__V1__CreateSandboxRequest *req, struct sbx_spec *s,
+                 struct wr_err *e) {
+        int r = check_unimplemented(req, e);
+        if (r < 0)
+                return r;
+        if (req->image && req->image->kind_case == WARREN__V1__IMAGE_SPEC__KIND_REF &&
+            (r = strdup_nonempty(req->image->ref, &s->image_ref)) < 0)
+                return r;
+        if ((r = strdup_nonempty(req->name, &s->name)) < 0 ||
+            (r = strdup_nonempty(req->hostname, &s->hostname)) < 0 ||
+            (r = strdup_nonempty(req->workdir, &s->workdir)) < 0)
+                return r;
+        if (req->n_entrypoint &&
+            !(s->entrypoint = sbx_argv_dup((const char *const *) req->entrypoint,
+                                           req->n_entrypoint)))
+                return -ENOMEM;
+        if ((r = limits_parse(req->resources, &s->limits, e)) < 0)
+                return r;
+        if (req->lifetime && *req->lifetime &&
+            sbx_duration_parse(req->lifetime, &s->lifetime_ns) < 0)
+                return INVALID(e,
+                               "lifetime: %s is not valid: use a duration like \"3600s\", "
+                               "\"90m\" or \"2h\"",
+                               req->lifetime);
+        /* env first (in order), then whole secrets */
+        for (size_t i = 0; i < req->n_env; i++) {
+                const Warren__V1__CreateSandboxRequest__EnvEntry *en = req->env[i];
+                if (!sbx_env_name_valid(en->key))
+                        return INVALID(e,
+                                       "env: %.80s is not a valid variable name (letters, "
+                                       "digits, '_', '.', '-', not starting with a digit)",
+                                       en->key);
+                if (!en->value || en->value->kind_case != WARREN__V1__ENV_VALUE__KIND_SECRET) {
+                        const char *v = en->value && en->value->kind_case ==
+                                                             WARREN__V1__ENV_VALUE__KIND_VALUE
+                                                ? en->value->value
+                                                : "";
+                        if ((r = sbx_env_set2(&s->env, en->key, v)) < 0)
+                                return r;
+                        continue;
+                }
+                _cleanup_erase_free_ char *v = NULL;
+                char field[160];
+                snprintf(field, sizeof(field), "env.%.80s", en->key);
+                if ((r = secret_value(store, envname, en->value->secret, field, &v, e)) < 0 ||
+                    (r = sbx_env_set2(&s->env, en->key, v)) < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < req->n_secrets; i++)
+                if ((r = secrets_to_env(store, envname, req->secrets[i], &s->env, e)) < 0)
+                        return r;
+        if (req->n_tags && !(s->tags = calloc(req->n_tags, sizeof(*s->tags))))
+                return -ENOMEM;
+        for (size_t i = 0; i < req->n_tags; i++, s->n_tags++)
+                if (!(s->tags[i].key = strdup(req->tags[i]->key)) ||
+                    !(s->tags[i].value = strdup(req->tags[i]->value)))
+                        return -ENOMEM;
+        if ((r = spec_pack(req, &s->record, &s->record_len)) < 0)
+                return r;
+        return sbx_spec_check(s, e);
+}
+
+int api_sandbox_spec(struct store *store, const char *envname,
+                     const Warren__V1__CreateSandboxRequest *req, struct sbx_spec **ret,
+                     struct wr_err *e) {
+        _cleanup_(sbx_spec_freep) struct sbx_spec *s = NULL;
+        int r = sbx_spec_new(&s);
+        if (r >= 0)
+                r = build(store, envname, req, s, e);
+        if (r == -ENOMEM && (!e || !e->code))
+                return err_setx(e, -ENOMEM, WR_STATUS_RESOURCE_EXHAUSTED, WR_FAULT_SERVICE,
+                                "create sandbox: out of memory");
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(s);
+        return 0;
+}

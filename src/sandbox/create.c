@@ -1,0 +1,391 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Create a sandbox from a checked spec and a resolved image: the process
+ * defaults (env, user, workdir), the row (PENDING, then RUNNING with
+ * init's pid and start time), the runtime (a warm-pool entry when there is
+ * one, else a plain create), the control connection, the entrypoint.
+ * Written like runtime's sandbox_make(): each step records what it made
+ * in the create's state, and one undo takes back exactly that. */
+#include "sandbox/sandbox-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "image/image.h"
+#include "runtime/ctl.h"
+#include "runtime/runtime.h"
+#include "sandbox/user.h"
+#include "store/store.h"
+
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+int sbx_make_id(char *buf, size_t size) {
+        uint8_t b[8];
+        if (getrandom(b, sizeof(b), 0) != sizeof(b))
+                return -errno;
+        snprintf(buf, size, "sb-%02x%02x%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4],
+                 b[5], b[6], b[7]);
+        return 0;
+}
+
+/* The image's USER (names from /etc/passwd and /etc/group as its layers
+ * stack up); a user the image does not have is the image's fault. */
+static int image_user(const struct img_info *img, struct sbx_user *ret, struct wr_err *e) {
+        _cleanup_free_ int *fds = calloc(img->n_layers + 1, sizeof(int));
+        if (!fds)
+                return err_set(e, -ENOMEM, "USER: out of memory");
+        size_t n = 0;
+        int r = 0;
+        for (size_t i = 0; i < img->n_layers; i++) {
+                fds[n] = open(img->layer_dirs[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (fds[n] < 0) {
+                        r = err_set(e, -errno, "layer %s", img->layer_dirs[i]);
+                        break;
+                }
+                n++;
+        }
+        if (r >= 0)
+                r = sbx_user_resolve(fds, n, img->config.user, "USER", ret, e);
+        for (size_t i = 0; i < n; i++)
+                close(fds[i]);
+        if (r < 0 && err_status(e) == WR_STATUS_INVALID_ARGUMENT)
+                e->status = WR_STATUS_FAILED_PRECONDITION;
+        return r;
+}
+
+/* The environment, user and working directory every process of sb gets:
+ * PATH, the image's Env, HOSTNAME, then the spec's env (secrets
+ * included); the image's USER; HOME from its passwd entry unless set; the
+ * spec's workdir, else the image's, else "/". */
+static int process_defaults(struct sbx *sb, const struct sbx_spec *spec,
+                            const struct img_info *img, const char *hostname, struct wr_err *e) {
+        int r = sbx_env_set2(&sb->env, "PATH", DEFAULT_PATH);
+        for (size_t i = 0; r >= 0 && i < img->config.n_env; i++)
+                r = sbx_env_set(&sb->env, img->config.env[i]);
+        if (r >= 0)
+                r = sbx_env_set2(&sb->env, "HOSTNAME", hostname);
+        for (char **p = spec->env; r >= 0 && p && *p; p++)
+                r = sbx_env_set(&sb->env, *p);
+        if (r < 0)
+                return err_set(e, r, "environment");
+        struct sbx_user user = {.home = "/root"};
+        if (img->config.user && *img->config.user && (r = image_user(img, &user, e)) < 0)
+                return err_prefix(e, r, "image %s", img->id);
+        sb->uid = user.uid;
+        sb->gid = user.gid;
+        if (!sbx_env_find(sb->env, "HOME") &&
+            (r = sbx_env_set2(&sb->env, "HOME", user.home[0] ? user.home : "/")) < 0)
+                return err_set(e, r, "environment");
+        const char *wd = spec->workdir                                         ? spec->workdir
+                         : img->config.working_dir && *img->config.working_dir ? img->config.working_dir
+                                                                               : "/";
+        if (!(sb->workdir = strdup(wd)))
+                return err_set(e, -ENOMEM, "out of memory");
+        return 0;
+}
+
+/* The main process: the spec's entrypoint, else the image's Entrypoint +
+ * Cmd (Docker's rule), as a NULL-terminated heap vector (NULL when there
+ * is none). */
+static int entry_argv(const struct sbx_spec *spec, const struct img_info *img, char ***ret) {
+        *ret = NULL;
+        if (spec->entrypoint) {
+                if (!spec->entrypoint[0])
+                        return 0;
+                *ret = sbx_argv_dup((const char *const *) spec->entrypoint, 0);
+                return *ret ? 0 : -ENOMEM;
+        }
+        size_t n = img->config.n_entrypoint + img->config.n_cmd;
+        if (n == 0)
+                return 0;
+        _cleanup_(sbx_argv_freep) char **v = calloc(n + 1, sizeof(char *));
+        if (!v)
+                return -ENOMEM;
+        size_t k = 0;
+        for (size_t i = 0; i < img->config.n_entrypoint; i++)
+                if (!(v[k++] = strdup(img->config.entrypoint[i])))
+                        return -ENOMEM;
+        for (size_t i = 0; i < img->config.n_cmd; i++)
+                if (!(v[k++] = strdup(img->config.cmd[i])))
+                        return -ENOMEM;
+        *ret = TAKE_PTR(v);
+        return 0;
+}
+
+/* Start the sandbox's main process in the background (output to
+ * <dir>/entrypoint.log). argv NULL: nothing to start. */
+static int start_entrypoint(struct sbx *sb, char *const *argv, struct wr_err *e) {
+        if (!argv || !argv[0])
+                return 0;
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/entrypoint.log", rt_sandbox_dir(sb->rt));
+        _cleanup_close_ int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int log = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (null < 0 || log < 0)
+                return err_set(e, -errno, "entrypoint: open %s", path);
+        struct rt_spawn_req sr = {
+                .id = ++sb->next_exec_id,
+                .argv = (const char *const *) argv,
+                .envp = (const char *const *) sb->env,
+                .cwd = sb->workdir,
+                .uid = sb->uid,
+                .gid = sb->gid,
+                .flags = RT_SPAWN_SETSID,
+        };
+        int stdio[3] = {null, log, log};
+        int r = sbx_ctl_send_spawn(sb, &sr, stdio);
+        if (r < 0)
+                return err_set(e, r, "entrypoint: spawn");
+        return 0;
+}
+
+/* One commit records init (pid + start time, to re-attach after a
+ * restart), the process defaults and RUNNING. */
+static int record_started(struct sbx *sb, struct wr_err *e) {
+        uint64_t start = 0;
+        (void) rt_sandbox_start_time(sb->rt, &start);
+        char *proc = NULL;
+        size_t proc_len = 0;
+        int r = sbx_process_encode(sb, &proc, &proc_len);
+        if (r < 0)
+                return err_set(e, r, "encode process defaults");
+        r = store_sandbox_set_started(sb->m->store, sb->id, rt_sandbox_pid(sb->rt), start, NULL,
+                                      proc, proc_len, STORE_SANDBOX_RUNNING, e);
+        erase_and_free_n(proc, proc_len);
+        return r;
+}
+
+/* Create phases, timed for the debug log (where a create's time goes). */
+enum { T_START, T_IMAGE, T_RECORD, T_RUNTIME, T_CONNECT, T_STARTED, T_N };
+
+/* What a create made so far (undone in create_undo). */
+enum {
+        MADE_ROW = 1 << 0,    /* the row is inserted (PENDING) */
+        MADE_LOADED = 1 << 1, /* *ret is loaded */
+        MADE_ARMED = 1 << 2,  /* sb belongs to the manager: its end is sbx_finalize's */
+};
+
+struct create_state {
+        struct sbx_manager *m;
+        const struct sbx_spec *spec;
+        const struct img_info *img;
+        struct sbx *sb;            /* ours until armed */
+        struct rt_sandbox *pooled; /* a warm-pool entry not handed to sb yet */
+        bool was_pooled;
+        unsigned made;
+        uint64_t tp[T_N];
+};
+
+/* Take back what st made: the runtime's sandbox, the row (FAILED with
+ * e's message), *ret. An armed sandbox is the manager's: it has been
+ * finalized, which records its end. */
+static void create_undo(struct create_state *st, struct store_sandbox *ret,
+                        const struct wr_err *e) {
+        struct wr_err de = {0};
+        if (st->made & MADE_LOADED)
+                store_sandbox_clear(ret);
+        if (st->pooled) {
+                rt_sandbox_destroy(st->pooled, &de);
+                rt_sandbox_free(TAKE_PTR(st->pooled));
+        }
+        if (st->sb && st->sb->rt)
+                rt_sandbox_destroy(st->sb->rt, &de);
+        if ((st->made & MADE_ROW) && !(st->made & MADE_ARMED))
+                store_sandbox_update_status(st->m->store, st->sb ? st->sb->id : "", STORE_SANDBOX_FAILED,
+                                            e && e->msg[0] ? e->msg : "failed", NULL);
+        sbx_free(TAKE_PTR(st->sb));
+}
+
+/* The row, PENDING, before the kernel is touched (a warm-pool entry is
+ * the exception: it starts mounting first, see create_steps). */
+static int record_pending(struct create_state *st, const char *ref, struct wr_err *e) {
+        const struct sbx_spec *spec = st->spec;
+        _cleanup_free_ struct store_tag *tags = calloc(spec->n_tags + 1, sizeof(*tags));
+        if (!tags)
+                return err_set(e, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < spec->n_tags; i++)
+                tags[i] = (struct store_tag){spec->tags[i].key, spec->tags[i].value};
+        struct store_sandbox row = {
+                .id = st->sb->id,
+                .environment = (char *) STORE_ENV_DEFAULT,
+                .name = st->sb->name,
+                .status = STORE_SANDBOX_PENDING,
+                .image_id = st->img->id,
+                .image_ref = (char *) ref,
+                .spec = spec->record,
+                .spec_len = spec->record_len,
+                .tags = tags,
+                .n_tags = spec->n_tags,
+                .created_ns = store_now_ns(),
+                .expires_ns = st->sb->expires_ns,
+        };
+        int r = store_sandbox_insert(st->m->store, &row, e);
+        if (r == -EEXIST)
+                return err_setx(e, -EEXIST, WR_STATUS_ALREADY_EXISTS, WR_FAULT_CLIENT,
+                                "name: a running sandbox is already called %s (terminate it or "
+                                "pick another name)",
+                                st->sb->name);
+        if (r < 0)
+                return err_prefix(e, r, "record");
+        st->made |= MADE_ROW;
+        return 0;
+}
+
+static int create_steps(struct create_state *st, const char *ref, struct store_sandbox *ret,
+                        struct wr_err *e) {
+        struct sbx_manager *m = st->m;
+        const struct sbx_spec *spec = st->spec;
+        const struct img_info *img = st->img;
+        int r = sbx_spec_check(spec, e);
+        if (r < 0)
+                return r;
+        int64_t expires_ns = spec->lifetime_ns ? store_now_ns() + spec->lifetime_ns : 0;
+        st->tp[T_IMAGE] = sbx_mono_ns();
+        /* the pool builds its next roots for this image (not for a disk
+         * limit: that needs a root of its own) */
+        if (!spec->limits.disk_bytes)
+                sbx_pool_expect(m, (const char *const *) img->layer_dirs, img->n_layers);
+        _cleanup_(sbx_argv_freep) char **entry = NULL;
+        if (entry_argv(spec, img, &entry) < 0)
+                return err_set(e, -ENOMEM, "out of memory");
+
+        /* a warm-pool sandbox: its id, dir, cgroups and namespaces are
+         * there already */
+        char id[32];
+        st->pooled = sbx_pool_take(m, id, sizeof(id));
+        st->was_pooled = st->pooled != NULL;
+        if (!st->pooled && (r = sbx_make_id(id, sizeof(id))) < 0)
+                return err_set(e, r, "getrandom failed");
+        if ((r = sbx_new(m, id, expires_ns, &st->sb)) < 0)
+                return err_set(e, r, "out of memory");
+        struct sbx *sb = st->sb;
+        if (spec->name && !(sb->name = strdup(spec->name)))
+                return err_set(e, -ENOMEM, "out of memory");
+        if (!(sb->image_id = strdup(img->id)))
+                return err_set(e, -ENOMEM, "out of memory");
+        const char *hostname = spec->hostname ? spec->hostname : sb->name ? sb->name : sb->id;
+        if ((r = process_defaults(sb, spec, img, hostname, e)) < 0)
+                return r;
+
+        char dir[PATH_MAX];
+        if ((r = sbx_dir_path(m, sb->id, dir, sizeof(dir))) < 0)
+                return err_set(e, r, "sandbox dir");
+        struct rt_sandbox_config cfg = {
+                .id = sb->id,
+                .dir = dir,
+                .layers = (const char *const *) img->layer_dirs,
+                .n_layers = img->n_layers,
+                .hostname = hostname,
+                .init_path = m->init_path,
+                .limits = spec->limits,
+                .log_fd = -1,
+        };
+        /* A warm-pool entry starts mounting its root now and the row is
+         * written meanwhile. Its dir and cgroups existed without a row
+         * already; a crash before the insert leaves just that, which a
+         * restart removes like any dir without a row. */
+        if (st->pooled) {
+                sb->rt = TAKE_PTR(st->pooled);
+                struct wr_err pe = {0};
+                r = rt_sandbox_start_send(sb->rt, &cfg, &pe);
+                if (r < 0) {
+                        /* -ESTALE: the entry broke while parked; create
+                         * afresh below (same id) */
+                        log_debug("warm pool: %s", pe.msg);
+                        struct wr_err de = {0};
+                        rt_sandbox_destroy(sb->rt, &de);
+                        rt_sandbox_free(TAKE_PTR(sb->rt));
+                        if (r != -ESTALE) {
+                                if (e)
+                                        *e = pe;
+                                return r;
+                        }
+                }
+        }
+        if ((r = record_pending(st, ref, e)) < 0)
+                return r;
+        st->tp[T_RECORD] = sbx_mono_ns();
+        if (sb->rt) {
+                /* While the child mounts: connect (init accepts on the
+                 * socket the prestart bound once it runs), record RUNNING
+                 * with init's pid and start time (both known since the
+                 * prestart: a restart in between finds either init or
+                 * nothing, see recovery) and load the reply. */
+                if ((r = rt_ctl_connect(rt_sandbox_ctl_path(sb->rt), &sb->ctl_fd, e)) < 0)
+                        return err_prefix(e, r, "connect to warren-init");
+                if ((r = record_started(sb, e)) < 0 ||
+                    (r = store_sandbox_load(m->store, sb->id, ret, e)) < 0)
+                        return r;
+                st->made |= MADE_LOADED;
+                if ((r = rt_sandbox_start_wait(sb->rt, e)) < 0)
+                        return r;
+        } else {
+                if ((r = rt_sandbox_create(&cfg, &sb->rt, e)) < 0)
+                        return r;
+                if ((r = rt_ctl_connect(rt_sandbox_ctl_path(sb->rt), &sb->ctl_fd, e)) < 0)
+                        return err_prefix(e, r, "connect to warren-init");
+        }
+        st->tp[T_RUNTIME] = sbx_mono_ns();
+
+        /* From here on the manager owns sb; a failure ends it like any
+         * sandbox (sbx_finalize records FAILED with the reason). */
+        st->made |= MADE_ARMED;
+        if ((r = sbx_arm(TAKE_PTR(st->sb), e)) < 0) {
+                st->made &= ~(unsigned) MADE_ARMED; /* destroyed and freed: the row is ours */
+                store_sandbox_update_status(m->store, id, STORE_SANDBOX_FAILED, e ? e->msg : "failed",
+                                            NULL);
+                st->made &= ~(unsigned) MADE_ROW;
+                return r;
+        }
+        st->tp[T_CONNECT] = sbx_mono_ns();
+        if ((r = start_entrypoint(sb, entry, e)) < 0) {
+                sb->term_reason = "entrypoint failed to start";
+                sb->final_status = STORE_SANDBOX_FAILED;
+                sbx_finalize(sb);
+                return r;
+        }
+        if (!(st->made & MADE_LOADED)) {
+                if ((r = record_started(sb, e)) < 0 ||
+                    (r = store_sandbox_load(m->store, sb->id, ret, e)) < 0) {
+                        sb->term_reason = "recording failed";
+                        sb->final_status = STORE_SANDBOX_FAILED;
+                        sbx_finalize(sb);
+                        return r;
+                }
+                st->made |= MADE_LOADED;
+        }
+        st->tp[T_STARTED] = sbx_mono_ns();
+        log_info("sandbox %s created (image %s)", sb->id, sb->image_id);
+        return 0;
+}
+
+int sbx_create(struct sbx_manager *m, const struct sbx_spec *spec, const struct img_info *img,
+               struct store_sandbox *ret, struct wr_err *e) {
+        struct create_state st = {.m = m, .spec = spec, .img = img, .tp = {sbx_mono_ns()}};
+        const char *ref = sbx_image_ref(m, spec);
+        int r = create_steps(&st, ref, ret, e);
+        if (r < 0) {
+                create_undo(&st, ret, e);
+                m->metrics.create_failed++;
+                return err_prefix(e, r, "create sandbox");
+        }
+        uint64_t end = sbx_mono_ns();
+        m->metrics.created++;
+        sbx_histogram_observe(&m->metrics.create, (double) (end - st.tp[T_START]) / 1e9);
+        log_debug("sandbox %s: create %.3f ms: checks+image %.3f, record %.3f, runtime%s %.3f, "
+                  "connect %.3f, started %.3f",
+                  ret->id, (double) (end - st.tp[T_START]) / 1e6,
+                  (double) (st.tp[T_IMAGE] - st.tp[T_START]) / 1e6,
+                  (double) (st.tp[T_RECORD] - st.tp[T_IMAGE]) / 1e6, st.was_pooled ? " (pool)" : "",
+                  (double) (st.tp[T_RUNTIME] - st.tp[T_RECORD]) / 1e6,
+                  (double) (st.tp[T_CONNECT] - st.tp[T_RUNTIME]) / 1e6,
+                  (double) (st.tp[T_STARTED] - st.tp[T_CONNECT]) / 1e6);
+        return 0;
+}

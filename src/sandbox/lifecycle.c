@@ -1,0 +1,437 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A live sandbox from the moment it runs: its struct, the control
+ * connection to warren-init, init's exit, the lifetime timer, terminate
+ * (SIGTERM, grace, SIGKILL), teardown on a worker thread, and detaching
+ * at daemon shutdown. */
+#include "sandbox/sandbox-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "runtime/ctl.h"
+#include "runtime/runtime.h"
+
+#define SETTLE_MS 20 /* how often a terminating sandbox is checked */
+
+/* --- the struct --- */
+
+int sbx_new(struct sbx_manager *m, const char *id, int64_t expires_ns, struct sbx **ret) {
+        struct sbx *sb = calloc(1, sizeof(*sb));
+        if (!sb)
+                return -ENOMEM;
+        sb->m = m;
+        sb->ctl_fd = -EBADF;
+        sb->pidfd = -EBADF;
+        sb->expires_ns = expires_ns;
+        snprintf(sb->id, sizeof(sb->id), "%s", id);
+        *ret = sb;
+        return 0;
+}
+
+void sbx_free(struct sbx *sb) {
+        if (!sb)
+                return;
+        sb->ctl_fd = safe_close(sb->ctl_fd);
+        sb->pidfd = safe_close(sb->pidfd);
+        rt_sandbox_free(sb->rt);
+        sbx_env_free(sb->env);
+        free(sb->workdir);
+        free(sb->name);
+        free(sb->image_id);
+        free(sb);
+}
+
+void sbx_entrypoint_log_remove(struct sbx_manager *m, const char *id) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/sandboxes/%s.entrypoint.log", m->state_dir, id);
+        (void) unlink(path);
+}
+
+/* --- control connection --- */
+
+static int wait_writable(int fd) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int r = RETRY_EINTR(poll(&p, 1, 1000));
+        if (r < 0)
+                return -errno;
+        return r == 0 ? -ETIMEDOUT : 0;
+}
+
+int sbx_ctl_send_spawn(struct sbx *sb, const void *req, const int stdio[3]) {
+        if (sb->ctl_fd < 0)
+                return -EPIPE;
+        uint64_t t = sbx_mono_ns();
+        for (int tries = 0;; tries++) {
+                int r = rt_ctl_send_spawn(sb->ctl_fd, req, stdio);
+                if (r >= 0) {
+                        /* remember when, for the exec start latency */
+                        uint64_t id = ((const struct rt_spawn_req *) req)->id;
+                        for (size_t i = 0; i < ELEMENTSOF(sb->spawn_times); i++)
+                                if (!sb->spawn_times[i].id) {
+                                        sb->spawn_times[i].id = id;
+                                        sb->spawn_times[i].sent_ns = t;
+                                        break;
+                                }
+                }
+                if (r != -EAGAIN || tries >= 5)
+                        return r;
+                if ((r = wait_writable(sb->ctl_fd)) < 0)
+                        return r;
+        }
+}
+
+int sbx_ctl_send_signal(struct sbx *sb, uint64_t target, int signo, bool group) {
+        if (sb->ctl_fd < 0)
+                return -EPIPE;
+        for (int tries = 0;; tries++) {
+                int r = rt_ctl_send_signal(sb->ctl_fd, target, target, 0, signo, group);
+                if (r != -EAGAIN || tries >= 5)
+                        return r;
+                if ((r = wait_writable(sb->ctl_fd)) < 0)
+                        return r;
+        }
+}
+
+int sbx_ctl_send_resize(struct sbx *sb, uint64_t id, unsigned cols, unsigned rows) {
+        if (sb->ctl_fd < 0)
+                return -EPIPE;
+        return rt_ctl_send_resize(sb->ctl_fd, id, (uint16_t) cols, (uint16_t) rows);
+}
+
+static void handle_closed(uv_handle_t *h) {
+        struct sbx *sb = h->data;
+        if (--sb->handles > 0)
+                return;
+        /* Every handle is closed: unlink and free. */
+        struct sbx_manager *m = sb->m;
+        for (struct sbx **pp = &m->list; *pp; pp = &(*pp)->next)
+                if (*pp == sb) {
+                        *pp = sb->next;
+                        break;
+                }
+        sbx_free(sb);
+}
+
+static void ctl_close(struct sbx *sb) {
+        if (sb->ctl_fd < 0)
+                return;
+        uv_poll_stop(&sb->ctl_poll);
+        uv_close((uv_handle_t *) &sb->ctl_poll, handle_closed);
+        close(sb->ctl_fd);
+        sb->ctl_fd = -EBADF;
+}
+
+static void on_ctl(uv_poll_t *h, int status, int events) {
+        struct sbx *sb = h->data;
+        for (;;) {
+                struct rt_ctl_msg msg = {0};
+                int fd = -EBADF;
+                int r = rt_ctl_recv(sb->ctl_fd, &msg, &fd);
+                if (r == -EAGAIN)
+                        return;
+                if (r < 0) {
+                        /* Init closed the connection or sent garbage: the
+                         * sandbox is unusable. Its pidfd tells when it is
+                         * gone; a hostile init gets killed. */
+                        log_debug("sandbox %s: control connection: %s", sb->id, strerror(-r));
+                        ctl_close(sb);
+                        if (sb->state == SBX_RUNNING) {
+                                sb->term_reason = "warren-init stopped answering";
+                                sb->final_status = STORE_SANDBOX_FAILED;
+                                rt_sandbox_kill(sb->rt, SIGKILL);
+                        }
+                        return;
+                }
+                switch (msg.type) {
+                case CTL_SPAWNED:
+                        for (size_t i = 0; i < ELEMENTSOF(sb->spawn_times); i++)
+                                if (sb->spawn_times[i].id == msg.id) {
+                                        double s =
+                                                (double) (sbx_mono_ns() - sb->spawn_times[i].sent_ns) /
+                                                1e9;
+                                        if (!msg.err)
+                                                sbx_histogram_observe(&sb->m->metrics.exec_start,
+                                                                      s);
+                                        log_debug("sandbox %s: exec %llu spawned in %.3f ms",
+                                                  sb->id, (unsigned long long) msg.id, s * 1e3);
+                                        sb->spawn_times[i].id = 0;
+                                        break;
+                                }
+                        sbx_exec_on_spawned(sb, msg.id, msg.pid, -msg.err, fd);
+                        fd = -EBADF;
+                        break;
+                case CTL_EXITED:
+                        sbx_exec_on_exited(sb, msg.id, msg.status);
+                        break;
+                default:
+                        break; /* RESULT, PONG: nothing waits for them */
+                }
+                if (fd >= 0)
+                        close(fd);
+                rt_ctl_msg_done(&msg);
+                if (sb->ctl_fd < 0)
+                        return;
+        }
+}
+
+/* --- termination --- */
+
+static void timer_cb(uv_timer_t *t);
+
+static void on_init_exit(uv_poll_t *h, int status, int events) {
+        struct sbx *sb = h->data;
+        uv_poll_stop(h);
+        if (sb->state == SBX_RUNNING) {
+                sb->term_reason = "the sandbox's init exited unexpectedly";
+                sb->final_status = STORE_SANDBOX_FAILED;
+        }
+        sbx_finalize(sb);
+}
+
+/* Everything but init has exited? */
+static bool sandbox_settled(struct sbx *sb) {
+        if (sb->execs)
+                return false;
+        struct rt_usage u = {0};
+        if (rt_sandbox_usage(sb->rt, &u) < 0)
+                return true;
+        return u.pids <= 1;
+}
+
+static void timer_cb(uv_timer_t *t) {
+        struct sbx *sb = t->data;
+        if (sb->state == SBX_RUNNING) {
+                /* Lifetime over. */
+                int r = sbx_terminate(sb->m, sb->id, 10000, NULL, NULL, NULL);
+                if (r >= 0)
+                        sb->term_reason = "lifetime expired";
+                return;
+        }
+        if (sb->state != SBX_TERMINATING)
+                return;
+        if (uv_now(sb->m->loop) >= sb->term_deadline || sandbox_settled(sb)) {
+                sbx_finalize(sb);
+                return;
+        }
+        uv_timer_start(&sb->timer, timer_cb, SETTLE_MS, 0);
+}
+
+static void teardown_work(uv_work_t *w) {
+        struct sbx *sb = w->data;
+        sb->teardown_r = sb->rt ? rt_sandbox_destroy(sb->rt, &sb->teardown_err) : 0;
+}
+
+static void teardown_done(uv_work_t *w, int status);
+
+/* Kill what is left, free the runtime's resources (on a worker thread),
+ * then record the end, call the waiters, close handles. Idempotent. */
+void sbx_finalize(struct sbx *sb) {
+        if (sb->state == SBX_DEAD)
+                return;
+        sb->state = SBX_DEAD;
+        sbx_exec_abort_all(sb, WARREN__V1__EXIT_REASON__EXIT_REASON_SANDBOX_TERMINATED);
+        ctl_close(sb);
+        uv_timer_stop(&sb->timer);
+        uv_poll_stop(&sb->pid_poll);
+        sb->teardown.data = sb;
+        sb->teardown_err = (struct wr_err){0};
+        if (uv_queue_work(sb->m->loop, &sb->teardown, teardown_work, teardown_done) < 0) {
+                teardown_work(&sb->teardown);
+                teardown_done(&sb->teardown, 0);
+        }
+}
+
+static void teardown_done(uv_work_t *work, int status) {
+        struct sbx *sb = work->data;
+        int r = sb->teardown_r;
+        struct wr_err e = sb->teardown_err;
+        if (r < 0)
+                log_warn("sandbox %s: teardown: %s", sb->id, e.msg);
+        sbx_entrypoint_log_remove(sb->m, sb->id);
+        const char *reason = sb->term_reason ? sb->term_reason : "terminated";
+        enum store_sandbox_status st =
+                sb->final_status ? sb->final_status : STORE_SANDBOX_TERMINATED;
+        struct wr_err se = {0};
+        if (store_sandbox_update_status(sb->m->store, sb->id, st, reason, &se) < 0)
+                log_warn("sandbox %s: record end: %s", sb->id, se.msg);
+        log_info("sandbox %s %s: %s", sb->id, st == STORE_SANDBOX_FAILED ? "failed" : "terminated",
+                 reason);
+        struct sbx_waiter *w = sb->waiters;
+        sb->waiters = NULL;
+        while (w) {
+                struct sbx_waiter *next = w->next;
+                if (w->done)
+                        w->done(r < 0 ? r : 0, r < 0 ? &e : NULL, w->userdata);
+                free(w);
+                w = next;
+        }
+        uv_close((uv_handle_t *) &sb->timer, handle_closed);
+        uv_close((uv_handle_t *) &sb->pid_poll, handle_closed);
+}
+
+int sbx_terminate(struct sbx_manager *m, const char *id, uint64_t grace_ms,
+                  sbx_terminate_done_fn done, void *userdata, struct wr_err *e) {
+        struct sbx *sb = sbx_find_live(m, id);
+        if (!sb) {
+                /* Not live: known (already ended) or unknown. */
+                struct store_sandbox row = {0};
+                int r = store_sandbox_load(m->store, id, &row, NULL);
+                store_sandbox_clear(&row);
+                if (r < 0)
+                        return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                        "sandbox %s not found", id);
+                if (done)
+                        done(0, NULL, userdata);
+                return 0;
+        }
+        if (done) {
+                struct sbx_waiter *w = calloc(1, sizeof(*w));
+                if (!w)
+                        return err_set(e, -ENOMEM, "terminate: out of memory");
+                w->done = done;
+                w->userdata = userdata;
+                w->next = sb->waiters;
+                sb->waiters = w;
+        }
+        if (sb->state == SBX_TERMINATING)
+                return 0;
+        sb->state = SBX_TERMINATING;
+        struct wr_err se = {0};
+        store_sandbox_update_status(m->store, sb->id, STORE_SANDBOX_TERMINATING, NULL, &se);
+        sb->term_deadline = uv_now(m->loop) + grace_ms;
+        /* SIGTERM goes to init, which forwards it to every process. */
+        if (grace_ms == 0 || rt_sandbox_kill(sb->rt, SIGTERM) < 0)
+                sb->term_deadline = uv_now(m->loop);
+        uv_timer_stop(&sb->timer);
+        uv_timer_start(&sb->timer, timer_cb, sandbox_settled(sb) ? 0 : SETTLE_MS, 0);
+        return 0;
+}
+
+/* --- arming a started (or re-attached) sandbox --- */
+
+/* sbx_arm failed: the sandbox goes (synchronously; a rare path). */
+static void arm_failed(struct sbx *sb) {
+        struct wr_err de = {0};
+        sb->state = SBX_DEAD;
+        if (sb->rt && rt_sandbox_destroy(sb->rt, &de) < 0)
+                log_warn("sandbox %s: %s", sb->id, de.msg);
+}
+
+int sbx_arm(struct sbx *sb, struct wr_err *e) {
+        struct sbx_manager *m = sb->m;
+        /* A pidfd of our own: libuv makes polled fds non-blocking, and the
+         * runtime's blocking waitid on its pidfd must stay blocking. */
+        sb->pidfd = (int) syscall(SYS_pidfd_open, rt_sandbox_pid(sb->rt), 0);
+        if (sb->pidfd < 0) {
+                int r = err_set(e, -errno, "sandbox %s: pidfd_open: %m", sb->id);
+                arm_failed(sb);
+                sbx_free(sb);
+                return r;
+        }
+        uv_handle_t *opened[3];
+        size_t n = 0;
+        int r = uv_timer_init(m->loop, &sb->timer);
+        if (r >= 0) {
+                opened[n++] = (uv_handle_t *) &sb->timer;
+                r = uv_poll_init(m->loop, &sb->pid_poll, sb->pidfd);
+        }
+        if (r >= 0) {
+                opened[n++] = (uv_handle_t *) &sb->pid_poll;
+                r = uv_poll_init(m->loop, &sb->ctl_poll, sb->ctl_fd);
+        }
+        if (r >= 0)
+                opened[n++] = (uv_handle_t *) &sb->ctl_poll;
+        sb->timer.data = sb->pid_poll.data = sb->ctl_poll.data = sb;
+        sb->handles = (int) n;
+        if (r < 0) {
+                err_set(e, r, "sandbox %s: watch init: %s", sb->id, uv_strerror(r));
+                arm_failed(sb);
+                if (n == 0) {
+                        sbx_free(sb);
+                        return r;
+                }
+                /* freed by the last close (handle_closed unlinks it) */
+                sb->next = m->list;
+                m->list = sb;
+                for (size_t i = 0; i < n; i++)
+                        uv_close(opened[i], handle_closed);
+                return r;
+        }
+        sb->next = m->list;
+        m->list = sb;
+        uv_poll_start(&sb->pid_poll, UV_READABLE, on_init_exit);
+        uv_poll_start(&sb->ctl_poll, UV_READABLE, on_ctl);
+        if (sb->expires_ns) {
+                int64_t left_ms = (sb->expires_ns - store_now_ns()) / 1000000;
+                uv_timer_start(&sb->timer, timer_cb, left_ms > 0 ? (uint64_t) left_ms : 0, 0);
+        }
+        return 0;
+}
+
+void sbx_detach(struct sbx *sb) {
+        sbx_exec_abort_all(sb, WARREN__V1__EXIT_REASON__EXIT_REASON_UNSPECIFIED);
+        sb->state = SBX_DEAD;
+        ctl_close(sb);
+        uv_timer_stop(&sb->timer);
+        uv_poll_stop(&sb->pid_poll);
+        uv_close((uv_handle_t *) &sb->timer, handle_closed);
+        uv_close((uv_handle_t *) &sb->pid_poll, handle_closed);
+}
+
+/* --- process defaults, for the store --- */
+
+/* Process defaults as "uid\0gid\0workdir\0K=V\0K=V\0...", for the store. */
+int sbx_process_encode(const struct sbx *sb, char **ret, size_t *len) {
+        char ids[48];
+        int n = snprintf(ids, sizeof(ids), "%u%c%u", sb->uid, 0, sb->gid);
+        size_t total = (size_t) n + 1 + strlen(sb->workdir) + 1;
+        for (char **p = sb->env; p && *p; p++)
+                total += strlen(*p) + 1;
+        char *buf = malloc(total), *q = buf;
+        if (!buf)
+                return -ENOMEM;
+        memcpy(q, ids, (size_t) n + 1);
+        q += n + 1;
+        q = stpcpy(q, sb->workdir) + 1;
+        for (char **p = sb->env; p && *p; p++)
+                q = stpcpy(q, *p) + 1;
+        *ret = buf;
+        *len = total;
+        return 0;
+}
+
+int sbx_process_decode(struct sbx *sb, const char *buf, size_t len) {
+        const char *end = buf + len, *p = buf;
+        const char *f[3];
+        for (int i = 0; i < 3; i++) {
+                const char *z = memchr(p, 0, (size_t) (end - p));
+                if (!z)
+                        return -EBADMSG;
+                f[i] = p;
+                p = z + 1;
+        }
+        sb->uid = (uint32_t) strtoul(f[0], NULL, 10);
+        sb->gid = (uint32_t) strtoul(f[1], NULL, 10);
+        if (!(sb->workdir = strdup(f[2])))
+                return -ENOMEM;
+        while (p < end) {
+                const char *z = memchr(p, 0, (size_t) (end - p));
+                if (!z)
+                        return -EBADMSG;
+                int r = sbx_env_set(&sb->env, p);
+                if (r < 0)
+                        return r;
+                p = z + 1;
+        }
+        return 0;
+}

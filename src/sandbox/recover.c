@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Restart recovery: re-attach to the sandboxes a previous warrend left
+ * running (same init pid, start time and cgroup as recorded), clean up
+ * everything else a live row or a leftover dir holds. */
+#include "sandbox/sandbox-internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "runtime/ctl.h"
+#include "runtime/runtime.h"
+
+/* Re-attach to the sandbox of row (RUNNING): its init must still be the
+ * process recorded, its control socket must answer, and its process
+ * defaults must decrypt. */
+static int recover_one(struct sbx_manager *m, const struct store_sandbox *row, const char *dir,
+                       struct wr_err *e) {
+        if (row->status != STORE_SANDBOX_RUNNING || row->init_pid <= 0)
+                return err_set(e, -ESRCH, "it had not finished starting");
+        _cleanup_(sbx_freep) struct sbx *sb = NULL;
+        int r = sbx_new(m, row->id, row->expires_ns, &sb);
+        if (r < 0)
+                return err_set(e, r, "out of memory");
+        /* exec ids of this daemon must not collide with ids the previous
+         * one used (init may still report their exits) */
+        sb->next_exec_id = (uint64_t) store_now_ns();
+        if ((r = rt_sandbox_attach(row->id, dir, (pid_t) row->init_pid, row->init_start,
+                                   m->cgroup_mode, &sb->rt, e)) < 0)
+                return r;
+        _cleanup_free_ unsigned char *proc = NULL;
+        size_t proc_len = 0;
+        if ((r = store_sandbox_get_process(m->store, row->id, &proc, &proc_len, e)) < 0)
+                return r;
+        r = sbx_process_decode(sb, (const char *) proc, proc_len);
+        explicit_bzero(proc, proc_len);
+        if (r < 0)
+                return err_set(e, r, "process defaults");
+        sb->name = row->name ? strdup(row->name) : NULL;
+        sb->image_id = strdup(row->image_id);
+        if (!sb->image_id || (row->name && !sb->name))
+                return err_set(e, -ENOMEM, "out of memory");
+        if ((r = rt_ctl_connect(rt_sandbox_ctl_path(sb->rt), &sb->ctl_fd, e)) < 0)
+                return r;
+        return sbx_arm(TAKE_PTR(sb), e);
+}
+
+/* A previous warrend's sandboxes: re-attach to those whose init still
+ * runs; everything else a live row or a leftover dir holds is freed and
+ * the row ends TERMINATED (or FAILED when it was still being created). */
+void sbx_recover(struct sbx_manager *m) {
+        static const int live[] = {STORE_SANDBOX_PENDING, STORE_SANDBOX_RUNNING,
+                                   STORE_SANDBOX_TERMINATING};
+        struct store_sandbox_filter f = {
+                .environment = STORE_ENV_DEFAULT,
+                .statuses = live,
+                .n_statuses = ELEMENTSOF(live),
+        };
+        struct store_sandbox *rows = NULL;
+        size_t n = 0, attached = 0, ended = 0;
+        struct wr_err le = {0};
+        if (store_sandbox_list(m->store, &f, &rows, &n, &le) < 0)
+                log_warn("recovery: list sandboxes: %s", le.msg);
+        for (size_t i = 0; i < n; i++) {
+                const struct store_sandbox *row = &rows[i];
+                char dir[PATH_MAX];
+                snprintf(dir, sizeof(dir), "%s/sandboxes/%s", m->state_dir, row->id);
+                struct wr_err e = {0};
+                int r = row->status == STORE_SANDBOX_RUNNING ? recover_one(m, row, dir, &e)
+                                                             : -ESRCH;
+                if (r >= 0) {
+                        attached++;
+                        m->metrics.recovered++;
+                        log_info("sandbox %s re-attached (pid %lld)", row->id,
+                                 (long long) row->init_pid);
+                        continue;
+                }
+                char reason[300];
+                int st = STORE_SANDBOX_TERMINATED;
+                if (row->status == STORE_SANDBOX_PENDING) {
+                        st = STORE_SANDBOX_FAILED;
+                        snprintf(reason, sizeof(reason), "warrend stopped while creating it");
+                } else if (row->status == STORE_SANDBOX_TERMINATING) {
+                        snprintf(reason, sizeof(reason),
+                                 "terminated (finished after a warrend "
+                                 "restart)");
+                } else {
+                        snprintf(reason, sizeof(reason), "lost while warrend was down: %s",
+                                 e.msg[0] ? e.msg : strerror(-r));
+                }
+                struct wr_err ce = {0};
+                if (rt_sandbox_cleanup(row->id, dir, m->cgroup_mode, &ce) < 0) {
+                        /* keep the row live so the next start tries again */
+                        log_warn("recovery: sandbox %s: %s", row->id, ce.msg);
+                        continue;
+                }
+                sbx_entrypoint_log_remove(m, row->id);
+                store_sandbox_update_status(m->store, row->id, st, reason, NULL);
+                ended++;
+                m->metrics.recovery_ended++;
+                log_info("sandbox %s: %s", row->id, reason);
+        }
+        store_sandbox_list_free(rows, n);
+
+        /* Dirs without a live sandbox (a crash between teardown steps). */
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/sandboxes", m->state_dir);
+        DIR *d = opendir(path);
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                if (strncmp(de->d_name, "sb-", 3) != 0 || de->d_type != DT_DIR ||
+                    sbx_find_live(m, de->d_name))
+                        continue;
+                char dir[PATH_MAX];
+                snprintf(dir, sizeof(dir), "%s/%s", path, de->d_name);
+                struct wr_err ce = {0};
+                if (rt_sandbox_cleanup(de->d_name, dir, m->cgroup_mode, &ce) < 0)
+                        log_warn("recovery: leftover %s: %s", dir, ce.msg);
+                else
+                        log_info("recovery: removed leftover %s", dir);
+        }
+        if (d)
+                closedir(d);
+        if (attached || ended)
+                log_info("recovery: %zu sandboxes re-attached, %zu ended", attached, ended);
+}
