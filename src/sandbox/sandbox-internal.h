@@ -114,14 +114,6 @@ struct sbx_manager {
         enum rt_cgroup_mode cgroup_mode;
 };
 
-/* --- spec.c --- */
-/* Set "K=V" in a NULL-terminated heap vector (replacing K). -EINVAL
- * without '=' or with an empty name, -ENOMEM. */
-int sbx_env_set(char ***env, const char *kv);
-/* A deep copy of env (NULL on ENOMEM). */
-char **sbx_env_dup(char *const *env);
-/* Wipe and free every string, then the vector. NULL ok. */
-void sbx_env_free(char **env);
 
 /* --- manager.c --- */
 /* The live (not DEAD) sandbox whose id or name is key, or NULL. */

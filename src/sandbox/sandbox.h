@@ -128,6 +128,15 @@ static inline void sbx_spec_freep(struct sbx_spec **s) {
  * parsed and resolved. */
 int sbx_spec_check(const struct sbx_spec *s, struct wr_err *e);
 
+/* Set "K=V" in a NULL-terminated heap vector (replacing an earlier K;
+ * the old string is wiped). -EINVAL without '=' or with an empty name,
+ * -ENOMEM. */
+int sbx_env_set(char ***env, const char *kv);
+/* A deep copy of env (NULL on ENOMEM). */
+char **sbx_env_dup(char *const *env);
+/* Wipe and free every string, then the vector. NULL ok. */
+void sbx_env_free(char **env);
+
 /* Set "k=v" in a NULL-terminated heap vector "K=V" (replacing an earlier
  * k). The copy of the old value, if replaced, is wiped. -ENOMEM, -EINVAL
  * (k empty). */
