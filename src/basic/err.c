@@ -23,7 +23,8 @@ int err_set(struct wr_err *e, int code, const char *fmt, ...) {
         return code;
 }
 
-int err_setx(struct wr_err *e, int code, int status, int fault, const char *fmt, ...) {
+int err_setx(struct wr_err *e, int code, enum wr_status status, enum wr_fault fault,
+             const char *fmt, ...) {
         if (!e)
                 return code;
         e->code = code;
@@ -112,8 +113,8 @@ int err_status_from_errno(int code) {
 
 int err_status(const struct wr_err *e) {
         if (!e || e->code == 0)
-                return e && e->status ? e->status : WR_STATUS_OK;
-        return e->status ? e->status : err_status_from_errno(e->code);
+                return e && e->status ? (int) e->status : WR_STATUS_OK;
+        return e->status ? (int) e->status : err_status_from_errno(e->code);
 }
 
 const char *err_status_name(int status) {

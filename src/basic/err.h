@@ -49,9 +49,9 @@ enum wr_status {
 #define WR_ERR_MSG_MAX 480
 
 struct wr_err {
-        int code;   /* negative errno; 0 when no error was recorded */
-        int status; /* enum wr_status; 0 means "derive from code" */
-        int fault;  /* enum wr_fault */
+        int code;              /* negative errno; 0 when no error was recorded */
+        enum wr_status status; /* 0 means "derive from code" */
+        enum wr_fault fault;
         char msg[WR_ERR_MSG_MAX];
 };
 
@@ -61,8 +61,8 @@ struct wr_err {
 int err_set(struct wr_err *e, int code, const char *fmt, ...) _printf_(3, 4);
 
 /* Like err_set, but also fixes the gRPC status and whose fault it is. */
-int err_setx(struct wr_err *e, int code, int status, int fault, const char *fmt, ...)
-        _printf_(5, 6);
+int err_setx(struct wr_err *e, int code, enum wr_status status, enum wr_fault fault,
+             const char *fmt, ...) _printf_(5, 6);
 
 /* Prefix context to the recorded message ("ctx: old message"). If no error
  * was recorded yet, records code with strerror(-code) as the message first.

@@ -136,6 +136,9 @@ int sbx_env_set(char ***env, const char *kv);
 char **sbx_env_dup(char *const *env);
 /* Wipe and free every string, then the vector. NULL ok. */
 void sbx_env_free(char **env);
+static inline void sbx_env_freep(char ***env) {
+        sbx_env_free(*env);
+}
 
 /* Set "k=v" in a NULL-terminated heap vector "K=V" (replacing an earlier
  * k). The copy of the old value, if replaced, is wiped. -ENOMEM, -EINVAL
