@@ -124,7 +124,8 @@ def test_no_thread_leak():
 def test_not_found_and_errors(client):
     with pytest.raises(wr.SandboxNotFound) as ei:
         client.get(id="nosuch")
-    assert ei.value.status.name == "NOT_FOUND" and "nosuch" in ei.value.message
+    assert ei.value.status == wr.Status.NOT_FOUND and "nosuch" in ei.value.message
+    assert ei.value.code == "NOT_FOUND" and str(ei.value).startswith("NOT_FOUND: ")
     assert isinstance(ei.value, wr.WarrenError)
     with pytest.raises(wr.Unimplemented):
         client.list_images()
@@ -236,3 +237,13 @@ def test_unavailable_when_nothing_listens(tmp_path):
     with SandboxClient("unix:" + str(tmp_path / "none.sock")) as c:
         with pytest.raises(wr.Unavailable):
             c.list()
+
+
+def test_status_is_a_warren_enum():
+    import grpc
+
+    assert [s.name for s in wr.Status] == [c.name for c in grpc.StatusCode]
+    assert [int(s) for s in wr.Status] == [c.value[0] for c in grpc.StatusCode]
+    e = wr.NotFound(wr.Status.NOT_FOUND, "x")
+    assert e.status is wr.Status.NOT_FOUND and str(e) == "NOT_FOUND: x"
+    assert wr.GitError("bad").status == wr.Status.UNKNOWN

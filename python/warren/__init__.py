@@ -11,8 +11,8 @@ from warren._client import DEFAULT_ADDR, SandboxClient, grpc_target
 from warren._errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded,
                             FailedPrecondition, GitError, ImageBuildError, Internal,
                             InvalidArgument, NotFound, OutOfRange, PermissionDenied,
-                            ResourceExhausted, SandboxNotFound, Unauthenticated, Unavailable,
-                            Unimplemented, Unknown, WarrenError)
+                            ResourceExhausted, SandboxNotFound, Status, Unauthenticated,
+                            Unavailable, Unimplemented, Unknown, WarrenError)
 from warren._exec import ExecEvent, ExecResult, Process
 from warren._git import Git, GitStatus
 from warren._image import Image
@@ -26,7 +26,7 @@ __version__ = "0.1.0"
 __all__ = [
     "SandboxClient", "Sandbox", "SandboxInfo", "SandboxStatus", "Image", "Secret", "Volume",
     "NetworkPolicy", "SshDest", "ResourceDetector", "ComputeClass", "ExecEvent", "ExecResult",
-    "Process", "Git", "GitStatus", "WarrenError", "SandboxNotFound", "NotFound",
+    "Process", "Git", "GitStatus", "Status", "WarrenError", "SandboxNotFound", "NotFound",
     "InvalidArgument", "Unimplemented", "Unavailable", "PermissionDenied", "DeadlineExceeded",
     "AlreadyExists", "FailedPrecondition", "ResourceExhausted", "Cancelled", "Unknown",
     "Aborted", "OutOfRange", "Internal", "DataLoss", "Unauthenticated", "GitError",

@@ -8,7 +8,7 @@ from typing import (IO, Any, Callable, Dict, Iterable, Iterator, List, Mapping, 
 import grpc
 
 from warren._auth import AuthInterceptor, TokenFile
-from warren._errors import InvalidArgument, SandboxNotFound, from_rpc_error
+from warren._errors import ImageBuildError, InvalidArgument, SandboxNotFound, Status, from_rpc_error
 from warren._image import Image
 from warren._network import ComputeClass, NetworkPolicy, ResourceDetector, SshDest
 from warren._proto.warren.v1 import images_pb2, images_pb2_grpc
@@ -182,7 +182,7 @@ class SandboxClient:
                 raise
             # A malformed id names no sandbox: report it as not found,
             # keeping the daemon's explanation.
-            raise SandboxNotFound(grpc.StatusCode.NOT_FOUND,
+            raise SandboxNotFound(Status.NOT_FOUND,
                                   f"no sandbox with id {id!r}: {e.message}") from None
         sb = Sandbox(name=s.name or None)
         sb._bind(self, s)
@@ -252,8 +252,7 @@ class SandboxClient:
         except grpc.RpcError as err:
             raise from_rpc_error(err, build_call=True) from None
         if final is None:
-            from warren._errors import ImageBuildError
-            raise ImageBuildError(grpc.StatusCode.UNKNOWN, "build ended without an image")
+            raise ImageBuildError(Status.UNKNOWN, "build ended without an image")
         return final
 
     def list_images(self) -> List[images_pb2.Image]:

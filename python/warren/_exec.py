@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import grpc
 
-from warren._errors import WarrenError, from_rpc_error
+from warren._errors import Status, WarrenError, from_rpc_error
 from warren._proto.warren.v1 import sandboxes_pb2 as pb
 
 if TYPE_CHECKING:
@@ -164,7 +164,7 @@ class _ExecCall:
     def send(self, req: pb.ExecRequest) -> None:
         with self._lock:
             if self._done:
-                raise WarrenError(grpc.StatusCode.FAILED_PRECONDITION, "the process has finished")
+                raise WarrenError(Status.FAILED_PRECONDITION, "the process has finished")
             self._q.put(req)
 
     def cancel(self) -> None:
@@ -215,7 +215,7 @@ class _ExecCall:
         finally:
             self._finish()
         if not self._exited:
-            raise WarrenError(grpc.StatusCode.UNKNOWN, "exec stream ended without an exit status")
+            raise WarrenError(Status.UNKNOWN, "exec stream ended without an exit status")
 
     def wait_started(self) -> List[ExecEvent]:
         """Read until `started` (returns any events seen before it)."""
@@ -226,13 +226,13 @@ class _ExecCall:
                 if kind == "started":
                     self.exec_id, self.pid = resp.started.exec_id, resp.started.pid
                     return pending
-                raise WarrenError(grpc.StatusCode.INTERNAL,
+                raise WarrenError(Status.INTERNAL,
                                   f"exec: expected 'started', got '{kind}'")
         except grpc.RpcError as err:
             self._finish()
             raise from_rpc_error(err, sandbox_call=True) from None
         self._finish()
-        raise WarrenError(grpc.StatusCode.UNKNOWN, "exec stream ended before the process started")
+        raise WarrenError(Status.UNKNOWN, "exec stream ended before the process started")
 
 
 class Process:
