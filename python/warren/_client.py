@@ -1,15 +1,16 @@
 """SandboxClient: one gRPC channel to warrend and the service stubs."""
 from __future__ import annotations
 
+import io
 import os
-from typing import (IO, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional,
-                    Sequence, Union)
+from dataclasses import dataclass
+from typing import IO, Any, Callable, Iterator, List, Mapping, Optional, Sequence, Union
 
 import grpc
 
 from warren._auth import AuthInterceptor, TokenFile
 from warren._errors import ImageBuildError, InvalidArgument, SandboxNotFound, Status, from_rpc_error
-from warren._image import Image
+from warren._image import Image, ImageConfig, ImageInfo
 from warren._network import ComputeClass, NetworkPolicy, ResourceDetector, SshDest
 from warren._proto.warren.v1 import images_pb2, images_pb2_grpc
 from warren._proto.warren.v1 import sandboxes_pb2 as pb
@@ -17,8 +18,9 @@ from warren._proto.warren.v1 import sandboxes_pb2_grpc
 from warren._proto.warren.v1 import secrets_pb2, secrets_pb2_grpc
 from warren._proto.warren.v1 import system_pb2, system_pb2_grpc
 from warren._proto.warren.v1 import volumes_pb2, volumes_pb2_grpc
-from warren._sandbox import Sandbox, SandboxInfo, SandboxStatus
-from warren._secret import Secret
+from warren._sandbox import ProcessInfo, Sandbox, SandboxInfo, SandboxStatus
+from warren._secret import Secret, SecretInfo
+from warren._volume import VolumeInfo
 
 DEFAULT_ADDR = "unix:///run/warren/warren.sock"
 CHUNK = 1 << 20
@@ -43,6 +45,25 @@ def grpc_target(address: str) -> str:
     if a.startswith("/"):
         return "unix://" + a
     return a
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """The daemon's version and build facts (SandboxClient.version())."""
+
+    version: str
+    api_version: str = ""
+    git_commit: str = ""
+    uptime_seconds: int = 0
+    # Cgroup layout of the host: "v1", "v2" or "hybrid".
+    cgroup_mode: str = ""
+    kernel: str = ""
+
+    @classmethod
+    def _from_proto(cls, v: system_pb2.GetVersionResponse) -> "VersionInfo":
+        return cls(version=v.version, api_version=v.api_version, git_commit=v.git_commit,
+                   uptime_seconds=v.uptime_seconds, cgroup_mode=v.cgroup_mode,
+                   kernel=v.kernel)
 
 
 class SandboxClient:
@@ -133,9 +154,10 @@ class SandboxClient:
             raise from_rpc_error(err, sandbox_call=sandbox_call, build_call=build_call) from None
 
     # --- system ---
-    def version(self) -> system_pb2.GetVersionResponse:
-        """The daemon's GetVersion answer (version, api_version, ...)."""
-        return self._unary(self._system.GetVersion, system_pb2.GetVersionRequest(), timeout=30)
+    def version(self) -> VersionInfo:
+        """The daemon's version, API version and build facts."""
+        return VersionInfo._from_proto(
+            self._unary(self._system.GetVersion, system_pb2.GetVersionRequest(), timeout=30))
 
     # --- sandboxes ---
     def run(self, sandbox: Sandbox) -> Sandbox:
@@ -143,7 +165,7 @@ class SandboxClient:
         client."""
         if sandbox.id is not None:
             raise RuntimeError(f"sandbox {sandbox.id} is already running")
-        s = self._unary(self._sandboxes.CreateSandbox, sandbox.to_proto())
+        s = self._unary(self._sandboxes.CreateSandbox, sandbox._request())
         sandbox._bind(self, s)
         return sandbox
 
@@ -199,30 +221,31 @@ class SandboxClient:
         out: List[SandboxInfo] = []
         token = ""
         while True:
-            req = pb.ListSandboxesRequest(statuses=[s.to_proto() for s in statuses],
-                                          name=name or "", tags=dict(tags or {}),
+            req = pb.ListSandboxesRequest(name=name or "", tags=dict(tags or {}),
                                           page_token=token)
+            req.statuses.extend(s._to_proto() for s in statuses)
             resp = self._unary(self._sandboxes.ListSandboxes, req, timeout=60)
-            out.extend(SandboxInfo.from_proto(s) for s in resp.sandboxes)
+            out.extend(SandboxInfo._from_proto(s) for s in resp.sandboxes)
             token = resp.next_page_token
             if not token:
                 return out
 
-    def processes(self, sandbox: Union[Sandbox, str]) -> List[pb.Process]:
-        """Running and recent processes of a sandbox."""
+    def processes(self, sandbox: Union[Sandbox, str]) -> List[ProcessInfo]:
+        """Running and recent processes of a sandbox (a Sandbox or an id)."""
         sid = sandbox.id if isinstance(sandbox, Sandbox) else sandbox
         resp = self._unary(self._sandboxes.ListProcesses,
                            pb.ListProcessesRequest(sandbox=sid or ""), sandbox_call=True)
-        return list(resp.processes)
+        return [ProcessInfo._from_proto(p) for p in resp.processes]
 
     # --- images ---
     def import_image(self, name: str, source: Union[str, os.PathLike, IO[bytes], bytes],
-                     config: Optional[images_pb2.ImageConfig] = None) -> images_pb2.Image:
-        """Import a rootfs tarball (path, file object or bytes) as `name`."""
+                     config: Optional[ImageConfig] = None) -> ImageInfo:
+        """Import a rootfs tarball (path, file object or bytes) as `name`,
+        optionally with its run configuration."""
         def chunks(f: IO[bytes]) -> Iterator[images_pb2.ImportImageRequest]:
             meta = images_pb2.ImportImageMeta(name=name)
             if config is not None:
-                meta.config.CopyFrom(config)
+                meta.config.CopyFrom(config._to_proto())
             yield images_pb2.ImportImageRequest(meta=meta)
             while True:
                 b = f.read(CHUNK)
@@ -230,21 +253,23 @@ class SandboxClient:
                     return
                 yield images_pb2.ImportImageRequest(data=b)
 
-        import io
+        def send(f: IO[bytes]) -> ImageInfo:
+            return ImageInfo._from_proto(
+                self._unary(self._images.ImportImage, chunks(f), build_call=True))
+
         if isinstance(source, (bytes, bytearray)):
-            f: IO[bytes] = io.BytesIO(bytes(source))
-            return self._unary(self._images.ImportImage, chunks(f), build_call=True)
+            return send(io.BytesIO(bytes(source)))
         if isinstance(source, (str, os.PathLike)):
             with open(source, "rb") as fh:
-                return self._unary(self._images.ImportImage, chunks(fh), build_call=True)
-        return self._unary(self._images.ImportImage, chunks(source), build_call=True)
+                return send(fh)
+        return send(source)
 
-    def build_image(self, image: Image, on_log: Optional[Callable[[str], None]] = None) -> images_pb2.Image:
+    def build_image(self, image: Image, on_log: Optional[Callable[[str], None]] = None) -> ImageInfo:
         """Build a declarative image (cached by spec); `on_log` gets each
         build output line."""
         try:
             final = None
-            for p in self._images.BuildImage(images_pb2.BuildImageRequest(build=image.to_build())):
+            for p in self._images.BuildImage(images_pb2.BuildImageRequest(build=image._to_build())):
                 if p.log and on_log is not None:
                     on_log(p.log)
                 if p.HasField("image"):
@@ -253,20 +278,23 @@ class SandboxClient:
             raise from_rpc_error(err, build_call=True) from None
         if final is None:
             raise ImageBuildError(Status.UNKNOWN, "build ended without an image")
-        return final
+        return ImageInfo._from_proto(final)
 
-    def list_images(self) -> List[images_pb2.Image]:
-        return list(self._unary(self._images.ListImages, images_pb2.ListImagesRequest()).images)
+    def list_images(self) -> List[ImageInfo]:
+        resp = self._unary(self._images.ListImages, images_pb2.ListImagesRequest())
+        return [ImageInfo._from_proto(i) for i in resp.images]
 
-    def get_image(self, image: str) -> images_pb2.Image:
-        return self._unary(self._images.GetImage, images_pb2.GetImageRequest(image=image))
+    def get_image(self, image: str) -> ImageInfo:
+        """An image by name or id; raises NotFound."""
+        return ImageInfo._from_proto(
+            self._unary(self._images.GetImage, images_pb2.GetImageRequest(image=image)))
 
     def delete_image(self, image: str) -> None:
         self._unary(self._images.DeleteImage, images_pb2.DeleteImageRequest(image=image))
 
     # --- secrets ---
     def set_secret(self, name: str, value: Union[str, bytes, None] = None, *,
-                   values: Optional[Mapping[str, Union[str, bytes]]] = None) -> secrets_pb2.SecretInfo:
+                   values: Optional[Mapping[str, Union[str, bytes]]] = None) -> SecretInfo:
         """Create or replace a stored secret (value, or key→value for an
         integration secret)."""
         def b(v: Union[str, bytes]) -> bytes:
@@ -274,20 +302,24 @@ class SandboxClient:
         req = secrets_pb2.SetSecretRequest(name=name, value=b(value) if value is not None else b"")
         for k, v in (values or {}).items():
             req.values[k] = b(v)
-        return self._unary(self._secrets.SetSecret, req)
+        return SecretInfo._from_proto(self._unary(self._secrets.SetSecret, req))
 
-    def list_secrets(self) -> List[secrets_pb2.SecretInfo]:
-        return list(self._unary(self._secrets.ListSecrets, secrets_pb2.ListSecretsRequest()).secrets)
+    def list_secrets(self) -> List[SecretInfo]:
+        resp = self._unary(self._secrets.ListSecrets, secrets_pb2.ListSecretsRequest())
+        return [SecretInfo._from_proto(s) for s in resp.secrets]
 
     def delete_secret(self, name: str) -> None:
         self._unary(self._secrets.DeleteSecret, secrets_pb2.DeleteSecretRequest(name=name))
 
     # --- volumes ---
-    def create_volume(self, name: str) -> volumes_pb2.Volume:
-        return self._unary(self._volumes.CreateVolume, volumes_pb2.CreateVolumeRequest(name=name))
+    def create_volume(self, name: str) -> VolumeInfo:
+        """Create a volume (idempotent)."""
+        return VolumeInfo._from_proto(
+            self._unary(self._volumes.CreateVolume, volumes_pb2.CreateVolumeRequest(name=name)))
 
-    def list_volumes(self) -> List[volumes_pb2.Volume]:
-        return list(self._unary(self._volumes.ListVolumes, volumes_pb2.ListVolumesRequest()).volumes)
+    def list_volumes(self) -> List[VolumeInfo]:
+        resp = self._unary(self._volumes.ListVolumes, volumes_pb2.ListVolumesRequest())
+        return [VolumeInfo._from_proto(v) for v in resp.volumes]
 
     def delete_volume(self, name: str) -> None:
         self._unary(self._volumes.DeleteVolume, volumes_pb2.DeleteVolumeRequest(name=name))

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 _END = object()
 
-_REASONS = {
+_REASONS: Dict[int, str] = {
     pb.EXIT_REASON_UNSPECIFIED: "unspecified",
     pb.EXIT_REASON_EXITED: "exited",
     pb.EXIT_REASON_SIGNALED: "signaled",
@@ -35,7 +35,7 @@ _REASONS = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExecEvent:
     """One piece of a running process's life: output text, or its exit."""
 
@@ -58,7 +58,7 @@ class ExecEvent:
     gap: Optional[Tuple[int, int]] = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExecResult:
     """The outcome of a finished process."""
 
@@ -72,8 +72,8 @@ class ExecResult:
     stderr: List[str] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.stdout = self.stdout_text.splitlines()
-        self.stderr = self.stderr_text.splitlines()
+        object.__setattr__(self, "stdout", self.stdout_text.splitlines())
+        object.__setattr__(self, "stderr", self.stderr_text.splitlines())
 
     @property
     def ok(self) -> bool:
@@ -360,5 +360,3 @@ def collect(events: Iterator[ExecEvent], exec_id: str = "") -> ExecResult:
     return ExecResult("".join(out), "".join(err), last.exit_code, last.signal,
                       last.reason or "exited", exec_id)
 
-
-Env = Optional[Dict[str, str]]

@@ -5,16 +5,13 @@ import datetime as _dt
 import enum
 from dataclasses import dataclass, field
 from typing import (TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
-                    Union)
+                    Union, cast)
 
-import grpc
-
-from warren._errors import WarrenError, from_rpc_error
+from warren._convert import from_timestamp
 from warren._exec import (ExecEvent, ExecResult, Process, _ExecCall, collect,
                           exec_start_message)
 from warren._image import Image, image_spec
 from warren._network import ComputeClass, NetworkPolicy, ResourceDetector, SshDest
-from warren._proto.warren.v1 import common_pb2
 from warren._proto.warren.v1 import sandboxes_pb2 as pb
 from warren._secret import Secret
 
@@ -37,21 +34,15 @@ class SandboxStatus(str, enum.Enum):
         return self.value
 
     @classmethod
-    def from_proto(cls, v: int) -> "SandboxStatus":
+    def _from_proto(cls, v: int) -> "SandboxStatus":
         name = pb.SandboxStatus.Name(v).replace("SANDBOX_STATUS_", "")
         return cls(name)
 
-    def to_proto(self) -> int:
+    def _to_proto(self) -> int:
         return pb.SandboxStatus.Value("SANDBOX_STATUS_" + self.value)
 
 
-def _time(ts: common_pb2.Timestamp) -> Optional[_dt.datetime]:
-    if not ts.unix_nanos:
-        return None
-    return _dt.datetime.fromtimestamp(ts.unix_nanos / 1e9, tz=_dt.timezone.utc)
-
-
-@dataclass
+@dataclass(frozen=True)
 class SandboxInfo:
     """What the daemon knows about a sandbox."""
 
@@ -74,14 +65,15 @@ class SandboxInfo:
     volumes: List[Tuple[str, str]] = field(default_factory=list)
 
     @classmethod
-    def from_proto(cls, s: pb.Sandbox) -> "SandboxInfo":
-        return cls(id=s.id, name=s.name, status=SandboxStatus.from_proto(s.status),
+    def _from_proto(cls, s: pb.Sandbox) -> "SandboxInfo":
+        return cls(id=s.id, name=s.name, status=SandboxStatus._from_proto(s.status),
                    status_message=s.status_message, image_id=s.image_id, image_ref=s.image_ref,
                    tags=dict(s.tags), workdir=s.workdir, entrypoint=list(s.entrypoint),
                    cpu=s.resources.cpu, memory=s.resources.memory, environment=s.environment,
                    detected_resources=list(s.detected_resources),
-                   created_at=_time(s.created_at), terminated_at=_time(s.terminated_at),
-                   expires_at=_time(s.expires_at),
+                   created_at=from_timestamp(s.created_at),
+                   terminated_at=from_timestamp(s.terminated_at),
+                   expires_at=from_timestamp(s.expires_at),
                    volumes=[(v.volume, v.path) for v in s.volumes])
 
 
@@ -89,9 +81,9 @@ EnvMap = Mapping[str, Union[str, Secret]]
 VolumeSpec = Union[Tuple[str, str], Tuple[str, str, bool]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProcessInfo:
-    """A process as ListProcesses reports it."""
+    """A process of a sandbox, as Sandbox.processes() reports it."""
 
     exec_id: str
     pid: int
@@ -105,10 +97,11 @@ class ProcessInfo:
     reason: Optional[str] = None
 
     @classmethod
-    def from_proto(cls, p: pb.Process) -> "ProcessInfo":
+    def _from_proto(cls, p: pb.Process) -> "ProcessInfo":
         from warren._exec import _REASONS
         done = p.HasField("exited")
-        return cls(p.exec_id, p.pid, list(p.argv), p.running, p.pty, _time(p.started_at),
+        return cls(p.exec_id, p.pid, list(p.argv), p.running, p.pty,
+                   from_timestamp(p.started_at),
                    p.exited.exit_code if done else None, p.exited.signal if done else 0,
                    _REASONS.get(p.exited.reason, "unspecified") if done else None)
 
@@ -186,7 +179,7 @@ class Sandbox:
         if self.id is not None:
             raise RuntimeError(f"Sandbox.{what} must be called before the sandbox runs")
 
-    def to_proto(self) -> pb.CreateSandboxRequest:
+    def _request(self) -> pb.CreateSandboxRequest:
         """The CreateSandboxRequest for this spec (local secrets read now)."""
         r = pb.CreateSandboxRequest(name=self.name or "", workdir=self.workdir or "",
                                     entrypoint=self.entrypoint or [], tags=self.tags,
@@ -198,30 +191,30 @@ class Sandbox:
             r.image.CopyFrom(spec)
         for k, v in self.env.items():
             if isinstance(v, Secret):
-                r.env[k].secret.CopyFrom(v.to_proto(env_name=k))
+                r.env[k].secret.CopyFrom(v._to_proto(env_name=k))
             elif isinstance(v, str):
                 r.env[k].value = v
             else:
                 raise TypeError(f"env[{k!r}] must be a str or Secret")
-        r.secrets.extend(s.to_proto() for s in self.secrets)
+        r.secrets.extend(s._to_proto() for s in self.secrets)
         if self.cpu or self.memory:
             r.resources.cpu = self.cpu or ""
             r.resources.memory = self.memory or ""
-        for v in self.volumes:
-            ro = bool(v[2]) if len(v) > 2 else False  # type: ignore[misc]
-            r.volumes.append(pb.VolumeMount(volume=v[0], path=v[1], read_only=ro))
+        for vol in self.volumes:
+            ro = bool(vol[2]) if len(vol) > 2 else False
+            r.volumes.append(pb.VolumeMount(volume=vol[0], path=vol[1], read_only=ro))
         policy = self.network_policy
         if ResourceDetector.GITHUB_PULL_REQUESTS in self.resource_detectors:
             policy = (policy or NetworkPolicy(allowed_hosts=[])).with_host(GITHUB_API_HOST)
         if policy is not None:
-            r.network_policy.CopyFrom(policy.to_proto())
+            r.network_policy.CopyFrom(policy._to_proto())
         for hosts, sec in self._credentials:
-            r.credentials.append(pb.HostCredential(hosts=hosts, secret=sec.to_proto()))
+            r.credentials.append(pb.HostCredential(hosts=hosts, secret=sec._to_proto()))
         for alias, dest in self.managed_ssh.items():
-            r.managed_ssh[alias].CopyFrom(dest.to_proto())
+            r.managed_ssh[alias].CopyFrom(dest._to_proto())
         r.resource_detectors.extend(int(d) for d in self.resource_detectors)
         if self.compute_class is not None:
-            r.compute_class = int(self.compute_class)
+            r.compute_class = cast("pb.ComputeClass", int(self.compute_class))
         return r
 
     # --- lifecycle ---
@@ -242,7 +235,7 @@ class Sandbox:
         self._client = client
         self.id = s.id
         self.name = s.name or self.name
-        self._info = SandboxInfo.from_proto(s)
+        self._info = SandboxInfo._from_proto(s)
 
     @property
     def client(self) -> "SandboxClient":
@@ -267,7 +260,7 @@ class Sandbox:
     def refresh(self) -> SandboxInfo:
         """Fetch the sandbox's current info from the daemon."""
         s = self.client._unary(self.client._sandboxes.GetSandbox, self._key(), sandbox_call=True)
-        self._info = SandboxInfo.from_proto(s)
+        self._info = SandboxInfo._from_proto(s)
         return self._info
 
     def terminate(self, grace_period_seconds: Optional[float] = None) -> SandboxInfo:
@@ -277,7 +270,7 @@ class Sandbox:
                                          grace_period_seconds=float(grace_period_seconds or 0))
         try:
             s = self.client._unary(self.client._sandboxes.TerminateSandbox, req, sandbox_call=True)
-            self._info = SandboxInfo.from_proto(s)
+            self._info = SandboxInfo._from_proto(s)
             return self._info
         finally:
             if self._owns_client and self._client is not None:
@@ -344,7 +337,7 @@ class Sandbox:
         daemon still keeps for a late attach."""
         req = pb.ListProcessesRequest(sandbox=self._key().id)
         resp = self.client._unary(self.client._sandboxes.ListProcesses, req, sandbox_call=True)
-        return [ProcessInfo.from_proto(p) for p in resp.processes]
+        return [ProcessInfo._from_proto(p) for p in resp.processes]
 
     @property
     def git(self) -> "Git":

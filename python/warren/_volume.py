@@ -2,10 +2,13 @@
 sandboxes with volumes=[("name", "/path")]."""
 from __future__ import annotations
 
+import datetime as _dt
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, List, Optional, Union
 
 import grpc
 
+from warren._convert import from_timestamp
 from warren._errors import from_rpc_error
 from warren._proto.warren.v1 import volumes_pb2 as pb
 
@@ -13,6 +16,34 @@ if TYPE_CHECKING:
     from warren._client import SandboxClient
 
 CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class VolumeInfo:
+    """A volume as warrend reports it (create_volume, list_volumes)."""
+
+    name: str
+    size_bytes: int = 0
+    created_at: Optional[_dt.datetime] = None
+
+    @classmethod
+    def _from_proto(cls, v: pb.Volume) -> "VolumeInfo":
+        return cls(name=v.name, size_bytes=v.size_bytes, created_at=from_timestamp(v.created_at))
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A file in a volume (put_file, list_files)."""
+
+    path: str
+    size_bytes: int = 0
+    mode: int = 0
+    modified_at: Optional[_dt.datetime] = None
+
+    @classmethod
+    def _from_proto(cls, f: pb.FileInfo) -> "FileInfo":
+        return cls(path=f.path, size_bytes=f.size_bytes, mode=f.mode,
+                   modified_at=from_timestamp(f.modified_at))
 
 
 class Volume:
@@ -39,7 +70,7 @@ class Volume:
         self._created = True
         return self
 
-    def put_file(self, path: str, data: Union[bytes, str], mode: int = 0o644) -> pb.FileInfo:
+    def put_file(self, path: str, data: Union[bytes, str], mode: int = 0o644) -> FileInfo:
         """Write a file (relative path) with the given content."""
         if not self._created:
             self.create()
@@ -50,7 +81,7 @@ class Volume:
             for i in range(0, len(raw), CHUNK):
                 yield pb.PutFileRequest(data=raw[i:i + CHUNK])
 
-        return self.client._unary(self.client._volumes.PutFile, reqs())
+        return FileInfo._from_proto(self.client._unary(self.client._volumes.PutFile, reqs()))
 
     def get_file(self, path: str) -> bytes:
         """A file's content."""
@@ -60,10 +91,10 @@ class Volume:
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
 
-    def list_files(self, prefix: str = "") -> List[pb.FileInfo]:
+    def list_files(self, prefix: str = "") -> List[FileInfo]:
         resp = self.client._unary(self.client._volumes.ListFiles,
                                   pb.ListFilesRequest(volume=self.name, prefix=prefix))
-        return list(resp.files)
+        return [FileInfo._from_proto(f) for f in resp.files]
 
     def remove_file(self, path: str) -> None:
         self.client._unary(self.client._volumes.RemoveFile,
