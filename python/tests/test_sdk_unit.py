@@ -312,3 +312,66 @@ def test_processes_are_process_infos(client):
     finally:
         p.send_signal(signal.SIGKILL)
         p.wait()
+
+
+# --- one definition of the create options ---
+
+def test_create_takes_exactly_the_sandbox_keywords(client, server):
+    import inspect
+
+    _, sbx, _ = server
+    create = inspect.signature(client.create)
+    ctor = inspect.signature(Sandbox)
+    assert list(create.parameters.values()) == list(ctor.parameters.values())
+    assert len([p for p in ctor.parameters.values() if p.kind is p.KEYWORD_ONLY]) == 16
+    with pytest.raises(TypeError):
+        client.create(image="img", nme="typo")
+    client.create("img", hostname="h1", compute_class=wr.ComputeClass.HOST, identity=True)
+    req = sbx.last_create
+    assert req.image.ref == "img" and req.hostname == "h1" and req.identity
+    assert req.compute_class == int(wr.ComputeClass.HOST)
+
+
+def test_modules_import_without_a_cycle():
+    """The SDK's modules import one another in one direction only: the
+    graph of module-level imports between warren modules has no cycle, and
+    no function imports a warren module late to dodge one."""
+    import ast
+
+    pkg = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "warren")
+    graph = {}
+    for f in sorted(os.listdir(pkg)):
+        if not f.endswith(".py"):
+            continue
+        mod = f[:-3]
+        tree = ast.parse(open(os.path.join(pkg, f)).read())
+        deps = set()
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("warren._"):
+                name = node.module.split(".")[1]
+                if name != "_proto":
+                    deps.add(name)
+        graph[mod] = deps
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)):
+                        names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                            [a.name for a in node.names]
+                        assert not any(n.startswith("warren") for n in names), \
+                            f"{mod}.{fn.name} imports {names} inside a function"
+    assert "_sandbox" in graph["_client"] and "_client" not in graph["_sandbox"]
+
+    state = {}
+
+    def visit(m, path):
+        assert state.get(m) != "open", "import cycle: " + " -> ".join(path + [m])
+        if state.get(m) == "done":
+            return
+        state[m] = "open"
+        for d in graph.get(m, ()):
+            visit(d, path + [m])
+        state[m] = "done"
+
+    for m in graph:
+        visit(m, [])

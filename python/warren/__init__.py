@@ -7,17 +7,18 @@ their output over gRPC.
         print(sb.exec("echo", "hi").stdout_text)
         sb.terminate()
 """
-from warren._client import DEFAULT_ADDR, SandboxClient, VersionInfo, grpc_target
+from warren._channel import DEFAULT_ADDR, grpc_target
+from warren._client import SandboxClient, VersionInfo
 from warren._errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded,
                             FailedPrecondition, GitError, ImageBuildError, Internal,
                             InvalidArgument, NotFound, OutOfRange, PermissionDenied,
                             ResourceExhausted, SandboxNotFound, Status, Unauthenticated,
                             Unavailable, Unimplemented, Unknown, WarrenError)
-from warren._exec import ExecEvent, ExecResult, Process
+from warren._exec import ExecEvent, ExecResult, Process, ProcessInfo
 from warren._git import Git, GitStatus
 from warren._image import Image, ImageConfig, ImageInfo
 from warren._network import ComputeClass, NetworkPolicy, ResourceDetector, SshDest
-from warren._sandbox import ProcessInfo, Sandbox, SandboxInfo, SandboxStatus
+from warren._sandbox import Sandbox, SandboxInfo, SandboxStatus
 from warren._secret import Secret, SecretInfo
 from warren._volume import FileInfo, Volume, VolumeInfo
 

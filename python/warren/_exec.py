@@ -9,19 +9,19 @@ chunks is kept until its remaining bytes arrive."""
 from __future__ import annotations
 
 import codecs
+import datetime as _dt
 import queue
 import signal as _signal
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 import grpc
 
+from warren._channel import Channel
+from warren._convert import from_timestamp
 from warren._errors import Status, WarrenError, from_rpc_error
 from warren._proto.warren.v1 import sandboxes_pb2 as pb
-
-if TYPE_CHECKING:
-    from warren._client import SandboxClient
 
 _END = object()
 
@@ -80,6 +80,34 @@ class ExecResult:
         return self.exit_code == 0
 
 
+def _reason(code: int) -> str:
+    return _REASONS.get(code, "unspecified")
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """A process of a sandbox, as Sandbox.processes() reports it."""
+
+    exec_id: str
+    pid: int
+    argv: List[str]
+    running: bool
+    pty: bool = False
+    started_at: Optional[_dt.datetime] = None
+    exit_code: Optional[int] = None
+    signal: int = 0
+    # "exited", "signaled", "timeout", "oom", "sandbox_terminated"; None while running.
+    reason: Optional[str] = None
+
+    @classmethod
+    def _from_proto(cls, p: pb.Process) -> "ProcessInfo":
+        done = p.HasField("exited")
+        return cls(p.exec_id, p.pid, list(p.argv), p.running, p.pty,
+                   from_timestamp(p.started_at),
+                   p.exited.exit_code if done else None, p.exited.signal if done else 0,
+                   _reason(p.exited.reason) if done else None)
+
+
 def signal_number(sig: Union[int, str, _signal.Signals]) -> int:
     """A signal as a number: 15, signal.SIGTERM, "SIGTERM", "TERM", "15"."""
     if isinstance(sig, str):
@@ -123,7 +151,7 @@ class _ExecCall:
     """One Exec stream: the request queue, the response iterator and the
     incremental decoders."""
 
-    def __init__(self, client: "SandboxClient", start: Union[pb.ExecStart, pb.ExecAttach],
+    def __init__(self, client: Channel, start: Union[pb.ExecStart, pb.ExecAttach],
                  close_stdin: bool, text: bool = True):
         self._q: "queue.Queue[object]" = queue.Queue()
         if isinstance(start, pb.ExecAttach):
@@ -208,7 +236,7 @@ class _ExecCall:
                     self._exited = True
                     ex = resp.exited
                     yield ExecEvent(is_exited=True, exit_code=ex.exit_code, signal=ex.signal,
-                                    reason=_REASONS.get(ex.reason, "unspecified"),
+                                    reason=_reason(ex.reason),
                                     offset=self.offset)
         except grpc.RpcError as err:
             raise from_rpc_error(err, sandbox_call=True) from None

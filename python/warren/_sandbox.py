@@ -1,25 +1,32 @@
-"""Sandbox handles and their info."""
+"""Sandbox handles and their info.
+
+``Sandbox.__init__`` is the one definition of the sandbox options (the
+keywords of ``SandboxClient.create``, which copies its signature with
+:func:`sandbox_keywords`) and ``Sandbox._request`` the one place that
+turns them into a CreateSandboxRequest."""
 from __future__ import annotations
 
 import datetime as _dt
 import enum
+import inspect
 from dataclasses import dataclass, field
-from typing import (TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
-                    Union, cast)
+from typing import (Any, Callable, Concatenate, Dict, Iterator, List, Mapping, Optional,
+                    ParamSpec, Sequence, Tuple, TypeVar, Union, cast)
 
+from warren._channel import Channel
 from warren._convert import from_timestamp
-from warren._exec import (ExecEvent, ExecResult, Process, _ExecCall, collect,
+from warren._exec import (ExecEvent, ExecResult, Process, ProcessInfo, _ExecCall, collect,
                           exec_start_message)
+from warren._git import Git
 from warren._image import Image, image_spec
 from warren._network import ComputeClass, NetworkPolicy, ResourceDetector, SshDest
 from warren._proto.warren.v1 import sandboxes_pb2 as pb
 from warren._secret import Secret
 
-if TYPE_CHECKING:
-    from warren._client import SandboxClient
-    from warren._git import Git
-
 GITHUB_API_HOST = "api.github.com"
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class SandboxStatus(str, enum.Enum):
@@ -81,31 +88,6 @@ EnvMap = Mapping[str, Union[str, Secret]]
 VolumeSpec = Union[Tuple[str, str], Tuple[str, str, bool]]
 
 
-@dataclass(frozen=True)
-class ProcessInfo:
-    """A process of a sandbox, as Sandbox.processes() reports it."""
-
-    exec_id: str
-    pid: int
-    argv: List[str]
-    running: bool
-    pty: bool = False
-    started_at: Optional[_dt.datetime] = None
-    exit_code: Optional[int] = None
-    signal: int = 0
-    # "exited", "signaled", "timeout", "oom", "sandbox_terminated"; None while running.
-    reason: Optional[str] = None
-
-    @classmethod
-    def _from_proto(cls, p: pb.Process) -> "ProcessInfo":
-        from warren._exec import _REASONS
-        done = p.HasField("exited")
-        return cls(p.exec_id, p.pid, list(p.argv), p.running, p.pty,
-                   from_timestamp(p.started_at),
-                   p.exited.exit_code if done else None, p.exited.signal if done else 0,
-                   _REASONS.get(p.exited.reason, "unspecified") if done else None)
-
-
 def _lifetime(v: Union[str, int, float, _dt.timedelta, None]) -> str:
     if v is None:
         return ""
@@ -114,6 +96,13 @@ def _lifetime(v: Union[str, int, float, _dt.timedelta, None]) -> str:
     if isinstance(v, (int, float)):
         return f"{int(v)}s"
     return str(v)
+
+
+def list_processes(channel: Channel, sandbox_id: str) -> List[ProcessInfo]:
+    """ListProcesses of a sandbox, as ProcessInfos."""
+    resp = channel._unary(channel._sandboxes.ListProcesses,
+                          pb.ListProcessesRequest(sandbox=sandbox_id), sandbox_call=True)
+    return [ProcessInfo._from_proto(p) for p in resp.processes]
 
 
 class Sandbox:
@@ -156,8 +145,8 @@ class Sandbox:
         self._credentials: List[Tuple[List[str], Secret]] = []
         self.id: Optional[str] = None
         self._info: Optional[SandboxInfo] = None
-        self._client: Optional["SandboxClient"] = None
-        self._owns_client = False
+        self._channel: Optional[Channel] = None
+        self._owns_channel = False
 
     # --- configuration before run ---
     def mount_volume(self, name: str, path: str, read_only: bool = False) -> "Sandbox":
@@ -218,30 +207,40 @@ class Sandbox:
         return r
 
     # --- lifecycle ---
-    def run(self) -> "Sandbox":
-        """Create and start the sandbox with a client from the environment."""
-        from warren._client import SandboxClient
-
-        client = SandboxClient.from_env()
-        try:
-            client.run(self)
-        except BaseException:
-            client.close()
-            raise
-        self._owns_client = True
-        return self
-
-    def _bind(self, client: "SandboxClient", s: pb.Sandbox) -> None:
-        self._client = client
+    def _create(self, channel: Channel) -> "Sandbox":
+        """Create and start the sandbox over `channel` and bind to it."""
+        if self.id is not None:
+            raise RuntimeError(f"sandbox {self.id} is already running")
+        s = channel._unary(channel._sandboxes.CreateSandbox, self._request())
+        self._channel = channel
         self.id = s.id
         self.name = s.name or self.name
         self._info = SandboxInfo._from_proto(s)
+        return self
 
-    @property
-    def client(self) -> "SandboxClient":
-        if self._client is None:
+    @classmethod
+    def _attach(cls, channel: Channel, s: pb.Sandbox) -> "Sandbox":
+        """A handle on the existing sandbox `s`."""
+        sb = cls(name=s.name or None)
+        sb._channel, sb.id, sb._info = channel, s.id, SandboxInfo._from_proto(s)
+        return sb
+
+    def run(self) -> "Sandbox":
+        """Create and start the sandbox with a client from the environment
+        (closed when the sandbox is terminated)."""
+        channel = Channel.from_env()
+        try:
+            self._create(channel)
+        except BaseException:
+            channel.close()
+            raise
+        self._owns_channel = True
+        return self
+
+    def _conn(self) -> Channel:
+        if self._channel is None:
             raise RuntimeError("the sandbox is not running: call .run() or client.run(sandbox)")
-        return self._client
+        return self._channel
 
     @property
     def status(self) -> Optional[SandboxStatus]:
@@ -259,7 +258,8 @@ class Sandbox:
 
     def refresh(self) -> SandboxInfo:
         """Fetch the sandbox's current info from the daemon."""
-        s = self.client._unary(self.client._sandboxes.GetSandbox, self._key(), sandbox_call=True)
+        ch = self._conn()
+        s = ch._unary(ch._sandboxes.GetSandbox, self._key(), sandbox_call=True)
         self._info = SandboxInfo._from_proto(s)
         return self._info
 
@@ -268,21 +268,22 @@ class Sandbox:
         sandbox. Idempotent."""
         req = pb.TerminateSandboxRequest(id=self._key().id,
                                          grace_period_seconds=float(grace_period_seconds or 0))
+        ch = self._conn()
         try:
-            s = self.client._unary(self.client._sandboxes.TerminateSandbox, req, sandbox_call=True)
+            s = ch._unary(ch._sandboxes.TerminateSandbox, req, sandbox_call=True)
             self._info = SandboxInfo._from_proto(s)
             return self._info
         finally:
-            if self._owns_client and self._client is not None:
-                self._client.close()
-                self._owns_client = False
+            if self._owns_channel:
+                ch.close()
+                self._owns_channel = False
 
     # --- exec ---
-    def _start(self, argv: tuple, workdir: Optional[str], timeout_secs: Optional[float],
-               env: Optional[Mapping[str, str]], close_stdin: bool,
-               user: Optional[str] = None) -> _ExecCall:
+    def _start(self, argv: Tuple[str, ...], workdir: Optional[str],
+               timeout_secs: Optional[float], env: Optional[Mapping[str, str]],
+               close_stdin: bool, user: Optional[str] = None) -> _ExecCall:
         start = exec_start_message(self._key().id, argv, workdir, timeout_secs, env, user=user)
-        return _ExecCall(self.client, start, close_stdin)
+        return _ExecCall(self._conn(), start, close_stdin)
 
     def exec(self, *argv: str, workdir: Optional[str] = None,
              timeout_secs: Optional[float] = None,
@@ -318,7 +319,7 @@ class Sandbox:
         attach(process.exec_id, offset)); text=False yields raw bytes."""
         start = exec_start_message(self._key().id, argv, workdir, timeout_secs, env, pty=pty,
                                    detach=detach, window=window, user=user)
-        call = _ExecCall(self.client, start, close_stdin=False, text=text)
+        call = _ExecCall(self._conn(), start, close_stdin=False, text=text)
         call.wait_started()
         return Process(call)
 
@@ -328,22 +329,36 @@ class Sandbox:
         no longer holds it), then live output, stdin and signals. Another
         client attached to it is detached (its stream ends ABORTED)."""
         att = pb.ExecAttach(sandbox=self._key().id, exec_id=exec_id, offset=int(offset))
-        call = _ExecCall(self.client, att, close_stdin=False, text=text)
+        call = _ExecCall(self._conn(), att, close_stdin=False, text=text)
         call.wait_started()
         return Process(call)
 
-    def processes(self) -> List["ProcessInfo"]:
+    def processes(self) -> List[ProcessInfo]:
         """The sandbox's processes: running ones, and finished ones the
         daemon still keeps for a late attach."""
-        req = pb.ListProcessesRequest(sandbox=self._key().id)
-        resp = self.client._unary(self.client._sandboxes.ListProcesses, req, sandbox_call=True)
-        return [ProcessInfo._from_proto(p) for p in resp.processes]
+        return list_processes(self._conn(), self._key().id)
 
     @property
-    def git(self) -> "Git":
-        from warren._git import Git
-
+    def git(self) -> Git:
         return Git(self)
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, name={self.name!r}, status={self.status})"
+
+
+def sandbox_keywords(
+        source: Callable[_P, Any]) -> Callable[[Callable[..., _R]], Callable[Concatenate[Any, _P], _R]]:
+    """Give a method (self, *args, **kwargs) the parameters of `source`
+    (Sandbox): for type checkers through the ParamSpec, for help() and
+    inspect through __signature__. The options are written once, in
+    Sandbox.__init__."""
+    params = list(inspect.signature(source).parameters.values())
+
+    def decorate(method: Callable[..., _R]) -> Callable[Concatenate[Any, _P], _R]:
+        own = inspect.signature(method)
+        self_param = next(iter(own.parameters.values()))
+        method.__signature__ = own.replace(  # type: ignore[attr-defined]
+            parameters=[self_param] + params)
+        return method
+
+    return decorate
