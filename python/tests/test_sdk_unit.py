@@ -375,3 +375,61 @@ def test_modules_import_without_a_cycle():
 
     for m in graph:
         visit(m, [])
+
+
+# --- context managers ---
+
+def test_process_context_manager_kills_a_running_process(client, server):
+    _, sbx, _ = server
+    sb = client.create(image="img")
+    t0 = time.monotonic()
+    with sb.exec_start("sleep", "300") as p:
+        assert p.returncode is None
+    assert time.monotonic() - t0 < 10
+    assert p.returncode == 128 + signal.SIGKILL
+    kills = [r.signal for r in sbx.exec_requests if r.WhichOneof("kind") == "signal"]
+    assert kills and kills[-1].signal == signal.SIGKILL and kills[-1].group
+    assert sbx.running == {}
+
+
+def test_process_context_manager_leaves_a_finished_process_alone(client, server):
+    _, sbx, _ = server
+    sb = client.create(image="img")
+    with sb.exec_start("sh", "-c", "echo hi") as p:
+        assert p.wait().stdout_text == "hi\n"
+    assert p.returncode == 0
+    assert not any(r.WhichOneof("kind") == "signal" for r in sbx.exec_requests)
+
+
+def test_process_context_manager_kills_on_error(client, server):
+    sb = client.create(image="img")
+    with pytest.raises(KeyError):
+        with sb.exec_start("sleep", "300") as p:
+            raise KeyError("boom")
+    assert p.returncode == 128 + signal.SIGKILL
+
+
+def test_sandbox_context_manager_terminates(client, server):
+    _, sbx, _ = server
+    with client.create(image="img") as sb:
+        assert sb.exec("true").exit_code == 0
+    assert sbx.boxes[sb.id].status == fake_server.pb.SANDBOX_STATUS_TERMINATED
+    assert sb.status == wr.SandboxStatus.TERMINATED
+    with pytest.raises(ValueError):
+        with client.create(image="img") as sb2:
+            raise ValueError("the block's error is not hidden")
+    assert sbx.boxes[sb2.id].status == fake_server.pb.SANDBOX_STATUS_TERMINATED
+    # terminating inside the block is fine too
+    with client.create(image="img") as sb3:
+        sb3.terminate()
+    assert sb3.status == wr.SandboxStatus.TERMINATED
+
+
+def test_sandbox_context_manager_runs_from_env(server, monkeypatch):
+    port, sbx, _ = server
+    monkeypatch.setenv("WARREN_ADDR", f"127.0.0.1:{port}")
+    with Sandbox(image="img", name="ctx") as sb:
+        assert sb.id and sbx.last_create.name == "ctx"
+        assert sb.exec("echo", "x").stdout_text == "x\n"
+    assert sbx.boxes[sb.id].status == fake_server.pb.SANDBOX_STATUS_TERMINATED
+    assert sb._channel is not None and sb._channel.closed  # its own client is closed

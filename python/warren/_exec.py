@@ -14,7 +14,8 @@ import queue
 import signal as _signal
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from types import TracebackType
+from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Type, Union
 
 import grpc
 
@@ -364,6 +365,26 @@ class Process:
     def cancel(self) -> None:
         """Abandon the stream (the process is killed unless detached)."""
         self._call.cancel()
+
+    # --- context manager ---
+    def __enter__(self) -> "Process":
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]],
+                 exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        """Leaving the block kills the process if it is still running
+        (SIGKILL to its process group, also when started with
+        detach=True), waits for its exit and ends the stream."""
+        try:
+            if self._exit is None:
+                try:
+                    self.send_signal(_signal.SIGKILL, group=True)
+                    for _ in self._output(keep=False):
+                        pass
+                except WarrenError:
+                    pass  # already gone: the stream has ended
+        finally:
+            self._call.cancel()
 
     def __del__(self) -> None:
         try:

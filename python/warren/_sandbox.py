@@ -10,8 +10,9 @@ import datetime as _dt
 import enum
 import inspect
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import (Any, Callable, Concatenate, Dict, Iterator, List, Mapping, Optional,
-                    ParamSpec, Sequence, Tuple, TypeVar, Union, cast)
+                    ParamSpec, Sequence, Tuple, Type, TypeVar, Union, cast)
 
 from warren._channel import Channel
 from warren._convert import from_timestamp
@@ -110,7 +111,9 @@ class Sandbox:
 
     ``Sandbox(image, name=..., ...)`` takes the same keywords as
     ``SandboxClient.create``; ``.run()`` creates it with a client from the
-    environment."""
+    environment. As a context manager (``with Sandbox(...) as sb:`` or
+    ``with client.create(...) as sb:``) it runs on entry if it is not
+    running yet and is terminated on exit."""
 
     def __init__(self, image: Union[Image, str, None] = None, *, name: Optional[str] = None,
                  cpu: Union[str, int, float, None] = None, memory: Union[str, int, None] = None,
@@ -278,6 +281,30 @@ class Sandbox:
                 ch.close()
                 self._owns_channel = False
 
+    # --- context manager ---
+    def __enter__(self) -> "Sandbox":
+        if self.id is None:
+            self.run()
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]],
+                 exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        """Terminate the sandbox. When the block raised, a failure to
+        terminate does not hide the block's exception."""
+        ch = self._channel
+        if self.id is None or ch is None or ch.closed:
+            return  # never ran, or already terminated by .run()'s own client
+        try:
+            if self.status != SandboxStatus.TERMINATED:
+                self.terminate()
+        except Exception:
+            if exc is None:
+                raise
+        finally:
+            if self._owns_channel:
+                ch.close()
+                self._owns_channel = False
+
     # --- exec ---
     def _start(self, argv: Tuple[str, ...], workdir: Optional[str],
                timeout_secs: Optional[float], env: Optional[Mapping[str, str]],
@@ -316,7 +343,9 @@ class Sandbox:
         """Start a process with stdin open; returns once it runs.
         pty=True gives it a terminal (window=(cols, rows)); detach=True
         keeps it running when this client goes away (re-attach with
-        attach(process.exec_id, offset)); text=False yields raw bytes."""
+        attach(process.exec_id, offset)); text=False yields raw bytes.
+        ``with sandbox.exec_start(...) as p:`` kills the process on exit
+        from the block if it is still running."""
         start = exec_start_message(self._key().id, argv, workdir, timeout_secs, env, pty=pty,
                                    detach=detach, window=window, user=user)
         call = _ExecCall(self._conn(), start, close_stdin=False, text=text)

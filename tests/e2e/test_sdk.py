@@ -218,6 +218,44 @@ def test_sandbox_run_from_env(client):
         sb.terminate()
 
 
+def test_sandbox_context_manager(client):
+    with client.create(image=IMAGE) as sb:
+        assert sb.exec("echo", "in").stdout_text == "in\n"
+    assert sb.status == wr.SandboxStatus.TERMINATED
+    assert client.get(id=sb.id).refresh().status == wr.SandboxStatus.TERMINATED
+    # Sandbox(...) runs on entry with a client from the environment
+    with Sandbox(image=IMAGE, name="sdk-e2e-with") as sb2:
+        assert client.get(name="sdk-e2e-with").id == sb2.id
+        assert sb2.exec("true").exit_code == 0
+    assert client.get(id=sb2.id).refresh().status == wr.SandboxStatus.TERMINATED
+    # the block's exception is the one that propagates; the sandbox still goes
+    with pytest.raises(KeyError):
+        with client.create(image=IMAGE) as sb3:
+            raise KeyError("boom")
+    assert client.get(id=sb3.id).refresh().status == wr.SandboxStatus.TERMINATED
+
+
+@pytest.mark.parametrize("detach", [False, True])
+def test_process_context_manager_kills(sandbox, detach):
+    with sandbox.exec_start("sh", "-c", "sleep 300 & sleep 300", detach=detach) as p:
+        assert p.returncode is None
+        running = [i for i in sandbox.processes() if i.exec_id == p.exec_id]
+        assert running and running[0].running
+    assert p.returncode == 128 + signal.SIGKILL
+    # gone from the running ones (a finished detached process is kept for
+    # a late attach, with how it ended)
+    info = [i for i in sandbox.processes() if i.exec_id == p.exec_id]
+    assert not any(i.running for i in info)
+    assert all(i.reason == "signaled" for i in info) and len(info) == int(detach)
+    # the whole group went: nothing but init is left
+    ps = sandbox.exec("sh", "-c", "ps -o comm | grep -c sleep || true").stdout_text.strip()
+    assert ps == "0"
+    # a process that finished inside the block is left as it was
+    with sandbox.exec_start("sh", "-c", "exit 3") as q:
+        assert q.wait().exit_code == 3
+    assert q.returncode == 3
+
+
 def test_results_are_dataclasses(client, sandbox):
     import dataclasses
     import datetime as dt
