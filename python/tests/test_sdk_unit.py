@@ -297,6 +297,18 @@ def test_results_are_frozen_dataclasses(client, tmp_path):
         assert not type(x).__module__.endswith("_pb2")
 
 
+def test_git_status_is_a_frozen_dataclass(client, tmp_path):
+    sb = client.create(image="img")
+    repo = str(tmp_path / "r")
+    sb.git.init(repo, initial_branch="main")
+    (tmp_path / "r" / "f").write_text("x")
+    st = _frozen(sb.git.status(repo))
+    assert st == wr.GitStatus("main", 0, 0, ["f"]) and not st.is_clean
+    with pytest.raises(wr.GitError) as ei:
+        sb.git.status(str(tmp_path / "nothere"))
+    assert ei.value.status == wr.Status.UNKNOWN and ei.value.exit_code
+
+
 def test_processes_are_process_infos(client):
     sb = client.create(image="img")
     p = sb.exec_start("sleep", "300")
