@@ -8,7 +8,7 @@ from typing import IO, Any, Callable, Iterator, List, Mapping, Optional, Sequenc
 
 import grpc
 
-from warren._channel import DEFAULT_ADDR, Channel, grpc_target
+from warren._channel import Channel
 from warren._errors import ImageBuildError, InvalidArgument, SandboxNotFound, Status, from_rpc_error
 from warren._exec import ProcessInfo
 from warren._image import Image, ImageConfig, ImageInfo
