@@ -7,28 +7,30 @@ their output over gRPC.
         print(sb.exec("echo", "hi").stdout_text)
         sb.terminate()
 """
-from warren._client import DEFAULT_ADDR, SandboxClient, grpc_target
+from warren._channel import DEFAULT_ADDR, grpc_target
+from warren._client import SandboxClient, VersionInfo
 from warren._errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded,
                             FailedPrecondition, GitError, ImageBuildError, Internal,
                             InvalidArgument, NotFound, OutOfRange, PermissionDenied,
-                            ResourceExhausted, SandboxNotFound, Unauthenticated, Unavailable,
-                            Unimplemented, Unknown, WarrenError)
-from warren._exec import ExecEvent, ExecResult, Process
+                            ResourceExhausted, SandboxNotFound, Status, Unauthenticated,
+                            Unavailable, Unimplemented, Unknown, WarrenError)
+from warren._exec import ExecEvent, ExecResult, Process, ProcessInfo
 from warren._git import Git, GitStatus
-from warren._image import Image
+from warren._image import Image, ImageConfig, ImageInfo
 from warren._network import ComputeClass, NetworkPolicy, ResourceDetector, SshDest
 from warren._sandbox import Sandbox, SandboxInfo, SandboxStatus
-from warren._secret import Secret
-from warren._volume import Volume
+from warren._secret import Secret, SecretInfo
+from warren._volume import FileInfo, Volume, VolumeInfo
 
 __version__ = "0.1.0"
 
 __all__ = [
     "SandboxClient", "Sandbox", "SandboxInfo", "SandboxStatus", "Image", "Secret", "Volume",
     "NetworkPolicy", "SshDest", "ResourceDetector", "ComputeClass", "ExecEvent", "ExecResult",
-    "Process", "Git", "GitStatus", "WarrenError", "SandboxNotFound", "NotFound",
-    "InvalidArgument", "Unimplemented", "Unavailable", "PermissionDenied", "DeadlineExceeded",
-    "AlreadyExists", "FailedPrecondition", "ResourceExhausted", "Cancelled", "Unknown",
-    "Aborted", "OutOfRange", "Internal", "DataLoss", "Unauthenticated", "GitError",
+    "Process", "ProcessInfo", "Git", "GitStatus", "VersionInfo", "ImageInfo", "ImageConfig",
+    "SecretInfo", "VolumeInfo", "FileInfo", "Status", "WarrenError", "SandboxNotFound",
+    "NotFound", "InvalidArgument", "Unimplemented", "Unavailable", "PermissionDenied",
+    "DeadlineExceeded", "AlreadyExists", "FailedPrecondition", "ResourceExhausted", "Cancelled",
+    "Unknown", "Aborted", "OutOfRange", "Internal", "DataLoss", "Unauthenticated", "GitError",
     "ImageBuildError", "DEFAULT_ADDR", "grpc_target",
 ]

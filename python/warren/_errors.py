@@ -1,20 +1,58 @@
 """Exceptions raised by the SDK.
 
-Every error carries the gRPC status (``status``, a :class:`grpc.StatusCode`)
-and the server's message (``message``). :func:`from_rpc_error` turns a
-``grpc.RpcError`` into the matching subclass.
+Every error carries a :class:`Status` (``status``; the gRPC status codes,
+by the same names and numbers) and the server's message (``message``).
+:func:`from_rpc_error` turns a ``grpc.RpcError`` into the matching
+subclass: grpc stays an implementation detail of the SDK.
 """
 from __future__ import annotations
 
-from typing import Optional
+import enum
+from typing import Dict, Optional, Type
 
 import grpc
+
+
+class Status(enum.IntEnum):
+    """Why a call failed: the gRPC status codes, same names and numbers."""
+
+    OK = 0
+    CANCELLED = 1
+    UNKNOWN = 2
+    INVALID_ARGUMENT = 3
+    DEADLINE_EXCEEDED = 4
+    NOT_FOUND = 5
+    ALREADY_EXISTS = 6
+    PERMISSION_DENIED = 7
+    RESOURCE_EXHAUSTED = 8
+    FAILED_PRECONDITION = 9
+    ABORTED = 10
+    OUT_OF_RANGE = 11
+    UNIMPLEMENTED = 12
+    INTERNAL = 13
+    UNAVAILABLE = 14
+    DATA_LOSS = 15
+    UNAUTHENTICATED = 16
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _status(code: Optional[grpc.StatusCode]) -> Status:
+    """The Status for a grpc.StatusCode (UNKNOWN for None or a code this
+    SDK does not know)."""
+    if code is None:
+        return Status.UNKNOWN
+    try:
+        return Status[code.name]
+    except KeyError:
+        return Status.UNKNOWN
 
 
 class WarrenError(Exception):
     """Base class of every Warren error."""
 
-    def __init__(self, status: grpc.StatusCode, message: str):
+    def __init__(self, status: Status, message: str):
         self.status = status
         self.message = message
         super().__init__(f"{status.name}: {message}" if message else status.name)
@@ -99,7 +137,7 @@ class GitError(WarrenError):
     def __init__(self, message: str, exit_code: Optional[int] = None, stderr: str = ""):
         self.exit_code = exit_code
         self.stderr = stderr
-        super().__init__(grpc.StatusCode.UNKNOWN, message)
+        super().__init__(Status.UNKNOWN, message)
 
     def __str__(self) -> str:
         return self.message
@@ -109,23 +147,23 @@ class ImageBuildError(WarrenError):
     """An image build or import failed."""
 
 
-_BY_STATUS = {
-    grpc.StatusCode.CANCELLED: Cancelled,
-    grpc.StatusCode.UNKNOWN: Unknown,
-    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
-    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
-    grpc.StatusCode.NOT_FOUND: NotFound,
-    grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
-    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
-    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
-    grpc.StatusCode.ABORTED: Aborted,
-    grpc.StatusCode.OUT_OF_RANGE: OutOfRange,
-    grpc.StatusCode.UNIMPLEMENTED: Unimplemented,
-    grpc.StatusCode.INTERNAL: Internal,
-    grpc.StatusCode.UNAVAILABLE: Unavailable,
-    grpc.StatusCode.DATA_LOSS: DataLoss,
-    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+_BY_STATUS: Dict[Status, Type[WarrenError]] = {
+    Status.CANCELLED: Cancelled,
+    Status.UNKNOWN: Unknown,
+    Status.INVALID_ARGUMENT: InvalidArgument,
+    Status.DEADLINE_EXCEEDED: DeadlineExceeded,
+    Status.NOT_FOUND: NotFound,
+    Status.ALREADY_EXISTS: AlreadyExists,
+    Status.PERMISSION_DENIED: PermissionDenied,
+    Status.RESOURCE_EXHAUSTED: ResourceExhausted,
+    Status.FAILED_PRECONDITION: FailedPrecondition,
+    Status.ABORTED: Aborted,
+    Status.OUT_OF_RANGE: OutOfRange,
+    Status.UNIMPLEMENTED: Unimplemented,
+    Status.INTERNAL: Internal,
+    Status.UNAVAILABLE: Unavailable,
+    Status.DATA_LOSS: DataLoss,
+    Status.UNAUTHENTICATED: Unauthenticated,
 }
 
 
@@ -135,16 +173,13 @@ def from_rpc_error(err: grpc.RpcError, *, sandbox_call: bool = False,
     into SandboxNotFound; ``build_call`` turns FAILED_PRECONDITION/INTERNAL/
     UNKNOWN into ImageBuildError."""
     try:
-        status = err.code()  # type: ignore[attr-defined]
+        status = _status(err.code())  # type: ignore[attr-defined]
         message = err.details() or ""  # type: ignore[attr-defined]
     except Exception:  # not a Call: e.g. a bare RpcError
-        status, message = grpc.StatusCode.UNKNOWN, str(err)
-    if status is None:
-        status = grpc.StatusCode.UNKNOWN
-    if sandbox_call and status == grpc.StatusCode.NOT_FOUND:
+        status, message = Status.UNKNOWN, str(err)
+    if sandbox_call and status == Status.NOT_FOUND:
         return SandboxNotFound(status, message)
-    if build_call and status in (grpc.StatusCode.FAILED_PRECONDITION,
-                                 grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN):
+    if build_call and status in (Status.FAILED_PRECONDITION, Status.INTERNAL, Status.UNKNOWN):
         return ImageBuildError(status, message)
     cls = _BY_STATUS.get(status, WarrenError)
     return cls(status, message)

@@ -9,23 +9,24 @@ chunks is kept until its remaining bytes arrive."""
 from __future__ import annotations
 
 import codecs
+import datetime as _dt
 import queue
 import signal as _signal
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from types import TracebackType
+from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Type, Union
 
 import grpc
 
-from warren._errors import WarrenError, from_rpc_error
+from warren._channel import Channel
+from warren._convert import from_timestamp
+from warren._errors import Status, WarrenError, from_rpc_error
 from warren._proto.warren.v1 import sandboxes_pb2 as pb
-
-if TYPE_CHECKING:
-    from warren._client import SandboxClient
 
 _END = object()
 
-_REASONS = {
+_REASONS: Dict[int, str] = {
     pb.EXIT_REASON_UNSPECIFIED: "unspecified",
     pb.EXIT_REASON_EXITED: "exited",
     pb.EXIT_REASON_SIGNALED: "signaled",
@@ -35,7 +36,7 @@ _REASONS = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExecEvent:
     """One piece of a running process's life: output text, or its exit."""
 
@@ -58,7 +59,7 @@ class ExecEvent:
     gap: Optional[Tuple[int, int]] = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExecResult:
     """The outcome of a finished process."""
 
@@ -72,12 +73,40 @@ class ExecResult:
     stderr: List[str] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.stdout = self.stdout_text.splitlines()
-        self.stderr = self.stderr_text.splitlines()
+        object.__setattr__(self, "stdout", self.stdout_text.splitlines())
+        object.__setattr__(self, "stderr", self.stderr_text.splitlines())
 
     @property
     def ok(self) -> bool:
         return self.exit_code == 0
+
+
+def _reason(code: int) -> str:
+    return _REASONS.get(code, "unspecified")
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """A process of a sandbox, as Sandbox.processes() reports it."""
+
+    exec_id: str
+    pid: int
+    argv: List[str]
+    running: bool
+    pty: bool = False
+    started_at: Optional[_dt.datetime] = None
+    exit_code: Optional[int] = None
+    signal: int = 0
+    # "exited", "signaled", "timeout", "oom", "sandbox_terminated"; None while running.
+    reason: Optional[str] = None
+
+    @classmethod
+    def _from_proto(cls, p: pb.Process) -> "ProcessInfo":
+        done = p.HasField("exited")
+        return cls(p.exec_id, p.pid, list(p.argv), p.running, p.pty,
+                   from_timestamp(p.started_at),
+                   p.exited.exit_code if done else None, p.exited.signal if done else 0,
+                   _reason(p.exited.reason) if done else None)
 
 
 def signal_number(sig: Union[int, str, _signal.Signals]) -> int:
@@ -123,7 +152,7 @@ class _ExecCall:
     """One Exec stream: the request queue, the response iterator and the
     incremental decoders."""
 
-    def __init__(self, client: "SandboxClient", start: Union[pb.ExecStart, pb.ExecAttach],
+    def __init__(self, client: Channel, start: Union[pb.ExecStart, pb.ExecAttach],
                  close_stdin: bool, text: bool = True):
         self._q: "queue.Queue[object]" = queue.Queue()
         if isinstance(start, pb.ExecAttach):
@@ -164,7 +193,7 @@ class _ExecCall:
     def send(self, req: pb.ExecRequest) -> None:
         with self._lock:
             if self._done:
-                raise WarrenError(grpc.StatusCode.FAILED_PRECONDITION, "the process has finished")
+                raise WarrenError(Status.FAILED_PRECONDITION, "the process has finished")
             self._q.put(req)
 
     def cancel(self) -> None:
@@ -208,14 +237,14 @@ class _ExecCall:
                     self._exited = True
                     ex = resp.exited
                     yield ExecEvent(is_exited=True, exit_code=ex.exit_code, signal=ex.signal,
-                                    reason=_REASONS.get(ex.reason, "unspecified"),
+                                    reason=_reason(ex.reason),
                                     offset=self.offset)
         except grpc.RpcError as err:
             raise from_rpc_error(err, sandbox_call=True) from None
         finally:
             self._finish()
         if not self._exited:
-            raise WarrenError(grpc.StatusCode.UNKNOWN, "exec stream ended without an exit status")
+            raise WarrenError(Status.UNKNOWN, "exec stream ended without an exit status")
 
     def wait_started(self) -> List[ExecEvent]:
         """Read until `started` (returns any events seen before it)."""
@@ -226,13 +255,13 @@ class _ExecCall:
                 if kind == "started":
                     self.exec_id, self.pid = resp.started.exec_id, resp.started.pid
                     return pending
-                raise WarrenError(grpc.StatusCode.INTERNAL,
+                raise WarrenError(Status.INTERNAL,
                                   f"exec: expected 'started', got '{kind}'")
         except grpc.RpcError as err:
             self._finish()
             raise from_rpc_error(err, sandbox_call=True) from None
         self._finish()
-        raise WarrenError(grpc.StatusCode.UNKNOWN, "exec stream ended before the process started")
+        raise WarrenError(Status.UNKNOWN, "exec stream ended before the process started")
 
 
 class Process:
@@ -337,6 +366,26 @@ class Process:
         """Abandon the stream (the process is killed unless detached)."""
         self._call.cancel()
 
+    # --- context manager ---
+    def __enter__(self) -> "Process":
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]],
+                 exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        """Leaving the block kills the process if it is still running
+        (SIGKILL to its process group, also when started with
+        detach=True), waits for its exit and ends the stream."""
+        try:
+            if self._exit is None:
+                try:
+                    self.send_signal(_signal.SIGKILL, group=True)
+                    for _ in self._output(keep=False):
+                        pass
+                except WarrenError:
+                    pass  # already gone: the stream has ended
+        finally:
+            self._call.cancel()
+
     def __del__(self) -> None:
         try:
             if self._exit is None:
@@ -360,5 +409,3 @@ def collect(events: Iterator[ExecEvent], exec_id: str = "") -> ExecResult:
     return ExecResult("".join(out), "".join(err), last.exit_code, last.signal,
                       last.reason or "exited", exec_id)
 
-
-Env = Optional[Dict[str, str]]

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 _CRED_HELPER = "!f() { echo username=$WARREN_GIT_USERNAME; echo password=$WARREN_GIT_PASSWORD; }; f"
 
 
-@dataclass
+@dataclass(frozen=True)
 class GitStatus:
     current_branch: Optional[str]
     ahead: int = 0

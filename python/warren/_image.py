@@ -3,10 +3,13 @@ travels to warrend as an ImageBuild protobuf, which builds and caches it.
 An Image with no steps is just a reference (ImageSpec.ref)."""
 from __future__ import annotations
 
+import datetime as _dt
 import os
 import re
-from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
+from warren._convert import from_timestamp
 from warren._proto.warren.v1 import images_pb2 as pb
 
 DEFAULT_PYTHON = "3.14"
@@ -19,9 +22,9 @@ def _strs(x: Union[str, Iterable[str]]) -> List[str]:
 class Image:
     """An image reference plus build steps (immutable)."""
 
-    def __init__(self, base_image: str, steps: Sequence[pb.BuildStep] = ()):
+    def __init__(self, base_image: str):
         self.base_image = base_image
-        self._steps: Tuple[pb.BuildStep, ...] = tuple(steps)
+        self._steps: Tuple[pb.BuildStep, ...] = ()
 
     # --- constructors ---
     @classmethod
@@ -66,11 +69,15 @@ class Image:
                 steps.append(pb.BuildStep(dockerfile=instr))
         if base is None:
             raise ValueError(f"{path}: no FROM instruction")
-        return cls(base, steps)
+        img = cls(base)
+        img._steps = tuple(steps)
+        return img
 
     # --- builder ---
     def _with(self, step: pb.BuildStep) -> "Image":
-        return Image(self.base_image, self._steps + (step,))
+        img = Image(self.base_image)
+        img._steps = self._steps + (step,)
+        return img
 
     def pip_install(self, packages: Union[str, Iterable[str]]) -> "Image":
         return self._with(pb.BuildStep(pip_install=pb.PackageList(packages=_strs(packages))))
@@ -138,23 +145,19 @@ class Image:
         return self._with(pb.BuildStep(cmd=pb.StringList(values=list(argv))))
 
     # --- serialization ---
-    @property
-    def steps(self) -> Tuple[pb.BuildStep, ...]:
-        return self._steps
-
-    def to_build(self) -> pb.ImageBuild:
+    def _to_build(self) -> pb.ImageBuild:
         return pb.ImageBuild(base_image=self.base_image, steps=list(self._steps))
 
-    def to_spec(self) -> pb.ImageSpec:
+    def _to_spec(self) -> pb.ImageSpec:
         if not self._steps:
             return pb.ImageSpec(ref=self.base_image)
-        return pb.ImageSpec(build=self.to_build())
+        return pb.ImageSpec(build=self._to_build())
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Image) and self.to_build() == other.to_build()
+        return isinstance(other, Image) and self._to_build() == other._to_build()
 
     def __hash__(self) -> int:
-        return hash(self.to_build().SerializeToString(deterministic=True))
+        return hash(self._to_build().SerializeToString(deterministic=True))
 
     def __repr__(self) -> str:
         return f"Image({self.base_image or 'sandbox default'!r}, steps={len(self._steps)})"
@@ -167,7 +170,7 @@ def image_spec(image: Union[Image, str, None]) -> Optional[pb.ImageSpec]:
     if isinstance(image, str):
         return pb.ImageSpec(ref=image)
     if isinstance(image, Image):
-        return image.to_spec()
+        return image._to_spec()
     raise TypeError(f"image must be a str or Image, not {type(image).__name__}")
 
 
@@ -186,3 +189,50 @@ def _dockerfile_instructions(text: str) -> List[str]:
     if cur.strip():
         out.append(cur.strip())
     return out
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    """The run configuration an image carries: environment ("K=V" entries
+    as a dict), working directory, entrypoint, command and user."""
+
+    env: Dict[str, str] = field(default_factory=dict)
+    workdir: str = ""
+    entrypoint: List[str] = field(default_factory=list)
+    cmd: List[str] = field(default_factory=list)
+    user: str = ""
+
+    @classmethod
+    def _from_proto(cls, c: pb.ImageConfig) -> "ImageConfig":
+        env: Dict[str, str] = {}
+        for kv in c.env:
+            k, _, v = kv.partition("=")
+            env[k] = v
+        return cls(env=env, workdir=c.working_dir, entrypoint=list(c.entrypoint),
+                   cmd=list(c.cmd), user=c.user)
+
+    def _to_proto(self) -> pb.ImageConfig:
+        return pb.ImageConfig(env=[f"{k}={v}" for k, v in self.env.items()],
+                              working_dir=self.workdir, entrypoint=list(self.entrypoint),
+                              cmd=list(self.cmd), user=self.user)
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """An image stored in warrend (list_images, get_image, import_image,
+    build_image)."""
+
+    id: str
+    names: List[str] = field(default_factory=list)
+    layers: List[str] = field(default_factory=list)
+    size_bytes: int = 0
+    config: ImageConfig = field(default_factory=ImageConfig)
+    created_at: Optional[_dt.datetime] = None
+    # "import", "pull" or "build".
+    source: str = ""
+
+    @classmethod
+    def _from_proto(cls, i: pb.Image) -> "ImageInfo":
+        return cls(id=i.id, names=list(i.names), layers=list(i.layers), size_bytes=i.size_bytes,
+                   config=ImageConfig._from_proto(i.config),
+                   created_at=from_timestamp(i.created_at), source=i.source)

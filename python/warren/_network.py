@@ -29,7 +29,7 @@ class _Matcher:
             raise ValueError("Matcher takes exactly one of exact=, starts_with=, regex=")
         self.exact, self.starts_with, self.regex = exact, starts_with, regex
 
-    def to_proto(self) -> pb.Matcher:
+    def _to_proto(self) -> pb.Matcher:
         if self.exact is not None:
             return pb.Matcher(exact=self.exact)
         if self.starts_with is not None:
@@ -41,7 +41,7 @@ MatcherLike = Union[_Matcher, str]
 
 
 def _matcher(m: MatcherLike) -> pb.Matcher:
-    return (_Matcher(exact=m) if isinstance(m, str) else m).to_proto()
+    return (_Matcher(exact=m) if isinstance(m, str) else m)._to_proto()
 
 
 class _Match:
@@ -53,7 +53,7 @@ class _Match:
         self.path, self.method = path, method
         self.query, self.headers = dict(query or {}), dict(headers or {})
 
-    def to_proto(self) -> pb.RequestMatch:
+    def _to_proto(self) -> pb.RequestMatch:
         m = pb.RequestMatch()
         if self.path is not None:
             m.path.CopyFrom(_matcher(self.path))
@@ -74,7 +74,7 @@ class _Transformer:
         self.headers = dict(headers or {})
         self.headers_secrets = dict(headers_secrets or {})
 
-    def to_proto(self) -> pb.Transformer:
+    def _to_proto(self) -> pb.Transformer:
         return pb.Transformer(headers=self.headers, headers_secrets=self.headers_secrets)
 
 
@@ -84,11 +84,11 @@ class _Rule:
                  forward_url: Optional[str] = None):
         self.match, self.transforms, self.forward_url = match, list(transforms or []), forward_url
 
-    def to_proto(self) -> pb.Rule:
-        r = pb.Rule(transforms=[t.to_proto() for t in self.transforms],
+    def _to_proto(self) -> pb.Rule:
+        r = pb.Rule(transforms=[t._to_proto() for t in self.transforms],
                     forward_url=self.forward_url or "")
         if self.match is not None:
-            r.match.CopyFrom(self.match.to_proto())
+            r.match.CopyFrom(self.match._to_proto())
         return r
 
 
@@ -108,7 +108,7 @@ class _Route:
                 a, b = p
                 self.ports.append((int(a), int(b)))
 
-    def to_proto(self) -> pb.Route:
+    def _to_proto(self) -> pb.Route:
         return pb.Route(cidr=self.cidr,
                         ports=[pb.PortRange(start=a, end=b) for a, b in self.ports])
 
@@ -117,7 +117,7 @@ RouteLike = Union[_Route, str]
 
 
 def _route(r: RouteLike) -> pb.Route:
-    return (_Route(r) if isinstance(r, str) else r).to_proto()
+    return (_Route(r) if isinstance(r, str) else r)._to_proto()
 
 
 class NetworkPolicy:
@@ -152,12 +152,12 @@ class NetworkPolicy:
             p.allowed_hosts.append(host)
         return p
 
-    def to_proto(self) -> pb.NetworkPolicy:
+    def _to_proto(self) -> pb.NetworkPolicy:
         p = pb.NetworkPolicy(allowed_hosts=self.allowed_hosts,
                              allowed_routes=[_route(r) for r in self.allowed_routes],
                              denied_routes=[_route(r) for r in self.denied_routes])
         for host, rules in self.host_rules.items():
-            p.host_rules[host].rules.extend(r.to_proto() for r in rules)
+            p.host_rules[host].rules.extend(r._to_proto() for r in rules)
         return p
 
 
@@ -170,7 +170,7 @@ class SshDest:
         self.username, self.port = username, port
         self.host_keys = list(host_keys or [])
 
-    def to_proto(self) -> pb.SshDest:
+    def _to_proto(self) -> pb.SshDest:
         return pb.SshDest(host=self.host, private_key_secret=self.private_key_secret,
                           username=self.username or "", port=self.port,
                           host_keys=self.host_keys)

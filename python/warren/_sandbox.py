@@ -1,28 +1,33 @@
-"""Sandbox handles and their info."""
+"""Sandbox handles and their info.
+
+``Sandbox.__init__`` is the one definition of the sandbox options (the
+keywords of ``SandboxClient.create``, which copies its signature with
+:func:`sandbox_keywords`) and ``Sandbox._request`` the one place that
+turns them into a CreateSandboxRequest."""
 from __future__ import annotations
 
 import datetime as _dt
 import enum
+import inspect
 from dataclasses import dataclass, field
-from typing import (TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
-                    Union)
+from types import TracebackType
+from typing import (Any, Callable, Concatenate, Dict, Iterator, List, Mapping, Optional,
+                    ParamSpec, Sequence, Tuple, Type, TypeVar, Union, cast)
 
-import grpc
-
-from warren._errors import WarrenError, from_rpc_error
-from warren._exec import (ExecEvent, ExecResult, Process, _ExecCall, collect,
+from warren._channel import Channel
+from warren._convert import from_timestamp
+from warren._exec import (ExecEvent, ExecResult, Process, ProcessInfo, _ExecCall, collect,
                           exec_start_message)
+from warren._git import Git
 from warren._image import Image, image_spec
 from warren._network import ComputeClass, NetworkPolicy, ResourceDetector, SshDest
-from warren._proto.warren.v1 import common_pb2
 from warren._proto.warren.v1 import sandboxes_pb2 as pb
 from warren._secret import Secret
 
-if TYPE_CHECKING:
-    from warren._client import SandboxClient
-    from warren._git import Git
-
 GITHUB_API_HOST = "api.github.com"
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class SandboxStatus(str, enum.Enum):
@@ -37,21 +42,15 @@ class SandboxStatus(str, enum.Enum):
         return self.value
 
     @classmethod
-    def from_proto(cls, v: int) -> "SandboxStatus":
+    def _from_proto(cls, v: int) -> "SandboxStatus":
         name = pb.SandboxStatus.Name(v).replace("SANDBOX_STATUS_", "")
         return cls(name)
 
-    def to_proto(self) -> int:
+    def _to_proto(self) -> int:
         return pb.SandboxStatus.Value("SANDBOX_STATUS_" + self.value)
 
 
-def _time(ts: common_pb2.Timestamp) -> Optional[_dt.datetime]:
-    if not ts.unix_nanos:
-        return None
-    return _dt.datetime.fromtimestamp(ts.unix_nanos / 1e9, tz=_dt.timezone.utc)
-
-
-@dataclass
+@dataclass(frozen=True)
 class SandboxInfo:
     """What the daemon knows about a sandbox."""
 
@@ -74,43 +73,20 @@ class SandboxInfo:
     volumes: List[Tuple[str, str]] = field(default_factory=list)
 
     @classmethod
-    def from_proto(cls, s: pb.Sandbox) -> "SandboxInfo":
-        return cls(id=s.id, name=s.name, status=SandboxStatus.from_proto(s.status),
+    def _from_proto(cls, s: pb.Sandbox) -> "SandboxInfo":
+        return cls(id=s.id, name=s.name, status=SandboxStatus._from_proto(s.status),
                    status_message=s.status_message, image_id=s.image_id, image_ref=s.image_ref,
                    tags=dict(s.tags), workdir=s.workdir, entrypoint=list(s.entrypoint),
                    cpu=s.resources.cpu, memory=s.resources.memory, environment=s.environment,
                    detected_resources=list(s.detected_resources),
-                   created_at=_time(s.created_at), terminated_at=_time(s.terminated_at),
-                   expires_at=_time(s.expires_at),
+                   created_at=from_timestamp(s.created_at),
+                   terminated_at=from_timestamp(s.terminated_at),
+                   expires_at=from_timestamp(s.expires_at),
                    volumes=[(v.volume, v.path) for v in s.volumes])
 
 
 EnvMap = Mapping[str, Union[str, Secret]]
 VolumeSpec = Union[Tuple[str, str], Tuple[str, str, bool]]
-
-
-@dataclass
-class ProcessInfo:
-    """A process as ListProcesses reports it."""
-
-    exec_id: str
-    pid: int
-    argv: List[str]
-    running: bool
-    pty: bool = False
-    started_at: Optional[_dt.datetime] = None
-    exit_code: Optional[int] = None
-    signal: int = 0
-    # "exited", "signaled", "timeout", "oom", "sandbox_terminated"; None while running.
-    reason: Optional[str] = None
-
-    @classmethod
-    def from_proto(cls, p: pb.Process) -> "ProcessInfo":
-        from warren._exec import _REASONS
-        done = p.HasField("exited")
-        return cls(p.exec_id, p.pid, list(p.argv), p.running, p.pty, _time(p.started_at),
-                   p.exited.exit_code if done else None, p.exited.signal if done else 0,
-                   _REASONS.get(p.exited.reason, "unspecified") if done else None)
 
 
 def _lifetime(v: Union[str, int, float, _dt.timedelta, None]) -> str:
@@ -123,12 +99,21 @@ def _lifetime(v: Union[str, int, float, _dt.timedelta, None]) -> str:
     return str(v)
 
 
+def list_processes(channel: Channel, sandbox_id: str) -> List[ProcessInfo]:
+    """ListProcesses of a sandbox, as ProcessInfos."""
+    resp = channel._unary(channel._sandboxes.ListProcesses,
+                          pb.ListProcessesRequest(sandbox=sandbox_id), sandbox_call=True)
+    return [ProcessInfo._from_proto(p) for p in resp.processes]
+
+
 class Sandbox:
     """A sandbox: a spec until run, then a handle on a live sandbox.
 
     ``Sandbox(image, name=..., ...)`` takes the same keywords as
     ``SandboxClient.create``; ``.run()`` creates it with a client from the
-    environment."""
+    environment. As a context manager (``with Sandbox(...) as sb:`` or
+    ``with client.create(...) as sb:``) it runs on entry if it is not
+    running yet and is terminated on exit."""
 
     def __init__(self, image: Union[Image, str, None] = None, *, name: Optional[str] = None,
                  cpu: Union[str, int, float, None] = None, memory: Union[str, int, None] = None,
@@ -163,8 +148,8 @@ class Sandbox:
         self._credentials: List[Tuple[List[str], Secret]] = []
         self.id: Optional[str] = None
         self._info: Optional[SandboxInfo] = None
-        self._client: Optional["SandboxClient"] = None
-        self._owns_client = False
+        self._channel: Optional[Channel] = None
+        self._owns_channel = False
 
     # --- configuration before run ---
     def mount_volume(self, name: str, path: str, read_only: bool = False) -> "Sandbox":
@@ -186,7 +171,7 @@ class Sandbox:
         if self.id is not None:
             raise RuntimeError(f"Sandbox.{what} must be called before the sandbox runs")
 
-    def to_proto(self) -> pb.CreateSandboxRequest:
+    def _request(self) -> pb.CreateSandboxRequest:
         """The CreateSandboxRequest for this spec (local secrets read now)."""
         r = pb.CreateSandboxRequest(name=self.name or "", workdir=self.workdir or "",
                                     entrypoint=self.entrypoint or [], tags=self.tags,
@@ -198,57 +183,67 @@ class Sandbox:
             r.image.CopyFrom(spec)
         for k, v in self.env.items():
             if isinstance(v, Secret):
-                r.env[k].secret.CopyFrom(v.to_proto(env_name=k))
+                r.env[k].secret.CopyFrom(v._to_proto(env_name=k))
             elif isinstance(v, str):
                 r.env[k].value = v
             else:
                 raise TypeError(f"env[{k!r}] must be a str or Secret")
-        r.secrets.extend(s.to_proto() for s in self.secrets)
+        r.secrets.extend(s._to_proto() for s in self.secrets)
         if self.cpu or self.memory:
             r.resources.cpu = self.cpu or ""
             r.resources.memory = self.memory or ""
-        for v in self.volumes:
-            ro = bool(v[2]) if len(v) > 2 else False  # type: ignore[misc]
-            r.volumes.append(pb.VolumeMount(volume=v[0], path=v[1], read_only=ro))
+        for vol in self.volumes:
+            ro = bool(vol[2]) if len(vol) > 2 else False
+            r.volumes.append(pb.VolumeMount(volume=vol[0], path=vol[1], read_only=ro))
         policy = self.network_policy
         if ResourceDetector.GITHUB_PULL_REQUESTS in self.resource_detectors:
             policy = (policy or NetworkPolicy(allowed_hosts=[])).with_host(GITHUB_API_HOST)
         if policy is not None:
-            r.network_policy.CopyFrom(policy.to_proto())
+            r.network_policy.CopyFrom(policy._to_proto())
         for hosts, sec in self._credentials:
-            r.credentials.append(pb.HostCredential(hosts=hosts, secret=sec.to_proto()))
+            r.credentials.append(pb.HostCredential(hosts=hosts, secret=sec._to_proto()))
         for alias, dest in self.managed_ssh.items():
-            r.managed_ssh[alias].CopyFrom(dest.to_proto())
+            r.managed_ssh[alias].CopyFrom(dest._to_proto())
         r.resource_detectors.extend(int(d) for d in self.resource_detectors)
         if self.compute_class is not None:
-            r.compute_class = int(self.compute_class)
+            r.compute_class = cast("pb.ComputeClass", int(self.compute_class))
         return r
 
     # --- lifecycle ---
-    def run(self) -> "Sandbox":
-        """Create and start the sandbox with a client from the environment."""
-        from warren._client import SandboxClient
-
-        client = SandboxClient.from_env()
-        try:
-            client.run(self)
-        except BaseException:
-            client.close()
-            raise
-        self._owns_client = True
-        return self
-
-    def _bind(self, client: "SandboxClient", s: pb.Sandbox) -> None:
-        self._client = client
+    def _create(self, channel: Channel) -> "Sandbox":
+        """Create and start the sandbox over `channel` and bind to it."""
+        if self.id is not None:
+            raise RuntimeError(f"sandbox {self.id} is already running")
+        s = channel._unary(channel._sandboxes.CreateSandbox, self._request())
+        self._channel = channel
         self.id = s.id
         self.name = s.name or self.name
-        self._info = SandboxInfo.from_proto(s)
+        self._info = SandboxInfo._from_proto(s)
+        return self
 
-    @property
-    def client(self) -> "SandboxClient":
-        if self._client is None:
+    @classmethod
+    def _attach(cls, channel: Channel, s: pb.Sandbox) -> "Sandbox":
+        """A handle on the existing sandbox `s`."""
+        sb = cls(name=s.name or None)
+        sb._channel, sb.id, sb._info = channel, s.id, SandboxInfo._from_proto(s)
+        return sb
+
+    def run(self) -> "Sandbox":
+        """Create and start the sandbox with a client from the environment
+        (closed when the sandbox is terminated)."""
+        channel = Channel.from_env()
+        try:
+            self._create(channel)
+        except BaseException:
+            channel.close()
+            raise
+        self._owns_channel = True
+        return self
+
+    def _conn(self) -> Channel:
+        if self._channel is None:
             raise RuntimeError("the sandbox is not running: call .run() or client.run(sandbox)")
-        return self._client
+        return self._channel
 
     @property
     def status(self) -> Optional[SandboxStatus]:
@@ -266,8 +261,9 @@ class Sandbox:
 
     def refresh(self) -> SandboxInfo:
         """Fetch the sandbox's current info from the daemon."""
-        s = self.client._unary(self.client._sandboxes.GetSandbox, self._key(), sandbox_call=True)
-        self._info = SandboxInfo.from_proto(s)
+        ch = self._conn()
+        s = ch._unary(ch._sandboxes.GetSandbox, self._key(), sandbox_call=True)
+        self._info = SandboxInfo._from_proto(s)
         return self._info
 
     def terminate(self, grace_period_seconds: Optional[float] = None) -> SandboxInfo:
@@ -275,21 +271,46 @@ class Sandbox:
         sandbox. Idempotent."""
         req = pb.TerminateSandboxRequest(id=self._key().id,
                                          grace_period_seconds=float(grace_period_seconds or 0))
+        ch = self._conn()
         try:
-            s = self.client._unary(self.client._sandboxes.TerminateSandbox, req, sandbox_call=True)
-            self._info = SandboxInfo.from_proto(s)
+            s = ch._unary(ch._sandboxes.TerminateSandbox, req, sandbox_call=True)
+            self._info = SandboxInfo._from_proto(s)
             return self._info
         finally:
-            if self._owns_client and self._client is not None:
-                self._client.close()
-                self._owns_client = False
+            if self._owns_channel:
+                ch.close()
+                self._owns_channel = False
+
+    # --- context manager ---
+    def __enter__(self) -> "Sandbox":
+        if self.id is None:
+            self.run()
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]],
+                 exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        """Terminate the sandbox. When the block raised, a failure to
+        terminate does not hide the block's exception."""
+        ch = self._channel
+        if self.id is None or ch is None or ch.closed:
+            return  # never ran, or already terminated by .run()'s own client
+        try:
+            if self.status != SandboxStatus.TERMINATED:
+                self.terminate()
+        except Exception:
+            if exc is None:
+                raise
+        finally:
+            if self._owns_channel:
+                ch.close()
+                self._owns_channel = False
 
     # --- exec ---
-    def _start(self, argv: tuple, workdir: Optional[str], timeout_secs: Optional[float],
-               env: Optional[Mapping[str, str]], close_stdin: bool,
-               user: Optional[str] = None) -> _ExecCall:
+    def _start(self, argv: Tuple[str, ...], workdir: Optional[str],
+               timeout_secs: Optional[float], env: Optional[Mapping[str, str]],
+               close_stdin: bool, user: Optional[str] = None) -> _ExecCall:
         start = exec_start_message(self._key().id, argv, workdir, timeout_secs, env, user=user)
-        return _ExecCall(self.client, start, close_stdin)
+        return _ExecCall(self._conn(), start, close_stdin)
 
     def exec(self, *argv: str, workdir: Optional[str] = None,
              timeout_secs: Optional[float] = None,
@@ -322,10 +343,12 @@ class Sandbox:
         """Start a process with stdin open; returns once it runs.
         pty=True gives it a terminal (window=(cols, rows)); detach=True
         keeps it running when this client goes away (re-attach with
-        attach(process.exec_id, offset)); text=False yields raw bytes."""
+        attach(process.exec_id, offset)); text=False yields raw bytes.
+        ``with sandbox.exec_start(...) as p:`` kills the process on exit
+        from the block if it is still running."""
         start = exec_start_message(self._key().id, argv, workdir, timeout_secs, env, pty=pty,
                                    detach=detach, window=window, user=user)
-        call = _ExecCall(self.client, start, close_stdin=False, text=text)
+        call = _ExecCall(self._conn(), start, close_stdin=False, text=text)
         call.wait_started()
         return Process(call)
 
@@ -335,22 +358,36 @@ class Sandbox:
         no longer holds it), then live output, stdin and signals. Another
         client attached to it is detached (its stream ends ABORTED)."""
         att = pb.ExecAttach(sandbox=self._key().id, exec_id=exec_id, offset=int(offset))
-        call = _ExecCall(self.client, att, close_stdin=False, text=text)
+        call = _ExecCall(self._conn(), att, close_stdin=False, text=text)
         call.wait_started()
         return Process(call)
 
-    def processes(self) -> List["ProcessInfo"]:
+    def processes(self) -> List[ProcessInfo]:
         """The sandbox's processes: running ones, and finished ones the
         daemon still keeps for a late attach."""
-        req = pb.ListProcessesRequest(sandbox=self._key().id)
-        resp = self.client._unary(self.client._sandboxes.ListProcesses, req, sandbox_call=True)
-        return [ProcessInfo.from_proto(p) for p in resp.processes]
+        return list_processes(self._conn(), self._key().id)
 
     @property
-    def git(self) -> "Git":
-        from warren._git import Git
-
+    def git(self) -> Git:
         return Git(self)
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, name={self.name!r}, status={self.status})"
+
+
+def sandbox_keywords(
+        source: Callable[_P, Any]) -> Callable[[Callable[..., _R]], Callable[Concatenate[Any, _P], _R]]:
+    """Give a method (self, *args, **kwargs) the parameters of `source`
+    (Sandbox): for type checkers through the ParamSpec, for help() and
+    inspect through __signature__. The options are written once, in
+    Sandbox.__init__."""
+    params = list(inspect.signature(source).parameters.values())
+
+    def decorate(method: Callable[..., _R]) -> Callable[Concatenate[Any, _P], _R]:
+        own = inspect.signature(method)
+        self_param = next(iter(own.parameters.values()))
+        method.__signature__ = own.replace(  # type: ignore[attr-defined]
+            parameters=[self_param] + params)
+        return method
+
+    return decorate

@@ -3,9 +3,12 @@ read on this machine when the sandbox is created (from_local_env,
 from_local_env_file)."""
 from __future__ import annotations
 
+import datetime as _dt
 import os
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
+from warren._convert import from_unix
 from warren._proto.warren.v1 import secrets_pb2
 
 
@@ -52,7 +55,7 @@ class Secret:
     def __repr__(self) -> str:
         return f"Secret.{'from_' + self._kind}({self._arg!r})"
 
-    def to_proto(self, env_name: Optional[str] = None) -> secrets_pb2.SecretRef:
+    def _to_proto(self, env_name: Optional[str] = None) -> secrets_pb2.SecretRef:
         """The SecretRef; local values are read now. ``env_name`` overrides
         the variable the secret is exposed as."""
         ref = secrets_pb2.SecretRef()
@@ -95,5 +98,16 @@ def _parse_env_file(path: str) -> Dict[str, str]:
     return out
 
 
-def secret_list(secrets: Optional[Sequence[Secret]]) -> List[secrets_pb2.SecretRef]:
-    return [s.to_proto() for s in (secrets or [])]
+
+@dataclass(frozen=True)
+class SecretInfo:
+    """A secret stored in warrend (its value never comes back)."""
+
+    name: str
+    # Keys of an integration secret; empty for a single value.
+    keys: List[str] = field(default_factory=list)
+    updated_at: Optional[_dt.datetime] = None
+
+    @classmethod
+    def _from_proto(cls, s: secrets_pb2.SecretInfo) -> "SecretInfo":
+        return cls(name=s.name, keys=list(s.keys), updated_at=from_unix(s.updated_at_unix))

@@ -385,6 +385,11 @@ def test_terminate_ends_detached_execs_which_stay_listed(client):
     sb = client.create(image="busybox:latest")
     p = sb.exec_start("sh", "-c", "echo up; sleep 100 & sleep 100", detach=True)
     exec_id = p.exec_id
+    # Terminate only once "up" is out: otherwise sh may not have run echo yet.
+    for ev in p.output():
+        if ev.stdout:
+            assert ev.stdout == "up\n"
+            break
     p.detach()
     sb.terminate(grace_period_seconds=0.5)
     info = proc_info(sb, exec_id)

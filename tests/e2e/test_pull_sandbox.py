@@ -9,7 +9,6 @@ import sys
 import tempfile
 import time
 
-import grpc
 import pytest
 
 import warren as wr
@@ -107,11 +106,11 @@ def test_pull_errors_are_clear(fresh_warrend):
         port = R.free_port()   # nothing listens there
         with pytest.raises(wr.WarrenError) as ei:
             c.create(image="127.0.0.1:%d/nothing/here:1" % port)
-        assert ei.value.status == grpc.StatusCode.UNAVAILABLE
+        assert ei.value.status == wr.Status.UNAVAILABLE
         assert "127.0.0.1:%d" % port in ei.value.message
         with pytest.raises(wr.WarrenError) as ei:
             c.create(image="Bad Reference!")
-        assert ei.value.status == grpc.StatusCode.INVALID_ARGUMENT
+        assert ei.value.status == wr.Status.INVALID_ARGUMENT
 
 
 def test_image_user_by_name(fresh_warrend, users_reg):
@@ -131,6 +130,6 @@ def test_image_user_by_name(fresh_warrend, users_reg):
         for tag in ("ghost", "gone"):
             with pytest.raises(wr.WarrenError) as ei:
                 c.create(image="%s/test/users:%s" % (reg.host, tag))
-            assert ei.value.status == grpc.StatusCode.FAILED_PRECONDITION, tag
+            assert ei.value.status == wr.Status.FAILED_PRECONDITION, tag
             assert "USER" in ei.value.message and "no user" in ei.value.message, \
                 ei.value.message
