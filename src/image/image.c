@@ -2,13 +2,11 @@
 /* The image store: opening and garbage collection, names, canonical
  * configs, resolve/list/delete and committing images over stored layers. */
 #include "image/image-internal.h"
-#include "image/pull.h"
 
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <limits.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -17,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "image/json-internal.h"
+#include "image/manifest.h"
 #include "store/images.h"
 
 #ifndef WARREN_LIBEXECDIR
@@ -136,7 +136,7 @@ int img_store_open(const char *state_dir, struct store *db, struct img_store **r
                    struct wr_err *e) {
         if (!state_dir || state_dir[0] != '/' || !db)
                 return err_set(e, -EINVAL, "open image store: absolute state dir and db required");
-        struct img_store *s = calloc(1, sizeof(*s));
+        _cleanup_(img_store_freep) struct img_store *s = calloc(1, sizeof(*s));
         if (!s)
                 return err_set(e, -ENOMEM, "open image store: out of memory");
         s->layers_fd = s->layers_tmp_fd = s->tmp_fd = -EBADF;
@@ -159,21 +159,15 @@ int img_store_open(const char *state_dir, struct store *db, struct img_store **r
                 r = open_dir_at(layers_root, "tmp", &s->layers_tmp_fd);
         if (r == 0)
                 r = open_dir_at(state_fd, "tmp", &s->tmp_fd);
-        if (r < 0) {
-                img_store_free(s);
+        if (r < 0)
                 return err_set(e, r, "open image store in %s: %s", state_dir, strerror(-r));
-        }
         find_helper(s);
-        if (!s->helper) {
-                img_store_free(s);
+        if (!s->helper)
                 return err_set(e, -ENOMEM, "open image store: out of memory");
-        }
         r = gc(s, e);
-        if (r < 0) {
-                img_store_free(s);
+        if (r < 0)
                 return err_prefix(e, r, "open image store");
-        }
-        *ret = s;
+        *ret = TAKE_PTR(s);
         return 0;
 }
 
@@ -183,7 +177,8 @@ void img_store_free(struct img_store *s) {
         closep(&s->layers_fd);
         closep(&s->layers_tmp_fd);
         closep(&s->tmp_fd);
-        img_pull_ctx_free(s->pull);
+        if (s->pull && s->pull_free)
+                s->pull_free(s->pull);
         free(s->state_dir);
         free(s->helper);
         free(s);
@@ -344,32 +339,6 @@ int img_config_encode(const struct img_config *cfg, char *const *diff_ids, size_
         return 0;
 }
 
-static int json_strv(json_t *a, char ***ret, size_t *n_ret) {
-        *ret = NULL;
-        *n_ret = 0;
-        if (!a)
-                return 0;
-        if (!json_is_array(a))
-                return -EINVAL;
-        size_t n = json_array_size(a);
-        char **v = calloc(n + 1, sizeof(*v));
-        if (!v)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                const char *s = json_string_value(json_array_get(a, i));
-                v[i] = s ? strdup(s) : NULL;
-                if (!v[i]) {
-                        for (size_t j = 0; j < i; j++)
-                                free(v[j]);
-                        free(v);
-                        return s ? -ENOMEM : -EINVAL;
-                }
-        }
-        *ret = v;
-        *n_ret = n;
-        return 0;
-}
-
 void img_config_clear(struct img_config *cfg) {
         if (!cfg)
                 return;
@@ -390,32 +359,15 @@ void img_config_clear(struct img_config *cfg) {
 int img_config_decode(const char *json, struct img_config *cfg, struct wr_err *e) {
         memset(cfg, 0, sizeof(*cfg));
         json_error_t jerr;
-        json_t *root = json_loads(json ? json : "", 0, &jerr);
-        if (!root || !json_is_object(root)) {
-                json_decref(root);
-                return err_set(e, -EINVAL, "image config: %s", jerr.text);
-        }
-        json_t *c = json_object_get(root, "config");
-        int r = 0;
-        if (c && json_is_object(c)) {
-                r = json_strv(json_object_get(c, "Env"), &cfg->env, &cfg->n_env);
-                if (r >= 0)
-                        r = json_strv(json_object_get(c, "Entrypoint"), &cfg->entrypoint,
-                                      &cfg->n_entrypoint);
-                if (r >= 0)
-                        r = json_strv(json_object_get(c, "Cmd"), &cfg->cmd, &cfg->n_cmd);
-                const char *wd = json_string_value(json_object_get(c, "WorkingDir"));
-                const char *user = json_string_value(json_object_get(c, "User"));
-                if (r >= 0 && wd && !(cfg->working_dir = strdup(wd)))
-                        r = -ENOMEM;
-                if (r >= 0 && user && !(cfg->user = strdup(user)))
-                        r = -ENOMEM;
-        }
-        json_decref(root);
-        if (r < 0) {
-                img_config_clear(cfg);
+        _cleanup_json_ json_t *root = json_loads(json ? json : "", 0, &jerr);
+        if (!json_is_object(root))
+                return err_set(e, -EINVAL, "image config: %s", root ? "not an object" : jerr.text);
+        const json_t *c = json_object_get(root, "config");
+        if (!json_is_object(c))
+                return 0;
+        int r = img_config_from_json(c, cfg);
+        if (r < 0)
                 return err_set(e, r, "image config: malformed");
-        }
         return 0;
 }
 
@@ -448,7 +400,7 @@ void img_info_list_free(struct img_info **list, size_t n) {
 /* Build an img_info from a store row, taking its strings. */
 static int info_from_row(struct img_store *s, struct store_image *row, struct img_info **ret,
                          struct wr_err *e) {
-        struct img_info *info = calloc(1, sizeof(*info));
+        _cleanup_(img_info_freep) struct img_info *info = calloc(1, sizeof(*info));
         if (!info)
                 return err_set(e, -ENOMEM, "out of memory");
         info->id = TAKE_PTR(row->id);
@@ -473,11 +425,9 @@ static int info_from_row(struct img_store *s, struct store_image *row, struct im
                         r = err_set(e, -ENOMEM, "out of memory");
                 }
         }
-        if (r < 0) {
-                img_info_free(info);
+        if (r < 0)
                 return r;
-        }
-        *ret = info;
+        *ret = TAKE_PTR(info);
         return 0;
 }
 
