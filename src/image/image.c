@@ -339,23 +339,6 @@ int img_config_encode(const struct img_config *cfg, char *const *diff_ids, size_
         return 0;
 }
 
-void img_config_clear(struct img_config *cfg) {
-        if (!cfg)
-                return;
-        for (size_t i = 0; i < cfg->n_env; i++)
-                free(cfg->env[i]);
-        free(cfg->env);
-        for (size_t i = 0; i < cfg->n_entrypoint; i++)
-                free(cfg->entrypoint[i]);
-        free(cfg->entrypoint);
-        for (size_t i = 0; i < cfg->n_cmd; i++)
-                free(cfg->cmd[i]);
-        free(cfg->cmd);
-        free(cfg->working_dir);
-        free(cfg->user);
-        memset(cfg, 0, sizeof(*cfg));
-}
-
 int img_config_decode(const char *json, struct img_config *cfg, struct wr_err *e) {
         memset(cfg, 0, sizeof(*cfg));
         json_error_t jerr;

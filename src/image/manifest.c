@@ -15,6 +15,19 @@ static void strv_free(char **v, size_t n) {
         free(v);
 }
 
+/* --- the runtime config --- */
+
+void img_config_clear(struct img_config *cfg) {
+        if (!cfg)
+                return;
+        strv_free(cfg->env, cfg->n_env);
+        strv_free(cfg->entrypoint, cfg->n_entrypoint);
+        strv_free(cfg->cmd, cfg->n_cmd);
+        free(cfg->working_dir);
+        free(cfg->user);
+        memset(cfg, 0, sizeof(*cfg));
+}
+
 /* --- shared JSON helpers --- */
 
 int img_json_strv(const json_t *a, char ***ret, size_t *n_ret) {
