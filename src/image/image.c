@@ -271,15 +271,11 @@ int img_name_normalize(const char *name, char *out, size_t outsz, struct wr_err 
 /* --- configs --- */
 
 static json_t *strv_json(char *const *v, size_t n) {
-        json_t *a = json_array();
-        for (size_t i = 0; a && i < n; i++) {
-                json_t *s = json_string(v[i] ? v[i] : "");
-                if (!s || json_array_append_new(a, s) < 0) {
-                        json_decref(a);
-                        return NULL;
-                }
-        }
-        return a;
+        _cleanup_json_ json_t *a = json_array();
+        for (size_t i = 0; a && i < n; i++)
+                if (json_array_append_new(a, json_string(v[i] ? v[i] : "")) < 0)
+                        return NULL; /* json_array_append_new takes (and frees) the string */
+        return TAKE_PTR(a);
 }
 
 int img_config_encode(const struct img_config *cfg, char *const *diff_ids, size_t n_layers,
@@ -287,8 +283,8 @@ int img_config_encode(const struct img_config *cfg, char *const *diff_ids, size_
         static const struct img_config empty = {0};
         if (!cfg)
                 cfg = &empty;
-        json_t *root = json_object(), *c = json_object(), *rootfs = json_object();
-        json_t *ids = strv_json(diff_ids, n_layers);
+        _cleanup_json_ json_t *root = json_object(), *c = json_object(), *rootfs = json_object();
+        _cleanup_json_ json_t *ids = strv_json(diff_ids, n_layers);
         bool bad = !root || !c || !rootfs || !ids;
         if (!bad && cfg->n_env) {
                 json_t *v = strv_json(cfg->env, cfg->n_env);
@@ -317,40 +313,19 @@ int img_config_encode(const struct img_config *cfg, char *const *diff_ids, size_
                       json_object_set(root, "config", c) < 0 ||
                       json_object_set_new(root, "architecture", json_string(IMG_ARCH)) < 0 ||
                       json_object_set_new(root, "os", json_string("linux")) < 0;
-        char *out = bad ? NULL : json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
-        json_decref(ids);
-        json_decref(c);
-        json_decref(rootfs);
-        json_decref(root);
+        _cleanup_free_ char *out = bad ? NULL : json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
         if (!out)
                 /* jansson refuses strings that are not valid UTF-8 */
                 return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
                                 "image config: strings must be valid UTF-8");
         unsigned char md[32];
         unsigned mdlen = 0;
-        if (EVP_Digest(out, strlen(out), md, &mdlen, EVP_sha256(), NULL) != 1) {
-                free(out);
+        if (EVP_Digest(out, strlen(out), md, &mdlen, EVP_sha256(), NULL) != 1)
                 return err_set(e, -EIO, "image config: sha256 failed");
-        }
         strcpy(ret_id, "sha256:");
         for (int i = 0; i < 32; i++)
                 snprintf(ret_id + 7 + 2 * i, 3, "%02x", md[i]);
-        *ret_json = out;
-        return 0;
-}
-
-int img_config_decode(const char *json, struct img_config *cfg, struct wr_err *e) {
-        memset(cfg, 0, sizeof(*cfg));
-        json_error_t jerr;
-        _cleanup_json_ json_t *root = json_loads(json ? json : "", 0, &jerr);
-        if (!json_is_object(root))
-                return err_set(e, -EINVAL, "image config: %s", root ? "not an object" : jerr.text);
-        const json_t *c = json_object_get(root, "config");
-        if (!json_is_object(c))
-                return 0;
-        int r = img_config_from_json(c, cfg);
-        if (r < 0)
-                return err_set(e, r, "image config: malformed");
+        *ret_json = TAKE_PTR(out);
         return 0;
 }
 
@@ -469,22 +444,30 @@ static int resolve_id(struct img_store *s, const char *ref, char **ret, bool *by
         return 0;
 }
 
-int img_store_resolve(struct img_store *s, const char *name_or_id, struct img_info **ret,
-                      struct wr_err *e) {
+/* Resolve name_or_id and load its row into *row (zeroed first; the
+ * caller clears it). *by_name tells whether a name matched. */
+static int load_row(struct img_store *s, const char *name_or_id, struct store_image *row,
+                    bool *by_name, struct wr_err *e) {
+        memset(row, 0, sizeof(*row));
         _cleanup_free_ char *id = NULL;
-        bool by_name;
-        int r = resolve_id(s, name_or_id, &id, &by_name, e);
+        int r = resolve_id(s, name_or_id, &id, by_name, e);
         if (r < 0)
                 return r;
-        struct store_image row;
-        r = store_image_load(s->db, id, &row, e);
-        if (r < 0)
-                return r == -ENOENT ? err_setx(e, r, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
-                                               "image %s not found", id)
-                                    : r;
-        r = info_from_row(s, &row, ret, e);
-        store_image_clear(&row);
+        r = store_image_load(s->db, id, row, e);
+        if (r == -ENOENT)
+                return err_setx(e, r, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT, "image %s not found",
+                                id);
         return r;
+}
+
+int img_store_resolve(struct img_store *s, const char *name_or_id, struct img_info **ret,
+                      struct wr_err *e) {
+        _cleanup_(store_image_clear) struct store_image row = {0};
+        bool by_name;
+        int r = load_row(s, name_or_id, &row, &by_name, e);
+        if (r < 0)
+                return r;
+        return info_from_row(s, &row, ret, e);
 }
 
 int img_store_list(struct img_store *s, struct img_info ***ret, size_t *n_ret, struct wr_err *e) {
@@ -534,36 +517,26 @@ int img_layer_remove_unused(struct img_store *s, const char *diff_id, struct wr_
 }
 
 int img_store_delete(struct img_store *s, const char *name_or_id, struct wr_err *e) {
-        _cleanup_free_ char *id = NULL;
+        _cleanup_(store_image_clear) struct store_image row = {0};
         bool by_name;
-        int r = resolve_id(s, name_or_id, &id, &by_name, e);
-        if (r < 0)
-                return r;
-        struct store_image row;
-        r = store_image_load(s->db, id, &row, e);
+        int r = load_row(s, name_or_id, &row, &by_name, e);
         if (r < 0)
                 return r;
         if (by_name && row.n_names > 1) {
                 char norm[400];
                 r = img_name_normalize(name_or_id, norm, sizeof(norm), e);
-                if (r >= 0)
-                        r = store_image_name_delete(s->db, norm, e);
-                store_image_clear(&row);
-                return r;
+                return r < 0 ? r : store_image_name_delete(s->db, norm, e);
         }
-        if (s->in_use && s->in_use(id, s->in_use_ud)) {
-                store_image_clear(&row);
+        if (s->in_use && s->in_use(row.id, s->in_use_ud))
                 return err_setx(e, -EBUSY, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
-                                "image %s is used by a sandbox", id);
-        }
+                                "image %s is used by a sandbox", row.id);
         r = store_tx_begin(s->db, e);
         if (r >= 0)
-                r = store_image_delete(s->db, id, e);
+                r = store_image_delete(s->db, row.id, e);
         if (r >= 0)
                 r = store_tx_commit(s->db, e);
         if (r < 0) {
                 store_tx_rollback(s->db);
-                store_image_clear(&row);
                 return err_prefix(e, r, "delete image");
         }
         /* layers nobody else uses go too; failures here leave an orphan
@@ -571,7 +544,6 @@ int img_store_delete(struct img_store *s, const char *name_or_id, struct wr_err 
         for (size_t i = 0; i < row.n_layers; i++)
                 if (store_layer_refcount(s->db, row.diff_ids[i], NULL) == 0)
                         (void) img_layer_remove_unused(s, row.diff_ids[i], NULL);
-        store_image_clear(&row);
         return 0;
 }
 

@@ -28,6 +28,21 @@ void img_config_clear(struct img_config *cfg) {
         memset(cfg, 0, sizeof(*cfg));
 }
 
+int img_config_decode(const char *json, struct img_config *cfg, struct wr_err *e) {
+        memset(cfg, 0, sizeof(*cfg));
+        json_error_t jerr;
+        _cleanup_json_ json_t *root = json_loads(json ? json : "", 0, &jerr);
+        if (!json_is_object(root))
+                return err_set(e, -EINVAL, "image config: %s", root ? "not an object" : jerr.text);
+        const json_t *c = json_object_get(root, "config");
+        if (!json_is_object(c))
+                return 0;
+        int r = img_config_from_json(c, cfg);
+        if (r < 0)
+                return err_set(e, r, "image config: malformed");
+        return 0;
+}
+
 /* --- shared JSON helpers --- */
 
 int img_json_strv(const json_t *a, char ***ret, size_t *n_ret) {

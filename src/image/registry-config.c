@@ -74,17 +74,24 @@ const struct img_reg_cred *img_reg_config_cred(const struct img_reg_config *c, c
         return NULL;
 }
 
-/* Load JSON for a parser: too big or malformed is -EINVAL naming the file. */
-static int load_json(const char *flag, const char *json, size_t len, const char *source,
-                     json_t **ret, struct wr_err *e) {
+/* Load the JSON of one file: an object whose member key, when present, is
+ * an object too (*ret_section; NULL when absent). Anything else is -EINVAL
+ * naming the file (flag and source) and the shape it should have (want). */
+static int load_json(const char *flag, const char *key, const char *want, const char *json,
+                     size_t len, const char *source, json_t **ret_root, json_t **ret_section,
+                     struct wr_err *e) {
         if (len > IMG_REG_CONFIG_MAX_BYTES)
                 return err_set(e, -EINVAL, "%s %s: larger than %u bytes", flag, source,
                                IMG_REG_CONFIG_MAX_BYTES);
         json_error_t je;
-        json_t *root = json_loadb(json ? json : "", len, 0, &je);
+        _cleanup_json_ json_t *root = json_loadb(json ? json : "", len, 0, &je);
         if (!root)
                 return err_set(e, -EINVAL, "%s %s:%d: %s", flag, source, je.line, je.text);
-        *ret = root;
+        json_t *section = json_object_get(root, key);
+        if (!json_is_object(root) || (section && !json_is_object(section)))
+                return err_set(e, -EINVAL, "%s %s: expected %s", flag, source, want);
+        *ret_section = section;
+        *ret_root = TAKE_PTR(root);
         return 0;
 }
 
@@ -159,18 +166,16 @@ static int add_host(struct img_reg_config *c, const char *domain, const json_t *
 int img_reg_config_parse_registries(struct img_reg_config *c, const char *json, size_t len,
                                     const char *source, struct wr_err *e) {
         _cleanup_json_ json_t *root = NULL;
-        int r = load_json("--registry-config", json, len, source, &root, e);
+        json_t *regs = NULL;
+        int r = load_json("--registry-config", "registries",
+                          "{\"registries\": {\"HOST\": {\"mirrors\": [URL...], \"insecure\": "
+                          "BOOL}}}",
+                          json, len, source, &root, &regs, e);
         if (r < 0)
                 return r;
-        const json_t *regs = json_object_get(root, "registries");
-        if (!json_is_object(root) || (regs && !json_is_object(regs)))
-                return err_set(e, -EINVAL,
-                               "--registry-config %s: expected {\"registries\": {\"HOST\": "
-                               "{\"mirrors\": [URL...], \"insecure\": BOOL}}}",
-                               source);
         const char *domain;
         json_t *v;
-        json_object_foreach((json_t *) regs, domain, v) {
+        json_object_foreach(regs, domain, v) {
                 r = add_host(c, domain, v, source, e);
                 if (r < 0)
                         return r;
@@ -271,13 +276,11 @@ static int add_creds(struct img_reg_config *c, json_t *auths, const char *source
 int img_reg_config_parse_docker(struct img_reg_config *c, const char *json, size_t len,
                                 const char *source, struct wr_err *e) {
         _cleanup_json_ json_t *root = NULL;
-        int r = load_json("--docker-config", json, len, source, &root, e);
+        json_t *auths = NULL;
+        int r = load_json("--docker-config", "auths", "{\"auths\": {...}}", json, len, source,
+                          &root, &auths, e);
         if (r < 0)
                 return r;
-        json_t *auths = json_object_get(root, "auths");
-        if (!json_is_object(root) || (auths && !json_is_object(auths)))
-                return err_set(e, -EINVAL, "--docker-config %s: expected {\"auths\": {...}}",
-                               source);
         r = add_creds(c, auths, source, e);
         auths_wipe(auths);
         return r;
