@@ -341,10 +341,11 @@ static void job_fail(struct job *j, const struct wr_err *e) {
         job_finish(j, e->code ? e->code : -EIO, NULL, e);
 }
 
-static void job_failf(struct job *j, int code, int status, int fault, const char *fmt, ...)
-        _printf_(5, 6);
+static void job_failf(struct job *j, int code, enum wr_status status, enum wr_fault fault,
+                      const char *fmt, ...) _printf_(5, 6);
 
-static void job_failf(struct job *j, int code, int status, int fault, const char *fmt, ...) {
+static void job_failf(struct job *j, int code, enum wr_status status, enum wr_fault fault,
+                      const char *fmt, ...) {
         struct wr_err e = {0};
         char msg[WR_ERR_MSG_MAX];
         va_list ap;
