@@ -587,7 +587,7 @@ int img_store_commit_image(struct img_store *s, const char *name, const struct i
                 if (fd < 0)
                         return err_set(e, -errno, "open layer %s: %m", diff_ids[i]);
                 bool ssh = img_rootfs_has_root_ssh(fd);
-                close(fd);
+                fd = safe_close(fd);
                 if (ssh)
                         return err_setx(e, -EPERM, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
                                         "the image contains /root/.ssh (layer %.19s...): "

@@ -69,9 +69,7 @@ static int entry_fail_errno(struct unpacker *u, int code, const char *what) {
 }
 
 static void cache_drop(struct unpacker *u) {
-        if (u->cache_fd >= 0)
-                close(u->cache_fd);
-        u->cache_fd = -EBADF;
+        closep(&u->cache_fd);
         u->cache_path[0] = '\0';
 }
 
