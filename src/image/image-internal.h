@@ -128,7 +128,12 @@ struct img_store {
         img_in_use_fn in_use;
         void *in_use_ud;
         struct img_pull_ctx *pull; /* registry pulls (pull.c); NULL until the first */
+        /* set by pull.c with pull: frees it (the store does not link to pull.c) */
+        void (*pull_free)(struct img_pull_ctx *ctx);
 };
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct img_store *, img_store_free);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct img_info *, img_info_free);
 
 /* Remove a layer nobody uses: its row, then its directory (renamed into
  * layers/tmp first). 0, -EBUSY when an image uses it, or -errno. */

@@ -2,13 +2,11 @@
 /* The image store: opening and garbage collection, names, canonical
  * configs, resolve/list/delete and committing images over stored layers. */
 #include "image/image-internal.h"
-#include "image/pull.h"
 
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <limits.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -17,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "image/json-internal.h"
+#include "image/manifest.h"
 #include "store/images.h"
 
 #ifndef WARREN_LIBEXECDIR
@@ -136,7 +136,7 @@ int img_store_open(const char *state_dir, struct store *db, struct img_store **r
                    struct wr_err *e) {
         if (!state_dir || state_dir[0] != '/' || !db)
                 return err_set(e, -EINVAL, "open image store: absolute state dir and db required");
-        struct img_store *s = calloc(1, sizeof(*s));
+        _cleanup_(img_store_freep) struct img_store *s = calloc(1, sizeof(*s));
         if (!s)
                 return err_set(e, -ENOMEM, "open image store: out of memory");
         s->layers_fd = s->layers_tmp_fd = s->tmp_fd = -EBADF;
@@ -159,21 +159,15 @@ int img_store_open(const char *state_dir, struct store *db, struct img_store **r
                 r = open_dir_at(layers_root, "tmp", &s->layers_tmp_fd);
         if (r == 0)
                 r = open_dir_at(state_fd, "tmp", &s->tmp_fd);
-        if (r < 0) {
-                img_store_free(s);
+        if (r < 0)
                 return err_set(e, r, "open image store in %s: %s", state_dir, strerror(-r));
-        }
         find_helper(s);
-        if (!s->helper) {
-                img_store_free(s);
+        if (!s->helper)
                 return err_set(e, -ENOMEM, "open image store: out of memory");
-        }
         r = gc(s, e);
-        if (r < 0) {
-                img_store_free(s);
+        if (r < 0)
                 return err_prefix(e, r, "open image store");
-        }
-        *ret = s;
+        *ret = TAKE_PTR(s);
         return 0;
 }
 
@@ -183,7 +177,8 @@ void img_store_free(struct img_store *s) {
         closep(&s->layers_fd);
         closep(&s->layers_tmp_fd);
         closep(&s->tmp_fd);
-        img_pull_ctx_free(s->pull);
+        if (s->pull && s->pull_free)
+                s->pull_free(s->pull);
         free(s->state_dir);
         free(s->helper);
         free(s);
@@ -276,15 +271,11 @@ int img_name_normalize(const char *name, char *out, size_t outsz, struct wr_err 
 /* --- configs --- */
 
 static json_t *strv_json(char *const *v, size_t n) {
-        json_t *a = json_array();
-        for (size_t i = 0; a && i < n; i++) {
-                json_t *s = json_string(v[i] ? v[i] : "");
-                if (!s || json_array_append_new(a, s) < 0) {
-                        json_decref(a);
-                        return NULL;
-                }
-        }
-        return a;
+        _cleanup_json_ json_t *a = json_array();
+        for (size_t i = 0; a && i < n; i++)
+                if (json_array_append_new(a, json_string(v[i] ? v[i] : "")) < 0)
+                        return NULL; /* json_array_append_new takes (and frees) the string */
+        return TAKE_PTR(a);
 }
 
 int img_config_encode(const struct img_config *cfg, char *const *diff_ids, size_t n_layers,
@@ -292,8 +283,8 @@ int img_config_encode(const struct img_config *cfg, char *const *diff_ids, size_
         static const struct img_config empty = {0};
         if (!cfg)
                 cfg = &empty;
-        json_t *root = json_object(), *c = json_object(), *rootfs = json_object();
-        json_t *ids = strv_json(diff_ids, n_layers);
+        _cleanup_json_ json_t *root = json_object(), *c = json_object(), *rootfs = json_object();
+        _cleanup_json_ json_t *ids = strv_json(diff_ids, n_layers);
         bool bad = !root || !c || !rootfs || !ids;
         if (!bad && cfg->n_env) {
                 json_t *v = strv_json(cfg->env, cfg->n_env);
@@ -322,100 +313,19 @@ int img_config_encode(const struct img_config *cfg, char *const *diff_ids, size_
                       json_object_set(root, "config", c) < 0 ||
                       json_object_set_new(root, "architecture", json_string(IMG_ARCH)) < 0 ||
                       json_object_set_new(root, "os", json_string("linux")) < 0;
-        char *out = bad ? NULL : json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
-        json_decref(ids);
-        json_decref(c);
-        json_decref(rootfs);
-        json_decref(root);
+        _cleanup_free_ char *out = bad ? NULL : json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
         if (!out)
                 /* jansson refuses strings that are not valid UTF-8 */
                 return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
                                 "image config: strings must be valid UTF-8");
         unsigned char md[32];
         unsigned mdlen = 0;
-        if (EVP_Digest(out, strlen(out), md, &mdlen, EVP_sha256(), NULL) != 1) {
-                free(out);
+        if (EVP_Digest(out, strlen(out), md, &mdlen, EVP_sha256(), NULL) != 1)
                 return err_set(e, -EIO, "image config: sha256 failed");
-        }
         strcpy(ret_id, "sha256:");
         for (int i = 0; i < 32; i++)
                 snprintf(ret_id + 7 + 2 * i, 3, "%02x", md[i]);
-        *ret_json = out;
-        return 0;
-}
-
-static int json_strv(json_t *a, char ***ret, size_t *n_ret) {
-        *ret = NULL;
-        *n_ret = 0;
-        if (!a)
-                return 0;
-        if (!json_is_array(a))
-                return -EINVAL;
-        size_t n = json_array_size(a);
-        char **v = calloc(n + 1, sizeof(*v));
-        if (!v)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                const char *s = json_string_value(json_array_get(a, i));
-                v[i] = s ? strdup(s) : NULL;
-                if (!v[i]) {
-                        for (size_t j = 0; j < i; j++)
-                                free(v[j]);
-                        free(v);
-                        return s ? -ENOMEM : -EINVAL;
-                }
-        }
-        *ret = v;
-        *n_ret = n;
-        return 0;
-}
-
-void img_config_clear(struct img_config *cfg) {
-        if (!cfg)
-                return;
-        for (size_t i = 0; i < cfg->n_env; i++)
-                free(cfg->env[i]);
-        free(cfg->env);
-        for (size_t i = 0; i < cfg->n_entrypoint; i++)
-                free(cfg->entrypoint[i]);
-        free(cfg->entrypoint);
-        for (size_t i = 0; i < cfg->n_cmd; i++)
-                free(cfg->cmd[i]);
-        free(cfg->cmd);
-        free(cfg->working_dir);
-        free(cfg->user);
-        memset(cfg, 0, sizeof(*cfg));
-}
-
-int img_config_decode(const char *json, struct img_config *cfg, struct wr_err *e) {
-        memset(cfg, 0, sizeof(*cfg));
-        json_error_t jerr;
-        json_t *root = json_loads(json ? json : "", 0, &jerr);
-        if (!root || !json_is_object(root)) {
-                json_decref(root);
-                return err_set(e, -EINVAL, "image config: %s", jerr.text);
-        }
-        json_t *c = json_object_get(root, "config");
-        int r = 0;
-        if (c && json_is_object(c)) {
-                r = json_strv(json_object_get(c, "Env"), &cfg->env, &cfg->n_env);
-                if (r >= 0)
-                        r = json_strv(json_object_get(c, "Entrypoint"), &cfg->entrypoint,
-                                      &cfg->n_entrypoint);
-                if (r >= 0)
-                        r = json_strv(json_object_get(c, "Cmd"), &cfg->cmd, &cfg->n_cmd);
-                const char *wd = json_string_value(json_object_get(c, "WorkingDir"));
-                const char *user = json_string_value(json_object_get(c, "User"));
-                if (r >= 0 && wd && !(cfg->working_dir = strdup(wd)))
-                        r = -ENOMEM;
-                if (r >= 0 && user && !(cfg->user = strdup(user)))
-                        r = -ENOMEM;
-        }
-        json_decref(root);
-        if (r < 0) {
-                img_config_clear(cfg);
-                return err_set(e, r, "image config: malformed");
-        }
+        *ret_json = TAKE_PTR(out);
         return 0;
 }
 
@@ -448,7 +358,7 @@ void img_info_list_free(struct img_info **list, size_t n) {
 /* Build an img_info from a store row, taking its strings. */
 static int info_from_row(struct img_store *s, struct store_image *row, struct img_info **ret,
                          struct wr_err *e) {
-        struct img_info *info = calloc(1, sizeof(*info));
+        _cleanup_(img_info_freep) struct img_info *info = calloc(1, sizeof(*info));
         if (!info)
                 return err_set(e, -ENOMEM, "out of memory");
         info->id = TAKE_PTR(row->id);
@@ -473,11 +383,9 @@ static int info_from_row(struct img_store *s, struct store_image *row, struct im
                         r = err_set(e, -ENOMEM, "out of memory");
                 }
         }
-        if (r < 0) {
-                img_info_free(info);
+        if (r < 0)
                 return r;
-        }
-        *ret = info;
+        *ret = TAKE_PTR(info);
         return 0;
 }
 
@@ -536,22 +444,30 @@ static int resolve_id(struct img_store *s, const char *ref, char **ret, bool *by
         return 0;
 }
 
-int img_store_resolve(struct img_store *s, const char *name_or_id, struct img_info **ret,
-                      struct wr_err *e) {
+/* Resolve name_or_id and load its row into *row (zeroed first; the
+ * caller clears it). *by_name tells whether a name matched. */
+static int load_row(struct img_store *s, const char *name_or_id, struct store_image *row,
+                    bool *by_name, struct wr_err *e) {
+        memset(row, 0, sizeof(*row));
         _cleanup_free_ char *id = NULL;
-        bool by_name;
-        int r = resolve_id(s, name_or_id, &id, &by_name, e);
+        int r = resolve_id(s, name_or_id, &id, by_name, e);
         if (r < 0)
                 return r;
-        struct store_image row;
-        r = store_image_load(s->db, id, &row, e);
-        if (r < 0)
-                return r == -ENOENT ? err_setx(e, r, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
-                                               "image %s not found", id)
-                                    : r;
-        r = info_from_row(s, &row, ret, e);
-        store_image_clear(&row);
+        r = store_image_load(s->db, id, row, e);
+        if (r == -ENOENT)
+                return err_setx(e, r, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT, "image %s not found",
+                                id);
         return r;
+}
+
+int img_store_resolve(struct img_store *s, const char *name_or_id, struct img_info **ret,
+                      struct wr_err *e) {
+        _cleanup_(store_image_clear) struct store_image row = {0};
+        bool by_name;
+        int r = load_row(s, name_or_id, &row, &by_name, e);
+        if (r < 0)
+                return r;
+        return info_from_row(s, &row, ret, e);
 }
 
 int img_store_list(struct img_store *s, struct img_info ***ret, size_t *n_ret, struct wr_err *e) {
@@ -601,36 +517,26 @@ int img_layer_remove_unused(struct img_store *s, const char *diff_id, struct wr_
 }
 
 int img_store_delete(struct img_store *s, const char *name_or_id, struct wr_err *e) {
-        _cleanup_free_ char *id = NULL;
+        _cleanup_(store_image_clear) struct store_image row = {0};
         bool by_name;
-        int r = resolve_id(s, name_or_id, &id, &by_name, e);
-        if (r < 0)
-                return r;
-        struct store_image row;
-        r = store_image_load(s->db, id, &row, e);
+        int r = load_row(s, name_or_id, &row, &by_name, e);
         if (r < 0)
                 return r;
         if (by_name && row.n_names > 1) {
                 char norm[400];
                 r = img_name_normalize(name_or_id, norm, sizeof(norm), e);
-                if (r >= 0)
-                        r = store_image_name_delete(s->db, norm, e);
-                store_image_clear(&row);
-                return r;
+                return r < 0 ? r : store_image_name_delete(s->db, norm, e);
         }
-        if (s->in_use && s->in_use(id, s->in_use_ud)) {
-                store_image_clear(&row);
+        if (s->in_use && s->in_use(row.id, s->in_use_ud))
                 return err_setx(e, -EBUSY, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
-                                "image %s is used by a sandbox", id);
-        }
+                                "image %s is used by a sandbox", row.id);
         r = store_tx_begin(s->db, e);
         if (r >= 0)
-                r = store_image_delete(s->db, id, e);
+                r = store_image_delete(s->db, row.id, e);
         if (r >= 0)
                 r = store_tx_commit(s->db, e);
         if (r < 0) {
                 store_tx_rollback(s->db);
-                store_image_clear(&row);
                 return err_prefix(e, r, "delete image");
         }
         /* layers nobody else uses go too; failures here leave an orphan
@@ -638,7 +544,6 @@ int img_store_delete(struct img_store *s, const char *name_or_id, struct wr_err 
         for (size_t i = 0; i < row.n_layers; i++)
                 if (store_layer_refcount(s->db, row.diff_ids[i], NULL) == 0)
                         (void) img_layer_remove_unused(s, row.diff_ids[i], NULL);
-        store_image_clear(&row);
         return 0;
 }
 
@@ -682,7 +587,7 @@ int img_store_commit_image(struct img_store *s, const char *name, const struct i
                 if (fd < 0)
                         return err_set(e, -errno, "open layer %s: %m", diff_ids[i]);
                 bool ssh = img_rootfs_has_root_ssh(fd);
-                close(fd);
+                fd = safe_close(fd);
                 if (ssh)
                         return err_setx(e, -EPERM, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
                                         "the image contains /root/.ssh (layer %.19s...): "

@@ -115,6 +115,9 @@ void img_info_free(struct img_info *info);
 /* Every image, newest first. *ret is an array of *n_ret pointers, owned by
  * the caller: img_info_list_free. Returns the count. */
 int img_store_list(struct img_store *s, struct img_info ***ret, size_t *n_ret, struct wr_err *e);
+
+/* Free a list from img_store_list: its n entries, then the array (NULL
+ * fine). */
 void img_info_list_free(struct img_info **list, size_t n);
 
 /* Delete an image by name or id. When an image has several names and
@@ -143,6 +146,9 @@ int img_config_encode(const struct img_config *cfg, char *const *diff_ids, size_
 /* Parse a config JSON produced by img_config_encode back into *cfg (caller
  * frees with img_config_clear). -EINVAL on malformed input. */
 int img_config_decode(const char *json, struct img_config *cfg, struct wr_err *e);
+
+/* Free what cfg holds and zero it (NULL, zeroed and half-filled configs are
+ * fine). */
 void img_config_clear(struct img_config *cfg);
 
 /* --- layers: the seam registry pulls use --- */

@@ -62,34 +62,29 @@ static int config_copy(struct img_config *dst, const struct img_config *src) {
         return 0;
 }
 
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct img_import *, img_import_free);
+
 int img_import_new(struct img_store *s, uv_loop_t *loop, const char *name,
                    const struct img_config *cfg, struct img_import **ret, struct wr_err *e) {
-        struct img_import *imp = calloc(1, sizeof(*imp));
+        _cleanup_(img_import_freep) struct img_import *imp = calloc(1, sizeof(*imp));
         if (!imp)
                 return err_set(e, -ENOMEM, "import: out of memory");
         imp->s = s;
         imp->loop = loop;
         imp->spool_fd = -EBADF;
         int r;
-        if (name && *name && (r = img_name_normalize(name, imp->name, sizeof(imp->name), e)) < 0) {
-                free(imp);
+        if (name && *name && (r = img_name_normalize(name, imp->name, sizeof(imp->name), e)) < 0)
                 return r;
-        }
-        if (config_copy(&imp->cfg, cfg) < 0) {
-                free(imp);
+        if (config_copy(&imp->cfg, cfg) < 0)
                 return err_set(e, -ENOMEM, "import: out of memory");
-        }
         char spool[32] = "import-";
         img_random_name(spool + 7);
         imp->spool_fd = openat(s->tmp_fd, spool, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (imp->spool_fd < 0) {
-                r = err_set(e, -errno, "import: create spool file: %m");
-                img_import_free(imp);
-                return r;
-        }
+        if (imp->spool_fd < 0)
+                return err_set(e, -errno, "import: create spool file: %m");
         /* anonymous from here on: nothing to clean up after a crash */
         (void) unlinkat(s->tmp_fd, spool, 0);
-        *ret = imp;
+        *ret = TAKE_PTR(imp);
         return 0;
 }
 

@@ -12,16 +12,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "image/image-internal.h"
+#include "image/manifest.h"
 #include "image/ref.h"
 #include "image/registry.h"
 
 #define MAX_PARALLEL_DOWNLOADS 3
 #define PROGRESS_MS 100
-#define MAX_LAYERS 512
-#define MAX_CONFIG (8u << 20)
 
 #if defined(__x86_64__)
 #define HOST_ARCH "amd64"
@@ -38,13 +35,6 @@
 #else
 #define HOST_ARCH "amd64"
 #endif
-
-#define MT_OCI_INDEX "application/vnd.oci.image.index.v1+json"
-#define MT_DOCKER_LIST "application/vnd.docker.distribution.manifest.list.v2+json"
-#define MT_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
-#define MT_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
-#define ACCEPT_MANIFESTS                                                                           \
-        MT_OCI_INDEX ", " MT_DOCKER_LIST ", " MT_OCI_MANIFEST ", " MT_DOCKER_MANIFEST
 
 struct img_pull_ctx {
         struct img_store *s;
@@ -107,12 +97,10 @@ struct job {
         char config_digest[72];
         struct layer *layers;
         size_t n_layers;
-        char **diff_ids;
-        struct img_config cfg;
+        struct img_image_config *conf; /* the parsed config blob, once fetched */
         uv_timer_t *timer;
         size_t downloading, remaining;
         uint64_t last_sum;
-        int last_states;
         bool dirty;
 };
 
@@ -125,13 +113,6 @@ struct img_pull {
         bool cancelled;
 };
 
-/* Close *fd once and mark it closed (closep leaves the number in place). */
-static void fd_close(int *fd) {
-        if (*fd >= 0)
-                close(*fd);
-        *fd = -EBADF;
-}
-
 static void job_abort(struct job *j);
 
 /* --- context --- */
@@ -142,6 +123,7 @@ static int ctx_get(struct img_store *s, struct img_pull_ctx **ret, struct wr_err
                 if (!s->pull)
                         return err_set(e, -ENOMEM, "pull: out of memory");
                 s->pull->s = s;
+                s->pull_free = img_pull_ctx_free; /* image.c calls it without knowing pull.c */
         }
         *ret = s->pull;
         return 0;
@@ -306,7 +288,7 @@ static void job_stop(struct job *j) {
                         img_layer_job_cancel(l->ujob);
                         l->ujob = NULL;
                 }
-                fd_close(&l->fd);
+                closep(&l->fd);
         }
         if (j->timer) {
                 uv_timer_stop(j->timer);
@@ -321,11 +303,8 @@ static void job_free(struct job *j) {
                 j->subs = p->next;
                 free(p);
         }
-        for (size_t i = 0; i < j->n_layers && j->diff_ids; i++)
-                free(j->diff_ids[i]);
-        free(j->diff_ids);
         free(j->layers);
-        img_config_clear(&j->cfg);
+        img_image_config_free(j->conf);
         free(j);
 }
 
@@ -362,10 +341,11 @@ static void job_fail(struct job *j, const struct wr_err *e) {
         job_finish(j, e->code ? e->code : -EIO, NULL, e);
 }
 
-static void job_failf(struct job *j, int code, int status, int fault, const char *fmt, ...)
-        _printf_(5, 6);
+static void job_failf(struct job *j, int code, enum wr_status status, enum wr_fault fault,
+                      const char *fmt, ...) _printf_(5, 6);
 
-static void job_failf(struct job *j, int code, int status, int fault, const char *fmt, ...) {
+static void job_failf(struct job *j, int code, enum wr_status status, enum wr_fault fault,
+                      const char *fmt, ...) {
         struct wr_err e = {0};
         char msg[WR_ERR_MSG_MAX];
         va_list ap;
@@ -381,8 +361,8 @@ static void job_failf(struct job *j, int code, int status, int fault, const char
 static void job_commit(struct job *j) {
         struct img_info *info = NULL;
         struct wr_err e = {0};
-        int r = img_store_commit_image(j->ctx->s, j->name[0] ? j->name : NULL, &j->cfg, j->diff_ids,
-                                       j->n_layers, "pull", &info, &e);
+        int r = img_store_commit_image(j->ctx->s, j->name[0] ? j->name : NULL, &j->conf->config,
+                                       j->conf->diff_ids, j->n_layers, "pull", &info, &e);
         if (r < 0) {
                 err_prefix(&e, r, "pull %s", j->key);
                 job_finish(j, r, NULL, &e);
@@ -423,7 +403,7 @@ static void on_blob(struct img_reg_req *req, int r, const struct wr_err *e, void
         if (r < 0) {
                 struct wr_err ee = *e;
                 err_prefix(&ee, r, "layer %zu/%zu", l->idx + 1, j->n_layers);
-                fd_close(&l->fd);
+                closep(&l->fd);
                 job_fail(j, &ee);
                 return;
         }
@@ -435,7 +415,7 @@ static void on_blob(struct img_reg_req *req, int r, const struct wr_err *e, void
         struct wr_err ue = {0};
         (void) lseek(l->fd, 0, SEEK_SET);
         r = img_layer_unpack(j->ctx->s, j->loop, l->fd, l->diff_id, on_unpacked, l, &l->ujob, &ue);
-        fd_close(&l->fd);
+        closep(&l->fd);
         if (r < 0) {
                 err_prefix(&ue, r, "layer %zu/%zu", l->idx + 1, j->n_layers);
                 job_fail(j, &ue);
@@ -484,7 +464,7 @@ static int start_download(struct layer *l) {
         int r = img_reg_fetch_start(j->ctx->reg, &f, on_blob, l, &l->req, &e);
         if (r < 0) {
                 j->downloading--;
-                fd_close(&l->fd);
+                closep(&l->fd);
                 err_prefix(&e, r, "layer %zu/%zu", l->idx + 1, j->n_layers);
                 job_fail(j, &e);
                 return -1;
@@ -506,90 +486,19 @@ static void schedule(struct job *j) {
 
 /* --- config --- */
 
-static int json_strv(json_t *a, char ***ret, size_t *n_ret) {
-        *ret = NULL;
-        *n_ret = 0;
-        if (!a || json_is_null(a))
-                return 0;
-        if (!json_is_array(a))
-                return -EINVAL;
-        size_t n = json_array_size(a);
-        char **v = calloc(n + 1, sizeof(*v));
-        if (!v)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                const char *s = json_string_value(json_array_get(a, i));
-                if (!s || !(v[i] = strdup(s))) {
-                        for (size_t k = 0; k < i; k++)
-                                free(v[k]);
-                        free(v);
-                        return s ? -ENOMEM : -EINVAL;
-                }
-        }
-        *ret = v;
-        *n_ret = n;
+/* Parse the config blob of the finished request into j->conf and the
+ * layers' diff ids. Errors name the pull. */
+static int config_take(struct job *j, struct img_reg_req *req, struct wr_err *e) {
+        size_t len = 0;
+        const char *body = img_reg_req_body(req, &len);
+        struct img_image_config *c = NULL;
+        int r = img_config_parse(body, len, j->n_layers, &c, e);
+        if (r < 0)
+                return err_prefix(e, r, "pull %s", j->key);
+        for (size_t i = 0; i < j->n_layers; i++)
+                snprintf(j->layers[i].diff_id, sizeof(j->layers[i].diff_id), "%s", c->diff_ids[i]);
+        j->conf = c;
         return 0;
-}
-
-static int parse_config(struct job *j, const char *body, size_t len, struct wr_err *e) {
-        json_error_t je;
-        json_t *root = json_loadb(body, len, 0, &je);
-        int r = 0;
-        if (!json_is_object(root)) {
-                r = err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD,
-                             "image config %.19s... is not a JSON object", j->config_digest);
-                goto out;
-        }
-        json_t *ids = json_object_get(json_object_get(root, "rootfs"), "diff_ids");
-        if (!json_is_array(ids) || json_array_size(ids) != j->n_layers) {
-                r = err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD,
-                             "image config lists %zu diff ids for %zu layers",
-                             json_is_array(ids) ? json_array_size(ids) : 0, j->n_layers);
-                goto out;
-        }
-        j->diff_ids = calloc(j->n_layers + 1, sizeof(char *));
-        if (!j->diff_ids) {
-                r = err_set(e, -ENOMEM, "out of memory");
-                goto out;
-        }
-        for (size_t i = 0; i < j->n_layers; i++) {
-                const char *d = json_string_value(json_array_get(ids, i));
-                if (!d || !img_digest_valid(d)) {
-                        r = err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD,
-                                     "image config: malformed diff id %zu", i);
-                        goto out;
-                }
-                if (!(j->diff_ids[i] = strdup(d))) {
-                        r = err_set(e, -ENOMEM, "out of memory");
-                        goto out;
-                }
-                snprintf(j->layers[i].diff_id, sizeof(j->layers[i].diff_id), "%s", d);
-        }
-        json_t *c = json_object_get(root, "config");
-        if (c && !json_is_null(c)) {
-                if (!json_is_object(c)) {
-                        r = err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD,
-                                     "image config: \"config\" is not an object");
-                        goto out;
-                }
-                if (json_strv(json_object_get(c, "Env"), &j->cfg.env, &j->cfg.n_env) < 0 ||
-                    json_strv(json_object_get(c, "Entrypoint"), &j->cfg.entrypoint,
-                              &j->cfg.n_entrypoint) < 0 ||
-                    json_strv(json_object_get(c, "Cmd"), &j->cfg.cmd, &j->cfg.n_cmd) < 0) {
-                        r = err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD,
-                                     "image config: Env, Entrypoint and Cmd must be string arrays");
-                        goto out;
-                }
-                const char *wd = json_string_value(json_object_get(c, "WorkingDir"));
-                const char *user = json_string_value(json_object_get(c, "User"));
-                if (wd && *wd && !(j->cfg.working_dir = strdup(wd)))
-                        r = err_set(e, -ENOMEM, "out of memory");
-                if (user && *user && !(j->cfg.user = strdup(user)))
-                        r = err_set(e, -ENOMEM, "out of memory");
-        }
-out:
-        json_decref(root);
-        return r;
 }
 
 static void on_config(struct img_reg_req *req, int r, const struct wr_err *e, void *userdata) {
@@ -601,12 +510,9 @@ static void on_config(struct img_reg_req *req, int r, const struct wr_err *e, vo
                 job_fail(j, &ee);
                 return;
         }
-        size_t len = 0;
-        const char *body = img_reg_req_body(req, &len);
         struct wr_err pe = {0};
-        r = parse_config(j, body, len, &pe);
+        r = config_take(j, req, &pe);
         if (r < 0) {
-                err_prefix(&pe, r, "pull %s", j->key);
                 job_fail(j, &pe);
                 return;
         }
@@ -640,59 +546,84 @@ static void on_config(struct img_reg_req *req, int r, const struct wr_err *e, vo
 
 /* --- manifests --- */
 
-static void fetch_manifest(struct job *j, const char *object, bool by_digest);
+static void on_manifest(struct img_reg_req *req, int r, const struct wr_err *e, void *userdata);
 
-static bool media_is(const char *mt, const char *want) {
-        size_t n = strlen(want);
-        return !strncmp(mt, want, n) && (mt[n] == '\0' || mt[n] == ';' || mt[n] == ' ');
-}
-
-static bool layer_media_ok(const char *mt) {
-        if (!mt)
-                return true; /* tolerated: the unpacker detects the compression */
-        static const char *const ok[] = {
-                "application/vnd.oci.image.layer.v1.tar",
-                "application/vnd.oci.image.layer.v1.tar+gzip",
-                "application/vnd.oci.image.layer.v1.tar+zstd",
-                "application/vnd.docker.image.rootfs.diff.tar.gzip",
-                "application/vnd.docker.image.rootfs.diff.tar",
-                "application/vnd.oci.image.layer.nondistributable.v1.tar",
-                "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip",
-                "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd",
-                "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip",
+static int fetch_manifest(struct job *j, const char *object, bool by_digest, struct wr_err *e) {
+        struct img_reg_fetch f = {
+                .ref = &j->ref,
+                .kind = "manifests",
+                .object = object,
+                .accept = IMG_ACCEPT_MANIFESTS,
+                .fd = -1,
+                .expect_digest = by_digest ? object : NULL,
+                .retry = true,
         };
-        for (size_t i = 0; i < ELEMENTSOF(ok); i++)
-                if (!strcmp(mt, ok[i]))
-                        return true;
-        return false;
+        return img_reg_fetch_start(j->ctx->reg, &f, on_manifest, j, &j->req, e);
 }
 
-/* An index or manifest list: pick linux/HOST_ARCH. */
-static void pick_platform(struct job *j, json_t *root) {
-        json_t *ms = json_object_get(root, "manifests");
-        char seen[300] = "";
-        size_t n = json_array_size(ms);
-        for (size_t i = 0; i < n; i++) {
-                json_t *m = json_array_get(ms, i);
-                json_t *pl = json_object_get(m, "platform");
-                const char *os = json_string_value(json_object_get(pl, "os"));
-                const char *arch = json_string_value(json_object_get(pl, "architecture"));
-                const char *digest = json_string_value(json_object_get(m, "digest"));
-                if (!os || !arch)
-                        continue;
-                if (!strcmp(os, "linux") && !strcmp(arch, HOST_ARCH) && digest &&
-                    img_digest_valid(digest)) {
-                        j->platform_resolved = true;
-                        fetch_manifest(j, digest, true);
-                        return;
-                }
-                size_t sl = strlen(seen);
-                if (sl + strlen(os) + strlen(arch) + 4 < sizeof(seen))
-                        snprintf(seen + sl, sizeof(seen) - sl, "%s%s/%s", sl ? ", " : "", os, arch);
+/* Act on the manifest the finished request holds: for an index, fetch the
+ * linux/HOST_ARCH manifest; for an image manifest, build the layer table
+ * and fetch the config blob. Nothing changes in j unless this succeeds. */
+static int manifest_take(struct job *j, struct img_reg_req *req, struct wr_err *e) {
+        size_t len = 0;
+        const char *body = img_reg_req_body(req, &len);
+        _cleanup_(img_manifest_freep) struct img_manifest *m = NULL;
+        int r = img_manifest_parse(body, len, img_reg_req_content_type(req), &m, e);
+        if (r < 0)
+                return err_prefix(e, r, "pull %s", j->key);
+
+        if (m->kind == IMG_MANIFEST_INDEX) {
+                if (j->platform_resolved)
+                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD,
+                                        "pull %s: nested image indexes are not supported", j->key);
+                char seen[300];
+                const struct img_manifest_platform *p =
+                        img_manifest_select(m, "linux", HOST_ARCH, seen, sizeof(seen));
+                if (!p)
+                        return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                        "image %s has no linux/" HOST_ARCH
+                                        " variant (platforms: %s)",
+                                        j->key, seen[0] ? seen : "none");
+                r = fetch_manifest(j, p->digest, true, e);
+                if (r < 0)
+                        return r;
+                j->platform_resolved = true;
+                return 0;
         }
-        job_failf(j, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
-                  "image %s has no linux/" HOST_ARCH " variant (platforms: %s)", j->key,
-                  seen[0] ? seen : "none");
+
+        _cleanup_free_ struct layer *layers = calloc(m->n_layers, sizeof(*layers));
+        if (!layers)
+                return err_set(e, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < m->n_layers; i++) {
+                layers[i] = (struct layer){
+                        .job = j,
+                        .idx = i,
+                        .size = m->layers[i].size,
+                        .st = L_WAITING,
+                        .fd = -EBADF,
+                };
+                memcpy(layers[i].digest, m->layers[i].digest, sizeof(layers[i].digest));
+        }
+        snprintf(j->config_digest, sizeof(j->config_digest), "%s", m->config_digest);
+        struct img_reg_fetch f = {
+                .ref = &j->ref,
+                .kind = "blobs",
+                .object = j->config_digest,
+                .fd = -1,
+                /* no more than the manifest lists */
+                .max_body = m->config_size && m->config_size < IMG_CONFIG_MAX_BODY
+                                    ? (size_t) m->config_size
+                                    : IMG_CONFIG_MAX_BODY,
+                .expect_digest = j->config_digest,
+                .retry = true,
+        };
+        r = img_reg_fetch_start(j->ctx->reg, &f, on_config, j, &j->req, e);
+        if (r < 0)
+                return r;
+        j->layers = TAKE_PTR(layers);
+        j->n_layers = m->n_layers;
+        j->stage = ST_CONFIG;
+        return 0;
 }
 
 static void on_manifest(struct img_reg_req *req, int r, const struct wr_err *e, void *userdata) {
@@ -702,126 +633,42 @@ static void on_manifest(struct img_reg_req *req, int r, const struct wr_err *e, 
                 job_fail(j, e);
                 return;
         }
-        size_t len = 0;
-        const char *body = img_reg_req_body(req, &len);
-        const char *ct = img_reg_req_content_type(req);
-        json_error_t je;
-        json_t *root = json_loadb(body, len, 0, &je);
-        if (!json_is_object(root)) {
-                json_decref(root);
-                job_failf(j, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD,
-                          "pull %s: the registry sent a manifest that is not JSON (%s)", j->key,
-                          ct);
-                return;
-        }
-        const char *mt = json_string_value(json_object_get(root, "mediaType"));
-        if (!mt || !*mt)
-                mt = ct;
-        json_int_t schema = json_integer_value(json_object_get(root, "schemaVersion"));
-        bool is_index = media_is(mt, MT_OCI_INDEX) || media_is(mt, MT_DOCKER_LIST) ||
-                        (!json_object_get(root, "config") &&
-                         json_is_array(json_object_get(root, "manifests")));
-        if (schema == 1 || media_is(mt, "application/vnd.docker.distribution.manifest.v1")) {
-                json_decref(root);
-                job_failf(j, -EPROTONOSUPPORT, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
-                          "pull %s: Docker schema 1 manifests are not supported (re-push the "
-                          "image with a current client)",
-                          j->key);
-                return;
-        }
-        if (is_index) {
-                if (j->platform_resolved) {
-                        json_decref(root);
-                        job_failf(j, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD,
-                                  "pull %s: nested image indexes are not supported", j->key);
-                        return;
-                }
-                pick_platform(j, root);
-                json_decref(root);
-                return;
-        }
-        json_t *config = json_object_get(root, "config");
-        json_t *layers = json_object_get(root, "layers");
-        const char *cd = json_string_value(json_object_get(config, "digest"));
-        size_t n = json_array_size(layers);
-        if (!cd || !img_digest_valid(cd) || !json_is_array(layers) || n == 0 || n > MAX_LAYERS) {
-                json_decref(root);
-                job_failf(j, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD,
-                          "pull %s: malformed image manifest (want a sha256 config digest and "
-                          "1..%d layers)",
-                          j->key, MAX_LAYERS);
-                return;
-        }
-        snprintf(j->config_digest, sizeof(j->config_digest), "%s", cd);
-        json_t *csz = json_object_get(config, "size");
-        size_t config_max = MAX_CONFIG;
-        if (json_is_integer(csz) && json_integer_value(csz) > 0 &&
-            (uint64_t) json_integer_value(csz) < MAX_CONFIG)
-                config_max = (size_t) json_integer_value(csz); /* no more than listed */
-        j->layers = calloc(n, sizeof(*j->layers));
-        if (!j->layers) {
-                json_decref(root);
-                job_failf(j, -ENOMEM, 0, WR_FAULT_SERVICE, "out of memory");
-                return;
-        }
-        j->n_layers = n;
-        for (size_t i = 0; i < n; i++) {
-                struct layer *l = &j->layers[i];
-                json_t *lj = json_array_get(layers, i);
-                const char *d = json_string_value(json_object_get(lj, "digest"));
-                const char *lmt = json_string_value(json_object_get(lj, "mediaType"));
-                json_t *sz = json_object_get(lj, "size");
-                l->job = j;
-                l->idx = i;
-                l->fd = -EBADF;
-                if (!d || !img_digest_valid(d) || !layer_media_ok(lmt) ||
-                    json_object_get(lj, "urls")) {
-                        json_decref(root);
-                        job_failf(j, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD,
-                                  "pull %s: layer %zu: unsupported (media type %.100s%s)", j->key,
-                                  i + 1, lmt ? lmt : "none",
-                                  d && img_digest_valid(d) ? "" : ", bad digest");
-                        return;
-                }
-                snprintf(l->digest, sizeof(l->digest), "%s", d);
-                l->size = json_is_integer(sz) && json_integer_value(sz) > 0
-                                  ? (uint64_t) json_integer_value(sz)
-                                  : 0;
-        }
-        json_decref(root);
-        j->stage = ST_CONFIG;
-        struct img_reg_fetch f = {
-                .ref = &j->ref,
-                .kind = "blobs",
-                .object = j->config_digest,
-                .fd = -1,
-                .max_body = config_max,
-                .expect_digest = j->config_digest,
-                .retry = true,
-        };
-        struct wr_err fe = {0};
-        r = img_reg_fetch_start(j->ctx->reg, &f, on_config, j, &j->req, &fe);
+        struct wr_err me = {0};
+        r = manifest_take(j, req, &me);
         if (r < 0)
-                job_fail(j, &fe);
-}
-
-static void fetch_manifest(struct job *j, const char *object, bool by_digest) {
-        struct img_reg_fetch f = {
-                .ref = &j->ref,
-                .kind = "manifests",
-                .object = object,
-                .accept = ACCEPT_MANIFESTS,
-                .fd = -1,
-                .expect_digest = by_digest ? object : NULL,
-                .retry = true,
-        };
-        struct wr_err e = {0};
-        int r = img_reg_fetch_start(j->ctx->reg, &f, on_manifest, j, &j->req, &e);
-        if (r < 0)
-                job_fail(j, &e);
+                job_fail(j, &me);
 }
 
 /* --- entry points --- */
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct job *, job_abort);
+
+/* A job for reference pr (formatted: key) with its progress timer running,
+ * not yet linked into ctx->jobs. */
+static int job_new(struct img_pull_ctx *ctx, uv_loop_t *loop, const struct img_ref *pr,
+                   const char *key, struct job **ret, struct wr_err *e) {
+        _cleanup_(job_abortp) struct job *j = calloc(1, sizeof(*j));
+        if (!j)
+                return err_set(e, -ENOMEM, "pull: out of memory");
+        j->ctx = ctx;
+        j->loop = loop;
+        j->ref = *pr;
+        snprintf(j->key, sizeof(j->key), "%s", key);
+        (void) img_ref_local_name(pr, j->name, sizeof(j->name));
+        _cleanup_free_ uv_timer_t *t = calloc(1, sizeof(*t));
+        if (!t)
+                return err_set(e, -ENOMEM, "pull: out of memory");
+        int r = uv_timer_init(loop, t);
+        if (r < 0) /* never initialised: freed, not closed */
+                return err_set(e, -EIO, "pull: progress timer: %s", uv_strerror(r));
+        j->timer = TAKE_PTR(t); /* from here job_stop closes it */
+        j->timer->data = j;
+        r = uv_timer_start(j->timer, on_tick, PROGRESS_MS, PROGRESS_MS);
+        if (r < 0)
+                return err_set(e, -EIO, "pull: progress timer: %s", uv_strerror(r));
+        *ret = TAKE_PTR(j);
+        return 0;
+}
 
 int img_pull_set_loopback_only(struct img_store *s, bool on, struct wr_err *e) {
         struct img_pull_ctx *ctx = NULL;
@@ -849,7 +696,7 @@ int img_pull_start(struct img_store *s, uv_loop_t *loop, const char *ref,
                         return err_prefix(e, r, "registry client");
                 img_registry_set_loopback_only(ctx->reg, ctx->loopback_only);
         }
-        struct img_pull *p = calloc(1, sizeof(*p));
+        _cleanup_free_ struct img_pull *p = calloc(1, sizeof(*p));
         if (!p)
                 return err_set(e, -ENOMEM, "pull: out of memory");
         p->progress = progress;
@@ -864,51 +711,31 @@ int img_pull_start(struct img_store *s, uv_loop_t *loop, const char *ref,
                         p->next = j->subs;
                         j->subs = p;
                         j->dirty = true; /* the newcomer gets a snapshot on the next tick */
-                        *ret = p;
+                        *ret = TAKE_PTR(p);
                         return 0;
                 }
 
-        struct job *j = calloc(1, sizeof(*j));
-        if (!j) {
-                free(p);
-                return err_set(e, -ENOMEM, "pull: out of memory");
-        }
-        j->ctx = ctx;
-        j->loop = loop;
-        j->ref = pr;
-        snprintf(j->key, sizeof(j->key), "%s", key);
-        (void) img_ref_local_name(&pr, j->name, sizeof(j->name));
-        j->timer = calloc(1, sizeof(*j->timer));
-        if (!j->timer) {
-                free(j);
-                free(p);
-                return err_set(e, -ENOMEM, "pull: out of memory");
-        }
-        uv_timer_init(loop, j->timer);
-        j->timer->data = j;
-        uv_timer_start(j->timer, on_tick, PROGRESS_MS, PROGRESS_MS);
-        p->job = j;
-        j->subs = p;
-        j->next = ctx->jobs;
-        ctx->jobs = j;
-
+        _cleanup_(job_abortp) struct job *j = NULL;
+        r = job_new(ctx, loop, &pr, key, &j, e);
+        if (r < 0)
+                return r;
         struct img_reg_fetch f = {
                 .ref = &j->ref,
                 .kind = "manifests",
                 .object = img_ref_manifest_ref(&pr),
-                .accept = ACCEPT_MANIFESTS,
+                .accept = IMG_ACCEPT_MANIFESTS,
                 .fd = -1,
                 .expect_digest = pr.digest[0] ? pr.digest : NULL,
                 .retry = true,
         };
         r = img_reg_fetch_start(ctx->reg, &f, on_manifest, j, &j->req, e);
-        if (r < 0) {
-                j->subs = NULL;
-                free(p);
-                job_abort(j);
+        if (r < 0)
                 return r;
-        }
-        *ret = p;
+        p->job = j;
+        j->subs = p;
+        j->next = ctx->jobs;
+        ctx->jobs = TAKE_PTR(j);
+        *ret = TAKE_PTR(p);
         return 0;
 }
 

@@ -24,7 +24,9 @@
  *   store's start-up GC removes them if no image ever uses them).
  *
  * The network side is src/image/registry.c (libcurl multi on the caller's
- * libuv loop; nothing blocks the loop). Threads: the loop thread only. */
+ * libuv loop; nothing blocks the loop); manifests, indexes and image
+ * configs are parsed by the pure functions of src/image/manifest.h. Threads:
+ * the loop thread only. */
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -4,8 +4,9 @@
 /* An OCI distribution (Docker registry v2) client on libcurl, driven by the
  * caller's libuv loop: curl's multi interface with curl_multi_socket_action,
  * one uv_poll per socket curl opens and one uv_timer for curl's timeouts
- * (the standard libuv/curl integration). Nothing blocks the loop; there
- * are no threads.
+ * (the standard libuv/curl integration, src/image/curl-uv.h). Nothing
+ * blocks the loop; there are no threads. The configuration parsers and the
+ * auth decisions are pure functions (registry-internal.h), fuzzed.
  *
  * A request fetches /v2/<path>/<manifests|blobs>/<object> from the
  * registry of a reference, trying its configured mirrors first, then the

@@ -62,16 +62,14 @@ static int entry_fail(struct unpacker *u, int code, const char *what) {
 }
 
 static int entry_fail_errno(struct unpacker *u, int code, const char *what) {
-        int status = code == -ENOSPC || code == -EDQUOT ? WR_STATUS_RESOURCE_EXHAUSTED
-                                                        : WR_STATUS_INTERNAL;
+        enum wr_status status = code == -ENOSPC || code == -EDQUOT ? WR_STATUS_RESOURCE_EXHAUSTED
+                                                                   : WR_STATUS_INTERNAL;
         return err_setx(u->e, code, status, WR_FAULT_SERVICE, "tar entry \"%s\": %s: %s",
                         u->entry_name, what, strerror(-code));
 }
 
 static void cache_drop(struct unpacker *u) {
-        if (u->cache_fd >= 0)
-                close(u->cache_fd);
-        u->cache_fd = -EBADF;
+        closep(&u->cache_fd);
         u->cache_path[0] = '\0';
 }
 

@@ -25,6 +25,8 @@
 
 #include "image/image-internal.h"
 #include "image/image.h"
+#include "image/manifest.h"
+#include "image/registry-internal.h"
 #include "store/images.h"
 #include "store/store.h"
 
@@ -267,6 +269,502 @@ static void test_config_encode(void **state) {
         assert_int_equal(img_config_encode(&c, ids, 1, &j2, id2, &e), -EINVAL);
         assert_int_equal(err_status(&e), WR_STATUS_INVALID_ARGUMENT);
         free(j1);
+}
+
+/* --- manifests, indexes, image configs (pure parsers) --- */
+
+#define D0 "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+#define D1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+#define D2 "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+#define D3 "sha256:3333333333333333333333333333333333333333333333333333333333333333"
+
+/* A string built with printf, freed by the caller. */
+static char *fmt(const char *f, ...) _printf_(1, 2);
+static char *fmt(const char *f, ...) {
+        va_list ap;
+        va_start(ap, f);
+        char *s = NULL;
+        assert_true(vasprintf(&s, f, ap) >= 0);
+        va_end(ap);
+        return s;
+}
+
+/* n layer objects, joined by commas. */
+static char *layers_json(size_t n) {
+        size_t one = strlen("{\"digest\":\"" D1 "\",\"size\":1},");
+        char *s = calloc(1, n * one + 1);
+        assert_non_null(s);
+        for (size_t i = 0; i < n; i++)
+                strcat(s, i ? ",{\"digest\":\"" D1 "\",\"size\":1}"
+                            : "{\"digest\":\"" D1 "\",\"size\":1}");
+        return s;
+}
+
+static int manifest_err(const char *json, const char *ct, struct wr_err *e) {
+        struct img_manifest *m = NULL;
+        memset(e, 0, sizeof(*e));
+        int r = img_manifest_parse(json, strlen(json), ct, &m, e);
+        assert_null(m);
+        if (r < 0)
+                assert_true(e->msg[0]);
+        return r;
+}
+
+static void test_manifest_image(void **state) {
+        const char *j =
+                "{\"schemaVersion\":2,\"mediaType\":\"" IMG_MT_OCI_MANIFEST "\","
+                "\"config\":{\"digest\":\"" D0 "\",\"size\":1234},"
+                "\"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+gzip\","
+                "\"digest\":\"" D1 "\",\"size\":42},"
+                "{\"digest\":\"" D2 "\",\"size\":-3}]}";
+        _cleanup_(img_manifest_freep) struct img_manifest *m = NULL;
+        assert_int_equal(img_manifest_parse(j, strlen(j), NULL, &m, NULL), 0);
+        assert_int_equal(m->kind, IMG_MANIFEST_IMAGE);
+        assert_string_equal(m->config_digest, D0);
+        assert_int_equal(m->config_size, 1234);
+        assert_int_equal(m->n_layers, 2);
+        assert_string_equal(m->layers[0].digest, D1);
+        assert_int_equal(m->layers[0].size, 42);
+        assert_string_equal(m->layers[1].digest, D2);
+        assert_int_equal(m->layers[1].size, 0); /* not positive: unknown */
+        assert_int_equal(m->n_platforms, 0);
+        /* not NUL-terminated: only len bytes count */
+        img_manifest_free(TAKE_PTR(m));
+        char *copy = strdup(j);
+        assert_non_null(copy);
+        size_t len = strlen(copy);
+        copy = realloc(copy, len + 8);
+        memcpy(copy + len, "garbage!", 8);
+        assert_int_equal(img_manifest_parse(copy, len, NULL, &m, NULL), 0);
+        free(copy);
+}
+
+static void test_manifest_index(void **state) {
+        const char *j = "{\"schemaVersion\":2,\"manifests\":["
+                        "{\"digest\":\"" D1
+                        "\",\"platform\":{\"os\":\"linux\",\"architecture\":\"arm64\"}},"
+                        "{\"digest\":\"nope\",\"platform\":{\"os\":\"linux\",\"architecture\":"
+                        "\"riscv64\"}},"
+                        "{\"digest\":\"" D3 "\"},"
+                        "{\"digest\":\"" D2
+                        "\",\"platform\":{\"os\":\"linux\",\"architecture\":\"amd64\"}}]}";
+        _cleanup_(img_manifest_freep) struct img_manifest *m = NULL;
+        /* no media type: an index by its shape (manifests, no config) */
+        assert_int_equal(img_manifest_parse(j, strlen(j), "", &m, NULL), 0);
+        assert_int_equal(m->kind, IMG_MANIFEST_INDEX);
+        assert_int_equal(m->n_platforms, 3); /* the entry without a platform is left out */
+        assert_string_equal(m->platforms[1].digest, ""); /* invalid digest: kept, unusable */
+        char seen[300];
+        const struct img_manifest_platform *p =
+                img_manifest_select(m, "linux", "amd64", seen, sizeof(seen));
+        assert_non_null(p);
+        assert_string_equal(p->digest, D2);
+        p = img_manifest_select(m, "linux", "riscv64", seen, sizeof(seen));
+        assert_null(p);
+        p = img_manifest_select(m, "windows", "amd64", seen, sizeof(seen));
+        assert_null(p);
+        assert_string_equal(seen, "linux/arm64, linux/riscv64, linux/amd64");
+        char tiny[12];
+        assert_null(img_manifest_select(m, "windows", "amd64", tiny, sizeof(tiny)));
+        assert_string_equal(tiny, ""); /* nothing fits: nothing half-written */
+        img_manifest_free(TAKE_PTR(m));
+
+        /* the Content-Type decides when the body has no mediaType */
+        const char *lst = "{\"schemaVersion\":2,\"config\":{},\"manifests\":[]}";
+        assert_int_equal(img_manifest_parse(lst, strlen(lst), IMG_MT_DOCKER_LIST "; charset=utf-8",
+                                            &m, NULL),
+                         0);
+        assert_int_equal(m->kind, IMG_MANIFEST_INDEX);
+        assert_int_equal(m->n_platforms, 0);
+        assert_null(img_manifest_select(m, "linux", "amd64", seen, sizeof(seen)));
+        assert_string_equal(seen, "");
+}
+
+static void test_manifest_invalid(void **state) {
+        struct wr_err e;
+        assert_int_equal(manifest_err("", NULL, &e), -EINVAL);
+        assert_int_equal(manifest_err("[1,2]", "text/html", &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "not JSON (text/html)"));
+        assert_int_equal(err_status(&e), WR_STATUS_INVALID_ARGUMENT);
+        assert_int_equal(e.fault, WR_FAULT_WORKLOAD);
+        assert_int_equal(manifest_err("{\"schemaVersion\":1}", NULL, &e), -EPROTONOSUPPORT);
+        assert_int_equal(err_status(&e), WR_STATUS_FAILED_PRECONDITION);
+        assert_int_equal(manifest_err("{}", "application/vnd.docker.distribution.manifest.v1", &e),
+                         -EPROTONOSUPPORT);
+        /* config digest missing, malformed, upper case */
+        assert_int_equal(manifest_err("{\"layers\":[{\"digest\":\"" D1 "\"}]}", NULL, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "malformed image manifest"));
+        assert_int_equal(
+                manifest_err("{\"config\":{\"digest\":\"sha256:00\"},\"layers\":[{\"digest\":"
+                             "\"" D1 "\"}]}",
+                             NULL, &e),
+                -EINVAL);
+        assert_int_equal(
+                manifest_err("{\"config\":{\"digest\":\"sha256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+                             "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\"},\"layers\":[{\"digest\":"
+                             "\"" D1 "\"}]}",
+                             NULL, &e),
+                -EINVAL);
+        /* layers: none, not an array, bad digest, unknown media type, foreign urls */
+        assert_int_equal(
+                manifest_err("{\"config\":{\"digest\":\"" D0 "\"},\"layers\":[]}", NULL, &e),
+                -EINVAL);
+        assert_int_equal(
+                manifest_err("{\"config\":{\"digest\":\"" D0 "\"},\"layers\":{}}", NULL, &e),
+                -EINVAL);
+        assert_int_equal(manifest_err("{\"config\":{\"digest\":\"" D0 "\"},\"layers\":[{\"digest\":"
+                                      "\"md5:00\"}]}",
+                                      NULL, &e),
+                         -EINVAL);
+        assert_non_null(strstr(e.msg, "layer 1: unsupported (media type none, bad digest)"));
+        assert_int_equal(manifest_err("{\"config\":{\"digest\":\"" D0 "\"},\"layers\":[{\"digest\":"
+                                      "\"" D1 "\"},{\"digest\":\"" D2 "\",\"mediaType\":\"x/y\"}]}",
+                                      NULL, &e),
+                         -EINVAL);
+        assert_non_null(strstr(e.msg, "layer 2: unsupported (media type x/y)"));
+        assert_int_equal(manifest_err("{\"config\":{\"digest\":\"" D0 "\"},\"layers\":[{\"digest\":"
+                                      "\"" D1 "\",\"urls\":[\"http://x\"]}]}",
+                                      NULL, &e),
+                         -EINVAL);
+}
+
+static void test_manifest_limits(void **state) {
+        struct wr_err e;
+        _cleanup_(img_manifest_freep) struct img_manifest *m = NULL;
+        /* exactly the layer limit, then one more */
+        char *ls = layers_json(IMG_MANIFEST_MAX_LAYERS);
+        char *j = fmt("{\"config\":{\"digest\":\"" D0 "\"},\"layers\":[%s]}", ls);
+        assert_int_equal(img_manifest_parse(j, strlen(j), NULL, &m, NULL), 0);
+        assert_int_equal(m->n_layers, IMG_MANIFEST_MAX_LAYERS);
+        free(ls);
+        free(j);
+        ls = layers_json(IMG_MANIFEST_MAX_LAYERS + 1);
+        j = fmt("{\"config\":{\"digest\":\"" D0 "\"},\"layers\":[%s]}", ls);
+        assert_int_equal(manifest_err(j, NULL, &e), -EINVAL);
+        free(ls);
+        free(j);
+        /* index entries */
+        size_t one = strlen("{},");
+        char *ents = calloc(IMG_INDEX_MAX_ENTRIES + 1, one);
+        assert_non_null(ents);
+        for (size_t i = 0; i <= IMG_INDEX_MAX_ENTRIES; i++)
+                strcat(ents, i ? ",{}" : "{}");
+        j = fmt("{\"mediaType\":\"" IMG_MT_OCI_INDEX "\",\"manifests\":[%s]}", ents);
+        assert_int_equal(manifest_err(j, NULL, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "more than"));
+        free(j);
+        free(ents);
+        /* the body size: a valid manifest padded past the limit */
+        size_t big = IMG_MANIFEST_MAX_BODY + 1;
+        char *b = malloc(big + 1);
+        assert_non_null(b);
+        const char *v = "{\"config\":{\"digest\":\"" D0 "\"},\"layers\":[{\"digest\":\"" D1 "\"}]}";
+        memset(b, ' ', big);
+        memcpy(b, v, strlen(v));
+        b[big] = '\0';
+        img_manifest_free(TAKE_PTR(m));
+        assert_int_equal(img_manifest_parse(b, big, NULL, &m, &e), -EINVAL);
+        assert_null(m);
+        assert_int_equal(img_manifest_parse(b, big - 1, NULL, &m, NULL), 0);
+        free(b);
+}
+
+static int config_err(const char *json, size_t expect, struct wr_err *e) {
+        struct img_image_config *c = NULL;
+        memset(e, 0, sizeof(*e));
+        int r = img_config_parse(json, strlen(json), expect, &c, e);
+        assert_null(c);
+        if (r < 0)
+                assert_true(e->msg[0]);
+        return r;
+}
+
+static void test_image_config_parse(void **state) {
+        const char *j = "{\"architecture\":\"amd64\",\"rootfs\":{\"type\":\"layers\",\"diff_ids\":"
+                        "[\"" D1 "\",\"" D2 "\"]},\"config\":{\"Env\":[\"A=1\",\"PATH=/bin\"],"
+                        "\"Entrypoint\":null,\"Cmd\":[\"sh\"],\"WorkingDir\":\"/srv\","
+                        "\"User\":\"\",\"Labels\":{\"x\":\"y\"}}}";
+        _cleanup_(img_image_config_freep) struct img_image_config *c = NULL;
+        assert_int_equal(img_config_parse(j, strlen(j), 2, &c, NULL), 0);
+        assert_int_equal(c->n_diff_ids, 2);
+        assert_string_equal(c->diff_ids[1], D2);
+        assert_null(c->diff_ids[2]);
+        assert_int_equal(c->config.n_env, 2);
+        assert_string_equal(c->config.env[0], "A=1");
+        assert_null(c->config.env[2]);
+        assert_int_equal(c->config.n_entrypoint, 0); /* null = absent */
+        assert_null(c->config.entrypoint);
+        assert_int_equal(c->config.n_cmd, 1);
+        assert_string_equal(c->config.working_dir, "/srv");
+        assert_null(c->config.user); /* "" = unset */
+        img_image_config_free(TAKE_PTR(c));
+        /* expect_layers = 0: any count; no config object at all */
+        const char *bare = "{\"rootfs\":{\"diff_ids\":[]},\"config\":null}";
+        assert_int_equal(img_config_parse(bare, strlen(bare), 0, &c, NULL), 0);
+        assert_int_equal(c->n_diff_ids, 0);
+        assert_int_equal(c->config.n_env, 0);
+}
+
+static void test_image_config_invalid(void **state) {
+        struct wr_err e;
+        assert_int_equal(config_err("nope", 1, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "not a JSON object"));
+        assert_int_equal(e.fault, WR_FAULT_WORKLOAD);
+        assert_int_equal(config_err("[]", 1, &e), -EINVAL);
+        assert_int_equal(config_err("{\"config\":{}}", 1, &e), -EINVAL); /* no rootfs */
+        assert_int_equal(config_err("{\"rootfs\":{\"diff_ids\":[\"" D1 "\"]}}", 2, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "lists 1 diff ids for 2 layers"));
+        assert_int_equal(config_err("{\"rootfs\":{\"diff_ids\":[\"" D1 "\",\"sha256:1\"]}}", 2, &e),
+                         -EINVAL);
+        assert_non_null(strstr(e.msg, "malformed diff id 1"));
+        assert_int_equal(config_err("{\"rootfs\":{\"diff_ids\":[7]}}", 1, &e), -EINVAL);
+        assert_int_equal(
+                config_err("{\"rootfs\":{\"diff_ids\":[\"" D1 "\"]},\"config\":[]}", 1, &e),
+                -EINVAL);
+        assert_non_null(strstr(e.msg, "\"config\" is not an object"));
+        assert_int_equal(config_err("{\"rootfs\":{\"diff_ids\":[\"" D1
+                                    "\"]},\"config\":{\"Cmd\":\"ls\"}}",
+                                    1, &e),
+                         -EINVAL);
+        assert_non_null(strstr(e.msg, "string arrays"));
+        assert_int_equal(config_err("{\"rootfs\":{\"diff_ids\":[\"" D1
+                                    "\"]},\"config\":{\"Env\":[\"A\",1]}}",
+                                    1, &e),
+                         -EINVAL);
+        assert_int_equal(config_err("{\"rootfs\":{\"diff_ids\":[\"" D1
+                                    "\"]},\"config\":{\"Entrypoint\":{}}}",
+                                    1, &e),
+                         -EINVAL);
+        /* limits: more diff ids than an image may have; an oversized blob */
+        size_t n = IMG_MANIFEST_MAX_LAYERS + 1, one = strlen(",\"" D1 "\"");
+        char *ids = calloc(n, one + 1);
+        assert_non_null(ids);
+        for (size_t i = 0; i < n; i++)
+                strcat(ids, i ? ",\"" D1 "\"" : "\"" D1 "\"");
+        char *j = fmt("{\"rootfs\":{\"diff_ids\":[%s]}}", ids);
+        assert_int_equal(config_err(j, 0, &e), -EINVAL);
+        free(j);
+        free(ids);
+        size_t big = IMG_CONFIG_MAX_BODY + 1;
+        char *b = malloc(big);
+        assert_non_null(b);
+        const char *v = "{\"rootfs\":{\"diff_ids\":[]}}";
+        memset(b, ' ', big);
+        memcpy(b, v, strlen(v));
+        struct img_image_config *c = NULL;
+        assert_int_equal(img_config_parse(b, big, 0, &c, &e), -EINVAL);
+        assert_null(c);
+        assert_int_equal(img_config_parse(b, big - 1, 0, &c, NULL), 0);
+        img_image_config_free(c);
+        free(b);
+}
+
+/* --- registry config and docker credentials (pure parsers) --- */
+
+static int regcfg(const char *json, struct img_reg_config **ret, struct wr_err *e) {
+        *ret = calloc(1, sizeof(**ret));
+        assert_non_null(*ret);
+        memset(e, 0, sizeof(*e));
+        int r = img_reg_config_parse_registries(*ret, json, strlen(json), "/etc/r.json", e);
+        if (r < 0)
+                assert_non_null(strstr(e->msg, "--registry-config /etc/r.json"));
+        return r;
+}
+
+static int dockercfg(const char *json, struct img_reg_config **ret, struct wr_err *e) {
+        *ret = calloc(1, sizeof(**ret));
+        assert_non_null(*ret);
+        memset(e, 0, sizeof(*e));
+        int r = img_reg_config_parse_docker(*ret, json, strlen(json), "/etc/d.json", e);
+        if (r < 0)
+                assert_non_null(strstr(e->msg, "--docker-config /etc/d.json"));
+        return r;
+}
+
+static void test_registry_config_parse(void **state) {
+        struct wr_err e;
+        _cleanup_(img_reg_config_freep) struct img_reg_config *c = NULL;
+        assert_int_equal(regcfg("{\"registries\":{\"docker.io\":{\"mirrors\":["
+                                "\"https://m.example/v2/\",\"http://10.0.0.5:5000//\"]},"
+                                "\"lan:5000\":{\"insecure\":true},"
+                                "\"localhost:5000\":{\"insecure\":false}}}",
+                                &c, &e),
+                         0);
+        const struct img_reg_host *h = img_reg_config_host(c, "docker.io");
+        assert_non_null(h);
+        assert_int_equal(h->n_mirrors, 2);
+        assert_string_equal(h->mirrors[0], "https://m.example");
+        assert_string_equal(h->mirrors[1], "http://10.0.0.5:5000");
+        assert_int_equal(h->transport, IMG_REG_TRANSPORT_DEFAULT);
+        assert_int_equal(img_reg_config_host(c, "lan:5000")->transport, IMG_REG_TRANSPORT_HTTP);
+        assert_int_equal(img_reg_config_host(c, "localhost:5000")->transport,
+                         IMG_REG_TRANSPORT_HTTPS);
+        assert_null(img_reg_config_host(c, "quay.io"));
+        img_reg_config_free(TAKE_PTR(c));
+        assert_int_equal(regcfg("{}", &c, &e), 0); /* nothing configured */
+        assert_null(c->hosts);
+}
+
+static void test_registry_config_invalid(void **state) {
+        static const char *const bad[] = {
+                "",
+                "{",
+                "[]",
+                "{\"registries\":[]}",
+                "{\"registries\":{\"a\":[]}}",
+                "{\"registries\":{\"a\":{\"mirrors\":\"https://m\"}}}",
+                "{\"registries\":{\"a\":{\"insecure\":\"yes\"}}}",
+                "{\"registries\":{\"a\":{\"mirrors\":[\"ftp://m\"]}}}",
+                "{\"registries\":{\"a\":{\"mirrors\":[\"m.example\"]}}}",
+                "{\"registries\":{\"a\":{\"mirrors\":[\"https://m example\"]}}}",
+                "{\"registries\":{\"a\":{\"mirrors\":[\"https://m\\r\\nX: y\"]}}}",
+                "{\"registries\":{\"a\":{\"mirrors\":[1]}}}",
+                "{\"registries\":{\"a\":{\"mirrors\":[\"https:///v2\"]}}}",
+                "{\"registries\":{\"a\":{\"mirrors\":[\"http:///\"]}}}",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                struct wr_err e;
+                struct img_reg_config *c = NULL;
+                int r = regcfg(bad[i], &c, &e);
+                if (r != -EINVAL)
+                        fail_msg("accepted registry config #%zu: %s", i, bad[i]);
+                img_reg_config_free(c); /* half-built: freed whole */
+        }
+        /* limits: mirrors per registry, URL length, file size */
+        struct wr_err e;
+        struct img_reg_config *c = NULL;
+        char m[1024] = "";
+        for (int i = 0; i < IMG_REG_MAX_MIRRORS; i++)
+                strcat(m, i ? ",\"https://m\"" : "\"https://m\"");
+        char *j = fmt("{\"registries\":{\"a\":{\"mirrors\":[%s]}}}", m);
+        assert_int_equal(regcfg(j, &c, &e), 0);
+        assert_int_equal(img_reg_config_host(c, "a")->n_mirrors, IMG_REG_MAX_MIRRORS);
+        img_reg_config_free(c);
+        free(j);
+        j = fmt("{\"registries\":{\"a\":{\"mirrors\":[%s,\"https://m\"]}}}", m);
+        assert_int_equal(regcfg(j, &c, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "at most 8 mirrors"));
+        img_reg_config_free(c);
+        free(j);
+        char url[IMG_REG_MIRROR_URL_MAX + 2];
+        memset(url, 'a', sizeof(url) - 1);
+        memcpy(url, "https://", 8);
+        url[sizeof(url) - 1] = '\0';
+        j = fmt("{\"registries\":{\"a\":{\"mirrors\":[\"%s\"]}}}", url);
+        assert_int_equal(regcfg(j, &c, &e), -EINVAL);
+        img_reg_config_free(c);
+        free(j);
+        url[sizeof(url) - 2] = '\0'; /* exactly the limit */
+        j = fmt("{\"registries\":{\"a\":{\"mirrors\":[\"%s\"]}}}", url);
+        assert_int_equal(regcfg(j, &c, &e), 0);
+        img_reg_config_free(c);
+        free(j);
+        size_t big = IMG_REG_CONFIG_MAX_BYTES + 1;
+        char *b = malloc(big);
+        assert_non_null(b);
+        memset(b, ' ', big);
+        memcpy(b, "{}", 2);
+        c = calloc(1, sizeof(*c));
+        assert_int_equal(img_reg_config_parse_registries(c, b, big, "big", &e), -EINVAL);
+        assert_int_equal(img_reg_config_parse_registries(c, b, big - 1, "big", NULL), 0);
+        img_reg_config_free(c);
+        free(b);
+}
+
+static void test_docker_config_parse(void **state) {
+        struct wr_err e;
+        _cleanup_(img_reg_config_freep) struct img_reg_config *c = NULL;
+        assert_int_equal(dockercfg("{\"auths\":{"
+                                   "\"https://index.docker.io/v1/\":{\"auth\":\"dXNlcjpwYXNz\"},"
+                                   "\"127.0.0.1:5000\":{\"username\":\"u\",\"password\":\"p\"},"
+                                   "\"helper.example\":{\"identitytoken\":\"t\"}},"
+                                   "\"credsStore\":\"desktop\"}",
+                                   &c, &e),
+                         0);
+        const struct img_reg_cred *cr = img_reg_config_cred(c, "registry-1.docker.io");
+        assert_non_null(cr);
+        assert_string_equal(cr->host, "docker.io");
+        assert_string_equal(cr->basic, "dXNlcjpwYXNz");
+        assert_string_equal(cr->source, "/etc/d.json");
+        cr = img_reg_config_cred(c, "127.0.0.1:5000");
+        assert_non_null(cr);
+        assert_string_equal(cr->basic, "dTpw");                /* base64("u:p") */
+        assert_null(img_reg_config_cred(c, "helper.example")); /* identity tokens: skipped */
+        char h[IMG_REG_AUTH_MAX];
+        assert_int_equal(img_reg_auth_basic_header(cr, h, sizeof(h)), 0);
+        assert_string_equal(h, "Authorization: Basic dTpw");
+        assert_int_equal(img_reg_auth_basic_header(cr, h, 10), -ENOBUFS);
+        img_reg_config_free(TAKE_PTR(c));
+
+        static const char *const bad[] = {
+                "",
+                "[]",
+                "{\"auths\":[]}",
+                "{\"auths\":{\"r\":{\"auth\":\"!!!!\"}}}",
+                "{\"auths\":{\"r\":{\"auth\":\"dXNlcnBhc3M=\"}}}", /* "userpass": no colon */
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                int r = dockercfg(bad[i], &c, &e);
+                if (r != -EINVAL)
+                        fail_msg("accepted docker config #%zu: %s", i, bad[i]);
+                img_reg_config_free(TAKE_PTR(c));
+        }
+        char pw[IMG_REG_CRED_MAX];
+        memset(pw, 'p', sizeof(pw) - 1);
+        pw[sizeof(pw) - 1] = '\0';
+        char *j = fmt("{\"auths\":{\"r\":{\"username\":\"u\",\"password\":\"%s\"}}}", pw);
+        assert_int_equal(dockercfg(j, &c, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "too long"));
+        img_reg_config_free(TAKE_PTR(c));
+        free(j);
+        pw[sizeof(pw) - 3] = '\0'; /* "u:" + this = the limit - 1 */
+        j = fmt("{\"auths\":{\"r\":{\"username\":\"u\",\"password\":\"%s\"}}}", pw);
+        assert_int_equal(dockercfg(j, &c, &e), 0);
+        assert_non_null(img_reg_config_cred(c, "r"));
+        free(j);
+}
+
+static void test_registry_config_load(void **state) {
+        struct wr_err e = {0};
+        struct img_reg_config *c = NULL;
+        assert_int_equal(img_reg_config_load("/nonexistent/r.json", NULL, &c, &e), -ENOENT);
+        assert_null(c);
+        assert_non_null(strstr(e.msg, "--registry-config /nonexistent/r.json"));
+        assert_int_equal(img_reg_config_load(NULL, "", &c, NULL), 0);
+        assert_null(c->hosts);
+        assert_null(c->creds);
+        img_reg_config_free(c);
+        char path[] = "/tmp/wt-test-image-dockercfg-XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        const char *j = "{\"auths\":{\"r:1\":{\"auth\":\"dXNlcjpwYXNz\"}}}";
+        assert_int_equal(write(fd, j, strlen(j)), (ssize_t) strlen(j));
+        close(fd);
+        assert_int_equal(img_reg_config_load(NULL, path, &c, NULL), 0);
+        assert_non_null(img_reg_config_cred(c, "r:1"));
+        assert_string_equal(c->docker_config, path);
+        img_reg_config_free(c);
+        unlink(path);
+}
+
+static void test_registry_token_parse(void **state) {
+        char h[IMG_REG_AUTH_MAX];
+        const char *t = "{\"token\":\"abc.def\",\"access_token\":\"zzz\"}";
+        assert_int_equal(img_reg_auth_token_parse(t, strlen(t), h, sizeof(h)), 0);
+        assert_string_equal(h, "Authorization: Bearer abc.def");
+        t = "{\"token\":\"\",\"access_token\":\"zzz\"}";
+        assert_int_equal(img_reg_auth_token_parse(t, strlen(t), h, sizeof(h)), 0);
+        assert_string_equal(h, "Authorization: Bearer zzz");
+        static const char *const bad[] = {"",
+                                          "{}",
+                                          "{\"token\":1}",
+                                          "{\"token\":\"a b\"}",
+                                          "{\"token\":\"a\\r\\nX: y\"}",
+                                          "[\"token\"]"};
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                assert_int_equal(img_reg_auth_token_parse(bad[i], strlen(bad[i]), h, sizeof(h)),
+                                 -EPROTO);
+        assert_int_equal(img_reg_auth_token_parse("{\"token\":\"abc\"}", 15, h, 20), -EPROTO);
 }
 
 /* --- hostile tars, unpacked in-process --- */
@@ -790,6 +1288,17 @@ int main(void) {
                 cmocka_unit_test(test_entry_plan),
                 cmocka_unit_test(test_name_normalize),
                 cmocka_unit_test(test_config_encode),
+                cmocka_unit_test(test_manifest_image),
+                cmocka_unit_test(test_manifest_index),
+                cmocka_unit_test(test_manifest_invalid),
+                cmocka_unit_test(test_manifest_limits),
+                cmocka_unit_test(test_image_config_parse),
+                cmocka_unit_test(test_image_config_invalid),
+                cmocka_unit_test(test_registry_config_parse),
+                cmocka_unit_test(test_registry_config_invalid),
+                cmocka_unit_test(test_docker_config_parse),
+                cmocka_unit_test(test_registry_config_load),
+                cmocka_unit_test(test_registry_token_parse),
                 cmocka_unit_test_setup_teardown(test_refuse_dotdot, setup_tmp, teardown_tmp),
                 cmocka_unit_test_setup_teardown(test_refuse_dotdot_nested, setup_tmp, teardown_tmp),
                 cmocka_unit_test_setup_teardown(test_refuse_absolute, setup_tmp, teardown_tmp),
