@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "daemon/config.h"
+#include "rpc/server.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -35,6 +36,11 @@ void daemon_config_usage(FILE *f) {
               "                        (bytes, or with K/M/G suffix; default 16M)\n"
               "  --tls-cert FILE       PEM certificate chain for TCP listeners\n"
               "  --tls-key FILE        PEM private key for TCP listeners\n"
+              "  --insecure-tcp-i-know serve TCP/TLS listeners that are not on loopback\n"
+              "                        (127.0.0.0/8, ::1, localhost) although warrend\n"
+              "                        authenticates no caller yet: anyone who can connect\n"
+              "                        can create sandboxes, run commands in them and\n"
+              "                        read every secret. Refused without it.\n"
               "  --log-level LEVEL     debug|info|warn|error (default info;\n"
               "                        env WARREN_LOG_LEVEL)\n"
               "  --log-format FORMAT   text|json (default text)\n"
@@ -184,6 +190,10 @@ static int apply(struct daemon_config *c, int src, const char *key, const char *
                 if (errno || end == v || *end || n > 4096)
                         return err_set(e, -EINVAL, "--warm-pool %s: expected 0..4096", v);
                 c->warm_pool = (unsigned) n;
+        } else if (!strcmp(key, "insecure-tcp-i-know")) {
+                if (parse_bool(v, &c->insecure_tcp) < 0)
+                        return err_set(e, -EINVAL,
+                                       "insecure-tcp-i-know = %s: expected true or false", v);
         } else if (!strcmp(key, "enable-diag")) {
                 if (parse_bool(v, &c->enable_diag) < 0)
                         return err_set(e, -EINVAL, "enable-diag = %s: expected true or false", v);
@@ -263,6 +273,7 @@ enum {
         OPT_TERMINATE_ON_EXIT,
         OPT_PULL_LOOPBACK_ONLY,
         OPT_WARM_POOL,
+        OPT_INSECURE_TCP,
 };
 
 static const struct option options[] = {
@@ -282,6 +293,7 @@ static const struct option options[] = {
         {"terminate-on-exit", no_argument, NULL, OPT_TERMINATE_ON_EXIT},
         {"pull-loopback-only", no_argument, NULL, OPT_PULL_LOOPBACK_ONLY},
         {"warm-pool", required_argument, NULL, OPT_WARM_POOL},
+        {"insecure-tcp-i-know", no_argument, NULL, OPT_INSECURE_TCP},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {},
@@ -357,6 +369,10 @@ int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr
                         c->pull_loopback_only = true;
                         continue;
                 }
+                if (o == OPT_INSECURE_TCP) {
+                        c->insecure_tcp = true;
+                        continue;
+                }
                 r = apply(c, SRC_FLAG, options[idx].name, optarg, e);
                 if (r < 0)
                         return r;
@@ -377,6 +393,18 @@ int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr
                                        "--listen %s needs --tls-cert and --tls-key (or use tcp:)",
                                        c->listen[i]);
         }
+        /* No caller is authenticated yet: a listener other machines can
+         * reach hands them every sandbox and secret. */
+        for (size_t i = 0; i < c->n_listen && !c->insecure_tcp; i++)
+                if (!rpc_listen_addr_is_loopback(c->listen[i]))
+                        return err_set(e, -EINVAL,
+                                       "refusing to listen on %s: it is not a loopback address "
+                                       "and warrend does not authenticate callers yet (anyone "
+                                       "who can connect could create sandboxes, run commands "
+                                       "and read secrets); listen on unix:, 127.0.0.1 or ::1, "
+                                       "or pass --insecure-tcp-i-know to serve it "
+                                       "unauthenticated anyway",
+                                       c->listen[i]);
         return 0;
 }
 

@@ -34,7 +34,10 @@ struct daemon_config {
         bool enable_diag;
         bool pull_loopback_only;
         bool terminate_on_exit; /* stop sandboxes when warrend exits */
-        unsigned warm_pool;     /* sandboxes' host resources prepared ahead */
+        /* --insecure-tcp-i-know: serve TCP/TLS listeners that are not on
+         * loopback although no caller is authenticated */
+        bool insecure_tcp;
+        unsigned warm_pool; /* sandboxes' host resources prepared ahead */
         bool help;
         bool version;
 };
@@ -43,7 +46,11 @@ struct daemon_config {
  * error returns -EINVAL (bad flag or value), -ENOENT/-EACCES (config file)
  * with a one-line message in e; c is then still safe to clear. A TLS
  * listener ("tls:" or "tcp:" with --tls-cert/--tls-key) is validated here:
- * cert and key must be given together. */
+ * cert and key must be given together. A TCP/TLS listener that is not on
+ * loopback (rpc_listen_addr_is_loopback) is refused with -EINVAL naming the
+ * listener and --insecure-tcp-i-know, unless that flag (or the config key
+ * insecure-tcp-i-know = true) is given: warrend authenticates no caller
+ * yet. */
 int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr_err *e);
 
 /* Free everything c holds. */

@@ -11,6 +11,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -1062,6 +1064,35 @@ static int parse_host_port(const char *hp, struct sockaddr_storage *ss) {
         if (uv_ip6_addr(host, (int) port, (struct sockaddr_in6 *) ss) == 0)
                 return 0;
         return -EINVAL;
+}
+
+static bool sockaddr_is_loopback(const struct sockaddr_storage *ss) {
+        if (ss->ss_family == AF_INET) {
+                const struct sockaddr_in *in = (const struct sockaddr_in *) ss;
+                return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+        }
+        if (ss->ss_family == AF_INET6) {
+                const struct in6_addr *a = &((const struct sockaddr_in6 *) ss)->sin6_addr;
+                if (IN6_IS_ADDR_LOOPBACK(a))
+                        return true;
+                /* ::ffff:127.x.y.z */
+                return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+        }
+        return false;
+}
+
+bool rpc_listen_addr_is_loopback(const char *addr) {
+        if (!addr)
+                return false;
+        if (strncmp(addr, "unix:", 5) == 0)
+                return true;
+        const char *hp = addr;
+        if (strncmp(addr, "tcp:", 4) == 0 || strncmp(addr, "tls:", 4) == 0)
+                hp = addr + 4;
+        struct sockaddr_storage ss;
+        if (parse_host_port(hp, &ss) < 0)
+                return false;
+        return sockaddr_is_loopback(&ss);
 }
 
 int rpc_server_listen(struct rpc_server *s, const char *addr, struct wr_err *e) {

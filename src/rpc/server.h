@@ -103,6 +103,13 @@ int rpc_server_add_methods(struct rpc_server *s, const struct rpc_method *method
  * one; rpc_server_port returns it. Returns 0 or negative errno. */
 int rpc_server_listen(struct rpc_server *s, const char *addr, struct wr_err *e);
 
+/* Whether a listen address (as rpc_server_listen takes it) reaches only
+ * this machine: "unix:..." or a TCP/TLS host in 127.0.0.0/8, ::1 (also
+ * [::1] and ::ffff:127.x.y.z) or "localhost". Anything else, including
+ * 0.0.0.0, [::] and an address that does not parse, is not loopback. Pure:
+ * no name resolution, no I/O. */
+bool rpc_listen_addr_is_loopback(const char *addr);
+
 /* The port of the most recent TCP/TLS listener, or -ENOENT. */
 int rpc_server_port(struct rpc_server *s);
 

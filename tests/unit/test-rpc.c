@@ -326,6 +326,39 @@ static void test_content_type(void **state) {
 
 /* --- h2 memory --- */
 
+static void test_listen_loopback(void **state) {
+        static const char *const yes[] = {
+                "unix:/run/warren/warren.sock",
+                "tcp:127.0.0.1:7000",
+                "tls:127.0.0.1:0",
+                "tcp:127.255.0.9:1",
+                "tcp:localhost:7000",
+                "tcp:[::1]:7000",
+                "tls:[::ffff:127.0.0.1]:7000",
+                "127.0.0.1:80",
+        };
+        static const char *const no[] = {
+                "tcp:0.0.0.0:7000",
+                "tls:0.0.0.0:7000",
+                "tcp:[::]:7000",
+                "tcp:192.0.2.1:7000",
+                "tcp:10.0.0.1:7000",
+                "tcp:128.0.0.1:7000",
+                "tcp:[::ffff:10.0.0.1]:7000",
+                "tcp:[::2]:7000",
+                "tcp:example.com:7000",
+                "tcp:localhost.evil:7000",
+                "tcp:127.0.0.1",
+                "tcp::7000",
+                "",
+                NULL,
+        };
+        for (size_t i = 0; i < ELEMENTSOF(yes); i++)
+                assert_true(rpc_listen_addr_is_loopback(yes[i]));
+        for (size_t i = 0; i < ELEMENTSOF(no); i++)
+                assert_false(rpc_listen_addr_is_loopback(no[i]));
+}
+
 static void test_mem_cache(void **state) {
         h2_mem_trim();
         assert_int_equal(h2_mem_cached(), 0);
@@ -869,6 +902,7 @@ int main(void) {
                 cmocka_unit_test(test_timeout_parse),
                 cmocka_unit_test(test_timeout_format),
                 cmocka_unit_test(test_content_type),
+                cmocka_unit_test(test_listen_loopback),
                 cmocka_unit_test(test_mem_cache),
                 cmocka_unit_test(test_pb_allocator),
                 cmocka_unit_test(test_decode_allocator),
