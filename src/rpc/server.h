@@ -90,7 +90,9 @@ struct rpc_server_config {
         void *on_call_status_userdata;
 };
 
-/* Create a server on loop. Returns 0 or -ENOMEM / -EINVAL (with e filled). */
+/* Create a server on loop. Returns 0 or -ENOMEM / -EINVAL / a libuv error
+ * (with e filled); on failure nothing is the caller's (a server whose
+ * handles were opened is freed by the loop once they are closed). */
 int rpc_server_new(uv_loop_t *loop, const struct rpc_server_config *cfg, struct rpc_server **ret,
                    struct wr_err *e);
 

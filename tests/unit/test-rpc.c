@@ -23,6 +23,7 @@
 #include "rpc/grpc.h"
 #include "rpc/h2.h"
 #include "rpc/server.h"
+#include "rpc/timer-heap.h"
 #include "warren/v1/diag.pb-c.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -357,6 +358,67 @@ static void test_listen_loopback(void **state) {
                 assert_true(rpc_listen_addr_is_loopback(yes[i]));
         for (size_t i = 0; i < ELEMENTSOF(no); i++)
                 assert_false(rpc_listen_addr_is_loopback(no[i]));
+}
+
+/* --- timer heap --- */
+
+struct th_probe {
+        struct timer_heap_entry t;
+        int id;
+        int *order;
+        size_t *n;
+};
+
+static void th_fired(struct timer_heap_entry *t) {
+        struct th_probe *p = (struct th_probe *) t;
+        assert_false(timer_heap_entry_armed(t)); /* disarmed before cb */
+        p->order[(*p->n)++] = p->id;
+}
+
+static void th_closed(uv_handle_t *h) {
+        *(bool *) h->data = true;
+}
+
+static void test_timer_heap(void **state) {
+        uv_loop_t loop;
+        assert_int_equal(uv_loop_init(&loop), 0);
+        struct timer_heap th;
+        assert_int_equal(timer_heap_init(&th, &loop), 0);
+        int order[64];
+        size_t n = 0;
+        struct th_probe p[40];
+        uint64_t now = uv_now(&loop);
+        /* 40 entries in scrambled order (more than the initial capacity). */
+        for (int i = 0; i < 40; i++) {
+                p[i] = (struct th_probe){.t.cb = th_fired, .id = i, .order = order, .n = &n};
+                assert_int_equal(timer_heap_arm(&th, &p[i].t, now + 2 + (uint64_t) ((i * 7) % 40)),
+                                 0);
+                assert_true(timer_heap_entry_armed(&p[i].t));
+        }
+        /* Re-arm moves an entry; disarm removes it (twice is a no-op). */
+        assert_int_equal(timer_heap_arm(&th, &p[39].t, now), 0);
+        timer_heap_disarm(&th, &p[5].t);
+        timer_heap_disarm(&th, &p[5].t);
+        assert_false(timer_heap_entry_armed(&p[5].t));
+        while (n < 39)
+                uv_run(&loop, UV_RUN_ONCE);
+        assert_int_equal(n, 39);
+        assert_int_equal(order[0], 39);
+        /* The rest by deadline: (i * 7) % 40 increasing. */
+        for (size_t k = 2; k < n; k++)
+                assert_true((order[k - 1] * 7) % 40 < (order[k] * 7) % 40);
+        for (size_t k = 0; k < n; k++)
+                assert_int_not_equal(order[k], 5);
+        /* Closing disarms what is left; nothing fires afterwards. */
+        assert_int_equal(timer_heap_arm(&th, &p[1].t, uv_now(&loop)), 0);
+        bool closed = false;
+        th.handle.data = &closed;
+        timer_heap_close(&th, th_closed);
+        assert_false(timer_heap_entry_armed(&p[1].t));
+        uv_run(&loop, UV_RUN_DEFAULT);
+        assert_true(closed);
+        assert_int_equal(n, 39);
+        assert_int_equal(uv_loop_close(&loop), 0);
 }
 
 static void test_mem_cache(void **state) {
@@ -903,6 +965,7 @@ int main(void) {
                 cmocka_unit_test(test_timeout_format),
                 cmocka_unit_test(test_content_type),
                 cmocka_unit_test(test_listen_loopback),
+                cmocka_unit_test(test_timer_heap),
                 cmocka_unit_test(test_mem_cache),
                 cmocka_unit_test(test_pb_allocator),
                 cmocka_unit_test(test_decode_allocator),
