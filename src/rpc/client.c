@@ -25,7 +25,7 @@
  * later, so the server's DEADLINE_EXCEEDED normally wins. */
 #define LOCAL_DEADLINE_SLACK_MS 20
 
-enum { CONNECTING, CONNECTED, FAILED };
+enum client_state { CONNECTING, CONNECTED, FAILED };
 
 struct rpc_stream {
         int refs;
@@ -45,9 +45,9 @@ struct rpc_stream {
         bool paused;
         int http_status;
         bool got_status;
-        int status;
+        enum wr_status status; /* grpc-status as received (any number) */
         char *message;
-        int local_status; /* set when we ended the stream: cancel, deadline */
+        enum wr_status local_status; /* set when we ended the stream: cancel, deadline */
         char local_message[96];
         bool closed, close_delivered, user_freed;
         struct timer_heap_entry deadline;
@@ -74,7 +74,7 @@ struct rpc_client {
         struct timer_heap timers;
         struct timer_heap_entry connect_timer;
         uv_connect_t creq;
-        int state;
+        enum client_state state;
         int conn_err;
         int open_handles;
         bool h2_prepared, freeing;
@@ -407,7 +407,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
                 int v = 0;
                 for (size_t i = 0; i < valuelen && i < 3; i++)
                         v = v * 10 + (value[i] >= '0' && value[i] <= '9' ? value[i] - '0' : 0);
-                st->status = v;
+                st->status = (enum wr_status) v;
                 st->got_status = true;
         } else if (namelen == 12 && memcmp(name, "grpc-message", 12) == 0) {
                 free(st->message);

@@ -79,7 +79,7 @@ struct rpc_call {
         bool headers_sent, eof, want_writable, ev_writable;
 
         bool finished, cancelled, cancel_delivered;
-        int status, cancel_status;
+        enum wr_status status, cancel_status;
         char *message;
         void *data;
 };
@@ -1028,14 +1028,14 @@ static int unix_remove_stale(const char *path) {
                 return errno == ENOENT ? 0 : -errno;
         if (!S_ISSOCK(st.st_mode))
                 return -EEXIST;
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
         int r = connect(fd, (struct sockaddr *) &sa, sizeof(sa));
         int err = errno;
-        close(fd);
+        fd = safe_close(fd);
         if (r == 0)
                 return -EADDRINUSE;
         if (err != ECONNREFUSED && err != ENOENT)

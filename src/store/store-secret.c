@@ -64,7 +64,8 @@ static int create_key(const char *path, struct wr_err *e) {
                 OPENSSL_cleanse(key, sizeof(key));
                 return err_set(e, -EIO, "create secrets key: no randomness from OpenSSL");
         }
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        _cleanup_close_ int fd =
+                open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) {
                 OPENSSL_cleanse(key, sizeof(key));
                 return err_set(e, -errno, "create %s: %m", tmp);
@@ -73,7 +74,7 @@ static int create_key(const char *path, struct wr_err *e) {
                 RETRY_EINTR(write(fd, key, sizeof(key))) == (ssize_t) sizeof(key) && fsync(fd) == 0;
         int saved = errno;
         OPENSSL_cleanse(key, sizeof(key));
-        close(fd);
+        fd = safe_close(fd);
         if (!ok) {
                 unlink(tmp);
                 return err_set(e, saved ? -saved : -EIO, "write %s: %s", tmp,
@@ -83,11 +84,9 @@ static int create_key(const char *path, struct wr_err *e) {
         if (link(tmp, path) < 0 && errno != EEXIST)
                 r = err_set(e, -errno, "install secrets key %s: %m", path);
         unlink(tmp);
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-                fsync(dfd);
-                close(dfd);
-        }
+        _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0)
+                (void) fsync(dfd);
         return r;
 }
 

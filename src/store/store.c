@@ -431,7 +431,7 @@ static int create_private(const char *path, struct wr_err *e) {
         int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return err_set(e, -errno, "open %s: %m", path);
-        close(fd);
+        fd = safe_close(fd);
         return 0;
 }
 
