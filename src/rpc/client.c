@@ -331,8 +331,11 @@ int rpc_stream_open(struct rpc_client *c, const char *path,
         c->n_live++;
         if (timeout_ms) {
                 st->deadline.cb = deadline_fired;
-                timer_heap_arm(&c->timers, &st->deadline,
-                               uv_now(c->loop) + timeout_ms + LOCAL_DEADLINE_SLACK_MS);
+                if (timer_heap_arm(&c->timers, &st->deadline,
+                                   uv_now(c->loop) + timeout_ms + LOCAL_DEADLINE_SLACK_MS) < 0)
+                        /* A deadline that cannot be kept ends the call now. */
+                        stream_abort(st, WR_STATUS_RESOURCE_EXHAUSTED,
+                                     "out of memory arming the deadline");
         }
         h2_conn_kick(&c->h2);
         *ret = st;
@@ -753,8 +756,14 @@ int rpc_client_new(uv_loop_t *loop, const struct rpc_client_config *cfg, struct 
                 }
         }
         c->connect_timer.cb = connect_timeout;
-        timer_heap_arm(&c->timers, &c->connect_timer,
-                       uv_now(loop) + (cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 5000));
+        if (timer_heap_arm(&c->timers, &c->connect_timer,
+                           uv_now(loop) + (cfg->connect_timeout_ms ? cfg->connect_timeout_ms
+                                                                   : 5000)) < 0 &&
+            c->state == CONNECTING) {
+                c->state = FAILED;
+                c->conn_err = -ENOMEM;
+                h2_conn_close(&c->h2);
+        }
         while (c->state == CONNECTING)
                 uv_run(loop, UV_RUN_ONCE);
         if (c->state != CONNECTED) {

@@ -142,7 +142,8 @@ static void call_free(struct rpc_call *call) {
         free(call);
         s->n_calls--;
         if (s->n_calls == 0 && h2_mem_cached() > 0 && !s->handles_closing)
-                timer_heap_arm(&s->timers, &s->trim, uv_now(s->loop) + TRIM_DELAY_MS);
+                /* Best effort: without the timer the cache is trimmed later. */
+                (void) timer_heap_arm(&s->timers, &s->trim, uv_now(s->loop) + TRIM_DELAY_MS);
         server_maybe_done(s);
 }
 
@@ -676,12 +677,17 @@ static void call_start(struct rpc_call *call) {
                 finish_internal(call, WR_STATUS_UNIMPLEMENTED, msg);
                 return;
         }
-        call->method = m;
         if (call->timeout_ms >= 0) {
                 call->deadline_at = uv_now(s->loop) + (uint64_t) call->timeout_ms;
                 call->deadline.cb = deadline_fired;
-                timer_heap_arm(&s->timers, &call->deadline, call->deadline_at);
+                if (timer_heap_arm(&s->timers, &call->deadline, call->deadline_at) < 0) {
+                        /* A deadline that cannot be kept is not accepted. */
+                        finish_internal(call, WR_STATUS_RESOURCE_EXHAUSTED,
+                                        "out of memory arming the deadline");
+                        return;
+                }
         }
+        call->method = m;
 }
 
 static void half_close(struct rpc_call *call) {
@@ -1265,7 +1271,8 @@ void rpc_server_shutdown(struct rpc_server *s, uint64_t grace_ms, void (*done)(v
                         h2_conn_close(&c->h2);
         }
         s->grace.cb = grace_expired;
-        timer_heap_arm(&s->timers, &s->grace, uv_now(s->loop) + grace_ms);
+        if (timer_heap_arm(&s->timers, &s->grace, uv_now(s->loop) + grace_ms) < 0)
+                grace_expired(&s->grace); /* no grace without a timer */
         server_maybe_done(s);
 }
 
