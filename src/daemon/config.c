@@ -357,23 +357,10 @@ int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr
                         break;
                 if (o == 'h' || o == OPT_VERSION || o == OPT_CONFIG)
                         continue;
-                if (o == OPT_ENABLE_DIAG) {
-                        c->enable_diag = true;
-                        continue;
-                }
-                if (o == OPT_TERMINATE_ON_EXIT) {
-                        c->terminate_on_exit = true;
-                        continue;
-                }
-                if (o == OPT_PULL_LOOPBACK_ONLY) {
-                        c->pull_loopback_only = true;
-                        continue;
-                }
-                if (o == OPT_INSECURE_TCP) {
-                        c->insecure_tcp = true;
-                        continue;
-                }
-                r = apply(c, SRC_FLAG, options[idx].name, optarg, e);
+                /* A switch (--enable-diag, --insecure-tcp-i-know, ...) is
+                 * its config key set to true. */
+                const char *v = options[idx].has_arg == no_argument ? "true" : optarg;
+                r = apply(c, SRC_FLAG, options[idx].name, v, e);
                 if (r < 0)
                         return r;
         }
