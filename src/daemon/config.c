@@ -11,14 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Where a setting came from; a higher source overrides a lower one. */
-enum source {
-        SRC_DEFAULT = 0,
-        SRC_FILE = 1,
-        SRC_ENV = 2,
-        SRC_FLAG = 3,
-};
-
 void daemon_config_usage(FILE *f) {
         fputs("Usage: warrend [OPTIONS]\n"
               "\n"
@@ -102,7 +94,8 @@ static int normalize_listen(const char *v, char **ret, struct wr_err *e) {
                        "--listen %s: expected unix:/PATH, tcp:HOST:PORT or tls:HOST:PORT", v);
 }
 
-static int add_listen(struct daemon_config *c, int src, const char *v, struct wr_err *e) {
+static int add_listen(struct daemon_config *c, enum daemon_config_source src, const char *v,
+                      struct wr_err *e) {
         if (src > c->listen_source) {
                 for (size_t i = 0; i < c->n_listen; i++)
                         free(c->listen[i]);
@@ -134,8 +127,8 @@ static int parse_bool(const char *v, bool *ret) {
 }
 
 /* Apply one setting. key is the long option name ("state-dir"). */
-static int apply(struct daemon_config *c, int src, const char *key, const char *v,
-                 struct wr_err *e) {
+static int apply(struct daemon_config *c, enum daemon_config_source src, const char *key,
+                 const char *v, struct wr_err *e) {
         int r = 0;
         if (!strcmp(key, "listen"))
                 return add_listen(c, src, v, e);
@@ -244,7 +237,7 @@ static int read_config_file(struct daemon_config *c, const char *path, struct wr
                                     lineno);
                         break;
                 }
-                r = apply(c, SRC_FILE, key, val, e);
+                r = apply(c, DAEMON_CONFIG_FILE, key, val, e);
                 if (r < 0) {
                         err_prefix(e, r, "%s:%u", path, lineno);
                         break;
@@ -336,16 +329,16 @@ int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr
                         return r;
         }
         const char *env = getenv("WARREN_STATE_DIR");
-        if (env && *env && (r = apply(c, SRC_ENV, "state-dir", env, e)) < 0)
+        if (env && *env && (r = apply(c, DAEMON_CONFIG_ENV, "state-dir", env, e)) < 0)
                 return err_prefix(e, r, "WARREN_STATE_DIR");
         env = getenv("WARREN_TERMINATE_ON_EXIT");
-        if (env && *env && (r = apply(c, SRC_ENV, "terminate-on-exit", env, e)) < 0)
+        if (env && *env && (r = apply(c, DAEMON_CONFIG_ENV, "terminate-on-exit", env, e)) < 0)
                 return err_prefix(e, r, "WARREN_TERMINATE_ON_EXIT");
         env = getenv("WARREN_PULL_LOOPBACK_ONLY");
-        if (env && *env && (r = apply(c, SRC_ENV, "pull-loopback-only", env, e)) < 0)
+        if (env && *env && (r = apply(c, DAEMON_CONFIG_ENV, "pull-loopback-only", env, e)) < 0)
                 return err_prefix(e, r, "WARREN_PULL_LOOPBACK_ONLY");
         env = getenv("WARREN_LOG_LEVEL");
-        if (env && *env && (r = apply(c, SRC_ENV, "log-level", env, e)) < 0)
+        if (env && *env && (r = apply(c, DAEMON_CONFIG_ENV, "log-level", env, e)) < 0)
                 return err_prefix(e, r, "WARREN_LOG_LEVEL");
 
         /* Pass 2: the flags themselves, which win. */
@@ -360,14 +353,15 @@ int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr
                 /* A switch (--enable-diag, --insecure-tcp-i-know, ...) is
                  * its config key set to true. */
                 const char *v = options[idx].has_arg == no_argument ? "true" : optarg;
-                r = apply(c, SRC_FLAG, options[idx].name, v, e);
+                r = apply(c, DAEMON_CONFIG_FLAG, options[idx].name, v, e);
                 if (r < 0)
                         return r;
         }
 
         if (!c->state_dir && set_str(&c->state_dir, DAEMON_DEFAULT_STATE_DIR) < 0)
                 return err_set(e, -ENOMEM, "out of memory");
-        if (c->n_listen == 0 && (r = add_listen(c, SRC_DEFAULT, DAEMON_DEFAULT_LISTEN, e)) < 0)
+        if (c->n_listen == 0 &&
+            (r = add_listen(c, DAEMON_CONFIG_DEFAULT, DAEMON_DEFAULT_LISTEN, e)) < 0)
                 return r;
         if (!!c->tls_cert != !!c->tls_key)
                 return err_set(e, -EINVAL, "--tls-cert and --tls-key must be given together");

@@ -16,10 +16,18 @@
 #define DAEMON_DEFAULT_LISTEN "unix:/run/warren/warren.sock"
 #define DAEMON_DEFAULT_STATE_DIR "/var/lib/warren"
 
+/* Where a setting came from; a higher source overrides a lower one. */
+enum daemon_config_source {
+        DAEMON_CONFIG_DEFAULT = 0,
+        DAEMON_CONFIG_FILE = 1,
+        DAEMON_CONFIG_ENV = 2,
+        DAEMON_CONFIG_FLAG = 3,
+};
+
 struct daemon_config {
         char **listen; /* normalized: "unix:/path", "tcp:H:P" or "tls:H:P" */
         size_t n_listen;
-        int listen_source; /* internal: precedence of the list's origin */
+        enum daemon_config_source listen_source; /* where the list came from */
         char *state_dir;
         char *admin_listen;  /* HOST:PORT or NULL */
         char *default_image; /* NULL = "sandbox:latest" */
