@@ -32,6 +32,11 @@ struct api_ctx {
         const char *const *services;
         size_t n_services;
         struct api_health *health; /* open health Watch streams (health.c) */
+        /* Listeners not on loopback served without authentication
+         * (warrend --insecure-tcp-i-know); System.GetVersion reports them.
+         * Set by warrend; n_insecure_listeners 0 = none. */
+        const char *const *insecure_listeners;
+        size_t n_insecure_listeners;
 };
 
 /* Each returns 0 or a negative errno from rpc_server_add_methods. */

@@ -198,8 +198,12 @@ static void sleep_on_message(struct rpc_call *call, const ProtobufCMessage *msg)
                 count_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
                 return;
         }
+        if (uv_timer_init(rpc_call_loop(call), &sl->timer) < 0) {
+                free(sl);
+                count_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "no timer");
+                return;
+        }
         sl->call = rpc_call_ref(call);
-        uv_timer_init(rpc_call_loop(call), &sl->timer);
         sl->timer.data = sl;
         rpc_call_set_data(call, sl);
         uv_timer_start(&sl->timer, sleep_fired, req->millis, 0);

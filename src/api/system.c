@@ -48,6 +48,10 @@ static void get_version(struct rpc_call *call, const ProtobufCMessage *msg) {
                 ctx && now > ctx->started_usec ? (now - ctx->started_usec) / 1000000u : 0;
         r.cgroup_mode = (char *) cgroup_mode();
         r.kernel = u.release;
+        if (ctx) {
+                r.insecure_listeners = (char **) ctx->insecure_listeners;
+                r.n_insecure_listeners = ctx->n_insecure_listeners;
+        }
         rpc_call_reply(call, &r.base);
 }
 

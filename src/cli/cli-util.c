@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Argument parsing, the arena, connecting and calling: the helpers every
- * warren subcommand shares. */
+/* Argument parsing, connecting and calling: the helpers every warren
+ * subcommand shares (the arena is cli-arena.c, output cli-output.c). */
 #include "cli.h"
 
 #include <errno.h>
@@ -14,55 +14,6 @@
 #include <unistd.h>
 
 #include "basic/err.h"
-
-/* --- arena --- */
-
-static void **arena;
-static size_t arena_n, arena_cap;
-
-static void arena_track(void *p) {
-        if (arena_n == arena_cap) {
-                size_t cap = arena_cap ? arena_cap * 2 : 64;
-                void **a = realloc(arena, cap * sizeof(*a));
-                if (!a)
-                        abort();
-                arena = a;
-                arena_cap = cap;
-        }
-        arena[arena_n++] = p;
-}
-
-void *cli_alloc(size_t size) {
-        void *p = calloc(1, size ? size : 1);
-        if (!p)
-                abort();
-        arena_track(p);
-        return p;
-}
-
-char *cli_strdup(const char *s) {
-        size_t n = strlen(s) + 1;
-        char *p = cli_alloc(n);
-        memcpy(p, s, n);
-        return p;
-}
-
-void cli_push(void ***arr, size_t *n, void *p) {
-        /* Arena arrays only grow; reallocating means allocating anew. */
-        void **a = cli_alloc((*n + 1) * sizeof(void *));
-        if (*n)
-                memcpy(a, *arr, *n * sizeof(void *));
-        a[(*n)++] = p;
-        *arr = a;
-}
-
-void cli_arena_free(void) {
-        for (size_t i = 0; i < arena_n; i++)
-                free(arena[i]);
-        free(arena);
-        arena = NULL;
-        arena_n = arena_cap = 0;
-}
 
 /* --- arguments --- */
 

@@ -164,9 +164,15 @@ void cli_json_print_list(ProtobufCMessage *const *items, size_t n);
 
 /* A table: add rows of ncols strings, then print aligned to stdout. */
 struct cli_table;
+/* A table of ncols columns whose first row is headers (copied). Arena-owned;
+ * never NULL (aborts on OOM). */
 struct cli_table *cli_table_new(size_t ncols, const char *const *headers);
+/* Append a row of ncols cells (copied; NULL or "" prints "-"). */
 void cli_table_add(struct cli_table *t, const char *const *cells);
+/* Print every row, columns padded to their widest cell (at most 16
+ * columns are printed). */
 void cli_table_print(struct cli_table *t);
+/* Nothing to free before exit (arena-owned); kept for symmetry. */
 void cli_table_free(struct cli_table *t);
 
 /* "2024-05-01 12:00:00" (local time) for Unix nanoseconds; "-" for 0.

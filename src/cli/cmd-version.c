@@ -34,6 +34,11 @@ int cli_cmd_version(struct cli_ctx *ctx, int argc, char **argv) {
                                resp->kernel[0] ? resp->kernel : "?",
                                resp->cgroup_mode[0] ? resp->cgroup_mode : "?",
                                (unsigned long long) resp->uptime_seconds);
+                for (size_t i = 0; i < resp->n_insecure_listeners; i++)
+                        printf("WARNING: warrend serves unauthenticated TCP on %s "
+                               "(--insecure-tcp-i-know): anyone who can connect controls every "
+                               "sandbox and secret\n",
+                               resp->insecure_listeners[i]);
         }
         protobuf_c_message_free_unpacked(&resp->base, NULL);
         return CLI_EXIT_OK;

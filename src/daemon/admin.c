@@ -330,13 +330,22 @@ static void on_connection(uv_stream_t *server, int status) {
         if (!c)
                 return;
         c->a = a;
-        uv_tcp_init(a->loop, &c->tcp);
-        uv_timer_init(a->loop, &c->timer);
-        c->tcp.data = c->timer.data = c;
-        c->handles = 2;
+        if (uv_tcp_init(a->loop, &c->tcp) < 0) {
+                free(c);
+                return;
+        }
+        c->tcp.data = c;
+        c->handles = 1;
         a->open++;
         c->next = a->conns;
         a->conns = c;
+        if (uv_timer_init(a->loop, &c->timer) < 0) {
+                /* Only the socket is open: conn_handle_closed frees c. */
+                uv_close((uv_handle_t *) &c->tcp, conn_handle_closed);
+                return;
+        }
+        c->timer.data = c;
+        c->handles = 2;
         if (uv_accept(server, (uv_stream_t *) &c->tcp) < 0) {
                 conn_close(c);
                 return;
@@ -394,7 +403,11 @@ int admin_start(uv_loop_t *loop, const char *hostport, const struct admin_source
                 return err_set(e, -ENOMEM, "admin: out of memory");
         a->loop = loop;
         a->src = src;
-        uv_tcp_init(loop, &a->listener);
+        r = uv_tcp_init(loop, &a->listener);
+        if (r < 0) {
+                free(a);
+                return err_set(e, r, "admin listener %s: %s", hostport, uv_strerror(r));
+        }
         a->listener.data = a;
         a->open = 1;
         r = uv_tcp_bind(&a->listener, (const struct sockaddr *) &ss, 0);

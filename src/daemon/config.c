@@ -3,20 +3,13 @@
 #include <stdio.h>
 
 #include "daemon/config.h"
+#include "rpc/server.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Where a setting came from; a higher source overrides a lower one. */
-enum source {
-        SRC_DEFAULT = 0,
-        SRC_FILE = 1,
-        SRC_ENV = 2,
-        SRC_FLAG = 3,
-};
 
 void daemon_config_usage(FILE *f) {
         fputs("Usage: warrend [OPTIONS]\n"
@@ -35,6 +28,11 @@ void daemon_config_usage(FILE *f) {
               "                        (bytes, or with K/M/G suffix; default 16M)\n"
               "  --tls-cert FILE       PEM certificate chain for TCP listeners\n"
               "  --tls-key FILE        PEM private key for TCP listeners\n"
+              "  --insecure-tcp-i-know serve TCP/TLS listeners that are not on loopback\n"
+              "                        (127.0.0.0/8, ::1, localhost) although warrend\n"
+              "                        authenticates no caller yet: anyone who can connect\n"
+              "                        can create sandboxes, run commands in them and\n"
+              "                        read every secret. Refused without it.\n"
               "  --log-level LEVEL     debug|info|warn|error (default info;\n"
               "                        env WARREN_LOG_LEVEL)\n"
               "  --log-format FORMAT   text|json (default text)\n"
@@ -96,7 +94,8 @@ static int normalize_listen(const char *v, char **ret, struct wr_err *e) {
                        "--listen %s: expected unix:/PATH, tcp:HOST:PORT or tls:HOST:PORT", v);
 }
 
-static int add_listen(struct daemon_config *c, int src, const char *v, struct wr_err *e) {
+static int add_listen(struct daemon_config *c, enum daemon_config_source src, const char *v,
+                      struct wr_err *e) {
         if (src > c->listen_source) {
                 for (size_t i = 0; i < c->n_listen; i++)
                         free(c->listen[i]);
@@ -128,8 +127,8 @@ static int parse_bool(const char *v, bool *ret) {
 }
 
 /* Apply one setting. key is the long option name ("state-dir"). */
-static int apply(struct daemon_config *c, int src, const char *key, const char *v,
-                 struct wr_err *e) {
+static int apply(struct daemon_config *c, enum daemon_config_source src, const char *key,
+                 const char *v, struct wr_err *e) {
         int r = 0;
         if (!strcmp(key, "listen"))
                 return add_listen(c, src, v, e);
@@ -184,6 +183,10 @@ static int apply(struct daemon_config *c, int src, const char *key, const char *
                 if (errno || end == v || *end || n > 4096)
                         return err_set(e, -EINVAL, "--warm-pool %s: expected 0..4096", v);
                 c->warm_pool = (unsigned) n;
+        } else if (!strcmp(key, "insecure-tcp-i-know")) {
+                if (parse_bool(v, &c->insecure_tcp) < 0)
+                        return err_set(e, -EINVAL,
+                                       "insecure-tcp-i-know = %s: expected true or false", v);
         } else if (!strcmp(key, "enable-diag")) {
                 if (parse_bool(v, &c->enable_diag) < 0)
                         return err_set(e, -EINVAL, "enable-diag = %s: expected true or false", v);
@@ -234,7 +237,7 @@ static int read_config_file(struct daemon_config *c, const char *path, struct wr
                                     lineno);
                         break;
                 }
-                r = apply(c, SRC_FILE, key, val, e);
+                r = apply(c, DAEMON_CONFIG_FILE, key, val, e);
                 if (r < 0) {
                         err_prefix(e, r, "%s:%u", path, lineno);
                         break;
@@ -263,6 +266,7 @@ enum {
         OPT_TERMINATE_ON_EXIT,
         OPT_PULL_LOOPBACK_ONLY,
         OPT_WARM_POOL,
+        OPT_INSECURE_TCP,
 };
 
 static const struct option options[] = {
@@ -282,6 +286,7 @@ static const struct option options[] = {
         {"terminate-on-exit", no_argument, NULL, OPT_TERMINATE_ON_EXIT},
         {"pull-loopback-only", no_argument, NULL, OPT_PULL_LOOPBACK_ONLY},
         {"warm-pool", required_argument, NULL, OPT_WARM_POOL},
+        {"insecure-tcp-i-know", no_argument, NULL, OPT_INSECURE_TCP},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {},
@@ -324,16 +329,16 @@ int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr
                         return r;
         }
         const char *env = getenv("WARREN_STATE_DIR");
-        if (env && *env && (r = apply(c, SRC_ENV, "state-dir", env, e)) < 0)
+        if (env && *env && (r = apply(c, DAEMON_CONFIG_ENV, "state-dir", env, e)) < 0)
                 return err_prefix(e, r, "WARREN_STATE_DIR");
         env = getenv("WARREN_TERMINATE_ON_EXIT");
-        if (env && *env && (r = apply(c, SRC_ENV, "terminate-on-exit", env, e)) < 0)
+        if (env && *env && (r = apply(c, DAEMON_CONFIG_ENV, "terminate-on-exit", env, e)) < 0)
                 return err_prefix(e, r, "WARREN_TERMINATE_ON_EXIT");
         env = getenv("WARREN_PULL_LOOPBACK_ONLY");
-        if (env && *env && (r = apply(c, SRC_ENV, "pull-loopback-only", env, e)) < 0)
+        if (env && *env && (r = apply(c, DAEMON_CONFIG_ENV, "pull-loopback-only", env, e)) < 0)
                 return err_prefix(e, r, "WARREN_PULL_LOOPBACK_ONLY");
         env = getenv("WARREN_LOG_LEVEL");
-        if (env && *env && (r = apply(c, SRC_ENV, "log-level", env, e)) < 0)
+        if (env && *env && (r = apply(c, DAEMON_CONFIG_ENV, "log-level", env, e)) < 0)
                 return err_prefix(e, r, "WARREN_LOG_LEVEL");
 
         /* Pass 2: the flags themselves, which win. */
@@ -345,26 +350,18 @@ int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr
                         break;
                 if (o == 'h' || o == OPT_VERSION || o == OPT_CONFIG)
                         continue;
-                if (o == OPT_ENABLE_DIAG) {
-                        c->enable_diag = true;
-                        continue;
-                }
-                if (o == OPT_TERMINATE_ON_EXIT) {
-                        c->terminate_on_exit = true;
-                        continue;
-                }
-                if (o == OPT_PULL_LOOPBACK_ONLY) {
-                        c->pull_loopback_only = true;
-                        continue;
-                }
-                r = apply(c, SRC_FLAG, options[idx].name, optarg, e);
+                /* A switch (--enable-diag, --insecure-tcp-i-know, ...) is
+                 * its config key set to true. */
+                const char *v = options[idx].has_arg == no_argument ? "true" : optarg;
+                r = apply(c, DAEMON_CONFIG_FLAG, options[idx].name, v, e);
                 if (r < 0)
                         return r;
         }
 
         if (!c->state_dir && set_str(&c->state_dir, DAEMON_DEFAULT_STATE_DIR) < 0)
                 return err_set(e, -ENOMEM, "out of memory");
-        if (c->n_listen == 0 && (r = add_listen(c, SRC_DEFAULT, DAEMON_DEFAULT_LISTEN, e)) < 0)
+        if (c->n_listen == 0 &&
+            (r = add_listen(c, DAEMON_CONFIG_DEFAULT, DAEMON_DEFAULT_LISTEN, e)) < 0)
                 return r;
         if (!!c->tls_cert != !!c->tls_key)
                 return err_set(e, -EINVAL, "--tls-cert and --tls-key must be given together");
@@ -377,6 +374,18 @@ int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr
                                        "--listen %s needs --tls-cert and --tls-key (or use tcp:)",
                                        c->listen[i]);
         }
+        /* No caller is authenticated yet: a listener other machines can
+         * reach hands them every sandbox and secret. */
+        for (size_t i = 0; i < c->n_listen && !c->insecure_tcp; i++)
+                if (!rpc_listen_addr_is_loopback(c->listen[i]))
+                        return err_set(e, -EINVAL,
+                                       "refusing to listen on %s: it is not a loopback address "
+                                       "and warrend does not authenticate callers yet (anyone "
+                                       "who can connect could create sandboxes, run commands "
+                                       "and read secrets); listen on unix:, 127.0.0.1 or ::1, "
+                                       "or pass --insecure-tcp-i-know to serve it "
+                                       "unauthenticated anyway",
+                                       c->listen[i]);
         return 0;
 }
 

@@ -16,10 +16,18 @@
 #define DAEMON_DEFAULT_LISTEN "unix:/run/warren/warren.sock"
 #define DAEMON_DEFAULT_STATE_DIR "/var/lib/warren"
 
+/* Where a setting came from; a higher source overrides a lower one. */
+enum daemon_config_source {
+        DAEMON_CONFIG_DEFAULT = 0,
+        DAEMON_CONFIG_FILE = 1,
+        DAEMON_CONFIG_ENV = 2,
+        DAEMON_CONFIG_FLAG = 3,
+};
+
 struct daemon_config {
         char **listen; /* normalized: "unix:/path", "tcp:H:P" or "tls:H:P" */
         size_t n_listen;
-        int listen_source; /* internal: precedence of the list's origin */
+        enum daemon_config_source listen_source; /* where the list came from */
         char *state_dir;
         char *admin_listen;  /* HOST:PORT or NULL */
         char *default_image; /* NULL = "sandbox:latest" */
@@ -34,7 +42,10 @@ struct daemon_config {
         bool enable_diag;
         bool pull_loopback_only;
         bool terminate_on_exit; /* stop sandboxes when warrend exits */
-        unsigned warm_pool;     /* sandboxes' host resources prepared ahead */
+        /* --insecure-tcp-i-know: serve TCP/TLS listeners that are not on
+         * loopback although no caller is authenticated */
+        bool insecure_tcp;
+        unsigned warm_pool; /* sandboxes' host resources prepared ahead */
         bool help;
         bool version;
 };
@@ -43,7 +54,11 @@ struct daemon_config {
  * error returns -EINVAL (bad flag or value), -ENOENT/-EACCES (config file)
  * with a one-line message in e; c is then still safe to clear. A TLS
  * listener ("tls:" or "tcp:" with --tls-cert/--tls-key) is validated here:
- * cert and key must be given together. */
+ * cert and key must be given together. A TCP/TLS listener that is not on
+ * loopback (rpc_listen_addr_is_loopback) is refused with -EINVAL naming the
+ * listener and --insecure-tcp-i-know, unless that flag (or the config key
+ * insecure-tcp-i-know = true) is given: warrend authenticates no caller
+ * yet. */
 int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr_err *e);
 
 /* Free everything c holds. */

@@ -85,7 +85,7 @@ int daemon_state_dir_prepare(const char *path, char **ret_abs, int *ret_lock_fd,
         int pfd = openat(dfd, probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (pfd < 0)
                 return err_set(e, -errno, "state dir %s is not writable: %m", abs);
-        close(pfd);
+        pfd = safe_close(pfd);
         unlinkat(dfd, probe, 0);
 
         _cleanup_close_ int lock =

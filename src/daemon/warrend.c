@@ -26,9 +26,6 @@
 #include "runtime/runtime.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
-#ifdef WARREN_HAVE_API_IMAGES
-#include "image/image.h"
-#endif
 
 /* In-flight calls get this long to finish after SIGTERM. */
 #define SHUTDOWN_GRACE_MS 5000
@@ -41,12 +38,16 @@ struct daemon {
         int n_signals_open;
         struct rpc_server *server;
         struct store *store;
-        struct img_store *images; /* NULL when images are not built in */
+        struct img_store *images;
         struct api_ctx ctx;
         char *state_dir; /* absolute */
         int lock_fd;
         const char *services[16];
         size_t n_services;
+        /* Listeners other machines can reach, served unauthenticated
+         * (--insecure-tcp-i-know); the strings are cfg.listen's. */
+        const char **insecure;
+        size_t n_insecure;
         bool stopping;
         struct admin *admin; /* --admin-listen; NULL when off or closed */
         struct admin_sources admin_src;
@@ -111,13 +112,7 @@ static int register_services(struct daemon *d, struct wr_err *e) {
                 {"warren.v1.Volumes", api_volumes_register},
                 {"warren.v1.Secrets", api_secrets_register},
                 {"warren.v1.Identity", api_identity_register},
-#ifdef WARREN_HAVE_API_IMAGES
                 {"warren.v1.Images", api_images_register},
-#else
-        /* TODO(images): api_images_register is not built yet (src/api/images.c
-         * missing); src/daemon/meson.build defines WARREN_HAVE_API_IMAGES as
-         * soon as the file exists. */
-#endif
         };
         for (size_t i = 0; i < ELEMENTSOF(services); i++) {
                 int r = services[i].reg(d->server);
@@ -126,23 +121,47 @@ static int register_services(struct daemon *d, struct wr_err *e) {
                 d->services[d->n_services++] = services[i].name;
         }
         if (d->cfg.enable_diag) {
-#ifdef WARREN_HAVE_API_DIAG
                 int r = api_diag_register(d->server);
                 if (r < 0)
                         return err_set(e, r, "register warren.v1.Diag: %s", strerror(-r));
                 d->services[d->n_services++] = "warren.v1.Diag";
-#else
-                log_warn("--enable-diag: warren.v1.Diag is not built into this warrend");
-#endif
         }
         d->ctx.services = d->services;
         d->ctx.n_services = d->n_services;
         return 0;
 }
 
+/* A listener other machines can reach, allowed by --insecure-tcp-i-know
+ * (daemon_config_load refuses it otherwise): say so loudly and let
+ * System.GetVersion report it. */
+static int note_insecure_listener(struct daemon *d, const char *addr, struct wr_err *e) {
+        const char **l = reallocarray(d->insecure, d->n_insecure + 1, sizeof(*l));
+        if (!l)
+                return err_set(e, -ENOMEM, "out of memory");
+        d->insecure = l;
+        d->insecure[d->n_insecure++] = addr;
+        d->ctx.insecure_listeners = d->insecure;
+        d->ctx.n_insecure_listeners = d->n_insecure;
+        log_warn("!!! INSECURE: %s is served WITHOUT AUTHENTICATION "
+                 "(--insecure-tcp-i-know): anyone who can connect to it can create sandboxes, "
+                 "run commands in them and read every secret !!!",
+                 addr);
+        return 0;
+}
+
 static int start_listeners(struct daemon *d, struct wr_err *e) {
         for (size_t i = 0; i < d->cfg.n_listen; i++) {
                 const char *addr = d->cfg.listen[i];
+                if (!rpc_listen_addr_is_loopback(addr)) {
+                        if (!d->cfg.insecure_tcp) /* daemon_config_load refused it already */
+                                return err_set(e, -EPERM,
+                                               "listen %s: not loopback and no "
+                                               "--insecure-tcp-i-know",
+                                               addr);
+                        int r = note_insecure_listener(d, addr, e);
+                        if (r < 0)
+                                return r;
+                }
                 if (strncmp(addr, "unix:", 5) == 0) {
                         int r = daemon_socket_dir_prepare(addr + 5, e);
                         if (r < 0)
@@ -184,24 +203,25 @@ static void daemon_free(struct daemon *d) {
         rpc_server_free(d->server);
         d->server = NULL;
         api_health_free(&d->ctx);
-#ifdef WARREN_HAVE_API_IMAGES
         /* registry pulls: close the client's poll/timer handles on the loop */
         img_pull_shutdown(d->images);
-#endif
         if (d->loop_ready) {
                 /* Run until every handle (including the server's) is closed. */
                 uv_run(&d->loop, UV_RUN_DEFAULT);
                 if (uv_loop_close(&d->loop) == UV_EBUSY)
                         log_warn("event loop still had open handles at exit");
         }
-#ifdef WARREN_HAVE_API_IMAGES
         /* After the server: its import calls are freed by now. */
         img_store_free(d->images);
-#endif
+        d->images = NULL;
         store_close(d->store);
-        if (d->lock_fd >= 0)
-                close(d->lock_fd);
+        d->store = NULL;
+        d->lock_fd = safe_close(d->lock_fd);
         free(d->state_dir);
+        d->state_dir = NULL;
+        free(d->insecure);
+        d->insecure = NULL;
+        d->n_insecure = 0;
         daemon_config_clear(&d->cfg);
 }
 
@@ -284,7 +304,6 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
         return 0;
 }
 
-#ifdef WARREN_HAVE_API_IMAGES
 /* Registry configuration for pulls (src/image/pull.h): --registry-config,
  * --docker-config (default $DOCKER_CONFIG/config.json when that exists). */
 static int daemon_pull_configure(struct daemon *d, struct wr_err *e) {
@@ -308,7 +327,24 @@ static int daemon_pull_configure(struct daemon *d, struct wr_err *e) {
                          docker ? docker : "(none)");
         return 0;
 }
-#endif
+
+/* SIGTERM and SIGINT start a graceful shutdown. On failure the handles
+ * that were initialised are counted in n_signals_open (main closes them). */
+static int start_signals(struct daemon *d, struct wr_err *e) {
+        uv_signal_t *h[] = {&d->sig_term, &d->sig_int};
+        const int signum[] = {SIGTERM, SIGINT};
+        for (size_t i = 0; i < ELEMENTSOF(h); i++) {
+                int r = uv_signal_init(&d->loop, h[i]);
+                if (r < 0)
+                        return err_set(e, r, "signal handler: %s", uv_strerror(r));
+                h[i]->data = d;
+                d->n_signals_open++;
+                r = uv_signal_start(h[i], on_signal, signum[i]);
+                if (r < 0)
+                        return err_set(e, r, "signal handler: %s", uv_strerror(r));
+        }
+        return 0;
+}
 
 /* Bring everything up; on failure e says why. */
 static int daemon_start(struct daemon *d, struct wr_err *e) {
@@ -328,14 +364,12 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                 return err_set(e, r, "out of memory");
         log_debug("store %s at schema version %d", db, store_schema_version(d->store));
 
-#ifdef WARREN_HAVE_API_IMAGES
         r = img_store_open(d->state_dir, d->store, &d->images, e);
         if (r < 0)
                 return err_prefix(e, r, "image store");
         r = daemon_pull_configure(d, e);
         if (r < 0)
                 return r;
-#endif
 
         r = uv_loop_init(&d->loop);
         if (r < 0)
@@ -379,12 +413,9 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
         if (r < 0)
                 return r;
 
-        uv_signal_init(&d->loop, &d->sig_term);
-        uv_signal_init(&d->loop, &d->sig_int);
-        d->n_signals_open = 2;
-        d->sig_term.data = d->sig_int.data = d;
-        uv_signal_start(&d->sig_term, on_signal, SIGTERM);
-        uv_signal_start(&d->sig_int, on_signal, SIGINT);
+        r = start_signals(d, e);
+        if (r < 0)
+                return r;
 
         return start_listeners(d, e);
 }
@@ -428,10 +459,12 @@ int main(int argc, char **argv) {
                 log_error("cannot start: %s", e.msg);
                 if (d.server)
                         rpc_server_shutdown(d.server, 0, NULL, NULL);
-                if (d.n_signals_open > 0) {
+                /* start_signals initialises sig_term, then sig_int. */
+                int n = d.n_signals_open;
+                if (n > 0)
                         uv_close((uv_handle_t *) &d.sig_term, signal_closed);
+                if (n > 1)
                         uv_close((uv_handle_t *) &d.sig_int, signal_closed);
-                }
                 daemon_free(&d);
                 return 1;
         }

@@ -17,6 +17,7 @@
 #include "basic/macro.h"
 #include "rpc/grpc.h"
 #include "rpc/h2.h"
+#include "rpc/timer-heap.h"
 
 #define DEFAULT_MAX_MESSAGE (16u << 20)
 #define HIGH_WATER (4u << 20)
@@ -24,7 +25,7 @@
  * later, so the server's DEADLINE_EXCEEDED normally wins. */
 #define LOCAL_DEADLINE_SLACK_MS 20
 
-enum { CONNECTING, CONNECTED, FAILED };
+enum client_state { CONNECTING, CONNECTED, FAILED };
 
 struct rpc_stream {
         int refs;
@@ -44,12 +45,12 @@ struct rpc_stream {
         bool paused;
         int http_status;
         bool got_status;
-        int status;
+        enum wr_status status; /* grpc-status as received (any number) */
         char *message;
-        int local_status; /* set when we ended the stream: cancel, deadline */
+        enum wr_status local_status; /* set when we ended the stream: cancel, deadline */
         char local_message[96];
         bool closed, close_delivered, user_freed;
-        struct h2_timer deadline;
+        struct timer_heap_entry deadline;
         /* rpc_client_unary: keep the first response message. */
         bool keep;
         ProtobufCMessage *kept;
@@ -70,13 +71,14 @@ struct rpc_client {
         size_t n_live;              /* streams whose on_close is not delivered */
         struct rpc_stream *pending_head, *pending_tail;
         uv_idle_t idle;
-        struct h2_timers timers;
-        struct h2_timer connect_timer;
+        struct timer_heap timers;
+        struct timer_heap_entry connect_timer;
         uv_connect_t creq;
-        int state;
+        enum client_state state;
         int conn_err;
         int open_handles;
         bool h2_prepared, freeing;
+        bool idle_open, timers_open; /* handles initialised (closed by rpc_client_free) */
 };
 
 static void stream_unref(struct rpc_stream *st);
@@ -124,7 +126,7 @@ static void stream_mark_closed(struct rpc_stream *st) {
                 return;
         st->closed = true;
         if (c) {
-                h2_timer_disarm(&c->timers, &st->deadline);
+                timer_heap_disarm(&c->timers, &st->deadline);
                 if (st->prev)
                         st->prev->next = st->next;
                 else
@@ -263,7 +265,7 @@ static ssize_t data_read_cb(nghttp2_session *session, int32_t stream_id, uint8_t
         return (ssize_t) n;
 }
 
-static void deadline_fired(struct h2_timer *t) {
+static void deadline_fired(struct timer_heap_entry *t) {
         struct rpc_stream *st =
                 (struct rpc_stream *) ((char *) t - offsetof(struct rpc_stream, deadline));
         stream_abort(st, WR_STATUS_DEADLINE_EXCEEDED, "deadline exceeded");
@@ -329,8 +331,11 @@ int rpc_stream_open(struct rpc_client *c, const char *path,
         c->n_live++;
         if (timeout_ms) {
                 st->deadline.cb = deadline_fired;
-                h2_timer_arm(&c->timers, &st->deadline,
-                             uv_now(c->loop) + timeout_ms + LOCAL_DEADLINE_SLACK_MS);
+                if (timer_heap_arm(&c->timers, &st->deadline,
+                                   uv_now(c->loop) + timeout_ms + LOCAL_DEADLINE_SLACK_MS) < 0)
+                        /* A deadline that cannot be kept ends the call now. */
+                        stream_abort(st, WR_STATUS_RESOURCE_EXHAUSTED,
+                                     "out of memory arming the deadline");
         }
         h2_conn_kick(&c->h2);
         *ret = st;
@@ -405,7 +410,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
                 int v = 0;
                 for (size_t i = 0; i < valuelen && i < 3; i++)
                         v = v * 10 + (value[i] >= '0' && value[i] <= '9' ? value[i] - '0' : 0);
-                st->status = v;
+                st->status = (enum wr_status) v;
                 st->got_status = true;
         } else if (namelen == 12 && memcmp(name, "grpc-message", 12) == 0) {
                 free(st->message);
@@ -465,7 +470,7 @@ static void conn_pump(struct h2_conn *h) {
 static void conn_on_ready(struct h2_conn *h) {
         struct rpc_client *c = (struct rpc_client *) h;
         c->state = CONNECTED;
-        h2_timer_disarm(&c->timers, &c->connect_timer);
+        timer_heap_disarm(&c->timers, &c->connect_timer);
 }
 
 static void client_fail_streams(struct rpc_client *c, const char *why) {
@@ -535,15 +540,21 @@ void rpc_client_free(struct rpc_client *c) {
         client_fail_streams(c, "client closed");
         /* Deliver every on_close now; streams are detached afterwards. */
         client_pump(c);
-        uv_idle_stop(&c->idle);
         if (c->h2_prepared)
                 h2_conn_close(&c->h2);
-        uv_close((uv_handle_t *) &c->idle, handle_closed);
-        h2_timers_close(&c->timers, handle_closed);
+        if (c->idle_open) {
+                uv_idle_stop(&c->idle);
+                uv_close((uv_handle_t *) &c->idle, handle_closed);
+                c->idle_open = false;
+        }
+        if (c->timers_open) {
+                timer_heap_close(&c->timers, handle_closed);
+                c->timers_open = false;
+        }
         client_maybe_free(c);
 }
 
-static void connect_timeout(struct h2_timer *t) {
+static void connect_timeout(struct timer_heap_entry *t) {
         struct rpc_client *c =
                 (struct rpc_client *) ((char *) t - offsetof(struct rpc_client, connect_timer));
         if (c->state == CONNECTING) {
@@ -688,12 +699,22 @@ int rpc_client_new(uv_loop_t *loop, const struct rpc_client_config *cfg, struct 
         c->tls = tls;
         c->max_recv = cfg->max_recv_message ? cfg->max_recv_message : DEFAULT_MAX_MESSAGE;
         c->state = CONNECTING;
-        uv_idle_init(loop, &c->idle);
+        int r = uv_idle_init(loop, &c->idle);
+        if (r < 0) {
+                free(c);
+                return err_set(e, r, "connect %s: %s", addr, uv_strerror(r));
+        }
         c->idle.data = c;
-        h2_timers_init(&c->timers, loop);
+        c->idle_open = true;
+        c->open_handles = 1;
+        r = timer_heap_init(&c->timers, loop);
+        if (r < 0) {
+                err_set(e, r, "connect %s: %s", addr, uv_strerror(r));
+                goto fail;
+        }
         c->timers.handle.data = c;
+        c->timers_open = true;
         c->open_handles = 2;
-        int r = 0;
         if (is_unix)
                 c->authority = strdup("localhost");
         else if (asprintf(&c->authority, "%s:%s", host, port) < 0)
@@ -715,6 +736,9 @@ int rpc_client_new(uv_loop_t *loop, const struct rpc_client_config *cfg, struct 
                 goto fail;
         r = h2_conn_prepare(&c->h2, loop, is_unix, &conn_ops);
         if (r < 0) {
+                /* Handles h2_conn_prepare left closing end in conn_on_closed. */
+                if (c->h2.open_handles > 0)
+                        c->open_handles++;
                 err_set(e, r, "connect %s: %s", addr, uv_strerror(r));
                 goto fail;
         }
@@ -732,8 +756,14 @@ int rpc_client_new(uv_loop_t *loop, const struct rpc_client_config *cfg, struct 
                 }
         }
         c->connect_timer.cb = connect_timeout;
-        h2_timer_arm(&c->timers, &c->connect_timer,
-                     uv_now(loop) + (cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 5000));
+        if (timer_heap_arm(&c->timers, &c->connect_timer,
+                           uv_now(loop) + (cfg->connect_timeout_ms ? cfg->connect_timeout_ms
+                                                                   : 5000)) < 0 &&
+            c->state == CONNECTING) {
+                c->state = FAILED;
+                c->conn_err = -ENOMEM;
+                h2_conn_close(&c->h2);
+        }
         while (c->state == CONNECTING)
                 uv_run(loop, UV_RUN_ONCE);
         if (c->state != CONNECTED) {

@@ -11,6 +11,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -19,6 +21,7 @@
 #include "basic/macro.h"
 #include "rpc/grpc.h"
 #include "rpc/h2.h"
+#include "rpc/timer-heap.h"
 
 #define DEFAULT_MAX_MESSAGE (16u << 20)
 #define DEFAULT_HIGH_WATER (4u << 20)
@@ -30,12 +33,7 @@
 struct listener {
         struct listener *next;
         struct rpc_server *s;
-        union {
-                uv_handle_t handle;
-                uv_stream_t stream;
-                uv_tcp_t tcp;
-                uv_pipe_t pipe;
-        } io;
+        union h2_stream_io io;
         bool is_unix, tls;
         char *path;
 };
@@ -68,7 +66,7 @@ struct rpc_call {
         size_t n_md;
         bool bad_content_type;
         int64_t timeout_ms; /* -1: none */
-        struct h2_timer deadline;
+        struct timer_heap_entry deadline;
         uint64_t deadline_at;
 
         struct grpc_decoder dec;
@@ -81,7 +79,7 @@ struct rpc_call {
         bool headers_sent, eof, want_writable, ev_writable;
 
         bool finished, cancelled, cancel_delivered;
-        int status, cancel_status;
+        enum wr_status status, cancel_status;
         char *message;
         void *data;
 };
@@ -99,9 +97,9 @@ struct rpc_server {
         struct srv_conn *conns;
         struct rpc_call *pending_head, *pending_tail;
         uv_idle_t idle;
-        struct h2_timers timers;
-        struct h2_timer grace;
-        struct h2_timer trim; /* give cached message buffers back when idle */
+        struct timer_heap timers;
+        struct timer_heap_entry grace;
+        struct timer_heap_entry trim; /* give cached message buffers back when idle */
         int port;
         size_t n_calls;
         int open_handles;
@@ -129,7 +127,7 @@ static void call_free(struct rpc_call *call) {
         struct rpc_server *s = call->s;
         if (call->method && call->method->on_free)
                 call->method->on_free(call);
-        h2_timer_disarm(&s->timers, &call->deadline);
+        timer_heap_disarm(&s->timers, &call->deadline);
         for (size_t i = 0; i < call->n_md; i++) {
                 free(call->md[i].key);
                 free(call->md[i].value);
@@ -144,7 +142,8 @@ static void call_free(struct rpc_call *call) {
         free(call);
         s->n_calls--;
         if (s->n_calls == 0 && h2_mem_cached() > 0 && !s->handles_closing)
-                h2_timer_arm(&s->timers, &s->trim, uv_now(s->loop) + TRIM_DELAY_MS);
+                /* Best effort: without the timer the cache is trimmed later. */
+                (void) timer_heap_arm(&s->timers, &s->trim, uv_now(s->loop) + TRIM_DELAY_MS);
         server_maybe_done(s);
 }
 
@@ -164,7 +163,7 @@ void rpc_call_unref(struct rpc_call *call) {
 
 static void server_idle_cb(uv_idle_t *h);
 
-static void trim_fired(struct h2_timer *t) {
+static void trim_fired(struct timer_heap_entry *t) {
         struct rpc_server *s =
                 (struct rpc_server *) ((char *) t - offsetof(struct rpc_server, trim));
         if (s->n_calls == 0)
@@ -201,7 +200,7 @@ static void call_detach(struct rpc_call *call, int cancel_status) {
         call->cprev = call->cnext = NULL;
         conn->n_calls--;
         call->conn = NULL;
-        h2_timer_disarm(&call->s->timers, &call->deadline);
+        timer_heap_disarm(&call->s->timers, &call->deadline);
         h2_msgq_clear(&call->q);
         h2_inbox_clear(&call->inbox);
         grpc_decoder_reset(&call->dec);
@@ -291,7 +290,7 @@ static int finish_internal(struct rpc_call *call, int status, const char *messag
         call->status = status;
         free(call->message);
         call->message = message ? strdup(message) : NULL;
-        h2_timer_disarm(&call->s->timers, &call->deadline);
+        timer_heap_disarm(&call->s->timers, &call->deadline);
         struct srv_conn *conn = call->conn;
         if (!conn)
                 return 0;
@@ -651,7 +650,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         return 0;
 }
 
-static void deadline_fired(struct h2_timer *t) {
+static void deadline_fired(struct timer_heap_entry *t) {
         struct rpc_call *call =
                 (struct rpc_call *) ((char *) t - offsetof(struct rpc_call, deadline));
         finish_by_layer(call, WR_STATUS_DEADLINE_EXCEEDED, "deadline exceeded");
@@ -678,12 +677,17 @@ static void call_start(struct rpc_call *call) {
                 finish_internal(call, WR_STATUS_UNIMPLEMENTED, msg);
                 return;
         }
-        call->method = m;
         if (call->timeout_ms >= 0) {
                 call->deadline_at = uv_now(s->loop) + (uint64_t) call->timeout_ms;
                 call->deadline.cb = deadline_fired;
-                h2_timer_arm(&s->timers, &call->deadline, call->deadline_at);
+                if (timer_heap_arm(&s->timers, &call->deadline, call->deadline_at) < 0) {
+                        /* A deadline that cannot be kept is not accepted. */
+                        finish_internal(call, WR_STATUS_RESOURCE_EXHAUSTED,
+                                        "out of memory arming the deadline");
+                        return;
+                }
         }
+        call->method = m;
 }
 
 static void half_close(struct rpc_call *call) {
@@ -849,14 +853,16 @@ static void on_connection(uv_stream_t *ls, int status) {
         if (!conn)
                 return;
         conn->s = s;
-        if (h2_conn_prepare(&conn->h2, s->loop, l->is_unix, &conn_ops) < 0) {
-                free(conn);
-                return;
-        }
         conn->next = s->conns;
         if (s->conns)
                 s->conns->prev = conn;
         s->conns = conn;
+        if (h2_conn_prepare(&conn->h2, s->loop, l->is_unix, &conn_ops) < 0) {
+                /* With handles left open, conn_on_closed follows. */
+                if (conn->h2.open_handles == 0)
+                        conn_on_closed(&conn->h2);
+                return;
+        }
         if (uv_accept(ls, &conn->h2.io.stream) < 0) {
                 h2_conn_close(&conn->h2);
                 return;
@@ -922,6 +928,9 @@ static int tls_setup(struct rpc_server *s, struct wr_err *e) {
         return 0;
 }
 
+static void server_destroy(struct rpc_server *s);
+static void server_handle_closed(uv_handle_t *h);
+
 int rpc_server_new(uv_loop_t *loop, const struct rpc_server_config *cfg, struct rpc_server **ret,
                    struct wr_err *e) {
         struct rpc_server *s = calloc(1, sizeof(*s));
@@ -939,7 +948,7 @@ int rpc_server_new(uv_loop_t *loop, const struct rpc_server_config *cfg, struct 
         s->cfg.tls_cert = s->cfg.tls_key = NULL;
         s->port = -ENOENT;
         if (cfg && (!!cfg->tls_cert != !!cfg->tls_key)) {
-                free(s);
+                server_destroy(s);
                 return err_set(e, -EINVAL, "TLS needs both a certificate and a key");
         }
         if (cfg && cfg->tls_cert) {
@@ -948,18 +957,12 @@ int rpc_server_new(uv_loop_t *loop, const struct rpc_server_config *cfg, struct 
                 int r = s->cfg.tls_cert && s->cfg.tls_key ? tls_setup(s, e)
                                                           : err_set(e, -ENOMEM, "out of memory");
                 if (r < 0) {
-                        free((char *) s->cfg.tls_cert);
-                        free((char *) s->cfg.tls_key);
-                        free(s);
+                        server_destroy(s);
                         return r;
                 }
         }
         if (nghttp2_session_callbacks_new(&s->cbs) != 0 || nghttp2_option_new(&s->opt) != 0) {
-                nghttp2_session_callbacks_del(s->cbs);
-                SSL_CTX_free(s->ssl_ctx);
-                free((char *) s->cfg.tls_cert);
-                free((char *) s->cfg.tls_key);
-                free(s);
+                server_destroy(s);
                 return err_set(e, -ENOMEM, "out of memory");
         }
         h2_callbacks_set_send(s->cbs);
@@ -971,9 +974,20 @@ int rpc_server_new(uv_loop_t *loop, const struct rpc_server_config *cfg, struct 
         nghttp2_session_callbacks_set_on_stream_close_callback(s->cbs, on_stream_close);
         nghttp2_option_set_no_auto_window_update(s->opt, 1);
         nghttp2_option_set_peer_max_concurrent_streams(s->opt, 1000);
-        uv_idle_init(loop, &s->idle);
+        int r = uv_idle_init(loop, &s->idle);
+        if (r < 0) {
+                server_destroy(s);
+                return err_set(e, r, "idle handle: %s", uv_strerror(r));
+        }
         s->idle.data = s;
-        h2_timers_init(&s->timers, loop);
+        s->open_handles = 1;
+        r = timer_heap_init(&s->timers, loop);
+        if (r < 0) {
+                /* The idle handle is open: s goes once it is closed. */
+                s->shutting_down = s->handles_closing = s->free_on_done = true;
+                uv_close((uv_handle_t *) &s->idle, server_handle_closed);
+                return err_set(e, r, "timer handle: %s", uv_strerror(r));
+        }
         s->timers.handle.data = s;
         s->trim.cb = trim_fired;
         s->open_handles = 2;
@@ -1020,14 +1034,14 @@ static int unix_remove_stale(const char *path) {
                 return errno == ENOENT ? 0 : -errno;
         if (!S_ISSOCK(st.st_mode))
                 return -EEXIST;
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
         int r = connect(fd, (struct sockaddr *) &sa, sizeof(sa));
         int err = errno;
-        close(fd);
+        fd = safe_close(fd);
         if (r == 0)
                 return -EADDRINUSE;
         if (err != ECONNREFUSED && err != ENOENT)
@@ -1064,6 +1078,35 @@ static int parse_host_port(const char *hp, struct sockaddr_storage *ss) {
         return -EINVAL;
 }
 
+static bool sockaddr_is_loopback(const struct sockaddr_storage *ss) {
+        if (ss->ss_family == AF_INET) {
+                const struct sockaddr_in *in = (const struct sockaddr_in *) ss;
+                return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+        }
+        if (ss->ss_family == AF_INET6) {
+                const struct in6_addr *a = &((const struct sockaddr_in6 *) ss)->sin6_addr;
+                if (IN6_IS_ADDR_LOOPBACK(a))
+                        return true;
+                /* ::ffff:127.x.y.z */
+                return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+        }
+        return false;
+}
+
+bool rpc_listen_addr_is_loopback(const char *addr) {
+        if (!addr)
+                return false;
+        if (strncmp(addr, "unix:", 5) == 0)
+                return true;
+        const char *hp = addr;
+        if (strncmp(addr, "tcp:", 4) == 0 || strncmp(addr, "tls:", 4) == 0)
+                hp = addr + 4;
+        struct sockaddr_storage ss;
+        if (parse_host_port(hp, &ss) < 0)
+                return false;
+        return sockaddr_is_loopback(&ss);
+}
+
 int rpc_server_listen(struct rpc_server *s, const char *addr, struct wr_err *e) {
         if (s->shutting_down)
                 return err_set(e, -ESHUTDOWN, "listen %s: server is shutting down", addr);
@@ -1094,7 +1137,12 @@ int rpc_server_listen(struct rpc_server *s, const char *addr, struct wr_err *e) 
                                        r == -EADDRINUSE ? "another server is listening there"
                                                         : strerror(-r));
                 }
-                uv_pipe_init(s->loop, &l->io.pipe, 0);
+                r = uv_pipe_init(s->loop, &l->io.pipe, 0);
+                if (r < 0) {
+                        free(l->path);
+                        free(l);
+                        return err_set(e, r, "listen %s: %s", addr, uv_strerror(r));
+                }
                 l->io.handle.data = l;
                 s->open_listeners++;
                 mode_t old = umask(0117);
@@ -1120,7 +1168,11 @@ int rpc_server_listen(struct rpc_server *s, const char *addr, struct wr_err *e) 
                                        addr);
                 }
                 l->tls = tls;
-                uv_tcp_init(s->loop, &l->io.tcp);
+                r = uv_tcp_init(s->loop, &l->io.tcp);
+                if (r < 0) {
+                        free(l);
+                        return err_set(e, r, "listen %s: %s", addr, uv_strerror(r));
+                }
                 l->io.handle.data = l;
                 s->open_listeners++;
                 r = uv_tcp_bind(&l->io.tcp, (struct sockaddr *) &ss, 0);
@@ -1146,6 +1198,8 @@ int rpc_server_port(struct rpc_server *s) {
         return s->port;
 }
 
+/* Free the memory of a server whose handles are closed (or were never
+ * opened); safe on a half-built one. */
 static void server_destroy(struct rpc_server *s) {
         nghttp2_session_callbacks_del(s->cbs);
         nghttp2_option_del(s->opt);
@@ -1176,10 +1230,10 @@ static void server_maybe_done(struct rpc_server *s) {
         s->handles_closing = true;
         uv_idle_stop(&s->idle);
         uv_close((uv_handle_t *) &s->idle, server_handle_closed);
-        h2_timers_close(&s->timers, server_handle_closed);
+        timer_heap_close(&s->timers, server_handle_closed);
 }
 
-static void grace_expired(struct h2_timer *t) {
+static void grace_expired(struct timer_heap_entry *t) {
         struct rpc_server *s =
                 (struct rpc_server *) ((char *) t - offsetof(struct rpc_server, grace));
         for (struct srv_conn *c = s->conns; c; c = c->next) {
@@ -1217,7 +1271,8 @@ void rpc_server_shutdown(struct rpc_server *s, uint64_t grace_ms, void (*done)(v
                         h2_conn_close(&c->h2);
         }
         s->grace.cb = grace_expired;
-        h2_timer_arm(&s->timers, &s->grace, uv_now(s->loop) + grace_ms);
+        if (timer_heap_arm(&s->timers, &s->grace, uv_now(s->loop) + grace_ms) < 0)
+                grace_expired(&s->grace); /* no grace without a timer */
         server_maybe_done(s);
 }
 

@@ -90,7 +90,9 @@ struct rpc_server_config {
         void *on_call_status_userdata;
 };
 
-/* Create a server on loop. Returns 0 or -ENOMEM / -EINVAL (with e filled). */
+/* Create a server on loop. Returns 0 or -ENOMEM / -EINVAL / a libuv error
+ * (with e filled); on failure nothing is the caller's (a server whose
+ * handles were opened is freed by the loop once they are closed). */
 int rpc_server_new(uv_loop_t *loop, const struct rpc_server_config *cfg, struct rpc_server **ret,
                    struct wr_err *e);
 
@@ -102,6 +104,13 @@ int rpc_server_add_methods(struct rpc_server *s, const struct rpc_method *method
  * "tcp:HOST:PORT" or "tls:HOST:PORT" (needs tls_cert/tls_key). Port 0 picks
  * one; rpc_server_port returns it. Returns 0 or negative errno. */
 int rpc_server_listen(struct rpc_server *s, const char *addr, struct wr_err *e);
+
+/* Whether a listen address (as rpc_server_listen takes it) reaches only
+ * this machine: "unix:..." or a TCP/TLS host in 127.0.0.0/8, ::1 (also
+ * [::1] and ::ffff:127.x.y.z) or "localhost". Anything else, including
+ * 0.0.0.0, [::] and an address that does not parse, is not loopback. Pure:
+ * no name resolution, no I/O. */
+bool rpc_listen_addr_is_loopback(const char *addr);
 
 /* The port of the most recent TCP/TLS listener, or -ENOENT. */
 int rpc_server_port(struct rpc_server *s);

@@ -26,11 +26,8 @@ void store_image_clear(struct store_image *img) {
         memset(img, 0, sizeof(*img));
 }
 
-void store_image_list_free(struct store_image *list, size_t n) {
-        for (size_t i = 0; list && i < n; i++)
-                store_image_clear(&list[i]);
-        free(list);
-}
+STORE_DEFINE_LIST_FREE(struct store_image, store_image_clear, image_item_clear,
+                       store_image_list_free)
 
 void store_layer_clear(struct store_layer *l) {
         if (!l)
@@ -40,11 +37,8 @@ void store_layer_clear(struct store_layer *l) {
         memset(l, 0, sizeof(*l));
 }
 
-void store_layer_list_free(struct store_layer *list, size_t n) {
-        for (size_t i = 0; list && i < n; i++)
-                store_layer_clear(&list[i]);
-        free(list);
-}
+STORE_DEFINE_LIST_FREE(struct store_layer, store_layer_clear, layer_item_clear,
+                       store_layer_list_free)
 
 int store_image_insert(struct store *s, const struct store_image *img, struct wr_err *e) {
         if (!img || !img->id || !img->config)
@@ -59,7 +53,7 @@ int store_image_insert(struct store *s, const struct store_image *img, struct wr
                                        "VALUES (?, ?, ?, ?, ?)",
                                        &st, e);
                 if (r < 0)
-                        goto fail;
+                        goto done;
                 store_bind_text(st, 1, img->id);
                 store_bind_text(st, 2, img->config);
                 sqlite3_bind_int64(st, 3, (sqlite3_int64) img->size);
@@ -69,7 +63,7 @@ int store_image_insert(struct store *s, const struct store_image *img, struct wr
                 if (r == -EEXIST)
                         err_set(e, r, "image %s already exists", img->id);
                 if (r < 0)
-                        goto fail;
+                        goto done;
         }
         for (size_t i = 0; i < img->n_layers; i++) {
                 _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -77,7 +71,7 @@ int store_image_insert(struct store *s, const struct store_image *img, struct wr
                         s, "INSERT INTO image_layers (image_id, idx, diff_id) VALUES (?, ?, ?)",
                         &st, e);
                 if (r < 0)
-                        goto fail;
+                        goto done;
                 store_bind_text(st, 1, img->id);
                 sqlite3_bind_int64(st, 2, (sqlite3_int64) i);
                 store_bind_text(st, 3, img->diff_ids[i]);
@@ -85,39 +79,27 @@ int store_image_insert(struct store *s, const struct store_image *img, struct wr
                 if (r == -ENOENT)
                         err_set(e, r, "layer %s is not in the store", img->diff_ids[i]);
                 if (r < 0)
-                        goto fail;
+                        goto done;
         }
-        return store_savepoint_release(s, e);
-fail:
-        store_savepoint_rollback(s);
-        return r;
+done:
+        return store_savepoint_end(s, r, e);
 }
 
 int store_image_name_set(struct store *s, const char *name, const char *id, struct wr_err *e) {
         if (!name || !*name || !id || !*id)
                 return err_set(e, -EINVAL, "name image: name and id required");
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_stmt_prepare(s,
-                                   "INSERT INTO image_names (name, image_id) VALUES (?, ?) "
-                                   "ON CONFLICT (name) DO UPDATE SET image_id = excluded.image_id",
-                                   &st, e);
-        if (r < 0)
-                return r;
-        store_bind_text(st, 1, name);
-        store_bind_text(st, 2, id);
-        r = store_stmt_done(s, st, false, "name image", e);
+        int r = store_stmt_run(s,
+                               "INSERT INTO image_names (name, image_id) VALUES (?, ?) "
+                               "ON CONFLICT (name) DO UPDATE SET image_id = excluded.image_id",
+                               STORE_ARGS(name, id), false, "name image", e);
         if (r == -ENOENT)
                 return err_set(e, r, "image %s not found", id);
         return r;
 }
 
 int store_image_name_delete(struct store *s, const char *name, struct wr_err *e) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_stmt_prepare(s, "DELETE FROM image_names WHERE name = ?", &st, e);
-        if (r < 0)
-                return r;
-        store_bind_text(st, 1, name);
-        r = store_stmt_done(s, st, true, "remove image name", e);
+        int r = store_stmt_run(s, "DELETE FROM image_names WHERE name = ?", STORE_ARGS(name), true,
+                               "remove image name", e);
         if (r == -ENOENT)
                 return err_set(e, r, "image name \"%s\" not found", name);
         return r;
@@ -126,15 +108,12 @@ int store_image_name_delete(struct store *s, const char *name, struct wr_err *e)
 int store_image_name_lookup(struct store *s, const char *name, char **ret, struct wr_err *e) {
         *ret = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_stmt_prepare(s, "SELECT image_id FROM image_names WHERE name = ?", &st, e);
+        int r = store_row_load(s, "SELECT image_id FROM image_names WHERE name = ?",
+                               STORE_ARGS(name), "look up image name", &st, e);
+        if (r == 0)
+                return err_set(e, -ENOENT, "image \"%s\" not found", name);
         if (r < 0)
                 return r;
-        store_bind_text(st, 1, name);
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_DONE)
-                return err_set(e, -ENOENT, "image \"%s\" not found", name);
-        if (rc != SQLITE_ROW)
-                return store_sqlite_error(s, rc, "look up image name", e);
         *ret = store_column_strdup(st, 0);
         return *ret ? 0 : err_set(e, -ENOMEM, "look up image name: out of memory");
 }
@@ -235,16 +214,15 @@ static int read_image_row(struct store *s, sqlite3_stmt *st, struct store_image 
 int store_image_load(struct store *s, const char *id, struct store_image *ret, struct wr_err *e) {
         *ret = (struct store_image){0};
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_stmt_prepare(s, "SELECT " IMAGE_COLUMNS " FROM images WHERE id = ?", &st, e);
-        if (r < 0)
-                return r;
-        store_bind_text(st, 1, id);
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_DONE)
+        int r = store_row_load(s, "SELECT " IMAGE_COLUMNS " FROM images WHERE id = ?",
+                               STORE_ARGS(id), "load image", &st, e);
+        if (r == 0)
                 return err_set(e, -ENOENT, "image %s not found", id);
-        if (rc != SQLITE_ROW)
-                return store_sqlite_error(s, rc, "load image", e);
-        return read_image_row(s, st, ret, e);
+        return r < 0 ? r : read_image_row(s, st, ret, e);
+}
+
+static int image_row(struct store *s, sqlite3_stmt *st, void *item, void *ctx, struct wr_err *e) {
+        return read_image_row(s, st, item, e);
 }
 
 int store_image_list(struct store *s, struct store_image **ret, size_t *n_ret, struct wr_err *e) {
@@ -255,43 +233,14 @@ int store_image_list(struct store *s, struct store_image **ret, size_t *n_ret, s
                 s, "SELECT " IMAGE_COLUMNS " FROM images ORDER BY created DESC, id", &st, e);
         if (r < 0)
                 return r;
-        struct store_image *v = NULL;
-        size_t n = 0, cap = 0;
-        int rc;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                if (n == cap) {
-                        cap = cap ? cap * 2 : 8;
-                        struct store_image *nv = realloc(v, cap * sizeof(*v));
-                        if (!nv) {
-                                store_image_list_free(v, n);
-                                return err_set(e, -ENOMEM, "list images: out of memory");
-                        }
-                        v = nv;
-                }
-                r = read_image_row(s, st, &v[n], e);
-                if (r < 0) {
-                        store_image_list_free(v, n);
-                        return r;
-                }
-                n++;
-        }
-        if (rc != SQLITE_DONE) {
-                store_image_list_free(v, n);
-                return store_sqlite_error(s, rc, "list images", e);
-        }
-        *ret = v;
-        *n_ret = n;
-        return (int) n;
+        return store_rows_collect(s, st, sizeof(struct store_image), image_row, image_item_clear,
+                                  NULL, "list images", (void **) ret, n_ret, e);
 }
 
 int store_image_delete(struct store *s, const char *id, struct wr_err *e) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
         /* image_names and image_layers go with it (ON DELETE CASCADE) */
-        int r = store_stmt_prepare(s, "DELETE FROM images WHERE id = ?", &st, e);
-        if (r < 0)
-                return r;
-        store_bind_text(st, 1, id);
-        r = store_stmt_done(s, st, true, "delete image", e);
+        int r = store_stmt_run(s, "DELETE FROM images WHERE id = ?", STORE_ARGS(id), true,
+                               "delete image", e);
         if (r == -ENOENT)
                 return err_set(e, r, "image %s not found", id);
         return r;
@@ -330,30 +279,22 @@ int store_layer_load(struct store *s, const char *diff_id, struct store_layer *r
                      struct wr_err *e) {
         *ret = (struct store_layer){0};
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_stmt_prepare(
-                s, "SELECT diff_id, size, path, created FROM layers WHERE diff_id = ?", &st, e);
-        if (r < 0)
-                return r;
-        store_bind_text(st, 1, diff_id);
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_DONE)
+        int r = store_row_load(s,
+                               "SELECT diff_id, size, path, created FROM layers WHERE diff_id = ?",
+                               STORE_ARGS(diff_id), "load layer", &st, e);
+        if (r == 0)
                 return err_set(e, -ENOENT, "layer %s not found", diff_id);
-        if (rc != SQLITE_ROW)
-                return store_sqlite_error(s, rc, "load layer", e);
-        return read_layer_row(st, ret, e);
+        return r < 0 ? r : read_layer_row(st, ret, e);
 }
 
 int store_layer_refcount(struct store *s, const char *diff_id, struct wr_err *e) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_stmt_prepare(
-                s, "SELECT count(DISTINCT image_id) FROM image_layers WHERE diff_id = ?", &st, e);
-        if (r < 0)
-                return r;
-        store_bind_text(st, 1, diff_id);
-        int rc = sqlite3_step(st);
-        if (rc != SQLITE_ROW)
-                return store_sqlite_error(s, rc, "count layer users", e);
-        return sqlite3_column_int(st, 0);
+        int r = store_row_load(
+                s, "SELECT count(DISTINCT image_id) FROM image_layers WHERE diff_id = ?",
+                STORE_ARGS(diff_id), "count layer users", &st, e);
+        if (r == 0)
+                return err_set(e, -EIO, "count layer users: no row");
+        return r < 0 ? r : sqlite3_column_int(st, 0);
 }
 
 int store_layer_delete(struct store *s, const char *diff_id, struct wr_err *e) {
@@ -362,15 +303,15 @@ int store_layer_delete(struct store *s, const char *diff_id, struct wr_err *e) {
                 return n;
         if (n > 0)
                 return err_set(e, -EBUSY, "layer %s is used by %d image(s)", diff_id, n);
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_stmt_prepare(s, "DELETE FROM layers WHERE diff_id = ?", &st, e);
-        if (r < 0)
-                return r;
-        store_bind_text(st, 1, diff_id);
-        r = store_stmt_done(s, st, true, "delete layer", e);
+        int r = store_stmt_run(s, "DELETE FROM layers WHERE diff_id = ?", STORE_ARGS(diff_id), true,
+                               "delete layer", e);
         if (r == -ENOENT)
                 return err_set(e, r, "layer %s not found", diff_id);
         return r;
+}
+
+static int layer_row(struct store *s, sqlite3_stmt *st, void *item, void *ctx, struct wr_err *e) {
+        return read_layer_row(st, item, e);
 }
 
 int store_layer_list(struct store *s, struct store_layer **ret, size_t *n_ret, struct wr_err *e) {
@@ -381,32 +322,6 @@ int store_layer_list(struct store *s, struct store_layer **ret, size_t *n_ret, s
                 s, "SELECT diff_id, size, path, created FROM layers ORDER BY diff_id", &st, e);
         if (r < 0)
                 return r;
-        struct store_layer *v = NULL;
-        size_t n = 0, cap = 0;
-        int rc;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                if (n == cap) {
-                        cap = cap ? cap * 2 : 8;
-                        struct store_layer *nv = realloc(v, cap * sizeof(*v));
-                        if (!nv) {
-                                store_layer_list_free(v, n);
-                                return err_set(e, -ENOMEM, "list layers: out of memory");
-                        }
-                        v = nv;
-                }
-                v[n] = (struct store_layer){0};
-                r = read_layer_row(st, &v[n], e);
-                if (r < 0) {
-                        store_layer_list_free(v, n);
-                        return r;
-                }
-                n++;
-        }
-        if (rc != SQLITE_DONE) {
-                store_layer_list_free(v, n);
-                return store_sqlite_error(s, rc, "list layers", e);
-        }
-        *ret = v;
-        *n_ret = n;
-        return (int) n;
+        return store_rows_collect(s, st, sizeof(struct store_layer), layer_row, layer_item_clear,
+                                  NULL, "list layers", (void **) ret, n_ret, e);
 }

@@ -35,6 +35,7 @@ struct store_layer {
 void store_image_clear(struct store_image *img);
 /* Free an array from store_image_list. */
 void store_image_list_free(struct store_image *list, size_t n);
+/* Free what l holds and zero it. NULL is fine. */
 void store_layer_clear(struct store_layer *l);
 
 /* Insert the image row and its image_layers rows (names are separate).
@@ -83,4 +84,5 @@ int store_layer_delete(struct store *s, const char *diff_id, struct wr_err *e);
 
 /* Every layer row (for start-up garbage collection). Returns the count. */
 int store_layer_list(struct store *s, struct store_layer **ret, size_t *n_ret, struct wr_err *e);
+/* Free an array from store_layer_list. NULL ok. */
 void store_layer_list_free(struct store_layer *list, size_t n);

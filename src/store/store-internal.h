@@ -5,6 +5,9 @@
 
 #include <sqlite3.h>
 #include <stdbool.h>
+#include <stddef.h>
+
+#include "basic/macro.h"
 
 #include "store/store.h"
 
@@ -50,6 +53,43 @@ int store_rows_collect(struct store *s, sqlite3_stmt *st, size_t elem_size,
                        void (*clear)(void *item), void *ctx, const char *what, void **ret,
                        size_t *n_ret, struct wr_err *e);
 
+/* Text arguments for store_row_load and store_stmt_run, bound to ?1, ?2,
+ * ... in order: STORE_ARGS(env, name) expands to the count and the array.
+ * A NULL argument binds "". */
+#define STORE_ARGS(...)                                                                            \
+        ELEMENTSOF(((const char *const[]){__VA_ARGS__})), ((const char *const[]){__VA_ARGS__})
+#define STORE_NO_ARGS 0, NULL
+
+/* The "load one row" pattern: prepare sql, bind the n_args text args, step
+ * once. Returns 1 with *ret positioned on the row (the caller reads its
+ * columns; *ret is the caller's, to hold in _cleanup_stmt_ even on
+ * failure), 0 when there is no row (the caller says what was not found),
+ * or a negative errno with e filled (what names the operation). */
+int store_row_load(struct store *s, const char *sql, size_t n_args, const char *const *args,
+                   const char *what, sqlite3_stmt **ret, struct wr_err *e);
+
+/* Prepare sql, bind the n_args text args and run it to its end (a
+ * statement that returns no rows). With want_change, 0 changed rows is
+ * -ENOENT (e untouched: the caller says what was not found). Otherwise 0
+ * or a negative errno as store_stmt_done. */
+int store_stmt_run(struct store *s, const char *sql, size_t n_args, const char *const *args,
+                   bool want_change, const char *what, struct wr_err *e);
+
+/* Free an array of n items of elem_size bytes, each first passed to clear.
+ * NULL ok. For the store_*_list_free functions. */
+void store_list_free(void *list, size_t n, size_t elem_size, void (*clear)(void *item));
+
+/* Define `static void item_clear(void *)` calling clear(type *) (the shape
+ * store_rows_collect and store_list_free take) and the public
+ * `void list_free(type *list, size_t n)` on it. */
+#define STORE_DEFINE_LIST_FREE(type, clear, item_clear, list_free)                                 \
+        static void item_clear(void *item) {                                                       \
+                clear(item);                                                                       \
+        }                                                                                          \
+        void list_free(type *list, size_t n) {                                                     \
+                store_list_free(list, n, sizeof(*list), item_clear);                               \
+        }
+
 /* Run a statement that returns no rows; with want_change, 0 changed rows
  * is -ENOENT. */
 int store_stmt_done(struct store *s, sqlite3_stmt *st, bool want_change, const char *what,
@@ -59,6 +99,10 @@ int store_stmt_done(struct store *s, sqlite3_stmt *st, bool want_change, const c
 int store_savepoint(struct store *s, struct wr_err *e);
 int store_savepoint_release(struct store *s, struct wr_err *e);
 void store_savepoint_rollback(struct store *s);
+/* End the savepoint of an operation whose result is r: release it when r
+ * >= 0 (and return 0, or the release's error after rolling back), roll it
+ * back and return r otherwise. */
+int store_savepoint_end(struct store *s, int r, struct wr_err *e);
 
 /* AES-256-GCM of the secret key: make sure the key is loaded (creating the
  * key file on first use). */

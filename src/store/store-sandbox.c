@@ -21,20 +21,17 @@ void store_sandbox_clear(struct store_sandbox *sb) {
         free(sb->image_id);
         free(sb->image_ref);
         free(sb->spec);
-        for (size_t i = 0; i < sb->n_tags; i++) {
+        for (size_t i = 0; sb->tags && i < sb->n_tags; i++) {
                 free(sb->tags[i].key);
                 free(sb->tags[i].value);
         }
         free(sb->tags);
         free(sb->cgroup_path);
-        memset(sb, 0, sizeof(*sb));
+        *sb = (struct store_sandbox){0};
 }
 
-void store_sandbox_list_free(struct store_sandbox *list, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                store_sandbox_clear(&list[i]);
-        free(list);
-}
+STORE_DEFINE_LIST_FREE(struct store_sandbox, store_sandbox_clear, sandbox_item_clear,
+                       store_sandbox_list_free)
 
 static bool status_valid(int status) {
         return status >= STORE_SANDBOX_PENDING && status <= STORE_SANDBOX_FAILED;
@@ -57,7 +54,7 @@ int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct
                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?9)",
                         &st, e);
                 if (r < 0)
-                        goto fail;
+                        goto done;
                 store_bind_text(st, 1, sb->id);
                 store_bind_text(st, 2, sb->environment);
                 store_bind_text_nullable(st, 3, sb->name && *sb->name ? sb->name : NULL);
@@ -87,7 +84,7 @@ int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct
                 if (r == -ENOENT)
                         err_set(e, r, "environment \"%s\" does not exist", sb->environment);
                 if (r < 0)
-                        goto fail;
+                        goto done;
         }
         for (size_t i = 0; i < sb->n_tags; i++) {
                 _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -95,7 +92,7 @@ int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct
                         s, "INSERT INTO sandbox_tags (sandbox_id, key, value) VALUES (?, ?, ?)",
                         &st, e);
                 if (r < 0)
-                        goto fail;
+                        goto done;
                 store_bind_text(st, 1, sb->id);
                 store_bind_text(st, 2, sb->tags[i].key);
                 store_bind_text(st, 3, sb->tags[i].value);
@@ -104,19 +101,14 @@ int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct
                         r = err_set(e, -EINVAL, "insert sandbox: tag \"%s\" given twice",
                                     sb->tags[i].key);
                 if (r < 0)
-                        goto fail;
+                        goto done;
         }
-        r = store_savepoint_release(s, e);
-        if (r < 0)
-                goto fail;
-        return 0;
-fail:
-        store_savepoint_rollback(s);
-        return r;
+done:
+        return store_savepoint_end(s, r, e);
 }
 
-int store_sandbox_update_status(struct store *s, const char *id, int status, const char *message,
-                                struct wr_err *e) {
+int store_sandbox_update_status(struct store *s, const char *id, enum store_sandbox_status status,
+                                const char *message, struct wr_err *e) {
         if (!status_valid(status))
                 return err_set(e, -EINVAL, "update sandbox %s: invalid status %d", id, status);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -205,16 +197,12 @@ int store_sandbox_set_started(struct store *s, const char *id, int64_t init_pid,
 int store_sandbox_get_process(struct store *s, const char *id, unsigned char **ret, size_t *len,
                               struct wr_err *e) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_stmt_prepare(s, "SELECT process, process_nonce FROM sandboxes WHERE id = ?",
-                                   &st, e);
+        int r = store_row_load(s, "SELECT process, process_nonce FROM sandboxes WHERE id = ?",
+                               STORE_ARGS(id), "load process defaults", &st, e);
+        if (r == 0)
+                return err_set(e, -ENOENT, "sandbox %s not found", id);
         if (r < 0)
                 return r;
-        store_bind_text(st, 1, id);
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_DONE)
-                return err_set(e, -ENOENT, "sandbox %s not found", id);
-        if (rc != SQLITE_ROW)
-                return store_sqlite_error(s, rc, "load process defaults", e);
         if (sqlite3_column_type(st, 0) == SQLITE_NULL)
                 return err_set(e, -ENODATA, "sandbox %s: no process defaults recorded", id);
         return store_blob_open(s, PROCESS_LABEL, id, sqlite3_column_blob(st, 0),
@@ -259,7 +247,7 @@ static int read_row(struct store *s, sqlite3_stmt *st, struct store_sandbox *ret
                 if (!ret->name)
                         goto oom;
         }
-        ret->status = sqlite3_column_int(st, 3);
+        ret->status = (enum store_sandbox_status) sqlite3_column_int(st, 3);
         ret->status_message = store_column_strdup(st, 4);
         ret->image_id = store_column_strdup(st, 5);
         ret->image_ref = store_column_strdup(st, 6);
@@ -293,49 +281,29 @@ oom:
         return err_set(e, -ENOMEM, "load sandbox: out of memory");
 }
 
-/* Step st once and read the sandbox it returns, or -ENOENT. */
-static int load_one(struct store *s, sqlite3_stmt *st, struct store_sandbox *ret,
-                    struct wr_err *e) {
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_DONE)
-                return -ENOENT;
-        if (rc != SQLITE_ROW)
-                return store_sqlite_error(s, rc, "load sandbox", e);
-        return read_row(s, st, ret, e);
-}
-
 int store_sandbox_load(struct store *s, const char *id, struct store_sandbox *ret,
                        struct wr_err *e) {
         *ret = (struct store_sandbox){0};
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_stmt_prepare(s, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = ?", &st,
-                                   e);
-        if (r < 0)
-                return r;
-        store_bind_text(st, 1, id);
-        r = load_one(s, st, ret, e);
-        if (r == -ENOENT)
-                return err_set(e, r, "sandbox %s not found", id);
-        return r;
+        int r = store_row_load(s, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = ?",
+                               STORE_ARGS(id), "load sandbox", &st, e);
+        if (r == 0)
+                return err_set(e, -ENOENT, "sandbox %s not found", id);
+        return r < 0 ? r : read_row(s, st, ret, e);
 }
 
 int store_sandbox_load_by_name(struct store *s, const char *env, const char *name,
                                struct store_sandbox *ret, struct wr_err *e) {
         *ret = (struct store_sandbox){0};
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_stmt_prepare(s,
-                                   "SELECT " SANDBOX_COLUMNS " FROM sandboxes "
-                                   "WHERE environment = ? AND name = ? "
-                                   "ORDER BY status IN (1, 2, 3) DESC, created DESC, id LIMIT 1",
-                                   &st, e);
-        if (r < 0)
-                return r;
-        store_bind_text(st, 1, env);
-        store_bind_text(st, 2, name);
-        r = load_one(s, st, ret, e);
-        if (r == -ENOENT)
-                return err_set(e, r, "no sandbox named \"%s\"", name);
-        return r;
+        int r = store_row_load(s,
+                               "SELECT " SANDBOX_COLUMNS " FROM sandboxes "
+                               "WHERE environment = ? AND name = ? "
+                               "ORDER BY status IN (1, 2, 3) DESC, created DESC, id LIMIT 1",
+                               STORE_ARGS(env, name), "load sandbox", &st, e);
+        if (r == 0)
+                return err_set(e, -ENOENT, "no sandbox named \"%s\"", name);
+        return r < 0 ? r : read_row(s, st, ret, e);
 }
 
 /* Append s to buf (a fixed set of SQL fragments; never user input). */
@@ -352,10 +320,6 @@ static int sql_append(char **buf, size_t *len, const char *frag) {
 
 static int sandbox_row(struct store *s, sqlite3_stmt *st, void *item, void *ctx, struct wr_err *e) {
         return read_row(s, st, item, e);
-}
-
-static void sandbox_item_clear(void *item) {
-        store_sandbox_clear(item);
 }
 
 int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
@@ -416,12 +380,8 @@ int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
 }
 
 int store_sandbox_delete(struct store *s, const char *id, struct wr_err *e) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_stmt_prepare(s, "DELETE FROM sandboxes WHERE id = ?", &st, e);
-        if (r < 0)
-                return r;
-        store_bind_text(st, 1, id);
-        r = store_stmt_done(s, st, true, "delete sandbox", e);
+        int r = store_stmt_run(s, "DELETE FROM sandboxes WHERE id = ?", STORE_ARGS(id), true,
+                               "delete sandbox", e);
         if (r == -ENOENT)
                 return err_set(e, r, "sandbox %s not found", id);
         return r;

@@ -60,9 +60,12 @@ static int create_key(const char *path, struct wr_err *e) {
                 return err_set(e, -errno, "create directory %s: %m", dir);
 
         unsigned char key[KEY_LEN];
-        if (RAND_bytes(key, sizeof(key)) != 1)
+        if (RAND_bytes(key, sizeof(key)) != 1) {
+                OPENSSL_cleanse(key, sizeof(key));
                 return err_set(e, -EIO, "create secrets key: no randomness from OpenSSL");
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        }
+        _cleanup_close_ int fd =
+                open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) {
                 OPENSSL_cleanse(key, sizeof(key));
                 return err_set(e, -errno, "create %s: %m", tmp);
@@ -71,7 +74,7 @@ static int create_key(const char *path, struct wr_err *e) {
                 RETRY_EINTR(write(fd, key, sizeof(key))) == (ssize_t) sizeof(key) && fsync(fd) == 0;
         int saved = errno;
         OPENSSL_cleanse(key, sizeof(key));
-        close(fd);
+        fd = safe_close(fd);
         if (!ok) {
                 unlink(tmp);
                 return err_set(e, saved ? -saved : -EIO, "write %s: %s", tmp,
@@ -81,11 +84,9 @@ static int create_key(const char *path, struct wr_err *e) {
         if (link(tmp, path) < 0 && errno != EEXIST)
                 r = err_set(e, -errno, "install secrets key %s: %m", path);
         unlink(tmp);
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-                fsync(dfd);
-                close(dfd);
-        }
+        _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0)
+                (void) fsync(dfd);
         return r;
 }
 
@@ -177,8 +178,7 @@ static int open_sealed(const unsigned char key[KEY_LEN], const char *env, const 
             EVP_DecryptUpdate(c, out, &n, sealed, (int) clen) != 1 ||
             EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, TAG_LEN, tag) != 1 ||
             EVP_DecryptFinal_ex(c, out + n, &fin) != 1) {
-                OPENSSL_cleanse(out, clen);
-                free(out);
+                erase_and_free_n(out, clen);
                 return err_set(e, -EBADMSG,
                                "secret \"%s\" does not decrypt: wrong secrets key or a "
                                "tampered database",
@@ -291,23 +291,18 @@ static int decode(const unsigned char *p, size_t len, struct store_secret *ret) 
 void store_secret_clear(struct store_secret *sec) {
         if (!sec)
                 return;
-        for (size_t i = 0; i < sec->n_entries; i++) {
+        for (size_t i = 0; sec->entries && i < sec->n_entries; i++) {
                 free(sec->entries[i].key);
-                if (sec->entries[i].value) {
-                        OPENSSL_cleanse(sec->entries[i].value, sec->entries[i].len);
-                        free(sec->entries[i].value);
-                }
+                /* The plaintext value: wiped before it is freed. */
+                erase_and_free_n(sec->entries[i].value, sec->entries[i].len);
         }
         free(sec->entries);
         free(sec->name);
-        memset(sec, 0, sizeof(*sec));
+        *sec = (struct store_secret){0};
 }
 
-void store_secret_list_free(struct store_secret *list, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                store_secret_clear(&list[i]);
-        free(list);
-}
+STORE_DEFINE_LIST_FREE(struct store_secret, store_secret_clear, secret_item_clear,
+                       store_secret_list_free)
 
 static int check_entries(const char *name, const struct store_secret_entry *entries, size_t n,
                          struct wr_err *e) {
@@ -348,8 +343,7 @@ int store_secret_set(struct store *s, const char *env, const char *name,
         _cleanup_free_ unsigned char *sealed = NULL;
         size_t sealed_len = 0;
         r = seal(s->key, env, name, plain, plain_len, nonce, &sealed, &sealed_len, e);
-        OPENSSL_cleanse(plain, plain_len);
-        free(plain);
+        plain = erase_and_free_n(plain, plain_len);
         if (r < 0)
                 return r;
 
@@ -366,7 +360,7 @@ int store_secret_set(struct store *s, const char *env, const char *name,
                         "updated = excluded.updated",
                         &st, e);
                 if (r < 0)
-                        goto fail;
+                        goto done;
                 store_bind_text(st, 1, env);
                 store_bind_text(st, 2, name);
                 sqlite3_bind_blob64(st, 3, sealed, sealed_len, SQLITE_TRANSIENT);
@@ -376,62 +370,39 @@ int store_secret_set(struct store *s, const char *env, const char *name,
                 if (r == -ENOENT)
                         err_set(e, r, "environment \"%s\" does not exist", env);
                 if (r < 0)
-                        goto fail;
+                        goto done;
         }
-        {
-                _cleanup_stmt_ sqlite3_stmt *st = NULL;
-                r = store_stmt_prepare(
-                        s, "DELETE FROM secret_keys WHERE environment = ? AND name = ?", &st, e);
-                if (r < 0)
-                        goto fail;
-                store_bind_text(st, 1, env);
-                store_bind_text(st, 2, name);
-                r = store_stmt_done(s, st, false, "replace secret keys", e);
-                if (r < 0)
-                        goto fail;
-        }
+        r = store_stmt_run(s, "DELETE FROM secret_keys WHERE environment = ? AND name = ?",
+                           STORE_ARGS(env, name), false, "replace secret keys", e);
+        if (r < 0)
+                goto done;
         for (size_t i = 0; i < n; i++) {
                 if (!*entries[i].key)
                         continue;
-                _cleanup_stmt_ sqlite3_stmt *st = NULL;
-                r = store_stmt_prepare(
-                        s, "INSERT INTO secret_keys (environment, name, key) VALUES (?, ?, ?)", &st,
-                        e);
+                r = store_stmt_run(s,
+                                   "INSERT INTO secret_keys (environment, name, key) "
+                                   "VALUES (?, ?, ?)",
+                                   STORE_ARGS(env, name, entries[i].key), false, "store secret key",
+                                   e);
                 if (r < 0)
-                        goto fail;
-                store_bind_text(st, 1, env);
-                store_bind_text(st, 2, name);
-                store_bind_text(st, 3, entries[i].key);
-                r = store_stmt_done(s, st, false, "store secret key", e);
-                if (r < 0)
-                        goto fail;
+                        goto done;
         }
-        r = store_savepoint_release(s, e);
-        if (r < 0)
-                goto fail;
-        return 0;
-fail:
-        store_savepoint_rollback(s);
-        return r;
+done:
+        return store_savepoint_end(s, r, e);
 }
 
 int store_secret_get(struct store *s, const char *env, const char *name, struct store_secret *ret,
                      struct wr_err *e) {
         *ret = (struct store_secret){0};
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_stmt_prepare(s,
-                                   "SELECT ciphertext, nonce, updated FROM secrets "
-                                   "WHERE environment = ? AND name = ?",
-                                   &st, e);
+        int r = store_row_load(s,
+                               "SELECT ciphertext, nonce, updated FROM secrets "
+                               "WHERE environment = ? AND name = ?",
+                               STORE_ARGS(env, name), "load secret", &st, e);
+        if (r == 0)
+                return err_set(e, -ENOENT, "secret \"%s\" not found", name);
         if (r < 0)
                 return r;
-        store_bind_text(st, 1, env);
-        store_bind_text(st, 2, name);
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_DONE)
-                return err_set(e, -ENOENT, "secret \"%s\" not found", name);
-        if (rc != SQLITE_ROW)
-                return store_sqlite_error(s, rc, "load secret", e);
         r = store_secret_key_ensure(s, e);
         if (r < 0)
                 return err_prefix(e, r, "load secret \"%s\"", name);
@@ -446,8 +417,7 @@ int store_secret_get(struct store *s, const char *env, const char *name, struct 
         ret->updated_ns = sqlite3_column_int64(st, 2);
         ret->name = strdup(name);
         r = ret->name ? decode(plain, plain_len, ret) : -ENOMEM;
-        OPENSSL_cleanse(plain, plain_len);
-        free(plain);
+        plain = erase_and_free_n(plain, plain_len);
         if (r < 0) {
                 store_secret_clear(ret);
                 return err_set(e, r, "secret \"%s\": %s", name,
@@ -493,10 +463,6 @@ static int secret_row(struct store *s, sqlite3_stmt *st, void *item, void *ctx, 
         return load_keys(s, ctx, sec, e);
 }
 
-static void secret_item_clear(void *item) {
-        store_secret_clear(item);
-}
-
 int store_secret_list(struct store *s, const char *env, struct store_secret **ret, size_t *n_ret,
                       struct wr_err *e) {
         *ret = NULL;
@@ -512,14 +478,8 @@ int store_secret_list(struct store *s, const char *env, struct store_secret **re
 }
 
 int store_secret_delete(struct store *s, const char *env, const char *name, struct wr_err *e) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_stmt_prepare(s, "DELETE FROM secrets WHERE environment = ? AND name = ?", &st,
-                                   e);
-        if (r < 0)
-                return r;
-        store_bind_text(st, 1, env);
-        store_bind_text(st, 2, name);
-        r = store_stmt_done(s, st, true, "delete secret", e);
+        int r = store_stmt_run(s, "DELETE FROM secrets WHERE environment = ? AND name = ?",
+                               STORE_ARGS(env, name), true, "delete secret", e);
         if (r == -ENOENT)
                 return err_set(e, r, "secret \"%s\" not found", name);
         return r;

@@ -14,11 +14,8 @@ void store_volume_clear(struct store_volume *v) {
         memset(v, 0, sizeof(*v));
 }
 
-void store_volume_list_free(struct store_volume *list, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                store_volume_clear(&list[i]);
-        free(list);
-}
+STORE_DEFINE_LIST_FREE(struct store_volume, store_volume_clear, volume_item_clear,
+                       store_volume_list_free)
 
 int store_volume_insert(struct store *s, const char *env, const char *name, struct wr_err *e) {
         if (!env || !*env || !name || !*name)
@@ -54,28 +51,17 @@ int store_volume_load(struct store *s, const char *env, const char *name, struct
                       struct wr_err *e) {
         *ret = (struct store_volume){0};
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_stmt_prepare(s,
-                                   "SELECT environment, name, created FROM volumes "
-                                   "WHERE environment = ? AND name = ?",
-                                   &st, e);
-        if (r < 0)
-                return r;
-        store_bind_text(st, 1, env);
-        store_bind_text(st, 2, name);
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_DONE)
+        int r = store_row_load(s,
+                               "SELECT environment, name, created FROM volumes "
+                               "WHERE environment = ? AND name = ?",
+                               STORE_ARGS(env, name), "load volume", &st, e);
+        if (r == 0)
                 return err_set(e, -ENOENT, "volume \"%s\" not found", name);
-        if (rc != SQLITE_ROW)
-                return store_sqlite_error(s, rc, "load volume", e);
-        return read_row(st, ret, e);
+        return r < 0 ? r : read_row(st, ret, e);
 }
 
 static int volume_row(struct store *s, sqlite3_stmt *st, void *item, void *ctx, struct wr_err *e) {
         return read_row(st, item, e);
-}
-
-static void volume_item_clear(void *item) {
-        store_volume_clear(item);
 }
 
 int store_volume_list(struct store *s, const char *env, struct store_volume **ret, size_t *n_ret,
@@ -95,14 +81,8 @@ int store_volume_list(struct store *s, const char *env, struct store_volume **re
 }
 
 int store_volume_delete(struct store *s, const char *env, const char *name, struct wr_err *e) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_stmt_prepare(s, "DELETE FROM volumes WHERE environment = ? AND name = ?", &st,
-                                   e);
-        if (r < 0)
-                return r;
-        store_bind_text(st, 1, env);
-        store_bind_text(st, 2, name);
-        r = store_stmt_done(s, st, true, "delete volume", e);
+        int r = store_stmt_run(s, "DELETE FROM volumes WHERE environment = ? AND name = ?",
+                               STORE_ARGS(env, name), true, "delete volume", e);
         if (r == -ENOENT)
                 return err_set(e, r, "volume \"%s\" not found", name);
         return r;

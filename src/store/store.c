@@ -224,6 +224,46 @@ int store_stmt_done(struct store *s, sqlite3_stmt *st, bool want_change, const c
         return 0;
 }
 
+/* Prepare sql and bind n_args text args to ?1... */
+static int prepare_bound(struct store *s, const char *sql, size_t n_args, const char *const *args,
+                         const char *what, sqlite3_stmt **ret, struct wr_err *e) {
+        int r = store_stmt_prepare(s, sql, ret, e);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n_args; i++)
+                if (store_bind_text(*ret, (int) i + 1, args[i]) < 0)
+                        return err_set(e, -ENOMEM, "%s: out of memory", what);
+        return 0;
+}
+
+int store_row_load(struct store *s, const char *sql, size_t n_args, const char *const *args,
+                   const char *what, sqlite3_stmt **ret, struct wr_err *e) {
+        int r = prepare_bound(s, sql, n_args, args, what, ret, e);
+        if (r < 0)
+                return r;
+        int rc = sqlite3_step(*ret);
+        if (rc == SQLITE_ROW)
+                return 1;
+        if (rc == SQLITE_DONE)
+                return 0;
+        return store_sqlite_error(s, rc, what, e);
+}
+
+int store_stmt_run(struct store *s, const char *sql, size_t n_args, const char *const *args,
+                   bool want_change, const char *what, struct wr_err *e) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare_bound(s, sql, n_args, args, what, &st, e);
+        if (r < 0)
+                return r;
+        return store_stmt_done(s, st, want_change, what, e);
+}
+
+void store_list_free(void *list, size_t n, size_t elem_size, void (*clear)(void *item)) {
+        for (size_t i = 0; list && i < n; i++)
+                clear((uint8_t *) list + i * elem_size);
+        free(list);
+}
+
 static int exec_sql(struct store *s, const char *sql, const char *what, struct wr_err *e) {
         char *msg = NULL;
         int rc = sqlite3_exec(s->db, sql, NULL, NULL, &msg);
@@ -246,6 +286,14 @@ int store_savepoint_release(struct store *s, struct wr_err *e) {
 
 void store_savepoint_rollback(struct store *s) {
         sqlite3_exec(s->db, "ROLLBACK TO store_op; RELEASE store_op", NULL, NULL, NULL);
+}
+
+int store_savepoint_end(struct store *s, int r, struct wr_err *e) {
+        if (r >= 0)
+                r = store_savepoint_release(s, e);
+        if (r < 0)
+                store_savepoint_rollback(s);
+        return r < 0 ? r : 0;
 }
 
 int store_tx_begin(struct store *s, struct wr_err *e) {
@@ -296,12 +344,12 @@ static int read_version(struct store *s, int *ret, struct wr_err *e) {
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = store_stmt_prepare(s, "SELECT COALESCE(MAX(version), 0) FROM schema_version", &st, e);
+        r = store_row_load(s, "SELECT COALESCE(MAX(version), 0) FROM schema_version", STORE_NO_ARGS,
+                           "read schema version", &st, e);
+        if (r == 0)
+                r = err_set(e, -EIO, "read schema version: no row");
         if (r < 0)
                 return r;
-        int rc = sqlite3_step(st);
-        if (rc != SQLITE_ROW)
-                return store_sqlite_error(s, rc, "read schema version", e);
         *ret = sqlite3_column_int(st, 0);
         return 0;
 }
@@ -383,7 +431,7 @@ static int create_private(const char *path, struct wr_err *e) {
         int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return err_set(e, -errno, "open %s: %m", path);
-        close(fd);
+        fd = safe_close(fd);
         return 0;
 }
 
@@ -426,11 +474,9 @@ int store_open(const char *path, struct store **ret, struct wr_err *e) {
                 goto fail;
         {
                 _cleanup_stmt_ sqlite3_stmt *st = NULL;
-                r = store_stmt_prepare(s, "PRAGMA journal_mode = WAL", &st, e);
-                if (r < 0)
-                        goto fail;
-                rc = sqlite3_step(st);
-                const unsigned char *mode = rc == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
+                r = store_row_load(s, "PRAGMA journal_mode = WAL", STORE_NO_ARGS,
+                                   "set journal mode", &st, NULL);
+                const unsigned char *mode = r > 0 ? sqlite3_column_text(st, 0) : NULL;
                 if (!mode || strcmp((const char *) mode, "wal") != 0) {
                         r = err_set(e, -EIO, "open %s: cannot switch to WAL mode (%s)", path,
                                     mode ? (const char *) mode : sqlite3_errmsg(s->db));

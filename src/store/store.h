@@ -90,7 +90,7 @@ struct store_sandbox {
         char *id;          /* "sb-" + 16 hex digits */
         char *environment; /* environments.id */
         char *name;        /* NULL = unnamed */
-        int status;        /* enum store_sandbox_status */
+        enum store_sandbox_status status;
         char *status_message;
         char *image_id;
         char *image_ref;
@@ -108,7 +108,8 @@ struct store_sandbox {
 
 /* Free what sb holds and zero it. NULL is fine. */
 void store_sandbox_clear(struct store_sandbox *sb);
-/* Free an array returned by store_sandbox_list. */
+/* Free an array returned by store_sandbox_list (each item cleared). NULL
+ * ok. */
 void store_sandbox_list_free(struct store_sandbox *list, size_t n);
 
 /* Insert sb (id, environment, status and created_ns required; NULL strings
@@ -121,8 +122,8 @@ int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct
 /* Set status and status_message (NULL = ""). Entering TERMINATED or FAILED
  * stamps terminated_ns (once). -ENOENT when id is unknown, -EEXIST when
  * moving back to a live state while another live sandbox has the name. */
-int store_sandbox_update_status(struct store *s, const char *id, int status, const char *message,
-                                struct wr_err *e);
+int store_sandbox_update_status(struct store *s, const char *id, enum store_sandbox_status status,
+                                const char *message, struct wr_err *e);
 
 /* Record the runtime facts of a started sandbox. -ENOENT when unknown. */
 int store_sandbox_update_runtime(struct store *s, const char *id, int64_t init_pid,
@@ -188,7 +189,9 @@ struct store_volume {
         int64_t created_ns;
 };
 
+/* Free what v holds and zero it. NULL is fine. */
 void store_volume_clear(struct store_volume *v);
+/* Free an array returned by store_volume_list (each item cleared). NULL ok. */
 void store_volume_list_free(struct store_volume *list, size_t n);
 
 /* Record a new volume. -EEXIST when the name exists in env, -ENOENT when
@@ -220,8 +223,10 @@ struct store_secret {
         int64_t updated_ns;
 };
 
-/* Wipe (OPENSSL_cleanse) and free what sec holds; zero it. NULL is fine. */
+/* Wipe every value (explicit_bzero), then free what sec holds and zero it.
+ * NULL and half-built structs (entries NULL) are fine. */
 void store_secret_clear(struct store_secret *sec);
+/* Free an array returned by store_secret_list (each item cleared). NULL ok. */
 void store_secret_list_free(struct store_secret *list, size_t n);
 
 /* Create or replace secret name in env with entries (n >= 1). The values

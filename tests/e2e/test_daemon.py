@@ -13,7 +13,9 @@ import time
 import grpc
 import pytest
 
-from conftest import WARREND, Daemon
+import socket
+
+from conftest import WARREN_CLI, WARREND, Daemon, free_port, make_tls_cert
 from warren._proto.grpc.health.v1 import health_pb2, health_pb2_grpc
 from warren._proto.warren.v1 import (identity_pb2, identity_pb2_grpc, sandboxes_pb2,
                                      sandboxes_pb2_grpc, secrets_pb2, secrets_pb2_grpc,
@@ -70,6 +72,7 @@ def test_get_version_unix_and_tcp(warrend):
             assert r.kernel == os.uname().release
             assert r.cgroup_mode == host_cgroup_mode()
             assert 0 <= r.uptime_seconds < 3600
+            assert list(r.insecure_listeners) == []  # unix and 127.0.0.1 only
 
 
 def test_tcp_listener_speaks_tls_with_a_certificate(warrend_tls):
@@ -502,6 +505,133 @@ def test_bad_flags_exit_2():
         assert r.returncode == 2, (args, r.stderr)
         assert r.stderr.startswith("warrend: ") and r.stderr.count("\n") == 1, r.stderr
         assert r.stdout == ""
+
+
+# --- no unauthenticated remote access ---
+# warrend authenticates no caller yet: a TCP/TLS listener off loopback is
+# refused unless --insecure-tcp-i-know. Non-loopback addresses are only ever
+# bound (0.0.0.0, [::]) and then reached over 127.0.0.1: nothing leaves the
+# machine.
+
+def port_open(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def assert_refused_listener(r, listener, tmp):
+    assert r.returncode == 2, r.stderr
+    assert r.stdout == ""
+    assert r.stderr.startswith("warrend: ") and r.stderr.count("\n") == 1, r.stderr
+    assert listener in r.stderr and "--insecure-tcp-i-know" in r.stderr, r.stderr
+    assert "not a loopback address" in r.stderr, r.stderr
+    assert not os.path.exists(os.path.join(tmp, "state"))
+    assert not os.path.exists(os.path.join(tmp, "s.sock"))
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "[::]", "192.0.2.1"])
+def test_refuses_non_loopback_tcp_without_flag(host):
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        listener = "tcp:%s:%d" % (host, port)
+        r = run_warrend([WARREND, "--state-dir", os.path.join(tmp, "state"),
+                         "--listen", "unix:" + os.path.join(tmp, "s.sock"),
+                         "--listen", listener])
+        assert_refused_listener(r, listener, tmp)
+        assert not port_open(port)
+
+
+def test_refuses_non_loopback_tls_without_flag():
+    with tempfile.TemporaryDirectory() as tmp:
+        _, crt, key = make_tls_cert(tmp)
+        tls = ["--tls-cert", crt, "--tls-key", key]
+        base = [WARREND, "--state-dir", os.path.join(tmp, "state"),
+                "--listen", "unix:" + os.path.join(tmp, "s.sock")]
+        # tls: itself, and tcp: that becomes TLS with a certificate.
+        for given, shown in (("tls:0.0.0.0:%d", "tls:0.0.0.0:%d"),
+                             ("tcp:0.0.0.0:%d", "tls:0.0.0.0:%d")):
+            port = free_port()
+            r = run_warrend(base + ["--listen", given % port] + tls)
+            assert_refused_listener(r, shown % port, tmp)
+            assert not port_open(port)
+
+
+def test_refuses_non_loopback_from_config_file():
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        conf = os.path.join(tmp, "warrend.conf")
+        with open(conf, "w") as f:
+            f.write("listen = tcp:0.0.0.0:%d\n" % port)
+        r = run_warrend([WARREND, "--config", conf, "--state-dir", os.path.join(tmp, "state")])
+        assert_refused_listener(r, "tcp:0.0.0.0:%d" % port, tmp)
+        assert not port_open(port)
+
+
+def version_via_cli(addr):
+    out = subprocess.run([WARREN_CLI, "--addr", addr, "version"], capture_output=True,
+                         text=True, timeout=TIMEOUT)
+    assert out.returncode == 0, out.stderr
+    js = subprocess.run([WARREN_CLI, "--addr", addr, "version", "--json"], capture_output=True,
+                        text=True, timeout=TIMEOUT)
+    assert js.returncode == 0, js.stderr
+    return out.stdout, json.loads(js.stdout)
+
+
+def test_insecure_tcp_flag_serves_and_warns(fresh_warrend):
+    port = free_port()
+    wide = "tcp:0.0.0.0:%d" % port
+    d = fresh_warrend(extra_args=["--listen", wide, "--insecure-tcp-i-know"])
+    log = d.read_log()
+    warn = [l for l in log.splitlines() if "WITHOUT AUTHENTICATION" in l]
+    assert len(warn) == 1 and wide in warn[0] and " warn " in warn[0], log
+    # Reached over loopback only.
+    with grpc.insecure_channel("127.0.0.1:%d" % port) as ch:
+        r = system_pb2_grpc.SystemStub(ch).GetVersion(system_pb2.GetVersionRequest(),
+                                                      timeout=TIMEOUT)
+    assert list(r.insecure_listeners) == [wide]
+    text, js = version_via_cli(d.unix_addr)
+    assert "unauthenticated TCP on " + wide in text, text
+    assert js["server"]["insecure_listeners"] == [wide]
+    # The loopback and unix listeners are not reported.
+    for addr in (d.unix_addr, "tcp:" + d.tcp_addr):
+        assert addr not in text
+    d.stop()
+
+
+def test_insecure_tcp_config_key(fresh_warrend):
+    port = free_port()
+    wide = "tcp:0.0.0.0:%d" % port
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
+        f.write("insecure_tcp_i_know = true\n")
+        conf = f.name
+    try:
+        d = fresh_warrend(extra_args=["--config", conf, "--listen", wide])
+        with unix_channel(d) as ch:
+            r = system_pb2_grpc.SystemStub(ch).GetVersion(system_pb2.GetVersionRequest(),
+                                                          timeout=TIMEOUT)
+        assert list(r.insecure_listeners) == [wide]
+        assert port_open(port)
+        d.stop()
+    finally:
+        os.unlink(conf)
+
+
+def test_loopback_tcp_needs_no_flag(fresh_warrend):
+    p1, p2 = free_port(), free_port()
+    d = fresh_warrend(extra_args=["--listen", "tcp:127.0.0.2:%d" % p1,
+                                  "--listen", "tcp:localhost:%d" % p2])
+    for target in ("127.0.0.2:%d" % p1, "127.0.0.1:%d" % p2, d.tcp_addr):
+        with grpc.insecure_channel(target) as ch:
+            r = system_pb2_grpc.SystemStub(ch).GetVersion(system_pb2.GetVersionRequest(),
+                                                          timeout=TIMEOUT)
+        assert list(r.insecure_listeners) == []
+    text, js = version_via_cli(d.unix_addr)
+    assert "WARNING" not in text and "unauthenticated" not in text, text
+    assert js["server"].get("insecure_listeners", []) == []
+    assert "WITHOUT AUTHENTICATION" not in d.read_log()
+    d.stop()
 
 
 def test_help():

@@ -18,11 +18,18 @@
 
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
 #include "basic/macro.h"
 #include "rpc/client.h"
 #include "rpc/grpc.h"
 #include "rpc/h2.h"
 #include "rpc/server.h"
+#include "rpc/timer-heap.h"
+#include "rpc/tls-bio.h"
 #include "warren/v1/diag.pb-c.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -325,6 +332,201 @@ static void test_content_type(void **state) {
 }
 
 /* --- h2 memory --- */
+
+static void test_listen_loopback(void **state) {
+        static const char *const yes[] = {
+                "unix:/run/warren/warren.sock",
+                "tcp:127.0.0.1:7000",
+                "tls:127.0.0.1:0",
+                "tcp:127.255.0.9:1",
+                "tcp:localhost:7000",
+                "tcp:[::1]:7000",
+                "tls:[::ffff:127.0.0.1]:7000",
+                "127.0.0.1:80",
+        };
+        static const char *const no[] = {
+                "tcp:0.0.0.0:7000",
+                "tls:0.0.0.0:7000",
+                "tcp:[::]:7000",
+                "tcp:192.0.2.1:7000",
+                "tcp:10.0.0.1:7000",
+                "tcp:128.0.0.1:7000",
+                "tcp:[::ffff:10.0.0.1]:7000",
+                "tcp:[::2]:7000",
+                "tcp:example.com:7000",
+                "tcp:localhost.evil:7000",
+                "tcp:127.0.0.1",
+                "tcp::7000",
+                "",
+                NULL,
+        };
+        for (size_t i = 0; i < ELEMENTSOF(yes); i++)
+                assert_true(rpc_listen_addr_is_loopback(yes[i]));
+        for (size_t i = 0; i < ELEMENTSOF(no); i++)
+                assert_false(rpc_listen_addr_is_loopback(no[i]));
+}
+
+/* --- timer heap --- */
+
+struct th_probe {
+        struct timer_heap_entry t;
+        int id;
+        int *order;
+        size_t *n;
+};
+
+static void th_fired(struct timer_heap_entry *t) {
+        struct th_probe *p = (struct th_probe *) t;
+        assert_false(timer_heap_entry_armed(t)); /* disarmed before cb */
+        p->order[(*p->n)++] = p->id;
+}
+
+static void th_closed(uv_handle_t *h) {
+        *(bool *) h->data = true;
+}
+
+static void test_timer_heap(void **state) {
+        uv_loop_t loop;
+        assert_int_equal(uv_loop_init(&loop), 0);
+        struct timer_heap th;
+        assert_int_equal(timer_heap_init(&th, &loop), 0);
+        int order[64];
+        size_t n = 0;
+        struct th_probe p[40];
+        uint64_t now = uv_now(&loop);
+        /* 40 entries in scrambled order (more than the initial capacity). */
+        for (int i = 0; i < 40; i++) {
+                p[i] = (struct th_probe){.t.cb = th_fired, .id = i, .order = order, .n = &n};
+                assert_int_equal(timer_heap_arm(&th, &p[i].t, now + 2 + (uint64_t) ((i * 7) % 40)),
+                                 0);
+                assert_true(timer_heap_entry_armed(&p[i].t));
+        }
+        /* Re-arm moves an entry; disarm removes it (twice is a no-op). */
+        assert_int_equal(timer_heap_arm(&th, &p[39].t, now), 0);
+        timer_heap_disarm(&th, &p[5].t);
+        timer_heap_disarm(&th, &p[5].t);
+        assert_false(timer_heap_entry_armed(&p[5].t));
+        while (n < 39)
+                uv_run(&loop, UV_RUN_ONCE);
+        assert_int_equal(n, 39);
+        assert_int_equal(order[0], 39);
+        /* The rest by deadline: (i * 7) % 40 increasing. */
+        for (size_t k = 2; k < n; k++)
+                assert_true((order[k - 1] * 7) % 40 < (order[k] * 7) % 40);
+        for (size_t k = 0; k < n; k++)
+                assert_int_not_equal(order[k], 5);
+        /* Closing disarms what is left; nothing fires afterwards. */
+        assert_int_equal(timer_heap_arm(&th, &p[1].t, uv_now(&loop)), 0);
+        bool closed = false;
+        th.handle.data = &closed;
+        timer_heap_close(&th, th_closed);
+        assert_false(timer_heap_entry_armed(&p[1].t));
+        uv_run(&loop, UV_RUN_DEFAULT);
+        assert_true(closed);
+        assert_int_equal(n, 39);
+        assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* --- TLS transport BIO --- */
+
+static int buf_sink(void *arg, const void *p, size_t n) {
+        return h2_buf_append(arg, p, n);
+}
+
+static void self_signed(EVP_PKEY **ret_key, X509 **ret_crt) {
+        EVP_PKEY *key = EVP_EC_gen("P-256");
+        X509 *x = X509_new();
+        assert_non_null(key);
+        assert_non_null(x);
+        assert_int_equal(X509_set_version(x, 2), 1);
+        ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+        X509_gmtime_adj(X509_getm_notBefore(x), 0);
+        X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+        assert_int_equal(X509_set_pubkey(x, key), 1);
+        X509_NAME *nm = X509_get_subject_name(x);
+        X509_NAME_add_entry_by_txt(nm, "CN", MBSTRING_ASC, (const unsigned char *) "localhost", -1,
+                                   -1, 0);
+        assert_int_equal(X509_set_issuer_name(x, nm), 1);
+        assert_true(X509_sign(x, key, EVP_sha256()) > 0);
+        *ret_key = key;
+        *ret_crt = x;
+}
+
+/* Hand what one side wrote to the other side's BIO, let it run op, and
+ * drop what it consumed. */
+static void tls_step(SSL *ssl, struct tls_bio *tb, struct h2_buf *in) {
+        tls_bio_set_input(tb, in->data, in->len);
+        if (!SSL_is_init_finished(ssl))
+                (void) SSL_do_handshake(ssl);
+        h2_buf_consume(in, in->len - tb->in_len);
+        tls_bio_set_input(tb, NULL, 0);
+}
+
+static void test_tls_bio(void **state) {
+        EVP_PKEY *key;
+        X509 *crt;
+        self_signed(&key, &crt);
+        SSL_CTX *sctx = SSL_CTX_new(TLS_server_method());
+        SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
+        assert_int_equal(SSL_CTX_use_certificate(sctx, crt), 1);
+        assert_int_equal(SSL_CTX_use_PrivateKey(sctx, key), 1);
+        SSL_CTX_set_verify(cctx, SSL_VERIFY_NONE, NULL);
+        SSL *srv = SSL_new(sctx), *cli = SSL_new(cctx);
+        struct h2_buf c2s = {0}, s2c = {0};
+        struct tls_bio sb = {.sink = buf_sink, .sink_arg = &s2c};
+        struct tls_bio cb = {.sink = buf_sink, .sink_arg = &c2s};
+        assert_int_equal(tls_bio_attach(&sb, srv), 0);
+        assert_int_equal(tls_bio_attach(&cb, cli), 0);
+        SSL_set_accept_state(srv);
+        SSL_set_connect_state(cli);
+        /* Nothing received yet: the client writes its hello and waits. */
+        assert_int_equal(SSL_do_handshake(cli), -1);
+        assert_int_equal(SSL_get_error(cli, -1), SSL_ERROR_WANT_READ);
+        assert_true(c2s.len > 0);
+        for (int i = 0; i < 10 && !(SSL_is_init_finished(srv) && SSL_is_init_finished(cli)); i++) {
+                tls_step(srv, &sb, &c2s);
+                tls_step(cli, &cb, &s2c);
+        }
+        assert_true(SSL_is_init_finished(srv) && SSL_is_init_finished(cli));
+
+        /* Application data both ways, records straight into the sinks. */
+        assert_int_equal(tls_bio_write_all(cli, "hello, server", 13), 0);
+        char got[64];
+        tls_bio_set_input(&sb, c2s.data, c2s.len);
+        int n = SSL_read(srv, got, sizeof(got));
+        assert_int_equal(n, 13);
+        assert_memory_equal(got, "hello, server", 13);
+        assert_int_equal(sb.in_len, 0); /* every byte handed in was read */
+        tls_bio_set_input(&sb, NULL, 0);
+        h2_buf_consume(&c2s, c2s.len);
+        assert_int_equal(tls_bio_write_all(srv, "hi", 2), 0);
+        tls_bio_set_input(&cb, s2c.data, s2c.len);
+        /* The server's session tickets may come first: read until data. */
+        do
+                n = SSL_read(cli, got, sizeof(got));
+        while (n <= 0 && SSL_get_error(cli, n) == SSL_ERROR_WANT_READ && cb.in_len > 0);
+        assert_int_equal(n, 2);
+        assert_memory_equal(got, "hi", 2);
+        tls_bio_set_input(&cb, NULL, 0);
+
+        /* Nothing to read: "retry", not an error. */
+        assert_true(SSL_read(srv, got, sizeof(got)) <= 0);
+        assert_int_equal(SSL_get_error(srv, -1), SSL_ERROR_WANT_READ);
+
+        char msg[64];
+        ERR_clear_error();
+        tls_bio_error(msg, sizeof(msg), "TLS read failed");
+        assert_string_equal(msg, "TLS read failed");
+
+        SSL_free(srv);
+        SSL_free(cli);
+        SSL_CTX_free(sctx);
+        SSL_CTX_free(cctx);
+        X509_free(crt);
+        EVP_PKEY_free(key);
+        h2_buf_free(&c2s);
+        h2_buf_free(&s2c);
+}
 
 static void test_mem_cache(void **state) {
         h2_mem_trim();
@@ -869,6 +1071,9 @@ int main(void) {
                 cmocka_unit_test(test_timeout_parse),
                 cmocka_unit_test(test_timeout_format),
                 cmocka_unit_test(test_content_type),
+                cmocka_unit_test(test_listen_loopback),
+                cmocka_unit_test(test_timer_heap),
+                cmocka_unit_test(test_tls_bio),
                 cmocka_unit_test(test_mem_cache),
                 cmocka_unit_test(test_pb_allocator),
                 cmocka_unit_test(test_decode_allocator),

@@ -570,9 +570,53 @@ static void test_secret_roundtrip(void **state) {
         assert_int_equal(store_secret_get(f->s, STORE_ENV_DEFAULT, "OTHER", &got, &e), -EBADMSG);
 }
 
+/* The "load one row" helper's three outcomes as every caller reports them,
+ * the savepoint of a failed write, and clear on half-built objects. */
+static void test_not_found_and_half_built(void **state) {
+        struct fixture *f = *state;
+        struct wr_err e = {0};
+        struct store_volume v;
+        assert_int_equal(store_volume_load(f->s, STORE_ENV_DEFAULT, "nope", &v, &e), -ENOENT);
+        assert_string_equal(e.msg, "volume \"nope\" not found");
+        e = (struct wr_err){0};
+        struct store_secret sec;
+        assert_int_equal(store_secret_get(f->s, STORE_ENV_DEFAULT, "NOPE", &sec, &e), -ENOENT);
+        assert_string_equal(e.msg, "secret \"NOPE\" not found");
+        e = (struct wr_err){0};
+        struct store_sandbox sb;
+        assert_int_equal(store_sandbox_load_by_name(f->s, STORE_ENV_DEFAULT, "nope", &sb, &e),
+                         -ENOENT);
+        assert_string_equal(e.msg, "no sandbox named \"nope\"");
+        e = (struct wr_err){0};
+        assert_int_equal(store_secret_delete(f->s, STORE_ENV_DEFAULT, "NOPE", &e), -ENOENT);
+        assert_string_equal(e.msg, "secret \"NOPE\" not found");
+
+        /* A write that fails is rolled back whole: no secret, no keys. */
+        uint8_t v1[] = {'1'};
+        struct store_secret_entry ent[] = {{.key = (char *) "a", .value = v1, .len = 1}};
+        e = (struct wr_err){0};
+        assert_int_equal(store_secret_set(f->s, "no-such-env", "S", ent, 1, &e), -ENOENT);
+        struct store_secret *list = NULL;
+        size_t n = 1;
+        assert_int_equal(store_secret_list(f->s, "no-such-env", &list, &n, &e), 0);
+        assert_int_equal(n, 0);
+        store_secret_list_free(list, n);
+
+        /* Half-built objects clear safely (NULL arrays with counts). */
+        struct store_secret half = {.name = strdup("X"), .n_entries = 3};
+        store_secret_clear(&half);
+        assert_null(half.name);
+        struct store_sandbox halfsb = {.id = strdup("sb-1"), .n_tags = 2};
+        store_sandbox_clear(&halfsb);
+        assert_null(halfsb.id);
+        store_secret_clear(NULL);
+        store_sandbox_list_free(NULL, 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_migrate_from_empty, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_not_found_and_half_built, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reopen_idempotent, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sandbox_crud, setup, teardown),

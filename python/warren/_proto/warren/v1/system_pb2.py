@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16warren/v1/system.proto\x12\twarren.v1\"\x13\n\x11GetVersionRequest\"\x8b\x01\n\x12GetVersionResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x13\n\x0b\x61pi_version\x18\x02 \x01(\t\x12\x12\n\ngit_commit\x18\x03 \x01(\t\x12\x16\n\x0euptime_seconds\x18\x04 \x01(\x04\x12\x13\n\x0b\x63group_mode\x18\x05 \x01(\t\x12\x0e\n\x06kernel\x18\x06 \x01(\t2S\n\x06System\x12I\n\nGetVersion\x12\x1c.warren.v1.GetVersionRequest\x1a\x1d.warren.v1.GetVersionResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16warren/v1/system.proto\x12\twarren.v1\"\x13\n\x11GetVersionRequest\"\xa7\x01\n\x12GetVersionResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x13\n\x0b\x61pi_version\x18\x02 \x01(\t\x12\x12\n\ngit_commit\x18\x03 \x01(\t\x12\x16\n\x0euptime_seconds\x18\x04 \x01(\x04\x12\x13\n\x0b\x63group_mode\x18\x05 \x01(\t\x12\x0e\n\x06kernel\x18\x06 \x01(\t\x12\x1a\n\x12insecure_listeners\x18\x07 \x03(\t2S\n\x06System\x12I\n\nGetVersion\x12\x1c.warren.v1.GetVersionRequest\x1a\x1d.warren.v1.GetVersionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,7 +34,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETVERSIONREQUEST']._serialized_start=37
   _globals['_GETVERSIONREQUEST']._serialized_end=56
   _globals['_GETVERSIONRESPONSE']._serialized_start=59
-  _globals['_GETVERSIONRESPONSE']._serialized_end=198
-  _globals['_SYSTEM']._serialized_start=200
-  _globals['_SYSTEM']._serialized_end=283
+  _globals['_GETVERSIONRESPONSE']._serialized_end=226
+  _globals['_SYSTEM']._serialized_start=228
+  _globals['_SYSTEM']._serialized_end=311
 # @@protoc_insertion_point(module_scope)
