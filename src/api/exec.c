@@ -15,7 +15,7 @@
 
 #include "api/api-internal.h"
 #include "basic/log.h"
-#include "sandbox/sandbox.h"
+#include "sandbox/exec.h"
 #include "warren/v1/sandboxes.pb-c.h"
 
 struct exec_call {

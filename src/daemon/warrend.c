@@ -24,6 +24,7 @@
 #include "image/pull.h"
 #include "rpc/server.h"
 #include "runtime/runtime.h"
+#include "sandbox/exec.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 #ifdef WARREN_HAVE_API_IMAGES

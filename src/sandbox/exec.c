@@ -16,6 +16,7 @@
  * session nobody will read (not attached and not detached, or over and
  * not attached) drops its oldest bytes, which a later attach sees as a
  * gap, as it does for an offset older than the history kept. */
+#include "sandbox/exec.h"
 #include "sandbox/sandbox-internal.h"
 
 #include <errno.h>

@@ -111,6 +111,8 @@ struct sbx_manager {
 };
 
 /* exec.c: messages from init for exec sessions, and the end of a sandbox. */
+#include "sandbox/exec.h"
+
 void sbx_exec_on_spawned(struct sbx *sb, uint64_t id, int pid, int err, int pty_fd);
 void sbx_exec_on_exited(struct sbx *sb, uint64_t id, int status);
 /* Force every exec of sb to end with reason (the sandbox is gone). */
