@@ -69,7 +69,7 @@
 #define MIN_READ 4096
 #define PIPE_SIZE (1024 * 1024)
 #define STDIN_HIGH_WATER (1024 * 1024)
-/* Finished sessions kept for a late attach (daemon-wide, oldest go first). */
+/* Finished sessions kept for a late attach (per manager, oldest go first). */
 #define MAX_RETAINED 32
 
 enum { OUT_STDOUT = 0, OUT_STDERR = 1 };
@@ -95,10 +95,21 @@ enum exec_stdin {
         STDIN_DRAINING, /* open; closed once the queue is written */
 };
 
+/* The manager's exec state (struct sbx_manager.exec). */
+struct sbx_exec_state {
+        struct sbx_exec *head, *tail; /* every tracked session not yet freed, oldest first */
+        size_t log_size;
+        struct sbx_exec_log_pool *pool;
+        /* The manager let go (sbx_exec_forget_all): the state is freed with
+         * its last session. */
+        bool orphaned;
+};
+
 struct sbx_exec {
+        struct sbx_exec_state *st;            /* NULL until tracked */
         struct sbx *sb;                       /* NULL once the process is no longer tracked */
         struct sbx_exec *next;                /* in sb->execs while tracked */
-        struct sbx_exec *reg_next, *reg_prev; /* in the daemon-wide registry */
+        struct sbx_exec *reg_next, *reg_prev; /* in st's list */
         uint64_t id;
         char id_str[24];
         char sb_id[32];
@@ -136,40 +147,64 @@ struct sbx_exec {
         struct sbx_exec_log log;
 };
 
-static size_t log_size = SBX_EXEC_LOG_SIZE_DEFAULT;
-static struct sbx_exec *reg_head, *reg_tail;
-/* Full-size chunks recycled between sessions (NULL: none). */
-static struct sbx_exec_log_pool *pool;
-
-void sbx_exec_set_log_size(size_t bytes) {
-        log_size = bytes;
-}
-
 static int64_t now_ns(void) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void reg_add(struct sbx_exec *x) {
-        x->reg_prev = reg_tail;
-        if (reg_tail)
-                reg_tail->reg_next = x;
+/* --- the manager's exec state --- */
+
+static struct sbx_exec_state *state_get(struct sbx_manager *m) {
+        if (m->exec)
+                return m->exec;
+        _cleanup_free_ struct sbx_exec_state *st = calloc(1, sizeof(*st));
+        if (!st || sbx_exec_log_pool_new(&st->pool) < 0)
+                return NULL;
+        st->log_size = SBX_EXEC_LOG_SIZE_DEFAULT;
+        m->exec = TAKE_PTR(st);
+        return m->exec;
+}
+
+static void state_free(struct sbx_exec_state *st) {
+        sbx_exec_log_pool_close(st->pool);
+        free(st);
+}
+
+int sbx_exec_set_log_size(struct sbx_manager *m, size_t bytes) {
+        struct sbx_exec_state *st = state_get(m);
+        if (!st)
+                return -ENOMEM;
+        st->log_size = bytes;
+        return 0;
+}
+
+static void reg_add(struct sbx_exec_state *st, struct sbx_exec *x) {
+        x->st = st;
+        x->reg_prev = st->tail;
+        if (st->tail)
+                st->tail->reg_next = x;
         else
-                reg_head = x;
-        reg_tail = x;
+                st->head = x;
+        st->tail = x;
 }
 
 static void reg_del(struct sbx_exec *x) {
+        struct sbx_exec_state *st = x->st;
+        if (!st)
+                return;
         if (x->reg_prev)
                 x->reg_prev->reg_next = x->reg_next;
-        else if (reg_head == x)
-                reg_head = x->reg_next;
+        else
+                st->head = x->reg_next;
         if (x->reg_next)
                 x->reg_next->reg_prev = x->reg_prev;
-        else if (reg_tail == x)
-                reg_tail = x->reg_prev;
+        else
+                st->tail = x->reg_prev;
         x->reg_next = x->reg_prev = NULL;
+        x->st = NULL;
+        if (st->orphaned && !st->head)
+                state_free(st);
 }
 
 static struct sbx_exec *find(struct sbx *sb, uint64_t id) {
@@ -221,11 +256,13 @@ static void unref(struct sbx_exec *x) {
 }
 
 /* Bound the finished sessions nobody is attached to. */
-static void retain_trim(void) {
+static void retain_trim(struct sbx_exec_state *st) {
+        if (!st)
+                return;
         size_t n = 0;
-        for (struct sbx_exec *x = reg_head; x; x = x->reg_next)
+        for (struct sbx_exec *x = st->head; x; x = x->reg_next)
                 n += x->state == EXEC_FINISHED && !x->cb && retained(x);
-        for (struct sbx_exec *x = reg_head, *nx; x && n > MAX_RETAINED; x = nx) {
+        for (struct sbx_exec *x = st->head, *nx; x && n > MAX_RETAINED; x = nx) {
                 nx = x->reg_next;
                 if (x->state == EXEC_FINISHED && !x->cb && retained(x)) {
                         x->state = EXEC_FORGOTTEN;
@@ -461,7 +498,7 @@ static void finish(struct sbx_exec *x) {
         x->exit_reason = reason;
         unlink_exec(x);
         pump(x);
-        retain_trim();
+        retain_trim(x->st);
 }
 
 /* --- stdin --- */
@@ -711,6 +748,9 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
                    const struct sbx_exec_callbacks *cb, void *userdata, struct sbx_exec **ret,
                    struct wr_err *e) {
         int r;
+        struct sbx_exec_state *st = state_get(m);
+        if (!st)
+                return err_set(e, -ENOMEM, "exec: out of memory");
         if (!start->sandbox || !*start->sandbox)
                 return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
                                 "start.sandbox: name the sandbox (id or name)");
@@ -793,8 +833,6 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
 
         struct sbx_exec *x = calloc(1, sizeof(*x));
         char **argv_copy = argv_dup(start);
-        if (!pool)
-                (void) sbx_exec_log_pool_new(&pool);
         if (!x || !argv_copy) {
                 free(x);
                 if (argv_copy)
@@ -816,10 +854,10 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
         snprintf(x->sb_id, sizeof(x->sb_id), "%s", sb->id);
         x->out_fd[0] = x->out_fd[1] = x->in_fd = -EBADF;
         x->state = EXEC_SPAWNING;
-        sbx_exec_log_init(&x->log, log_size, pool);
+        sbx_exec_log_init(&x->log, st->log_size, st->pool);
         if (sb->rt && rt_sandbox_oom_kills(sb->rt, &x->oom_base) == 0)
                 x->oom_known = true;
-        reg_add(x);
+        reg_add(st, x);
 
         int child[3] = {-EBADF, -EBADF, -EBADF};
         if (!x->pty) {
@@ -939,7 +977,7 @@ int sbx_exec_attach(struct sbx_manager *m, const Warren__V1__ExecAttach *a,
         if (!a->exec_id || !*a->exec_id)
                 return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
                                 "attach.exec_id: give the exec id (\"ex-N\")");
-        struct sbx_exec *x = reg_head;
+        struct sbx_exec *x = m->exec ? m->exec->head : NULL;
         while (x && (x->state == EXEC_FORGOTTEN || strcmp(x->sb_id, sb_id) ||
                      strcmp(x->id_str, a->exec_id)))
                 x = x->reg_next;
@@ -989,7 +1027,7 @@ void sbx_exec_release(struct sbx_exec *x) {
          * drained to its end. */
         kick(x);
         if (x->state >= EXEC_FINISHED)
-                retain_trim();
+                retain_trim(x->st);
         unref(x);
 }
 
@@ -1003,14 +1041,15 @@ int sbx_exec_list(struct sbx_manager *m, const char *sandbox, Warren__V1__Proces
         int r = resolve_sandbox(m, sandbox, sb_id, sizeof(sb_id), e);
         if (r < 0)
                 return r;
+        struct sbx_exec *head = m->exec ? m->exec->head : NULL;
         size_t n = 0;
-        for (struct sbx_exec *x = reg_head; x; x = x->reg_next)
+        for (struct sbx_exec *x = head; x; x = x->reg_next)
                 n += x->state != EXEC_FORGOTTEN && !strcmp(x->sb_id, sb_id);
         Warren__V1__Process **v = calloc(n + 1, sizeof(*v));
         if (!v)
                 return err_set(e, -ENOMEM, "out of memory");
         size_t k = 0;
-        for (struct sbx_exec *x = reg_head; x && k < n; x = x->reg_next) {
+        for (struct sbx_exec *x = head; x && k < n; x = x->reg_next) {
                 if (x->state == EXEC_FORGOTTEN || strcmp(x->sb_id, sb_id))
                         continue;
                 Warren__V1__Process *p = calloc(1, sizeof(*p));
@@ -1060,13 +1099,21 @@ void sbx_exec_list_free(Warren__V1__Process **v, size_t n) {
         free(v);
 }
 
-void sbx_exec_forget_all(void) {
-        for (struct sbx_exec *x = reg_head, *nx; x; x = nx) {
+void sbx_exec_forget_all(struct sbx_manager *m) {
+        struct sbx_exec_state *st = m ? m->exec : NULL;
+        if (!st)
+                return;
+        m->exec = NULL;
+        for (struct sbx_exec *x = st->head, *nx; x; x = nx) {
                 nx = x->reg_next;
                 if (x->state == EXEC_FINISHED)
                         x->state = EXEC_FORGOTTEN;
                 maybe_free(x);
         }
-        sbx_exec_log_pool_close(pool);
-        pool = NULL;
+        /* Sessions a client still holds keep the state (and its pool) until
+         * the last of them is freed. */
+        if (st->head)
+                st->orphaned = true;
+        else
+                state_free(st);
 }

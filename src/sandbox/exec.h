@@ -111,11 +111,14 @@ int sbx_exec_list(struct sbx_manager *m, const char *sandbox, Warren__V1__Proces
                   struct wr_err *e);
 void sbx_exec_list_free(Warren__V1__Process **v, size_t n);
 
-/* Size of each exec's output log in bytes (default 16 MiB, at least 4
- * MiB): 3/4 kept behind what the attached client was sent (re-attach from
- * its last offset), 1/4 read ahead of it (then the process blocks). */
-void sbx_exec_set_log_size(size_t bytes);
+/* Size of the output log of each exec started from now on (0 = the
+ * default 16 MiB; at least 4 MiB): 3/4 kept behind what the attached
+ * client was sent (re-attach from its last offset), 1/4 read ahead of it
+ * (then the process blocks). Returns 0 or -ENOMEM. */
+int sbx_exec_set_log_size(struct sbx_manager *m, size_t bytes);
 
-/* Forget every finished exec (daemon shutdown; sbx_manager_free calls it
- * once the sandboxes are gone). */
-void sbx_exec_forget_all(void);
+/* Forget every finished exec and let go of the manager's exec state
+ * (sbx_manager_free calls it once the sandboxes are gone). Sessions still
+ * held by a client, and output pieces still held, live on until released.
+ * NULL ok. */
+void sbx_exec_forget_all(struct sbx_manager *m);

@@ -108,6 +108,8 @@ struct sbx_manager {
          * image a sandbox was created from; NULL-terminated, owned) */
         char **pool_layers;
         int cgroup_mode; /* enum rt_cgroup_mode */
+        /* exec.c's state: sessions, log size, chunk pool */
+        struct sbx_exec_state *exec;
 };
 
 /* exec.c: messages from init for exec sessions, and the end of a sandbox. */
