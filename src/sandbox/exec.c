@@ -36,7 +36,9 @@
  *   FORGOTTEN (not attachable, not listed; freed once no client, no
  *              callback in progress and every handle closed)
  *
- * States only move down (a late message from init changes nothing).
+ * States only move down (a late message from init changes nothing). A
+ * start that fails after the session was made (a pipe, a handle, the
+ * send to init) goes straight to FORGOTTEN without ever being tracked.
  * Alongside: what the attached client has been given (x->delivery: reset
  * by each attach, kept after a release because a finished session whose
  * exit was delivered is not retained), stdin (x->in_state), and the flags
@@ -310,6 +312,23 @@ static void close_timer(struct sbx_exec *x) {
         uv_timer_stop(&x->timer);
         uv_close((uv_handle_t *) &x->timer, handle_closed);
 }
+
+/* Destroy a session that sbx_exec_start made but did not hand out: close
+ * what was made (handles asynchronously; the memory goes with the last of
+ * them). No callback runs. NULL ok. */
+static void exec_destroy(struct sbx_exec *x) {
+        if (!x)
+                return;
+        x->cb = NULL;
+        x->state = EXEC_FORGOTTEN;
+        close_out(x, OUT_STDOUT);
+        close_out(x, OUT_STDERR);
+        close_in(x);
+        close_timer(x);
+        maybe_free(x);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct sbx_exec *, exec_destroy);
+DEFINE_TRIVIAL_CLEANUP_FUNC(char **, sbx_env_free);
 
 void sbx_output_hold(struct sbx_output *buf) {
         sbx_exec_log_hold(buf);
@@ -616,6 +635,42 @@ static void set_exited(struct sbx_exec *x, int status) {
         x->status = status;
 }
 
+/* Take the PTY master init sent for a spawned PTY session: it carries the
+ * terminal's output and, duplicated, stdin and resizes. */
+static void pty_attach(struct sbx_exec *x, uv_loop_t *loop, int pty_fd) {
+        (void) fcntl(pty_fd, F_SETFL, fcntl(pty_fd, F_GETFL) | O_NONBLOCK);
+        x->out_fd[OUT_STDOUT] = pty_fd;
+        int r = uv_poll_init(loop, &x->out_poll[OUT_STDOUT], pty_fd);
+        if (r < 0) {
+                /* Without its terminal nobody can see or drive the process:
+                 * say so, kill it, and end with its exit. */
+                char msg[160];
+                int n = snprintf(msg, sizeof(msg), "warren: cannot watch the terminal: %s\n",
+                                 uv_strerror(r));
+                (void) sbx_exec_log_append(&x->log, SBX_STDOUT, msg, (size_t) n);
+                x->out_fd[OUT_STDOUT] = safe_close(x->out_fd[OUT_STDOUT]);
+                if (x->sb)
+                        (void) sbx_ctl_send_signal(x->sb, x->id, SIGKILL, true);
+                return;
+        }
+        x->out_poll[OUT_STDOUT].data = x;
+        x->out_open[OUT_STDOUT] = true;
+        x->handles++;
+        x->in_fd = fcntl(pty_fd, F_DUPFD_CLOEXEC, 3);
+        if (x->in_fd >= 0) {
+                if (uv_poll_init(loop, &x->in_poll, x->in_fd) < 0)
+                        x->in_fd = safe_close(x->in_fd);
+                else {
+                        x->in_poll.data = x;
+                        x->in_state = STDIN_OPEN;
+                        x->handles++;
+                        if (x->in_len)
+                                flush_stdin(x);
+                }
+        }
+        set_reading(x, sbx_exec_log_has_room(&x->log, may_drop(x)));
+}
+
 void sbx_exec_on_spawned(struct sbx *sb, uint64_t id, int pid, int err, int pty_fd) {
         struct sbx_exec *x = find(sb, id);
         if (!x) {
@@ -651,22 +706,7 @@ void sbx_exec_on_spawned(struct sbx *sb, uint64_t id, int pid, int err, int pty_
                         unref(x);
                         return;
                 }
-                fcntl(pty_fd, F_SETFL, fcntl(pty_fd, F_GETFL) | O_NONBLOCK);
-                x->out_fd[OUT_STDOUT] = pty_fd;
-                x->in_fd = fcntl(pty_fd, F_DUPFD_CLOEXEC, 3);
-                uv_poll_init(sb->m->loop, &x->out_poll[OUT_STDOUT], pty_fd);
-                x->out_poll[OUT_STDOUT].data = x;
-                x->out_open[OUT_STDOUT] = true;
-                x->handles++;
-                if (x->in_fd >= 0) {
-                        uv_poll_init(sb->m->loop, &x->in_poll, x->in_fd);
-                        x->in_poll.data = x;
-                        x->in_state = STDIN_OPEN;
-                        x->handles++;
-                        if (x->in_len)
-                                flush_stdin(x);
-                }
-                set_reading(x, sbx_exec_log_has_room(&x->log, may_drop(x)));
+                pty_attach(x, sb->m->loop, pty_fd);
         }
         /* Output read before this waited for `started`: deliver it, and
          * read on if that made room. */
@@ -725,32 +765,147 @@ static int sandbox_root_fd(struct sbx *sb) {
         return TAKE_FD(fd);
 }
 
-static int set_nonblock(int fd) {
-        int fl = fcntl(fd, F_GETFL);
-        return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
+/* The running sandbox called key, or an error: -ENOENT (unknown), -EBUSY
+ * (not running, or terminating). */
+static int running_sandbox(struct sbx_manager *m, const char *key, struct sbx **ret,
+                           struct wr_err *e) {
+        struct sbx *sb = sbx_find_live(m, key);
+        if (!sb) {
+                struct store_sandbox row = {0};
+                int r = sbx_lookup(m, key, &row, e);
+                store_sandbox_clear(&row);
+                if (r < 0)
+                        return r;
+                return err_setx(e, -EBUSY, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                "sandbox %s is not running (create a new one)", key);
+        }
+        if (sb->state != SBX_RUNNING || sb->ctl_fd < 0)
+                return err_setx(e, -EBUSY, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                "sandbox %s is terminating", sb->id);
+        *ret = sb;
+        return 0;
 }
 
-static char **argv_dup(const Warren__V1__ExecStart *start) {
-        char **v = calloc(start->n_argv + 1, sizeof(char *));
+/* The process's environment: the sandbox's, the user's HOME (when a user
+ * was named), the request's, then TERM for a PTY unless set. */
+static int build_env(const struct sbx *sb, const Warren__V1__ExecStart *start,
+                     const struct sbx_user *user, char ***ret, struct wr_err *e) {
+        _cleanup_(sbx_env_freep) char **env = sbx_env_dup(sb->env);
+        if (!env)
+                return err_set(e, -ENOMEM, "exec: out of memory");
+        if (start->user && *start->user) {
+                char home[sizeof(user->home) + 8];
+                snprintf(home, sizeof(home), "HOME=%s", user->home[0] ? user->home : "/");
+                if (sbx_env_set(&env, home) < 0)
+                        return err_set(e, -ENOMEM, "exec: out of memory");
+        }
+        for (size_t i = 0; i < start->n_env; i++) {
+                const char *k = start->env[i]->key, *v = start->env[i]->value;
+                if (!*k || strchr(k, '='))
+                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                        "start.env: %s is not a valid variable name", k);
+                size_t n = strlen(k) + strlen(v) + 2;
+                _cleanup_free_ char *kv = malloc(n);
+                if (!kv || (snprintf(kv, n, "%s=%s", k, v), sbx_env_set(&env, kv)) < 0)
+                        return err_set(e, -ENOMEM, "exec: out of memory");
+        }
+        if (start->pty) {
+                bool has = false;
+                for (char **p = env; *p; p++)
+                        has |= strncmp(*p, "TERM=", 5) == 0;
+                if (!has && sbx_env_set(&env, "TERM=xterm-256color") < 0)
+                        return err_set(e, -ENOMEM, "exec: out of memory");
+        }
+        *ret = TAKE_PTR(env);
+        return 0;
+}
+
+static char **argv_dup(char *const *argv, size_t n) {
+        char **v = calloc(n + 1, sizeof(char *));
         if (!v)
                 return NULL;
-        for (size_t i = 0; i < start->n_argv; i++)
-                if (!(v[i] = strdup(start->argv[i]))) {
-                        for (size_t j = 0; j < i; j++)
-                                free(v[j]);
-                        free(v);
+        for (size_t i = 0; i < n; i++)
+                if (!(v[i] = strdup(argv[i]))) {
+                        sbx_env_free(v);
                         return NULL;
                 }
         return v;
 }
 
+/* A new session for start in sb: its id, argv copy and log, nothing
+ * opened yet. Not tracked. */
+static int exec_new(struct sbx_exec_state *st, struct sbx *sb, const Warren__V1__ExecStart *start,
+                    struct sbx_exec **ret) {
+        _cleanup_(exec_destroyp) struct sbx_exec *x = calloc(1, sizeof(*x));
+        if (!x)
+                return -ENOMEM;
+        x->out_fd[0] = x->out_fd[1] = x->in_fd = -EBADF;
+        x->state = EXEC_SPAWNING;
+        sbx_exec_log_init(&x->log, st->log_size, st->pool);
+        x->argv = argv_dup(start->argv, start->n_argv);
+        if (!x->argv)
+                return -ENOMEM;
+        x->pty = start->pty;
+        x->detach = start->detach;
+        x->started_ns = now_ns();
+        x->id = ++sb->next_exec_id;
+        snprintf(x->id_str, sizeof(x->id_str), "ex-%llu", (unsigned long long) x->id);
+        snprintf(x->sb_id, sizeof(x->sb_id), "%s", sb->id);
+        if (sb->rt && rt_sandbox_oom_kills(sb->rt, &x->oom_base) == 0)
+                x->oom_known = true;
+        *ret = TAKE_PTR(x);
+        return 0;
+}
+
+static void close_fds(int (*fds)[3]) {
+        for (int i = 0; i < 3; i++)
+                (*fds)[i] = safe_close((*fds)[i]);
+}
+
+/* The pipes of a non-PTY session: x keeps the read ends of stdout and
+ * stderr and the write end of stdin, each with its poll handle; the
+ * child's ends go to child[]. */
+static int open_pipes(struct sbx_exec *x, uv_loop_t *loop, int child[3]) {
+        for (int i = 0; i < 3; i++) {
+                int p[2];
+                if (pipe2(p, O_CLOEXEC) < 0)
+                        return -errno;
+                if (i == 0) {
+                        child[0] = p[0];
+                        x->in_fd = p[1];
+                } else {
+                        x->out_fd[i - 1] = p[0];
+                        child[i] = p[1];
+                        (void) fcntl(p[0], F_SETPIPE_SZ, PIPE_SIZE);
+                }
+        }
+        /* uv_poll_init makes the fds non-blocking. */
+        for (int i = 0; i < 2; i++) {
+                int r = uv_poll_init(loop, &x->out_poll[i], x->out_fd[i]);
+                if (r < 0)
+                        return r;
+                x->out_poll[i].data = x;
+                x->out_open[i] = true;
+                x->handles++;
+        }
+        int r = uv_poll_init(loop, &x->in_poll, x->in_fd);
+        if (r < 0)
+                return r;
+        x->in_poll.data = x;
+        x->in_state = STDIN_OPEN;
+        x->handles++;
+        return 0;
+}
+
 int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
                    const struct sbx_exec_callbacks *cb, void *userdata, struct sbx_exec **ret,
                    struct wr_err *e) {
+        _cleanup_(exec_destroyp) struct sbx_exec *x = NULL;
+        _cleanup_(sbx_env_freep) char **env = NULL;
+        _cleanup_(close_fds) int child[3] = {-EBADF, -EBADF, -EBADF};
+        struct sbx *sb = NULL;
         int r;
-        struct sbx_exec_state *st = state_get(m);
-        if (!st)
-                return err_set(e, -ENOMEM, "exec: out of memory");
+
         if (!start->sandbox || !*start->sandbox)
                 return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
                                 "start.sandbox: name the sandbox (id or name)");
@@ -761,19 +916,11 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
                 return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
                                 "start.timeout_secs: %g is out of range (0 = none)",
                                 start->timeout_secs);
-        struct sbx *sb = sbx_find_live(m, start->sandbox);
-        if (!sb) {
-                struct store_sandbox row = {0};
-                r = sbx_lookup(m, start->sandbox, &row, e);
-                store_sandbox_clear(&row);
-                if (r < 0)
-                        return r;
-                return err_setx(e, -EBUSY, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
-                                "sandbox %s is not running (create a new one)", start->sandbox);
-        }
-        if (sb->state != SBX_RUNNING || sb->ctl_fd < 0)
-                return err_setx(e, -EBUSY, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
-                                "sandbox %s is terminating", sb->id);
+        struct sbx_exec_state *st = state_get(m);
+        if (!st)
+                return err_set(e, -ENOMEM, "exec: out of memory");
+        if ((r = running_sandbox(m, start->sandbox, &sb, e)) < 0)
+                return r;
 
         /* Another user: looked up in the sandbox's own /etc/passwd. */
         struct sbx_user user = {.uid = sb->uid, .gid = sb->gid};
@@ -785,42 +932,8 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
                 if (r < 0)
                         return r;
         }
-
-        /* Environment: the sandbox's, the user's HOME, then the request's. */
-        char **env = sbx_env_dup(sb->env);
-        if (!env)
-                return err_set(e, -ENOMEM, "exec: out of memory");
-        if (start->user && *start->user) {
-                char home[sizeof(user.home) + 8];
-                snprintf(home, sizeof(home), "HOME=%s", user.home[0] ? user.home : "/");
-                if (sbx_env_set(&env, home) < 0) {
-                        sbx_env_free(env);
-                        return err_set(e, -ENOMEM, "exec: out of memory");
-                }
-        }
-        for (size_t i = 0; i < start->n_env; i++) {
-                const char *k = start->env[i]->key, *v = start->env[i]->value;
-                if (!*k || strchr(k, '=')) {
-                        sbx_env_free(env);
-                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                        "start.env: %s is not a valid variable name", k);
-                }
-                size_t n = strlen(k) + strlen(v) + 2;
-                char *kv = malloc(n);
-                if (!kv || (snprintf(kv, n, "%s=%s", k, v), sbx_env_set(&env, kv)) < 0) {
-                        free(kv);
-                        sbx_env_free(env);
-                        return err_set(e, -ENOMEM, "exec: out of memory");
-                }
-                free(kv);
-        }
-        if (start->pty) {
-                bool has = false;
-                for (char **p = env; *p; p++)
-                        has |= strncmp(*p, "TERM=", 5) == 0;
-                if (!has)
-                        sbx_env_set(&env, "TERM=xterm-256color");
-        }
+        if ((r = build_env(sb, start, &user, &env, e)) < 0)
+                return r;
         /* Working directory: absolute, or relative to the sandbox's. */
         char cwd[4096];
         const char *wd = start->workdir && *start->workdir ? start->workdir : NULL;
@@ -831,81 +944,23 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
         else
                 snprintf(cwd, sizeof(cwd), "%s/%s", sb->workdir, wd);
 
-        struct sbx_exec *x = calloc(1, sizeof(*x));
-        char **argv_copy = argv_dup(start);
-        if (!x || !argv_copy) {
-                free(x);
-                if (argv_copy)
-                        for (char **p = argv_copy; *p; p++)
-                                free(*p);
-                free(argv_copy);
-                sbx_env_free(env);
+        /* What is made from here on is recorded in x itself (out_open[],
+         * in_state, timer_open, handles) and undone by exec_destroy. */
+        if (exec_new(st, sb, start, &x) < 0)
                 return err_set(e, -ENOMEM, "exec: out of memory");
-        }
-        x->sb = sb;
-        x->cb = cb;
-        x->userdata = userdata;
-        x->pty = start->pty;
-        x->detach = start->detach;
-        x->argv = argv_copy;
-        x->started_ns = now_ns();
-        x->id = ++sb->next_exec_id;
-        snprintf(x->id_str, sizeof(x->id_str), "ex-%llu", (unsigned long long) x->id);
-        snprintf(x->sb_id, sizeof(x->sb_id), "%s", sb->id);
-        x->out_fd[0] = x->out_fd[1] = x->in_fd = -EBADF;
-        x->state = EXEC_SPAWNING;
-        sbx_exec_log_init(&x->log, st->log_size, st->pool);
-        if (sb->rt && rt_sandbox_oom_kills(sb->rt, &x->oom_base) == 0)
-                x->oom_known = true;
-        reg_add(st, x);
-
-        int child[3] = {-EBADF, -EBADF, -EBADF};
-        if (!x->pty) {
-                int p[3][2];
-                for (int i = 0; i < 3; i++)
-                        if (pipe2(p[i], O_CLOEXEC) < 0) {
-                                r = -errno;
-                                for (int j = 0; j < i; j++) {
-                                        close(p[j][0]);
-                                        close(p[j][1]);
-                                }
-                                x->cb = NULL;
-                                x->state = EXEC_FORGOTTEN;
-                                maybe_free(x);
-                                sbx_env_free(env);
-                                return err_set(e, r, "exec: pipe");
-                        }
-                child[0] = p[0][0];
-                x->in_fd = p[0][1];
-                x->out_fd[OUT_STDOUT] = p[1][0];
-                child[1] = p[1][1];
-                x->out_fd[OUT_STDERR] = p[2][0];
-                child[2] = p[2][1];
-                for (int i = 1; i < 3; i++)
-                        fcntl(p[i][0], F_SETPIPE_SZ, PIPE_SIZE);
-                set_nonblock(x->in_fd);
-                set_nonblock(x->out_fd[0]);
-                set_nonblock(x->out_fd[1]);
-                for (int i = 0; i < 2; i++) {
-                        uv_poll_init(m->loop, &x->out_poll[i], x->out_fd[i]);
-                        x->out_poll[i].data = x;
-                        x->out_open[i] = true;
-                        x->handles++;
-                }
-                uv_poll_init(m->loop, &x->in_poll, x->in_fd);
-                x->in_poll.data = x;
-                x->in_state = STDIN_OPEN;
-                x->handles++;
-        }
-        uv_timer_init(m->loop, &x->timer);
+        if (!x->pty && (r = open_pipes(x, m->loop, child)) < 0)
+                return err_set(e, r, "exec: pipes: %s", strerror(-r));
+        if ((r = uv_timer_init(m->loop, &x->timer)) < 0)
+                return err_set(e, r, "exec: timer: %s", strerror(-r));
         x->timer.data = x;
         x->timer_open = true;
         x->handles++;
 
         _cleanup_free_ const char **argv = calloc(start->n_argv + 1, sizeof(char *));
-        if (argv)
-                for (size_t i = 0; i < start->n_argv; i++)
-                        argv[i] = start->argv[i];
+        if (!argv)
+                return err_set(e, -ENOMEM, "exec: out of memory");
+        for (size_t i = 0; i < start->n_argv; i++)
+                argv[i] = start->argv[i];
         struct rt_spawn_req req = {
                 .id = x->id,
                 .argv = argv,
@@ -917,34 +972,27 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
                 .cols = start->window ? (uint16_t) start->window->cols : 0,
                 .rows = start->window ? (uint16_t) start->window->rows : 0,
         };
-        r = argv ? sbx_ctl_send_spawn(sb, &req, x->pty ? NULL : child) : -ENOMEM;
-        for (int i = 0; i < 3; i++)
-                if (child[i] >= 0)
-                        close(child[i]);
-        sbx_env_free(env);
-        /* The session is tracked from here on; even a failed send ends
-         * through the normal path. */
+        r = sbx_ctl_send_spawn(sb, &req, x->pty ? NULL : child);
+        if (r == -EINVAL || r == -EMSGSIZE)
+                return err_setx(e, r, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "start: the command, environment or workdir is too large "
+                                "or malformed");
+        if (r < 0)
+                return err_set(e, r, "exec: send to warren-init");
+
+        /* Spawning: track it, and hand it out. */
+        close_fds(&child);
         x->next = sb->execs;
         sb->execs = x;
-        if (r < 0) {
-                x->cb = NULL;
-                set_exited(x, 126 << 8);
-                close_out(x, OUT_STDOUT);
-                close_out(x, OUT_STDERR);
-                finish(x);
-                x->state = EXEC_FORGOTTEN;
-                maybe_free(x);
-                if (r == -EINVAL || r == -EMSGSIZE)
-                        return err_setx(e, r, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                        "start: the command, environment or workdir is too large "
-                                        "or malformed");
-                return err_set(e, r, "exec: send to warren-init");
-        }
+        reg_add(st, x);
+        x->sb = sb;
+        x->cb = cb;
+        x->userdata = userdata;
         if (!x->pty)
                 set_reading(x, true);
         if (start->timeout_secs > 0)
                 uv_timer_start(&x->timer, timeout_cb, (uint64_t) (start->timeout_secs * 1000.0), 0);
-        *ret = x;
+        *ret = TAKE_PTR(x);
         return 0;
 }
 
