@@ -143,8 +143,9 @@ struct sbx_exec {
         bool timer_open;
 
         int pid, status;
-        int reason; /* forced (timeout, sandbox ended), or 0: WARREN__V1__EXIT_REASON__* */
-        int exit_code, exit_signo, exit_reason;
+        enum sbx_exit_reason reason; /* forced (timeout, sandbox ended), or UNSPECIFIED */
+        int exit_code, exit_signo;
+        enum sbx_exit_reason exit_reason;
 
         struct sbx_exec_log log;
 };
@@ -491,26 +492,27 @@ static void finish(struct sbx_exec *x) {
         close_out(x, OUT_STDERR);
         close_in(x);
         close_timer(x);
-        int code, signo = 0, reason;
+        int code, signo = 0;
+        enum sbx_exit_reason reason;
         if (WIFEXITED(x->status)) {
                 code = WEXITSTATUS(x->status);
-                reason = WARREN__V1__EXIT_REASON__EXIT_REASON_EXITED;
+                reason = SBX_EXIT_EXITED;
         } else {
                 signo = WIFSIGNALED(x->status) ? WTERMSIG(x->status) : SIGKILL;
                 code = 128 + signo;
-                reason = WARREN__V1__EXIT_REASON__EXIT_REASON_SIGNALED;
+                reason = SBX_EXIT_SIGNALED;
         }
-        if (x->reason)
+        if (x->reason != SBX_EXIT_UNSPECIFIED)
                 reason = x->reason;
         else if (x->sb && x->sb->state != SBX_RUNNING)
                 /* Ended by the sandbox's termination (its SIGTERM, or
                  * exiting on it during the grace period). */
-                reason = WARREN__V1__EXIT_REASON__EXIT_REASON_SANDBOX_TERMINATED;
+                reason = SBX_EXIT_SANDBOX_TERMINATED;
         else if (signo == SIGKILL && x->oom_known && x->sb && x->sb->rt) {
                 /* The OOM killer counts its kills in the sandbox's cgroup. */
                 uint64_t n;
                 if (rt_sandbox_oom_kills(x->sb->rt, &n) == 0 && n > x->oom_base)
-                        reason = WARREN__V1__EXIT_REASON__EXIT_REASON_OOM;
+                        reason = SBX_EXIT_OOM;
         }
         x->exit_code = code;
         x->exit_signo = signo;
@@ -620,7 +622,7 @@ static void timeout_cb(uv_timer_t *t) {
         struct sbx_exec *x = t->data;
         if (x->state >= EXEC_EXITED || !x->sb)
                 return;
-        x->reason = WARREN__V1__EXIT_REASON__EXIT_REASON_TIMEOUT;
+        x->reason = SBX_EXIT_TIMEOUT;
         sbx_ctl_send_signal(x->sb, x->id, SIGKILL, true);
 }
 
@@ -727,7 +729,7 @@ void sbx_exec_on_exited(struct sbx *sb, uint64_t id, int status) {
         unref(x);
 }
 
-void sbx_exec_abort_all(struct sbx *sb, int reason) {
+void sbx_exec_abort_all(struct sbx *sb, enum sbx_exit_reason reason) {
         while (sb->execs) {
                 struct sbx_exec *x = sb->execs;
                 ref(x);
@@ -788,39 +790,35 @@ static int running_sandbox(struct sbx_manager *m, const char *key, struct sbx **
 
 /* The process's environment: the sandbox's, the user's HOME (when a user
  * was named), the request's, then TERM for a PTY unless set. */
-static int build_env(const struct sbx *sb, const Warren__V1__ExecStart *start,
-                     const struct sbx_user *user, char ***ret, struct wr_err *e) {
+static int build_env(const struct sbx *sb, const struct sbx_exec_spec *spec,
+                     const struct sbx_user *user, char ***ret) {
         _cleanup_(sbx_env_freep) char **env = sbx_env_dup(sb->env);
         if (!env)
-                return err_set(e, -ENOMEM, "exec: out of memory");
-        if (start->user && *start->user) {
+                return -ENOMEM;
+        if (spec->user && *spec->user) {
                 char home[sizeof(user->home) + 8];
                 snprintf(home, sizeof(home), "HOME=%s", user->home[0] ? user->home : "/");
                 if (sbx_env_set(&env, home) < 0)
-                        return err_set(e, -ENOMEM, "exec: out of memory");
+                        return -ENOMEM;
         }
-        for (size_t i = 0; i < start->n_env; i++) {
-                const char *k = start->env[i]->key, *v = start->env[i]->value;
-                if (!*k || strchr(k, '='))
-                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                        "start.env: %s is not a valid variable name", k);
-                size_t n = strlen(k) + strlen(v) + 2;
-                _cleanup_free_ char *kv = malloc(n);
-                if (!kv || (snprintf(kv, n, "%s=%s", k, v), sbx_env_set(&env, kv)) < 0)
-                        return err_set(e, -ENOMEM, "exec: out of memory");
-        }
-        if (start->pty) {
+        for (char *const *kv = spec->env; kv && *kv; kv++)
+                if (sbx_env_set(&env, *kv) < 0)
+                        return -ENOMEM;
+        if (spec->pty) {
                 bool has = false;
                 for (char **p = env; *p; p++)
                         has |= strncmp(*p, "TERM=", 5) == 0;
                 if (!has && sbx_env_set(&env, "TERM=xterm-256color") < 0)
-                        return err_set(e, -ENOMEM, "exec: out of memory");
+                        return -ENOMEM;
         }
         *ret = TAKE_PTR(env);
         return 0;
 }
 
-static char **argv_dup(char *const *argv, size_t n) {
+static char **argv_dup(char *const *argv) {
+        size_t n = 0;
+        while (argv[n])
+                n++;
         char **v = calloc(n + 1, sizeof(char *));
         if (!v)
                 return NULL;
@@ -832,9 +830,9 @@ static char **argv_dup(char *const *argv, size_t n) {
         return v;
 }
 
-/* A new session for start in sb: its id, argv copy and log, nothing
- * opened yet. Not tracked. */
-static int exec_new(struct sbx_exec_state *st, struct sbx *sb, const Warren__V1__ExecStart *start,
+/* A new session for spec in sb: its id, argv copy and log, nothing opened
+ * yet. Not tracked. */
+static int exec_new(struct sbx_exec_state *st, struct sbx *sb, const struct sbx_exec_spec *spec,
                     struct sbx_exec **ret) {
         _cleanup_(exec_destroyp) struct sbx_exec *x = calloc(1, sizeof(*x));
         if (!x)
@@ -842,11 +840,11 @@ static int exec_new(struct sbx_exec_state *st, struct sbx *sb, const Warren__V1_
         x->out_fd[0] = x->out_fd[1] = x->in_fd = -EBADF;
         x->state = EXEC_SPAWNING;
         sbx_exec_log_init(&x->log, st->log_size, st->pool);
-        x->argv = argv_dup(start->argv, start->n_argv);
+        x->argv = argv_dup(spec->argv);
         if (!x->argv)
                 return -ENOMEM;
-        x->pty = start->pty;
-        x->detach = start->detach;
+        x->pty = spec->pty;
+        x->detach = spec->detach;
         x->started_ns = now_ns();
         x->id = ++sb->next_exec_id;
         snprintf(x->id_str, sizeof(x->id_str), "ex-%llu", (unsigned long long) x->id);
@@ -897,7 +895,7 @@ static int open_pipes(struct sbx_exec *x, uv_loop_t *loop, int child[3]) {
         return 0;
 }
 
-int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
+int sbx_exec_start(struct sbx_manager *m, const struct sbx_exec_spec *spec,
                    const struct sbx_exec_callbacks *cb, void *userdata, struct sbx_exec **ret,
                    struct wr_err *e) {
         _cleanup_(exec_destroyp) struct sbx_exec *x = NULL;
@@ -906,37 +904,27 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
         struct sbx *sb = NULL;
         int r;
 
-        if (!start->sandbox || !*start->sandbox)
-                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                "start.sandbox: name the sandbox (id or name)");
-        if (start->n_argv == 0 || !start->argv[0][0])
-                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                "start.argv: give the command to run (argv[0] non-empty)");
-        if (start->timeout_secs < 0 || start->timeout_secs > 1e7)
-                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                "start.timeout_secs: %g is out of range (0 = none)",
-                                start->timeout_secs);
         struct sbx_exec_state *st = state_get(m);
         if (!st)
                 return err_set(e, -ENOMEM, "exec: out of memory");
-        if ((r = running_sandbox(m, start->sandbox, &sb, e)) < 0)
+        if ((r = running_sandbox(m, spec->sandbox, &sb, e)) < 0)
                 return r;
 
         /* Another user: looked up in the sandbox's own /etc/passwd. */
         struct sbx_user user = {.uid = sb->uid, .gid = sb->gid};
-        if (start->user && *start->user) {
+        if (spec->user && *spec->user) {
                 _cleanup_close_ int root_fd = sandbox_root_fd(sb);
                 if (root_fd < 0)
                         return err_set(e, root_fd, "start.user: opening the sandbox's root");
-                r = sbx_user_resolve(&root_fd, 1, start->user, "start.user", &user, e);
+                r = sbx_user_resolve(&root_fd, 1, spec->user, "start.user", &user, e);
                 if (r < 0)
                         return r;
         }
-        if ((r = build_env(sb, start, &user, &env, e)) < 0)
-                return r;
+        if (build_env(sb, spec, &user, &env) < 0)
+                return err_set(e, -ENOMEM, "exec: out of memory");
         /* Working directory: absolute, or relative to the sandbox's. */
         char cwd[4096];
-        const char *wd = start->workdir && *start->workdir ? start->workdir : NULL;
+        const char *wd = spec->workdir && *spec->workdir ? spec->workdir : NULL;
         if (!wd)
                 snprintf(cwd, sizeof(cwd), "%s", sb->workdir);
         else if (wd[0] == '/')
@@ -946,7 +934,7 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
 
         /* What is made from here on is recorded in x itself (out_open[],
          * in_state, timer_open, handles) and undone by exec_destroy. */
-        if (exec_new(st, sb, start, &x) < 0)
+        if (exec_new(st, sb, spec, &x) < 0)
                 return err_set(e, -ENOMEM, "exec: out of memory");
         if (!x->pty && (r = open_pipes(x, m->loop, child)) < 0)
                 return err_set(e, r, "exec: pipes: %s", strerror(-r));
@@ -956,21 +944,16 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
         x->timer_open = true;
         x->handles++;
 
-        _cleanup_free_ const char **argv = calloc(start->n_argv + 1, sizeof(char *));
-        if (!argv)
-                return err_set(e, -ENOMEM, "exec: out of memory");
-        for (size_t i = 0; i < start->n_argv; i++)
-                argv[i] = start->argv[i];
         struct rt_spawn_req req = {
                 .id = x->id,
-                .argv = argv,
+                .argv = (const char *const *) spec->argv,
                 .envp = (const char *const *) env,
                 .cwd = cwd,
                 .uid = user.uid,
                 .gid = user.gid,
                 .flags = x->pty ? RT_SPAWN_PTY : 0,
-                .cols = start->window ? (uint16_t) start->window->cols : 0,
-                .rows = start->window ? (uint16_t) start->window->rows : 0,
+                .cols = spec->cols,
+                .rows = spec->rows,
         };
         r = sbx_ctl_send_spawn(sb, &req, x->pty ? NULL : child);
         if (r == -EINVAL || r == -EMSGSIZE)
@@ -990,8 +973,8 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
         x->userdata = userdata;
         if (!x->pty)
                 set_reading(x, true);
-        if (start->timeout_secs > 0)
-                uv_timer_start(&x->timer, timeout_cb, (uint64_t) (start->timeout_secs * 1000.0), 0);
+        if (spec->timeout_secs > 0)
+                uv_timer_start(&x->timer, timeout_cb, (uint64_t) (spec->timeout_secs * 1000.0), 0);
         *ret = TAKE_PTR(x);
         return 0;
 }
@@ -999,9 +982,6 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
 /* The id of the sandbox called key, live or not (the store knows it). */
 static int resolve_sandbox(struct sbx_manager *m, const char *key, char *id, size_t size,
                            struct wr_err *e) {
-        if (!key || !*key)
-                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                "sandbox: name the sandbox (id or name)");
         struct sbx *sb = sbx_find_live(m, key);
         if (sb) {
                 snprintf(id, size, "%s", sb->id);
@@ -1015,28 +995,25 @@ static int resolve_sandbox(struct sbx_manager *m, const char *key, char *id, siz
         return r;
 }
 
-int sbx_exec_attach(struct sbx_manager *m, const Warren__V1__ExecAttach *a,
+int sbx_exec_attach(struct sbx_manager *m, const struct sbx_exec_target *t,
                     const struct sbx_exec_callbacks *cb, void *userdata, struct sbx_exec **ret,
                     struct wr_err *e) {
         char sb_id[32];
-        int r = resolve_sandbox(m, a->sandbox, sb_id, sizeof(sb_id), e);
+        int r = resolve_sandbox(m, t->sandbox, sb_id, sizeof(sb_id), e);
         if (r < 0)
                 return r;
-        if (!a->exec_id || !*a->exec_id)
-                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                "attach.exec_id: give the exec id (\"ex-N\")");
         struct sbx_exec *x = m->exec ? m->exec->head : NULL;
         while (x && (x->state == EXEC_FORGOTTEN || strcmp(x->sb_id, sb_id) ||
-                     strcmp(x->id_str, a->exec_id)))
+                     strcmp(x->id_str, t->exec_id)))
                 x = x->reg_next;
         if (!x)
                 return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
                                 "exec %s of sandbox %s is unknown (or finished too long ago)",
-                                a->exec_id, a->sandbox);
-        if (a->offset > x->log.end)
+                                t->exec_id, t->sandbox);
+        if (t->offset > x->log.end)
                 return err_setx(e, -EINVAL, WR_STATUS_OUT_OF_RANGE, WR_FAULT_CLIENT,
                                 "attach.offset: %llu is beyond the output so far (%llu bytes)",
-                                (unsigned long long) a->offset, (unsigned long long) x->log.end);
+                                (unsigned long long) t->offset, (unsigned long long) x->log.end);
         ref(x);
         if (x->cb) {
                 /* One client at a time: the newcomer takes over. */
@@ -1051,7 +1028,7 @@ int sbx_exec_attach(struct sbx_manager *m, const Warren__V1__ExecAttach *a,
         x->userdata = userdata;
         x->paused = false;
         x->delivery = DELIVERY_NONE;
-        (void) sbx_exec_log_seek(&x->log, a->offset);
+        (void) sbx_exec_log_seek(&x->log, t->offset);
         *ret = x;
         kick(x);
         unref(x);
@@ -1083,7 +1060,7 @@ const char *sbx_exec_id(const struct sbx_exec *x) {
         return x->id_str;
 }
 
-int sbx_exec_list(struct sbx_manager *m, const char *sandbox, Warren__V1__Process ***ret,
+int sbx_exec_list(struct sbx_manager *m, const char *sandbox, struct sbx_exec_info **ret,
                   size_t *n_ret, struct wr_err *e) {
         char sb_id[32];
         int r = resolve_sandbox(m, sandbox, sb_id, sizeof(sb_id), e);
@@ -1093,58 +1070,35 @@ int sbx_exec_list(struct sbx_manager *m, const char *sandbox, Warren__V1__Proces
         size_t n = 0;
         for (struct sbx_exec *x = head; x; x = x->reg_next)
                 n += x->state != EXEC_FORGOTTEN && !strcmp(x->sb_id, sb_id);
-        Warren__V1__Process **v = calloc(n + 1, sizeof(*v));
+        struct sbx_exec_info *v = calloc(n + 1, sizeof(*v));
         if (!v)
                 return err_set(e, -ENOMEM, "out of memory");
         size_t k = 0;
         for (struct sbx_exec *x = head; x && k < n; x = x->reg_next) {
                 if (x->state == EXEC_FORGOTTEN || strcmp(x->sb_id, sb_id))
                         continue;
-                Warren__V1__Process *p = calloc(1, sizeof(*p));
-                if (!p) {
-                        sbx_exec_list_free(v, k);
-                        return err_set(e, -ENOMEM, "out of memory");
-                }
-                warren__v1__process__init(p);
-                v[k++] = p;
-                p->exec_id = x->id_str;
-                p->pid = x->pid;
-                size_t na = 0;
-                while (x->argv && x->argv[na])
-                        na++;
-                p->argv = x->argv;
-                p->n_argv = na;
-                p->running = x->state < EXEC_FINISHED;
-                p->pty = x->pty;
-                p->started_at = calloc(1, sizeof(*p->started_at));
-                if (p->started_at) {
-                        warren__v1__timestamp__init(p->started_at);
-                        p->started_at->unix_nanos = x->started_ns;
-                }
-                if (x->state >= EXEC_FINISHED) {
-                        p->exited = calloc(1, sizeof(*p->exited));
-                        if (p->exited) {
-                                warren__v1__exec_exited__init(p->exited);
-                                p->exited->exit_code = x->exit_code;
-                                p->exited->signal = x->exit_signo;
-                                p->exited->reason = (Warren__V1__ExitReason) x->exit_reason;
-                        }
+                struct sbx_exec_info *p = &v[k++];
+                size_t argc = 0;
+                while (x->argv[argc])
+                        argc++;
+                *p = (struct sbx_exec_info){
+                        .exec_id = x->id_str,
+                        .argv = x->argv,
+                        .argc = argc,
+                        .pid = x->pid,
+                        .running = x->state < EXEC_FINISHED,
+                        .pty = x->pty,
+                        .started_ns = x->started_ns,
+                };
+                if (!p->running) {
+                        p->exit_code = x->exit_code;
+                        p->signo = x->exit_signo;
+                        p->reason = x->exit_reason;
                 }
         }
         *ret = v;
         *n_ret = k;
         return 0;
-}
-
-void sbx_exec_list_free(Warren__V1__Process **v, size_t n) {
-        if (!v)
-                return;
-        for (size_t i = 0; i < n; i++) {
-                free(v[i]->started_at);
-                free(v[i]->exited);
-                free(v[i]);
-        }
-        free(v);
 }
 
 void sbx_exec_forget_all(struct sbx_manager *m) {

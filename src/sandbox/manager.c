@@ -472,7 +472,7 @@ static void sbx_finalize(struct sbx *sb) {
         if (sb->state == SBX_DEAD)
                 return;
         sb->state = SBX_DEAD;
-        sbx_exec_abort_all(sb, WARREN__V1__EXIT_REASON__EXIT_REASON_SANDBOX_TERMINATED);
+        sbx_exec_abort_all(sb, SBX_EXIT_SANDBOX_TERMINATED);
         ctl_close(sb);
         uv_timer_stop(&sb->timer);
         uv_poll_stop(&sb->pid_poll);
@@ -1615,7 +1615,7 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
  * end, handles close, the sandbox keeps running and its row stays live for
  * the next warrend to re-attach. */
 static void sbx_detach(struct sbx *sb) {
-        sbx_exec_abort_all(sb, WARREN__V1__EXIT_REASON__EXIT_REASON_UNSPECIFIED);
+        sbx_exec_abort_all(sb, SBX_EXIT_UNSPECIFIED);
         sb->state = SBX_DEAD;
         ctl_close(sb);
         uv_timer_stop(&sb->timer);

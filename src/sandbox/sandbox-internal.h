@@ -112,13 +112,22 @@ struct sbx_manager {
         struct sbx_exec_state *exec;
 };
 
-/* exec.c: messages from init for exec sessions, and the end of a sandbox. */
+/* exec.c: messages from init for exec sessions, and the end of a sandbox.
+ * Loop thread. */
 #include "sandbox/exec.h"
 
+/* Init confirmed (err = 0, pid) or failed (err, a positive errno) the
+ * spawn of exec id of sb; pty_fd is the PTY master of a PTY exec (taken:
+ * closed when not used). An id no session of sb has is ignored. */
 void sbx_exec_on_spawned(struct sbx *sb, uint64_t id, int pid, int err, int pty_fd);
+/* Exec id of sb exited with status (as from waitpid); it finishes once its
+ * output is read to the end. Unknown ids are ignored. */
 void sbx_exec_on_exited(struct sbx *sb, uint64_t id, int status);
-/* Force every exec of sb to end with reason (the sandbox is gone). */
-void sbx_exec_abort_all(struct sbx *sb, int reason);
+/* Force every exec of sb to end now (the sandbox is gone), with reason
+ * when its process had not ended yet (SBX_EXIT_UNSPECIFIED: derived from
+ * the state of the sandbox). Output already in the pipes is kept as far as
+ * the log takes it. */
+void sbx_exec_abort_all(struct sbx *sb, enum sbx_exit_reason reason);
 
 /* manager.c */
 struct sbx *sbx_find_live(struct sbx_manager *m, const char *key);
