@@ -16,15 +16,15 @@
  *
  * Ownership: sessions belong to the manager. A client holds a handle (a
  * struct sbx_exec *) from sbx_exec_start or sbx_exec_attach until it calls
- * sbx_exec_release, or until on_exited / on_detached told it the handle
- * is no longer its own (after on_exited it must still call
- * sbx_exec_release). Strings given in callbacks are borrowed for the call.
+ * sbx_exec_release (also after on_exited), unless on_detached took it away
+ * first (then it must not touch the handle at all). Strings given in
+ * callbacks are borrowed for the call.
  *
  * Threading: everything runs on the manager's loop thread. Callbacks run
- * from the loop, and also from within sbx_exec_attach,
- * sbx_exec_resume_output and sbx_exec_release (output already in the log
- * is delivered at once); a callback may call any function here, including
- * sbx_exec_release on its own session. */
+ * from the loop, and also from within sbx_exec_attach (the replay; the
+ * previous client's on_detached) and sbx_exec_resume_output; none reaches
+ * a client after its sbx_exec_release. A callback may call any function
+ * here, including sbx_exec_release on its own session. */
 
 #include <stdbool.h>
 #include <stddef.h>
