@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* warren.v1.Sandboxes/Exec and ListProcesses: the glue between gRPC calls
- * and sandbox exec sessions (sandbox/exec.c). First Exec request: start or
+ * and sandbox exec sessions (sandbox/exec.h). Requests are validated here
+ * (errors name the field) and converted to the domain's structs; callbacks
+ * become responses. First Exec request: start or
  * attach. Then stdin, close_stdin, signal, resize. Responses: started,
  * stdout/stderr chunks (with their offsets), gap (attach from an offset the
  * log no longer holds), exited, then OK trailers. A second client attaching
@@ -15,7 +17,8 @@
 
 #include "api/api-internal.h"
 #include "basic/log.h"
-#include "sandbox/sandbox.h"
+#include "basic/macro.h"
+#include "sandbox/exec.h"
 #include "warren/v1/sandboxes.pb-c.h"
 
 struct exec_call {
@@ -69,12 +72,31 @@ static int on_output(struct sbx_exec *x, enum sbx_stream stream, const void *dat
         return r == 1 ? 1 : 0;
 }
 
-static void on_exited(struct sbx_exec *x, int exit_code, int signo, int reason, void *userdata) {
+static Warren__V1__ExitReason exit_reason_to_proto(enum sbx_exit_reason reason) {
+        switch (reason) {
+        case SBX_EXIT_UNSPECIFIED:
+                break;
+        case SBX_EXIT_EXITED:
+                return WARREN__V1__EXIT_REASON__EXIT_REASON_EXITED;
+        case SBX_EXIT_SIGNALED:
+                return WARREN__V1__EXIT_REASON__EXIT_REASON_SIGNALED;
+        case SBX_EXIT_TIMEOUT:
+                return WARREN__V1__EXIT_REASON__EXIT_REASON_TIMEOUT;
+        case SBX_EXIT_OOM:
+                return WARREN__V1__EXIT_REASON__EXIT_REASON_OOM;
+        case SBX_EXIT_SANDBOX_TERMINATED:
+                return WARREN__V1__EXIT_REASON__EXIT_REASON_SANDBOX_TERMINATED;
+        }
+        return WARREN__V1__EXIT_REASON__EXIT_REASON_UNSPECIFIED;
+}
+
+static void on_exited(struct sbx_exec *x, int exit_code, int signo, enum sbx_exit_reason reason,
+                      void *userdata) {
         struct exec_call *ec = userdata;
         Warren__V1__ExecExited ex = WARREN__V1__EXEC_EXITED__INIT;
         ex.exit_code = exit_code;
         ex.signal = signo;
-        ex.reason = (Warren__V1__ExitReason) reason;
+        ex.reason = exit_reason_to_proto(reason);
         Warren__V1__ExecResponse resp = WARREN__V1__EXEC_RESPONSE__INIT;
         resp.kind_case = WARREN__V1__EXEC_RESPONSE__KIND_EXITED;
         resp.exited = &ex;
@@ -123,6 +145,95 @@ static void fail(struct rpc_call *call, int status, const char *msg) {
         rpc_call_finish(call, status, msg);
 }
 
+static int invalid(struct wr_err *e, const char *msg) {
+        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT, "%s", msg);
+}
+
+/* A request's vectors for the domain: argv pointing into the request,
+ * env as "K=V" strings, both NULL-terminated, in one allocation. */
+struct start_vectors {
+        char **argv, **env;
+};
+
+static void start_vectors_free(struct start_vectors *v) {
+        free(v->argv);
+        v->argv = v->env = NULL;
+}
+
+/* Validate start and describe it in *spec (borrowing from start and v;
+ * free v with start_vectors_free). -EINVAL with INVALID_ARGUMENT naming
+ * the field, or -ENOMEM. */
+static int start_spec(const Warren__V1__ExecStart *start, struct sbx_exec_spec *spec,
+                      struct start_vectors *v, struct wr_err *e) {
+        if (!start->sandbox || !*start->sandbox)
+                return invalid(e, "start.sandbox: name the sandbox (id or name)");
+        if (start->n_argv == 0 || !start->argv[0][0])
+                return invalid(e, "start.argv: give the command to run (argv[0] non-empty)");
+        if (start->timeout_secs < 0 || start->timeout_secs > 1e7)
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "start.timeout_secs: %g is out of range (0 = none)",
+                                start->timeout_secs);
+        size_t strings = 0;
+        for (size_t i = 0; i < start->n_env; i++) {
+                const char *k = start->env[i]->key, *val = start->env[i]->value;
+                if (!*k || strchr(k, '='))
+                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                        "start.env: %s is not a valid variable name", k);
+                strings += strlen(k) + strlen(val) + 2;
+        }
+        size_t n_ptrs = start->n_argv + 1 + start->n_env + 1;
+        char **p = malloc(n_ptrs * sizeof(char *) + strings);
+        if (!p)
+                return err_set(e, -ENOMEM, "exec: out of memory");
+        v->argv = p;
+        memcpy(v->argv, start->argv, start->n_argv * sizeof(char *));
+        v->argv[start->n_argv] = NULL;
+        v->env = v->argv + start->n_argv + 1;
+        char *s = (char *) (p + n_ptrs);
+        for (size_t i = 0; i < start->n_env; i++) {
+                v->env[i] = s;
+                s = stpcpy(stpcpy(stpcpy(s, start->env[i]->key), "="), start->env[i]->value) + 1;
+        }
+        v->env[start->n_env] = NULL;
+        *spec = (struct sbx_exec_spec){
+                .sandbox = start->sandbox,
+                .argv = v->argv,
+                .env = v->env,
+                .workdir = start->workdir,
+                .user = start->user,
+                .pty = start->pty,
+                .detach = start->detach,
+                .cols = start->window ? (uint16_t) start->window->cols : 0,
+                .rows = start->window ? (uint16_t) start->window->rows : 0,
+                .timeout_secs = start->timeout_secs,
+        };
+        return 0;
+}
+
+static int exec_start(struct api_ctx *ctx, const Warren__V1__ExecStart *start, struct exec_call *ec,
+                      struct wr_err *e) {
+        _cleanup_(start_vectors_free) struct start_vectors v = {0};
+        struct sbx_exec_spec spec;
+        int r = start_spec(start, &spec, &v, e);
+        if (r < 0)
+                return r;
+        return sbx_exec_start(ctx->sandboxes, &spec, &exec_callbacks, ec, &ec->x, e);
+}
+
+static int exec_attach(struct api_ctx *ctx, const Warren__V1__ExecAttach *a, struct exec_call *ec,
+                       struct wr_err *e) {
+        if (!a->sandbox || !*a->sandbox)
+                return invalid(e, "attach.sandbox: name the sandbox (id or name)");
+        if (!a->exec_id || !*a->exec_id)
+                return invalid(e, "attach.exec_id: give the exec id (\"ex-N\")");
+        struct sbx_exec_target t = {
+                .sandbox = a->sandbox,
+                .exec_id = a->exec_id,
+                .offset = a->offset,
+        };
+        return sbx_exec_attach(ctx->sandboxes, &t, &exec_callbacks, ec, &ec->x, e);
+}
+
 static void exec_on_message(struct rpc_call *call, const ProtobufCMessage *msg) {
         const Warren__V1__ExecRequest *req = (const Warren__V1__ExecRequest *) msg;
         struct exec_call *ec = rpc_call_get_data(call);
@@ -139,10 +250,8 @@ static void exec_on_message(struct rpc_call *call, const ProtobufCMessage *msg) 
                 rpc_call_set_data(call, ec);
                 struct wr_err e = {0};
                 int r = req->kind_case == WARREN__V1__EXEC_REQUEST__KIND_START
-                                ? sbx_exec_start(ctx->sandboxes, req->start, &exec_callbacks, ec,
-                                                 &ec->x, &e)
-                                : sbx_exec_attach(ctx->sandboxes, req->attach, &exec_callbacks, ec,
-                                                  &ec->x, &e);
+                                ? exec_start(ctx, req->start, ec, &e)
+                                : exec_attach(ctx, req->attach, ec, &e);
                 if (r < 0) {
                         ec->finished = true;
                         if (err_status(&e) == WR_STATUS_INTERNAL)
@@ -223,6 +332,54 @@ const struct rpc_method api_exec_method = {
         .on_free = exec_on_free,
 };
 
+/* The processes of a ListProcessesResponse, in one allocation each. */
+struct process_list {
+        Warren__V1__Process **ptrs;
+        Warren__V1__Process *procs;
+        Warren__V1__Timestamp *times;
+        Warren__V1__ExecExited *exits;
+};
+
+static void process_list_free(struct process_list *l) {
+        free(l->ptrs);
+        free(l->procs);
+        free(l->times);
+        free(l->exits);
+}
+
+/* Fill l (n entries) from the domain's list; borrows its strings. */
+static int process_list_make(struct process_list *l, const struct sbx_exec_info *v, size_t n) {
+        l->ptrs = calloc(n + 1, sizeof(*l->ptrs));
+        l->procs = calloc(n + 1, sizeof(*l->procs));
+        l->times = calloc(n + 1, sizeof(*l->times));
+        l->exits = calloc(n + 1, sizeof(*l->exits));
+        if (!l->ptrs || !l->procs || !l->times || !l->exits)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                Warren__V1__Process *p = &l->procs[i];
+                warren__v1__process__init(p);
+                p->exec_id = (char *) v[i].exec_id;
+                p->pid = v[i].pid;
+                p->argv = (char **) v[i].argv;
+                p->n_argv = v[i].argc;
+                p->running = v[i].running;
+                p->pty = v[i].pty;
+                warren__v1__timestamp__init(&l->times[i]);
+                l->times[i].unix_nanos = v[i].started_ns;
+                p->started_at = &l->times[i];
+                if (!v[i].running) {
+                        Warren__V1__ExecExited *ex = &l->exits[i];
+                        warren__v1__exec_exited__init(ex);
+                        ex->exit_code = v[i].exit_code;
+                        ex->signal = v[i].signo;
+                        ex->reason = exit_reason_to_proto(v[i].reason);
+                        p->exited = ex;
+                }
+                l->ptrs[i] = p;
+        }
+        return 0;
+}
+
 static void list_processes(struct rpc_call *call, const ProtobufCMessage *msg) {
         const Warren__V1__ListProcessesRequest *req = (const void *) msg;
         struct api_ctx *ctx = rpc_call_server_ctx(call);
@@ -232,14 +389,22 @@ static void list_processes(struct rpc_call *call, const ProtobufCMessage *msg) {
                 return;
         }
         struct wr_err e = {0};
-        Warren__V1__ListProcessesResponse resp = WARREN__V1__LIST_PROCESSES_RESPONSE__INIT;
-        int r = sbx_exec_list(ctx->sandboxes, req->sandbox, &resp.processes, &resp.n_processes, &e);
+        _cleanup_free_ struct sbx_exec_info *v = NULL;
+        size_t n = 0;
+        int r = sbx_exec_list(ctx->sandboxes, req->sandbox, &v, &n, &e);
         if (r < 0) {
                 rpc_call_finish_err(call, &e);
                 return;
         }
+        _cleanup_(process_list_free) struct process_list l = {0};
+        if (process_list_make(&l, v, n) < 0) {
+                rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                return;
+        }
+        Warren__V1__ListProcessesResponse resp = WARREN__V1__LIST_PROCESSES_RESPONSE__INIT;
+        resp.processes = l.ptrs;
+        resp.n_processes = n;
         rpc_call_reply(call, &resp.base);
-        sbx_exec_list_free(resp.processes, resp.n_processes);
 }
 
 const struct rpc_method api_list_processes_method = {

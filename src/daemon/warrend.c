@@ -24,6 +24,7 @@
 #include "image/pull.h"
 #include "rpc/server.h"
 #include "runtime/runtime.h"
+#include "sandbox/exec.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
@@ -281,8 +282,6 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
         if (r < 0)
                 return r;
         struct wr_err he = {0};
-        if (d->cfg.exec_log_size)
-                sbx_exec_set_log_size(d->cfg.exec_log_size);
         if (rt_prepare(init, RT_CGROUP_AUTO, &he) < 0)
                 log_warn("sandboxes will not start on this host: %s", he.msg);
         struct sbx_manager_config mc = {
@@ -298,6 +297,9 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
         r = sbx_manager_new(&mc, &d->ctx.sandboxes, e);
         if (r < 0)
                 return err_prefix(e, r, "sandboxes");
+        if (d->cfg.exec_log_size &&
+            (r = sbx_exec_set_log_size(d->ctx.sandboxes, d->cfg.exec_log_size)) < 0)
+                return err_set(e, r, "sandboxes: exec log size: out of memory");
         if (d->images)
                 img_store_set_in_use(d->images, sbx_manager_image_in_use, d->ctx.sandboxes);
         log_debug("warren-init: %s", init);

@@ -1,22 +1,51 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Exec sessions: one process in a sandbox, its pipes (or PTY), a bounded
- * sequence-numbered output log, at most one attached client at a time,
- * stdin, signals, timeout, typed exit, and a short afterlife for finished
- * sessions so that a late re-attach still gets the tail and the exit.
+/* Exec sessions: one process in a sandbox, its pipes (or PTY), its output
+ * log (exec-log.h), at most one attached client at a time, stdin, signals,
+ * timeout, typed exit, and a short afterlife for finished sessions so that
+ * a late re-attach still gets the tail and the exit.
  *
  * Output path: pipe → log chunk (read straight into the chunk) → attached
- * client from its cursor `sent`. The log (log_cap bytes) has two parts:
- * up to 3/4 of it behind the cursor (bytes handed to the rpc layer that the
- * client may not have received when it dies: its transport buffers and our
- * send queue; a re-attach resumes from the client's own offset inside
- * them), and up to 1/4 ahead of it (read but not yet delivered). When the
- * part ahead is full the pipes are no longer read and the process blocks
- * on its full pipe, with or without a client attached (Docker's blocking
- * log mode: nothing is dropped while someone may still read it). Only a
- * session nobody will read (not attached and not detached, or over and
- * not attached) drops its oldest bytes, which a later attach sees as a
- * gap, as it does for an offset older than the history kept. */
-#include "sandbox/sandbox-internal.h"
+ * client from the log's cursor. The log keeps up to 3/4 of its size behind
+ * the cursor (bytes handed to the rpc layer that the client may not have
+ * received when it dies: its transport buffers and our send queue; a
+ * re-attach resumes from the client's own offset inside them) and up to
+ * 1/4 ahead of it (read but not yet delivered). When the part ahead is
+ * full the pipes are no longer read and the process blocks on its full
+ * pipe, with or without a client attached (Docker's blocking log mode:
+ * nothing is dropped while someone may still read it). Only a session
+ * nobody will read (not attached and not detached, or over and not
+ * attached) drops its oldest bytes, which a later attach sees as a gap, as
+ * it does for an offset older than the history kept.
+ *
+ * A session's process lifecycle (x->state):
+ *
+ *   SPAWNING ───init: spawned───▶ RUNNING
+ *      │                            │
+ *      │ spawn failed,              │ init: exited,
+ *      │ the sandbox ends           │ the sandbox ends
+ *      ▼                            │
+ *   EXITED ◀────────────────────────┘
+ *      │   (status known; the pipes are read to their end)
+ *      │   both output streams closed (EOF, or the sandbox ends)
+ *      ▼
+ *   FINISHED (exit recorded, handles closing, off the sandbox's list;
+ *      │      attachable while retained: detached, or exit not delivered)
+ *      │   more than MAX_RETAINED finished ones, or the manager goes
+ *      │   (sbx_exec_forget_all)
+ *      ▼
+ *   FORGOTTEN (not attachable, not listed; freed once no client, no
+ *              callback in progress and every handle closed)
+ *
+ * States only move down (a late message from init changes nothing). A
+ * start that fails after the session was made (a pipe, a handle, the
+ * send to init) goes straight to FORGOTTEN without ever being tracked.
+ * Alongside: what the attached client has been given (x->delivery: reset
+ * by each attach, kept after a release because a finished session whose
+ * exit was delivered is not retained), stdin (x->in_state), and the flags
+ * that are independent of both: pty, detach, paused (the client's send
+ * queue is full), in_full (stdin queue over its high-water mark),
+ * oom_known, and which handles exist (out_open[], timer_open). */
+#include "sandbox/exec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,36 +59,59 @@
 #include <termios.h>
 #include <time.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
 #include "runtime/ctl.h"
 #include "runtime/runtime.h"
+#include "sandbox/exec-log.h"
+#include "sandbox/sandbox-internal.h"
 #include "sandbox/user.h"
 #include "store/store.h"
 
-#define READ_CHUNK (1024 * 1024)
-#define MIN_CHUNK 4096
-#define NEW_CHUNK (64 * 1024)
+/* Read size hint when FIONREAD says nothing. */
+#define MIN_READ 4096
 #define PIPE_SIZE (1024 * 1024)
 #define STDIN_HIGH_WATER (1024 * 1024)
-/* Finished sessions kept for a late attach (daemon-wide, oldest go first). */
+/* Finished sessions kept for a late attach (per manager, oldest go first). */
 #define MAX_RETAINED 32
 
 enum { OUT_STDOUT = 0, OUT_STDERR = 1 };
 
-struct chunk {
-        struct chunk *next;
-        uint64_t off; /* offset of data[0] in the exec's output sequence */
-        size_t len, cap;
-        int stream;    /* enum sbx_stream */
-        unsigned refs; /* the log's, and one per sbx_output_hold */
-        uint8_t data[];
+enum exec_state {
+        EXEC_SPAWNING,
+        EXEC_RUNNING,
+        EXEC_EXITED,
+        EXEC_FINISHED,
+        EXEC_FORGOTTEN,
+};
+
+/* What the attached client (or the last one) was given. */
+enum exec_delivery {
+        DELIVERY_NONE,    /* nothing yet: `started` goes first */
+        DELIVERY_STARTED, /* `started`, then output */
+        DELIVERY_EXITED,  /* `exited` too: the session is over for it */
+};
+
+enum exec_stdin {
+        STDIN_CLOSED,   /* not opened yet (PTY before the spawn), or closed */
+        STDIN_OPEN,     /* in_fd and in_poll exist */
+        STDIN_DRAINING, /* open; closed once the queue is written */
+};
+
+/* The manager's exec state (struct sbx_manager.exec). */
+struct sbx_exec_state {
+        struct sbx_exec *head, *tail; /* every tracked session not yet freed, oldest first */
+        size_t log_size;
+        struct sbx_exec_log_pool *pool;
+        /* The manager let go (sbx_exec_forget_all): the state is freed with
+         * its last session. */
+        bool orphaned;
 };
 
 struct sbx_exec {
+        struct sbx_exec_state *st;            /* NULL until tracked */
         struct sbx *sb;                       /* NULL once the process is no longer tracked */
         struct sbx_exec *next;                /* in sb->execs while tracked */
-        struct sbx_exec *reg_next, *reg_prev; /* in the daemon-wide registry */
+        struct sbx_exec *reg_next, *reg_prev; /* in st's list */
         uint64_t id;
         char id_str[24];
         char sb_id[32];
@@ -68,47 +120,94 @@ struct sbx_exec {
         uint64_t oom_base;
         bool oom_known;
 
+        enum exec_state state;
+        enum exec_delivery delivery;
         const struct sbx_exec_callbacks *cb; /* NULL when nobody is attached */
         void *userdata;
-        bool pty, detach;
-        int refs; /* callbacks in progress: no free while > 0 */
+        bool pty, detach, paused;
+        int refs;    /* callbacks in progress: no free while > 0 */
+        int handles; /* uv handles initialized and not yet closed */
 
         int out_fd[2];
         uv_poll_t out_poll[2];
-        bool out_open[2], reading;
+        bool out_open[2]; /* out_poll[i] initialized and not closed */
 
+        enum exec_stdin in_state;
         int in_fd;
         uv_poll_t in_poll;
-        bool in_open, in_polling, in_close_pending, in_full;
+        bool in_full;
         uint8_t *in_buf;
         size_t in_len;
 
         uv_timer_t timer;
-        bool spawned, exited, finished, paused, started_sent, exit_sent, forgotten;
-        int pid, status, reason;
-        int exit_code, exit_signo, exit_reason;
-        int handles;
+        bool timer_open;
 
-        /* The output log. */
-        struct chunk *head, *tail;
-        struct chunk *cur;  /* holds `sent` (or NULL: search from head) */
-        uint64_t log_start; /* offset of the first byte still held */
-        uint64_t offset;    /* offset after the last byte read */
-        uint64_t sent;      /* next offset to give the attached client */
-        size_t log_bytes;   /* capacity held by the chunks */
+        int pid, status;
+        enum sbx_exit_reason reason; /* forced (timeout, sandbox ended), or UNSPECIFIED */
+        int exit_code, exit_signo;
+        enum sbx_exit_reason exit_reason;
+
+        struct sbx_exec_log log;
 };
-
-static size_t log_cap = 16u << 20;
-static struct sbx_exec *reg_head, *reg_tail;
-
-void sbx_exec_set_log_size(size_t bytes) {
-        log_cap = bytes < 4 * READ_CHUNK ? 4 * READ_CHUNK : bytes;
-}
 
 static int64_t now_ns(void) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* --- the manager's exec state --- */
+
+static struct sbx_exec_state *state_get(struct sbx_manager *m) {
+        if (m->exec)
+                return m->exec;
+        _cleanup_free_ struct sbx_exec_state *st = calloc(1, sizeof(*st));
+        if (!st || sbx_exec_log_pool_new(&st->pool) < 0)
+                return NULL;
+        st->log_size = SBX_EXEC_LOG_SIZE_DEFAULT;
+        m->exec = TAKE_PTR(st);
+        return m->exec;
+}
+
+static void state_free(struct sbx_exec_state *st) {
+        sbx_exec_log_pool_close(st->pool);
+        free(st);
+}
+
+int sbx_exec_set_log_size(struct sbx_manager *m, size_t bytes) {
+        struct sbx_exec_state *st = state_get(m);
+        if (!st)
+                return -ENOMEM;
+        st->log_size = bytes;
+        return 0;
+}
+
+static void reg_add(struct sbx_exec_state *st, struct sbx_exec *x) {
+        x->st = st;
+        x->reg_prev = st->tail;
+        if (st->tail)
+                st->tail->reg_next = x;
+        else
+                st->head = x;
+        st->tail = x;
+}
+
+static void reg_del(struct sbx_exec *x) {
+        struct sbx_exec_state *st = x->st;
+        if (!st)
+                return;
+        if (x->reg_prev)
+                x->reg_prev->reg_next = x->reg_next;
+        else
+                st->head = x->reg_next;
+        if (x->reg_next)
+                x->reg_next->reg_prev = x->reg_prev;
+        else
+                st->tail = x->reg_prev;
+        x->reg_next = x->reg_prev = NULL;
+        x->st = NULL;
+        if (st->orphaned && !st->head)
+                state_free(st);
 }
 
 static struct sbx_exec *find(struct sbx *sb, uint64_t id) {
@@ -129,71 +228,19 @@ static void unlink_exec(struct sbx_exec *x) {
         x->sb = NULL;
 }
 
-static void reg_add(struct sbx_exec *x) {
-        x->reg_prev = reg_tail;
-        if (reg_tail)
-                reg_tail->reg_next = x;
-        else
-                reg_head = x;
-        reg_tail = x;
-}
-
-static void reg_del(struct sbx_exec *x) {
-        if (x->reg_prev)
-                x->reg_prev->reg_next = x->reg_next;
-        else if (reg_head == x)
-                reg_head = x->reg_next;
-        if (x->reg_next)
-                x->reg_next->reg_prev = x->reg_prev;
-        else if (reg_tail == x)
-                reg_tail = x->reg_prev;
-        x->reg_next = x->reg_prev = NULL;
-}
-
-/* Full-size chunks are recycled: fresh ones would be mmapped, faulted in
- * and unmapped again for every read of a fast stream. */
-#define POOL_MAX 4
-static struct chunk *pool[POOL_MAX];
-static size_t pool_n;
-
-static struct chunk *chunk_new(size_t cap) {
-        if (cap == READ_CHUNK && pool_n > 0)
-                return pool[--pool_n];
-        return malloc(sizeof(struct chunk) + cap);
-}
-
-/* Drop a reference; bytes a client still sends from stay until it is done
- * with them. */
-static void chunk_free(struct chunk *c) {
-        if (c && --c->refs > 0)
-                return;
-        if (c && c->cap == READ_CHUNK && pool_n < POOL_MAX)
-                pool[pool_n++] = c;
-        else
-                free(c);
-}
-
-static void log_free(struct sbx_exec *x) {
-        while (x->head) {
-                struct chunk *c = x->head;
-                x->head = c->next;
-                chunk_free(c);
-        }
-        x->tail = x->cur = NULL;
-        x->log_bytes = 0;
-}
+/* --- lifetime --- */
 
 /* Kept after the end: detached sessions, and those whose exit no client
  * has seen. */
 static bool retained(const struct sbx_exec *x) {
-        return !x->forgotten && (x->detach || !x->exit_sent);
+        return x->state != EXEC_FORGOTTEN && (x->detach || x->delivery != DELIVERY_EXITED);
 }
 
 static void maybe_free(struct sbx_exec *x) {
-        if (x->refs > 0 || !x->finished || x->cb || x->handles > 0 || retained(x))
+        if (x->refs > 0 || x->state < EXEC_FINISHED || x->cb || x->handles > 0 || retained(x))
                 return;
         reg_del(x);
-        log_free(x);
+        sbx_exec_log_clear(&x->log);
         if (x->argv)
                 for (char **p = x->argv; *p; p++)
                         free(*p);
@@ -212,14 +259,16 @@ static void unref(struct sbx_exec *x) {
 }
 
 /* Bound the finished sessions nobody is attached to. */
-static void retain_trim(void) {
+static void retain_trim(struct sbx_exec_state *st) {
+        if (!st)
+                return;
         size_t n = 0;
-        for (struct sbx_exec *x = reg_head; x; x = x->reg_next)
-                n += x->finished && !x->cb && retained(x);
-        for (struct sbx_exec *x = reg_head, *nx; x && n > MAX_RETAINED; x = nx) {
+        for (struct sbx_exec *x = st->head; x; x = x->reg_next)
+                n += x->state == EXEC_FINISHED && !x->cb && retained(x);
+        for (struct sbx_exec *x = st->head, *nx; x && n > MAX_RETAINED; x = nx) {
                 nx = x->reg_next;
-                if (x->finished && !x->cb && retained(x)) {
-                        x->forgotten = true;
+                if (x->state == EXEC_FINISHED && !x->cb && retained(x)) {
+                        x->state = EXEC_FORGOTTEN;
                         n--;
                         maybe_free(x);
                 }
@@ -232,110 +281,75 @@ static void handle_closed(uv_handle_t *h) {
         maybe_free(x);
 }
 
+/* Close output stream i: its handle when it exists, its fd when open.
+ * Safe on a half-built session and when already closed. */
 static void close_out(struct sbx_exec *x, int i) {
-        if (!x->out_open[i])
-                return;
-        x->out_open[i] = false;
-        uv_poll_stop(&x->out_poll[i]);
-        uv_close((uv_handle_t *) &x->out_poll[i], handle_closed);
-        close(x->out_fd[i]);
-        x->out_fd[i] = -EBADF;
+        if (x->out_open[i]) {
+                x->out_open[i] = false;
+                uv_poll_stop(&x->out_poll[i]);
+                uv_close((uv_handle_t *) &x->out_poll[i], handle_closed);
+        }
+        x->out_fd[i] = safe_close(x->out_fd[i]);
 }
 
+/* Close stdin and drop what is queued for it. Safe on a half-built session
+ * and when already closed. */
 static void close_in(struct sbx_exec *x) {
-        if (!x->in_open)
-                return;
-        x->in_open = false;
-        uv_poll_stop(&x->in_poll);
-        uv_close((uv_handle_t *) &x->in_poll, handle_closed);
-        close(x->in_fd);
-        x->in_fd = -EBADF;
+        if (x->in_state != STDIN_CLOSED) {
+                x->in_state = STDIN_CLOSED;
+                uv_poll_stop(&x->in_poll);
+                uv_close((uv_handle_t *) &x->in_poll, handle_closed);
+        }
+        x->in_fd = safe_close(x->in_fd);
         free(x->in_buf);
         x->in_buf = NULL;
         x->in_len = 0;
 }
 
+static void close_timer(struct sbx_exec *x) {
+        if (!x->timer_open)
+                return;
+        x->timer_open = false;
+        uv_timer_stop(&x->timer);
+        uv_close((uv_handle_t *) &x->timer, handle_closed);
+}
+
+/* Destroy a session that sbx_exec_start made but did not hand out: close
+ * what was made (handles asynchronously; the memory goes with the last of
+ * them). No callback runs. NULL ok. */
+static void exec_destroy(struct sbx_exec *x) {
+        if (!x)
+                return;
+        x->cb = NULL;
+        x->state = EXEC_FORGOTTEN;
+        close_out(x, OUT_STDOUT);
+        close_out(x, OUT_STDERR);
+        close_in(x);
+        close_timer(x);
+        maybe_free(x);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct sbx_exec *, exec_destroy);
+
 void sbx_output_hold(struct sbx_output *buf) {
-        ((struct chunk *) buf)->refs++;
+        sbx_exec_log_hold(buf);
 }
 
 void sbx_output_release(void *buf) {
-        chunk_free(buf);
-}
-
-/* --- the log --- */
-
-/* Nobody will read this session's unsent bytes in time: drop instead of
- * blocking. */
-static bool may_drop(const struct sbx_exec *x) {
-        return !x->cb && (!x->detach || x->exited);
-}
-
-/* Bytes kept behind the client's cursor (what it may not have received
- * yet: its transport buffers and our send queue), and bytes read ahead of
- * it before the pipes are left alone. */
-static size_t history_cap(void) {
-        return log_cap - log_cap / 4;
-}
-
-static size_t ahead_cap(void) {
-        return log_cap / 4;
-}
-
-static void drop_head(struct sbx_exec *x) {
-        struct chunk *c = x->head;
-        x->head = c->next;
-        if (!x->head)
-                x->tail = NULL;
-        if (x->cur == c)
-                x->cur = NULL;
-        x->log_bytes -= c->cap;
-        x->log_start = x->head ? x->head->off : x->offset;
-        chunk_free(c);
-}
-
-/* Drop what the log no longer needs: bytes more than history_cap behind
- * the cursor; when nobody will read in time (may_drop), the oldest bytes
- * beyond log_cap whether sent or not. */
-static void log_evict(struct sbx_exec *x) {
-        while (x->head && x->head->off + x->head->len <= x->sent &&
-               x->sent - (x->head->off + x->head->len) >= history_cap())
-                drop_head(x);
-        if (may_drop(x))
-                while (x->head && x->offset - x->log_start + READ_CHUNK > log_cap)
-                        drop_head(x);
-}
-
-static bool log_has_room(struct sbx_exec *x) {
-        log_evict(x);
-        return may_drop(x) || x->offset < x->sent ||
-               x->offset - x->sent + READ_CHUNK <= ahead_cap();
-}
-
-/* Append n bytes (not read from a pipe: error messages). */
-static void log_append(struct sbx_exec *x, int stream, const void *data, size_t n) {
-        struct chunk *c = malloc(sizeof(*c) + n);
-        if (!c)
-                return;
-        *c = (struct chunk){.off = x->offset, .len = n, .cap = n, .stream = stream, .refs = 1};
-        memcpy(c->data, data, n);
-        if (x->tail)
-                x->tail->next = c;
-        else
-                x->head = c;
-        x->tail = c;
-        if (!x->head->next && x->head == c)
-                x->log_start = c->off;
-        x->log_bytes += n;
-        x->offset += n;
+        sbx_exec_log_release(buf);
 }
 
 /* --- delivery to the attached client --- */
 
+/* Nobody will read this session's unsent bytes in time: drop instead of
+ * blocking. */
+static bool may_drop(const struct sbx_exec *x) {
+        return !x->cb && (!x->detach || x->state >= EXEC_EXITED);
+}
+
 static void deliver_exit(struct sbx_exec *x) {
-        if (x->exit_sent || !x->cb)
+        if (x->delivery == DELIVERY_EXITED || !x->cb)
                 return;
-        x->exit_sent = true;
+        x->delivery = DELIVERY_EXITED;
         if (x->cb->on_exited)
                 x->cb->on_exited(x, x->exit_code, x->exit_signo, x->exit_reason, x->userdata);
 }
@@ -345,39 +359,27 @@ static void deliver_exit(struct sbx_exec *x) {
 static void pump(struct sbx_exec *x) {
         if (!x->cb || x->paused)
                 return;
-        if (!x->started_sent) {
+        if (x->delivery == DELIVERY_NONE) {
                 /* Output may be read before init confirmed the spawn: it
                  * waits in the log, `started` goes first. */
-                if (!x->spawned && !x->finished)
+                if (x->state == EXEC_SPAWNING)
                         return;
-                x->started_sent = true;
+                x->delivery = DELIVERY_STARTED;
                 if (x->cb->on_started)
                         x->cb->on_started(x, x->pid, x->id_str, x->userdata);
         }
-        if (x->cb && x->sent < x->log_start) {
-                uint64_t from = x->sent;
-                x->sent = x->log_start;
-                if (x->cb->on_gap)
-                        x->cb->on_gap(x, from, x->log_start, x->userdata);
-        }
-        struct chunk *c = x->cur && x->cur->off <= x->sent ? x->cur : x->head;
-        while (x->cb && !x->paused && x->sent < x->offset) {
-                while (c && c->off + c->len <= x->sent)
-                        c = c->next;
-                if (!c)
-                        break;
-                size_t skip = (size_t) (x->sent - c->off);
-                size_t n = c->len - skip;
-                uint64_t off = x->sent;
-                x->sent += n;
-                int r = x->cb->on_output ? x->cb->on_output(x, c->stream, c->data + skip, n, off,
-                                                            (struct sbx_output *) c, x->userdata)
+        uint64_t from, to;
+        if (x->cb && sbx_exec_log_take_gap(&x->log, &from, &to) && x->cb->on_gap)
+                x->cb->on_gap(x, from, to, x->userdata);
+        struct sbx_exec_log_piece p;
+        while (x->cb && !x->paused && sbx_exec_log_next(&x->log, &p)) {
+                int r = x->cb->on_output ? x->cb->on_output(x, (enum sbx_stream) p.stream, p.data,
+                                                            p.n, p.offset, p.chunk, x->userdata)
                                          : 0;
-                x->cur = c;
                 if (r > 0)
                         x->paused = true;
         }
-        if (x->finished && x->sent >= x->offset && !x->paused)
+        if (x->state >= EXEC_FINISHED && x->log.cursor >= x->log.end && !x->paused)
                 deliver_exit(x);
 }
 
@@ -385,21 +387,27 @@ static void pump(struct sbx_exec *x) {
 
 static void out_poll_cb(uv_poll_t *h, int status, int events);
 
+/* Watch the open output streams for input, or stop. */
 static void set_reading(struct sbx_exec *x, bool on) {
-        x->reading = on;
-        for (int i = 0; i < 2; i++)
-                if (x->out_open[i]) {
-                        if (on)
-                                uv_poll_start(&x->out_poll[i], UV_READABLE, out_poll_cb);
-                        else
-                                uv_poll_stop(&x->out_poll[i]);
-                }
+        for (int i = 0; i < 2; i++) {
+                if (!x->out_open[i])
+                        continue;
+                bool active = uv_is_active((uv_handle_t *) &x->out_poll[i]);
+                if (on && !active)
+                        uv_poll_start(&x->out_poll[i], UV_READABLE, out_poll_cb);
+                else if (!on && active)
+                        uv_poll_stop(&x->out_poll[i]);
+        }
+}
+
+static bool want_reading(struct sbx_exec *x) {
+        return (x->out_open[0] || x->out_open[1]) && sbx_exec_log_has_room(&x->log, may_drop(x));
 }
 
 static void finish(struct sbx_exec *x);
 
 static void maybe_finish(struct sbx_exec *x) {
-        if (x->exited && !x->out_open[OUT_STDOUT] && !x->out_open[OUT_STDERR])
+        if (x->state == EXEC_EXITED && !x->out_open[OUT_STDOUT] && !x->out_open[OUT_STDERR])
                 finish(x);
 }
 
@@ -409,57 +417,24 @@ static void maybe_finish(struct sbx_exec *x) {
  * could still write to it). */
 static void drain(struct sbx_exec *x, int i) {
         int stream = i == OUT_STDOUT ? SBX_STDOUT : SBX_STDERR;
-        while (x->out_open[i] && log_has_room(x)) {
+        while (x->out_open[i] && sbx_exec_log_has_room(&x->log, may_drop(x))) {
                 int avail = 0;
                 if (ioctl(x->out_fd[i], FIONREAD, &avail) < 0 || avail <= 0)
-                        avail = MIN_CHUNK;
-                struct chunk *c = x->tail;
-                uint8_t *dst;
+                        avail = MIN_READ;
                 size_t room;
-                bool fresh = false;
-                if (c && c->stream == stream && c->cap - c->len >= MIN_CHUNK) {
-                        dst = c->data + c->len;
-                        room = c->cap - c->len;
-                } else {
-                        size_t cap = (size_t) avail < NEW_CHUNK    ? NEW_CHUNK
-                                     : (size_t) avail > READ_CHUNK ? READ_CHUNK
-                                                                   : (size_t) avail;
-                        c = chunk_new(cap);
-                        if (!c)
-                                break;
-                        *c = (struct chunk){
-                                .off = x->offset, .cap = cap, .stream = stream, .refs = 1};
-                        dst = c->data;
-                        room = cap;
-                        fresh = true;
-                }
+                uint8_t *dst = sbx_exec_log_reserve(&x->log, stream, (size_t) avail, &room);
+                if (!dst)
+                        break;
                 ssize_t n = read(x->out_fd[i], dst, room);
-                if (n > 0) {
-                        if (fresh) {
-                                if (x->tail)
-                                        x->tail->next = c;
-                                else {
-                                        x->head = c;
-                                        x->log_start = c->off;
-                                }
-                                x->tail = c;
-                                x->log_bytes += c->cap;
-                        }
-                        c->len += (size_t) n;
-                        x->offset += (uint64_t) n;
-                        /* Deliver in large messages: a full chunk, or what
-                         * the pipe had once it is empty. */
-                        if (c->len == c->cap)
-                                pump(x);
-                        continue;
-                }
                 int err = n < 0 ? errno : 0;
-                if (fresh)
-                        chunk_free(c);
-                if (err == EINTR)
+                /* Deliver in large messages: a full chunk, or what the pipe
+                 * had once it is empty. */
+                if (sbx_exec_log_commit(&x->log, n > 0 ? (size_t) n : 0))
+                        pump(x);
+                if (n > 0 || err == EINTR)
                         continue;
                 if (err == EAGAIN) {
-                        if (x->exited)
+                        if (x->state >= EXEC_EXITED)
                                 close_out(x, i);
                         break;
                 }
@@ -467,9 +442,7 @@ static void drain(struct sbx_exec *x, int i) {
                 close_out(x, i);
         }
         pump(x);
-        bool want = x->out_open[0] || x->out_open[1] ? log_has_room(x) : false;
-        if (want != x->reading)
-                set_reading(x, want);
+        set_reading(x, want_reading(x));
         maybe_finish(x);
 }
 
@@ -488,18 +461,16 @@ static void out_poll_cb(uv_poll_t *h, int status, int events) {
 /* Deliver, then read on if the log has room again. */
 static void kick(struct sbx_exec *x) {
         pump(x);
-        if (x->finished)
+        if (x->state >= EXEC_FINISHED)
                 return;
-        if (x->exited) {
+        if (x->state == EXEC_EXITED) {
                 /* Nothing else wakes us: read to the end now. */
                 for (int i = 0; i < 2; i++)
                         if (x->out_open[i])
                                 drain(x, i);
                 return;
         }
-        bool want = (x->out_open[0] || x->out_open[1]) && log_has_room(x);
-        if (want != x->reading)
-                set_reading(x, want);
+        set_reading(x, want_reading(x));
 }
 
 void sbx_exec_resume_output(struct sbx_exec *x) {
@@ -513,41 +484,41 @@ void sbx_exec_resume_output(struct sbx_exec *x) {
 
 /* The process is over and its output read: record how it ended. */
 static void finish(struct sbx_exec *x) {
-        if (x->finished)
+        if (x->state >= EXEC_FINISHED)
                 return;
-        x->finished = true;
+        x->state = EXEC_FINISHED;
         close_out(x, OUT_STDOUT);
         close_out(x, OUT_STDERR);
         close_in(x);
-        uv_timer_stop(&x->timer);
-        uv_close((uv_handle_t *) &x->timer, handle_closed);
-        int code, signo = 0, reason;
+        close_timer(x);
+        int code, signo = 0;
+        enum sbx_exit_reason reason;
         if (WIFEXITED(x->status)) {
                 code = WEXITSTATUS(x->status);
-                reason = WARREN__V1__EXIT_REASON__EXIT_REASON_EXITED;
+                reason = SBX_EXIT_EXITED;
         } else {
                 signo = WIFSIGNALED(x->status) ? WTERMSIG(x->status) : SIGKILL;
                 code = 128 + signo;
-                reason = WARREN__V1__EXIT_REASON__EXIT_REASON_SIGNALED;
+                reason = SBX_EXIT_SIGNALED;
         }
-        if (x->reason)
+        if (x->reason != SBX_EXIT_UNSPECIFIED)
                 reason = x->reason;
         else if (x->sb && x->sb->state != SBX_RUNNING)
                 /* Ended by the sandbox's termination (its SIGTERM, or
                  * exiting on it during the grace period). */
-                reason = WARREN__V1__EXIT_REASON__EXIT_REASON_SANDBOX_TERMINATED;
+                reason = SBX_EXIT_SANDBOX_TERMINATED;
         else if (signo == SIGKILL && x->oom_known && x->sb && x->sb->rt) {
                 /* The OOM killer counts its kills in the sandbox's cgroup. */
                 uint64_t n;
                 if (rt_sandbox_oom_kills(x->sb->rt, &n) == 0 && n > x->oom_base)
-                        reason = WARREN__V1__EXIT_REASON__EXIT_REASON_OOM;
+                        reason = SBX_EXIT_OOM;
         }
         x->exit_code = code;
         x->exit_signo = signo;
         x->exit_reason = reason;
         unlink_exec(x);
         pump(x);
-        retain_trim();
+        retain_trim(x->st);
 }
 
 /* --- stdin --- */
@@ -568,14 +539,12 @@ static int flush_stdin(struct sbx_exec *x) {
                 memmove(x->in_buf, x->in_buf + n, x->in_len - (size_t) n);
                 x->in_len -= (size_t) n;
         }
-        if (x->in_len > 0 && !x->in_polling) {
+        bool polling = uv_is_active((uv_handle_t *) &x->in_poll);
+        if (x->in_len > 0 && !polling)
                 uv_poll_start(&x->in_poll, UV_WRITABLE, in_poll_cb);
-                x->in_polling = true;
-        } else if (x->in_len == 0 && x->in_polling) {
+        else if (x->in_len == 0 && polling)
                 uv_poll_stop(&x->in_poll);
-                x->in_polling = false;
-        }
-        if (x->in_len == 0 && x->in_close_pending && !x->pty)
+        if (x->in_len == 0 && x->in_state == STDIN_DRAINING)
                 close_in(x);
         return 0;
 }
@@ -587,7 +556,7 @@ static void in_poll_cb(uv_poll_t *h, int status, int events) {
                 close_in(x);
         else {
                 flush_stdin(x);
-                if (x->in_open && x->in_full && x->in_len < STDIN_HIGH_WATER / 2) {
+                if (x->in_state != STDIN_CLOSED && x->in_full && x->in_len < STDIN_HIGH_WATER / 2) {
                         x->in_full = false;
                         if (x->cb && x->cb->on_stdin_ready)
                                 x->cb->on_stdin_ready(x, x->userdata);
@@ -597,7 +566,7 @@ static void in_poll_cb(uv_poll_t *h, int status, int events) {
 }
 
 int sbx_exec_write_stdin(struct sbx_exec *x, const void *data, size_t n) {
-        if (!x->in_open || x->in_close_pending)
+        if (x->in_state != STDIN_OPEN)
                 return -EPIPE;
         if (n == 0)
                 return 0;
@@ -618,14 +587,14 @@ int sbx_exec_write_stdin(struct sbx_exec *x, const void *data, size_t n) {
 }
 
 int sbx_exec_close_stdin(struct sbx_exec *x) {
-        if (!x->in_open)
+        if (x->in_state == STDIN_CLOSED)
                 return 0;
         if (x->pty) {
                 /* A terminal has no separate stdin to close: send EOF (^D). */
                 static const char eot = 4;
                 return sbx_exec_write_stdin(x, &eot, 1) < 0 ? -EPIPE : 0;
         }
-        x->in_close_pending = true;
+        x->in_state = STDIN_DRAINING;
         return flush_stdin(x);
 }
 
@@ -634,7 +603,7 @@ int sbx_exec_close_stdin(struct sbx_exec *x) {
 int sbx_exec_signal(struct sbx_exec *x, int signo, bool group) {
         if (signo <= 0 || signo >= 65)
                 return -EINVAL;
-        if (x->exited || !x->sb)
+        if (x->state >= EXEC_EXITED || !x->sb)
                 return -ESRCH;
         return sbx_ctl_send_signal(x->sb, x->id, signo, group);
 }
@@ -650,19 +619,63 @@ int sbx_exec_resize(struct sbx_exec *x, unsigned cols, unsigned rows) {
 
 static void timeout_cb(uv_timer_t *t) {
         struct sbx_exec *x = t->data;
-        if (x->exited || !x->sb)
+        if (x->state >= EXEC_EXITED || !x->sb)
                 return;
-        x->reason = WARREN__V1__EXIT_REASON__EXIT_REASON_TIMEOUT;
+        x->reason = SBX_EXIT_TIMEOUT;
         sbx_ctl_send_signal(x->sb, x->id, SIGKILL, true);
 }
 
 /* --- messages from init --- */
 
+/* The process is over (status as from waitpid) before its output was read
+ * to the end: read what is there, and finish once both streams closed. */
+static void set_exited(struct sbx_exec *x, int status) {
+        if (x->state >= EXEC_EXITED)
+                return;
+        x->state = EXEC_EXITED;
+        x->status = status;
+}
+
+/* Take the PTY master init sent for a spawned PTY session: it carries the
+ * terminal's output and, duplicated, stdin and resizes. */
+static void pty_attach(struct sbx_exec *x, uv_loop_t *loop, int pty_fd) {
+        (void) fcntl(pty_fd, F_SETFL, fcntl(pty_fd, F_GETFL) | O_NONBLOCK);
+        x->out_fd[OUT_STDOUT] = pty_fd;
+        int r = uv_poll_init(loop, &x->out_poll[OUT_STDOUT], pty_fd);
+        if (r < 0) {
+                /* Without its terminal nobody can see or drive the process:
+                 * say so, kill it, and end with its exit. */
+                char msg[160];
+                int n = snprintf(msg, sizeof(msg), "warren: cannot watch the terminal: %s\n",
+                                 uv_strerror(r));
+                (void) sbx_exec_log_append(&x->log, SBX_STDOUT, msg, (size_t) n);
+                x->out_fd[OUT_STDOUT] = safe_close(x->out_fd[OUT_STDOUT]);
+                if (x->sb)
+                        (void) sbx_ctl_send_signal(x->sb, x->id, SIGKILL, true);
+                return;
+        }
+        x->out_poll[OUT_STDOUT].data = x;
+        x->out_open[OUT_STDOUT] = true;
+        x->handles++;
+        x->in_fd = fcntl(pty_fd, F_DUPFD_CLOEXEC, 3);
+        if (x->in_fd >= 0) {
+                if (uv_poll_init(loop, &x->in_poll, x->in_fd) < 0)
+                        x->in_fd = safe_close(x->in_fd);
+                else {
+                        x->in_poll.data = x;
+                        x->in_state = STDIN_OPEN;
+                        x->handles++;
+                        if (x->in_len)
+                                flush_stdin(x);
+                }
+        }
+        set_reading(x, sbx_exec_log_has_room(&x->log, may_drop(x)));
+}
+
 void sbx_exec_on_spawned(struct sbx *sb, uint64_t id, int pid, int err, int pty_fd) {
         struct sbx_exec *x = find(sb, id);
         if (!x) {
-                if (pty_fd >= 0)
-                        close(pty_fd);
+                safe_close(pty_fd);
                 return;
         }
         ref(x);
@@ -674,43 +687,27 @@ void sbx_exec_on_spawned(struct sbx *sb, uint64_t id, int pid, int err, int pty_
                                  err == ENOENT ? " (is the program in PATH, and does the "
                                                  "working directory exist?)"
                                                : "");
-                log_append(x, x->pty ? SBX_STDOUT : SBX_STDERR, msg, (size_t) n);
-                x->status = (err == ENOENT ? 127 : 126) << 8;
-                x->exited = true;
-                if (pty_fd >= 0)
-                        close(pty_fd);
+                (void) sbx_exec_log_append(&x->log, x->pty ? SBX_STDOUT : SBX_STDERR, msg,
+                                           (size_t) n);
+                set_exited(x, (err == ENOENT ? 127 : 126) << 8);
+                safe_close(pty_fd);
                 close_out(x, OUT_STDOUT);
                 close_out(x, OUT_STDERR);
                 maybe_finish(x);
                 unref(x);
                 return;
         }
-        x->spawned = true;
+        if (x->state == EXEC_SPAWNING)
+                x->state = EXEC_RUNNING;
         x->pid = pid;
         if (x->pty) {
                 if (pty_fd < 0) {
-                        x->status = 126 << 8;
-                        x->exited = true;
+                        set_exited(x, 126 << 8);
                         maybe_finish(x);
                         unref(x);
                         return;
                 }
-                fcntl(pty_fd, F_SETFL, fcntl(pty_fd, F_GETFL) | O_NONBLOCK);
-                x->out_fd[OUT_STDOUT] = pty_fd;
-                x->in_fd = fcntl(pty_fd, F_DUPFD_CLOEXEC, 3);
-                uv_poll_init(sb->m->loop, &x->out_poll[OUT_STDOUT], pty_fd);
-                x->out_poll[OUT_STDOUT].data = x;
-                x->out_open[OUT_STDOUT] = true;
-                x->handles++;
-                if (x->in_fd >= 0) {
-                        uv_poll_init(sb->m->loop, &x->in_poll, x->in_fd);
-                        x->in_poll.data = x;
-                        x->in_open = true;
-                        x->handles++;
-                        if (x->in_len)
-                                flush_stdin(x);
-                }
-                set_reading(x, log_has_room(x));
+                pty_attach(x, sb->m->loop, pty_fd);
         }
         /* Output read before this waited for `started`: deliver it, and
          * read on if that made room. */
@@ -720,11 +717,10 @@ void sbx_exec_on_spawned(struct sbx *sb, uint64_t id, int pid, int err, int pty_
 
 void sbx_exec_on_exited(struct sbx *sb, uint64_t id, int status) {
         struct sbx_exec *x = find(sb, id);
-        if (!x || x->exited)
+        if (!x || x->state >= EXEC_EXITED)
                 return;
         ref(x);
-        x->exited = true;
-        x->status = status;
+        set_exited(x, status);
         for (int i = 0; i < 2; i++)
                 if (x->out_open[i])
                         drain(x, i);
@@ -732,13 +728,12 @@ void sbx_exec_on_exited(struct sbx *sb, uint64_t id, int status) {
         unref(x);
 }
 
-void sbx_exec_abort_all(struct sbx *sb, int reason) {
+void sbx_exec_abort_all(struct sbx *sb, enum sbx_exit_reason reason) {
         while (sb->execs) {
                 struct sbx_exec *x = sb->execs;
                 ref(x);
-                if (!x->exited) {
-                        x->exited = true;
-                        x->status = SIGKILL;
+                if (x->state < EXEC_EXITED) {
+                        set_exited(x, SIGKILL);
                         x->reason = reason;
                 }
                 /* Keep what is already in the pipes (as far as the log
@@ -755,25 +750,6 @@ void sbx_exec_abort_all(struct sbx *sb, int reason) {
 
 /* --- start / attach / release --- */
 
-static int set_nonblock(int fd) {
-        int fl = fcntl(fd, F_GETFL);
-        return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
-}
-
-static char **argv_dup(const Warren__V1__ExecStart *start) {
-        char **v = calloc(start->n_argv + 1, sizeof(char *));
-        if (!v)
-                return NULL;
-        for (size_t i = 0; i < start->n_argv; i++)
-                if (!(v[i] = strdup(start->argv[i]))) {
-                        for (size_t j = 0; j < i; j++)
-                                free(v[j]);
-                        free(v);
-                        return NULL;
-                }
-        return v;
-}
-
 /* The sandbox's root directory (O_PATH), through its init's /proc entry;
  * the pid is checked to still be that init after opening. */
 static int sandbox_root_fd(struct sbx *sb) {
@@ -782,93 +758,172 @@ static int sandbox_root_fd(struct sbx *sb) {
                 return -ESRCH;
         char path[64];
         snprintf(path, sizeof(path), "/proc/%d/root", (int) pid);
-        int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        if (syscall(SYS_pidfd_send_signal, sb->pidfd, 0, NULL, 0) < 0) {
-                close(fd);
+        if (syscall(SYS_pidfd_send_signal, sb->pidfd, 0, NULL, 0) < 0)
                 return -ESRCH;
-        }
-        return fd;
+        return TAKE_FD(fd);
 }
 
-int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
-                   const struct sbx_exec_callbacks *cb, void *userdata, struct sbx_exec **ret,
-                   struct wr_err *e) {
-        int r;
-        if (!start->sandbox || !*start->sandbox)
-                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                "start.sandbox: name the sandbox (id or name)");
-        if (start->n_argv == 0 || !start->argv[0][0])
-                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                "start.argv: give the command to run (argv[0] non-empty)");
-        if (start->timeout_secs < 0 || start->timeout_secs > 1e7)
-                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                "start.timeout_secs: %g is out of range (0 = none)",
-                                start->timeout_secs);
-        struct sbx *sb = sbx_find_live(m, start->sandbox);
+/* The running sandbox called key, or an error: -ENOENT (unknown), -EBUSY
+ * (not running, or terminating). */
+static int running_sandbox(struct sbx_manager *m, const char *key, struct sbx **ret,
+                           struct wr_err *e) {
+        struct sbx *sb = sbx_find_live(m, key);
         if (!sb) {
                 struct store_sandbox row = {0};
-                r = sbx_lookup(m, start->sandbox, &row, e);
+                int r = sbx_lookup(m, key, &row, e);
                 store_sandbox_clear(&row);
                 if (r < 0)
                         return r;
                 return err_setx(e, -EBUSY, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
-                                "sandbox %s is not running (create a new one)", start->sandbox);
+                                "sandbox %s is not running (create a new one)", key);
         }
         if (sb->state != SBX_RUNNING || sb->ctl_fd < 0)
                 return err_setx(e, -EBUSY, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
                                 "sandbox %s is terminating", sb->id);
+        *ret = sb;
+        return 0;
+}
 
-        /* Another user: looked up in the sandbox's own /etc/passwd. */
-        struct sbx_user user = {.uid = sb->uid, .gid = sb->gid};
-        if (start->user && *start->user) {
-                _cleanup_close_ int root_fd = sandbox_root_fd(sb);
-                if (root_fd < 0)
-                        return err_set(e, root_fd, "start.user: opening the sandbox's root");
-                r = sbx_user_resolve(&root_fd, 1, start->user, "start.user", &user, e);
-                if (r < 0)
-                        return r;
-        }
-
-        /* Environment: the sandbox's, the user's HOME, then the request's. */
-        char **env = sbx_env_dup(sb->env);
+/* The process's environment: the sandbox's, the user's HOME (when a user
+ * was named), the request's, then TERM for a PTY unless set. */
+static int build_env(const struct sbx *sb, const struct sbx_exec_spec *spec,
+                     const struct sbx_user *user, char ***ret) {
+        _cleanup_(sbx_env_freep) char **env = sbx_env_dup(sb->env);
         if (!env)
-                return err_set(e, -ENOMEM, "exec: out of memory");
-        if (start->user && *start->user) {
-                char home[sizeof(user.home) + 8];
-                snprintf(home, sizeof(home), "HOME=%s", user.home[0] ? user.home : "/");
-                if (sbx_env_set(&env, home) < 0) {
-                        sbx_env_free(env);
-                        return err_set(e, -ENOMEM, "exec: out of memory");
-                }
+                return -ENOMEM;
+        if (spec->user && *spec->user) {
+                char home[sizeof(user->home) + 8];
+                snprintf(home, sizeof(home), "HOME=%s", user->home[0] ? user->home : "/");
+                if (sbx_env_set(&env, home) < 0)
+                        return -ENOMEM;
         }
-        for (size_t i = 0; i < start->n_env; i++) {
-                const char *k = start->env[i]->key, *v = start->env[i]->value;
-                if (!*k || strchr(k, '=')) {
-                        sbx_env_free(env);
-                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                        "start.env: %s is not a valid variable name", k);
-                }
-                size_t n = strlen(k) + strlen(v) + 2;
-                char *kv = malloc(n);
-                if (!kv || (snprintf(kv, n, "%s=%s", k, v), sbx_env_set(&env, kv)) < 0) {
-                        free(kv);
-                        sbx_env_free(env);
-                        return err_set(e, -ENOMEM, "exec: out of memory");
-                }
-                free(kv);
-        }
-        if (start->pty) {
+        for (char *const *kv = spec->env; kv && *kv; kv++)
+                if (sbx_env_set(&env, *kv) < 0)
+                        return -ENOMEM;
+        if (spec->pty) {
                 bool has = false;
                 for (char **p = env; *p; p++)
                         has |= strncmp(*p, "TERM=", 5) == 0;
-                if (!has)
-                        sbx_env_set(&env, "TERM=xterm-256color");
+                if (!has && sbx_env_set(&env, "TERM=xterm-256color") < 0)
+                        return -ENOMEM;
         }
+        *ret = TAKE_PTR(env);
+        return 0;
+}
+
+static char **argv_dup(char *const *argv) {
+        size_t n = 0;
+        while (argv[n])
+                n++;
+        char **v = calloc(n + 1, sizeof(char *));
+        if (!v)
+                return NULL;
+        for (size_t i = 0; i < n; i++)
+                if (!(v[i] = strdup(argv[i]))) {
+                        sbx_env_free(v);
+                        return NULL;
+                }
+        return v;
+}
+
+/* A new session for spec in sb: its id, argv copy and log, nothing opened
+ * yet. Not tracked. */
+static int exec_new(struct sbx_exec_state *st, struct sbx *sb, const struct sbx_exec_spec *spec,
+                    struct sbx_exec **ret) {
+        _cleanup_(exec_destroyp) struct sbx_exec *x = calloc(1, sizeof(*x));
+        if (!x)
+                return -ENOMEM;
+        x->out_fd[0] = x->out_fd[1] = x->in_fd = -EBADF;
+        x->state = EXEC_SPAWNING;
+        sbx_exec_log_init(&x->log, st->log_size, st->pool);
+        x->argv = argv_dup(spec->argv);
+        if (!x->argv)
+                return -ENOMEM;
+        x->pty = spec->pty;
+        x->detach = spec->detach;
+        x->started_ns = now_ns();
+        x->id = ++sb->next_exec_id;
+        snprintf(x->id_str, sizeof(x->id_str), "ex-%llu", (unsigned long long) x->id);
+        snprintf(x->sb_id, sizeof(x->sb_id), "%s", sb->id);
+        if (sb->rt && rt_sandbox_oom_kills(sb->rt, &x->oom_base) == 0)
+                x->oom_known = true;
+        *ret = TAKE_PTR(x);
+        return 0;
+}
+
+static void close_fds(int (*fds)[3]) {
+        for (int i = 0; i < 3; i++)
+                (*fds)[i] = safe_close((*fds)[i]);
+}
+
+/* The pipes of a non-PTY session: x keeps the read ends of stdout and
+ * stderr and the write end of stdin, each with its poll handle; the
+ * child's ends go to child[]. */
+static int open_pipes(struct sbx_exec *x, uv_loop_t *loop, int child[3]) {
+        for (int i = 0; i < 3; i++) {
+                int p[2];
+                if (pipe2(p, O_CLOEXEC) < 0)
+                        return -errno;
+                if (i == 0) {
+                        child[0] = p[0];
+                        x->in_fd = p[1];
+                } else {
+                        x->out_fd[i - 1] = p[0];
+                        child[i] = p[1];
+                        (void) fcntl(p[0], F_SETPIPE_SZ, PIPE_SIZE);
+                }
+        }
+        /* uv_poll_init makes the fds non-blocking. */
+        for (int i = 0; i < 2; i++) {
+                int r = uv_poll_init(loop, &x->out_poll[i], x->out_fd[i]);
+                if (r < 0)
+                        return r;
+                x->out_poll[i].data = x;
+                x->out_open[i] = true;
+                x->handles++;
+        }
+        int r = uv_poll_init(loop, &x->in_poll, x->in_fd);
+        if (r < 0)
+                return r;
+        x->in_poll.data = x;
+        x->in_state = STDIN_OPEN;
+        x->handles++;
+        return 0;
+}
+
+int sbx_exec_start(struct sbx_manager *m, const struct sbx_exec_spec *spec,
+                   const struct sbx_exec_callbacks *cb, void *userdata, struct sbx_exec **ret,
+                   struct wr_err *e) {
+        _cleanup_(exec_destroyp) struct sbx_exec *x = NULL;
+        _cleanup_(sbx_env_freep) char **env = NULL;
+        _cleanup_(close_fds) int child[3] = {-EBADF, -EBADF, -EBADF};
+        struct sbx *sb = NULL;
+        int r;
+
+        struct sbx_exec_state *st = state_get(m);
+        if (!st)
+                return err_set(e, -ENOMEM, "exec: out of memory");
+        if ((r = running_sandbox(m, spec->sandbox, &sb, e)) < 0)
+                return r;
+
+        /* Another user: looked up in the sandbox's own /etc/passwd. */
+        struct sbx_user user = {.uid = sb->uid, .gid = sb->gid};
+        if (spec->user && *spec->user) {
+                _cleanup_close_ int root_fd = sandbox_root_fd(sb);
+                if (root_fd < 0)
+                        return err_set(e, root_fd, "start.user: opening the sandbox's root");
+                r = sbx_user_resolve(&root_fd, 1, spec->user, "start.user", &user, e);
+                if (r < 0)
+                        return r;
+        }
+        if (build_env(sb, spec, &user, &env) < 0)
+                return err_set(e, -ENOMEM, "exec: out of memory");
         /* Working directory: absolute, or relative to the sandbox's. */
         char cwd[4096];
-        const char *wd = start->workdir && *start->workdir ? start->workdir : NULL;
+        const char *wd = spec->workdir && *spec->workdir ? spec->workdir : NULL;
         if (!wd)
                 snprintf(cwd, sizeof(cwd), "%s", sb->workdir);
         else if (wd[0] == '/')
@@ -876,127 +931,56 @@ int sbx_exec_start(struct sbx_manager *m, const Warren__V1__ExecStart *start,
         else
                 snprintf(cwd, sizeof(cwd), "%s/%s", sb->workdir, wd);
 
-        struct sbx_exec *x = calloc(1, sizeof(*x));
-        char **argv_copy = argv_dup(start);
-        if (!x || !argv_copy) {
-                free(x);
-                if (argv_copy)
-                        for (char **p = argv_copy; *p; p++)
-                                free(*p);
-                free(argv_copy);
-                sbx_env_free(env);
+        /* What is made from here on is recorded in x itself (out_open[],
+         * in_state, timer_open, handles) and undone by exec_destroy. */
+        if (exec_new(st, sb, spec, &x) < 0)
                 return err_set(e, -ENOMEM, "exec: out of memory");
-        }
-        x->sb = sb;
-        x->cb = cb;
-        x->userdata = userdata;
-        x->pty = start->pty;
-        x->detach = start->detach;
-        x->argv = argv_copy;
-        x->started_ns = now_ns();
-        x->id = ++sb->next_exec_id;
-        snprintf(x->id_str, sizeof(x->id_str), "ex-%llu", (unsigned long long) x->id);
-        snprintf(x->sb_id, sizeof(x->sb_id), "%s", sb->id);
-        x->out_fd[0] = x->out_fd[1] = x->in_fd = -EBADF;
-        if (sb->rt && rt_sandbox_oom_kills(sb->rt, &x->oom_base) == 0)
-                x->oom_known = true;
-        reg_add(x);
-
-        int child[3] = {-EBADF, -EBADF, -EBADF};
-        if (!x->pty) {
-                int p[3][2];
-                for (int i = 0; i < 3; i++)
-                        if (pipe2(p[i], O_CLOEXEC) < 0) {
-                                r = -errno;
-                                for (int j = 0; j < i; j++) {
-                                        close(p[j][0]);
-                                        close(p[j][1]);
-                                }
-                                x->cb = NULL;
-                                x->finished = true;
-                                x->forgotten = true;
-                                maybe_free(x);
-                                sbx_env_free(env);
-                                return err_set(e, r, "exec: pipe");
-                        }
-                child[0] = p[0][0];
-                x->in_fd = p[0][1];
-                x->out_fd[OUT_STDOUT] = p[1][0];
-                child[1] = p[1][1];
-                x->out_fd[OUT_STDERR] = p[2][0];
-                child[2] = p[2][1];
-                for (int i = 1; i < 3; i++)
-                        fcntl(p[i][0], F_SETPIPE_SZ, PIPE_SIZE);
-                set_nonblock(x->in_fd);
-                set_nonblock(x->out_fd[0]);
-                set_nonblock(x->out_fd[1]);
-                for (int i = 0; i < 2; i++) {
-                        uv_poll_init(m->loop, &x->out_poll[i], x->out_fd[i]);
-                        x->out_poll[i].data = x;
-                        x->out_open[i] = true;
-                        x->handles++;
-                }
-                uv_poll_init(m->loop, &x->in_poll, x->in_fd);
-                x->in_poll.data = x;
-                x->in_open = true;
-                x->handles++;
-        }
-        uv_timer_init(m->loop, &x->timer);
+        if (!x->pty && (r = open_pipes(x, m->loop, child)) < 0)
+                return err_set(e, r, "exec: pipes: %s", strerror(-r));
+        if ((r = uv_timer_init(m->loop, &x->timer)) < 0)
+                return err_set(e, r, "exec: timer: %s", strerror(-r));
         x->timer.data = x;
+        x->timer_open = true;
         x->handles++;
 
-        _cleanup_free_ const char **argv = calloc(start->n_argv + 1, sizeof(char *));
-        if (argv)
-                for (size_t i = 0; i < start->n_argv; i++)
-                        argv[i] = start->argv[i];
         struct rt_spawn_req req = {
                 .id = x->id,
-                .argv = argv,
+                .argv = (const char *const *) spec->argv,
                 .envp = (const char *const *) env,
                 .cwd = cwd,
                 .uid = user.uid,
                 .gid = user.gid,
                 .flags = x->pty ? RT_SPAWN_PTY : 0,
-                .cols = start->window ? (uint16_t) start->window->cols : 0,
-                .rows = start->window ? (uint16_t) start->window->rows : 0,
+                .cols = spec->cols,
+                .rows = spec->rows,
         };
-        r = argv ? sbx_ctl_send_spawn(sb, &req, x->pty ? NULL : child) : -ENOMEM;
-        for (int i = 0; i < 3; i++)
-                if (child[i] >= 0)
-                        close(child[i]);
-        sbx_env_free(env);
-        /* The session is tracked from here on; even a failed send ends
-         * through the normal path. */
+        r = sbx_ctl_send_spawn(sb, &req, x->pty ? NULL : child);
+        if (r == -EINVAL || r == -EMSGSIZE)
+                return err_setx(e, r, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "start: the command, environment or workdir is too large "
+                                "or malformed");
+        if (r < 0)
+                return err_set(e, r, "exec: send to warren-init");
+
+        /* Spawning: track it, and hand it out. */
+        close_fds(&child);
         x->next = sb->execs;
         sb->execs = x;
-        if (r < 0) {
-                x->cb = NULL;
-                x->forgotten = true;
-                x->exited = true;
-                x->status = 126 << 8;
-                close_out(x, OUT_STDOUT);
-                close_out(x, OUT_STDERR);
-                finish(x);
-                if (r == -EINVAL || r == -EMSGSIZE)
-                        return err_setx(e, r, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                        "start: the command, environment or workdir is too large "
-                                        "or malformed");
-                return err_set(e, r, "exec: send to warren-init");
-        }
+        reg_add(st, x);
+        x->sb = sb;
+        x->cb = cb;
+        x->userdata = userdata;
         if (!x->pty)
                 set_reading(x, true);
-        if (start->timeout_secs > 0)
-                uv_timer_start(&x->timer, timeout_cb, (uint64_t) (start->timeout_secs * 1000.0), 0);
-        *ret = x;
+        if (spec->timeout_secs > 0)
+                uv_timer_start(&x->timer, timeout_cb, (uint64_t) (spec->timeout_secs * 1000.0), 0);
+        *ret = TAKE_PTR(x);
         return 0;
 }
 
 /* The id of the sandbox called key, live or not (the store knows it). */
 static int resolve_sandbox(struct sbx_manager *m, const char *key, char *id, size_t size,
                            struct wr_err *e) {
-        if (!key || !*key)
-                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                "sandbox: name the sandbox (id or name)");
         struct sbx *sb = sbx_find_live(m, key);
         if (sb) {
                 snprintf(id, size, "%s", sb->id);
@@ -1010,27 +994,25 @@ static int resolve_sandbox(struct sbx_manager *m, const char *key, char *id, siz
         return r;
 }
 
-int sbx_exec_attach(struct sbx_manager *m, const Warren__V1__ExecAttach *a,
+int sbx_exec_attach(struct sbx_manager *m, const struct sbx_exec_target *t,
                     const struct sbx_exec_callbacks *cb, void *userdata, struct sbx_exec **ret,
                     struct wr_err *e) {
         char sb_id[32];
-        int r = resolve_sandbox(m, a->sandbox, sb_id, sizeof(sb_id), e);
+        int r = resolve_sandbox(m, t->sandbox, sb_id, sizeof(sb_id), e);
         if (r < 0)
                 return r;
-        if (!a->exec_id || !*a->exec_id)
-                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                "attach.exec_id: give the exec id (\"ex-N\")");
-        struct sbx_exec *x = reg_head;
-        while (x && (x->forgotten || strcmp(x->sb_id, sb_id) || strcmp(x->id_str, a->exec_id)))
+        struct sbx_exec *x = m->exec ? m->exec->head : NULL;
+        while (x && (x->state == EXEC_FORGOTTEN || strcmp(x->sb_id, sb_id) ||
+                     strcmp(x->id_str, t->exec_id)))
                 x = x->reg_next;
         if (!x)
                 return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
                                 "exec %s of sandbox %s is unknown (or finished too long ago)",
-                                a->exec_id, a->sandbox);
-        if (a->offset > x->offset)
+                                t->exec_id, t->sandbox);
+        if (t->offset > x->log.end)
                 return err_setx(e, -EINVAL, WR_STATUS_OUT_OF_RANGE, WR_FAULT_CLIENT,
                                 "attach.offset: %llu is beyond the output so far (%llu bytes)",
-                                (unsigned long long) a->offset, (unsigned long long) x->offset);
+                                (unsigned long long) t->offset, (unsigned long long) x->log.end);
         ref(x);
         if (x->cb) {
                 /* One client at a time: the newcomer takes over. */
@@ -1044,9 +1026,8 @@ int sbx_exec_attach(struct sbx_manager *m, const Warren__V1__ExecAttach *a,
         x->cb = cb;
         x->userdata = userdata;
         x->paused = false;
-        x->started_sent = x->exit_sent = false;
-        x->sent = a->offset;
-        x->cur = NULL;
+        x->delivery = DELIVERY_NONE;
+        (void) sbx_exec_log_seek(&x->log, t->offset);
         *ret = x;
         kick(x);
         unref(x);
@@ -1060,19 +1041,17 @@ void sbx_exec_release(struct sbx_exec *x) {
         x->cb = NULL;
         x->userdata = NULL;
         x->paused = false;
-        if (!x->finished && !x->detach) {
-                if (x->sb && !x->exited)
+        if (x->state < EXEC_FINISHED && !x->detach) {
+                if (x->sb && x->state < EXEC_EXITED)
                         sbx_ctl_send_signal(x->sb, x->id, SIGKILL, true);
-                if (x->in_open && !x->pty) {
-                        x->in_close_pending = true;
+                if (!x->pty)
                         close_in(x);
-                }
         }
         /* Read on: a detached process keeps running, a killed one must be
          * drained to its end. */
         kick(x);
-        if (x->finished)
-                retain_trim();
+        if (x->state >= EXEC_FINISHED)
+                retain_trim(x->st);
         unref(x);
 }
 
@@ -1080,51 +1059,40 @@ const char *sbx_exec_id(const struct sbx_exec *x) {
         return x->id_str;
 }
 
-int sbx_exec_list(struct sbx_manager *m, const char *sandbox, Warren__V1__Process ***ret,
+int sbx_exec_list(struct sbx_manager *m, const char *sandbox, struct sbx_exec_info **ret,
                   size_t *n_ret, struct wr_err *e) {
         char sb_id[32];
         int r = resolve_sandbox(m, sandbox, sb_id, sizeof(sb_id), e);
         if (r < 0)
                 return r;
+        struct sbx_exec *head = m->exec ? m->exec->head : NULL;
         size_t n = 0;
-        for (struct sbx_exec *x = reg_head; x; x = x->reg_next)
-                n += !x->forgotten && !strcmp(x->sb_id, sb_id);
-        Warren__V1__Process **v = calloc(n + 1, sizeof(*v));
+        for (struct sbx_exec *x = head; x; x = x->reg_next)
+                n += x->state != EXEC_FORGOTTEN && !strcmp(x->sb_id, sb_id);
+        struct sbx_exec_info *v = calloc(n + 1, sizeof(*v));
         if (!v)
                 return err_set(e, -ENOMEM, "out of memory");
         size_t k = 0;
-        for (struct sbx_exec *x = reg_head; x && k < n; x = x->reg_next) {
-                if (x->forgotten || strcmp(x->sb_id, sb_id))
+        for (struct sbx_exec *x = head; x && k < n; x = x->reg_next) {
+                if (x->state == EXEC_FORGOTTEN || strcmp(x->sb_id, sb_id))
                         continue;
-                Warren__V1__Process *p = calloc(1, sizeof(*p));
-                if (!p) {
-                        sbx_exec_list_free(v, k);
-                        return err_set(e, -ENOMEM, "out of memory");
-                }
-                warren__v1__process__init(p);
-                v[k++] = p;
-                p->exec_id = x->id_str;
-                p->pid = x->pid;
-                size_t na = 0;
-                while (x->argv && x->argv[na])
-                        na++;
-                p->argv = x->argv;
-                p->n_argv = na;
-                p->running = !x->finished;
-                p->pty = x->pty;
-                p->started_at = calloc(1, sizeof(*p->started_at));
-                if (p->started_at) {
-                        warren__v1__timestamp__init(p->started_at);
-                        p->started_at->unix_nanos = x->started_ns;
-                }
-                if (x->finished) {
-                        p->exited = calloc(1, sizeof(*p->exited));
-                        if (p->exited) {
-                                warren__v1__exec_exited__init(p->exited);
-                                p->exited->exit_code = x->exit_code;
-                                p->exited->signal = x->exit_signo;
-                                p->exited->reason = (Warren__V1__ExitReason) x->exit_reason;
-                        }
+                struct sbx_exec_info *p = &v[k++];
+                size_t argc = 0;
+                while (x->argv[argc])
+                        argc++;
+                *p = (struct sbx_exec_info){
+                        .exec_id = x->id_str,
+                        .argv = x->argv,
+                        .argc = argc,
+                        .pid = x->pid,
+                        .running = x->state < EXEC_FINISHED,
+                        .pty = x->pty,
+                        .started_ns = x->started_ns,
+                };
+                if (!p->running) {
+                        p->exit_code = x->exit_code;
+                        p->signo = x->exit_signo;
+                        p->reason = x->exit_reason;
                 }
         }
         *ret = v;
@@ -1132,23 +1100,21 @@ int sbx_exec_list(struct sbx_manager *m, const char *sandbox, Warren__V1__Proces
         return 0;
 }
 
-void sbx_exec_list_free(Warren__V1__Process **v, size_t n) {
-        if (!v)
+void sbx_exec_forget_all(struct sbx_manager *m) {
+        struct sbx_exec_state *st = m ? m->exec : NULL;
+        if (!st)
                 return;
-        for (size_t i = 0; i < n; i++) {
-                free(v[i]->started_at);
-                free(v[i]->exited);
-                free(v[i]);
-        }
-        free(v);
-}
-
-void sbx_exec_forget_all(void) {
-        for (struct sbx_exec *x = reg_head, *nx; x; x = nx) {
+        m->exec = NULL;
+        for (struct sbx_exec *x = st->head, *nx; x; x = nx) {
                 nx = x->reg_next;
-                x->forgotten = true;
+                if (x->state == EXEC_FINISHED)
+                        x->state = EXEC_FORGOTTEN;
                 maybe_free(x);
         }
-        while (pool_n > 0)
-                free(pool[--pool_n]);
+        /* Sessions a client still holds keep the state (and its pool) until
+         * the last of them is freed. */
+        if (st->head)
+                st->orphaned = true;
+        else
+                state_free(st);
 }

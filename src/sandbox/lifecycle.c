@@ -239,7 +239,7 @@ void sbx_finalize(struct sbx *sb) {
         if (sb->state == SBX_DEAD)
                 return;
         sb->state = SBX_DEAD;
-        sbx_exec_abort_all(sb, WARREN__V1__EXIT_REASON__EXIT_REASON_SANDBOX_TERMINATED);
+        sbx_exec_abort_all(sb, SBX_EXIT_SANDBOX_TERMINATED);
         ctl_close(sb);
         uv_timer_stop(&sb->timer);
         uv_poll_stop(&sb->pid_poll);
@@ -379,7 +379,7 @@ int sbx_arm(struct sbx *sb, struct wr_err *e) {
 }
 
 void sbx_detach(struct sbx *sb) {
-        sbx_exec_abort_all(sb, WARREN__V1__EXIT_REASON__EXIT_REASON_UNSPECIFIED);
+        sbx_exec_abort_all(sb, SBX_EXIT_UNSPECIFIED);
         sb->state = SBX_DEAD;
         ctl_close(sb);
         uv_timer_stop(&sb->timer);

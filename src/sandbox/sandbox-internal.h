@@ -112,8 +112,9 @@ struct sbx_manager {
          * image a sandbox was created from; NULL-terminated, owned) */
         char **pool_layers;
         enum rt_cgroup_mode cgroup_mode;
+        /* exec.c's state: sessions, log size, chunk pool */
+        struct sbx_exec_state *exec;
 };
-
 
 /* --- manager.c --- */
 /* The live (not DEAD) sandbox whose id or name is key, or NULL. */
@@ -181,8 +182,19 @@ void sbx_recover(struct sbx_manager *m);
 /* A fresh random id "sb-" + 16 hex digits. -errno of getrandom. */
 int sbx_make_id(char *buf, size_t size);
 
-/* exec.c: messages from init for exec sessions, and the end of a sandbox. */
+/* exec.c: messages from init for exec sessions, and the end of a sandbox.
+ * Loop thread. */
+#include "sandbox/exec.h"
+
+/* Init confirmed (err = 0, pid) or failed (err, a positive errno) the
+ * spawn of exec id of sb; pty_fd is the PTY master of a PTY exec (taken:
+ * closed when not used). An id no session of sb has is ignored. */
 void sbx_exec_on_spawned(struct sbx *sb, uint64_t id, int pid, int err, int pty_fd);
+/* Exec id of sb exited with status (as from waitpid); it finishes once its
+ * output is read to the end. Unknown ids are ignored. */
 void sbx_exec_on_exited(struct sbx *sb, uint64_t id, int status);
-/* Force every exec of sb to end with reason (the sandbox is gone). */
-void sbx_exec_abort_all(struct sbx *sb, int reason);
+/* Force every exec of sb to end now (the sandbox is gone), with reason
+ * when its process had not ended yet (SBX_EXIT_UNSPECIFIED: derived from
+ * the state of the sandbox). Output already in the pipes is kept as far as
+ * the log takes it. */
+void sbx_exec_abort_all(struct sbx *sb, enum sbx_exit_reason reason);

@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sandbox/exec-log: the bounded, sequence-numbered output log of an exec
+ * session (pure: no libuv, no sandbox). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandbox/exec-log.h"
+
+#define MiB (1024u * 1024u)
+#define OUT 1
+#define ERR 2
+
+/* The byte at offset off of the test sequence. */
+static uint8_t byte_at(uint64_t off) {
+        return (uint8_t) ((off * 7 + off / 251) & 0xff);
+}
+
+/* "Read" n bytes of stream into the log as exec.c does from a pipe:
+ * reserve with n as the hint, fill, commit; repeat until n are in. */
+static void feed(struct sbx_exec_log *l, int stream, size_t n) {
+        while (n > 0) {
+                size_t room = 0;
+                uint8_t *dst = sbx_exec_log_reserve(l, stream, n, &room);
+                assert_non_null(dst);
+                assert_true(room > 0);
+                size_t k = n < room ? n : room;
+                for (size_t i = 0; i < k; i++)
+                        dst[i] = byte_at(l->end + i);
+                sbx_exec_log_commit(l, k);
+                n -= k;
+        }
+}
+
+/* Deliver everything from the cursor, checking every byte; returns the
+ * number of bytes delivered. */
+static uint64_t deliver_all(struct sbx_exec_log *l) {
+        uint64_t total = 0;
+        struct sbx_exec_log_piece p;
+        while (sbx_exec_log_next(l, &p)) {
+                for (size_t i = 0; i < p.n; i++)
+                        if (p.data[i] != byte_at(p.offset + i))
+                                fail_msg("byte at offset %llu differs",
+                                         (unsigned long long) (p.offset + i));
+                total += p.n;
+        }
+        return total;
+}
+
+static void test_offsets_across_chunks(void **state) {
+        struct sbx_exec_log l;
+        sbx_exec_log_init(&l, 0, NULL);
+        assert_int_equal(l.size, SBX_EXEC_LOG_SIZE_DEFAULT);
+        feed(&l, OUT, 100000); /* one fresh chunk of 100000 */
+        feed(&l, ERR, 10);     /* other stream: a chunk of its own */
+        feed(&l, OUT, 5000);   /* and back: another */
+        feed(&l, OUT, 7);      /* the tail has room: same chunk */
+        assert_int_equal(l.start, 0);
+        assert_int_equal(l.end, 105017);
+
+        struct sbx_exec_log_piece p;
+        assert_true(sbx_exec_log_next(&l, &p));
+        assert_int_equal(p.offset, 0);
+        assert_int_equal(p.n, 100000);
+        assert_int_equal(p.stream, OUT);
+        assert_int_equal(p.data[99999], byte_at(99999));
+        assert_true(sbx_exec_log_next(&l, &p));
+        assert_int_equal(p.offset, 100000);
+        assert_int_equal(p.n, 10);
+        assert_int_equal(p.stream, ERR);
+        assert_int_equal(p.data[0], byte_at(100000));
+        assert_true(sbx_exec_log_next(&l, &p));
+        assert_int_equal(p.offset, 100010);
+        assert_int_equal(p.n, 5007);
+        assert_int_equal(p.stream, OUT);
+        assert_int_equal(p.data[5006], byte_at(105016));
+        assert_false(sbx_exec_log_next(&l, &p));
+        assert_int_equal(l.cursor, 105017);
+
+        /* More output into the partly filled tail: only the new bytes. */
+        feed(&l, OUT, 3);
+        assert_true(sbx_exec_log_next(&l, &p));
+        assert_int_equal(p.offset, 105017);
+        assert_int_equal(p.n, 3);
+        assert_int_equal(p.data[2], byte_at(105019));
+
+        /* A daemon message in a chunk of its own, at the next offset. */
+        assert_int_equal(sbx_exec_log_append(&l, ERR, "oops\n", 5), 0);
+        assert_true(sbx_exec_log_next(&l, &p));
+        assert_int_equal(p.offset, 105020);
+        assert_int_equal(p.stream, ERR);
+        assert_memory_equal(p.data, "oops\n", 5);
+        assert_int_equal(l.end, 105025);
+        sbx_exec_log_clear(&l);
+        assert_null(l.head);
+        assert_int_equal(l.held, 0);
+        assert_int_equal(l.start, l.end);
+}
+
+static void test_cursor_seek(void **state) {
+        struct sbx_exec_log l;
+        sbx_exec_log_init(&l, 0, NULL);
+        feed(&l, OUT, 70000);
+        feed(&l, ERR, 70000);
+        /* Into the middle of the second chunk. */
+        assert_int_equal(sbx_exec_log_seek(&l, 100000), 0);
+        struct sbx_exec_log_piece p;
+        assert_true(sbx_exec_log_next(&l, &p));
+        assert_int_equal(p.offset, 100000);
+        assert_int_equal(p.n, 40000);
+        assert_int_equal(p.stream, ERR);
+        assert_int_equal(p.data[0], byte_at(100000));
+        /* Back into the first (the cached chunk is behind: search again). */
+        assert_int_equal(sbx_exec_log_seek(&l, 1), 0);
+        assert_int_equal(deliver_all(&l), 139999);
+        /* At the end: nothing; beyond it: -ERANGE, cursor unchanged. */
+        assert_int_equal(sbx_exec_log_seek(&l, 140000), 0);
+        assert_false(sbx_exec_log_next(&l, &p));
+        assert_int_equal(sbx_exec_log_seek(&l, 140001), -ERANGE);
+        assert_int_equal(l.cursor, 140000);
+        uint64_t from, to;
+        assert_false(sbx_exec_log_take_gap(&l, &from, &to));
+        sbx_exec_log_clear(&l);
+}
+
+static void test_read_ahead_limit(void **state) {
+        struct sbx_exec_log l;
+        sbx_exec_log_init(&l, 16 * MiB, NULL); /* ahead: 4 MiB */
+        assert_true(sbx_exec_log_has_room(&l, false));
+        feed(&l, OUT, 3 * MiB);
+        /* 3 MiB ahead + a full chunk = 4 MiB: still fits. */
+        assert_true(sbx_exec_log_has_room(&l, false));
+        feed(&l, OUT, 1);
+        assert_false(sbx_exec_log_has_room(&l, false));
+        /* Nobody will read: reading goes on (dropping instead). */
+        assert_true(sbx_exec_log_has_room(&l, true));
+        /* Delivering makes room again. */
+        assert_int_equal(deliver_all(&l), 3 * MiB + 1);
+        assert_true(sbx_exec_log_has_room(&l, false));
+        sbx_exec_log_clear(&l);
+}
+
+static void test_history_behind_cursor(void **state) {
+        struct sbx_exec_log l;
+        sbx_exec_log_init(&l, 16 * MiB, NULL); /* history: 12 MiB */
+        for (int i = 0; i < 20; i++) {
+                assert_true(sbx_exec_log_has_room(&l, false));
+                feed(&l, OUT, MiB);
+                assert_int_equal(deliver_all(&l), MiB);
+        }
+        sbx_exec_log_evict(&l, false);
+        /* Chunks ending 12 MiB or more behind the cursor (20 MiB) went. */
+        assert_int_equal(l.cursor, 20 * MiB);
+        assert_int_equal(l.start, 8 * MiB);
+        assert_int_equal(l.held, 12 * MiB);
+        /* A client re-attaching inside the history gets exactly its bytes. */
+        assert_int_equal(sbx_exec_log_seek(&l, 8 * MiB + 5), 0);
+        uint64_t from, to;
+        assert_false(sbx_exec_log_take_gap(&l, &from, &to));
+        assert_int_equal(deliver_all(&l), 12 * MiB - 5);
+        sbx_exec_log_clear(&l);
+}
+
+static void test_eviction_gap(void **state) {
+        struct sbx_exec_log l;
+        sbx_exec_log_init(&l, 16 * MiB, NULL);
+        /* Nobody reads and nobody will: the oldest bytes go. */
+        for (int i = 0; i < 20; i++) {
+                assert_true(sbx_exec_log_has_room(&l, true));
+                feed(&l, OUT, MiB);
+        }
+        sbx_exec_log_evict(&l, true);
+        assert_int_equal(l.end, 20 * MiB);
+        assert_int_equal(l.start, 5 * MiB); /* room for one more chunk in 16 */
+        assert_true(l.end - l.start + SBX_EXEC_LOG_CHUNK_MAX <= l.size);
+        /* Attach from offset 0 (evicted): a gap, then the bytes kept. */
+        assert_int_equal(sbx_exec_log_seek(&l, 0), 0);
+        struct sbx_exec_log_piece p;
+        assert_false(sbx_exec_log_next(&l, &p)); /* the gap comes first */
+        uint64_t from = 1, to = 1;
+        assert_true(sbx_exec_log_take_gap(&l, &from, &to));
+        assert_int_equal(from, 0);
+        assert_int_equal(to, 5 * MiB);
+        assert_false(sbx_exec_log_take_gap(&l, &from, &to));
+        assert_true(sbx_exec_log_next(&l, &p));
+        assert_int_equal(p.offset, 5 * MiB);
+        assert_int_equal(p.data[0], byte_at(5 * MiB));
+        assert_int_equal(deliver_all(&l), 15 * MiB - p.n);
+        /* Beyond the output so far: refused. */
+        assert_int_equal(sbx_exec_log_seek(&l, 20 * MiB + 1), -ERANGE);
+        sbx_exec_log_clear(&l);
+}
+
+static void test_unread_kept_when_someone_will_read(void **state) {
+        struct sbx_exec_log l;
+        sbx_exec_log_init(&l, 4 * MiB, NULL); /* the minimum */
+        feed(&l, OUT, 3 * MiB);
+        /* Without drop_unread nothing unread is evicted. */
+        sbx_exec_log_evict(&l, false);
+        assert_int_equal(l.start, 0);
+        assert_int_equal(deliver_all(&l), 3 * MiB);
+        sbx_exec_log_clear(&l);
+}
+
+static void test_size_minimum(void **state) {
+        struct sbx_exec_log l;
+        sbx_exec_log_init(&l, 1000, NULL);
+        assert_int_equal(l.size, SBX_EXEC_LOG_SIZE_MIN);
+}
+
+static void test_chunk_recycling(void **state) {
+        struct sbx_exec_log_pool *pool = NULL;
+        assert_int_equal(sbx_exec_log_pool_new(&pool), 0);
+        struct sbx_exec_log l;
+        sbx_exec_log_init(&l, 0, pool);
+        size_t room;
+        uint8_t *a = sbx_exec_log_reserve(&l, OUT, 4 * MiB, &room);
+        assert_non_null(a);
+        assert_int_equal(room, SBX_EXEC_LOG_CHUNK_MAX);
+        memset(a, 'a', room);
+        assert_true(sbx_exec_log_commit(&l, room)); /* full */
+        /* A small chunk is not pooled. */
+        uint8_t *b = sbx_exec_log_reserve(&l, ERR, 10, &room);
+        assert_int_equal(room, 64 * 1024);
+        b[0] = 'b';
+        assert_false(sbx_exec_log_commit(&l, 1));
+        sbx_exec_log_clear(&l);
+        assert_int_equal(sbx_exec_log_pool_idle(pool), 1);
+        /* The next full-size chunk is the same memory. */
+        uint8_t *c = sbx_exec_log_reserve(&l, OUT, 2 * MiB, &room);
+        assert_ptr_equal(c, a);
+        assert_int_equal(sbx_exec_log_pool_idle(pool), 0);
+        /* Nothing read: the fresh chunk goes back, the log is unchanged. */
+        uint64_t end = l.end;
+        assert_false(sbx_exec_log_commit(&l, 0));
+        assert_int_equal(sbx_exec_log_pool_idle(pool), 1);
+        assert_int_equal(l.end, end);
+        assert_null(l.head);
+        sbx_exec_log_clear(&l);
+        sbx_exec_log_pool_close(pool);
+}
+
+static void test_hold_keeps_dropped_chunk(void **state) {
+        struct sbx_exec_log_pool *pool = NULL;
+        assert_int_equal(sbx_exec_log_pool_new(&pool), 0);
+        struct sbx_exec_log l;
+        sbx_exec_log_init(&l, 0, pool);
+        feed(&l, OUT, SBX_EXEC_LOG_CHUNK_MAX);
+        struct sbx_exec_log_piece p;
+        assert_true(sbx_exec_log_next(&l, &p));
+        sbx_exec_log_hold(p.chunk); /* a zero-copy send in flight */
+        sbx_exec_log_clear(&l);
+        /* Dropped by the log but not recycled: still the bytes sent. */
+        assert_int_equal(sbx_exec_log_pool_idle(pool), 0);
+        assert_int_equal(p.data[0], byte_at(0));
+        assert_int_equal(p.data[p.n - 1], byte_at(p.n - 1));
+        /* A new chunk meanwhile is other memory. */
+        size_t room;
+        uint8_t *d = sbx_exec_log_reserve(&l, OUT, SBX_EXEC_LOG_CHUNK_MAX, &room);
+        assert_ptr_not_equal(d, p.data);
+        sbx_exec_log_commit(&l, 0);
+        assert_int_equal(sbx_exec_log_pool_idle(pool), 1);
+        sbx_exec_log_release(p.chunk);
+        assert_int_equal(sbx_exec_log_pool_idle(pool), 2);
+
+        /* A hold outliving the pool's owner: the chunk (and the pool) are
+         * freed with the release (ASan checks). */
+        feed(&l, OUT, 10);
+        assert_true(sbx_exec_log_next(&l, &p));
+        sbx_exec_log_hold(p.chunk);
+        sbx_exec_log_clear(&l);
+        sbx_exec_log_pool_close(pool);
+        assert_int_equal(p.n, 10);
+        assert_int_equal(p.data[0], byte_at(p.offset));
+        assert_int_equal(p.data[9], byte_at(p.offset + 9));
+        sbx_exec_log_release(p.chunk);
+        sbx_exec_log_release(NULL);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_offsets_across_chunks),
+                cmocka_unit_test(test_cursor_seek),
+                cmocka_unit_test(test_read_ahead_limit),
+                cmocka_unit_test(test_history_behind_cursor),
+                cmocka_unit_test(test_eviction_gap),
+                cmocka_unit_test(test_unread_kept_when_someone_will_read),
+                cmocka_unit_test(test_size_minimum),
+                cmocka_unit_test(test_chunk_recycling),
+                cmocka_unit_test(test_hold_keeps_dropped_chunk),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
