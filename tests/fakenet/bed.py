@@ -628,11 +628,12 @@ DPkg::Pre-Invoke "";
         self._write_zone()
 
     def remove_record(self, name, rtype=None):
-        rrs = self._zone["records"].get(name.lower().rstrip("."), {})
-        if rtype is None:
-            rrs.clear()
-        else:
+        key = name.lower().rstrip(".")
+        rrs = self._zone["records"].get(key, {})
+        if rtype is not None:
             rrs.pop(rtype, None)
+        if rtype is None or not rrs:
+            self._zone["records"].pop(key, None)
         self._write_zone()
 
     # ---- logs ------------------------------------------------------------

@@ -7,6 +7,7 @@ The zone file (layout.Layout.zone() as JSON, plus whatever the bed adds
 with FakeNet.add_record) is re-read when its mtime changes.
 Every query is logged: client, proto, qname, qtype, rcode, answers.
 """
+import ipaddress
 import json
 import os
 import socket
@@ -18,7 +19,7 @@ from dnslib import (AAAA, CNAME, NS, QTYPE, RCODE, RR, SOA, TXT, A, DNSRecord)
 
 from .srvlog import EventLog, load_config, serve_forever_until_signal
 
-RDATA = {"A": A, "AAAA": AAAA, "CNAME": CNAME, "NS": NS,
+RDATA = {"A": A, "AAAA": lambda v: AAAA(list(ipaddress.IPv6Address(v).packed)), "CNAME": CNAME, "NS": NS,
          "TXT": lambda v: TXT(v if isinstance(v, list) else [v])}
 BARRIER_SUFFIX = ".barrier.fakenet.invalid"
 
@@ -33,9 +34,11 @@ class Zone:
 
     def current(self):
         try:
-            m = os.stat(self.path).st_mtime_ns
+            st = os.stat(self.path)
         except FileNotFoundError:
             return self.data
+        # the bed replaces the file (rename): a new inode, mtime or size is a change
+        m = (st.st_ino, st.st_mtime_ns, st.st_size)
         if m != self.mtime:
             with open(self.path) as f:
                 self.data = json.load(f)
@@ -95,6 +98,20 @@ class Server:
         self.listen = [tuple(x) for x in cfg["listen"]]
 
     def answer(self, data, proto, client, local):
+        """The reply to one query (None: send nothing). Never raises: a bug
+        here answers SERVFAIL and is logged, the server keeps serving."""
+        try:
+            return self._answer(data, proto, client, local)
+        except Exception as e:  # noqa: BLE001
+            self.log.log("server_error", proto=proto, client=client[0], error=repr(e))
+            try:
+                reply = DNSRecord.parse(data).reply()
+                reply.header.rcode = RCODE.SERVFAIL
+                return reply
+            except Exception:  # noqa: BLE001
+                return None
+
+    def _answer(self, data, proto, client, local):
         try:
             req = DNSRecord.parse(data)
         except Exception as e:  # noqa: BLE001 - any garbage is logged and dropped

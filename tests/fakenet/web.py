@@ -67,8 +67,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.app = server.app
         super().__init__(request, client_address, server)
 
+    def log_request(self, code="-", size="-"):  # requests are logged by route()
+        pass
+
     def log_message(self, fmt, *args):  # errors go to our log, not stderr
-        self.app.log.log("http_error", conn=self.conn["conn"], message=fmt % args)
+        self.app.log.log("http_error", conn=self.conn["conn"], client=self.conn["client"],
+                         message=fmt % args)
 
     def flush_headers(self):
         self._out += sum(len(b) for b in getattr(self, "_headers_buffer", []))
