@@ -180,6 +180,25 @@ def test_http_https_echo_and_log(fakenet, fakenet_client):
     assert {c.get("tls_version") for c in conns if c["tls"]} <= {"TLSv1.3", "TLSv1.2"}
 
 
+def test_http_helpers(fakenet, fakenet_client):
+    r = curl(fakenet_client, "-o", "/dev/null", "-w", "%{http_code}", "http://example.test/status/418")
+    assert r.stdout == "418"
+    r = curl(fakenet_client, "-o", "/dev/null", "-w", "%{http_code} %{redirect_url}",
+             "https://example.com/redirect?to=https://pypi.org/x")
+    assert r.stdout == "302 https://pypi.org/x"
+    r = curl(fakenet_client, "-sSI", "http://example.test/bytes/12345")
+    assert "Content-Length: 12345" in r.stdout
+    # keep-alive: two requests, one connection
+    m = fakenet.mark()
+    curl(fakenet_client, "http://example.test/a", "http://example.test/b")
+    fakenet.settle()
+    assert len({r["conn"] for r in fakenet.http_requests(since=m)}) == 1
+    # chunked request body
+    doc = json.loads(curl(fakenet_client, "-H", "Transfer-Encoding: chunked", "--data-binary", "x" * 1000,
+                          "http://example.test/echo").stdout)
+    assert doc["body_bytes"] == 1000
+
+
 def test_tls_failures(fakenet, fakenet_client):
     m = fakenet.mark()
     for name in ("badcert.example.test", "wrongname.example.test", "expired.example.test"):

@@ -135,7 +135,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if barrier:
                 self.send(204)
             else:
-                self.dispatch(hostname, path, query, body)
+                try:
+                    self.dispatch(hostname, path, query, body)
+                except (OSError, ssl.SSLError):
+                    raise
+                except Exception as e:  # noqa: BLE001 - a bad request must not kill the connection silently
+                    self.app.log.log("server_error", conn=self.conn["conn"], client=self.conn["client"],
+                                     error=repr(e))
+                    if self._status is None:
+                        self.send(500, f"fakenet: {e!r}\n".encode())
         finally:
             raw_in = len(self.raw_requestline) + sum(len(k) + len(v) + 4 for k, v in self.headers.items()) + 2
             self.conn["requests"] += 1
@@ -151,10 +159,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 seconds=round(time.time() - t0, 6))
 
     def dispatch(self, host, path, query, body):
-        if path.startswith("/bytes/"):
+        if re.fullmatch(r"/bytes/[0-9]+", path):
             return self.bulk(path, query)
-        if path.startswith("/status/"):
-            code = int(path.split("/")[2] or 200)
+        if re.fullmatch(r"/status/[1-5][0-9][0-9]", path):
+            code = int(path.split("/")[2])
             return self.send(code, f"status {code}\n".encode())
         if path == "/redirect":
             to = urllib.parse.parse_qs(query).get("to", ["/"])[0]
