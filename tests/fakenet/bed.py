@@ -59,10 +59,18 @@ def _kill_netns_pids(ns):
             pass
 
 
+def _blackholes(slot, add, metadata=False):
+    metric = str(layout.BLACKHOLE_METRIC + slot)
+    for net in layout.BLACKHOLES + ([layout.METADATA_BLACKHOLE] if metadata or not add else []):
+        fam = "-6" if ":" in net else "-4"
+        ip(fam, "route", "add" if add else "del", "blackhole", net, "metric", metric, check=add)
+
+
 def cleanup_slot(slot):
     """Remove everything a bed in `slot` may have left. Call only while
     holding that slot's lock (or for a slot nobody holds)."""
     prefix = f"wfn{slot}-"
+    _blackholes(slot, add=False)
     for ns in _netns_list():
         if ns.startswith(prefix):
             _kill_netns_pids(ns)
@@ -269,8 +277,9 @@ class SSHInfo:
 
 
 class FakeNet:
-    def __init__(self, ssh=True, clients=1):
+    def __init__(self, ssh=True, clients=1, blackhole_metadata=False):
         self.want_ssh = ssh and os.path.exists(SSHD)
+        self.blackhole_metadata = blackhole_metadata
         self.n_clients = clients
         self.procs = {}
         self.slot = None
@@ -341,6 +350,9 @@ class FakeNet:
         if self.slot is not None:
             for ns in reversed(self._created_ns):
                 _kill_netns_pids(ns)
+            if getattr(self, "_blackholed", False):
+                _blackholes(self.slot, add=False)
+                self._blackholed = False
             if os.path.exists(f"/sys/class/net/{self.layout.host_if}"):
                 ip("link", "del", self.layout.host_if, check=False)
             for ns in reversed(self._created_ns):
@@ -420,6 +432,8 @@ class FakeNet:
         # the host reaches exactly the bed's ranges through the veth
         ip("route", "add", str(L.net4), "via", i4, "dev", L.host_if)
         ip("-6", "route", "add", str(L.net6), "via", i6, "dev", L.host_if)
+        self._blackholed = True
+        _blackholes(self.slot, add=True, metadata=self.blackhole_metadata)
         for k in range(1, self.n_clients + 1):
             self.add_client()
 

@@ -50,6 +50,18 @@ PORTS = {"http": 80, "https": 443, "https_alt": 8443, "dns": 53, "ssh": 22,
 
 LONG_LABEL = "a" * 63
 
+# Answers outside the bed that the host would otherwise route out of the
+# machine (default route): while a bed runs, the host gets a blackhole
+# route for each (metric BLACKHOLE_METRIC + slot), so a policy bug that
+# dials one drops the packet locally instead of sending it anywhere.
+# Loopback, 0.0.0.0 and multicast answers need none. The metadata address
+# is only blackholed on request (FakeNet(blackhole_metadata=True)): the VM
+# itself may use it.
+BLACKHOLES = ["10.66.0.10/32", "172.16.0.10/32", "192.168.0.10/32", "169.254.10.10/32",
+              "fd00:ec2::254/128", "64:ff9b::7f00:1/128", "2002:7f00:1::1/128"]
+METADATA_BLACKHOLE = "169.254.169.254/32"
+BLACKHOLE_METRIC = 3000
+
 
 def v4(slot, host):
     return f"198.18.{slot}.{host}"
