@@ -204,6 +204,18 @@ def test_http_helpers(fakenet, fakenet_client):
     curl(fakenet_client, "http://example.test/a", "http://example.test/b")
     fakenet.settle()
     assert len({r["conn"] for r in fakenet.http_requests(since=m)}) == 1
+    # uploads: /sink streams and drops the body
+    m = fakenet.mark()
+    r = fakenet_client.run(["sh", "-c", "head -c 100000000 /dev/zero | curl -sS -T - -H 'Transfer-Encoding:' "
+                            "-H 'Content-Length: 100000000' https://example.test/sink"], check=True)
+    assert json.loads(r.stdout)["bytes"] == 100_000_000
+    doc = json.loads(curl(fakenet_client, "--data-binary", "abc", "http://example.test/sink?sha256=1").stdout)
+    assert doc == {"bytes": 3, "sha256": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"}
+    fakenet.settle()
+    assert [r["body_bytes"] for r in fakenet.http_requests(since=m)] == [100_000_000, 3]
+    t0 = time.time()
+    curl(fakenet_client, "http://example.test/delay/300")
+    assert time.time() - t0 >= 0.3
     # chunked request body
     doc = json.loads(curl(fakenet_client, "-H", "Transfer-Encoding: chunked", "--data-binary", "x" * 1000,
                           "http://example.test/echo").stdout)

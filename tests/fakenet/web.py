@@ -65,6 +65,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def __init__(self, request, client_address, server, conn):
         self.conn = conn
         self.app = server.app
+        self._out = 0      # bytes sent for the current request (a 100 Continue counts too)
+        self._sunk = 0
         super().__init__(request, client_address, server)
 
     def log_request(self, code="-", size="-"):  # requests are logged by route()
@@ -115,7 +117,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def route(self):
         t0 = time.time()
-        self._out = 0
         self._status = None
         target = self.path
         host = self.headers.get("Host") or ""
@@ -129,7 +130,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif hostname.count(":") == 1:
             hostname = hostname.split(":")[0]
         path, _, query = target.partition("?")
-        body = self.read_body()
+        sink = path == "/sink"
+        body = b"" if sink else self.read_body()
         barrier = path.startswith("/__fakenet/barrier/")
         try:
             if barrier:
@@ -147,7 +149,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         finally:
             raw_in = len(self.raw_requestline) + sum(len(k) + len(v) + 4 for k, v in self.headers.items()) + 2
             self.conn["requests"] += 1
-            self.conn["bytes_in"] += raw_in + len(body)
+            body_len = len(body) + getattr(self, "_sunk", 0)
+            self._sunk = 0
+            self.conn["bytes_in"] += raw_in + body_len
             self.conn["bytes_out"] += self._out
             self.app.log.log(
                 "request", barrier=barrier or None, conn=self.conn["conn"], port=self.conn["port"],
@@ -155,10 +159,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 local=self.conn["local"], method=self.command, host=host, hostname=hostname,
                 target=self.path, path=path, query=query, status=self._status,
                 headers=[[k, v] for k, v in self.headers.items()],
-                bytes_in=raw_in + len(body), body_bytes=len(body), bytes_out=self._out,
+                bytes_in=raw_in + body_len, body_bytes=body_len, bytes_out=self._out,
                 seconds=round(time.time() - t0, 6))
+            self._out = 0
 
     def dispatch(self, host, path, query, body):
+        if path == "/sink":
+            return self.sink("sha256=1" in query.split("&"))
+        if re.fullmatch(r"/delay/[0-9]+", path):
+            time.sleep(min(int(path.split("/")[2]), 60000) / 1000)
+            return self.echo(host, path, query, body)
         if re.fullmatch(r"/bytes/[0-9]+", path):
             return self.bulk(path, query)
         if re.fullmatch(r"/status/[1-5][0-9][0-9]", path):
@@ -187,6 +197,31 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except UnicodeDecodeError:
             doc["body"] = None
         self.send(200, (json.dumps(doc, indent=1) + "\n").encode(), "application/json")
+
+    def sink(self, want_hash):
+        """Read the request body in chunks and drop it (uploads of any
+        size); answers {"bytes": N, "sha256": hex or null (?sha256=1)}."""
+        h = hashlib.sha256() if want_hash else None
+        n = 0
+        te = (self.headers.get("Transfer-Encoding") or "").lower()
+        if "chunked" in te:
+            data = self.read_body()   # chunked uploads are held (clients rarely chunk big ones)
+            if h:
+                h.update(data)
+            n = len(data)
+        else:
+            left = int(self.headers.get("Content-Length") or 0)
+            while left > 0:
+                data = self.rfile.read(min(left, 1 << 20))
+                if not data:
+                    break
+                if h:
+                    h.update(data)
+                n += len(data)
+                left -= len(data)
+        self._sunk = n
+        self.send(200, json.dumps({"bytes": n, "sha256": h and h.hexdigest()}).encode() + b"\n",
+                  "application/json")
 
     def bulk(self, path, query):
         n = int(path.split("/")[2])
