@@ -9,8 +9,6 @@ import shutil
 
 import pytest
 
-from .bed import FakeNet
-
 _MISSING = [t for t in ("ip", "nsenter", "setpriv", "unshare", "git", "curl") if not shutil.which(t)]
 
 
@@ -21,6 +19,8 @@ def fakenet():
         pytest.skip("the fake internet needs root (network namespaces)")
     if _MISSING:
         pytest.skip(f"the fake internet needs {', '.join(_MISSING)} (scripts/deps.sh installs them)")
+    from .bed import FakeNet   # imported here: a conftest importing the fixtures stays light
+
     bed = FakeNet()
     bed.start()
     try:
