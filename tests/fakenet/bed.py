@@ -93,7 +93,15 @@ class SlotLock:
     def __init__(self):
         self.slot = self.fd = None
 
-    def acquire(self, slots=range(1, layout.MAX_SLOT + 1)):
+    def acquire(self, slots=None):
+        """Take the first free slot of `slots` (default: all, starting at
+        one derived from the pid, so that concurrent runs rarely reuse a
+        slot just freed by another)."""
+        if slots is None:
+            n = layout.MAX_SLOT
+            start = os.getpid() % n
+            slots = [(start + i) % n + 1 for i in range(n)]
+        slots = list(slots)
         os.makedirs(LOCK_DIR, mode=0o755, exist_ok=True)
         routes = ip("-4", "route", "show", "table", "all", check=False).stdout
         for s in slots:
@@ -117,7 +125,7 @@ class SlotLock:
                 continue
             self.slot, self.fd = s, fd
             return s
-        raise RuntimeError("fakenet: no free slot (all of 1..%d are held)" % layout.MAX_SLOT)
+        raise RuntimeError(f"fakenet: no free slot (all of {slots} are held)")
 
     def write_state(self, state):
         os.ftruncate(self.fd, 0)
