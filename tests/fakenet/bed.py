@@ -320,9 +320,9 @@ class FakeNet:
 
     def _start(self):
         s = self._lock.acquire()
+        self.layout = L = layout.Layout(s)
         self.slot = s
         cleanup_slot(s)
-        self.layout = L = layout.Layout(s)
         self.netns = L.inet_ns
         self.dir = tempfile.mkdtemp(prefix=f"wfn{s}-")
         os.chmod(self.dir, 0o755)      # the ssh test user reads its keys and repo below
@@ -367,6 +367,7 @@ class FakeNet:
                 ip("netns", "del", ns, check=False)
                 shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
             self._created_ns.clear()
+            self.clients.clear()
             try:
                 os.rmdir("/etc/netns")
             except OSError:
@@ -383,6 +384,8 @@ class FakeNet:
         os.makedirs(d)
         L = self.layout
         ca, ca_key, self.ca_pem = pki.make_ca(d, f"fakenet-test-ca-{self.slot}")
+        self.ca_key_pem = self.ca_pem[:-4] + ".key"
+        self._ca = (ca, ca_key, d)
         names = sorted(set(layout.HOSTS) - {"badcert.example.test", "wrongname.example.test",
                                             "expired.example.test"})
         names += [f"*.{z}" for z in layout.WILDCARDS] + ["multi.example.test", "mixed.example.test",
@@ -400,6 +403,13 @@ class FakeNet:
         }
         self.certdir_empty = os.path.join(d, "empty-certdir")
         os.makedirs(self.certdir_empty)
+
+    def issue_cert(self, names, ips=(), expired=False):
+        """A new server certificate signed by the test CA for `names`
+        (DNS SANs) and `ips`; returns (crt_path, key_path)."""
+        ca, ca_key, d = self._ca
+        stem = f"issued-{len(os.listdir(d))}"
+        return pki.make_leaf(d, stem, ca, ca_key, list(names), ips, expired=expired)
 
     def _make_content(self):
         d = os.path.join(self.dir, "content")

@@ -255,6 +255,14 @@ def test_tls_failures(fakenet, fakenet_client):
     assert not fakenet.http_requests(since=m)
 
 
+def test_issue_cert(fakenet):
+    crt, key = fakenet.issue_cert(["extra.example.test"], ["198.18.%d.99" % fakenet.slot])
+    r = subprocess.run(["openssl", "verify", "-CAfile", fakenet.ca_pem, "-verify_hostname", "extra.example.test",
+                        crt], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert os.path.exists(key) and os.path.exists(fakenet.ca_key_pem)
+
+
 def test_bulk_download_1gib(fakenet, fakenet_client):
     n = 1 << 30
     t0 = time.time()
