@@ -190,10 +190,11 @@ def cleanup_stale():
 
 
 class Mark:
-    """A point in every server log: events after it are "since" it."""
+    """A point in every server log (and the packet counters): events after
+    it are "since" it."""
 
-    def __init__(self, offsets, t):
-        self.offsets, self.t = offsets, t
+    def __init__(self, offsets, t, packets=None):
+        self.offsets, self.t, self.packets = offsets, t, packets
 
     def __repr__(self):
         return f"Mark(t={self.t:.3f})"
@@ -297,6 +298,7 @@ class FakeNet:
         self.clients = []
         self.ssh = None
         self.barrier_src = None
+        self.nft = False
         self.started = False
 
     # ---- lifecycle -------------------------------------------------------
@@ -452,8 +454,60 @@ class FakeNet:
         ip("-6", "route", "add", str(L.net6), "via", i6, "dev", L.host_if)
         self._blackholed = True
         _blackholes(self.slot, add=True, metadata=self.blackhole_metadata)
+        self._load_nft()
         for k in range(1, self.n_clients + 1):
             self.add_client()
+
+    def _load_nft(self):
+        """Packet counters at the internet netns' door (nftables, prerouting):
+        TCP connection attempts (SYN without ACK: late segments of older
+        connections don't count), every UDP, ICMP, ICMPv6 (less neighbour
+        discovery and MLD) and other IP packet, except settle()'s probes;
+        so a test can see that nothing at all arrived, also at ports no
+        server listens on. Without nft the counters are None."""
+        self.nft = False
+        if not shutil.which("nft"):
+            return
+        rules = f"""table inet fakenet {{
+    counter c_tcp {{ }}
+    counter c_udp {{ }}
+    counter c_icmp {{ }}
+    counter c_icmpv6 {{ }}
+    counter c_other {{ }}
+    chain pre {{
+        type filter hook prerouting priority -300; policy accept;
+        iifname "lo" return
+        ip6 saddr {self.barrier_src} return
+        tcp flags & (syn | ack) == syn counter name "c_tcp" return
+        meta l4proto tcp return
+        meta l4proto udp counter name "c_udp" return
+        meta l4proto icmp counter name "c_icmp" return
+        icmpv6 type {{ nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert, nd-redirect, mld-listener-query, mld-listener-report, mld2-listener-report }} return
+        meta l4proto ipv6-icmp counter name "c_icmpv6" return
+        counter name "c_other"
+    }}
+}}
+"""
+        path = os.path.join(self.dir, "fakenet.nft")
+        with open(path, "w") as f:
+            f.write(rules)
+        self.nsexec(["nft", "-f", path])
+        self.nft = True
+
+    def packet_counts(self):
+        """{"tcp" (SYNs), "udp", "icmp", "icmpv6", "other": packets that
+        reached the bed so far}, or None without nftables."""
+        if not self.nft:
+            return None
+        out = json.loads(self.nsexec(["nft", "-j", "list", "counters", "table", "inet", "fakenet"]).stdout)
+        return {o["counter"]["name"][2:]: o["counter"]["packets"] for o in out["nftables"] if "counter" in o}
+
+    def packets_since(self, mark):
+        """Packets per protocol that reached the bed since `mark` (a Mark)."""
+        now = self.packet_counts()
+        if now is None or mark.packets is None:
+            return None
+        return {k: now[k] - mark.packets.get(k, 0) for k in now}
 
     def add_client(self):
         """Create one more client netns (cleaned up by stop())."""
@@ -672,7 +726,7 @@ DPkg::Pre-Invoke "";
     def mark(self):
         """A Mark: pass it as since= to the log readers."""
         return Mark({n: os.path.getsize(p) if os.path.exists(p) else 0 for n, p in self.log_paths.items()},
-                    time.time())
+                    time.time(), self.packet_counts())
 
     def events(self, server, since=None, barrier=False):
         """Events of one server ("dns", "web", "tcp_echo", "udp_echo",
@@ -777,7 +831,11 @@ DPkg::Pre-Invoke "";
                 time.sleep(0.005)
 
     def assert_nothing_seen(self, since, servers=None):
-        """settle(), then fail if any server saw anything after `since`."""
+        """settle(), then fail if any server saw anything after `since`,
+        or (since a Mark, all servers) any packet reached the bed."""
         self.settle()
         seen = self.seen(since, servers)
         assert not seen, f"the fake internet saw traffic: {json.dumps(seen, indent=1)[:4000]}"
+        if isinstance(since, Mark) and servers is None:
+            pk = self.packets_since(since)
+            assert not pk or not any(pk.values()), f"packets reached the fake internet: {pk}"

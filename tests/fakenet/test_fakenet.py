@@ -389,6 +389,43 @@ def test_nothing_seen(fakenet, fakenet_client):
     assert {e["server"] for e in fakenet.seen(m)} == {"dns"}
 
 
+PING = r"""
+import socket, struct, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+s.settimeout(5)
+body = struct.pack("!BBHHH", 8, 0, 0, 0x77, 1) + b"fakenet!"
+c = sum(struct.unpack("!8H", body))
+c = (c >> 16) + (c & 0xFFFF); c = ~(c + (c >> 16)) & 0xFFFF
+s.sendto(body[:2] + struct.pack("!H", c) + body[4:], (sys.argv[1], 0))
+print(s.recv(100)[20])   # ICMP type of the reply: 0
+"""
+
+CONNECT = r"""
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+except ConnectionRefusedError:
+    print("refused")
+"""
+
+
+def test_packet_counters(fakenet, fakenet_client):
+    if not fakenet.nft:
+        pytest.skip("nft is not installed")
+    m = fakenet.mark()
+    fakenet.settle()
+    assert set(fakenet.packets_since(m).values()) == {0}     # barrier probes are not counted
+    r = fakenet_client.run([sys.executable, "-c", PING, fakenet.addr("example.test")], check=True)
+    assert r.stdout.strip() == "0"
+    r = fakenet_client.run([sys.executable, "-c", CONNECT, fakenet.addr("example.test", 6), "5432"], check=True)
+    assert r.stdout.strip() == "refused"
+    pk = fakenet.packets_since(m)
+    assert pk["icmp"] == 1 and pk["tcp"] == 1 and pk["udp"] == 0, pk
+    assert not fakenet.seen(m)                     # no server saw them: only the counters did
+    with pytest.raises(AssertionError, match="packets reached"):
+        fakenet.assert_nothing_seen(m)
+
+
 def test_second_bed_and_stop_leaves_nothing(fakenet):
     bed = FakeNet(ssh=False)
     bed.start()
