@@ -130,22 +130,24 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif hostname.count(":") == 1:
             hostname = hostname.split(":")[0]
         path, _, query = target.partition("?")
-        sink = path == "/sink"
-        body = b"" if sink else self.read_body()
+        body = b""
         barrier = path.startswith("/__fakenet/barrier/")
         try:
             if barrier:
                 self.send(204)
             else:
                 try:
+                    if path != "/sink":       # /sink streams its body itself
+                        body = self.read_body()
                     self.dispatch(hostname, path, query, body)
                 except (OSError, ssl.SSLError):
                     raise
                 except Exception as e:  # noqa: BLE001 - a bad request must not kill the connection silently
                     self.app.log.log("server_error", conn=self.conn["conn"], client=self.conn["client"],
                                      error=repr(e))
+                    self.close_connection = True     # the body may be partly unread
                     if self._status is None:
-                        self.send(500, f"fakenet: {e!r}\n".encode())
+                        self.send(500, f"fakenet: {e!r}\n".encode(), headers=[("Connection", "close")])
         finally:
             raw_in = len(self.raw_requestline) + sum(len(k) + len(v) + 4 for k, v in self.headers.items()) + 2
             self.conn["requests"] += 1
