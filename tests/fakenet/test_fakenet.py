@@ -427,10 +427,13 @@ def test_packet_counters(fakenet, fakenet_client):
 
 
 def test_second_bed_and_stop_leaves_nothing(fakenet):
-    bed = FakeNet(ssh=False)
+    bed = FakeNet(ssh=False, blackhole_metadata=True)
     bed.start()
     try:
         assert bed.slot != fakenet.slot
+        r = subprocess.run(["ip", "route", "show", "type", "blackhole", "169.254.169.254/32"],
+                           capture_output=True, text=True)
+        assert f"metric {layout.BLACKHOLE_METRIC + bed.slot}" in r.stdout
         assert bed.client.run(["getent", "hosts", "github.com"], check=True).stdout.startswith(
             f"2001:db8:5741:{bed.slot:x}::11")
         pids = [p.pid for p in bed.procs.values()]
