@@ -110,7 +110,11 @@ class SlotLock:
                    for line in routes.splitlines()):
                 continue
             path = f"{LOCK_DIR}/slot-{s}.lock"
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except FileNotFoundError:      # the last bed's release removed the empty dir meanwhile
+                os.makedirs(LOCK_DIR, mode=0o755, exist_ok=True)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -139,6 +143,10 @@ class SlotLock:
                 pass
             os.close(self.fd)
             self.fd = None
+            try:
+                os.rmdir(LOCK_DIR)         # only when no other bed has a lock file in it
+            except OSError:
+                pass
 
 
 def slot_held(slot):
