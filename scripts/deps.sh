@@ -15,8 +15,10 @@ DEB_PACKAGES=(
   docker-registry skopeo
   mmdebstrap
   tmux
+  git curl openssh-client openssh-server   # tests/fakenet: git, curl, ssh clients and the bed's sshd
 )
-PY_MODULES=(grpc:grpcio grpc_tools:grpcio-tools google.protobuf:protobuf pytest:pytest)
+PY_MODULES=(grpc:grpcio grpc_tools:grpcio-tools google.protobuf:protobuf pytest:pytest
+  dnslib:dnslib cryptography:cryptography)  # the last two: tests/fakenet
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
@@ -31,6 +33,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
   echo "deps: installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
+  # Packages such as openssh-server start their service on install where
+  # no init system says otherwise; the tests start their own sshd in a
+  # netns, so forbid service starts for this install (only when no
+  # policy-rc.d exists; ours is removed afterwards).
+  policy=/usr/sbin/policy-rc.d
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy"
+    trap 'rm -f "$policy"' EXIT
+  fi
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

@@ -204,3 +204,12 @@ def sandbox_daemon():
     import_image(d, "probe:latest", {"/usr/bin/warren-probe": PROBE})
     yield d
     d.stop()
+
+
+# The fake internet for network-facing tests (tests/fakenet/README.md):
+# fixtures fakenet (session), fakenet_client, fakenet_mark. Appended, so
+# nothing under tests/ shadows an installed module.
+import sys  # noqa: E402
+
+sys.path.append(str(ROOT / "tests"))
+from fakenet.fixtures import fakenet, fakenet_client, fakenet_mark  # noqa: E402,F401
