@@ -137,8 +137,7 @@ int net_cidr_parse(const char *s, struct net_cidr *ret, struct wr_err *e) {
         uint32_t max = a.family == AF_INET ? 32 : 128, prefix = max;
         if (slash && parse_dec(slash + 1, strlen(slash + 1), max, &prefix) < 0)
                 return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                "route %s: prefix length must be 0..%u", net_quote(s, len, q),
-                                max);
+                                "route %s: prefix length must be 0..%u", net_quote(s, len, q), max);
         if (!host_bits_zero(&a, prefix)) {
                 char net[NET_ADDR_STR_MAX];
                 struct net_addr m = a;
@@ -184,8 +183,7 @@ bool net_cidr_contains_any(const struct net_cidr *c, const struct net_addr *a) {
         return net_addr_normalize(a, &n) && net_cidr_contains(c, &n);
 }
 
-int net_port_range_check(uint32_t lo, uint32_t hi, struct net_port_range *ret,
-                         struct wr_err *e) {
+int net_port_range_check(uint32_t lo, uint32_t hi, struct net_port_range *ret, struct wr_err *e) {
         memset(ret, 0, sizeof(*ret));
         if (lo < 1 || lo > 65535 || hi < 1 || hi > 65535)
                 return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
@@ -222,38 +220,41 @@ int net_port_range_parse(const char *s, struct net_port_range *ret, struct wr_er
         return net_port_range_check(lo, hi, ret, e);
 }
 
+/* The built-in blocks, pre-parsed (the hot path never parses text). */
 struct block {
-        const char *text;
+        struct net_cidr cidr;
         const char *what;
 };
 
+#define V4(a, b, c, d, len)                                                                        \
+        { {AF_INET, {a, b, c, d}}, len }
+#define V6(len, ...)                                                                               \
+        { {AF_INET6, {__VA_ARGS__}}, len }
+
 static const struct block builtin[] = {
-        {"0.0.0.0/8", "unspecified"},
-        {"127.0.0.0/8", "loopback"},
-        {"169.254.0.0/16", "link-local (cloud metadata 169.254.169.254)"},
-        {"224.0.0.0/4", "multicast"},
-        {"240.0.0.0/4", "broadcast/reserved"},
-        {"::/128", "unspecified"},
-        {"::1/128", "loopback"},
-        {"fe80::/10", "link-local"},
-        {"fd00:ec2::254/128", "cloud metadata (IPv6)"},
-        {"ff00::/8", "multicast"},
+        {V4(0, 0, 0, 0, 8), "unspecified"},
+        {V4(127, 0, 0, 0, 8), "loopback"},
+        {V4(169, 254, 0, 0, 16), "link-local, cloud metadata"},
+        {V4(224, 0, 0, 0, 4), "multicast"},
+        {V4(240, 0, 0, 0, 4), "broadcast/reserved"},
+        {V6(128, 0), "unspecified"},
+        {V6(128, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1), "loopback"},
+        {V6(10, 0xfe, 0x80), "link-local"},
+        {V6(128, 0xfd, 0x00, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54),
+         "cloud metadata (IPv6)"},
+        {V6(8, 0xff), "multicast"},
 };
 
 static const struct block private_blocks[] = {
-        {"10.0.0.0/8", "private"},      {"172.16.0.0/12", "private"},
-        {"192.168.0.0/16", "private"},  {"100.64.0.0/10", "shared address space (CGN)"},
-        {"fc00::/7", "unique local"},   {"fec0::/10", "site-local"},
+        {V4(10, 0, 0, 0, 8), "private"},     {V4(172, 16, 0, 0, 12), "private"},
+        {V4(192, 168, 0, 0, 16), "private"}, {V4(100, 64, 0, 0, 10), "shared address space (CGN)"},
+        {V6(7, 0xfc), "unique local"},       {V6(10, 0xfe, 0xc0), "site-local"},
 };
 
 static const struct block *find_block(const struct block *t, size_t n, const struct net_addr *a) {
-        for (size_t i = 0; i < n; i++) {
-                struct net_cidr c;
-                if (net_cidr_parse(t[i].text, &c, NULL) < 0)
-                        continue; /* cannot happen: the tables are tested */
-                if (net_cidr_contains_any(&c, a))
+        for (size_t i = 0; i < n; i++)
+                if (net_cidr_contains_any(&t[i].cidr, a))
                         return &t[i];
-        }
         return NULL;
 }
 
@@ -276,8 +277,9 @@ bool net_builtin_denied(const struct net_addr *a, uint16_t port, const struct ne
         }
         const struct block *b = find_block(builtin, ELEMENTSOF(builtin), a);
         if (b) {
+                char c[NET_CIDR_STR_MAX];
                 *reason = b->what;
-                snprintf(rule, rule_size, "builtin %s", b->text);
+                snprintf(rule, rule_size, "builtin %s", net_cidr_format(&b->cidr, c));
                 return true;
         }
         if (!hd)
@@ -292,8 +294,7 @@ bool net_builtin_denied(const struct net_addr *a, uint16_t port, const struct ne
                     (has_hn && (net_addr_equal(&hn, a) || (has_n && net_addr_equal(&hn, &n))))) {
                         char s[NET_ADDR_STR_MAX];
                         *reason = "the host's own address";
-                        snprintf(rule, rule_size, "builtin host address %s",
-                                 net_addr_format(h, s));
+                        snprintf(rule, rule_size, "builtin host address %s", net_addr_format(h, s));
                         return true;
                 }
         }
@@ -307,8 +308,11 @@ bool net_builtin_denied(const struct net_addr *a, uint16_t port, const struct ne
 }
 
 bool net_addr_is_private(const struct net_addr *a, const char **range) {
+        static const char *const texts[] = {"10.0.0.0/8",    "172.16.0.0/12", "192.168.0.0/16",
+                                            "100.64.0.0/10", "fc00::/7",      "fec0::/10"};
+        _Static_assert(ELEMENTSOF(texts) == ELEMENTSOF(private_blocks), "one text per block");
         const struct block *b = find_block(private_blocks, ELEMENTSOF(private_blocks), a);
         if (range)
-                *range = b ? b->text : NULL;
+                *range = b ? texts[b - private_blocks] : NULL;
         return b != NULL;
 }

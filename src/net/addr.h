@@ -24,7 +24,7 @@
 #define NET_CIDR_STR_MAX 52
 
 struct net_addr {
-        uint8_t family;   /* AF_INET or AF_INET6; 0 = unset */
+        uint8_t family;    /* AF_INET or AF_INET6; 0 = unset */
         uint8_t bytes[16]; /* network order; IPv4 uses the first 4 */
 };
 
@@ -84,8 +84,7 @@ bool net_cidr_contains_any(const struct net_cidr *c, const struct net_addr *a);
 /* Check an inclusive range as the API carries it (uint32 start, end):
  * 1 <= lo <= hi <= 65535. -EINVAL with a message naming the range
  * ("port range (5, 1): start above end"). */
-int net_port_range_check(uint32_t lo, uint32_t hi, struct net_port_range *ret,
-                         struct wr_err *e);
+int net_port_range_check(uint32_t lo, uint32_t hi, struct net_port_range *ret, struct wr_err *e);
 
 /* Parse a port range written as text: "443" (= 443-443) or "1000-2000";
  * decimal, no sign, no leading zeros, no spaces; then as

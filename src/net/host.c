@@ -27,7 +27,8 @@ int net_ipv4_aton(const char *s, size_t len, struct net_addr *ret) {
                         size_t start = i;
                         for (; i < len && net_is_hex((unsigned char) s[i]); i++) {
                                 unsigned char c = net_lower((unsigned char) s[i]);
-                                v = (v << 4) | (uint64_t) (net_is_digit(c) ? c - '0' : c - 'a' + 10);
+                                v = (v << 4) |
+                                    (uint64_t) (net_is_digit(c) ? c - '0' : c - 'a' + 10);
                                 if (v > 0xffffffffu)
                                         return -EINVAL;
                         }
@@ -72,16 +73,14 @@ int net_ipv4_aton(const char *s, size_t len, struct net_addr *ret) {
         return 0;
 }
 
-static int bad(struct wr_err *e, enum wr_fault fault, const char *s, size_t len,
-               const char *why) {
+static int bad(struct wr_err *e, enum wr_fault fault, const char *s, size_t len, const char *why) {
         char q[NET_QUOTE_MAX];
         return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, fault, "host %s: %s",
                         net_quote(s, len, q), why);
 }
 
 static bool zone_char(unsigned char c) {
-        return net_is_alpha(c) || net_is_digit(c) || c == '.' || c == '_' || c == '~' ||
-               c == '-';
+        return net_is_alpha(c) || net_is_digit(c) || c == '.' || c == '_' || c == '~' || c == '-';
 }
 
 /* s[0..len) without brackets: an IPv6 address with an optional zone. */
@@ -213,8 +212,7 @@ int net_host_canon(const char *s, size_t len, enum wr_fault fault, struct net_ho
                 start = i + 1;
         }
         if (numeric_label(last, last_len))
-                return bad(e, fault, s, len,
-                           "numeric last label but not a valid IPv4 address");
+                return bad(e, fault, s, len, "numeric last label but not a valid IPv4 address");
 
         ret->kind = NET_HOST_NAME;
         memcpy(ret->name, buf, n + 1);

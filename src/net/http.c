@@ -17,8 +17,8 @@ static int fail(struct wr_err *e, int code, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        return err_setx(e, code, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD,
-                        "HTTP request: %s", msg);
+        return err_setx(e, code, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD, "HTTP request: %s",
+                        msg);
 }
 
 static bool tchar(unsigned char c) {
@@ -65,8 +65,8 @@ static int parse_authority(struct net_span a, bool need_port, const char *what,
                         hlen = (size_t) (colon - a.p);
                         if (memchr(colon + 1, ':', a.n - hlen - 1))
                                 return fail(e, -EBADMSG,
-                                            "%s %s: more than one ':' (IPv6 needs brackets)",
-                                            what, net_quote(a.p, a.n, q));
+                                            "%s %s: more than one ':' (IPv6 needs brackets)", what,
+                                            net_quote(a.p, a.n, q));
                 }
         }
         if (colon) {
@@ -155,8 +155,7 @@ static int parse_request_line(struct net_span l, struct net_http_head *h, struct
         while (i < l.n && tchar((unsigned char) l.p[i]))
                 i++;
         if (i == 0 || i > NET_HTTP_METHOD_MAX || i >= l.n || l.p[i] != ' ')
-                return fail(e, -EBADMSG, "request line %s: bad method",
-                            net_quote(l.p, l.n, q));
+                return fail(e, -EBADMSG, "request line %s: bad method", net_quote(l.p, l.n, q));
         h->method = (struct net_span){l.p, i};
         size_t t0 = ++i;
         while (i < l.n && (unsigned char) l.p[i] > 0x20 && (unsigned char) l.p[i] < 0x7f)
@@ -223,16 +222,14 @@ static int parse_content_length(struct net_span v, uint64_t *ret, struct wr_err 
         return 0;
 }
 
-const struct net_http_header *net_http_head_find(const struct net_http_head *h,
-                                                 const char *name) {
+const struct net_http_header *net_http_head_find(const struct net_http_head *h, const char *name) {
         for (size_t i = 0; h && name && i < h->n_headers; i++)
                 if (span_caseeq(h->headers[i].name, name))
                         return &h->headers[i];
         return NULL;
 }
 
-int net_http_head_parse(const char *buf, size_t len, struct net_http_head *ret,
-                        struct wr_err *e) {
+int net_http_head_parse(const char *buf, size_t len, struct net_http_head *ret, struct wr_err *e) {
         if (!ret)
                 return -EINVAL;
         memset(ret, 0, sizeof(*ret));
@@ -352,10 +349,8 @@ int net_http_head_parse(const char *buf, size_t len, struct net_http_head *ret,
                         if (fh.kind != h->host.kind || strcmp(fh.name, h->host.name) != 0 ||
                             fp != tp) {
                                 char q[NET_QUOTE_MAX];
-                                r = fail(e, -EBADMSG,
-                                         "Host %s does not match the request-target",
-                                         net_quote(host_field->value.p, host_field->value.n,
-                                                   q));
+                                r = fail(e, -EBADMSG, "Host %s does not match the request-target",
+                                         net_quote(host_field->value.p, host_field->value.n, q));
                                 goto fail;
                         }
                 } else {

@@ -62,32 +62,30 @@ enum net_http_form {
 };
 
 struct net_http_head {
-        size_t head_len;         /* bytes up to and including the final CRLF CRLF */
-        struct net_span method;  /* "GET" */
-        struct net_span target;  /* the request-target exactly as sent (forwarded as is) */
-        struct net_span path;    /* absolute form: its path + query ("" if none);
-                                  * origin form: the target; otherwise empty */
+        size_t head_len;        /* bytes up to and including the final CRLF CRLF */
+        struct net_span method; /* "GET" */
+        struct net_span target; /* the request-target exactly as sent (forwarded as is) */
+        struct net_span path;   /* absolute form: its path + query ("" if none);
+                                 * origin form: the target; otherwise empty */
         enum net_http_form form;
-        int version;             /* 10 or 11 */
-        bool has_host;           /* a host is known (Host field or target authority) */
-        struct net_host host;    /* canonical (NAME or IP) */
-        uint16_t port;           /* explicit port, 0 = none given (default of the scheme) */
+        int version;          /* 10 or 11 */
+        bool has_host;        /* a host is known (Host field or target authority) */
+        struct net_host host; /* canonical (NAME or IP) */
+        uint16_t port;        /* explicit port, 0 = none given (default of the scheme) */
         size_t n_headers;
         struct net_http_header headers[NET_HTTP_HEADERS_MAX];
         bool has_content_length;
         uint64_t content_length;
-        bool chunked;            /* Transfer-Encoding: chunked */
-        bool upgrade;            /* an Upgrade field is present (h2c and friends: refuse) */
-        bool trace;              /* TRACE or TRACK: the proxy answers 405 */
+        bool chunked; /* Transfer-Encoding: chunked */
+        bool upgrade; /* an Upgrade field is present (h2c and friends: refuse) */
+        bool trace;   /* TRACE or TRACK: the proxy answers 405 */
 };
 
 /* Parse the request head at the start of buf (len bytes) into *ret. Returns
  * 0 (ret->head_len says where the body starts), -EAGAIN, -EBADMSG or
  * -E2BIG as described above. ret's spans point into buf: valid as long as
  * buf is. */
-int net_http_head_parse(const char *buf, size_t len, struct net_http_head *ret,
-                        struct wr_err *e);
+int net_http_head_parse(const char *buf, size_t len, struct net_http_head *ret, struct wr_err *e);
 
 /* Find the first header named name (case-insensitive) in h; NULL if none. */
-const struct net_http_header *net_http_head_find(const struct net_http_head *h,
-                                                 const char *name);
+const struct net_http_header *net_http_head_find(const struct net_http_head *h, const char *name);

@@ -145,8 +145,8 @@ static int read_route(const uint8_t *buf, size_t len, size_t *off, struct net_po
         if (r < 0)
                 return refused(e);
         /* canonical: a mapped IPv6 block would come back as IPv4 */
-        const struct net_route *added = list == NET_ROUTES_DENIED ? &p->denied[before]
-                                                                  : &p->allowed[before];
+        const struct net_route *added =
+                list == NET_ROUTES_DENIED ? &p->denied[before] : &p->allowed[before];
         if (!net_addr_equal(&added->cidr.addr, &a) || added->cidr.prefix != prefix)
                 return malformed(e, "%s[%zu]: %s is not in canonical form", name, idx, cidr);
         *off = o;
@@ -169,13 +169,12 @@ int net_policy_deserialize(const void *data, size_t len, struct net_policy **ret
                 return malformed(e, "bad magic");
         uint32_t version = get16(buf + 4), flags = get16(buf + 6);
         if (version != NET_POLICY_WIRE_VERSION)
-                return err_setx(e, -EPROTONOSUPPORT, WR_STATUS_INVALID_ARGUMENT,
-                                WR_FAULT_SERVICE, "policy wire form: version %u (expected %d)",
-                                version, NET_POLICY_WIRE_VERSION);
+                return err_setx(e, -EPROTONOSUPPORT, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_SERVICE,
+                                "policy wire form: version %u (expected %d)", version,
+                                NET_POLICY_WIRE_VERSION);
         if (flags & ~1u)
                 return malformed(e, "unknown flags 0x%x", flags);
-        size_t n_hosts = get16(buf + 8), n_allowed = get16(buf + 10),
-               n_denied = get16(buf + 12);
+        size_t n_hosts = get16(buf + 8), n_allowed = get16(buf + 10), n_denied = get16(buf + 12);
         if (get16(buf + 14) != 0)
                 return malformed(e, "reserved field not zero");
         if (n_hosts > NET_POLICY_HOSTS_MAX || n_allowed > NET_POLICY_ROUTES_MAX ||
@@ -208,8 +207,8 @@ int net_policy_deserialize(const void *data, size_t len, struct net_policy **ret
                 char canon[NET_HOST_MAX + 3], q[NET_QUOTE_MAX];
                 net_host_pattern_format(&p->hosts[i], canon, sizeof(canon));
                 if (strcmp(canon, txt) != 0)
-                        return malformed(e, "allowed_hosts[%zu]: %s is not in canonical form",
-                                         i, net_quote(txt, n, q));
+                        return malformed(e, "allowed_hosts[%zu]: %s is not in canonical form", i,
+                                         net_quote(txt, n, q));
                 o += n;
         }
         for (size_t i = 0; i < n_allowed; i++) {

@@ -137,8 +137,7 @@ int net_policy_add_route(struct net_policy *p, enum net_route_list list, const c
                                 "%s: more than %d entries", name, NET_POLICY_ROUTES_MAX);
         if (n_ports > NET_ROUTE_PORTS_MAX)
                 return err_setx(e, -E2BIG, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                "%s[%zu]: more than %d port ranges", name, *n,
-                                NET_ROUTE_PORTS_MAX);
+                                "%s[%zu]: more than %d port ranges", name, *n, NET_ROUTE_PORTS_MAX);
         struct net_route route = {0};
         int r = net_cidr_parse(cidr, &route.cidr, e);
         if (r < 0)
@@ -211,7 +210,11 @@ static bool builtin_step(const struct net_dest *d, const struct net_host_deny *h
         const char *what;
         char rule[NET_RULE_MAX - 20];
         if (d->addr.family != AF_INET && d->addr.family != AF_INET6) {
-                verdict(ret, NET_VERDICT_DENY, "no address to dial", "builtin");
+                verdict(ret, NET_VERDICT_DENY, "no address to dial", "none");
+                return true;
+        }
+        if (d->port == 0) {
+                verdict(ret, NET_VERDICT_DENY, "port 0", "none");
                 return true;
         }
         if (net_builtin_denied(&d->addr, d->port, hd, &what, rule, sizeof(rule))) {
@@ -234,20 +237,20 @@ int net_policy_decide(const struct net_policy *p, const struct net_dest *d,
                 struct net_host h;
                 if (net_host_canon_str(d->host, &h, NULL) < 0 ||
                     (h.kind == NET_HOST_NAME && strcmp(h.name, d->host) != 0))
-                        return verdict(ret, NET_VERDICT_DENY, "host name not canonical",
-                                       "none");
+                        return verdict(ret, NET_VERDICT_DENY, "host name not canonical", "none");
                 if (h.kind == NET_HOST_NAME)
                         name = d->host;
         }
         if (d->addr.family != AF_INET && d->addr.family != AF_INET6)
                 return verdict(ret, NET_VERDICT_DENY, "no address to dial", "none");
+        if (d->port == 0)
+                return verdict(ret, NET_VERDICT_DENY, "port 0", "none");
 
         for (size_t i = 0; i < p->n_denied; i++)
                 if (net_route_match(&p->denied[i], &d->addr, d->port)) {
                         ret->verdict = NET_VERDICT_DENY;
                         ret->reason = "denied route";
-                        route_rule(ret->rule, sizeof(ret->rule), "denied_routes", i,
-                                   &p->denied[i]);
+                        route_rule(ret->rule, sizeof(ret->rule), "denied_routes", i, &p->denied[i]);
                         return 0;
                 }
 
@@ -284,8 +287,7 @@ int net_policy_decide(const struct net_policy *p, const struct net_dest *d,
                 net_host_pattern_format(&p->hosts[private_match], txt, sizeof(txt));
                 return verdict(ret, NET_VERDICT_DENY,
                                "private address: reachable only through allowed_routes",
-                               "allowed_hosts[%zd] %s, address in %s", private_match, txt,
-                               range);
+                               "allowed_hosts[%zd] %s, address in %s", private_match, txt, range);
         }
         return verdict(ret, NET_VERDICT_DENY, "no rule allows it", "default deny");
 }

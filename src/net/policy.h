@@ -154,7 +154,8 @@ struct net_decision {
         const char *reason;
 };
 
-/* Decide on d under policy p, in the order given at the top of this file;
+/* Decide on d under policy p, in the order given at the top of this file
+ * (a destination without an address or with port 0 is denied first);
  * hd adds the host's own addresses and the daemon's ports to the built-in
  * deny list (NULL = none). Fills *ret and returns 0; -EINVAL when p, d or
  * ret is NULL (then *ret, if given, says deny). */
@@ -162,7 +163,7 @@ int net_policy_decide(const struct net_policy *p, const struct net_dest *d,
                       const struct net_host_deny *hd, struct net_decision *ret);
 
 /* Decide on d when the sandbox has no policy at all: allowed, except the
- * built-in deny list (with hd) and private ranges. Fills *ret, returns 0;
+ * built-in deny list (with hd), private ranges, no address and port 0. Fills *ret, returns 0;
  * -EINVAL when d or ret is NULL. */
 int net_policy_decide_open(const struct net_dest *d, const struct net_host_deny *hd,
                            struct net_decision *ret);
@@ -194,5 +195,4 @@ int net_policy_serialize(const struct net_policy *p, uint8_t **ret, size_t *ret_
  * (with a message naming the field or entry) for anything malformed,
  * truncated, over the limits or not canonical; -EPROTONOSUPPORT for another
  * version; -ENOMEM. */
-int net_policy_deserialize(const void *buf, size_t len, struct net_policy **ret,
-                           struct wr_err *e);
+int net_policy_deserialize(const void *buf, size_t len, struct net_policy **ret, struct wr_err *e);

@@ -28,8 +28,8 @@ static int fail(struct wr_err *e, int code, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        return err_setx(e, code, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD, "TLS ClientHello: %s",
-                        msg);
+        return err_setx(e, code, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD,
+                        "TLS ClientHello: %s", msg);
 }
 
 struct cur {
@@ -91,8 +91,8 @@ static int parse_sni(struct cur ext, struct net_tls_hello *ret, struct wr_err *e
                         return fail(e, -EBADMSG, "server_name: more than one host_name");
                 if (name.n == 0)
                         return fail(e, -EBADMSG, "server_name: empty host_name");
-                int r = net_host_canon((const char *) name.p, name.n, WR_FAULT_WORKLOAD,
-                                       &ret->sni, e);
+                int r = net_host_canon((const char *) name.p, name.n, WR_FAULT_WORKLOAD, &ret->sni,
+                                       e);
                 if (r < 0) {
                         err_prefix(e, r, "TLS ClientHello: server_name");
                         if (e)
@@ -131,8 +131,7 @@ static int parse_hello(struct cur c, struct net_tls_hello *ret, struct wr_err *e
                 if (!u16(&exts, &type) || !vec(&exts, 2, &ext))
                         return fail(e, -EBADMSG, "truncated extension");
                 if (n_seen >= NET_TLS_EXTENSIONS_MAX)
-                        return fail(e, -E2BIG, "more than %d extensions",
-                                    NET_TLS_EXTENSIONS_MAX);
+                        return fail(e, -E2BIG, "more than %d extensions", NET_TLS_EXTENSIONS_MAX);
                 for (size_t i = 0; i < n_seen; i++)
                         if (seen[i] == type)
                                 return fail(e, -EBADMSG, "duplicate extension 0x%04x", type);
@@ -166,8 +165,7 @@ int net_tls_sni(const uint8_t *buf, size_t len, struct net_tls_hello *ret, struc
 
         /* Fail fast on what is not TLS, before waiting for a whole header. */
         if (len >= 1 && buf[0] != CONTENT_HANDSHAKE)
-                return fail(e, -EPROTO, "not a TLS handshake record (first byte 0x%02x)",
-                            buf[0]);
+                return fail(e, -EPROTO, "not a TLS handshake record (first byte 0x%02x)", buf[0]);
         if (len >= 2 && buf[1] != 3)
                 return fail(e, -EPROTO, "not a TLS record (version major %u)", buf[1]);
 
@@ -182,15 +180,13 @@ int net_tls_sni(const uint8_t *buf, size_t len, struct net_tls_hello *ret, struc
                 size_t rlen = (size_t) h[3] << 8 | h[4];
                 if (h[0] != CONTENT_HANDSHAKE)
                         return fail(e, -EBADMSG,
-                                    "record of type %u before the ClientHello is complete",
-                                    h[0]);
+                                    "record of type %u before the ClientHello is complete", h[0]);
                 if (h[1] != 3)
                         return fail(e, -EBADMSG, "record version major %u", h[1]);
                 if (rlen == 0)
                         return fail(e, -EBADMSG, "zero-length handshake record");
                 if (rlen > REC_MAX)
-                        return fail(e, -EBADMSG, "record of %zu bytes (at most %u)", rlen,
-                                    REC_MAX);
+                        return fail(e, -EBADMSG, "record of %zu bytes (at most %u)", rlen, REC_MAX);
                 if (++n_rec > NET_TLS_RECORDS_MAX)
                         return fail(e, -E2BIG, "spread over more than %d records",
                                     NET_TLS_RECORDS_MAX);

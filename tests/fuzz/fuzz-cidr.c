@@ -24,8 +24,8 @@ static void setup(void) {
         if (net_policy_new(&policy) < 0 || net_policy_add_host(policy, "*", NULL) < 0 ||
             net_policy_add_route(policy, NET_ROUTES_ALLOWED, "10.0.0.0/8", pg, 1, NULL) < 0 ||
             net_policy_add_route(policy, NET_ROUTES_ALLOWED, "::/0", web, 2, NULL) < 0 ||
-            net_policy_add_route(policy, NET_ROUTES_DENIED, "169.254.169.254/32", NULL, 0,
-                                 NULL) < 0 ||
+            net_policy_add_route(policy, NET_ROUTES_DENIED, "169.254.169.254/32", NULL, 0, NULL) <
+                    0 ||
             net_policy_add_route(policy, NET_ROUTES_DENIED, "2001:db8::/32", NULL, 0, NULL) < 0)
                 abort();
 }
@@ -76,8 +76,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         uint16_t dport = 50051;
         struct net_host_deny hd = {&own, (data[0] & 2) ? 1 : 0, &dport, 1};
         bool builtin = net_builtin_denied(&a, port, &hd, NULL, NULL, 0);
-        struct net_dest d = {.host = (data[0] & 4) ? "api.example.com" : NULL, .addr = a,
-                             .port = port};
+        struct net_dest d = {
+                .host = (data[0] & 4) ? "api.example.com" : NULL, .addr = a, .port = port};
         struct net_decision dec, open;
         if (net_policy_decide(policy, &d, &hd, &dec) != 0 ||
             net_policy_decide_open(&d, &hd, &open) != 0)

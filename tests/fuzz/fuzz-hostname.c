@@ -81,8 +81,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
         char txt[NET_HOST_MAX + 3];
         struct net_host_pattern again;
-        if (net_host_pattern_parse(net_host_pattern_format(&pat, txt, sizeof(txt)), &again,
-                                   NULL) < 0 ||
+        if (net_host_pattern_parse(net_host_pattern_format(&pat, txt, sizeof(txt)), &again, NULL) <
+                    0 ||
             again.kind != pat.kind || strcmp(again.name, pat.name) != 0)
                 abort();
         if (pat.kind == NET_PATTERN_SUFFIX && !strchr(pat.name, '.'))

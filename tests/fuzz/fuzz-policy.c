@@ -35,7 +35,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 struct net_decision dec;
                 if (net_policy_decide(p, &d, NULL, &dec) != 0)
                         abort();
-                if (dec.verdict == NET_VERDICT_ALLOW && strncmp(dec.rule, "allowed_hosts", 13) == 0 &&
+                if (dec.verdict == NET_VERDICT_ALLOW &&
+                    strncmp(dec.rule, "allowed_hosts", 13) == 0 &&
                     !net_policy_name_may_match(p, names[i]))
                         abort();
         }
