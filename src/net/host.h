@@ -42,9 +42,10 @@ struct net_host {
  * Names: ASCII only, folded to lower case, one trailing dot stripped, labels
  * of 1..63 letters, digits and hyphens, not starting or ending with a
  * hyphen, 253 characters at most. Punycode ("xn--...") is ASCII and passes
- * as is; IDN in UTF-8 is refused. A name whose last label is numeric
- * ("1.2.3.999", "0x1g" aside) but is no valid IPv4 literal is refused: some
- * resolvers would still read it as an address.
+ * as is; IDN in UTF-8 is refused. A name whose last label is a number
+ * (all digits, or "0x" and hex digits: "1.2.3.999", "a.0x1f") without the
+ * whole being a valid IPv4 literal is refused: some resolvers and URL
+ * parsers would still read it as an address. ("0x1g" is an ordinary name.)
  *
  * Refused, with -EINVAL (INVALID_ARGUMENT, fault as given) and a message
  * naming the input: empty input, NUL, CR, LF, space and other controls,

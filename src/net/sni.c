@@ -104,6 +104,25 @@ static int parse_sni(struct cur ext, struct net_tls_hello *ret, struct wr_err *e
         return 0;
 }
 
+static int parse_alpn(struct cur ext, struct net_tls_hello *ret, struct wr_err *e) {
+        struct cur list;
+        if (!vec(&ext, 2, &list) || ext.n != 0)
+                return fail(e, -EBADMSG, "ALPN: list length does not match the extension");
+        if (list.n == 0)
+                return fail(e, -EBADMSG, "ALPN: empty list");
+        while (list.n > 0) {
+                struct cur name;
+                if (!vec(&list, 1, &name) || name.n == 0)
+                        return fail(e, -EBADMSG, "ALPN: empty or truncated protocol name");
+                if (name.n == 2 && memcmp(name.p, "h2", 2) == 0)
+                        ret->alpn_h2 = true;
+                else if (name.n == 8 && memcmp(name.p, "http/1.1", 8) == 0)
+                        ret->alpn_http11 = true;
+        }
+        ret->has_alpn = true;
+        return 0;
+}
+
 static int parse_hello(struct cur c, struct net_tls_hello *ret, struct wr_err *e) {
         uint32_t v;
         struct cur skip;
@@ -147,7 +166,9 @@ static int parse_hello(struct cur c, struct net_tls_hello *ret, struct wr_err *e
                         ret->has_ech = true;
                         break;
                 case EXT_ALPN:
-                        ret->has_alpn = true;
+                        r = parse_alpn(ext, ret, e);
+                        if (r < 0)
+                                return r;
                         break;
                 default:
                         break; /* GREASE and everything else: not our business */

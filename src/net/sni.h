@@ -16,8 +16,8 @@
 /* Largest ClientHello accepted (handshake body). Post-quantum key shares
  * and large PSK tickets fit well below it. */
 #define NET_TLS_HELLO_MAX 16384u
-/* Largest number of bytes the reader ever needs to see (records headers of
- * a hello fragmented into 1-byte records aside: those are refused). */
+/* Most records one hello may be spread over (a hello cut into tiny records
+ * is refused rather than reassembled byte by byte). */
 #define NET_TLS_RECORDS_MAX 64
 #define NET_TLS_EXTENSIONS_MAX 128
 
@@ -33,7 +33,9 @@ struct net_tls_hello {
         struct net_host sni;     /* canonical (net_host_canon); NAME or IP */
         bool has_ech;            /* encrypted_client_hello (0xfe0d) present: the
                                   * SNI above is the outer, public name */
-        bool has_alpn;
+        bool has_alpn;           /* application_layer_protocol_negotiation present */
+        bool alpn_h2;            /* ... offering "h2" */
+        bool alpn_http11;        /* ... offering "http/1.1" */
 };
 
 /* Parse the ClientHello at the start of buf (len bytes; the hello may be
@@ -47,6 +49,7 @@ struct net_tls_hello {
  *   -EPROTO   not a TLS handshake record (e.g. plain HTTP, SSLv2 hello), or
  *             the first handshake message is not a ClientHello;
  *   -EBADMSG  malformed: bad lengths, zero-length or interleaved records,
+ *             an ALPN list that is empty or holds an empty name,
  *             trailing bytes, duplicate extensions, a server_name list that
  *             is empty, holds a name type other than host_name (0), more
  *             than one host_name, or a name net_host_canon refuses;

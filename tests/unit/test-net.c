@@ -14,11 +14,7 @@
 
 #include <cmocka.h>
 
-#include "net/addr.h"
-#include "net/host.h"
-#include "net/http.h"
-#include "net/policy.h"
-#include "net/sni.h"
+#include "net/net.h"
 
 static void assert_msg_has(const struct wr_err *e, const char *what, const char *in) {
         if (!strstr(e->msg, what))
@@ -1170,6 +1166,8 @@ static void test_sni_captured(void **state) {
                         assert_string_equal(h.sni.name, t[i].sni);
                 }
                 assert_int_equal(h.has_alpn, t[i].alpn);
+                assert_int_equal(h.alpn_h2, t[i].alpn); /* -alpn h2,http/1.1 */
+                assert_int_equal(h.alpn_http11, t[i].alpn);
                 assert_false(h.has_ech);
                 /* every prefix: "need more", and the promised bytes never overshoot */
                 for (size_t k = 0; k < t[i].n; k++) {
@@ -1342,6 +1340,33 @@ static void test_sni_adversarial(void **state) {
         assert_int_equal(hello_with(x, &h, &e), 0);
         assert_true(h.has_ech && h.has_sni);
         assert_string_equal(h.sni.name, "a.example");
+        /* ALPN: offered names are noted; a malformed list is refused */
+        x->n = 0;
+        ext(x, 0x0010, "\0\x0c\x02h2\x08http/1.1", 14);
+        assert_int_equal(hello_with(x, &h, &e), 0);
+        assert_true(h.has_alpn && h.alpn_h2 && h.alpn_http11);
+        x->n = 0;
+        ext(x, 0x0010, "\0\x04\x03h2c", 6);
+        assert_int_equal(hello_with(x, &h, &e), 0);
+        assert_true(h.has_alpn && !h.alpn_h2 && !h.alpn_http11);
+        static const struct {
+                const char *body;
+                size_t n;
+                const char *why;
+        } alpn_bad[] = {
+                {"\0\0", 2, "ALPN: empty list"},
+                {"\0\x01\0", 3, "empty or truncated"},
+                {"\0\x03\x05h2", 5, "empty or truncated"},
+                {"\0\x05\x02h2", 5, "list length"},
+                {"", 0, "list length"},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(alpn_bad); i++) {
+                x->n = 0;
+                ext(x, 0x0010, alpn_bad[i].body, alpn_bad[i].n);
+                err_clear(&e);
+                assert_int_equal(hello_with(x, &h, &e), -EBADMSG);
+                assert_msg_has(&e, alpn_bad[i].why, "alpn");
+        }
         /* no extensions block at all (old clients) */
         assert_int_equal(hello_with(NULL, &h, &e), 0);
         assert_false(h.has_sni);
