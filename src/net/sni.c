@@ -216,7 +216,7 @@ int net_tls_sni(const uint8_t *buf, size_t len, struct net_tls_hello *ret, struc
                 if (!want && have + rlen > HS_HDR + NET_TLS_HELLO_MAX)
                         return fail(e, -E2BIG, "larger than %u bytes", NET_TLS_HELLO_MAX);
                 size_t avail = len - off - REC_HDR;
-                if (!want && have == 0 && avail >= HS_HDR) {
+                if (!want && have == 0 && rlen >= HS_HDR && avail >= HS_HDR) {
                         /* fail fast: the message type and size are known already */
                         const uint8_t *m = h + REC_HDR;
                         size_t body = (size_t) m[1] << 16 | (size_t) m[2] << 8 | m[3];

@@ -1208,6 +1208,26 @@ static void test_sni_fragmented(void **state) {
                 }
                 free(b);
         }
+        /* the handshake header itself split: records of 1, 2 and 3 bytes first */
+        for (size_t first = 1; first <= 3; first++) {
+                struct bytes *whole = mkhello("head.example", 16384);
+                struct bytes *cut = calloc(1, sizeof(*cut));
+                const uint8_t *hs = whole->b + 5;
+                size_t hn = whole->n - 5;
+                records(cut, hs, first, first);
+                records(cut, hs + first, hn - first, 16384);
+                struct net_tls_hello h;
+                struct wr_err e = {0};
+                if (net_tls_sni(cut->b, cut->n, &h, &e) != 0)
+                        fail_msg("first record of %zu: %s", first, e.msg);
+                assert_string_equal(h.sni.name, "head.example");
+                for (size_t k = 0; k < cut->n; k++) {
+                        assert_int_equal(net_tls_sni(cut->b, k, &h, &e), -EAGAIN);
+                        assert_true(k + h.need <= cut->n);
+                }
+                free(whole);
+                free(cut);
+        }
         /* a hello with a 16 KiB padding extension across two full records */
         struct bytes *e = calloc(1, sizeof(*e)), *m = calloc(1, sizeof(*m)),
                      *r = calloc(1, sizeof(*r));
