@@ -256,11 +256,10 @@ int net_http_head_parse(const char *buf, size_t len, struct net_http_head *ret, 
         }
         if (len >= 2 && buf[0] == '\r')
                 return fail(e, -EBADMSG, "empty line before the request line");
-        if (!end) {
-                if (len >= NET_HTTP_HEAD_MAX)
-                        return fail(e, -E2BIG, "head longer than %u bytes", NET_HTTP_HEAD_MAX);
-                /* judge the complete lines so far: refuse early what will not pass */
-        }
+        if (!end && len >= NET_HTTP_HEAD_MAX)
+                return fail(e, -E2BIG, "head longer than %u bytes", NET_HTTP_HEAD_MAX);
+        /* Without the end yet, the complete lines so far are still judged:
+         * what will not pass is refused early. */
 
         size_t pos = 0;
         struct net_span line;
