@@ -30,6 +30,20 @@ struct net_policy *net_policy_free(struct net_policy *p) {
         return NULL;
 }
 
+/* Make room for one more element in *arr (n used, *cap allocated),
+ * doubling: appending stays linear however many entries come. */
+static int grow(void **arr, size_t *cap, size_t n, size_t size) {
+        if (n < *cap)
+                return 0;
+        size_t c = *cap ? *cap * 2 : 8;
+        void *a = reallocarray(*arr, c, size);
+        if (!a)
+                return -ENOMEM;
+        *arr = a;
+        *cap = c;
+        return 0;
+}
+
 static int bad_pattern(struct wr_err *e, const char *s, const char *why) {
         char q[NET_QUOTE_MAX];
         return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT, "%s: %s",
@@ -112,10 +126,8 @@ int net_policy_add_host(struct net_policy *p, const char *s, struct wr_err *e) {
         int r = net_host_pattern_parse(s, &pat, e);
         if (r < 0)
                 return err_prefix(e, r, "allowed_hosts[%zu]", p->n_hosts);
-        struct net_host_pattern *h = realloc(p->hosts, (p->n_hosts + 1) * sizeof(*h));
-        if (!h)
+        if (grow((void **) &p->hosts, &p->hosts_cap, p->n_hosts, sizeof(*p->hosts)) < 0)
                 return -ENOMEM;
-        p->hosts = h;
         p->hosts[p->n_hosts++] = pat;
         return 0;
 }
@@ -131,6 +143,7 @@ int net_policy_add_route(struct net_policy *p, enum net_route_list list, const c
                 return -EINVAL;
         struct net_route **arr = list == NET_ROUTES_DENIED ? &p->denied : &p->allowed;
         size_t *n = list == NET_ROUTES_DENIED ? &p->n_denied : &p->n_allowed;
+        size_t *cap = list == NET_ROUTES_DENIED ? &p->denied_cap : &p->allowed_cap;
         const char *name = list_name(list);
         if (*n >= NET_POLICY_ROUTES_MAX)
                 return err_setx(e, -E2BIG, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
@@ -148,10 +161,8 @@ int net_policy_add_route(struct net_policy *p, enum net_route_list list, const c
                         return err_prefix(e, r, "%s[%zu] ports[%zu]", name, *n, i);
         }
         route.n_ports = n_ports;
-        struct net_route *a = realloc(*arr, (*n + 1) * sizeof(*a));
-        if (!a)
+        if (grow((void **) arr, cap, *n, sizeof(**arr)) < 0)
                 return -ENOMEM;
-        *arr = a;
         (*arr)[(*n)++] = route;
         return 0;
 }

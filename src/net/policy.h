@@ -71,6 +71,8 @@ struct net_policy {
         /* Learning mode: carried (and serialised) for the proxy, which records
          * what it would deny; net_policy_decide does not look at it. */
         bool learn;
+        /* allocated lengths of the three arrays (internal) */
+        size_t hosts_cap, allowed_cap, denied_cap;
 };
 
 /* A new empty policy (allows nothing but what is added) into *ret.

@@ -945,6 +945,35 @@ static void test_wire(void **state) {
         mapped[32] = 0x20; /* ::2000:1, not mapped: canonical as is */
         assert_int_equal(net_policy_deserialize(mapped, sizeof(mapped), &t, &e), 0);
         t = net_policy_free(t);
+        /* the largest policy the limits allow fits the wire form and comes back whole */
+        _cleanup_net_policy_ struct net_policy *big = mkpolicy(NULL, NULL, NULL);
+        struct net_port_range pr[NET_ROUTE_PORTS_MAX];
+        for (size_t i = 0; i < NET_ROUTE_PORTS_MAX; i++)
+                pr[i] = (struct net_port_range){(uint32_t) (1000 * i + 1),
+                                                (uint32_t) (1000 * i + 2)};
+        char name[NET_HOST_MAX + 3];
+        for (int i = 0; i < NET_POLICY_HOSTS_MAX; i++) {
+                snprintf(name, sizeof(name), "*.%04d.%s.%s.%s.%.56s", i, L63, L63, L63, L63);
+                assert_int_equal(strlen(name), 2 + 253);
+                assert_int_equal(net_policy_add_host(big, name, NULL), 0);
+        }
+        for (int i = 0; i < NET_POLICY_ROUTES_MAX; i++) {
+                char cidr[64];
+                snprintf(cidr, sizeof(cidr), "2001:db8:%x::/48", i);
+                assert_int_equal(net_policy_add_route(big, NET_ROUTES_ALLOWED, cidr, pr,
+                                                      NET_ROUTE_PORTS_MAX, NULL),
+                                 0);
+                assert_int_equal(net_policy_add_route(big, NET_ROUTES_DENIED, cidr, pr,
+                                                      NET_ROUTE_PORTS_MAX, NULL),
+                                 0);
+        }
+        _cleanup_free_ uint8_t *bb = NULL;
+        assert_int_equal(net_policy_serialize(big, &bb, &len), 0);
+        assert_true(len <= NET_POLICY_WIRE_MAX);
+        assert_int_equal(net_policy_deserialize(bb, len, &t, &e), 0);
+        assert_int_equal(t->n_hosts, NET_POLICY_HOSTS_MAX);
+        assert_int_equal(t->n_denied, NET_POLICY_ROUTES_MAX);
+        t = net_policy_free(t);
         /* the empty policy */
         _cleanup_net_policy_ struct net_policy *empty = mkpolicy(NULL, NULL, NULL);
         _cleanup_free_ uint8_t *eb = NULL;
