@@ -679,9 +679,11 @@ static int file_new(const struct rt_mount *m) {
         char size[24], name[16];
         snprintf(size, sizeof(size), "%zu", (m->len / 4096 + 1) * 4096);
         snprintf(name, sizeof(name), "f%u", serial++);
-        static const struct opt o0[] = {{"mode", "0700"}, {NULL, NULL}};
-        const struct opt o[] = {o0[0], {"size", size}, {NULL, NULL}};
-        int fs = fs_new("tmpfs", o, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+        const struct opt o[] = {{"mode", "0700"}, {"size", size}, {NULL, NULL}};
+        /* the bind inherits the tmpfs's attributes: the entry's, but
+         * writable until the file is written */
+        unsigned attrs = rt_mount_attrs(m->flags);
+        int fs = fs_new("tmpfs", o, attrs & ~MOUNT_ATTR_RDONLY);
         if (mkdirat(stage_root, name, 0700) < 0)
                 fail(errno, "mount %s: a dir on the stage", m->target);
         int mp = openat(stage_root, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -700,7 +702,7 @@ static int file_new(const struct rt_mount *m) {
         if (fchmod(f, m->mode ? m->mode : 0644) < 0)
                 fail(errno, "mount %s: chmod", m->target);
         close(f);
-        int t = bind_clone(dir, "data", false, rt_mount_attrs(m->flags), m->target);
+        int t = bind_clone(dir, "data", false, attrs, m->target);
         close(dir);
         return t;
 }
