@@ -507,7 +507,7 @@ struct stage {
         int proc, dev, sys; /* O_PATH fds: roots of the prepared mounts */
 };
 
-static int stage_root = -1; /* the stage itself */
+static int stage_root = -EBADF; /* the stage itself */
 
 /* st_dev of the kernel filesystems of the sandbox: a table entry whose
  * target resolves into one of them (through a symlink of the image) is
@@ -740,7 +740,7 @@ static void put(int rootfd, const struct rt_entry *en, int mnt) {
 static struct {
         bool built;
         const struct rt_start *s; /* the prestart's start message */
-        int mnt[RT_TABLE_MAX];    /* per entry of s: its mount, in the root (-1: none) */
+        int mnt[RT_TABLE_MAX];    /* per entry of s: its mount, in the root (or -EBADF) */
         bool taken[RT_TABLE_MAX]; /* matched by an entry of the claim */
         int proc, dev, sys;       /* the stage's mounts, in the root */
 } prep;
@@ -774,7 +774,7 @@ static void table_apply(int rootfd, const struct rt_start *s, bool reuse, int *k
         for (size_t i = 0; i < s->n_mounts; i++) {
                 const struct rt_entry *en = &s->mounts[i];
                 const struct rt_mount *m = &en->m;
-                int mnt = -1, p = prep_find(en);
+                int mnt = -EBADF, p = prep_find(en);
                 if (p >= 0) {
                         bool covered = false;
                         for (size_t j = 0; j < n_done; j++)
@@ -788,7 +788,7 @@ static void table_apply(int rootfd, const struct rt_start *s, bool reuse, int *k
                         if (!reuse && prep.mnt[p] >= 0) {
                                 prep.taken[p] = true;
                                 mnt = prep.mnt[p];
-                                prep.mnt[p] = -1;
+                                prep.mnt[p] = -EBADF;
                         }
                 }
                 done[n_done++] = m->target;
@@ -855,7 +855,7 @@ static int root_build(const struct rt_child *c, const struct rt_start *s, struct
         stage_move(rootfd, st->proc, "proc", 0555);
         stage_move(rootfd, st->dev, "dev", 0755);
         stage_move(rootfd, st->sys, "sys", 0555);
-        st->proc = st->dev = st->sys = -1;
+        st->proc = st->dev = st->sys = -EBADF;
         table_apply(rootfd, s, false, keep);
         return rootfd;
 }
@@ -877,7 +877,7 @@ static int root_prepare(const struct rt_child *c, const struct rt_start *s, stru
         prep.dev = hoist(st->dev);
         prep.sys = hoist(st->sys);
         for (size_t i = 0; i < ELEMENTSOF(prep.mnt); i++)
-                prep.mnt[i] = -1;
+                prep.mnt[i] = -EBADF;
         int rootfd = root_build(c, s, st, prep.mnt);
         prep.s = s;
         prep.built = true;
@@ -995,7 +995,7 @@ static struct rt_start *park_receive(struct rt_child *c, const struct stage *st,
         if (got == 0)
                 _exit(0); /* the pool let go of this entry */
         close(c->park_fd);
-        c->park_fd = -1;
+        c->park_fd = -EBADF;
         for (size_t i = 0; i < n_fds; i++) /* off 0-3, which stdio and fd 3 take */
                 park_fds[i] = hoist_close(park_fds[i]);
         if (rt_start_decode(park_buf, got, park_fds, n_fds, &claim) < 0 || claim.n_layers == 0)
@@ -1039,7 +1039,7 @@ void rt_child_run(const struct rt_child *arg) {
                 fail(EINVAL, "start message malformed");
         struct stage st;
         stage_prepare(&c, &st);
-        int rootfd = -1;
+        int rootfd = -EBADF;
         if (c.park_fd < 0) {
                 rootfd = root_build(&c, s, &st, NULL);
         } else {

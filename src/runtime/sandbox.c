@@ -688,8 +688,7 @@ static int park_check(struct rt_sandbox *sb, struct wr_err *e) {
         int n = RETRY_EINTR(poll(&p, 1, 0));
         if (n <= 0)
                 return 0; /* nothing to read: still parked */
-        int errfd = sb->err_rfd;
-        sb->err_rfd = -EBADF;
+        int errfd = TAKE_FD(sb->err_rfd);
         closep(&sb->park_fd);
         struct wr_err child = {0};
         int r = wait_exec(sb, errfd, &child);
@@ -743,8 +742,7 @@ int rt_sandbox_start_send(struct rt_sandbox *sb, const struct rt_sandbox_config 
 int rt_sandbox_start_wait(struct rt_sandbox *sb, struct wr_err *e) {
         if (sb->err_rfd < 0)
                 return sb->reaped ? err_set(e, -ESRCH, "start sandbox: the child is gone") : 0;
-        int errfd = sb->err_rfd;
-        sb->err_rfd = -EBADF;
+        int errfd = TAKE_FD(sb->err_rfd);
         int r = wait_exec(sb, errfd, e);
         return r < 0 ? err_prefix(e, r, "start sandbox") : 0;
 }
