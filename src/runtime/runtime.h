@@ -194,28 +194,30 @@ int rt_sandbox_create(const struct rt_sandbox_config *cfg, struct rt_sandbox **r
  * depend on the image or the request: the dir, control socket, cgroups
  * (with cfg->limits, normally the defaults), namespaces and the child,
  * which joins the cgroups (on v1 that costs an RCU grace period: paid
- * here, ahead), mounts /proc (masked), /dev, /sys, /run and /tmp (of
- * cfg->limits.tmp_bytes) on a private stage, brings the loopback up and
- * then waits for step 2. When cfg->layers are given (n_layers may be 0)
- * it also builds the root ahead: the overlay of those layers with the
- * stage's mounts moved in and /etc written for cfg->hostname and
- * resolv_conf; step 2 then only redoes what its cfg changes, or builds a
+ * here, ahead), mounts /proc (masked), /dev and /sys on a private stage,
+ * brings the loopback up and then waits for step 2. When cfg->layers are
+ * given (n_layers may be 0) it also builds the root ahead: the overlay of
+ * those layers with the stage's mounts moved in and the mount table
+ * applied (/tmp of cfg->limits.tmp_bytes, /run, /etc written for
+ * cfg->hostname and resolv_conf, cfg->mounts); step 2 then applies its
+ * own table on top, skipping the entries that are identical, or builds a
  * new root when it names other layers (compared by path order and
- * dev/ino) or a disk limit. Returns once the child is parked (a failure
- * on the way is this call's error; on v1 expect 10-20 ms, mostly waiting:
- * run it on a worker thread). Only cfg->id, dir, init_path, cgroup_mode,
- * log_fd, layers, hostname, resolv_conf, limits.tmp_bytes and unlimited
- * are used now. The handle can be destroyed like any other (nothing runs
- * in it but the waiting child). */
+ * dev/ino), a disk limit, or leaves out a target the prestart's table
+ * used. Returns once the child is parked (a failure on the way is this
+ * call's error; on v1 expect 10-20 ms, mostly waiting: run it on a worker
+ * thread). Only cfg->id, dir, init_path, cgroup_mode, log_fd, layers,
+ * hostname, resolv_conf, limits.tmp_bytes, mounts and unlimited are used
+ * now. The handle can be destroyed like any other (nothing runs in it but
+ * the waiting child). */
 int rt_sandbox_prestart(const struct rt_sandbox_config *cfg, struct rt_sandbox **ret,
                         struct wr_err *e);
 
 /* Warm pool, step 2: finish a prestarted sandbox as cfg says (same id and
  * dir; limits are re-applied to its cgroups, layers/hostname/tmp size/
- * disk/nofile/resolv.conf sent to the child, which mounts the root and
- * execs init). Returns like rt_sandbox_create(); on failure call
- * rt_sandbox_destroy(). SIGPIPE must be ignored by the caller (the child
- * may be gone). */
+ * disk/nofile/resolv.conf/mounts sent to the child, with the bind sources
+ * opened here, and the child mounts the root and execs init). Returns like rt_sandbox_create(); on
+ * failure call rt_sandbox_destroy(). SIGPIPE must be ignored by the caller (the child may be gone).
+ */
 int rt_sandbox_start(struct rt_sandbox *sb, const struct rt_sandbox_config *cfg, struct wr_err *e);
 
 /* rt_sandbox_start() in two halves, so that the caller can do its own
