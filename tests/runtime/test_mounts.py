@@ -2,11 +2,11 @@
 enforced, hostile image symlinks never followed out of the root, bad entries
 refused before anything is made, the warm pool's two steps giving the same
 sandbox as a plain create, and nothing left behind."""
+import hashlib
 import json
 import os
 import pathlib
 import socket
-import stat
 
 import pytest
 
@@ -153,6 +153,30 @@ def test_bad_entries_refused_before_anything_is_made(sandbox, opts, msg):
         r = sandbox.run(["/bin/true"], opts=opts + (["--prestart", mode] if mode else []))
         assert r.returncode == 125
         assert msg in r.stderr.decode(), r.stderr
+    assert host_state() == before
+
+
+def test_binary_content_and_size_limits(sandbox, tmp_path):
+    blob = bytes(range(256)) * 1024  # 256 KiB with NUL bytes: the limit
+    (tmp_path / "blob").write_bytes(blob)
+    (tmp_path / "big").write_bytes(b"x" * (256 * 1024 + 1))
+    out = run_ok(sandbox, "md5sum /etc/blob /etc/blob.copy | cut -d' ' -f1",
+                 ["--ro-file", f"/etc/blob:@{tmp_path / 'blob'}",
+                  "--copy", f"/etc/blob.copy:@{tmp_path / 'blob'}"])
+    assert out.split() == [hashlib.md5(blob).hexdigest()] * 2
+    before = host_state()
+    r = sandbox.run(["/bin/true"], opts=["--tmpfs", "/x:1Mi",
+                                         "--file", f"/etc/big:@{tmp_path / 'big'}"])
+    assert r.returncode == 125
+    assert ("mount 1 (/etc/big): file content too large (262145 > 262144 bytes)"
+            in r.stderr.decode()), r.stderr
+    # three at the entry limit exceed the whole table's 512 KiB
+    opts = []
+    for i in range(3):
+        opts += ["--file", f"/etc/blob{i}:@{tmp_path / 'blob'}"]
+    r = sandbox.run(["/bin/true"], opts=opts)
+    assert r.returncode == 125
+    assert "mount table: file contents too large" in r.stderr.decode()
     assert host_state() == before
 
 

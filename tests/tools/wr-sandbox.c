@@ -30,7 +30,9 @@
  *   --bind SRC:DST[:ro]     host path SRC bound at DST (RT_MOUNT_BIND)
  *   --bind-fd SRC:DST[:ro]  the same, SRC opened here and passed as an fd
  *   --tmpfs DST[:SIZE]      a tmpfs (default 64Mi)
- *   --file DST:CONTENT      a file holding CONTENT (RT_MOUNT_FILE)
+ *   --file DST:CONTENT      a file holding CONTENT (RT_MOUNT_FILE); a
+ *                           CONTENT of @PATH is the content of host file
+ *                           PATH (also for --ro-file and --copy)
  *   --ro-file DST:CONTENT   the same, read-only
  *   --copy DST:CONTENT      CONTENT written into the writable layer
  *   --mount-kind N:DST      an entry of raw kind N (tests of the checks)
@@ -402,6 +404,19 @@ static void parse_file(struct opts *o, char *arg, enum rt_mount_kind kind, unsig
         m->flags = flags;
         m->data = content;
         m->len = strlen(content);
+        if (content[0] != '@')
+                return;
+        /* @PATH: the content of a host file (binary, or past argv's limits) */
+        FILE *f = fopen(content + 1, "re");
+        if (!f)
+                die("open %s: %m", content + 1);
+        size_t cap = 1 << 20;
+        char *buf = malloc(cap); /* lives as long as the process */
+        m->len = fread(buf, 1, cap, f);
+        if (ferror(f) || !feof(f))
+                die("read %s (at most %zu bytes)", content + 1, cap);
+        fclose(f);
+        m->data = buf;
 }
 
 static void parse(int argc, char **argv, struct opts *o) {
