@@ -639,7 +639,7 @@ int main(int argc, char **argv) {
         if (argc < 2)
                 usage();
         const char *cmd = argv[1];
-        struct opts o = {0};
+        static struct opts o; /* static: what it points to stays reachable */
         parse(argc - 1, argv + 1, &o);
         signal(SIGPIPE, SIG_IGN);
         /* SIGINT/SIGTERM/SIGHUP: stop relaying, destroy the sandbox, exit */
