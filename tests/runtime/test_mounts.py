@@ -248,3 +248,17 @@ def test_mount_cycles_leave_nothing(sandbox, vol, workdir, mode):
     with open("/proc/self/mountinfo") as f:
         assert str(vol) not in f.read()
     assert sorted(os.listdir(vol)) == ["f"]
+
+
+@pytest.mark.parametrize("mode,stacked", [
+    ("same", []),          # every entry identical: none redone at the claim
+    ("bare", ["/tmp"]),    # the prestart's /tmp was of another size: one on top
+    ("extra", []),         # rebuilt root: each entry once (the prestart's moved in)
+])
+def test_claim_redoes_only_what_differs(sandbox, vol, mode, stacked):
+    opts = ["--tmp", "8Mi", "--bind", f"{vol}:/data", "--tmpfs", "/scratch:1Mi",
+            "--file", "/etc/secret:abc", "--prestart", mode]
+    out = run_ok(sandbox, "cut -d' ' -f5 /proc/self/mountinfo | sort | uniq -c", opts)
+    counts = {line.split()[1]: int(line.split()[0]) for line in out.splitlines()}
+    for target in ("/tmp", "/run", "/data", "/scratch", "/etc/secret", "/proc", "/dev", "/sys"):
+        assert counts[target] == (2 if target in stacked else 1), (target, counts)
