@@ -107,10 +107,12 @@ def make_hostile_mount_layer(path, host_dir):
     return path
 
 
-def test_hostile_targets_stay_in_the_root(sandbox, workdir, vol, tmp_path):
+@pytest.mark.parametrize("mode", [None, "bare", "extra"])
+def test_hostile_targets_stay_in_the_root(sandbox, workdir, vol, tmp_path, mode):
     host_dir = tmp_path / "host-target"
     host_dir.mkdir()
-    evil = make_hostile_mount_layer(workdir / "evil-mounts", host_dir)
+    evil = make_hostile_mount_layer(workdir / f"evil-mounts-{mode}", host_dir)
+    pool = ["--prestart", mode] if mode else []
     host_files = {p: pathlib.Path(p).read_bytes()
                   for p in ("/etc/passwd", "/etc/shadow") if os.path.exists(p)}
     before = host_state()
@@ -119,7 +121,7 @@ def test_hostile_targets_stay_in_the_root(sandbox, workdir, vol, tmp_path):
                  "ls /dangling; stat -c %F /leaf /etc/motd; grep -c root /etc/passwd",
                  ["--bind", f"{vol}:/abs/sub", "--ro-file", "/rel/t/x:inside",
                   "--file", "/leaf:not-shadow", "--copy", "/etc/motd:not-passwd",
-                  "--tmpfs", "/dangling/tmp:1Mi"], layers=[evil])
+                  "--tmpfs", "/dangling/tmp:1Mi"] + pool, layers=[evil])
     assert out.splitlines() == ["hostdata", "inside", "not-shadow", "not-passwd", "tmp",
                                 "regular file", "regular file", "1"]
     # nothing landed outside the root
@@ -128,7 +130,7 @@ def test_hostile_targets_stay_in_the_root(sandbox, workdir, vol, tmp_path):
         assert pathlib.Path(p).read_bytes() == data, p
     assert sorted(os.listdir(vol)) == ["f"]
     # a parent that resolves into /proc is refused, and nothing is left
-    r = sandbox.run(["/bin/true"], opts=["--tmpfs", "/intoproc/x:1Mi"], layers=[evil])
+    r = sandbox.run(["/bin/true"], opts=["--tmpfs", "/intoproc/x:1Mi"] + pool, layers=[evil])
     assert r.returncode == 125
     assert "mount /intoproc/x: /intoproc resolves into /proc, /dev or /sys" in r.stderr.decode()
     assert host_state() == before
