@@ -157,7 +157,8 @@ static struct rt_cgroup *cg_new(enum rt_cgroup_mode mode) {
 void rt_cgroup_free(struct rt_cgroup *cg) {
         if (!cg)
                 return;
-        for (size_t i = 0; i < cg->n; i++) {
+        /* every slot: a half-built cg may hold an fd past n */
+        for (size_t i = 0; i < RT_CGROUP_V1_MAX; i++) {
                 closep(&cg->h[i].dirfd);
                 closep(&cg->h[i].procs_fd);
         }
@@ -179,33 +180,43 @@ static int *ctrl_slot(struct rt_cgroup *cg, int c) {
         }
 }
 
-static int mkdir_ok(const char *path) {
-        if (mkdir(path, 0755) < 0 && errno != EEXIST)
-                return -errno;
+/* The next hierarchy of cg: <base>/warren/<id>, both dirs made when create
+ * is set, then opened. A dir made here is counted in cg->n before it is
+ * opened (rt_cgroup_create removes h[0..n) on failure); one that already
+ * existed fails mkdir first and is not counted. -ENOENT (context in e)
+ * when !create and the dir is missing: then nothing is counted. */
+static int hier_setup(struct rt_cgroup *cg, const char *base, const char *id, bool create,
+                      struct wr_err *e) {
+        struct hier *h = &cg->h[cg->n];
+        char parent[PATH_MAX];
+        snprintf(parent, sizeof(parent), "%s/" RT_CGROUP_PARENT, base);
+        snprintf(h->path, sizeof(h->path), "%s/%s", parent, id);
+        if (create) {
+                if (mkdir(parent, 0755) < 0 && errno != EEXIST)
+                        return err_set(e, -errno, "mkdir %s: %m", parent);
+                if (mkdir(h->path, 0755) < 0)
+                        return err_set(e, -errno, "mkdir %s: %m", h->path);
+        }
+        cg->n++;
+        h->dirfd = open(h->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (h->dirfd < 0) {
+                int r = err_set(e, -errno, "open %s: %m", h->path);
+                if (!create && r == -ENOENT)
+                        cg->n--;
+                return r;
+        }
         return 0;
 }
 
 /* Find (create=false) or make (create=true) the cgroup dirs; fills cg. */
 static int setup_dirs(struct rt_cgroup *cg, const char *id, const char *root, bool create,
                       struct wr_err *e) {
-        char parent[PATH_MAX];
         int r;
 
         if (cg->mode == RT_CGROUP_V2) {
-                struct hier *h = &cg->h[0];
-                snprintf(parent, sizeof(parent), "%s/" RT_CGROUP_PARENT, root);
-                snprintf(h->path, sizeof(h->path), "%s/%s", parent, id);
-                if (create) {
-                        r = mkdir_ok(parent);
-                        if (r < 0)
-                                return err_set(e, r, "mkdir %s: %s", parent, strerror(-r));
-                        if (mkdir(h->path, 0755) < 0)
-                                return err_set(e, -errno, "mkdir %s: %m", h->path);
-                }
-                cg->n = 1;
-                h->dirfd = open(h->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (h->dirfd < 0)
-                        return err_set(e, -errno, "open %s: %m", h->path);
+                r = hier_setup(cg, root, id, create, e);
+                if (r < 0)
+                        return r;
                 cg->memory = cg->cpu = cg->cpuacct = cg->pids = cg->freezer = 0;
                 return 0;
         }
@@ -227,26 +238,13 @@ static int setup_dirs(struct rt_cgroup *cg, const char *id, const char *root, bo
                                 idx = (int) i;
                 if (idx < 0) {
                         struct hier *h = &cg->h[cg->n];
-                        snprintf(parent, sizeof(parent), "%s/" RT_CGROUP_PARENT, base);
-                        snprintf(h->path, sizeof(h->path), "%s/%s", parent, id);
                         h->dev = st.st_dev;
-                        if (create) {
-                                r = mkdir_ok(parent);
-                                if (r < 0)
-                                        return err_set(e, r, "mkdir %s: %s", parent, strerror(-r));
-                                if (mkdir(h->path, 0755) < 0)
-                                        return err_set(e, -errno, "mkdir %s: %m", h->path);
-                        }
-                        idx = (int) cg->n++;
-                        h->dirfd = open(h->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                        if (h->dirfd < 0) {
-                                if (!create && errno == ENOENT) {
-                                        /* tolerate partial leftovers on open */
-                                        cg->n--;
-                                        continue;
-                                }
-                                return err_set(e, -errno, "open %s: %m", h->path);
-                        }
+                        r = hier_setup(cg, base, id, create, e);
+                        if (r == -ENOENT && !create)
+                                continue; /* tolerate partial leftovers on open */
+                        if (r < 0)
+                                return r;
+                        idx = (int) cg->n - 1;
                         h->procs_fd = openat(h->dirfd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
                         if (h->procs_fd < 0)
                                 return err_set(e, -errno, "open %s/cgroup.procs: %m", h->path);
@@ -263,7 +261,6 @@ static int hier_rmdir(struct hier *h) {
                 return 0;
         closep(&h->dirfd);
         closep(&h->procs_fd);
-        h->dirfd = h->procs_fd = -EBADF;
         /* exiting tasks leave the cgroup asynchronously: retry for ~1 s */
         for (int i = 0; i < 1000; i++) {
                 if (rmdir(h->path) == 0 || errno == ENOENT) {
@@ -370,26 +367,49 @@ static int set_limits(struct rt_cgroup *cg, const char *root, const struct rt_li
         return 0;
 }
 
-int rt_cgroup_create(const char *id, enum rt_cgroup_mode mode, const struct rt_limits *limits,
-                     struct rt_cgroup **ret, struct wr_err *e) {
-        char root[PATH_MAX];
-        int m = rt_cgroup_detect(mode, root, sizeof(root), e);
+/* Remove the dirs of a cg whose h[0..n) were all made by this process's
+ * call (a dir that already existed failed mkdir before being counted) and
+ * free it. */
+static void cg_unmake(struct rt_cgroup *cg) {
+        for (size_t i = 0; i < cg->n; i++)
+                hier_rmdir(&cg->h[i]);
+        rt_cgroup_free(cg);
+}
+
+/* Detect the hierarchy for mode (its root into root), then find
+ * (create=false) or make (create=true) the dirs of id. On failure the dirs
+ * made here are removed again. */
+static int cg_setup(const char *id, enum rt_cgroup_mode mode, bool create, char *root,
+                    size_t root_size, struct rt_cgroup **ret, struct wr_err *e) {
+        int m = rt_cgroup_detect(mode, root, root_size, e);
         if (m < 0)
                 return m;
         if (!rt_id_valid(id))
                 return err_set(e, -EINVAL, "invalid sandbox id");
-        struct rt_cgroup *cg = cg_new(m);
+        struct rt_cgroup *cg = cg_new((enum rt_cgroup_mode) m);
         if (!cg)
                 return err_set(e, -ENOMEM, "out of memory");
-        int r = setup_dirs(cg, id, root, true, e);
-        if (r >= 0 && limits)
-                r = set_limits(cg, root, limits, e);
+        int r = setup_dirs(cg, id, root, create, e);
         if (r < 0) {
-                /* h[0..n) were all created by this call (a dir that
-                 * already existed failed mkdir before being counted) */
-                for (size_t i = 0; i < cg->n; i++)
-                        hier_rmdir(&cg->h[i]);
-                rt_cgroup_free(cg);
+                if (create)
+                        cg_unmake(cg);
+                else
+                        rt_cgroup_free(cg);
+                return r;
+        }
+        *ret = cg;
+        return 0;
+}
+
+int rt_cgroup_create(const char *id, enum rt_cgroup_mode mode, const struct rt_limits *limits,
+                     struct rt_cgroup **ret, struct wr_err *e) {
+        char root[PATH_MAX];
+        struct rt_cgroup *cg;
+        int r = cg_setup(id, mode, true, root, sizeof(root), &cg, e);
+        if (r < 0)
+                return r;
+        if (limits && (r = set_limits(cg, root, limits, e)) < 0) {
+                cg_unmake(cg);
                 return r;
         }
         *ret = cg;
@@ -399,7 +419,6 @@ int rt_cgroup_create(const char *id, enum rt_cgroup_mode mode, const struct rt_l
 void rt_cgroup_close_join_fds(struct rt_cgroup *cg) {
         for (size_t i = 0; i < cg->n; i++) {
                 closep(&cg->h[i].procs_fd);
-                cg->h[i].procs_fd = -EBADF;
         }
 }
 
@@ -414,19 +433,7 @@ int rt_cgroup_set_limits(struct rt_cgroup *cg, const struct rt_limits *limits, s
 int rt_cgroup_open(const char *id, enum rt_cgroup_mode mode, struct rt_cgroup **ret,
                    struct wr_err *e) {
         char root[PATH_MAX];
-        int m = rt_cgroup_detect(mode, root, sizeof(root), e);
-        if (m < 0)
-                return m;
-        if (!rt_id_valid(id))
-                return err_set(e, -EINVAL, "invalid sandbox id");
-        _cleanup_(rt_cgroup_freep) struct rt_cgroup *cg = cg_new(m);
-        if (!cg)
-                return err_set(e, -ENOMEM, "out of memory");
-        int r = setup_dirs(cg, id, root, false, e);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(cg);
-        return 0;
+        return cg_setup(id, mode, false, root, sizeof(root), ret, e);
 }
 
 enum rt_cgroup_mode rt_cgroup_mode_of(const struct rt_cgroup *cg) {

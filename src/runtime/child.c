@@ -17,6 +17,10 @@
  *    replacement lands in the sandbox's own upper dir), its inode type
  *    checked on the opened fd, and mounted by fd (new mount API: fsopen /
  *    fsmount / open_tree / move_mount), never by a path string;
+ *  - what the request adds (tmpfs, files, binds of host paths, /etc
+ *    files) is one table, applied in one loop (table_apply) under the same
+ *    rules; bind sources arrive as mounts the parent cloned on the host
+ *    side, the sandbox never names a host path;
  *  - any failure is reported as a struct wr_err over err_fd, then _exit. */
 
 #include <errno.h>
@@ -88,10 +92,17 @@ static int fs_new(const char *type, const struct opt *opts, unsigned attrs) {
         return m;
 }
 
-static void attach(int mnt, int target, const char *what) {
+/* Move the mount mnt (detached, or attached elsewhere) onto the inode
+ * target is an O_PATH fd of. mnt stays open and names the mount. */
+static void move_onto(int mnt, int target, const char *what) {
         if (sys_move_mount(mnt, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) <
             0)
                 fail(errno, "mount %s", what);
+}
+
+/* move_onto(), then close mnt. */
+static void attach(int mnt, int target, const char *what) {
+        move_onto(mnt, target, what);
         close(mnt);
 }
 
@@ -131,18 +142,13 @@ static void split(const char *rel, char *parent, size_t psize, const char **last
         *last = s + 1;
 }
 
-/* Make rel (relative to rootfd; every component but the last must already
- * be a real directory) an inode of kind k and return an O_PATH fd to it.
- * A symlink or an inode of another kind at rel is replaced (removed, then
- * created afresh). A missing entry is created. The returned fd's type is
- * checked, so a mount through it lands exactly on what was checked. */
-static int target(int rootfd, const char *rel, enum kind k, mode_t mode) {
-        char parent[256];
-        const char *last;
-        split(rel, parent, sizeof(parent), &last);
-        int pfd = sys_openat2(rootfd, parent, O_PATH | O_DIRECTORY | O_CLOEXEC, RES_STRICT);
-        if (pfd < 0)
-                fail(errno, "resolve /%s in the sandbox root", parent);
+/* Make last (under the directory pfd; rel names it in messages) an inode
+ * of kind k and return an O_PATH fd to it. A symlink or an inode of
+ * another kind is replaced (removed, then created afresh; the whiteout
+ * and the new inode land in the sandbox's upper dir), a missing entry is
+ * created. The returned fd's type is checked, so a mount through it lands
+ * exactly on what was checked. */
+static int leaf(int pfd, const char *last, const char *rel, enum kind k, mode_t mode) {
         struct stat st;
         if (fstatat(pfd, last, &st, AT_SYMLINK_NOFOLLOW) == 0) {
                 /* hostile or odd image: a symlink (e.g. /proc -> /) or a file
@@ -169,6 +175,19 @@ static int target(int rootfd, const char *rel, enum kind k, mode_t mode) {
                 fail(errno, "open /%s", rel);
         if (fstat(t, &st) < 0 || !kind_ok(st.st_mode, k))
                 fail(ENOTDIR, "/%s changed type under us", rel);
+        return t;
+}
+
+/* leaf() for rel relative to rootfd, whose every component but the last
+ * must already be a real directory (no symlink is followed). */
+static int target(int rootfd, const char *rel, enum kind k, mode_t mode) {
+        char parent[256];
+        const char *last;
+        split(rel, parent, sizeof(parent), &last);
+        int pfd = sys_openat2(rootfd, parent, O_PATH | O_DIRECTORY | O_CLOEXEC, RES_STRICT);
+        if (pfd < 0)
+                fail(errno, "resolve /%s in the sandbox root", parent);
+        int t = leaf(pfd, last, rel, k, mode);
         close(pfd);
         return t;
 }
@@ -192,15 +211,22 @@ static void join_cgroups(const struct rt_child *c) {
 /* Writable-layer limit: upper and work live on a size-capped tmpfs over
  * <dir>/upper, mounted in the sandbox's own mount namespace (nothing on
  * the host side; it goes away with the namespace). */
-static void mount_scratch(const struct rt_child *c) {
-        if (!c->scratch)
+static void mount_scratch(const struct rt_start *s) {
+        if (!s->scratch)
                 return;
-        if (mount("warren-upper", c->scratch, "tmpfs", MS_NOSUID | MS_NODEV, c->scratch_opt) < 0)
-                fail(errno, "mount the writable layer's tmpfs (%s)", c->scratch_opt);
-        if (mkdir(c->upper, 0755) < 0)
-                fail(errno, "mkdir %s", c->upper);
-        if (mkdir(c->work, 0700) < 0)
-                fail(errno, "mkdir %s", c->work);
+        char size[24];
+        snprintf(size, sizeof(size), "%llu", (unsigned long long) s->disk);
+        const struct opt o[] = {{"size", size}, {"mode", "0755"}, {NULL, NULL}};
+        int m = fs_new("tmpfs", o, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        int mp = open(s->scratch, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (mp < 0)
+                fail(errno, "open %s", s->scratch);
+        attach(m, mp, "the writable layer's tmpfs");
+        close(mp);
+        if (mkdir(s->upper, 0755) < 0)
+                fail(errno, "mkdir %s", s->upper);
+        if (mkdir(s->work, 0700) < 0)
+                fail(errno, "mkdir %s", s->work);
 }
 
 /* Attach the detached mount m at c->rootfs. The mount point is looked up
@@ -215,8 +241,7 @@ static void attach_at_rootfs(const struct rt_child *c, int m, const char *what) 
         close(mp);
 }
 
-static int mount_root(const struct rt_child *c) {
-        const struct rt_sandbox_config *cfg = c->cfg;
+static int mount_root(const struct rt_child *c, const struct rt_start *s) {
         int fs = sys_fsopen("overlay", FSOPEN_CLOEXEC);
         if (fs < 0)
                 fail(errno, "fsopen overlay");
@@ -225,22 +250,22 @@ static int mount_root(const struct rt_child *c) {
         /* one layer at a time (Linux >= 6.8: no option-length limit, no
          * escaping); older kernels get the joined, escaped string */
         bool plus = true;
-        for (size_t i = 0; i < cfg->n_layers && plus; i++)
-                if (sys_fsconfig(fs, RT_FSCONFIG_SET_STRING, "lowerdir+", cfg->layers[i], 0) < 0) {
+        for (size_t i = 0; i < s->n_layers && plus; i++)
+                if (sys_fsconfig(fs, RT_FSCONFIG_SET_STRING, "lowerdir+", s->layers[i], 0) < 0) {
                         if (i == 0 && errno == EINVAL)
                                 plus = false;
                         else
-                                fail(errno, "overlay layer %s", cfg->layers[i]);
+                                fail(errno, "overlay layer %s", s->layers[i]);
                 }
-        if (!plus && sys_fsconfig(fs, RT_FSCONFIG_SET_STRING, "lowerdir", c->lowerdir, 0) < 0)
+        if (!plus && sys_fsconfig(fs, RT_FSCONFIG_SET_STRING, "lowerdir", s->lowerdir, 0) < 0)
                 fail(errno, "overlay lowerdir");
-        if (sys_fsconfig(fs, RT_FSCONFIG_SET_STRING, "upperdir", c->upper, 0) < 0)
-                fail(errno, "overlay upperdir %s", c->upper);
-        if (sys_fsconfig(fs, RT_FSCONFIG_SET_STRING, "workdir", c->work, 0) < 0)
-                fail(errno, "overlay workdir %s", c->work);
+        if (sys_fsconfig(fs, RT_FSCONFIG_SET_STRING, "upperdir", s->upper, 0) < 0)
+                fail(errno, "overlay upperdir %s", s->upper);
+        if (sys_fsconfig(fs, RT_FSCONFIG_SET_STRING, "workdir", s->work, 0) < 0)
+                fail(errno, "overlay workdir %s", s->work);
         if (sys_fsconfig(fs, RT_FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
                 fail(errno, "mount overlay (is %s on a filesystem overlayfs accepts as upper?)",
-                     c->upper);
+                     s->upper);
         int m = sys_fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV);
         if (m < 0)
                 fail(errno, "fsmount overlay");
@@ -372,42 +397,6 @@ static void mount_sys(int rootfd) {
         mask_path(rootfd, "sys/firmware");
 }
 
-static void mount_tmpfs(int rootfd, const char *rel, const char *mode, const char *size) {
-        int t = target(rootfd, rel, K_DIR, 0755);
-        const struct opt o[] = {{"mode", mode}, {"size", size}, {NULL, NULL}};
-        char what[32];
-        snprintf(what, sizeof(what), "/%s", rel);
-        attach(fs_new("tmpfs", o, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV), t, what);
-        close(t);
-}
-
-/* Write content to /etc/<name> inside the root (upper layer). /etc may be
- * a symlink inside the root (followed, but never out of it); the file
- * itself is replaced when it is a symlink or not a regular file. */
-static void write_etc(int rootfd, const char *name, const char *content) {
-        int etc = sys_openat2(rootfd, "etc", O_PATH | O_DIRECTORY | O_CLOEXEC, RES_IN_ROOT);
-        if (etc < 0 && errno == ENOENT) {
-                if (mkdirat(rootfd, "etc", 0755) < 0)
-                        fail(errno, "mkdir /etc");
-                etc = sys_openat2(rootfd, "etc", O_PATH | O_DIRECTORY | O_CLOEXEC, RES_STRICT);
-        }
-        if (etc < 0)
-                fail(errno, "open /etc");
-        struct stat st;
-        if (fstatat(etc, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode) &&
-            unlinkat(etc, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0)
-                fail(errno, "replace /etc/%s", name);
-        int f = openat(etc, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY,
-                       0644);
-        if (f < 0)
-                fail(errno, "write /etc/%s", name);
-        size_t n = strlen(content);
-        if (write(f, content, n) != (ssize_t) n)
-                fail(errno ? errno : EIO, "write /etc/%s", name);
-        close(f);
-        close(etc);
-}
-
 static void loopback_up(void) {
         int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
         if (s < 0)
@@ -502,24 +491,37 @@ static void close_others(const int *keep, size_t n) {
         }
 }
 
-static void loopback_up(void);
-
 /* ---- the stage: kernel filesystems mounted before the root exists ----
  *
- * Everything a sandbox mounts that does not come from the image (/proc
- * with its masks, /dev, /sys, /run, /tmp) is mounted first on a small
- * private tmpfs, the stage, attached at <dir>/rootfs in the child's own
- * mount namespace; the loopback comes up here too. A warm-pool child does
- * this before it parks, so that taking it only mounts the overlay (on top
- * of the stage), moves each prepared mount onto its target inside the
- * root (resolved and checked there as always) and writes /etc. A plain
- * create runs the same steps back to back. The emptied stage stays behind
- * in the old root and goes away with it (pivot_root + detach). */
+ * The kernel filesystems a sandbox gets (/proc with its masks, /dev,
+ * /sys) are mounted first on a small private tmpfs, the stage, attached
+ * at <dir>/rootfs in the child's own mount namespace; the loopback comes
+ * up here too. A warm-pool child does this before it parks. Building the
+ * root mounts the overlay on top of the stage and moves each prepared
+ * mount onto its target inside the root (resolved and checked there as
+ * always). The stage also holds the small tmpfs of each FILE entry. The
+ * emptied stage stays behind in the old root and goes away with it
+ * (pivot_root + detach). */
 
 struct stage {
-        int proc, dev, sys, tmp, run; /* O_PATH fds: roots of the prepared mounts */
-        char tmp_opt[32];             /* size of the prepared /tmp */
+        int proc, dev, sys; /* O_PATH fds: roots of the prepared mounts */
 };
+
+static int stage_root = -EBADF; /* the stage itself */
+
+/* st_dev of the kernel filesystems of the sandbox: a table entry whose
+ * target resolves into one of them (through a symlink of the image) is
+ * refused, as a target string under /proc, /dev or /sys is. */
+static dev_t kernel_devs[8];
+static size_t n_kernel_devs;
+
+static void kernel_dev_add(int dirfd, const char *rel) {
+        struct stat st;
+        if (fstatat(dirfd, rel, &st, AT_EMPTY_PATH) < 0)
+                fail(errno, "stat the prepared /%s", rel[0] ? rel : "dev");
+        if (n_kernel_devs < ELEMENTSOF(kernel_devs))
+                kernel_devs[n_kernel_devs++] = st.st_dev;
+}
 
 static int stage_open(int stagefd, const char *rel) {
         int fd = sys_openat2(stagefd, rel, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC,
@@ -539,15 +541,16 @@ static void stage_prepare(const struct rt_child *c, struct stage *st) {
         proc_harden(m);
         mount_dev(m);
         mount_sys(m);
-        mount_tmpfs(m, "tmp", "1777", c->tmp_opt);
-        mount_tmpfs(m, "run", "0755", "65536k");
         st->proc = stage_open(m, "proc");
         st->dev = stage_open(m, "dev");
         st->sys = stage_open(m, "sys");
-        st->tmp = stage_open(m, "tmp");
-        st->run = stage_open(m, "run");
-        memcpy(st->tmp_opt, c->tmp_opt, sizeof(st->tmp_opt));
-        close(m);
+        kernel_dev_add(st->proc, "");
+        kernel_dev_add(st->sys, "");
+        kernel_dev_add(st->dev, "");
+        kernel_dev_add(st->dev, "pts");
+        kernel_dev_add(st->dev, "shm");
+        kernel_dev_add(st->dev, "mqueue");
+        stage_root = hoist_close(m);
         loopback_up();
 }
 
@@ -561,127 +564,358 @@ static void stage_move(int rootfd, int from, const char *rel, mode_t mode) {
         close(t);
 }
 
+/* ---- the mount table ----
+ *
+ * The runtime's own entries (/tmp, /run, /etc/hostname, /etc/hosts,
+ * /etc/resolv.conf) and the caller's, applied in order by table_apply():
+ * one loop, one case per kind. Targets are checked strings (rt_mounts_check
+ * in the parent); here they are resolved inside the root: parent dirs with
+ * RESOLVE_IN_ROOT (an image's symlink is followed, never out of the root;
+ * missing dirs are made; landing in /proc, /dev or /sys is refused), the
+ * target itself with leaf() (never followed, replaced). */
+
+/* Open the parent dir rel ("." = the root) of the target of entry what. */
+static int entry_parent(int rootfd, const char *rel, const char *what) {
+        int fd = sys_openat2(rootfd, rel, O_PATH | O_DIRECTORY | O_CLOEXEC, RES_IN_ROOT);
+        if (fd < 0 && errno == ENOENT) {
+                /* make what is missing, one component at a time; each is
+                 * resolved from the root again (it may be an image's
+                 * symlink to an existing dir) */
+                char pre[PATH_MAX];
+                size_t n = strlen(rel);
+                if (n >= sizeof(pre))
+                        fail(ENAMETOOLONG, "mount %s", what);
+                int cur = sys_openat2(rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC, RES_STRICT);
+                if (cur < 0)
+                        fail(errno, "mount %s: open the sandbox root", what);
+                size_t start = 0;
+                for (size_t i = 0; i <= n; i++) {
+                        if (rel[i] != '/' && rel[i] != 0)
+                                continue;
+                        memcpy(pre, rel, i);
+                        pre[i] = 0;
+                        const char *name = pre + start;
+                        start = i + 1;
+                        int next = sys_openat2(rootfd, pre, O_PATH | O_DIRECTORY | O_CLOEXEC,
+                                               RES_IN_ROOT);
+                        if (next < 0 && errno == ENOENT) {
+                                /* missing, or a dangling symlink: a new dir */
+                                struct stat st;
+                                if (fstatat(cur, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                                    S_ISLNK(st.st_mode) && unlinkat(cur, name, 0) < 0)
+                                        fail(errno, "mount %s: replace /%s", what, pre);
+                                if (mkdirat(cur, name, 0755) < 0 && errno != EEXIST)
+                                        fail(errno, "mount %s: mkdir /%s", what, pre);
+                                next = sys_openat2(cur, name, O_PATH | O_DIRECTORY | O_CLOEXEC,
+                                                   RES_STRICT);
+                        }
+                        if (next < 0)
+                                fail(errno, "mount %s: resolve /%s in the sandbox root", what, pre);
+                        close(cur);
+                        cur = next;
+                }
+                fd = cur;
+        }
+        if (fd < 0)
+                fail(errno, "mount %s: resolve /%s in the sandbox root", what, rel);
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                fail(errno, "mount %s: stat /%s", what, rel);
+        for (size_t i = 0; i < n_kernel_devs; i++)
+                if (st.st_dev == kernel_devs[i])
+                        fail(EINVAL, "mount %s: /%s resolves into /proc, /dev or /sys", what, rel);
+        return fd;
+}
+
+static void write_all(int fd, const void *data, size_t len, const char *what) {
+        const char *p = data;
+        while (len > 0) {
+                ssize_t n = write(fd, p, len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        fail(n < 0 ? errno : EIO, "write %s", what);
+                p += n;
+                len -= (size_t) n;
+        }
+}
+
+/* RT_MOUNT_COPY: write the content into the root (its upper layer). The
+ * file is replaced when it is a symlink or not a regular file. */
+static void copy_write(int rootfd, const struct rt_mount *m) {
+        char parent[PATH_MAX];
+        const char *last;
+        split(m->target + 1, parent, sizeof(parent), &last);
+        int pfd = entry_parent(rootfd, parent, m->target);
+        struct stat st;
+        if (fstatat(pfd, last, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode) &&
+            unlinkat(pfd, last, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0)
+                fail(errno, "replace %s", m->target);
+        int f = openat(pfd, last, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY,
+                       m->mode ? m->mode : 0644);
+        if (f < 0)
+                fail(errno, "write %s", m->target);
+        if (fstat(f, &st) < 0 || !S_ISREG(st.st_mode))
+                fail(EINVAL, "write %s: not a regular file", m->target);
+        write_all(f, m->data, m->len, m->target);
+        close(f);
+        close(pfd);
+}
+
+/* RT_MOUNT_TMPFS: a new, detached tmpfs. */
+static int tmpfs_new(const struct rt_mount *m) {
+        char size[24], mode[8];
+        snprintf(size, sizeof(size), "%llu", (unsigned long long) m->size);
+        snprintf(mode, sizeof(mode), "%o", (unsigned) (m->mode ? m->mode : 0755));
+        const struct opt o[] = {{"mode", mode}, {"size", size}, {NULL, NULL}};
+        return fs_new("tmpfs", o, rt_mount_attrs(m->flags));
+}
+
+/* RT_MOUNT_FILE: the content in a file on a tmpfs of its own (attached on
+ * the stage, so the file can be cloned on any kernel), cloned as a
+ * detached bind with the entry's attributes. */
+static int file_new(const struct rt_mount *m) {
+        static unsigned serial;
+        char size[24], name[16];
+        snprintf(size, sizeof(size), "%zu", (m->len / 4096 + 1) * 4096);
+        snprintf(name, sizeof(name), "f%u", serial++);
+        const struct opt o[] = {{"mode", "0700"}, {"size", size}, {NULL, NULL}};
+        /* the bind inherits the tmpfs's attributes: the entry's, but
+         * writable until the file is written */
+        unsigned attrs = rt_mount_attrs(m->flags);
+        int fs = fs_new("tmpfs", o, attrs & ~MOUNT_ATTR_RDONLY);
+        if (mkdirat(stage_root, name, 0700) < 0)
+                fail(errno, "mount %s: a dir on the stage", m->target);
+        int mp = openat(stage_root, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (mp < 0)
+                fail(errno, "mount %s: open its dir on the stage", m->target);
+        attach(fs, mp, m->target);
+        close(mp);
+        int dir = openat(stage_root, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dir < 0)
+                fail(errno, "mount %s: open its tmpfs", m->target);
+        int f = openat(dir, "data", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY,
+                       0600);
+        if (f < 0)
+                fail(errno, "mount %s: create its file", m->target);
+        write_all(f, m->data, m->len, m->target);
+        if (fchmod(f, m->mode ? m->mode : 0644) < 0)
+                fail(errno, "mount %s: chmod", m->target);
+        close(f);
+        int t = bind_clone(dir, "data", false, attrs, m->target);
+        close(dir);
+        return t;
+}
+
+/* What the target of a mount entry must be. */
+static enum kind entry_kind(const struct rt_entry *en) {
+        switch (en->m.kind) {
+        case RT_MOUNT_TMPFS:
+                return K_DIR;
+        case RT_MOUNT_BIND:
+                return S_ISDIR(en->type) ? K_DIR : K_FILE;
+        case RT_MOUNT_FILE:
+        case RT_MOUNT_COPY:
+                return K_FILE;
+        }
+        return K_FILE;
+}
+
+/* Move mnt onto the target of en (made an inode of the right kind inside
+ * the root). mnt stays open. */
+static void put(int rootfd, const struct rt_entry *en, int mnt) {
+        const struct rt_mount *m = &en->m;
+        char parent[PATH_MAX];
+        const char *last;
+        split(m->target + 1, parent, sizeof(parent), &last);
+        int pfd = entry_parent(rootfd, parent, m->target);
+        enum kind k = entry_kind(en);
+        int t = leaf(pfd, last, m->target + 1, k, k == K_DIR ? 0755 : 0644);
+        move_onto(mnt, t, m->target);
+        close(t);
+        close(pfd);
+}
+
+/* What the prestart built ahead (a warm-pool child given layers). */
+static struct {
+        bool built;
+        const struct rt_start *s; /* the prestart's start message */
+        int mnt[RT_TABLE_MAX];    /* per entry of s: its mount, in the root (or -EBADF) */
+        bool taken[RT_TABLE_MAX]; /* matched by an entry of the claim */
+        int proc, dev, sys;       /* the stage's mounts, in the root */
+} prep;
+
+/* The entry of the prestart's table identical to en and not matched yet,
+ * or -1. */
+static int prep_find(const struct rt_entry *en) {
+        if (!prep.built)
+                return -1;
+        for (size_t j = 0; j < prep.s->n_mounts; j++)
+                if (!prep.taken[j] && rt_entry_same(&prep.s->mounts[j], en))
+                        return (int) j;
+        return -1;
+}
+
+static bool path_under(const char *p, const char *dir) {
+        size_t n = strlen(dir);
+        return strncmp(p, dir, n) == 0 && (p[n] == 0 || p[n] == '/');
+}
+
+/* Apply the table s, in order, inside the root: each entry's mount is
+ * made (or taken over from the prestart) and moved onto its target, a
+ * COPY is written. reuse: rootfd is the root the prestart built, so an
+ * entry identical to one it applied is skipped (unless an entry applied
+ * here before covers its target). Otherwise an identical entry's mount
+ * from the prestart is moved here instead of being made again. keep:
+ * store each entry's mount fd (the prestart) instead of closing it. */
+static void table_apply(int rootfd, const struct rt_start *s, bool reuse, int *keep) {
+        const char *done[RT_TABLE_MAX];
+        size_t n_done = 0;
+        for (size_t i = 0; i < s->n_mounts; i++) {
+                const struct rt_entry *en = &s->mounts[i];
+                const struct rt_mount *m = &en->m;
+                int mnt = -EBADF, p = prep_find(en);
+                if (p >= 0) {
+                        bool covered = false;
+                        for (size_t j = 0; j < n_done; j++)
+                                covered = covered || path_under(m->target, done[j]);
+                        if (reuse && !covered) { /* already in place */
+                                prep.taken[p] = true;
+                                if (m->kind == RT_MOUNT_BIND)
+                                        close(m->source_fd);
+                                continue;
+                        }
+                        if (!reuse && prep.mnt[p] >= 0) {
+                                prep.taken[p] = true;
+                                mnt = prep.mnt[p];
+                                prep.mnt[p] = -EBADF;
+                        }
+                }
+                done[n_done++] = m->target;
+                switch (m->kind) {
+                case RT_MOUNT_COPY:
+                        copy_write(rootfd, m);
+                        continue;
+                case RT_MOUNT_TMPFS:
+                        if (mnt < 0)
+                                mnt = tmpfs_new(m);
+                        break;
+                case RT_MOUNT_FILE:
+                        if (mnt < 0)
+                                mnt = file_new(m);
+                        break;
+                case RT_MOUNT_BIND:
+                        /* the parent's clone of the source */
+                        if (mnt < 0)
+                                mnt = m->source_fd;
+                        else
+                                close(m->source_fd);
+                        break;
+                default:
+                        fail(EINVAL, "mount %s: unknown kind %d", m->target, (int) m->kind);
+                }
+                put(rootfd, en, mnt);
+                if (keep)
+                        keep[i] = hoist_close(mnt);
+                else
+                        close(mnt);
+        }
+}
+
 /* ---- the root, built ahead when the layers are known ----
  *
  * A warm-pool child given layers at the prestart (the image the pool
  * expects) builds the whole root before it parks: overlay on top of the
- * stage, the prepared mounts moved in, /etc written for the prestart's
- * hostname. Taking it then checks that the request names the very same
- * layer directories (path order and dev/ino, so a re-imported image is
- * not mistaken for the old one) and no disk limit; /tmp of another size
- * and /etc files with other content are redone. Anything else is a
- * mismatch: a new overlay goes on top of the prepared root (with upper
- * and work dirs of its own), the prepared mounts move on into it, and the
- * prepared overlay goes away with the old root. */
+ * stage, the prepared mounts moved in, the prestart's table applied.
+ * Taking it then checks that the request names the very same layer
+ * directories (path order and dev/ino, so a re-imported image is not
+ * mistaken for the old one), no disk limit, and a table with an entry of
+ * the same kind at every target the prestart used (else something of the
+ * prestart would stay); the claim's table is then applied on top, skipping
+ * what is identical. Anything else is a mismatch: a new overlay goes on
+ * top of the prepared root (with upper and work dirs of its own), the
+ * prepared mounts (and those of identical entries) move on into it, and
+ * the prepared overlay goes away with the old root. */
 
 struct layer_id {
         dev_t dev;
         ino_t ino;
 };
 
-static struct {
-        bool built;
-        struct stage mounts; /* second fds of the stage's mounts, now in the root */
-        size_t n_layers;
-        struct layer_id ids[RT_PARK_MAX_LAYERS];
-        char hostname[72];
-        char hosts[RT_HOSTS_MAX];
-        const char *resolv_conf; /* the prestart's string (our copy of its memory) */
-        char tmp_opt[32];
-} prep;
-
+static struct layer_id prep_ids[RT_PARK_MAX_LAYERS];
 static char upper_alt[PATH_MAX], work_alt[PATH_MAX];
 
-static void copy_str(char *dst, size_t size, const char *src, const char *what) {
-        size_t n = strlen(src);
-        if (n >= size)
-                fail(E2BIG, "%s too long", what);
-        memcpy(dst, src, n + 1);
-}
-
 /* Mount the overlay on top of what is at c->rootfs, move the stage's
- * mounts into it and write /etc. Consumes the stage. Returns the root. */
-static int root_build(const struct rt_child *c, struct stage *st) {
-        mount_scratch(c);
-        int rootfd = mount_root(c);
+ * mounts into it and apply the table. Consumes the stage's fds. Returns
+ * the root. */
+static int root_build(const struct rt_child *c, const struct rt_start *s, struct stage *st,
+                      int *keep) {
+        mount_scratch(s);
+        int rootfd = mount_root(c, s);
         stage_move(rootfd, st->proc, "proc", 0555);
         stage_move(rootfd, st->dev, "dev", 0755);
         stage_move(rootfd, st->sys, "sys", 0555);
-        if (streq(c->tmp_opt, st->tmp_opt)) {
-                stage_move(rootfd, st->tmp, "tmp", 0755);
-        } else { /* another size than prepared: a new one */
-                close(st->tmp);
-                mount_tmpfs(rootfd, "tmp", "1777", c->tmp_opt);
-        }
-        stage_move(rootfd, st->run, "run", 0755);
-        st->proc = st->dev = st->sys = st->tmp = st->run = -1;
-        write_etc(rootfd, "hostname", c->hostname);
-        write_etc(rootfd, "hosts", c->hosts);
-        write_etc(rootfd, "resolv.conf", c->resolv_conf);
+        st->proc = st->dev = st->sys = -EBADF;
+        table_apply(rootfd, s, false, keep);
         return rootfd;
 }
 
-static void layer_ids(const struct rt_child *c, struct layer_id *ids) {
-        for (size_t i = 0; i < c->cfg->n_layers; i++) {
+static void layer_ids(const struct rt_start *s, struct layer_id *ids) {
+        for (size_t i = 0; i < s->n_layers; i++) {
                 struct stat sb;
-                if (stat(c->cfg->layers[i], &sb) < 0)
-                        fail(errno, "layer %s", c->cfg->layers[i]);
+                if (stat(s->layers[i], &sb) < 0)
+                        fail(errno, "layer %s", s->layers[i]);
                 ids[i] = (struct layer_id){sb.st_dev, sb.st_ino};
         }
 }
 
 /* At the prestart: build the root for the layers we were given. */
-static int root_prepare(const struct rt_child *c, struct stage *st) {
-        layer_ids(c, prep.ids);
-        prep.n_layers = c->cfg->n_layers;
+static int root_prepare(const struct rt_child *c, const struct rt_start *s, struct stage *st) {
+        layer_ids(s, prep_ids);
         /* keep a handle on each mount: a mismatch moves them on */
-        prep.mounts = *st;
-        prep.mounts.proc = hoist(st->proc);
-        prep.mounts.dev = hoist(st->dev);
-        prep.mounts.sys = hoist(st->sys);
-        prep.mounts.tmp = hoist(st->tmp);
-        prep.mounts.run = hoist(st->run);
-        int rootfd = root_build(c, st);
-        copy_str(prep.hostname, sizeof(prep.hostname), c->hostname, "hostname");
-        copy_str(prep.hosts, sizeof(prep.hosts), c->hosts, "hosts");
-        copy_str(prep.tmp_opt, sizeof(prep.tmp_opt), c->tmp_opt, "tmp option");
-        prep.resolv_conf = c->resolv_conf;
+        prep.proc = hoist(st->proc);
+        prep.dev = hoist(st->dev);
+        prep.sys = hoist(st->sys);
+        for (size_t i = 0; i < ELEMENTSOF(prep.mnt); i++)
+                prep.mnt[i] = -EBADF;
+        int rootfd = root_build(c, s, st, prep.mnt);
+        prep.s = s;
         prep.built = true;
         return rootfd;
 }
 
 /* At the claim: is the prepared root the one asked for? */
-static bool root_matches(const struct rt_child *c) {
-        if (!prep.built || c->scratch || c->cfg->n_layers != prep.n_layers)
+static bool root_matches(const struct rt_start *s) {
+        if (!prep.built || s->scratch || s->n_layers != prep.s->n_layers)
                 return false;
-        for (size_t i = 0; i < prep.n_layers; i++) {
+        for (size_t i = 0; i < s->n_layers; i++) {
                 struct stat sb;
-                if (stat(c->cfg->layers[i], &sb) < 0 || sb.st_dev != prep.ids[i].dev ||
-                    sb.st_ino != prep.ids[i].ino)
+                if (stat(s->layers[i], &sb) < 0 || sb.st_dev != prep_ids[i].dev ||
+                    sb.st_ino != prep_ids[i].ino)
+                        return false;
+        }
+        for (size_t j = 0; j < prep.s->n_mounts; j++) {
+                const struct rt_entry *a = &prep.s->mounts[j];
+                bool found = false;
+                for (size_t i = 0; i < s->n_mounts && !found; i++) {
+                        const struct rt_entry *b = &s->mounts[i];
+                        found = streq(a->m.target, b->m.target) &&
+                                (a->m.kind == RT_MOUNT_COPY) == (b->m.kind == RT_MOUNT_COPY) &&
+                                entry_kind(a) == entry_kind(b);
+                }
+                if (!found)
                         return false;
         }
         return true;
 }
 
-/* At the claim, the prepared root fits: redo what differs. */
-static void root_update(const struct rt_child *c, int rootfd) {
-        if (!streq(c->tmp_opt, prep.tmp_opt)) /* on top of the prepared one */
-                mount_tmpfs(rootfd, "tmp", "1777", c->tmp_opt);
-        if (!streq(c->hostname, prep.hostname))
-                write_etc(rootfd, "hostname", c->hostname);
-        if (!streq(c->hosts, prep.hosts))
-                write_etc(rootfd, "hosts", c->hosts);
-        if (!streq(c->resolv_conf, prep.resolv_conf))
-                write_etc(rootfd, "resolv.conf", c->resolv_conf);
-}
-
 /* At the claim, it does not: a new root on top of it, with upper and
  * work dirs of their own (unless on the disk limit's tmpfs), and the
  * prepared mounts moved on into it. */
-static int root_rebuild(struct rt_child *c, struct stage *st) {
-        if (!c->scratch) {
-                int n1 = snprintf(upper_alt, sizeof(upper_alt), "%s.1", c->upper);
-                int n2 = snprintf(work_alt, sizeof(work_alt), "%s.1", c->work);
+static int root_rebuild(const struct rt_child *c, struct rt_start *s, struct stage *st) {
+        if (!s->scratch) {
+                int n1 = snprintf(upper_alt, sizeof(upper_alt), "%s.1", s->upper);
+                int n2 = snprintf(work_alt, sizeof(work_alt), "%s.1", s->work);
                 if (n1 < 0 || (size_t) n1 >= sizeof(upper_alt) || n2 < 0 ||
                     (size_t) n2 >= sizeof(work_alt))
                         fail(ENAMETOOLONG, "upper dir path");
@@ -689,92 +923,84 @@ static int root_rebuild(struct rt_child *c, struct stage *st) {
                         fail(errno, "mkdir %s", upper_alt);
                 if (mkdir(work_alt, 0700) < 0 && errno != EEXIST)
                         fail(errno, "mkdir %s", work_alt);
-                c->upper = upper_alt;
-                c->work = work_alt;
+                s->upper = upper_alt;
+                s->work = work_alt;
         }
-        *st = prep.mounts;
-        return root_build(c, st);
+        st->proc = prep.proc;
+        st->dev = prep.dev;
+        st->sys = prep.sys;
+        return root_build(c, s, st, NULL);
 }
 
-static char park_buf[RT_PARK_MAX];
-static const char *park_layers[RT_PARK_MAX_LAYERS];
-static struct rt_sandbox_config park_cfg;
+/* ---- the warm pool's claim ---- */
 
-/* Warm pool: wait for the rest of the config (see struct rt_park_hdr). */
-static void park_receive(struct rt_child *c, const struct stage *st, int rootfd) {
+static struct rt_start first;       /* a create's or prestart's start message */
+static struct rt_start claim;       /* a claim's */
+static char park_buf[RT_PARK_MAX];  /* the claim's message */
+static int park_fds[RT_MOUNTS_MAX]; /* and its bind sources */
+
+/* Wait for the claim's start message and its fds (see rt_start). */
+static struct rt_start *park_receive(struct rt_child *c, const struct stage *st, int rootfd) {
         /* hold nothing of the daemon's while parked: not its other pipes
          * (EOF must reach the other parked children when it dies), not
          * its state dir lock */
-        int keep[] = {c->err_fd,       c->ctl_fd,       c->init_fd,      c->log_fd,
-                      c->park_fd,      st->proc,        st->dev,         st->sys,
-                      st->tmp,         st->run,         rootfd,          prep.mounts.proc,
-                      prep.mounts.dev, prep.mounts.sys, prep.mounts.tmp, prep.mounts.run};
-        close_others(keep, ELEMENTSOF(keep));
+        int keep[16 + RT_TABLE_MAX];
+        size_t nk = 0;
+        const int mine[] = {c->err_fd,  c->ctl_fd, c->init_fd, c->log_fd, c->park_fd,
+                            stage_root, st->proc,  st->dev,    st->sys,   rootfd,
+                            prep.proc,  prep.dev,  prep.sys};
+        for (size_t i = 0; i < ELEMENTSOF(mine); i++)
+                keep[nk++] = mine[i];
+        for (size_t i = 0; prep.built && i < prep.s->n_mounts; i++)
+                keep[nk++] = prep.mnt[i];
+        close_others(keep, nk);
         /* tell rt_sandbox_prestart that we are ready: a report with code 0 */
         struct wr_err ready;
         memset(&ready, 0, sizeof(ready));
         if (write(c->err_fd, &ready, sizeof(ready)) != (ssize_t) sizeof(ready))
                 fail(errno ? errno : EIO, "report ready");
-        size_t got = 0;
+        size_t got = 0, n_fds = 0;
         for (;;) {
-                ssize_t n = read(c->park_fd, park_buf + got, sizeof(park_buf) - 1 - got);
+                union {
+                        char buf[CMSG_SPACE(sizeof(int) * RT_MOUNTS_MAX)];
+                        struct cmsghdr align;
+                } u;
+                struct iovec iov = {.iov_base = park_buf + got, .iov_len = sizeof(park_buf) - got};
+                struct msghdr mh = {.msg_iov = &iov,
+                                    .msg_iovlen = 1,
+                                    .msg_control = u.buf,
+                                    .msg_controllen = sizeof(u.buf)};
+                ssize_t n = recvmsg(c->park_fd, &mh, MSG_CMSG_CLOEXEC);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0)
                         fail(errno, "read the pool config");
+                for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+                        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+                                continue;
+                        size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                        if (k > ELEMENTSOF(park_fds) - n_fds)
+                                fail(E2BIG, "pool config: too many fds");
+                        memcpy(park_fds + n_fds, CMSG_DATA(cm), k * sizeof(int));
+                        n_fds += k;
+                }
+                if (mh.msg_flags & MSG_CTRUNC)
+                        fail(E2BIG, "pool config: too many fds");
                 if (n == 0)
                         break;
                 got += (size_t) n;
-                if (got >= sizeof(park_buf) - 1)
+                if (got == sizeof(park_buf))
                         fail(E2BIG, "pool config too large");
         }
         if (got == 0)
                 _exit(0); /* the pool let go of this entry */
         close(c->park_fd);
-        c->park_fd = -1;
-        park_buf[got] = 0;
-        struct rt_park_hdr h;
-        if (got < sizeof(h))
-                fail(EINVAL, "pool config truncated");
-        memcpy(&h, park_buf, sizeof(h));
-        if (h.magic != RT_PARK_MAGIC || h.n_layers == 0 || h.n_layers > RT_PARK_MAX_LAYERS)
+        c->park_fd = -EBADF;
+        for (size_t i = 0; i < n_fds; i++) /* off 0-3, which stdio and fd 3 take */
+                park_fds[i] = hoist_close(park_fds[i]);
+        if (rt_start_decode(park_buf, got, park_fds, n_fds, &claim) < 0 || claim.n_layers == 0)
                 fail(EINVAL, "pool config malformed");
-        const char *p = park_buf + sizeof(h), *end = park_buf + got;
-        const char *s[9];
-        for (size_t i = 0; i < 9 + h.n_layers; i++) {
-                if (p >= end)
-                        fail(EINVAL, "pool config truncated");
-                if (i < 9)
-                        s[i] = p;
-                else
-                        park_layers[i - 9] = p;
-                p += strlen(p) + 1;
-        }
-        park_cfg = *c->cfg;
-        park_cfg.hostname = s[0];
-        park_cfg.layers = park_layers;
-        park_cfg.n_layers = h.n_layers;
-        park_cfg.resolv_conf = s[2];
-        c->cfg = &park_cfg;
-        c->hostname = s[0];
-        size_t hl = strlen(s[1]);
-        if (hl >= sizeof(c->hosts))
-                fail(EINVAL, "pool config: hosts too long");
-        memcpy(c->hosts, s[1], hl + 1);
-        c->resolv_conf = s[2];
-        size_t tl = strlen(s[3]);
-        if (tl >= sizeof(c->tmp_opt))
-                fail(EINVAL, "pool config: tmp option too long");
-        memcpy(c->tmp_opt, s[3], tl + 1);
-        c->upper = s[4];
-        c->work = s[5];
-        c->scratch = s[6][0] ? s[6] : NULL;
-        size_t sl = strlen(s[7]);
-        if (sl >= sizeof(c->scratch_opt))
-                fail(EINVAL, "pool config: scratch option too long");
-        memcpy(c->scratch_opt, s[7], sl + 1);
-        c->lowerdir = s[8];
-        c->nofile.rlim_cur = c->nofile.rlim_max = (rlim_t) h.nofile;
+        return &claim;
 }
 
 void rt_child_run(const struct rt_child *arg) {
@@ -805,31 +1031,38 @@ void rt_child_run(const struct rt_child *arg) {
         join_cgroups(&c);
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 fail(errno, "make mounts private");
+        /* the parent's message, in our copy of its memory; its bind
+         * sources are our copies of its fds (all above 3: they are
+         * consumed before stdio is set up) */
+        struct rt_start *s = &first;
+        if (rt_start_decode(c.msg, c.msg_len, c.fds, c.n_fds, s) < 0)
+                fail(EINVAL, "start message malformed");
         struct stage st;
         stage_prepare(&c, &st);
-        int rootfd = -1;
+        int rootfd = -EBADF;
         if (c.park_fd < 0) {
-                rootfd = root_build(&c, &st);
+                rootfd = root_build(&c, s, &st, NULL);
         } else {
-                if (c.cfg->n_layers > 0)
-                        rootfd = root_prepare(&c, &st);
-                park_receive(&c, &st, rootfd);
+                if (s->n_layers > 0)
+                        rootfd = root_prepare(&c, s, &st);
+                s = park_receive(&c, &st, rootfd);
                 if (rootfd < 0) {
-                        rootfd = root_build(&c, &st);
-                } else if (root_matches(&c)) {
-                        root_update(&c, rootfd);
+                        rootfd = root_build(&c, s, &st, NULL);
+                } else if (root_matches(s)) {
+                        table_apply(rootfd, s, true, NULL);
                 } else {
                         close(rootfd);
-                        rootfd = root_rebuild(&c, &st);
+                        rootfd = root_rebuild(&c, s, &st);
                 }
         }
-        if (sethostname(c.hostname, strlen(c.hostname)) < 0)
+        if (sethostname(s->hostname, strlen(s->hostname)) < 0)
                 fail(errno, "sethostname");
         enter_root(rootfd);
         close(rootfd);
 
         setup_fds(&c);
-        if (setrlimit(RLIMIT_NOFILE, &c.nofile) < 0)
+        struct rlimit nofile = {.rlim_cur = (rlim_t) s->nofile, .rlim_max = (rlim_t) s->nofile};
+        if (setrlimit(RLIMIT_NOFILE, &nofile) < 0)
                 fail(errno, "set RLIMIT_NOFILE");
         drop_caps(&c);
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)

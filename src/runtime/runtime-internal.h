@@ -143,12 +143,97 @@ extern const char *const rt_caps_keep_names[];
  * The fd stays owned by the cache (O_CLOEXEC). Returns fd or -errno. */
 int rt_init_memfd(const char *path, struct wr_err *e);
 
-/* ---- the child between clone and exec (child.c) ---- */
+/* ---- the start message (mount.c) ----
+ *
+ * Everything the child needs that depends on the request: the overlay
+ * (layers, upper/work dirs, the disk limit), hostname, RLIMIT_NOFILE and
+ * the whole mount table (the runtime's own entries, then the caller's).
+ * Encoded once by the parent. A plain create and a prestart hand the
+ * buffer to the child in memory (it is a copy of the parent); a warm-pool
+ * claim sends it over the park socket, with the BIND sources (detached
+ * mounts the parent cloned) as SCM_RIGHTS. The child decodes it in place
+ * with rt_start_decode() either way.
+ *
+ * Layout: struct rt_start_hdr; NUL-terminated hostname, upper, work,
+ * scratch ("" = no disk limit), lowerdir, then n_layers layer paths; then
+ * n_mounts records: struct rt_start_rec, the target and its NUL, len bytes
+ * of data. Integers in host order (both ends are this binary). */
 
+#define RT_START_MAGIC 0x7761726fu
+#define RT_PARK_MAX 1048576
+#define RT_PARK_MAX_LAYERS 500
+#define RT_TABLE_OWN 5 /* /tmp, /run, /etc/hostname, /etc/hosts, /etc/resolv.conf */
+#define RT_TABLE_MAX (RT_TABLE_OWN + RT_MOUNTS_MAX)
 #define RT_HOSTS_MAX 512
 
+struct rt_start_hdr {
+        uint32_t magic;
+        uint32_t n_layers;
+        uint32_t n_mounts;
+        uint32_t n_fds;    /* BIND sources passed along */
+        uint64_t nofile;   /* RLIMIT_NOFILE soft = hard */
+        uint64_t disk;     /* size of the scratch tmpfs; 0 = none */
+        uint64_t reserved; /* must be 0 */
+};
+
+struct rt_start_rec {
+        uint32_t kind, flags, mode;
+        uint32_t fd;   /* BIND: index into the passed fds */
+        uint64_t size; /* TMPFS */
+        uint64_t len;  /* FILE, COPY: bytes of data after the target */
+        uint64_t dev, ino;
+        uint32_t type; /* BIND: S_IFMT of the source */
+        uint32_t reserved;
+};
+
+/* One entry of the table. */
+struct rt_entry {
+        struct rt_mount m; /* BIND: source NULL, source_fd the fd */
+        uint64_t dev, ino; /* BIND: the source's identity (what "the same
+                            * entry" means for the warm pool) */
+        uint32_t type;     /* BIND: S_IFMT of the source */
+};
+
+/* The decoded message. Strings and data point into the buffer. */
+struct rt_start {
+        uint64_t nofile;
+        uint64_t disk;
+        const char *hostname;
+        const char *upper, *work;
+        const char *scratch; /* NULL: no disk limit */
+        const char *lowerdir;
+        size_t n_layers;
+        const char *layers[RT_PARK_MAX_LAYERS];
+        size_t n_mounts;
+        struct rt_entry mounts[RT_TABLE_MAX];
+        size_t n_fds; /* BIND entries: source_fd is an index below this */
+};
+
+/* Encode s (BIND entries carry the index of their fd in source_fd, all
+ * below s->n_fds) into a new buffer *ret (malloc'd, the caller frees) of
+ * *ret_len bytes. Returns 0, -E2BIG (over RT_PARK_MAX or a limit of the
+ * format) or -ENOMEM. */
+int rt_start_encode(const struct rt_start *s, char **ret, size_t *ret_len);
+
+/* Decode buf[0..len) into *out, in place: out's strings and data point
+ * into buf, which must stay. BIND entries get fds[their index]. Checks
+ * the structure (magic, counts, every string and record inside buf, kinds
+ * known, fd indexes below n_fds == the header's count); the entries
+ * themselves were checked by the sender. No allocation, async-signal-safe
+ * (the child uses it). Returns 0 or -EBADMSG. */
+int rt_start_decode(const char *buf, size_t len, const int *fds, size_t n_fds,
+                    struct rt_start *out);
+
+/* Do a and b describe the same mount (kind, target, flags, mode, size,
+ * content; for BIND the same source inode and type)? */
+bool rt_entry_same(const struct rt_entry *a, const struct rt_entry *b);
+
+/* MOUNT_ATTR_* for RT_MOUNT_* flags. */
+unsigned rt_mount_attrs(unsigned flags);
+
+/* ---- the child between clone and exec (child.c) ---- */
+
 struct rt_child {
-        const struct rt_sandbox_config *cfg;
         const struct rt_policy *policy;
         int err_fd;                   /* write end of the CLOEXEC error pipe */
         int ctl_fd;                   /* listening control socket; becomes fd 3 */
@@ -158,35 +243,16 @@ struct rt_child {
         size_t n_cg_fds;
         bool unshare_cgroupns; /* v1: cgroup ns after joining */
         const char *rootfs;    /* <dir>/rootfs, the overlay mount point */
-        const char *upper;     /* <dir>/upper */
-        const char *work;      /* <dir>/work */
-        /* disk limit: a size-capped tmpfs mounted here (in the sandbox's
-         * mount namespace) holds upper and work; NULL = no limit */
-        const char *scratch;
-        char scratch_opt[64]; /* "size=N,mode=0755" */
-        const char *lowerdir; /* legacy "l1:l2" option, escaped (fallback) */
-        const char *hostname;
-        char hosts[RT_HOSTS_MAX]; /* /etc/hosts content */
-        const char *resolv_conf;  /* /etc/resolv.conf content */
-        char tmp_opt[32];         /* size= for /tmp */
-        struct rlimit nofile;
-        char env_id[96]; /* WARREN_SANDBOX_ID=<id> */
-        /* warm pool (rt_sandbox_prestart): >= 0 = after joining the
-         * cgroups, wait for the rest of the config on this pipe (the
-         * RT_PARK_* message rt_sandbox_start sends); EOF = _exit(0) */
+        char env_id[96];       /* WARREN_SANDBOX_ID=<id> */
+        /* the start message (see above) and its BIND sources */
+        const char *msg;
+        size_t msg_len;
+        const int *fds;
+        size_t n_fds;
+        /* warm pool (rt_sandbox_prestart): >= 0 = after preparing, wait
+         * on this socket for the claim's start message (and its fds);
+         * EOF = _exit(0) */
         int park_fd;
-};
-
-/* The message a parked child reads: the header, then NUL-terminated
- * strings: hostname, hosts, resolv_conf, tmp_opt, upper, work, scratch
- * ("" = none), scratch_opt, lowerdir, then n_layers layer paths. */
-#define RT_PARK_MAGIC 0x7761726eu
-#define RT_PARK_MAX 1048576
-#define RT_PARK_MAX_LAYERS 500
-struct rt_park_hdr {
-        uint32_t magic;
-        uint32_t n_layers;
-        uint64_t nofile;
 };
 
 /* Set everything up inside the new namespaces and exec warren-init. Never

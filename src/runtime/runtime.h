@@ -70,6 +70,69 @@ enum rt_cgroup_mode {
         RT_CGROUP_V2 = 2,
 };
 
+/* ---- the mount table ----
+ *
+ * What a sandbox gets inside its root beyond the image, as a list applied
+ * in order (like bubblewrap's setup ops). Every target is an absolute path
+ * in the sandbox, resolved inside the root (symlinks in its parent dirs
+ * are followed but never out of the root, missing parent dirs are made,
+ * a symlink or wrong-type inode at the target itself is replaced, never
+ * followed) and mounted by fd. Later entries go on top of earlier ones
+ * (a target under an earlier entry's target lands inside that mount).
+ * The runtime puts its own entries first (/tmp, /run, /etc/hostname,
+ * /etc/hosts, /etc/resolv.conf, built from the config's other fields),
+ * then cfg->mounts. */
+enum rt_mount_kind {
+        /* A host directory, regular file or socket (source or source_fd),
+         * cloned by the runtime on the host side before the sandbox runs
+         * (not recursive: mounts below the source are not included). The
+         * target is made a directory or a regular file to match. */
+        RT_MOUNT_BIND = 1,
+        /* A new tmpfs of size bytes (> 0), its root dir of mode. */
+        RT_MOUNT_TMPFS = 2,
+        /* A regular file holding data[0..len) with mode, on a small tmpfs
+         * of its own (never on the host's disk), bind-mounted onto the
+         * target. For secrets, CA bundles, configs; RO makes it
+         * read-only. */
+        RT_MOUNT_FILE = 3,
+        /* data[0..len) written into the sandbox's writable layer at the
+         * target (a file the sandbox may change or delete; mode applies
+         * when it is created, an existing file keeps its own). flags must
+         * be 0. /etc/hostname, /etc/hosts, /etc/resolv.conf. */
+        RT_MOUNT_COPY = 4,
+};
+
+/* rt_mount.flags (mount attributes; COPY takes none) */
+#define RT_MOUNT_RO (1u << 0)
+#define RT_MOUNT_NOSUID (1u << 1)
+#define RT_MOUNT_NODEV (1u << 2)
+#define RT_MOUNT_NOEXEC (1u << 3)
+
+#define RT_MOUNTS_MAX 64                /* entries in cfg->mounts */
+#define RT_MOUNT_DATA_MAX (256u << 10)  /* FILE/COPY content of one entry */
+#define RT_MOUNTS_DATA_MAX (512u << 10) /* FILE/COPY content of all entries */
+
+struct rt_mount {
+        enum rt_mount_kind kind;
+        /* Absolute path in the sandbox: no "." / ".." / empty components,
+         * not "/", not /proc, /dev, /sys or below them. */
+        const char *target;
+        unsigned flags; /* RT_MOUNT_* */
+        /* BIND: absolute host path (its last component is not followed),
+         * or NULL and source_fd: an fd (> 2, O_PATH is enough; not taken
+         * over) naming it. */
+        const char *source;
+        int source_fd;
+        /* FILE, COPY: content (may hold NUL bytes), len <=
+         * RT_MOUNT_DATA_MAX. */
+        const void *data;
+        size_t len;
+        uint64_t size; /* TMPFS: size in bytes, > 0 */
+        /* TMPFS: mode of its root (0 = 0755); FILE, COPY: file mode (0 =
+         * 0644); permission bits and sticky/setgid only. */
+        mode_t mode;
+};
+
 struct rt_sandbox_config {
         /* Sandbox id: [A-Za-z0-9][A-Za-z0-9_.-]{0,63}; names the cgroup. */
         const char *id;
@@ -96,7 +159,12 @@ struct rt_sandbox_config {
         /* Apply no cgroup limits (only processes are grouped and killed).
          * For hosts whose cgroup v2 hierarchy has no controllers; tests. */
         bool unlimited;
-        /* Later: volumes, an array of {host_dir, path, read_only}. */
+        /* Mounts of the caller (volumes, a CA bundle, an agent socket,
+         * secret files), applied after the runtime's own entries; see
+         * struct rt_mount. The array and what it points to are only read
+         * during the call (bind sources are opened then). */
+        const struct rt_mount *mounts;
+        size_t n_mounts;
 };
 
 struct rt_usage {
@@ -126,28 +194,30 @@ int rt_sandbox_create(const struct rt_sandbox_config *cfg, struct rt_sandbox **r
  * depend on the image or the request: the dir, control socket, cgroups
  * (with cfg->limits, normally the defaults), namespaces and the child,
  * which joins the cgroups (on v1 that costs an RCU grace period: paid
- * here, ahead), mounts /proc (masked), /dev, /sys, /run and /tmp (of
- * cfg->limits.tmp_bytes) on a private stage, brings the loopback up and
- * then waits for step 2. When cfg->layers are given (n_layers may be 0)
- * it also builds the root ahead: the overlay of those layers with the
- * stage's mounts moved in and /etc written for cfg->hostname and
- * resolv_conf; step 2 then only redoes what its cfg changes, or builds a
+ * here, ahead), mounts /proc (masked), /dev and /sys on a private stage,
+ * brings the loopback up and then waits for step 2. When cfg->layers are
+ * given (n_layers may be 0) it also builds the root ahead: the overlay of
+ * those layers with the stage's mounts moved in and the mount table
+ * applied (/tmp of cfg->limits.tmp_bytes, /run, /etc written for
+ * cfg->hostname and resolv_conf, cfg->mounts); step 2 then applies its
+ * own table on top, skipping the entries that are identical, or builds a
  * new root when it names other layers (compared by path order and
- * dev/ino) or a disk limit. Returns once the child is parked (a failure
- * on the way is this call's error; on v1 expect 10-20 ms, mostly waiting:
- * run it on a worker thread). Only cfg->id, dir, init_path, cgroup_mode,
- * log_fd, layers, hostname, resolv_conf, limits.tmp_bytes and unlimited
- * are used now. The handle can be destroyed like any other (nothing runs
- * in it but the waiting child). */
+ * dev/ino), a disk limit, or leaves out a target the prestart's table
+ * used. Returns once the child is parked (a failure on the way is this
+ * call's error; on v1 expect 10-20 ms, mostly waiting: run it on a worker
+ * thread). Only cfg->id, dir, init_path, cgroup_mode, log_fd, layers,
+ * hostname, resolv_conf, limits.tmp_bytes, mounts and unlimited are used
+ * now. The handle can be destroyed like any other (nothing runs in it but
+ * the waiting child). */
 int rt_sandbox_prestart(const struct rt_sandbox_config *cfg, struct rt_sandbox **ret,
                         struct wr_err *e);
 
 /* Warm pool, step 2: finish a prestarted sandbox as cfg says (same id and
  * dir; limits are re-applied to its cgroups, layers/hostname/tmp size/
- * disk/nofile/resolv.conf sent to the child, which mounts the root and
- * execs init). Returns like rt_sandbox_create(); on failure call
- * rt_sandbox_destroy(). SIGPIPE must be ignored by the caller (the child
- * may be gone). */
+ * disk/nofile/resolv.conf/mounts sent to the child, with the bind sources
+ * opened here, and the child mounts the root and execs init). Returns like rt_sandbox_create(); on
+ * failure call rt_sandbox_destroy(). SIGPIPE must be ignored by the caller (the child may be gone).
+ */
 int rt_sandbox_start(struct rt_sandbox *sb, const struct rt_sandbox_config *cfg, struct wr_err *e);
 
 /* rt_sandbox_start() in two halves, so that the caller can do its own
@@ -251,6 +321,17 @@ int rt_host_check(enum rt_cgroup_mode mode, struct wr_err *e);
 int rt_prepare(const char *init_path, enum rt_cgroup_mode mode, struct wr_err *e);
 
 /* --- pure helpers (no side effects; also used by API glue and tools) --- */
+
+/* Check a mount table as rt_sandbox_create() does before anything is made
+ * (so an API layer can reject a request with the same message): at most
+ * RT_MOUNTS_MAX entries; each a known kind with known flags (none for
+ * COPY), a valid target (see struct rt_mount), a BIND source that is an
+ * absolute path or an fd > 2, a TMPFS size > 0, FILE/COPY content within
+ * RT_MOUNT_DATA_MAX (all together within RT_MOUNTS_DATA_MAX), a mode
+ * within 07777. Returns 0, or -EINVAL with the entry named in e
+ * ("mount 2 (/proc/x): target is under /proc"). Does not touch the
+ * host: a missing bind source fails at create (its errno). */
+int rt_mounts_check(const struct rt_mount *mounts, size_t n, struct wr_err *e);
 
 /* True when id is a valid sandbox id (see rt_sandbox_config.id). */
 bool rt_id_valid(const char *id);

@@ -183,7 +183,7 @@ static int config_check(const struct rt_sandbox_config *cfg, bool need_layers, s
                                 "invalid hostname");
         if (cfg->resolv_conf && strlen(cfg->resolv_conf) > 64 * 1024)
                 return err_set(e, -E2BIG, "resolv.conf content too large");
-        return 0;
+        return rt_mounts_check(cfg->mounts, cfg->n_mounts, e);
 }
 
 /* ---- the control socket ---- */
@@ -235,17 +235,154 @@ static char *lowerdir_string(const struct rt_sandbox_config *cfg) {
         return s;
 }
 
-static void safe_close_pair(int p[2]) {
-        for (int i = 0; i < 2; i++)
-                if (p[i] >= 0)
-                        close(p[i]);
+static void close_pair(int p[2]) {
+        closep(&p[0]);
+        closep(&p[1]);
+}
+
+/* ---- the start message (what the child is told; see rt_start) ---- */
+
+struct start_msg {
+        char *buf;
+        size_t len;
+        int fds[RT_MOUNTS_MAX]; /* detached clones of the bind sources */
+        size_t n_fds;
+};
+
+static void start_msg_done(struct start_msg *m) {
+        free(m->buf);
+        m->buf = NULL;
+        for (size_t i = 0; i < m->n_fds; i++)
+                closep(&m->fds[i]);
+        m->n_fds = 0;
+}
+
+/* Clone the source of bind entry i on the host side, as this process sees
+ * it (the last component of a path is not followed): a detached, private,
+ * non-recursive mount with the entry's attributes, which the child moves
+ * onto the target. Records the source's identity and type in en. Returns
+ * the fd or a negative errno with context in e. */
+static int bind_open(const struct rt_mount *m, size_t i, struct rt_entry *en, struct wr_err *e) {
+        _cleanup_close_ int fd =
+                m->source ? sys_open_tree(AT_FDCWD, m->source,
+                                          OPEN_TREE_CLONE | O_CLOEXEC | AT_SYMLINK_NOFOLLOW)
+                          : sys_open_tree(m->source_fd, "",
+                                          OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH);
+        if (fd < 0)
+                return err_set(e, -errno, "mount %zu (%s): bind source %s: %m", i, m->target,
+                               m->source ? m->source : "fd");
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return err_set(e, -errno, "mount %zu (%s): stat bind source: %m", i, m->target);
+        if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode) && !S_ISSOCK(st.st_mode))
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "mount %zu (%s): bind source is not a directory, regular file "
+                                "or socket",
+                                i, m->target);
+        struct rt_mount_attr a = {.attr_set = rt_mount_attrs(m->flags), .propagation = MS_PRIVATE};
+        if (sys_mount_setattr(fd, "", AT_EMPTY_PATH, &a) < 0)
+                return err_set(e, -errno, "mount %zu (%s): set attributes of the bind: %m", i,
+                               m->target);
+        en->dev = st.st_dev;
+        en->ino = st.st_ino;
+        en->type = st.st_mode & S_IFMT;
+        return TAKE_FD(fd);
+}
+
+/* Build the start message for cfg (checked): the overlay, hostname,
+ * RLIMIT_NOFILE, the runtime's own table entries from cfg's fields, then
+ * cfg->mounts with their bind sources opened. On failure *out holds
+ * nothing. */
+static int start_build(const struct rt_sandbox_config *cfg, struct start_msg *out,
+                       struct wr_err *e) {
+        _cleanup_free_ struct rt_start *s = calloc(1, sizeof(*s));
+        const char *hostname = cfg->hostname ? cfg->hostname : cfg->id;
+        const char *resolv = cfg->resolv_conf
+                                     ? cfg->resolv_conf
+                                     : "# warren: no resolver configured for this sandbox\n";
+        uint64_t disk = cfg->limits.disk_bytes;
+        _cleanup_free_ char *scratch = disk ? join(cfg->dir, "upper") : NULL;
+        _cleanup_free_ char *upper = join(cfg->dir, disk ? "upper/u" : "upper");
+        _cleanup_free_ char *work = join(cfg->dir, disk ? "upper/w" : "work");
+        _cleanup_free_ char *lowerdir = lowerdir_string(cfg);
+        if (!s || !upper || !work || !lowerdir || (disk && !scratch))
+                return err_set(e, -ENOMEM, "out of memory");
+        char hosts[RT_HOSTS_MAX];
+        snprintf(hosts, sizeof(hosts),
+                 "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+                 "127.0.1.1\t%s\n",
+                 hostname);
+        struct rlimit cur;
+        rlim_t nofile = cfg->limits.nofile ? cfg->limits.nofile : RT_DEFAULT_NOFILE;
+        if (getrlimit(RLIMIT_NOFILE, &cur) == 0 && cur.rlim_max < nofile)
+                nofile = cur.rlim_max;
+
+        *s = (struct rt_start){
+                .nofile = nofile,
+                .disk = disk,
+                .hostname = hostname,
+                .upper = upper,
+                .work = work,
+                .scratch = scratch,
+                .lowerdir = lowerdir,
+                .n_layers = cfg->n_layers,
+        };
+        for (size_t i = 0; i < cfg->n_layers; i++)
+                s->layers[i] = cfg->layers[i];
+        const unsigned nosuid_nodev = RT_MOUNT_NOSUID | RT_MOUNT_NODEV;
+        const struct rt_mount own[RT_TABLE_OWN] = {
+                {.kind = RT_MOUNT_TMPFS,
+                 .target = "/tmp",
+                 .flags = nosuid_nodev,
+                 .size = cfg->limits.tmp_bytes ? cfg->limits.tmp_bytes : RT_DEFAULT_TMPFS,
+                 .mode = 01777},
+                {.kind = RT_MOUNT_TMPFS,
+                 .target = "/run",
+                 .flags = nosuid_nodev,
+                 .size = 64ULL << 20,
+                 .mode = 0755},
+                {.kind = RT_MOUNT_COPY,
+                 .target = "/etc/hostname",
+                 .data = hostname,
+                 .len = strlen(hostname)},
+                {.kind = RT_MOUNT_COPY,
+                 .target = "/etc/hosts",
+                 .data = hosts,
+                 .len = strlen(hosts)},
+                {.kind = RT_MOUNT_COPY,
+                 .target = "/etc/resolv.conf",
+                 .data = resolv,
+                 .len = strlen(resolv)},
+        };
+        for (size_t i = 0; i < RT_TABLE_OWN; i++)
+                s->mounts[s->n_mounts++].m = own[i];
+        int r;
+        for (size_t i = 0; i < cfg->n_mounts; i++) {
+                struct rt_entry *en = &s->mounts[s->n_mounts++];
+                en->m = cfg->mounts[i];
+                if (en->m.kind != RT_MOUNT_BIND)
+                        continue;
+                r = bind_open(&cfg->mounts[i], i, en, e);
+                if (r < 0) {
+                        start_msg_done(out);
+                        return r;
+                }
+                en->m.source = NULL;
+                en->m.source_fd = (int) out->n_fds;
+                out->fds[out->n_fds++] = r;
+        }
+        s->n_fds = out->n_fds;
+        r = rt_start_encode(s, &out->buf, &out->len);
+        if (r < 0) {
+                start_msg_done(out);
+                return err_set(e, r, "start message: %s", strerror(-r));
+        }
+        return 0;
 }
 
 static void sandbox_free_fields(struct rt_sandbox *sb) {
-        if (sb->park_fd >= 0)
-                close(sb->park_fd);
-        if (sb->err_rfd >= 0)
-                close(sb->err_rfd);
+        closep(&sb->park_fd);
+        closep(&sb->err_rfd);
         free(sb->id);
         free(sb->dir);
         free(sb->ctl_path);
@@ -288,6 +425,11 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
         int init_fd = rt_init_memfd(cfg->init_path, e);
         if (init_fd < 0)
                 return init_fd;
+        /* before anything is made: a bind source that cannot be opened
+         * leaves nothing behind */
+        _cleanup_(start_msg_done) struct start_msg msg = {0};
+        if ((r = start_build(cfg, &msg, e)) < 0)
+                return r;
 
         /* the sandbox dir */
         if (mkdir(cfg->dir, 0700) == 0)
@@ -304,11 +446,7 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
                         return err_set(e, -errno, "mkdir %s/%s: %m", cfg->dir, subdirs[i].name);
         }
         _cleanup_free_ char *rootfs = join(cfg->dir, "rootfs");
-        _cleanup_free_ char *scratch = cfg->limits.disk_bytes ? join(cfg->dir, "upper") : NULL;
-        _cleanup_free_ char *upper = join(cfg->dir, cfg->limits.disk_bytes ? "upper/u" : "upper");
-        _cleanup_free_ char *work = join(cfg->dir, cfg->limits.disk_bytes ? "upper/w" : "work");
-        _cleanup_free_ char *lowerdir = lowerdir_string(cfg);
-        if (!rootfs || !upper || !work || !lowerdir)
+        if (!rootfs)
                 return err_set(e, -ENOMEM, "out of memory");
 
         if (faccessat(dirfd, "ctl.sock", F_OK, AT_SYMLINK_NOFOLLOW) == 0)
@@ -324,46 +462,28 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
                 return r;
 
         struct rt_child c = {
-                .cfg = cfg,
                 .policy = policy,
                 .ctl_fd = ctl_fd,
                 .init_fd = init_fd,
                 .rootfs = rootfs,
                 .log_fd = cfg->log_fd,
-                .upper = upper,
-                .work = work,
-                .scratch = scratch,
-                .lowerdir = lowerdir,
-                .hostname = cfg->hostname ? cfg->hostname : cfg->id,
-                .resolv_conf = cfg->resolv_conf
-                                       ? cfg->resolv_conf
-                                       : "# warren: no resolver configured for this sandbox\n",
+                .msg = msg.buf,
+                .msg_len = msg.len,
+                .fds = msg.fds,
+                .n_fds = msg.n_fds,
         };
         c.n_cg_fds = rt_cgroup_join_fds(sb->cg, c.cg_fds, ELEMENTSOF(c.cg_fds));
         c.unshare_cgroupns = rt_cgroup_mode_of(sb->cg) == RT_CGROUP_V1;
-        snprintf(c.hosts, sizeof(c.hosts),
-                 "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-                 "127.0.1.1\t%s\n",
-                 c.hostname);
-        snprintf(c.tmp_opt, sizeof(c.tmp_opt), "%llu",
-                 (unsigned long long) (cfg->limits.tmp_bytes ? cfg->limits.tmp_bytes
-                                                             : RT_DEFAULT_TMPFS));
         snprintf(c.env_id, sizeof(c.env_id), "WARREN_SANDBOX_ID=%s", cfg->id);
-        snprintf(c.scratch_opt, sizeof(c.scratch_opt), "size=%llu,mode=0755",
-                 (unsigned long long) cfg->limits.disk_bytes);
-        struct rlimit cur;
-        rlim_t nofile = cfg->limits.nofile ? cfg->limits.nofile : RT_DEFAULT_NOFILE;
-        if (getrlimit(RLIMIT_NOFILE, &cur) == 0 && cur.rlim_max < nofile)
-                nofile = cur.rlim_max;
-        c.nofile.rlim_cur = c.nofile.rlim_max = nofile;
 
-        int errpipe[2], parkpipe[2] = {-1, -1};
-        if (park && pipe2(parkpipe, O_CLOEXEC) < 0)
-                return err_set(e, -errno, "pipe: %m");
-        c.park_fd = parkpipe[0];
+        /* the park channel is a socket: the claim passes fds over it */
+        int errpipe[2] = {-EBADF, -EBADF}, parksock[2] = {-EBADF, -EBADF};
+        if (park && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, parksock) < 0)
+                return err_set(e, -errno, "socketpair: %m");
+        c.park_fd = parksock[0];
         if (pipe2(errpipe, O_CLOEXEC) < 0) {
                 int r2 = -errno;
-                safe_close_pair(parkpipe);
+                close_pair(parksock);
                 return err_set(e, r2, "pipe: %m");
         }
         c.err_fd = errpipe[1];
@@ -390,13 +510,12 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
         int clone_errno = errno;
         dumpable_release();
         pthread_sigmask(SIG_SETMASK, &old, NULL);
-        close(errpipe[1]);
-        if (parkpipe[0] >= 0)
-                close(parkpipe[0]);
+        closep(&errpipe[1]);
+        closep(&parksock[0]);
+        start_msg_done(&msg); /* the child has its copies */
         if (pid < 0) {
-                close(errpipe[0]);
-                if (parkpipe[1] >= 0)
-                        close(parkpipe[1]);
+                close_pair(errpipe);
+                close_pair(parksock);
                 return err_set(e, -clone_errno, "clone3: %s", strerror(clone_errno));
         }
         sb->pid = (pid_t) pid;
@@ -408,7 +527,7 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
         rt_cgroup_close_join_fds(sb->cg);
         if (park) {
                 sb->err_rfd = errpipe[0];
-                sb->park_fd = parkpipe[1];
+                sb->park_fd = parksock[1];
                 return wait_parked(sb, e);
         }
         return wait_exec(sb, errpipe[0], e);
@@ -431,7 +550,6 @@ static int wait_parked(struct rt_sandbox *sb, struct wr_err *e) {
                 return 0;
         /* it failed (or died): collect it */
         closep(&sb->park_fd);
-        sb->park_fd = -EBADF;
         siginfo_t si;
         (void) RETRY_EINTR(waitid(P_PIDFD, (id_t) sb->pidfd, &si, WEXITED | __WALL));
         sb->reaped = true;
@@ -529,25 +647,38 @@ int rt_sandbox_prestart(const struct rt_sandbox_config *cfg, struct rt_sandbox *
         return sandbox_make(cfg, true, ret, e);
 }
 
-/* Append s and its NUL to the message. */
-static int msg_put(char **buf, size_t *len, size_t *cap, const void *s, size_t n) {
-        if (*len + n > RT_PARK_MAX - 1)
-                return -E2BIG;
-        if (*len + n > *cap) {
-                size_t c = MAX(*cap * 2, *len + n + 4096);
-                char *b = realloc(*buf, c);
-                if (!b)
-                        return -ENOMEM;
-                *buf = b;
-                *cap = c;
+/* Send the whole message over the park socket, the fds with its first
+ * byte. Returns 0 or negative errno (-EPIPE: the child is gone). */
+static int park_send(int fd, const struct start_msg *m) {
+        size_t off = 0;
+        if (m->n_fds > 0) {
+                union {
+                        char buf[CMSG_SPACE(sizeof(int) * RT_MOUNTS_MAX)];
+                        struct cmsghdr align;
+                } u;
+                memset(&u, 0, sizeof(u));
+                struct iovec iov = {.iov_base = m->buf, .iov_len = m->len};
+                struct msghdr mh = {.msg_iov = &iov,
+                                    .msg_iovlen = 1,
+                                    .msg_control = u.buf,
+                                    .msg_controllen = CMSG_SPACE(sizeof(int) * m->n_fds)};
+                struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+                cm->cmsg_level = SOL_SOCKET;
+                cm->cmsg_type = SCM_RIGHTS;
+                cm->cmsg_len = CMSG_LEN(sizeof(int) * m->n_fds);
+                memcpy(CMSG_DATA(cm), m->fds, sizeof(int) * m->n_fds);
+                ssize_t n = RETRY_EINTR(sendmsg(fd, &mh, MSG_NOSIGNAL));
+                if (n < 0)
+                        return -errno;
+                off = (size_t) n;
         }
-        memcpy(*buf + *len, s, n);
-        *len += n;
+        while (off < m->len) {
+                ssize_t n = RETRY_EINTR(send(fd, m->buf + off, m->len - off, MSG_NOSIGNAL));
+                if (n < 0)
+                        return -errno;
+                off += (size_t) n;
+        }
         return 0;
-}
-
-static int msg_str(char **buf, size_t *len, size_t *cap, const char *s) {
-        return msg_put(buf, len, cap, s, strlen(s) + 1);
 }
 
 /* Has the parked child already ended (failed while preparing, or killed)?
@@ -557,10 +688,8 @@ static int park_check(struct rt_sandbox *sb, struct wr_err *e) {
         int n = RETRY_EINTR(poll(&p, 1, 0));
         if (n <= 0)
                 return 0; /* nothing to read: still parked */
-        int errfd = sb->err_rfd;
-        sb->err_rfd = -EBADF;
+        int errfd = TAKE_FD(sb->err_rfd);
         closep(&sb->park_fd);
-        sb->park_fd = -EBADF;
         struct wr_err child = {0};
         int r = wait_exec(sb, errfd, &child);
         if (r == 0) { /* EOF without a report: it was killed */
@@ -589,65 +718,11 @@ int rt_sandbox_start_send(struct rt_sandbox *sb, const struct rt_sandbox_config 
                 return err_prefix(e, r, "start sandbox");
         if (!streq(cfg->id, sb->id) || !streq(cfg->dir, sb->dir))
                 return err_set(e, -EINVAL, "start sandbox: id or dir differs from the prestart");
-        if (cfg->n_layers > RT_PARK_MAX_LAYERS)
-                return err_set(e, -E2BIG, "start sandbox: too many layers");
-        const char *hostname = cfg->hostname ? cfg->hostname : cfg->id;
-        if (!hostname_valid(hostname))
-                return err_set(e, -EINVAL, "start sandbox: invalid hostname");
-        char hosts[RT_HOSTS_MAX], tmp_opt[32], scratch_opt[64];
-        snprintf(hosts, sizeof(hosts),
-                 "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-                 "127.0.1.1\t%s\n",
-                 hostname);
-        snprintf(tmp_opt, sizeof(tmp_opt), "%llu",
-                 (unsigned long long) (cfg->limits.tmp_bytes ? cfg->limits.tmp_bytes
-                                                             : RT_DEFAULT_TMPFS));
-        snprintf(scratch_opt, sizeof(scratch_opt), "size=%llu,mode=0755",
-                 (unsigned long long) cfg->limits.disk_bytes);
-        _cleanup_free_ char *scratch = cfg->limits.disk_bytes ? join(cfg->dir, "upper") : NULL;
-        _cleanup_free_ char *upper = join(cfg->dir, cfg->limits.disk_bytes ? "upper/u" : "upper");
-        _cleanup_free_ char *work = join(cfg->dir, cfg->limits.disk_bytes ? "upper/w" : "work");
-        _cleanup_free_ char *lowerdir = lowerdir_string(cfg);
-        if (!upper || !work || !lowerdir || (cfg->limits.disk_bytes && !scratch))
-                return err_set(e, -ENOMEM, "start sandbox: out of memory");
-        struct rlimit cur;
-        rlim_t nofile = cfg->limits.nofile ? cfg->limits.nofile : RT_DEFAULT_NOFILE;
-        if (getrlimit(RLIMIT_NOFILE, &cur) == 0 && cur.rlim_max < nofile)
-                nofile = cur.rlim_max;
-        struct rt_park_hdr h = {
-                .magic = RT_PARK_MAGIC, .n_layers = (uint32_t) cfg->n_layers, .nofile = nofile};
-        _cleanup_free_ char *buf = NULL;
-        size_t len = 0, cap = 0;
-        r = msg_put(&buf, &len, &cap, &h, sizeof(h));
-        const char *strs[] = {hostname,
-                              hosts,
-                              cfg->resolv_conf ? cfg->resolv_conf
-                                               : "# warren: no resolver configured for this "
-                                                 "sandbox\n",
-                              tmp_opt,
-                              upper,
-                              work,
-                              scratch ? scratch : "",
-                              scratch_opt,
-                              lowerdir};
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(strs); i++)
-                r = msg_str(&buf, &len, &cap, strs[i]);
-        for (size_t i = 0; r >= 0 && i < cfg->n_layers; i++)
-                r = msg_str(&buf, &len, &cap, cfg->layers[i]);
-        if (r < 0)
-                return err_set(e, r, "start sandbox: config message: %s", strerror(-r));
-        for (size_t off = 0; off < len;) {
-                ssize_t n = write(sb->park_fd, buf + off, len - off);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0) {
-                        r = -errno;
-                        break;
-                }
-                off += (size_t) n;
-        }
+        _cleanup_(start_msg_done) struct start_msg msg = {0};
+        if ((r = start_build(cfg, &msg, e)) < 0)
+                return err_prefix(e, r, "start sandbox");
+        r = park_send(sb->park_fd, &msg);
         closep(&sb->park_fd);
-        sb->park_fd = -EBADF;
         if (r < 0) {
                 /* the child may have failed before reading: its report is
                  * the better error */
@@ -667,8 +742,7 @@ int rt_sandbox_start_send(struct rt_sandbox *sb, const struct rt_sandbox_config 
 int rt_sandbox_start_wait(struct rt_sandbox *sb, struct wr_err *e) {
         if (sb->err_rfd < 0)
                 return sb->reaped ? err_set(e, -ESRCH, "start sandbox: the child is gone") : 0;
-        int errfd = sb->err_rfd;
-        sb->err_rfd = -EBADF;
+        int errfd = TAKE_FD(sb->err_rfd);
         int r = wait_exec(sb, errfd, e);
         return r < 0 ? err_prefix(e, r, "start sandbox") : 0;
 }
@@ -798,7 +872,6 @@ int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e) {
                                        strerror(-r));
         }
         closep(&sb->pidfd);
-        sb->pidfd = -EBADF;
         sb->destroyed = true;
         return 0;
 }

@@ -26,6 +26,24 @@
  * benchmark and the usage test use it. --debug sends warren-init's stderr to ours.
  * SIGINT, SIGTERM or SIGHUP destroy the sandbox and exit 128+N.
  *
+ * Mount table entries (struct rt_mount, applied in the order given):
+ *   --bind SRC:DST[:ro]     host path SRC bound at DST (RT_MOUNT_BIND)
+ *   --bind-fd SRC:DST[:ro]  the same, SRC opened here and passed as an fd
+ *   --tmpfs DST[:SIZE]      a tmpfs (default 64Mi)
+ *   --file DST:CONTENT      a file holding CONTENT (RT_MOUNT_FILE); a
+ *                           CONTENT of @PATH is the content of host file
+ *                           PATH (also for --ro-file and --copy)
+ *   --ro-file DST:CONTENT   the same, read-only
+ *   --copy DST:CONTENT      CONTENT written into the writable layer
+ *   --mount-kind N:DST      an entry of raw kind N (tests of the checks)
+ * --prestart MODE creates through the warm pool's two steps instead
+ * (rt_sandbox_prestart, then rt_sandbox_start with the full config):
+ *   same      the prestart gets the same config (its root is reused)
+ *   bare      the prestart gets only the layers (as warrend does)
+ *   extra     the prestart also mounts a tmpfs at /prestart-only, which
+ *             the claim does not have (its root must be rebuilt)
+ *   nolayers  the prestart gets no layers (no root built ahead)
+ *
  *   wr-sandbox destroy --id ID --state DIR [--cgroup auto|v1|v2]
  * SIGKILLs everything in the sandbox's cgroup, removes cgroups and DIR. */
 
@@ -55,6 +73,9 @@
 #endif
 #define MAX_LAYERS 64
 #define MAX_ENV 128
+#define MAX_MOUNTS (RT_MOUNTS_MAX + 8) /* over the limit: tests of the check */
+
+enum prestart { PRESTART_NONE, PRESTART_SAME, PRESTART_BARE, PRESTART_EXTRA, PRESTART_NOLAYERS };
 
 struct opts {
         const char *layers[MAX_LAYERS + 1];
@@ -63,6 +84,9 @@ struct opts {
         const char *env[MAX_ENV + 1];
         size_t n_env;
         struct rt_sandbox_config cfg;
+        struct rt_mount mounts[MAX_MOUNTS];
+        size_t n_mounts;
+        enum prestart prestart;
         const char *state;
         const char *id;
         const char *report;
@@ -320,10 +344,79 @@ static void usage(void) {
         fputs("usage: wr-sandbox run --rootfs DIR [--layer DIR]... [--memory N] [--cpu N] "
               "[--pids N] [--tmp N] [--hostname H] [--env K=V]... [--cgroup auto|v1|v2] "
               "[--unlimited] [--init PATH] [--state DIR] [--id ID] [--keep] [--debug] "
-              "[--repeat N] [--report FILE] -- CMD [ARGS...]\n"
+              "[--repeat N] [--report FILE] [--bind SRC:DST[:ro]] [--bind-fd SRC:DST[:ro]] "
+              "[--tmpfs DST[:SIZE]] [--file DST:CONTENT] [--ro-file DST:CONTENT] "
+              "[--copy DST:CONTENT] [--prestart same|bare|extra|nolayers] -- CMD [ARGS...]\n"
               "       wr-sandbox destroy --id ID --state DIR [--cgroup auto|v1|v2]\n",
               stderr);
         exit(125);
+}
+
+/* Split "A:B" at its first ':' (B may hold more). NULL when there is none. */
+static char *split_at_colon(char *s) {
+        char *c = strchr(s, ':');
+        if (!c)
+                return NULL;
+        *c = 0;
+        return c + 1;
+}
+
+static struct rt_mount *mount_add(struct opts *o) {
+        if (o->n_mounts >= MAX_MOUNTS)
+                die("too many mounts");
+        struct rt_mount *m = &o->mounts[o->n_mounts++];
+        memset(m, 0, sizeof(*m));
+        m->source_fd = -1;
+        return m;
+}
+
+/* --bind / --bind-fd SRC:DST[:ro] */
+static void parse_bind(struct opts *o, char *arg, bool by_fd) {
+        struct rt_mount *m = mount_add(o);
+        char *dst = split_at_colon(arg);
+        if (!dst)
+                die("bad bind %s (SRC:DST[:ro])", arg);
+        char *opt = split_at_colon(dst);
+        m->kind = RT_MOUNT_BIND;
+        m->target = dst;
+        m->flags = RT_MOUNT_NOSUID | RT_MOUNT_NODEV;
+        if (opt && streq(opt, "ro"))
+                m->flags |= RT_MOUNT_RO;
+        else if (opt)
+                die("bad bind option %s", opt);
+        if (!by_fd) {
+                m->source = arg;
+                return;
+        }
+        m->source_fd = open(arg, O_PATH | O_CLOEXEC);
+        if (m->source_fd < 0)
+                die("open %s: %m", arg);
+}
+
+/* --file / --ro-file / --copy DST:CONTENT */
+static void parse_file(struct opts *o, char *arg, enum rt_mount_kind kind, unsigned flags) {
+        struct rt_mount *m = mount_add(o);
+        char *content = split_at_colon(arg);
+        if (!content)
+                die("bad file %s (DST:CONTENT)", arg);
+        m->kind = kind;
+        m->target = arg;
+        m->flags = flags;
+        m->data = content;
+        m->len = strlen(content);
+        if (content[0] != '@')
+                return;
+        /* @PATH: the content of a host file (binary, or past argv's limits) */
+        FILE *f = fopen(content + 1, "re");
+        if (!f)
+                die("open %s: %m", content + 1);
+        size_t cap = 1 << 20;
+        char *buf = malloc(cap); /* lives as long as the process */
+        m->len = fread(buf, 1, cap, f);
+        if (ferror(f) || !feof(f))
+                die("read %s (at most %zu bytes)", content + 1, cap);
+        fclose(f);
+        m->data = buf;
 }
 
 static void parse(int argc, char **argv, struct opts *o) {
@@ -345,6 +438,14 @@ static void parse(int argc, char **argv, struct opts *o) {
                 {"debug", no_argument, NULL, 'd'},
                 {"repeat", required_argument, NULL, 'n'},
                 {"report", required_argument, NULL, 'R'},
+                {"bind", required_argument, NULL, 'B'},
+                {"bind-fd", required_argument, NULL, 'F'},
+                {"tmpfs", required_argument, NULL, 'T'},
+                {"file", required_argument, NULL, 'f'},
+                {"ro-file", required_argument, NULL, 'o'},
+                {"copy", required_argument, NULL, 'C'},
+                {"mount-kind", required_argument, NULL, 'K'},
+                {"prestart", required_argument, NULL, 'P'},
                 {NULL, 0, NULL, 0},
         };
         int ch;
@@ -419,11 +520,102 @@ static void parse(int argc, char **argv, struct opts *o) {
                 case 'R':
                         o->report = optarg;
                         break;
+                case 'B':
+                case 'F':
+                        parse_bind(o, optarg, ch == 'F');
+                        break;
+                case 'T': {
+                        struct rt_mount *m = mount_add(o);
+                        char *size = split_at_colon(optarg);
+                        m->kind = RT_MOUNT_TMPFS;
+                        m->target = optarg;
+                        m->flags = RT_MOUNT_NOSUID | RT_MOUNT_NODEV;
+                        m->size = 64ULL << 20;
+                        if (size && rt_memory_parse(size, &m->size) < 0)
+                                die("bad --tmpfs size %s", size);
+                        break;
+                }
+                case 'f':
+                        parse_file(o, optarg, RT_MOUNT_FILE, RT_MOUNT_NOSUID | RT_MOUNT_NODEV);
+                        break;
+                case 'o':
+                        parse_file(o, optarg, RT_MOUNT_FILE,
+                                   RT_MOUNT_RO | RT_MOUNT_NOSUID | RT_MOUNT_NODEV);
+                        break;
+                case 'C':
+                        parse_file(o, optarg, RT_MOUNT_COPY, 0);
+                        break;
+                case 'K': {
+                        struct rt_mount *m = mount_add(o);
+                        char *dst = split_at_colon(optarg);
+                        m->kind = (enum rt_mount_kind) atoi(optarg);
+                        m->target = dst ? dst : "/x";
+                        m->size = 4096;
+                        break;
+                }
+                case 'P':
+                        if (streq(optarg, "same"))
+                                o->prestart = PRESTART_SAME;
+                        else if (streq(optarg, "bare"))
+                                o->prestart = PRESTART_BARE;
+                        else if (streq(optarg, "extra"))
+                                o->prestart = PRESTART_EXTRA;
+                        else if (streq(optarg, "nolayers"))
+                                o->prestart = PRESTART_NOLAYERS;
+                        else
+                                die("bad --prestart %s", optarg);
+                        break;
                 default:
                         usage();
                 }
         }
         o->argv = argv + optind;
+        o->cfg.mounts = o->mounts;
+        o->cfg.n_mounts = o->n_mounts;
+}
+
+/* Create the sandbox as o says: at once, or through the warm pool's two
+ * steps with a prestart config of o->prestart's kind. */
+static int sandbox_make(const struct opts *o, struct rt_sandbox **ret, struct wr_err *e) {
+        if (o->prestart == PRESTART_NONE)
+                return rt_sandbox_create(&o->cfg, ret, e);
+        struct rt_sandbox_config pre = o->cfg;
+        struct rt_mount extra[MAX_MOUNTS + 1];
+        switch (o->prestart) {
+        case PRESTART_BARE:
+                pre.mounts = NULL;
+                pre.n_mounts = 0;
+                pre.hostname = NULL;
+                pre.limits = (struct rt_limits){0};
+                break;
+        case PRESTART_EXTRA:
+                memcpy(extra, o->mounts, o->n_mounts * sizeof(extra[0]));
+                extra[o->n_mounts] = (struct rt_mount){
+                        .kind = RT_MOUNT_TMPFS, .target = "/prestart-only", .size = 1 << 20};
+                pre.mounts = extra;
+                pre.n_mounts = o->n_mounts + 1;
+                break;
+        case PRESTART_NOLAYERS:
+                pre.layers = NULL;
+                pre.n_layers = 0;
+                break;
+        case PRESTART_SAME:
+        case PRESTART_NONE:
+                break;
+        }
+        struct rt_sandbox *sb = NULL;
+        int r = rt_sandbox_prestart(&pre, &sb, e);
+        if (r < 0)
+                return r;
+        r = rt_sandbox_start(sb, &o->cfg, e);
+        if (r < 0) {
+                struct wr_err ignored = {0};
+                (void) rt_sandbox_destroy(sb, &ignored);
+                rt_sandbox_free(sb);
+                return r;
+        }
+        *ret = sb;
+        return 0;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -447,7 +639,7 @@ int main(int argc, char **argv) {
         if (argc < 2)
                 usage();
         const char *cmd = argv[1];
-        struct opts o = {0};
+        static struct opts o; /* static: what it points to stays reachable */
         parse(argc - 1, argv + 1, &o);
         signal(SIGPIPE, SIG_IGN);
         /* SIGINT/SIGTERM/SIGHUP: stop relaying, destroy the sandbox, exit */
@@ -510,7 +702,7 @@ int main(int argc, char **argv) {
                 struct rt_sandbox *sb = NULL;
                 struct wr_err e = {0};
                 double t0 = now_ms();
-                if (rt_sandbox_create(&o.cfg, &sb, &e) < 0) {
+                if (sandbox_make(&o, &sb, &e) < 0) {
                         if (tmp[0])
                                 rmdir(tmp);
                         die("%s", e.msg);

@@ -301,12 +301,309 @@ static void test_seccomp_filter(void **state) {
         assert_int_equal(res[P_CLONE3], ENOSYS);
 }
 
+/* ---- the mount table ---- */
+
+static int check1(const struct rt_mount *m, struct wr_err *e) {
+        memset(e, 0, sizeof(*e));
+        return rt_mounts_check(m, 1, e);
+}
+
+static void test_mounts_check(void **state) {
+        struct wr_err e;
+        static char big[RT_MOUNT_DATA_MAX + 1];
+        const struct rt_mount good[] = {
+                {.kind = RT_MOUNT_BIND,
+                 .target = "/data",
+                 .source = "/var/lib/x",
+                 .flags = RT_MOUNT_RO},
+                {.kind = RT_MOUNT_BIND, .target = "/sock", .source_fd = 7},
+                {.kind = RT_MOUNT_TMPFS, .target = "/scratch", .size = 1 << 20, .mode = 01777},
+                {.kind = RT_MOUNT_FILE,
+                 .target = "/etc/ssl/ca.pem",
+                 .data = "x",
+                 .len = 1,
+                 .flags = RT_MOUNT_RO | RT_MOUNT_NOSUID | RT_MOUNT_NODEV | RT_MOUNT_NOEXEC},
+                {.kind = RT_MOUNT_FILE, .target = "/empty"},
+                {.kind = RT_MOUNT_COPY,
+                 .target = "/etc/motd",
+                 .data = big,
+                 .len = RT_MOUNT_DATA_MAX},
+                {.kind = RT_MOUNT_TMPFS, .target = "/devices", .size = 1}, /* not under /dev */
+                {.kind = RT_MOUNT_TMPFS, .target = "/proc2/sys", .size = 1},
+        };
+        assert_int_equal(rt_mounts_check(good, ELEMENTSOF(good), &e), 0);
+        assert_int_equal(rt_mounts_check(NULL, 0, &e), 0);
+
+        static const struct {
+                struct rt_mount m;
+                const char *msg;
+        } bad[] = {
+                {{.kind = RT_MOUNT_TMPFS, .target = "data", .size = 1},
+                 "mount 0 (data): target must"},
+                {{.kind = RT_MOUNT_TMPFS, .target = "/a/../b", .size = 1}, "target must be"},
+                {{.kind = RT_MOUNT_TMPFS, .target = "/a/./b", .size = 1}, "target must be"},
+                {{.kind = RT_MOUNT_TMPFS, .target = "/a//b", .size = 1}, "target must be"},
+                {{.kind = RT_MOUNT_TMPFS, .target = "/a/", .size = 1}, "target must be"},
+                {{.kind = RT_MOUNT_TMPFS, .target = "/", .size = 1}, "target must be"},
+                {{.kind = RT_MOUNT_TMPFS, .target = NULL, .size = 1}, "mount 0 ((null))"},
+                {{.kind = RT_MOUNT_TMPFS, .target = "/proc", .size = 1},
+                 "(/proc): target is under /proc"},
+                {{.kind = RT_MOUNT_TMPFS, .target = "/proc/sys/x", .size = 1}, "under /proc"},
+                {{.kind = RT_MOUNT_TMPFS, .target = "/dev/shm", .size = 1}, "under /dev"},
+                {{.kind = RT_MOUNT_TMPFS, .target = "/sys", .size = 1}, "under /sys"},
+                {{.kind = 0, .target = "/x"}, "(/x): unknown kind 0"},
+                {{.kind = 99, .target = "/x"}, "unknown kind 99"},
+                {{.kind = RT_MOUNT_TMPFS, .target = "/x", .size = 1, .flags = 1u << 9},
+                 "unknown flags 0x200"},
+                {{.kind = RT_MOUNT_TMPFS, .target = "/x", .size = 1, .mode = 010000}, "bad mode"},
+                {{.kind = RT_MOUNT_TMPFS, .target = "/x"}, "tmpfs needs a size"},
+                {{.kind = RT_MOUNT_BIND, .target = "/x", .source = "rel"}, "bind source must be"},
+                {{.kind = RT_MOUNT_BIND, .target = "/x", .source_fd = 2}, "bind source must be"},
+                {{.kind = RT_MOUNT_BIND, .target = "/x", .source_fd = -1}, "bind source must be"},
+                {{.kind = RT_MOUNT_COPY, .target = "/x", .flags = RT_MOUNT_RO},
+                 "takes no mount flags"},
+                {{.kind = RT_MOUNT_FILE, .target = "/x", .data = big, .len = RT_MOUNT_DATA_MAX + 1},
+                 "file content too large (262145 > 262144 bytes)"},
+                {{.kind = RT_MOUNT_COPY, .target = "/x", .len = 3}, "no file content"},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                int r = check1(&bad[i].m, &e);
+                if (r != -EINVAL || !strstr(e.msg, bad[i].msg))
+                        fprintf(stderr, "case %zu: %d %s\n", i, r, e.msg);
+                assert_int_equal(r, -EINVAL);
+                assert_non_null(strstr(e.msg, bad[i].msg));
+                assert_int_equal(e.fault, WR_FAULT_CLIENT);
+        }
+        /* the entry is named by its index */
+        struct rt_mount two[] = {good[0], {.kind = RT_MOUNT_TMPFS, .target = "/dev/x", .size = 1}};
+        assert_int_equal(rt_mounts_check(two, 2, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "mount 1 (/dev/x)"));
+        /* limits over the whole table */
+        struct rt_mount many[RT_MOUNTS_MAX + 1];
+        for (size_t i = 0; i < ELEMENTSOF(many); i++)
+                many[i] = (struct rt_mount){.kind = RT_MOUNT_TMPFS, .target = "/x", .size = 1};
+        assert_int_equal(rt_mounts_check(many, RT_MOUNTS_MAX, &e), 0);
+        assert_int_equal(rt_mounts_check(many, RT_MOUNTS_MAX + 1, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "too many mounts (65 > 64)"));
+        struct rt_mount full[3];
+        for (size_t i = 0; i < 3; i++)
+                full[i] = (struct rt_mount){.kind = RT_MOUNT_FILE,
+                                            .target = "/f",
+                                            .data = big,
+                                            .len = RT_MOUNT_DATA_MAX};
+        assert_int_equal(rt_mounts_check(full, 2, &e), 0);
+        assert_int_equal(rt_mounts_check(full, 3, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "file contents too large"));
+        assert_int_equal(rt_mounts_check(NULL, 1, &e), -EINVAL);
+}
+
+static void test_mount_attrs(void **state) {
+        assert_int_equal(rt_mount_attrs(0), 0);
+        assert_int_equal(
+                rt_mount_attrs(RT_MOUNT_RO | RT_MOUNT_NOSUID | RT_MOUNT_NODEV | RT_MOUNT_NOEXEC),
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+        assert_int_equal(rt_mount_attrs(RT_MOUNT_NOEXEC), MOUNT_ATTR_NOEXEC);
+}
+
+static const char bin[] = {'a', 0, 'b', 0, 0, 'c'}; /* content with NUL bytes */
+
+static void start_sample(struct rt_start *s) {
+        memset(s, 0, sizeof(*s));
+        s->nofile = 4096;
+        s->disk = 1 << 30;
+        s->hostname = "host";
+        s->upper = "/state/sb/upper/u";
+        s->work = "/state/sb/upper/w";
+        s->scratch = "/state/sb/upper";
+        s->lowerdir = "/l/1:/l/2";
+        s->n_layers = 2;
+        s->layers[0] = "/l/1";
+        s->layers[1] = "/l/2";
+        s->n_fds = 2;
+        const struct rt_entry e[] = {
+                {.m = {.kind = RT_MOUNT_TMPFS,
+                       .target = "/tmp",
+                       .flags = RT_MOUNT_NOSUID,
+                       .size = 1234,
+                       .mode = 01777}},
+                {.m = {.kind = RT_MOUNT_COPY, .target = "/etc/hostname", .data = "host", .len = 4}},
+                {.m = {.kind = RT_MOUNT_BIND,
+                       .target = "/data",
+                       .flags = RT_MOUNT_RO,
+                       .source_fd = 1},
+                 .dev = 42,
+                 .ino = 4242,
+                 .type = S_IFDIR},
+                {.m = {.kind = RT_MOUNT_FILE,
+                       .target = "/bin.dat",
+                       .data = bin,
+                       .len = sizeof(bin),
+                       .mode = 0600}},
+                {.m = {.kind = RT_MOUNT_BIND, .target = "/sock", .source_fd = 0},
+                 .dev = 1,
+                 .ino = 2,
+                 .type = S_IFSOCK},
+                {.m = {.kind = RT_MOUNT_FILE, .target = "/empty"}},
+        };
+        s->n_mounts = ELEMENTSOF(e);
+        memcpy(s->mounts, e, sizeof(e));
+}
+
+static void test_start_roundtrip(void **state) {
+        static struct rt_start in, out;
+        start_sample(&in);
+        char *buf = NULL;
+        size_t len = 0;
+        assert_int_equal(rt_start_encode(&in, &buf, &len), 0);
+        const int fds[] = {100, 101};
+        assert_int_equal(rt_start_decode(buf, len, fds, 2, &out), 0);
+        assert_int_equal(out.nofile, 4096);
+        assert_int_equal(out.disk, 1 << 30);
+        assert_string_equal(out.hostname, "host");
+        assert_string_equal(out.upper, "/state/sb/upper/u");
+        assert_string_equal(out.work, "/state/sb/upper/w");
+        assert_string_equal(out.scratch, "/state/sb/upper");
+        assert_string_equal(out.lowerdir, "/l/1:/l/2");
+        assert_int_equal(out.n_layers, 2);
+        assert_string_equal(out.layers[1], "/l/2");
+        assert_int_equal(out.n_mounts, in.n_mounts);
+        assert_int_equal(out.n_fds, 2);
+        for (size_t i = 0; i < in.n_mounts; i++) {
+                const struct rt_entry *a = &in.mounts[i], *b = &out.mounts[i];
+                assert_int_equal(a->m.kind, b->m.kind);
+                assert_string_equal(a->m.target, b->m.target);
+                assert_int_equal(a->m.len, b->m.len);
+                if (a->m.len)
+                        assert_memory_equal(a->m.data, b->m.data, a->m.len);
+                assert_true(rt_entry_same(a, b));
+                /* strings and data point into the buffer */
+                assert_true(b->m.target > buf && b->m.target < buf + len);
+        }
+        assert_int_equal(out.mounts[2].m.source_fd, 101); /* index 1 -> the second fd */
+        assert_int_equal(out.mounts[4].m.source_fd, 100);
+        assert_int_equal(out.mounts[0].m.source_fd, -EBADF);
+        assert_int_equal(out.mounts[0].m.mode, 01777);
+        assert_int_equal(out.mounts[0].m.size, 1234);
+        assert_int_equal(out.mounts[2].ino, 4242);
+        assert_int_equal(out.mounts[4].type, S_IFSOCK);
+
+        /* every truncation, a wrong fd count, trailing bytes, a bad magic,
+         * a non-zero reserved field, an unknown kind: refused */
+        for (size_t n = 0; n < len; n++)
+                assert_int_equal(rt_start_decode(buf, n, fds, 2, &out), -EBADMSG);
+        assert_int_equal(rt_start_decode(buf, len, fds, 1, &out), -EBADMSG);
+        char *longer = malloc(len + 1);
+        memcpy(longer, buf, len);
+        longer[len] = 0;
+        assert_int_equal(rt_start_decode(longer, len + 1, fds, 2, &out), -EBADMSG);
+        free(longer);
+        struct rt_start_hdr h;
+        memcpy(&h, buf, sizeof(h));
+        h.magic ^= 1;
+        memcpy(buf, &h, sizeof(h));
+        assert_int_equal(rt_start_decode(buf, len, fds, 2, &out), -EBADMSG);
+        h.magic ^= 1;
+        h.reserved = 1;
+        memcpy(buf, &h, sizeof(h));
+        assert_int_equal(rt_start_decode(buf, len, fds, 2, &out), -EBADMSG);
+        h.reserved = 0;
+        memcpy(buf, &h, sizeof(h));
+        assert_int_equal(rt_start_decode(buf, len, fds, 2, &out), 0);
+        free(buf);
+
+        in.mounts[0].m.kind = 77;
+        assert_int_equal(rt_start_encode(&in, &buf, &len), 0);
+        assert_int_equal(rt_start_decode(buf, len, fds, 2, &out), -EBADMSG);
+        free(buf);
+        /* a bind whose fd index is out of range is not encoded */
+        start_sample(&in);
+        in.mounts[2].m.source_fd = 2;
+        assert_int_equal(rt_start_encode(&in, &buf, &len), -EINVAL);
+        /* no disk limit: no scratch */
+        start_sample(&in);
+        in.disk = 0;
+        in.scratch = NULL;
+        assert_int_equal(rt_start_encode(&in, &buf, &len), 0);
+        assert_int_equal(rt_start_decode(buf, len, fds, 2, &out), 0);
+        assert_null(out.scratch);
+        free(buf);
+}
+
+static void test_start_size_limits(void **state) {
+        static struct rt_start in;
+        static char big[RT_MOUNT_DATA_MAX];
+        start_sample(&in);
+        char *buf = NULL;
+        size_t len = 0;
+        /* the largest table the checks let through fits the message */
+        in.n_mounts = RT_TABLE_OWN;
+        for (size_t i = 0; i < RT_MOUNTS_MAX; i++)
+                in.mounts[in.n_mounts++] =
+                        (struct rt_entry){.m = {.kind = RT_MOUNT_COPY,
+                                                .target = "/etc/x",
+                                                .data = big,
+                                                .len = i < 2 ? RT_MOUNT_DATA_MAX : 0}};
+        assert_int_equal(rt_start_encode(&in, &buf, &len), 0);
+        assert_true(len < RT_PARK_MAX);
+        free(buf);
+        /* past the message limit: E2BIG, nothing allocated for the caller */
+        for (size_t i = 0; i < 5; i++)
+                in.mounts[RT_TABLE_OWN + i].m.len = RT_MOUNT_DATA_MAX;
+        buf = NULL;
+        assert_int_equal(rt_start_encode(&in, &buf, &len), -E2BIG);
+        assert_null(buf);
+        in.n_mounts = RT_TABLE_MAX + 1;
+        assert_int_equal(rt_start_encode(&in, &buf, &len), -E2BIG);
+}
+
+static void test_entry_same(void **state) {
+        static struct rt_start s;
+        start_sample(&s);
+        for (size_t i = 0; i < s.n_mounts; i++) {
+                struct rt_entry a = s.mounts[i], b = s.mounts[i];
+                assert_true(rt_entry_same(&a, &b));
+                b.m.target = "/other";
+                assert_false(rt_entry_same(&a, &b));
+                b = a;
+                b.m.flags ^= RT_MOUNT_RO;
+                assert_false(rt_entry_same(&a, &b));
+                b = a;
+                b.m.mode ^= 1;
+                assert_false(rt_entry_same(&a, &b));
+                b = a;
+                b.m.size++;
+                assert_false(rt_entry_same(&a, &b));
+        }
+        struct rt_entry a = s.mounts[3], b = s.mounts[3]; /* FILE: content */
+        char other[sizeof(bin)];
+        memcpy(other, bin, sizeof(bin));
+        other[5] = 'd';
+        b.m.data = other;
+        assert_false(rt_entry_same(&a, &b));
+        b.m.len--;
+        assert_false(rt_entry_same(&a, &b));
+        a = s.mounts[2], b = s.mounts[2]; /* BIND: the source inode, not the fd */
+        b.m.source_fd = 55;
+        assert_true(rt_entry_same(&a, &b));
+        b.ino++;
+        assert_false(rt_entry_same(&a, &b));
+        b = a;
+        b.dev++;
+        assert_false(rt_entry_same(&a, &b));
+        b = a;
+        b.type = S_IFREG;
+        assert_false(rt_entry_same(&a, &b));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_id_valid),     cmocka_unit_test(test_memory_parse),
-                cmocka_unit_test(test_cpu_parse),    cmocka_unit_test(test_overlay_escape),
-                cmocka_unit_test(test_target_valid), cmocka_unit_test(test_rm_rf),
-                cmocka_unit_test(test_policy_caps),  cmocka_unit_test(test_seccomp_filter),
+                cmocka_unit_test(test_id_valid),        cmocka_unit_test(test_memory_parse),
+                cmocka_unit_test(test_cpu_parse),       cmocka_unit_test(test_overlay_escape),
+                cmocka_unit_test(test_target_valid),    cmocka_unit_test(test_rm_rf),
+                cmocka_unit_test(test_policy_caps),     cmocka_unit_test(test_seccomp_filter),
+                cmocka_unit_test(test_mounts_check),    cmocka_unit_test(test_mount_attrs),
+                cmocka_unit_test(test_start_roundtrip), cmocka_unit_test(test_start_size_limits),
+                cmocka_unit_test(test_entry_same),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
