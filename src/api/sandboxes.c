@@ -431,8 +431,7 @@ static void create_with_image(struct rpc_call *call, const struct sbx_spec *spec
 /* The on-demand pull ended: create, or report the pull's error (its
  * status is already the right one: NOT_FOUND, UNAVAILABLE,
  * UNAUTHENTICATED, DATA_LOSS ...). */
-static void create_after_pull(int r, struct img_info *img, const struct wr_err *e,
-                              void *userdata) {
+static void create_after_pull(int r, struct img_info *img, const struct wr_err *e, void *userdata) {
         _cleanup_(create_op_freep) struct create_op *op = userdata;
         if (rpc_call_is_done(op->call)) {
                 img_info_free(img);

@@ -17,7 +17,8 @@
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
-#define INVALID(e, ...) err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT, __VA_ARGS__)
+#define INVALID(e, ...)                                                                            \
+        err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT, __VA_ARGS__)
 #define UNIMPLEMENTED(e, ...)                                                                      \
         err_setx(e, -EOPNOTSUPP, WR_STATUS_UNIMPLEMENTED, WR_FAULT_CLIENT, __VA_ARGS__)
 
@@ -253,8 +254,8 @@ static int build(struct store *store, const char *envname,
             (r = strdup_nonempty(req->workdir, &s->workdir)) < 0)
                 return r;
         if (req->n_entrypoint &&
-            !(s->entrypoint = sbx_argv_dup((const char *const *) req->entrypoint,
-                                           req->n_entrypoint)))
+            !(s->entrypoint =
+                      sbx_argv_dup((const char *const *) req->entrypoint, req->n_entrypoint)))
                 return -ENOMEM;
         if ((r = limits_parse(req->resources, &s->limits, e)) < 0)
                 return r;
@@ -274,7 +275,7 @@ static int build(struct store *store, const char *envname,
                                        en->key);
                 if (!en->value || en->value->kind_case != WARREN__V1__ENV_VALUE__KIND_SECRET) {
                         const char *v = en->value && en->value->kind_case ==
-                                                             WARREN__V1__ENV_VALUE__KIND_VALUE
+                                                                WARREN__V1__ENV_VALUE__KIND_VALUE
                                                 ? en->value->value
                                                 : "";
                         if ((r = sbx_env_set2(&s->env, en->key, v)) < 0)

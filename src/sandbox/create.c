@@ -64,8 +64,8 @@ static int image_user(const struct img_info *img, struct sbx_user *ret, struct w
  * PATH, the image's Env, HOSTNAME, then the spec's env (secrets
  * included); the image's USER; HOME from its passwd entry unless set; the
  * spec's workdir, else the image's, else "/". */
-static int process_defaults(struct sbx *sb, const struct sbx_spec *spec,
-                            const struct img_info *img, const char *hostname, struct wr_err *e) {
+static int process_defaults(struct sbx *sb, const struct sbx_spec *spec, const struct img_info *img,
+                            const char *hostname, struct wr_err *e) {
         int r = sbx_env_set2(&sb->env, "PATH", DEFAULT_PATH);
         for (size_t i = 0; r >= 0 && i < img->config.n_env; i++)
                 r = sbx_env_set(&sb->env, img->config.env[i]);
@@ -83,9 +83,10 @@ static int process_defaults(struct sbx *sb, const struct sbx_spec *spec,
         if (!sbx_env_find(sb->env, "HOME") &&
             (r = sbx_env_set2(&sb->env, "HOME", user.home[0] ? user.home : "/")) < 0)
                 return err_set(e, r, "environment");
-        const char *wd = spec->workdir                                         ? spec->workdir
-                         : img->config.working_dir && *img->config.working_dir ? img->config.working_dir
-                                                                               : "/";
+        const char *wd = spec->workdir ? spec->workdir
+                         : img->config.working_dir && *img->config.working_dir
+                                 ? img->config.working_dir
+                                 : "/";
         if (!(sb->workdir = strdup(wd)))
                 return err_set(e, -ENOMEM, "out of memory");
         return 0;
@@ -198,7 +199,8 @@ static void create_undo(struct create_state *st, struct store_sandbox *ret,
         if (st->sb && st->sb->rt)
                 rt_sandbox_destroy(st->sb->rt, &de);
         if ((st->made & MADE_ROW) && !(st->made & MADE_ARMED))
-                store_sandbox_update_status(st->m->store, st->sb ? st->sb->id : "", STORE_SANDBOX_FAILED,
+                store_sandbox_update_status(st->m->store, st->sb ? st->sb->id : "",
+                                            STORE_SANDBOX_FAILED,
                                             e && e->msg[0] ? e->msg : "failed", NULL);
         sbx_free(TAKE_PTR(st->sb));
 }
@@ -286,6 +288,8 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                 .init_path = m->init_path,
                 .limits = spec->limits,
                 .log_fd = -1,
+                .mounts = spec->mounts,
+                .n_mounts = spec->n_mounts,
         };
         /* A warm-pool entry starts mounting its root now and the row is
          * written meanwhile. Its dir and cgroups existed without a row
@@ -339,8 +343,8 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         st->made |= MADE_ARMED;
         if ((r = sbx_arm(TAKE_PTR(st->sb), e)) < 0) {
                 st->made &= ~(unsigned) MADE_ARMED; /* destroyed and freed: the row is ours */
-                store_sandbox_update_status(m->store, id, STORE_SANDBOX_FAILED, e ? e->msg : "failed",
-                                            NULL);
+                store_sandbox_update_status(m->store, id, STORE_SANDBOX_FAILED,
+                                            e ? e->msg : "failed", NULL);
                 st->made &= ~(unsigned) MADE_ROW;
                 return r;
         }

@@ -156,9 +156,9 @@ static void on_ctl(uv_poll_t *h, int status, int events) {
                 case CTL_SPAWNED:
                         for (size_t i = 0; i < ELEMENTSOF(sb->spawn_times); i++)
                                 if (sb->spawn_times[i].id == msg.id) {
-                                        double s =
-                                                (double) (sbx_mono_ns() - sb->spawn_times[i].sent_ns) /
-                                                1e9;
+                                        double s = (double) (sbx_mono_ns() -
+                                                             sb->spawn_times[i].sent_ns) /
+                                                   1e9;
                                         if (!msg.err)
                                                 sbx_histogram_observe(&sb->m->metrics.exec_start,
                                                                       s);

@@ -103,6 +103,13 @@ struct sbx_spec {
         int64_t lifetime_ns;     /* 0: no limit */
         struct sbx_tag *tags;
         size_t n_tags;
+        /* Extra mounts (volumes, secret files, sockets ...), applied after
+         * the runtime's own (runtime.h: struct rt_mount, checked with
+         * rt_mounts_check). The spec owns the array and each entry's
+         * target, source and data (data is wiped when freed: a secret file
+         * may be one); source_fd is not used in a spec. */
+        struct rt_mount *mounts;
+        size_t n_mounts;
         /* What GetSandbox shows of the request later: opaque bytes the
          * store keeps with the row (the API stores the request without
          * inline secret values). May be NULL. */
@@ -121,7 +128,7 @@ static inline void sbx_spec_freep(struct sbx_spec **s) {
 }
 
 /* Check the fields whose rules are the sandbox's own (name, hostname,
- * workdir, env names, tags, lifetime). Returns 0, or -EINVAL with
+ * workdir, env names, tags, lifetime, mounts). Returns 0, or -EINVAL with
  * INVALID_ARGUMENT in e naming the field and the fix ("name: ... is not
  * valid: use ..."). Limits and the image are checked where they are
  * parsed and resolved. */

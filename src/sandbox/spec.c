@@ -188,11 +188,19 @@ void sbx_spec_free(struct sbx_spec *s) {
                 free(s->tags[i].value);
         }
         free(s->tags);
+        for (size_t i = 0; i < s->n_mounts; i++) {
+                struct rt_mount *mt = &s->mounts[i];
+                free((char *) mt->target);
+                free((char *) mt->source);
+                erase_and_free_n((void *) mt->data, mt->len);
+        }
+        free(s->mounts);
         free(s->record);
         free(s);
 }
 
-#define INVALID(e, ...) err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT, __VA_ARGS__)
+#define INVALID(e, ...)                                                                            \
+        err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT, __VA_ARGS__)
 
 int sbx_spec_check(const struct sbx_spec *s, struct wr_err *e) {
         if (s->name && !sbx_name_valid(s->name))
@@ -227,5 +235,11 @@ int sbx_spec_check(const struct sbx_spec *s, struct wr_err *e) {
                         return INVALID(e, "tags: a tag has an empty key; give every tag a key");
         if (s->lifetime_ns < 0)
                 return INVALID(e, "lifetime: negative; use a duration like \"3600s\" or \"2h\"");
-        return 0;
+        for (size_t i = 0; i < s->n_mounts; i++)
+                if (s->mounts[i].source_fd > 0)
+                        return INVALID(e,
+                                       "mounts: entry %zu passes an fd; a spec names sources by "
+                                       "path",
+                                       i);
+        return s->n_mounts ? rt_mounts_check(s->mounts, s->n_mounts, e) : 0;
 }

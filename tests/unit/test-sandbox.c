@@ -28,9 +28,9 @@ static void test_names(void **state) {
                 const char *s;
                 bool ok;
         } cases[] = {
-                {"a", true},         {"web-1", true},    {"0abc", true},      {"a.b_c-d", true},
-                {"", false},         {"-a", false},      {".a", false},       {"A", false},
-                {"a b", false},      {"a/b", false},     {"ü", false},        {"a\n", false},
+                {"a", true},    {"web-1", true}, {"0abc", true}, {"a.b_c-d", true},
+                {"", false},    {"-a", false},   {".a", false},  {"A", false},
+                {"a b", false}, {"a/b", false},  {"ü", false},   {"a\n", false},
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
                 assert_int_equal(sbx_name_valid(cases[i].s), cases[i].ok);
@@ -62,13 +62,13 @@ static void test_durations(void **state) {
                 int r;
                 int64_t ns;
         } cases[] = {
-                {"1", 0, 1000000000LL},           {"3600s", 0, 3600000000000LL},
-                {"90m", 0, 5400000000000LL},      {"2h", 0, 7200000000000LL},
-                {"1d", 0, 86400000000000LL},      {"1500ms", 0, 1500000000LL},
-                {"0.5s", 0, 500000000LL},         {"0", -EINVAL, 0},
-                {"-1s", -EINVAL, 0},              {"", -EINVAL, 0},
-                {"5x", -EINVAL, 0},               {"s", -EINVAL, 0},
-                {"1e30d", -ERANGE, 0},            {"nan", -EINVAL, 0},
+                {"1", 0, 1000000000LL},      {"3600s", 0, 3600000000000LL},
+                {"90m", 0, 5400000000000LL}, {"2h", 0, 7200000000000LL},
+                {"1d", 0, 86400000000000LL}, {"1500ms", 0, 1500000000LL},
+                {"0.5s", 0, 500000000LL},    {"0", -EINVAL, 0},
+                {"-1s", -EINVAL, 0},         {"", -EINVAL, 0},
+                {"5x", -EINVAL, 0},          {"s", -EINVAL, 0},
+                {"1e30d", -ERANGE, 0},       {"nan", -EINVAL, 0},
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 int64_t ns = -1;
@@ -84,7 +84,7 @@ static void test_env(void **state) {
         char **env = NULL;
         assert_int_equal(sbx_env_set2(&env, "A", "1"), 0);
         assert_int_equal(sbx_env_set2(&env, "B", "two=2"), 0);
-        assert_int_equal(sbx_env_set(&env, "A=3"), 0); /* replaces, keeps the order */
+        assert_int_equal(sbx_env_set(&env, "A=3"), 0);  /* replaces, keeps the order */
         assert_int_equal(sbx_env_set(&env, "AB=4"), 0); /* a prefix is another name */
         assert_int_equal(sbx_env_set(&env, "noequals"), -EINVAL);
         assert_int_equal(sbx_env_set(&env, "=x"), -EINVAL);
@@ -177,6 +177,29 @@ static void test_spec_check(void **state) {
         assert_true(strncmp(e.msg, "lifetime:", 9) == 0);
         s->lifetime_ns = 0;
 
+        /* mounts: checked by the runtime's rules, named by entry; the spec
+         * owns (and frees) each entry's strings and data */
+        s->mounts = calloc(2, sizeof(*s->mounts));
+        s->n_mounts = 2;
+        s->mounts[0] = (struct rt_mount){.kind = RT_MOUNT_FILE,
+                                         .target = strdup("/etc/token"),
+                                         .data = strdup("s3cret"),
+                                         .len = 6,
+                                         .flags = RT_MOUNT_RO};
+        s->mounts[1] =
+                (struct rt_mount){.kind = RT_MOUNT_TMPFS, .target = strdup("rel"), .size = 1 << 20};
+        err_clear(&e);
+        assert_int_equal(sbx_spec_check(s, &e), -EINVAL);
+        assert_int_equal(err_status(&e), WR_STATUS_INVALID_ARGUMENT);
+        assert_non_null(strstr(e.msg, "mount 1"));
+        free((char *) s->mounts[1].target);
+        s->mounts[1].target = strdup("/proc/x");
+        err_clear(&e);
+        assert_int_equal(sbx_spec_check(s, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "/proc"));
+        free((char *) s->mounts[1].target);
+        s->mounts[1].target = strdup("/scratch");
+
         err_clear(&e);
         assert_int_equal(sbx_spec_check(s, &e), 0);
         sbx_spec_free(s);
@@ -205,8 +228,8 @@ static int setup(void **state) {
         if (store_open(db, &f->s, &e) < 0)
                 fail_msg("store_open: %s", e.msg);
         /* two stored secrets: a plain one and one with several keys */
-        struct store_secret_entry plain = {.key = (char *) "", .value = (uint8_t *) "hunter2",
-                                           .len = 7};
+        struct store_secret_entry plain = {
+                .key = (char *) "", .value = (uint8_t *) "hunter2", .len = 7};
         assert_int_equal(store_secret_set(f->s, STORE_ENV_DEFAULT, "pw", &plain, 1, &e), 0);
         struct store_secret_entry multi[] = {
                 {.key = (char *) "AWS_KEY", .value = (uint8_t *) "AK", .len = 2},
