@@ -208,6 +208,9 @@ enum {
         CLI_OPT_SECRET,
         CLI_OPT_VOLUME,
         CLI_OPT_HOSTNAME,
+        CLI_OPT_ROUTE,
+        CLI_OPT_DENY_ROUTE,
+        CLI_OPT_LEARN_EGRESS,
 };
 
 /* Long options of sandbox creation; short ones are n: e: w: (and i: for
@@ -223,14 +226,18 @@ enum {
                 {"resource-detection", required_argument, NULL, CLI_OPT_DETECT},                   \
                 {"entrypoint", required_argument, NULL, CLI_OPT_ENTRYPOINT},                       \
                 {"secret", required_argument, NULL, CLI_OPT_SECRET},                               \
-                {"volume", required_argument, NULL, CLI_OPT_VOLUME}, {                             \
-                "hostname", required_argument, NULL, CLI_OPT_HOSTNAME                              \
+                {"volume", required_argument, NULL, CLI_OPT_VOLUME},                               \
+                {"hostname", required_argument, NULL, CLI_OPT_HOSTNAME},                           \
+                {"route", required_argument, NULL, CLI_OPT_ROUTE},                                 \
+                {"deny-route", required_argument, NULL, CLI_OPT_DENY_ROUTE}, {                     \
+                "learn-egress", no_argument, NULL, CLI_OPT_LEARN_EGRESS                            \
         }
 
 #define CLI_CREATE_USAGE                                                                           \
         "[-n NAME] [-e K=V]... [-w DIR] [--cpu C] [--memory M] [--lifetime D] [--tag K=V]... "     \
         "[--host H]... [--resource-detection github-pull-requests] [--secret NAME]... "            \
-        "[--volume NAME:/PATH[:ro]]... [--hostname H]"
+        "[--volume NAME:/PATH[:ro]]... [--hostname H] [--route CIDR[:PORTS]]... "                  \
+        "[--deny-route CIDR[:PORTS]]... [--learn-egress]"
 
 /* A CreateSandboxRequest under construction (arena-owned parts). */
 struct cli_create {
@@ -239,7 +246,25 @@ struct cli_create {
         Warren__V1__Resources resources;
         Warren__V1__NetworkPolicy policy;
         bool have_policy;
+        size_t n_hosts_given; /* --host flags seen (duplicates included) */
 };
+
+/* --- network policy entries (cli-netpolicy.c); messages as the SDK's and
+ * warrend's: `allowed_hosts[1]: "*.com": why` --- */
+
+/* Check host pattern `host` (entry `where`, e.g. "allowed_hosts[0]"); 0
+ * with *ret its canonical form (lower case, one trailing dot stripped), or
+ * -EINVAL with the message in err. */
+int cli_host_check(const char *host, const char *where, char **ret, char *err, size_t errlen);
+
+/* Check that cidr is ADDRESS/PREFIX without host bits set. 0 or -EINVAL
+ * with the message in err. */
+int cli_cidr_check(const char *cidr, const char *where, char *err, size_t errlen);
+
+/* Parse CIDR[:PORTS] (PORTS: "443", "8000-9000", comma-separated) into an
+ * arena-owned Route. 0 or -EINVAL with the message in err. */
+int cli_route_parse(const char *arg, const char *where, Warren__V1__Route **ret, char *err,
+                    size_t errlen);
 
 /* Start an empty request. */
 void cli_create_init(struct cli_create *cr);
