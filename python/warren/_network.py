@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import ipaddress
+import socket
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -100,20 +101,181 @@ class _Rule:
 PortSpec = Union[int, Tuple[int, int]]
 
 
-# --- validation (the daemon checks the same, with the same words) ---
+# --- validation: a port of src/net (host.c, addr.c, policy.c, quote.c), so
+# that a bad entry is refused here, before any call, with the very words
+# warrend uses (docs/network.md, "Refused at create time") ---
 
-def _bad(where: str, value: object, why: str) -> InvalidArgument:
-    return InvalidArgument(Status.INVALID_ARGUMENT, f"{where}: {_quote(value)}: {why}")
+_QUOTE_MAX = 100  # NET_QUOTE_MAX
+_HOST_INPUT_MAX = 300
+_HOST_MAX = 253
+_CIDR_STR_MAX = 52
 
 
-def _quote(value: object) -> str:
-    """A value as it appears in a message: strings in double quotes."""
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return str(value)
+def _quote(value: Union[str, bytes]) -> str:
+    """net_quote: printable ASCII as is, '"' and backslash escaped, other
+    bytes as \\xNN, cut with "..." past NET_QUOTE_MAX."""
+    b = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
+    out = ['"']
+    o = 1
+    for c in b:
+        if c in (0x22, 0x5C):
+            t = "\\" + chr(c)
+        elif 0x20 <= c < 0x7F:
+            t = chr(c)
+        else:
+            t = "\\x%02x" % c
+        if o + len(t) + 5 > _QUOTE_MAX:
+            out.append("...")
+            break
+        out.append(t)
+        o += len(t)
+    out.append('"')
+    return "".join(out)
+
+
+def _invalid(message: str) -> InvalidArgument:
+    return InvalidArgument(Status.INVALID_ARGUMENT, message)
+
+
+def _inet_pton(family: int, s: str) -> Optional[bytes]:
+    try:
+        return socket.inet_pton(family, s)
+    except (OSError, ValueError, UnicodeError):
+        return None
+
+
+def _ipv4_aton(s: str) -> bool:
+    """net_ipv4_aton: does s denote an IPv4 address the way inet_aton
+    reads one (1-4 parts, decimal, octal 0..., hex 0x...)?"""
+    parts = s.split(".")
+    if not 1 <= len(parts) <= 4:
+        return False
+    vals = []
+    for p in parts:
+        if p[:2] in ("0x", "0X"):
+            digits, base = p[2:], 16
+            ok = digits != "" and all(c in "0123456789abcdefABCDEF" for c in digits)
+        elif p.startswith("0"):
+            digits, base = p[1:] or "0", 8
+            ok = all(c in "01234567" for c in p[1:])
+        else:
+            digits, base = p, 10
+            ok = p != "" and all(c in "0123456789" for c in p)
+        if not ok:
+            return False
+        v = int(digits, base)
+        if v > 0xFFFFFFFF:
+            return False
+        vals.append(v)
+    if any(v > 0xFF for v in vals[:-1]):
+        return False
+    return vals[-1] <= (0xFFFFFFFF, 0xFFFFFF, 0xFFFF, 0xFF)[len(vals) - 1]
+
+
+def _parse_ipv6(s: str, bracketed: bool) -> bool:
+    addr, pct, zone = s.partition("%")
+    if pct:
+        if bracketed and zone.startswith("25"):
+            zone = zone[2:]
+        if zone == "" or len(zone) > 64 or not all(c.isascii() and (c.isalnum() or c in "._~-")
+                                                      for c in zone):
+            return False
+    if addr == "" or len(addr) >= 46:
+        return False
+    return _inet_pton(socket.AF_INET6, addr) is not None
+
+
+def _host_canon(s: str) -> Tuple[bool, str]:
+    """net_host_canon: (is_ip, canonical name), or InvalidArgument
+    'host "...": why'."""
+    b = s.encode("utf-8", "surrogateescape")
+
+    def bad(why: str) -> InvalidArgument:
+        return _invalid(f"host {_quote(b)}: {why}")
+
+    if not b:
+        raise _invalid('host "": empty host')
+    if len(b) > _HOST_INPUT_MAX:
+        raise bad("longer than 253 characters")
+    for c in b:
+        if c >= 0x80:
+            raise bad("non-ASCII byte (IDN must be given in punycode, xn--...)")
+        if c == 0:
+            raise bad("NUL byte")
+        if c in (0x0D, 0x0A):
+            raise bad("CR or LF")
+        if c == 0x20:
+            raise bad("space")
+        if c < 0x20 or c == 0x7F:
+            raise bad("control character")
+    if s[0] == "[":
+        if len(s) < 3 or s[-1] != "]" or not _parse_ipv6(s[1:-1], True):
+            raise bad("malformed bracketed IPv6 address")
+        return True, s
+    if ":" in s:
+        if not _parse_ipv6(s, False):
+            raise bad("':' in a name (neither a hostname nor an IPv6 address)")
+        return True, s
+    h = s.lower()
+    if len(h) > 1 and h.endswith("."):
+        h = h[:-1]
+    if _ipv4_aton(h):
+        return True, h
+    for ch in h:
+        if ch == "%":
+            raise bad("'%' (percent-encoding is not a hostname)")
+        if ch == "@":
+            raise bad("'@' (userinfo is not a hostname)")
+        if not (ch.isalnum() or ch in "-."):
+            raise bad("character outside letters, digits, '-' and '.'")
+    if len(h) > _HOST_MAX:
+        raise bad("longer than 253 characters")
+    labels = h.split(".")
+    for label in labels:
+        if label == "":
+            raise bad("empty label")
+        if len(label) > 63:
+            raise bad("label longer than 63 characters")
+        if label[0] == "-" or label[-1] == "-":
+            raise bad("label starts or ends with '-'")
+    last = labels[-1]
+    if (last.startswith("0x") and all(c in "0123456789abcdef" for c in last[2:])) or last.isdigit():
+        raise bad("numeric last label but not a valid IPv4 address")
+    return False, h
+
+
+def canonical_host_pattern(s: object, where: str) -> str:
+    """net_host_pattern_parse behind net_policy_add_host: the canonical text
+    of an allowed_hosts entry ("*", "*.example.com", "example.com"), or
+    InvalidArgument "where: ..."."""
+    if not isinstance(s, str):
+        raise _invalid(f"{where}: {type(s).__name__} {s!r}: not a string")
+    try:
+        if s == "":
+            raise _invalid('"": empty entry (use "*" for every host)')
+        if s == "*":
+            return "*"
+        wildcard = s.startswith("*.")
+        rest = s[2:] if wildcard else s
+        if "*" in rest:
+            raise _invalid(f"{_quote(s)}: '*' is allowed only as the whole entry or as a "
+                           'leading "*." ("*.example.com")')
+        if wildcard and rest in ("", "."):
+            raise _invalid(f'{_quote(s)}: "*." needs a domain after it ("*.example.com")')
+        is_ip, name = _host_canon(rest)
+        if is_ip:
+            raise _invalid(f"{_quote(s)}: an IP address is not a hostname pattern (use "
+                           "allowed_routes for addresses)")
+        if wildcard and "." not in name:
+            raise _invalid(f'{_quote(s)}: a wildcard needs at least two labels after "*." '
+                           '("*.example.com", not "*.com")')
+        return "*." + name if wildcard else name
+    except InvalidArgument as e:
+        raise _invalid(f"{where}: {e.message}") from None
 
 
 def _is_ip(s: str) -> bool:
+    """A plain IPv4/IPv6 address (as events carry them)."""
     try:
         ipaddress.ip_address(s)
         return "%" not in s
@@ -121,75 +283,55 @@ def _is_ip(s: str) -> bool:
         return False
 
 
-def normalize_host(host: object, where: str) -> str:
-    """The canonical form of a host pattern (lower case, one trailing dot
-    stripped), or InvalidArgument naming `where` and the entry."""
-    if not isinstance(host, str):
-        raise _bad(where, host, "not a string")
-    if host == "":
-        raise _bad(where, host, "empty host")
-    if not host.isascii():
-        raise _bad(where, host, 'not ASCII (write an internationalized name in its "xn--" form)')
-    h = host.lower()
-    if h.endswith("."):
-        h = h[:-1]
-    if h == "*":
-        return h
-    bare = h[1:-1] if h.startswith("[") and h.endswith("]") else h
-    labels = h.split(".")
-    if _is_ip(bare) or all(c.isdigit() or c == "." for c in h):
-        raise _bad(where, host, "an IP address, not a hostname (use allowed_routes with ADDRESS/32 or ADDRESS/128)")
-    if len(h) > 253:
-        raise _bad(where, host, "longer than 253 characters")
-    for i, label in enumerate(labels):
-        if label == "":
-            raise _bad(where, host, "empty label")
-        if label == "*":
-            if i != 0:
-                raise _bad(where, host, '"*" only as the whole entry or as a leading "*."')
-            if len(labels) < 3:
-                raise _bad(where, host, 'a wildcard needs at least two labels after "*."')
-            continue
-        if len(label) > 63:
-            raise _bad(where, host, "label longer than 63 characters")
-        for c in label:
-            if not (c.isalnum() or c in "-_"):
-                shown = f"'{c}'" if " " <= c <= "~" else f"0x{ord(c):02x}"
-                raise _bad(where, host, f"invalid character {shown} (letters, digits, '-', '_')")
-        if label[0] == "-" or label[-1] == "-":
-            raise _bad(where, host, "label starts or ends with '-'")
-    return h
+def _parse_dec(s: str, maximum: int) -> Optional[int]:
+    if not 1 <= len(s) <= 10 or (len(s) > 1 and s[0] == "0") or not all(c in "0123456789" for c in s):
+        return None
+    v = int(s)
+    return v if v <= maximum else None
 
 
-def check_cidr(cidr: object, where: str) -> str:
-    """`cidr` if it is ADDRESS/PREFIX with no host bits set, else
-    InvalidArgument naming `where` and the entry."""
-    if not isinstance(cidr, str):
-        raise _bad(where, cidr, "not a string")
-    addr, slash, plen = cidr.partition("/")
-    if not slash or not _is_ip(addr) or not plen.isdigit() or not plen.isascii() or len(plen) > 3:
-        raise _bad(where, cidr, "not a CIDR (ADDRESS/PREFIX, e.g. 10.0.0.0/8)")
-    bits = ipaddress.ip_address(addr).max_prefixlen
-    if int(plen) > bits:
-        raise _bad(where, cidr, f"prefix length over {bits}")
-    net = ipaddress.ip_network(f"{addr}/{int(plen)}", strict=False)
-    if str(net.network_address) != str(ipaddress.ip_address(addr)):
-        raise _bad(where, cidr, f"host bits set (the network is {net})")
-    return cidr
+def check_cidr(s: object, where: str) -> str:
+    """net_cidr_parse behind net_policy_add_route: s if it is a CIDR (or a
+    bare address), else InvalidArgument "where: route ...: why"."""
+    if not isinstance(s, str):
+        raise _invalid(f"{where}: {type(s).__name__} {s!r}: not a string")
+    if s == "":
+        raise _invalid(f'{where}: route "": empty CIDR')
+    q = _quote(s)
+    if len(s.encode("utf-8", "surrogateescape")) >= _CIDR_STR_MAX:
+        raise _invalid(f"{where}: route {q}: too long for a CIDR")
+    addr, slash, plen = s.partition("/")
+    family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    packed = _inet_pton(family, addr)
+    if packed is None:
+        raise _invalid(f"{where}: route {q}: not an IPv4 or IPv6 address (expect e.g. "
+                       "10.0.0.0/8 or 2001:db8::/32)")
+    bits = len(packed) * 8
+    prefix = bits
+    if slash:
+        p = _parse_dec(plen, bits)
+        if p is None:
+            raise _invalid(f"{where}: route {q}: prefix length must be 0..{bits}")
+        prefix = p
+    value = int.from_bytes(packed, "big")
+    netmask = ((1 << bits) - 1) ^ ((1 << (bits - prefix)) - 1)
+    if value & ~netmask:
+        masked = socket.inet_ntop(family, (value & netmask).to_bytes(len(packed), "big"))
+        raise _invalid(f"{where}: route {q}: host bits set (did you mean {masked}/{prefix}?)")
+    return s
 
 
-def _port_text(a: object, b: object) -> str:
-    return str(a) if a == b else f"{a}-{b}"
+def check_port_range(lo: int, hi: int, where: str) -> None:
+    """net_port_range_check."""
+    if not (1 <= lo <= 65535 and 1 <= hi <= 65535):
+        raise _invalid(f"{where}: port range ({lo}, {hi}): ports must be 1..65535")
+    if lo > hi:
+        raise _invalid(f"{where}: port range ({lo}, {hi}): start above end")
 
 
-def check_ports(ports: Sequence[Tuple[int, int]], where: str, cidr: str) -> None:
-    for i, (a, b) in enumerate(ports):
-        w = f"ports[{i}] {_port_text(a, b)}"
-        for p in (a, b):
-            if not 1 <= p <= 65535:
-                raise _bad(where, cidr, f"{w}: port out of range (1-65535)")
-        if a > b:
-            raise _bad(where, cidr, f"{w}: start after end")
+_ROUTE_PORTS_MAX = 64
+_HOSTS_MAX = 1024
+_ROUTES_MAX = 1024
 
 
 class _Route:
@@ -209,13 +351,16 @@ class _Route:
                     raise TypeError
                 self.ports.append((int(a), int(b)))
             except (TypeError, ValueError):
-                raise InvalidArgument(Status.INVALID_ARGUMENT,
-                                      f"{_quote(route)}: ports[{i}] {p!r}: not a port or "
-                                      "(start, end) pair") from None
+                raise _invalid(f"route {_quote(str(route))}: ports[{i}]: {p!r} is not a port "
+                               "or a (start, end) pair") from None
 
     def _check(self, where: str) -> None:
+        """net_policy_add_route's checks, in its order."""
+        if len(self.ports) > _ROUTE_PORTS_MAX:
+            raise _invalid(f"{where}: more than {_ROUTE_PORTS_MAX} port ranges")
         check_cidr(self.cidr, where)
-        check_ports(self.ports, where, self.cidr)
+        for i, (a, b) in enumerate(self.ports):
+            check_port_range(a, b, f"{where} ports[{i}]")
 
     def _to_proto(self) -> pb.Route:
         return pb.Route(cidr=self.cidr,
@@ -239,6 +384,10 @@ RouteLike = Union[_Route, str]
 
 def _as_route(r: RouteLike) -> _Route:
     return _Route(r) if isinstance(r, str) else r
+
+
+def _port_text(a: int, b: int) -> str:
+    return str(a) if a == b else f"{a}-{b}"
 
 
 def _route(r: RouteLike) -> pb.Route:
@@ -273,29 +422,27 @@ class NetworkPolicy:
                  learn: bool = False):
         self.allowed_hosts: List[str] = []
         self.host_rules: Dict[str, List[_Rule]] = {}
-        if isinstance(allowed_hosts, str):
-            raise InvalidArgument(Status.INVALID_ARGUMENT,
-                                  f"allowed_hosts: {_quote(allowed_hosts)}: a list of hosts, "
-                                  "not one string")
-        if isinstance(allowed_hosts, Mapping):
-            for i, (h, rules) in enumerate(allowed_hosts.items()):
-                host = normalize_host(h, f"allowed_hosts[{i}]")
-                rules = list(rules or [])
-                if rules:
-                    self.host_rules.setdefault(host, []).extend(rules)
-                elif host not in self.allowed_hosts:
-                    self.allowed_hosts.append(host)
-        else:
-            for i, h in enumerate(allowed_hosts or []):
-                host = normalize_host(h, f"allowed_hosts[{i}]")
-                if host not in self.allowed_hosts:
-                    self.allowed_hosts.append(host)
+        if isinstance(allowed_hosts, (str, bytes)):
+            raise _invalid(f"allowed_hosts: {_quote(allowed_hosts)}: a list of hosts, not one "
+                           "string")
+        items = (list(allowed_hosts.items()) if isinstance(allowed_hosts, Mapping)
+                 else [(h, None) for h in allowed_hosts or []])
+        if len(items) > _HOSTS_MAX:
+            raise _invalid(f"allowed_hosts: more than {_HOSTS_MAX} entries")
+        for i, (h, rules) in enumerate(items):
+            host = canonical_host_pattern(h, f"allowed_hosts[{i}]")
+            if rules:
+                self.host_rules.setdefault(host, []).extend(rules)
+            else:
+                self.allowed_hosts.append(host)
         self.allowed_routes: List[_Route] = [_as_route(r) for r in allowed_routes or []]
         self.denied_routes: List[_Route] = [_as_route(r) for r in denied_routes or []]
-        for i, r in enumerate(self.allowed_routes):
-            r._check(f"allowed_routes[{i}]")
-        for i, r in enumerate(self.denied_routes):
-            r._check(f"denied_routes[{i}]")
+        for name, routes in (("allowed_routes", self.allowed_routes),
+                             ("denied_routes", self.denied_routes)):
+            if len(routes) > _ROUTES_MAX:
+                raise _invalid(f"{name}: more than {_ROUTES_MAX} entries")
+            for i, r in enumerate(routes):
+                r._check(f"{name}[{i}]")
         self.learn = bool(learn)
 
     def with_host(self, host: str) -> "NetworkPolicy":
@@ -303,7 +450,7 @@ class NetworkPolicy:
         p = NetworkPolicy(list(self.allowed_hosts), self.allowed_routes, self.denied_routes,
                           learn=self.learn)
         p.host_rules = {h: list(r) for h, r in self.host_rules.items()}
-        host = normalize_host(host, f"allowed_hosts[{len(p.allowed_hosts)}]")
+        host = canonical_host_pattern(host, f"allowed_hosts[{len(p.allowed_hosts)}]")
         if host not in p.allowed_hosts and host not in p.host_rules:
             p.allowed_hosts.append(host)
         return p

@@ -246,25 +246,20 @@ struct cli_create {
         Warren__V1__Resources resources;
         Warren__V1__NetworkPolicy policy;
         bool have_policy;
-        size_t n_hosts_given; /* --host flags seen (duplicates included) */
 };
 
-/* --- network policy entries (cli-netpolicy.c); messages as the SDK's and
- * warrend's: `allowed_hosts[1]: "*.com": why` --- */
+/* --- network policy flags (cli-netpolicy.c): checked with warrend's own
+ * checks (src/net: net_host_pattern_parse, net_cidr_parse, net_port_range_parse), so errors carry its words: `allowed_hosts[1]: "*.com":
+ * ...` --- */
 
-/* Check host pattern `host` (entry `where`, e.g. "allowed_hosts[0]"); 0
- * with *ret its canonical form (lower case, one trailing dot stripped), or
- * -EINVAL with the message in err. */
-int cli_host_check(const char *host, const char *where, char **ret, char *err, size_t errlen);
-
-/* Check that cidr is ADDRESS/PREFIX without host bits set. 0 or -EINVAL
+/* Add --host arg (canonicalised) to the request's policy. 0, or -EINVAL
  * with the message in err. */
-int cli_cidr_check(const char *cidr, const char *where, char *err, size_t errlen);
+int cli_policy_add_host(struct cli_create *cr, const char *arg, char *err, size_t errlen);
 
-/* Parse CIDR[:PORTS] (PORTS: "443", "8000-9000", comma-separated) into an
- * arena-owned Route. 0 or -EINVAL with the message in err. */
-int cli_route_parse(const char *arg, const char *where, Warren__V1__Route **ret, char *err,
-                    size_t errlen);
+/* Add --route / --deny-route CIDR[:PORTS] (PORTS: "443", "8000-9000",
+ * comma-separated). 0, or -EINVAL with the message in err. */
+int cli_policy_add_route(struct cli_create *cr, bool deny, const char *arg, char *err,
+                         size_t errlen);
 
 /* Start an empty request. */
 void cli_create_init(struct cli_create *cr);

@@ -90,38 +90,18 @@ int cli_create_opt(struct cli_create *cr, int c, const char *arg, const char *cm
         case CLI_OPT_HOSTNAME:
                 r->hostname = cli_strdup(arg);
                 return 1;
-        case CLI_OPT_HOST: {
-                /* Indexed by --host flag, as allowed_hosts[i] of the SDK. */
-                char where[48], err[512], *host;
-                snprintf(where, sizeof(where), "allowed_hosts[%zu]", cr->n_hosts_given++);
-                if (cli_host_check(arg, where, &host, err, sizeof(err)) < 0) {
-                        cli_usage_error(cmd, usage, "%s", err);
-                        return -CLI_EXIT_USAGE;
-                }
-                bool dup = false;
-                for (size_t i = 0; i < cr->policy.n_allowed_hosts; i++)
-                        dup |= strcmp(cr->policy.allowed_hosts[i], host) == 0;
-                if (!dup)
-                        cli_push((void ***) &cr->policy.allowed_hosts, &cr->policy.n_allowed_hosts,
-                                 host);
-                cr->have_policy = true;
-                return 1;
-        }
+        case CLI_OPT_HOST:
         case CLI_OPT_ROUTE:
         case CLI_OPT_DENY_ROUTE: {
-                bool deny = c == CLI_OPT_DENY_ROUTE;
-                Warren__V1__Route ***routes =
-                        deny ? &cr->policy.denied_routes : &cr->policy.allowed_routes;
-                size_t *n = deny ? &cr->policy.n_denied_routes : &cr->policy.n_allowed_routes;
-                char where[48], err[512];
-                Warren__V1__Route *route;
-                snprintf(where, sizeof(where), "%s[%zu]", deny ? "denied_routes" : "allowed_routes",
-                         *n);
-                if (cli_route_parse(arg, where, &route, err, sizeof(err)) < 0) {
+                char err[512];
+                int rc = c == CLI_OPT_HOST
+                                 ? cli_policy_add_host(cr, arg, err, sizeof(err))
+                                 : cli_policy_add_route(cr, c == CLI_OPT_DENY_ROUTE, arg, err,
+                                                        sizeof(err));
+                if (rc < 0) {
                         cli_usage_error(cmd, usage, "%s", err);
                         return -CLI_EXIT_USAGE;
                 }
-                cli_push((void ***) routes, n, route);
                 cr->have_policy = true;
                 return 1;
         }
