@@ -500,7 +500,10 @@ class NetworkPolicy:
         for opt, routes in (("--route", self.allowed_routes), ("--deny-route", self.denied_routes)):
             for r in routes:
                 ports = ",".join(_port_text(a, b) for a, b in r.ports)
-                flags += [opt, f"{r.cidr}:{ports}" if ports else r.cidr]
+                cidr = r.cidr
+                if ports and ":" in cidr and "/" not in cidr:
+                    cidr += "/128"  # a bare IPv6 address takes :PORTS only with a prefix
+                flags += [opt, f"{cidr}:{ports}" if ports else cidr])
         if self.learn:
             flags.append("--learn-egress")
         return flags
