@@ -503,7 +503,7 @@ class NetworkPolicy:
                 cidr = r.cidr
                 if ports and ":" in cidr and "/" not in cidr:
                     cidr += "/128"  # a bare IPv6 address takes :PORTS only with a prefix
-                flags += [opt, f"{cidr}:{ports}" if ports else cidr])
+                flags += [opt, f"{cidr}:{ports}" if ports else cidr]
         if self.learn:
             flags.append("--learn-egress")
         return flags
