@@ -98,6 +98,7 @@ int cli_policy_add_route(struct cli_create *cr, bool deny, const char *arg, char
         if (deny)
                 cli_push((void ***) &cr->policy.denied_routes, &cr->policy.n_denied_routes, route);
         else
-                cli_push((void ***) &cr->policy.allowed_routes, &cr->policy.n_allowed_routes, route);
+                cli_push((void ***) &cr->policy.allowed_routes, &cr->policy.n_allowed_routes,
+                         route);
         return 0;
 }

@@ -249,8 +249,9 @@ struct cli_create {
 };
 
 /* --- network policy flags (cli-netpolicy.c): checked with warrend's own
- * checks (src/net: net_host_pattern_parse, net_cidr_parse, net_port_range_parse), so errors carry its words: `allowed_hosts[1]: "*.com":
- * ...` --- */
+ * code (src/net: net_host_pattern_parse, net_cidr_parse,
+ * net_port_range_parse), so errors carry its words:
+ * `allowed_hosts[1]: "*.com": ...` --- */
 
 /* Add --host arg (canonicalised) to the request's policy. 0, or -EINVAL
  * with the message in err. */

@@ -94,10 +94,9 @@ int cli_create_opt(struct cli_create *cr, int c, const char *arg, const char *cm
         case CLI_OPT_ROUTE:
         case CLI_OPT_DENY_ROUTE: {
                 char err[512];
-                int rc = c == CLI_OPT_HOST
-                                 ? cli_policy_add_host(cr, arg, err, sizeof(err))
-                                 : cli_policy_add_route(cr, c == CLI_OPT_DENY_ROUTE, arg, err,
-                                                        sizeof(err));
+                int rc = c == CLI_OPT_HOST ? cli_policy_add_host(cr, arg, err, sizeof(err))
+                                           : cli_policy_add_route(cr, c == CLI_OPT_DENY_ROUTE, arg,
+                                                                  err, sizeof(err));
                 if (rc < 0) {
                         cli_usage_error(cmd, usage, "%s", err);
                         return -CLI_EXIT_USAGE;
@@ -545,8 +544,8 @@ static void print_event_line(const Warren__V1__NetworkEvent *e) {
         for (size_t i = 0; i < EVENT_COLUMNS; i++)
                 if (!row[i] || !row[i][0])
                         row[i] = "-";
-        printf("%-19s  %-7s  %-4s  %-30s  %-22s  %-24s  %-24s  %9s  %9s\n", row[0], row[1],
-               row[2], row[3], row[4], row[5], row[6], row[7], row[8]);
+        printf("%-19s  %-7s  %-4s  %-30s  %-22s  %-24s  %-24s  %9s  %9s\n", row[0], row[1], row[2],
+               row[3], row[4], row[5], row[6], row[7], row[8]);
         fflush(stdout);
 }
 
@@ -819,8 +818,7 @@ static int sandbox_egress(struct cli_ctx *ctx, int argc, char **argv) {
                         char *end = NULL;
                         errno = 0;
                         unsigned long v = strtoul(optarg, &end, 10);
-                        if (!isdigit((unsigned char) optarg[0]) || *end || errno ||
-                            v > UINT32_MAX)
+                        if (!isdigit((unsigned char) optarg[0]) || *end || errno || v > UINT32_MAX)
                                 return cli_usage_error(cmd, usage,
                                                        "--limit wants a number, got '%s'", optarg);
                         limit = (uint32_t) v;
@@ -828,9 +826,8 @@ static int sandbox_egress(struct cli_ctx *ctx, int argc, char **argv) {
                 }
                 case OPT_INTERVAL:
                         if (cli_parse_seconds(optarg, &interval) < 0 || interval <= 0)
-                                return cli_usage_error(cmd, usage,
-                                                       "--interval wants seconds, got '%s'",
-                                                       optarg);
+                                return cli_usage_error(
+                                        cmd, usage, "--interval wants seconds, got '%s'", optarg);
                         break;
                 case CLI_GETOPT_HELP:
                         return CLI_EXIT_OK;
@@ -935,8 +932,7 @@ int cli_cmd_sandbox(struct cli_ctx *ctx, int argc, char **argv) {
                 {"get", "ID|NAME [--json]", "show one sandbox", sandbox_get},
                 {"rm", "[--grace S] ID|NAME...", "terminate sandboxes", sandbox_rm},
                 {"egress", "ID|NAME [--follow] [--suggest-policy] [--json] [--limit N]",
-                 "show a sandbox's egress decisions, or the policy they suggest",
-                 sandbox_egress},
+                 "show a sandbox's egress decisions, or the policy they suggest", sandbox_egress},
         };
         return cli_dispatch(ctx, "sandbox", cmds, ELEMENTSOF(cmds), argc - 1, argv + 1);
 }
