@@ -760,7 +760,7 @@ static int print_suggestion(struct suggestion *sg, bool json) {
                         json_t *ports = json_array();
                         for (size_t j = 0; j < sg->routes[i].n_ports; j++)
                                 json_array_append_new(
-                                        ports, json_pack("{s:i,s:i}", "start",
+                                        ports, json_pack("{s:I,s:I}", "start",
                                                          (json_int_t) sg->routes[i].ports[j], "end",
                                                          (json_int_t) sg->routes[i].ports[j]));
                         json_array_append_new(routes,
