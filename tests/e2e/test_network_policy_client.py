@@ -15,7 +15,6 @@ no test makes a sandbox name a host that its policy allows, so warrend
 never resolves a name through the machine's own resolver. Hostnames appear
 only in denied requests (refused before any resolution)."""
 import json
-import os
 import subprocess
 import threading
 import time
