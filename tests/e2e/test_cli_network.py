@@ -308,3 +308,114 @@ def test_egress_against_warrend_answers_its_status(warrend):
     # NOT_FOUND once the daemon serves ListNetworkEvents; UNIMPLEMENTED
     # naming the networking issue until then.
     assert p.err.startswith(("warren: NOT_FOUND: ", "warren: UNIMPLEMENTED: ")), p.err
+
+
+# --- differential: the SDK's port of the checks against warrend's own code
+# (linked into the CLI), entry by entry: same verdict, same message, same
+# canonical form ---
+
+HOST_CORPUS = [
+    "github.com", "GitHub.COM.", "*.github.com", "*.GitHub.com.", "*", "**", "*.*", "*.", "*..",
+    ".", "..", "a.", "a..", ".a", "a", "localhost", "xn--bcher-kva.de", "a-b.c-d.e", "a--b.com",
+    "a.b-.com", "a.-b.com", "-", "a" * 63 + ".com", "a" * 64 + ".com", ("a" * 63 + ".") * 4,
+    ("a" * 49 + ".") * 5 + "com", "x" * 254, "x" * 301, "0x7f.1", "0X7F.1", "0x", "0x.com",
+    "a.0x", "a.0x1f", "a.0xg", "a.123", "123.a", "1.2.3.4", "1.2.3.4.", "1.2.3.4..", "1.2.3.256",
+    "1.2.3.4.5", "01.2.3.4", "08.1.1.1", "4294967295", "4294967296", "0xffffffff",
+    "0x100000000", "1.16777215", "1.16777216", "1.2.65535", "1.2.65536", "127.1", "0177.0.0.1",
+    "::", "::1", "::ffff:127.0.0.1", "fe80::1%eth0", "fe80::1%", "[fe80::1%25eth0]", "[::1]",
+    "[::1", "[]", "[a]", "[1.2.3.4]", "a:b", "github.com:443", "user@github.com", "%41.com",
+    "a b", "a\tb", "a\x7fb", "a\x01b", "é.com", "bücher.de", "a_b.com", "a/b", "a\\b", 'a"b',
+    "*.10.0.0.1", "*.1.2.3.256", "*.co.uk", "*.com", "*.a", "a.*", "*a.com", "*.*.com",
+    "*.foo..bar", "*." + "a" * 64 + ".com", "*.xn--p1ai.xn--p1ai",
+]
+
+ROUTE_CORPUS = [
+    "10.0.0.0/8", "10.0.0.0/0", "0.0.0.0/0", "10.0.0.0/", "10.0.0.0/-1", "10.0.0.0/+8",
+    "10.0.0.0/08", "10.0.0.0/8/8", "10.0.0.0/33", "10.0.0.0/99999999999", "1.2.3.4/32",
+    "1.2.3.4", "01.2.3.4/32", "1.2.3/24", "10/8", "::/0", "::1/128", "::1", "fd00::/8",
+    "fd00::1/8", "fd00::/129", "[::1]/128", "fe80::1%eth0/64", "::ffff:10.0.0.0/104",
+    "::ffff:10.0.0.1/104", "1.2.3.4 /32", " 1.2.3.4/32", "", "/8", "a" * 60, "1.2.3.4/32 ",
+    "255.255.255.255/32", "1.2.3.0/24", "1.2.3.128/25", "1.2.3.129/25", "2001:db8::/32",
+    "2001:db8::1/32", "example.com", "é/8",
+]
+
+PORT_CORPUS = [
+    [(1, 65535)], [(0, 1)], [(1, 0)], [(5, 1)], [(65535, 65536)], [(443, 443)] * 64,
+    [(443, 443)] * 65, [(80, 80), (8000, 9000), (9000, 8000)], [(4294967295, 4294967295)],
+]
+
+
+@pytest.fixture(scope="module")
+def fake_module():
+    srv, port, sbx, _ = fake_server.start("127.0.0.1:0")
+    sbx.addr = f"127.0.0.1:{port}"
+    yield sbx
+    srv.stop(0)
+
+
+def cli_policy(fake, flags):
+    """(message or None, the policy the daemon got or None)."""
+    p = cli("sandbox", "create", "-i", "img", *flags, addr=fake.addr)
+    if p.returncode == 2:
+        return p.err.splitlines()[0].split(": ", 1)[1], None
+    assert p.returncode == 0, p.err
+    return None, fake.last_create.network_policy
+
+
+def sdk_policy(kw):
+    try:
+        return None, NetworkPolicy(**kw)._to_proto()
+    except wr.InvalidArgument as e:
+        return e.message, None
+
+
+def test_hosts_agree_with_the_daemon_checks(fake_module):
+    differ = []
+    for h in HOST_CORPUS:
+        got_cli = cli_policy(fake_module, ["--host", "ok.example", "--host", h])
+        got_sdk = sdk_policy(dict(allowed_hosts=["ok.example", h]))
+        if got_cli != got_sdk:
+            differ.append((h, got_cli, got_sdk))
+    assert differ == []
+
+
+def test_routes_agree_with_the_daemon_checks(fake_module):
+    differ = []
+    for r in ROUTE_CORPUS:
+        for flag, key in (("--route", "allowed_routes"), ("--deny-route", "denied_routes")):
+            got_cli = cli_policy(fake_module, [flag, "10.9.0.0/16", flag, r])
+            got_sdk = sdk_policy({key: ["10.9.0.0/16", r]})
+            if got_cli != got_sdk:
+                differ.append((flag, r, got_cli, got_sdk))
+    for ports in PORT_CORPUS:
+        text = ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ports)
+        got_cli = cli_policy(fake_module, ["--route", "10.0.0.0/8:" + text])
+        got_sdk = sdk_policy(dict(allowed_routes=[Route("10.0.0.0/8", ports=ports)]))
+        if got_cli != got_sdk:
+            differ.append((text, got_cli, got_sdk))
+    assert differ == []
+
+
+def test_random_entries_agree_with_the_daemon_checks(fake_module):
+    """Seeded random hosts and routes from the characters that matter."""
+    import random
+    rnd = random.Random(20261201)
+    host_alpha = "aZ09-.*x:[]%@_ \t0x7ffé"
+    route_alpha = "0123456789abcdef.:/ f%x-"
+    differ = []
+    for _ in range(250):
+        h = "".join(rnd.choice(host_alpha) for _ in range(rnd.randint(1, 14)))
+        if rnd.random() < 0.3:
+            h = rnd.choice(["", "*.", "a.", "1."]) + h + rnd.choice(["", ".", ".com", ".1"])
+        if cli_policy(fake_module, ["--host", h]) != sdk_policy(dict(allowed_hosts=[h])):
+            differ.append(h)
+    for _ in range(250):
+        r = "".join(rnd.choice(route_alpha) for _ in range(rnd.randint(1, 16)))
+        if rnd.random() < 0.5:
+            r = rnd.choice(["10.", "1.2.3.", "::", "fd00:", "::ffff:"]) + r
+        slash = r.find("/")
+        if (":" in r[slash:]) if slash >= 0 else r.count(":") == 1:
+            continue  # the CLI reads that ':' as the start of PORTS
+        if cli_policy(fake_module, ["--route", r]) != sdk_policy(dict(allowed_routes=[r])):
+            differ.append(r)
+    assert differ == []
