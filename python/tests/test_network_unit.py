@@ -280,6 +280,16 @@ def test_network_events_of_unknown_sandbox(client, server):
     del sbx.boxes[sb.id]
     with pytest.raises(wr.SandboxNotFound):
         sb.network_events()
+    with pytest.raises(wr.SandboxNotFound):
+        next(sb.follow_network_events())
+
+
+def test_follow_ends_when_the_sandbox_is_removed(client, server):
+    _, sbx = server
+    sb = client.create(image="img")
+    sbx.events[sb.id] = [ev(1, host="a.example")]
+    sbx.on_list_events = lambda s: sbx.boxes.pop(s.id)
+    assert [e.seq for e in sb.follow_network_events(poll_interval=0.01)] == [1]
 
 
 def test_follow_polls_with_after_seq_until_the_sandbox_ends(client, server):

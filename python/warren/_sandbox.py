@@ -393,18 +393,20 @@ class Sandbox:
                               after_seq: int = 0) -> Iterator[NetworkEvent]:
         """Yield egress events as they happen (polling every
         ``poll_interval`` seconds with after_seq) until the sandbox has
-        ended (TERMINATED, FAILED or gone) and its last events were
-        yielded."""
+        ended (TERMINATED or FAILED, or removed while followed) and its
+        last events were yielded. SandboxNotFound when there is no such
+        sandbox."""
         last = int(after_seq)
+        first = True
         while True:
             try:
                 ended = self.refresh().status in (SandboxStatus.TERMINATED, SandboxStatus.FAILED)
-            except NotFound:
-                ended = True
-            try:
                 resp = self._events_page(None, last)
             except NotFound:
-                return
+                if first:
+                    raise  # no such sandbox
+                return  # removed while followed
+            first = False
             for e in resp.events:
                 last = max(last, e.seq)
                 yield NetworkEvent._from_proto(e)
