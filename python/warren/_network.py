@@ -133,6 +133,11 @@ def _quote(value: Union[str, bytes]) -> str:
     return "".join(out)
 
 
+def _pyquote(s: str) -> str:
+    """A Python string literal in double quotes (for repr), uncut."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _invalid(message: str) -> InvalidArgument:
     return InvalidArgument(Status.INVALID_ARGUMENT, message)
 
@@ -368,9 +373,9 @@ class _Route:
 
     def __repr__(self) -> str:
         if not self.ports:
-            return f"NetworkPolicy.Route({_quote(self.cidr)})"
+            return f"NetworkPolicy.Route({_pyquote(self.cidr)})"
         ports = ", ".join(f"({a}, {b})" for a, b in self.ports)
-        return f"NetworkPolicy.Route({_quote(self.cidr)}, ports=[{ports}])"
+        return f"NetworkPolicy.Route({_pyquote(self.cidr)}, ports=[{ports}])"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Route) and (self.cidr, self.ports) == (other.cidr, other.ports)
@@ -467,10 +472,10 @@ class NetworkPolicy:
     def __repr__(self) -> str:
         """The Python expression that builds this policy (rules elided as
         ``...`` when there are per-host rules)."""
-        hosts = ", ".join(_quote(h) for h in self.allowed_hosts)
+        hosts = ", ".join(_pyquote(h) for h in self.allowed_hosts)
         if self.host_rules:
-            rules = ", ".join(f"{_quote(h)}: [...]" for h in self.host_rules)
-            plain = ", ".join(f"{_quote(h)}: []" for h in self.allowed_hosts)
+            rules = ", ".join(f"{_pyquote(h)}: [...]" for h in self.host_rules)
+            plain = ", ".join(f"{_pyquote(h)}: []" for h in self.allowed_hosts)
             parts = ["allowed_hosts={" + ", ".join(x for x in (plain, rules) if x) + "}"]
         else:
             parts = [f"allowed_hosts=[{hosts}]"]
