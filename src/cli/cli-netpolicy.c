@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Client-side checks of the network policy flags. The checks are
- * warrend's own (src/net: net_policy_add_host, net_policy_add_route), so a
- * bad entry is refused before any call with the daemon's very words:
- * `allowed_hosts[1]: "*.com": a wildcard needs ...`. The SDK ports the
- * same checks (python/warren/_network.py). */
+ * warrend's own (src/net: the parsers behind net_policy_add_host and
+ * net_policy_add_route), so a bad entry is refused before any call with
+ * the daemon's very words: `allowed_hosts[1]: "*.com": a wildcard needs
+ * ...`. The SDK ports the same checks (python/warren/_network.py). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
