@@ -164,7 +164,7 @@ int egress_confine(struct wr_err *e) {
         if (setrlimit(RLIMIT_NOFILE, &nofile) < 0)
                 (void) 0; /* keep the inherited limit */
         struct rlimit zero = {0, 0};
-        if (setrlimit(RLIMIT_CORE, &zero) < 0 || setrlimit(RLIMIT_FSIZE, &zero) < 0 ||
+        if (setrlimit(RLIMIT_CORE, &zero) < 0 ||
             setrlimit(RLIMIT_MEMLOCK, &zero) < 0 || setrlimit(RLIMIT_MSGQUEUE, &zero) < 0)
                 return err_set(e, -errno, "setrlimit: %m");
         if (chroot(egress_cfg.root) < 0 || chdir("/") < 0)
