@@ -136,19 +136,30 @@ int egress_dns_formerr(const uint8_t *buf, size_t len, uint8_t *out, size_t size
 
 int egress_dns_answer_check(const uint8_t *ans, size_t len, uint16_t id, const uint8_t *qbuf,
                             const struct egress_dns_query *q) {
-        if (len < q->question_end || rd16(ans) != id)
+        if (len < 12 || rd16(ans) != id)
                 return -EBADMSG;
         uint16_t fl = rd16(ans + 2);
-        if (!(fl & 0x8000) || ((fl >> 11) & 0xf) != 0 || rd16(ans + 4) != 1)
+        if (!(fl & 0x8000) || ((fl >> 11) & 0xf) != 0)
+                return -EBADMSG;
+        /* a truncated answer may come without its question (dnslib, some
+         * servers): then nothing but the header */
+        if ((fl & 0x0200) && rd16(ans + 4) == 0)
+                return len == 12 && rd16(ans + 6) == 0 && rd16(ans + 8) == 0 && rd16(ans + 10) == 0
+                               ? 0
+                               : -EBADMSG;
+        if (len < q->question_end || rd16(ans + 4) != 1)
                 return -EBADMSG;
         /* the question: same length (no compression in it), same bytes but
          * for the case of letters */
+        size_t name_end = q->question_end - 4;
         for (size_t i = 12; i < q->question_end; i++) {
                 uint8_t a = ans[i], b = qbuf[i];
-                if (a >= 'A' && a <= 'Z')
-                        a += 32;
-                if (b >= 'A' && b <= 'Z')
-                        b += 32;
+                if (i < name_end) {
+                        if (a >= 'A' && a <= 'Z')
+                                a += 32;
+                        if (b >= 'A' && b <= 'Z')
+                                b += 32;
+                }
                 if (a != b)
                         return -EBADMSG;
         }

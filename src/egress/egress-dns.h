@@ -67,7 +67,8 @@ int egress_dns_formerr(const uint8_t *buf, size_t len, uint8_t *out, size_t size
 
 /* Does ans (len bytes, from upstream) answer the query whose question is
  * qbuf[12..q->question_end) under id? Checks QR = 1, opcode 0, QDCOUNT 1, the
- * same question (name compared case-insensitively, same type and class).
- * Returns 0, or -EBADMSG. */
+ * same question (name compared case-insensitively, same type and class);
+ * a truncated (TC) answer may instead carry no question and no records at
+ * all. Returns 0, or -EBADMSG. */
 int egress_dns_answer_check(const uint8_t *ans, size_t len, uint16_t id, const uint8_t *qbuf,
                             const struct egress_dns_query *q);

@@ -427,6 +427,30 @@ static void decide_addr(struct conn *c) {
         dial(c);
 }
 
+/* The connection named an IP literal (SNI or Host): that address is
+ * decided on too (169.254.169.254 in any notation is refused whatever the
+ * sandbox dialed), and it must be the address dialed (else 421). */
+static void decide_literal(struct conn *c, const struct net_addr *lit) {
+        struct net_decision d;
+        struct net_addr a, b;
+        decide_one(c, NULL, lit, &d);
+        if (d.verdict != NET_VERDICT_ALLOW) {
+                c->decided = true;
+                egress_addr_from_net(&c->ev.dialed, lit);
+                c->ev.port = c->oport;
+                refuse(c, 403, d.rule, d.reason);
+                return;
+        }
+        net_addr_normalize(lit, &a);
+        net_addr_normalize(&c->odst, &b);
+        if (!net_addr_equal(&a, &b)) {
+                c->decided = true;
+                refuse(c, 421, "literal", "names another address than the one dialed");
+                return;
+        }
+        decide_addr(c);
+}
+
 void egress_conn_decide_raw(struct conn *c);
 void egress_conn_decide_raw(struct conn *c) {
         uv_poll_stop(&c->cpoll);
@@ -545,8 +569,10 @@ static void classify(struct conn *c) {
                         if (h.sni.kind == NET_HOST_NAME) {
                                 c->name = h.sni;
                                 decide_name(c);
-                                return;
+                        } else {
+                                decide_literal(c, &h.sni.addr);
                         }
+                        return;
                 }
                 decide_addr(c);
                 return;
@@ -601,6 +627,10 @@ static void classify(struct conn *c) {
                 if (has_host && host.kind == NET_HOST_NAME) {
                         c->name = host;
                         decide_name(c);
+                        return;
+                }
+                if (has_host) {
+                        decide_literal(c, &host.addr);
                         return;
                 }
                 decide_addr(c);
