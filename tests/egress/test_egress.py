@@ -562,3 +562,98 @@ def test_control_socket_close_exits(egress, sandbox, fakenet, ctl):
     assert code != 200
     fakenet.assert_nothing_seen(m)
     egress.start()
+
+
+# --- the control protocol, from warrend's side ----------------------------------
+
+def _raw_request(ctl, data, mid):
+    ctl.send_raw(data)
+    return ctl.wait_reply(mid)
+
+
+def test_ctl_ping_pong_counts(sandbox, ctl):
+    sandbox.set(OPEN)
+    r = ctl.ping()
+    assert r[1] == "pong" and r[2] >= 1 and r[4] == 0   # sandboxes, conns, dropped
+
+
+def test_ctl_unknown_type_refused(ctl):
+    H = egressctl.HDR
+    r = _raw_request(ctl, H.pack(egressctl.MAGIC, 0x42, 0, 0, 777), 777)
+    assert r[1] == "result" and r[2] == 95, r          # EOPNOTSUPP
+    r = _raw_request(ctl, H.pack(egressctl.MAGIC, egressctl.READY, 0, 0, 778), 778)
+    assert r[2] == 95, r                                # a reply type is no request
+
+
+def test_ctl_header_checks(ctl):
+    H = egressctl.HDR
+    r = _raw_request(ctl, H.pack(egressctl.MAGIC, egressctl.PING, 0, 1, 801), 801)
+    assert r[2] == 74 and "reserved" in r[3], r         # EBADMSG
+    r = _raw_request(ctl, H.pack(egressctl.MAGIC, egressctl.PING, 5, 0, 802), 802)
+    assert r[2] == 74, r                                # length mismatch
+    r = _raw_request(ctl, H.pack(0x12345678, egressctl.PING, 0, 0, 803), 803)
+    assert r[2] == 74, r                                # magic
+    r = _raw_request(ctl, H.pack(egressctl.MAGIC, egressctl.PING, 1, 0, 804) + b"x", 804)
+    assert r[2] == 74, r                                # PING with a payload
+    assert ctl.ping()[1] == "pong"                      # and the process lives on
+
+
+def test_ctl_policy_set_validation(sandbox, ctl):
+    a = [sandbox.net.addr4]
+    pol = egressctl.encode_policy(["github.com"])
+    for sid in ["", "a" * 64, "bad id", "x/y"]:
+        r = ctl.policy_set(sid, a, ENFORCE, pol, check=False)
+        assert r[2] != 0, (sid, r)
+    assert ctl.policy_set("ok", a, OPEN, pol, check=False)[2] != 0      # policy without ENFORCE
+    assert ctl.policy_set("ok", a, ENFORCE, None, check=False)[2] != 0  # ENFORCE without policy
+    assert ctl.policy_set("ok", [], OPEN, None, check=False)[2] != 0    # no address
+    assert ctl.policy_set("ok", a * 2, OPEN, None, check=False)[2] != 0  # repeated address
+    assert ctl.policy_set("ok", a, 9, None, check=False)[2] != 0        # unknown mode
+    bad = egressctl.encode_policy(["*.com"])
+    r = ctl.policy_set("ok", a, ENFORCE, bad, check=False)
+    assert r[2] == 74 and "*.com" in r[3], r
+    # reserved bytes of an address
+    payload = egressctl.SET.pack(b"ok", OPEN, 1, 0, 0) + b"\x04\x01\x00\x00" + bytes(16)
+    r = ctl.request(egressctl.POLICY_SET, payload)
+    assert r[2] == 74, r
+    # trailing garbage after the sandbox id's NUL
+    payload = egressctl.SET.pack(b"ok\0x", OPEN, 1, 0, 0) + egressctl.encode_addr(sandbox.net.addr4)
+    assert ctl.request(egressctl.POLICY_SET, payload)[2] == 74
+
+
+def test_ctl_address_owned_by_one_sandbox(sandbox, ctl):
+    sandbox.set(OPEN)
+    r = ctl.policy_set("other", [sandbox.net.addr4], OPEN, check=False)
+    assert r[2] == 17 and "sb-test" in r[3], r          # EEXIST
+    assert ctl.policy_del("nope")[2] == 2               # ENOENT
+
+
+def test_ctl_policy_replace_applies_to_new_connections(sandbox, fakenet, ctl):
+    sandbox.enforce("github.com")
+    assert sandbox.curl("https://github.com/echo")[1] == 200
+    sandbox.enforce("pypi.org")
+    m = fakenet.mark()
+    assert sandbox.curl("https://github.com/echo")[0] != 0
+    fakenet.assert_nothing_seen(m)
+    assert sandbox.curl("https://pypi.org/echo")[1] == 200
+
+
+def test_events_fields_for_refused_and_dns(sandbox, fakenet, ctl):
+    sandbox.enforce("github.com")
+    em = ctl.mark()
+    t0 = time.time_ns()
+    sandbox.curl("https://github.com/echo")
+    sandbox.curl("http://github.com/echo", "-X", "TRACE")
+    evs = ctl.events_since(em)
+    dns = [e for e in evs if e["kind"] == "dns"]
+    assert dns and all(e["host"] == "github.com" and e["verdict"] == "allow" for e in dns)
+    assert {e["port"] for e in dns} <= {1, 28}
+    tcp = [e for e in evs if e["kind"] == "tcp"]
+    ok = [e for e in tcp if e["verdict"] == "allow"]
+    no = [e for e in tcp if e["verdict"] == "deny"]
+    assert len(ok) == 1 and len(no) == 1, tcp
+    assert no[0]["host"] == "github.com" and "TRACE" in no[0]["reason"] and no[0]["bytes_up"] == 0
+    for e in evs:
+        assert e["reserved"] == (0, 0) and e["sandbox"] == "sb-test" and e["time_ns"] >= t0
+    seqs = [e["seq"] for e in evs]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
