@@ -93,10 +93,18 @@ def latency(argv, ip, n):
     return statistics.median(xs), pct(xs, 99)
 
 
+def sys_busy():
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return sum(f) - f[3] - f[4], sum(f)
+
+
 def download(argv, url):
+    b0, t0 = sys_busy()
     r = subprocess.run(argv(["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download} %{time_total}", url]),
                        capture_output=True, text=True, timeout=600, check=True)
     size, t = r.stdout.split()
+    b1, t1 = sys_busy()
+    download.busy = (b1 - b0) / max(1, t1 - t0)
     return int(size) / float(t) / 1e6
 
 
@@ -151,7 +159,13 @@ def main():
               f"p99 {d99:.3f} ms; proxy p50 {p50:.3f} ms p99 {p99:.3f} ms; added p50 {p50 - d50:.3f} ms "
               f"p99 {p99 - d99:.3f} ms")
         dd = download(nat.argv, url)
+        dbusy = download.busy
+        cpu0 = proc_cpu(eg.proc.pid)
+        t0 = time.perf_counter()
         pd = download(sb.argv, url_named)
+        cpu = proc_cpu(eg.proc.pid) - cpu0
+        print(f"CPUs busy: direct NAT {100 * dbusy:.0f}%, proxied {100 * download.busy:.0f}% "
+              f"(warren-egress itself {100 * cpu / (time.perf_counter() - t0):.0f}% of one core)")
         print(f"download {a.gib:g} GiB: direct NAT {dd:.0f} MB/s; proxy {pd:.0f} MB/s ({100 * pd / dd:.0f}% of direct)")
         cd, nd = concurrent(nat.argv, url.rsplit("/", 1)[0] + f"/{n_bytes // a.conns}", a.conns)
         cp, npx = concurrent(sb.argv, per, a.conns)
@@ -166,6 +180,11 @@ def main():
         nat.destroy()
         sb.destroy()
         bed.stop()
+
+
+def proc_cpu(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def conftest_rss(pid):

@@ -74,6 +74,7 @@ enum conn_proto {
 
 struct dir {
         int pipe[2];
+        size_t pipe_size; /* what the pipe holds at most */
         size_t in_pipe;
         bool eof, shut;
         bool want_read, want_write;
@@ -229,51 +230,53 @@ static void on_timeout(uv_timer_t *t) {
 
 /* --- relay --- */
 
+/* Move what can be moved from -> pipe -> to without blocking. Reading and
+ * writing overlap: the pipe is refilled while it still holds data. Sets
+ * want_read / want_write for the poll masks; a negative errno on a socket
+ * error. */
 static int pump(int from, int to, struct dir *d) {
-        d->want_read = d->want_write = false;
+        bool read_again = false;
         for (int round = 0; round < PUMP_ROUNDS; round++) {
+                bool progress = false;
+                read_again = false;
+                if (!d->eof && d->in_pipe < d->pipe_size) {
+                        ssize_t n = splice(from, NULL, d->pipe[1], NULL, d->pipe_size - d->in_pipe,
+                                           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                        if (n > 0) {
+                                d->in_pipe += (size_t) n;
+                                progress = true;
+                        } else if (n == 0) {
+                                d->eof = true;
+                                progress = true;
+                        } else if (errno == EAGAIN) {
+                                read_again = true;
+                        } else {
+                                return -errno;
+                        }
+                }
                 if (d->in_pipe > 0) {
                         ssize_t n = splice(d->pipe[0], NULL, to, NULL, d->in_pipe,
                                            SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
                         if (n > 0) {
                                 d->in_pipe -= (size_t) n;
                                 d->bytes += (uint64_t) n;
-                                continue;
+                                progress = true;
+                        } else if (n == 0 || errno != EAGAIN) {
+                                return n < 0 ? -errno : -EPIPE;
                         }
-                        if (n < 0 && errno == EAGAIN) {
-                                d->want_write = true;
-                                return 0;
-                        }
-                        return n < 0 ? -errno : -EPIPE;
                 }
-                if (d->eof) {
-                        if (!d->shut) {
-                                shutdown(to, SHUT_WR);
-                                d->shut = true;
-                        }
-                        return 0;
+                if (d->eof && d->in_pipe == 0 && !d->shut) {
+                        shutdown(to, SHUT_WR);
+                        d->shut = true;
                 }
-                ssize_t n = splice(from, NULL, d->pipe[1], NULL, PIPE_SIZE,
-                                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-                if (n > 0) {
-                        d->in_pipe += (size_t) n;
-                        continue;
-                }
-                if (n == 0) {
-                        d->eof = true;
-                        continue;
-                }
-                if (errno == EAGAIN) {
-                        d->want_read = true;
-                        return 0;
-                }
-                return -errno;
+                if (!progress)
+                        break;
         }
-        /* fairness: come back through the loop */
-        if (d->in_pipe > 0)
-                d->want_write = true;
-        else
-                d->want_read = true;
+        d->want_write = d->in_pipe > 0;
+        /* EAGAIN with data in the pipe may mean the pipe is full: then wait
+         * for the writer to drain it instead of spinning on a readable
+         * socket */
+        d->want_read = !d->eof && d->in_pipe < d->pipe_size && (d->in_pipe == 0 || !read_again);
         return 0;
 }
 
@@ -313,7 +316,12 @@ static void relay_cb(uv_poll_t *p, int status, int events) {
 static int make_pipe(struct dir *d) {
         if (pipe2(d->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
                 return -errno;
-        (void) fcntl(d->pipe[1], F_SETPIPE_SZ, PIPE_SIZE);
+        /* 1 MiB when the user's pipe budget allows (fs.pipe-user-pages-soft),
+         * else the default */
+        int sz = fcntl(d->pipe[1], F_SETPIPE_SZ, PIPE_SIZE);
+        if (sz < 0)
+                sz = fcntl(d->pipe[1], F_GETPIPE_SZ);
+        d->pipe_size = sz > 0 ? (size_t) sz : 65536;
         return 0;
 }
 
