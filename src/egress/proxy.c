@@ -46,8 +46,24 @@ struct ares_watch {
         struct ares_watch *next;
 };
 
+#define ANSWERS_MAX 32
+#define CACHE_SIZE 128
+#define CACHE_TTL_MAX_MS 30000
+
+/* A worker's cache of host-side resolutions, kept for the answers' TTL
+ * (at most CACHE_TTL_MAX_MS; TTL 0 is never cached). Cached answers are
+ * decided on again for every connection, like fresh ones. */
+struct cache_entry {
+        char name[NET_HOST_MAX + 1];
+        uint64_t expires; /* uv_now() ms; 0 = free */
+        size_t n;
+        struct net_addr addrs[ANSWERS_MAX];
+};
+
 struct worker {
         unsigned idx;
+        struct cache_entry cache[CACHE_SIZE];
+        unsigned cache_next;
         uv_loop_t loop;
         pthread_t thread;
         ares_channel ares;
@@ -466,6 +482,58 @@ void egress_conn_decide_raw(struct conn *c) {
         decide_addr(c);
 }
 
+/* Decide on every answer for the name; dial one that passed (the original
+ * family first), never the original destination. Any refused answer
+ * refuses the connection (a name that also points at loopback or the
+ * metadata address is not trusted for its other answers either). */
+static void decide_answers(struct conn *c, const struct net_addr *addrs, size_t n) {
+        bool have = false;
+        struct net_decision ok = {0};
+        for (size_t i = 0; i < n; i++) {
+                struct net_decision d;
+                decide_one(c, c->name.name, &addrs[i], &d);
+                if (d.verdict != NET_VERDICT_ALLOW) {
+                        egress_addr_from_net(&c->ev.dialed, &addrs[i]);
+                        c->ev.port = c->oport;
+                        char reason[EGRESS_REASON_MAX];
+                        snprintf(reason, sizeof(reason), "an answer is refused: %s", d.reason);
+                        refuse(c, 403, d.rule, reason);
+                        return;
+                }
+                if (!have || (c->dial.family != c->odst.family && addrs[i].family == c->odst.family)) {
+                        if (!have)
+                                ok = d;
+                        c->dial = addrs[i];
+                        have = true;
+                }
+        }
+        if (!have) {
+                refuse(c, 502, "resolve", "no usable address");
+                return;
+        }
+        set_reason(c, NET_VERDICT_ALLOW, ok.rule, ok.reason);
+        dial(c);
+}
+
+static const struct cache_entry *cache_find(struct worker *w, const char *name) {
+        uint64_t now = uv_now(&w->loop);
+        for (size_t i = 0; i < CACHE_SIZE; i++)
+                if (w->cache[i].expires > now && strcmp(w->cache[i].name, name) == 0)
+                        return &w->cache[i];
+        return NULL;
+}
+
+static void cache_put(struct worker *w, const char *name, const struct net_addr *addrs, size_t n,
+                      unsigned ttl_s) {
+        if (ttl_s == 0 || n == 0)
+                return;
+        struct cache_entry *ce = &w->cache[w->cache_next++ % CACHE_SIZE];
+        snprintf(ce->name, sizeof(ce->name), "%s", name);
+        ce->n = n;
+        memcpy(ce->addrs, addrs, n * sizeof(addrs[0]));
+        ce->expires = uv_now(&w->loop) + MIN((uint64_t) ttl_s * 1000, (uint64_t) CACHE_TTL_MAX_MS);
+}
+
 static void resolved_cb(void *arg, int status, int timeouts, struct ares_addrinfo *res) {
         struct conn *c = arg;
         c->resolving = false;
@@ -482,41 +550,28 @@ static void resolved_cb(void *arg, int status, int timeouts, struct ares_addrinf
                                                                    : "name resolution failed");
                 return;
         }
-        /* Every answer must pass; dial one of them (the original family
-         * first), never the original destination. */
-        bool have = false;
-        struct net_decision ok = {0};
-        for (struct ares_addrinfo_node *n = res->nodes; n; n = n->ai_next) {
-                struct net_addr a;
-                uint16_t port;
-                if (n->ai_family != AF_INET && n->ai_family != AF_INET6)
+        struct net_addr addrs[ANSWERS_MAX];
+        size_t n = 0;
+        int ttl = INT32_MAX;
+        bool too_many = false;
+        for (struct ares_addrinfo_node *nd = res->nodes; nd; nd = nd->ai_next) {
+                if (nd->ai_family != AF_INET && nd->ai_family != AF_INET6)
                         continue;
-                egress_sockaddr_to_net(n->ai_addr, &a, &port);
-                struct net_decision d;
-                decide_one(c, c->name.name, &a, &d);
-                if (d.verdict != NET_VERDICT_ALLOW) {
-                        ares_freeaddrinfo(res);
-                        egress_addr_from_net(&c->ev.dialed, &a);
-                        c->ev.port = c->oport;
-                        char reason[EGRESS_REASON_MAX];
-                        snprintf(reason, sizeof(reason), "an answer is refused: %s", d.reason);
-                        refuse(c, 403, d.rule, reason);
-                        return;
+                if (n == ANSWERS_MAX) {
+                        too_many = true;
+                        break;
                 }
-                if (!have || (c->dial.family != c->odst.family && a.family == c->odst.family)) {
-                        if (!have)
-                                ok = d;
-                        c->dial = a;
-                        have = true;
-                }
+                uint16_t port;
+                egress_sockaddr_to_net(nd->ai_addr, &addrs[n++], &port);
+                ttl = MIN(ttl, nd->ai_ttl);
         }
         ares_freeaddrinfo(res);
-        if (!have) {
-                refuse(c, 502, "resolve", "no usable address");
+        if (too_many) {
+                refuse(c, 502, "resolve", "too many answers");
                 return;
         }
-        set_reason(c, NET_VERDICT_ALLOW, ok.rule, ok.reason);
-        dial(c);
+        cache_put(c->w, c->name.name, addrs, n, ttl > 0 ? (unsigned) ttl : 0);
+        decide_answers(c, addrs, n);
 }
 
 static void decide_name(struct conn *c) {
@@ -536,6 +591,14 @@ static void decide_name(struct conn *c) {
                 set_reason(c, NET_VERDICT_ALLOW, d.rule, d.reason);
                 c->dial = c->odst;
                 dial(c);
+                return;
+        }
+        const struct cache_entry *ce = cache_find(c->w, c->name.name);
+        if (ce) {
+                struct net_addr addrs[ANSWERS_MAX];
+                size_t n = ce->n;
+                memcpy(addrs, ce->addrs, n * sizeof(addrs[0]));
+                decide_answers(c, addrs, n);
                 return;
         }
         char fq[NET_HOST_MAX + 2];
