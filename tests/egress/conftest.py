@@ -91,6 +91,10 @@ class Egress:
             os.rmdir(self.root)
         except OSError:
             pass
+        try:
+            os.unlink(self.log_path)
+        except OSError:
+            pass
 
 
 def _deprecate_barrier_src(bed):

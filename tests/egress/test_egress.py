@@ -657,3 +657,107 @@ def test_events_fields_for_refused_and_dns(sandbox, fakenet, ctl):
         assert e["reserved"] == (0, 0) and e["sandbox"] == "sb-test" and e["time_ns"] >= t0
     seqs = [e["seq"] for e in evs]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+
+# --- first bytes ----------------------------------------------------------------
+
+def test_server_first_protocol_decided_as_raw(sandbox, fakenet, ctl):
+    """A client that sends nothing (SSH, SMTP: the server speaks first) is
+    decided by address after --first-byte-ms, then relayed."""
+    sandbox.enforce(allowed=[(f"198.18.{fakenet.slot}.0/24", [(7, 7)])])
+    em = ctl.mark()
+    code = f"""
+import socket, time
+s = socket.create_connection(({fakenet.addr("example.test")!r}, 7), timeout=5)
+time.sleep(1.0)
+s.sendall(b"late")
+print(s.recv(10))
+"""
+    r = sandbox.python(code)
+    assert r.stdout.strip() == "b'late'", r
+    ev = ctl.wait_event(em, kind="tcp", port=7)
+    assert ev["verdict"] == "allow" and ev["rule"].startswith("allowed_routes[0]")
+
+
+def test_tls_hello_split_over_segments(sandbox, fakenet, ctl):
+    sandbox.enforce("github.com")
+    code = f"""
+import socket, ssl, time
+ctx = ssl.create_default_context()
+inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+obj = ctx.wrap_bio(inc, out, server_hostname="github.com")
+try:
+    obj.do_handshake()
+except ssl.SSLWantReadError:
+    pass
+hello = out.read()
+s = socket.create_connection(({fakenet.addr("github.com")!r}, 443), timeout=5)
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+for i in range(0, len(hello), 7):
+    s.sendall(hello[i:i + 7])
+    time.sleep(0.002)
+print(s.recv(5)[:1].hex())
+"""
+    r = sandbox.python(code)
+    assert r.stdout.strip() == "16", r     # a ServerHello record came back
+
+
+def test_tls_sni_ip_literal_of_metadata_reset(sandbox, fakenet, ctl):
+    """An SNI that is the metadata address in hex (a ClientHello for
+    "github.com" with its 10 name bytes replaced by "0xa9fea9fe"): decided
+    as that address, refused with a reset."""
+    sandbox.set(ENFORCE, hosts=["*"])
+    m, em = fakenet.mark(), ctl.mark()
+    code = f"""
+import socket, ssl
+ctx = ssl.create_default_context()
+inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+obj = ctx.wrap_bio(inc, out, server_hostname="github.com")
+try:
+    obj.do_handshake()
+except ssl.SSLWantReadError:
+    pass
+hello = out.read()
+assert hello.count(b"github.com") == 1
+hello = hello.replace(b"github.com", b"0xa9fea9fe")
+s = socket.create_connection(({fakenet.addr("example.test")!r}, 443), timeout=5)
+s.sendall(hello)
+try:
+    print("got", s.recv(5))
+except Exception as e:
+    print("ERR", type(e).__name__)
+"""
+    r = sandbox.python(code)
+    assert r.stdout.strip() in ("ERR ConnectionResetError", "got b''"), r
+    ev = ctl.wait_event(em, kind="tcp", sni="169.254.169.254")
+    assert ev["verdict"] == "deny" and "169.254" in ev["rule"], ev
+    fakenet.assert_nothing_seen(m)
+
+
+def test_h2c_upgrade_refused(sandbox, fakenet, ctl):
+    sandbox.enforce("github.com")
+    m = fakenet.mark()
+    st = raw_http(sandbox, fakenet.addr("github.com"), 80,
+                  b"GET / HTTP/1.1\r\nHost: github.com\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                  b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
+    assert st.startswith("HTTP/1.1 400"), st
+    assert_no_connection(fakenet, m)
+
+
+def test_oversized_head_refused(sandbox, fakenet, ctl):
+    sandbox.enforce("github.com")
+    m = fakenet.mark()
+    req = b"GET / HTTP/1.1\r\nHost: github.com\r\n" + b"X-Pad: " + b"a" * 70000 + b"\r\n\r\n"
+    out = raw_connect(sandbox, fakenet.addr("github.com"), 80, req)
+    assert "200 OK" not in out
+    fakenet.assert_nothing_seen(m)
+
+
+def test_cached_answers_decided_again(sandbox, fakenet, ctl):
+    sandbox.enforce("github.com")
+    assert sandbox.curl("https://github.com/echo")[1] == 200
+    sandbox.enforce("github.com", denied=[fakenet.addr("github.com", 4) + "/32",
+                                          fakenet.addr("github.com", 6) + "/128"])
+    m = fakenet.mark()
+    assert sandbox.curl("https://github.com/echo")[0] != 0
+    assert_no_connection(fakenet, m)
