@@ -78,21 +78,27 @@ void egress_sb_unref(struct egress_sb *sb);
 unsigned egress_sb_count(void);
 
 /* --- events (main.c) --- */
-/* Stamp ev with the time and send it on the control socket (any thread).
- * Dropped (and counted) when the socket is full. */
+/* Stamp ev with the time and send it on the control socket (any thread;
+ * one mutex); logged at debug level. Dropped (and counted, PONG) when the
+ * socket is full: it never blocks a loop. */
 void egress_event_send(struct egress_event *ev);
-/* Log a line at debug level with the event (stderr). */
+/* Fill ev's sandbox id, mode and source address (sb NULL: unknown source,
+ * id "" and mode 0). */
 void egress_event_fill_sb(struct egress_event *ev, const struct egress_sb *sb,
                           const struct net_addr *src);
 
 /* --- proxy.c --- */
-/* Start cfg.threads workers; each takes its own c-ares channel made before
- * confinement (egress_proxy_prepare), the rest after. */
+/* egress_proxy_prepare (before confinement): for each of cfg.threads
+ * workers a libuv loop, a c-ares channel on cfg's upstreams and a poll
+ * handle per listening fd. egress_proxy_start (after): start the worker
+ * threads (they run until the process exits). Negative errno with a
+ * message; the process exits on failure, so nothing is unwound. */
 int egress_proxy_prepare(struct wr_err *e);
 int egress_proxy_start(struct wr_err *e);
 
 /* --- resolver.c --- */
-/* Serve DNS on cfg.dns_fds in loop (the main loop). */
+/* Serve DNS on cfg.dns_fds in loop (the main loop, which must then run on
+ * this thread only). Negative errno with a message for an unusable fd. */
 struct uv_loop_s;
 int egress_resolver_start(struct uv_loop_s *loop, struct wr_err *e);
 
@@ -102,8 +108,10 @@ int egress_resolver_start(struct uv_loop_s *loop, struct wr_err *e);
  * rlimits, the seccomp allowlist. Called once, by the only thread. */
 int egress_confine(struct wr_err *e);
 
-/* sockaddr <-> net_addr (IPv4-mapped IPv6 decoded to IPv4). */
+/* sockaddr <-> net_addr (IPv4-mapped IPv6 decoded to IPv4); the port in
+ * host order. egress_net_to_sockaddr returns the sockaddr's length. */
 void egress_sockaddr_to_net(const struct sockaddr *sa, struct net_addr *ret, uint16_t *port);
 socklen_t egress_net_to_sockaddr(const struct net_addr *a, uint16_t port,
                                  struct sockaddr_storage *ret);
+/* CLOCK_REALTIME in nanoseconds (event time stamps). */
 uint64_t egress_now_ns(void);

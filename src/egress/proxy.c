@@ -126,6 +126,7 @@ static const char http_fmt[] = "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nCo
                                "Content-Length: %zu\r\n\r\n%s";
 
 static void conn_close(struct conn *c, bool reset);
+static void decide_raw(struct conn *c);
 
 static void handle_closed(uv_handle_t *h) {
         struct conn *c = h->data;
@@ -226,8 +227,7 @@ static void on_timeout(uv_timer_t *t) {
         case C_HEAD:
                 if (c->len == 0) {
                         /* nothing sent: a server-first protocol, decided as raw TCP */
-                        extern void egress_conn_decide_raw(struct conn *);
-                        egress_conn_decide_raw(c);
+                        decide_raw(c);
                         return;
                 }
                 refuse(c, 400, "head", "timed out reading the first bytes");
@@ -475,8 +475,7 @@ static void decide_literal(struct conn *c, const struct net_addr *lit) {
         decide_addr(c);
 }
 
-void egress_conn_decide_raw(struct conn *c);
-void egress_conn_decide_raw(struct conn *c) {
+static void decide_raw(struct conn *c) {
         uv_poll_stop(&c->cpoll);
         c->proto = P_RAW;
         decide_addr(c);
@@ -627,7 +626,7 @@ static void classify(struct conn *c) {
         if (c->buf[0] == 0x16) {
                 struct net_tls_hello h;
                 int r = net_tls_sni(c->buf, c->len, &h, &e);
-                if (r == -EAGAIN && c->len < c->cap)
+                if (r == -EAGAIN && c->len < HEAD_CAP)
                         return;
                 uv_poll_stop(&c->cpoll);
                 c->proto = P_TLS;
@@ -658,7 +657,7 @@ static void classify(struct conn *c) {
                         return;
                 }
                 int r = net_http_head_parse((const char *) c->buf, c->len, h, &e);
-                if (r == -EAGAIN && c->len < c->cap) {
+                if (r == -EAGAIN && c->len < HEAD_CAP) {
                         free(h);
                         return;
                 }
@@ -741,10 +740,9 @@ static void head_cb(uv_poll_t *p, int status, int events) {
         if (c->len == 0)
                 uv_timer_start(&c->timer, on_timeout, egress_cfg.head_timeout_ms, 0);
         c->len += (size_t) n;
-        if (c->len == c->cap && c->cap < HEAD_CAP)
-                return; /* grow and read more first */
         classify(c);
-        if (c->state == C_HEAD && c->len == c->cap) /* full and undecided */
+        /* undecided with a full buffer: grown on the next read, up to the cap */
+        if (c->state == C_HEAD && c->len == HEAD_CAP)
                 refuse(c, 400, "head", "first bytes too long");
 }
 

@@ -203,7 +203,7 @@ static void fwd_poll_cb(uv_poll_t *p, int status, int events) {
                 return;
         }
         if (!f->tcp) {
-                uint8_t buf[4096];
+                static uint8_t buf[EGRESS_DNS_MSG_MAX]; /* the main loop's thread only */
                 ssize_t n = recv(f->fd, buf, sizeof(buf), MSG_DONTWAIT);
                 if (n < 0 && errno == EAGAIN)
                         return;

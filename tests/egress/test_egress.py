@@ -761,3 +761,16 @@ def test_cached_answers_decided_again(sandbox, fakenet, ctl):
     m = fakenet.mark()
     assert sandbox.curl("https://github.com/echo")[0] != 0
     assert_no_connection(fakenet, m)
+
+
+def test_head_ending_at_buffer_boundaries(sandbox, fakenet, ctl):
+    """A request head exactly as long as the proxy's first read buffer (and
+    its later sizes) is decided at once, not after the head timeout."""
+    sandbox.enforce("github.com")
+    base = b"GET /echo HTTP/1.1\r\nHost: github.com\r\nX-Pad: "
+    for total in (4096, 16384, 65535):
+        pad = total - len(base) - 4
+        t = time.time()
+        st = raw_http(sandbox, fakenet.addr("github.com"), 80, base + b"a" * pad + b"\r\n\r\n")
+        assert st.startswith("HTTP/1.1 200"), (total, st)
+        assert time.time() - t < 5
