@@ -37,8 +37,8 @@ static int check_root(const char *dir, struct wr_err *e) {
         struct stat st;
         if (fstat(fd, &st) < 0 || st.st_uid != 0 || (st.st_mode & 0022)) {
                 close(fd);
-                return err_set(e, -EPERM, "--root %s: must be owned by root, not group/other writable",
-                               dir);
+                return err_set(e, -EPERM,
+                               "--root %s: must be owned by root, not group/other writable", dir);
         }
         DIR *d = fdopendir(fd);
         if (!d) {
@@ -83,26 +83,66 @@ static int lookup_ids(uid_t *uid, gid_t *gid, struct wr_err *e) {
 
 static int install_seccomp(struct wr_err *e) {
         static const int allow[] = {
-                SCMP_SYS(read),          SCMP_SYS(write),        SCMP_SYS(readv),
-                SCMP_SYS(writev),        SCMP_SYS(close),        SCMP_SYS(recvfrom),
-                SCMP_SYS(sendto),        SCMP_SYS(recvmsg),      SCMP_SYS(sendmsg),
-                SCMP_SYS(recvmmsg),      SCMP_SYS(sendmmsg),     SCMP_SYS(shutdown),
-                SCMP_SYS(accept4),       SCMP_SYS(connect),      SCMP_SYS(getsockopt),
-                SCMP_SYS(setsockopt),    SCMP_SYS(getsockname),  SCMP_SYS(getpeername),
-                SCMP_SYS(splice),        SCMP_SYS(pipe2),        SCMP_SYS(fcntl),
-                SCMP_SYS(epoll_create1), SCMP_SYS(epoll_ctl),    SCMP_SYS(epoll_wait),
-                SCMP_SYS(epoll_pwait),   SCMP_SYS(eventfd2),     SCMP_SYS(poll),
-                SCMP_SYS(ppoll),         SCMP_SYS(clock_gettime), SCMP_SYS(clock_nanosleep),
-                SCMP_SYS(nanosleep),     SCMP_SYS(gettimeofday), SCMP_SYS(getrandom),
-                SCMP_SYS(futex),         SCMP_SYS(munmap),       SCMP_SYS(mremap),
-                SCMP_SYS(madvise),       SCMP_SYS(brk),          SCMP_SYS(rt_sigreturn),
-                SCMP_SYS(rt_sigprocmask), SCMP_SYS(sigaltstack), SCMP_SYS(exit),
-                SCMP_SYS(exit_group),    SCMP_SYS(getpid),       SCMP_SYS(gettid),
-                SCMP_SYS(tgkill),        SCMP_SYS(sched_yield),  SCMP_SYS(restart_syscall),
-                SCMP_SYS(set_robust_list), SCMP_SYS(rseq),       SCMP_SYS(fstat),
-                SCMP_SYS(newfstatat),    SCMP_SYS(lseek),        SCMP_SYS(sched_getaffinity),
-                SCMP_SYS(getuid),        SCMP_SYS(geteuid),      SCMP_SYS(getgid),
-                SCMP_SYS(getegid),       SCMP_SYS(uname),        SCMP_SYS(prlimit64),
+                SCMP_SYS(read),
+                SCMP_SYS(write),
+                SCMP_SYS(readv),
+                SCMP_SYS(writev),
+                SCMP_SYS(close),
+                SCMP_SYS(recvfrom),
+                SCMP_SYS(sendto),
+                SCMP_SYS(recvmsg),
+                SCMP_SYS(sendmsg),
+                SCMP_SYS(recvmmsg),
+                SCMP_SYS(sendmmsg),
+                SCMP_SYS(shutdown),
+                SCMP_SYS(accept4),
+                SCMP_SYS(connect),
+                SCMP_SYS(getsockopt),
+                SCMP_SYS(setsockopt),
+                SCMP_SYS(getsockname),
+                SCMP_SYS(getpeername),
+                SCMP_SYS(splice),
+                SCMP_SYS(pipe2),
+                SCMP_SYS(fcntl),
+                SCMP_SYS(epoll_create1),
+                SCMP_SYS(epoll_ctl),
+                SCMP_SYS(epoll_wait),
+                SCMP_SYS(epoll_pwait),
+                SCMP_SYS(eventfd2),
+                SCMP_SYS(poll),
+                SCMP_SYS(ppoll),
+                SCMP_SYS(clock_gettime),
+                SCMP_SYS(clock_nanosleep),
+                SCMP_SYS(nanosleep),
+                SCMP_SYS(gettimeofday),
+                SCMP_SYS(getrandom),
+                SCMP_SYS(futex),
+                SCMP_SYS(munmap),
+                SCMP_SYS(mremap),
+                SCMP_SYS(madvise),
+                SCMP_SYS(brk),
+                SCMP_SYS(rt_sigreturn),
+                SCMP_SYS(rt_sigprocmask),
+                SCMP_SYS(sigaltstack),
+                SCMP_SYS(exit),
+                SCMP_SYS(exit_group),
+                SCMP_SYS(getpid),
+                SCMP_SYS(gettid),
+                SCMP_SYS(tgkill),
+                SCMP_SYS(sched_yield),
+                SCMP_SYS(restart_syscall),
+                SCMP_SYS(set_robust_list),
+                SCMP_SYS(rseq),
+                SCMP_SYS(fstat),
+                SCMP_SYS(newfstatat),
+                SCMP_SYS(lseek),
+                SCMP_SYS(sched_getaffinity),
+                SCMP_SYS(getuid),
+                SCMP_SYS(geteuid),
+                SCMP_SYS(getgid),
+                SCMP_SYS(getegid),
+                SCMP_SYS(uname),
+                SCMP_SYS(prlimit64),
         };
         scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
         if (!ctx)
@@ -150,7 +190,8 @@ static int install_seccomp(struct wr_err *e) {
 
 int egress_confine(struct wr_err *e) {
         if (geteuid() != 0)
-                return err_set(e, -EPERM, "warren-egress must be started as root (it confines itself)");
+                return err_set(e, -EPERM,
+                               "warren-egress must be started as root (it confines itself)");
         uid_t uid = 0;
         gid_t gid = 0;
         int r = lookup_ids(&uid, &gid, e);
@@ -164,8 +205,8 @@ int egress_confine(struct wr_err *e) {
         if (setrlimit(RLIMIT_NOFILE, &nofile) < 0)
                 (void) 0; /* keep the inherited limit */
         struct rlimit zero = {0, 0};
-        if (setrlimit(RLIMIT_CORE, &zero) < 0 ||
-            setrlimit(RLIMIT_MEMLOCK, &zero) < 0 || setrlimit(RLIMIT_MSGQUEUE, &zero) < 0)
+        if (setrlimit(RLIMIT_CORE, &zero) < 0 || setrlimit(RLIMIT_MEMLOCK, &zero) < 0 ||
+            setrlimit(RLIMIT_MSGQUEUE, &zero) < 0)
                 return err_set(e, -errno, "setrlimit: %m");
         if (chroot(egress_cfg.root) < 0 || chdir("/") < 0)
                 return err_set(e, -errno, "chroot %s: %m", egress_cfg.root);
@@ -174,8 +215,7 @@ int egress_confine(struct wr_err *e) {
                 if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
                         return err_set(e, -errno, "drop bounding capability %d: %m", c);
         (void) prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-        if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
-            setresuid(uid, uid, uid) < 0)
+        if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
                 return err_set(e, -errno, "drop to uid %u gid %u: %m", (unsigned) uid,
                                (unsigned) gid);
         if (setuid(0) == 0)

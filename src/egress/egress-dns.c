@@ -53,7 +53,8 @@ int egress_dns_query_parse(const uint8_t *buf, size_t len, struct egress_dns_que
                            struct wr_err *e) {
         memset(ret, 0, sizeof(*ret));
         if (len < 12)
-                return err_setx(e, -EBADMSG, 0, WR_FAULT_WORKLOAD, "dns: %zu bytes, no header", len);
+                return err_setx(e, -EBADMSG, 0, WR_FAULT_WORKLOAD, "dns: %zu bytes, no header",
+                                len);
         if (len > EGRESS_DNS_MSG_MAX)
                 return err_setx(e, -EBADMSG, 0, WR_FAULT_WORKLOAD, "dns: message too long");
         ret->id = rd16(buf);
@@ -103,8 +104,7 @@ int egress_dns_query_parse(const uint8_t *buf, size_t len, struct egress_dns_que
         if (pos != len)
                 return err_setx(e, -EBADMSG, 0, WR_FAULT_WORKLOAD, "dns: %zu trailing bytes",
                                 len - pos);
-        if (ret->name_len > 0 &&
-            memchr(ret->name, '\0', ret->name_len) == NULL &&
+        if (ret->name_len > 0 && memchr(ret->name, '\0', ret->name_len) == NULL &&
             net_host_canon(ret->name, ret->name_len, WR_FAULT_WORKLOAD, &ret->canon, NULL) == 0)
                 ret->canon_ok = true;
         return 0;

@@ -27,7 +27,7 @@ enum {
 
 struct egress_dns_query {
         uint16_t id;
-        uint16_t flags;   /* the header's second word, as sent */
+        uint16_t flags; /* the header's second word, as sent */
         uint16_t qtype;
         uint16_t qclass;
         size_t question_end; /* offset just past the question (header + qname + 4) */

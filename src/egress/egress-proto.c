@@ -72,8 +72,7 @@ int egress_addr_to_net(const struct egress_addr *w, struct net_addr *ret) {
         return -EBADMSG;
 }
 
-static int decode_set(const uint8_t *p, size_t len, struct egress_policy_msg *m,
-                      struct wr_err *e) {
+static int decode_set(const uint8_t *p, size_t len, struct egress_policy_msg *m, struct wr_err *e) {
         struct egress_policy_set w;
         if (len < sizeof(w))
                 return err_set(e, -EBADMSG, "POLICY_SET: %zu bytes, shorter than its header", len);
@@ -90,7 +89,8 @@ static int decode_set(const uint8_t *p, size_t len, struct egress_policy_msg *m,
                 return err_set(e, -EMSGSIZE, "POLICY_SET: %u source addresses (at most %d)",
                                w.n_addrs, EGRESS_ADDRS_MAX);
         if ((w.mode == EGRESS_MODE_ENFORCE) != (w.policy_len != 0))
-                return err_set(e, -EBADMSG, "POLICY_SET: a policy goes with ENFORCE and only there");
+                return err_set(e, -EBADMSG,
+                               "POLICY_SET: a policy goes with ENFORCE and only there");
         if (w.policy_len > NET_POLICY_WIRE_MAX)
                 return err_set(e, -EMSGSIZE, "POLICY_SET: policy of %u bytes", w.policy_len);
         size_t need = sizeof(w) + (size_t) w.n_addrs * sizeof(struct egress_addr) + w.policy_len;
@@ -166,7 +166,8 @@ void egress_req_done(struct egress_req *req) {
 }
 
 static void hdr_fill(struct egress_hdr *h, uint32_t type, uint64_t id, size_t len) {
-        *h = (struct egress_hdr){.magic = EGRESS_MAGIC, .type = type, .len = (uint32_t) len, .id = id};
+        *h = (struct egress_hdr){
+                .magic = EGRESS_MAGIC, .type = type, .len = (uint32_t) len, .id = id};
 }
 
 int egress_msg_encode(uint32_t type, uint64_t id, const void *payload, size_t len, uint8_t *out,
@@ -255,7 +256,8 @@ static int check_event(const struct egress_event *ev, struct wr_err *e) {
         if (!field_ok(ev->sandbox, sizeof(ev->sandbox)) || !field_ok(ev->sni, sizeof(ev->sni)) ||
             !field_ok(ev->host, sizeof(ev->host)) || !field_ok(ev->rule, sizeof(ev->rule)) ||
             !field_ok(ev->reason, sizeof(ev->reason)))
-                return err_set(e, -EBADMSG, "EVENT: string field not terminated or not zero-padded");
+                return err_set(e, -EBADMSG,
+                               "EVENT: string field not terminated or not zero-padded");
         if (ev->sandbox[0] && !egress_sandbox_id_valid(ev->sandbox))
                 return err_set(e, -EBADMSG, "EVENT: invalid sandbox id");
         return 0;

@@ -37,12 +37,12 @@
 
 #include "net/net.h"
 
-#define EGRESS_MAGIC 0x57454731u /* "WEG1" read as a big-endian word */
+#define EGRESS_MAGIC 0x57454731u            /* "WEG1" read as a big-endian word */
 #define EGRESS_MSG_MAX ((1u << 20) + 4096u) /* one datagram, header included */
-#define EGRESS_SANDBOX_ID_MAX 63             /* bytes, without the NUL */
-#define EGRESS_ADDRS_MAX 16                  /* source addresses per sandbox */
-#define EGRESS_MSG_TEXT_MAX 256              /* RESULT message, with the NUL */
-#define EGRESS_SNI_MAX 256                   /* event strings, with the NUL */
+#define EGRESS_SANDBOX_ID_MAX 63            /* bytes, without the NUL */
+#define EGRESS_ADDRS_MAX 16                 /* source addresses per sandbox */
+#define EGRESS_MSG_TEXT_MAX 256             /* RESULT message, with the NUL */
+#define EGRESS_SNI_MAX 256                  /* event strings, with the NUL */
 #define EGRESS_HOST_MAX 256
 #define EGRESS_RULE_MAX 320
 #define EGRESS_REASON_MAX 96
@@ -99,14 +99,14 @@ struct egress_ready {
 };
 
 struct egress_result {
-        int32_t err;     /* positive errno; 0 = applied */
+        int32_t err; /* positive errno; 0 = applied */
         uint32_t reserved;
         char msg[EGRESS_MSG_TEXT_MAX];
 };
 
 struct egress_pong {
         uint32_t n_sandboxes;
-        uint32_t n_conns; /* TCP connections open now */
+        uint32_t n_conns;        /* TCP connections open now */
         uint64_t events_dropped; /* events not sent: control socket full */
 };
 
@@ -120,14 +120,14 @@ struct egress_event {
         uint64_t bytes_up;   /* sandbox -> upstream */
         uint64_t bytes_down; /* upstream -> sandbox */
         uint64_t duration_ns;
-        uint8_t kind;        /* enum egress_event_kind */
-        uint8_t verdict;     /* enum net_verdict: 1 allow, 0 deny */
-        uint8_t mode;        /* enum egress_mode of the sandbox (0 = unknown source) */
+        uint8_t kind;    /* enum egress_event_kind */
+        uint8_t verdict; /* enum net_verdict: 1 allow, 0 deny */
+        uint8_t mode;    /* enum egress_mode of the sandbox (0 = unknown source) */
         uint8_t reserved0;
-        uint16_t port;       /* dialed (or original) port; DNS: the query type */
+        uint16_t port; /* dialed (or original) port; DNS: the query type */
         uint16_t reserved1;
-        struct egress_addr dialed; /* family 0 = none dialed */
-        struct egress_addr source; /* the sandbox address the connection came from */
+        struct egress_addr dialed;               /* family 0 = none dialed */
+        struct egress_addr source;               /* the sandbox address the connection came from */
         char sandbox[EGRESS_SANDBOX_ID_MAX + 1]; /* "" = unknown source */
         char sni[EGRESS_SNI_MAX];                /* TLS SNI as canonicalised; "" none */
         char host[EGRESS_HOST_MAX];              /* HTTP Host / DNS qname; "" none */
@@ -155,7 +155,7 @@ struct egress_policy_msg {
 struct egress_req {
         struct egress_hdr hdr; /* as far as it could be read, else zeroed */
         union {
-                struct egress_policy_msg set; /* POLICY_SET */
+                struct egress_policy_msg set;            /* POLICY_SET */
                 char sandbox[EGRESS_SANDBOX_ID_MAX + 1]; /* POLICY_DEL */
         };
 };

@@ -122,7 +122,8 @@ void egress_event_send(struct egress_event *ev) {
                 struct net_addr na;
                 if (ev->dialed.family && egress_addr_to_net(&ev->dialed, &na) == 0)
                         net_addr_format(&na, a);
-                log_debug("event %s sandbox=%s sni=%s host=%s dialed=%s:%u %s rule=\"%s\" reason=\"%s\" up=%llu down=%llu",
+                log_debug("event %s sandbox=%s sni=%s host=%s dialed=%s:%u %s rule=\"%s\" "
+                          "reason=\"%s\" up=%llu down=%llu",
                           ev->kind == EGRESS_EVENT_TCP ? "tcp" : "dns", ev->sandbox, ev->sni,
                           ev->host, a, ev->port, ev->verdict ? "allow" : "deny", ev->rule,
                           ev->reason, (unsigned long long) ev->bytes_up,
@@ -224,7 +225,8 @@ static int parse_upstream(const char *s, struct egress_upstream *u, char *csv, s
                 else if (rb[1] && rb[1] != ':')
                         return -EINVAL;
         } else if ((colon = strchr(s, ':')) && !strchr(colon + 1, ':')) {
-                if ((size_t) (colon - s) >= sizeof(host) || parse_uint(colon + 1, 1, 65535, &port) < 0)
+                if ((size_t) (colon - s) >= sizeof(host) ||
+                    parse_uint(colon + 1, 1, 65535, &port) < 0)
                         return -EINVAL;
                 memcpy(host, s, (size_t) (colon - s));
                 host[colon - s] = 0;
@@ -236,14 +238,15 @@ static int parse_upstream(const char *s, struct egress_upstream *u, char *csv, s
                 return -EINVAL;
         u->salen = egress_net_to_sockaddr(&a, (uint16_t) port, &u->sa);
         size_t l = strlen(csv);
-        snprintf(csv + l, csv_size - l, "%s%s%s%s:%u", l ? "," : "", a.family == AF_INET6 ? "[" : "",
-                 host, a.family == AF_INET6 ? "]" : "", port);
+        snprintf(csv + l, csv_size - l, "%s%s%s%s:%u", l ? "," : "",
+                 a.family == AF_INET6 ? "[" : "", host, a.family == AF_INET6 ? "]" : "", port);
         return 0;
 }
 
 static _noreturn_ void usage(int code) {
         fprintf(code ? stderr : stdout,
-                "usage: warren-egress --ctl-fd N --listen-fd N [--listen-fd N ...] [--dns-fd N ...]\n"
+                "usage: warren-egress --ctl-fd N --listen-fd N [--listen-fd N ...] [--dns-fd N "
+                "...]\n"
                 "         --upstream-dns IP[:PORT] [...] [--threads N] [--uid USER] [--gid GROUP]\n"
                 "         [--root EMPTY-DIR] [--deny-addr IP ...] [--deny-port PORT ...]\n"
                 "         [--first-byte-ms N] [--head-timeout-ms N] [--connect-timeout-ms N]\n"
@@ -258,9 +261,23 @@ static _noreturn_ void die(const char *what, const char *arg) {
 
 int main(int argc, char **argv) {
         enum {
-                O_CTL = 256, O_LISTEN, O_DNS, O_UPSTREAM, O_THREADS, O_UID, O_GID, O_ROOT,
-                O_DENY_ADDR, O_DENY_PORT, O_FIRST, O_HEAD, O_CONNECT, O_DNS_TIMEOUT, O_MAX,
-                O_LOG, O_HELP,
+                O_CTL = 256,
+                O_LISTEN,
+                O_DNS,
+                O_UPSTREAM,
+                O_THREADS,
+                O_UID,
+                O_GID,
+                O_ROOT,
+                O_DENY_ADDR,
+                O_DENY_PORT,
+                O_FIRST,
+                O_HEAD,
+                O_CONNECT,
+                O_DNS_TIMEOUT,
+                O_MAX,
+                O_LOG,
+                O_HELP,
         };
         static const struct option opts[] = {
                 {"ctl-fd", required_argument, NULL, O_CTL},
@@ -300,7 +317,8 @@ int main(int argc, char **argv) {
                                 die("bad --listen-fd", optarg);
                         break;
                 case O_DNS:
-                        if (c->n_dns == EGRESS_FDS_MAX || parse_fd(optarg, &c->dns_fds[c->n_dns++]) < 0)
+                        if (c->n_dns == EGRESS_FDS_MAX ||
+                            parse_fd(optarg, &c->dns_fds[c->n_dns++]) < 0)
                                 die("bad --dns-fd", optarg);
                         break;
                 case O_UPSTREAM:
@@ -368,8 +386,10 @@ int main(int argc, char **argv) {
         if (optind != argc || c->ctl_fd < 0 || c->n_listen == 0 || c->n_upstreams == 0)
                 usage(2);
         c->host_deny = (struct net_host_deny){
-                .addrs = c->deny_addrs, .n_addrs = n_deny_addrs,
-                .ports = c->deny_ports, .n_ports = n_deny_ports,
+                .addrs = c->deny_addrs,
+                .n_addrs = n_deny_addrs,
+                .ports = c->deny_ports,
+                .n_ports = n_deny_ports,
         };
         /* the passed sockets: the control socket a SEQPACKET, listeners
          * listening; all non-blocking and close-on-exec */

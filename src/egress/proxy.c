@@ -104,7 +104,7 @@ struct conn {
         int cfd, ufd;
         uv_poll_t cpoll, upoll;
         uv_timer_t timer;
-        int handles;   /* open handles; freed when the last one closes */
+        int handles;    /* open handles; freed when the last one closes */
         bool resolving; /* a c-ares query holds a pointer to us */
         bool upoll_on;
         struct egress_sb *sb;
@@ -201,9 +201,9 @@ static void refuse(struct conn *c, int status, const char *rule, const char *rea
                 static const struct {
                         int code;
                         const char *text;
-                } texts[] = {{400, "Bad Request"}, {403, "Forbidden"}, {405, "Method Not Allowed"},
-                             {421, "Misdirected Request"}, {502, "Bad Gateway"},
-                             {504, "Gateway Timeout"}};
+                } texts[] = {{400, "Bad Request"},        {403, "Forbidden"},
+                             {405, "Method Not Allowed"}, {421, "Misdirected Request"},
+                             {502, "Bad Gateway"},        {504, "Gateway Timeout"}};
                 const char *t = "Error";
                 for (size_t i = 0; i < ELEMENTSOF(texts); i++)
                         if (texts[i].code == status)
@@ -499,7 +499,8 @@ static void decide_answers(struct conn *c, const struct net_addr *addrs, size_t 
                         refuse(c, 403, d.rule, reason);
                         return;
                 }
-                if (!have || (c->dial.family != c->odst.family && addrs[i].family == c->odst.family)) {
+                if (!have ||
+                    (c->dial.family != c->odst.family && addrs[i].family == c->odst.family)) {
                         if (!have)
                                 ok = d;
                         c->dial = addrs[i];
@@ -545,8 +546,9 @@ static void resolved_cb(void *arg, int status, int timeouts, struct ares_addrinf
         if (status != ARES_SUCCESS || !res || !res->nodes) {
                 if (res)
                         ares_freeaddrinfo(res);
-                refuse(c, 502, "resolve", status == ARES_ENOTFOUND ? "name does not resolve"
-                                                                   : "name resolution failed");
+                refuse(c, 502, "resolve",
+                       status == ARES_ENOTFOUND ? "name does not resolve"
+                                                : "name resolution failed");
                 return;
         }
         struct net_addr addrs[ANSWERS_MAX];
@@ -631,7 +633,8 @@ static void classify(struct conn *c) {
                 uv_poll_stop(&c->cpoll);
                 c->proto = P_TLS;
                 if (r < 0) {
-                        refuse(c, 0, "tls", r == -EAGAIN ? "ClientHello too large" : "malformed ClientHello");
+                        refuse(c, 0, "tls",
+                               r == -EAGAIN ? "ClientHello too large" : "malformed ClientHello");
                         return;
                 }
                 if (h.has_sni) {
@@ -670,8 +673,9 @@ static void classify(struct conn *c) {
                         if (r == -EBADMSG && strstr(e.msg, "does not match the request-target"))
                                 refuse(c, 421, "http", "Host does not match the request-target");
                         else
-                                refuse(c, 400, "http", r == -E2BIG || r == -EAGAIN ? "request head too large"
-                                                                                   : "malformed request head");
+                                refuse(c, 400, "http",
+                                       r == -E2BIG || r == -EAGAIN ? "request head too large"
+                                                                   : "malformed request head");
                         return;
                 }
                 if (h->has_host)

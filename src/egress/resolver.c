@@ -43,11 +43,11 @@ struct fwd {
         size_t qlen;
         struct egress_dns_query pq;
         uint16_t client_id, id;
-        size_t upstream;  /* index tried */
+        size_t upstream; /* index tried */
         bool tcp, done;
         bool poll_on;   /* poll initialised on the current fd */
         bool reiniting; /* poll being closed to watch a new fd */
-        uint8_t *ans;     /* TCP: 2-byte length + answer */
+        uint8_t *ans;   /* TCP: 2-byte length + answer */
         size_t ans_len, ans_cap, sent;
         struct egress_event ev;
 };
@@ -309,8 +309,8 @@ static void fwd_start(struct fwd *f) {
         f->id = id;
         f->q[0] = (uint8_t) (id >> 8);
         f->q[1] = (uint8_t) id;
-        f->fd = socket(u->sa.ss_family, (f->tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_NONBLOCK |
-                                                SOCK_CLOEXEC, 0);
+        f->fd = socket(u->sa.ss_family,
+                       (f->tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (f->fd < 0 || uv_poll_init_socket(loop, &f->poll, f->fd) < 0) {
                 f->upstream = egress_cfg.n_upstreams;
                 fwd_finish(f, NULL, 0);
@@ -515,8 +515,8 @@ static void tc_cb(uv_poll_t *p, int status, int events) {
                                 tc_close(tc);
                         return;
                 }
-                ssize_t n = recv(tc->fd, tc->buf + tc->len, sizeof(tc->buf) - tc->len,
-                                 MSG_DONTWAIT);
+                ssize_t n =
+                        recv(tc->fd, tc->buf + tc->len, sizeof(tc->buf) - tc->len, MSG_DONTWAIT);
                 if (n < 0 && errno == EAGAIN)
                         return;
                 if (n <= 0) {
@@ -537,8 +537,8 @@ static void tcp_accept_cb(uv_poll_t *p, int status, int events) {
                 int fd = accept4(lfd, (struct sockaddr *) &ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
                 if (fd < 0)
                         return;
-                struct tcp_client *tc = n_tcp_clients < TCP_CLIENTS_MAX ? calloc(1, sizeof(*tc))
-                                                                         : NULL;
+                struct tcp_client *tc =
+                        n_tcp_clients < TCP_CLIENTS_MAX ? calloc(1, sizeof(*tc)) : NULL;
                 if (!tc) {
                         close(fd);
                         continue;

@@ -27,7 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                     strlen(q.name) > q.name_len || q.qclass != 1)
                         abort();
                 uint8_t out[600];
-                int n = egress_dns_error_answer(buf, &q, EGRESS_DNS_RCODE_NXDOMAIN, out, sizeof(out));
+                int n = egress_dns_error_answer(buf, &q, EGRESS_DNS_RCODE_NXDOMAIN, out,
+                                                sizeof(out));
                 if (n != (int) q.question_end)
                         abort();
                 if (egress_dns_answer_check(out, (size_t) n, q.id, buf, &q) != 0)

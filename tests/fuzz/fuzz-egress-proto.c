@@ -30,8 +30,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 struct wr_err e = {0};
                 if (egress_msg_decode(buf, size, &m, &e) == 0) {
                         uint8_t out[sizeof(struct egress_hdr) + sizeof(struct egress_event)];
-                        int n = egress_msg_encode(m.hdr.type, m.hdr.id, buf + sizeof(struct egress_hdr),
-                                                  m.hdr.len, out, sizeof(out));
+                        int n = egress_msg_encode(m.hdr.type, m.hdr.id,
+                                                  buf + sizeof(struct egress_hdr), m.hdr.len, out,
+                                                  sizeof(out));
                         if (n != (int) size || memcmp(out, buf, size) != 0)
                                 abort();
                 }
@@ -49,7 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                 free(out);
                         } else if (r.hdr.type == EGRESS_POLICY_DEL) {
                                 uint8_t out[128];
-                                int n = egress_policy_del_encode(r.hdr.id, r.sandbox, out, sizeof(out));
+                                int n = egress_policy_del_encode(r.hdr.id, r.sandbox, out,
+                                                                 sizeof(out));
                                 if (n != (int) size || memcmp(out, buf, size) != 0)
                                         abort();
                         }

@@ -89,19 +89,19 @@ static void test_policy_set_refusals(void **state) {
                 int err;
                 const char *msg;
         } flips[] = {
-                {0, 0x00, -EBADMSG, "bad header"},                      /* magic */
-                {12, 0x01, -EBADMSG, "bad header"},                     /* hdr.reserved */
-                {4, 0x09, -EOPNOTSUPP, "unknown request type"},         /* type */
-                {24 + 0, 0x00, -EBADMSG, "sandbox id"},                 /* empty id */
-                {24 + 1, ' ', -EBADMSG, "sandbox id"},                  /* bad char */
-                {24 + 10, 'x', -EBADMSG, "sandbox id"},                 /* junk after NUL */
-                {24 + 64, 0x07, -EBADMSG, "unknown mode"},              /* mode */
-                {24 + 68, 0x00, -EBADMSG, "no source address"},         /* n_addrs */
-                {24 + 68, 0x11, -EMSGSIZE, "source addresses"},         /* n_addrs > 16 */
-                {24 + 72, 0x01, -EBADMSG, "a policy goes with ENFORCE"}, /* policy_len */
-                {24 + 76, 0x01, -EBADMSG, "reserved"},                  /* reserved */
-                {24 + 80, 0x05, -EBADMSG, "address 0 malformed"},       /* family */
-                {24 + 81, 0x01, -EBADMSG, "address 0 malformed"},       /* addr reserved */
+                {0, 0x00, -EBADMSG, "bad header"},                        /* magic */
+                {12, 0x01, -EBADMSG, "bad header"},                       /* hdr.reserved */
+                {4, 0x09, -EOPNOTSUPP, "unknown request type"},           /* type */
+                {24 + 0, 0x00, -EBADMSG, "sandbox id"},                   /* empty id */
+                {24 + 1, ' ', -EBADMSG, "sandbox id"},                    /* bad char */
+                {24 + 10, 'x', -EBADMSG, "sandbox id"},                   /* junk after NUL */
+                {24 + 64, 0x07, -EBADMSG, "unknown mode"},                /* mode */
+                {24 + 68, 0x00, -EBADMSG, "no source address"},           /* n_addrs */
+                {24 + 68, 0x11, -EMSGSIZE, "source addresses"},           /* n_addrs > 16 */
+                {24 + 72, 0x01, -EBADMSG, "a policy goes with ENFORCE"},  /* policy_len */
+                {24 + 76, 0x01, -EBADMSG, "reserved"},                    /* reserved */
+                {24 + 80, 0x05, -EBADMSG, "address 0 malformed"},         /* family */
+                {24 + 81, 0x01, -EBADMSG, "address 0 malformed"},         /* addr reserved */
                 {24 + 80 + 4 + 4, 0x01, -EBADMSG, "address 0 malformed"}, /* v4 tail */
         };
         for (size_t i = 0; i < ELEMENTSOF(flips); i++) {
@@ -269,7 +269,7 @@ static void test_dns_parse_refusals(void **state) {
         for (size_t k = 0; k < n; k++)
                 assert_int_equal(egress_dns_query_parse(q, k, &pq, NULL), -EBADMSG);
         uint8_t b[600];
-#define FLIP(off, val, what)                                                                        \
+#define FLIP(off, val, what)                                                                       \
         do {                                                                                       \
                 memcpy(b, q, n);                                                                   \
                 b[off] = val;                                                                      \
@@ -316,11 +316,11 @@ static void test_dns_answers(void **state) {
         assert_int_equal(r, (int) pq.question_end);
         assert_int_equal(out[0], 0xbe);
         assert_int_equal(out[1], 0xef);
-        assert_int_equal(out[2] & 0x80, 0x80);       /* QR */
-        assert_int_equal(out[2] & 0x01, 0x01);       /* RD copied */
-        assert_int_equal(out[3] & 0x0f, 3);          /* NXDOMAIN */
+        assert_int_equal(out[2] & 0x80, 0x80); /* QR */
+        assert_int_equal(out[2] & 0x01, 0x01); /* RD copied */
+        assert_int_equal(out[3] & 0x0f, 3);    /* NXDOMAIN */
         assert_int_equal(out[5], 1);
-        assert_int_equal(out[11], 0);                /* no OPT echoed */
+        assert_int_equal(out[11], 0); /* no OPT echoed */
         assert_int_equal(egress_dns_error_answer(q, &pq, 3, out, 10), -ENOBUFS);
         /* the error answer checks as an answer to the query */
         assert_int_equal(egress_dns_answer_check(out, (size_t) r, 0xbeef, q, &pq), 0);
