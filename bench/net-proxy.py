@@ -128,6 +128,7 @@ def main():
     ap.add_argument("-n", type=int, default=200)
     ap.add_argument("--conns", type=int, default=200)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--repeat", type=int, default=3, help="downloads per path (median reported)")
     a = ap.parse_args()
     os.environ["WARREN_BUILD"] = a.build
     import conftest
@@ -165,15 +166,20 @@ def main():
         print(f"setup latency (connect+request+first byte, n={a.n}): direct NAT p50 {d50:.3f} ms "
               f"p99 {d99:.3f} ms; proxy p50 {p50:.3f} ms p99 {p99:.3f} ms; added p50 {p50 - d50:.3f} ms "
               f"p99 {p99 - d99:.3f} ms")
-        dd = download(nat.argv, url_named)
-        dbusy = download.busy
-        cpu0 = proc_cpu(eg.proc.pid)
-        t0 = time.perf_counter()
-        pd = download(sb.argv, url_named)
-        cpu = proc_cpu(eg.proc.pid) - cpu0
+        dds, pds, busy, cpu, wall = [], [], [], 0.0, 0.0
+        for _ in range(a.repeat):     # alternate, to spread the machine's noise over both
+            dds.append(download(nat.argv, url_named))
+            busy.append(download.busy)
+            cpu0, t0 = proc_cpu(eg.proc.pid), time.perf_counter()
+            pds.append(download(sb.argv, url_named))
+            cpu += proc_cpu(eg.proc.pid) - cpu0
+            wall += time.perf_counter() - t0
+        dd, pd, dbusy = statistics.median(dds), statistics.median(pds), statistics.median(busy)
+        print("download runs MB/s: direct " + " ".join(f"{x:.0f}" for x in dds) +
+              "; proxy " + " ".join(f"{x:.0f}" for x in pds))
         print(f"CPUs busy: direct NAT {100 * dbusy:.0f}%, proxied {100 * download.busy:.0f}% "
-              f"(warren-egress itself {100 * cpu / (time.perf_counter() - t0):.0f}% of one core)")
-        print(f"download {a.gib:g} GiB: direct NAT {dd:.0f} MB/s; proxy {pd:.0f} MB/s ({100 * pd / dd:.0f}% of direct)")
+              f"(warren-egress itself {100 * cpu / wall:.0f}% of one core)")
+        print(f"download {a.gib:g} GiB (median of {a.repeat}): direct NAT {dd:.0f} MB/s; proxy {pd:.0f} MB/s ({100 * pd / dd:.0f}% of direct)")
         cd, nd = concurrent(nat.argv, per, a.conns)
         cp, npx = concurrent(sb.argv, per, a.conns)
         print(f"{a.conns} concurrent connections ({n_bytes // a.conns} B each): direct NAT {cd:.0f} MB/s "
