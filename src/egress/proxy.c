@@ -32,6 +32,7 @@
 
 #include "basic/log.h"
 #include "egress/egress.h"
+#include "egress/http-stream.h"
 
 #define HEAD_CAP 65536u
 #define PIPE_SIZE (1u << 20)
@@ -97,8 +98,28 @@ struct dir {
         uint64_t bytes;
 };
 
+#define HTTP_IBUF 65536u
+#define HTTP_OBUF (2 * HEAD_CAP)
+
+/* The client -> upstream direction of a plain-HTTP connection: copied
+ * through user space (downloads still splice) so that every later request
+ * head on the kept-alive connection is parsed and must name the first
+ * request's host (SECURITY.md, egress rule 6). */
+struct http_up {
+        struct egress_http_body body;
+        bool has_host;
+        struct net_host host; /* the first request's Host */
+        size_t ilen, ipos;    /* read from the client, not yet processed */
+        size_t hlen;          /* head being gathered */
+        size_t olen, osent;   /* queued for upstream */
+        uint8_t ibuf[HTTP_IBUF];
+        uint8_t hbuf[HEAD_CAP];
+        uint8_t obuf[HTTP_OBUF];
+};
+
 struct conn {
         struct worker *w;
+        struct http_up *hu; /* plain HTTP only (NULL: the up direction is spliced) */
         enum conn_state state;
         enum conn_proto proto;
         int cfd, ufd;
@@ -183,6 +204,8 @@ static void conn_close(struct conn *c, bool reset) {
         }
         egress_sb_unref(c->sb);
         c->sb = NULL;
+        free(c->hu);
+        c->hu = NULL;
         atomic_fetch_sub(&egress_nconns, 1);
 }
 
@@ -296,10 +319,132 @@ static int pump(int from, int to, struct dir *d) {
         return 0;
 }
 
+static bool same_host(const struct http_up *hu, const struct net_http_head *h) {
+        if (hu->has_host != h->has_host)
+                return false;
+        if (!h->has_host)
+                return true;
+        if (hu->host.kind != h->host.kind)
+                return false;
+        return h->host.kind == NET_HOST_NAME ? strcmp(hu->host.name, h->host.name) == 0
+                                             : net_addr_equal(&hu->host.addr, &h->host.addr);
+}
+
+/* A later request head gathered in hu->hbuf: 1 complete and accepted (its
+ * bytes queued, its body framing started), 0 incomplete, negative when the
+ * connection must end (the event says why). */
+static int http_next_head(struct conn *c) {
+        struct http_up *hu = c->hu;
+        struct net_http_head *h = malloc(sizeof(*h));
+        if (!h)
+                return -ENOMEM;
+        struct wr_err e = {0};
+        int r = net_http_head_parse((const char *) hu->hbuf, hu->hlen, h, &e);
+        if (r == -EAGAIN && hu->hlen < HEAD_CAP) {
+                free(h);
+                return 0;
+        }
+        const char *why = NULL;
+        if (r < 0)
+                why = "a later request head is malformed";
+        else if (h->trace)
+                why = "a later request is TRACE/TRACK";
+        else if (!same_host(hu, h))
+                why = "a later request names another host";
+        else if (h->upgrade || h->form == NET_HTTP_FORM_AUTHORITY)
+                why = "a later request upgrades or CONNECTs";
+        if (why) {
+                if (r == 0 && h->has_host)
+                        snprintf(c->host, sizeof(c->host), "%s", h->host.name);
+                free(h);
+                set_reason(c, NET_VERDICT_DENY, "http", why);
+                return -EPERM;
+        }
+        size_t head_len = h->head_len;
+        egress_http_body_start(&hu->body, h->chunked,
+                               h->has_content_length ? h->content_length : 0);
+        free(h);
+        memcpy(hu->obuf + hu->olen, hu->hbuf, head_len);
+        hu->olen += head_len;
+        /* bytes gathered past the head go back to the input */
+        size_t extra = hu->hlen - head_len;
+        hu->ipos -= extra;
+        hu->hlen = 0;
+        return 1;
+}
+
+/* The up direction of a plain-HTTP connection (see struct http_up). */
+static int http_up_pump(struct conn *c) {
+        struct http_up *hu = c->hu;
+        struct dir *d = &c->up;
+        for (int round = 0; round < PUMP_ROUNDS; round++) {
+                bool progress = false;
+                if (hu->osent < hu->olen) {
+                        ssize_t n = send(c->ufd, hu->obuf + hu->osent, hu->olen - hu->osent,
+                                         MSG_DONTWAIT | MSG_NOSIGNAL);
+                        if (n > 0) {
+                                hu->osent += (size_t) n;
+                                d->bytes += (uint64_t) n;
+                                progress = true;
+                        } else if (n == 0 || errno != EAGAIN) {
+                                return n < 0 ? -errno : -EPIPE;
+                        }
+                }
+                if (hu->osent == hu->olen)
+                        hu->olen = hu->osent = 0;
+                while (hu->ipos < hu->ilen && hu->olen < HEAD_CAP) {
+                        size_t avail = hu->ilen - hu->ipos;
+                        if (hu->body.state != EGRESS_HTTP_AT_HEAD) {
+                                size_t used, n = MIN(avail, HTTP_OBUF - hu->olen);
+                                if (egress_http_body_scan(&hu->body, hu->ibuf + hu->ipos, n,
+                                                          &used) < 0) {
+                                        set_reason(c, NET_VERDICT_DENY, "http",
+                                                   "malformed chunked request body");
+                                        return -EBADMSG;
+                                }
+                                memcpy(hu->obuf + hu->olen, hu->ibuf + hu->ipos, used);
+                                hu->olen += used;
+                                hu->ipos += used;
+                        } else {
+                                size_t n = MIN(avail, HEAD_CAP - hu->hlen);
+                                memcpy(hu->hbuf + hu->hlen, hu->ibuf + hu->ipos, n);
+                                hu->hlen += n;
+                                hu->ipos += n;
+                                int r = http_next_head(c);
+                                if (r < 0)
+                                        return r;
+                        }
+                        progress = true;
+                }
+                if (hu->ipos == hu->ilen && !d->eof && hu->olen < HEAD_CAP) {
+                        ssize_t n = recv(c->cfd, hu->ibuf, HTTP_IBUF, MSG_DONTWAIT);
+                        if (n > 0) {
+                                hu->ilen = (size_t) n;
+                                hu->ipos = 0;
+                                progress = true;
+                        } else if (n == 0) {
+                                d->eof = true;
+                                progress = true;
+                        } else if (errno != EAGAIN) {
+                                return -errno;
+                        }
+                }
+                if (d->eof && hu->olen == 0 && hu->ipos == hu->ilen && !d->shut) {
+                        shutdown(c->ufd, SHUT_WR);
+                        d->shut = true;
+                }
+                if (!progress)
+                        break;
+        }
+        d->want_write = hu->olen > hu->osent;
+        d->want_read = !d->eof && hu->ipos == hu->ilen && hu->olen < HEAD_CAP;
+        return 0;
+}
+
 static void relay_cb(uv_poll_t *p, int status, int events);
 
 static void relay(struct conn *c) {
-        int r = pump(c->cfd, c->ufd, &c->up);
+        int r = c->hu ? http_up_pump(c) : pump(c->cfd, c->ufd, &c->up);
         if (r >= 0)
                 r = pump(c->ufd, c->cfd, &c->dn);
         if (r < 0) {
@@ -343,7 +488,7 @@ static int make_pipe(struct dir *d) {
 
 static void start_relay(struct conn *c) {
         uv_timer_stop(&c->timer);
-        if (make_pipe(&c->up) < 0 || make_pipe(&c->dn) < 0) {
+        if ((!c->hu && make_pipe(&c->up) < 0) || make_pipe(&c->dn) < 0) {
                 refuse(c, 502, "relay", "out of pipes");
                 return;
         }
@@ -685,6 +830,24 @@ static void classify(struct conn *c) {
                 bool trace = h->trace, connect = h->form == NET_HTTP_FORM_AUTHORITY;
                 struct net_host host = h->host;
                 bool has_host = h->has_host;
+                if (!h->upgrade) {
+                        /* later requests on this connection are checked
+                         * too; after an Upgrade the stream is opaque */
+                        c->hu = malloc(sizeof(*c->hu));
+                        if (!c->hu) {
+                                free(h);
+                                conn_close(c, true);
+                                return;
+                        }
+                        c->hu->has_host = h->has_host;
+                        c->hu->host = h->host;
+                        c->hu->hlen = c->hu->olen = c->hu->osent = c->hu->ipos = 0;
+                        egress_http_body_start(&c->hu->body, h->chunked,
+                                               h->has_content_length ? h->content_length : 0);
+                        c->hu->ilen = c->len - h->head_len;
+                        memcpy(c->hu->ibuf, c->buf + h->head_len, c->hu->ilen);
+                        c->len = h->head_len; /* the first head only; the rest is framed */
+                }
                 free(h);
                 if (trace) {
                         refuse(c, 405, "http", "TRACE/TRACK refused");

@@ -774,3 +774,74 @@ def test_head_ending_at_buffer_boundaries(sandbox, fakenet, ctl):
         st = raw_http(sandbox, fakenet.addr("github.com"), 80, base + b"a" * pad + b"\r\n\r\n")
         assert st.startswith("HTTP/1.1 200"), (total, st)
         assert time.time() - t < 5
+
+
+# --- keep-alive: every request is checked -------------------------------------------
+
+KA = r"""
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 80), timeout=5)
+for req in sys.argv[2:]:
+    s.sendall(req.encode().decode("unicode_escape").encode("latin-1"))
+    time.sleep(0.3)
+out = b""
+try:
+    while True:
+        d = s.recv(65536)
+        if not d: break
+        out += d
+except Exception as e:
+    out += ("\nERR " + type(e).__name__).encode()
+print(out.decode("latin-1"))
+"""
+
+
+def keepalive(sandbox, ip, *reqs):
+    r = sandbox.run([__import__("sys").executable, "-c", KA, ip, *reqs], timeout=30)
+    return r.stdout
+
+
+def test_keepalive_second_request_other_host_refused(sandbox, fakenet, ctl):
+    sandbox.enforce("github.com", "pypi.org")
+    m, em = fakenet.mark(), ctl.mark()
+    out = keepalive(sandbox, fakenet.addr("github.com"),
+                    "GET /echo HTTP/1.1\\r\\nHost: github.com\\r\\n\\r\\n",
+                    "GET /echo HTTP/1.1\\r\\nHost: pypi.org\\r\\n\\r\\n")
+    assert out.count("HTTP/1.1 200") == 1, out
+    ev = ctl.wait_event(em, kind="tcp", host="pypi.org")
+    assert ev["verdict"] == "deny" and "another host" in ev["reason"], ev
+    fakenet.settle()
+    assert len(fakenet.http_requests(since=m)) == 1
+    assert not fakenet.http_requests(since=m, host="pypi.org")
+
+
+def test_keepalive_bodies_and_pipelining_same_host(sandbox, fakenet, ctl):
+    sandbox.enforce("github.com")
+    m = fakenet.mark()
+    body = "x" * 3000
+    chunked = "5\\r\\nhello\\r\\n3;ext=1\\r\\nabc\\r\\n0\\r\\nX-T: 1\\r\\n\\r\\n"
+    out = keepalive(
+        sandbox, fakenet.addr("github.com"),
+        f"POST /echo HTTP/1.1\\r\\nHost: github.com\\r\\nContent-Length: {len(body)}\\r\\n\\r\\n{body}",
+        "POST /echo HTTP/1.1\\r\\nHost: GitHub.com\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n" + chunked +
+        "GET /echo?3 HTTP/1.1\\r\\nHost: github.com\\r\\n\\r\\n"
+        "GET /echo?4 HTTP/1.1\\r\\nHost: github.com\\r\\nConnection: close\\r\\n\\r\\n")
+    assert out.count("HTTP/1.1 200") == 4, out
+    fakenet.settle()
+    reqs = fakenet.http_requests(since=m)
+    assert [r["body_bytes"] for r in reqs] == [3000, 8, 0, 0], reqs
+
+
+def test_keepalive_request_hidden_in_body_is_body(sandbox, fakenet, ctl):
+    """A request head inside a Content-Length body is body, not a request:
+    nothing is smuggled past the check, and nothing is refused wrongly."""
+    sandbox.enforce("github.com")
+    m = fakenet.mark()
+    inner = "GET /x HTTP/1.1\\r\\nHost: pypi.org\\r\\n\\r\\n"
+    n = len(inner.encode().decode("unicode_escape"))
+    out = keepalive(sandbox, fakenet.addr("github.com"),
+                    f"POST /echo HTTP/1.1\\r\\nHost: github.com\\r\\nContent-Length: {n}\\r\\n"
+                    f"Connection: close\\r\\n\\r\\n{inner}")
+    assert out.count("HTTP/1.1 200") == 1, out
+    fakenet.settle()
+    assert not fakenet.http_requests(since=m, host="pypi.org")

@@ -15,6 +15,7 @@
 
 #include "egress/egress-dns.h"
 #include "egress/egress-proto.h"
+#include "egress/http-stream.h"
 
 /* ------------------------------------------------------------ protocol */
 
@@ -342,6 +343,61 @@ static void test_dns_answers(void **state) {
         assert_int_equal(out[3] & 0xf, 1);
 }
 
+/* ---------------------------------------------------------- HTTP bodies */
+
+static size_t scan_all(struct egress_http_body *b, const char *s, size_t step) {
+        size_t len = strlen(s), off = 0;
+        while (off < len && b->state != EGRESS_HTTP_AT_HEAD) {
+                size_t used, n = MIN(step, len - off);
+                assert_int_equal(egress_http_body_scan(b, (const uint8_t *) s + off, n, &used), 0);
+                off += used;
+                if (used < n)
+                        break;
+        }
+        return off;
+}
+
+static void test_http_bodies(void **state) {
+        struct egress_http_body b;
+        const char *chunked = "5\r\nhello\r\n3;ext=\"a b\"\r\nabc\r\n0\r\nX-T: 1\r\n\r\nGET /next";
+        for (size_t step = 1; step < 8; step++) {
+                egress_http_body_start(&b, true, 0);
+                size_t used = scan_all(&b, chunked, step);
+                assert_int_equal(b.state, EGRESS_HTTP_AT_HEAD);
+                assert_string_equal(chunked + used, "GET /next");
+        }
+        egress_http_body_start(&b, false, 4);
+        assert_int_equal(scan_all(&b, "abcdGET", 100), 4);
+        egress_http_body_start(&b, false, 0);
+        assert_int_equal(b.state, EGRESS_HTTP_AT_HEAD);
+
+        static const char *bad[] = {
+                "x\r\n",                  /* not hex */
+                "\r\n",                   /* no digits */
+                "5\nhello",               /* bare LF */
+                "5\r\nhelloXY",           /* no CRLF after the data */
+                "0\r\nX\nY\r\n",          /* bare LF in a trailer */
+                "ffffffffffffffffff\r\n", /* overflow */
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                egress_http_body_start(&b, true, 0);
+                size_t used;
+                int r = egress_http_body_scan(&b, (const uint8_t *) bad[i], strlen(bad[i]), &used);
+                if (r != -EBADMSG)
+                        fail_msg("bad[%zu] accepted", i);
+        }
+        /* an over-long chunk-size line (extensions) */
+        char longline[EGRESS_HTTP_LINE_MAX + 10];
+        memset(longline, 'a', sizeof(longline));
+        longline[0] = '1';
+        longline[1] = ';';
+        egress_http_body_start(&b, true, 0);
+        size_t used;
+        assert_int_equal(
+                egress_http_body_scan(&b, (const uint8_t *) longline, sizeof(longline), &used),
+                -EBADMSG);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_policy_set_roundtrip),
@@ -352,6 +408,7 @@ int main(void) {
                 cmocka_unit_test(test_dns_parse_good),
                 cmocka_unit_test(test_dns_parse_refusals),
                 cmocka_unit_test(test_dns_answers),
+                cmocka_unit_test(test_http_bodies),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
