@@ -38,8 +38,10 @@ class Egress:
         self.threads, self.extra = threads, list(extra)
         self.proc = None
         self.ctl = None
+        self.expect_exit = False
 
     def start(self):
+        self.expect_exit = False
         self.ctl = egressctl.Ctl()
         fds = [self.ctl.child.fileno()]
         args = [EGRESS, "--ctl-fd", str(self.ctl.child.fileno()), "--threads", str(self.threads),
@@ -67,6 +69,7 @@ class Egress:
             return ""
 
     def kill9(self):
+        self.expect_exit = True
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
         self.ctl.close()
@@ -144,6 +147,10 @@ def egress(fakenet, sbnet):
         sbnet.install_nft(eg.socks["proxy_port"], eg.socks["dns_port"])
         eg.start()
         yield eg
+        eg.stop()
+        log = open(eg.log_path, errors="replace").read()
+        # under -Dsanitize=true (WARREN_BUILD=build-asan) a report fails the session
+        assert "Sanitizer" not in log and "runtime error" not in log, log[-4000:]
     finally:
         eg.close()
 
@@ -154,6 +161,10 @@ def ctl(egress):
     if egress.proc.poll() is not None:
         egress.start()
     yield egress.ctl
+    if egress.proc.poll() is not None and not egress.expect_exit:
+        log = egress.log_text()
+        egress.start()
+        pytest.fail(f"warren-egress died (status {egress.proc.returncode}): {log}")
     # leave no policy behind
     if egress.proc.poll() is None:
         egress.ctl.policy_del(SANDBOX)

@@ -555,6 +555,7 @@ def test_kill9_mid_transfer_fails_closed_and_restarts(egress, sandbox, fakenet, 
 
 def test_control_socket_close_exits(egress, sandbox, fakenet, ctl):
     proc = egress.proc
+    egress.expect_exit = True
     egress.ctl.close()
     assert proc.wait(5) == 0
     m = fakenet.mark()
