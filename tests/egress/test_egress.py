@@ -16,8 +16,11 @@ from egressctl import ENFORCE, LEARN, OPEN
 
 
 
-def dig(sandbox, name, qtype="A", tcp=False):
-    """Resolve through the sandbox's resolver; returns (rcode, answers)."""
+def dig(sandbox, name, qtype="A", tcp=False, server=None):
+    """Resolve through the sandbox's resolver (or server, redirected the
+    same way); returns {rcode, an, len, tc}."""
+    server = server or sandbox.net.resolver_ip
+    fam = "socket.AF_INET6" if ":" in server else "socket.AF_INET"
     code = f"""
 import socket, struct, random, sys, json
 name, qtype, tcp = {name!r}, {qtype!r}, {tcp!r}
@@ -27,7 +30,7 @@ for l in name.rstrip(".").split("."):
     q += bytes([len(l)]) + l.encode()
 q += b"\\0" + struct.pack(">HH", types[qtype], 1)
 if tcp:
-    s = socket.create_connection(({sandbox.net.resolver_ip!r}, 53), timeout=5)
+    s = socket.create_connection(({server!r}, 53), timeout=5)
     s.sendall(struct.pack(">H", len(q)) + q)
     buf = b""
     while len(buf) < 2 or len(buf) < 2 + struct.unpack(">H", buf[:2])[0]:
@@ -36,9 +39,9 @@ if tcp:
         buf += d
     a = buf[2:]
 else:
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s = socket.socket({fam}, socket.SOCK_DGRAM)
     s.settimeout(5)
-    s.sendto(q, ({sandbox.net.resolver_ip!r}, 53))
+    s.sendto(q, ({server!r}, 53))
     a = s.recv(65536)
 assert a[:2] == q[:2], "id mismatch"
 rcode = a[3] & 15
@@ -846,3 +849,50 @@ def test_keepalive_request_hidden_in_body_is_body(sandbox, fakenet, ctl):
     assert out.count("HTTP/1.1 200") == 1, out
     fakenet.settle()
     assert not fakenet.http_requests(since=m, host="pypi.org")
+
+
+def test_dns_over_ipv6_redirected_and_enforced(sandbox, fakenet, ctl):
+    sandbox.enforce("github.com")
+    m = fakenet.mark()
+    assert dig(sandbox, "pypi.org", server=fakenet.dns6)["rcode"] == 3
+    assert dig(sandbox, "pypi.org", "AAAA", tcp=True, server=fakenet.dns6)["rcode"] == 3
+    fakenet.assert_nothing_seen(m)
+    r = dig(sandbox, "github.com", "AAAA", server=fakenet.dns6)
+    assert r["rcode"] == 0 and r["an"] == 1
+
+
+PING = r"""
+import socket, struct, sys
+dst, v6 = sys.argv[1], ":" in sys.argv[1]
+if v6:
+    s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+    pkt = struct.pack(">BBHHH", 128, 0, 0, 7, 1) + b"warren"   # kernel fills the checksum
+else:
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    body = struct.pack(">BBHHH", 8, 0, 0, 7, 1) + b"warren"
+    c = sum(struct.unpack(">%dH" % (len(body) // 2), body))
+    c = (c >> 16) + (c & 0xffff); c += c >> 16
+    pkt = body[:2] + struct.pack(">H", ~c & 0xffff) + body[4:]
+s.settimeout(1.5)
+s.sendto(pkt, (dst, 0))
+try:
+    while True:
+        d = s.recv(2048)
+        t = d[0] if v6 else d[20]
+        if t in (0, 129):
+            print("reply"); break
+except socket.timeout:
+    print("timeout")
+"""
+
+
+def test_icmp_dropped(sandbox, fakenet, ctl):
+    sandbox.set(OPEN)
+    # the check itself works: a client netns of the bed (routed, no proxy) gets replies
+    r = fakenet.client.run([__import__("sys").executable, "-c", PING, fakenet.addr("example.test")])
+    assert r.stdout.strip() == "reply", r
+    m = fakenet.mark()
+    for fam in (4, 6):
+        r = sandbox.run([__import__("sys").executable, "-c", PING, fakenet.addr("example.test", fam)])
+        assert r.stdout.strip() == "timeout", r
+    fakenet.assert_nothing_seen(m)
