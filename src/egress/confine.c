@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <linux/sched.h>
 #include <pwd.h>
 #include <sched.h>
@@ -31,6 +32,16 @@
 /* The root must be an empty directory owned by root and not writable by
  * others. */
 static int check_root(const char *dir, struct wr_err *e) {
+        /* created (mode 0755, parents too) when missing */
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s", dir);
+        for (char *p = path + 1; *p; p++)
+                if (*p == '/') {
+                        *p = '\0';
+                        (void) mkdir(path, 0755);
+                        *p = '/';
+                }
+        (void) mkdir(path, 0755);
         int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
                 return err_set(e, -errno, "--root %s: %s", dir, strerror(errno));

@@ -103,7 +103,8 @@ struct uv_loop_s;
 int egress_resolver_start(struct uv_loop_s *loop, struct wr_err *e);
 
 /* --- confine.c --- */
-/* Drop everything: chroot to cfg.root (must be an empty directory), the
+/* Drop everything: chroot to cfg.root (an empty directory owned by root,
+ * not group/other-writable; created 0755 with its parents if missing), the
  * user/group, capabilities (bounding and ambient too), no_new_privs,
  * rlimits, the seccomp allowlist. Called once, by the only thread. */
 int egress_confine(struct wr_err *e);
