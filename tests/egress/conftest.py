@@ -47,7 +47,10 @@ class Egress:
         args = [EGRESS, "--ctl-fd", str(self.ctl.child.fileno()), "--threads", str(self.threads),
                 "--root", self.root, "--log-level", "debug",
                 "--upstream-dns", self.bed.dns, "--first-byte-ms", "500",
-                "--connect-timeout-ms", "5000", "--dns-timeout-ms", "1500"]
+                "--connect-timeout-ms", "5000", "--dns-timeout-ms", "1500",
+                # the host's own addresses, as warrend will pass them
+                "--deny-addr", self.net.host4, "--deny-addr", self.net.host6,
+                "--deny-addr", self.bed.layout.host_link4[0], "--deny-addr", self.bed.layout.host_link6[0]]
         for s in self.socks["proxy"]:
             args += ["--listen-fd", str(s.fileno())]
             fds.append(s.fileno())

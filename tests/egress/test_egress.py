@@ -896,3 +896,26 @@ def test_icmp_dropped(sandbox, fakenet, ctl):
         r = sandbox.run([__import__("sys").executable, "-c", PING, fakenet.addr("example.test", fam)])
         assert r.stdout.strip() == "timeout", r
     fakenet.assert_nothing_seen(m)
+
+
+def test_host_own_addresses_refused(sandbox, fakenet, ctl):
+    """A sandbox dialing the host itself (any port) is redirected to the
+    proxy like everything else; the host's addresses (--deny-addr, supplied
+    by warrend) are refused even with no policy."""
+    sandbox.set(OPEN)
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((sandbox.net.host4, 0))
+    srv.listen(8)
+    srv.settimeout(0.5)
+    port = srv.getsockname()[1]
+    try:
+        em = ctl.mark()
+        out = raw_connect(sandbox, sandbox.net.host4, port, b"\x00raw")
+        assert not out.startswith("OK b'\\x00raw"), out
+        with pytest.raises(socket.timeout):
+            srv.accept()
+        ev = ctl.wait_event(em, kind="tcp", port=port)
+        assert ev["verdict"] == "deny" and "host address" in ev["rule"] + ev["reason"], ev
+    finally:
+        srv.close()
