@@ -474,12 +474,20 @@ static void relay_cb(uv_poll_t *p, int status, int events) {
         relay(c);
 }
 
+/* Pipe size: 1 MiB for a few connections, less as they multiply, so that
+ * all of them stay inside the user's pipe budget (fs.pipe-user-pages-soft,
+ * 64 MiB by default; past it the kernel gives new pipes two pages). */
+static size_t pipe_size_for(unsigned nconns) {
+        size_t want = (32u << 20) / (nconns ? nconns : 1), sz = 65536;
+        while (sz < want && sz < PIPE_SIZE)
+                sz <<= 1;
+        return sz;
+}
+
 static int make_pipe(struct dir *d) {
         if (pipe2(d->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
                 return -errno;
-        /* 1 MiB when the user's pipe budget allows (fs.pipe-user-pages-soft),
-         * else the default */
-        int sz = fcntl(d->pipe[1], F_SETPIPE_SZ, PIPE_SIZE);
+        int sz = fcntl(d->pipe[1], F_SETPIPE_SZ, (int) pipe_size_for(atomic_load(&egress_nconns)));
         if (sz < 0)
                 sz = fcntl(d->pipe[1], F_GETPIPE_SZ);
         d->pipe_size = sz > 0 ? (size_t) sz : 65536;
