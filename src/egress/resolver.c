@@ -92,7 +92,7 @@ static void event_dns(struct egress_event *ev, const struct egress_sb *sb,
 /* Decide on one query from src. Returns 1 to forward, 0 when *out holds
  * the answer to send (out_len bytes), and fills ev. */
 static int decide(const uint8_t *buf, size_t len, const struct net_addr *src,
-                  struct egress_dns_query *q, uint8_t *out, size_t *out_len,
+                  struct egress_dns_query *q, uint8_t *out, size_t out_size, size_t *out_len,
                   struct egress_event *ev) {
         struct wr_err e = {0};
         int r = egress_dns_query_parse(buf, len, q, &e);
@@ -100,14 +100,15 @@ static int decide(const uint8_t *buf, size_t len, const struct net_addr *src,
         if (r < 0) {
                 event_dns(ev, sb, src, NULL, NET_VERDICT_DENY, "dns", "malformed query");
                 egress_str_set(ev->reason, sizeof(ev->reason), e.msg);
-                *out_len = (size_t) egress_dns_formerr(buf, len, out, 512);
+                r = egress_dns_formerr(buf, len, out, out_size);
+                *out_len = r > 0 ? (size_t) r : 0;
                 egress_sb_unref(sb);
                 return 0;
         }
         if (!sb) {
                 event_dns(ev, NULL, src, q, NET_VERDICT_DENY, "source", "unknown source address");
-                *out_len = (size_t) egress_dns_error_answer(buf, q, EGRESS_DNS_RCODE_REFUSED, out,
-                                                            EGRESS_DNS_MSG_MAX);
+                r = egress_dns_error_answer(buf, q, EGRESS_DNS_RCODE_REFUSED, out, out_size);
+                *out_len = r > 0 ? (size_t) r : 0;
                 return 0;
         }
         if (sb->mode == EGRESS_MODE_ENFORCE &&
@@ -115,8 +116,8 @@ static int decide(const uint8_t *buf, size_t len, const struct net_addr *src,
              !net_policy_name_may_match(sb->policy, q->canon.name))) {
                 event_dns(ev, sb, src, q, NET_VERDICT_DENY, "allowed_hosts",
                           "no allowed_hosts entry matches the name");
-                *out_len = (size_t) egress_dns_error_answer(buf, q, EGRESS_DNS_RCODE_NXDOMAIN, out,
-                                                            EGRESS_DNS_MSG_MAX);
+                r = egress_dns_error_answer(buf, q, EGRESS_DNS_RCODE_NXDOMAIN, out, out_size);
+                *out_len = r > 0 ? (size_t) r : 0;
                 egress_sb_unref(sb);
                 return 0;
         }
@@ -381,7 +382,7 @@ static void udp_cb(uv_poll_t *p, int status, int events) {
                 size_t len = MIN((size_t) n, sizeof(buf));
                 if ((size_t) n > sizeof(buf))
                         len = 0; /* truncated datagram: refuse as malformed */
-                int r = decide(buf, len, &src, &q, out, &out_len, &ev);
+                int r = decide(buf, len, &src, &q, out, sizeof(out), &out_len, &ev);
                 if (r == 0 || n_udp_inflight >= UDP_INFLIGHT_MAX) {
                         if (r == 1) {
                                 out_len = (size_t) egress_dns_error_answer(
@@ -442,7 +443,7 @@ static void tc_process(struct tcp_client *tc) {
                 tc_close(tc);
                 return;
         }
-        int r = decide(tc->buf + 2, want, &tc->src, &q, big, &out_len, &ev);
+        int r = decide(tc->buf + 2, want, &tc->src, &q, big, EGRESS_DNS_MSG_MAX, &out_len, &ev);
         (void) out;
         tc->busy = true;
         if (r == 0) {
