@@ -141,7 +141,8 @@ static void secret_ref_strip(Warren__V1__SecretRef *ref, bool keep_names) {
         case WARREN__V1__SECRET_REF__SOURCE_INLINE_VALUES:
                 for (size_t i = 0; i < ref->inline_values->n_values; i++) {
                         ProtobufCBinaryData *v = &ref->inline_values->values[i]->value;
-                        explicit_bzero(v->data, v->len);
+                        if (v->data)
+                                explicit_bzero(v->data, v->len);
                 }
                 warren__v1__inline_secrets__free_unpacked(ref->inline_values, NULL);
                 ref->inline_values = NULL;

@@ -519,7 +519,7 @@ static void deliver(struct rpc_call *call) {
         ProtobufCAllocator *alloc = call_allocator(call);
         while (!call->paused && !call->finished && h2_inbox_pop(&call->inbox, &data, &len)) {
                 ProtobufCMessage *msg = protobuf_c_message_unpack(m->input, alloc, len, data);
-                if (m->sensitive)
+                if (m->sensitive && data)
                         explicit_bzero(data, len);
                 h2_mem_free(data);
                 if (!msg) {

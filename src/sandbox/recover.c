@@ -38,7 +38,8 @@ static int recover_one(struct sbx_manager *m, const struct store_sandbox *row, c
         if ((r = store_sandbox_get_process(m->store, row->id, &proc, &proc_len, e)) < 0)
                 return r;
         r = sbx_process_decode(sb, (const char *) proc, proc_len);
-        explicit_bzero(proc, proc_len);
+        if (proc)
+                explicit_bzero(proc, proc_len);
         if (r < 0)
                 return err_set(e, r, "process defaults");
         sb->name = row->name ? strdup(row->name) : NULL;
