@@ -32,6 +32,7 @@ int sbx_new(struct sbx_manager *m, const char *id, int64_t expires_ns, struct sb
         sb->m = m;
         sb->ctl_fd = -EBADF;
         sb->pidfd = -EBADF;
+        sb->net_slot = -1;
         sb->expires_ns = expires_ns;
         snprintf(sb->id, sizeof(sb->id), "%s", id);
         *ret = sb;
@@ -43,6 +44,9 @@ void sbx_free(struct sbx *sb) {
                 return;
         sb->ctl_fd = safe_close(sb->ctl_fd);
         sb->pidfd = safe_close(sb->pidfd);
+        /* the block is free again once the host end is gone: teardown
+         * deleted it, or a detached sandbox keeps it (the manager goes) */
+        sbx_network_release(sb->m->net, sb->net_slot);
         rt_sandbox_free(sb->rt);
         sbx_env_free(sb->env);
         free(sb->workdir);
@@ -229,6 +233,16 @@ static void timer_cb(uv_timer_t *t) {
 static void teardown_work(uv_work_t *w) {
         struct sbx *sb = w->data;
         sb->teardown_r = sb->rt ? rt_sandbox_destroy(sb->rt, &sb->teardown_err) : 0;
+        /* a re-attached sandbox's runtime handle does not know its veth */
+        if (sb->teardown_r >= 0 && sb->net_slot >= 0 && sb->m->net) {
+                char peer[16];
+                sbx_network_peer_name(sb->m->net, sb->net_slot, peer, sizeof(peer));
+                int r = rt_net_link_delete(peer, &sb->teardown_err);
+                if (r < 0) {
+                        sb->teardown_r = r;
+                        sb->net_slot = -1; /* not given out again while it may linger */
+                }
+        }
 }
 
 static void teardown_done(uv_work_t *w, int status);

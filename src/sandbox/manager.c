@@ -135,6 +135,16 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
                 sbx_manager_free(m);
                 return err_set(e, r, "sandbox manager: mkdir %s", dir);
         }
+        if (!cfg->sandbox_cidr || strcmp(cfg->sandbox_cidr, "none") != 0) {
+                struct sbx_network_config nc = {.state_dir = m->state_dir,
+                                                .cidr = cfg->sandbox_cidr,
+                                                .upstream_dns = cfg->upstream_dns};
+                int r = sbx_network_new(&nc, &m->net, e);
+                if (r < 0) {
+                        sbx_manager_free(m);
+                        return r;
+                }
+        }
         sbx_recover(m);
         int r = sbx_pool_start(m);
         if (r < 0) {
@@ -171,5 +181,7 @@ void sbx_manager_free(struct sbx_manager *m) {
         free(m->state_dir);
         free(m->init_path);
         free(m->default_image);
+        /* the table stays for the sandboxes that outlive warrend */
+        sbx_network_free(m->net, m->terminate_on_exit);
         free(m);
 }

@@ -11,6 +11,8 @@
 #include <uv.h>
 
 #include "sandbox/sandbox.h"
+#include "runtime/runtime.h"
+#include "sandbox/network.h"
 #include "store/store.h"
 
 struct rt_sandbox;
@@ -64,6 +66,9 @@ struct sbx {
         char *workdir;
         uint32_t uid, gid;
 
+        /* its /30 of the default network (network.h); -1: none */
+        int32_t net_slot;
+
         struct sbx_exec *execs;
         uint64_t next_exec_id;
         /* spawn requests in flight, for the exec start latency metric */
@@ -77,6 +82,8 @@ struct sbx {
 struct sbx_pool_entry {
         char id[32];
         struct rt_sandbox *rt; /* rt_sandbox_prestart()ed */
+        int32_t net_slot;      /* its /30 (veth made at the prestart); -1: none */
+        struct rt_net net;
 };
 
 struct sbx_manager {
@@ -105,6 +112,7 @@ struct sbx_manager {
                 struct sbx_pool_entry entry;
                 struct wr_err err;
                 char **layers;      /* the worker's copy of pool_layers */
+                const char *resolv_conf; /* the network's (owned by it) */
                 bool layers_failed; /* its try with them failed */
         } pool_jobs[SBX_POOL_JOBS];
         unsigned pool_busy; /* jobs running */
@@ -112,6 +120,8 @@ struct sbx_manager {
          * image a sandbox was created from; NULL-terminated, owned) */
         char **pool_layers;
         enum rt_cgroup_mode cgroup_mode;
+        /* the default network; NULL: sandboxes get only a loopback */
+        struct sbx_network *net;
         /* exec.c's state: sessions, log size, chunk pool */
         struct sbx_exec_state *exec;
 };
@@ -163,7 +173,8 @@ int sbx_process_decode(struct sbx *sb, const char *buf, size_t len);
 /* --- pool.c --- */
 /* Take a prestarted entry (its id into id, its handle returned), or NULL
  * when the pool is empty; schedules the refill. */
-struct rt_sandbox *sbx_pool_take(struct sbx_manager *m, char *id, size_t size);
+struct rt_sandbox *sbx_pool_take(struct sbx_manager *m, char *id, size_t size,
+                                 int32_t *ret_net_slot);
 /* The pool builds its next roots for these layers (a copy is kept). */
 void sbx_pool_expect(struct sbx_manager *m, const char *const *layers, size_t n);
 /* Start the pool: build roots ahead for the default image when it is
