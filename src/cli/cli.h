@@ -208,6 +208,7 @@ enum {
         CLI_OPT_SECRET,
         CLI_OPT_VOLUME,
         CLI_OPT_HOSTNAME,
+        CLI_OPT_BLOCK_NETWORK,
 };
 
 /* Long options of sandbox creation; short ones are n: e: w: (and i: for
@@ -223,14 +224,15 @@ enum {
                 {"resource-detection", required_argument, NULL, CLI_OPT_DETECT},                   \
                 {"entrypoint", required_argument, NULL, CLI_OPT_ENTRYPOINT},                       \
                 {"secret", required_argument, NULL, CLI_OPT_SECRET},                               \
-                {"volume", required_argument, NULL, CLI_OPT_VOLUME}, {                             \
-                "hostname", required_argument, NULL, CLI_OPT_HOSTNAME                              \
+                {"volume", required_argument, NULL, CLI_OPT_VOLUME},                               \
+                {"hostname", required_argument, NULL, CLI_OPT_HOSTNAME}, {                         \
+                "block-network", no_argument, NULL, CLI_OPT_BLOCK_NETWORK                          \
         }
 
 #define CLI_CREATE_USAGE                                                                           \
         "[-n NAME] [-e K=V]... [-w DIR] [--cpu C] [--memory M] [--lifetime D] [--tag K=V]... "     \
         "[--host H]... [--resource-detection github-pull-requests] [--secret NAME]... "            \
-        "[--volume NAME:/PATH[:ro]]... [--hostname H]"
+        "[--volume NAME:/PATH[:ro]]... [--hostname H] [--block-network]"
 
 /* A CreateSandboxRequest under construction (arena-owned parts). */
 struct cli_create {
