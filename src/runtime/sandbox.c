@@ -661,6 +661,11 @@ static int sandbox_make(const struct rt_sandbox_config *cfg, bool park, struct r
                                 waitid(P_PIDFD, (id_t) sb->pidfd, &si, WEXITED | __WALL));
                         sb->reaped = true;
                 }
+                /* the child may have made the veth before it failed: its
+                 * netns is gone now, but the kernel takes the link down
+                 * in the background; the name must be free again now */
+                if (sb->has_net)
+                        (void) rt_net_link_delete(sb->net.peer, &ignored);
                 if (sb->cg)
                         (void) rt_cgroup_remove(sb->cg, &ignored);
                 if (sb->made & MADE_DIR) {
