@@ -19,6 +19,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <linux/netlink.h>
 #include <unistd.h>
 
@@ -500,6 +501,12 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
         _cleanup_close_ int host_ns = -EBADF, host_nl = -EBADF;
         c.host_ns_fd = c.host_nl_fd = -EBADF;
         if (cfg->net) {
+                /* a link of that name that is not ours must stay: refuse
+                 * before the child could fail on it (an undo deletes the
+                 * name) */
+                if (if_nametoindex(cfg->net->peer) > 0)
+                        return err_set(e, -EEXIST, "network: the host end %s exists already",
+                                       cfg->net->peer);
                 host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
                 if (host_ns < 0)
                         return err_set(e, -errno, "open /proc/self/ns/net: %m");
