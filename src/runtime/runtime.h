@@ -289,6 +289,12 @@ int rt_sandbox_reap(struct rt_sandbox *sb, int *status);
  * failed can be retried by calling again). */
 int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e);
 
+/* The caller deletes the host end of the sandbox's veth itself (later,
+ * off the critical path: rt_net_link_delete): rt_sandbox_destroy() then
+ * leaves it (the kernel takes it down with the netns, in the background).
+ * No-op without a veth. */
+void rt_sandbox_net_disown(struct rt_sandbox *sb);
+
 /* Free the handle. Does not stop the sandbox (a daemon that exits leaves
  * sandboxes running); call rt_sandbox_destroy() first to stop it. Closes
  * the pidfd. Accepts NULL. */

@@ -882,6 +882,10 @@ int rt_sandbox_reap(struct rt_sandbox *sb, int *status) {
         return 1;
 }
 
+void rt_sandbox_net_disown(struct rt_sandbox *sb) {
+        sb->has_net = false;
+}
+
 int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e) {
         int r;
         if (sb->destroyed)

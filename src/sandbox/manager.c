@@ -171,7 +171,7 @@ void sbx_manager_free(struct sbx_manager *m) {
                 }
         }
         /* Let the handle close callbacks run, which unlink and free. */
-        while (m->list || sbx_pool_busy(m))
+        while (m->list || sbx_pool_busy(m) || m->net_jobs)
                 uv_run(m->loop, UV_RUN_ONCE);
         free(m->pool);
         sbx_argv_free(m->pool_layers);

@@ -110,8 +110,10 @@ static void pool_work_done(uv_work_t *w, int status) {
         }
         if (m->freeing || m->pool_n >= m->pool_target) {
                 struct wr_err e = {0};
+                if (pe->net_slot >= 0)
+                        rt_sandbox_net_disown(pe->rt);
                 if (rt_sandbox_destroy(pe->rt, &e) >= 0)
-                        sbx_network_release(m->net, pe->net_slot);
+                        sbx_net_retire(m, pe->net_slot);
                 pe->net_slot = -1;
                 rt_sandbox_free(pe->rt);
                 pe->rt = NULL;
@@ -169,10 +171,12 @@ static void pool_drain(struct sbx_manager *m) {
         while (m->pool_n > 0) {
                 struct sbx_pool_entry *pe = &m->pool[--m->pool_n];
                 struct wr_err e = {0};
+                if (pe->net_slot >= 0)
+                        rt_sandbox_net_disown(pe->rt);
                 if (rt_sandbox_destroy(pe->rt, &e) < 0)
                         log_warn("warm pool: %s", e.msg);
                 else
-                        sbx_network_release(m->net, pe->net_slot);
+                        sbx_net_retire(m, pe->net_slot);
                 pe->net_slot = -1;
                 rt_sandbox_free(pe->rt);
                 pe->rt = NULL;

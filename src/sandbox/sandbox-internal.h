@@ -122,6 +122,7 @@ struct sbx_manager {
         enum rt_cgroup_mode cgroup_mode;
         /* the default network; NULL: sandboxes get only a loopback */
         struct sbx_network *net;
+        unsigned net_jobs; /* sbx_net_retire deletions in flight */
         /* exec.c's state: sessions, log size, chunk pool */
         struct sbx_exec_state *exec;
 };
@@ -158,6 +159,10 @@ void sbx_finalize(struct sbx *sb);
 /* Let go of sb without stopping it (daemon shutdown): its exec streams
  * end, handles close, the sandbox keeps running. */
 void sbx_detach(struct sbx *sb);
+/* Delete the host end of slot's veth on a worker thread, then free the
+ * slot (the sandbox is gone: its runtime handle was disowned of it). Loop
+ * thread; slot < 0 or no network: nothing. */
+void sbx_net_retire(struct sbx_manager *m, int32_t slot);
 /* Remove the entrypoint's output file of sandbox id. */
 void sbx_entrypoint_log_remove(struct sbx_manager *m, const char *id);
 /* Send a request to init, waiting briefly when its socket queue is full. */
