@@ -296,7 +296,7 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
                 .sandbox_cidr = d->cfg.sandbox_cidr,
                 /* the test suites: no sandbox is pointed at the host's
                  * resolver unless asked (--upstream-dns) */
-                .upstream_dns = d->cfg.upstream_dns        ? d->cfg.upstream_dns
+                .upstream_dns = d->cfg.upstream_dns         ? d->cfg.upstream_dns
                                 : d->cfg.pull_loopback_only ? ""
                                                             : NULL,
         };

@@ -517,11 +517,10 @@ static int nl_run(int fd, struct nl_batch *b) {
         struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
         struct iovec iov[NL_BATCH];
         for (size_t i = 0; i < b->n; i++)
-                iov[i] = (struct iovec){.iov_base = b->msg[i].buf, .iov_len = b->msg[i].h.nlmsg_len};
-        struct msghdr mh = {.msg_name = &sa,
-                            .msg_namelen = sizeof(sa),
-                            .msg_iov = iov,
-                            .msg_iovlen = b->n};
+                iov[i] =
+                        (struct iovec){.iov_base = b->msg[i].buf, .iov_len = b->msg[i].h.nlmsg_len};
+        struct msghdr mh = {
+                .msg_name = &sa, .msg_namelen = sizeof(sa), .msg_iov = iov, .msg_iovlen = b->n};
         if (sendmsg(fd, &mh, 0) < 0)
                 fail(errno, "network: %s", b->what[0]);
         int index = 0;
@@ -565,8 +564,8 @@ static void net_setup(struct rt_child *c) {
 
         /* eth0 here, its peer in the host's namespace */
         struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = ETH0_INDEX};
-        struct nlmsghdr *h = nl_new(b, "create veth eth0", RTM_NEWLINK,
-                                    NLM_F_CREATE | NLM_F_EXCL, &ifi, sizeof(ifi));
+        struct nlmsghdr *h = nl_new(b, "create veth eth0", RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL,
+                                    &ifi, sizeof(ifi));
         nl_attr_str(h, IFLA_IFNAME, "eth0");
         struct rtattr *li = nl_attr(h, IFLA_LINKINFO, NULL, 0);
         nl_attr_str(h, IFLA_INFO_KIND, "veth");

@@ -153,7 +153,8 @@ static void route_cb(const struct nlmsghdr *h, void *userdata) {
         const struct rtmsg *rt = NLMSG_DATA(h);
         if (rt->rtm_family != AF_INET)
                 return;
-        struct rt_route4 r = {.prefix = rt->rtm_dst_len, .table = rt->rtm_table, .type = rt->rtm_type};
+        struct rt_route4 r = {
+                .prefix = rt->rtm_dst_len, .table = rt->rtm_table, .type = rt->rtm_type};
         size_t len = RTM_PAYLOAD(h);
         for (const struct rtattr *a = RTM_RTA(rt); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
                 if (a->rta_type == RTA_DST && RTA_PAYLOAD(a) == 4)

@@ -386,12 +386,12 @@ int rt_net_links(const char *prefix, char (*names)[16], size_t max, size_t *ret_
 
 /* One IPv4 route of any table, as rt_net_routes4() lists them. */
 struct rt_route4 {
-        uint32_t dst;    /* network byte order; 0 with prefix 0 = default */
-        uint8_t prefix;  /* rtm_dst_len */
-        uint8_t type;    /* RTN_* (unicast, local, broadcast, blackhole, ...) */
-        uint32_t table;  /* RT_TABLE_* or a number */
-        int oif;         /* 0 = none */
-        char dev[16];    /* name of oif, "" = none */
+        uint32_t dst;   /* network byte order; 0 with prefix 0 = default */
+        uint8_t prefix; /* rtm_dst_len */
+        uint8_t type;   /* RTN_* (unicast, local, broadcast, blackhole, ...) */
+        uint32_t table; /* RT_TABLE_* or a number */
+        int oif;        /* 0 = none */
+        char dev[16];   /* name of oif, "" = none */
 };
 
 /* Every IPv4 route of every table (the local table holds the host's own

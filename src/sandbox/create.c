@@ -277,10 +277,9 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         if (sb->net_slot >= 0) /* a pool entry's: made already, unless it broke */
                 sbx_network_slot_net(m->net, sb->net_slot, &net);
         else if (m->net && !spec->block_network &&
-            (r = sbx_network_alloc(m->net, &sb->net_slot, &net)) < 0)
+                 (r = sbx_network_alloc(m->net, &sb->net_slot, &net)) < 0)
                 return err_setx(e, r, WR_STATUS_RESOURCE_EXHAUSTED, WR_FAULT_SERVICE,
-                                "network: the sandbox range %s is full",
-                                sbx_network_range(m->net));
+                                "network: the sandbox range %s is full", sbx_network_range(m->net));
         if (spec->name && !(sb->name = strdup(spec->name)))
                 return err_set(e, -ENOMEM, "out of memory");
         if (!(sb->image_id = strdup(img->id)))
@@ -303,8 +302,8 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                 .log_fd = -1,
                 .mounts = spec->mounts,
                 .n_mounts = spec->n_mounts,
-                .resolv_conf = m->net && !spec->block_network ? sbx_network_resolv_conf(m->net)
-                                                              : NULL,
+                .resolv_conf =
+                        m->net && !spec->block_network ? sbx_network_resolv_conf(m->net) : NULL,
                 .net = sb->net_slot >= 0 ? &net : NULL, /* a pool entry's veth is made */
         };
         /* A warm-pool entry starts mounting its root now and the row is

@@ -140,8 +140,8 @@ static void pool_timer_cb(uv_timer_t *t) {
                 /* its /30 (the allocator is the loop's) */
                 job->entry.net_slot = -1;
                 job->resolv_conf = m->net ? sbx_network_resolv_conf(m->net) : NULL;
-                if (m->net && sbx_network_alloc(m->net, &job->entry.net_slot,
-                                                &job->entry.net) < 0) {
+                if (m->net &&
+                    sbx_network_alloc(m->net, &job->entry.net_slot, &job->entry.net) < 0) {
                         log_warn("warm pool: the sandbox range %s is full",
                                  sbx_network_range(m->net));
                         break;

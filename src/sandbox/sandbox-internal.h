@@ -111,9 +111,9 @@ struct sbx_manager {
                 bool busy;
                 struct sbx_pool_entry entry;
                 struct wr_err err;
-                char **layers;      /* the worker's copy of pool_layers */
+                char **layers;           /* the worker's copy of pool_layers */
                 const char *resolv_conf; /* the network's (owned by it) */
-                bool layers_failed; /* its try with them failed */
+                bool layers_failed;      /* its try with them failed */
         } pool_jobs[SBX_POOL_JOBS];
         unsigned pool_busy; /* jobs running */
         /* the layers the pool builds roots for ahead (those of the last

@@ -123,8 +123,8 @@ static void test_peer_names(void **state) {
         assert_int_equal(sbx_net_peer_parse(name, &gw), 0);
         assert_int_equal(gw, IP(255, 255, 255, 253));
         assert_true(strlen(name) < 16);
-        static const char *const bad[] = {"wr1918000", "wr191800000", "wr1918000g", "eth0",
-                                          "wrX9180000", "wr", "wR19180000", "wr4fffffff"};
+        static const char *const bad[] = {"wr1918000",  "wr191800000", "wr1918000g", "eth0",
+                                          "wrX9180000", "wr",          "wR19180000", "wr4fffffff"};
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
                 if (sbx_net_peer_parse(bad[i], &gw) != -EINVAL)
                         fail_msg("accepted %s", bad[i]);
