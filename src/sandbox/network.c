@@ -56,6 +56,10 @@ static int range_check(uint32_t base, uint8_t prefix, const char *what, size_t *
                         continue;
                 if (!sbx_cidr_overlap(base, prefix, ntohl(rt->dst), rt->prefix))
                         continue;
+                /* its link went away since the dump (a sandbox's host end
+                 * being taken down with its netns) */
+                if (rt->oif > 0 && !rt->dev[0])
+                        continue;
                 if (strncmp(rt->dev, SBX_NET_PEER_PREFIX, strlen(SBX_NET_PEER_PREFIX)) == 0) {
                         (*ret_ours)++;
                         continue;
