@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -135,7 +136,9 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
                 sbx_manager_free(m);
                 return err_set(e, r, "sandbox manager: mkdir %s", dir);
         }
-        if (!cfg->sandbox_cidr || strcmp(cfg->sandbox_cidr, "none") != 0) {
+        if (geteuid() != 0) {
+                log_warn("network: not root: sandboxes get no network (and will not start)");
+        } else if (!cfg->sandbox_cidr || strcmp(cfg->sandbox_cidr, "none") != 0) {
                 struct sbx_network_config nc = {.state_dir = m->state_dir,
                                                 .cidr = cfg->sandbox_cidr,
                                                 .upstream_dns = cfg->upstream_dns};
