@@ -45,6 +45,7 @@ test-e2e:
 	WARREN_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q tests/init tests/runtime $(PYTEST_ARGS)
 	PYTHONPATH=$(CURDIR)/python $(PYTHON) -m pytest -q python/tests $(PYTEST_ARGS)
 	$(PYTHON) -m pytest -q tests/fakenet $(PYTEST_ARGS)
+	WARREN_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q tests/egress $(PYTEST_ARGS)
 
 test-fast: deps build test-unit test-e2e
 

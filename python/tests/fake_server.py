@@ -107,6 +107,10 @@ class Sandboxes(sandboxes_pb2_grpc.SandboxesServicer):
         self.last_create = None
         self.exec_requests = []
         self.running = {}  # pid -> Popen of processes still running
+        self.creates = []  # every CreateSandboxRequest received
+        self.events = {}  # sandbox id -> [pb.NetworkEvent] (tests append)
+        self.event_requests = []  # every ListNetworkEventsRequest received
+        self.on_list_events = None  # called (sandbox) after each ListNetworkEvents
 
     def _find(self, key, context):
         for s in self.boxes.values():
@@ -116,9 +120,16 @@ class Sandboxes(sandboxes_pb2_grpc.SandboxesServicer):
 
     def CreateSandbox(self, request, context):
         self.last_create = request
+        self.creates.append(request)
+        if request.network_policy.host_rules:
+            # As warrend answers until per-host request rules land.
+            context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                          "network_policy.host_rules: per-host request rules are not "
+                          "implemented yet")
         self.n += 1
         s = pb.Sandbox(id="sb-%016x" % self.n, name=request.name,
-                       status=pb.SANDBOX_STATUS_RUNNING, image_ref=request.image.ref)
+                       status=pb.SANDBOX_STATUS_RUNNING, image_ref=request.image.ref,
+                       egress_enforced=request.HasField("network_policy"))
         self.boxes[s.id] = s
         return s
 
@@ -135,6 +146,18 @@ class Sandboxes(sandboxes_pb2_grpc.SandboxesServicer):
             for pid, p in list(self.running.items())] + [
             pb.Process(exec_id="ex-0", pid=1, argv=["true"], running=False,
                        exited=pb.ExecExited(exit_code=0, reason=pb.EXIT_REASON_EXITED))])
+
+    def ListNetworkEvents(self, request, context):
+        self.event_requests.append(request)
+        s = self._find(request.sandbox, context)
+        evs = [e for e in self.events.get(s.id, []) if e.seq > request.after_seq]
+        if request.limit:
+            evs = evs[-request.limit:]
+        resp = pb.ListNetworkEventsResponse(events=evs,
+                                            last_seq=evs[-1].seq if evs else request.after_seq)
+        if self.on_list_events:
+            self.on_list_events(s)
+        return resp
 
     def TerminateSandbox(self, request, context):
         s = self._find(getattr(request, request.WhichOneof("key")), context)

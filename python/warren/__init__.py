@@ -17,7 +17,7 @@ from warren._errors import (Aborted, AlreadyExists, Cancelled, DataLoss, Deadlin
 from warren._exec import ExecEvent, ExecResult, Process, ProcessInfo
 from warren._git import Git, GitStatus
 from warren._image import Image, ImageConfig, ImageInfo
-from warren._network import ComputeClass, NetworkPolicy, ResourceDetector, SshDest
+from warren._network import ComputeClass, NetworkEvent, NetworkPolicy, ResourceDetector, SshDest
 from warren._sandbox import Sandbox, SandboxInfo, SandboxStatus
 from warren._secret import Secret, SecretInfo
 from warren._volume import FileInfo, Volume, VolumeInfo
@@ -26,7 +26,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "SandboxClient", "Sandbox", "SandboxInfo", "SandboxStatus", "Image", "Secret", "Volume",
-    "NetworkPolicy", "SshDest", "ResourceDetector", "ComputeClass", "ExecEvent", "ExecResult",
+    "NetworkPolicy", "NetworkEvent", "SshDest", "ResourceDetector", "ComputeClass", "ExecEvent", "ExecResult",
     "Process", "ProcessInfo", "Git", "GitStatus", "VersionInfo", "ImageInfo", "ImageConfig",
     "SecretInfo", "VolumeInfo", "FileInfo", "Status", "WarrenError", "SandboxNotFound",
     "NotFound", "InvalidArgument", "Unimplemented", "Unavailable", "PermissionDenied",

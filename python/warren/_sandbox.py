@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import inspect
+import time as _time
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import (Any, Callable, Concatenate, Dict, Iterator, List, Mapping, Optional,
@@ -16,11 +17,12 @@ from typing import (Any, Callable, Concatenate, Dict, Iterator, List, Mapping, O
 
 from warren._channel import Channel
 from warren._convert import from_timestamp
+from warren._errors import NotFound
 from warren._exec import (ExecEvent, ExecResult, Process, ProcessInfo, _ExecCall, collect,
                           exec_start_message)
 from warren._git import Git
 from warren._image import Image, image_spec
-from warren._network import ComputeClass, NetworkPolicy, ResourceDetector, SshDest
+from warren._network import ComputeClass, NetworkEvent, NetworkPolicy, ResourceDetector, SshDest
 from warren._proto.warren.v1 import sandboxes_pb2 as pb
 from warren._secret import Secret
 
@@ -71,6 +73,9 @@ class SandboxInfo:
     terminated_at: Optional[_dt.datetime] = None
     expires_at: Optional[_dt.datetime] = None
     volumes: List[Tuple[str, str]] = field(default_factory=list)
+    #: The sandbox has a network policy and the daemon checked at create
+    #: that it is enforced (a denied probe was refused).
+    egress_enforced: bool = False
 
     @classmethod
     def _from_proto(cls, s: pb.Sandbox) -> "SandboxInfo":
@@ -82,7 +87,8 @@ class SandboxInfo:
                    created_at=from_timestamp(s.created_at),
                    terminated_at=from_timestamp(s.terminated_at),
                    expires_at=from_timestamp(s.expires_at),
-                   volumes=[(v.volume, v.path) for v in s.volumes])
+                   volumes=[(v.volume, v.path) for v in s.volumes],
+                   egress_enforced=s.egress_enforced)
 
 
 EnvMap = Mapping[str, Union[str, Secret]]
@@ -370,6 +376,48 @@ class Sandbox:
         """The sandbox's processes: running ones, and finished ones the
         daemon still keeps for a late attach."""
         return list_processes(self._conn(), self._key().id)
+
+    # --- egress ---
+    def _events_page(self, limit: Optional[int], after_seq: int) -> pb.ListNetworkEventsResponse:
+        if limit is not None and limit < 0:
+            raise ValueError("limit must be >= 0")
+        ch = self._conn()
+        req = pb.ListNetworkEventsRequest(sandbox=self._key().id, limit=int(limit or 0),
+                                          after_seq=int(after_seq))
+        return ch._unary(ch._sandboxes.ListNetworkEvents, req, sandbox_call=True)
+
+    def network_events(self, limit: Optional[int] = None, after_seq: int = 0) -> List[NetworkEvent]:
+        """The sandbox's egress decisions the daemon keeps, oldest first:
+        only those with ``seq > after_seq``, and at most the newest
+        ``limit`` of them."""
+        resp = self._events_page(limit, after_seq)
+        return [NetworkEvent._from_proto(e) for e in resp.events]
+
+    def follow_network_events(self, poll_interval: float = 0.5,
+                              after_seq: int = 0) -> Iterator[NetworkEvent]:
+        """Yield egress events as they happen (polling every
+        ``poll_interval`` seconds with after_seq) until the sandbox has
+        ended (TERMINATED or FAILED, or removed while followed) and its
+        last events were yielded. SandboxNotFound when there is no such
+        sandbox."""
+        last = int(after_seq)
+        first = True
+        while True:
+            try:
+                ended = self.refresh().status in (SandboxStatus.TERMINATED, SandboxStatus.FAILED)
+                resp = self._events_page(None, last)
+            except NotFound:
+                if first:
+                    raise  # no such sandbox
+                return  # removed while followed
+            first = False
+            for e in resp.events:
+                last = max(last, e.seq)
+                yield NetworkEvent._from_proto(e)
+            last = max(last, resp.last_seq)
+            if ended:
+                return
+            _time.sleep(poll_interval)
 
     @property
     def git(self) -> Git:

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "api/api-internal.h"
+#include "api/spec.h"
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "sandbox/exec.h"
@@ -149,22 +150,16 @@ static int invalid(struct wr_err *e, const char *msg) {
         return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT, "%s", msg);
 }
 
-/* A request's vectors for the domain: argv pointing into the request,
- * env as "K=V" strings, both NULL-terminated, in one allocation. */
-struct start_vectors {
-        char **argv, **env;
-};
-
-static void start_vectors_free(struct start_vectors *v) {
+void api_exec_vectors_free(struct api_exec_vectors *v) {
+        /* the environment may hold secret values */
+        for (char **p = v->env; p && *p; p++)
+                explicit_bzero(*p, strlen(*p));
         free(v->argv);
         v->argv = v->env = NULL;
 }
 
-/* Validate start and describe it in *spec (borrowing from start and v;
- * free v with start_vectors_free). -EINVAL with INVALID_ARGUMENT naming
- * the field, or -ENOMEM. */
-static int start_spec(const Warren__V1__ExecStart *start, struct sbx_exec_spec *spec,
-                      struct start_vectors *v, struct wr_err *e) {
+int api_exec_start_spec(const Warren__V1__ExecStart *start, struct sbx_exec_spec *spec,
+                        struct api_exec_vectors *v, struct wr_err *e) {
         if (!start->sandbox || !*start->sandbox)
                 return invalid(e, "start.sandbox: name the sandbox (id or name)");
         if (start->n_argv == 0 || !start->argv[0][0])
@@ -212,9 +207,9 @@ static int start_spec(const Warren__V1__ExecStart *start, struct sbx_exec_spec *
 
 static int exec_start(struct api_ctx *ctx, const Warren__V1__ExecStart *start, struct exec_call *ec,
                       struct wr_err *e) {
-        _cleanup_(start_vectors_free) struct start_vectors v = {0};
+        _cleanup_(api_exec_vectors_free) struct api_exec_vectors v = {0};
         struct sbx_exec_spec spec;
-        int r = start_spec(start, &spec, &v, e);
+        int r = api_exec_start_spec(start, &spec, &v, e);
         if (r < 0)
                 return r;
         return sbx_exec_start(ctx->sandboxes, &spec, &exec_callbacks, ec, &ec->x, e);
@@ -330,6 +325,7 @@ const struct rpc_method api_exec_method = {
         .on_cancel = exec_on_cancel,
         .on_writable = exec_on_writable,
         .on_free = exec_on_free,
+        .sensitive = true, /* env values and stdin: wiped with each message */
 };
 
 /* The processes of a ListProcessesResponse, in one allocation each. */

@@ -573,7 +573,15 @@ static void list_network_events(struct rpc_call *call, const ProtobufCMessage *m
         }
 
 static const struct rpc_method methods[] = {
-        UNARY("CreateSandbox", create_sandbox_request, sandbox, create_sandbox),
+        {
+                /* inline secret values: wiped with the request */
+                .path = "/warren.v1.Sandboxes/CreateSandbox",
+                .kind = RPC_UNARY,
+                .input = &warren__v1__create_sandbox_request__descriptor,
+                .output = &warren__v1__sandbox__descriptor,
+                .on_message = create_sandbox,
+                .sensitive = true,
+        },
         UNARY("GetSandbox", get_sandbox_request, sandbox, get_sandbox),
         UNARY("ListSandboxes", list_sandboxes_request, list_sandboxes_response, list_sandboxes),
         UNARY("TerminateSandbox", terminate_sandbox_request, sandbox, terminate_sandbox),

@@ -229,6 +229,7 @@ static const struct rpc_method methods[] = {
                 .input = &warren__v1__set_secret_request__descriptor,
                 .output = &warren__v1__secret_info__descriptor,
                 .on_message = set_secret,
+                .sensitive = true, /* the values: wiped with the request */
         },
         {
                 .path = "/warren.v1.Secrets/ListSecrets",

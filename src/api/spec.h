@@ -9,6 +9,7 @@
 
 struct store;
 struct sbx_spec;
+struct sbx_exec_spec;
 
 /* Validate req and build the spec it asks for: names, hostname, workdir,
  * entrypoint, resources → limits, lifetime, env (request env in order,
@@ -22,3 +23,20 @@ struct sbx_spec;
 int api_sandbox_spec(struct store *store, const char *envname,
                      const Warren__V1__CreateSandboxRequest *req, struct sbx_spec **ret,
                      struct wr_err *e);
+
+/* The vectors an exec spec points into: argv (into the request) and env
+ * as "K=V" strings, NULL-terminated, in one allocation. */
+struct api_exec_vectors {
+        char **argv, **env;
+};
+
+/* Free v; the environment strings are wiped first. */
+void api_exec_vectors_free(struct api_exec_vectors *v);
+
+/* Validate an ExecStart and describe it in *spec (borrowing from start and
+ * v: keep both while spec is used; free v with api_exec_vectors_free).
+ * -EINVAL with INVALID_ARGUMENT naming the field ("start.argv: ..."), or
+ * -ENOMEM. What needs the sandbox (its user names, its workdir) is checked
+ * by sbx_exec_start. */
+int api_exec_start_spec(const Warren__V1__ExecStart *start, struct sbx_exec_spec *spec,
+                        struct api_exec_vectors *v, struct wr_err *e);

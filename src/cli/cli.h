@@ -209,6 +209,9 @@ enum {
         CLI_OPT_VOLUME,
         CLI_OPT_HOSTNAME,
         CLI_OPT_BLOCK_NETWORK,
+        CLI_OPT_ROUTE,
+        CLI_OPT_DENY_ROUTE,
+        CLI_OPT_LEARN_EGRESS,
 };
 
 /* Long options of sandbox creation; short ones are n: e: w: (and i: for
@@ -225,14 +228,18 @@ enum {
                 {"entrypoint", required_argument, NULL, CLI_OPT_ENTRYPOINT},                       \
                 {"secret", required_argument, NULL, CLI_OPT_SECRET},                               \
                 {"volume", required_argument, NULL, CLI_OPT_VOLUME},                               \
-                {"hostname", required_argument, NULL, CLI_OPT_HOSTNAME}, {                         \
-                "block-network", no_argument, NULL, CLI_OPT_BLOCK_NETWORK                          \
+                {"hostname", required_argument, NULL, CLI_OPT_HOSTNAME},                           \
+                {"block-network", no_argument, NULL, CLI_OPT_BLOCK_NETWORK},                       \
+                {"route", required_argument, NULL, CLI_OPT_ROUTE},                                 \
+                {"deny-route", required_argument, NULL, CLI_OPT_DENY_ROUTE}, {                     \
+                "learn-egress", no_argument, NULL, CLI_OPT_LEARN_EGRESS                            \
         }
 
 #define CLI_CREATE_USAGE                                                                           \
         "[-n NAME] [-e K=V]... [-w DIR] [--cpu C] [--memory M] [--lifetime D] [--tag K=V]... "     \
         "[--host H]... [--resource-detection github-pull-requests] [--secret NAME]... "            \
-        "[--volume NAME:/PATH[:ro]]... [--hostname H] [--block-network]"
+        "[--volume NAME:/PATH[:ro]]... [--hostname H] [--block-network] "                        \
+        "[--route CIDR[:PORTS]]... [--deny-route CIDR[:PORTS]]... [--learn-egress]"
 
 /* A CreateSandboxRequest under construction (arena-owned parts). */
 struct cli_create {
@@ -242,6 +249,20 @@ struct cli_create {
         Warren__V1__NetworkPolicy policy;
         bool have_policy;
 };
+
+/* --- network policy flags (cli-netpolicy.c): checked with warrend's own
+ * code (src/net: net_host_pattern_parse, net_cidr_parse,
+ * net_port_range_parse), so errors carry its words:
+ * `allowed_hosts[1]: "*.com": ...` --- */
+
+/* Add --host arg (canonicalised) to the request's policy. 0, or -EINVAL
+ * with the message in err. */
+int cli_policy_add_host(struct cli_create *cr, const char *arg, char *err, size_t errlen);
+
+/* Add --route / --deny-route CIDR[:PORTS] (PORTS: "443", "8000-9000",
+ * comma-separated). 0, or -EINVAL with the message in err. */
+int cli_policy_add_route(struct cli_create *cr, bool deny, const char *arg, char *err,
+                         size_t errlen);
 
 /* Start an empty request. */
 void cli_create_init(struct cli_create *cr);

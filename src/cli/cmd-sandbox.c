@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* warren sandbox ls|create|get|rm, and the CreateSandbox request builder
  * that `warren run` shares. */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "cli.h"
 #include "warren/v1/secrets.pb-c.h"
@@ -91,7 +94,21 @@ int cli_create_opt(struct cli_create *cr, int c, const char *arg, const char *cm
                 r->block_network = true;
                 return 1;
         case CLI_OPT_HOST:
-                push_string(&cr->policy.allowed_hosts, &cr->policy.n_allowed_hosts, arg);
+        case CLI_OPT_ROUTE:
+        case CLI_OPT_DENY_ROUTE: {
+                char err[512];
+                int rc = c == CLI_OPT_HOST ? cli_policy_add_host(cr, arg, err, sizeof(err))
+                                           : cli_policy_add_route(cr, c == CLI_OPT_DENY_ROUTE, arg,
+                                                                  err, sizeof(err));
+                if (rc < 0) {
+                        cli_usage_error(cmd, usage, "%s", err);
+                        return -CLI_EXIT_USAGE;
+                }
+                cr->have_policy = true;
+                return 1;
+        }
+        case CLI_OPT_LEARN_EGRESS:
+                cr->policy.learn = true;
                 cr->have_policy = true;
                 return 1;
         case CLI_OPT_DETECT: {
@@ -205,7 +222,17 @@ int cli_sandbox_terminate(struct cli_ctx *ctx, const char *key, double grace, bo
 
 /* --- subcommands --- */
 
-enum { OPT_JSON = CLI_OPT_FIRST_LOCAL, OPT_STATUS, OPT_TAG_FILTER, OPT_GRACE, OPT_NAME_FILTER };
+enum {
+        OPT_JSON = CLI_OPT_FIRST_LOCAL,
+        OPT_STATUS,
+        OPT_TAG_FILTER,
+        OPT_GRACE,
+        OPT_NAME_FILTER,
+        OPT_FOLLOW,
+        OPT_SUGGEST,
+        OPT_LIMIT,
+        OPT_INTERVAL,
+};
 
 static int parse_status(const char *s, Warren__V1__SandboxStatus *ret) {
         char name[64];
@@ -406,6 +433,9 @@ static void print_sandbox(const Warren__V1__Sandbox *s) {
                        s->volumes[i]->read_only ? " (read-only)" : "");
         for (size_t i = 0; i < s->n_detected_resources; i++)
                 printf("Detected:    %s\n", s->detected_resources[i]);
+        printf("Egress:      %s\n", s->egress_enforced
+                                            ? "policy enforced (checked at create)"
+                                            : "not enforced (no policy, or not checked)");
 }
 
 static int sandbox_get(struct cli_ctx *ctx, int argc, char **argv) {
@@ -469,6 +499,434 @@ static int sandbox_rm(struct cli_ctx *ctx, int argc, char **argv) {
         return rc;
 }
 
+/* --- sandbox egress --- */
+
+static void key_request(const char *key, Warren__V1__GetSandboxRequest *req) {
+        if (looks_like_id(key)) {
+                req->key_case = WARREN__V1__GET_SANDBOX_REQUEST__KEY_ID;
+                req->id = (char *) key;
+        } else {
+                req->key_case = WARREN__V1__GET_SANDBOX_REQUEST__KEY_NAME;
+                req->name = (char *) key;
+        }
+}
+
+static int list_events(struct cli_ctx *ctx, const char *key, uint32_t limit, uint64_t after,
+                       Warren__V1__ListNetworkEventsResponse **ret) {
+        Warren__V1__ListNetworkEventsRequest req = WARREN__V1__LIST_NETWORK_EVENTS_REQUEST__INIT;
+        req.sandbox = (char *) key;
+        req.limit = limit;
+        req.after_seq = after;
+        return cli_call(ctx, "/warren.v1.Sandboxes/ListNetworkEvents", &req.base,
+                        &warren__v1__list_network_events_response__descriptor,
+                        (ProtobufCMessage **) ret);
+}
+
+#define EVENT_COLUMNS 9
+static const char *const event_headers[EVENT_COLUMNS] = {
+        "TIME", "VERDICT", "KIND", "HOST", "DIALED", "RULE", "REASON", "UP", "DOWN"};
+
+/* The cells of one event; bufs holds the formatted ones. */
+static void event_row(const Warren__V1__NetworkEvent *e, const char *row[EVENT_COLUMNS],
+                      char bufs[3][32]) {
+        row[0] = cli_format_time(e->at ? e->at->unix_nanos : 0, bufs[0]);
+        row[1] = e->verdict;
+        row[2] = e->kind;
+        row[3] = e->host[0] ? e->host : e->sni;
+        row[4] = e->dialed[0] ? e->dialed : e->original_dst;
+        row[5] = e->rule;
+        row[6] = e->reason;
+        row[7] = cli_format_size(e->bytes_out, bufs[1]);
+        row[8] = cli_format_size(e->bytes_in, bufs[2]);
+}
+
+static void print_event_line(const Warren__V1__NetworkEvent *e) {
+        const char *row[EVENT_COLUMNS];
+        char bufs[3][32];
+        event_row(e, row, bufs);
+        for (size_t i = 0; i < EVENT_COLUMNS; i++)
+                if (!row[i] || !row[i][0])
+                        row[i] = "-";
+        printf("%-19s  %-7s  %-4s  %-30s  %-22s  %-24s  %-24s  %9s  %9s\n", row[0], row[1], row[2],
+               row[3], row[4], row[5], row[6], row[7], row[8]);
+        fflush(stdout);
+}
+
+/* --- the suggested policy (NetworkPolicy.suggest of the SDK) --- */
+
+struct suggest_route {
+        int family;
+        unsigned char addr[16];
+        uint32_t *ports;
+        size_t n_ports;
+};
+
+struct suggestion {
+        char **hosts;
+        size_t n_hosts;
+        struct suggest_route *routes;
+        size_t n_routes;
+};
+
+static int cmp_str(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+static int cmp_u32(const void *a, const void *b) {
+        uint32_t x = *(const uint32_t *) a, y = *(const uint32_t *) b;
+        return x < y ? -1 : x > y;
+}
+
+static int cmp_route(const void *a, const void *b) {
+        const struct suggest_route *x = a, *y = b;
+        if (x->family != y->family)
+                return x->family == AF_INET ? -1 : 1;
+        return memcmp(x->addr, y->addr, x->family == AF_INET ? 4 : 16);
+}
+
+static void suggest_add(struct suggestion *sg, const Warren__V1__NetworkEvent *e) {
+        if (strcmp(e->verdict, "allow") != 0 || strcmp(e->kind, "dns") == 0)
+                return;
+        char *host = cli_strdup(e->host[0] ? e->host : e->sni);
+        for (char *p = host; *p; p++)
+                *p = (char) tolower((unsigned char) *p);
+        size_t hl = strlen(host);
+        while (hl > 0 && host[hl - 1] == '.')
+                host[--hl] = '\0';
+        unsigned char buf[16];
+        char *bare = cli_strdup(host);
+        size_t bl = strlen(bare);
+        if (bl >= 2 && bare[0] == '[' && bare[bl - 1] == ']') {
+                bare[bl - 1] = '\0';
+                bare++;
+        }
+        if (host[0] && inet_pton(AF_INET, bare, buf) != 1 && inet_pton(AF_INET6, bare, buf) != 1) {
+                for (size_t i = 0; i < sg->n_hosts; i++)
+                        if (strcmp(sg->hosts[i], host) == 0)
+                                return;
+                cli_push((void ***) &sg->hosts, &sg->n_hosts, host);
+                return;
+        }
+        /* No hostname: the dialed address and port. */
+        char *dst = cli_strdup(e->dialed[0] ? e->dialed : e->original_dst);
+        char *colon = strrchr(dst, ':');
+        if (!colon || !colon[1])
+                return;
+        *colon = '\0';
+        const char *port_s = colon + 1;
+        for (const char *p = port_s; *p; p++)
+                if (!isdigit((unsigned char) *p))
+                        return;
+        unsigned long port = strtoul(port_s, NULL, 10);
+        char *addr = dst;
+        size_t al = strlen(addr);
+        if (al >= 2 && addr[0] == '[' && addr[al - 1] == ']') {
+                addr[al - 1] = '\0';
+                addr++;
+        }
+        struct suggest_route r = {0};
+        if (inet_pton(AF_INET, addr, r.addr) == 1)
+                r.family = AF_INET;
+        else if (inet_pton(AF_INET6, addr, r.addr) == 1)
+                r.family = AF_INET6;
+        else
+                return;
+        struct suggest_route *found = NULL;
+        for (size_t i = 0; i < sg->n_routes && !found; i++)
+                if (cmp_route(&sg->routes[i], &r) == 0)
+                        found = &sg->routes[i];
+        if (!found) {
+                struct suggest_route *a = cli_alloc((sg->n_routes + 1) * sizeof(*a));
+                if (sg->n_routes)
+                        memcpy(a, sg->routes, sg->n_routes * sizeof(*a));
+                a[sg->n_routes] = r;
+                sg->routes = a;
+                found = &a[sg->n_routes++];
+        }
+        for (size_t i = 0; i < found->n_ports; i++)
+                if (found->ports[i] == port)
+                        return;
+        uint32_t *p = cli_alloc((found->n_ports + 1) * sizeof(*p));
+        if (found->n_ports)
+                memcpy(p, found->ports, found->n_ports * sizeof(*p));
+        p[found->n_ports++] = (uint32_t) port;
+        found->ports = p;
+}
+
+static void route_cidr(const struct suggest_route *r, char out[64]) {
+        char a[INET6_ADDRSTRLEN];
+        inet_ntop(r->family, r->addr, a, sizeof(a));
+        snprintf(out, 64, "%s/%d", a, r->family == AF_INET ? 32 : 128);
+}
+
+/* Python string literal as the SDK's repr writes it. */
+static void print_pystr(FILE *f, const char *s) {
+        fputc('"', f);
+        for (; *s; s++) {
+                if (*s == '"' || *s == '\\')
+                        fputc('\\', f);
+                fputc(*s, f);
+        }
+        fputc('"', f);
+}
+
+static char *suggestion_python(const struct suggestion *sg) {
+        char *out = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&out, &len);
+        if (!f)
+                abort();
+        fputs("NetworkPolicy(allowed_hosts=[", f);
+        for (size_t i = 0; i < sg->n_hosts; i++) {
+                if (i)
+                        fputs(", ", f);
+                print_pystr(f, sg->hosts[i]);
+        }
+        fputs("]", f);
+        if (sg->n_routes) {
+                fputs(", allowed_routes=[", f);
+                for (size_t i = 0; i < sg->n_routes; i++) {
+                        char cidr[64];
+                        route_cidr(&sg->routes[i], cidr);
+                        fprintf(f, "%sNetworkPolicy.Route(\"%s\", ports=[", i ? ", " : "", cidr);
+                        for (size_t j = 0; j < sg->routes[i].n_ports; j++)
+                                fprintf(f, "%s(%u, %u)", j ? ", " : "", sg->routes[i].ports[j],
+                                        sg->routes[i].ports[j]);
+                        fputs("])", f);
+                }
+                fputs("]", f);
+        }
+        fputs(")", f);
+        fclose(f);
+        char *r = cli_strdup(out);
+        free(out);
+        return r;
+}
+
+/* The flags, as argv words. */
+static json_t *suggestion_flags(const struct suggestion *sg) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < sg->n_hosts; i++) {
+                json_array_append_new(a, json_string("--host"));
+                json_array_append_new(a, json_string(sg->hosts[i]));
+        }
+        for (size_t i = 0; i < sg->n_routes; i++) {
+                char cidr[64], word[64 + 7 * 64];
+                route_cidr(&sg->routes[i], cidr);
+                size_t n = (size_t) snprintf(word, sizeof(word), "%s", cidr);
+                for (size_t j = 0; j < sg->routes[i].n_ports && n < sizeof(word); j++)
+                        n += (size_t) snprintf(word + n, sizeof(word) - n, "%c%u", j ? ',' : ':',
+                                               sg->routes[i].ports[j]);
+                json_array_append_new(a, json_string("--route"));
+                json_array_append_new(a, json_string(word));
+        }
+        return a;
+}
+
+/* A word for a POSIX shell: bare when safe, else single-quoted. */
+static void print_shell_word(const char *s) {
+        bool safe = s[0] != '\0';
+        for (const char *p = s; *p; p++)
+                safe &= isalnum((unsigned char) *p) || strchr("-_./:,=@%+", *p);
+        if (safe) {
+                fputs(s, stdout);
+                return;
+        }
+        putchar('\'');
+        for (const char *p = s; *p; p++) {
+                if (*p == '\'')
+                        fputs("'\\''", stdout);
+                else
+                        putchar(*p);
+        }
+        putchar('\'');
+}
+
+static int print_suggestion(struct suggestion *sg, bool json) {
+        if (sg->n_hosts)
+                qsort(sg->hosts, sg->n_hosts, sizeof(*sg->hosts), cmp_str);
+        for (size_t i = 0; i < sg->n_routes; i++)
+                if (sg->routes[i].n_ports)
+                        qsort(sg->routes[i].ports, sg->routes[i].n_ports, sizeof(uint32_t),
+                              cmp_u32);
+        if (sg->n_routes)
+                qsort(sg->routes, sg->n_routes, sizeof(*sg->routes), cmp_route);
+        char *python = suggestion_python(sg);
+        json_t *flags = suggestion_flags(sg);
+        if (json) {
+                json_t *hosts = json_array(), *routes = json_array();
+                for (size_t i = 0; i < sg->n_hosts; i++)
+                        json_array_append_new(hosts, json_string(sg->hosts[i]));
+                for (size_t i = 0; i < sg->n_routes; i++) {
+                        char cidr[64];
+                        route_cidr(&sg->routes[i], cidr);
+                        json_t *ports = json_array();
+                        for (size_t j = 0; j < sg->routes[i].n_ports; j++)
+                                json_array_append_new(
+                                        ports, json_pack("{s:I,s:I}", "start",
+                                                         (json_int_t) sg->routes[i].ports[j], "end",
+                                                         (json_int_t) sg->routes[i].ports[j]));
+                        json_array_append_new(routes,
+                                              json_pack("{s:s,s:o}", "cidr", cidr, "ports", ports));
+                }
+                cli_json_print(json_pack("{s:o,s:o,s:s,s:o}", "allowed_hosts", hosts,
+                                         "allowed_routes", routes, "python", python, "flags",
+                                         flags));
+                return CLI_EXIT_OK;
+        }
+        printf("# Python (warren SDK):\n%s\n", python);
+        printf("# CLI flags (warren sandbox create / warren run):\n");
+        size_t n = json_array_size(flags);
+        for (size_t i = 0; i < n; i++) {
+                if (i)
+                        putchar(' ');
+                print_shell_word(json_string_value(json_array_get(flags, i)));
+        }
+        if (n == 0)
+                printf("# (nothing was allowed: an empty policy, which no flag expresses)");
+        putchar('\n');
+        json_decref(flags);
+        return CLI_EXIT_OK;
+}
+
+static int sandbox_egress(struct cli_ctx *ctx, int argc, char **argv) {
+        static const struct option longopts[] = {
+                {"json", no_argument, NULL, OPT_JSON},
+                {"follow", no_argument, NULL, OPT_FOLLOW},
+                {"suggest-policy", no_argument, NULL, OPT_SUGGEST},
+                {"limit", required_argument, NULL, OPT_LIMIT},
+                {"interval", required_argument, NULL, OPT_INTERVAL},
+                CLI_COMMON_LONGOPTS,
+                {}};
+        const char *cmd = "sandbox egress",
+                   *usage = "ID|NAME [--follow [--interval S]] [--suggest-policy] [--json] "
+                            "[--limit N]";
+        bool json = false, follow = false, suggest = false;
+        double interval = 0.5;
+        uint32_t limit = 0;
+        int c;
+        while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "hf", longopts)) != -1) {
+                switch (c) {
+                case OPT_JSON:
+                        json = true;
+                        break;
+                case 'f':
+                case OPT_FOLLOW:
+                        follow = true;
+                        break;
+                case OPT_SUGGEST:
+                        suggest = true;
+                        break;
+                case OPT_LIMIT: {
+                        char *end = NULL;
+                        errno = 0;
+                        unsigned long v = strtoul(optarg, &end, 10);
+                        if (!isdigit((unsigned char) optarg[0]) || *end || errno || v > UINT32_MAX)
+                                return cli_usage_error(cmd, usage,
+                                                       "--limit wants a number, got '%s'", optarg);
+                        limit = (uint32_t) v;
+                        break;
+                }
+                case OPT_INTERVAL:
+                        if (cli_parse_seconds(optarg, &interval) < 0 || interval <= 0)
+                                return cli_usage_error(
+                                        cmd, usage, "--interval wants seconds, got '%s'", optarg);
+                        break;
+                case CLI_GETOPT_HELP:
+                        return CLI_EXIT_OK;
+                default:
+                        return CLI_EXIT_USAGE;
+                }
+        }
+        if (argc - optind != 1)
+                return cli_usage_error(cmd, usage,
+                                       argc == optind ? "missing ID|NAME" : "too many arguments");
+        if (follow && suggest)
+                return cli_usage_error(cmd, usage,
+                                       "--follow and --suggest-policy do not go together");
+        const char *key = argv[optind];
+
+        if (!follow) {
+                Warren__V1__ListNetworkEventsResponse *resp = NULL;
+                int rc = list_events(ctx, key, limit, 0, &resp);
+                if (rc != CLI_EXIT_OK)
+                        return rc;
+                if (suggest) {
+                        struct suggestion sg = {0};
+                        for (size_t i = 0; i < resp->n_events; i++)
+                                suggest_add(&sg, resp->events[i]);
+                        protobuf_c_message_free_unpacked(&resp->base, NULL);
+                        return print_suggestion(&sg, json);
+                }
+                if (json) {
+                        cli_json_print_list((ProtobufCMessage *const *) resp->events,
+                                            resp->n_events);
+                } else {
+                        struct cli_table *t = cli_table_new(EVENT_COLUMNS, event_headers);
+                        for (size_t i = 0; i < resp->n_events; i++) {
+                                const char *row[EVENT_COLUMNS];
+                                char bufs[3][32];
+                                event_row(resp->events[i], row, bufs);
+                                cli_table_add(t, row);
+                        }
+                        cli_table_print(t);
+                }
+                protobuf_c_message_free_unpacked(&resp->base, NULL);
+                return CLI_EXIT_OK;
+        }
+
+        /* --follow: poll with after_seq until the sandbox has ended (its
+         * last events printed) or Ctrl-C. One line (one JSON object with
+         * --json) per event. */
+        if (!json)
+                printf("%-19s  %-7s  %-4s  %-30s  %-22s  %-24s  %-24s  %9s  %9s\n", "TIME",
+                       "VERDICT", "KIND", "HOST", "DIALED", "RULE", "REASON", "UP", "DOWN");
+        uint64_t after = 0;
+        uint32_t first_limit = limit;
+        for (;;) {
+                Warren__V1__GetSandboxRequest greq = WARREN__V1__GET_SANDBOX_REQUEST__INIT;
+                key_request(key, &greq);
+                Warren__V1__Sandbox *sb = NULL;
+                int rc = cli_call(ctx, "/warren.v1.Sandboxes/GetSandbox", &greq.base,
+                                  &warren__v1__sandbox__descriptor, (ProtobufCMessage **) &sb);
+                if (rc != CLI_EXIT_OK)
+                        return rc;
+                bool ended = sb->status == WARREN__V1__SANDBOX_STATUS__SANDBOX_STATUS_TERMINATED ||
+                             sb->status == WARREN__V1__SANDBOX_STATUS__SANDBOX_STATUS_FAILED;
+                protobuf_c_message_free_unpacked(&sb->base, NULL);
+                Warren__V1__ListNetworkEventsResponse *resp = NULL;
+                rc = list_events(ctx, key, first_limit, after, &resp);
+                if (rc != CLI_EXIT_OK)
+                        return rc;
+                first_limit = 0; /* --limit N: only the newest N of the backlog */
+                for (size_t i = 0; i < resp->n_events; i++) {
+                        Warren__V1__NetworkEvent *e = resp->events[i];
+                        if (e->seq > after)
+                                after = e->seq;
+                        if (json) {
+                                json_t *j = cli_json_from_message(&e->base);
+                                char *s = json_dumps(j, JSON_COMPACT);
+                                if (s)
+                                        printf("%s\n", s);
+                                free(s);
+                                json_decref(j);
+                                fflush(stdout);
+                        } else {
+                                print_event_line(e);
+                        }
+                }
+                if (resp->last_seq > after)
+                        after = resp->last_seq;
+                protobuf_c_message_free_unpacked(&resp->base, NULL);
+                if (ended)
+                        return CLI_EXIT_OK;
+                struct timespec ts = {(time_t) interval,
+                                      (long) ((interval - (double) (time_t) interval) * 1e9)};
+                while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                        ;
+        }
+}
+
 int cli_cmd_sandbox(struct cli_ctx *ctx, int argc, char **argv) {
         static const struct cli_cmd cmds[] = {
                 {"ls", "[--json] [--status S] [--tag K=V]", "list sandboxes", sandbox_ls},
@@ -476,6 +934,8 @@ int cli_cmd_sandbox(struct cli_ctx *ctx, int argc, char **argv) {
                  "create and start a sandbox, print its id", sandbox_create},
                 {"get", "ID|NAME [--json]", "show one sandbox", sandbox_get},
                 {"rm", "[--grace S] ID|NAME...", "terminate sandboxes", sandbox_rm},
+                {"egress", "ID|NAME [--follow] [--suggest-policy] [--json] [--limit N]",
+                 "show a sandbox's egress decisions, or the policy they suggest", sandbox_egress},
         };
         return cli_dispatch(ctx, "sandbox", cmds, ELEMENTSOF(cmds), argc - 1, argv + 1);
 }

@@ -114,6 +114,28 @@ static void pb_free(void *data, void *p) {
 
 ProtobufCAllocator h2_pb_allocator = {.alloc = pb_alloc, .free = pb_free};
 
+/* Plain malloc with the block's size in the header, so that the free can
+ * wipe all of it. */
+static void *pb_alloc_wiped(void *data, size_t n) {
+        if (n > SIZE_MAX - MEM_HDR)
+                return NULL;
+        uint8_t *p = malloc(n + MEM_HDR);
+        if (!p)
+                return NULL;
+        *(size_t *) p = n;
+        return p + MEM_HDR;
+}
+
+static void pb_free_wiped(void *data, void *ptr) {
+        if (!ptr)
+                return;
+        uint8_t *p = (uint8_t *) ptr - MEM_HDR;
+        explicit_bzero(p, *(size_t *) p + MEM_HDR);
+        free(p);
+}
+
+ProtobufCAllocator h2_pb_allocator_wiped = {.alloc = pb_alloc_wiped, .free = pb_free_wiped};
+
 /* --- buffers --- */
 
 uint8_t *h2_buf_reserve(struct h2_buf *b, size_t n) {

@@ -31,6 +31,10 @@ size_t h2_mem_cached(void);
 /* A protobuf-c allocator on h2_mem_alloc/h2_mem_free: messages unpacked
  * with it must be freed with it. */
 extern ProtobufCAllocator h2_pb_allocator;
+/* The same for messages that may hold plaintext secrets (the requests of
+ * methods marked `sensitive`): every block is wiped before it is freed.
+ * Messages unpacked with it must be freed with it. */
+extern ProtobufCAllocator h2_pb_allocator_wiped;
 
 /* A growable byte buffer (malloc'd). A zeroed struct is an empty buffer;
  * h2_buf_free releases it. */

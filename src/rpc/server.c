@@ -123,6 +123,11 @@ static const char *const status_str[] = {"0", "1",  "2",  "3",  "4",  "5",  "6",
 
 /* --- calls --- */
 
+/* Requests of sensitive methods are decoded into blocks wiped on free. */
+static ProtobufCAllocator *call_allocator(const struct rpc_call *call) {
+        return call->method && call->method->sensitive ? &h2_pb_allocator_wiped : &h2_pb_allocator;
+}
+
 static void call_free(struct rpc_call *call) {
         struct rpc_server *s = call->s;
         if (call->method && call->method->on_free)
@@ -136,7 +141,7 @@ static void call_free(struct rpc_call *call) {
         grpc_decoder_reset(&call->dec);
         h2_msgq_clear(&call->q);
         if (call->req)
-                protobuf_c_message_free_unpacked(call->req, &h2_pb_allocator);
+                protobuf_c_message_free_unpacked(call->req, call_allocator(call));
         free(call->path);
         free(call->message);
         free(call);
@@ -511,9 +516,11 @@ static void deliver(struct rpc_call *call) {
         }
         uint8_t *data;
         size_t len;
+        ProtobufCAllocator *alloc = call_allocator(call);
         while (!call->paused && !call->finished && h2_inbox_pop(&call->inbox, &data, &len)) {
-                ProtobufCMessage *msg =
-                        protobuf_c_message_unpack(m->input, &h2_pb_allocator, len, data);
+                ProtobufCMessage *msg = protobuf_c_message_unpack(m->input, alloc, len, data);
+                if (m->sensitive)
+                        explicit_bzero(data, len);
                 h2_mem_free(data);
                 if (!msg) {
                         finish_by_layer(call, WR_STATUS_INTERNAL,
@@ -522,7 +529,7 @@ static void deliver(struct rpc_call *call) {
                 }
                 if (unary_request(call)) {
                         if (call->req) {
-                                protobuf_c_message_free_unpacked(msg, &h2_pb_allocator);
+                                protobuf_c_message_free_unpacked(msg, alloc);
                                 finish_by_layer(call, WR_STATUS_INTERNAL,
                                                 "more than one request message for a unary "
                                                 "request");
@@ -533,7 +540,7 @@ static void deliver(struct rpc_call *call) {
                 }
                 if (m->on_message)
                         m->on_message(call, msg);
-                protobuf_c_message_free_unpacked(msg, &h2_pb_allocator);
+                protobuf_c_message_free_unpacked(msg, alloc);
         }
         if (call->finished)
                 return;

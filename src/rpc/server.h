@@ -66,6 +66,10 @@ struct rpc_method {
         void (*on_writable)(struct rpc_call *call);
         /* The call is being destroyed. */
         void (*on_free)(struct rpc_call *call);
+        /* Requests may carry plaintext secrets (inline secret values, a
+         * secret being stored): the received bytes and every block of the
+         * decoded message are wiped before they are freed. */
+        bool sensitive;
 };
 
 struct rpc_server_config {

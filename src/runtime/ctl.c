@@ -156,7 +156,10 @@ int rt_ctl_send_spawn(int fd, const struct rt_spawn_req *req, const int stdio[3]
         int n = rt_ctl_spawn_encode(req, buf, CTL_MSG_MAX);
         if (n < 0)
                 return n;
-        return send_msg(fd, buf, (size_t) n, stdio, pty ? 0 : CTL_STDIO_FDS);
+        int r = send_msg(fd, buf, (size_t) n, stdio, pty ? 0 : CTL_STDIO_FDS);
+        /* the environment may hold secret values */
+        explicit_bzero(buf, (size_t) n);
+        return r;
 }
 
 static int send_small(int fd, uint32_t type, uint64_t id, const void *payload, uint32_t plen) {

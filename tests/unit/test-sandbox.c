@@ -18,6 +18,7 @@
 
 #include "api/spec.h"
 #include "basic/err.h"
+#include "sandbox/exec.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
@@ -485,12 +486,89 @@ static void test_spec_errors(void **state) {
         }
 }
 
+/* ExecStart → exec spec: a good request, then one bad field each. */
+static void test_exec_start_spec(void **state) {
+        Warren__V1__ExecStart st = WARREN__V1__EXEC_START__INIT;
+        Warren__V1__ExecStart__EnvEntry env = WARREN__V1__EXEC_START__ENV_ENTRY__INIT, *envp = &env;
+        Warren__V1__WindowSize win = WARREN__V1__WINDOW_SIZE__INIT;
+        char *argv[] = {(char *) "sh", (char *) "-c", (char *) "echo $T"};
+        st.sandbox = (char *) "web";
+        st.n_argv = 3;
+        st.argv = argv;
+        env.key = (char *) "T";
+        env.value = (char *) "tok-1";
+        st.n_env = 1;
+        st.env = &envp;
+        st.workdir = (char *) "/srv";
+        st.pty = true;
+        win.cols = 120;
+        win.rows = 40;
+        st.window = &win;
+        st.timeout_secs = 2.5;
+        struct sbx_exec_spec spec;
+        struct api_exec_vectors v = {0};
+        struct wr_err e = {0};
+        assert_int_equal(api_exec_start_spec(&st, &spec, &v, &e), 0);
+        assert_string_equal(spec.sandbox, "web");
+        assert_string_equal(spec.argv[2], "echo $T");
+        assert_null(spec.argv[3]);
+        assert_string_equal(spec.env[0], "T=tok-1");
+        assert_null(spec.env[1]);
+        assert_string_equal(spec.workdir, "/srv");
+        assert_true(spec.pty);
+        assert_int_equal(spec.cols, 120);
+        assert_int_equal(spec.rows, 40);
+        assert_true(spec.timeout_secs == 2.5);
+        api_exec_vectors_free(&v);
+        assert_null(v.argv);
+
+        static const struct {
+                const char *what, *msg;
+        } cases[] = {
+                {"sandbox", "start.sandbox: name the sandbox"},
+                {"argv", "start.argv: give the command to run"},
+                {"argv0", "start.argv: give the command to run"},
+                {"timeout", "start.timeout_secs: -1 is out of range"},
+                {"envkey", "start.env: A=B is not a valid variable name"},
+                {"envempty", "start.env:  is not a valid variable name"},
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                Warren__V1__ExecStart b = st;
+                Warren__V1__ExecStart__EnvEntry be = env, *bep = &be;
+                char *empty[] = {(char *) ""};
+                b.env = &bep;
+                const char *w = cases[i].what;
+                if (!strcmp(w, "sandbox"))
+                        b.sandbox = (char *) "";
+                else if (!strcmp(w, "argv"))
+                        b.n_argv = 0;
+                else if (!strcmp(w, "argv0")) {
+                        b.n_argv = 1;
+                        b.argv = empty;
+                } else if (!strcmp(w, "timeout"))
+                        b.timeout_secs = -1;
+                else if (!strcmp(w, "envkey"))
+                        be.key = (char *) "A=B";
+                else if (!strcmp(w, "envempty"))
+                        be.key = (char *) "";
+                struct api_exec_vectors bv = {0};
+                err_clear(&e);
+                if (api_exec_start_spec(&b, &spec, &bv, &e) != -EINVAL)
+                        fail_msg("%s: accepted", w);
+                assert_int_equal(err_status(&e), WR_STATUS_INVALID_ARGUMENT);
+                if (strncmp(e.msg, cases[i].msg, strlen(cases[i].msg)) != 0)
+                        fail_msg("%s: \"%s\", want it to start \"%s\"", w, e.msg, cases[i].msg);
+                assert_null(bv.argv);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_names),
                 cmocka_unit_test(test_durations),
                 cmocka_unit_test(test_env),
                 cmocka_unit_test(test_spec_check),
+                cmocka_unit_test(test_exec_start_spec),
                 cmocka_unit_test_setup_teardown(test_spec_from_request, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_spec_errors, setup, teardown),
         };

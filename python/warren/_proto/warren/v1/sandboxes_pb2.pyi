@@ -157,7 +157,7 @@ class HostRules(_message.Message):
     def __init__(self, rules: _Optional[_Iterable[_Union[Rule, _Mapping]]] = ...) -> None: ...
 
 class NetworkPolicy(_message.Message):
-    __slots__ = ("allowed_hosts", "host_rules", "allowed_routes", "denied_routes")
+    __slots__ = ("allowed_hosts", "host_rules", "allowed_routes", "denied_routes", "learn")
     class HostRulesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -169,11 +169,13 @@ class NetworkPolicy(_message.Message):
     HOST_RULES_FIELD_NUMBER: _ClassVar[int]
     ALLOWED_ROUTES_FIELD_NUMBER: _ClassVar[int]
     DENIED_ROUTES_FIELD_NUMBER: _ClassVar[int]
+    LEARN_FIELD_NUMBER: _ClassVar[int]
     allowed_hosts: _containers.RepeatedScalarFieldContainer[str]
     host_rules: _containers.MessageMap[str, HostRules]
     allowed_routes: _containers.RepeatedCompositeFieldContainer[Route]
     denied_routes: _containers.RepeatedCompositeFieldContainer[Route]
-    def __init__(self, allowed_hosts: _Optional[_Iterable[str]] = ..., host_rules: _Optional[_Mapping[str, HostRules]] = ..., allowed_routes: _Optional[_Iterable[_Union[Route, _Mapping]]] = ..., denied_routes: _Optional[_Iterable[_Union[Route, _Mapping]]] = ...) -> None: ...
+    learn: bool
+    def __init__(self, allowed_hosts: _Optional[_Iterable[str]] = ..., host_rules: _Optional[_Mapping[str, HostRules]] = ..., allowed_routes: _Optional[_Iterable[_Union[Route, _Mapping]]] = ..., denied_routes: _Optional[_Iterable[_Union[Route, _Mapping]]] = ..., learn: _Optional[bool] = ...) -> None: ...
 
 class HostCredential(_message.Message):
     __slots__ = ("hosts", "secret")
@@ -291,7 +293,7 @@ class ResourceUsage(_message.Message):
     def __init__(self, cpu_seconds: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., memory_peak_bytes: _Optional[int] = ..., pids: _Optional[int] = ...) -> None: ...
 
 class Sandbox(_message.Message):
-    __slots__ = ("id", "name", "status", "status_message", "image_id", "image_ref", "tags", "resources", "usage", "created_at", "terminated_at", "expires_at", "workdir", "entrypoint", "compute_class", "volumes", "environment", "detected_resources")
+    __slots__ = ("id", "name", "status", "status_message", "image_id", "image_ref", "tags", "resources", "usage", "created_at", "terminated_at", "expires_at", "workdir", "entrypoint", "compute_class", "volumes", "environment", "detected_resources", "egress_enforced")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -317,6 +319,7 @@ class Sandbox(_message.Message):
     VOLUMES_FIELD_NUMBER: _ClassVar[int]
     ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
     DETECTED_RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    EGRESS_ENFORCED_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     status: SandboxStatus
@@ -335,7 +338,8 @@ class Sandbox(_message.Message):
     volumes: _containers.RepeatedCompositeFieldContainer[VolumeMount]
     environment: str
     detected_resources: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[_Union[SandboxStatus, str]] = ..., status_message: _Optional[str] = ..., image_id: _Optional[str] = ..., image_ref: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., usage: _Optional[_Union[ResourceUsage, _Mapping]] = ..., created_at: _Optional[_Union[_common_pb2.Timestamp, _Mapping]] = ..., terminated_at: _Optional[_Union[_common_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_common_pb2.Timestamp, _Mapping]] = ..., workdir: _Optional[str] = ..., entrypoint: _Optional[_Iterable[str]] = ..., compute_class: _Optional[_Union[ComputeClass, str]] = ..., volumes: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., environment: _Optional[str] = ..., detected_resources: _Optional[_Iterable[str]] = ...) -> None: ...
+    egress_enforced: bool
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[_Union[SandboxStatus, str]] = ..., status_message: _Optional[str] = ..., image_id: _Optional[str] = ..., image_ref: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., usage: _Optional[_Union[ResourceUsage, _Mapping]] = ..., created_at: _Optional[_Union[_common_pb2.Timestamp, _Mapping]] = ..., terminated_at: _Optional[_Union[_common_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_common_pb2.Timestamp, _Mapping]] = ..., workdir: _Optional[str] = ..., entrypoint: _Optional[_Iterable[str]] = ..., compute_class: _Optional[_Union[ComputeClass, str]] = ..., volumes: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., environment: _Optional[str] = ..., detected_resources: _Optional[_Iterable[str]] = ..., egress_enforced: _Optional[bool] = ...) -> None: ...
 
 class GetSandboxRequest(_message.Message):
     __slots__ = ("id", "name")
@@ -534,15 +538,17 @@ class ListProcessesResponse(_message.Message):
     def __init__(self, processes: _Optional[_Iterable[_Union[Process, _Mapping]]] = ...) -> None: ...
 
 class ListNetworkEventsRequest(_message.Message):
-    __slots__ = ("sandbox", "limit")
+    __slots__ = ("sandbox", "limit", "after_seq")
     SANDBOX_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
     sandbox: str
     limit: int
-    def __init__(self, sandbox: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    after_seq: int
+    def __init__(self, sandbox: _Optional[str] = ..., limit: _Optional[int] = ..., after_seq: _Optional[int] = ...) -> None: ...
 
 class NetworkEvent(_message.Message):
-    __slots__ = ("at", "host", "sni", "dialed", "rule", "verdict", "bytes_out", "bytes_in")
+    __slots__ = ("at", "host", "sni", "dialed", "rule", "verdict", "bytes_out", "bytes_in", "reason", "kind", "seq", "original_dst")
     AT_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     SNI_FIELD_NUMBER: _ClassVar[int]
@@ -551,6 +557,10 @@ class NetworkEvent(_message.Message):
     VERDICT_FIELD_NUMBER: _ClassVar[int]
     BYTES_OUT_FIELD_NUMBER: _ClassVar[int]
     BYTES_IN_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    ORIGINAL_DST_FIELD_NUMBER: _ClassVar[int]
     at: _common_pb2.Timestamp
     host: str
     sni: str
@@ -559,10 +569,16 @@ class NetworkEvent(_message.Message):
     verdict: str
     bytes_out: int
     bytes_in: int
-    def __init__(self, at: _Optional[_Union[_common_pb2.Timestamp, _Mapping]] = ..., host: _Optional[str] = ..., sni: _Optional[str] = ..., dialed: _Optional[str] = ..., rule: _Optional[str] = ..., verdict: _Optional[str] = ..., bytes_out: _Optional[int] = ..., bytes_in: _Optional[int] = ...) -> None: ...
+    reason: str
+    kind: str
+    seq: int
+    original_dst: str
+    def __init__(self, at: _Optional[_Union[_common_pb2.Timestamp, _Mapping]] = ..., host: _Optional[str] = ..., sni: _Optional[str] = ..., dialed: _Optional[str] = ..., rule: _Optional[str] = ..., verdict: _Optional[str] = ..., bytes_out: _Optional[int] = ..., bytes_in: _Optional[int] = ..., reason: _Optional[str] = ..., kind: _Optional[str] = ..., seq: _Optional[int] = ..., original_dst: _Optional[str] = ...) -> None: ...
 
 class ListNetworkEventsResponse(_message.Message):
-    __slots__ = ("events",)
+    __slots__ = ("events", "last_seq")
     EVENTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
     events: _containers.RepeatedCompositeFieldContainer[NetworkEvent]
-    def __init__(self, events: _Optional[_Iterable[_Union[NetworkEvent, _Mapping]]] = ...) -> None: ...
+    last_seq: int
+    def __init__(self, events: _Optional[_Iterable[_Union[NetworkEvent, _Mapping]]] = ..., last_seq: _Optional[int] = ...) -> None: ...

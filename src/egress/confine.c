@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* warren-egress's confinement: everything it will ever need (the passed
+ * sockets, the c-ares channels, the loops) exists before this runs; after
+ * it the process is an unprivileged user in an empty root, without
+ * capabilities, under no_new_privs and a seccomp allowlist that permits
+ * network I/O on IPv4/IPv6 sockets, pipes for splice, epoll and memory
+ * without PROT_EXEC - no open(2), no exec, no unix sockets, no mount,
+ * no ptrace. */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <linux/sched.h>
+#include <pwd.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "egress/egress.h"
+
+/* The root must be an empty directory owned by root and not writable by
+ * others. */
+static int check_root(const char *dir, struct wr_err *e) {
+        /* created (mode 0755, parents too) when missing */
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s", dir);
+        for (char *p = path + 1; *p; p++)
+                if (*p == '/') {
+                        *p = '\0';
+                        (void) mkdir(path, 0755);
+                        *p = '/';
+                }
+        (void) mkdir(path, 0755);
+        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return err_set(e, -errno, "--root %s: %s", dir, strerror(errno));
+        struct stat st;
+        if (fstat(fd, &st) < 0 || st.st_uid != 0 || (st.st_mode & 0022)) {
+                close(fd);
+                return err_set(e, -EPERM,
+                               "--root %s: must be owned by root, not group/other writable", dir);
+        }
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return err_set(e, -errno, "--root %s: %s", dir, strerror(errno));
+        }
+        struct dirent *de;
+        int n = 0;
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                        n++;
+        closedir(d);
+        if (n)
+                return err_set(e, -ENOTEMPTY, "--root %s: not empty", dir);
+        return 0;
+}
+
+static int lookup_ids(uid_t *uid, gid_t *gid, struct wr_err *e) {
+        char *end;
+        unsigned long v = strtoul(egress_cfg.user, &end, 10);
+        if (*egress_cfg.user && !*end) {
+                *uid = (uid_t) v;
+        } else {
+                struct passwd *pw = getpwnam(egress_cfg.user);
+                if (!pw)
+                        return err_set(e, -ENOENT, "--uid %s: no such user", egress_cfg.user);
+                *uid = pw->pw_uid;
+        }
+        v = strtoul(egress_cfg.group, &end, 10);
+        if (*egress_cfg.group && !*end) {
+                *gid = (gid_t) v;
+        } else {
+                struct group *gr = getgrnam(egress_cfg.group);
+                if (!gr)
+                        return err_set(e, -ENOENT, "--gid %s: no such group", egress_cfg.group);
+                *gid = gr->gr_gid;
+        }
+        if (*uid == 0 || *gid == 0)
+                return err_set(e, -EPERM, "refusing to run as uid/gid 0");
+        return 0;
+}
+
+static int install_seccomp(struct wr_err *e) {
+        static const int allow[] = {
+                SCMP_SYS(read),
+                SCMP_SYS(write),
+                SCMP_SYS(readv),
+                SCMP_SYS(writev),
+                SCMP_SYS(close),
+                SCMP_SYS(recvfrom),
+                SCMP_SYS(sendto),
+                SCMP_SYS(recvmsg),
+                SCMP_SYS(sendmsg),
+                SCMP_SYS(recvmmsg),
+                SCMP_SYS(sendmmsg),
+                SCMP_SYS(shutdown),
+                SCMP_SYS(accept4),
+                SCMP_SYS(connect),
+                SCMP_SYS(getsockopt),
+                SCMP_SYS(setsockopt),
+                SCMP_SYS(getsockname),
+                SCMP_SYS(getpeername),
+                SCMP_SYS(splice),
+                SCMP_SYS(pipe2),
+                SCMP_SYS(fcntl),
+                SCMP_SYS(epoll_create1),
+                SCMP_SYS(epoll_ctl),
+                SCMP_SYS(epoll_wait),
+                SCMP_SYS(epoll_pwait),
+                SCMP_SYS(eventfd2),
+                SCMP_SYS(poll),
+                SCMP_SYS(ppoll),
+                SCMP_SYS(clock_gettime),
+                SCMP_SYS(clock_nanosleep),
+                SCMP_SYS(nanosleep),
+                SCMP_SYS(gettimeofday),
+                SCMP_SYS(getrandom),
+                SCMP_SYS(futex),
+                SCMP_SYS(munmap),
+                SCMP_SYS(mremap),
+                SCMP_SYS(madvise),
+                SCMP_SYS(brk),
+                SCMP_SYS(rt_sigreturn),
+                SCMP_SYS(rt_sigprocmask),
+                SCMP_SYS(sigaltstack),
+                SCMP_SYS(exit),
+                SCMP_SYS(exit_group),
+                SCMP_SYS(getpid),
+                SCMP_SYS(gettid),
+                SCMP_SYS(tgkill),
+                SCMP_SYS(sched_yield),
+                SCMP_SYS(restart_syscall),
+                SCMP_SYS(set_robust_list),
+                SCMP_SYS(rseq),
+                SCMP_SYS(fstat),
+                SCMP_SYS(newfstatat),
+                SCMP_SYS(lseek),
+                SCMP_SYS(sched_getaffinity),
+                SCMP_SYS(getuid),
+                SCMP_SYS(geteuid),
+                SCMP_SYS(getgid),
+                SCMP_SYS(getegid),
+                SCMP_SYS(uname),
+                SCMP_SYS(prlimit64),
+        };
+        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+        if (!ctx)
+                return err_set(e, -ENOMEM, "seccomp_init");
+        int r = 0;
+        for (size_t i = 0; i < ELEMENTSOF(allow) && r == 0; i++)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allow[i], 0);
+        /* sockets: IPv4 and IPv6 only (upstream DNS, outbound TCP) */
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+                                     SCMP_A0(SCMP_CMP_EQ, AF_INET));
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+                                     SCMP_A0(SCMP_CMP_EQ, AF_INET6));
+        /* ioctl: FIONBIO / FIOCLEX / FIONREAD only (libuv, c-ares) */
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+                                     SCMP_A1(SCMP_CMP_EQ, FIONBIO));
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+                                     SCMP_A1(SCMP_CMP_EQ, FIOCLEX));
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+                                     SCMP_A1(SCMP_CMP_EQ, FIONREAD));
+        /* memory, never executable */
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
+                                     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
+                                     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+        /* threads only (pthread_create): clone with CLONE_THREAD; clone3's
+         * flags live in memory the filter cannot read, so it answers ENOSYS
+         * and glibc falls back to clone */
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+                                     SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+        if (r == 0)
+                r = seccomp_load(ctx);
+        seccomp_release(ctx);
+        return r < 0 ? err_set(e, r, "seccomp: %s", strerror(-r)) : 0;
+}
+
+int egress_confine(struct wr_err *e) {
+        if (geteuid() != 0)
+                return err_set(e, -EPERM,
+                               "warren-egress must be started as root (it confines itself)");
+        uid_t uid = 0;
+        gid_t gid = 0;
+        int r = lookup_ids(&uid, &gid, e);
+        if (r < 0)
+                return r;
+        r = check_root(egress_cfg.root, e);
+        if (r < 0)
+                return r;
+        /* file descriptors: a few per connection (client, upstream, 2 pipes x 2) */
+        struct rlimit nofile = {.rlim_cur = 65536, .rlim_max = 65536};
+        if (setrlimit(RLIMIT_NOFILE, &nofile) < 0)
+                (void) 0; /* keep the inherited limit */
+        struct rlimit zero = {0, 0};
+        if (setrlimit(RLIMIT_CORE, &zero) < 0 || setrlimit(RLIMIT_MEMLOCK, &zero) < 0 ||
+            setrlimit(RLIMIT_MSGQUEUE, &zero) < 0)
+                return err_set(e, -errno, "setrlimit: %m");
+        if (chroot(egress_cfg.root) < 0 || chdir("/") < 0)
+                return err_set(e, -errno, "chroot %s: %m", egress_cfg.root);
+        /* the bounding set, while CAP_SETPCAP is still held */
+        for (int c = 0; c <= CAP_LAST_CAP; c++)
+                if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+                        return err_set(e, -errno, "drop bounding capability %d: %m", c);
+        (void) prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+        if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+                return err_set(e, -errno, "drop to uid %u gid %u: %m", (unsigned) uid,
+                               (unsigned) gid);
+        if (setuid(0) == 0)
+                return err_set(e, -EPERM, "could regain uid 0");
+        cap_t caps = cap_init(); /* all clear */
+        if (!caps || cap_set_proc(caps) < 0) {
+                if (caps)
+                        cap_free(caps);
+                return err_set(e, -errno, "clear capabilities: %m");
+        }
+        cap_free(caps);
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return err_set(e, -errno, "no_new_privs: %m");
+        (void) prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        return install_seccomp(e);
+}
