@@ -12,5 +12,9 @@
  * nft's first error line in e. */
 int sbx_nft_table_apply(const char *table, const char *range, struct wr_err *e);
 
+/* The names of every inet table (NULL-terminated, malloc'd, the caller
+ * frees each and the vector). Returns how many, or -EIO / -ENOMEM. */
+int sbx_nft_tables(char ***ret, struct wr_err *e);
+
 /* Delete the inet table `table` (none: fine). 0 or -EIO. */
 int sbx_nft_table_remove(const char *table, struct wr_err *e);
