@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench/sandbox.py [BUILD_DIR] [-n N] [--warm-pool N] [--pause-ms MS] [--idle N]
-[--no-peers] [--c-only] [--repeat K] [--log FILE]: sandbox start and exec latency,
+[--no-peers] [--c-only] [--repeat K] [--log FILE] [--warrend-arg ARG]...: sandbox start and exec latency,
 idle sandboxes held.
 
 Starts its own warrend on a temp state dir (unix socket), imports the
@@ -131,6 +131,8 @@ def main():
     ap.add_argument("--pause-ms", type=int, default=0,
                     help="idle time between C-client rounds (lets the pool refill)")
     ap.add_argument("--no-peers", action="store_true", help="skip bwrap/crun")
+    ap.add_argument("--warrend-arg", action="append", default=[],
+                    help="extra warrend argument (e.g. --warrend-arg=--sandbox-cidr=none)")
     ap.add_argument("--log", help="warrend's debug log goes to this file (create/exec timings)")
     ap.add_argument("--c-only", action="store_true",
                     help="only the C-client figures (no grpcio, idle or peer runs)")
@@ -143,7 +145,7 @@ def main():
     proc = subprocess.Popen([os.path.join(build, "src/daemon/warrend"), "--state-dir",
                              os.path.join(tmp, "state"), "--listen", "unix:" + sock,
                              "--log-level", "debug" if a.log else "warn",
-                             "--warm-pool", str(a.warm_pool)],
+                             "--warm-pool", str(a.warm_pool)] + a.warrend_arg,
                             env=dict(os.environ, WARREN_TERMINATE_ON_EXIT="1"),
                             stderr=open(a.log, "w") if a.log else None)
     try:

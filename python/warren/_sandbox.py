@@ -133,7 +133,8 @@ class Sandbox:
                  entrypoint: Optional[Sequence[str]] = None, workdir: Optional[str] = None,
                  tags: Optional[Mapping[str, str]] = None,
                  compute_class: Optional[ComputeClass] = None,
-                 hostname: Optional[str] = None):
+                 hostname: Optional[str] = None,
+                 block_network: bool = False):
         self.image = image
         self.name = name
         self.cpu = None if cpu is None else str(cpu)
@@ -151,6 +152,8 @@ class Sandbox:
         self.tags: Dict[str, str] = dict(tags or {})
         self.compute_class = compute_class
         self.hostname = hostname
+        # True: loopback only (no veth, address or resolver)
+        self.block_network = bool(block_network)
         self._credentials: List[Tuple[List[str], Secret]] = []
         self.id: Optional[str] = None
         self._info: Optional[SandboxInfo] = None
@@ -183,7 +186,8 @@ class Sandbox:
                                     entrypoint=self.entrypoint or [], tags=self.tags,
                                     identity=bool(self.identity),
                                     lifetime=_lifetime(self.lifetime),
-                                    hostname=self.hostname or "")
+                                    hostname=self.hostname or "",
+                                    block_network=self.block_network)
         spec = image_spec(self.image)
         if spec is not None:
             r.image.CopyFrom(spec)

@@ -260,6 +260,7 @@ static int build(struct store *store, const char *envname,
                 return -ENOMEM;
         if ((r = limits_parse(req->resources, &s->limits, e)) < 0)
                 return r;
+        s->block_network = req->block_network;
         if (req->lifetime && *req->lifetime &&
             sbx_duration_parse(req->lifetime, &s->lifetime_ns) < 0)
                 return INVALID(e,

@@ -208,6 +208,7 @@ enum {
         CLI_OPT_SECRET,
         CLI_OPT_VOLUME,
         CLI_OPT_HOSTNAME,
+        CLI_OPT_BLOCK_NETWORK,
         CLI_OPT_ROUTE,
         CLI_OPT_DENY_ROUTE,
         CLI_OPT_LEARN_EGRESS,
@@ -228,6 +229,7 @@ enum {
                 {"secret", required_argument, NULL, CLI_OPT_SECRET},                               \
                 {"volume", required_argument, NULL, CLI_OPT_VOLUME},                               \
                 {"hostname", required_argument, NULL, CLI_OPT_HOSTNAME},                           \
+                {"block-network", no_argument, NULL, CLI_OPT_BLOCK_NETWORK},                       \
                 {"route", required_argument, NULL, CLI_OPT_ROUTE},                                 \
                 {"deny-route", required_argument, NULL, CLI_OPT_DENY_ROUTE}, {                     \
                 "learn-egress", no_argument, NULL, CLI_OPT_LEARN_EGRESS                            \
@@ -236,8 +238,8 @@ enum {
 #define CLI_CREATE_USAGE                                                                           \
         "[-n NAME] [-e K=V]... [-w DIR] [--cpu C] [--memory M] [--lifetime D] [--tag K=V]... "     \
         "[--host H]... [--resource-detection github-pull-requests] [--secret NAME]... "            \
-        "[--volume NAME:/PATH[:ro]]... [--hostname H] [--route CIDR[:PORTS]]... "                  \
-        "[--deny-route CIDR[:PORTS]]... [--learn-egress]"
+        "[--volume NAME:/PATH[:ro]]... [--hostname H] [--block-network] "                        \
+        "[--route CIDR[:PORTS]]... [--deny-route CIDR[:PORTS]]... [--learn-egress]"
 
 /* A CreateSandboxRequest under construction (arena-owned parts). */
 struct cli_create {

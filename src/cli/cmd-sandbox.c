@@ -90,6 +90,9 @@ int cli_create_opt(struct cli_create *cr, int c, const char *arg, const char *cm
         case CLI_OPT_HOSTNAME:
                 r->hostname = cli_strdup(arg);
                 return 1;
+        case CLI_OPT_BLOCK_NETWORK: /* loopback only */
+                r->block_network = true;
+                return 1;
         case CLI_OPT_HOST:
         case CLI_OPT_ROUTE:
         case CLI_OPT_DENY_ROUTE: {

@@ -49,6 +49,13 @@ void daemon_config_usage(FILE *f) {
               "                        they keep running and the next warrend re-attaches)\n"
               "  --warm-pool N         keep N sandbox host resources prepared ahead\n"
               "                        (default 0)\n"
+              "  --sandbox-cidr CIDR   IPv4 range sandboxes get their /30 from (default\n"
+              "                        100.96.0.0/16, or the next free /16 up to\n"
+              "                        100.111.0.0/16; must not overlap the host's routes;\n"
+              "                        \"none\": sandboxes get only a loopback)\n"
+              "  --upstream-dns IP     resolver named in sandboxes' /etc/resolv.conf,\n"
+              "                        reached through NAT (default: the host's IPv4\n"
+              "                        nameservers; none with --pull-loopback-only)\n"
               "  --help                show this help\n"
               "  --version             show the version\n"
               "\n"
@@ -183,6 +190,12 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                 if (errno || end == v || *end || n > 4096)
                         return err_set(e, -EINVAL, "--warm-pool %s: expected 0..4096", v);
                 c->warm_pool = (unsigned) n;
+        } else if (!strcmp(key, "sandbox-cidr")) {
+                if (!*v)
+                        return err_set(e, -EINVAL, "--sandbox-cidr: empty (a range or none)");
+                r = set_str(&c->sandbox_cidr, v);
+        } else if (!strcmp(key, "upstream-dns")) {
+                r = set_str(&c->upstream_dns, v);
         } else if (!strcmp(key, "insecure-tcp-i-know")) {
                 if (parse_bool(v, &c->insecure_tcp) < 0)
                         return err_set(e, -EINVAL,
@@ -267,6 +280,8 @@ enum {
         OPT_PULL_LOOPBACK_ONLY,
         OPT_WARM_POOL,
         OPT_INSECURE_TCP,
+        OPT_SANDBOX_CIDR,
+        OPT_UPSTREAM_DNS,
 };
 
 static const struct option options[] = {
@@ -287,6 +302,8 @@ static const struct option options[] = {
         {"pull-loopback-only", no_argument, NULL, OPT_PULL_LOOPBACK_ONLY},
         {"warm-pool", required_argument, NULL, OPT_WARM_POOL},
         {"insecure-tcp-i-know", no_argument, NULL, OPT_INSECURE_TCP},
+        {"sandbox-cidr", required_argument, NULL, OPT_SANDBOX_CIDR},
+        {"upstream-dns", required_argument, NULL, OPT_UPSTREAM_DNS},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {},
@@ -401,6 +418,8 @@ void daemon_config_clear(struct daemon_config *c) {
         free(c->tls_cert);
         free(c->tls_key);
         free(c->config_file);
+        free(c->sandbox_cidr);
+        free(c->upstream_dns);
         free(c->registry_config);
         free(c->docker_config);
         *c = (struct daemon_config){0};

@@ -46,6 +46,11 @@ struct daemon_config {
          * loopback although no caller is authenticated */
         bool insecure_tcp;
         unsigned warm_pool; /* sandboxes' host resources prepared ahead */
+        /* the default network: the sandbox range (NULL = the default,
+         * "none" = loopback only) and the resolver sandboxes are told
+         * about (NULL = the host's) */
+        char *sandbox_cidr;
+        char *upstream_dns;
         bool help;
         bool version;
 };

@@ -293,6 +293,12 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
                 .default_image = d->cfg.default_image,
                 .terminate_on_exit = d->cfg.terminate_on_exit,
                 .warm_pool = d->cfg.warm_pool,
+                .sandbox_cidr = d->cfg.sandbox_cidr,
+                /* the test suites: no sandbox is pointed at the host's
+                 * resolver unless asked (--upstream-dns) */
+                .upstream_dns = d->cfg.upstream_dns         ? d->cfg.upstream_dns
+                                : d->cfg.pull_loopback_only ? ""
+                                                            : NULL,
         };
         r = sbx_manager_new(&mc, &d->ctx.sandboxes, e);
         if (r < 0)

@@ -253,6 +253,14 @@ struct rt_child {
          * on this socket for the claim's start message (and its fds);
          * EOF = _exit(0) */
         int park_fd;
+        /* the network (cfg->net): has_net, the veth to make, an fd of the
+         * caller's network namespace (the peer goes there) and a
+         * NETLINK_ROUTE socket opened in it (to set up the peer); both
+         * closed once the veth is up, before the child parks */
+        bool has_net;
+        struct rt_net net;
+        int host_ns_fd;
+        int host_nl_fd;
 };
 
 /* Set everything up inside the new namespaces and exec warren-init. Never

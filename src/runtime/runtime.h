@@ -133,6 +133,19 @@ struct rt_mount {
         mode_t mode;
 };
 
+/* The sandbox's network beyond the loopback: a veth pair made by the
+ * sandbox's first process from inside its new network namespace (one
+ * RTM_NEWLINK; the peer is created directly in the caller's network
+ * namespace, never moved), with addr/prefix and a default route via
+ * gateway inside, and on the peer gateway/prefix. IPv6 is off on both
+ * ends (no address is generated). */
+struct rt_net {
+        char peer[16];    /* the host end's name (1-15 chars, [A-Za-z0-9_.-]) */
+        uint32_t addr;    /* the sandbox's address (network byte order) */
+        uint32_t gateway; /* the host end's address (network byte order) */
+        uint8_t prefix;   /* 1..31: both addresses in one prefix of this length */
+};
+
 struct rt_sandbox_config {
         /* Sandbox id: [A-Za-z0-9][A-Za-z0-9_.-]{0,63}; names the cgroup. */
         const char *id;
@@ -165,6 +178,11 @@ struct rt_sandbox_config {
          * during the call (bind sources are opened then). */
         const struct rt_mount *mounts;
         size_t n_mounts;
+        /* NULL: loopback only. Else the veth pair above (made by the child
+         * before it parks, for a prestart; a claim's net is ignored, the
+         * prestart's stays). /etc/hosts then names the hostname with
+         * net->addr instead of 127.0.1.1. */
+        const struct rt_net *net;
 };
 
 struct rt_usage {
@@ -262,13 +280,20 @@ int rt_sandbox_kill(struct rt_sandbox *sb, int sig);
 int rt_sandbox_reap(struct rt_sandbox *sb, int *status);
 
 /* Tear the sandbox down: SIGKILL every process, reap init (SIGKILLed
- * processes die promptly; no grace period is waited), remove the cgroups,
+ * processes die promptly; no grace period is waited), delete the host end
+ * of its veth (cfg->net; ~10-30 ms, an RCU grace period), remove the cgroups,
  * unmount anything left on the host side and remove cfg->dir recursively
  * (never following symlinks or crossing into other mounts). Idempotent:
  * calling it again after success returns 0. sb stays valid until
  * rt_sandbox_free(). Errors: negative errno with context in e (a step that
  * failed can be retried by calling again). */
 int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e);
+
+/* The caller deletes the host end of the sandbox's veth itself (later,
+ * off the critical path: rt_net_link_delete): rt_sandbox_destroy() then
+ * leaves it (the kernel takes it down with the netns, in the background).
+ * No-op without a veth. */
+void rt_sandbox_net_disown(struct rt_sandbox *sb);
 
 /* Free the handle. Does not stop the sandbox (a daemon that exits leaves
  * sandboxes running); call rt_sandbox_destroy() first to stop it. Closes
@@ -344,3 +369,32 @@ int rt_memory_parse(const char *s, uint64_t *ret);
 /* Parse CPU: cores ("2", "0.5", up to 3 decimals) or millicores ("500m").
  * Returns 0 and millicores, or -EINVAL / -ERANGE (0 or > 1,000,000 cores). */
 int rt_cpu_parse(const char *s, uint32_t *ret_millicores);
+
+/* --- host-side network plumbing (netlink.c; the caller's namespace) --- */
+
+/* Delete the link called name (a veth: both ends go). Returns 1 when it
+ * was deleted, 0 when there was none, or a negative errno with context in
+ * e. Deleting a veth waits for an RCU grace period (~10-30 ms): call it
+ * off the event loop. */
+int rt_net_link_delete(const char *name, struct wr_err *e);
+
+/* Names of the links whose name starts with prefix, up to max of them
+ * into names; *ret_n = how many there are (may exceed max). 0 or negative
+ * errno. */
+int rt_net_links(const char *prefix, char (*names)[16], size_t max, size_t *ret_n,
+                 struct wr_err *e);
+
+/* One IPv4 route of any table, as rt_net_routes4() lists them. */
+struct rt_route4 {
+        uint32_t dst;   /* network byte order; 0 with prefix 0 = default */
+        uint8_t prefix; /* rtm_dst_len */
+        uint8_t type;   /* RTN_* (unicast, local, broadcast, blackhole, ...) */
+        uint32_t table; /* RT_TABLE_* or a number */
+        int oif;        /* 0 = none */
+        char dev[16];   /* name of oif, "" = none */
+};
+
+/* Every IPv4 route of every table (the local table holds the host's own
+ * addresses), up to max into out; *ret_n = how many there are. 0 or
+ * negative errno. */
+int rt_net_routes4(struct rt_route4 *out, size_t max, size_t *ret_n, struct wr_err *e);

@@ -18,6 +18,9 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <linux/netlink.h>
 #include <unistd.h>
 
 #include "runtime/runtime-internal.h"
@@ -41,6 +44,8 @@ struct rt_sandbox {
         int park_fd;         /* rt_sandbox_prestart: config pipe to the parked child */
         int err_rfd;         /* rt_sandbox_prestart: its error pipe */
         unsigned made;       /* during create: MADE_* bits of what this call created */
+        bool has_net;        /* the veth of cfg->net was made (at the create/prestart) */
+        struct rt_net net;
 };
 
 enum {
@@ -157,6 +162,21 @@ static bool hostname_valid(const char *h) {
         return true;
 }
 
+static bool net_valid(const struct rt_net *n) {
+        size_t len = strnlen(n->peer, sizeof(n->peer));
+        if (len == 0 || len >= sizeof(n->peer) || n->prefix < 1 || n->prefix > 31 ||
+            n->addr == n->gateway)
+                return false;
+        for (size_t i = 0; i < len; i++) {
+                char ch = n->peer[i];
+                if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                      (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-'))
+                        return false;
+        }
+        uint32_t mask = htonl(~0u << (32 - n->prefix));
+        return (n->addr & mask) == (n->gateway & mask);
+}
+
 static int config_check(const struct rt_sandbox_config *cfg, bool need_layers, struct wr_err *e) {
         if (!cfg || !rt_id_valid(cfg->id))
                 return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
@@ -183,6 +203,8 @@ static int config_check(const struct rt_sandbox_config *cfg, bool need_layers, s
                                 "invalid hostname");
         if (cfg->resolv_conf && strlen(cfg->resolv_conf) > 64 * 1024)
                 return err_set(e, -E2BIG, "resolv.conf content too large");
+        if (cfg->net && !net_valid(cfg->net))
+                return err_set(e, -EINVAL, "bad network config (peer name, addresses, prefix)");
         return rt_mounts_check(cfg->mounts, cfg->n_mounts, e);
 }
 
@@ -293,8 +315,8 @@ static int bind_open(const struct rt_mount *m, size_t i, struct rt_entry *en, st
  * RLIMIT_NOFILE, the runtime's own table entries from cfg's fields, then
  * cfg->mounts with their bind sources opened. On failure *out holds
  * nothing. */
-static int start_build(const struct rt_sandbox_config *cfg, struct start_msg *out,
-                       struct wr_err *e) {
+static int start_build(const struct rt_sandbox_config *cfg, const struct rt_net *net,
+                       struct start_msg *out, struct wr_err *e) {
         _cleanup_free_ struct rt_start *s = calloc(1, sizeof(*s));
         const char *hostname = cfg->hostname ? cfg->hostname : cfg->id;
         const char *resolv = cfg->resolv_conf
@@ -307,11 +329,13 @@ static int start_build(const struct rt_sandbox_config *cfg, struct start_msg *ou
         _cleanup_free_ char *lowerdir = lowerdir_string(cfg);
         if (!s || !upper || !work || !lowerdir || (disk && !scratch))
                 return err_set(e, -ENOMEM, "out of memory");
-        char hosts[RT_HOSTS_MAX];
+        char hosts[RT_HOSTS_MAX], self_addr[INET_ADDRSTRLEN] = "127.0.1.1";
+        if (net)
+                (void) inet_ntop(AF_INET, &net->addr, self_addr, sizeof(self_addr));
         snprintf(hosts, sizeof(hosts),
                  "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-                 "127.0.1.1\t%s\n",
-                 hostname);
+                 "%s\t%s\n",
+                 self_addr, hostname);
         struct rlimit cur;
         rlim_t nofile = cfg->limits.nofile ? cfg->limits.nofile : RT_DEFAULT_NOFILE;
         if (getrlimit(RLIMIT_NOFILE, &cur) == 0 && cur.rlim_max < nofile)
@@ -428,7 +452,7 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
         /* before anything is made: a bind source that cannot be opened
          * leaves nothing behind */
         _cleanup_(start_msg_done) struct start_msg msg = {0};
-        if ((r = start_build(cfg, &msg, e)) < 0)
+        if ((r = start_build(cfg, cfg->net, &msg, e)) < 0)
                 return r;
 
         /* the sandbox dir */
@@ -472,6 +496,28 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
                 .fds = msg.fds,
                 .n_fds = msg.n_fds,
         };
+        /* the network: the child makes the veth from inside its
+         * namespace, the peer in ours */
+        _cleanup_close_ int host_ns = -EBADF, host_nl = -EBADF;
+        c.host_ns_fd = c.host_nl_fd = -EBADF;
+        if (cfg->net) {
+                /* a link of that name that is not ours must stay: refuse
+                 * before the child could fail on it (an undo deletes the
+                 * name) */
+                if (if_nametoindex(cfg->net->peer) > 0)
+                        return err_set(e, -EEXIST, "network: the host end %s exists already",
+                                       cfg->net->peer);
+                host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+                if (host_ns < 0)
+                        return err_set(e, -errno, "open /proc/self/ns/net: %m");
+                host_nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+                if (host_nl < 0)
+                        return err_set(e, -errno, "netlink socket: %m");
+                c.has_net = true;
+                c.net = *cfg->net;
+                c.host_ns_fd = host_ns;
+                c.host_nl_fd = host_nl;
+        }
         c.n_cg_fds = rt_cgroup_join_fds(sb->cg, c.cg_fds, ELEMENTSOF(c.cg_fds));
         c.unshare_cgroupns = rt_cgroup_mode_of(sb->cg) == RT_CGROUP_V1;
         snprintf(c.env_id, sizeof(c.env_id), "WARREN_SANDBOX_ID=%s", cfg->id);
@@ -520,6 +566,10 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
         }
         sb->pid = (pid_t) pid;
         sb->pidfd = pidfd;
+        if (cfg->net) {
+                sb->has_net = true;
+                sb->net = *cfg->net;
+        }
         /* now, while the child cannot be in execve (a /proc/<pid>/stat read
          * waits for an exec to finish) */
         (void) rt_proc_start_time(sb->pid, &sb->start_time);
@@ -618,6 +668,11 @@ static int sandbox_make(const struct rt_sandbox_config *cfg, bool park, struct r
                                 waitid(P_PIDFD, (id_t) sb->pidfd, &si, WEXITED | __WALL));
                         sb->reaped = true;
                 }
+                /* the child may have made the veth before it failed: its
+                 * netns is gone now, but the kernel takes the link down
+                 * in the background; the name must be free again now */
+                if (sb->has_net)
+                        (void) rt_net_link_delete(sb->net.peer, &ignored);
                 if (sb->cg)
                         (void) rt_cgroup_remove(sb->cg, &ignored);
                 if (sb->made & MADE_DIR) {
@@ -719,7 +774,7 @@ int rt_sandbox_start_send(struct rt_sandbox *sb, const struct rt_sandbox_config 
         if (!streq(cfg->id, sb->id) || !streq(cfg->dir, sb->dir))
                 return err_set(e, -EINVAL, "start sandbox: id or dir differs from the prestart");
         _cleanup_(start_msg_done) struct start_msg msg = {0};
-        if ((r = start_build(cfg, &msg, e)) < 0)
+        if ((r = start_build(cfg, sb->has_net ? &sb->net : NULL, &msg, e)) < 0)
                 return err_prefix(e, r, "start sandbox");
         r = park_send(sb->park_fd, &msg);
         closep(&sb->park_fd);
@@ -827,6 +882,10 @@ int rt_sandbox_reap(struct rt_sandbox *sb, int *status) {
         return 1;
 }
 
+void rt_sandbox_net_disown(struct rt_sandbox *sb) {
+        sb->has_net = false;
+}
+
 int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e) {
         int r;
         if (sb->destroyed)
@@ -849,6 +908,16 @@ int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e) {
                 sb->reaped = true;
                 sb->status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0)
                                                       : (si.si_status & 0x7f);
+        }
+        if (sb->has_net) {
+                /* the netns dies with init, but the kernel takes its links
+                 * down in the background: delete the host end now, so that
+                 * nothing of the sandbox lingers and its address can be
+                 * given out again at once */
+                r = rt_net_link_delete(sb->net.peer, e);
+                if (r < 0)
+                        return err_prefix(e, r, "destroy sandbox %s", sb->id);
+                sb->has_net = false;
         }
         if (sb->cg) {
                 /* stragglers (none expected once the pid namespace is gone) */

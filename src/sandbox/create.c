@@ -261,13 +261,25 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         /* a warm-pool sandbox: its id, dir, cgroups and namespaces are
          * there already */
         char id[32];
-        st->pooled = sbx_pool_take(m, id, sizeof(id));
+        int32_t net_slot = -1;
+        /* a blocked network is a plain create: pool entries have a veth */
+        st->pooled = spec->block_network ? NULL : sbx_pool_take(m, id, sizeof(id), &net_slot);
         st->was_pooled = st->pooled != NULL;
         if (!st->pooled && (r = sbx_make_id(id, sizeof(id))) < 0)
                 return err_set(e, r, "getrandom failed");
-        if ((r = sbx_new(m, id, expires_ns, &st->sb)) < 0)
+        if ((r = sbx_new(m, id, expires_ns, &st->sb)) < 0) {
+                sbx_network_release(m->net, net_slot);
                 return err_set(e, r, "out of memory");
+        }
         struct sbx *sb = st->sb;
+        sb->net_slot = net_slot; /* released with sb, after its veth is gone */
+        struct rt_net net = {0};
+        if (sb->net_slot >= 0) /* a pool entry's: made already, unless it broke */
+                sbx_network_slot_net(m->net, sb->net_slot, &net);
+        else if (m->net && !spec->block_network &&
+                 (r = sbx_network_alloc(m->net, &sb->net_slot, &net)) < 0)
+                return err_setx(e, r, WR_STATUS_RESOURCE_EXHAUSTED, WR_FAULT_SERVICE,
+                                "network: the sandbox range %s is full", sbx_network_range(m->net));
         if (spec->name && !(sb->name = strdup(spec->name)))
                 return err_set(e, -ENOMEM, "out of memory");
         if (!(sb->image_id = strdup(img->id)))
@@ -290,6 +302,9 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                 .log_fd = -1,
                 .mounts = spec->mounts,
                 .n_mounts = spec->n_mounts,
+                .resolv_conf =
+                        m->net && !spec->block_network ? sbx_network_resolv_conf(m->net) : NULL,
+                .net = sb->net_slot >= 0 ? &net : NULL, /* a pool entry's veth is made */
         };
         /* A warm-pool entry starts mounting its root now and the row is
          * written meanwhile. Its dir and cgroups existed without a row

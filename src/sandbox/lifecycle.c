@@ -32,6 +32,7 @@ int sbx_new(struct sbx_manager *m, const char *id, int64_t expires_ns, struct sb
         sb->m = m;
         sb->ctl_fd = -EBADF;
         sb->pidfd = -EBADF;
+        sb->net_slot = -1;
         sb->expires_ns = expires_ns;
         snprintf(sb->id, sizeof(sb->id), "%s", id);
         *ret = sb;
@@ -43,6 +44,9 @@ void sbx_free(struct sbx *sb) {
                 return;
         sb->ctl_fd = safe_close(sb->ctl_fd);
         sb->pidfd = safe_close(sb->pidfd);
+        /* the block is free again once the host end is gone: teardown
+         * deleted it, or a detached sandbox keeps it (the manager goes) */
+        sbx_network_release(sb->m->net, sb->net_slot);
         rt_sandbox_free(sb->rt);
         sbx_env_free(sb->env);
         free(sb->workdir);
@@ -228,7 +232,63 @@ static void timer_cb(uv_timer_t *t) {
 
 static void teardown_work(uv_work_t *w) {
         struct sbx *sb = w->data;
+        /* the veth's host end is deleted after the end is recorded
+         * (sbx_net_retire): deleting it waits for the netns teardown and
+         * an RCU grace period, ~10-30 ms no caller needs to wait for */
+        if (sb->rt && sb->net_slot >= 0)
+                rt_sandbox_net_disown(sb->rt);
         sb->teardown_r = sb->rt ? rt_sandbox_destroy(sb->rt, &sb->teardown_err) : 0;
+}
+
+/* ---- the host end of a veth, deleted in the background ---- */
+
+struct net_retire {
+        uv_work_t work;
+        struct sbx_manager *m;
+        int32_t slot;
+        char peer[16];
+        int r;
+};
+
+static void net_retire_work(uv_work_t *w) {
+        struct net_retire *j = w->data;
+        struct wr_err e = {0};
+        j->r = rt_net_link_delete(j->peer, &e);
+        if (j->r < 0)
+                log_warn("network: %s", e.msg);
+}
+
+static void net_retire_done(uv_work_t *w, int status) {
+        struct net_retire *j = w->data;
+        /* a link that could not be deleted keeps its block (the next
+         * start's sweep tries again) */
+        if (j->r >= 0 && status == 0)
+                sbx_network_release(j->m->net, j->slot);
+        j->m->net_jobs--;
+        free(j);
+}
+
+void sbx_net_retire(struct sbx_manager *m, int32_t slot) {
+        if (!m->net || slot < 0)
+                return;
+        struct net_retire *j = calloc(1, sizeof(*j));
+        if (j) {
+                j->m = m;
+                j->slot = slot;
+                j->work.data = j;
+                sbx_network_peer_name(m->net, slot, j->peer, sizeof(j->peer));
+                if (uv_queue_work(m->loop, &j->work, net_retire_work, net_retire_done) >= 0) {
+                        m->net_jobs++;
+                        return;
+                }
+                free(j);
+        }
+        /* no worker: delete it here */
+        char peer[16];
+        struct wr_err e = {0};
+        sbx_network_peer_name(m->net, slot, peer, sizeof(peer));
+        if (rt_net_link_delete(peer, &e) >= 0)
+                sbx_network_release(m->net, slot);
 }
 
 static void teardown_done(uv_work_t *w, int status);
@@ -275,6 +335,9 @@ static void teardown_done(uv_work_t *work, int status) {
                 free(w);
                 w = next;
         }
+        /* the end is recorded and answered: now the host end of its veth */
+        sbx_net_retire(sb->m, sb->net_slot);
+        sb->net_slot = -1;
         uv_close((uv_handle_t *) &sb->timer, handle_closed);
         uv_close((uv_handle_t *) &sb->pid_poll, handle_closed);
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -135,6 +136,18 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
                 sbx_manager_free(m);
                 return err_set(e, r, "sandbox manager: mkdir %s", dir);
         }
+        if (geteuid() != 0) {
+                log_warn("network: not root: sandboxes get no network (and will not start)");
+        } else if (!cfg->sandbox_cidr || strcmp(cfg->sandbox_cidr, "none") != 0) {
+                struct sbx_network_config nc = {.state_dir = m->state_dir,
+                                                .cidr = cfg->sandbox_cidr,
+                                                .upstream_dns = cfg->upstream_dns};
+                int r = sbx_network_new(&nc, &m->net, e);
+                if (r < 0) {
+                        sbx_manager_free(m);
+                        return r;
+                }
+        }
         sbx_recover(m);
         int r = sbx_pool_start(m);
         if (r < 0) {
@@ -161,7 +174,7 @@ void sbx_manager_free(struct sbx_manager *m) {
                 }
         }
         /* Let the handle close callbacks run, which unlink and free. */
-        while (m->list || sbx_pool_busy(m))
+        while (m->list || sbx_pool_busy(m) || m->net_jobs)
                 uv_run(m->loop, UV_RUN_ONCE);
         free(m->pool);
         sbx_argv_free(m->pool_layers);
@@ -171,5 +184,7 @@ void sbx_manager_free(struct sbx_manager *m) {
         free(m->state_dir);
         free(m->init_path);
         free(m->default_image);
+        /* the table stays for the sandboxes that outlive warrend */
+        sbx_network_free(m->net, m->terminate_on_exit);
         free(m);
 }

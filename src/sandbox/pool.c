@@ -64,6 +64,9 @@ static void pool_work(uv_work_t *w) {
                 .init_path = m->init_path,
                 .log_fd = -1,
                 .cgroup_mode = m->cgroup_mode,
+                /* as a claim sends it: the entry skips it then */
+                .resolv_conf = job->resolv_conf,
+                .net = pe->net_slot >= 0 ? &pe->net : NULL,
         };
         if (rt_sandbox_prestart(&cfg, &pe->rt, &job->err) >= 0)
                 return;
@@ -95,6 +98,9 @@ static void pool_work_done(uv_work_t *w, int status) {
         sbx_argv_free(job->layers);
         job->layers = NULL;
         if (!pe->rt) {
+                /* a failed prestart made no veth (or took it down) */
+                sbx_network_release(m->net, pe->net_slot);
+                pe->net_slot = -1;
                 if (status != UV_ECANCELED)
                         log_warn("warm pool: %s", job->err.msg);
                 /* retry later rather than spin on a broken host */
@@ -104,7 +110,11 @@ static void pool_work_done(uv_work_t *w, int status) {
         }
         if (m->freeing || m->pool_n >= m->pool_target) {
                 struct wr_err e = {0};
-                rt_sandbox_destroy(pe->rt, &e);
+                if (pe->net_slot >= 0)
+                        rt_sandbox_net_disown(pe->rt);
+                if (rt_sandbox_destroy(pe->rt, &e) >= 0)
+                        sbx_net_retire(m, pe->net_slot);
+                pe->net_slot = -1;
                 rt_sandbox_free(pe->rt);
                 pe->rt = NULL;
                 return;
@@ -127,11 +137,23 @@ static void pool_timer_cb(uv_timer_t *t) {
                         continue;
                 job->m = m;
                 job->work.data = job;
+                /* its /30 (the allocator is the loop's) */
+                job->entry.net_slot = -1;
+                job->resolv_conf = m->net ? sbx_network_resolv_conf(m->net) : NULL;
+                if (m->net &&
+                    sbx_network_alloc(m->net, &job->entry.net_slot, &job->entry.net) < 0) {
+                        log_warn("warm pool: the sandbox range %s is full",
+                                 sbx_network_range(m->net));
+                        break;
+                }
                 /* the worker gets its own copy of the prediction */
                 sbx_argv_free(job->layers);
                 job->layers = sbx_argv_dup((const char *const *) m->pool_layers, 0);
-                if (uv_queue_work(m->loop, &job->work, pool_work, pool_work_done) < 0)
+                if (uv_queue_work(m->loop, &job->work, pool_work, pool_work_done) < 0) {
+                        sbx_network_release(m->net, job->entry.net_slot);
+                        job->entry.net_slot = -1;
                         break;
+                }
                 job->busy = true;
                 m->pool_busy++;
         }
@@ -149,8 +171,13 @@ static void pool_drain(struct sbx_manager *m) {
         while (m->pool_n > 0) {
                 struct sbx_pool_entry *pe = &m->pool[--m->pool_n];
                 struct wr_err e = {0};
+                if (pe->net_slot >= 0)
+                        rt_sandbox_net_disown(pe->rt);
                 if (rt_sandbox_destroy(pe->rt, &e) < 0)
                         log_warn("warm pool: %s", e.msg);
+                else
+                        sbx_net_retire(m, pe->net_slot);
+                pe->net_slot = -1;
                 rt_sandbox_free(pe->rt);
                 pe->rt = NULL;
         }
@@ -161,11 +188,14 @@ static void pool_timer_closed(uv_handle_t *h) {
         m->pool_timer_open = false;
 }
 
-struct rt_sandbox *sbx_pool_take(struct sbx_manager *m, char *id, size_t size) {
+struct rt_sandbox *sbx_pool_take(struct sbx_manager *m, char *id, size_t size,
+                                 int32_t *ret_net_slot) {
         if (m->pool_n == 0)
                 return NULL;
         struct sbx_pool_entry *pe = &m->pool[--m->pool_n];
         snprintf(id, size, "%s", pe->id);
+        *ret_net_slot = pe->net_slot;
+        pe->net_slot = -1;
         /* not right away: a prestart (cgroup dirs, a clone of warrend, the
          * child's mounts) competes for the CPUs with this sandbox's start
          * and its first exec, which usually follows at once; an empty pool

@@ -33,6 +33,9 @@ static int recover_one(struct sbx_manager *m, const struct store_sandbox *row, c
         if ((r = rt_sandbox_attach(row->id, dir, (pid_t) row->init_pid, row->init_start,
                                    m->cgroup_mode, &sb->rt, e)) < 0)
                 return r;
+        /* its /30, known again from its own default route */
+        if (m->net)
+                sb->net_slot = sbx_network_adopt(m->net, (pid_t) row->init_pid);
         _cleanup_free_ unsigned char *proc = NULL;
         size_t proc_len = 0;
         if ((r = store_sandbox_get_process(m->store, row->id, &proc, &proc_len, e)) < 0)
@@ -127,6 +130,10 @@ void sbx_recover(struct sbx_manager *m) {
         }
         if (d)
                 closedir(d);
+        /* host ends of veths whose sandbox is gone (their netns may not
+         * have been taken down yet, or a teardown was cut short) */
+        if (m->net)
+                (void) sbx_network_sweep(m->net);
         if (attached || ended)
                 log_info("recovery: %zu sandboxes re-attached, %zu ended", attached, ended);
 }

@@ -11,6 +11,8 @@
 #include <uv.h>
 
 #include "sandbox/sandbox.h"
+#include "runtime/runtime.h"
+#include "sandbox/network.h"
 #include "store/store.h"
 
 struct rt_sandbox;
@@ -64,6 +66,9 @@ struct sbx {
         char *workdir;
         uint32_t uid, gid;
 
+        /* its /30 of the default network (network.h); -1: none */
+        int32_t net_slot;
+
         struct sbx_exec *execs;
         uint64_t next_exec_id;
         /* spawn requests in flight, for the exec start latency metric */
@@ -77,6 +82,8 @@ struct sbx {
 struct sbx_pool_entry {
         char id[32];
         struct rt_sandbox *rt; /* rt_sandbox_prestart()ed */
+        int32_t net_slot;      /* its /30 (veth made at the prestart); -1: none */
+        struct rt_net net;
 };
 
 struct sbx_manager {
@@ -104,14 +111,18 @@ struct sbx_manager {
                 bool busy;
                 struct sbx_pool_entry entry;
                 struct wr_err err;
-                char **layers;      /* the worker's copy of pool_layers */
-                bool layers_failed; /* its try with them failed */
+                char **layers;           /* the worker's copy of pool_layers */
+                const char *resolv_conf; /* the network's (owned by it) */
+                bool layers_failed;      /* its try with them failed */
         } pool_jobs[SBX_POOL_JOBS];
         unsigned pool_busy; /* jobs running */
         /* the layers the pool builds roots for ahead (those of the last
          * image a sandbox was created from; NULL-terminated, owned) */
         char **pool_layers;
         enum rt_cgroup_mode cgroup_mode;
+        /* the default network; NULL: sandboxes get only a loopback */
+        struct sbx_network *net;
+        unsigned net_jobs; /* sbx_net_retire deletions in flight */
         /* exec.c's state: sessions, log size, chunk pool */
         struct sbx_exec_state *exec;
 };
@@ -148,6 +159,10 @@ void sbx_finalize(struct sbx *sb);
 /* Let go of sb without stopping it (daemon shutdown): its exec streams
  * end, handles close, the sandbox keeps running. */
 void sbx_detach(struct sbx *sb);
+/* Delete the host end of slot's veth on a worker thread, then free the
+ * slot (the sandbox is gone: its runtime handle was disowned of it). Loop
+ * thread; slot < 0 or no network: nothing. */
+void sbx_net_retire(struct sbx_manager *m, int32_t slot);
 /* Remove the entrypoint's output file of sandbox id. */
 void sbx_entrypoint_log_remove(struct sbx_manager *m, const char *id);
 /* Send a request to init, waiting briefly when its socket queue is full. */
@@ -163,7 +178,8 @@ int sbx_process_decode(struct sbx *sb, const char *buf, size_t len);
 /* --- pool.c --- */
 /* Take a prestarted entry (its id into id, its handle returned), or NULL
  * when the pool is empty; schedules the refill. */
-struct rt_sandbox *sbx_pool_take(struct sbx_manager *m, char *id, size_t size);
+struct rt_sandbox *sbx_pool_take(struct sbx_manager *m, char *id, size_t size,
+                                 int32_t *ret_net_slot);
 /* The pool builds its next roots for these layers (a copy is kept). */
 void sbx_pool_expect(struct sbx_manager *m, const char *const *layers, size_t n);
 /* Start the pool: build roots ahead for the default image when it is

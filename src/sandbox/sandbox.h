@@ -56,6 +56,14 @@ struct sbx_manager_config {
         /* Sandboxes prestarted ahead (rt_sandbox_prestart), refilled in the
          * background; 0 = no pool. */
         unsigned warm_pool;
+        /* The default network (network.h): the sandbox range ("a.b.c.d/p";
+         * NULL or "" = the default, 100.96.0.0/16 or the next free /16;
+         * "none" = sandboxes get only a loopback, as before) and the
+         * resolver sandboxes are told about (NULL = the host's
+         * nameservers, "" = none). A range that overlaps the host's
+         * routes fails sbx_manager_new. */
+        const char *sandbox_cidr;
+        const char *upstream_dns;
 };
 
 /* Create the manager and recover a previous warrend's sandboxes: every row
@@ -110,6 +118,9 @@ struct sbx_spec {
          * may be one); source_fd is not used in a spec. */
         struct rt_mount *mounts;
         size_t n_mounts;
+        /* Loopback only: no veth, no address, no resolver (a plain create,
+         * never a warm-pool entry: those have their veth made ahead). */
+        bool block_network;
         /* What GetSandbox shows of the request later: opaque bytes the
          * store keeps with the row (the API stores the request without
          * inline secret values). May be NULL. */

@@ -36,6 +36,8 @@
  *   --ro-file DST:CONTENT   the same, read-only
  *   --copy DST:CONTENT      CONTENT written into the writable layer
  *   --mount-kind N:DST      an entry of raw kind N (tests of the checks)
+ * --net PEER:ADDR:GATEWAY/PREFIX gives the sandbox a veth (eth0 with ADDR,
+ * default route via GATEWAY; the host end PEER with GATEWAY).
  * --prestart MODE creates through the warm pool's two steps instead
  * (rt_sandbox_prestart, then rt_sandbox_start with the full config):
  *   same      the prestart gets the same config (its root is reused)
@@ -48,6 +50,7 @@
  * SIGKILLs everything in the sandbox's cgroup, removes cgroups and DIR. */
 
 #include <dirent.h>
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -87,6 +90,7 @@ struct opts {
         struct rt_mount mounts[MAX_MOUNTS];
         size_t n_mounts;
         enum prestart prestart;
+        struct rt_net net;
         const char *state;
         const char *id;
         const char *report;
@@ -446,6 +450,7 @@ static void parse(int argc, char **argv, struct opts *o) {
                 {"copy", required_argument, NULL, 'C'},
                 {"mount-kind", required_argument, NULL, 'K'},
                 {"prestart", required_argument, NULL, 'P'},
+                {"net", required_argument, NULL, 'N'},
                 {NULL, 0, NULL, 0},
         };
         int ch;
@@ -565,6 +570,18 @@ static void parse(int argc, char **argv, struct opts *o) {
                         else
                                 die("bad --prestart %s", optarg);
                         break;
+                case 'N': { /* PEER:ADDR:GATEWAY/PREFIX */
+                        char peer[16], a[32], g[32];
+                        unsigned p = 0;
+                        if (sscanf(optarg, "%15[^:]:%31[^:]:%31[^/]/%u", peer, a, g, &p) != 4 ||
+                            inet_pton(AF_INET, a, &o->net.addr) != 1 ||
+                            inet_pton(AF_INET, g, &o->net.gateway) != 1)
+                                die("bad --net %s (PEER:ADDR:GATEWAY/PREFIX)", optarg);
+                        snprintf(o->net.peer, sizeof(o->net.peer), "%s", peer);
+                        o->net.prefix = (uint8_t) p;
+                        o->cfg.net = &o->net;
+                        break;
+                }
                 default:
                         usage();
                 }

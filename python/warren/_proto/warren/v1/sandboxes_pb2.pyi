@@ -220,7 +220,7 @@ class EnvValue(_message.Message):
     def __init__(self, value: _Optional[str] = ..., secret: _Optional[_Union[_secrets_pb2.SecretRef, _Mapping]] = ...) -> None: ...
 
 class CreateSandboxRequest(_message.Message):
-    __slots__ = ("image", "name", "env", "secrets", "workdir", "entrypoint", "tags", "resources", "volumes", "network_policy", "credentials", "managed_ssh", "resource_detectors", "identity", "lifetime", "compute_class", "hostname")
+    __slots__ = ("image", "name", "env", "secrets", "workdir", "entrypoint", "tags", "resources", "volumes", "network_policy", "credentials", "managed_ssh", "resource_detectors", "identity", "lifetime", "compute_class", "hostname", "block_network")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -259,6 +259,7 @@ class CreateSandboxRequest(_message.Message):
     LIFETIME_FIELD_NUMBER: _ClassVar[int]
     COMPUTE_CLASS_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_NETWORK_FIELD_NUMBER: _ClassVar[int]
     image: _images_pb2.ImageSpec
     name: str
     env: _containers.MessageMap[str, EnvValue]
@@ -276,7 +277,8 @@ class CreateSandboxRequest(_message.Message):
     lifetime: str
     compute_class: ComputeClass
     hostname: str
-    def __init__(self, image: _Optional[_Union[_images_pb2.ImageSpec, _Mapping]] = ..., name: _Optional[str] = ..., env: _Optional[_Mapping[str, EnvValue]] = ..., secrets: _Optional[_Iterable[_Union[_secrets_pb2.SecretRef, _Mapping]]] = ..., workdir: _Optional[str] = ..., entrypoint: _Optional[_Iterable[str]] = ..., tags: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., volumes: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., network_policy: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., credentials: _Optional[_Iterable[_Union[HostCredential, _Mapping]]] = ..., managed_ssh: _Optional[_Mapping[str, SshDest]] = ..., resource_detectors: _Optional[_Iterable[_Union[ResourceDetector, str]]] = ..., identity: _Optional[bool] = ..., lifetime: _Optional[str] = ..., compute_class: _Optional[_Union[ComputeClass, str]] = ..., hostname: _Optional[str] = ...) -> None: ...
+    block_network: bool
+    def __init__(self, image: _Optional[_Union[_images_pb2.ImageSpec, _Mapping]] = ..., name: _Optional[str] = ..., env: _Optional[_Mapping[str, EnvValue]] = ..., secrets: _Optional[_Iterable[_Union[_secrets_pb2.SecretRef, _Mapping]]] = ..., workdir: _Optional[str] = ..., entrypoint: _Optional[_Iterable[str]] = ..., tags: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., volumes: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., network_policy: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., credentials: _Optional[_Iterable[_Union[HostCredential, _Mapping]]] = ..., managed_ssh: _Optional[_Mapping[str, SshDest]] = ..., resource_detectors: _Optional[_Iterable[_Union[ResourceDetector, str]]] = ..., identity: _Optional[bool] = ..., lifetime: _Optional[str] = ..., compute_class: _Optional[_Union[ComputeClass, str]] = ..., hostname: _Optional[str] = ..., block_network: _Optional[bool] = ...) -> None: ...
 
 class ResourceUsage(_message.Message):
     __slots__ = ("cpu_seconds", "memory_bytes", "memory_peak_bytes", "pids")

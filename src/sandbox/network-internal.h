@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The default network's host side, between network.c (start-up,
+ * allocation, recovery) and nft.c (the table). */
+
+#include "basic/err.h"
+#include "sandbox/netaddr.h"
+
+/* Replace the inet table `table` with warrend's rules for the sandbox
+ * range `range` ("100.96.0.0/16"), in one transaction. 0 or -EIO with
+ * nft's first error line in e. */
+int sbx_nft_table_apply(const char *table, const char *range, struct wr_err *e);
+
+/* The names of every inet table (NULL-terminated, malloc'd, the caller
+ * frees each and the vector). Returns how many, or -EIO / -ENOMEM. */
+int sbx_nft_tables(char ***ret, struct wr_err *e);
+
+/* Delete the inet table `table` (none: fine). 0 or -EIO. */
+int sbx_nft_table_remove(const char *table, struct wr_err *e);

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* warrend's own nftables table (libnftables): NAT and isolation for the
+ * sandbox range. One table per range, replaced whole in one transaction
+ * at start (idempotent: a restart finds it and replaces it with the same
+ * content), removed only on request. No per-sandbox element: every rule
+ * matches the range (a set) or the veth name prefix, so a create never
+ * touches nftables. See docs/network.md "The default network". */
+#include "sandbox/network-internal.h"
+
+#include <errno.h>
+#include <nftables/libnftables.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "basic/macro.h"
+
+/* Run cmds as one transaction. */
+static int nft_run(const char *cmds, struct wr_err *e) {
+        struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+        if (!ctx)
+                return err_set(e, -ENOMEM, "nftables: out of memory");
+        nft_ctx_buffer_output(ctx);
+        nft_ctx_buffer_error(ctx);
+        int r = nft_run_cmd_from_buffer(ctx, cmds);
+        if (r != 0) {
+                const char *msg = nft_ctx_get_error_buffer(ctx);
+                char first[300];
+                snprintf(first, sizeof(first), "%s", msg && *msg ? msg : "failed");
+                char *nl = strchr(first, '\n');
+                if (nl)
+                        *nl = 0;
+                nft_ctx_free(ctx);
+                return err_set(e, -EIO, "nftables: %s", first);
+        }
+        nft_ctx_free(ctx);
+        return 0;
+}
+
+int sbx_nft_table_apply(const char *table, const char *range, struct wr_err *e) {
+        /* prerouting: anything from a sandbox's veth (any warrend's: wr*)
+         * whose source would not be routed back through it is spoofed
+         * (IP_FREEBIND needs no capability); no IPv6 at all.
+         * input: a sandbox reaches nothing of the host (every address,
+         * every port, its gateway included) but the resolver's DNS port
+         * (resolver4, empty until warren-egress runs).
+         * forward: into a sandbox only replies (not from the outside, not
+         * from another sandbox); out of it anything but the blocked
+         * ranges; no IPv6.
+         * output: the host opens nothing into a sandbox.
+         * postrouting: masquerade what leaves the host. */
+        char *cmds = NULL;
+        int n = asprintf(
+                &cmds,
+                "add table inet %1$s\n"
+                "delete table inet %1$s\n"
+                "table inet %1$s {\n"
+                "  set sandboxes { type ipv4_addr; flags interval; elements = { %2$s } }\n"
+                "  set blocked4 { type ipv4_addr; flags interval; elements = { 0.0.0.0/8, "
+                "127.0.0.0/8, 169.254.0.0/16, 224.0.0.0/4, 240.0.0.0/4 } }\n"
+                "  set resolver4 { type ipv4_addr; }\n"
+                "  chain prerouting { type filter hook prerouting priority -150; policy accept;\n"
+                "    iifname \"" SBX_NET_PEER_PREFIX "*\" meta nfproto ipv6 drop\n"
+                "    iifname \"" SBX_NET_PEER_PREFIX "*\" fib saddr . iif oif missing drop\n"
+                "  }\n"
+                "  chain input { type filter hook input priority 0; policy accept;\n"
+                "    ip saddr @sandboxes ip daddr @resolver4 meta l4proto { tcp, udp } th dport 53 "
+                "accept\n"
+                "    ip saddr @sandboxes ct state established,related accept\n"
+                "    ip saddr @sandboxes drop\n"
+                "  }\n"
+                "  chain forward { type filter hook forward priority 0; policy accept;\n"
+                "    ip daddr @sandboxes ct state established,related accept\n"
+                "    ip daddr @sandboxes drop\n"
+                "    iifname \"" SBX_NET_PEER_PREFIX "*\" meta nfproto ipv6 drop\n"
+                "    oifname \"" SBX_NET_PEER_PREFIX "*\" meta nfproto ipv6 drop\n"
+                "    ip saddr @sandboxes ip daddr @blocked4 drop\n"
+                "    ip saddr @sandboxes accept\n"
+                "  }\n"
+                "  chain output { type filter hook output priority 0; policy accept;\n"
+                "    ip daddr @sandboxes ct state established,related accept\n"
+                "    ip daddr @sandboxes drop\n"
+                "    oifname \"" SBX_NET_PEER_PREFIX "*\" meta nfproto ipv6 drop\n"
+                "  }\n"
+                "  chain postrouting { type nat hook postrouting priority 100; policy accept;\n"
+                "    ip saddr @sandboxes oifname != \"" SBX_NET_PEER_PREFIX "*\" masquerade\n"
+                "  }\n"
+                "}\n",
+                table, range);
+        if (n < 0)
+                return err_set(e, -ENOMEM, "nftables: out of memory");
+        int r = nft_run(cmds, e);
+        free(cmds);
+        return r < 0 ? err_prefix(e, r, "table inet %s", table) : 0;
+}
+
+int sbx_nft_tables(char ***ret, struct wr_err *e) {
+        struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+        if (!ctx)
+                return err_set(e, -ENOMEM, "nftables: out of memory");
+        nft_ctx_buffer_output(ctx);
+        nft_ctx_buffer_error(ctx);
+        if (nft_run_cmd_from_buffer(ctx, "list tables inet\n") != 0) {
+                nft_ctx_free(ctx);
+                return err_set(e, -EIO, "nftables: list tables failed");
+        }
+        const char *out = nft_ctx_get_output_buffer(ctx);
+        size_t n = 0;
+        char **v = calloc(1, sizeof(char *));
+        int r = v ? 0 : -ENOMEM;
+        /* lines "table inet NAME" */
+        for (const char *p = out; r >= 0 && p && *p;) {
+                const char *nl = strchr(p, '\n');
+                size_t len = nl ? (size_t) (nl - p) : strlen(p);
+                char name[64];
+                if (len < 128 && sscanf(p, "table inet %63s", name) == 1) {
+                        char **nv = realloc(v, (n + 2) * sizeof(char *));
+                        if (!nv || !(nv[n] = strdup(name))) {
+                                if (nv)
+                                        v = nv;
+                                r = -ENOMEM;
+                                break;
+                        }
+                        v = nv;
+                        v[++n] = NULL;
+                }
+                p = nl ? nl + 1 : p + len;
+        }
+        nft_ctx_free(ctx);
+        if (r < 0) {
+                for (size_t i = 0; v && i < n; i++)
+                        free(v[i]);
+                free(v);
+                return err_set(e, r, "nftables: out of memory");
+        }
+        *ret = v;
+        return (int) n;
+}
+
+int sbx_nft_table_remove(const char *table, struct wr_err *e) {
+        char cmds[160];
+        snprintf(cmds, sizeof(cmds), "add table inet %1$s\ndelete table inet %1$s\n", table);
+        int r = nft_run(cmds, e);
+        return r < 0 ? err_prefix(e, r, "remove table inet %s", table) : 0;
+}
