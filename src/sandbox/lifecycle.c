@@ -335,7 +335,9 @@ static void teardown_done(uv_work_t *work, int status) {
                 free(w);
                 w = next;
         }
-        /* the end is recorded and answered: now the host end of its veth */
+        /* the end is recorded and answered: out of warren-egress, then the
+         * host end of its veth */
+        sbx_egress_detach(sb);
         sbx_net_retire(sb->m, sb->net_slot);
         sb->net_slot = -1;
         uv_close((uv_handle_t *) &sb->timer, handle_closed);
