@@ -403,7 +403,7 @@ const char *sbx_network_resolv_conf_slot(const struct sbx_network *n, int32_t sl
         sbx_netrange_addrs(&n->r, (uint32_t) slot, &gw, &sbx);
         snprintf(buf, size,
                  "# warren: the sandbox's resolver (warren-egress, on the host; every query is "
-                 "logged)\nnameserver %u.%u.%u.%u\noptions edns0\n",
+                 "logged)\nnameserver %u.%u.%u.%u\n",
                  gw >> 24, (gw >> 16) & 255, (gw >> 8) & 255, gw & 255);
         return buf;
 }

@@ -40,6 +40,20 @@ def skip_unless_enforced(err):
 
 
 @pytest.fixture(scope="module")
+def sandbox_daemon(fakenet):
+    """A daemon of this module's own whose warren-egress resolves upstream
+    with the bed's DNS (the session daemon has no upstream resolver, so it
+    runs no egress enforcer and refuses policies with FAILED_PRECONDITION)."""
+    from conftest import Daemon, import_image
+    d = Daemon(extra_args=["--upstream-dns", fakenet.dns])
+    try:
+        import_image(d, IMAGE)
+        yield d
+    finally:
+        d.stop()
+
+
+@pytest.fixture(scope="module")
 def client(sandbox_daemon):
     with SandboxClient(sandbox_daemon.unix_addr) as c:
         yield c
