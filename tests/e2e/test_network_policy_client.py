@@ -191,7 +191,7 @@ def test_denied_host_is_refused_before_resolution(create, fakenet):
     ip = fakenet.addr("example.test")
     sb = create(network_policy=NetworkPolicy(allowed_hosts=["example.test"]))
     m = fakenet.mark()
-    r = sb.exec("sh", "-c", f"wget -q -T 5 -O- --header 'Host: pypi.org' http://{ip}/",
+    r = sb.exec("sh", "-c", f"timeout 8 wget -q -O- --header 'Host: pypi.org' http://{ip}/",
                 timeout_secs=30)
     assert r.exit_code != 0
     fakenet.assert_nothing_seen(m)
