@@ -247,6 +247,15 @@ static int check_unimplemented(const Warren__V1__CreateSandboxRequest *req, stru
         return 0;
 }
 
+/* net's own -EINVAL, answered INVALID_ARGUMENT with its message. */
+static int net_invalid(int r, struct wr_err *e, const char *what) {
+        if (r != -EINVAL)
+                return r;
+        char m[WR_ERR_MSG_MAX];
+        snprintf(m, sizeof(m), "%s", e && e->msg[0] ? e->msg : what);
+        return INVALID(e, "%s", m);
+}
+
 /* A string of the policy as the proto gave it: printable ASCII, bounded
  * (net's own checks then name what is wrong with it). */
 static int policy_text_check(const char *field, size_t i, const char *v, struct wr_err *e) {
@@ -280,7 +289,7 @@ static int policy_routes(struct net_policy *p, enum net_route_list list, const c
                                 return INVALID(e, "%s[%zu]: ports[%zu]: %s", field, i, k, pe.msg);
                 }
                 if ((r = net_policy_add_route(p, list, cidr, ports, rt->n_ports, e)) < 0)
-                        return r == -EINVAL ? INVALID(e, "%s", e ? e->msg : "invalid route") : r;
+                        return net_invalid(r, e, "invalid route");
         }
         return 0;
 }
@@ -307,7 +316,7 @@ static int policy_build(const Warren__V1__NetworkPolicy *np, struct sbx_spec *s,
                 if ((r = policy_text_check("allowed_hosts", i, np->allowed_hosts[i], e)) < 0)
                         return r;
                 if ((r = net_policy_add_host(p, np->allowed_hosts[i], e)) < 0)
-                        return r == -EINVAL ? INVALID(e, "%s", e ? e->msg : "invalid host") : r;
+                        return net_invalid(r, e, "invalid host");
         }
         /* host_rules with an empty rule list: the list form */
         for (size_t i = 0; i < np->n_host_rules; i++) {
@@ -315,7 +324,7 @@ static int policy_build(const Warren__V1__NetworkPolicy *np, struct sbx_spec *s,
                 if ((r = policy_text_check("host_rules", i, h, e)) < 0)
                         return r;
                 if ((r = net_policy_add_host(p, h, e)) < 0)
-                        return r == -EINVAL ? INVALID(e, "%s", e ? e->msg : "invalid host") : r;
+                        return net_invalid(r, e, "invalid host");
         }
         if ((r = policy_routes(p, NET_ROUTES_ALLOWED, "allowed_routes", np->allowed_routes,
                                np->n_allowed_routes, e)) < 0 ||
