@@ -60,8 +60,8 @@ struct sbx_egress {
         pid_t pid;
         int pidfd, ctl_fd;
         uv_poll_t *pid_poll, *ctl_poll;
-        uv_timer_t retry;
-        bool retry_open, freeing;
+        uv_timer_t *retry; /* allocated: closed (and freed) after g is gone */
+        bool freeing;
         unsigned restarts;
         uint64_t next_id;
         struct egress_sbx *list;
@@ -537,13 +537,17 @@ static void spawn_schedule(struct sbx_egress *g) {
                 return;
         log_error("egress: %s (trying again in 1 s; policed sandboxes reach nothing meanwhile)",
                   e.msg);
-        if (!g->retry_open) {
-                if (uv_timer_init(g->loop, &g->retry) < 0)
+        if (!g->retry) {
+                if (!(g->retry = calloc(1, sizeof(*g->retry))))
                         return;
-                g->retry.data = g;
-                g->retry_open = true;
+                if (uv_timer_init(g->loop, g->retry) < 0) {
+                        free(g->retry);
+                        g->retry = NULL;
+                        return;
+                }
+                g->retry->data = g;
         }
-        uv_timer_start(&g->retry, retry_cb, 1000, 0);
+        uv_timer_start(g->retry, retry_cb, 1000, 0);
 }
 
 int sbx_egress_start(struct sbx_egress *g, struct wr_err *e) {
@@ -554,9 +558,9 @@ void sbx_egress_free(struct sbx_egress *g) {
         if (!g)
                 return;
         g->freeing = true;
-        if (g->retry_open) {
-                uv_timer_stop(&g->retry);
-                uv_close((uv_handle_t *) &g->retry, NULL);
+        if (g->retry) {
+                uv_timer_stop(g->retry);
+                uv_close((uv_handle_t *) g->retry, handle_free);
         }
         pid_t pid = g->pid;
         int pidfd = g->pidfd;

@@ -476,3 +476,37 @@ def test_no_nft_leak_after_cycles(client, egd):
             pass
     time.sleep(0.5)
     assert nft_set(egd.table, "open4") == before
+
+
+# ---------- a warrend restart ----------
+
+def test_restart_registers_policies_again(bed):
+    """kill -9 of warrend (its warren-egress exits with it): the new one
+    rewrites the table (every sandbox policed until recovery), registers the
+    policed sandbox from its stored policy and the open one as OPEN."""
+    from test_lifecycle import Restartable
+    life = Restartable()
+    try:
+        life.start(extra=["--upstream-dns", bed.dns])
+        import_image(life, IMAGE)
+        with wr.SandboxClient(life.unix_addr) as c:
+            sb = c.create(image=IMAGE, entrypoint=["sleep", "infinity"], network_policy=POLICY)
+            op = c.create(image=IMAGE, entrypoint=["sleep", "infinity"])
+        life.kill9()
+        life.start(extra=["--upstream-dns", bed.dns])
+        with wr.SandboxClient(life.unix_addr) as c:
+            h = c.get(id=sb.id)
+            assert h.info.egress_enforced
+            m = bed.mark()
+            assert " 200 " not in http(h, _pypi(bed), "pypi.org")
+            assert tcp(h, _pypi(bed), 9000) == ""
+            bed.assert_nothing_seen(m)
+            r = sh(h, "timeout 8 wget -q -O - http://example.test/hello")
+            assert r.exit_code == 0 and "/hello" in r.stdout_text
+            o = c.get(id=op.id)
+            assert not o.info.egress_enforced
+            assert tcp(o, bed.addr("example.test").rsplit(".", 1)[0] + ".90", 9000) == "ping"
+            h.terminate()
+            o.terminate()
+    finally:
+        life.destroy()
