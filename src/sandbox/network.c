@@ -420,7 +420,13 @@ int sbx_network_set_open(struct sbx_network *n, int32_t slot, bool open, struct 
         sbx_netrange_addrs(&n->r, (uint32_t) slot, &gw, &sbx);
         snprintf(a, sizeof(a), "%u.%u.%u.%u", sbx >> 24, (sbx >> 16) & 255, (sbx >> 8) & 255,
                  sbx & 255);
-        return sbx_nft_open_set(n->table, a, open, e);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int r = sbx_nft_open_set(n->table, a, open, e);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        log_debug("network: %s %s open4: %.3f ms", open ? "add" : "delete", a,
+                  (double) (t1.tv_sec - t0.tv_sec) * 1e3 + (double) (t1.tv_nsec - t0.tv_nsec) / 1e6);
+        return r;
 }
 
 const char *sbx_network_range(const struct sbx_network *n) {

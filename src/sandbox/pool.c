@@ -113,7 +113,7 @@ static void pool_work_done(uv_work_t *w, int status) {
                 if (pe->net_slot >= 0)
                         rt_sandbox_net_disown(pe->rt);
                 if (rt_sandbox_destroy(pe->rt, &e) >= 0)
-                        sbx_net_retire(m, pe->net_slot);
+                        sbx_net_retire(m, pe->net_slot, false);
                 pe->net_slot = -1;
                 rt_sandbox_free(pe->rt);
                 pe->rt = NULL;
@@ -179,7 +179,7 @@ static void pool_drain(struct sbx_manager *m) {
                 if (rt_sandbox_destroy(pe->rt, &e) < 0)
                         log_warn("warm pool: %s", e.msg);
                 else
-                        sbx_net_retire(m, pe->net_slot);
+                        sbx_net_retire(m, pe->net_slot, false);
                 pe->net_slot = -1;
                 rt_sandbox_free(pe->rt);
                 pe->rt = NULL;

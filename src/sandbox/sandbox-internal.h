@@ -163,10 +163,11 @@ void sbx_finalize(struct sbx *sb);
 /* Let go of sb without stopping it (daemon shutdown): its exec streams
  * end, handles close, the sandbox keeps running. */
 void sbx_detach(struct sbx *sb);
-/* Delete the host end of slot's veth on a worker thread, then free the
+/* Delete the host end of slot's veth on a worker thread (with open4, its
+ * address leaves the table's open4 set first), then free the
  * slot (the sandbox is gone: its runtime handle was disowned of it). Loop
  * thread; slot < 0 or no network: nothing. */
-void sbx_net_retire(struct sbx_manager *m, int32_t slot);
+void sbx_net_retire(struct sbx_manager *m, int32_t slot, bool open4);
 /* Remove the entrypoint's output file of sandbox id. */
 void sbx_entrypoint_log_remove(struct sbx_manager *m, const char *id);
 /* Send a request to init, waiting briefly when its socket queue is full. */
