@@ -461,8 +461,13 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                 if ((r = rt_ctl_connect(rt_sandbox_ctl_path(sb->rt), &sb->ctl_fd, e)) < 0)
                         return err_prefix(e, r, "connect to warren-init");
         }
+        uint64_t te = sbx_mono_ns();
         if ((r = egress_setup(sb, spec, e)) < 0)
                 return r;
+        if (sb->egress_registered)
+                log_debug("sandbox %s: egress %s %.3f ms", sb->id,
+                          spec->net_mode ? "registration + self-check" : "registration (open)",
+                          (double) (sbx_mono_ns() - te) / 1e6);
         st->tp[T_RUNTIME] = sbx_mono_ns();
 
         /* From here on the manager owns sb; a failure ends it like any
