@@ -14,12 +14,12 @@
 
 #include <arpa/inet.h>
 
-#include "sandbox/egress.h"
 #include "basic/log.h"
 #include "api/spec.h"
 #include "image/image.h"
 #include "image/resolve.h"
 #include "runtime/runtime.h"
+#include "sandbox/egress.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "warren/v1/sandboxes.pb-c.h"

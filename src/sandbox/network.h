@@ -87,7 +87,8 @@ struct sbx_egress *sbx_network_egress(const struct sbx_network *n);
 
 /* A sandbox without a policy (open = true: in the table's open4 set, its
  * TCP goes through NAT) or policed (removed from it: the default of every
- * address). No-op without warren-egress. 0 or -EIO with e. */
+ * address). No-op without warren-egress. 0 or -EIO with e. Any thread
+ * (it reads only what sbx_network_new set; the retire worker deletes). */
 int sbx_network_set_open(struct sbx_network *n, int32_t slot, bool open, struct wr_err *e);
 
 /* The range, as text ("100.96.0.0/16"), and the table's name. */

@@ -510,3 +510,22 @@ def test_restart_registers_policies_again(bed):
             o.terminate()
     finally:
         life.destroy()
+
+
+def test_create_fails_closed_when_egress_does_not_answer(client, egd, bed):
+    """warren-egress stopped (SIGSTOP): a create with a policy cannot be
+    registered or verified and fails; nothing of it runs; once the process
+    runs again creates succeed and are enforced."""
+    pid = max(int(p) for p in re.findall(r"warren-egress running \(pid (\d+)", egd.read_log()))
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        with pytest.raises((wr.Unavailable, wr.FailedPrecondition)) as ei:
+            client.create(image=IMAGE, entrypoint=["sleep", "infinity"], network_policy=POLICY)
+        assert "egress" in ei.value.message, ei.value.message
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    with client.create(image=IMAGE, entrypoint=["sleep", "infinity"], network_policy=POLICY) as sb:
+        assert sb.info.egress_enforced
+        m = bed.mark()
+        assert tcp(sb, _pypi(bed), 9000) == ""
+        bed.assert_nothing_seen(m)
