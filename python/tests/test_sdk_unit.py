@@ -335,13 +335,16 @@ def test_create_takes_exactly_the_sandbox_keywords(client, server):
     create = inspect.signature(client.create)
     ctor = inspect.signature(Sandbox)
     assert list(create.parameters.values()) == list(ctor.parameters.values())
-    assert len([p for p in ctor.parameters.values() if p.kind is p.KEYWORD_ONLY]) == 16
+    assert len([p for p in ctor.parameters.values() if p.kind is p.KEYWORD_ONLY]) == 17
     with pytest.raises(TypeError):
         client.create(image="img", nme="typo")
     client.create("img", hostname="h1", compute_class=wr.ComputeClass.HOST, identity=True)
     req = sbx.last_create
     assert req.image.ref == "img" and req.hostname == "h1" and req.identity
     assert req.compute_class == int(wr.ComputeClass.HOST)
+    assert not req.block_network
+    client.create("img", block_network=True)
+    assert sbx.last_create.block_network
 
 
 def test_modules_import_without_a_cycle():

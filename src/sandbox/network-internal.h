@@ -20,5 +20,9 @@ int sbx_nft_table_apply(const char *table, const char *range, uint16_t proxy_por
  * policy: TCP through NAT) or delete it. 0 or -EIO. */
 int sbx_nft_open_set(const char *table, const char *addr, bool add, struct wr_err *e);
 
+/* The names of every inet table (NULL-terminated, malloc'd, the caller
+ * frees each and the vector). Returns how many, or -EIO / -ENOMEM. */
+int sbx_nft_tables(char ***ret, struct wr_err *e);
+
 /* Delete the inet table `table` (none: fine). 0 or -EIO. */
 int sbx_nft_table_remove(const char *table, struct wr_err *e);

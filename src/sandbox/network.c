@@ -137,6 +137,77 @@ static int range_record(const char *state_dir, const char *range, struct wr_err 
         return 0;
 }
 
+/* The table name of a range: "warren" for the default, else
+ * "warren_<a>_<b>_<c>_<d>_<p>". */
+static void table_name(uint32_t base, uint8_t prefix, char *buf, size_t size) {
+        if (base == DEFAULT_BASE && prefix == DEFAULT_PREFIX)
+                snprintf(buf, size, "warren");
+        else
+                snprintf(buf, size, "warren_%u_%u_%u_%u_%u", base >> 24, (base >> 16) & 255,
+                         (base >> 8) & 255, base & 255, prefix);
+}
+
+/* And back; -EINVAL for any other name. */
+static int table_range(const char *name, uint32_t *ret_base, uint8_t *ret_prefix) {
+        unsigned a, b, c, d, p;
+        char tail;
+        if (strcmp(name, "warren") == 0) {
+                *ret_base = DEFAULT_BASE;
+                *ret_prefix = DEFAULT_PREFIX;
+                return 0;
+        }
+        if (sscanf(name, "warren_%u_%u_%u_%u_%u%c", &a, &b, &c, &d, &p, &tail) != 5 || a > 255 ||
+            b > 255 || c > 255 || d > 255 || p < SBX_NET_PREFIX_MIN || p > SBX_NET_PREFIX_MAX)
+                return -EINVAL;
+        *ret_base = a << 24 | b << 16 | c << 8 | d;
+        *ret_prefix = (uint8_t) p;
+        char check[48];
+        table_name(*ret_base, *ret_prefix, check, sizeof(check));
+        return strcmp(check, name) == 0 ? 0 : -EINVAL;
+}
+
+/* Tables of other warrends' ranges whose warrend is gone (its range lock
+ * is free) and whose sandboxes are all gone (no wr* link in the range):
+ * removed (a warrend killed, or stopped without --terminate-on-exit, whose
+ * sandboxes ended since). */
+static void tables_collect(const struct sbx_network *n) {
+        char **names = NULL;
+        int k = sbx_nft_tables(&names, NULL);
+        if (k <= 0)
+                return;
+        _cleanup_free_ char(*links)[16] = calloc(LINKS_MAX, 16);
+        size_t n_links = 0;
+        if (!links || rt_net_links(SBX_NET_PEER_PREFIX, links, LINKS_MAX, &n_links, NULL) < 0)
+                n_links = SIZE_MAX; /* unknown: keep every table */
+        for (int i = 0; i < k; i++) {
+                uint32_t base;
+                uint8_t prefix;
+                if (strcmp(names[i], n->table) == 0 || n_links == SIZE_MAX ||
+                    table_range(names[i], &base, &prefix) < 0)
+                        continue;
+                bool used = false;
+                for (size_t j = 0; j < n_links && j < LINKS_MAX && !used; j++) {
+                        uint32_t gw;
+                        used = sbx_net_peer_parse(links[j], &gw) == 0 &&
+                               sbx_cidr_overlap(base, prefix, gw, 32);
+                }
+                if (used)
+                        continue;
+                _cleanup_close_ int lock = range_lock(base, prefix, 0, NULL);
+                if (lock < 0) /* its warrend runs */
+                        continue;
+                struct wr_err e = {0};
+                if (sbx_nft_table_remove(names[i], &e) < 0)
+                        log_warn("network: %s", e.msg);
+                else
+                        log_info("network: removed the table inet %s of a warrend that is gone",
+                                 names[i]);
+        }
+        for (int i = 0; i < k; i++)
+                free(names[i]);
+        free(names);
+}
+
 /* Pick, check and lock the range. */
 static int range_pick(struct sbx_network *n, const struct sbx_network_config *cfg,
                       struct wr_err *e) {
@@ -186,11 +257,7 @@ static int range_pick(struct sbx_network *n, const struct sbx_network_config *cf
                                        "with --sandbox-cidr");
         }
         sbx_cidr_format(base, prefix, n->range, sizeof(n->range));
-        if (base == DEFAULT_BASE && prefix == DEFAULT_PREFIX)
-                snprintf(n->table, sizeof(n->table), "warren");
-        else
-                snprintf(n->table, sizeof(n->table), "warren_%u_%u_%u_%u_%u", base >> 24,
-                         (base >> 16) & 255, (base >> 8) & 255, base & 255, prefix);
+        table_name(base, prefix, n->table, sizeof(n->table));
         if ((r = sbx_netrange_init(&n->r, base, prefix)) < 0)
                 return err_set(e, r, "out of memory");
         return range_record(cfg->state_dir, n->range, e);
@@ -288,6 +355,8 @@ int sbx_network_new(const struct sbx_network_config *cfg, struct sbx_network **r
                 r = sbx_nft_table_apply(n->table, n->range,
                                         n->egress ? sbx_egress_proxy_port(n->egress) : 0,
                                         n->egress ? sbx_egress_dns_port(n->egress) : 0, e);
+        if (r >= 0)
+                tables_collect(n);
         if (r >= 0 && n->egress && (r = sbx_egress_start(n->egress, e)) < 0)
                 err_prefix(e, r, "egress");
         if (r < 0) {

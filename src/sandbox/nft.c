@@ -142,6 +142,49 @@ int sbx_nft_open_set(const char *table, const char *addr, bool add, struct wr_er
                      : 0;
 }
 
+int sbx_nft_tables(char ***ret, struct wr_err *e) {
+        struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+        if (!ctx)
+                return err_set(e, -ENOMEM, "nftables: out of memory");
+        nft_ctx_buffer_output(ctx);
+        nft_ctx_buffer_error(ctx);
+        if (nft_run_cmd_from_buffer(ctx, "list tables inet\n") != 0) {
+                nft_ctx_free(ctx);
+                return err_set(e, -EIO, "nftables: list tables failed");
+        }
+        const char *out = nft_ctx_get_output_buffer(ctx);
+        size_t n = 0;
+        char **v = calloc(1, sizeof(char *));
+        int r = v ? 0 : -ENOMEM;
+        /* lines "table inet NAME" */
+        for (const char *p = out; r >= 0 && p && *p;) {
+                const char *nl = strchr(p, '\n');
+                size_t len = nl ? (size_t) (nl - p) : strlen(p);
+                char name[64];
+                if (len < 128 && sscanf(p, "table inet %63s", name) == 1) {
+                        char **nv = realloc(v, (n + 2) * sizeof(char *));
+                        if (!nv || !(nv[n] = strdup(name))) {
+                                if (nv)
+                                        v = nv;
+                                r = -ENOMEM;
+                                break;
+                        }
+                        v = nv;
+                        v[++n] = NULL;
+                }
+                p = nl ? nl + 1 : p + len;
+        }
+        nft_ctx_free(ctx);
+        if (r < 0) {
+                for (size_t i = 0; v && i < n; i++)
+                        free(v[i]);
+                free(v);
+                return err_set(e, r, "nftables: out of memory");
+        }
+        *ret = v;
+        return (int) n;
+}
+
 int sbx_nft_table_remove(const char *table, struct wr_err *e) {
         char cmds[160];
         snprintf(cmds, sizeof(cmds), "add table inet %1$s\ndelete table inet %1$s\n", table);

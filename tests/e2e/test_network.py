@@ -459,3 +459,39 @@ def test_kill9_restart_keeps_live_and_sweeps_the_rest(bed):
         life.destroy()
     left = [l for l in wr_links() if in_range(l, rng)]
     assert left == [], left
+
+
+def test_stale_table_of_a_killed_warrend_collected(bed):
+    """A warrend killed with no sandbox left keeps its table; the next
+    warrend to start (any range) removes it. One whose range still has a
+    live sandbox keeps it."""
+    from test_lifecycle import Restartable
+    a, b = Restartable(), Restartable()
+    try:
+        a.start(extra=["--sandbox-cidr", "100.120.0.0/24", "--upstream-dns", bed.dns])
+        import_image(a, "busybox:latest")
+        with wr.SandboxClient(a.unix_addr) as c:
+            sb = c.create(image="busybox:latest")
+        a.kill9()
+        assert nft_table("warren_100_120_0_0_24") is not None
+        b.start(extra=["--upstream-dns", bed.dns])
+        assert nft_table("warren_100_120_0_0_24") is not None  # its sandbox lives
+        b.stop()
+        a.start(extra=["--sandbox-cidr", "100.120.0.0/24", "--upstream-dns", bed.dns])
+        with wr.SandboxClient(a.unix_addr) as c:
+            c.get(id=sb.id).terminate()
+        deadline = time.monotonic() + 5
+        while [l for l in wr_links() if in_range(l, "100.120.0.0/24")] and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
+        a.kill9()
+        b.start(extra=["--upstream-dns", bed.dns])
+        assert nft_table("warren_100_120_0_0_24") is None
+        assert "removed the table inet warren_100_120_0_0_24" in b.read_log()
+    finally:
+        for d in (a, b):
+            if d.proc and d.proc.poll() is None:
+                d.kill9()
+        a.destroy()
+        b.destroy()
+    assert nft_table("warren_100_120_0_0_24") is None
