@@ -610,9 +610,14 @@ int sbx_egress_register(struct sbx_egress *g, const char *id, int mode, uint32_t
         s->registered = true;
         s->ended_order = 0;
         int r = policy_send(g, s, e);
-        if (r < 0)
-                return err_setx(e, r, WR_STATUS_UNAVAILABLE, WR_FAULT_SERVICE, "egress: %s",
-                                e ? e->msg : "failed");
+        if (r < 0) {
+                /* not kept (a restart must not send it again) and taken
+                 * back in case the process applies it late (it was stuck) */
+                sbx_egress_unregister(g, id);
+                char m[WR_ERR_MSG_MAX];
+                snprintf(m, sizeof(m), "%s", e && e->msg[0] ? e->msg : "failed");
+                return err_setx(e, r, WR_STATUS_UNAVAILABLE, WR_FAULT_SERVICE, "egress: %s", m);
+        }
         return 0;
 }
 
