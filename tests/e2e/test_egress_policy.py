@@ -529,3 +529,24 @@ def test_create_fails_closed_when_egress_does_not_answer(client, egd, bed):
         m = bed.mark()
         assert tcp(sb, _pypi(bed), 9000) == ""
         bed.assert_nothing_seen(m)
+
+
+def test_self_check_fails_without_the_redirect(client, egd, bed):
+    """The table's redirect taken away (chain egress_nat flushed): the probe
+    from a new policed sandbox reaches nothing, no EVENT comes, and the
+    create fails FAILED_PRECONDITION; put back, creates succeed again."""
+    saved = subprocess.run(["nft", "list", "chain", "inet", egd.table, "egress_nat"],
+                           capture_output=True, text=True, check=True).stdout
+    subprocess.run(["nft", "flush", "chain", "inet", egd.table, "egress_nat"], check=True)
+    try:
+        with pytest.raises(wr.FailedPrecondition) as ei:
+            client.create(image=IMAGE, entrypoint=["sleep", "infinity"], network_policy=POLICY)
+        assert "egress enforcement could not be verified" in ei.value.message
+    finally:
+        subprocess.run(["nft", "flush", "chain", "inet", egd.table, "egress_nat"], check=True)
+        subprocess.run(["nft", "-f", "-"], input=saved, text=True, check=True)
+    with client.create(image=IMAGE, entrypoint=["sleep", "infinity"], network_policy=POLICY) as sb:
+        assert sb.info.egress_enforced
+        m = bed.mark()
+        assert tcp(sb, _pypi(bed), 9000) == ""
+        bed.assert_nothing_seen(m)
