@@ -138,6 +138,11 @@ def main():
                     help="only the C-client figures (no grpcio, idle or peer runs)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="run the C-client rounds this many times (this VM is noisy)")
+    ap.add_argument("--policy", action="store_true",
+                    help="grpcio rounds create with a network policy (allowed_hosts "
+                         "example.test): warren-egress's registration and self-check; needs "
+                         "--warrend-arg=--upstream-dns=IP")
+    ap.add_argument("--py-only", action="store_true", help="skip the C-client rounds")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     tmp = tempfile.mkdtemp(prefix="warren-bench-sb-")
@@ -161,7 +166,7 @@ def main():
                         "image", "import", "busybox:latest", tar], check=True,
                        stdout=subprocess.DEVNULL)
 
-        for k in range(a.repeat):
+        for k in range(0 if a.py_only else a.repeat):
             print("warren, C client (bench/sandbox-c), unix socket, warm pool %d, %d ms between "
                   "rounds%s:" % (a.warm_pool, a.pause_ms,
                                  ", run %d/%d" % (k + 1, a.repeat) if a.repeat > 1 else ""))
@@ -176,9 +181,10 @@ def main():
         stub = sandboxes_pb2_grpc.SandboxesStub(ch)
         image = images_pb2.ImageSpec(ref="busybox:latest")
         create = []
+        pol = pb.NetworkPolicy(allowed_hosts=["example.test"]) if a.policy else None
         for _ in range(a.n):
             t = time.perf_counter()
-            sb = stub.CreateSandbox(pb.CreateSandboxRequest(image=image))
+            sb = stub.CreateSandbox(pb.CreateSandboxRequest(image=image, network_policy=pol))
             exec_true(stub, sb.id)
             create.append(time.perf_counter() - t)
             stub.TerminateSandbox(pb.TerminateSandboxRequest(id=sb.id, grace_period_seconds=1))
@@ -189,7 +195,8 @@ def main():
             exec_true(stub, sb.id)
             execs.append(time.perf_counter() - t)
         stub.TerminateSandbox(pb.TerminateSandboxRequest(id=sb.id))
-        print("warren, grpcio client (what the Python SDK pays):")
+        print("warren, grpcio client (what the Python SDK pays)%s:" %
+              (", with a network policy" if a.policy else ""))
         show("create->first exec", create)
         show("exec on running sandbox", execs)
 

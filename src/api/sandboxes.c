@@ -11,11 +11,15 @@
 #include <string.h>
 
 #include "api/api-internal.h"
+
+#include <arpa/inet.h>
+
 #include "basic/log.h"
 #include "api/spec.h"
 #include "image/image.h"
 #include "image/resolve.h"
 #include "runtime/runtime.h"
+#include "sandbox/egress.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "warren/v1/sandboxes.pb-c.h"
@@ -197,6 +201,12 @@ static struct sandbox_msg *sandbox_msg_new(const struct store_sandbox *sb,
                                  sb->id);
         }
         fill_resources(m, m->spec ? m->spec->resources : NULL);
+        /* live: what the self-check proved; ended: it ran (a create whose
+         * check failed ended FAILED without running) */
+        int enf = manager ? sbx_egress_enforced(manager, sb->id) : -ENOENT;
+        s->egress_enforced = enf >= 0 ? enf == 1
+                                      : m->spec && m->spec->network_policy &&
+                                                sb->status == STORE_SANDBOX_TERMINATED;
         warren__v1__resource_usage__init(&m->usage);
         struct rt_usage u = {0};
         if (manager && sb->status == STORE_SANDBOX_RUNNING && sbx_usage(manager, sb->id, &u) >= 0) {
@@ -556,13 +566,98 @@ static void terminate_sandbox(struct rpc_call *call, const ProtobufCMessage *msg
         }
 }
 
+static void addr_port(const struct egress_addr *a, uint16_t port, char *buf, size_t size) {
+        char t[INET6_ADDRSTRLEN] = "";
+        buf[0] = 0;
+        if (a->family == 4 && inet_ntop(AF_INET, a->bytes, t, sizeof(t)))
+                snprintf(buf, size, "%s:%u", t, port);
+        else if (a->family == 6 && inet_ntop(AF_INET6, a->bytes, t, sizeof(t)))
+                snprintf(buf, size, "[%s]:%u", t, port);
+}
+
+struct event_msg {
+        Warren__V1__NetworkEvent msg;
+        Warren__V1__Timestamp at;
+        char dialed[64], original[64];
+};
+
 static void list_network_events(struct rpc_call *call, const ProtobufCMessage *msg) {
         const Warren__V1__ListNetworkEventsRequest *req = (const void *) msg;
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
         if (!*req->sandbox) {
                 finish_invalid(call, "sandbox: empty; give the sandbox's id or name");
                 return;
         }
-        api_unimplemented(call, "egress policy enforcement arrives with the networking issue");
+        struct wr_err e = {0};
+        struct store_sandbox sb = {0};
+        int r = store_sandbox_load(ctx->store, req->sandbox, &sb, &e);
+        if (r == -ENOENT) {
+                e = (struct wr_err){0};
+                r = store_sandbox_load_by_name(ctx->store, caller_env(call), req->sandbox, &sb, &e);
+        }
+        if (r == -ENOENT || (r >= 0 && strcmp(sb.environment, caller_env(call)) != 0)) {
+                char m[256];
+                snprintf(m, sizeof(m), "sandbox %.200s not found", req->sandbox);
+                rpc_call_finish(call, WR_STATUS_NOT_FOUND, m);
+                if (r >= 0)
+                        store_sandbox_clear(&sb);
+                return;
+        }
+        if (r < 0) {
+                err_prefix(&e, r, "list network events");
+                finish_store_err(call, &e);
+                return;
+        }
+        struct sbx_egress_event *evs = NULL;
+        size_t n = 0;
+        uint64_t last = req->after_seq;
+        if (ctx->sandboxes &&
+            sbx_network_events(ctx->sandboxes, sb.id, req->after_seq, req->limit, &evs, &n,
+                               &last) < 0)
+                n = 0;
+        store_sandbox_clear(&sb);
+        Warren__V1__ListNetworkEventsResponse resp = WARREN__V1__LIST_NETWORK_EVENTS_RESPONSE__INIT;
+        struct event_msg *em = n ? calloc(n, sizeof(*em)) : NULL;
+        Warren__V1__NetworkEvent **ptrs = n ? calloc(n, sizeof(*ptrs)) : NULL;
+        if (n && (!em || !ptrs)) {
+                free(em);
+                free(ptrs);
+                rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                return;
+        }
+        for (size_t i = 0; i < n; i++) {
+                struct sbx_egress_event *x = &evs[i];
+                struct egress_event *ev = &x->ev;
+                Warren__V1__NetworkEvent *o = &em[i].msg;
+                warren__v1__network_event__init(o);
+                o->at = set_ts(&em[i].at, (int64_t) ev->time_ns);
+                o->host = ev->host;
+                o->sni = ev->sni;
+                o->rule = ev->rule;
+                o->reason = ev->reason;
+                o->verdict = ev->verdict ? (char *) "allow" : (char *) "deny";
+                o->kind = x->probe                        ? (char *) "probe"
+                          : ev->kind == EGRESS_EVENT_DNS ? (char *) "dns"
+                                                          : (char *) "tcp";
+                o->bytes_out = ev->bytes_up;
+                o->bytes_in = ev->bytes_down;
+                o->seq = x->seq;
+                if (ev->kind == EGRESS_EVENT_TCP) {
+                        addr_port(&ev->dialed, ev->port, em[i].original, sizeof(em[i].original));
+                        if (ev->verdict)
+                                snprintf(em[i].dialed, sizeof(em[i].dialed), "%s",
+                                         em[i].original);
+                }
+                o->dialed = em[i].dialed;
+                o->original_dst = em[i].original;
+                ptrs[i] = o;
+        }
+        resp.n_events = n;
+        resp.events = ptrs;
+        resp.last_seq = n ? evs[n - 1].seq : (last > req->after_seq ? req->after_seq : last);
+        rpc_call_reply(call, &resp.base);
+        free(em);
+        free(ptrs);
 }
 
 #define UNARY(name, in, out, fn)                                                                   \

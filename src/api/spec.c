@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "basic/macro.h"
+#include "egress/egress-proto.h"
+#include "net/net.h"
 #include "runtime/runtime.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
@@ -217,11 +219,23 @@ static int check_unimplemented(const Warren__V1__CreateSandboxRequest *req, stru
         if (req->compute_class == WARREN__V1__COMPUTE_CLASS__COMPUTE_CLASS_K8S)
                 return UNIMPLEMENTED(e, "compute_class K8S needs a Kubernetes cluster; this "
                                         "warrend runs the HOST class only");
-        if (req->network_policy || req->n_credentials || req->n_managed_ssh ||
-            req->n_resource_detectors)
-                return UNIMPLEMENTED(e, "network_policy, credentials, managed_ssh and "
-                                        "resource_detectors are not implemented yet (they arrive "
-                                        "with the egress network issue)");
+        if (req->n_credentials || req->n_managed_ssh || req->n_resource_detectors)
+                return UNIMPLEMENTED(e, "credentials, managed_ssh and resource_detectors are not "
+                                        "implemented yet (they arrive with the credentials "
+                                        "issue)");
+        if (req->network_policy)
+                for (size_t i = 0; i < req->network_policy->n_host_rules; i++) {
+                        const Warren__V1__NetworkPolicy__HostRulesEntry *h =
+                                req->network_policy->host_rules[i];
+                        if (h->value && h->value->n_rules)
+                                return UNIMPLEMENTED(
+                                        e,
+                                        "network_policy.host_rules[\"%.80s\"]: per-host request "
+                                        "rules need TLS interception, which arrives with the "
+                                        "credentials issue; list the host in allowed_hosts (or "
+                                        "give it an empty rule list)",
+                                        h->key);
+                }
         if (req->n_volumes)
                 return UNIMPLEMENTED(e, "volumes are not implemented yet (they arrive with the "
                                         "volumes issue)");
@@ -231,6 +245,96 @@ static int check_unimplemented(const Warren__V1__CreateSandboxRequest *req, stru
                 return UNIMPLEMENTED(e, "image: declarative builds are not implemented yet (they "
                                         "arrive with the image builder issue); import or pull an "
                                         "image and name it");
+        return 0;
+}
+
+/* net's own -EINVAL, answered INVALID_ARGUMENT with its message. */
+static int net_invalid(int r, struct wr_err *e, const char *what) {
+        if (r != -EINVAL)
+                return r;
+        char m[WR_ERR_MSG_MAX];
+        snprintf(m, sizeof(m), "%s", e && e->msg[0] ? e->msg : what);
+        return INVALID(e, "%s", m);
+}
+
+/* A string of the policy as the proto gave it: printable ASCII, bounded
+ * (net's own checks then name what is wrong with it). */
+static int policy_text_check(const char *field, size_t i, const char *v, struct wr_err *e) {
+        size_t n = 0;
+        for (const char *c = v; *c; c++, n++)
+                if ((unsigned char) *c < 0x21 || (unsigned char) *c > 0x7e || n > 300)
+                        return INVALID(e,
+                                       "%s[%zu]: \"%.80s\" is not valid: use ASCII without "
+                                       "spaces or control characters, at most 300 bytes",
+                                       field, i, v);
+        return 0;
+}
+
+static int policy_routes(struct net_policy *p, enum net_route_list list, const char *field,
+                         Warren__V1__Route **routes, size_t n, struct wr_err *e) {
+        for (size_t i = 0; i < n; i++) {
+                const Warren__V1__Route *rt = routes[i];
+                const char *cidr = rt->cidr ? rt->cidr : "";
+                int r = policy_text_check(field, i, cidr, e);
+                if (r < 0)
+                        return r;
+                if (rt->n_ports > NET_ROUTE_PORTS_MAX)
+                        return INVALID(e, "%s[%zu]: at most %d port ranges", field, i,
+                                       NET_ROUTE_PORTS_MAX);
+                struct net_port_range ports[NET_ROUTE_PORTS_MAX];
+                for (size_t k = 0; k < rt->n_ports; k++) {
+                        uint32_t lo = rt->ports[k]->start,
+                                 hi = rt->ports[k]->end ? rt->ports[k]->end : rt->ports[k]->start;
+                        struct wr_err pe = {0};
+                        if (net_port_range_check(lo, hi, &ports[k], &pe) < 0)
+                                return INVALID(e, "%s[%zu]: ports[%zu]: %s", field, i, k, pe.msg);
+                }
+                if ((r = net_policy_add_route(p, list, cidr, ports, rt->n_ports, e)) < 0)
+                        return net_invalid(r, e, "invalid route");
+        }
+        return 0;
+}
+
+/* network_policy → the spec's mode and the policy's wire form. */
+static int policy_build(const Warren__V1__NetworkPolicy *np, struct sbx_spec *s,
+                        struct wr_err *e) {
+        if (!np)
+                return 0;
+        if (np->learn) {
+                if (np->n_allowed_hosts || np->n_host_rules || np->n_allowed_routes ||
+                    np->n_denied_routes)
+                        return INVALID(e, "network_policy: learn allows everything and records "
+                                          "it: give it without allowed_hosts, host_rules or "
+                                          "routes");
+                s->net_mode = EGRESS_MODE_LEARN;
+                return 0;
+        }
+        _cleanup_net_policy_ struct net_policy *p = NULL;
+        int r = net_policy_new(&p);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < np->n_allowed_hosts; i++) {
+                if ((r = policy_text_check("allowed_hosts", i, np->allowed_hosts[i], e)) < 0)
+                        return r;
+                if ((r = net_policy_add_host(p, np->allowed_hosts[i], e)) < 0)
+                        return net_invalid(r, e, "invalid host");
+        }
+        /* host_rules with an empty rule list: the list form */
+        for (size_t i = 0; i < np->n_host_rules; i++) {
+                const char *h = np->host_rules[i]->key ? np->host_rules[i]->key : "";
+                if ((r = policy_text_check("host_rules", i, h, e)) < 0)
+                        return r;
+                if ((r = net_policy_add_host(p, h, e)) < 0)
+                        return net_invalid(r, e, "invalid host");
+        }
+        if ((r = policy_routes(p, NET_ROUTES_ALLOWED, "allowed_routes", np->allowed_routes,
+                               np->n_allowed_routes, e)) < 0 ||
+            (r = policy_routes(p, NET_ROUTES_DENIED, "denied_routes", np->denied_routes,
+                               np->n_denied_routes, e)) < 0)
+                return r;
+        if ((r = net_policy_serialize(p, &s->net_policy, &s->net_policy_len)) < 0)
+                return r == -E2BIG ? INVALID(e, "network_policy: too large") : r;
+        s->net_mode = EGRESS_MODE_ENFORCE;
         return 0;
 }
 
@@ -261,6 +365,11 @@ static int build(struct store *store, const char *envname,
         if ((r = limits_parse(req->resources, &s->limits, e)) < 0)
                 return r;
         s->block_network = req->block_network;
+        if (req->network_policy && req->block_network)
+                return INVALID(e, "network_policy: a sandbox with block_network has no network "
+                                  "to police: give one or the other");
+        if ((r = policy_build(req->network_policy, s, e)) < 0)
+                return r;
         if (req->lifetime && *req->lifetime &&
             sbx_duration_parse(req->lifetime, &s->lifetime_ns) < 0)
                 return INVALID(e,

@@ -55,7 +55,11 @@ void daemon_config_usage(FILE *f) {
               "                        \"none\": sandboxes get only a loopback)\n"
               "  --upstream-dns IP     resolver named in sandboxes' /etc/resolv.conf,\n"
               "                        reached through NAT (default: the host's IPv4\n"
-              "                        nameservers; none with --pull-loopback-only)\n"
+              "                        nameservers; none with --pull-loopback-only);\n"
+              "                        with warren-egress running, the upstream of its\n"
+              "                        resolver (sandboxes then name their gateway)\n"
+              "  --no-egress           do not start warren-egress: no network policies,\n"
+              "                        sandbox DNS goes to --upstream-dns through NAT\n"
               "  --help                show this help\n"
               "  --version             show the version\n"
               "\n"
@@ -196,6 +200,9 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                 r = set_str(&c->sandbox_cidr, v);
         } else if (!strcmp(key, "upstream-dns")) {
                 r = set_str(&c->upstream_dns, v);
+        } else if (!strcmp(key, "no-egress")) {
+                if (parse_bool(v, &c->no_egress) < 0)
+                        return err_set(e, -EINVAL, "no-egress = %s: expected true or false", v);
         } else if (!strcmp(key, "insecure-tcp-i-know")) {
                 if (parse_bool(v, &c->insecure_tcp) < 0)
                         return err_set(e, -EINVAL,
@@ -282,6 +289,7 @@ enum {
         OPT_INSECURE_TCP,
         OPT_SANDBOX_CIDR,
         OPT_UPSTREAM_DNS,
+        OPT_NO_EGRESS,
 };
 
 static const struct option options[] = {
@@ -304,6 +312,7 @@ static const struct option options[] = {
         {"insecure-tcp-i-know", no_argument, NULL, OPT_INSECURE_TCP},
         {"sandbox-cidr", required_argument, NULL, OPT_SANDBOX_CIDR},
         {"upstream-dns", required_argument, NULL, OPT_UPSTREAM_DNS},
+        {"no-egress", no_argument, NULL, OPT_NO_EGRESS},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {},

@@ -51,6 +51,7 @@ struct daemon_config {
          * about (NULL = the host's) */
         char *sandbox_cidr;
         char *upstream_dns;
+        bool no_egress; /* --no-egress: warren-egress is not started */
         bool help;
         bool version;
 };

@@ -260,6 +260,48 @@ static int find_init(struct daemon *d, char *out, size_t size, struct wr_err *e)
                        "it (make build) or set WARREN_INIT");
 }
 
+/* warren-egress: WARREN_EGRESS, else next to warrend (installed), else in
+ * the build tree (build/src/egress), else the libexec dir. 0 or -ENOENT. */
+static int find_egress(char *out, size_t size) {
+        const char *env = getenv("WARREN_EGRESS");
+        if (env && *env) {
+                snprintf(out, size, "%s", env);
+                return access(out, X_OK) == 0 ? 0 : -ENOENT;
+        }
+        char exe[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        if (n > 0) {
+                exe[n] = 0;
+                char *slash = strrchr(exe, '/');
+                if (slash)
+                        *slash = 0;
+                static const char *const rel[] = {"warren-egress", "../egress/warren-egress",
+                                                  "../libexec/warren/warren-egress"};
+                for (size_t i = 0; i < ELEMENTSOF(rel); i++) {
+                        snprintf(out, size, "%s/%s", exe, rel[i]);
+                        if (access(out, X_OK) == 0)
+                                return 0;
+                }
+        }
+        snprintf(out, size, "/usr/libexec/warren/warren-egress");
+        return access(out, X_OK) == 0 ? 0 : -ENOENT;
+}
+
+/* warrend's own TCP ports (listeners, admin), for warren-egress's
+ * --deny-port. */
+static size_t own_ports(const struct daemon *d, uint16_t *ports, size_t max) {
+        size_t n = 0;
+        for (size_t i = 0; i < d->cfg.n_listen && n < max; i++) {
+                const char *c = strrchr(d->cfg.listen[i], ':');
+                if (strncmp(d->cfg.listen[i], "unix:", 5) != 0 && c && atoi(c + 1) > 0)
+                        ports[n++] = (uint16_t) atoi(c + 1);
+        }
+        const char *a = d->cfg.admin_listen ? strrchr(d->cfg.admin_listen, ':') : NULL;
+        if (a && atoi(a + 1) > 0 && n < max)
+                ports[n++] = (uint16_t) atoi(a + 1);
+        return n;
+}
+
 /* Each live sandbox holds a control connection, pidfds and cgroup fds in
  * warrend: lift the soft fd limit to the hard one (at least 65536 when
  * root may raise it). */
@@ -284,7 +326,17 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
         struct wr_err he = {0};
         if (rt_prepare(init, RT_CGROUP_AUTO, &he) < 0)
                 log_warn("sandboxes will not start on this host: %s", he.msg);
+        char egress[PATH_MAX];
+        bool have_egress = !d->cfg.no_egress && find_egress(egress, sizeof(egress)) == 0;
+        if (!have_egress && !d->cfg.no_egress)
+                log_warn("warren-egress not found next to warrend or in /usr/libexec/warren (or "
+                         "WARREN_EGRESS): network policies are refused");
+        uint16_t ports[16];
+        size_t n_ports = own_ports(d, ports, ELEMENTSOF(ports));
         struct sbx_manager_config mc = {
+                .egress_path = have_egress ? egress : NULL,
+                .deny_ports = ports,
+                .n_deny_ports = n_ports,
                 .loop = &d->loop,
                 .store = d->store,
                 .images = d->images,

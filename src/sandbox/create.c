@@ -21,6 +21,7 @@
 #include "image/image.h"
 #include "runtime/ctl.h"
 #include "runtime/runtime.h"
+#include "sandbox/egress.h"
 #include "sandbox/user.h"
 #include "store/store.h"
 
@@ -163,6 +164,102 @@ static int record_started(struct sbx *sb, struct wr_err *e) {
         return r;
 }
 
+/* ---- egress ---- */
+
+int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len,
+                      struct wr_err *e) {
+        struct sbx_manager *m = sb->m;
+        struct sbx_egress *g = sbx_network_egress(m->net);
+        if (!g || sb->net_slot < 0)
+                return 0;
+        struct rt_net net;
+        sbx_network_slot_net(m->net, sb->net_slot, &net);
+        int r = sbx_egress_register(g, sb->id, mode ? mode : EGRESS_MODE_OPEN, net.addr, wire,
+                                    len, e);
+        if (r < 0)
+                return r;
+        sb->egress_registered = true;
+        if (!mode) {
+                if ((r = sbx_network_set_open(m->net, sb->net_slot, true, e)) < 0)
+                        return err_prefix(e, r, "network");
+                sb->egress_open = true;
+        }
+        return 0;
+}
+
+void sbx_egress_detach(struct sbx *sb) {
+        struct sbx_manager *m = sb->m;
+        struct sbx_egress *g = sbx_network_egress(m->net);
+        if (!g)
+                return;
+        if (sb->egress_open && sb->net_slot >= 0) {
+                struct wr_err e = {0};
+                if (sbx_network_set_open(m->net, sb->net_slot, false, &e) < 0)
+                        log_warn("sandbox %s: %s", sb->id, e.msg);
+        }
+        sb->egress_open = false;
+        if (sb->egress_registered)
+                sbx_egress_unregister(g, sb->id);
+        sb->egress_registered = false;
+}
+
+int sbx_egress_policy_write(const char *dir, int mode, const uint8_t *wire, size_t len,
+                            struct wr_err *e) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/egress-policy", dir);
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        uint32_t m32 = (uint32_t) mode;
+        if (fd < 0 || write(fd, &m32, 4) != 4 || (len && write(fd, wire, len) != (ssize_t) len))
+                return err_set(e, -errno, "write %s: %m", path);
+        return 0;
+}
+
+int sbx_egress_policy_read(const char *dir, int *ret_mode, uint8_t **ret_wire, size_t *ret_len) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/egress-policy", dir);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        *ret_mode = 0;
+        *ret_wire = NULL;
+        *ret_len = 0;
+        if (fd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        uint32_t m32 = 0;
+        if (read(fd, &m32, 4) != 4)
+                return -EBADMSG;
+        size_t cap = NET_POLICY_WIRE_MAX, n = 0;
+        _cleanup_free_ uint8_t *buf = malloc(cap);
+        if (!buf)
+                return -ENOMEM;
+        ssize_t k;
+        while (n < cap && (k = read(fd, buf + n, cap - n)) > 0)
+                n += (size_t) k;
+        *ret_mode = (int) m32;
+        *ret_len = n;
+        *ret_wire = n ? TAKE_PTR(buf) : NULL;
+        return 0;
+}
+
+/* Register the new sandbox with warren-egress before its first process
+ * runs; with a policy, prove it holds (the self-check). */
+static int egress_setup(struct sbx *sb, const struct sbx_spec *spec, struct wr_err *e) {
+        struct sbx_manager *m = sb->m;
+        if (!sbx_network_egress(m->net) || sb->net_slot < 0)
+                return 0;
+        int r = sbx_egress_attach(sb, spec->net_mode, spec->net_policy, spec->net_policy_len, e);
+        if (r < 0 || !spec->net_mode)
+                return r;
+        if ((r = sbx_egress_policy_write(rt_sandbox_dir(sb->rt), spec->net_mode, spec->net_policy,
+                                         spec->net_policy_len, e)) < 0)
+                return r;
+        struct rt_net net;
+        sbx_network_slot_net(m->net, sb->net_slot, &net);
+        if ((r = sbx_egress_probe(sbx_network_egress(m->net), sb->id, rt_sandbox_pid(sb->rt),
+                                  net.gateway, 1000, e)) < 0)
+                return r;
+        sb->egress_enforced = true;
+        return 0;
+}
+
 /* Create phases, timed for the debug log (where a create's time goes). */
 enum { T_START, T_IMAGE, T_RECORD, T_RUNTIME, T_CONNECT, T_STARTED, T_N };
 
@@ -196,6 +293,8 @@ static void create_undo(struct create_state *st, struct store_sandbox *ret,
                 rt_sandbox_destroy(st->pooled, &de);
                 rt_sandbox_free(TAKE_PTR(st->pooled));
         }
+        if (st->sb)
+                sbx_egress_detach(st->sb);
         if (st->sb && st->sb->rt)
                 rt_sandbox_destroy(st->sb->rt, &de);
         if ((st->made & MADE_ROW) && !(st->made & MADE_ARMED))
@@ -248,6 +347,11 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         int r = sbx_spec_check(spec, e);
         if (r < 0)
                 return r;
+        if (spec->net_mode && !sbx_network_egress(m->net))
+                return err_setx(e, -EOPNOTSUPP, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                "network_policy: this warrend runs no egress enforcer "
+                                "(warren-egress needs root, the default network and an "
+                                "upstream resolver: --upstream-dns)");
         int64_t expires_ns = spec->lifetime_ns ? store_now_ns() + spec->lifetime_ns : 0;
         st->tp[T_IMAGE] = sbx_mono_ns();
         /* the pool builds its next roots for this image (not for a disk
@@ -263,7 +367,11 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         char id[32];
         int32_t net_slot = -1;
         /* a blocked network is a plain create: pool entries have a veth */
-        st->pooled = spec->block_network ? NULL : sbx_pool_take(m, id, sizeof(id), &net_slot);
+        /* so is a policed one: it is registered and checked before it is
+         * recorded RUNNING, which a pool claim does while the child mounts */
+        st->pooled = spec->block_network || spec->net_mode
+                             ? NULL
+                             : sbx_pool_take(m, id, sizeof(id), &net_slot);
         st->was_pooled = st->pooled != NULL;
         if (!st->pooled && (r = sbx_make_id(id, sizeof(id))) < 0)
                 return err_set(e, r, "getrandom failed");
@@ -288,7 +396,7 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         if ((r = process_defaults(sb, spec, img, hostname, e)) < 0)
                 return r;
 
-        char dir[PATH_MAX];
+        char dir[PATH_MAX], resolv[256];
         if ((r = sbx_dir_path(m, sb->id, dir, sizeof(dir))) < 0)
                 return err_set(e, r, "sandbox dir");
         struct rt_sandbox_config cfg = {
@@ -302,8 +410,10 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                 .log_fd = -1,
                 .mounts = spec->mounts,
                 .n_mounts = spec->n_mounts,
-                .resolv_conf =
-                        m->net && !spec->block_network ? sbx_network_resolv_conf(m->net) : NULL,
+                .resolv_conf = m->net && !spec->block_network
+                                       ? sbx_network_resolv_conf_slot(m->net, sb->net_slot,
+                                                                      resolv, sizeof(resolv))
+                                       : NULL,
                 .net = sb->net_slot >= 0 ? &net : NULL, /* a pool entry's veth is made */
         };
         /* A warm-pool entry starts mounting its root now and the row is
@@ -351,6 +461,13 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                 if ((r = rt_ctl_connect(rt_sandbox_ctl_path(sb->rt), &sb->ctl_fd, e)) < 0)
                         return err_prefix(e, r, "connect to warren-init");
         }
+        uint64_t te = sbx_mono_ns();
+        if ((r = egress_setup(sb, spec, e)) < 0)
+                return r;
+        if (sb->egress_registered)
+                log_debug("sandbox %s: egress %s %.3f ms", sb->id,
+                          spec->net_mode ? "registration + self-check" : "registration (open)",
+                          (double) (sbx_mono_ns() - te) / 1e6);
         st->tp[T_RUNTIME] = sbx_mono_ns();
 
         /* From here on the manager owns sb; a failure ends it like any

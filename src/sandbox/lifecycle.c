@@ -246,6 +246,7 @@ struct net_retire {
         uv_work_t work;
         struct sbx_manager *m;
         int32_t slot;
+        bool open4; /* its address is in the table's open4 set */
         char peer[16];
         int r;
 };
@@ -253,6 +254,14 @@ struct net_retire {
 static void net_retire_work(uv_work_t *w) {
         struct net_retire *j = w->data;
         struct wr_err e = {0};
+        /* out of open4 first (a commit that deletes waits for an RCU grace
+         * period, ~10 ms: not on the loop); a block whose address may still
+         * be there is never given out again (its next owner could be a
+         * policed sandbox) */
+        if (j->open4 && (j->r = sbx_network_set_open(j->m->net, j->slot, false, &e)) < 0) {
+                log_warn("network: %s", e.msg);
+                return;
+        }
         j->r = rt_net_link_delete(j->peer, &e);
         if (j->r < 0)
                 log_warn("network: %s", e.msg);
@@ -268,13 +277,14 @@ static void net_retire_done(uv_work_t *w, int status) {
         free(j);
 }
 
-void sbx_net_retire(struct sbx_manager *m, int32_t slot) {
+void sbx_net_retire(struct sbx_manager *m, int32_t slot, bool open4) {
         if (!m->net || slot < 0)
                 return;
         struct net_retire *j = calloc(1, sizeof(*j));
         if (j) {
                 j->m = m;
                 j->slot = slot;
+                j->open4 = open4;
                 j->work.data = j;
                 sbx_network_peer_name(m->net, slot, j->peer, sizeof(j->peer));
                 if (uv_queue_work(m->loop, &j->work, net_retire_work, net_retire_done) >= 0) {
@@ -286,6 +296,10 @@ void sbx_net_retire(struct sbx_manager *m, int32_t slot) {
         /* no worker: delete it here */
         char peer[16];
         struct wr_err e = {0};
+        if (open4 && sbx_network_set_open(m->net, slot, false, &e) < 0) {
+                log_warn("network: %s", e.msg);
+                return;
+        }
         sbx_network_peer_name(m->net, slot, peer, sizeof(peer));
         if (rt_net_link_delete(peer, &e) >= 0)
                 sbx_network_release(m->net, slot);
@@ -335,8 +349,12 @@ static void teardown_done(uv_work_t *work, int status) {
                 free(w);
                 w = next;
         }
-        /* the end is recorded and answered: now the host end of its veth */
-        sbx_net_retire(sb->m, sb->net_slot);
+        /* the end is recorded and answered: out of warren-egress, then the
+         * host end of its veth */
+        bool open4 = sb->egress_open;
+        sb->egress_open = false; /* the retire job takes it out of open4 */
+        sbx_egress_detach(sb);
+        sbx_net_retire(sb->m, sb->net_slot, open4);
         sb->net_slot = -1;
         uv_close((uv_handle_t *) &sb->timer, handle_closed);
         uv_close((uv_handle_t *) &sb->pid_poll, handle_closed);

@@ -2,6 +2,7 @@
 /* The sandbox manager: its life (new: recovery and the warm pool; free),
  * lookups, usage and metrics. */
 #include "sandbox/sandbox-internal.h"
+#include "sandbox/egress.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -101,6 +102,21 @@ int sbx_usage(struct sbx_manager *m, const char *id, struct rt_usage *u) {
         return rt_sandbox_usage(sb->rt, u);
 }
 
+int sbx_egress_enforced(struct sbx_manager *m, const char *id) {
+        struct sbx *sb = sbx_find_live(m, id);
+        if (!sb)
+                return -ENOENT;
+        return sb->egress_enforced ? 1 : 0;
+}
+
+int sbx_network_events(struct sbx_manager *m, const char *id, uint64_t after_seq, size_t limit,
+                       struct sbx_egress_event **ret, size_t *ret_n, uint64_t *ret_last) {
+        struct sbx_egress *g = sbx_network_egress(m->net);
+        if (!g)
+                return -ENOENT;
+        return sbx_egress_events(g, id, after_seq, limit, ret, ret_n, ret_last);
+}
+
 const char *sbx_image_ref(const struct sbx_manager *m, const struct sbx_spec *spec) {
         return spec->image_ref ? spec->image_ref : m->default_image;
 }
@@ -141,7 +157,11 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
         } else if (!cfg->sandbox_cidr || strcmp(cfg->sandbox_cidr, "none") != 0) {
                 struct sbx_network_config nc = {.state_dir = m->state_dir,
                                                 .cidr = cfg->sandbox_cidr,
-                                                .upstream_dns = cfg->upstream_dns};
+                                                .upstream_dns = cfg->upstream_dns,
+                                                .egress_path = cfg->egress_path,
+                                                .deny_ports = cfg->deny_ports,
+                                                .n_deny_ports = cfg->n_deny_ports,
+                                                .loop = cfg->loop};
                 int r = sbx_network_new(&nc, &m->net, e);
                 if (r < 0) {
                         sbx_manager_free(m);

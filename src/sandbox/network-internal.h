@@ -4,13 +4,21 @@
 /* The default network's host side, between network.c (start-up,
  * allocation, recovery) and nft.c (the table). */
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "basic/err.h"
 #include "sandbox/netaddr.h"
 
 /* Replace the inet table `table` with warrend's rules for the sandbox
  * range `range` ("100.96.0.0/16"), in one transaction. 0 or -EIO with
  * nft's first error line in e. */
-int sbx_nft_table_apply(const char *table, const char *range, struct wr_err *e);
+int sbx_nft_table_apply(const char *table, const char *range, uint16_t proxy_port,
+                        uint16_t dns_port, struct wr_err *e);
+
+/* Add addr (dotted quad) to the table's open4 set (a sandbox without a
+ * policy: TCP through NAT) or delete it. 0 or -EIO. */
+int sbx_nft_open_set(const char *table, const char *addr, bool add, struct wr_err *e);
 
 /* The names of every inet table (NULL-terminated, malloc'd, the caller
  * frees each and the vector). Returns how many, or -EIO / -ENOMEM. */

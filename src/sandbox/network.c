@@ -18,6 +18,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "sandbox/egress.h"
 #include "sandbox/network-internal.h"
 
 #define DEFAULT_BASE 0x64600000u /* 100.96.0.0 */
@@ -33,6 +34,7 @@ struct sbx_network {
         char table[48];
         int lock_fd;
         char *resolv;
+        struct sbx_egress *egress;
 };
 
 /* ---- the range ---- */
@@ -278,7 +280,8 @@ static int forward_on(struct wr_err *e) {
         return 0;
 }
 
-static int resolv_build(struct sbx_network *n, const char *upstream, struct wr_err *e) {
+static int resolv_build(struct sbx_network *n, const char *upstream, char *first, size_t fsize,
+                        struct wr_err *e) {
         char servers[3][INET_ADDRSTRLEN];
         size_t ns = 0;
         const char *why;
@@ -316,6 +319,7 @@ static int resolv_build(struct sbx_network *n, const char *upstream, struct wr_e
                                 servers[i]);
         if (ns == 0)
                 log_warn("network: no IPv4 resolver for sandboxes (%s)", why);
+        snprintf(first, fsize, "%s", ns ? servers[0] : "");
         n->resolv = strdup(buf);
         return n->resolv ? 0 : err_set(e, -ENOMEM, "out of memory");
 }
@@ -328,15 +332,33 @@ int sbx_network_new(const struct sbx_network_config *cfg, struct sbx_network **r
         if (!n)
                 return err_set(e, -ENOMEM, "out of memory");
         n->lock_fd = -EBADF;
+        char upstream[INET_ADDRSTRLEN] = "";
         int r = range_pick(n, cfg, e);
         if (r >= 0)
-                r = resolv_build(n, cfg->upstream_dns, e);
+                r = resolv_build(n, cfg->upstream_dns, upstream, sizeof(upstream), e);
+        if (r >= 0 && cfg->egress_path && upstream[0]) {
+                struct sbx_egress_config ec = {.loop = cfg->loop,
+                                               .path = cfg->egress_path,
+                                               .upstream_dns = upstream,
+                                               .deny_ports = cfg->deny_ports,
+                                               .n_deny_ports = cfg->n_deny_ports};
+                if ((r = sbx_egress_bind(&ec, &n->egress, e)) < 0)
+                        err_prefix(e, r, "egress");
+        } else if (r >= 0 && cfg->egress_path) {
+                log_warn("network: no upstream resolver: warren-egress is not started (sandboxes "
+                         "get no resolver and network policies are refused); give one with "
+                         "--upstream-dns");
+        }
         if (r >= 0)
                 r = forward_on(e);
         if (r >= 0)
-                r = sbx_nft_table_apply(n->table, n->range, e);
+                r = sbx_nft_table_apply(n->table, n->range,
+                                        n->egress ? sbx_egress_proxy_port(n->egress) : 0,
+                                        n->egress ? sbx_egress_dns_port(n->egress) : 0, e);
         if (r >= 0)
                 tables_collect(n);
+        if (r >= 0 && n->egress && (r = sbx_egress_start(n->egress, e)) < 0)
+                err_prefix(e, r, "egress");
         if (r < 0) {
                 sbx_network_free(n, false);
                 return err_prefix(e, r, "network");
@@ -355,6 +377,7 @@ void sbx_network_free(struct sbx_network *n, bool remove_table) {
                 if (sbx_nft_table_remove(n->table, &e) < 0)
                         log_warn("network: %s", e.msg);
         }
+        sbx_egress_free(n->egress);
         sbx_netrange_done(&n->r);
         closep(&n->lock_fd);
         free(n->resolv);
@@ -439,6 +462,40 @@ size_t sbx_network_sweep(struct sbx_network *n) {
 
 const char *sbx_network_resolv_conf(const struct sbx_network *n) {
         return n->resolv;
+}
+
+const char *sbx_network_resolv_conf_slot(const struct sbx_network *n, int32_t slot, char *buf,
+                                         size_t size) {
+        if (!n->egress || slot < 0)
+                return n->resolv;
+        uint32_t gw, sbx;
+        sbx_netrange_addrs(&n->r, (uint32_t) slot, &gw, &sbx);
+        snprintf(buf, size,
+                 "# warren: the sandbox's resolver (warren-egress, on the host; every query is "
+                 "logged)\nnameserver %u.%u.%u.%u\n",
+                 gw >> 24, (gw >> 16) & 255, (gw >> 8) & 255, gw & 255);
+        return buf;
+}
+
+struct sbx_egress *sbx_network_egress(const struct sbx_network *n) {
+        return n ? n->egress : NULL;
+}
+
+int sbx_network_set_open(struct sbx_network *n, int32_t slot, bool open, struct wr_err *e) {
+        if (!n || !n->egress || slot < 0)
+                return 0;
+        uint32_t gw, sbx;
+        char a[INET_ADDRSTRLEN];
+        sbx_netrange_addrs(&n->r, (uint32_t) slot, &gw, &sbx);
+        snprintf(a, sizeof(a), "%u.%u.%u.%u", sbx >> 24, (sbx >> 16) & 255, (sbx >> 8) & 255,
+                 sbx & 255);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int r = sbx_nft_open_set(n->table, a, open, e);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        log_debug("network: %s %s open4: %.3f ms", open ? "add" : "delete", a,
+                  (double) (t1.tv_sec - t0.tv_sec) * 1e3 + (double) (t1.tv_nsec - t0.tv_nsec) / 1e6);
+        return r;
 }
 
 const char *sbx_network_range(const struct sbx_network *n) {

@@ -28,7 +28,18 @@ struct sbx_network_config {
          * IPv4 nameservers of the host's /etc/resolv.conf (not loopback
          * ones); "" = none. Temporary: warren-egress's resolver replaces it. */
         const char *upstream_dns;
+        /* warren-egress (egress.h): started when this is set, the process
+         * is root and an upstream resolver is known (upstream_dns, else
+         * the host's); then every sandbox's DNS goes to its resolver and
+         * policies can be enforced. NULL: off (the resolver above through
+         * NAT, no policies). */
+        const char *egress_path;
+        const uint16_t *deny_ports; /* warrend's own ports, for --deny-port */
+        size_t n_deny_ports;
+        struct uv_loop_s *loop;
 };
+
+struct sbx_egress;
 
 /* Set the host up: parse and check the range (refused when it overlaps
  * any route or address of the host on a link not named wr*), lock it
@@ -64,8 +75,21 @@ int32_t sbx_network_adopt(struct sbx_network *n, pid_t pid);
  * in this range whose slot nobody holds. Returns how many. */
 size_t sbx_network_sweep(struct sbx_network *n);
 
-/* /etc/resolv.conf for sandboxes (owned by n). */
+/* /etc/resolv.conf for sandboxes (owned by n). With warren-egress: the
+ * resolv.conf of slot's sandbox (its gateway, whose port 53 the table
+ * redirects to the resolver), written into buf (>= 256 bytes). */
 const char *sbx_network_resolv_conf(const struct sbx_network *n);
+const char *sbx_network_resolv_conf_slot(const struct sbx_network *n, int32_t slot, char *buf,
+                                         size_t size);
+
+/* warren-egress, or NULL when it is off. */
+struct sbx_egress *sbx_network_egress(const struct sbx_network *n);
+
+/* A sandbox without a policy (open = true: in the table's open4 set, its
+ * TCP goes through NAT) or policed (removed from it: the default of every
+ * address). No-op without warren-egress. 0 or -EIO with e. Any thread
+ * (it reads only what sbx_network_new set; the retire worker deletes). */
+int sbx_network_set_open(struct sbx_network *n, int32_t slot, bool open, struct wr_err *e);
 
 /* The range, as text ("100.96.0.0/16"), and the table's name. */
 const char *sbx_network_range(const struct sbx_network *n);

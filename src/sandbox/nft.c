@@ -37,18 +37,53 @@ static int nft_run(const char *cmds, struct wr_err *e) {
         return 0;
 }
 
-int sbx_nft_table_apply(const char *table, const char *range, struct wr_err *e) {
+/* The egress parts (proxy_port != 0): a sandbox not in open4 is policed
+ * (fail closed: a fresh table, e.g. after a restart, polices every
+ * sandbox until warrend puts the ones without a policy back): its TCP is
+ * redirected to the proxy and nothing else of it is forwarded; every
+ * sandbox's DNS (UDP and TCP port 53, any destination) is redirected to
+ * the resolver; the egress sockets are reached only through the redirect. */
+int sbx_nft_table_apply(const char *table, const char *range, uint16_t proxy_port,
+                        uint16_t dns_port, struct wr_err *e) {
         /* prerouting: anything from a sandbox's veth (any warrend's: wr*)
          * whose source would not be routed back through it is spoofed
          * (IP_FREEBIND needs no capability); no IPv6 at all.
          * input: a sandbox reaches nothing of the host (every address,
-         * every port, its gateway included) but the resolver's DNS port
-         * (resolver4, empty until warren-egress runs).
+         * every port, its gateway included) but the egress sockets through
+         * the redirect.
          * forward: into a sandbox only replies (not from the outside, not
          * from another sandbox); out of it anything but the blocked
-         * ranges; no IPv6.
+         * ranges (policed sandboxes: nothing); no IPv6.
          * output: the host opens nothing into a sandbox.
          * postrouting: masquerade what leaves the host. */
+        char eg_nat[800] = "", eg_in[600] = "", eg_in_tail[200] = "", eg_fwd[200] = "",
+             eg_set[200] = "", dns_in[200] = "";
+        if (proxy_port) {
+                snprintf(eg_set, sizeof(eg_set), "  set open4 { type ipv4_addr; }\n");
+                snprintf(eg_nat, sizeof(eg_nat),
+                         "  chain egress_nat { type nat hook prerouting priority dstnat; policy "
+                         "accept;\n"
+                         "    iifname \"" SBX_NET_PEER_PREFIX "*\" ip saddr @sandboxes meta "
+                         "l4proto { tcp, udp } th dport 53 redirect to :%u\n"
+                         "    iifname \"" SBX_NET_PEER_PREFIX "*\" ip saddr @sandboxes ip saddr "
+                         "!= @open4 meta l4proto tcp redirect to :%u\n"
+                         "  }\n",
+                         dns_port, proxy_port);
+                snprintf(eg_in, sizeof(eg_in),
+                         "    ip saddr @sandboxes ct status dnat meta l4proto { tcp, udp } th "
+                         "dport %u accept\n"
+                         "    ip saddr @sandboxes ip saddr != @open4 ct status dnat meta l4proto "
+                         "tcp th dport %u accept\n",
+                         dns_port, proxy_port);
+                snprintf(eg_in_tail, sizeof(eg_in_tail),
+                         "    meta l4proto { tcp, udp } th dport { %u, %u } drop\n", dns_port,
+                         proxy_port);
+                snprintf(eg_fwd, sizeof(eg_fwd), "    ip saddr @sandboxes ip saddr != @open4 drop\n");
+        } else {
+                snprintf(dns_in, sizeof(dns_in),
+                         "    ip saddr @sandboxes ip daddr @resolver4 meta l4proto { tcp, udp } th "
+                         "dport 53 accept\n");
+        }
         char *cmds = NULL;
         int n = asprintf(
                 &cmds,
@@ -59,21 +94,24 @@ int sbx_nft_table_apply(const char *table, const char *range, struct wr_err *e) 
                 "  set blocked4 { type ipv4_addr; flags interval; elements = { 0.0.0.0/8, "
                 "127.0.0.0/8, 169.254.0.0/16, 224.0.0.0/4, 240.0.0.0/4 } }\n"
                 "  set resolver4 { type ipv4_addr; }\n"
+                "%3$s"
                 "  chain prerouting { type filter hook prerouting priority -150; policy accept;\n"
                 "    iifname \"" SBX_NET_PEER_PREFIX "*\" meta nfproto ipv6 drop\n"
                 "    iifname \"" SBX_NET_PEER_PREFIX "*\" fib saddr . iif oif missing drop\n"
                 "  }\n"
+                "%4$s"
                 "  chain input { type filter hook input priority 0; policy accept;\n"
-                "    ip saddr @sandboxes ip daddr @resolver4 meta l4proto { tcp, udp } th dport 53 "
-                "accept\n"
+                "%5$s%6$s"
                 "    ip saddr @sandboxes ct state established,related accept\n"
                 "    ip saddr @sandboxes drop\n"
+                "%7$s"
                 "  }\n"
                 "  chain forward { type filter hook forward priority 0; policy accept;\n"
                 "    ip daddr @sandboxes ct state established,related accept\n"
                 "    ip daddr @sandboxes drop\n"
                 "    iifname \"" SBX_NET_PEER_PREFIX "*\" meta nfproto ipv6 drop\n"
                 "    oifname \"" SBX_NET_PEER_PREFIX "*\" meta nfproto ipv6 drop\n"
+                "%8$s"
                 "    ip saddr @sandboxes ip daddr @blocked4 drop\n"
                 "    ip saddr @sandboxes accept\n"
                 "  }\n"
@@ -86,12 +124,22 @@ int sbx_nft_table_apply(const char *table, const char *range, struct wr_err *e) 
                 "    ip saddr @sandboxes oifname != \"" SBX_NET_PEER_PREFIX "*\" masquerade\n"
                 "  }\n"
                 "}\n",
-                table, range);
+                table, range, eg_set, eg_nat, dns_in, eg_in, eg_in_tail, eg_fwd);
         if (n < 0)
                 return err_set(e, -ENOMEM, "nftables: out of memory");
         int r = nft_run(cmds, e);
         free(cmds);
         return r < 0 ? err_prefix(e, r, "table inet %s", table) : 0;
+}
+
+int sbx_nft_open_set(const char *table, const char *addr, bool add, struct wr_err *e) {
+        char cmds[200];
+        snprintf(cmds, sizeof(cmds), "%s element inet %s open4 { %s }\n", add ? "add" : "delete",
+                 table, addr);
+        int r = nft_run(cmds, e);
+        return r < 0 ? err_prefix(e, r, "%s %s %s open4", add ? "add" : "delete", addr,
+                                  add ? "to" : "from")
+                     : 0;
 }
 
 int sbx_nft_tables(char ***ret, struct wr_err *e) {

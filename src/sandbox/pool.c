@@ -113,7 +113,7 @@ static void pool_work_done(uv_work_t *w, int status) {
                 if (pe->net_slot >= 0)
                         rt_sandbox_net_disown(pe->rt);
                 if (rt_sandbox_destroy(pe->rt, &e) >= 0)
-                        sbx_net_retire(m, pe->net_slot);
+                        sbx_net_retire(m, pe->net_slot, false);
                 pe->net_slot = -1;
                 rt_sandbox_free(pe->rt);
                 pe->rt = NULL;
@@ -139,13 +139,16 @@ static void pool_timer_cb(uv_timer_t *t) {
                 job->work.data = job;
                 /* its /30 (the allocator is the loop's) */
                 job->entry.net_slot = -1;
-                job->resolv_conf = m->net ? sbx_network_resolv_conf(m->net) : NULL;
                 if (m->net &&
                     sbx_network_alloc(m->net, &job->entry.net_slot, &job->entry.net) < 0) {
                         log_warn("warm pool: the sandbox range %s is full",
                                  sbx_network_range(m->net));
                         break;
                 }
+                job->resolv_conf = m->net ? sbx_network_resolv_conf_slot(
+                                                    m->net, job->entry.net_slot, job->resolv_buf,
+                                                    sizeof(job->resolv_buf))
+                                          : NULL;
                 /* the worker gets its own copy of the prediction */
                 sbx_argv_free(job->layers);
                 job->layers = sbx_argv_dup((const char *const *) m->pool_layers, 0);
@@ -176,7 +179,7 @@ static void pool_drain(struct sbx_manager *m) {
                 if (rt_sandbox_destroy(pe->rt, &e) < 0)
                         log_warn("warm pool: %s", e.msg);
                 else
-                        sbx_net_retire(m, pe->net_slot);
+                        sbx_net_retire(m, pe->net_slot, false);
                 pe->net_slot = -1;
                 rt_sandbox_free(pe->rt);
                 pe->rt = NULL;

@@ -51,6 +51,21 @@ static int recover_one(struct sbx_manager *m, const struct store_sandbox *row, c
                 return err_set(e, -ENOMEM, "out of memory");
         if ((r = rt_ctl_connect(rt_sandbox_ctl_path(sb->rt), &sb->ctl_fd, e)) < 0)
                 return r;
+        /* warren-egress knows it again (a policy: as stored; none: OPEN);
+         * a policed sandbox that cannot be registered stays cut off (its
+         * address is not in open4) */
+        if (sbx_network_egress(m->net) && sb->net_slot >= 0) {
+                int mode = 0;
+                _cleanup_free_ uint8_t *wire = NULL;
+                size_t len = 0;
+                struct wr_err pe = {0};
+                if ((r = sbx_egress_policy_read(dir, &mode, &wire, &len)) < 0)
+                        log_warn("sandbox %s: its egress policy: %s", row->id, strerror(-r));
+                else if (sbx_egress_attach(sb, mode, wire, len, &pe) < 0)
+                        log_warn("sandbox %s: %s", row->id, pe.msg);
+                else
+                        sb->egress_enforced = mode != 0;
+        }
         return sbx_arm(TAKE_PTR(sb), e);
 }
 

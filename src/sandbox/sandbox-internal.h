@@ -68,6 +68,9 @@ struct sbx {
 
         /* its /30 of the default network (network.h); -1: none */
         int32_t net_slot;
+        /* registered with warren-egress (POLICY_DEL at the end); in the
+         * table's open4 set (no policy); the self-check passed */
+        bool egress_registered, egress_open, egress_enforced;
 
         struct sbx_exec *execs;
         uint64_t next_exec_id;
@@ -112,7 +115,8 @@ struct sbx_manager {
                 struct sbx_pool_entry entry;
                 struct wr_err err;
                 char **layers;           /* the worker's copy of pool_layers */
-                const char *resolv_conf; /* the network's (owned by it) */
+                const char *resolv_conf; /* the network's, or resolv_buf */
+                char resolv_buf[256];
                 bool layers_failed;      /* its try with them failed */
         } pool_jobs[SBX_POOL_JOBS];
         unsigned pool_busy; /* jobs running */
@@ -159,10 +163,11 @@ void sbx_finalize(struct sbx *sb);
 /* Let go of sb without stopping it (daemon shutdown): its exec streams
  * end, handles close, the sandbox keeps running. */
 void sbx_detach(struct sbx *sb);
-/* Delete the host end of slot's veth on a worker thread, then free the
+/* Delete the host end of slot's veth on a worker thread (with open4, its
+ * address leaves the table's open4 set first), then free the
  * slot (the sandbox is gone: its runtime handle was disowned of it). Loop
  * thread; slot < 0 or no network: nothing. */
-void sbx_net_retire(struct sbx_manager *m, int32_t slot);
+void sbx_net_retire(struct sbx_manager *m, int32_t slot, bool open4);
 /* Remove the entrypoint's output file of sandbox id. */
 void sbx_entrypoint_log_remove(struct sbx_manager *m, const char *id);
 /* Send a request to init, waiting briefly when its socket queue is full. */
@@ -195,6 +200,18 @@ bool sbx_pool_busy(const struct sbx_manager *m);
 void sbx_recover(struct sbx_manager *m);
 
 /* --- create.c --- */
+/* Register sb (its slot's address) with warren-egress in mode (0 = OPEN)
+ * with the policy's wire form; OPEN: into the table's open4 set. Used by
+ * create and recovery. -errno with e. */
+int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len,
+                      struct wr_err *e);
+/* Undo sbx_egress_attach (POLICY_DEL, out of open4). Idempotent. */
+void sbx_egress_detach(struct sbx *sb);
+/* The policy file of a sandbox dir (<dir>/egress-policy: u32 mode, then
+ * the wire form), written at create and read by recovery. */
+int sbx_egress_policy_write(const char *dir, int mode, const uint8_t *wire, size_t len,
+                            struct wr_err *e);
+int sbx_egress_policy_read(const char *dir, int *ret_mode, uint8_t **ret_wire, size_t *ret_len);
 /* A fresh random id "sb-" + 16 hex digits. -errno of getrandom. */
 int sbx_make_id(char *buf, size_t size);
 

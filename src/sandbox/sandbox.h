@@ -64,6 +64,14 @@ struct sbx_manager_config {
          * routes fails sbx_manager_new. */
         const char *sandbox_cidr;
         const char *upstream_dns;
+        /* warren-egress (docs/network.md): its path (NULL = no egress
+         * process: no policies, the resolver named as above), the host's
+         * ports that must stay out of sandboxes' reach (warrend's own
+         * listeners), NULL-terminated host addresses to deny besides
+         * those getifaddrs lists. */
+        const char *egress_path;
+        const uint16_t *deny_ports;
+        size_t n_deny_ports;
 };
 
 /* Create the manager and recover a previous warrend's sandboxes: every row
@@ -121,6 +129,14 @@ struct sbx_spec {
         /* Loopback only: no veth, no address, no resolver (a plain create,
          * never a warm-pool entry: those have their veth made ahead). */
         bool block_network;
+        /* Egress policy (docs/network.md): 0 = none (the sandbox is
+         * registered OPEN with warren-egress: its DNS goes through the
+         * resolver, its TCP through NAT); EGRESS_MODE_ENFORCE (2) with
+         * the policy's wire form (net_policy_serialize) in net_policy; or
+         * EGRESS_MODE_LEARN (3), no bytes. A policy holds no secrets. */
+        int net_mode;
+        uint8_t *net_policy;
+        size_t net_policy_len;
         /* What GetSandbox shows of the request later: opaque bytes the
          * store keeps with the row (the API stores the request without
          * inline secret values). May be NULL. */
@@ -246,6 +262,17 @@ int sbx_create(struct sbx_manager *m, const struct sbx_spec *spec, const struct 
 /* Load the sandbox called key (an id "sb-..." or a name) into *ret (caller
  * clears). -ENOENT when unknown. */
 int sbx_lookup(struct sbx_manager *m, const char *key, struct store_sandbox *ret, struct wr_err *e);
+
+/* 1 when live sandbox id runs under a network policy whose enforcement
+ * the create's self-check proved (or recovery registered again), 0 when
+ * it runs without one, -ENOENT when it is not live. */
+int sbx_egress_enforced(struct sbx_manager *m, const char *id);
+
+/* The network events of sandbox id (live, or ended and still kept):
+ * sandbox/egress.h sbx_egress_events. -ENOENT when there are none. */
+struct sbx_egress_event;
+int sbx_network_events(struct sbx_manager *m, const char *id, uint64_t after_seq, size_t limit,
+                       struct sbx_egress_event **ret, size_t *ret_n, uint64_t *ret_last);
 
 /* Fill u for a running sandbox; -ENOENT when it is not running. */
 int sbx_usage(struct sbx_manager *m, const char *id, struct rt_usage *u);

@@ -196,6 +196,7 @@ void sbx_spec_free(struct sbx_spec *s) {
         }
         free(s->mounts);
         free(s->record);
+        free(s->net_policy);
         free(s);
 }
 

@@ -40,6 +40,20 @@ def skip_unless_enforced(err):
 
 
 @pytest.fixture(scope="module")
+def sandbox_daemon(fakenet):
+    """A daemon of this module's own whose warren-egress resolves upstream
+    with the bed's DNS (the session daemon has no upstream resolver, so it
+    runs no egress enforcer and refuses policies with FAILED_PRECONDITION)."""
+    from conftest import Daemon, import_image
+    d = Daemon(extra_args=["--upstream-dns", fakenet.dns])
+    try:
+        import_image(d, IMAGE)
+        yield d
+    finally:
+        d.stop()
+
+
+@pytest.fixture(scope="module")
 def client(sandbox_daemon):
     with SandboxClient(sandbox_daemon.unix_addr) as c:
         yield c
@@ -177,7 +191,7 @@ def test_denied_host_is_refused_before_resolution(create, fakenet):
     ip = fakenet.addr("example.test")
     sb = create(network_policy=NetworkPolicy(allowed_hosts=["example.test"]))
     m = fakenet.mark()
-    r = sb.exec("sh", "-c", f"wget -q -T 5 -O- --header 'Host: pypi.org' http://{ip}/",
+    r = sb.exec("sh", "-c", f"timeout 8 wget -q -O- --header 'Host: pypi.org' http://{ip}/",
                 timeout_secs=30)
     assert r.exit_code != 0
     fakenet.assert_nothing_seen(m)
