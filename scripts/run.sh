@@ -7,6 +7,9 @@
 # with WorkingDir /workspace. No registry is involved. When the build fails
 # (no Debian mirror reachable) the busybox-static root filesystem
 # (tests/images/busybox-rootfs.sh) is imported instead, with a warning.
+# A warm pool sized for the host is on by default (2 per CPU, 2..8), so the
+# first `warren run` is served from prepared sandboxes; WARREND_ARGS with
+# its own --warm-pool overrides it (--warm-pool 0: none).
 # WARREND_ARGS adds flags to warrend (word-split), e.g.
 #   make run WARREND_ARGS="--registry-config /etc/warren/registries.json"
 #   scripts/run.sh BUILD_DIR STATE_DIR LISTEN
@@ -17,8 +20,13 @@ warrend="$build/src/daemon/warrend"
 warren="$build/src/cli/warren"
 mkdir -p "$state"
 
+pool=()
+case " ${WARREND_ARGS:-} " in
+*" --warm-pool"*) ;;
+*) n=$(( $(nproc) * 2 )); [ $n -lt 2 ] && n=2; [ $n -gt 8 ] && n=8; pool=(--warm-pool "$n") ;;
+esac
 # shellcheck disable=SC2086 # WARREND_ARGS is a list of flags
-"$warrend" --state-dir "$state" --listen "$listen" ${WARREND_ARGS:-} &
+"$warrend" --state-dir "$state" --listen "$listen" "${pool[@]}" ${WARREND_ARGS:-} &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid; exit' INT TERM
 export WARREN_ADDR="$listen"
