@@ -611,9 +611,8 @@ static void list_network_events(struct rpc_call *call, const ProtobufCMessage *m
         struct sbx_egress_event *evs = NULL;
         size_t n = 0;
         uint64_t last = req->after_seq;
-        if (ctx->sandboxes &&
-            sbx_network_events(ctx->sandboxes, sb.id, req->after_seq, req->limit, &evs, &n,
-                               &last) < 0)
+        if (ctx->sandboxes && sbx_network_events(ctx->sandboxes, sb.id, req->after_seq, req->limit,
+                                                 &evs, &n, &last) < 0)
                 n = 0;
         store_sandbox_clear(&sb);
         Warren__V1__ListNetworkEventsResponse resp = WARREN__V1__LIST_NETWORK_EVENTS_RESPONSE__INIT;
@@ -636,17 +635,16 @@ static void list_network_events(struct rpc_call *call, const ProtobufCMessage *m
                 o->rule = ev->rule;
                 o->reason = ev->reason;
                 o->verdict = ev->verdict ? (char *) "allow" : (char *) "deny";
-                o->kind = x->probe                        ? (char *) "probe"
+                o->kind = x->probe                       ? (char *) "probe"
                           : ev->kind == EGRESS_EVENT_DNS ? (char *) "dns"
-                                                          : (char *) "tcp";
+                                                         : (char *) "tcp";
                 o->bytes_out = ev->bytes_up;
                 o->bytes_in = ev->bytes_down;
                 o->seq = x->seq;
                 if (ev->kind == EGRESS_EVENT_TCP) {
                         addr_port(&ev->dialed, ev->port, em[i].original, sizeof(em[i].original));
                         if (ev->verdict)
-                                snprintf(em[i].dialed, sizeof(em[i].dialed), "%s",
-                                         em[i].original);
+                                snprintf(em[i].dialed, sizeof(em[i].dialed), "%s", em[i].original);
                 }
                 o->dialed = em[i].dialed;
                 o->original_dst = em[i].original;

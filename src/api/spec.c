@@ -296,8 +296,7 @@ static int policy_routes(struct net_policy *p, enum net_route_list list, const c
 }
 
 /* network_policy → the spec's mode and the policy's wire form. */
-static int policy_build(const Warren__V1__NetworkPolicy *np, struct sbx_spec *s,
-                        struct wr_err *e) {
+static int policy_build(const Warren__V1__NetworkPolicy *np, struct sbx_spec *s, struct wr_err *e) {
         if (!np)
                 return 0;
         if (np->learn) {

@@ -238,7 +238,7 @@ enum {
 #define CLI_CREATE_USAGE                                                                           \
         "[-n NAME] [-e K=V]... [-w DIR] [--cpu C] [--memory M] [--lifetime D] [--tag K=V]... "     \
         "[--host H]... [--resource-detection github-pull-requests] [--secret NAME]... "            \
-        "[--volume NAME:/PATH[:ro]]... [--hostname H] [--block-network] "                        \
+        "[--volume NAME:/PATH[:ro]]... [--hostname H] [--block-network] "                          \
         "[--route CIDR[:PORTS]]... [--deny-route CIDR[:PORTS]]... [--learn-egress]"
 
 /* A CreateSandboxRequest under construction (arena-owned parts). */

@@ -166,16 +166,15 @@ static int record_started(struct sbx *sb, struct wr_err *e) {
 
 /* ---- egress ---- */
 
-int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len,
-                      struct wr_err *e) {
+int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len, struct wr_err *e) {
         struct sbx_manager *m = sb->m;
         struct sbx_egress *g = sbx_network_egress(m->net);
         if (!g || sb->net_slot < 0)
                 return 0;
         struct rt_net net;
         sbx_network_slot_net(m->net, sb->net_slot, &net);
-        int r = sbx_egress_register(g, sb->id, mode ? mode : EGRESS_MODE_OPEN, net.addr, wire,
-                                    len, e);
+        int r = sbx_egress_register(g, sb->id, mode ? mode : EGRESS_MODE_OPEN, net.addr, wire, len,
+                                    e);
         if (r < 0)
                 return r;
         sb->egress_registered = true;
@@ -411,8 +410,8 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                 .mounts = spec->mounts,
                 .n_mounts = spec->n_mounts,
                 .resolv_conf = m->net && !spec->block_network
-                                       ? sbx_network_resolv_conf_slot(m->net, sb->net_slot,
-                                                                      resolv, sizeof(resolv))
+                                       ? sbx_network_resolv_conf_slot(m->net, sb->net_slot, resolv,
+                                                                      sizeof(resolv))
                                        : NULL,
                 .net = sb->net_slot >= 0 ? &net : NULL, /* a pool entry's veth is made */
         };

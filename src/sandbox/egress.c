@@ -331,8 +331,7 @@ static int policy_send(struct sbx_egress *g, struct egress_sbx *s, struct wr_err
                 return err_set(e, r, "send POLICY_SET: %s", strerror(-r));
         struct egress_msg m;
         if ((r = ctl_wait(g, EGRESS_RESULT, id, NULL, RESULT_MS, &m)) < 0)
-                return err_set(e, r, "POLICY_SET: no answer from warren-egress: %s",
-                               strerror(-r));
+                return err_set(e, r, "POLICY_SET: no answer from warren-egress: %s", strerror(-r));
         if (m.result.err)
                 return err_set(e, -m.result.err, "warren-egress refused the policy: %s",
                                m.result.msg);
@@ -409,10 +408,12 @@ static size_t host_addrs(char addrs[][INET6_ADDRSTRLEN], size_t max) {
                 if (!i->ifa_addr || strncmp(i->ifa_name, "wr", 2) == 0)
                         continue;
                 int fam = i->ifa_addr->sa_family;
-                const void *a = fam == AF_INET ? (const void *) &((struct sockaddr_in *) i->ifa_addr)->sin_addr
-                                : fam == AF_INET6
-                                        ? (const void *) &((struct sockaddr_in6 *) i->ifa_addr)->sin6_addr
-                                        : NULL;
+                const void *a =
+                        fam == AF_INET
+                                ? (const void *) &((struct sockaddr_in *) i->ifa_addr)->sin_addr
+                        : fam == AF_INET6
+                                ? (const void *) &((struct sockaddr_in6 *) i->ifa_addr)->sin6_addr
+                                : NULL;
                 if (a && inet_ntop(fam, a, addrs[n], INET6_ADDRSTRLEN))
                         n++;
         }
@@ -715,13 +716,12 @@ int sbx_egress_probe(struct sbx_egress *g, const char *id, pid_t pid, uint32_t g
         }
         s->probing = false;
         if (r < 0 || !s->probe_seen)
-                return err_setx(e, r < 0 ? r : -ETIMEDOUT, WR_STATUS_FAILED_PRECONDITION,
-                                WR_FAULT_SERVICE,
-                                "egress enforcement could not be verified: a probe connection "
-                                "from the sandbox to its gateway port %d was not reported "
-                                "refused by warren-egress (%s%s%s)",
-                                SBX_EGRESS_PROBE_PORT, strerror(-(r < 0 ? r : ETIMEDOUT)),
-                                a.r < 0 ? "; the probe's connect: " : "",
-                                a.r < 0 ? strerror(-a.r) : "");
+                return err_setx(
+                        e, r < 0 ? r : -ETIMEDOUT, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_SERVICE,
+                        "egress enforcement could not be verified: a probe connection "
+                        "from the sandbox to its gateway port %d was not reported "
+                        "refused by warren-egress (%s%s%s)",
+                        SBX_EGRESS_PROBE_PORT, strerror(-(r < 0 ? r : ETIMEDOUT)),
+                        a.r < 0 ? "; the probe's connect: " : "", a.r < 0 ? strerror(-a.r) : "");
         return 0;
 }

@@ -21,9 +21,9 @@
 
 struct sbx_egress;
 
-#define SBX_EGRESS_RING 4096       /* events kept per sandbox */
-#define SBX_EGRESS_ENDED_KEEP 256  /* ended sandboxes whose events stay readable */
-#define SBX_EGRESS_PROBE_PORT 1    /* the self-check's destination port on the gateway */
+#define SBX_EGRESS_RING 4096      /* events kept per sandbox */
+#define SBX_EGRESS_ENDED_KEEP 256 /* ended sandboxes whose events stay readable */
+#define SBX_EGRESS_PROBE_PORT 1   /* the self-check's destination port on the gateway */
 
 struct sbx_egress_config {
         uv_loop_t *loop;
@@ -45,8 +45,7 @@ struct sbx_egress_event {
  * sockets on 0.0.0.0 (kernel-chosen ports; the nft table drops whatever
  * reaches them but the sandboxes' redirected traffic). Nothing is spawned
  * yet. -errno with e. */
-int sbx_egress_bind(const struct sbx_egress_config *cfg, struct sbx_egress **ret,
-                    struct wr_err *e);
+int sbx_egress_bind(const struct sbx_egress_config *cfg, struct sbx_egress **ret, struct wr_err *e);
 
 /* The ports the nft redirect must target. */
 uint16_t sbx_egress_proxy_port(const struct sbx_egress *g);

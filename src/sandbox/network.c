@@ -494,7 +494,8 @@ int sbx_network_set_open(struct sbx_network *n, int32_t slot, bool open, struct 
         int r = sbx_nft_open_set(n->table, a, open, e);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         log_debug("network: %s %s open4: %.3f ms", open ? "add" : "delete", a,
-                  (double) (t1.tv_sec - t0.tv_sec) * 1e3 + (double) (t1.tv_nsec - t0.tv_nsec) / 1e6);
+                  (double) (t1.tv_sec - t0.tv_sec) * 1e3 +
+                          (double) (t1.tv_nsec - t0.tv_nsec) / 1e6);
         return r;
 }
 

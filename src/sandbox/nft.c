@@ -78,7 +78,8 @@ int sbx_nft_table_apply(const char *table, const char *range, uint16_t proxy_por
                 snprintf(eg_in_tail, sizeof(eg_in_tail),
                          "    meta l4proto { tcp, udp } th dport { %u, %u } drop\n", dns_port,
                          proxy_port);
-                snprintf(eg_fwd, sizeof(eg_fwd), "    ip saddr @sandboxes ip saddr != @open4 drop\n");
+                snprintf(eg_fwd, sizeof(eg_fwd),
+                         "    ip saddr @sandboxes ip saddr != @open4 drop\n");
         } else {
                 snprintf(dns_in, sizeof(dns_in),
                          "    ip saddr @sandboxes ip daddr @resolver4 meta l4proto { tcp, udp } th "
