@@ -226,44 +226,12 @@ static void daemon_free(struct daemon *d) {
         daemon_config_clear(&d->cfg);
 }
 
-/* The static warren-init binary: --init / WARREN_INIT, else next to
- * warrend (installed), else in the build tree (build/src/init), else the
- * libexec dir. */
-static int find_init(struct daemon *d, char *out, size_t size, struct wr_err *e) {
-        const char *env = getenv("WARREN_INIT");
-        if (env && *env) {
-                snprintf(out, size, "%s", env);
-                return access(out, X_OK) == 0
-                               ? 0
-                               : err_set(e, -errno, "WARREN_INIT=%s: not executable", env);
-        }
-        char exe[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-        if (n > 0) {
-                exe[n] = 0;
-                char *slash = strrchr(exe, '/');
-                if (slash)
-                        *slash = 0;
-                static const char *const rel[] = {"warren-init", "../init/warren-init",
-                                                  "../libexec/warren/warren-init"};
-                for (size_t i = 0; i < ELEMENTSOF(rel); i++) {
-                        snprintf(out, size, "%s/%s", exe, rel[i]);
-                        if (access(out, X_OK) == 0)
-                                return 0;
-                }
-        }
-        snprintf(out, size, "/usr/libexec/warren/warren-init");
-        if (access(out, X_OK) == 0)
-                return 0;
-        return err_set(e, -ENOENT,
-                       "warren-init not found next to warrend or in /usr/libexec/warren; build "
-                       "it (make build) or set WARREN_INIT");
-}
-
-/* warren-egress: WARREN_EGRESS, else next to warrend (installed), else in
- * the build tree (build/src/egress), else the libexec dir. 0 or -ENOENT. */
-static int find_egress(char *out, size_t size) {
-        const char *env = getenv("WARREN_EGRESS");
+/* A helper binary `name`: $envvar when set (it must be executable), else
+ * next to warrend (installed), else in the build tree (build/src/<subdir>),
+ * else the libexec dir. 0 with its path in out, or -ENOENT. */
+static int find_helper(const char *name, const char *envvar, const char *subdir, char *out,
+                       size_t size) {
+        const char *env = getenv(envvar);
         if (env && *env) {
                 snprintf(out, size, "%s", env);
                 return access(out, X_OK) == 0 ? 0 : -ENOENT;
@@ -275,16 +243,36 @@ static int find_egress(char *out, size_t size) {
                 char *slash = strrchr(exe, '/');
                 if (slash)
                         *slash = 0;
-                static const char *const rel[] = {"warren-egress", "../egress/warren-egress",
-                                                  "../libexec/warren/warren-egress"};
-                for (size_t i = 0; i < ELEMENTSOF(rel); i++) {
-                        snprintf(out, size, "%s/%s", exe, rel[i]);
+                for (int i = 0; i < 3; i++) {
+                        if (i == 0)
+                                snprintf(out, size, "%s/%s", exe, name);
+                        else if (i == 1)
+                                snprintf(out, size, "%s/../%s/%s", exe, subdir, name);
+                        else
+                                snprintf(out, size, "%s/../libexec/warren/%s", exe, name);
                         if (access(out, X_OK) == 0)
                                 return 0;
                 }
         }
-        snprintf(out, size, "/usr/libexec/warren/warren-egress");
+        snprintf(out, size, "/usr/libexec/warren/%s", name);
         return access(out, X_OK) == 0 ? 0 : -ENOENT;
+}
+
+/* The static warren-init binary (WARREN_INIT, see find_helper). */
+static int find_init(char *out, size_t size, struct wr_err *e) {
+        if (find_helper("warren-init", "WARREN_INIT", "init", out, size) == 0)
+                return 0;
+        const char *env = getenv("WARREN_INIT");
+        if (env && *env)
+                return err_set(e, -ENOENT, "WARREN_INIT=%s: not executable", env);
+        return err_set(e, -ENOENT,
+                       "warren-init not found next to warrend or in /usr/libexec/warren; build "
+                       "it (make build) or set WARREN_INIT");
+}
+
+/* warren-egress (WARREN_EGRESS, see find_helper). 0 or -ENOENT. */
+static int find_egress(char *out, size_t size) {
+        return find_helper("warren-egress", "WARREN_EGRESS", "egress", out, size);
 }
 
 /* warrend's own TCP ports (listeners, admin), for warren-egress's
@@ -320,7 +308,7 @@ static void raise_nofile(void) {
 
 static int start_sandboxes(struct daemon *d, struct wr_err *e) {
         char init[PATH_MAX];
-        int r = find_init(d, init, sizeof(init), e);
+        int r = find_init(init, sizeof(init), e);
         if (r < 0)
                 return r;
         struct wr_err he = {0};
