@@ -516,7 +516,17 @@ def test_create_fails_closed_when_egress_does_not_answer(client, egd, bed):
     """warren-egress stopped (SIGSTOP): a create with a policy cannot be
     registered or verified and fails; nothing of it runs; once the process
     runs again creates succeed and are enforced."""
-    pid = max(int(p) for p in re.findall(r"warren-egress running \(pid (\d+)", egd.read_log()))
+    # the newest warren-egress (an earlier test may have killed the previous
+    # one; wait until its replacement is up and logged)
+    deadline = time.monotonic() + 10
+    while True:
+        pid = int(re.findall(r"warren-egress running \(pid (\d+)", egd.read_log())[-1])
+        try:
+            os.kill(pid, 0)
+            break
+        except ProcessLookupError:
+            assert time.monotonic() < deadline, "no live warren-egress"
+            time.sleep(0.05)
     os.kill(pid, signal.SIGSTOP)
     try:
         with pytest.raises((wr.Unavailable, wr.FailedPrecondition)) as ei:
