@@ -11,6 +11,7 @@ host (its gateway address, the bed-facing 198.19.<s>.1), another
 sandbox, or 169.254.169.254 under the bed's blackhole route."""
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -430,7 +431,15 @@ def test_kill9_restart_keeps_live_and_sweeps_the_rest(bed):
         db = sqlite3.connect(os.path.join(life.state_dir, "warren.db"), timeout=10)
         pid = db.execute("SELECT init_pid FROM sandboxes WHERE id = ?", (gone.id,)).fetchone()[0]
         db.close()
-        os.kill(pid, signal.SIGKILL)
+        # dead before the restart: a SIGKILL is delivered asynchronously, and
+        # an init the new warrend still finds running (connectable) would be
+        # re-attached and end later through the normal path instead
+        pfd = os.pidfd_open(pid)
+        try:
+            os.kill(pid, signal.SIGKILL)
+            assert select.select([pfd], [], [], 10)[0], "init did not exit"
+        finally:
+            os.close(pfd)
         # restart without a pool (nothing may take a block while we look)
         life.start(extra=["--upstream-dns", bed.dns])
         gone_peer = "wr%08x" % (int.from_bytes(socket.inet_aton(gone_gw), "big") >> 2)
