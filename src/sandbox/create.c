@@ -240,14 +240,16 @@ int sbx_egress_policy_read(const char *dir, int *ret_mode, uint8_t **ret_wire, s
 
 /* Register the new sandbox with warren-egress before its first process
  * runs; with a policy, prove it holds (the self-check). */
-static int egress_setup(struct sbx *sb, const struct sbx_spec *spec, struct wr_err *e) {
+static int egress_setup(struct sbx *sb, const struct sbx_spec *spec, bool policy_written,
+                        struct wr_err *e) {
         struct sbx_manager *m = sb->m;
         if (!sbx_network_egress(m->net) || sb->net_slot < 0)
                 return 0;
         int r = sbx_egress_attach(sb, spec->net_mode, spec->net_policy, spec->net_policy_len, e);
         if (r < 0 || !spec->net_mode)
                 return r;
-        if ((r = sbx_egress_policy_write(rt_sandbox_dir(sb->rt), spec->net_mode, spec->net_policy,
+        if (!policy_written &&
+            (r = sbx_egress_policy_write(rt_sandbox_dir(sb->rt), spec->net_mode, spec->net_policy,
                                          spec->net_policy_len, e)) < 0)
                 return r;
         struct rt_net net;
@@ -366,11 +368,7 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         char id[32];
         int32_t net_slot = -1;
         /* a blocked network is a plain create: pool entries have a veth */
-        /* so is a policed one: it is registered and checked before it is
-         * recorded RUNNING, which a pool claim does while the child mounts */
-        st->pooled = spec->block_network || spec->net_mode
-                             ? NULL
-                             : sbx_pool_take(m, id, sizeof(id), &net_slot);
+        st->pooled = spec->block_network ? NULL : sbx_pool_take(m, id, sizeof(id), &net_slot);
         st->was_pooled = st->pooled != NULL;
         if (!st->pooled && (r = sbx_make_id(id, sizeof(id))) < 0)
                 return err_set(e, r, "getrandom failed");
@@ -437,6 +435,17 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                         }
                 }
         }
+        /* A claimed entry is recorded RUNNING before it is registered with
+         * warren-egress: its policy is on disk first, so that a restart in
+         * between re-registers it policed (never OPEN). Until registered,
+         * its address is in no set: everything it sends is dropped. */
+        bool policy_written = false;
+        if (sb->rt && spec->net_mode && sbx_network_egress(m->net)) {
+                if ((r = sbx_egress_policy_write(rt_sandbox_dir(sb->rt), spec->net_mode,
+                                                 spec->net_policy, spec->net_policy_len, e)) < 0)
+                        return r;
+                policy_written = true;
+        }
         if ((r = record_pending(st, ref, e)) < 0)
                 return r;
         st->tp[T_RECORD] = sbx_mono_ns();
@@ -461,7 +470,7 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                         return err_prefix(e, r, "connect to warren-init");
         }
         uint64_t te = sbx_mono_ns();
-        if ((r = egress_setup(sb, spec, e)) < 0)
+        if ((r = egress_setup(sb, spec, policy_written, e)) < 0)
                 return r;
         if (sb->egress_registered)
                 log_debug("sandbox %s: egress %s %.3f ms", sb->id,

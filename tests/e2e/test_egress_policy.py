@@ -480,18 +480,27 @@ def test_no_nft_leak_after_cycles(client, egd):
 
 # ---------- a warrend restart ----------
 
-def test_restart_registers_policies_again(bed):
+@pytest.mark.parametrize("pool", [0, 2])
+def test_restart_registers_policies_again(bed, pool):
     """kill -9 of warrend (its warren-egress exits with it): the new one
     rewrites the table (every sandbox policed until recovery), registers the
-    policed sandbox from its stored policy and the open one as OPEN."""
+    policed sandbox from its stored policy and the open one as OPEN. With a
+    warm pool both are claimed entries (recorded RUNNING before they are
+    registered: the policy is on disk first)."""
     from test_lifecycle import Restartable
     life = Restartable()
     try:
-        life.start(extra=["--upstream-dns", bed.dns])
+        life.start(extra=["--upstream-dns", bed.dns, "--warm-pool", str(pool)])
         import_image(life, IMAGE)
+        from test_lifecycle import pool_ids, wait_for
+        pooled = wait_for(lambda: len(pool_ids(life)) == pool and pool_ids(life), 20,
+                          "the pool to fill") if pool else set()
         with wr.SandboxClient(life.unix_addr) as c:
             sb = c.create(image=IMAGE, entrypoint=["sleep", "infinity"], network_policy=POLICY)
             op = c.create(image=IMAGE, entrypoint=["sleep", "infinity"])
+            assert sb.info.egress_enforced
+            if pool:
+                assert sb.id in pooled  # a claimed entry, policed
         life.kill9()
         life.start(extra=["--upstream-dns", bed.dns])
         with wr.SandboxClient(life.unix_addr) as c:
