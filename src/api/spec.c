@@ -24,39 +24,85 @@
 #define UNIMPLEMENTED(e, ...)                                                                      \
         err_setx(e, -EOPNOTSUPP, WR_STATUS_UNIMPLEMENTED, WR_FAULT_CLIENT, __VA_ARGS__)
 
-/* The value of a secret reference, for an env var (plain secrets only).
- * *ret is wiped and freed by the caller. */
+/* Load the stored secret name into *sec (the caller clears it); field
+ * names the request field in the errors. */
+static int secret_load(struct store *store, const char *env, const char *name, const char *field,
+                       struct store_secret *sec, struct wr_err *e) {
+        int r = store_secret_get(store, env, name, sec, NULL);
+        if (r == -ENOENT)
+                return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                "%s: secret %s not found (store it with `warren secret set %s < "
+                                "file`)",
+                                field, name, name);
+        if (r < 0)
+                return err_set(e, r, "%s: read secret %s", field, name);
+        return 0;
+}
+
+/* The entry of sec with key (NULL: none). */
+static const struct store_secret_entry *secret_entry(const struct store_secret *sec,
+                                                     const char *key) {
+        for (size_t i = 0; i < sec->n_entries; i++)
+                if (strcmp(sec->entries[i].key, key) == 0)
+                        return &sec->entries[i];
+        return NULL;
+}
+
+static int no_key(const char *field, const char *name, const char *key, struct wr_err *e) {
+        return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                        "%s: integration %s has no key %.80s (`warren secret ls` lists its keys)",
+                        field, name, key);
+}
+
+/* The value of a secret reference, for one env var: a plain stored secret,
+ * an inline value, or one key of an integration. *ret is wiped and freed
+ * by the caller. */
 static int secret_value(struct store *store, const char *env, const Warren__V1__SecretRef *ref,
                         const char *field, char **ret, struct wr_err *e) {
+        struct store_secret sec = {0};
+        const struct store_secret_entry *en = NULL;
+        int r;
         switch (ref->source_case) {
         case WARREN__V1__SECRET_REF__SOURCE_INLINE_VALUE:
                 *ret = strndup((const char *) ref->inline_value.data, ref->inline_value.len);
                 return *ret ? 0 : -ENOMEM;
-        case WARREN__V1__SECRET_REF__SOURCE_NAME: {
-                struct store_secret sec = {0};
-                int r = store_secret_get(store, env, ref->name, &sec, NULL);
-                if (r == -ENOENT)
-                        return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
-                                        "%s: secret %s not found (store it with `warren secret "
-                                        "set %s < file`)",
-                                        field, ref->name, ref->name);
-                if (r < 0)
-                        return err_set(e, r, "%s: read secret %s", field, ref->name);
+        case WARREN__V1__SECRET_REF__SOURCE_NAME:
+                if ((r = secret_load(store, env, ref->name, field, &sec, e)) < 0)
+                        return r;
                 if (sec.n_entries != 1 || sec.entries[0].key[0]) {
                         store_secret_clear(&sec);
-                        return INVALID(e, "%s: secret %s has several keys: use it in `secrets`",
-                                       field, ref->name);
+                        return INVALID(e,
+                                       "%s: secret %s has several keys: use it in `secrets`, or "
+                                       "pick one with Secret.from_integration(%s, keys=[KEY])",
+                                       field, ref->name, ref->name);
                 }
-                *ret = strndup((const char *) sec.entries[0].value, sec.entries[0].len);
-                store_secret_clear(&sec);
-                return *ret ? 0 : -ENOMEM;
+                en = &sec.entries[0];
+                break;
+        case WARREN__V1__SECRET_REF__SOURCE_INTEGRATION: {
+                const Warren__V1__IntegrationRef *in = ref->integration;
+                if (in->n_keys != 1)
+                        return INVALID(e,
+                                       "%s: an integration gives one variable only with exactly "
+                                       "one key: Secret.from_integration(%s, keys=[KEY]) (or put "
+                                       "it in `secrets` for all its keys)",
+                                       field, in->name);
+                if ((r = secret_load(store, env, in->name, field, &sec, e)) < 0)
+                        return r;
+                if (!(en = secret_entry(&sec, in->keys[0]))) {
+                        store_secret_clear(&sec);
+                        return no_key(field, in->name, in->keys[0], e);
+                }
+                break;
         }
         default:
                 return INVALID(e,
-                               "%s: a secret value must name a stored secret or carry an inline "
-                               "value",
+                               "%s: a secret value must name a stored secret or an integration "
+                               "key, or carry an inline value",
                                field);
         }
+        *ret = strndup((const char *) en->value, en->len);
+        store_secret_clear(&sec);
+        return *ret ? 0 : -ENOMEM;
 }
 
 /* Set k to the n bytes at v (a secret: the copy is wiped). */
@@ -76,14 +122,15 @@ static int secrets_to_env(struct store *store, const char *envname,
                                            ? ref->name
                                            : ref->integration->name;
                 struct store_secret sec = {0};
-                r = store_secret_get(store, envname, name, &sec, NULL);
-                if (r == -ENOENT)
-                        return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
-                                        "secrets: secret %s not found (store it with `warren "
-                                        "secret set %s < file`)",
-                                        name, name);
-                if (r < 0)
-                        return err_set(e, r, "read secret %s", name);
+                if ((r = secret_load(store, envname, name, "secrets", &sec, e)) < 0)
+                        return r;
+                if (ref->source_case == WARREN__V1__SECRET_REF__SOURCE_INTEGRATION)
+                        for (size_t k = 0; k < ref->integration->n_keys; k++)
+                                if (!secret_entry(&sec, ref->integration->keys[k])) {
+                                        store_secret_clear(&sec);
+                                        return no_key("secrets", name, ref->integration->keys[k],
+                                                      e);
+                                }
                 for (size_t i = 0; r >= 0 && i < sec.n_entries; i++) {
                         const struct store_secret_entry *en = &sec.entries[i];
                         const char *key = en->key[0]                        ? en->key
@@ -375,7 +422,11 @@ static int build(struct store *store, const char *envname,
                                "lifetime: %s is not valid: use a duration like \"3600s\", "
                                "\"90m\" or \"2h\"",
                                req->lifetime);
-        /* env first (in order), then whole secrets */
+        /* whole secrets first (in order), then env: a variable env names
+         * explicitly wins over one a secret group brings */
+        for (size_t i = 0; i < req->n_secrets; i++)
+                if ((r = secrets_to_env(store, envname, req->secrets[i], &s->env, e)) < 0)
+                        return r;
         for (size_t i = 0; i < req->n_env; i++) {
                 const Warren__V1__CreateSandboxRequest__EnvEntry *en = req->env[i];
                 if (!sbx_env_name_valid(en->key))
@@ -399,9 +450,6 @@ static int build(struct store *store, const char *envname,
                     (r = sbx_env_set2(&s->env, en->key, v)) < 0)
                         return r;
         }
-        for (size_t i = 0; i < req->n_secrets; i++)
-                if ((r = secrets_to_env(store, envname, req->secrets[i], &s->env, e)) < 0)
-                        return r;
         if (req->n_tags && !(s->tags = calloc(req->n_tags, sizeof(*s->tags))))
                 return -ENOMEM;
         for (size_t i = 0; i < req->n_tags; i++, s->n_tags++)

@@ -351,7 +351,15 @@ static void test_spec_from_request(void **state) {
         assert_string_equal(sbx_env_find(s->env, "AWS_KEY"), "AK");
         assert_string_equal(sbx_env_find(s->env, "AWS_SECRET"), "SK");
         assert_string_equal(sbx_env_find(s->env, "API_KEY"), "sk-123");
-        assert_string_equal(s->env[0], "MODE=prod"); /* request env first, in order */
+        /* whole secrets first, then the request's env (an explicit name wins) */
+        size_t i_mode = 0, i_api = 0;
+        for (size_t i = 0; s->env[i]; i++) {
+                if (strncmp(s->env[i], "MODE=", 5) == 0)
+                        i_mode = i;
+                if (strncmp(s->env[i], "API_KEY=", 8) == 0)
+                        i_api = i;
+        }
+        assert_true(i_api < i_mode);
         assert_int_equal(s->n_tags, 1);
         assert_string_equal(s->tags[0].key, "team");
 
