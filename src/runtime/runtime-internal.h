@@ -121,6 +121,9 @@ static inline int sys_close_range(unsigned first, unsigned last, unsigned flags)
         return (int) syscall(SYS_close_range, first, last, flags);
 }
 
+/* The sandbox's cgroup(s) (owned by sb), NULL once destroyed. */
+struct rt_cgroup *rt_sandbox_cgroup(const struct rt_sandbox *sb);
+
 /* ---- security policy (policy.c), built once per process ---- */
 
 struct rt_policy {

@@ -279,6 +279,40 @@ int rt_sandbox_kill(struct rt_sandbox *sb, int sig);
  * while it runs, negative errno on failure. */
 int rt_sandbox_reap(struct rt_sandbox *sb, int *status);
 
+/* ---- processes beside a sandbox ----
+ *
+ * A host process that belongs to a sandbox without being inside it: it
+ * runs in warrend's namespaces and root (it never sees the sandbox's
+ * files or processes, and they never see it), as an unprivileged uid/gid
+ * with no supplementary groups, no capabilities and no_new_privs, in the
+ * sandbox's cgroup(s): it counts against the sandbox's limits, and every
+ * kill of the sandbox (terminate, the lifetime, rt_sandbox_destroy, a
+ * restarted daemon's rt_sandbox_cleanup) kills it with the rest. For
+ * per-sandbox helpers that must hold what the sandbox may use but not
+ * read (its ssh-agent and the keys in it). */
+struct rt_beside {
+        const char *path;  /* absolute path of the program (execve, no PATH search) */
+        char *const *argv; /* argv[0] included; NULL-terminated */
+        char *const *envp; /* the whole environment; NULL-terminated */
+        int cwd_fd;        /* > 2: a directory to start in (fchdir before dropping
+                            * privileges, so it may sit below dirs the uid cannot
+                            * traverse); otherwise "/" */
+        int stdin_fd;      /* > 2: its stdin; otherwise /dev/null (same for the next two) */
+        int stdout_fd;
+        int stderr_fd;
+        uid_t uid; /* not 0 */
+        gid_t gid; /* not 0 */
+};
+
+/* Start b beside sandbox sb (which must be running). Returns 0 once the
+ * program was exec'd, with *ret_pidfd (O_CLOEXEC; the caller owns it and
+ * must reap the process: waitid(P_PIDFD, ..., WEXITED); it sends no
+ * SIGCHLD) and *ret_pid (may be NULL). Errors: -EINVAL (uid/gid 0, a
+ * relative path), -ESRCH (sb destroyed), the errno of the failed step in
+ * the child ("exec /usr/bin/ssh-agent: No such file or directory"). */
+int rt_sandbox_spawn_beside(struct rt_sandbox *sb, const struct rt_beside *b, int *ret_pidfd,
+                            pid_t *ret_pid, struct wr_err *e);
+
 /* Tear the sandbox down: SIGKILL every process, reap init (SIGKILLed
  * processes die promptly; no grace period is waited), delete the host end
  * of its veth (cfg->net; ~10-30 ms, an RCU grace period), remove the cgroups,

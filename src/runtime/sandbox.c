@@ -804,6 +804,10 @@ int rt_sandbox_start_wait(struct rt_sandbox *sb, struct wr_err *e) {
 
 /* ---- accessors ---- */
 
+struct rt_cgroup *rt_sandbox_cgroup(const struct rt_sandbox *sb) {
+        return sb->destroyed ? NULL : sb->cg;
+}
+
 pid_t rt_sandbox_pid(const struct rt_sandbox *sb) {
         return sb->reaped ? 0 : sb->pid;
 }

@@ -32,6 +32,7 @@ int sbx_new(struct sbx_manager *m, const char *id, int64_t expires_ns, struct sb
         sb->m = m;
         sb->ctl_fd = -EBADF;
         sb->pidfd = -EBADF;
+        sb->ssh_pidfd = -EBADF;
         sb->net_slot = -1;
         sb->expires_ns = expires_ns;
         snprintf(sb->id, sizeof(sb->id), "%s", id);
@@ -44,6 +45,8 @@ void sbx_free(struct sbx *sb) {
                 return;
         sb->ctl_fd = safe_close(sb->ctl_fd);
         sb->pidfd = safe_close(sb->pidfd);
+        /* a sandbox left running keeps its agent (an orphan from now on) */
+        sb->ssh_pidfd = safe_close(sb->ssh_pidfd);
         /* the block is free again once the host end is gone: teardown
          * deleted it, or a detached sandbox keeps it (the manager goes) */
         sbx_network_release(sb->m->net, sb->net_slot);
@@ -238,6 +241,7 @@ static void teardown_work(uv_work_t *w) {
         if (sb->rt && sb->net_slot >= 0)
                 rt_sandbox_net_disown(sb->rt);
         sb->teardown_r = sb->rt ? rt_sandbox_destroy(sb->rt, &sb->teardown_err) : 0;
+        sbx_ssh_reap(sb); /* killed with the cgroups */
 }
 
 /* ---- the host end of a veth, deleted in the background ---- */
@@ -406,6 +410,7 @@ static void arm_failed(struct sbx *sb) {
         sb->state = SBX_DEAD;
         if (sb->rt && rt_sandbox_destroy(sb->rt, &de) < 0)
                 log_warn("sandbox %s: %s", sb->id, de.msg);
+        sbx_ssh_reap(sb);
 }
 
 int sbx_arm(struct sbx *sb, struct wr_err *e) {

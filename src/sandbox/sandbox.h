@@ -126,6 +126,11 @@ struct sbx_spec {
          * may be one); source_fd is not used in a spec. */
         struct rt_mount *mounts;
         size_t n_mounts;
+        /* Managed SSH destinations (ssh.h), keys included (wiped when
+         * freed); their /root/.ssh files and SSH_AUTH_SOCK are in mounts
+         * and env already. The agent's directory is mounted by the create. */
+        struct sbx_ssh_dest *ssh;
+        size_t n_ssh;
         /* Loopback only: no veth, no address, no resolver (a plain create,
          * never a warm-pool entry: those have their veth made ahead). */
         bool block_network;
@@ -160,6 +165,10 @@ static inline void sbx_spec_freep(struct sbx_spec **s) {
  * valid: use ..."). Limits and the image are checked where they are
  * parsed and resolved. */
 int sbx_spec_check(const struct sbx_spec *s, struct wr_err *e);
+
+/* Append a deep copy of m to s->mounts (target, source and data copied).
+ * -ENOMEM, -E2BIG past RT_MOUNTS_MAX. */
+int sbx_spec_mount_add(struct sbx_spec *s, const struct rt_mount *m);
 
 /* Set "K=V" in a NULL-terminated heap vector (replacing an earlier K;
  * the old string is wiped). -EINVAL without '=' or with an empty name,
