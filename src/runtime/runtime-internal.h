@@ -20,6 +20,14 @@
 
 #define streq(a, b) (strcmp((a), (b)) == 0)
 
+/* PTYs one sandbox may hold at once (devpts max=; the host-wide pool,
+ * kernel.pty.max, is shared by every devpts instance). */
+#define RT_PTYS_MAX_STR "256"
+
+/* Per-process bounds on per-user kernel budgets (see child.c). */
+#define RT_SIGPENDING_MAX 4096
+#define RT_MSGQUEUE_MAX (256u << 10)
+
 /* ---- syscalls glibc 2.36 does not wrap (or wraps with clashing headers) */
 
 #ifndef CLONE_PIDFD

@@ -333,8 +333,6 @@ static void teardown_done(uv_work_t *work, int status) {
         struct sbx *sb = work->data;
         int r = sb->teardown_r;
         struct wr_err e = sb->teardown_err;
-        if (r < 0)
-                log_warn("sandbox %s: teardown: %s", sb->id, e.msg);
         sbx_entrypoint_log_remove(sb->m, sb->id);
         const char *reason = sb->term_reason ? sb->term_reason : "terminated";
         enum store_sandbox_status st =
@@ -342,6 +340,15 @@ static void teardown_done(uv_work_t *work, int status) {
         struct wr_err se = {0};
         if (store_sandbox_update_status(sb->m->store, sb->id, st, reason, &se) < 0)
                 log_warn("sandbox %s: record end: %s", sb->id, se.msg);
+        if (r < 0) {
+                /* its processes are gone (the kill is the first step);
+                 * what is left on the host is retried in the background
+                 * and shown on the row: the terminate itself succeeded */
+                log_warn("sandbox %s: teardown: %s (retrying in the background)", sb->id, e.msg);
+                sbx_cleanup_later(sb->m, sb->id, sb->rt ? rt_sandbox_dir(sb->rt) : NULL, st, reason,
+                                  &e);
+                r = 0;
+        }
         log_info("sandbox %s %s: %s", sb->id, st == STORE_SANDBOX_FAILED ? "failed" : "terminated",
                  reason);
         struct sbx_waiter *w = sb->waiters;

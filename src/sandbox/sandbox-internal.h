@@ -131,6 +131,14 @@ struct sbx_manager {
         unsigned net_jobs; /* sbx_net_retire deletions in flight */
         /* exec.c's state: sessions, log size, chunk pool */
         struct sbx_exec_state *exec;
+        /* cleanup.c: host cleanup retried after a failed teardown */
+        struct sbx_cleanup *cleanups;
+        struct sbx_cleanup *cleanup_current; /* on the worker */
+        uv_timer_t cleanup_timer;
+        bool cleanup_timer_open;
+        uv_work_t cleanup_work;
+        int cleanup_r;
+        struct wr_err cleanup_err;
 };
 
 /* --- manager.c --- */
@@ -248,3 +256,16 @@ int sbx_ssh_start(struct sbx *sb, const struct sbx_ssh_dest *d, size_t n, struct
 
 /* SIGKILL and reap sb's agent (after the sandbox was destroyed). */
 void sbx_ssh_reap(struct sbx *sb);
+
+/* --- cleanup.c --- */
+
+/* A teardown of sandbox id failed (why): record the end with status and
+ * "reason (host cleanup pending: ...)", count it, and retry removing its
+ * cgroups and dir in the background until done (then the row's reason is
+ * reason again). dir NULL: left to the next start's recovery. */
+void sbx_cleanup_later(struct sbx_manager *m, const char *id, const char *dir, int status,
+                       const char *reason, const struct wr_err *why);
+/* Cleanups still pending. */
+size_t sbx_cleanup_pending(const struct sbx_manager *m);
+/* At manager free: wait for a running attempt, drop the rest. */
+void sbx_cleanup_stop(struct sbx_manager *m);

@@ -235,10 +235,14 @@ struct sbx_metrics {
         struct sbx_histogram create;     /* sbx_create, request to RUNNING */
         struct sbx_histogram exec_start; /* spawn request to process running */
         uint64_t created, create_failed, recovered, recovery_ended;
+        uint64_t teardown_failed; /* teardowns whose host cleanup was retried later */
 };
 
 /* The manager's counters (owned by it). */
 const struct sbx_metrics *sbx_manager_metrics(const struct sbx_manager *m);
+
+/* Ended sandboxes whose host cleanup (cgroups, dir) is still being retried. */
+size_t sbx_manager_cleanup_pending(const struct sbx_manager *m);
 
 /* Sandboxes prepared ahead in the warm pool and idle now. */
 size_t sbx_manager_pool_size(const struct sbx_manager *m);
