@@ -142,6 +142,10 @@ struct sbx_manager {
 };
 
 /* --- manager.c --- */
+/* The running sandbox called key (id or name), or an error: -ENOENT
+ * (unknown: NOT_FOUND), -EBUSY (not running, or terminating:
+ * FAILED_PRECONDITION). (exec.c) */
+int sbx_running(struct sbx_manager *m, const char *key, struct sbx **ret, struct wr_err *e);
 /* The live (not DEAD) sandbox whose id or name is key, or NULL. */
 struct sbx *sbx_find_live(struct sbx_manager *m, const char *key);
 /* CLOCK_MONOTONIC in ns. */

@@ -241,6 +241,14 @@ struct sbx_metrics {
 /* The manager's counters (owned by it). */
 const struct sbx_metrics *sbx_manager_metrics(const struct sbx_manager *m);
 
+/* Open a TCP connection to port on the loopback of running sandbox key
+ * (id or name), made inside its network namespace (tunnels). *ret_fd is
+ * non-blocking, O_CLOEXEC, connecting (EINPROGRESS): wait for writable
+ * and check SO_ERROR. Errors: NOT_FOUND, FAILED_PRECONDITION (not
+ * running), INVALID_ARGUMENT (port 0), UNAVAILABLE. */
+int sbx_tcp_connect(struct sbx_manager *m, const char *key, uint16_t port, int *ret_fd,
+                    struct wr_err *e);
+
 /* Ended sandboxes whose host cleanup (cgroups, dir) is still being retried. */
 size_t sbx_manager_cleanup_pending(const struct sbx_manager *m);
 

@@ -56,6 +56,28 @@ EXIT_REASON_TIMEOUT: ExitReason
 EXIT_REASON_OOM: ExitReason
 EXIT_REASON_SANDBOX_TERMINATED: ExitReason
 
+class TunnelRequest(_message.Message):
+    __slots__ = ("sandbox", "port", "data", "close_write")
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    CLOSE_WRITE_FIELD_NUMBER: _ClassVar[int]
+    sandbox: str
+    port: int
+    data: bytes
+    close_write: bool
+    def __init__(self, sandbox: _Optional[str] = ..., port: _Optional[int] = ..., data: _Optional[bytes] = ..., close_write: _Optional[bool] = ...) -> None: ...
+
+class TunnelResponse(_message.Message):
+    __slots__ = ("data", "connected", "eof")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    EOF_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    connected: bool
+    eof: bool
+    def __init__(self, data: _Optional[bytes] = ..., connected: _Optional[bool] = ..., eof: _Optional[bool] = ...) -> None: ...
+
 class VolumeMount(_message.Message):
     __slots__ = ("volume", "path", "read_only")
     VOLUME_FIELD_NUMBER: _ClassVar[int]

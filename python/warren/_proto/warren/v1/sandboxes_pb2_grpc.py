@@ -51,6 +51,11 @@ class SandboxesStub:
                 request_serializer=warren_dot_v1_dot_sandboxes__pb2.ListNetworkEventsRequest.SerializeToString,
                 response_deserializer=warren_dot_v1_dot_sandboxes__pb2.ListNetworkEventsResponse.FromString,
                 _registered_method=True)
+        self.Tunnel = channel.stream_stream(
+                '/warren.v1.Sandboxes/Tunnel',
+                request_serializer=warren_dot_v1_dot_sandboxes__pb2.TunnelRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_sandboxes__pb2.TunnelResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxesServicer:
@@ -113,6 +118,17 @@ class SandboxesServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Tunnel(self, request_iterator, context):
+        """One TCP connection to a port on a running sandbox's loopback, carried
+        over this stream (port forwarding, `warren port-forward`): the first
+        request names the sandbox and port; the server answers `connected`,
+        then both sides send data; close_write / eof half-close; the call ends
+        OK once both directions are closed. Nothing listens on the host.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxesServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -150,6 +166,11 @@ def add_SandboxesServicer_to_server(servicer, server):
                     servicer.ListNetworkEvents,
                     request_deserializer=warren_dot_v1_dot_sandboxes__pb2.ListNetworkEventsRequest.FromString,
                     response_serializer=warren_dot_v1_dot_sandboxes__pb2.ListNetworkEventsResponse.SerializeToString,
+            ),
+            'Tunnel': grpc.stream_stream_rpc_method_handler(
+                    servicer.Tunnel,
+                    request_deserializer=warren_dot_v1_dot_sandboxes__pb2.TunnelRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_sandboxes__pb2.TunnelResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -341,6 +362,33 @@ class Sandboxes:
             '/warren.v1.Sandboxes/ListNetworkEvents',
             warren_dot_v1_dot_sandboxes__pb2.ListNetworkEventsRequest.SerializeToString,
             warren_dot_v1_dot_sandboxes__pb2.ListNetworkEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Tunnel(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/warren.v1.Sandboxes/Tunnel',
+            warren_dot_v1_dot_sandboxes__pb2.TunnelRequest.SerializeToString,
+            warren_dot_v1_dot_sandboxes__pb2.TunnelResponse.FromString,
             options,
             channel_credentials,
             insecure,
