@@ -12,7 +12,7 @@ import inspect
 import time as _time
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import (TYPE_CHECKING, Any, Callable, Concatenate, Dict, Iterator, List, Mapping, Optional,
+from typing import (Any, Callable, Concatenate, Dict, Iterator, List, Mapping, Optional,
                     ParamSpec, Sequence, Tuple, Type, TypeVar, Union, cast)
 
 from warren._channel import Channel
@@ -26,8 +26,7 @@ from warren._network import ComputeClass, NetworkEvent, NetworkPolicy, ResourceD
 from warren._proto.warren.v1 import sandboxes_pb2 as pb
 from warren._secret import Secret
 
-if TYPE_CHECKING:
-    from warren._tunnel import Tunnel, TunnelConnection
+from warren._tunnel import Tunnel, TunnelConnection
 
 GITHUB_API_HOST = "api.github.com"
 
@@ -422,17 +421,15 @@ class Sandbox:
                 return
             _time.sleep(poll_interval)
 
-    def tunnel(self, port: int, local_port: int = 0, host: str = "127.0.0.1") -> "Tunnel":
+    def tunnel(self, port: int, local_port: int = 0, host: str = "127.0.0.1") -> Tunnel:
         """Forward a local TCP port (``local_port`` on ``host``; 0 picks one,
         see ``.local_port``) to ``port`` inside the sandbox, over the gRPC
         connection: the sandbox listens on no host interface for it."""
-        from warren._tunnel import Tunnel
         return Tunnel(self._conn(), self.id, port, local_port=local_port, host=host)
 
-    def connect(self, port: int, timeout: Optional[float] = None) -> "TunnelConnection":
+    def connect(self, port: int, timeout: Optional[float] = None) -> TunnelConnection:
         """One TCP connection to ``port`` inside the sandbox as a byte
         stream (send / recv / close_write / close), without a local port."""
-        from warren._tunnel import TunnelConnection
         return TunnelConnection(self._conn(), self.id, port, timeout=timeout)
 
     @property
