@@ -33,8 +33,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 int r = signer_reply_decode(buf, size, &rep, &e);
                 if (r == 0) {
                         int n = rep.hdr.type == SIGNER_CERT
-                                        ? signer_cert_encode(rep.hdr.id, rep.cert.der,
-                                                             rep.cert.len, out, sizeof(out))
+                                        ? signer_cert_encode(rep.hdr.id, rep.cert.der, rep.cert.len,
+                                                             out, sizeof(out))
                                         : signer_error_encode(rep.hdr.id, rep.error.code,
                                                               rep.error.msg, out, sizeof(out));
                         if (n != (int) size || memcmp(out, buf, size) != 0)
@@ -46,8 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 int r = signer_req_decode(buf, size, &req, &e);
                 if (r == 0) {
                         struct wr_err ee = {0};
-                        int n = signer_sign_encode(req.hdr.id, req.host, req.key, req.key_len,
-                                                   out, sizeof(out), &ee);
+                        int n = signer_sign_encode(req.hdr.id, req.host, req.key, req.key_len, out,
+                                                   sizeof(out), &ee);
                         if (n != (int) size || memcmp(out, buf, size) != 0)
                                 abort();
                         if (!signer_host_canonical(req.host))
