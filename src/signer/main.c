@@ -198,6 +198,7 @@ static int seccomp_install(struct wr_err *e) {
                 SCMP_SYS(brk),           SCMP_SYS(munmap),       SCMP_SYS(mremap),
                 SCMP_SYS(madvise),       SCMP_SYS(futex),        SCMP_SYS(getrandom),
                 SCMP_SYS(clock_gettime), SCMP_SYS(rt_sigreturn), SCMP_SYS(getpid),
+                SCMP_SYS(sigaltstack), /* ASan builds */
         };
         scmp_filter_ctx ctx =
                 seccomp_init(cfg.strict ? SCMP_ACT_KILL_PROCESS : SCMP_ACT_ERRNO(EPERM));
