@@ -140,6 +140,7 @@ static int file_install(const char *path, const void *data, size_t len, mode_t m
                 return err_set(e, -errno, "create %s: %m", tmp);
         const char *d = data;
         size_t done = 0;
+        errno = 0;
         bool ok = fchmod(fd, mode) == 0;
         while (ok && done < len) {
                 ssize_t n = RETRY_EINTR(write(fd, d + done, len - done));

@@ -78,15 +78,16 @@ int signer_sign_encode(uint32_t id, const char *host, const uint8_t *key, size_t
         return (int) (sizeof(struct signer_hdr) + len);
 }
 
-/* The header: magic, length consistency, size limit. Fills *h whenever 16
- * bytes were there. */
+/* The header: size limit, magic, length consistency. Fills *h whenever 16
+ * bytes were there (only those 16 are read before the size check, so a
+ * caller may pass the real size of a datagram it received cut). */
 static int hdr_get(const uint8_t *buf, size_t n, struct signer_hdr *h, struct wr_err *e) {
         memset(h, 0, sizeof(*h));
-        if (n > SIGNER_MSG_MAX)
-                return err_set(e, -EMSGSIZE, "datagram of %zu bytes, above %u", n, SIGNER_MSG_MAX);
         if (n < sizeof(*h))
                 return err_set(e, -EBADMSG, "datagram of %zu bytes, shorter than the header", n);
         memcpy(h, buf, sizeof(*h));
+        if (n > SIGNER_MSG_MAX)
+                return err_set(e, -EMSGSIZE, "datagram of %zu bytes, above %u", n, SIGNER_MSG_MAX);
         if (h->magic != SIGNER_MAGIC)
                 return err_set(e, -EBADMSG, "bad magic 0x%08x", h->magic);
         if (h->len != n - sizeof(*h))

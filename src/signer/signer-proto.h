@@ -26,8 +26,9 @@
  *   ERROR  struct signer_error, then msg_len bytes of printable ASCII (no
  *          NUL): why the request was refused.
  * Requests are answered in the order they arrive. A request that cannot be
- * decoded is answered ERROR {SIGNER_ERR_BADMSG} with hdr.id echoed when 16
- * header bytes were present (0 otherwise). */
+ * decoded is answered ERROR {SIGNER_ERR_BADMSG} (SIGNER_ERR_HOST for a host
+ * that is not canonical) with hdr.id echoed when 16 header bytes were
+ * present (0 otherwise). */
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -225,6 +225,9 @@ def test_refusals_answer_errors_and_keep_serving(signer, ca):
         rid, kind, (code, msg) = decode_reply(signer.request(d))
         assert kind == "error" and code == ERR_BADMSG, msg
         assert rid in (9, 0)
+    # above the datagram limit: cut, refused, its id still echoed
+    rid, kind, (code, _) = decode_reply(signer.request(struct.pack("=IIII", MAGIC, SIGN, 77, 20000 - 16) + bytes(20000 - 16)))
+    assert (rid, kind, code) == (77, "error", ERR_BADMSG)
     rid, kind, (code, _) = decode_reply(signer.request(b"xx"))
     assert (rid, kind, code) == (0, "error", ERR_BADMSG)
     # still serving

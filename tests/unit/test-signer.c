@@ -193,7 +193,9 @@ static void test_sign_refusals(void **state) {
         assert_int_equal(signer_req_decode(buf, n, req, &e), 0);
         /* above the datagram limit */
         memset(buf, 0, sizeof(buf));
+        raw_sign(buf, SIGNER_MAGIC, SIGNER_SIGN, "example.com", key, sizeof(key), 0, 0);
         assert_int_equal(signer_req_decode(buf, SIGNER_MSG_MAX + 1, req, &e), -EMSGSIZE);
+        assert_int_equal(req->hdr.id, 99); /* the id is still echoed */
         free(req);
 }
 
