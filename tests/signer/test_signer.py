@@ -75,13 +75,19 @@ class Signer:
         ca_fd = os.memfd_create("ca")
         os.write(ca_fd, ca_pem)
         os.lseek(ca_fd, 0, os.SEEK_SET)
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [SIGNER, "--ca-fd", str(ca_fd), "--sock-fd", str(child.fileno()),
-                 "--root", self.root, "--log-level", "debug", "--seccomp-strict", *extra],
-                pass_fds=(ca_fd, child.fileno()), stdout=log, stderr=log)
-        os.close(ca_fd)
-        child.close()
+        try:
+            with open(self.log_path, "ab") as log:
+                self.proc = subprocess.Popen(
+                    [SIGNER, "--ca-fd", str(ca_fd), "--sock-fd", str(child.fileno()),
+                     "--root", self.root, "--log-level", "debug", "--seccomp-strict", *extra],
+                    pass_fds=(ca_fd, child.fileno()), stdout=log, stderr=log)
+        except OSError:
+            self.proc = None
+            self.close()
+            raise
+        finally:
+            os.close(ca_fd)
+            child.close()
         self.sock.settimeout(10)
 
     def log(self):
@@ -91,13 +97,17 @@ class Signer:
             return ""
 
     def wait_ready(self):
+        """Wait for its "ready" line; on failure, clean up and raise with its log."""
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if "ready" in self.log():
                 return self
-            assert self.proc.poll() is None, "warren-signer exited: " + self.log()
+            if self.proc.poll() is not None:
+                break
             time.sleep(0.02)
-        raise AssertionError("warren-signer not ready: " + self.log())
+        log = self.log()
+        self.close()
+        raise AssertionError("warren-signer not ready: " + log)
 
     def request(self, data):
         self.sock.send(data)
@@ -108,6 +118,11 @@ class Signer:
 
     def close(self):
         self.sock.close()
+        if self.proc is None:
+            shutil.rmtree(self.root, ignore_errors=True)
+            if os.path.exists(self.log_path):
+                os.unlink(self.log_path)
+            return
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
