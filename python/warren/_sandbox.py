@@ -41,6 +41,8 @@ class SandboxStatus(str, enum.Enum):
     TERMINATING = "TERMINATING"
     TERMINATED = "TERMINATED"
     FAILED = "FAILED"
+    #: running, every process frozen (Sandbox.pause())
+    PAUSED = "PAUSED"
 
     def __str__(self) -> str:
         return self.value
@@ -275,6 +277,24 @@ class Sandbox:
         """Fetch the sandbox's current info from the daemon."""
         ch = self._conn()
         s = ch._unary(ch._sandboxes.GetSandbox, self._key(), sandbox_call=True)
+        self._info = SandboxInfo._from_proto(s)
+        return self._info
+
+    def pause(self) -> SandboxInfo:
+        """Freeze every process (no CPU used until resume(); memory, files
+        and connections stay; new execs are refused; the lifetime keeps
+        counting). Idempotent."""
+        ch = self._conn()
+        s = ch._unary(ch._sandboxes.PauseSandbox, pb.PauseSandboxRequest(id=self._key().id),
+                      sandbox_call=True)
+        self._info = SandboxInfo._from_proto(s)
+        return self._info
+
+    def resume(self) -> SandboxInfo:
+        """Thaw a paused sandbox. Idempotent."""
+        ch = self._conn()
+        s = ch._unary(ch._sandboxes.ResumeSandbox, pb.ResumeSandboxRequest(id=self._key().id),
+                      sandbox_call=True)
         self._info = SandboxInfo._from_proto(s)
         return self._info
 

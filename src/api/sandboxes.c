@@ -162,6 +162,8 @@ static struct sandbox_msg *sandbox_msg_new(const struct store_sandbox *sb,
         s->id = sb->id;
         s->name = sb->name ? sb->name : (char *) "";
         s->status = (Warren__V1__SandboxStatus) sb->status;
+        if (manager && sb->status == STORE_SANDBOX_RUNNING && sbx_paused(manager, sb->id) == 1)
+                s->status = WARREN__V1__SANDBOX_STATUS__SANDBOX_STATUS_PAUSED;
         s->status_message = sb->status_message;
         s->image_id = sb->image_id;
         s->image_ref = sb->image_ref;
@@ -238,7 +240,8 @@ static void list_sandboxes(struct rpc_call *call, const ProtobufCMessage *msg) {
                 if (st < STORE_SANDBOX_PENDING || st > STORE_SANDBOX_FAILED) {
                         finish_invalid(call,
                                        "statuses[%zu]: %d is not a sandbox status; use "
-                                       "PENDING, RUNNING, TERMINATING, TERMINATED or FAILED",
+                                       "PENDING, RUNNING, TERMINATING, TERMINATED or FAILED "
+                                       "(paused sandboxes are listed under RUNNING)",
                                        i, st);
                         return;
                 }
@@ -521,6 +524,48 @@ static void terminate_done(int r, const struct wr_err *e, void *userdata) {
         free(op);
 }
 
+/* --- PauseSandbox / ResumeSandbox --- */
+
+static void set_paused(struct rpc_call *call, const char *id, const char *name, int key_case,
+                       bool on) {
+        if (check_key(call, key_case, id, name) < 0 || shutting_down(call))
+                return;
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        struct wr_err e = {0};
+        char sid[32];
+        if (sbx_set_paused(ctx->sandboxes, *id ? id : name, on, sid, &e) < 0) {
+                finish_store_err(call, &e);
+                return;
+        }
+        struct store_sandbox sb = {0};
+        if (store_sandbox_load(ctx->store, sid, &sb, &e) < 0) {
+                finish_store_err(call, &e);
+                return;
+        }
+        struct sandbox_msg *m = sandbox_msg_new(&sb, ctx->sandboxes);
+        if (!m)
+                rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        else
+                rpc_call_reply(call, &m->msg.base);
+        sandbox_msg_free(m);
+        store_sandbox_clear(&sb);
+}
+
+static void pause_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
+        const Warren__V1__PauseSandboxRequest *req = (const void *) msg;
+        bool by_id = req->key_case == WARREN__V1__PAUSE_SANDBOX_REQUEST__KEY_ID;
+        bool by_name = req->key_case == WARREN__V1__PAUSE_SANDBOX_REQUEST__KEY_NAME;
+        set_paused(call, by_id ? req->id : "", by_name ? req->name : "", (int) req->key_case, true);
+}
+
+static void resume_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
+        const Warren__V1__ResumeSandboxRequest *req = (const void *) msg;
+        bool by_id = req->key_case == WARREN__V1__RESUME_SANDBOX_REQUEST__KEY_ID;
+        bool by_name = req->key_case == WARREN__V1__RESUME_SANDBOX_REQUEST__KEY_NAME;
+        set_paused(call, by_id ? req->id : "", by_name ? req->name : "", (int) req->key_case,
+                   false);
+}
+
 static void terminate_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
         const Warren__V1__TerminateSandboxRequest *req = (const void *) msg;
         const char *id =
@@ -678,6 +723,8 @@ static const struct rpc_method methods[] = {
         UNARY("GetSandbox", get_sandbox_request, sandbox, get_sandbox),
         UNARY("ListSandboxes", list_sandboxes_request, list_sandboxes_response, list_sandboxes),
         UNARY("TerminateSandbox", terminate_sandbox_request, sandbox, terminate_sandbox),
+        UNARY("PauseSandbox", pause_sandbox_request, sandbox, pause_sandbox),
+        UNARY("ResumeSandbox", resume_sandbox_request, sandbox, resume_sandbox),
         UNARY("ListNetworkEvents", list_network_events_request, list_network_events_response,
               list_network_events),
 };

@@ -274,6 +274,14 @@ const char *rt_sandbox_dir(const struct rt_sandbox *sb);
  * errno of the failing write. */
 int rt_sandbox_kill(struct rt_sandbox *sb, int sig);
 
+/* Pause (on) or resume every process of the sandbox with the cgroup
+ * freezer: a paused sandbox uses no CPU; signals stay pending until it is
+ * resumed (SIGKILL through rt_sandbox_kill still ends it). 0 or -errno
+ * with a message in e (-EOPNOTSUPP: no freezer on this host). */
+int rt_sandbox_freeze(struct rt_sandbox *sb, bool on, struct wr_err *e);
+/* 1 when the sandbox is paused, 0 when not, -errno. */
+int rt_sandbox_frozen(const struct rt_sandbox *sb);
+
 /* Non-blocking: reap init if it has exited. Returns 1 and stores its wait
  * status in *status (may be NULL) when init is (now or already) reaped, 0
  * while it runs, negative errno on failure. */

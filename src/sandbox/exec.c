@@ -905,6 +905,11 @@ int sbx_exec_start(struct sbx_manager *m, const struct sbx_exec_spec *spec,
                 return err_set(e, -ENOMEM, "exec: out of memory");
         if ((r = sbx_running(m, spec->sandbox, &sb, e)) < 0)
                 return r;
+        if (sb->paused)
+                return err_setx(e, -EBUSY, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                "sandbox %s is paused: resume it first (ResumeSandbox, "
+                                "sandbox.resume(), `warren sandbox resume %s`)",
+                                sb->id, sb->id);
 
         /* Another user: looked up in the sandbox's own /etc/passwd. */
         struct sbx_user user = {.uid = sb->uid, .gid = sb->gid};

@@ -398,6 +398,13 @@ int sbx_terminate(struct sbx_manager *m, const char *id, uint64_t grace_ms,
         if (sb->state == SBX_TERMINATING)
                 return 0;
         sb->state = SBX_TERMINATING;
+        if (sb->paused) {
+                /* SIGTERM must reach a running init: thaw first */
+                struct wr_err fe = {0};
+                if (rt_sandbox_freeze(sb->rt, false, &fe) < 0)
+                        log_warn("sandbox %s: %s", sb->id, fe.msg);
+                sb->paused = false;
+        }
         struct wr_err se = {0};
         store_sandbox_update_status(m->store, sb->id, STORE_SANDBOX_TERMINATING, NULL, &se);
         sb->term_deadline = uv_now(m->loop) + grace_ms;
@@ -527,4 +534,27 @@ int sbx_process_decode(struct sbx *sb, const char *buf, size_t len) {
                 p = z + 1;
         }
         return 0;
+}
+
+/* --- pause / resume --- */
+
+int sbx_set_paused(struct sbx_manager *m, const char *key, bool on, char *id_out,
+                   struct wr_err *e) {
+        struct sbx *sb;
+        int r = sbx_running(m, key, &sb, e);
+        if (r < 0)
+                return r;
+        snprintf(id_out, 32, "%s", sb->id);
+        if (sb->paused == on)
+                return 0;
+        if ((r = rt_sandbox_freeze(sb->rt, on, e)) < 0)
+                return r;
+        sb->paused = on;
+        log_info("sandbox %s %s", sb->id, on ? "paused" : "resumed");
+        return 0;
+}
+
+int sbx_paused(struct sbx_manager *m, const char *id) {
+        struct sbx *sb = sbx_find_live(m, id);
+        return sb ? sb->paused : -ENOENT;
 }

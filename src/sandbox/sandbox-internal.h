@@ -71,6 +71,9 @@ struct sbx {
         /* registered with warren-egress (POLICY_DEL at the end); in the
          * table's open4 set (no policy); the self-check passed */
         bool egress_registered, egress_open, egress_enforced;
+        /* every process frozen (PauseSandbox; the cgroup freezer is the
+         * truth: recovery reads it back) */
+        bool paused;
         /* its ssh-agent beside it (managed SSH; ssh.c), -EBADF: none */
         int ssh_pidfd;
 

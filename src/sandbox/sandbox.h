@@ -295,6 +295,14 @@ struct sbx_egress_event;
 int sbx_network_events(struct sbx_manager *m, const char *id, uint64_t after_seq, size_t limit,
                        struct sbx_egress_event **ret, size_t *ret_n, uint64_t *ret_last);
 
+/* Pause (on) or resume running sandbox key (id or name); its id in
+ * id_out (32 bytes). Idempotent. Errors: NOT_FOUND, FAILED_PRECONDITION
+ * (not running; no freezer on this host). */
+int sbx_set_paused(struct sbx_manager *m, const char *key, bool on, char *id_out,
+                   struct wr_err *e);
+/* 1 when live sandbox id is paused, 0 when not, -ENOENT when not live. */
+int sbx_paused(struct sbx_manager *m, const char *id);
+
 /* Fill u for a running sandbox; -ENOENT when it is not running. */
 int sbx_usage(struct sbx_manager *m, const char *id, struct rt_usage *u);
 

@@ -18,6 +18,7 @@ class SandboxStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SANDBOX_STATUS_TERMINATING: _ClassVar[SandboxStatus]
     SANDBOX_STATUS_TERMINATED: _ClassVar[SandboxStatus]
     SANDBOX_STATUS_FAILED: _ClassVar[SandboxStatus]
+    SANDBOX_STATUS_PAUSED: _ClassVar[SandboxStatus]
 
 class ComputeClass(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -44,6 +45,7 @@ SANDBOX_STATUS_RUNNING: SandboxStatus
 SANDBOX_STATUS_TERMINATING: SandboxStatus
 SANDBOX_STATUS_TERMINATED: SandboxStatus
 SANDBOX_STATUS_FAILED: SandboxStatus
+SANDBOX_STATUS_PAUSED: SandboxStatus
 COMPUTE_CLASS_UNSPECIFIED: ComputeClass
 COMPUTE_CLASS_HOST: ComputeClass
 COMPUTE_CLASS_K8S: ComputeClass
@@ -399,6 +401,22 @@ class ListSandboxesResponse(_message.Message):
     sandboxes: _containers.RepeatedCompositeFieldContainer[Sandbox]
     next_page_token: str
     def __init__(self, sandboxes: _Optional[_Iterable[_Union[Sandbox, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class PauseSandboxRequest(_message.Message):
+    __slots__ = ("id", "name")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class ResumeSandboxRequest(_message.Message):
+    __slots__ = ("id", "name")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class TerminateSandboxRequest(_message.Message):
     __slots__ = ("id", "name", "grace_period_seconds")

@@ -36,6 +36,16 @@ class SandboxesStub:
                 request_serializer=warren_dot_v1_dot_sandboxes__pb2.TerminateSandboxRequest.SerializeToString,
                 response_deserializer=warren_dot_v1_dot_sandboxes__pb2.Sandbox.FromString,
                 _registered_method=True)
+        self.PauseSandbox = channel.unary_unary(
+                '/warren.v1.Sandboxes/PauseSandbox',
+                request_serializer=warren_dot_v1_dot_sandboxes__pb2.PauseSandboxRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_sandboxes__pb2.Sandbox.FromString,
+                _registered_method=True)
+        self.ResumeSandbox = channel.unary_unary(
+                '/warren.v1.Sandboxes/ResumeSandbox',
+                request_serializer=warren_dot_v1_dot_sandboxes__pb2.ResumeSandboxRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_sandboxes__pb2.Sandbox.FromString,
+                _registered_method=True)
         self.Exec = channel.stream_stream(
                 '/warren.v1.Sandboxes/Exec',
                 request_serializer=warren_dot_v1_dot_sandboxes__pb2.ExecRequest.SerializeToString,
@@ -89,6 +99,23 @@ class SandboxesServicer:
         """Stop every process (SIGTERM, grace period, then SIGKILL of the whole
         sandbox) and free everything it held. Idempotent: terminating a
         terminated sandbox returns it unchanged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseSandbox(self, request, context):
+        """Freeze every process of a running sandbox (cgroup freezer): it uses
+        no CPU until resumed; its memory, files and connections stay; new
+        execs are refused (FAILED_PRECONDITION); its lifetime keeps counting.
+        Pausing a paused sandbox is a no-op.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeSandbox(self, request, context):
+        """Thaw a paused sandbox. Resuming a running one is a no-op.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -150,6 +177,16 @@ def add_SandboxesServicer_to_server(servicer, server):
             'TerminateSandbox': grpc.unary_unary_rpc_method_handler(
                     servicer.TerminateSandbox,
                     request_deserializer=warren_dot_v1_dot_sandboxes__pb2.TerminateSandboxRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_sandboxes__pb2.Sandbox.SerializeToString,
+            ),
+            'PauseSandbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseSandbox,
+                    request_deserializer=warren_dot_v1_dot_sandboxes__pb2.PauseSandboxRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_sandboxes__pb2.Sandbox.SerializeToString,
+            ),
+            'ResumeSandbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeSandbox,
+                    request_deserializer=warren_dot_v1_dot_sandboxes__pb2.ResumeSandboxRequest.FromString,
                     response_serializer=warren_dot_v1_dot_sandboxes__pb2.Sandbox.SerializeToString,
             ),
             'Exec': grpc.stream_stream_rpc_method_handler(
@@ -280,6 +317,60 @@ class Sandboxes:
             target,
             '/warren.v1.Sandboxes/TerminateSandbox',
             warren_dot_v1_dot_sandboxes__pb2.TerminateSandboxRequest.SerializeToString,
+            warren_dot_v1_dot_sandboxes__pb2.Sandbox.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseSandbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Sandboxes/PauseSandbox',
+            warren_dot_v1_dot_sandboxes__pb2.PauseSandboxRequest.SerializeToString,
+            warren_dot_v1_dot_sandboxes__pb2.Sandbox.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeSandbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Sandboxes/ResumeSandbox',
+            warren_dot_v1_dot_sandboxes__pb2.ResumeSandboxRequest.SerializeToString,
             warren_dot_v1_dot_sandboxes__pb2.Sandbox.FromString,
             options,
             channel_credentials,
