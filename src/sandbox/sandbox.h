@@ -303,6 +303,19 @@ int sbx_set_paused(struct sbx_manager *m, const char *key, bool on, char *id_out
 /* 1 when live sandbox id is paused, 0 when not, -ENOENT when not live. */
 int sbx_paused(struct sbx_manager *m, const char *id);
 
+/* A snapshot ended: r = 0 with the committed image (borrowed for the
+ * call), or r < 0 with e. Runs on the loop. */
+struct img_info;
+typedef void (*sbx_snapshot_done_fn)(int r, const struct img_info *img, const struct wr_err *e,
+                                     void *userdata);
+/* Snapshot running sandbox key (snapshot.c): its writable layer as a new
+ * layer on its image, committed as an image named name (NULL or "":
+ * unnamed). The sandbox is frozen while the layer is read, then runs on.
+ * Returns 0 when started (done runs once, later), or an error (done not
+ * called): NOT_FOUND, FAILED_PRECONDITION (not running, a disk limit). */
+int sbx_snapshot(struct sbx_manager *m, const char *key, const char *name,
+                 sbx_snapshot_done_fn done, void *userdata, struct wr_err *e);
+
 /* Fill u for a running sandbox; -ENOENT when it is not running. */
 int sbx_usage(struct sbx_manager *m, const char *id, struct rt_usage *u);
 

@@ -418,6 +418,34 @@ class ResumeSandboxRequest(_message.Message):
     name: str
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
+class SnapshotSandboxRequest(_message.Message):
+    __slots__ = ("id", "name", "image_name")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_NAME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    image_name: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image_name: _Optional[str] = ...) -> None: ...
+
+class ForkSandboxRequest(_message.Message):
+    __slots__ = ("id", "name", "count")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    count: int
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class ForkSandboxResponse(_message.Message):
+    __slots__ = ("image", "sandboxes")
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    SANDBOXES_FIELD_NUMBER: _ClassVar[int]
+    image: _images_pb2.Image
+    sandboxes: _containers.RepeatedCompositeFieldContainer[Sandbox]
+    def __init__(self, image: _Optional[_Union[_images_pb2.Image, _Mapping]] = ..., sandboxes: _Optional[_Iterable[_Union[Sandbox, _Mapping]]] = ...) -> None: ...
+
 class TerminateSandboxRequest(_message.Message):
     __slots__ = ("id", "name", "grace_period_seconds")
     ID_FIELD_NUMBER: _ClassVar[int]

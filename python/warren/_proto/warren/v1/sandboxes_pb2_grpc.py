@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from warren._proto.warren.v1 import images_pb2 as warren_dot_v1_dot_images__pb2
 from warren._proto.warren.v1 import sandboxes_pb2 as warren_dot_v1_dot_sandboxes__pb2
 
 
@@ -45,6 +46,16 @@ class SandboxesStub:
                 '/warren.v1.Sandboxes/ResumeSandbox',
                 request_serializer=warren_dot_v1_dot_sandboxes__pb2.ResumeSandboxRequest.SerializeToString,
                 response_deserializer=warren_dot_v1_dot_sandboxes__pb2.Sandbox.FromString,
+                _registered_method=True)
+        self.SnapshotSandbox = channel.unary_unary(
+                '/warren.v1.Sandboxes/SnapshotSandbox',
+                request_serializer=warren_dot_v1_dot_sandboxes__pb2.SnapshotSandboxRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_images__pb2.Image.FromString,
+                _registered_method=True)
+        self.ForkSandbox = channel.unary_unary(
+                '/warren.v1.Sandboxes/ForkSandbox',
+                request_serializer=warren_dot_v1_dot_sandboxes__pb2.ForkSandboxRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_sandboxes__pb2.ForkSandboxResponse.FromString,
                 _registered_method=True)
         self.Exec = channel.stream_stream(
                 '/warren.v1.Sandboxes/Exec',
@@ -121,6 +132,26 @@ class SandboxesServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SnapshotSandbox(self, request, context):
+        """The sandbox's writable layer as a new layer on its image: an image
+        usable like any other (CreateSandbox image = its id or name). The
+        sandbox is frozen while the layer is read, then runs on. Content
+        addressed: an unchanged layer is stored once. Not included: /tmp and
+        /run (memory), volumes, processes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForkSandbox(self, request, context):
+        """A snapshot, then `count` new sandboxes from it, created as the
+        original was (its resources, env, entrypoint, policy; no name; inline
+        secret values are not kept, stored secrets are read again).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Exec(self, request_iterator, context):
         """Run a process. The first request message must carry `start` (or
         `attach`); stdin, close_stdin, signal and resize may follow. The
@@ -188,6 +219,16 @@ def add_SandboxesServicer_to_server(servicer, server):
                     servicer.ResumeSandbox,
                     request_deserializer=warren_dot_v1_dot_sandboxes__pb2.ResumeSandboxRequest.FromString,
                     response_serializer=warren_dot_v1_dot_sandboxes__pb2.Sandbox.SerializeToString,
+            ),
+            'SnapshotSandbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.SnapshotSandbox,
+                    request_deserializer=warren_dot_v1_dot_sandboxes__pb2.SnapshotSandboxRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_images__pb2.Image.SerializeToString,
+            ),
+            'ForkSandbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForkSandbox,
+                    request_deserializer=warren_dot_v1_dot_sandboxes__pb2.ForkSandboxRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_sandboxes__pb2.ForkSandboxResponse.SerializeToString,
             ),
             'Exec': grpc.stream_stream_rpc_method_handler(
                     servicer.Exec,
@@ -372,6 +413,60 @@ class Sandboxes:
             '/warren.v1.Sandboxes/ResumeSandbox',
             warren_dot_v1_dot_sandboxes__pb2.ResumeSandboxRequest.SerializeToString,
             warren_dot_v1_dot_sandboxes__pb2.Sandbox.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SnapshotSandbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Sandboxes/SnapshotSandbox',
+            warren_dot_v1_dot_sandboxes__pb2.SnapshotSandboxRequest.SerializeToString,
+            warren_dot_v1_dot_images__pb2.Image.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForkSandbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Sandboxes/ForkSandbox',
+            warren_dot_v1_dot_sandboxes__pb2.ForkSandboxRequest.SerializeToString,
+            warren_dot_v1_dot_sandboxes__pb2.ForkSandboxResponse.FromString,
             options,
             channel_credentials,
             insecure,
