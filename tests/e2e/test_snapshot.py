@@ -111,3 +111,24 @@ def test_snapshot_errors(client):
         sb.resume()
     finally:
         sb.terminate()
+
+
+def test_snapshot_of_a_hostile_tree(client):
+    """FIFOs, symlinks to / and to host paths, a deep chain, a mode-000
+    dir: the snapshot neither blocks nor follows anything, and the fork
+    gets exactly the tree."""
+    sb = client.create(image=IMAGE, entrypoint=["sleep", "infinity"])
+    fork = None
+    try:
+        sh(sb, "mkfifo /fifo && ln -s / /root-link && ln -s /etc/shadow /host-link && "
+               "mkdir -p /locked/in && echo s > /locked/in/f && chmod 000 /locked && "
+               "i=0; cd /; while [ $i -lt 600 ]; do mkdir d && cd d || exit 9; i=$((i+1)); done; "
+               "echo deep > leaf")
+        fork = sb.fork()[0]
+        out = sh(fork, "test -p /fifo && echo fifo; readlink /root-link; readlink /host-link; "
+                       "cat /locked/in/f; find /d -name leaf | wc -l")
+        assert out == "fifo\n/\n/etc/shadow\ns\n1\n", out
+    finally:
+        if fork:
+            fork.terminate()
+        sb.terminate()
