@@ -66,6 +66,7 @@ int cli_cmd_version(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_sandbox(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_exec(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_run(struct cli_ctx *ctx, int argc, char **argv);
+int cli_cmd_port_forward(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_image(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_secret(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_volume(struct cli_ctx *ctx, int argc, char **argv);
