@@ -732,7 +732,10 @@ DPkg::Pre-Invoke "";
 
     # ---- logs ------------------------------------------------------------
     def mark(self):
-        """A Mark: pass it as since= to the log readers."""
+        """A Mark: pass it as since= to the log readers. Settles first, so
+        that what reached a server before the call (a request whose close
+        event is still being written) is not counted after the mark."""
+        self.settle()
         return Mark({n: os.path.getsize(p) if os.path.exists(p) else 0 for n, p in self.log_paths.items()},
                     time.time(), self.packet_counts())
 
