@@ -11,7 +11,7 @@ import grpc
 from warren._channel import Channel
 from warren._errors import ImageBuildError, InvalidArgument, SandboxNotFound, Status, from_rpc_error
 from warren._exec import ProcessInfo
-from warren._image import Image, ImageConfig, ImageInfo
+from warren._image import Image, ImageConfig, ImageInfo, build_image
 from warren._proto.warren.v1 import images_pb2
 from warren._proto.warren.v1 import sandboxes_pb2 as pb
 from warren._proto.warren.v1 import secrets_pb2, system_pb2, volumes_pb2
@@ -140,20 +140,9 @@ class SandboxClient(Channel):
         return send(source)
 
     def build_image(self, image: Image, on_log: Optional[Callable[[str], None]] = None) -> ImageInfo:
-        """Build a declarative image (cached by spec); `on_log` gets each
-        build output line."""
-        try:
-            final = None
-            for p in self._images.BuildImage(images_pb2.BuildImageRequest(build=image._to_build())):
-                if p.log and on_log is not None:
-                    on_log(p.log)
-                if p.HasField("image"):
-                    final = p.image
-        except grpc.RpcError as err:
-            raise from_rpc_error(err, build_call=True) from None
-        if final is None:
-            raise ImageBuildError(Status.UNKNOWN, "build ended without an image")
-        return ImageInfo._from_proto(final)
+        """Build a declarative image (cached step by step); `on_log` gets
+        each build output line."""
+        return build_image(self, image, on_log)
 
     def list_images(self) -> List[ImageInfo]:
         resp = self._unary(self._images.ListImages, images_pb2.ListImagesRequest())

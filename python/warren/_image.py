@@ -7,9 +7,12 @@ import datetime as _dt
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+import grpc
 
 from warren._convert import from_timestamp
+from warren._errors import ImageBuildError, Status, from_rpc_error
 from warren._proto.warren.v1 import images_pb2 as pb
 
 DEFAULT_PYTHON = "3.14"
@@ -145,6 +148,11 @@ class Image:
         return self._with(pb.BuildStep(cmd=pb.StringList(values=list(argv))))
 
     # --- serialization ---
+    def build(self, client: Any, on_log: Optional[Callable[[str], None]] = None) -> "ImageInfo":
+        """Build this image with `client` (a SandboxClient); `on_log` gets
+        each build log line. Steps already built are reused (cache)."""
+        return build_image(client, self, on_log)
+
     def _to_build(self) -> pb.ImageBuild:
         return pb.ImageBuild(base_image=self.base_image, steps=list(self._steps))
 
@@ -236,3 +244,21 @@ class ImageInfo:
         return cls(id=i.id, names=list(i.names), layers=list(i.layers), size_bytes=i.size_bytes,
                    config=ImageConfig._from_proto(i.config),
                    created_at=from_timestamp(i.created_at), source=i.source)
+
+
+def build_image(channel: Any, image: "Image",
+                on_log: Optional[Callable[[str], None]] = None) -> "ImageInfo":
+    """Build a declarative image over `channel` (a SandboxClient); on_log
+    gets each build log line. Cached step by step by the daemon."""
+    try:
+        final = None
+        for p in channel._images.BuildImage(pb.BuildImageRequest(build=image._to_build())):
+            if p.log and on_log is not None:
+                on_log(p.log)
+            if p.HasField("image"):
+                final = p.image
+    except grpc.RpcError as err:
+        raise from_rpc_error(err, build_call=True) from None
+    if final is None:
+        raise ImageBuildError(Status.UNKNOWN, "build ended without an image")
+    return ImageInfo._from_proto(final)

@@ -21,7 +21,7 @@ from warren._errors import NotFound
 from warren._exec import (ExecEvent, ExecResult, Process, ProcessInfo, _ExecCall, collect,
                           exec_start_message)
 from warren._git import Git
-from warren._image import Image, ImageInfo, image_spec
+from warren._image import Image, ImageInfo, build_image, image_spec
 from warren._network import ComputeClass, NetworkEvent, NetworkPolicy, ResourceDetector, SshDest
 from warren._proto.warren.v1 import sandboxes_pb2 as pb
 from warren._secret import Secret
@@ -234,7 +234,13 @@ class Sandbox:
         """Create and start the sandbox over `channel` and bind to it."""
         if self.id is not None:
             raise RuntimeError(f"sandbox {self.id} is already running")
-        s = channel._unary(channel._sandboxes.CreateSandbox, self._request())
+        req = self._request()
+        if isinstance(self.image, Image) and self.image._steps:
+            # a declarative image: built (or found in the build cache) first
+            built = build_image(channel, self.image)
+            req.image.Clear()
+            req.image.ref = built.id
+        s = channel._unary(channel._sandboxes.CreateSandbox, req)
         self._channel = channel
         self.id = s.id
         self.name = s.name or self.name

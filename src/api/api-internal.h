@@ -7,6 +7,8 @@
 
 /* warren.v1.Sandboxes/Exec (exec.c), registered by api_sandboxes_register. */
 extern const struct rpc_method api_exec_method;
+/* warren.v1.Images/BuildImage (build.c), registered by api_images_register. */
+extern const struct rpc_method api_build_image_method;
 /* warren.v1.Sandboxes/Tunnel (tunnel.c), registered by api_sandboxes_register. */
 extern const struct rpc_method api_tunnel_method;
 

@@ -364,10 +364,6 @@ static void pull_image(struct rpc_call *call, const ProtobufCMessage *m) {
         }
 }
 
-static void build_image(struct rpc_call *call, const ProtobufCMessage *m) {
-        api_unimplemented(call, "declarative image builds arrive with the image builder issue");
-}
-
 #define METHOD(name, k, in, out, fn)                                                               \
         {                                                                                          \
                 .path = "/warren.v1.Images/" name, .kind = k,                                      \
@@ -395,13 +391,12 @@ static const struct rpc_method methods[] = {
                 .on_cancel = pull_cancel,
                 .on_free = pull_free,
         },
-        METHOD("BuildImage", RPC_SERVER_STREAM, build_image_request, build_image_progress,
-               build_image),
         METHOD("GetImage", RPC_UNARY, get_image_request, image, get_image),
         METHOD("ListImages", RPC_UNARY, list_images_request, list_images_response, list_images),
         METHOD("DeleteImage", RPC_UNARY, delete_image_request, delete_image_response, delete_image),
 };
 
 int api_images_register(struct rpc_server *s) {
-        return rpc_server_add_methods(s, methods, ELEMENTSOF(methods));
+        int r = rpc_server_add_methods(s, methods, ELEMENTSOF(methods));
+        return r < 0 ? r : rpc_server_add_methods(s, &api_build_image_method, 1);
 }

@@ -404,9 +404,9 @@ static int check_unimplemented(const Warren__V1__CreateSandboxRequest *req, stru
         if (req->identity)
                 return UNIMPLEMENTED(e, "identity tokens are not implemented yet");
         if (req->image && req->image->kind_case == WARREN__V1__IMAGE_SPEC__KIND_BUILD)
-                return UNIMPLEMENTED(e, "image: declarative builds are not implemented yet (they "
-                                        "arrive with the image builder issue); import or pull an "
-                                        "image and name it");
+                return UNIMPLEMENTED(e, "image.build: CreateSandbox does not build; build the "
+                                        "image with Images/BuildImage (the SDK's client.create "
+                                        "does that first) and create from its id");
         return 0;
 }
 

@@ -189,11 +189,20 @@ struct img_pack_stats {
 /* Write the overlayfs upper dir at dirfd (a tree a sandbox wrote) to
  * out_fd as an uncompressed OCI layer tar: sorted, deterministic (mode,
  * uid, gid, size, mtime, link targets), whiteouts as ".wh.<name>", opaque
- * dirs with ".wh..wh..opq", devices and sockets left out; read by fd
+ * dirs with ".wh..wh..opq", devices and sockets left out, and the files
+ * the runtime writes into every sandbox (etc/hostname, etc/hosts,
+ * etc/resolv.conf as regular files) left out too; read by fd
  * without following symlinks or crossing mounts (-EBUSY), at most 2048
  * levels deep (-ELOOP). The caller keeps the tree still (a frozen
  * sandbox). stats may be NULL. 0 or -errno with e. */
 int img_pack_dir(int dirfd, int out_fd, struct img_pack_stats *stats, struct wr_err *e);
+
+/* A layer tar holding one file at absolute path (parent dirs 0755 root,
+ * the file with mode, 0 = 0644; S_IFDIR in mode: a directory, 0755
+ * unless given, data ignored) written to out_fd. -EINVAL
+ * (INVALID_ARGUMENT) for a path that is not absolute and clean. */
+int img_pack_file(int out_fd, const char *path, const void *data, size_t len, mode_t mode,
+                  struct wr_err *e);
 
 /* --- import (`docker import`): spool a tarball, unpack, commit --- */
 

@@ -191,6 +191,11 @@ static int pack_entry(struct packer *p, struct level *lv, const char *name, int 
                 p->st->whiteouts++;
                 return write_header(p, NULL, AE_IFREG, 0, NULL);
         }
+        /* what the runtime writes into every sandbox's writable layer (and
+         * writes again at every create): not part of an image */
+        if (S_ISREG(st.st_mode) && lv->path_len == 4 && strncmp(p->path, "etc/", 4) == 0 &&
+            (!strcmp(name, "hostname") || !strcmp(name, "hosts") || !strcmp(name, "resolv.conf")))
+                return 0;
         if ((r = set_path(p, lv->path_len, name, S_ISDIR(st.st_mode) ? "/" : "")) < 0)
                 return err_set(p->e, r, "pack: out of memory");
         if (S_ISREG(st.st_mode))
@@ -320,5 +325,62 @@ out:
         free(p.buf);
         free(p.path);
         free(levels);
+        return r;
+}
+
+int img_pack_file(int out_fd, const char *path, const void *data, size_t len, mode_t mode,
+                  struct wr_err *e) {
+        /* path: absolute, no empty, "." or ".." components */
+        if (!path || path[0] != '/' || !path[1] || strstr(path, "//") || strstr(path, "/./") ||
+            strstr(path, "/../") || !strcmp(path + strlen(path) - 2, "/.") ||
+            !strcmp(path + strlen(path) - 3, "/..") || path[strlen(path) - 1] == '/')
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "add_file.path: \"%.200s\" is not an absolute file path "
+                                "without '.' or '..' parts",
+                                path ? path : "");
+        struct archive *a = archive_write_new();
+        if (!a)
+                return err_set(e, -ENOMEM, "pack: out of memory");
+        int r = 0;
+        if (archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
+            archive_write_set_bytes_in_last_block(a, 1) != ARCHIVE_OK ||
+            archive_write_open_fd(a, out_fd) != ARCHIVE_OK) {
+                r = err_set(e, -EIO, "pack: %s", archive_error_string(a));
+                goto out;
+        }
+        /* the parent dirs (0755, root), then the file */
+        char *copy = strdup(path + 1);
+        if (!copy) {
+                r = err_set(e, -ENOMEM, "pack: out of memory");
+                goto out;
+        }
+        for (char *slash = strchr(copy, '/'); slash && r >= 0; slash = strchr(slash + 1, '/')) {
+                *slash = '\0';
+                struct archive_entry *en = archive_entry_new();
+                archive_entry_set_pathname(en, copy);
+                archive_entry_set_filetype(en, AE_IFDIR);
+                archive_entry_set_perm(en, 0755);
+                if (archive_write_header(a, en) != ARCHIVE_OK)
+                        r = err_set(e, -EIO, "pack: %s", archive_error_string(a));
+                archive_entry_free(en);
+                *slash = '/';
+        }
+        if (r >= 0) {
+                bool dir = S_ISDIR(mode);
+                struct archive_entry *en = archive_entry_new();
+                archive_entry_set_pathname(en, copy);
+                archive_entry_set_filetype(en, dir ? AE_IFDIR : AE_IFREG);
+                archive_entry_set_perm(en, mode & 07777 ? mode & 07777 : dir ? 0755 : 0644);
+                archive_entry_set_size(en, dir ? 0 : (la_int64_t) len);
+                if (archive_write_header(a, en) != ARCHIVE_OK ||
+                    (len && archive_write_data(a, data, len) != (la_ssize_t) len))
+                        r = err_set(e, -EIO, "pack: %s", archive_error_string(a));
+                archive_entry_free(en);
+        }
+        free(copy);
+        if (r >= 0 && archive_write_close(a) != ARCHIVE_OK)
+                r = err_set(e, -EIO, "pack: %s", archive_error_string(a));
+out:
+        archive_write_free(a);
         return r;
 }

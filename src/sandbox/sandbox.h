@@ -316,6 +316,58 @@ typedef void (*sbx_snapshot_done_fn)(int r, const struct img_info *img, const st
 int sbx_snapshot(struct sbx_manager *m, const char *key, const char *name,
                  sbx_snapshot_done_fn done, void *userdata, struct wr_err *e);
 
+/* ---- the image builder (build.c) ---- */
+
+enum sbx_build_step_kind {
+        SBX_STEP_RUN = 1,    /* argv in a build sandbox; its writable layer is the new layer */
+        SBX_STEP_FILE = 2,   /* one file (path, data, len, mode) as a new layer */
+        SBX_STEP_CONFIG = 3, /* the image's config changed, same layers */
+};
+
+struct sbx_build_step {
+        enum sbx_build_step_kind kind;
+        char *desc;     /* for the log ("RUN pip install numpy") */
+        uint8_t *key;   /* canonical bytes of the step (cache key input) */
+        size_t key_len;
+        char **argv;    /* RUN */
+        char *path;     /* FILE */
+        uint8_t *data;
+        size_t len;
+        mode_t mode;
+        char *workdir;  /* CONFIG: each NULL / false = unchanged */
+        char *user;
+        char **env;     /* "K=V", NULL-terminated */
+        bool has_entrypoint, has_cmd;
+        char **entrypoint, **cmd;
+};
+
+struct sbx_build_spec {
+        char *base; /* image reference (stored) */
+        struct sbx_build_step *steps;
+        size_t n_steps;
+        double step_timeout_secs; /* per RUN step; 0 = none */
+};
+
+void sbx_build_spec_free(struct sbx_build_spec *s);
+
+struct sbx_build;
+typedef void (*sbx_build_log_fn)(const char *line, void *userdata);
+/* r = 0 with the image (borrowed for the call), or r < 0 with e. */
+typedef void (*sbx_build_done_fn)(int r, const struct img_info *img, const struct wr_err *e,
+                                  void *userdata);
+
+/* Build spec (taken over: freed by the build) on the base image (must be
+ * stored); log gets each line (step headers, the steps' output, cache
+ * hits), done runs once at the end unless the build is cancelled. *ret
+ * (may be NULL) is a handle for sbx_build_cancel until done. Errors
+ * before it starts (done not called): NOT_FOUND (base), ... */
+int sbx_build(struct sbx_manager *m, struct sbx_build_spec *spec, sbx_build_log_fn log,
+              sbx_build_done_fn done, void *userdata, struct sbx_build **ret, struct wr_err *e);
+
+/* Stop a build (its build sandbox is ended, nothing of the running step
+ * is kept); done is not called. */
+void sbx_build_cancel(struct sbx_build *b);
+
 /* Fill u for a running sandbox; -ENOENT when it is not running. */
 int sbx_usage(struct sbx_manager *m, const char *id, struct rt_usage *u);
 

@@ -1,0 +1,517 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The image builder (sandbox.h: sbx_build): a declarative image's steps,
+ * one after the other, each on the image the previous one made.
+ *
+ *   RUN (a command; pip_install and apt_install are commands the API layer
+ *   spells out): a build sandbox from the current image (same runtime and
+ *   isolation as any sandbox, the default network), the command run in
+ *   it with its output streamed to the log, then its writable layer
+ *   snapshotted (snapshot.c: deterministic tar, whiteouts for deletions)
+ *   as a new layer on the current image, and the build sandbox ended.
+ *   A non-zero exit fails the build with the command, the code and the
+ *   last lines of output; nothing of the step is kept.
+ *   FILE: a layer holding the one file (image.h: img_pack_file) - no
+ *   sandbox, no shell needed in the image.
+ *   CONFIG (workdir, env, user, entrypoint, cmd): the same layers with the
+ *   config changed.
+ *
+ * Layer cache: a step's key is sha256(the image it runs on, the step's
+ * canonical bytes (the API layer's encoding, with file contents)); the
+ * image a key produced is recorded in <state>/build-cache/<key> and
+ * reused while it exists (across restarts and clients): a cached step
+ * runs nothing. Two images sharing a prefix of steps share its layers. */
+#include "sandbox/sandbox-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "image/image.h"
+#include "sandbox/exec.h"
+
+#define TAIL_LINES 15
+#define LINE_MAX_LEN 4096
+
+struct bld {
+        struct sbx_manager *m;
+        struct sbx_build_spec *spec;
+        size_t idx;
+        char cur[80];             /* the current image's id */
+        char key_hex[2 * 32 + 1]; /* the running step's cache key */
+        sbx_build_log_fn log;
+        sbx_build_done_fn done;
+        void *userdata;
+        bool cancelled, finished;
+        /* a RUN step in flight */
+        char sb_id[32];
+        struct sbx_exec *x;
+        char line[LINE_MAX_LEN];
+        size_t line_len;
+        char *tail[TAIL_LINES];
+        size_t tail_n;
+        uint64_t t0, t_step;
+        unsigned ran, cached;
+};
+
+static void next_step(struct bld *b);
+
+static void logf_(struct bld *b, const char *fmt, ...) _printf_(2, 3);
+static void logf_(struct bld *b, const char *fmt, ...) {
+        char buf[LINE_MAX_LEN + 64];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        if (b->log && !b->cancelled)
+                b->log(buf, b->userdata);
+}
+
+static void tail_clear(struct bld *b) {
+        for (size_t i = 0; i < b->tail_n; i++)
+                free(b->tail[i]);
+        b->tail_n = 0;
+        b->line_len = 0;
+}
+
+void sbx_build_spec_free(struct sbx_build_spec *s) {
+        if (!s)
+                return;
+        for (size_t i = 0; i < s->n_steps; i++) {
+                struct sbx_build_step *st = &s->steps[i];
+                free(st->desc);
+                free(st->key);
+                sbx_argv_free(st->argv);
+                free(st->path);
+                free(st->data);
+                free(st->workdir);
+                free(st->user);
+                sbx_argv_free(st->env);
+                sbx_argv_free(st->entrypoint);
+                sbx_argv_free(st->cmd);
+        }
+        free(s->steps);
+        free(s->base);
+        free(s);
+}
+
+static void bld_free(struct bld *b) {
+        tail_clear(b);
+        sbx_build_spec_free(b->spec);
+        free(b);
+}
+
+/* The build ends: r = 0 with the last image, else e. */
+static void finish(struct bld *b, int r, const struct wr_err *e) {
+        if (b->finished)
+                return;
+        b->finished = true;
+        if (b->x) {
+                sbx_exec_release(b->x);
+                b->x = NULL;
+        }
+        if (b->sb_id[0]) {
+                (void) sbx_terminate(b->m, b->sb_id, 0, NULL, NULL, NULL);
+                b->sb_id[0] = '\0';
+        }
+        if (!b->cancelled) {
+                struct img_info *img = NULL;
+                struct wr_err re = {0};
+                if (r >= 0 && img_store_resolve(b->m->images, b->cur, &img, &re) < 0) {
+                        r = -ENOENT;
+                        e = &re;
+                }
+                if (r >= 0)
+                        logf_(b, "Built %s in %.2f s: %u step%s run, %u cached", b->cur,
+                              (double) (sbx_mono_ns() - b->t0) / 1e9, b->ran,
+                              b->ran == 1 ? "" : "s", b->cached);
+                b->done(r, r >= 0 ? img : NULL, r < 0 ? e : NULL, b->userdata);
+                img_info_free(img);
+        }
+        bld_free(b);
+}
+
+/* ---- the cache ---- */
+
+static void cache_path(struct bld *b, char *out, size_t size) {
+        snprintf(out, size, "%s/build-cache/%s", b->m->state_dir, b->key_hex);
+}
+
+static void step_key(struct bld *b, const struct sbx_build_step *st) {
+        unsigned char d[32] = {0};
+        EVP_MD_CTX *c = EVP_MD_CTX_new();
+        if (!c || EVP_DigestInit_ex(c, EVP_sha256(), NULL) != 1 ||
+            EVP_DigestUpdate(c, b->cur, strlen(b->cur) + 1) != 1 ||
+            EVP_DigestUpdate(c, st->key, st->key_len) != 1 || EVP_DigestFinal_ex(c, d, NULL) != 1)
+                memset(d, 0xff, sizeof(d)); /* never hits: no such cache file name */
+        EVP_MD_CTX_free(c);
+        for (size_t i = 0; i < 32; i++)
+                snprintf(b->key_hex + 2 * i, 3, "%02x", d[i]);
+}
+
+/* The image this step made before, if it is still stored. */
+static bool cache_hit(struct bld *b, char *id, size_t size) {
+        char path[PATH_MAX];
+        cache_path(b, path, sizeof(path));
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return false;
+        ssize_t n = read(fd, id, size - 1);
+        if (n <= 0)
+                return false;
+        id[n] = '\0';
+        struct img_info *img = NULL;
+        struct wr_err e = {0};
+        if (strncmp(id, "sha256:", 7) != 0 || img_store_resolve(b->m->images, id, &img, &e) < 0)
+                return false;
+        img_info_free(img);
+        return true;
+}
+
+static void cache_put(struct bld *b, const char *id) {
+        char dir[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX + 16];
+        snprintf(dir, sizeof(dir), "%s/build-cache", b->m->state_dir);
+        (void) mkdir(dir, 0700);
+        cache_path(b, path, sizeof(path));
+        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return;
+        bool ok = write(fd, id, strlen(id)) == (ssize_t) strlen(id);
+        close(fd);
+        if (!ok || rename(tmp, path) < 0)
+                (void) unlink(tmp);
+}
+
+/* The step made image id: record it, go on. */
+static void step_done(struct bld *b, const char *id) {
+        if (b->cancelled)
+                return finish(b, -ECANCELED, NULL);
+        cache_put(b, id);
+        snprintf(b->cur, sizeof(b->cur), "%s", id);
+        b->ran++;
+        logf_(b, " ---> %.19s (%.2f s)", id, (double) (sbx_mono_ns() - b->t_step) / 1e9);
+        b->idx++;
+        next_step(b);
+}
+
+/* ---- CONFIG and FILE steps ---- */
+
+/* cfg = base with the step's config changes (env: base's, then the
+ * step's); *env_out holds what cfg->env points to (caller frees). */
+static int apply_config(const struct img_config *base, const struct sbx_build_step *st,
+                        struct img_config *cfg, char ***env_out) {
+        *cfg = *base; /* shallow: what changes is replaced below */
+        *env_out = NULL;
+        if (st->env) {
+                char **env = sbx_env_dup(base->env ? base->env : (char *[]){NULL});
+                for (size_t i = 0; env && st->env[i]; i++)
+                        if (sbx_env_set(&env, st->env[i]) < 0) {
+                                sbx_env_free(env);
+                                env = NULL;
+                        }
+                if (!env)
+                        return -ENOMEM;
+                size_t n_env = 0;
+                while (env[n_env])
+                        n_env++;
+                cfg->env = env;
+                cfg->n_env = n_env;
+                *env_out = env;
+        }
+        if (st->workdir)
+                cfg->working_dir = st->workdir;
+        if (st->user)
+                cfg->user = st->user;
+        if (st->has_entrypoint) {
+                cfg->entrypoint = st->entrypoint;
+                cfg->n_entrypoint = 0;
+                while (st->entrypoint && st->entrypoint[cfg->n_entrypoint])
+                        cfg->n_entrypoint++;
+        }
+        if (st->has_cmd) {
+                cfg->cmd = st->cmd;
+                cfg->n_cmd = 0;
+                while (st->cmd && st->cmd[cfg->n_cmd])
+                        cfg->n_cmd++;
+        }
+        return 0;
+}
+
+static int config_step(struct bld *b, const struct sbx_build_step *st, struct wr_err *e) {
+        struct img_info *img = NULL, *made = NULL;
+        int r = img_store_resolve(b->m->images, b->cur, &img, e);
+        if (r < 0)
+                return r;
+        struct img_config cfg;
+        char **env = NULL;
+        if ((r = apply_config(&img->config, st, &cfg, &env)) < 0) {
+                img_info_free(img);
+                return err_set(e, r, "out of memory");
+        }
+        r = img_store_commit_image(b->m->images, NULL, &cfg, img->diff_ids, img->n_layers, "build",
+                                   &made, e);
+        sbx_env_free(env);
+        img_info_free(img);
+        if (r < 0)
+                return r;
+        step_done(b, made->id);
+        img_info_free(made);
+        return 0;
+}
+
+static void layer_committed(struct bld *b, int r, const char *diff_id, const struct wr_err *e) {
+        if (b->cancelled)
+                return finish(b, -ECANCELED, NULL);
+        if (r < 0)
+                return finish(b, r, e);
+        struct img_info *img = NULL, *made = NULL;
+        struct wr_err ce = {0};
+        if ((r = img_store_resolve(b->m->images, b->cur, &img, &ce)) < 0)
+                return finish(b, r, &ce);
+        char **ids = calloc(img->n_layers + 1, sizeof(*ids));
+        if (!ids) {
+                img_info_free(img);
+                err_set(&ce, -ENOMEM, "out of memory");
+                return finish(b, -ENOMEM, &ce);
+        }
+        for (size_t i = 0; i < img->n_layers; i++)
+                ids[i] = img->diff_ids[i];
+        ids[img->n_layers] = (char *) diff_id;
+        /* a WORKDIR step's layer (the dir) comes with its config change */
+        struct img_config cfg;
+        char **env = NULL;
+        r = apply_config(&img->config, &b->spec->steps[b->idx], &cfg, &env);
+        if (r >= 0)
+                r = img_store_commit_image(b->m->images, NULL, &cfg, ids, img->n_layers + 1,
+                                           "build", &made, &ce);
+        else
+                err_set(&ce, r, "out of memory");
+        sbx_env_free(env);
+        free(ids);
+        img_info_free(img);
+        if (r < 0)
+                return finish(b, r, &ce);
+        step_done(b, made->id);
+        img_info_free(made);
+}
+
+static void file_layer_done(int r, const char *diff_id, const struct wr_err *e, void *userdata) {
+        layer_committed(userdata, r, diff_id, e);
+}
+
+/* FILE: the file; CONFIG with a workdir: the directory (WORKDIR makes it). */
+static int file_step(struct bld *b, const struct sbx_build_step *st, struct wr_err *e) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/tmp", b->m->state_dir);
+        _cleanup_close_ int fd = open(path, O_RDWR | O_TMPFILE | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return err_set(e, -errno, "build: spool in %s: %m", path);
+        int r = st->kind == SBX_STEP_FILE
+                        ? img_pack_file(fd, st->path, st->data, st->len, st->mode, e)
+                        : img_pack_file(fd, st->workdir, NULL, 0, S_IFDIR | 0755, e);
+        if (r < 0)
+                return r;
+        if (lseek(fd, 0, SEEK_SET) < 0)
+                return err_set(e, -errno, "build: spool: %m");
+        return img_layer_unpack(b->m->images, b->m->loop, fd, NULL, file_layer_done, b, NULL, e);
+}
+
+/* ---- RUN steps ---- */
+
+static void snapshot_done(int r, const struct img_info *img, const struct wr_err *e,
+                          void *userdata) {
+        struct bld *b = userdata;
+        if (b->sb_id[0]) {
+                (void) sbx_terminate(b->m, b->sb_id, 0, NULL, NULL, NULL);
+                b->sb_id[0] = '\0';
+        }
+        if (b->cancelled)
+                return finish(b, -ECANCELED, NULL);
+        if (r < 0)
+                return finish(b, r, e);
+        step_done(b, img->id);
+}
+
+static void tail_push(struct bld *b, const char *line) {
+        if (b->tail_n == TAIL_LINES) {
+                free(b->tail[0]);
+                memmove(b->tail, b->tail + 1, (TAIL_LINES - 1) * sizeof(*b->tail));
+                b->tail_n--;
+        }
+        b->tail[b->tail_n] = strdup(line);
+        if (b->tail[b->tail_n])
+                b->tail_n++;
+}
+
+static void emit_line(struct bld *b) {
+        b->line[b->line_len] = '\0';
+        logf_(b, "%s", b->line);
+        tail_push(b, b->line);
+        b->line_len = 0;
+}
+
+static void x_started(struct sbx_exec *x, int pid, const char *exec_id, void *userdata) {}
+
+static int x_output(struct sbx_exec *x, enum sbx_stream stream, const void *data, size_t n,
+                    uint64_t offset, struct sbx_output *buf, void *userdata) {
+        struct bld *b = userdata;
+        const char *p = data;
+        for (size_t i = 0; i < n; i++) {
+                if (p[i] == '\n' || b->line_len == LINE_MAX_LEN - 1) {
+                        emit_line(b);
+                        if (p[i] == '\n')
+                                continue;
+                }
+                b->line[b->line_len++] = p[i] == '\r' ? ' ' : p[i];
+        }
+        return 0;
+}
+
+static void x_exited(struct sbx_exec *x, int exit_code, int signo, enum sbx_exit_reason reason,
+                     void *userdata) {
+        struct bld *b = userdata;
+        if (b->line_len)
+                emit_line(b);
+        sbx_exec_release(b->x);
+        b->x = NULL;
+        if (b->cancelled)
+                return finish(b, -ECANCELED, NULL);
+        const struct sbx_build_step *st = &b->spec->steps[b->idx];
+        if (exit_code != 0) {
+                char tail[3000] = "";
+                size_t o = 0;
+                for (size_t i = 0; i < b->tail_n && o < sizeof(tail) - 2; i++)
+                        o += (size_t) snprintf(tail + o, sizeof(tail) - o, "\n  | %s", b->tail[i]);
+                struct wr_err e = {0};
+                err_setx(&e, -EIO, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                         "build step %zu/%zu (%.200s) failed: exit code %d%s%s", b->idx + 1,
+                         b->spec->n_steps, st->desc, exit_code,
+                         reason == SBX_EXIT_TIMEOUT ? " (timed out)" : "", tail);
+                logf_(b, "%s", e.msg);
+                return finish(b, -EIO, &e);
+        }
+        struct wr_err e = {0};
+        int r = sbx_snapshot(b->m, b->sb_id, NULL, snapshot_done, b, &e);
+        if (r < 0)
+                finish(b, r, &e);
+}
+
+static int run_step(struct bld *b, const struct sbx_build_step *st, struct wr_err *e) {
+        static const struct sbx_exec_callbacks cb = {
+                .on_started = x_started, .on_output = x_output, .on_exited = x_exited};
+        struct img_info *img = NULL;
+        int r = img_store_resolve(b->m->images, b->cur, &img, e);
+        if (r < 0)
+                return r;
+        struct sbx_spec *spec = NULL;
+        if ((r = sbx_spec_new(&spec)) < 0) {
+                img_info_free(img);
+                return err_set(e, r, "out of memory");
+        }
+        /* no entrypoint: only the build command runs */
+        spec->entrypoint = calloc(1, sizeof(char *));
+        struct store_sandbox row = {0};
+        if (!spec->entrypoint)
+                r = err_set(e, -ENOMEM, "out of memory");
+        else
+                r = sbx_create(b->m, spec, img, &row, e);
+        sbx_spec_free(spec);
+        img_info_free(img);
+        if (r < 0)
+                return err_prefix(e, r, "build sandbox");
+        snprintf(b->sb_id, sizeof(b->sb_id), "%s", row.id);
+        store_sandbox_clear(&row);
+        tail_clear(b);
+        struct sbx_exec_spec xs = {
+                .sandbox = b->sb_id, .argv = st->argv, .timeout_secs = b->spec->step_timeout_secs};
+        if ((r = sbx_exec_start(b->m, &xs, &cb, b, &b->x, e)) < 0)
+                return r;
+        (void) sbx_exec_close_stdin(b->x);
+        return 0;
+}
+
+/* ---- driving ---- */
+
+static void next_step(struct bld *b) {
+        while (!b->finished && !b->cancelled) {
+                if (b->idx == b->spec->n_steps)
+                        return finish(b, 0, NULL);
+                const struct sbx_build_step *st = &b->spec->steps[b->idx];
+                step_key(b, st);
+                char hit[96];
+                if (cache_hit(b, hit, sizeof(hit))) {
+                        logf_(b, "Step %zu/%zu: %s (cached: %.19s)", b->idx + 1, b->spec->n_steps,
+                              st->desc, hit);
+                        snprintf(b->cur, sizeof(b->cur), "%s", hit);
+                        b->cached++;
+                        b->idx++;
+                        continue;
+                }
+                logf_(b, "Step %zu/%zu: %s", b->idx + 1, b->spec->n_steps, st->desc);
+                b->t_step = sbx_mono_ns();
+                struct wr_err e = {0};
+                int r = st->kind == SBX_STEP_CONFIG && !st->workdir ? config_step(b, st, &e)
+                        : st->kind == SBX_STEP_RUN                  ? run_step(b, st, &e)
+                                                                    : file_step(b, st, &e);
+                if (r < 0)
+                        return finish(b, r, &e);
+                return; /* CONFIG went on from step_done; FILE and RUN continue from callbacks */
+        }
+}
+
+int sbx_build(struct sbx_manager *m, struct sbx_build_spec *spec, sbx_build_log_fn log,
+              sbx_build_done_fn done, void *userdata, struct sbx_build **ret, struct wr_err *e) {
+        if (!m->images) {
+                sbx_build_spec_free(spec);
+                return err_setx(e, -ENODEV, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_SERVICE,
+                                "build: the image store is unavailable");
+        }
+        struct img_info *base = NULL;
+        int r = img_store_resolve(m->images, spec->base, &base, e);
+        if (r < 0) {
+                sbx_build_spec_free(spec);
+                return err_prefix(e, r, "build: base image");
+        }
+        struct bld *b = calloc(1, sizeof(*b));
+        if (!b) {
+                img_info_free(base);
+                sbx_build_spec_free(spec);
+                return err_set(e, -ENOMEM, "out of memory");
+        }
+        b->m = m;
+        b->spec = spec;
+        b->log = log;
+        b->done = done;
+        b->userdata = userdata;
+        b->t0 = sbx_mono_ns();
+        snprintf(b->cur, sizeof(b->cur), "%s", base->id);
+        img_info_free(base);
+        logf_(b, "Building from %s (%.19s), %zu step%s", spec->base, b->cur, spec->n_steps,
+              spec->n_steps == 1 ? "" : "s");
+        if (ret)
+                *ret = (struct sbx_build *) b;
+        next_step(b);
+        return 0;
+}
+
+void sbx_build_cancel(struct sbx_build *build) {
+        struct bld *b = (struct bld *) build;
+        if (!b || b->cancelled)
+                return;
+        b->cancelled = true;
+        if (b->x) {
+                sbx_exec_release(b->x);
+                b->x = NULL;
+                return finish(b, -ECANCELED, NULL);
+        }
+        if (b->sb_id[0] == '\0')
+                return; /* a layer job or snapshot in flight ends it */
+}
