@@ -236,8 +236,10 @@ static int step_build(const Warren__V1__BuildStep *bs, size_t i, struct sbx_buil
                 size_t n = pl->n_packages;
                 const char *head_apt[] = {
                         "/bin/sh", "-c",
-                        "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y "
-                        "-qq --no-install-recommends \"$@\" && rm -rf /var/lib/apt/lists/*",
+                        "apt-get -o APT::Sandbox::User=root update -qq && "
+                        "DEBIAN_FRONTEND=noninteractive apt-get -o APT::Sandbox::User=root "
+                        "install -y -qq --no-install-recommends \"$@\" && rm -rf "
+                        "/var/lib/apt/lists/*",
                         "sh"};
                 const char *head_pip[] = {"python3",
                                           "-m",
