@@ -128,6 +128,7 @@ struct conn {
         int handles;    /* open handles; freed when the last one closes */
         bool resolving; /* a c-ares query holds a pointer to us */
         bool upoll_on;
+        int cmask, umask; /* relay: the armed poll masks (-1: not armed by relay yet) */
         struct egress_sb *sb;
         struct net_addr src, odst, dial;
         uint16_t oport;
@@ -443,6 +444,20 @@ static int http_up_pump(struct conn *c) {
 
 static void relay_cb(uv_poll_t *p, int status, int events);
 
+/* (Re)arm a relay poll only when its mask changes: libuv's uv_poll_start
+ * and uv_poll_stop each take the fd out of the epoll set (EPOLL_CTL_DEL,
+ * then an ADD on the next loop turn), two syscalls per fd per wakeup for
+ * nothing when the mask is the same (the poll is level-triggered). */
+static void arm(uv_poll_t *p, int *cur, int want) {
+        if (want == *cur)
+                return;
+        if (want)
+                uv_poll_start(p, want, relay_cb);
+        else
+                uv_poll_stop(p);
+        *cur = want;
+}
+
 static void relay(struct conn *c) {
         int r = c->hu ? http_up_pump(c) : pump(c->cfd, c->ufd, &c->up);
         if (r >= 0)
@@ -457,14 +472,8 @@ static void relay(struct conn *c) {
         }
         int ce = (c->up.want_read ? UV_READABLE : 0) | (c->dn.want_write ? UV_WRITABLE : 0);
         int ue = (c->dn.want_read ? UV_READABLE : 0) | (c->up.want_write ? UV_WRITABLE : 0);
-        if (ce)
-                uv_poll_start(&c->cpoll, ce, relay_cb);
-        else
-                uv_poll_stop(&c->cpoll);
-        if (ue)
-                uv_poll_start(&c->upoll, ue, relay_cb);
-        else
-                uv_poll_stop(&c->upoll);
+        arm(&c->cpoll, &c->cmask, ce);
+        arm(&c->upoll, &c->umask, ue);
 }
 
 static void relay_cb(uv_poll_t *p, int status, int events) {
@@ -501,6 +510,7 @@ static void start_relay(struct conn *c) {
                 return;
         }
         c->state = C_RELAY;
+        c->cmask = c->umask = -1;
         relay(c);
 }
 
