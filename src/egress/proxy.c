@@ -288,7 +288,7 @@ static int pump(int from, int to, struct dir *d) {
                         } else if (n == 0) {
                                 d->eof = true;
                                 progress = true;
-                        } else if (errno == EAGAIN) {
+                        } else if (errno == EAGAIN || errno == EINTR) {
                                 read_again = true;
                         } else {
                                 return -errno;
@@ -301,7 +301,7 @@ static int pump(int from, int to, struct dir *d) {
                                 d->in_pipe -= (size_t) n;
                                 d->bytes += (uint64_t) n;
                                 progress = true;
-                        } else if (n == 0 || errno != EAGAIN) {
+                        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
                                 return n < 0 ? -errno : -EPIPE;
                         }
                 }
@@ -387,7 +387,7 @@ static int http_up_pump(struct conn *c) {
                                 hu->osent += (size_t) n;
                                 d->bytes += (uint64_t) n;
                                 progress = true;
-                        } else if (n == 0 || errno != EAGAIN) {
+                        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
                                 return n < 0 ? -errno : -EPIPE;
                         }
                 }
@@ -426,7 +426,7 @@ static int http_up_pump(struct conn *c) {
                         } else if (n == 0) {
                                 d->eof = true;
                                 progress = true;
-                        } else if (errno != EAGAIN) {
+                        } else if (errno != EAGAIN && errno != EINTR) {
                                 return -errno;
                         }
                 }
