@@ -147,6 +147,8 @@ static struct worker *workers;
 static const char http_fmt[] = "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nConnection: close\r\n"
                                "Content-Length: %zu\r\n\r\n%s";
 
+static atomic_size_t pipe_bytes; /* what this process's relay pipes may hold */
+
 static void conn_close(struct conn *c, bool reset);
 static void decide_raw(struct conn *c);
 
@@ -203,6 +205,8 @@ static void conn_close(struct conn *c, bool reset) {
                 c->up.pipe[i] = safe_close(c->up.pipe[i]);
                 c->dn.pipe[i] = safe_close(c->dn.pipe[i]);
         }
+        atomic_fetch_sub(&pipe_bytes, c->up.pipe_size + c->dn.pipe_size);
+        c->up.pipe_size = c->dn.pipe_size = 0;
         egress_sb_unref(c->sb);
         c->sb = NULL;
         free(c->hu);
@@ -483,12 +487,25 @@ static void relay_cb(uv_poll_t *p, int status, int events) {
         relay(c);
 }
 
-/* Pipe size: 1 MiB for a few connections, less as they multiply, so that
- * all of them stay inside the user's pipe budget (fs.pipe-user-pages-soft,
- * 64 MiB by default; past it the kernel gives new pipes two pages). */
-static size_t pipe_size_for(unsigned nconns) {
-        size_t want = (32u << 20) / (nconns ? nconns : 1), sz = 65536;
-        while (sz < want && sz < PIPE_SIZE)
+/* Pipe sizes. A pipe's pages count against its user's budget
+ * (fs.pipe-user-pages-soft, 64 MiB by default, shared by every process of
+ * the user): past it F_SETPIPE_SZ fails and new pipes get two pages (8 KiB),
+ * which turns a transfer into thousands of tiny splices. Sizing by the
+ * number of open connections overshot it: connections arrive one by one,
+ * so the first few dozen of a burst all took 1 MiB and the rest got 8 KiB
+ * pipes (92 of 200 concurrent downloads). So the process keeps what its
+ * pipes may hold under PIPE_BUDGET: a new pipe gets a quarter of what is
+ * left, rounded down to a power of two, between 64 KiB and 1 MiB (one
+ * connection: 1 MiB; 200 at once: 13 at 1 MiB, 177 at 64 KiB, ~27 MiB in
+ * all; past ~770 relaying at once the 64 KiB pipes alone exceed the default
+ * soft limit). A single download is no faster with pipes over 256 KiB. */
+#define PIPE_BUDGET (16u << 20)
+#define PIPE_MIN 65536u
+
+static size_t pipe_size_for(void) {
+        size_t used = atomic_load(&pipe_bytes);
+        size_t want = used < PIPE_BUDGET ? (PIPE_BUDGET - used) / 4 : 0, sz = PIPE_MIN;
+        while (sz * 2 <= want && sz < PIPE_SIZE)
                 sz <<= 1;
         return sz;
 }
@@ -496,10 +513,11 @@ static size_t pipe_size_for(unsigned nconns) {
 static int make_pipe(struct dir *d) {
         if (pipe2(d->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
                 return -errno;
-        int sz = fcntl(d->pipe[1], F_SETPIPE_SZ, (int) pipe_size_for(atomic_load(&egress_nconns)));
+        int sz = fcntl(d->pipe[1], F_SETPIPE_SZ, (int) pipe_size_for());
         if (sz < 0)
                 sz = fcntl(d->pipe[1], F_GETPIPE_SZ);
-        d->pipe_size = sz > 0 ? (size_t) sz : 65536;
+        d->pipe_size = sz > 0 ? (size_t) sz : 4096;
+        atomic_fetch_add(&pipe_bytes, d->pipe_size);
         return 0;
 }
 
