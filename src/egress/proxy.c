@@ -128,6 +128,7 @@ struct conn {
         int handles;    /* open handles; freed when the last one closes */
         bool resolving; /* a c-ares query holds a pointer to us */
         bool upoll_on;
+        int cmask, umask; /* relay: the armed poll masks (-1: not armed by relay yet) */
         struct egress_sb *sb;
         struct net_addr src, odst, dial;
         uint16_t oport;
@@ -146,6 +147,8 @@ static struct worker *workers;
 static const char http_fmt[] = "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nConnection: close\r\n"
                                "Content-Length: %zu\r\n\r\n%s";
 
+static atomic_size_t pipe_bytes; /* what this process's relay pipes may hold */
+
 static void conn_close(struct conn *c, bool reset);
 static void decide_raw(struct conn *c);
 
@@ -162,6 +165,21 @@ static void conn_free_if_done(struct conn *c) {
                 free(c->buf);
                 free(c);
         }
+}
+
+/* The sandbox-facing socket's congestion control: Reno. That hop is a veth
+ * on this host, with no queue to probe and nothing to pace; the host's
+ * default may be BBR, whose pacing (transmits from an hrtimer, and TSQ
+ * completions on whichever CPU freed the skb) made the proxy -> sandbox
+ * flow reorder across CPUs, retransmit spuriously and leave CPUs idle on a
+ * 2-vCPU host. With Reno, in downloads alternating with and without it:
+ * 73-88% of NAT's throughput instead of 64-73%, and less CPU in the
+ * sandbox's reader (docs/network.md, "Performance"). Reno is always
+ * permitted (no capability needed); a failure keeps the default. The
+ * upstream socket keeps the host's choice. */
+static void sandbox_side_cc(int fd) {
+        static const char reno[] = "reno";
+        (void) setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, reno, sizeof(reno) - 1);
 }
 
 static void set_linger0(int fd) {
@@ -202,6 +220,8 @@ static void conn_close(struct conn *c, bool reset) {
                 c->up.pipe[i] = safe_close(c->up.pipe[i]);
                 c->dn.pipe[i] = safe_close(c->dn.pipe[i]);
         }
+        atomic_fetch_sub(&pipe_bytes, c->up.pipe_size + c->dn.pipe_size);
+        c->up.pipe_size = c->dn.pipe_size = 0;
         egress_sb_unref(c->sb);
         c->sb = NULL;
         free(c->hu);
@@ -287,7 +307,7 @@ static int pump(int from, int to, struct dir *d) {
                         } else if (n == 0) {
                                 d->eof = true;
                                 progress = true;
-                        } else if (errno == EAGAIN) {
+                        } else if (errno == EAGAIN || errno == EINTR) {
                                 read_again = true;
                         } else {
                                 return -errno;
@@ -300,7 +320,7 @@ static int pump(int from, int to, struct dir *d) {
                                 d->in_pipe -= (size_t) n;
                                 d->bytes += (uint64_t) n;
                                 progress = true;
-                        } else if (n == 0 || errno != EAGAIN) {
+                        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
                                 return n < 0 ? -errno : -EPIPE;
                         }
                 }
@@ -386,7 +406,7 @@ static int http_up_pump(struct conn *c) {
                                 hu->osent += (size_t) n;
                                 d->bytes += (uint64_t) n;
                                 progress = true;
-                        } else if (n == 0 || errno != EAGAIN) {
+                        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
                                 return n < 0 ? -errno : -EPIPE;
                         }
                 }
@@ -425,7 +445,7 @@ static int http_up_pump(struct conn *c) {
                         } else if (n == 0) {
                                 d->eof = true;
                                 progress = true;
-                        } else if (errno != EAGAIN) {
+                        } else if (errno != EAGAIN && errno != EINTR) {
                                 return -errno;
                         }
                 }
@@ -443,6 +463,20 @@ static int http_up_pump(struct conn *c) {
 
 static void relay_cb(uv_poll_t *p, int status, int events);
 
+/* (Re)arm a relay poll only when its mask changes: libuv's uv_poll_start
+ * and uv_poll_stop each take the fd out of the epoll set (EPOLL_CTL_DEL,
+ * then an ADD on the next loop turn), two syscalls per fd per wakeup for
+ * nothing when the mask is the same (the poll is level-triggered). */
+static void arm(uv_poll_t *p, int *cur, int want) {
+        if (want == *cur)
+                return;
+        if (want)
+                uv_poll_start(p, want, relay_cb);
+        else
+                uv_poll_stop(p);
+        *cur = want;
+}
+
 static void relay(struct conn *c) {
         int r = c->hu ? http_up_pump(c) : pump(c->cfd, c->ufd, &c->up);
         if (r >= 0)
@@ -457,14 +491,8 @@ static void relay(struct conn *c) {
         }
         int ce = (c->up.want_read ? UV_READABLE : 0) | (c->dn.want_write ? UV_WRITABLE : 0);
         int ue = (c->dn.want_read ? UV_READABLE : 0) | (c->up.want_write ? UV_WRITABLE : 0);
-        if (ce)
-                uv_poll_start(&c->cpoll, ce, relay_cb);
-        else
-                uv_poll_stop(&c->cpoll);
-        if (ue)
-                uv_poll_start(&c->upoll, ue, relay_cb);
-        else
-                uv_poll_stop(&c->upoll);
+        arm(&c->cpoll, &c->cmask, ce);
+        arm(&c->upoll, &c->umask, ue);
 }
 
 static void relay_cb(uv_poll_t *p, int status, int events) {
@@ -474,12 +502,25 @@ static void relay_cb(uv_poll_t *p, int status, int events) {
         relay(c);
 }
 
-/* Pipe size: 1 MiB for a few connections, less as they multiply, so that
- * all of them stay inside the user's pipe budget (fs.pipe-user-pages-soft,
- * 64 MiB by default; past it the kernel gives new pipes two pages). */
-static size_t pipe_size_for(unsigned nconns) {
-        size_t want = (32u << 20) / (nconns ? nconns : 1), sz = 65536;
-        while (sz < want && sz < PIPE_SIZE)
+/* Pipe sizes. A pipe's pages count against its user's budget
+ * (fs.pipe-user-pages-soft, 64 MiB by default, shared by every process of
+ * the user): past it F_SETPIPE_SZ fails and new pipes get two pages (8 KiB),
+ * which turns a transfer into thousands of tiny splices. Sizing by the
+ * number of open connections overshot it: connections arrive one by one,
+ * so the first few dozen of a burst all took 1 MiB and the rest got 8 KiB
+ * pipes (92 of 200 concurrent downloads). So the process keeps what its
+ * pipes may hold under PIPE_BUDGET: a new pipe gets a quarter of what is
+ * left, rounded down to a power of two, between 64 KiB and 1 MiB (one
+ * connection: 1 MiB; 200 at once: 13 at 1 MiB, 177 at 64 KiB, ~27 MiB in
+ * all; past ~770 relaying at once the 64 KiB pipes alone exceed the default
+ * soft limit). A single download is no faster with pipes over 256 KiB. */
+#define PIPE_BUDGET (16u << 20)
+#define PIPE_MIN 65536u
+
+static size_t pipe_size_for(void) {
+        size_t used = atomic_load(&pipe_bytes);
+        size_t want = used < PIPE_BUDGET ? (PIPE_BUDGET - used) / 4 : 0, sz = PIPE_MIN;
+        while (sz * 2 <= want && sz < PIPE_SIZE)
                 sz <<= 1;
         return sz;
 }
@@ -487,10 +528,11 @@ static size_t pipe_size_for(unsigned nconns) {
 static int make_pipe(struct dir *d) {
         if (pipe2(d->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
                 return -errno;
-        int sz = fcntl(d->pipe[1], F_SETPIPE_SZ, (int) pipe_size_for(atomic_load(&egress_nconns)));
+        int sz = fcntl(d->pipe[1], F_SETPIPE_SZ, (int) pipe_size_for());
         if (sz < 0)
                 sz = fcntl(d->pipe[1], F_GETPIPE_SZ);
-        d->pipe_size = sz > 0 ? (size_t) sz : 65536;
+        d->pipe_size = sz > 0 ? (size_t) sz : 4096;
+        atomic_fetch_add(&pipe_bytes, d->pipe_size);
         return 0;
 }
 
@@ -501,6 +543,7 @@ static void start_relay(struct conn *c) {
                 return;
         }
         c->state = C_RELAY;
+        c->cmask = c->umask = -1;
         relay(c);
 }
 
@@ -994,6 +1037,7 @@ static void accept_cb(uv_poll_t *p, int status, int events) {
                 c->handles++;
                 int one = 1;
                 (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+                sandbox_side_cc(fd);
                 int r = original_dst(fd, &c->odst, &c->oport);
                 c->sb = egress_sb_lookup(&c->src);
                 egress_event_fill_sb(&c->ev, c->sb, &c->src);

@@ -648,6 +648,10 @@ def test_events_fields_for_refused_and_dns(sandbox, fakenet, ctl):
     t0 = time.time_ns()
     sandbox.curl("https://github.com/echo")
     sandbox.curl("http://github.com/echo", "-X", "TRACE")
+    # each connection's event is sent when the proxy closes it, which may be
+    # just after curl has its answer and exits: wait for both
+    ctl.wait_event(em, kind="tcp", verdict="allow")
+    ctl.wait_event(em, kind="tcp", verdict="deny")
     evs = ctl.events_since(em)
     dns = [e for e in evs if e["kind"] == "dns"]
     assert dns and all(e["host"] == "github.com" and e["verdict"] == "allow" for e in dns)
