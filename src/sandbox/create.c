@@ -175,12 +175,18 @@ int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len,
                 return 0;
         struct rt_net net;
         sbx_network_slot_net(m->net, sb->net_slot, &net);
-        int r = sbx_egress_register(g, sb->id, mode ? mode : EGRESS_MODE_OPEN, net.addr, wire, len,
-                                    e);
-        if (r < 0)
+        /* policed: out of open4 before anything of it runs (a warm-pool
+         * entry's block has its element put in ahead, for a claim without
+         * a policy) */
+        int r;
+        if (mode && (r = sbx_network_set_open(m->net, sb->net_slot, false, e)) < 0)
+                return err_prefix(e, r, "network");
+        if ((r = sbx_egress_register(g, sb->id, mode ? mode : EGRESS_MODE_OPEN, net.addr, wire, len,
+                                     e)) < 0)
                 return r;
         sb->egress_registered = true;
         if (!mode) {
+                /* a warm-pool entry's is there already (no nftables work) */
                 if ((r = sbx_network_set_open(m->net, sb->net_slot, true, e)) < 0)
                         return err_prefix(e, r, "network");
                 sb->egress_open = true;
@@ -193,11 +199,8 @@ void sbx_egress_detach(struct sbx *sb) {
         struct sbx_egress *g = sbx_network_egress(m->net);
         if (!g)
                 return;
-        if (sb->egress_open && sb->net_slot >= 0) {
-                struct wr_err e = {0};
-                if (sbx_network_set_open(m->net, sb->net_slot, false, &e) < 0)
-                        log_warn("sandbox %s: %s", sb->id, e.msg);
-        }
+        /* its open4 element goes with the block (sbx_net_retire); a failed
+         * create's block remembers it for its next owner */
         sb->egress_open = false;
         if (sb->egress_registered)
                 sbx_egress_unregister(g, sb->id);

@@ -258,11 +258,12 @@ struct net_retire {
 static void net_retire_work(uv_work_t *w) {
         struct net_retire *j = w->data;
         struct wr_err e = {0};
-        /* out of open4 first (a commit that deletes waits for an RCU grace
-         * period, ~10 ms: not on the loop); a block whose address may still
-         * be there is never given out again (its next owner could be a
-         * policed sandbox) */
-        if (j->open4 && (j->r = sbx_network_set_open(j->m->net, j->slot, false, &e)) < 0) {
+        /* out of open4 (if its element is there: the block remembers), off
+         * the loop: a commit that deletes waits for an RCU grace period,
+         * ~10 ms. A block whose element may still be there is not given
+         * out again (a policed next owner would delete it anyway before
+         * it runs: sbx_egress_attach) */
+        if ((j->r = sbx_network_set_open(j->m->net, j->slot, false, &e)) < 0) {
                 log_warn("network: %s", e.msg);
                 return;
         }
@@ -300,7 +301,7 @@ void sbx_net_retire(struct sbx_manager *m, int32_t slot, bool open4) {
         /* no worker: delete it here */
         char peer[16];
         struct wr_err e = {0};
-        if (open4 && sbx_network_set_open(m->net, slot, false, &e) < 0) {
+        if (sbx_network_set_open(m->net, slot, false, &e) < 0) {
                 log_warn("network: %s", e.msg);
                 return;
         }

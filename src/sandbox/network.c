@@ -35,6 +35,10 @@ struct sbx_network {
         int lock_fd;
         char *resolv;
         struct sbx_egress *egress;
+        /* per slot: its address is in the table's open4 set. Written only
+         * by the slot's owner of the moment (the loop, a pool job or the
+         * retire job on a worker). All 0 after the table is applied. */
+        uint8_t *open4;
 };
 
 /* ---- the range ---- */
@@ -349,6 +353,8 @@ int sbx_network_new(const struct sbx_network_config *cfg, struct sbx_network **r
                          "get no resolver and network policies are refused); give one with "
                          "--upstream-dns");
         }
+        if (r >= 0 && !(n->open4 = calloc(n->r.n_slots ? n->r.n_slots : 1, 1)))
+                r = err_set(e, -ENOMEM, "out of memory");
         if (r >= 0)
                 r = forward_on(e);
         if (r >= 0)
@@ -370,6 +376,8 @@ int sbx_network_new(const struct sbx_network_config *cfg, struct sbx_network **r
 }
 
 void sbx_network_free(struct sbx_network *n, bool remove_table) {
+        if (n)
+                free(n->open4);
         if (!n)
                 return;
         if (remove_table && n->table[0]) {
@@ -482,8 +490,10 @@ struct sbx_egress *sbx_network_egress(const struct sbx_network *n) {
 }
 
 int sbx_network_set_open(struct sbx_network *n, int32_t slot, bool open, struct wr_err *e) {
-        if (!n || !n->egress || slot < 0)
+        if (!n || !n->egress || slot < 0 || (uint32_t) slot >= n->r.n_slots)
                 return 0;
+        if ((n->open4[slot] != 0) == open)
+                return 0; /* as wanted already: no nftables transaction */
         uint32_t gw, sbx;
         char a[INET_ADDRSTRLEN];
         sbx_netrange_addrs(&n->r, (uint32_t) slot, &gw, &sbx);
@@ -496,6 +506,8 @@ int sbx_network_set_open(struct sbx_network *n, int32_t slot, bool open, struct 
         log_debug("network: %s %s open4: %.3f ms", open ? "add" : "delete", a,
                   (double) (t1.tv_sec - t0.tv_sec) * 1e3 +
                           (double) (t1.tv_nsec - t0.tv_nsec) / 1e6);
+        if (r >= 0)
+                n->open4[slot] = open;
         return r;
 }
 

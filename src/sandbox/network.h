@@ -87,8 +87,11 @@ struct sbx_egress *sbx_network_egress(const struct sbx_network *n);
 
 /* A sandbox without a policy (open = true: in the table's open4 set, its
  * TCP goes through NAT) or policed (removed from it: the default of every
- * address). No-op without warren-egress. 0 or -EIO with e. Any thread
- * (it reads only what sbx_network_new set; the retire worker deletes). */
+ * address after the table is applied). Idempotent per block: a block
+ * remembers whether its element is in the set, so only a change costs an
+ * nftables transaction (warm-pool entries put theirs in ahead, on a
+ * worker). No-op without warren-egress. 0 or -EIO with e. Called by the
+ * block's owner of the moment, on any thread. */
 int sbx_network_set_open(struct sbx_network *n, int32_t slot, bool open, struct wr_err *e);
 
 /* The range, as text ("100.96.0.0/16"), and the table's name. */

@@ -68,8 +68,15 @@ static void pool_work(uv_work_t *w) {
                 .resolv_conf = job->resolv_conf,
                 .net = pe->net_slot >= 0 ? &pe->net : NULL,
         };
-        if (rt_sandbox_prestart(&cfg, &pe->rt, &job->err) >= 0)
+        if (rt_sandbox_prestart(&cfg, &pe->rt, &job->err) >= 0) {
+                /* the job owns the block now: its open4 element goes in here,
+                 * off the loop, so that a claim without a policy does no
+                 * nftables work (a policed claim deletes it first) */
+                struct wr_err oe = {0};
+                if (pe->net_slot >= 0 && sbx_network_set_open(m->net, pe->net_slot, true, &oe) < 0)
+                        log_debug("warm pool: %s", oe.msg);
                 return;
+        }
         pe->rt = NULL;
         if (n == 0)
                 return;

@@ -406,7 +406,15 @@ def test_1000_cycles_leave_nothing(client, netd):
     # what is left is the warm pool's entries (2), nothing of the ended ones
     assert len(after) <= 2, after
     assert not (ended & set(after)), ended & set(after)
-    assert nft_table(netd.table) == before_table
+    # the table is the same but for open4, which holds the pool entries'
+    # blocks (put in ahead, for a claim without nftables work)
+    def without_open4(t):
+        return re.sub(r"(set open4 \{[^}]*?)elements = \{[^}]*\}", r"\1", t, flags=re.S)
+    table = nft_table(netd.table)
+    assert without_open4(table) == without_open4(before_table)
+    m = re.search(r"set open4 \{[^}]*?elements = \{([^}]*)\}", table, re.S)
+    open4 = [x.strip() for x in m.group(1).split(",")] if m else []
+    assert len(open4) <= 2, open4
     assert len(before) <= 2
 
 
