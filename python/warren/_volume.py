@@ -69,7 +69,7 @@ class FileInfo:
     size_bytes: int = 0
     mode: int = 0
     modified_at: Optional[_dt.datetime] = None
-    kind: FileKind = FileKind.FILE
+    kind: FileKind = FileKind.UNSPECIFIED
 
     @classmethod
     def _from_proto(cls, f: pb.FileInfo) -> "FileInfo":

