@@ -185,6 +185,16 @@ static int volume_put(struct cli_ctx *ctx, int argc, char **argv) {
                         mode = stbuf.st_mode & 07777;
                 in = fd;
         }
+        /* Created on first use, as the SDK's Volume.put_file does
+         * (CreateVolume is idempotent). */
+        Warren__V1__CreateVolumeRequest creq = WARREN__V1__CREATE_VOLUME_REQUEST__INIT;
+        creq.name = argv[optind];
+        Warren__V1__Volume *v = NULL;
+        int crc = cli_call(ctx, "/warren.v1.Volumes/CreateVolume", &creq.base,
+                           &warren__v1__volume__descriptor, (ProtobufCMessage **) &v);
+        if (crc != CLI_EXIT_OK)
+                return crc;
+        protobuf_c_message_free_unpacked(&v->base, NULL);
         Warren__V1__PutFileMeta meta = WARREN__V1__PUT_FILE_META__INIT;
         meta.volume = argv[optind];
         meta.path = path_bytes(argv[optind + 1]);
@@ -371,7 +381,8 @@ int cli_cmd_volume(struct cli_ctx *ctx, int argc, char **argv) {
                 {"ls", "[--json]", "list volumes", volume_ls},
                 {"info", "NAME", "show one volume as JSON", volume_info},
                 {"rm", "NAME...", "delete volumes and their files", volume_rm},
-                {"put", "VOLUME PATH [FILE|-]", "write a file into a volume", volume_put},
+                {"put", "VOLUME PATH [FILE|-]", "write a file into a volume (created when missing)",
+                 volume_put},
                 {"get", "VOLUME PATH [DEST|-]", "read a file out of a volume", volume_get},
                 {"files", "[--json] VOLUME [PREFIX]", "list files of a volume", volume_files},
                 {"stat", "VOLUME [PATH]", "describe a file of a volume", volume_stat},

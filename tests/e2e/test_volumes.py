@@ -691,3 +691,34 @@ def test_kill9_during_100_concurrent_puts():
     finally:
         d.destroy()
         wait_clean(d.tmp)
+
+
+def test_sandbox_outliving_warrend_shares_the_remounted_volume():
+    """A sandbox keeps its mount across a warrend restart; the new warrend
+    mounts the same loop device (one superblock: writes on either side are
+    seen on the other), never a second one on the same image."""
+    d = Restartable()
+    try:
+        d.start()
+        import_image(d, "busybox:latest")
+        with wr.SandboxClient(d.unix_addr) as c:
+            Volume("live", c).put_file("before.txt", b"1\n")
+            sid = c.create(image="busybox:latest", volumes=[("live", "/data")]).id
+        d.stop()  # the sandbox outlives it
+        assert len(loops_under(d.tmp)) == 1
+        d.start()
+        with wr.SandboxClient(d.unix_addr) as c:
+            Volume("live", c).put_file("after.txt", b"2\n")
+            sb = c.get(id=sid)
+            assert sb.exec("cat", "/data/before.txt", "/data/after.txt").stdout_text == "1\n2\n"
+            assert sb.exec("sh", "-c", "echo 3 > /data/from-sb").exit_code == 0
+            assert Volume("live", c).get_file("from-sb") == b"3\n"
+            assert len(loops_under(d.tmp)) == 1
+            with pytest.raises(WarrenError) as ei:
+                Volume("live", c).delete()
+            assert ei.value.status == Status.FAILED_PRECONDITION and sid in ei.value.message
+            sb.terminate()
+            Volume("live", c).delete()
+    finally:
+        d.destroy()
+        wait_clean(d.tmp)
