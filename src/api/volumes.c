@@ -250,6 +250,7 @@ struct put_state {
         struct wr_err err;
         int r;
         bool started, committing;
+        uint64_t t_begin, t_commit; /* uv_hrtime(): meta received, commit queued */
 };
 
 static void put_free(struct rpc_call *call) {
@@ -305,6 +306,7 @@ static void put_file(struct rpc_call *call, const ProtobufCMessage *msg) {
                     vol_put_begin(data, stage, path, meta->mode, &st->put, &e) < 0)
                         return put_fail(call, st, &e);
                 st->started = true;
+                st->t_begin = uv_hrtime();
                 return;
         }
         if (!st->put || st->committing)
@@ -334,8 +336,15 @@ static void put_commit_done(uv_work_t *w, int status) {
                         rpc_call_finish(call, WR_STATUS_CANCELLED, "cancelled");
                 else if (st->r < 0)
                         finish_err(call, &st->err);
-                else
+                else {
+                        uint64_t now = uv_hrtime();
+                        log_debug("PutFile %s: %llu bytes, received in %.1f ms, committed in "
+                                  "%.1f ms",
+                                  st->result.path, (unsigned long long) st->result.size,
+                                  (double) (st->t_commit - st->t_begin) / 1e6,
+                                  (double) (now - st->t_commit) / 1e6);
                         reply_file(call, &st->result);
+                }
         }
         rpc_call_unref(call);
 }
@@ -353,6 +362,7 @@ static void put_half_close(struct rpc_call *call) {
         if (!st->put || st->committing)
                 return;
         st->committing = true;
+        st->t_commit = uv_hrtime();
         st->work.data = st;
         rpc_call_ref(call);
         int r = uv_queue_work(rpc_call_loop(call), &st->work, put_commit_work, put_commit_done);
