@@ -109,6 +109,37 @@ static void reply_volume(struct rpc_call *call, struct vol_info *vi) {
         rpc_call_reply(call, &m.v.base);
 }
 
+/* CreateVolume: the image is made (mkfs) on a worker thread. */
+struct create_state {
+        struct rpc_call *call;
+        struct vol_new *n;
+        uv_work_t work;
+        struct wr_err err;
+        int r;
+};
+
+static void create_work(uv_work_t *w) {
+        struct create_state *st = w->data;
+        st->r = vol_create_build(st->n, &st->err);
+}
+
+static void create_done(uv_work_t *w, int status) {
+        struct create_state *st = w->data;
+        struct rpc_call *call = st->call;
+        struct vol_info vi;
+        if (rpc_call_is_done(call))
+                ; /* the caller is gone: the image goes with st->n */
+        else if (status < 0)
+                rpc_call_finish(call, WR_STATUS_CANCELLED, "cancelled");
+        else if (st->r < 0 || vol_create_finish(manager(call), st->n, &vi, &st->err) < 0)
+                finish_err(call, &st->err);
+        else
+                reply_volume(call, &vi);
+        vol_new_free(st->n);
+        free(st);
+        rpc_call_unref(call);
+}
+
 static void create_volume(struct rpc_call *call, const ProtobufCMessage *msg) {
         const Warren__V1__CreateVolumeRequest *req = (const void *) msg;
         if (check_volume(call, "name", req->name) < 0)
@@ -116,9 +147,27 @@ static void create_volume(struct rpc_call *call, const ProtobufCMessage *msg) {
         struct vol_limits lim = {.max_bytes = req->max_bytes, .max_inodes = req->max_files};
         struct vol_info vi;
         struct wr_err e = {0};
-        if (vol_create(manager(call), caller_env(call), req->name, &lim, &vi, &e) < 0)
+        struct vol_new *n = NULL;
+        int r = vol_create_begin(manager(call), caller_env(call), req->name, &lim, &vi, &n, &e);
+        if (r < 0)
                 return finish_err(call, &e);
-        reply_volume(call, &vi);
+        if (r > 0)
+                return reply_volume(call, &vi);
+        struct create_state *st = calloc(1, sizeof(*st));
+        if (!st) {
+                vol_new_free(n);
+                rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                return;
+        }
+        st->call = rpc_call_ref(call);
+        st->n = n;
+        st->work.data = st;
+        if (uv_queue_work(rpc_call_loop(call), &st->work, create_work, create_done) < 0) {
+                vol_new_free(n);
+                free(st);
+                rpc_call_unref(call);
+                rpc_call_finish(call, WR_STATUS_INTERNAL, "cannot queue the volume's mkfs");
+        }
 }
 
 static void get_volume(struct rpc_call *call, const ProtobufCMessage *msg) {

@@ -342,16 +342,41 @@ static int info_fill(struct vol_manager *m, const char *env, const char *name, s
         return 0;
 }
 
-int vol_create(struct vol_manager *m, const char *env, const char *name,
-               const struct vol_limits *limits, struct vol_info *ret, struct wr_err *e) {
+struct vol_new {
+        char env[VOL_NAME_MAX + 1];
+        char name[VOL_NAME_MAX + 1];
+        uint64_t bytes, inodes;
+        char *tmp; /* envdir/.new-<name>-<random>: the image is made here */
+        bool built;
+};
+
+void vol_new_free(struct vol_new *n) {
+        if (!n)
+                return;
+        if (n->tmp)
+                dir_remove(n->tmp);
+        free(n->tmp);
+        free(n);
+}
+
+static void vol_new_freep(struct vol_new **n) {
+        vol_new_free(*n);
+}
+
+int vol_create_begin(struct vol_manager *m, const char *env, const char *name,
+                     const struct vol_limits *limits, struct vol_info *ret,
+                     struct vol_new **ret_new, struct wr_err *e) {
         int r;
+        *ret_new = NULL;
         if ((r = env_check(env, e)) < 0 || (r = name_check(name, e)) < 0)
                 return r;
         struct store_volume row = {0};
         r = store_volume_load(m->store, env, name, &row, NULL);
         store_volume_clear(&row);
-        if (r == 0)
-                return info_fill(m, env, name, ret, e);
+        if (r == 0) {
+                r = info_fill(m, env, name, ret, e);
+                return r < 0 ? r : 1;
+        }
         if (r != -ENOENT)
                 return err_set(e, r, "load volume %s", name);
 
@@ -369,7 +394,7 @@ int vol_create(struct vol_manager *m, const char *env, const char *name,
                                "one per KiB of max_bytes, or 0 for one per 16 KiB",
                                (unsigned long long) inodes, VOL_MIN_INODES, VOL_MAX_INODES);
 
-        _cleanup_free_ char *envdir = NULL, *tmp = NULL, *img = NULL, *final = NULL;
+        _cleanup_free_ char *envdir = NULL;
         if (asprintf(&envdir, "%s/%s", m->dir, env) < 0)
                 return -ENOMEM;
         if (mkdir(envdir, 0700) < 0 && errno != EEXIST)
@@ -383,39 +408,82 @@ int vol_create(struct vol_manager *m, const char *env, const char *name,
                                 "host; give a smaller max_bytes",
                                 (unsigned long long) bytes,
                                 (unsigned long long) sv.f_bavail * sv.f_frsize);
+        _cleanup_(vol_new_freep) struct vol_new *n = calloc(1, sizeof(*n));
+        if (!n)
+                return -ENOMEM;
+        snprintf(n->env, sizeof(n->env), "%s", env);
+        snprintf(n->name, sizeof(n->name), "%s", name);
+        n->bytes = bytes;
+        n->inodes = inodes;
         uint64_t rnd = 0;
         if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) < 0)
                 rnd = (uint64_t) getpid();
-        if (asprintf(&tmp, "%s/.new-%s-%016llx", envdir, name, (unsigned long long) rnd) < 0 ||
-            asprintf(&img, "%s/disk.img", tmp) < 0 || vol_dir(m, env, name, NULL, &final) < 0)
+        char *tmp = NULL;
+        if (asprintf(&tmp, "%s/.new-%s-%016llx", envdir, name, (unsigned long long) rnd) < 0)
                 return -ENOMEM;
-        if (mkdir(tmp, 0700) < 0)
-                return err_set(e, -errno, "mkdir %s: %m", tmp);
-        int fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0 || ftruncate(fd, (off_t) bytes) < 0) {
-                r = err_set(e, -errno, "make %s: %m", img);
-                safe_close(fd);
-                dir_remove(tmp);
+        if (mkdir(tmp, 0700) < 0) {
+                r = err_set(e, -errno, "mkdir %s: %m", tmp);
+                free(tmp);
                 return r;
         }
-        safe_close(fd);
-        if ((r = mkfs(img, inodes, e)) < 0) {
-                dir_remove(tmp);
-                return err_prefix(e, r, "create volume %s", name);
-        }
+        n->tmp = tmp;
+        *ret_new = TAKE_PTR(n);
+        return 0;
+}
+
+int vol_create_build(struct vol_new *n, struct wr_err *e) {
+        _cleanup_free_ char *img = NULL;
+        if (asprintf(&img, "%s/disk.img", n->tmp) < 0)
+                return -ENOMEM;
+        _cleanup_close_ int fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 || ftruncate(fd, (off_t) n->bytes) < 0)
+                return err_set(e, -errno, "make %s: %m", img);
+        int r = mkfs(img, n->inodes, e);
+        if (r < 0)
+                return err_prefix(e, r, "create volume %s", n->name);
+        n->built = true;
+        return 0;
+}
+
+int vol_create_finish(struct vol_manager *m, struct vol_new *n, struct vol_info *ret,
+                      struct wr_err *e) {
+        if (!n->built)
+                return err_set(e, -EINVAL, "create volume %s: no image made", n->name);
+        /* Made meanwhile by another create: that one stands (n's image is
+         * dropped by vol_new_free). */
+        struct store_volume row = {0};
+        int r = store_volume_load(m->store, n->env, n->name, &row, NULL);
+        store_volume_clear(&row);
+        if (r == 0)
+                return info_fill(m, n->env, n->name, ret, e);
+        if (r != -ENOENT)
+                return err_set(e, r, "load volume %s", n->name);
+        _cleanup_free_ char *final = NULL;
+        if (vol_dir(m, n->env, n->name, NULL, &final) < 0)
+                return -ENOMEM;
         /* A leftover dir of the same name has no row (recovery removes
          * those, a delete removes its row first): replace it. */
         dir_remove(final);
-        if (rename(tmp, final) < 0) {
-                r = err_set(e, -errno, "rename %s: %m", tmp);
-                dir_remove(tmp);
-                return r;
-        }
-        if ((r = store_volume_insert(m->store, env, name, e)) < 0) {
+        if (rename(n->tmp, final) < 0)
+                return err_set(e, -errno, "rename %s: %m", n->tmp);
+        free(n->tmp);
+        n->tmp = NULL;
+        if ((r = store_volume_insert(m->store, n->env, n->name, e)) < 0) {
                 dir_remove(final);
                 return r;
         }
-        return info_fill(m, env, name, ret, e);
+        return info_fill(m, n->env, n->name, ret, e);
+}
+
+int vol_create(struct vol_manager *m, const char *env, const char *name,
+               const struct vol_limits *limits, struct vol_info *ret, struct wr_err *e) {
+        _cleanup_(vol_new_freep) struct vol_new *n = NULL;
+        int r = vol_create_begin(m, env, name, limits, ret, &n, e);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        if ((r = vol_create_build(n, e)) < 0)
+                return r;
+        return vol_create_finish(m, n, ret, e);
 }
 
 int vol_get(struct vol_manager *m, const char *env, const char *name, struct vol_info *ret,

@@ -74,12 +74,32 @@ bool vol_name_valid(const char *s);
 
 /* Create volume name in env with limits (NULL = defaults), or, when it
  * exists, report it as it is (the call is idempotent; limits of an
- * existing volume are not changed). Blocks for the mkfs (a few ms).
+ * existing volume are not changed). Blocks for the mkfs (a few ms; the
+ * steps below run it off the loop).
  * Errors: -EINVAL (INVALID_ARGUMENT: name or limits, naming the field),
  * -ENOSPC (RESOURCE_EXHAUSTED: the host has not that much free space),
  * other negative errnos (INTERNAL). *ret filled on success. */
 int vol_create(struct vol_manager *m, const char *env, const char *name,
                const struct vol_limits *limits, struct vol_info *ret, struct wr_err *e);
+
+/* vol_create in three steps, so that the mkfs runs off the loop:
+ * vol_create_begin (loop): validate; when the volume exists, fill *ret
+ * and return 1; else return 0 with *ret_new (the caller's:
+ * vol_new_free) naming a temp dir for the image. vol_create_build (any
+ * thread; touches no manager or store state): make the image in it.
+ * vol_create_finish (loop): move it into place and record it, or, when a
+ * concurrent create made the volume meanwhile, report that one (n's image
+ * is dropped by vol_new_free). Errors as vol_create. */
+struct vol_new;
+int vol_create_begin(struct vol_manager *m, const char *env, const char *name,
+                     const struct vol_limits *limits, struct vol_info *ret,
+                     struct vol_new **ret_new, struct wr_err *e);
+int vol_create_build(struct vol_new *n, struct wr_err *e);
+int vol_create_finish(struct vol_manager *m, struct vol_new *n, struct vol_info *ret,
+                      struct wr_err *e);
+/* Free n, removing its temp dir unless vol_create_finish moved it into
+ * place. NULL ok. */
+void vol_new_free(struct vol_new *n);
 
 /* Report one volume (mounting it when needed). -ENOENT (NOT_FOUND). */
 int vol_get(struct vol_manager *m, const char *env, const char *name, struct vol_info *ret,

@@ -583,6 +583,33 @@ def test_quota_inodes(client):
         v.delete()
 
 
+def test_concurrent_first_use_makes_one_volume(vd, client):
+    """20 threads put into a volume that does not exist yet: each call
+    creates it on first use; one volume results, holding every file, and
+    no half-made image is left."""
+    errors = []
+
+    def put(i):
+        try:
+            Volume("racy-create", client).put_file("f%02d" % i, b"%d" % i)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=put, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert errors == []
+        assert [v.name for v in client.list_volumes()].count("racy-create") == 1
+        assert len(Volume("racy-create", client).list_files()) == 20
+        envdir = os.path.join(vd.state_dir, "volumes", "default")
+        assert [n for n in os.listdir(envdir) if n.startswith(".new-")] == []
+    finally:
+        Volume("racy-create", client).delete()
+
+
 def test_quota_limits_checked(client):
     for kw, field in (({"max_bytes": 1024}, "max_bytes"), ({"max_bytes": 1 << 60}, "max_bytes"),
                       ({"max_bytes": 16 << 20, "max_files": 10}, "max_files")):
