@@ -46,6 +46,7 @@ test-e2e:
 	PYTHONPATH=$(CURDIR)/python $(PYTHON) -m pytest -q python/tests $(PYTEST_ARGS)
 	$(PYTHON) -m pytest -q tests/fakenet $(PYTEST_ARGS)
 	WARREN_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q tests/egress $(PYTEST_ARGS)
+	WARREN_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q tests/signer $(PYTEST_ARGS)
 
 test-fast: deps build test-unit test-e2e
 

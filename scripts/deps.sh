@@ -15,6 +15,7 @@ DEB_PACKAGES=(
   docker-registry skopeo
   mmdebstrap
   tmux
+  libpcre2-dev   # per-host request rules: path regexes (src/net/rules.c)
   git curl openssh-client openssh-server   # tests/fakenet: git, curl, ssh clients and the bed's sshd
 )
 PY_MODULES=(grpc:grpcio grpc_tools:grpcio-tools google.protobuf:protobuf pytest:pytest

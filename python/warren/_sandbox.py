@@ -21,10 +21,12 @@ from warren._errors import NotFound
 from warren._exec import (ExecEvent, ExecResult, Process, ProcessInfo, _ExecCall, collect,
                           exec_start_message)
 from warren._git import Git
-from warren._image import Image, image_spec
+from warren._image import Image, ImageInfo, image_spec
 from warren._network import ComputeClass, NetworkEvent, NetworkPolicy, ResourceDetector, SshDest
 from warren._proto.warren.v1 import sandboxes_pb2 as pb
 from warren._secret import Secret
+
+from warren._tunnel import Tunnel, TunnelConnection
 
 GITHUB_API_HOST = "api.github.com"
 
@@ -39,6 +41,8 @@ class SandboxStatus(str, enum.Enum):
     TERMINATING = "TERMINATING"
     TERMINATED = "TERMINATED"
     FAILED = "FAILED"
+    #: running, every process frozen (Sandbox.pause())
+    PAUSED = "PAUSED"
 
     def __str__(self) -> str:
         return self.value
@@ -134,8 +138,12 @@ class Sandbox:
                  tags: Optional[Mapping[str, str]] = None,
                  compute_class: Optional[ComputeClass] = None,
                  hostname: Optional[str] = None,
-                 block_network: bool = False):
+                 block_network: bool = False,
+                 disk: Union[str, int, None] = None, pids: Optional[int] = None):
         self.image = image
+        #: size cap of the writable layer ("10Gi"); pids: most processes
+        self.disk = None if disk is None else str(disk)
+        self.pids = pids
         self.name = name
         self.cpu = None if cpu is None else str(cpu)
         self.memory = None if memory is None else str(memory)
@@ -199,9 +207,11 @@ class Sandbox:
             else:
                 raise TypeError(f"env[{k!r}] must be a str or Secret")
         r.secrets.extend(s._to_proto() for s in self.secrets)
-        if self.cpu or self.memory:
+        if self.cpu or self.memory or self.disk or self.pids:
             r.resources.cpu = self.cpu or ""
             r.resources.memory = self.memory or ""
+            r.resources.disk = self.disk or ""
+            r.resources.pids = int(self.pids or 0)
         for vol in self.volumes:
             ro = bool(vol[2]) if len(vol) > 2 else False
             r.volumes.append(pb.VolumeMount(volume=vol[0], path=vol[1], read_only=ro))
@@ -275,6 +285,45 @@ class Sandbox:
         s = ch._unary(ch._sandboxes.GetSandbox, self._key(), sandbox_call=True)
         self._info = SandboxInfo._from_proto(s)
         return self._info
+
+    def pause(self) -> SandboxInfo:
+        """Freeze every process (no CPU used until resume(); memory, files
+        and connections stay; new execs are refused; the lifetime keeps
+        counting). Idempotent."""
+        ch = self._conn()
+        s = ch._unary(ch._sandboxes.PauseSandbox, pb.PauseSandboxRequest(id=self._key().id),
+                      sandbox_call=True)
+        self._info = SandboxInfo._from_proto(s)
+        return self._info
+
+    def resume(self) -> SandboxInfo:
+        """Thaw a paused sandbox. Idempotent."""
+        ch = self._conn()
+        s = ch._unary(ch._sandboxes.ResumeSandbox, pb.ResumeSandboxRequest(id=self._key().id),
+                      sandbox_call=True)
+        self._info = SandboxInfo._from_proto(s)
+        return self._info
+
+    def snapshot(self, name: Optional[str] = None) -> ImageInfo:
+        """The sandbox's writable layer as a new image (its image's layers +
+        one), usable as ``client.create(image=snap.id)`` (or by ``name``).
+        The sandbox is frozen while the layer is read, then runs on. Not
+        included: /tmp and /run (memory), volumes, processes."""
+        ch = self._conn()
+        img = ch._unary(ch._sandboxes.SnapshotSandbox,
+                        pb.SnapshotSandboxRequest(id=self._key().id, image_name=name or ""),
+                        sandbox_call=True)
+        return ImageInfo._from_proto(img)
+
+    def fork(self, count: int = 1) -> List["Sandbox"]:
+        """A snapshot, then ``count`` new sandboxes from it, created as this
+        one was (no name). Each sees this sandbox's files as they were and
+        is independent from then on; this one keeps running."""
+        ch = self._conn()
+        resp = ch._unary(ch._sandboxes.ForkSandbox,
+                         pb.ForkSandboxRequest(id=self._key().id, count=count),
+                         sandbox_call=True)
+        return [Sandbox._attach(ch, s) for s in resp.sandboxes]
 
     def terminate(self, grace_period_seconds: Optional[float] = None) -> SandboxInfo:
         """Stop every process (SIGTERM, grace, SIGKILL) and free the
@@ -418,6 +467,17 @@ class Sandbox:
             if ended:
                 return
             _time.sleep(poll_interval)
+
+    def tunnel(self, port: int, local_port: int = 0, host: str = "127.0.0.1") -> Tunnel:
+        """Forward a local TCP port (``local_port`` on ``host``; 0 picks one,
+        see ``.local_port``) to ``port`` inside the sandbox, over the gRPC
+        connection: the sandbox listens on no host interface for it."""
+        return Tunnel(self._conn(), self.id, port, local_port=local_port, host=host)
+
+    def connect(self, port: int, timeout: Optional[float] = None) -> TunnelConnection:
+        """One TCP connection to ``port`` inside the sandbox as a byte
+        stream (send / recv / close_write / close), without a local port."""
+        return TunnelConnection(self._conn(), self.id, port, timeout=timeout)
 
     @property
     def git(self) -> Git:

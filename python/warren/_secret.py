@@ -107,7 +107,10 @@ class SecretInfo:
     # Keys of an integration secret; empty for a single value.
     keys: List[str] = field(default_factory=list)
     updated_at: Optional[_dt.datetime] = None
+    # 1 when created, +1 every time set_secret replaces it.
+    version: int = 0
 
     @classmethod
     def _from_proto(cls, s: secrets_pb2.SecretInfo) -> "SecretInfo":
-        return cls(name=s.name, keys=list(s.keys), updated_at=from_unix(s.updated_at_unix))
+        return cls(name=s.name, keys=list(s.keys), updated_at=from_unix(s.updated_at_unix),
+                   version=s.version)

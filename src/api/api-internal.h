@@ -7,6 +7,15 @@
 
 /* warren.v1.Sandboxes/Exec (exec.c), registered by api_sandboxes_register. */
 extern const struct rpc_method api_exec_method;
+/* warren.v1.Sandboxes/Tunnel (tunnel.c), registered by api_sandboxes_register. */
+extern const struct rpc_method api_tunnel_method;
+
+/* Fill msg (and its sub-messages, caller storage) from info; pointers
+ * borrow from info (images.c). */
+struct img_info;
+#include "warren/v1/images.pb-c.h"
+void api_image_to_proto(const struct img_info *info, Warren__V1__Image *msg,
+                        Warren__V1__ImageConfig *cfg, Warren__V1__Timestamp *ts);
 
 /* warren.v1.Sandboxes/ListProcesses (exec.c), registered next to Exec. */
 extern const struct rpc_method api_list_processes_method;

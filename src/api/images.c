@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/api-internal.h"
 #include "basic/log.h"
 #include "image/image.h"
 #include "image/pull.h"
@@ -45,8 +45,8 @@ static void finish_err(struct rpc_call *call, const char *what, const struct wr_
 
 /* Fill msg (and its sub-messages, caller storage) from info; pointers
  * borrow from info. */
-static void image_to_proto(const struct img_info *info, Warren__V1__Image *msg,
-                           Warren__V1__ImageConfig *cfg, Warren__V1__Timestamp *ts) {
+void api_image_to_proto(const struct img_info *info, Warren__V1__Image *msg,
+                        Warren__V1__ImageConfig *cfg, Warren__V1__Timestamp *ts) {
         warren__v1__image__init(msg);
         warren__v1__image_config__init(cfg);
         warren__v1__timestamp__init(ts);
@@ -106,7 +106,7 @@ static void import_done(struct img_import *imp, int r, const struct img_info *in
         Warren__V1__Image msg;
         Warren__V1__ImageConfig cfg;
         Warren__V1__Timestamp ts;
-        image_to_proto(info, &msg, &cfg, &ts);
+        api_image_to_proto(info, &msg, &cfg, &ts);
         rpc_call_reply(call, &msg.base);
 }
 
@@ -205,7 +205,7 @@ static void get_image(struct rpc_call *call, const ProtobufCMessage *m) {
         Warren__V1__Image msg;
         Warren__V1__ImageConfig cfg;
         Warren__V1__Timestamp ts;
-        image_to_proto(info, &msg, &cfg, &ts);
+        api_image_to_proto(info, &msg, &cfg, &ts);
         rpc_call_reply(call, &msg.base);
         img_info_free(info);
 }
@@ -228,7 +228,7 @@ static void list_images(struct rpc_call *call, const ProtobufCMessage *m) {
                 rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         } else {
                 for (size_t i = 0; i < n; i++) {
-                        image_to_proto(list[i], &msgs[i], &cfgs[i], &tss[i]);
+                        api_image_to_proto(list[i], &msgs[i], &cfgs[i], &tss[i]);
                         ptrs[i] = &msgs[i];
                 }
                 Warren__V1__ListImagesResponse resp = WARREN__V1__LIST_IMAGES_RESPONSE__INIT;
@@ -313,7 +313,7 @@ static void pull_done(struct img_pull *p, int r, const struct img_info *info,
         Warren__V1__Image img;
         Warren__V1__ImageConfig cfg;
         Warren__V1__Timestamp ts;
-        image_to_proto(info, &img, &cfg, &ts);
+        api_image_to_proto(info, &img, &cfg, &ts);
         Warren__V1__PullImageProgress msg = WARREN__V1__PULL_IMAGE_PROGRESS__INIT;
         msg.image = &img;
         if (rpc_call_send(call, &msg.base) < 0)

@@ -162,6 +162,8 @@ static struct sandbox_msg *sandbox_msg_new(const struct store_sandbox *sb,
         s->id = sb->id;
         s->name = sb->name ? sb->name : (char *) "";
         s->status = (Warren__V1__SandboxStatus) sb->status;
+        if (manager && sb->status == STORE_SANDBOX_RUNNING && sbx_paused(manager, sb->id) == 1)
+                s->status = WARREN__V1__SANDBOX_STATUS__SANDBOX_STATUS_PAUSED;
         s->status_message = sb->status_message;
         s->image_id = sb->image_id;
         s->image_ref = sb->image_ref;
@@ -238,7 +240,8 @@ static void list_sandboxes(struct rpc_call *call, const ProtobufCMessage *msg) {
                 if (st < STORE_SANDBOX_PENDING || st > STORE_SANDBOX_FAILED) {
                         finish_invalid(call,
                                        "statuses[%zu]: %d is not a sandbox status; use "
-                                       "PENDING, RUNNING, TERMINATING, TERMINATED or FAILED",
+                                       "PENDING, RUNNING, TERMINATING, TERMINATED or FAILED "
+                                       "(paused sandboxes are listed under RUNNING)",
                                        i, st);
                         return;
                 }
@@ -521,6 +524,219 @@ static void terminate_done(int r, const struct wr_err *e, void *userdata) {
         free(op);
 }
 
+/* --- PauseSandbox / ResumeSandbox --- */
+
+static void set_paused(struct rpc_call *call, const char *id, const char *name, int key_case,
+                       bool on) {
+        if (check_key(call, key_case, id, name) < 0 || shutting_down(call))
+                return;
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        struct wr_err e = {0};
+        char sid[32];
+        if (sbx_set_paused(ctx->sandboxes, *id ? id : name, on, sid, &e) < 0) {
+                finish_store_err(call, &e);
+                return;
+        }
+        struct store_sandbox sb = {0};
+        if (store_sandbox_load(ctx->store, sid, &sb, &e) < 0) {
+                finish_store_err(call, &e);
+                return;
+        }
+        struct sandbox_msg *m = sandbox_msg_new(&sb, ctx->sandboxes);
+        if (!m)
+                rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        else
+                rpc_call_reply(call, &m->msg.base);
+        sandbox_msg_free(m);
+        store_sandbox_clear(&sb);
+}
+
+static void pause_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
+        const Warren__V1__PauseSandboxRequest *req = (const void *) msg;
+        bool by_id = req->key_case == WARREN__V1__PAUSE_SANDBOX_REQUEST__KEY_ID;
+        bool by_name = req->key_case == WARREN__V1__PAUSE_SANDBOX_REQUEST__KEY_NAME;
+        set_paused(call, by_id ? req->id : "", by_name ? req->name : "", (int) req->key_case, true);
+}
+
+static void resume_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
+        const Warren__V1__ResumeSandboxRequest *req = (const void *) msg;
+        bool by_id = req->key_case == WARREN__V1__RESUME_SANDBOX_REQUEST__KEY_ID;
+        bool by_name = req->key_case == WARREN__V1__RESUME_SANDBOX_REQUEST__KEY_NAME;
+        set_paused(call, by_id ? req->id : "", by_name ? req->name : "", (int) req->key_case,
+                   false);
+}
+
+/* --- SnapshotSandbox / ForkSandbox --- */
+
+struct snap_op {
+        struct rpc_call *call;
+        char *src;      /* the sandbox's id */
+        unsigned count; /* fork: how many; 0 = a plain snapshot */
+};
+
+static void snap_op_free(struct snap_op *op) {
+        if (!op)
+                return;
+        rpc_call_unref(op->call);
+        free(op->src);
+        free(op);
+}
+
+/* Create one sandbox from img as the original (its stored request) was. */
+static int fork_one(struct rpc_call *call, const struct store_sandbox *orig,
+                    const struct img_info *img, struct store_sandbox *ret, struct wr_err *e) {
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        Warren__V1__CreateSandboxRequest *req =
+                orig->spec && orig->spec_len ? warren__v1__create_sandbox_request__unpack(
+                                                       NULL, orig->spec_len, orig->spec)
+                                             : NULL;
+        Warren__V1__CreateSandboxRequest empty = WARREN__V1__CREATE_SANDBOX_REQUEST__INIT;
+        Warren__V1__ImageSpec image = WARREN__V1__IMAGE_SPEC__INIT;
+        image.kind_case = WARREN__V1__IMAGE_SPEC__KIND_REF;
+        image.ref = img->id;
+        Warren__V1__CreateSandboxRequest *use = req ? req : &empty;
+        Warren__V1__ImageSpec *old_image = use->image;
+        char *old_name = use->name;
+        use->image = &image;
+        use->name = (char *) "";
+        struct sbx_spec *spec = NULL;
+        int r = api_sandbox_spec(ctx->store, ctx->volumes, orig->environment, use, &spec, e);
+        use->image = old_image;
+        use->name = old_name;
+        if (req)
+                warren__v1__create_sandbox_request__free_unpacked(req, NULL);
+        if (r < 0)
+                return r;
+        r = sbx_create(ctx->sandboxes, spec, img, ret, e);
+        sbx_spec_free(spec);
+        return r;
+}
+
+static void snapshot_done(int r, const struct img_info *img, const struct wr_err *e,
+                          void *userdata) {
+        struct snap_op *op = userdata;
+        struct rpc_call *call = op->call;
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        if (rpc_call_is_done(call))
+                goto out;
+        if (r < 0) {
+                finish_store_err(call, e);
+                goto out;
+        }
+        Warren__V1__Image msg;
+        Warren__V1__ImageConfig cfg;
+        Warren__V1__Timestamp ts;
+        api_image_to_proto(img, &msg, &cfg, &ts);
+        if (!op->count) {
+                rpc_call_reply(call, &msg.base);
+                goto out;
+        }
+        if (shutting_down(call))
+                goto out;
+        struct store_sandbox orig = {0};
+        struct wr_err le = {0};
+        if (store_sandbox_load(ctx->store, op->src, &orig, &le) < 0) {
+                finish_store_err(call, &le);
+                goto out;
+        }
+        struct store_sandbox made[16] = {{0}};
+        struct sandbox_msg *msgs[16] = {0};
+        Warren__V1__Sandbox *ptrs[16];
+        size_t n = 0;
+        struct wr_err ce = {0};
+        for (; n < op->count; n++) {
+                if ((r = fork_one(call, &orig, img, &made[n], &ce)) < 0)
+                        break;
+                if (!(msgs[n] = sandbox_msg_new(&made[n], ctx->sandboxes))) {
+                        n++;
+                        r = err_set(&ce, -ENOMEM, "out of memory");
+                        break;
+                }
+                ptrs[n] = &msgs[n]->msg;
+        }
+        if (r < 0) {
+                /* all or nothing: the ones made go again */
+                for (size_t i = 0; i < n; i++)
+                        (void) sbx_terminate(ctx->sandboxes, made[i].id, 0, NULL, NULL, NULL);
+                err_prefix(&ce, r, "fork sandbox %s", op->src);
+                finish_store_err(call, &ce);
+        } else {
+                Warren__V1__ForkSandboxResponse resp = WARREN__V1__FORK_SANDBOX_RESPONSE__INIT;
+                resp.image = &msg;
+                resp.n_sandboxes = n;
+                resp.sandboxes = ptrs;
+                rpc_call_reply(call, &resp.base);
+        }
+        for (size_t i = 0; i < n; i++) {
+                sandbox_msg_free(msgs[i]);
+                store_sandbox_clear(&made[i]);
+        }
+        store_sandbox_clear(&orig);
+out:
+        snap_op_free(op);
+}
+
+static void start_snapshot(struct rpc_call *call, const char *id, const char *name, int key_case,
+                           const char *image_name, unsigned count) {
+        if (check_key(call, key_case, id, name) < 0 || shutting_down(call))
+                return;
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        struct wr_err e = {0};
+        struct store_sandbox sb = {0};
+        int r = sbx_lookup(ctx->sandboxes, *id ? id : name, &sb, &e);
+        if (r >= 0 && strcmp(sb.environment, caller_env(call)) != 0)
+                r = err_setx(&e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                             "sandbox %s not found", *id ? id : name);
+        if (r < 0) {
+                store_sandbox_clear(&sb);
+                finish_store_err(call, &e);
+                return;
+        }
+        struct snap_op *op = calloc(1, sizeof(*op));
+        if (!op || !(op->src = strdup(sb.id))) {
+                free(op);
+                store_sandbox_clear(&sb);
+                rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                return;
+        }
+        store_sandbox_clear(&sb);
+        op->count = count;
+        op->call = rpc_call_ref(call);
+        if ((r = sbx_snapshot(ctx->sandboxes, op->src, image_name, snapshot_done, op, &e)) < 0) {
+                finish_store_err(call, &e);
+                snap_op_free(op);
+        }
+}
+
+static void snapshot_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
+        const Warren__V1__SnapshotSandboxRequest *req = (const void *) msg;
+        bool by_id = req->key_case == WARREN__V1__SNAPSHOT_SANDBOX_REQUEST__KEY_ID;
+        bool by_name = req->key_case == WARREN__V1__SNAPSHOT_SANDBOX_REQUEST__KEY_NAME;
+        if (*req->image_name) {
+                char norm[384];
+                struct wr_err e = {0};
+                if (img_name_normalize(req->image_name, norm, sizeof(norm), &e) < 0) {
+                        err_prefix(&e, -EINVAL, "image_name");
+                        finish_store_err(call, &e);
+                        return;
+                }
+        }
+        start_snapshot(call, by_id ? req->id : "", by_name ? req->name : "", (int) req->key_case,
+                       req->image_name, 0);
+}
+
+static void fork_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
+        const Warren__V1__ForkSandboxRequest *req = (const void *) msg;
+        bool by_id = req->key_case == WARREN__V1__FORK_SANDBOX_REQUEST__KEY_ID;
+        bool by_name = req->key_case == WARREN__V1__FORK_SANDBOX_REQUEST__KEY_NAME;
+        if (req->count > 16) {
+                finish_invalid(call, "count: %u is more than 16 forks at once", req->count);
+                return;
+        }
+        start_snapshot(call, by_id ? req->id : "", by_name ? req->name : "", (int) req->key_case,
+                       NULL, req->count ? req->count : 1);
+}
+
 static void terminate_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
         const Warren__V1__TerminateSandboxRequest *req = (const void *) msg;
         const char *id =
@@ -678,6 +894,10 @@ static const struct rpc_method methods[] = {
         UNARY("GetSandbox", get_sandbox_request, sandbox, get_sandbox),
         UNARY("ListSandboxes", list_sandboxes_request, list_sandboxes_response, list_sandboxes),
         UNARY("TerminateSandbox", terminate_sandbox_request, sandbox, terminate_sandbox),
+        UNARY("PauseSandbox", pause_sandbox_request, sandbox, pause_sandbox),
+        UNARY("ResumeSandbox", resume_sandbox_request, sandbox, resume_sandbox),
+        UNARY("SnapshotSandbox", snapshot_sandbox_request, image, snapshot_sandbox),
+        UNARY("ForkSandbox", fork_sandbox_request, fork_sandbox_response, fork_sandbox),
         UNARY("ListNetworkEvents", list_network_events_request, list_network_events_response,
               list_network_events),
 };
@@ -685,5 +905,6 @@ static const struct rpc_method methods[] = {
 int api_sandboxes_register(struct rpc_server *s) {
         int r = rpc_server_add_methods(s, methods, ELEMENTSOF(methods));
         r = r < 0 ? r : rpc_server_add_methods(s, &api_exec_method, 1);
+        r = r < 0 ? r : rpc_server_add_methods(s, &api_tunnel_method, 1);
         return r < 0 ? r : rpc_server_add_methods(s, &api_list_processes_method, 1);
 }

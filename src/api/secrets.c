@@ -72,7 +72,7 @@ static int cmp_str(const void *a, const void *b) {
 
 /* Reply a SecretInfo for name with the given keys (any order). */
 static void reply_info(struct rpc_call *call, const char *name, char **keys, size_t n_keys,
-                       int64_t updated_ns) {
+                       int64_t updated_ns, int64_t version) {
         if (n_keys > 1)
                 qsort(keys, n_keys, sizeof(*keys), cmp_str);
         Warren__V1__SecretInfo info = WARREN__V1__SECRET_INFO__INIT;
@@ -80,6 +80,7 @@ static void reply_info(struct rpc_call *call, const char *name, char **keys, siz
         info.n_keys = n_keys;
         info.keys = keys;
         info.updated_at_unix = updated_ns / 1000000000LL;
+        info.version = version;
         rpc_call_reply(call, &info.base);
 }
 
@@ -154,8 +155,11 @@ static void set_secret(struct rpc_call *call, const ProtobufCMessage *msg) {
                 finish_store_err(call, &e);
                 return;
         }
-        log_info("secret %s set (%zu key%s)", req->name, n_keys, n_keys == 1 ? "" : "s");
-        reply_info(call, req->name, keys, n_keys, store_now_ns());
+        int64_t version = 0;
+        (void) store_secret_version(ctx->store, caller_env(call), req->name, &version, NULL);
+        log_info("secret %s set (%zu key%s, version %lld)", req->name, n_keys,
+                 n_keys == 1 ? "" : "s", (long long) version);
+        reply_info(call, req->name, keys, n_keys, store_now_ns(), version);
 }
 
 static void list_secrets(struct rpc_call *call, const ProtobufCMessage *msg) {
@@ -179,6 +183,7 @@ static void list_secrets(struct rpc_call *call, const ProtobufCMessage *msg) {
                 warren__v1__secret_info__init(&infos[i]);
                 infos[i].name = list[i].name;
                 infos[i].updated_at_unix = list[i].updated_ns / 1000000000LL;
+                infos[i].version = list[i].version;
                 if (list[i].n_entries > 0) {
                         keys[i] = calloc(list[i].n_entries, sizeof(**keys));
                         if (!keys[i]) {

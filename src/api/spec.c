@@ -17,6 +17,7 @@
 #include "net/net.h"
 #include "runtime/runtime.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/ssh.h"
 #include "store/store.h"
 #include "volume/volume.h"
 
@@ -25,39 +26,194 @@
 #define UNIMPLEMENTED(e, ...)                                                                      \
         err_setx(e, -EOPNOTSUPP, WR_STATUS_UNIMPLEMENTED, WR_FAULT_CLIENT, __VA_ARGS__)
 
-/* The value of a secret reference, for an env var (plain secrets only).
- * *ret is wiped and freed by the caller. */
+/* Load the stored secret name into *sec (the caller clears it); field
+ * names the request field in the errors. */
+static int secret_load(struct store *store, const char *env, const char *name, const char *field,
+                       struct store_secret *sec, struct wr_err *e) {
+        int r = store_secret_get(store, env, name, sec, NULL);
+        if (r == -ENOENT)
+                return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                "%s: secret %s not found (store it with `warren secret set %s < "
+                                "file`)",
+                                field, name, name);
+        if (r < 0)
+                return err_set(e, r, "%s: read secret %s", field, name);
+        return 0;
+}
+
+/* The entry of sec with key (NULL: none). */
+static const struct store_secret_entry *secret_entry(const struct store_secret *sec,
+                                                     const char *key) {
+        for (size_t i = 0; i < sec->n_entries; i++)
+                if (strcmp(sec->entries[i].key, key) == 0)
+                        return &sec->entries[i];
+        return NULL;
+}
+
+static int no_key(const char *field, const char *name, const char *key, struct wr_err *e) {
+        return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                        "%s: integration %s has no key %.80s (`warren secret ls` lists its keys)",
+                        field, name, key);
+}
+
+/* The value of a secret reference, for one env var: a plain stored secret,
+ * an inline value, or one key of an integration. *ret is wiped and freed
+ * by the caller. */
 static int secret_value(struct store *store, const char *env, const Warren__V1__SecretRef *ref,
                         const char *field, char **ret, struct wr_err *e) {
+        struct store_secret sec = {0};
+        const struct store_secret_entry *en = NULL;
+        int r;
         switch (ref->source_case) {
         case WARREN__V1__SECRET_REF__SOURCE_INLINE_VALUE:
                 *ret = strndup((const char *) ref->inline_value.data, ref->inline_value.len);
                 return *ret ? 0 : -ENOMEM;
-        case WARREN__V1__SECRET_REF__SOURCE_NAME: {
-                struct store_secret sec = {0};
-                int r = store_secret_get(store, env, ref->name, &sec, NULL);
-                if (r == -ENOENT)
-                        return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
-                                        "%s: secret %s not found (store it with `warren secret "
-                                        "set %s < file`)",
-                                        field, ref->name, ref->name);
-                if (r < 0)
-                        return err_set(e, r, "%s: read secret %s", field, ref->name);
+        case WARREN__V1__SECRET_REF__SOURCE_NAME:
+                if ((r = secret_load(store, env, ref->name, field, &sec, e)) < 0)
+                        return r;
                 if (sec.n_entries != 1 || sec.entries[0].key[0]) {
                         store_secret_clear(&sec);
-                        return INVALID(e, "%s: secret %s has several keys: use it in `secrets`",
-                                       field, ref->name);
+                        return INVALID(e,
+                                       "%s: secret %s has several keys: use it in `secrets`, or "
+                                       "pick one with Secret.from_integration(%s, keys=[KEY])",
+                                       field, ref->name, ref->name);
                 }
-                *ret = strndup((const char *) sec.entries[0].value, sec.entries[0].len);
-                store_secret_clear(&sec);
-                return *ret ? 0 : -ENOMEM;
+                en = &sec.entries[0];
+                break;
+        case WARREN__V1__SECRET_REF__SOURCE_INTEGRATION: {
+                const Warren__V1__IntegrationRef *in = ref->integration;
+                if (in->n_keys != 1)
+                        return INVALID(e,
+                                       "%s: an integration gives one variable only with exactly "
+                                       "one key: Secret.from_integration(%s, keys=[KEY]) (or put "
+                                       "it in `secrets` for all its keys)",
+                                       field, in->name);
+                if ((r = secret_load(store, env, in->name, field, &sec, e)) < 0)
+                        return r;
+                if (!(en = secret_entry(&sec, in->keys[0]))) {
+                        store_secret_clear(&sec);
+                        return no_key(field, in->name, in->keys[0], e);
+                }
+                break;
         }
         default:
                 return INVALID(e,
-                               "%s: a secret value must name a stored secret or carry an inline "
-                               "value",
+                               "%s: a secret value must name a stored secret or an integration "
+                               "key, or carry an inline value",
                                field);
         }
+        *ret = strndup((const char *) en->value, en->len);
+        store_secret_clear(&sec);
+        return *ret ? 0 : -ENOMEM;
+}
+
+/* ---- managed SSH ---- */
+
+static int ssh_dest_build(struct store *store, const char *envname, const char *alias,
+                          const Warren__V1__SshDest *d, struct sbx_ssh_dest *out,
+                          struct wr_err *e) {
+        char field[SBX_SSH_ALIAS_MAX + 64];
+        snprintf(field, sizeof(field), "managed_ssh.%.*s", SBX_SSH_ALIAS_MAX + 1, alias);
+        int r = sbx_ssh_alias_check("managed_ssh", alias, e);
+        if (r < 0)
+                return r;
+        if (!d)
+                return INVALID(e, "%s: empty: give host and private_key_secret", field);
+        if ((r = sbx_ssh_host_check(field, d->host, e)) < 0)
+                return r;
+        const char *user = d->username && *d->username ? d->username : "root";
+        char ufield[sizeof(field) + 16];
+        snprintf(ufield, sizeof(ufield), "%s.username", field);
+        if ((r = sbx_ssh_user_check(ufield, user, e)) < 0)
+                return r;
+        if (d->port > 65535)
+                return INVALID(e, "%s.port: %u is not a TCP port (1-65535; 0 = 22)", field,
+                               d->port);
+        if (d->n_host_keys > SBX_SSH_HOST_KEYS_MAX)
+                return INVALID(e, "%s.host_keys: more than %d keys", field, SBX_SSH_HOST_KEYS_MAX);
+        if (!(out->alias = strdup(alias)) || !(out->host = strdup(d->host)) ||
+            !(out->user = strdup(user)))
+                return -ENOMEM;
+        out->port = d->port ? (uint16_t) d->port : 22;
+        if (d->n_host_keys && !(out->host_keys = calloc(d->n_host_keys, sizeof(char *))))
+                return -ENOMEM;
+        for (size_t k = 0; k < d->n_host_keys; k++, out->n_host_keys++) {
+                char kfield[sizeof(field) + 32];
+                snprintf(kfield, sizeof(kfield), "%s.host_keys[%zu]", field, k);
+                if ((r = sbx_ssh_host_key_parse(kfield, d->host_keys[k], strlen(d->host_keys[k]),
+                                                &out->host_keys[k], e)) < 0)
+                        return r;
+        }
+        char sfield[sizeof(field) + 32];
+        snprintf(sfield, sizeof(sfield), "%s.private_key_secret", field);
+        if (!d->private_key_secret || !*d->private_key_secret)
+                return INVALID(e,
+                               "%s: missing: name the secret that holds the private key "
+                               "(`warren secret set NAME < id_ed25519`)",
+                               sfield);
+        struct store_secret sec = {0};
+        if ((r = secret_load(store, envname, d->private_key_secret, sfield, &sec, e)) < 0)
+                return r;
+        if (sec.n_entries != 1 || sec.entries[0].key[0]) {
+                store_secret_clear(&sec);
+                return INVALID(e, "%s: secret %s has several keys; store the private key alone",
+                               sfield, d->private_key_secret);
+        }
+        r = sbx_ssh_key_check(sfield, sec.entries[0].value, sec.entries[0].len, e);
+        if (r >= 0) {
+                out->key = malloc(sec.entries[0].len ? sec.entries[0].len : 1);
+                if (!out->key)
+                        r = -ENOMEM;
+                else {
+                        memcpy(out->key, sec.entries[0].value, sec.entries[0].len);
+                        out->key_len = sec.entries[0].len;
+                }
+        }
+        store_secret_clear(&sec);
+        return r;
+}
+
+/* managed_ssh → s->ssh (keys included), the /root/.ssh files as mounts and
+ * SSH_AUTH_SOCK (unless env sets it). */
+static int ssh_build(struct store *store, const char *envname,
+                     const Warren__V1__CreateSandboxRequest *req, struct sbx_spec *s,
+                     struct wr_err *e) {
+        if (!req->n_managed_ssh)
+                return 0;
+        if (req->n_managed_ssh > SBX_SSH_DESTS_MAX)
+                return INVALID(e, "managed_ssh: more than %d destinations", SBX_SSH_DESTS_MAX);
+        if (req->block_network)
+                return INVALID(e, "managed_ssh: a sandbox with block_network cannot reach an SSH "
+                                  "server: give one or the other");
+        if (!(s->ssh = calloc(req->n_managed_ssh, sizeof(*s->ssh))))
+                return -ENOMEM;
+        int r;
+        for (size_t i = 0; i < req->n_managed_ssh; i++, s->n_ssh++)
+                if ((r = ssh_dest_build(store, envname, req->managed_ssh[i]->key,
+                                        req->managed_ssh[i]->value, &s->ssh[i], e)) < 0)
+                        return r;
+        _cleanup_free_ char *config = NULL, *known = NULL;
+        if ((r = sbx_ssh_render(s->ssh, s->n_ssh, &config, &known)) < 0)
+                return r;
+        struct rt_mount files[] = {
+                {.kind = RT_MOUNT_COPY,
+                 .target = SBX_SSH_CONFIG,
+                 .data = config,
+                 .len = strlen(config),
+                 .mode = 0600},
+                {.kind = RT_MOUNT_COPY,
+                 .target = SBX_SSH_KNOWN_HOSTS,
+                 .data = known,
+                 .len = strlen(known),
+                 .mode = 0600},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(files); i++)
+                if ((r = sbx_spec_mount_add(s, &files[i])) < 0)
+                        return r == -E2BIG ? INVALID(e, "volumes: too many mounts") : r;
+        if (!sbx_env_find(s->env, "SSH_AUTH_SOCK") &&
+            (r = sbx_env_set2(&s->env, "SSH_AUTH_SOCK", SBX_SSH_SOCK)) < 0)
+                return r;
+        return 0;
 }
 
 /* Set k to the n bytes at v (a secret: the copy is wiped). */
@@ -77,14 +233,15 @@ static int secrets_to_env(struct store *store, const char *envname,
                                            ? ref->name
                                            : ref->integration->name;
                 struct store_secret sec = {0};
-                r = store_secret_get(store, envname, name, &sec, NULL);
-                if (r == -ENOENT)
-                        return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
-                                        "secrets: secret %s not found (store it with `warren "
-                                        "secret set %s < file`)",
-                                        name, name);
-                if (r < 0)
-                        return err_set(e, r, "read secret %s", name);
+                if ((r = secret_load(store, envname, name, "secrets", &sec, e)) < 0)
+                        return r;
+                if (ref->source_case == WARREN__V1__SECRET_REF__SOURCE_INTEGRATION)
+                        for (size_t k = 0; k < ref->integration->n_keys; k++)
+                                if (!secret_entry(&sec, ref->integration->keys[k])) {
+                                        store_secret_clear(&sec);
+                                        return no_key("secrets", name, ref->integration->keys[k],
+                                                      e);
+                                }
                 for (size_t i = 0; r >= 0 && i < sec.n_entries; i++) {
                         const struct store_secret_entry *en = &sec.entries[i];
                         const char *key = en->key[0]                        ? en->key
@@ -220,10 +377,15 @@ static int check_unimplemented(const Warren__V1__CreateSandboxRequest *req, stru
         if (req->compute_class == WARREN__V1__COMPUTE_CLASS__COMPUTE_CLASS_K8S)
                 return UNIMPLEMENTED(e, "compute_class K8S needs a Kubernetes cluster; this "
                                         "warrend runs the HOST class only");
-        if (req->n_credentials || req->n_managed_ssh || req->n_resource_detectors)
-                return UNIMPLEMENTED(e, "credentials, managed_ssh and resource_detectors are not "
-                                        "implemented yet (they arrive with the credentials "
-                                        "issue)");
+        if (req->n_credentials || req->n_resource_detectors)
+                return UNIMPLEMENTED(e, "credentials and resource_detectors are not implemented "
+                                        "yet (they arrive with the credentials issue)");
+        if (req->n_managed_ssh && req->network_policy)
+                return UNIMPLEMENTED(e, "managed_ssh together with a network_policy: the "
+                                        "destination's exemption from the policy (reachable even "
+                                        "inside denied_routes) is not built yet; list the SSH "
+                                        "server in allowed_routes, or create the sandbox without "
+                                        "a policy");
         if (req->network_policy)
                 for (size_t i = 0; i < req->network_policy->n_host_rules; i++) {
                         const Warren__V1__NetworkPolicy__HostRulesEntry *h =
@@ -367,8 +529,6 @@ static int volumes_to_mounts(struct vol_manager *vm, const char *envname,
                 return UNIMPLEMENTED(e, "volumes are not implemented without a volume manager");
         if (req->n_volumes > RT_MOUNTS_MAX)
                 return INVALID(e, "volumes: at most %d", RT_MOUNTS_MAX);
-        if (!(s->mounts = calloc(req->n_volumes, sizeof(*s->mounts))))
-                return -ENOMEM;
         for (size_t i = 0; i < req->n_volumes; i++) {
                 const Warren__V1__VolumeMount *vmnt = req->volumes[i];
                 const char *name = vmnt->volume ? vmnt->volume : "";
@@ -390,16 +550,21 @@ static int volumes_to_mounts(struct vol_manager *vm, const char *envname,
                                                "volumes[%zu].path: %.80s is already the mount "
                                                "point of volumes[%zu]; give each its own path",
                                                i, path, k);
-                char *source = NULL;
+                _cleanup_free_ char *source = NULL;
                 int r = vol_source_path(vm, envname, name, &source, e);
                 if (r < 0)
                         return err_prefix(e, r, "volumes[%zu]", i);
-                struct rt_mount *m = &s->mounts[s->n_mounts++];
-                m->kind = RT_MOUNT_BIND;
-                m->source = source;
-                m->flags = RT_MOUNT_NOSUID | RT_MOUNT_NODEV | (vmnt->read_only ? RT_MOUNT_RO : 0);
-                if (!(m->target = strdup(path)))
-                        return -ENOMEM;
+                struct rt_mount m = {
+                        .kind = RT_MOUNT_BIND,
+                        .target = path,
+                        .source = source,
+                        .flags = RT_MOUNT_NOSUID | RT_MOUNT_NODEV |
+                                 (vmnt->read_only ? RT_MOUNT_RO : 0),
+                };
+                if ((r = sbx_spec_mount_add(s, &m)) < 0)
+                        return r == -E2BIG ? INVALID(e, "volumes: too many mounts (at most %d)",
+                                                     RT_MOUNTS_MAX)
+                                           : r;
         }
         return 0;
 }
@@ -444,7 +609,11 @@ static int build(struct store *store, struct vol_manager *vm, const char *envnam
                                "lifetime: %s is not valid: use a duration like \"3600s\", "
                                "\"90m\" or \"2h\"",
                                req->lifetime);
-        /* env first (in order), then whole secrets */
+        /* whole secrets first (in order), then env: a variable env names
+         * explicitly wins over one a secret group brings */
+        for (size_t i = 0; i < req->n_secrets; i++)
+                if ((r = secrets_to_env(store, envname, req->secrets[i], &s->env, e)) < 0)
+                        return r;
         for (size_t i = 0; i < req->n_env; i++) {
                 const Warren__V1__CreateSandboxRequest__EnvEntry *en = req->env[i];
                 if (!sbx_env_name_valid(en->key))
@@ -468,9 +637,8 @@ static int build(struct store *store, struct vol_manager *vm, const char *envnam
                     (r = sbx_env_set2(&s->env, en->key, v)) < 0)
                         return r;
         }
-        for (size_t i = 0; i < req->n_secrets; i++)
-                if ((r = secrets_to_env(store, envname, req->secrets[i], &s->env, e)) < 0)
-                        return r;
+        if ((r = ssh_build(store, envname, req, s, e)) < 0)
+                return r;
         if (req->n_tags && !(s->tags = calloc(req->n_tags, sizeof(*s->tags))))
                 return -ENOMEM;
         for (size_t i = 0; i < req->n_tags; i++, s->n_tags++)

@@ -333,18 +333,24 @@ ssize_t cli_read_all(int fd, size_t max, uint8_t **ret) {
         for (;;) {
                 if (len == cap) {
                         if (cap >= max + 1) {
+                                explicit_bzero(buf, len);
                                 free(buf);
                                 return -EFBIG;
                         }
                         cap = MIN(cap * 2, max + 1);
-                        uint8_t *nb = realloc(buf, cap);
+                        /* no realloc: a secret's bytes must not stay in freed memory */
+                        uint8_t *nb = malloc(cap);
                         if (!nb)
                                 abort();
+                        memcpy(nb, buf, len);
+                        explicit_bzero(buf, len);
+                        free(buf);
                         buf = nb;
                 }
                 ssize_t n = RETRY_EINTR(read(fd, buf + len, cap - len));
                 if (n < 0) {
                         int r = -errno;
+                        explicit_bzero(buf, len);
                         free(buf);
                         return r;
                 }
@@ -353,11 +359,13 @@ ssize_t cli_read_all(int fd, size_t max, uint8_t **ret) {
                 len += (size_t) n;
         }
         if (len > max) {
+                explicit_bzero(buf, len);
                 free(buf);
                 return -EFBIG;
         }
         uint8_t *out = cli_alloc(len + 1);
         memcpy(out, buf, len);
+        explicit_bzero(buf, cap); /* it may be a secret: the copy is the caller's to wipe */
         free(buf);
         *ret = out;
         return (ssize_t) len;

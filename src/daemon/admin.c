@@ -157,9 +157,18 @@ static char *metrics_text(struct admin *a, size_t *len) {
                     "warren_sandbox_create_failures_total %llu\n"
                     "# HELP warren_sandboxes_recovered_total Sandboxes re-attached at start.\n"
                     "# TYPE warren_sandboxes_recovered_total counter\n"
-                    "warren_sandboxes_recovered_total %llu\n",
+                    "warren_sandboxes_recovered_total %llu\n"
+                    "# HELP warren_sandbox_teardown_failures_total Teardowns whose host cleanup "
+                    "had to be retried.\n"
+                    "# TYPE warren_sandbox_teardown_failures_total counter\n"
+                    "warren_sandbox_teardown_failures_total %llu\n"
+                    "# HELP warren_sandbox_cleanup_pending Ended sandboxes whose host cleanup is "
+                    "still being retried.\n"
+                    "# TYPE warren_sandbox_cleanup_pending gauge\n"
+                    "warren_sandbox_cleanup_pending %zu\n",
                     (unsigned long long) sm->created, (unsigned long long) sm->create_failed,
-                    (unsigned long long) sm->recovered);
+                    (unsigned long long) sm->recovered, (unsigned long long) sm->teardown_failed,
+                    sbx_manager_cleanup_pending(m));
         }
         put(&t, "# HELP warren_rpc_requests_total Finished RPCs by method and status code.\n"
                 "# TYPE warren_rpc_requests_total counter\n");

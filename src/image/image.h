@@ -180,6 +180,21 @@ void img_layer_job_cancel(struct img_layer_job *job);
 int img_layer_path(struct img_store *s, const char *diff_id, char *out, size_t outsz,
                    struct wr_err *e);
 
+/* --- packing a directory (snapshots, builds): pack.c --- */
+
+struct img_pack_stats {
+        uint64_t entries, bytes, whiteouts, opaque, skipped;
+};
+
+/* Write the overlayfs upper dir at dirfd (a tree a sandbox wrote) to
+ * out_fd as an uncompressed OCI layer tar: sorted, deterministic (mode,
+ * uid, gid, size, mtime, link targets), whiteouts as ".wh.<name>", opaque
+ * dirs with ".wh..wh..opq", devices and sockets left out; read by fd
+ * without following symlinks or crossing mounts (-EBUSY), at most 2048
+ * levels deep (-ELOOP). The caller keeps the tree still (a frozen
+ * sandbox). stats may be NULL. 0 or -errno with e. */
+int img_pack_dir(int dirfd, int out_fd, struct img_pack_stats *stats, struct wr_err *e);
+
 /* --- import (`docker import`): spool a tarball, unpack, commit --- */
 
 /* Called once when an import ends: r = 0 with the committed image, or

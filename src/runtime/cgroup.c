@@ -527,6 +527,25 @@ static int freeze(const struct rt_cgroup *cg, bool on) {
         return 0;
 }
 
+int rt_cgroup_freeze(struct rt_cgroup *cg, bool on) {
+        return freeze(cg, on);
+}
+
+int rt_cgroup_frozen(const struct rt_cgroup *cg) {
+        char buf[256];
+        if (cg->mode == RT_CGROUP_V2) {
+                if (read_at(cg->h[0].dirfd, "cgroup.freeze", buf, sizeof(buf)) <= 0)
+                        return -EIO;
+                return buf[0] == '1';
+        }
+        if (cg->freezer < 0)
+                return 0;
+        if (read_at(cg->h[cg->freezer].dirfd, "freezer.state", buf, sizeof(buf)) <= 0)
+                return -EIO;
+        /* FREEZING counts: the request stands */
+        return strncmp(buf, "THAWED", 6) != 0;
+}
+
 int rt_cgroup_kill(struct rt_cgroup *cg, int sig) {
         if (cg->mode == RT_CGROUP_V2 && sig == SIGKILL) {
                 int r = write_at(cg->h[0].dirfd, "cgroup.kill", "1");

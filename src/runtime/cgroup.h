@@ -64,6 +64,13 @@ size_t rt_cgroup_join_fds(const struct rt_cgroup *cg, int *fds, size_t max);
  * (a live sandbox holds fewer fds). */
 void rt_cgroup_close_join_fds(struct rt_cgroup *cg);
 
+/* Freeze (on) or thaw every process of the cgroup (v2 cgroup.freeze, v1
+ * the freezer controller: -EOPNOTSUPP without it). Freezing waits up to
+ * ~100 ms for the kernel to report it done. 0 or -errno. */
+int rt_cgroup_freeze(struct rt_cgroup *cg, bool on);
+/* 1 when the cgroup is (being) frozen, 0 when not, -errno. */
+int rt_cgroup_frozen(const struct rt_cgroup *cg);
+
 /* Send sig to every process in the cgroup. SIGKILL on v2 uses cgroup.kill
  * when the kernel has it; otherwise (and on v1) the cgroup is frozen, each
  * pid of cgroup.procs is signalled and the cgroup thawed, so that no

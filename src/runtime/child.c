@@ -286,9 +286,15 @@ static void mount_proc(int rootfd) {
         close(t);
 }
 
+/* Docker's masked /proc paths, and past them: the host's physical memory
+ * map and page state, kernel allocator state (kpageflags, kpagecount,
+ * kpagecgroup, slabinfo, vmallocinfo, iomem, ioports, pagetypeinfo,
+ * zoneinfo: heap-spray and KASLR aids). */
 static const char *const masked[] = {
-        "acpi",          "asound",      "interrupts", "kcore",      "keys",
-        "latency_stats", "sched_debug", "scsi",       "timer_list", "timer_stats",
+        "acpi",          "asound",      "interrupts",   "kcore",      "keys",
+        "latency_stats", "sched_debug", "scsi",         "timer_list", "timer_stats",
+        "kpageflags",    "kpagecount",  "kpagecgroup",  "slabinfo",   "vmallocinfo",
+        "iomem",         "ioports",     "pagetypeinfo", "zoneinfo",
 };
 static const char *const proc_ro[] = {"bus", "fs", "irq", "sys", "sysrq-trigger"};
 
@@ -374,8 +380,13 @@ static void mount_dev(int rootfd) {
                         fail(errno, "symlink /dev/%s", links[i].name);
 
         t = target(rootfd, "dev/pts", K_DIR, 0755);
-        static const struct opt pts[] = {
-                {"newinstance", NULL}, {"ptmxmode", "0666"}, {"mode", "0620"}, {NULL, NULL}};
+        /* max=: each sandbox its own bound; the host-wide pool
+         * (kernel.pty.max, ~4096) is shared by every devpts instance */
+        static const struct opt pts[] = {{"newinstance", NULL},
+                                         {"ptmxmode", "0666"},
+                                         {"mode", "0620"},
+                                         {"max", RT_PTYS_MAX_STR},
+                                         {NULL, NULL}};
         attach(fs_new("devpts", pts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC), t, "/dev/pts");
         close(t);
 
@@ -399,6 +410,10 @@ static void mount_sys(int rootfd) {
                t, "/sys");
         close(t);
         mask_path(rootfd, "sys/firmware");
+        /* the host's disks and their partitions */
+        mask_path(rootfd, "sys/block");
+        mask_path(rootfd, "sys/class/block");
+        mask_path(rootfd, "sys/dev/block");
 }
 
 static void loopback_up(void) {
@@ -1268,6 +1283,22 @@ void rt_child_run(const struct rt_child *arg) {
         struct rlimit nofile = {.rlim_cur = (rlim_t) s->nofile, .rlim_max = (rlim_t) s->nofile};
         if (setrlimit(RLIMIT_NOFILE, &nofile) < 0)
                 fail(errno, "set RLIMIT_NOFILE");
+        /* Pending signals and POSIX message queue bytes are counted per
+         * host user (a sandbox's root is the host's root): the sandbox's
+         * own limits bound how much of root's budget it can take. */
+        static const struct {
+                int res;
+                rlim_t v;
+                const char *name;
+        } bounds[] = {
+                {RLIMIT_SIGPENDING, RT_SIGPENDING_MAX, "RLIMIT_SIGPENDING"},
+                {RLIMIT_MSGQUEUE, RT_MSGQUEUE_MAX, "RLIMIT_MSGQUEUE"},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bounds); i++) {
+                struct rlimit rl = {.rlim_cur = bounds[i].v, .rlim_max = bounds[i].v};
+                if (setrlimit(bounds[i].res, &rl) < 0)
+                        fail(errno, "set %s", bounds[i].name);
+        }
         drop_caps(&c);
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 fail(errno, "set no_new_privs");

@@ -230,7 +230,6 @@ static const char *const allow[] = {
         "munlock",
         "munlockall",
         "munmap",
-        "name_to_handle_at",
         "nanosleep",
         "newfstatat",
         "_newselect",

@@ -20,6 +20,14 @@
 
 #define streq(a, b) (strcmp((a), (b)) == 0)
 
+/* PTYs one sandbox may hold at once (devpts max=; the host-wide pool,
+ * kernel.pty.max, is shared by every devpts instance). */
+#define RT_PTYS_MAX_STR "256"
+
+/* Per-process bounds on per-user kernel budgets (see child.c). */
+#define RT_SIGPENDING_MAX 4096
+#define RT_MSGQUEUE_MAX (256u << 10)
+
 /* ---- syscalls glibc 2.36 does not wrap (or wraps with clashing headers) */
 
 #ifndef CLONE_PIDFD
@@ -120,6 +128,9 @@ static inline int sys_pidfd_send_signal(int pidfd, int sig) {
 static inline int sys_close_range(unsigned first, unsigned last, unsigned flags) {
         return (int) syscall(SYS_close_range, first, last, flags);
 }
+
+/* The sandbox's cgroup(s) (owned by sb), NULL once destroyed. */
+struct rt_cgroup *rt_sandbox_cgroup(const struct rt_sandbox *sb);
 
 /* ---- security policy (policy.c), built once per process ---- */
 

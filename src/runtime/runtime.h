@@ -274,10 +274,52 @@ const char *rt_sandbox_dir(const struct rt_sandbox *sb);
  * errno of the failing write. */
 int rt_sandbox_kill(struct rt_sandbox *sb, int sig);
 
+/* Pause (on) or resume every process of the sandbox with the cgroup
+ * freezer: a paused sandbox uses no CPU; signals stay pending until it is
+ * resumed (SIGKILL through rt_sandbox_kill still ends it). 0 or -errno
+ * with a message in e (-EOPNOTSUPP: no freezer on this host). */
+int rt_sandbox_freeze(struct rt_sandbox *sb, bool on, struct wr_err *e);
+/* 1 when the sandbox is paused, 0 when not, -errno. */
+int rt_sandbox_frozen(const struct rt_sandbox *sb);
+
 /* Non-blocking: reap init if it has exited. Returns 1 and stores its wait
  * status in *status (may be NULL) when init is (now or already) reaped, 0
  * while it runs, negative errno on failure. */
 int rt_sandbox_reap(struct rt_sandbox *sb, int *status);
+
+/* ---- processes beside a sandbox ----
+ *
+ * A host process that belongs to a sandbox without being inside it: it
+ * runs in warrend's namespaces and root (it never sees the sandbox's
+ * files or processes, and they never see it), as an unprivileged uid/gid
+ * with no supplementary groups, no capabilities and no_new_privs, in the
+ * sandbox's cgroup(s): it counts against the sandbox's limits, and every
+ * kill of the sandbox (terminate, the lifetime, rt_sandbox_destroy, a
+ * restarted daemon's rt_sandbox_cleanup) kills it with the rest. For
+ * per-sandbox helpers that must hold what the sandbox may use but not
+ * read (its ssh-agent and the keys in it). */
+struct rt_beside {
+        const char *path;  /* absolute path of the program (execve, no PATH search) */
+        char *const *argv; /* argv[0] included; NULL-terminated */
+        char *const *envp; /* the whole environment; NULL-terminated */
+        int cwd_fd;        /* > 2: a directory to start in (fchdir before dropping
+                            * privileges, so it may sit below dirs the uid cannot
+                            * traverse); otherwise "/" */
+        int stdin_fd;      /* > 2: its stdin; otherwise /dev/null (same for the next two) */
+        int stdout_fd;
+        int stderr_fd;
+        uid_t uid; /* not 0 */
+        gid_t gid; /* not 0 */
+};
+
+/* Start b beside sandbox sb (which must be running). Returns 0 once the
+ * program was exec'd, with *ret_pidfd (O_CLOEXEC; the caller owns it and
+ * must reap the process: waitid(P_PIDFD, ..., WEXITED); it sends no
+ * SIGCHLD) and *ret_pid (may be NULL). Errors: -EINVAL (uid/gid 0, a
+ * relative path), -ESRCH (sb destroyed), the errno of the failed step in
+ * the child ("exec /usr/bin/ssh-agent: No such file or directory"). */
+int rt_sandbox_spawn_beside(struct rt_sandbox *sb, const struct rt_beside *b, int *ret_pidfd,
+                            pid_t *ret_pid, struct wr_err *e);
 
 /* Tear the sandbox down: SIGKILL every process, reap init (SIGKILLed
  * processes die promptly; no grace period is waited), delete the host end

@@ -804,6 +804,10 @@ int rt_sandbox_start_wait(struct rt_sandbox *sb, struct wr_err *e) {
 
 /* ---- accessors ---- */
 
+struct rt_cgroup *rt_sandbox_cgroup(const struct rt_sandbox *sb) {
+        return sb->destroyed ? NULL : sb->cg;
+}
+
 pid_t rt_sandbox_pid(const struct rt_sandbox *sb) {
         return sb->reaped ? 0 : sb->pid;
 }
@@ -833,6 +837,24 @@ int rt_sandbox_oom_kills(const struct rt_sandbox *sb, uint64_t *ret) {
 }
 
 /* ---- signals and teardown ---- */
+
+int rt_sandbox_freeze(struct rt_sandbox *sb, bool on, struct wr_err *e) {
+        if (!sb->cg || sb->destroyed)
+                return err_set(e, -ESRCH, "sandbox %s is gone", sb->id);
+        int r = rt_cgroup_freeze(sb->cg, on);
+        if (r == -EOPNOTSUPP)
+                return err_setx(e, r, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_SERVICE,
+                                "pause: this host has no cgroup freezer (cgroup v1 freezer "
+                                "controller or cgroup v2)");
+        if (r < 0)
+                return err_set(e, r, "%s sandbox %s: %s", on ? "pause" : "resume", sb->id,
+                               strerror(-r));
+        return 0;
+}
+
+int rt_sandbox_frozen(const struct rt_sandbox *sb) {
+        return sb->cg && !sb->destroyed ? rt_cgroup_frozen(sb->cg) : 0;
+}
 
 int rt_sandbox_kill(struct rt_sandbox *sb, int sig) {
         if (sig == SIGKILL) {

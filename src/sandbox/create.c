@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "basic/log.h"
@@ -22,6 +23,7 @@
 #include "runtime/ctl.h"
 #include "runtime/runtime.h"
 #include "sandbox/egress.h"
+#include "sandbox/ssh.h"
 #include "sandbox/user.h"
 #include "store/store.h"
 
@@ -266,9 +268,10 @@ enum { T_START, T_IMAGE, T_RECORD, T_RUNTIME, T_CONNECT, T_STARTED, T_N };
 
 /* What a create made so far (undone in create_undo). */
 enum {
-        MADE_ROW = 1 << 0,    /* the row is inserted (PENDING) */
-        MADE_LOADED = 1 << 1, /* *ret is loaded */
-        MADE_ARMED = 1 << 2,  /* sb belongs to the manager: its end is sbx_finalize's */
+        MADE_ROW = 1 << 0,     /* the row is inserted (PENDING) */
+        MADE_LOADED = 1 << 1,  /* *ret is loaded */
+        MADE_ARMED = 1 << 2,   /* sb belongs to the manager: its end is sbx_finalize's */
+        MADE_SSH_DIR = 1 << 3, /* <dir>/ssh (managed SSH), before the runtime had the dir */
 };
 
 struct create_state {
@@ -280,6 +283,9 @@ struct create_state {
         bool was_pooled;
         unsigned made;
         uint64_t tp[T_N];
+        char dir[PATH_MAX]; /* the sandbox's dir */
+        char ssh_src[PATH_MAX + 8];
+        struct rt_mount *mounts; /* spec->mounts + the agent's dir (managed SSH) */
 };
 
 /* Take back what st made: the runtime's sandbox, the row (FAILED with
@@ -298,6 +304,17 @@ static void create_undo(struct create_state *st, struct store_sandbox *ret,
                 sbx_egress_detach(st->sb);
         if (st->sb && st->sb->rt)
                 rt_sandbox_destroy(st->sb->rt, &de);
+        if (st->sb)
+                sbx_ssh_reap(st->sb);
+        if ((st->made & MADE_SSH_DIR) && !(st->sb && st->sb->rt)) {
+                /* the runtime never took the dir: take back what we made */
+                char ssh[PATH_MAX + 8];
+                snprintf(ssh, sizeof(ssh), "%s/ssh", st->dir);
+                (void) rmdir(ssh);
+                (void) rmdir(st->dir);
+        }
+        free(st->mounts);
+        st->mounts = NULL;
         if ((st->made & MADE_ROW) && !(st->made & MADE_ARMED))
                 store_sandbox_update_status(st->m->store, st->sb ? st->sb->id : "",
                                             STORE_SANDBOX_FAILED,
@@ -393,9 +410,38 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         if ((r = process_defaults(sb, spec, img, hostname, e)) < 0)
                 return r;
 
-        char dir[PATH_MAX], resolv[256];
-        if ((r = sbx_dir_path(m, sb->id, dir, sizeof(dir))) < 0)
+        char resolv[256];
+        char *dir = st->dir;
+        if ((r = sbx_dir_path(m, sb->id, dir, sizeof(st->dir))) < 0)
                 return err_set(e, r, "sandbox dir");
+        /* managed SSH: the agent's dir, mounted read-only (the agent starts
+         * once the sandbox's cgroups exist, below) */
+        const struct rt_mount *mounts = spec->mounts;
+        size_t n_mounts = spec->n_mounts;
+        if (spec->n_ssh) {
+                if (n_mounts >= RT_MOUNTS_MAX)
+                        return err_setx(e, -E2BIG, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                        "volumes: too many mounts (at most %d with managed_ssh)",
+                                        RT_MOUNTS_MAX - 1);
+                struct stat dst;
+                bool had_dir = stat(dir, &dst) == 0;
+                if ((r = sbx_ssh_dir_prepare(dir, e)) < 0)
+                        return r;
+                if (!had_dir)
+                        st->made |= MADE_SSH_DIR;
+                if (!(st->mounts = calloc(n_mounts + 1, sizeof(*st->mounts))))
+                        return err_set(e, -ENOMEM, "out of memory");
+                if (n_mounts)
+                        memcpy(st->mounts, spec->mounts, n_mounts * sizeof(*st->mounts));
+                snprintf(st->ssh_src, sizeof(st->ssh_src), "%s/ssh", dir);
+                st->mounts[n_mounts++] = (struct rt_mount){
+                        .kind = RT_MOUNT_BIND,
+                        .target = SBX_SSH_DIR,
+                        .source = st->ssh_src,
+                        .flags = RT_MOUNT_RO | RT_MOUNT_NOSUID | RT_MOUNT_NODEV | RT_MOUNT_NOEXEC,
+                };
+                mounts = st->mounts;
+        }
         struct rt_sandbox_config cfg = {
                 .id = sb->id,
                 .dir = dir,
@@ -405,8 +451,8 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                 .init_path = m->init_path,
                 .limits = spec->limits,
                 .log_fd = -1,
-                .mounts = spec->mounts,
-                .n_mounts = spec->n_mounts,
+                .mounts = mounts,
+                .n_mounts = n_mounts,
                 .resolv_conf = m->net && !spec->block_network
                                        ? sbx_network_resolv_conf_slot(m->net, sb->net_slot, resolv,
                                                                       sizeof(resolv))
@@ -469,6 +515,8 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                 if ((r = rt_ctl_connect(rt_sandbox_ctl_path(sb->rt), &sb->ctl_fd, e)) < 0)
                         return err_prefix(e, r, "connect to warren-init");
         }
+        if (spec->n_ssh && (r = sbx_ssh_start(sb, spec->ssh, spec->n_ssh, e)) < 0)
+                return r;
         uint64_t te = sbx_mono_ns();
         if ((r = egress_setup(sb, spec, policy_written, e)) < 0)
                 return r;
@@ -515,6 +563,8 @@ int sbx_create(struct sbx_manager *m, const struct sbx_spec *spec, const struct 
         struct create_state st = {.m = m, .spec = spec, .img = img, .tp = {sbx_mono_ns()}};
         const char *ref = sbx_image_ref(m, spec);
         int r = create_steps(&st, ref, ret, e);
+        if (r >= 0)
+                free(st.mounts);
         if (r < 0) {
                 create_undo(&st, ret, e);
                 m->metrics.create_failed++;

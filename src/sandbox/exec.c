@@ -766,10 +766,7 @@ static int sandbox_root_fd(struct sbx *sb) {
         return TAKE_FD(fd);
 }
 
-/* The running sandbox called key, or an error: -ENOENT (unknown), -EBUSY
- * (not running, or terminating). */
-static int running_sandbox(struct sbx_manager *m, const char *key, struct sbx **ret,
-                           struct wr_err *e) {
+int sbx_running(struct sbx_manager *m, const char *key, struct sbx **ret, struct wr_err *e) {
         struct sbx *sb = sbx_find_live(m, key);
         if (!sb) {
                 struct store_sandbox row = {0};
@@ -906,8 +903,13 @@ int sbx_exec_start(struct sbx_manager *m, const struct sbx_exec_spec *spec,
         struct sbx_exec_state *st = state_get(m);
         if (!st)
                 return err_set(e, -ENOMEM, "exec: out of memory");
-        if ((r = running_sandbox(m, spec->sandbox, &sb, e)) < 0)
+        if ((r = sbx_running(m, spec->sandbox, &sb, e)) < 0)
                 return r;
+        if (sb->paused)
+                return err_setx(e, -EBUSY, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                "sandbox %s is paused: resume it first (ResumeSandbox, "
+                                "sandbox.resume(), `warren sandbox resume %s`)",
+                                sb->id, sb->id);
 
         /* Another user: looked up in the sandbox's own /etc/passwd. */
         struct sbx_user user = {.uid = sb->uid, .gid = sb->gid};

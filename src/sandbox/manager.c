@@ -56,6 +56,10 @@ struct sbx *sbx_find_live(struct sbx_manager *m, const char *key) {
         return NULL;
 }
 
+size_t sbx_manager_cleanup_pending(const struct sbx_manager *m) {
+        return sbx_cleanup_pending(m);
+}
+
 size_t sbx_manager_pool_size(const struct sbx_manager *m) {
         return m->pool_n;
 }
@@ -196,6 +200,7 @@ void sbx_manager_free(struct sbx_manager *m) {
         /* Let the handle close callbacks run, which unlink and free. */
         while (m->list || sbx_pool_busy(m) || m->net_jobs)
                 uv_run(m->loop, UV_RUN_ONCE);
+        sbx_cleanup_stop(m);
         free(m->pool);
         sbx_argv_free(m->pool_layers);
         for (size_t i = 0; i < SBX_POOL_JOBS; i++)

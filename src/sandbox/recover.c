@@ -33,6 +33,8 @@ static int recover_one(struct sbx_manager *m, const struct store_sandbox *row, c
         if ((r = rt_sandbox_attach(row->id, dir, (pid_t) row->init_pid, row->init_start,
                                    m->cgroup_mode, &sb->rt, e)) < 0)
                 return r;
+        /* paused before the restart: still paused (the freezer says so) */
+        sb->paused = rt_sandbox_frozen(sb->rt) == 1;
         /* its /30, known again from its own default route */
         if (m->net)
                 sb->net_slot = sbx_network_adopt(m->net, (pid_t) row->init_pid);

@@ -71,6 +71,11 @@ struct sbx {
         /* registered with warren-egress (POLICY_DEL at the end); in the
          * table's open4 set (no policy); the self-check passed */
         bool egress_registered, egress_open, egress_enforced;
+        /* every process frozen (PauseSandbox; the cgroup freezer is the
+         * truth: recovery reads it back) */
+        bool paused;
+        /* its ssh-agent beside it (managed SSH; ssh.c), -EBADF: none */
+        int ssh_pidfd;
 
         struct sbx_exec *execs;
         uint64_t next_exec_id;
@@ -117,7 +122,7 @@ struct sbx_manager {
                 char **layers;           /* the worker's copy of pool_layers */
                 const char *resolv_conf; /* the network's, or resolv_buf */
                 char resolv_buf[256];
-                bool layers_failed;      /* its try with them failed */
+                bool layers_failed; /* its try with them failed */
         } pool_jobs[SBX_POOL_JOBS];
         unsigned pool_busy; /* jobs running */
         /* the layers the pool builds roots for ahead (those of the last
@@ -129,9 +134,21 @@ struct sbx_manager {
         unsigned net_jobs; /* sbx_net_retire deletions in flight */
         /* exec.c's state: sessions, log size, chunk pool */
         struct sbx_exec_state *exec;
+        /* cleanup.c: host cleanup retried after a failed teardown */
+        struct sbx_cleanup *cleanups;
+        struct sbx_cleanup *cleanup_current; /* on the worker */
+        uv_timer_t cleanup_timer;
+        bool cleanup_timer_open;
+        uv_work_t cleanup_work;
+        int cleanup_r;
+        struct wr_err cleanup_err;
 };
 
 /* --- manager.c --- */
+/* The running sandbox called key (id or name), or an error: -ENOENT
+ * (unknown: NOT_FOUND), -EBUSY (not running, or terminating:
+ * FAILED_PRECONDITION). (exec.c) */
+int sbx_running(struct sbx_manager *m, const char *key, struct sbx **ret, struct wr_err *e);
 /* The live (not DEAD) sandbox whose id or name is key, or NULL. */
 struct sbx *sbx_find_live(struct sbx_manager *m, const char *key);
 /* CLOCK_MONOTONIC in ns. */
@@ -203,8 +220,7 @@ void sbx_recover(struct sbx_manager *m);
 /* Register sb (its slot's address) with warren-egress in mode (0 = OPEN)
  * with the policy's wire form; OPEN: into the table's open4 set. Used by
  * create and recovery. -errno with e. */
-int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len,
-                      struct wr_err *e);
+int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len, struct wr_err *e);
 /* Undo sbx_egress_attach (POLICY_DEL, out of open4). Idempotent. */
 void sbx_egress_detach(struct sbx *sb);
 /* The policy file of a sandbox dir (<dir>/egress-policy: u32 mode, then
@@ -231,3 +247,32 @@ void sbx_exec_on_exited(struct sbx *sb, uint64_t id, int status);
  * the state of the sandbox). Output already in the pipes is kept as far as
  * the log takes it. */
 void sbx_exec_abort_all(struct sbx *sb, enum sbx_exit_reason reason);
+
+/* --- managed SSH (ssh.c; ssh.h) --- */
+
+/* Make <dir> (0700, may exist) and <dir>/ssh owned by the agent's user
+ * (mode 0700): the agent's directory, bind-mounted read-only into the
+ * sandbox at SBX_SSH_DIR. */
+int sbx_ssh_dir_prepare(const char *dir, struct wr_err *e);
+
+struct sbx_ssh_dest;
+/* Start sb's ssh-agent beside it and load the n keys (sb->rt running);
+ * sb->ssh_pidfd owns the agent (sbx_ssh_reap). n = 0: nothing. Errors
+ * name the alias (FAILED_PRECONDITION for an unusable key). */
+int sbx_ssh_start(struct sbx *sb, const struct sbx_ssh_dest *d, size_t n, struct wr_err *e);
+
+/* SIGKILL and reap sb's agent (after the sandbox was destroyed). */
+void sbx_ssh_reap(struct sbx *sb);
+
+/* --- cleanup.c --- */
+
+/* A teardown of sandbox id failed (why): record the end with status and
+ * "reason (host cleanup pending: ...)", count it, and retry removing its
+ * cgroups and dir in the background until done (then the row's reason is
+ * reason again). dir NULL: left to the next start's recovery. */
+void sbx_cleanup_later(struct sbx_manager *m, const char *id, const char *dir, int status,
+                       const char *reason, const struct wr_err *why);
+/* Cleanups still pending. */
+size_t sbx_cleanup_pending(const struct sbx_manager *m);
+/* At manager free: wait for a running attempt, drop the rest. */
+void sbx_cleanup_stop(struct sbx_manager *m);

@@ -126,6 +126,11 @@ struct sbx_spec {
          * may be one); source_fd is not used in a spec. */
         struct rt_mount *mounts;
         size_t n_mounts;
+        /* Managed SSH destinations (ssh.h), keys included (wiped when
+         * freed); their /root/.ssh files and SSH_AUTH_SOCK are in mounts
+         * and env already. The agent's directory is mounted by the create. */
+        struct sbx_ssh_dest *ssh;
+        size_t n_ssh;
         /* Loopback only: no veth, no address, no resolver (a plain create,
          * never a warm-pool entry: those have their veth made ahead). */
         bool block_network;
@@ -160,6 +165,10 @@ static inline void sbx_spec_freep(struct sbx_spec **s) {
  * valid: use ..."). Limits and the image are checked where they are
  * parsed and resolved. */
 int sbx_spec_check(const struct sbx_spec *s, struct wr_err *e);
+
+/* Append a deep copy of m to s->mounts (target, source and data copied).
+ * -ENOMEM, -E2BIG past RT_MOUNTS_MAX. */
+int sbx_spec_mount_add(struct sbx_spec *s, const struct rt_mount *m);
 
 /* Set "K=V" in a NULL-terminated heap vector (replacing an earlier K;
  * the old string is wiped). -EINVAL without '=' or with an empty name,
@@ -226,10 +235,22 @@ struct sbx_metrics {
         struct sbx_histogram create;     /* sbx_create, request to RUNNING */
         struct sbx_histogram exec_start; /* spawn request to process running */
         uint64_t created, create_failed, recovered, recovery_ended;
+        uint64_t teardown_failed; /* teardowns whose host cleanup was retried later */
 };
 
 /* The manager's counters (owned by it). */
 const struct sbx_metrics *sbx_manager_metrics(const struct sbx_manager *m);
+
+/* Open a TCP connection to port on the loopback of running sandbox key
+ * (id or name), made inside its network namespace (tunnels). *ret_fd is
+ * non-blocking, O_CLOEXEC, connecting (EINPROGRESS): wait for writable
+ * and check SO_ERROR. Errors: NOT_FOUND, FAILED_PRECONDITION (not
+ * running), INVALID_ARGUMENT (port 0), UNAVAILABLE. */
+int sbx_tcp_connect(struct sbx_manager *m, const char *key, uint16_t port, int *ret_fd,
+                    struct wr_err *e);
+
+/* Ended sandboxes whose host cleanup (cgroups, dir) is still being retried. */
+size_t sbx_manager_cleanup_pending(const struct sbx_manager *m);
 
 /* Sandboxes prepared ahead in the warm pool and idle now. */
 size_t sbx_manager_pool_size(const struct sbx_manager *m);
@@ -273,6 +294,27 @@ int sbx_egress_enforced(struct sbx_manager *m, const char *id);
 struct sbx_egress_event;
 int sbx_network_events(struct sbx_manager *m, const char *id, uint64_t after_seq, size_t limit,
                        struct sbx_egress_event **ret, size_t *ret_n, uint64_t *ret_last);
+
+/* Pause (on) or resume running sandbox key (id or name); its id in
+ * id_out (32 bytes). Idempotent. Errors: NOT_FOUND, FAILED_PRECONDITION
+ * (not running; no freezer on this host). */
+int sbx_set_paused(struct sbx_manager *m, const char *key, bool on, char *id_out,
+                   struct wr_err *e);
+/* 1 when live sandbox id is paused, 0 when not, -ENOENT when not live. */
+int sbx_paused(struct sbx_manager *m, const char *id);
+
+/* A snapshot ended: r = 0 with the committed image (borrowed for the
+ * call), or r < 0 with e. Runs on the loop. */
+struct img_info;
+typedef void (*sbx_snapshot_done_fn)(int r, const struct img_info *img, const struct wr_err *e,
+                                     void *userdata);
+/* Snapshot running sandbox key (snapshot.c): its writable layer as a new
+ * layer on its image, committed as an image named name (NULL or "":
+ * unnamed). The sandbox is frozen while the layer is read, then runs on.
+ * Returns 0 when started (done runs once, later), or an error (done not
+ * called): NOT_FOUND, FAILED_PRECONDITION (not running, a disk limit). */
+int sbx_snapshot(struct sbx_manager *m, const char *key, const char *name,
+                 sbx_snapshot_done_fn done, void *userdata, struct wr_err *e);
 
 /* Fill u for a running sandbox; -ENOENT when it is not running. */
 int sbx_usage(struct sbx_manager *m, const char *id, struct rt_usage *u);

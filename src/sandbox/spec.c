@@ -3,6 +3,7 @@
  * vectors, and the pure checks on names and durations. No I/O here: the
  * unit tests (tests/unit/test-sandbox.c) run all of it. */
 #include "sandbox/sandbox-internal.h"
+#include "sandbox/ssh.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -195,6 +196,9 @@ void sbx_spec_free(struct sbx_spec *s) {
                 erase_and_free_n((void *) mt->data, mt->len);
         }
         free(s->mounts);
+        for (size_t i = 0; i < s->n_ssh; i++)
+                sbx_ssh_dest_clear(&s->ssh[i]);
+        free(s->ssh);
         free(s->record);
         free(s->net_policy);
         free(s);
@@ -243,4 +247,32 @@ int sbx_spec_check(const struct sbx_spec *s, struct wr_err *e) {
                                        "path",
                                        i);
         return s->n_mounts ? rt_mounts_check(s->mounts, s->n_mounts, e) : 0;
+}
+
+int sbx_spec_mount_add(struct sbx_spec *s, const struct rt_mount *m) {
+        if (s->n_mounts >= RT_MOUNTS_MAX)
+                return -E2BIG;
+        struct rt_mount *v = reallocarray(s->mounts, s->n_mounts + 1, sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        s->mounts = v;
+        struct rt_mount c = *m;
+        c.source_fd = -1;
+        c.target = m->target ? strdup(m->target) : NULL;
+        c.source = m->source ? strdup(m->source) : NULL;
+        c.data = NULL;
+        if (m->len) {
+                void *d = malloc(m->len);
+                if (d)
+                        memcpy(d, m->data, m->len);
+                c.data = d;
+        }
+        if ((m->target && !c.target) || (m->source && !c.source) || (m->len && !c.data)) {
+                free((char *) c.target);
+                free((char *) c.source);
+                free((void *) c.data);
+                return -ENOMEM;
+        }
+        s->mounts[s->n_mounts++] = c;
+        return 0;
 }

@@ -357,7 +357,7 @@ int store_secret_set(struct store *s, const char *env, const char *name,
                         "INSERT INTO secrets (environment, name, ciphertext, nonce, updated) "
                         "VALUES (?, ?, ?, ?, ?) ON CONFLICT (environment, name) DO UPDATE SET "
                         "ciphertext = excluded.ciphertext, nonce = excluded.nonce, "
-                        "updated = excluded.updated",
+                        "updated = excluded.updated, version = secrets.version + 1",
                         &st, e);
                 if (r < 0)
                         goto done;
@@ -391,12 +391,25 @@ done:
         return store_savepoint_end(s, r, e);
 }
 
+int store_secret_version(struct store *s, const char *env, const char *name, int64_t *ret,
+                         struct wr_err *e) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = store_row_load(s, "SELECT version FROM secrets WHERE environment = ? AND name = ?",
+                               STORE_ARGS(env, name), "load secret version", &st, e);
+        if (r == 0)
+                return err_set(e, -ENOENT, "secret \"%s\" not found", name);
+        if (r < 0)
+                return r;
+        *ret = sqlite3_column_int64(st, 0);
+        return 0;
+}
+
 int store_secret_get(struct store *s, const char *env, const char *name, struct store_secret *ret,
                      struct wr_err *e) {
         *ret = (struct store_secret){0};
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = store_row_load(s,
-                               "SELECT ciphertext, nonce, updated FROM secrets "
+                               "SELECT ciphertext, nonce, updated, version FROM secrets "
                                "WHERE environment = ? AND name = ?",
                                STORE_ARGS(env, name), "load secret", &st, e);
         if (r == 0)
@@ -415,6 +428,7 @@ int store_secret_get(struct store *s, const char *env, const char *name, struct 
         if (r < 0)
                 return r;
         ret->updated_ns = sqlite3_column_int64(st, 2);
+        ret->version = sqlite3_column_int64(st, 3);
         ret->name = strdup(name);
         r = ret->name ? decode(plain, plain_len, ret) : -ENOMEM;
         plain = erase_and_free_n(plain, plain_len);
@@ -453,11 +467,13 @@ static int load_keys(struct store *s, const char *env, struct store_secret *sec,
         }
 }
 
-/* A row of SELECT name, updated, with its keys (ctx: the environment). */
+/* A row of SELECT name, updated, version, with its keys (ctx: the
+ * environment). */
 static int secret_row(struct store *s, sqlite3_stmt *st, void *item, void *ctx, struct wr_err *e) {
         struct store_secret *sec = item;
         sec->name = store_column_strdup(st, 0);
         sec->updated_ns = sqlite3_column_int64(st, 1);
+        sec->version = sqlite3_column_int64(st, 2);
         if (!sec->name)
                 return err_set(e, -ENOMEM, "list secrets: out of memory");
         return load_keys(s, ctx, sec, e);
@@ -469,7 +485,8 @@ int store_secret_list(struct store *s, const char *env, struct store_secret **re
         *n_ret = 0;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = store_stmt_prepare(
-                s, "SELECT name, updated FROM secrets WHERE environment = ? ORDER BY name", &st, e);
+                s, "SELECT name, updated, version FROM secrets WHERE environment = ? ORDER BY name",
+                &st, e);
         if (r < 0)
                 return r;
         store_bind_text(st, 1, env);

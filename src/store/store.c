@@ -115,6 +115,8 @@ static const char *const migrations[] = {
         "ALTER TABLE sandboxes ADD COLUMN init_start INTEGER NOT NULL DEFAULT 0;\n"
         "ALTER TABLE sandboxes ADD COLUMN process BLOB;\n"
         "ALTER TABLE sandboxes ADD COLUMN process_nonce BLOB;\n",
+        /* 3: a secret's version: 1 when created, +1 on every replace */
+        "ALTER TABLE secrets ADD COLUMN version INTEGER NOT NULL DEFAULT 1;\n",
 };
 
 int store_schema_version_latest(void) {

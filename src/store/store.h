@@ -221,6 +221,7 @@ struct store_secret {
         struct store_secret_entry *entries; /* sorted by key */
         size_t n_entries;
         int64_t updated_ns;
+        int64_t version; /* 1 when created, +1 on every replace */
 };
 
 /* Wipe every value (explicit_bzero), then free what sec holds and zero it.
@@ -237,6 +238,11 @@ void store_secret_list_free(struct store_secret *list, size_t n);
  * accessible by group or others; -EIO for crypto or database errors. */
 int store_secret_set(struct store *s, const char *env, const char *name,
                      const struct store_secret_entry *entries, size_t n, struct wr_err *e);
+
+/* The version of secret name (1 + the times it was replaced); -ENOENT when
+ * unknown. */
+int store_secret_version(struct store *s, const char *env, const char *name, int64_t *ret,
+                         struct wr_err *e);
 
 /* Load and decrypt a secret into *ret (caller clears; values are wiped by
  * store_secret_clear). -ENOENT when unknown, -EBADMSG when it does not

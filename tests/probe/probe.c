@@ -463,6 +463,12 @@ static void section_syscalls(void) {
         int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         errno = 0;
         try_fd("open_by_handle_at", syscall(SYS_open_by_handle_at, root, &h.fh, O_RDONLY));
+        /* allowed: 0 or EOVERFLOW (the handle does not fit); blocked: EPERM */
+        int mount_id = 0;
+        h.fh.handle_bytes = 8;
+        errno = 0;
+        r = syscall(SYS_name_to_handle_at, AT_FDCWD, "/", &h.fh, &mount_id, 0);
+        jresult("name_to_handle_at", r < 0 ? -1 : 0, errno);
         if (root >= 0)
                 close(root);
 
@@ -523,9 +529,14 @@ static const char *type_name(mode_t m) {
 
 static void section_masked(void) {
         static const char *paths[] = {
-                "/proc/acpi",       "/proc/asound",        "/proc/interrupts",  "/proc/kcore",
-                "/proc/keys",       "/proc/latency_stats", "/proc/sched_debug", "/proc/scsi",
-                "/proc/timer_list", "/proc/timer_stats",   "/sys/firmware",
+                "/proc/acpi",         "/proc/asound",      "/proc/interrupts",
+                "/proc/kcore",        "/proc/keys",        "/proc/latency_stats",
+                "/proc/sched_debug",  "/proc/scsi",        "/proc/timer_list",
+                "/proc/timer_stats",  "/sys/firmware",     "/proc/kpageflags",
+                "/proc/kpagecount",   "/proc/kpagecgroup", "/proc/slabinfo",
+                "/proc/vmallocinfo",  "/proc/iomem",       "/proc/ioports",
+                "/proc/pagetypeinfo", "/proc/zoneinfo",    "/sys/block",
+                "/sys/class/block",   "/sys/dev/block",
         };
         jopen("masked", '{');
         for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {

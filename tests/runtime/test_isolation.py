@@ -17,7 +17,7 @@ MUST_FAIL = ["mount_tmpfs", "umount", "unshare_newns", "unshare_newuser", "unsha
              "clone_newpid", "keyctl", "add_key", "bpf", "ptrace_attach_pid1",
              "perf_event_open", "io_uring_setup", "userfaultfd", "socket_packet",
              "socket_raw", "socket_vsock", "open_by_handle_at", "kexec_load", "init_module",
-             "finit_module", "mknod_char"]
+             "finit_module", "mknod_char", "name_to_handle_at"]
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +92,12 @@ def test_probe_masked_paths_empty(report):
         else:
             assert m.get("bytes_read", 0) == 0, path
     assert existing >= 3  # at least /proc/acpi-or-similar, /sys/firmware...
+    # past Docker's defaults: the host's memory map, allocator state, disks
+    for path in ("/proc/kpageflags", "/proc/kpagecount", "/proc/slabinfo", "/proc/vmallocinfo",
+                 "/proc/iomem", "/sys/block", "/sys/class/block"):
+        assert path in report["masked"], path
+    assert report["masked"]["/sys/block"]["entries"] == 0
+    assert report["masked"]["/proc/iomem"]["exists"]
 
 
 def test_probe_only_stdio_fds(report):

@@ -104,3 +104,38 @@ def check_kept(sandbox, tool, r, state, before):
     d = subprocess.run([tool, "destroy", "--id", "wrs-kept-1", "--state", str(state)],
                        capture_output=True)
     assert d.returncode == 0, d.stderr
+
+
+def test_any_tree_the_sandbox_builds_is_removed(sandbox):
+    """A directory chain far deeper than any recursion limit (the old
+    remover stopped at 256 levels and left the upper dir behind), a wide
+    directory, a mode-000 directory and symlinks out: teardown removes
+    all of it and follows none of the links."""
+    outside = "/tmp/warren-leak-canary"
+    with open(outside, "w") as f:
+        f.write("keep")
+    try:
+        before = host_state()
+        r = sandbox.sh("i=0; while [ $i -lt 1500 ]; do mkdir d && cd d || exit 9; i=$((i+1)); "
+                       "done; touch leaf; ln -s /tmp/warren-leak-canary out; cd /; "
+                       "mkdir /wide && cd /wide && i=0; while [ $i -lt 2000 ]; do "
+                       "mkdir w$i; i=$((i+1)); done; mkdir -p /locked/inner && "
+                       "touch /locked/inner/f && chmod 000 /locked/inner /locked; "
+                       "ln -s / /root-link; echo built", timeout=300)
+        assert r.stdout == b"built\n", r.stderr
+        assert host_state() == before
+        with open(outside) as f:
+            assert f.read() == "keep"
+    finally:
+        os.unlink(outside)
+
+
+def test_devpts_has_its_own_bound_and_rlimits(sandbox):
+    r = sandbox.sh("grep ' /dev/pts ' /proc/self/mountinfo; "
+                   "grep -E 'Max (pending signals|msgqueue size)' /proc/self/limits")
+    out = r.stdout.decode()
+    assert "max=256" in out, out
+    sig = [l for l in out.splitlines() if l.startswith("Max pending signals")][0].split()
+    assert sig[3] == sig[4] == "4096", sig
+    mq = [l for l in out.splitlines() if l.startswith("Max msgqueue size")][0].split()
+    assert mq[3] == mq[4] == str(256 * 1024), mq

@@ -20,6 +20,7 @@
 #include "basic/err.h"
 #include "sandbox/exec.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/ssh.h"
 #include "store/store.h"
 
 /* --- pure helpers --- */
@@ -351,7 +352,15 @@ static void test_spec_from_request(void **state) {
         assert_string_equal(sbx_env_find(s->env, "AWS_KEY"), "AK");
         assert_string_equal(sbx_env_find(s->env, "AWS_SECRET"), "SK");
         assert_string_equal(sbx_env_find(s->env, "API_KEY"), "sk-123");
-        assert_string_equal(s->env[0], "MODE=prod"); /* request env first, in order */
+        /* whole secrets first, then the request's env (an explicit name wins) */
+        size_t i_mode = 0, i_api = 0;
+        for (size_t i = 0; s->env[i]; i++) {
+                if (strncmp(s->env[i], "MODE=", 5) == 0)
+                        i_mode = i;
+                if (strncmp(s->env[i], "API_KEY=", 8) == 0)
+                        i_api = i;
+        }
+        assert_true(i_api < i_mode);
         assert_int_equal(s->n_tags, 1);
         assert_string_equal(s->tags[0].key, "team");
 
@@ -562,6 +571,78 @@ static void test_exec_start_spec(void **state) {
         }
 }
 
+/* Managed SSH, the pure half: checks, host keys, the rendered files. */
+static void test_ssh_config(void **state) {
+        (void) state;
+        struct wr_err e = {0};
+        assert_int_equal(sbx_ssh_alias_check("a", "github", &e), 0);
+        assert_int_equal(sbx_ssh_alias_check("a", "a-b.c_d", &e), 0);
+        assert_int_equal(sbx_ssh_alias_check("a", "", &e), -EINVAL);
+        assert_int_equal(sbx_ssh_alias_check("a", "*", &e), -EINVAL);
+        assert_int_equal(sbx_ssh_alias_check("a", "-x", &e), -EINVAL);
+        assert_int_equal(sbx_ssh_alias_check("a", "a b", &e), -EINVAL);
+        assert_int_equal(sbx_ssh_user_check("u", "_svc", &e), 0);
+        assert_int_equal(sbx_ssh_user_check("u", "a\nHost x", &e), -EINVAL);
+        assert_int_equal(sbx_ssh_host_check("h", "GitHub.com.", &e), 0);
+        assert_int_equal(sbx_ssh_host_check("h", "10.0.0.1", &e), 0);
+        assert_int_equal(sbx_ssh_host_check("h", "foo..bar", &e), -EINVAL);
+        assert_int_equal(sbx_ssh_host_check("h", "a b", &e), -EINVAL);
+
+        static const char good[] =
+                "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMJeQEjPLO3bEYXdpe6QFL9SNF9I4ZXUAgSLSCM2Y8eY "
+                "a comment";
+        char *k = NULL;
+        assert_int_equal(sbx_ssh_host_key_parse("k", good, strlen(good), &k, &e), 0);
+        assert_string_equal(
+                k,
+                "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMJeQEjPLO3bEYXdpe6QFL9SNF9I4ZXUAgSLSCM2Y8eY");
+        /* a type that is not the blob's own, bad base64, an unknown type */
+        static const char *const bad[] = {
+                "ecdsa-sha2-nistp256 "
+                "AAAAC3NzaC1lZDI1NTE5AAAAIMJeQEjPLO3bEYXdpe6QFL9SNF9I4ZXUAgSLSCM2Y8eY",
+                "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMJeQEjPLO3bEYXdpe6QFL9SNF9I4ZXUAgSLSCM2Y8e",
+                "ssh-ed25519 !!!!",
+                "ssh-foo AAAA",
+                "ssh-ed25519",
+                "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMJeQEjPLO3bEYXdpe6QFL9SNF9I4ZXUAgSLSCM2Y8eY "
+                "x\ny",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                char *b = NULL;
+                assert_int_equal(sbx_ssh_host_key_parse("k", bad[i], strlen(bad[i]), &b, &e),
+                                 -EINVAL);
+                assert_null(b);
+        }
+        static const char pk[] = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n-----END OPENSSH "
+                                 "PRIVATE KEY-----\n";
+        assert_int_equal(sbx_ssh_key_check("s", (const uint8_t *) pk, strlen(pk), &e), 0);
+        assert_int_equal(sbx_ssh_key_check("s", (const uint8_t *) "hunter2", 7, &e), -EINVAL);
+        assert_null(strstr(e.msg, "hunter2"));
+
+        char *keys[] = {k};
+        struct sbx_ssh_dest d[2] = {
+                {.alias = "github", .host = "github.com", .user = "git", .port = 22},
+                {.alias = "box",
+                 .host = "10.1.2.3",
+                 .user = "me",
+                 .port = 2222,
+                 .host_keys = keys,
+                 .n_host_keys = 1},
+        };
+        char *config = NULL, *known = NULL;
+        assert_int_equal(sbx_ssh_render(d, 2, &config, &known), 0);
+        assert_non_null(strstr(config, "\nHost github\n  HostName github.com\n  User git\n"
+                                       "  Port 22\n  IdentityAgent " SBX_SSH_SOCK "\n"));
+        assert_non_null(strstr(config, "StrictHostKeyChecking accept-new\n\nHost box\n"));
+        assert_non_null(strstr(config, "Port 2222\n"));
+        assert_non_null(strstr(config, "StrictHostKeyChecking yes\n  UpdateHostKeys no\n"));
+        assert_non_null(strstr(known, "\nbox ssh-ed25519 AAAAC3"));
+        assert_null(strstr(known, "\ngithub "));
+        free(config);
+        free(known);
+        free(k);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_names),
@@ -569,6 +650,7 @@ int main(void) {
                 cmocka_unit_test(test_env),
                 cmocka_unit_test(test_spec_check),
                 cmocka_unit_test(test_exec_start_spec),
+                cmocka_unit_test(test_ssh_config),
                 cmocka_unit_test_setup_teardown(test_spec_from_request, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_spec_errors, setup, teardown),
         };

@@ -535,7 +535,7 @@ static void test_secret_roundtrip(void **state) {
         assert_int_equal(sqlite3_open(f->db, &h), SQLITE_OK);
         assert_int_equal(sqlite3_exec(h,
                                       "INSERT INTO secrets SELECT environment, 'STOLEN', "
-                                      "ciphertext, nonce, updated FROM secrets WHERE "
+                                      "ciphertext, nonce, updated, version FROM secrets WHERE "
                                       "name = 'OTHER'",
                                       NULL, NULL, NULL),
                          SQLITE_OK);

@@ -18,6 +18,7 @@ class SandboxStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SANDBOX_STATUS_TERMINATING: _ClassVar[SandboxStatus]
     SANDBOX_STATUS_TERMINATED: _ClassVar[SandboxStatus]
     SANDBOX_STATUS_FAILED: _ClassVar[SandboxStatus]
+    SANDBOX_STATUS_PAUSED: _ClassVar[SandboxStatus]
 
 class ComputeClass(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -44,6 +45,7 @@ SANDBOX_STATUS_RUNNING: SandboxStatus
 SANDBOX_STATUS_TERMINATING: SandboxStatus
 SANDBOX_STATUS_TERMINATED: SandboxStatus
 SANDBOX_STATUS_FAILED: SandboxStatus
+SANDBOX_STATUS_PAUSED: SandboxStatus
 COMPUTE_CLASS_UNSPECIFIED: ComputeClass
 COMPUTE_CLASS_HOST: ComputeClass
 COMPUTE_CLASS_K8S: ComputeClass
@@ -55,6 +57,28 @@ EXIT_REASON_SIGNALED: ExitReason
 EXIT_REASON_TIMEOUT: ExitReason
 EXIT_REASON_OOM: ExitReason
 EXIT_REASON_SANDBOX_TERMINATED: ExitReason
+
+class TunnelRequest(_message.Message):
+    __slots__ = ("sandbox", "port", "data", "close_write")
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    CLOSE_WRITE_FIELD_NUMBER: _ClassVar[int]
+    sandbox: str
+    port: int
+    data: bytes
+    close_write: bool
+    def __init__(self, sandbox: _Optional[str] = ..., port: _Optional[int] = ..., data: _Optional[bytes] = ..., close_write: _Optional[bool] = ...) -> None: ...
+
+class TunnelResponse(_message.Message):
+    __slots__ = ("data", "connected", "eof")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    EOF_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    connected: bool
+    eof: bool
+    def __init__(self, data: _Optional[bytes] = ..., connected: _Optional[bool] = ..., eof: _Optional[bool] = ...) -> None: ...
 
 class VolumeMount(_message.Message):
     __slots__ = ("volume", "path", "read_only")
@@ -377,6 +401,50 @@ class ListSandboxesResponse(_message.Message):
     sandboxes: _containers.RepeatedCompositeFieldContainer[Sandbox]
     next_page_token: str
     def __init__(self, sandboxes: _Optional[_Iterable[_Union[Sandbox, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class PauseSandboxRequest(_message.Message):
+    __slots__ = ("id", "name")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class ResumeSandboxRequest(_message.Message):
+    __slots__ = ("id", "name")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class SnapshotSandboxRequest(_message.Message):
+    __slots__ = ("id", "name", "image_name")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_NAME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    image_name: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image_name: _Optional[str] = ...) -> None: ...
+
+class ForkSandboxRequest(_message.Message):
+    __slots__ = ("id", "name", "count")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    count: int
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class ForkSandboxResponse(_message.Message):
+    __slots__ = ("image", "sandboxes")
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    SANDBOXES_FIELD_NUMBER: _ClassVar[int]
+    image: _images_pb2.Image
+    sandboxes: _containers.RepeatedCompositeFieldContainer[Sandbox]
+    def __init__(self, image: _Optional[_Union[_images_pb2.Image, _Mapping]] = ..., sandboxes: _Optional[_Iterable[_Union[Sandbox, _Mapping]]] = ...) -> None: ...
 
 class TerminateSandboxRequest(_message.Message):
     __slots__ = ("id", "name", "grace_period_seconds")

@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from warren._proto.warren.v1 import images_pb2 as warren_dot_v1_dot_images__pb2
 from warren._proto.warren.v1 import sandboxes_pb2 as warren_dot_v1_dot_sandboxes__pb2
 
 
@@ -36,6 +37,26 @@ class SandboxesStub:
                 request_serializer=warren_dot_v1_dot_sandboxes__pb2.TerminateSandboxRequest.SerializeToString,
                 response_deserializer=warren_dot_v1_dot_sandboxes__pb2.Sandbox.FromString,
                 _registered_method=True)
+        self.PauseSandbox = channel.unary_unary(
+                '/warren.v1.Sandboxes/PauseSandbox',
+                request_serializer=warren_dot_v1_dot_sandboxes__pb2.PauseSandboxRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_sandboxes__pb2.Sandbox.FromString,
+                _registered_method=True)
+        self.ResumeSandbox = channel.unary_unary(
+                '/warren.v1.Sandboxes/ResumeSandbox',
+                request_serializer=warren_dot_v1_dot_sandboxes__pb2.ResumeSandboxRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_sandboxes__pb2.Sandbox.FromString,
+                _registered_method=True)
+        self.SnapshotSandbox = channel.unary_unary(
+                '/warren.v1.Sandboxes/SnapshotSandbox',
+                request_serializer=warren_dot_v1_dot_sandboxes__pb2.SnapshotSandboxRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_images__pb2.Image.FromString,
+                _registered_method=True)
+        self.ForkSandbox = channel.unary_unary(
+                '/warren.v1.Sandboxes/ForkSandbox',
+                request_serializer=warren_dot_v1_dot_sandboxes__pb2.ForkSandboxRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_sandboxes__pb2.ForkSandboxResponse.FromString,
+                _registered_method=True)
         self.Exec = channel.stream_stream(
                 '/warren.v1.Sandboxes/Exec',
                 request_serializer=warren_dot_v1_dot_sandboxes__pb2.ExecRequest.SerializeToString,
@@ -50,6 +71,11 @@ class SandboxesStub:
                 '/warren.v1.Sandboxes/ListNetworkEvents',
                 request_serializer=warren_dot_v1_dot_sandboxes__pb2.ListNetworkEventsRequest.SerializeToString,
                 response_deserializer=warren_dot_v1_dot_sandboxes__pb2.ListNetworkEventsResponse.FromString,
+                _registered_method=True)
+        self.Tunnel = channel.stream_stream(
+                '/warren.v1.Sandboxes/Tunnel',
+                request_serializer=warren_dot_v1_dot_sandboxes__pb2.TunnelRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_sandboxes__pb2.TunnelResponse.FromString,
                 _registered_method=True)
 
 
@@ -89,6 +115,43 @@ class SandboxesServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PauseSandbox(self, request, context):
+        """Freeze every process of a running sandbox (cgroup freezer): it uses
+        no CPU until resumed; its memory, files and connections stay; new
+        execs are refused (FAILED_PRECONDITION); its lifetime keeps counting.
+        Pausing a paused sandbox is a no-op.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeSandbox(self, request, context):
+        """Thaw a paused sandbox. Resuming a running one is a no-op.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SnapshotSandbox(self, request, context):
+        """The sandbox's writable layer as a new layer on its image: an image
+        usable like any other (CreateSandbox image = its id or name). The
+        sandbox is frozen while the layer is read, then runs on. Content
+        addressed: an unchanged layer is stored once. Not included: /tmp and
+        /run (memory), volumes, processes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForkSandbox(self, request, context):
+        """A snapshot, then `count` new sandboxes from it, created as the
+        original was (its resources, env, entrypoint, policy; no name; inline
+        secret values are not kept, stored secrets are read again).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Exec(self, request_iterator, context):
         """Run a process. The first request message must carry `start` (or
         `attach`); stdin, close_stdin, signal and resize may follow. The
@@ -108,6 +171,17 @@ class SandboxesServicer:
 
     def ListNetworkEvents(self, request, context):
         """Egress decisions recorded for a sandbox (network policy audit log).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Tunnel(self, request_iterator, context):
+        """One TCP connection to a port on a running sandbox's loopback, carried
+        over this stream (port forwarding, `warren port-forward`): the first
+        request names the sandbox and port; the server answers `connected`,
+        then both sides send data; close_write / eof half-close; the call ends
+        OK once both directions are closed. Nothing listens on the host.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -136,6 +210,26 @@ def add_SandboxesServicer_to_server(servicer, server):
                     request_deserializer=warren_dot_v1_dot_sandboxes__pb2.TerminateSandboxRequest.FromString,
                     response_serializer=warren_dot_v1_dot_sandboxes__pb2.Sandbox.SerializeToString,
             ),
+            'PauseSandbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseSandbox,
+                    request_deserializer=warren_dot_v1_dot_sandboxes__pb2.PauseSandboxRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_sandboxes__pb2.Sandbox.SerializeToString,
+            ),
+            'ResumeSandbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeSandbox,
+                    request_deserializer=warren_dot_v1_dot_sandboxes__pb2.ResumeSandboxRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_sandboxes__pb2.Sandbox.SerializeToString,
+            ),
+            'SnapshotSandbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.SnapshotSandbox,
+                    request_deserializer=warren_dot_v1_dot_sandboxes__pb2.SnapshotSandboxRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_images__pb2.Image.SerializeToString,
+            ),
+            'ForkSandbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForkSandbox,
+                    request_deserializer=warren_dot_v1_dot_sandboxes__pb2.ForkSandboxRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_sandboxes__pb2.ForkSandboxResponse.SerializeToString,
+            ),
             'Exec': grpc.stream_stream_rpc_method_handler(
                     servicer.Exec,
                     request_deserializer=warren_dot_v1_dot_sandboxes__pb2.ExecRequest.FromString,
@@ -150,6 +244,11 @@ def add_SandboxesServicer_to_server(servicer, server):
                     servicer.ListNetworkEvents,
                     request_deserializer=warren_dot_v1_dot_sandboxes__pb2.ListNetworkEventsRequest.FromString,
                     response_serializer=warren_dot_v1_dot_sandboxes__pb2.ListNetworkEventsResponse.SerializeToString,
+            ),
+            'Tunnel': grpc.stream_stream_rpc_method_handler(
+                    servicer.Tunnel,
+                    request_deserializer=warren_dot_v1_dot_sandboxes__pb2.TunnelRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_sandboxes__pb2.TunnelResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -271,6 +370,114 @@ class Sandboxes:
             _registered_method=True)
 
     @staticmethod
+    def PauseSandbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Sandboxes/PauseSandbox',
+            warren_dot_v1_dot_sandboxes__pb2.PauseSandboxRequest.SerializeToString,
+            warren_dot_v1_dot_sandboxes__pb2.Sandbox.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeSandbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Sandboxes/ResumeSandbox',
+            warren_dot_v1_dot_sandboxes__pb2.ResumeSandboxRequest.SerializeToString,
+            warren_dot_v1_dot_sandboxes__pb2.Sandbox.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SnapshotSandbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Sandboxes/SnapshotSandbox',
+            warren_dot_v1_dot_sandboxes__pb2.SnapshotSandboxRequest.SerializeToString,
+            warren_dot_v1_dot_images__pb2.Image.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForkSandbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Sandboxes/ForkSandbox',
+            warren_dot_v1_dot_sandboxes__pb2.ForkSandboxRequest.SerializeToString,
+            warren_dot_v1_dot_sandboxes__pb2.ForkSandboxResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def Exec(request_iterator,
             target,
             options=(),
@@ -341,6 +548,33 @@ class Sandboxes:
             '/warren.v1.Sandboxes/ListNetworkEvents',
             warren_dot_v1_dot_sandboxes__pb2.ListNetworkEventsRequest.SerializeToString,
             warren_dot_v1_dot_sandboxes__pb2.ListNetworkEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Tunnel(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/warren.v1.Sandboxes/Tunnel',
+            warren_dot_v1_dot_sandboxes__pb2.TunnelRequest.SerializeToString,
+            warren_dot_v1_dot_sandboxes__pb2.TunnelResponse.FromString,
             options,
             channel_credentials,
             insecure,

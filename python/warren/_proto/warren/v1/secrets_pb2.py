@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17warren/v1/secrets.proto\x12\twarren.v1\"\xb4\x01\n\tSecretRef\x12\x0e\n\x04name\x18\x01 \x01(\tH\x00\x12\x16\n\x0cinline_value\x18\x02 \x01(\x0cH\x00\x12\x31\n\rinline_values\x18\x03 \x01(\x0b\x32\x18.warren.v1.InlineSecretsH\x00\x12\x30\n\x0bintegration\x18\x04 \x01(\x0b\x32\x19.warren.v1.IntegrationRefH\x00\x12\x10\n\x08\x65nv_name\x18\x05 \x01(\tB\x08\n\x06source\"t\n\rInlineSecrets\x12\x34\n\x06values\x18\x01 \x03(\x0b\x32$.warren.v1.InlineSecrets.ValuesEntry\x1a-\n\x0bValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\",\n\x0eIntegrationRef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04keys\x18\x02 \x03(\t\"\x97\x01\n\x10SetSecretRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x37\n\x06values\x18\x03 \x03(\x0b\x32\'.warren.v1.SetSecretRequest.ValuesEntry\x1a-\n\x0bValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\"A\n\nSecretInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04keys\x18\x02 \x03(\t\x12\x17\n\x0fupdated_at_unix\x18\x03 \x01(\x03\"\x14\n\x12ListSecretsRequest\"=\n\x13ListSecretsResponse\x12&\n\x07secrets\x18\x01 \x03(\x0b\x32\x15.warren.v1.SecretInfo\"#\n\x13\x44\x65leteSecretRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x16\n\x14\x44\x65leteSecretResponse2\xe9\x01\n\x07Secrets\x12?\n\tSetSecret\x12\x1b.warren.v1.SetSecretRequest\x1a\x15.warren.v1.SecretInfo\x12L\n\x0bListSecrets\x12\x1d.warren.v1.ListSecretsRequest\x1a\x1e.warren.v1.ListSecretsResponse\x12O\n\x0c\x44\x65leteSecret\x12\x1e.warren.v1.DeleteSecretRequest\x1a\x1f.warren.v1.DeleteSecretResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17warren/v1/secrets.proto\x12\twarren.v1\"\xb4\x01\n\tSecretRef\x12\x0e\n\x04name\x18\x01 \x01(\tH\x00\x12\x16\n\x0cinline_value\x18\x02 \x01(\x0cH\x00\x12\x31\n\rinline_values\x18\x03 \x01(\x0b\x32\x18.warren.v1.InlineSecretsH\x00\x12\x30\n\x0bintegration\x18\x04 \x01(\x0b\x32\x19.warren.v1.IntegrationRefH\x00\x12\x10\n\x08\x65nv_name\x18\x05 \x01(\tB\x08\n\x06source\"t\n\rInlineSecrets\x12\x34\n\x06values\x18\x01 \x03(\x0b\x32$.warren.v1.InlineSecrets.ValuesEntry\x1a-\n\x0bValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\",\n\x0eIntegrationRef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04keys\x18\x02 \x03(\t\"\x97\x01\n\x10SetSecretRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x37\n\x06values\x18\x03 \x03(\x0b\x32\'.warren.v1.SetSecretRequest.ValuesEntry\x1a-\n\x0bValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\"R\n\nSecretInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04keys\x18\x02 \x03(\t\x12\x17\n\x0fupdated_at_unix\x18\x03 \x01(\x03\x12\x0f\n\x07version\x18\x04 \x01(\x03\"\x14\n\x12ListSecretsRequest\"=\n\x13ListSecretsResponse\x12&\n\x07secrets\x18\x01 \x03(\x0b\x32\x15.warren.v1.SecretInfo\"#\n\x13\x44\x65leteSecretRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x16\n\x14\x44\x65leteSecretResponse2\xe9\x01\n\x07Secrets\x12?\n\tSetSecret\x12\x1b.warren.v1.SetSecretRequest\x1a\x15.warren.v1.SecretInfo\x12L\n\x0bListSecrets\x12\x1d.warren.v1.ListSecretsRequest\x1a\x1e.warren.v1.ListSecretsResponse\x12O\n\x0c\x44\x65leteSecret\x12\x1e.warren.v1.DeleteSecretRequest\x1a\x1f.warren.v1.DeleteSecretResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -48,15 +48,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SETSECRETREQUEST_VALUESENTRY']._serialized_start=292
   _globals['_SETSECRETREQUEST_VALUESENTRY']._serialized_end=337
   _globals['_SECRETINFO']._serialized_start=539
-  _globals['_SECRETINFO']._serialized_end=604
-  _globals['_LISTSECRETSREQUEST']._serialized_start=606
-  _globals['_LISTSECRETSREQUEST']._serialized_end=626
-  _globals['_LISTSECRETSRESPONSE']._serialized_start=628
-  _globals['_LISTSECRETSRESPONSE']._serialized_end=689
-  _globals['_DELETESECRETREQUEST']._serialized_start=691
-  _globals['_DELETESECRETREQUEST']._serialized_end=726
-  _globals['_DELETESECRETRESPONSE']._serialized_start=728
-  _globals['_DELETESECRETRESPONSE']._serialized_end=750
-  _globals['_SECRETS']._serialized_start=753
-  _globals['_SECRETS']._serialized_end=986
+  _globals['_SECRETINFO']._serialized_end=621
+  _globals['_LISTSECRETSREQUEST']._serialized_start=623
+  _globals['_LISTSECRETSREQUEST']._serialized_end=643
+  _globals['_LISTSECRETSRESPONSE']._serialized_start=645
+  _globals['_LISTSECRETSRESPONSE']._serialized_end=706
+  _globals['_DELETESECRETREQUEST']._serialized_start=708
+  _globals['_DELETESECRETREQUEST']._serialized_end=743
+  _globals['_DELETESECRETRESPONSE']._serialized_start=745
+  _globals['_DELETESECRETRESPONSE']._serialized_end=767
+  _globals['_SECRETS']._serialized_start=770
+  _globals['_SECRETS']._serialized_end=1003
 # @@protoc_insertion_point(module_scope)

@@ -59,14 +59,16 @@ class SetSecretRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., value: _Optional[bytes] = ..., values: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
 
 class SecretInfo(_message.Message):
-    __slots__ = ("name", "keys", "updated_at_unix")
+    __slots__ = ("name", "keys", "updated_at_unix", "version")
     NAME_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_UNIX_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     name: str
     keys: _containers.RepeatedScalarFieldContainer[str]
     updated_at_unix: int
-    def __init__(self, name: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., updated_at_unix: _Optional[int] = ...) -> None: ...
+    version: int
+    def __init__(self, name: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., updated_at_unix: _Optional[int] = ..., version: _Optional[int] = ...) -> None: ...
 
 class ListSecretsRequest(_message.Message):
     __slots__ = ()

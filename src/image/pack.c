@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* An overlayfs upper dir as an OCI layer tar (image.h: img_pack_dir):
+ * snapshots of a sandbox's writable layer, later build steps.
+ *
+ * The tree was written by a sandbox: it is read by fd, one level at a
+ * time (any depth up to PACK_DEPTH_MAX, an fd per level), never following
+ * a symlink, never opening anything but a regular file for its contents
+ * (O_NOFOLLOW | O_NONBLOCK, and the inode must be the one stat'ed: a FIFO
+ * swapped in cannot block us), never crossing into another mount. Overlay
+ * whiteouts (0/0 char devices) become ".wh.<name>" entries and opaque
+ * directories (trusted.overlay.opaque=y) a ".wh..wh..opq" entry, as the
+ * OCI image spec says; devices and sockets are left out. The tar is
+ * deterministic for a given tree (names sorted, only mode, uid, gid,
+ * size, mtime and link targets recorded), so an unchanged tree gives the
+ * same diff id and the store keeps the layer once. The result goes
+ * through warren-unpack like any layer: nothing here is trusted later. */
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "basic/macro.h"
+#include "image/image.h"
+
+#define PACK_DEPTH_MAX 2048
+#define PACK_BUF (1u << 20)
+
+struct level {
+        int fd;
+        char **names;
+        size_t n, i;
+        size_t path_len; /* length of the path prefix of this level ("a/b/") */
+};
+
+struct packer {
+        struct archive *a;
+        dev_t dev;
+        char *path; /* the current entry's path */
+        size_t cap;
+        uint8_t *buf;
+        struct img_pack_stats *st;
+        struct wr_err *e;
+};
+
+static int cmp_names(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+static void free_names(char **v, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                free(v[i]);
+        free(v);
+}
+
+/* The names in dir fd, sorted. */
+static int list_dir(int fd, char ***ret, size_t *n_ret) {
+        int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (dup_fd < 0)
+                return -errno;
+        DIR *d = fdopendir(dup_fd);
+        if (!d) {
+                close(dup_fd);
+                return -errno;
+        }
+        rewinddir(d);
+        char **v = NULL;
+        size_t n = 0, cap = 0;
+        struct dirent *de;
+        int r = 0;
+        while ((de = readdir(d))) {
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                if (n == cap) {
+                        size_t nc = cap ? cap * 2 : 16;
+                        char **nv = reallocarray(v, nc, sizeof(*v));
+                        if (!nv) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        v = nv;
+                        cap = nc;
+                }
+                if (!(v[n] = strdup(de->d_name))) {
+                        r = -ENOMEM;
+                        break;
+                }
+                n++;
+        }
+        closedir(d);
+        if (r < 0) {
+                free_names(v, n);
+                return r;
+        }
+        if (n)
+                qsort(v, n, sizeof(*v), cmp_names);
+        *ret = v;
+        *n_ret = n;
+        return 0;
+}
+
+static int set_path(struct packer *p, size_t prefix, const char *name, const char *suffix) {
+        size_t need = prefix + strlen(name) + strlen(suffix) + 1;
+        if (need > p->cap) {
+                size_t nc = MAX(need, p->cap * 2);
+                char *np = realloc(p->path, nc);
+                if (!np)
+                        return -ENOMEM;
+                p->path = np;
+                p->cap = nc;
+        }
+        snprintf(p->path + prefix, p->cap - prefix, "%s%s", name, suffix);
+        return 0;
+}
+
+static int write_header(struct packer *p, const struct stat *st, mode_t type, int64_t size,
+                        const char *symlink) {
+        struct archive_entry *en = archive_entry_new();
+        if (!en)
+                return err_set(p->e, -ENOMEM, "pack: out of memory");
+        archive_entry_set_pathname(en, p->path);
+        archive_entry_set_filetype(en, type);
+        archive_entry_set_perm(en, st ? st->st_mode & 07777 : 0);
+        archive_entry_set_uid(en, st ? st->st_uid : 0);
+        archive_entry_set_gid(en, st ? st->st_gid : 0);
+        archive_entry_set_size(en, size);
+        archive_entry_set_mtime(en, st ? st->st_mtim.tv_sec : 0, 0);
+        if (symlink)
+                archive_entry_set_symlink(en, symlink);
+        int r = archive_write_header(p->a, en);
+        archive_entry_free(en);
+        if (r != ARCHIVE_OK)
+                return err_set(p->e, -EIO, "pack %s: %s", p->path, archive_error_string(p->a));
+        p->st->entries++;
+        return 0;
+}
+
+static int pack_file(struct packer *p, int dirfd, const char *name, const struct stat *st) {
+        int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0)
+                return err_set(p->e, -errno, "pack %s: open: %m", p->path);
+        struct stat st2;
+        if (fstat(fd, &st2) < 0 || !S_ISREG(st2.st_mode) || st2.st_ino != st->st_ino ||
+            st2.st_dev != st->st_dev) {
+                close(fd);
+                return err_set(p->e, -EBUSY, "pack %s: changed while being read", p->path);
+        }
+        int r = write_header(p, &st2, AE_IFREG, st2.st_size, NULL);
+        int64_t left = st2.st_size;
+        while (r >= 0 && left > 0) {
+                ssize_t n = read(fd, p->buf, (size_t) MIN((int64_t) PACK_BUF, left));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        r = err_set(p->e, n < 0 ? -errno : -EIO, "pack %s: %s", p->path,
+                                    n < 0 ? strerror(errno) : "shrank while being read");
+                        break;
+                }
+                if (archive_write_data(p->a, p->buf, (size_t) n) != n) {
+                        r = err_set(p->e, -EIO, "pack %s: %s", p->path, archive_error_string(p->a));
+                        break;
+                }
+                left -= n;
+                p->st->bytes += (uint64_t) n;
+        }
+        close(fd);
+        return r;
+}
+
+/* One entry of the level's dir; *down gets a subdir's fd to descend. */
+static int pack_entry(struct packer *p, struct level *lv, const char *name, int *down,
+                      size_t *down_len) {
+        *down = -EBADF;
+        struct stat st;
+        if (fstatat(lv->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : err_set(p->e, -errno, "pack: stat %s: %m", name);
+        int r;
+        if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {
+                /* an overlay whiteout: ".wh.<name>" */
+                char wh[NAME_MAX + 8];
+                snprintf(wh, sizeof(wh), ".wh.%s", name);
+                if ((r = set_path(p, lv->path_len, wh, "")) < 0)
+                        return err_set(p->e, r, "pack: out of memory");
+                p->st->whiteouts++;
+                return write_header(p, NULL, AE_IFREG, 0, NULL);
+        }
+        if ((r = set_path(p, lv->path_len, name, S_ISDIR(st.st_mode) ? "/" : "")) < 0)
+                return err_set(p->e, r, "pack: out of memory");
+        if (S_ISREG(st.st_mode))
+                return pack_file(p, lv->fd, name, &st);
+        if (S_ISLNK(st.st_mode)) {
+                char target[PATH_MAX];
+                ssize_t n = readlinkat(lv->fd, name, target, sizeof(target) - 1);
+                if (n < 0)
+                        return err_set(p->e, -errno, "pack %s: readlink: %m", p->path);
+                target[n] = '\0';
+                return write_header(p, &st, AE_IFLNK, 0, target);
+        }
+        if (S_ISFIFO(st.st_mode))
+                return write_header(p, &st, AE_IFIFO, 0, NULL);
+        if (!S_ISDIR(st.st_mode)) {
+                p->st->skipped++; /* devices, sockets: not part of a layer */
+                return 0;
+        }
+        if (st.st_dev != p->dev)
+                return err_set(p->e, -EBUSY, "pack %s: another file system is mounted there",
+                               p->path);
+        int fd = openat(lv->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st2;
+        if (fd < 0 || fstat(fd, &st2) < 0 || st2.st_ino != st.st_ino) {
+                if (fd >= 0)
+                        close(fd);
+                return err_set(p->e, -EBUSY, "pack %s: changed while being read", p->path);
+        }
+        if ((r = write_header(p, &st2, AE_IFDIR, 0, NULL)) < 0) {
+                close(fd);
+                return r;
+        }
+        char v[2];
+        size_t base = lv->path_len + strlen(name) + 1; /* "a/b/" */
+        *down_len = base;
+        if (fgetxattr(fd, "trusted.overlay.opaque", v, sizeof(v)) == 1 && v[0] == 'y') {
+                if ((r = set_path(p, base, ".wh..wh..opq", "")) < 0 ||
+                    (r = write_header(p, NULL, AE_IFREG, 0, NULL)) < 0) {
+                        close(fd);
+                        return r < 0 && r != -ENOMEM ? r : err_set(p->e, r, "pack: opaque");
+                }
+                p->st->opaque++;
+        }
+        *down = fd;
+        return 0;
+}
+
+int img_pack_dir(int dirfd, int out_fd, struct img_pack_stats *stats, struct wr_err *e) {
+        struct img_pack_stats local = {0};
+        struct img_pack_stats *st = stats ? stats : &local;
+        *st = (struct img_pack_stats){0};
+        struct stat top;
+        if (fstat(dirfd, &top) < 0 || !S_ISDIR(top.st_mode))
+                return err_set(e, -ENOTDIR, "pack: not a directory");
+        struct packer p = {.dev = top.st_dev, .st = st, .e = e};
+        struct level *levels = calloc(PACK_DEPTH_MAX + 1, sizeof(*levels));
+        p.buf = malloc(PACK_BUF);
+        p.a = archive_write_new();
+        int r = 0;
+        if (!levels || !p.buf || !p.a) {
+                r = err_set(e, -ENOMEM, "pack: out of memory");
+                goto out;
+        }
+        if (archive_write_set_format_pax_restricted(p.a) != ARCHIVE_OK ||
+            archive_write_set_bytes_in_last_block(p.a, 1) != ARCHIVE_OK ||
+            archive_write_open_fd(p.a, out_fd) != ARCHIVE_OK) {
+                r = err_set(e, -EIO, "pack: %s", archive_error_string(p.a));
+                goto out;
+        }
+        size_t depth = 0;
+        levels[0].fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+        if (levels[0].fd < 0) {
+                r = err_set(e, -errno, "pack: %m");
+                goto out;
+        }
+        if ((r = list_dir(levels[0].fd, &levels[0].names, &levels[0].n)) < 0) {
+                err_set(e, r, "pack: list: %s", strerror(-r));
+                goto unwind;
+        }
+        for (;;) {
+                struct level *lv = &levels[depth];
+                if (lv->i == lv->n) {
+                        close(lv->fd);
+                        free_names(lv->names, lv->n);
+                        *lv = (struct level){0};
+                        if (depth == 0)
+                                break;
+                        depth--;
+                        continue;
+                }
+                const char *name = lv->names[lv->i++];
+                int down;
+                size_t down_len = 0;
+                if ((r = pack_entry(&p, lv, name, &down, &down_len)) < 0)
+                        goto unwind;
+                if (down < 0)
+                        continue;
+                if (depth + 1 > PACK_DEPTH_MAX) {
+                        close(down);
+                        r = err_set(e, -ELOOP, "pack %s: more than %d levels deep", p.path,
+                                    PACK_DEPTH_MAX);
+                        goto unwind;
+                }
+                struct level *nl = &levels[++depth];
+                nl->fd = down;
+                nl->path_len = down_len;
+                if ((r = list_dir(nl->fd, &nl->names, &nl->n)) < 0) {
+                        err_set(e, r, "pack %s: list: %s", p.path, strerror(-r));
+                        goto unwind;
+                }
+        }
+        if (archive_write_close(p.a) != ARCHIVE_OK) {
+                r = err_set(e, -EIO, "pack: %s", archive_error_string(p.a));
+                goto out;
+        }
+        r = 0;
+        goto out;
+unwind:
+        for (size_t i = 0; i <= depth; i++) {
+                if (levels[i].fd > 0)
+                        close(levels[i].fd);
+                free_names(levels[i].names, levels[i].n);
+        }
+out:
+        if (p.a)
+                archive_write_free(p.a);
+        free(p.buf);
+        free(p.path);
+        free(levels);
+        return r;
+}

@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* warren-signer: holds the egress CA's private key, and nothing else, in a
+ * process of its own (relayd's `ca` model): warren-egress, which talks to
+ * sandboxes, asks it for leaf certificates and never sees the CA key.
+ * Started as root by warrend:
+ *
+ *   warren-signer --ca-fd N --sock-fd N [--uid USER] [--gid GROUP]
+ *                 [--root EMPTY-DIR] [--log-level debug|info|warn|error]
+ *                 [--seccomp-strict]
+ *
+ * --ca-fd: an fd holding the CA key and certificate PEM (signer_ca_fd());
+ * read to its end, then closed. --sock-fd: its end of a SOCK_SEQPACKET
+ * socketpair whose other end is warren-egress's (signer-proto.h). --uid
+ * defaults to nobody, --gid to that user's group, --root to
+ * /run/warren/signer-root (created when missing; must be empty, owned by
+ * root, not writable by others).
+ *
+ * It reads the CA, closes every other fd, mints one certificate to load
+ * what OpenSSL loads lazily, then confines itself (an unprivileged user in
+ * an empty root, no capabilities, no_new_privs, not dumpable, a seccomp
+ * allowlist of what signing and the socket need: no open, no socket, no
+ * exec), checks that it can still sign, and serves SIGN requests one at a
+ * time, in order. Exit status: 0 when the socket closes, 2 usage, CA or
+ * confinement error. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <limits.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+#include <pwd.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "basic/log.h"
+#include "signer/mint.h"
+#include "signer/signer-proto.h"
+
+#define CA_INPUT_MAX (2 * 16384)
+
+static struct {
+        int ca_fd, sock_fd;
+        const char *user, *group, *root;
+        bool strict;
+} cfg = {
+        .ca_fd = -EBADF,
+        .sock_fd = -EBADF,
+        .user = "nobody",
+        .group = NULL,
+        .root = "/run/warren/signer-root",
+};
+
+static _noreturn_ void die(const char *what, const char *arg) {
+        log_error("warren-signer: %s%s%s", what, arg ? ": " : "", arg ? arg : "");
+        exit(2);
+}
+
+static _noreturn_ void usage(int code) {
+        fprintf(code ? stderr : stdout,
+                "usage: warren-signer --ca-fd N --sock-fd N [--uid USER] [--gid GROUP]\n"
+                "         [--root EMPTY-DIR] [--log-level debug|info|warn|error] "
+                "[--seccomp-strict]\n");
+        exit(code);
+}
+
+static int parse_fd(const char *s, int *ret) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (!*s || *end || v < 3 || v > 65535)
+                return -EINVAL;
+        if (fcntl((int) v, F_GETFD) < 0)
+                return -EBADF;
+        *ret = (int) v;
+        return 0;
+}
+
+/* The CA's PEM, read to the end of --ca-fd, which is then closed. The
+ * buffer is wiped by the caller. */
+static int ca_read(char *buf, size_t size, size_t *ret_len, struct wr_err *e) {
+        size_t n = 0;
+        for (;;) {
+                if (n == size) {
+                        closep(&cfg.ca_fd);
+                        return err_set(e, -EMSGSIZE, "--ca-fd: more than %zu bytes", size);
+                }
+                ssize_t k = RETRY_EINTR(read(cfg.ca_fd, buf + n, size - n));
+                if (k < 0) {
+                        int r = -errno;
+                        closep(&cfg.ca_fd);
+                        return err_set(e, r, "--ca-fd: read: %s", strerror(-r));
+                }
+                if (k == 0)
+                        break;
+                n += (size_t) k;
+        }
+        closep(&cfg.ca_fd);
+        *ret_len = n;
+        return 0;
+}
+
+/* --- confinement --- */
+
+/* The root: an empty directory owned by root, not writable by others
+ * (created, mode 0755, when missing). */
+static int root_check(const char *dir, struct wr_err *e) {
+        if (dir[0] != '/')
+                return err_set(e, -EINVAL, "--root %s: must be an absolute path", dir);
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s", dir);
+        for (char *p = path + 1; *p; p++)
+                if (*p == '/') {
+                        *p = '\0';
+                        (void) mkdir(path, 0755);
+                        *p = '/';
+                }
+        (void) mkdir(path, 0755);
+        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return err_set(e, -errno, "--root %s: %m", dir);
+        struct stat st;
+        if (fstat(fd, &st) < 0 || st.st_uid != 0 || (st.st_mode & 0022))
+                return err_set(e, -EPERM,
+                               "--root %s: must be owned by root, not group/other writable", dir);
+        char ents[4096];
+        long n;
+        while ((n = syscall(SYS_getdents64, fd, ents, sizeof(ents))) > 0)
+                for (long off = 0; off < n;) {
+                        unsigned short reclen;
+                        memcpy(&reclen, ents + off + 16, sizeof(reclen));
+                        const char *name = ents + off + 19;
+                        if (strcmp(name, ".") && strcmp(name, ".."))
+                                return err_set(e, -ENOTEMPTY, "--root %s: not empty", dir);
+                        off += reclen;
+                }
+        if (n < 0)
+                return err_set(e, -errno, "--root %s: %m", dir);
+        return 0;
+}
+
+static int ids_lookup(uid_t *uid, gid_t *gid, struct wr_err *e) {
+        char *end;
+        unsigned long v = strtoul(cfg.user, &end, 10);
+        struct passwd *pw = NULL;
+        if (*cfg.user && !*end) {
+                *uid = (uid_t) v;
+                pw = getpwuid(*uid);
+        } else {
+                pw = getpwnam(cfg.user);
+                if (!pw)
+                        return err_set(e, -ENOENT, "--uid %s: no such user", cfg.user);
+                *uid = pw->pw_uid;
+        }
+        if (!cfg.group) {
+                if (!pw)
+                        return err_set(e, -ENOENT, "--uid %s: no passwd entry: give --gid",
+                                       cfg.user);
+                *gid = pw->pw_gid;
+        } else {
+                v = strtoul(cfg.group, &end, 10);
+                if (*cfg.group && !*end) {
+                        *gid = (gid_t) v;
+                } else {
+                        struct group *gr = getgrnam(cfg.group);
+                        if (!gr)
+                                return err_set(e, -ENOENT, "--gid %s: no such group", cfg.group);
+                        *gid = gr->gr_gid;
+                }
+        }
+        if (*uid == 0 || *gid == 0)
+                return err_set(e, -EPERM, "refusing to run as uid/gid 0");
+        return 0;
+}
+
+/* What signing (OpenSSL: memory, randomness, time), the socket and the log
+ * need; everything else fails with EPERM (--seccomp-strict: kills the
+ * process, which the tests use to prove the list is enough). */
+static int seccomp_install(struct wr_err *e) {
+        static const int allow[] = {
+                SCMP_SYS(write),         SCMP_SYS(close),        SCMP_SYS(recvmsg),
+                SCMP_SYS(sendmsg),       SCMP_SYS(exit),         SCMP_SYS(exit_group),
+                SCMP_SYS(brk),           SCMP_SYS(munmap),       SCMP_SYS(mremap),
+                SCMP_SYS(madvise),       SCMP_SYS(futex),        SCMP_SYS(getrandom),
+                SCMP_SYS(clock_gettime), SCMP_SYS(rt_sigreturn), SCMP_SYS(getpid),
+                SCMP_SYS(sigaltstack), /* ASan builds */
+        };
+        scmp_filter_ctx ctx =
+                seccomp_init(cfg.strict ? SCMP_ACT_KILL_PROCESS : SCMP_ACT_ERRNO(EPERM));
+        if (!ctx)
+                return err_set(e, -ENOMEM, "seccomp_init");
+        int r = 0;
+        for (size_t i = 0; i < ELEMENTSOF(allow) && r == 0; i++)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allow[i], 0);
+        /* memory, never executable */
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
+                                     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
+                                     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+        if (r == 0)
+                r = seccomp_load(ctx);
+        seccomp_release(ctx);
+        return r < 0 ? err_set(e, r, "seccomp: %s", strerror(-r)) : 0;
+}
+
+static int confine(struct wr_err *e) {
+        if (geteuid() != 0)
+                return err_set(e, -EPERM,
+                               "warren-signer must be started as root (it confines itself)");
+        uid_t uid = 0;
+        gid_t gid = 0;
+        int r = ids_lookup(&uid, &gid, e);
+        if (r < 0)
+                return r;
+        r = root_check(cfg.root, e);
+        if (r < 0)
+                return r;
+        struct rlimit zero = {0, 0}, few = {16, 16};
+        if (setrlimit(RLIMIT_CORE, &zero) < 0 || setrlimit(RLIMIT_MEMLOCK, &zero) < 0 ||
+            setrlimit(RLIMIT_MSGQUEUE, &zero) < 0 || setrlimit(RLIMIT_NOFILE, &few) < 0 ||
+            setrlimit(RLIMIT_NPROC, &zero) < 0)
+                return err_set(e, -errno, "setrlimit: %m");
+        if (chroot(cfg.root) < 0 || chdir("/") < 0)
+                return err_set(e, -errno, "chroot %s: %m", cfg.root);
+        for (int c = 0; c <= CAP_LAST_CAP; c++)
+                if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+                        return err_set(e, -errno, "drop bounding capability %d: %m", c);
+        (void) prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+        if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+                return err_set(e, -errno, "drop to uid %u gid %u: %m", (unsigned) uid,
+                               (unsigned) gid);
+        if (setuid(0) == 0)
+                return err_set(e, -EPERM, "could regain uid 0");
+        cap_t caps = cap_init(); /* all clear */
+        if (!caps || cap_set_proc(caps) < 0) {
+                if (caps)
+                        cap_free(caps);
+                return err_set(e, -errno, "clear capabilities: %m");
+        }
+        cap_free(caps);
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return err_set(e, -errno, "no_new_privs: %m");
+        /* the key is in this process's memory: no ptrace, no /proc/PID/mem
+         * for other processes of the same user (warren-egress may be one) */
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                return err_set(e, -errno, "not dumpable: %m");
+        return seccomp_install(e);
+}
+
+/* --- serving --- */
+
+/* A throwaway key's SubjectPublicKeyInfo, for the warm-up and self-check
+ * mints (before confinement: it loads what OpenSSL loads lazily; after:
+ * it proves the seccomp filter lets signing through). */
+static int probe_spki(uint8_t **ret, size_t *ret_len) {
+        EVP_PKEY *k = EVP_EC_gen("P-256");
+        unsigned char *der = NULL;
+        int n = k ? i2d_PUBKEY(k, &der) : -1;
+        EVP_PKEY_free(k);
+        if (n <= 0)
+                return -EIO;
+        *ret = der;
+        *ret_len = (size_t) n;
+        return 0;
+}
+
+static int probe_mint(const struct signer_ca *ca, const uint8_t *spki, size_t len,
+                      struct wr_err *e) {
+        uint8_t *der = NULL;
+        size_t n = 0;
+        int r = signer_mint(ca, "warren-signer.invalid", spki, len, time(NULL), &der, &n, e);
+        free(der);
+        return r;
+}
+
+static enum signer_errcode errcode(int r) {
+        switch (r) {
+        case -EINVAL:
+                return SIGNER_ERR_HOST;
+        case -EKEYREJECTED:
+                return SIGNER_ERR_KEY;
+        case -EKEYEXPIRED:
+                return SIGNER_ERR_EXPIRED;
+        case -EBADMSG:
+        case -EMSGSIZE:
+        case -EOPNOTSUPP:
+                return SIGNER_ERR_BADMSG;
+        default:
+                return SIGNER_ERR_INTERNAL;
+        }
+}
+
+static void reply(const uint8_t *out, int n) {
+        if (n <= 0)
+                return;
+        struct iovec iov = {.iov_base = (void *) out, .iov_len = (size_t) n};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        if (sendmsg(cfg.sock_fd, &mh, MSG_NOSIGNAL) < 0) {
+                if (errno == EPIPE || errno == ECONNRESET) {
+                        log_info("warren-signer: socket closed, exiting");
+                        exit(0);
+                }
+                log_warn("warren-signer: reply not sent: %s", strerror(errno));
+        }
+}
+
+static _noreturn_ void serve(const struct signer_ca *ca) {
+        static uint8_t in[SIGNER_MSG_MAX + 1], out[SIGNER_MSG_MAX];
+        static struct signer_req req;
+        for (;;) {
+                struct iovec iov = {.iov_base = in, .iov_len = sizeof(in)};
+                struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+                ssize_t n = recvmsg(cfg.sock_fd, &mh, MSG_TRUNC | MSG_CMSG_CLOEXEC);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        /* warren-egress (or warrend) is gone */
+                        log_info("warren-signer: socket closed, exiting");
+                        exit(0);
+                }
+                /* a datagram longer than the buffer was cut (MSG_TRUNC
+                 * reports its real size): the decoder refuses the size
+                 * after reading the header, for the id */
+                struct wr_err e = {0};
+                int r = signer_req_decode(in, (size_t) n, &req, &e);
+                if (r < 0) {
+                        log_warn("warren-signer: request %u refused: %s", req.hdr.id, e.msg);
+                        reply(out,
+                              signer_error_encode(req.hdr.id, errcode(r), e.msg, out, sizeof(out)));
+                        continue;
+                }
+                uint8_t *der = NULL;
+                size_t len = 0;
+                r = signer_mint(ca, req.host, req.key, req.key_len, time(NULL), &der, &len, &e);
+                if (r >= 0 && len > SIGNER_CERT_MAX)
+                        r = err_set(&e, -EIO, "certificate of %zu bytes, above %u", len,
+                                    SIGNER_CERT_MAX);
+                if (r < 0) {
+                        log_warn("warren-signer: request %u for %s refused: %s", req.hdr.id,
+                                 req.host, e.msg);
+                        reply(out,
+                              signer_error_encode(req.hdr.id, errcode(r), e.msg, out, sizeof(out)));
+                } else {
+                        log_debug("warren-signer: request %u: certificate for %s (%zu bytes)",
+                                  req.hdr.id, req.host, len);
+                        reply(out, signer_cert_encode(req.hdr.id, der, len, out, sizeof(out)));
+                }
+                free(der);
+        }
+}
+
+int main(int argc, char **argv) {
+        enum { O_CA = 256, O_SOCK, O_UID, O_GID, O_ROOT, O_LOG, O_STRICT, O_HELP };
+        static const struct option opts[] = {
+                {"ca-fd", required_argument, NULL, O_CA},
+                {"sock-fd", required_argument, NULL, O_SOCK},
+                {"uid", required_argument, NULL, O_UID},
+                {"gid", required_argument, NULL, O_GID},
+                {"root", required_argument, NULL, O_ROOT},
+                {"log-level", required_argument, NULL, O_LOG},
+                {"seccomp-strict", no_argument, NULL, O_STRICT},
+                {"help", no_argument, NULL, O_HELP},
+                {0},
+        };
+        int o;
+        while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+                switch (o) {
+                case O_CA:
+                        if (parse_fd(optarg, &cfg.ca_fd) < 0)
+                                die("bad --ca-fd", optarg);
+                        break;
+                case O_SOCK:
+                        if (parse_fd(optarg, &cfg.sock_fd) < 0)
+                                die("bad --sock-fd", optarg);
+                        break;
+                case O_UID:
+                        cfg.user = optarg;
+                        break;
+                case O_GID:
+                        cfg.group = optarg;
+                        break;
+                case O_ROOT:
+                        cfg.root = optarg;
+                        break;
+                case O_LOG: {
+                        enum log_level lv;
+                        if (log_level_from_string(optarg, &lv) < 0)
+                                die("bad --log-level", optarg);
+                        log_set_level(lv);
+                        break;
+                }
+                case O_STRICT:
+                        cfg.strict = true;
+                        break;
+                case O_HELP:
+                        usage(0);
+                default:
+                        usage(2);
+                }
+        }
+        if (optind != argc || cfg.ca_fd < 0 || cfg.sock_fd < 0 || cfg.ca_fd == cfg.sock_fd)
+                usage(2);
+        int type = 0;
+        socklen_t tl = sizeof(type);
+        if (getsockopt(cfg.sock_fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_SEQPACKET)
+                die("--sock-fd is not a SOCK_SEQPACKET socket", NULL);
+        int fl = fcntl(cfg.sock_fd, F_GETFL);
+        if (fl < 0 || fcntl(cfg.sock_fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ||
+            fcntl(cfg.sock_fd, F_SETFD, FD_CLOEXEC) < 0)
+                die("cannot set up --sock-fd", NULL);
+        signal(SIGPIPE, SIG_IGN);
+
+        /* the CA: read, parse, wipe what it passed through */
+        struct wr_err e = {0};
+        char *pem = malloc(CA_INPUT_MAX);
+        size_t pem_len = 0;
+        if (!pem)
+                die("out of memory", NULL);
+        int r = ca_read(pem, CA_INPUT_MAX, &pem_len, &e);
+        struct signer_ca *ca = NULL;
+        if (r >= 0)
+                r = signer_ca_parse(pem, pem_len, &ca, &e);
+        OPENSSL_cleanse(pem, CA_INPUT_MAX);
+        free(pem);
+        if (r < 0)
+                die("--ca-fd", e.msg);
+
+        /* nothing but stdio and the socket from here on */
+        if (cfg.sock_fd > 3)
+                (void) syscall(SYS_close_range, 3u, (unsigned) cfg.sock_fd - 1, 0u);
+        (void) syscall(SYS_close_range, (unsigned) cfg.sock_fd + 1, ~0u, 0u);
+
+        uint8_t *spki = NULL;
+        size_t spki_len = 0;
+        if (probe_spki(&spki, &spki_len) < 0 || probe_mint(ca, spki, spki_len, &e) < 0)
+                die("warm-up certificate", e.msg[0] ? e.msg : "OpenSSL failed");
+        log_debug("warren-signer: CA loaded, valid until %lld",
+                  (long long) signer_ca_not_after(ca));
+
+        if (confine(&e) < 0)
+                die("confine", e.msg);
+        if (probe_mint(ca, spki, spki_len, &e) < 0)
+                die("self-check certificate after confinement", e.msg);
+        OPENSSL_free(spki);
+        log_info("warren-signer: ready (pid %d)", (int) getpid());
+        serve(ca);
+}
