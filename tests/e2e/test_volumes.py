@@ -749,3 +749,24 @@ def test_sandbox_outliving_warrend_shares_the_remounted_volume():
     finally:
         d.destroy()
         wait_clean(d.tmp)
+
+
+def test_fork_mounts_the_same_volume(client, vol):
+    """A fork is created as its original was: with the same volumes (shared,
+    not copied: the snapshot holds the writable layer only)."""
+    sb = client.create(image="busybox:latest", volumes=[(vol.name, "/data")])
+    forks = []
+    try:
+        assert sb.exec("sh", "-c", "echo orig > /data/o; echo layer > /root-file").exit_code == 0
+        forks = sb.fork(1)
+        f = forks[0]
+        assert f.exec("cat", "/data/o", "/root-file").stdout_text == "orig\nlayer\n"
+        assert f.exec("sh", "-c", "echo from-fork > /data/f").exit_code == 0
+        assert sb.exec("cat", "/data/f").stdout_text == "from-fork\n"
+        with pytest.raises(WarrenError) as ei:
+            vol.delete()
+        assert ei.value.status == Status.FAILED_PRECONDITION
+        assert f.id in ei.value.message and sb.id in ei.value.message
+    finally:
+        for s in forks + [sb]:
+            s.terminate()
