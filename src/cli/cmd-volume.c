@@ -290,6 +290,19 @@ static int volume_get(struct cli_ctx *ctx, int argc, char **argv) {
         return CLI_EXIT_OK;
 }
 
+/* A FileInfo as JSON, its path as a string (the proto's JSON form of
+ * bytes is base64); a path that is not UTF-8 stays base64, with
+ * "path_encoding": "base64". */
+static json_t *file_json(const Warren__V1__FileInfo *f) {
+        json_t *j = cli_json_from_message(&f->base);
+        json_t *p = json_stringn((const char *) f->path.data, f->path.len);
+        if (p)
+                json_object_set_new(j, "path", p);
+        else
+                json_object_set_new(j, "path_encoding", json_string("base64"));
+        return j;
+}
+
 static int volume_files(struct cli_ctx *ctx, int argc, char **argv) {
         const char *cmd = "volume files", *usage = "[--json] VOLUME [PREFIX]";
         bool json = false;
@@ -302,6 +315,7 @@ static int volume_files(struct cli_ctx *ctx, int argc, char **argv) {
                 req.prefix = path_bytes(argv[optind + 1]);
         static const char *const headers[] = {"PATH", "SIZE", "MODE", "MODIFIED"};
         struct cli_table *t = json ? NULL : cli_table_new(4, headers);
+        json_t *all = json ? json_array() : NULL;
         char *token = NULL;
         for (;;) {
                 Warren__V1__ListFilesResponse *resp = NULL;
@@ -310,8 +324,8 @@ static int volume_files(struct cli_ctx *ctx, int argc, char **argv) {
                                   (ProtobufCMessage **) &resp);
                 if (rc != CLI_EXIT_OK)
                         return rc;
-                if (json)
-                        cli_json_print_list((ProtobufCMessage *const *) resp->files, resp->n_files);
+                for (size_t i = 0; all && i < resp->n_files; i++)
+                        json_array_append_new(all, file_json(resp->files[i]));
                 for (size_t i = 0; t && i < resp->n_files; i++) {
                         Warren__V1__FileInfo *f = resp->files[i];
                         char sz[32], tb[32], mode[16];
@@ -333,6 +347,8 @@ static int volume_files(struct cli_ctx *ctx, int argc, char **argv) {
         }
         if (t)
                 cli_table_print(t);
+        if (all)
+                cli_json_print(all); /* one array over every page */
         return CLI_EXIT_OK;
 }
 

@@ -260,6 +260,9 @@ def test_cli_volume_commands(vd, tmp_path):
     assert run("volume", "get", "cli-vol", "stdin.txt").stdout == b"piped\n"
     files = run("volume", "files", "cli-vol").stdout.decode()
     assert "dir/in.bin" in files and "stdin.txt" in files
+    import json
+    listed = json.loads(run("volume", "files", "--json", "cli-vol").stdout)
+    assert sorted(f["path"] for f in listed) == ["dir/in.bin", "stdin.txt"]
     assert "cli-vol" in run("volume", "ls").stdout.decode()
     r = run("volume", "put", "cli-vol", "../escape", input=b"x")
     assert r.returncode != 0 and b"INVALID_ARGUMENT" in r.stderr and b"meta.path" in r.stderr
