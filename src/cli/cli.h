@@ -66,6 +66,7 @@ int cli_cmd_version(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_sandbox(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_exec(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_run(struct cli_ctx *ctx, int argc, char **argv);
+int cli_cmd_port_forward(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_image(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_secret(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_volume(struct cli_ctx *ctx, int argc, char **argv);
@@ -212,6 +213,9 @@ enum {
         CLI_OPT_ROUTE,
         CLI_OPT_DENY_ROUTE,
         CLI_OPT_LEARN_EGRESS,
+        CLI_OPT_DISK,
+        CLI_OPT_PIDS,
+        CLI_OPT_SSH,
 };
 
 /* Long options of sandbox creation; short ones are n: e: w: (and i: for
@@ -231,15 +235,33 @@ enum {
                 {"hostname", required_argument, NULL, CLI_OPT_HOSTNAME},                           \
                 {"block-network", no_argument, NULL, CLI_OPT_BLOCK_NETWORK},                       \
                 {"route", required_argument, NULL, CLI_OPT_ROUTE},                                 \
-                {"deny-route", required_argument, NULL, CLI_OPT_DENY_ROUTE}, {                     \
-                "learn-egress", no_argument, NULL, CLI_OPT_LEARN_EGRESS                            \
+                {"deny-route", required_argument, NULL, CLI_OPT_DENY_ROUTE},                       \
+                {"learn-egress", no_argument, NULL, CLI_OPT_LEARN_EGRESS},                         \
+                {"disk", required_argument, NULL, CLI_OPT_DISK},                                   \
+                {"pids", required_argument, NULL, CLI_OPT_PIDS}, {                                 \
+                "ssh", required_argument, NULL, CLI_OPT_SSH                                        \
         }
 
 #define CLI_CREATE_USAGE                                                                           \
         "[-n NAME] [-e K=V]... [-w DIR] [--cpu C] [--memory M] [--lifetime D] [--tag K=V]... "     \
         "[--host H]... [--resource-detection github-pull-requests] [--secret NAME]... "            \
         "[--volume NAME:/PATH[:ro]]... [--hostname H] [--block-network] "                          \
-        "[--route CIDR[:PORTS]]... [--deny-route CIDR[:PORTS]]... [--learn-egress]"
+        "[--route CIDR[:PORTS]]... [--deny-route CIDR[:PORTS]]... [--learn-egress] "               \
+        "[--disk SIZE] [--pids N] [--ssh ALIAS=[USER@]HOST[:PORT],secret=NAME[,host-key=KEY]]..."
+
+/* True when s is a sandbox id ("sb-" + 16 hex digits), not a name. */
+bool cli_is_sandbox_id(const char *s);
+
+/* Parse a --ssh value: ALIAS=[USER@]HOST[:PORT],secret=NAME[,host-key=TYPE
+ * BASE64]... into an arena-owned map entry. -EINVAL with a message printed
+ * naming the part. */
+int cli_parse_ssh(const char *arg, Warren__V1__CreateSandboxRequest__ManagedSshEntry **ret);
+
+/* warren sandbox pause|resume|snapshot|fork (cmd-sandbox-ops.c). */
+int cli_sandbox_pause(struct cli_ctx *ctx, int argc, char **argv);
+int cli_sandbox_resume(struct cli_ctx *ctx, int argc, char **argv);
+int cli_sandbox_snapshot(struct cli_ctx *ctx, int argc, char **argv);
+int cli_sandbox_fork(struct cli_ctx *ctx, int argc, char **argv);
 
 /* A CreateSandboxRequest under construction (arena-owned parts). */
 struct cli_create {

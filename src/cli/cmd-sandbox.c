@@ -16,7 +16,7 @@
 #define STATUS_PREFIX "SANDBOX_STATUS_"
 
 /* "sb-" + 16 hex digits is an id; anything else is a name. */
-static bool looks_like_id(const char *s) {
+bool cli_is_sandbox_id(const char *s) {
         if (strncmp(s, "sb-", 3) != 0 || strlen(s) != 19)
                 return false;
         for (const char *p = s + 3; *p; p++)
@@ -84,6 +84,27 @@ int cli_create_opt(struct cli_create *cr, int c, const char *arg, const char *cm
         case CLI_OPT_MEMORY:
                 cr->resources.memory = cli_strdup(arg);
                 return 1;
+        case CLI_OPT_DISK:
+                cr->resources.disk = cli_strdup(arg);
+                return 1;
+        case CLI_OPT_PIDS: {
+                char *end;
+                unsigned long n = strtoul(arg, &end, 10);
+                if (!*arg || *end || n == 0 || n > 4194304)
+                        return -cli_usage_error(cmd, usage,
+                                                "--pids wants a number of processes "
+                                                "(1-4194304), got '%s'",
+                                                arg);
+                cr->resources.pids = (uint32_t) n;
+                return 1;
+        }
+        case CLI_OPT_SSH: {
+                Warren__V1__CreateSandboxRequest__ManagedSshEntry *m;
+                if (cli_parse_ssh(arg, &m) < 0)
+                        return -cli_usage_error(cmd, usage, "--ssh %s: see above", arg);
+                cli_push((void ***) &r->managed_ssh, &r->n_managed_ssh, m);
+                return 1;
+        }
         case CLI_OPT_LIFETIME:
                 r->lifetime = cli_strdup(arg);
                 return 1;
@@ -177,7 +198,8 @@ void cli_create_finish(struct cli_create *cr, const char *image, char **entrypoi
         }
         for (size_t i = 0; i < n; i++)
                 push_string(&r->entrypoint, &r->n_entrypoint, entrypoint[i]);
-        if (cr->resources.cpu[0] || cr->resources.memory[0])
+        if (cr->resources.cpu[0] || cr->resources.memory[0] || cr->resources.disk[0] ||
+            cr->resources.pids)
                 r->resources = &cr->resources;
         /* Resource detection watches api.github.com: make sure the policy
          * (when there is one, or creating one) lets it through, as the SDK does. */
@@ -201,7 +223,7 @@ int cli_sandbox_create(struct cli_ctx *ctx, struct cli_create *cr, Warren__V1__S
 
 int cli_sandbox_terminate(struct cli_ctx *ctx, const char *key, double grace, bool quiet) {
         Warren__V1__TerminateSandboxRequest req = WARREN__V1__TERMINATE_SANDBOX_REQUEST__INIT;
-        if (looks_like_id(key)) {
+        if (cli_is_sandbox_id(key)) {
                 req.key_case = WARREN__V1__TERMINATE_SANDBOX_REQUEST__KEY_ID;
                 req.id = (char *) key;
         } else {
@@ -412,7 +434,8 @@ static void print_sandbox(const Warren__V1__Sandbox *s) {
                 printf("Terminated:  %s\n", cli_format_time(s->terminated_at->unix_nanos, tb));
         if (s->workdir[0])
                 printf("Workdir:     %s\n", s->workdir);
-        if (s->resources && (s->resources->cpu[0] || s->resources->memory[0])) {
+        if (s->resources && (s->resources->cpu[0] || s->resources->memory[0] ||
+                             s->resources->disk[0] || s->resources->pids)) {
                 printf("Resources:   cpu %s, memory %s",
                        s->resources->cpu[0] ? s->resources->cpu : "default",
                        s->resources->memory[0] ? s->resources->memory : "default");
@@ -455,7 +478,7 @@ static int sandbox_get(struct cli_ctx *ctx, int argc, char **argv) {
                                        argc == optind ? "missing ID|NAME" : "too many arguments");
         const char *key = argv[optind];
         Warren__V1__GetSandboxRequest req = WARREN__V1__GET_SANDBOX_REQUEST__INIT;
-        if (looks_like_id(key)) {
+        if (cli_is_sandbox_id(key)) {
                 req.key_case = WARREN__V1__GET_SANDBOX_REQUEST__KEY_ID;
                 req.id = (char *) key;
         } else {
@@ -502,7 +525,7 @@ static int sandbox_rm(struct cli_ctx *ctx, int argc, char **argv) {
 /* --- sandbox egress --- */
 
 static void key_request(const char *key, Warren__V1__GetSandboxRequest *req) {
-        if (looks_like_id(key)) {
+        if (cli_is_sandbox_id(key)) {
                 req->key_case = WARREN__V1__GET_SANDBOX_REQUEST__KEY_ID;
                 req->id = (char *) key;
         } else {
@@ -936,6 +959,12 @@ int cli_cmd_sandbox(struct cli_ctx *ctx, int argc, char **argv) {
                 {"rm", "[--grace S] ID|NAME...", "terminate sandboxes", sandbox_rm},
                 {"egress", "ID|NAME [--follow] [--suggest-policy] [--json] [--limit N]",
                  "show a sandbox's egress decisions, or the policy they suggest", sandbox_egress},
+                {"pause", "ID|NAME...", "freeze every process of sandboxes", cli_sandbox_pause},
+                {"resume", "ID|NAME...", "thaw paused sandboxes", cli_sandbox_resume},
+                {"snapshot", "ID|NAME [--name IMAGE] [--json]",
+                 "the sandbox's files as a new image, print its id", cli_sandbox_snapshot},
+                {"fork", "ID|NAME [-n COUNT] [--json]",
+                 "snapshot, then COUNT new sandboxes from it; print their ids", cli_sandbox_fork},
         };
         return cli_dispatch(ctx, "sandbox", cmds, ELEMENTSOF(cmds), argc - 1, argv + 1);
 }

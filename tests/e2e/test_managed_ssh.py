@@ -257,3 +257,18 @@ def test_restart_keeps_the_agent(bed):
         assert not agents() & mine
     finally:
         life.destroy()
+
+
+def test_cli_ssh_option(d, bed):
+    p = subprocess.run([WARREN_CLI, "--addr", d.unix_addr, "sandbox", "create", "-i", IMAGE,
+                        "--ssh", "github=git@github.com,secret=GITHUB_DEPLOY_KEY,host-key="
+                        + bed.ssh.host_pubkey, "--", "sleep", "infinity"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    sid = p.stdout.strip()
+    try:
+        r = subprocess.run([WARREN_CLI, "--addr", d.unix_addr, "exec", sid, "--", "ssh", "github",
+                            "true"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+    finally:
+        subprocess.run([WARREN_CLI, "--addr", d.unix_addr, "sandbox", "rm", sid], timeout=60)

@@ -116,3 +116,82 @@ def test_terminate_ends_the_tunnel(client):
         while c.recv():
             pass
         raise ConnectionError("ended")
+
+
+def start_port_forward(d, sid, spec):
+    import subprocess
+    from conftest import WARREN_CLI
+    p = subprocess.Popen([WARREN_CLI, "--addr", d.unix_addr, "port-forward", sid, spec],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    assert line.startswith("Forwarding from 127.0.0.1:"), (line, p.stderr.read())
+    port = int(line.split()[2].rsplit(":", 1)[1])
+    return p, port
+
+
+def test_cli_port_forward(d, client):
+    import signal
+    sb = client.create(image=IMAGE, block_network=True,
+                       entrypoint=["sh", "-c", "mkdir -p /www && echo via-cli > /www/index.html "
+                                   "&& exec httpd -f -p 8080 -h /www"])
+    try:
+        wait_port(sb, 8080)
+        p, port = start_port_forward(d, sb.id, "0:8080")
+        try:
+            for _ in range(5):
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/index.html",
+                                            timeout=10) as r:
+                    assert r.read() == b"via-cli\n"
+        finally:
+            p.send_signal(signal.SIGINT)
+            assert p.wait(timeout=10) == 0
+    finally:
+        sb.terminate()
+
+
+def test_cli_port_forward_1gib(d, client):
+    """1 GiB from a program in the sandbox through `warren port-forward`,
+    checksummed (throughput printed; bench/tunnel has the figure)."""
+    import signal
+    sb = client.create(image=IMAGE, block_network=True,
+                       entrypoint=["nc", "-ll", "-p", "9003", "-e", "sh", "-c",
+                                   "dd if=/dev/zero bs=1M count=1024 2>/dev/null"])
+    try:
+        wait_port(sb, 9003)
+        p, port = start_port_forward(d, sb.id, "0:9003")
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=30)
+            h = hashlib.sha256()
+            ref = hashlib.sha256()
+            n = 0
+            t = time.perf_counter()
+            while True:
+                b = s.recv(1 << 20)
+                if not b:
+                    break
+                h.update(b)
+                ref.update(b"\0" * len(b))
+                if any(b[:1]) or any(b[-1:]):
+                    raise AssertionError("non-zero byte")
+                n += len(b)
+            dt = time.perf_counter() - t
+            s.close()
+            assert n == 1 << 30
+            assert h.hexdigest() == ref.hexdigest()
+            print(f"\nport-forward: 1 GiB in {dt:.2f} s = {n / dt / 1e6:.0f} MB/s")
+        finally:
+            p.send_signal(signal.SIGINT)
+            p.wait(timeout=10)
+    finally:
+        sb.terminate()
+
+
+def test_cli_port_forward_errors(d, client):
+    import subprocess
+    from conftest import WARREN_CLI
+    p = subprocess.run([WARREN_CLI, "--addr", d.unix_addr, "port-forward", "nosuch", "80"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0 and "nosuch" in p.stderr
+    p = subprocess.run([WARREN_CLI, "--addr", d.unix_addr, "port-forward", "x", "99999"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "bad port" in p.stderr
