@@ -21,7 +21,7 @@ from warren._network import ComputeClass, NetworkEvent, NetworkPolicy, ResourceD
 from warren._sandbox import Sandbox, SandboxInfo, SandboxStatus
 from warren._secret import Secret, SecretInfo
 from warren._tunnel import Tunnel, TunnelConnection
-from warren._volume import FileInfo, Volume, VolumeInfo
+from warren._volume import FileInfo, FileKind, Volume, VolumeInfo
 
 __version__ = "0.1.0"
 
@@ -29,7 +29,7 @@ __all__ = [
     "SandboxClient", "Sandbox", "SandboxInfo", "SandboxStatus", "Image", "Secret", "Volume",
     "NetworkPolicy", "NetworkEvent", "SshDest", "ResourceDetector", "ComputeClass", "ExecEvent", "ExecResult",
     "Process", "ProcessInfo", "Git", "GitStatus", "VersionInfo", "ImageInfo", "ImageConfig",
-    "SecretInfo", "Tunnel", "TunnelConnection", "VolumeInfo", "FileInfo", "Status", "WarrenError", "SandboxNotFound",
+    "SecretInfo", "Tunnel", "TunnelConnection", "VolumeInfo", "FileInfo", "FileKind", "Status", "WarrenError", "SandboxNotFound",
     "NotFound", "InvalidArgument", "Unimplemented", "Unavailable", "PermissionDenied",
     "DeadlineExceeded", "AlreadyExists", "FailedPrecondition", "ResourceExhausted", "Cancelled",
     "Unknown", "Aborted", "OutOfRange", "Internal", "DataLoss", "Unauthenticated", "GitError",

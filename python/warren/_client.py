@@ -176,9 +176,10 @@ class SandboxClient(Channel):
         self._unary(self._secrets.DeleteSecret, secrets_pb2.DeleteSecretRequest(name=name))
 
     # --- volumes ---
-    def create_volume(self, name: str) -> VolumeInfo:
-        """Create a volume (idempotent)."""
-        return create_volume(self, name)
+    def create_volume(self, name: str, max_bytes: int = 0, max_files: int = 0) -> VolumeInfo:
+        """Create a volume (idempotent) with quotas of bytes and files (0 =
+        the defaults: 1 GiB, one file per 16 KiB)."""
+        return create_volume(self, name, max_bytes, max_files)
 
     def list_volumes(self) -> List[VolumeInfo]:
         resp = self._unary(self._volumes.ListVolumes, volumes_pb2.ListVolumesRequest())

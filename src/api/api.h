@@ -17,6 +17,7 @@
 struct store;
 struct img_store;
 struct sbx_manager;
+struct vol_manager;
 
 struct api_ctx {
         uv_loop_t *loop;
@@ -24,6 +25,7 @@ struct api_ctx {
         struct store *store;           /* SQLite state */
         struct img_store *images;      /* layer and image store (NULL until built) */
         struct sbx_manager *sandboxes; /* live sandboxes; NULL while shutting down */
+        struct vol_manager *volumes;   /* volumes (volume/volume.h) */
         const char *state_dir;
         uint64_t started_usec; /* CLOCK_MONOTONIC at start-up */
         int diag_enabled;      /* serve warren.v1.Diag (tests, benches) */

@@ -468,7 +468,7 @@ static void create_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
                 rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
                 return;
         }
-        int r = api_sandbox_spec(ctx->store, caller_env(call), req, &op->spec, &e);
+        int r = api_sandbox_spec(ctx->store, ctx->volumes, caller_env(call), req, &op->spec, &e);
         if (r < 0) { /* the message names the field */
                 finish_store_err(call, &e);
                 return;
@@ -600,7 +600,7 @@ static int fork_one(struct rpc_call *call, const struct store_sandbox *orig,
         use->image = &image;
         use->name = (char *) "";
         struct sbx_spec *spec = NULL;
-        int r = api_sandbox_spec(ctx->store, orig->environment, use, &spec, e);
+        int r = api_sandbox_spec(ctx->store, ctx->volumes, orig->environment, use, &spec, e);
         use->image = old_image;
         use->name = old_name;
         if (req)

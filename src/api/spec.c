@@ -19,6 +19,7 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/ssh.h"
 #include "store/store.h"
+#include "volume/volume.h"
 
 #define INVALID(e, ...)                                                                            \
         err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT, __VA_ARGS__)
@@ -398,9 +399,6 @@ static int check_unimplemented(const Warren__V1__CreateSandboxRequest *req, stru
                                         "give it an empty rule list)",
                                         h->key);
                 }
-        if (req->n_volumes)
-                return UNIMPLEMENTED(e, "volumes are not implemented yet (they arrive with the "
-                                        "volumes issue)");
         if (req->identity)
                 return UNIMPLEMENTED(e, "identity tokens are not implemented yet");
         if (req->image && req->image->kind_case == WARREN__V1__IMAGE_SPEC__KIND_BUILD)
@@ -499,6 +497,78 @@ static int policy_build(const Warren__V1__NetworkPolicy *np, struct sbx_spec *s,
         return 0;
 }
 
+/* An absolute path of components other than "", "." and "..", not "/"
+ * and not /proc, /dev, /sys or under them (the runtime's own). */
+static bool mount_path_valid(const char *p) {
+        if (p[0] != '/' || !p[1] || strlen(p) >= 4096)
+                return false;
+        static const char *const kernel[] = {"/proc", "/dev", "/sys"};
+        for (size_t i = 0; i < ELEMENTSOF(kernel); i++) {
+                size_t n = strlen(kernel[i]);
+                if (strncmp(p, kernel[i], n) == 0 && (p[n] == 0 || p[n] == '/'))
+                        return false;
+        }
+        for (const char *c = p + 1;;) {
+                size_t n = strcspn(c, "/");
+                if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+                        return false;
+                if (!c[n])
+                        return true;
+                c += n + 1;
+        }
+}
+
+/* volumes → bind mounts of each volume's data dir (mounted on the host
+ * first), nosuid and nodev, read-only when asked. */
+static int volumes_to_mounts(struct vol_manager *vm, const char *envname,
+                             const Warren__V1__CreateSandboxRequest *req, struct sbx_spec *s,
+                             struct wr_err *e) {
+        if (!req->n_volumes)
+                return 0;
+        if (!vm)
+                return UNIMPLEMENTED(e, "volumes are not implemented without a volume manager");
+        if (req->n_volumes > RT_MOUNTS_MAX)
+                return INVALID(e, "volumes: at most %d", RT_MOUNTS_MAX);
+        for (size_t i = 0; i < req->n_volumes; i++) {
+                const Warren__V1__VolumeMount *vmnt = req->volumes[i];
+                const char *name = vmnt->volume ? vmnt->volume : "";
+                const char *path = vmnt->path ? vmnt->path : "";
+                if (!vol_name_valid(name))
+                        return INVALID(e,
+                                       "volumes[%zu].volume: \"%.80s\" is not a valid volume "
+                                       "name; use 1-63 letters, digits, '.', '_' or '-'",
+                                       i, name);
+                if (!mount_path_valid(path))
+                        return INVALID(e,
+                                       "volumes[%zu].path: \"%.80s\" must be an absolute path "
+                                       "without empty, '.' or '..' components, not / and not "
+                                       "under /proc, /dev or /sys",
+                                       i, path);
+                for (size_t k = 0; k < i; k++)
+                        if (strcmp(req->volumes[k]->path ? req->volumes[k]->path : "", path) == 0)
+                                return INVALID(e,
+                                               "volumes[%zu].path: %.80s is already the mount "
+                                               "point of volumes[%zu]; give each its own path",
+                                               i, path, k);
+                _cleanup_free_ char *source = NULL;
+                int r = vol_source_path(vm, envname, name, &source, e);
+                if (r < 0)
+                        return err_prefix(e, r, "volumes[%zu]", i);
+                struct rt_mount m = {
+                        .kind = RT_MOUNT_BIND,
+                        .target = path,
+                        .source = source,
+                        .flags = RT_MOUNT_NOSUID | RT_MOUNT_NODEV |
+                                 (vmnt->read_only ? RT_MOUNT_RO : 0),
+                };
+                if ((r = sbx_spec_mount_add(s, &m)) < 0)
+                        return r == -E2BIG ? INVALID(e, "volumes: too many mounts (at most %d)",
+                                                     RT_MOUNTS_MAX)
+                                           : r;
+        }
+        return 0;
+}
+
 static int strdup_nonempty(const char *s, char **ret) {
         if (!s || !*s)
                 return 0;
@@ -506,11 +576,13 @@ static int strdup_nonempty(const char *s, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
-static int build(struct store *store, const char *envname,
+static int build(struct store *store, struct vol_manager *vm, const char *envname,
                  const Warren__V1__CreateSandboxRequest *req, struct sbx_spec *s,
                  struct wr_err *e) {
         int r = check_unimplemented(req, e);
         if (r < 0)
+                return r;
+        if ((r = volumes_to_mounts(vm, envname, req, s, e)) < 0)
                 return r;
         if (req->image && req->image->kind_case == WARREN__V1__IMAGE_SPEC__KIND_REF &&
             (r = strdup_nonempty(req->image->ref, &s->image_ref)) < 0)
@@ -578,13 +650,13 @@ static int build(struct store *store, const char *envname,
         return sbx_spec_check(s, e);
 }
 
-int api_sandbox_spec(struct store *store, const char *envname,
+int api_sandbox_spec(struct store *store, struct vol_manager *volumes, const char *envname,
                      const Warren__V1__CreateSandboxRequest *req, struct sbx_spec **ret,
                      struct wr_err *e) {
         _cleanup_(sbx_spec_freep) struct sbx_spec *s = NULL;
         int r = sbx_spec_new(&s);
         if (r >= 0)
-                r = build(store, envname, req, s, e);
+                r = build(store, volumes, envname, req, s, e);
         if (r == -ENOMEM && (!e || !e->code))
                 return err_setx(e, -ENOMEM, WR_STATUS_RESOURCE_EXHAUSTED, WR_FAULT_SERVICE,
                                 "create sandbox: out of memory");

@@ -8,19 +8,22 @@
 #include "warren/v1/sandboxes.pb-c.h"
 
 struct store;
+struct vol_manager;
 struct sbx_spec;
 struct sbx_exec_spec;
 
 /* Validate req and build the spec it asks for: names, hostname, workdir,
  * entrypoint, resources → limits, lifetime, env (request env in order,
  * then whole secrets; stored secrets read from store in environment
- * envname, inline ones taken as sent), tags, and the request to keep with
- * the row (without inline secret values). Errors name the field and the
- * fix: -EINVAL (INVALID_ARGUMENT), -ENOENT (NOT_FOUND: a secret),
+ * envname, inline ones taken as sent), tags, volumes (bind mounts of the
+ * volumes of envname in volumes, each mounted on the host first; NULL:
+ * volumes answer UNIMPLEMENTED), and the request to keep with the row
+ * (without inline secret values). Errors name the field and the fix:
+ * -EINVAL (INVALID_ARGUMENT), -ENOENT (NOT_FOUND: a secret, a volume),
  * -EOPNOTSUPP (UNIMPLEMENTED: an option this warrend does not have yet),
  * -ENOMEM. On success *ret is the caller's (sbx_spec_free: it wipes the
  * secret values). */
-int api_sandbox_spec(struct store *store, const char *envname,
+int api_sandbox_spec(struct store *store, struct vol_manager *volumes, const char *envname,
                      const Warren__V1__CreateSandboxRequest *req, struct sbx_spec **ret,
                      struct wr_err *e);
 

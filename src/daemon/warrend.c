@@ -27,6 +27,7 @@
 #include "sandbox/exec.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
+#include "volume/volume.h"
 
 /* In-flight calls get this long to finish after SIGTERM. */
 #define SHUTDOWN_GRACE_MS 5000
@@ -212,6 +213,10 @@ static void daemon_free(struct daemon *d) {
                 if (uv_loop_close(&d->loop) == UV_EBUSY)
                         log_warn("event loop still had open handles at exit");
         }
+        /* After the loop: no volume call or commit is left; sandboxes that
+         * outlive warrend keep their own mounts of their volumes. */
+        vol_manager_free(d->ctx.volumes);
+        d->ctx.volumes = NULL;
         /* After the server: its import calls are freed by now. */
         img_store_free(d->images);
         d->images = NULL;
@@ -432,6 +437,9 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                 .started_usec = monotonic_usec(),
                 .diag_enabled = d->cfg.enable_diag,
         };
+        r = vol_manager_new(d->state_dir, d->store, &d->ctx.volumes, e);
+        if (r < 0)
+                return err_prefix(e, r, "volumes");
         r = start_sandboxes(d, e);
         if (r < 0)
                 return r;

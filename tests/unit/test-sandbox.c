@@ -335,7 +335,7 @@ static void test_spec_from_request(void **state) {
 
         struct sbx_spec *s = NULL;
         struct wr_err e = {0};
-        if (api_sandbox_spec(f->s, STORE_ENV_DEFAULT, &q.r, &s, &e) < 0)
+        if (api_sandbox_spec(f->s, NULL, STORE_ENV_DEFAULT, &q.r, &s, &e) < 0)
                 fail_msg("api_sandbox_spec: %s", e.msg);
         assert_string_equal(s->image_ref, "busybox:latest");
         assert_string_equal(s->name, "web");
@@ -482,7 +482,7 @@ static void test_spec_errors(void **state) {
                 }
                 struct sbx_spec *s = NULL;
                 struct wr_err e = {0};
-                int r = api_sandbox_spec(f->s, STORE_ENV_DEFAULT, &q.r, &s, &e);
+                int r = api_sandbox_spec(f->s, NULL, STORE_ENV_DEFAULT, &q.r, &s, &e);
                 if (r >= 0)
                         fail_msg("%s: accepted", w);
                 assert_null(s);

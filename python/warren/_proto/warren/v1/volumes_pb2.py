@@ -25,45 +25,49 @@ _sym_db = _symbol_database.Default()
 from warren._proto.warren.v1 import common_pb2 as warren_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17warren/v1/volumes.proto\x12\twarren.v1\x1a\x16warren/v1/common.proto\"T\n\x06Volume\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nsize_bytes\x18\x02 \x01(\x04\x12(\n\ncreated_at\x18\x03 \x01(\x0b\x32\x14.warren.v1.Timestamp\"#\n\x13\x43reateVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\" \n\x10GetVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x14\n\x12ListVolumesRequest\"9\n\x13ListVolumesResponse\x12\"\n\x07volumes\x18\x01 \x03(\x0b\x32\x11.warren.v1.Volume\"#\n\x13\x44\x65leteVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x16\n\x14\x44\x65leteVolumeResponse\"9\n\x0bPutFileMeta\x12\x0e\n\x06volume\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0c\n\x04mode\x18\x03 \x01(\r\"P\n\x0ePutFileRequest\x12&\n\x04meta\x18\x01 \x01(\x0b\x32\x16.warren.v1.PutFileMetaH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04kind\"e\n\x08\x46ileInfo\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nsize_bytes\x18\x02 \x01(\x04\x12\x0c\n\x04mode\x18\x03 \x01(\r\x12)\n\x0bmodified_at\x18\x04 \x01(\x0b\x32\x14.warren.v1.Timestamp\".\n\x0eGetFileRequest\x12\x0e\n\x06volume\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\"\x19\n\tFileChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"2\n\x10ListFilesRequest\x12\x0e\n\x06volume\x18\x01 \x01(\t\x12\x0e\n\x06prefix\x18\x02 \x01(\t\"7\n\x11ListFilesResponse\x12\"\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x13.warren.v1.FileInfo\"1\n\x11RemoveFileRequest\x12\x0e\n\x06volume\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\"\x14\n\x12RemoveFileResponse2\xb6\x04\n\x07Volumes\x12\x41\n\x0c\x43reateVolume\x12\x1e.warren.v1.CreateVolumeRequest\x1a\x11.warren.v1.Volume\x12;\n\tGetVolume\x12\x1b.warren.v1.GetVolumeRequest\x1a\x11.warren.v1.Volume\x12L\n\x0bListVolumes\x12\x1d.warren.v1.ListVolumesRequest\x1a\x1e.warren.v1.ListVolumesResponse\x12O\n\x0c\x44\x65leteVolume\x12\x1e.warren.v1.DeleteVolumeRequest\x1a\x1f.warren.v1.DeleteVolumeResponse\x12;\n\x07PutFile\x12\x19.warren.v1.PutFileRequest\x1a\x13.warren.v1.FileInfo(\x01\x12<\n\x07GetFile\x12\x19.warren.v1.GetFileRequest\x1a\x14.warren.v1.FileChunk0\x01\x12\x46\n\tListFiles\x12\x1b.warren.v1.ListFilesRequest\x1a\x1c.warren.v1.ListFilesResponse\x12I\n\nRemoveFile\x12\x1c.warren.v1.RemoveFileRequest\x1a\x1d.warren.v1.RemoveFileResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17warren/v1/volumes.proto\x12\twarren.v1\x1a\x16warren/v1/common.proto\"\x89\x01\n\x06Volume\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nsize_bytes\x18\x02 \x01(\x04\x12(\n\ncreated_at\x18\x03 \x01(\x0b\x32\x14.warren.v1.Timestamp\x12\x11\n\tmax_bytes\x18\x04 \x01(\x04\x12\r\n\x05\x66iles\x18\x05 \x01(\x04\x12\x11\n\tmax_files\x18\x06 \x01(\x04\"I\n\x13\x43reateVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tmax_bytes\x18\x02 \x01(\x04\x12\x11\n\tmax_files\x18\x03 \x01(\x04\" \n\x10GetVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x14\n\x12ListVolumesRequest\"9\n\x13ListVolumesResponse\x12\"\n\x07volumes\x18\x01 \x03(\x0b\x32\x11.warren.v1.Volume\"#\n\x13\x44\x65leteVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x16\n\x14\x44\x65leteVolumeResponse\"9\n\x0bPutFileMeta\x12\x0e\n\x06volume\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\x0c\x12\x0c\n\x04mode\x18\x03 \x01(\r\"P\n\x0ePutFileRequest\x12&\n\x04meta\x18\x01 \x01(\x0b\x32\x16.warren.v1.PutFileMetaH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04kind\"\x88\x01\n\x08\x46ileInfo\x12\x0c\n\x04path\x18\x01 \x01(\x0c\x12\x12\n\nsize_bytes\x18\x02 \x01(\x04\x12\x0c\n\x04mode\x18\x03 \x01(\r\x12)\n\x0bmodified_at\x18\x04 \x01(\x0b\x32\x14.warren.v1.Timestamp\x12!\n\x04kind\x18\x05 \x01(\x0e\x32\x13.warren.v1.FileKind\"N\n\x0eGetFileRequest\x12\x0e\n\x06volume\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\x0c\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x12\x0e\n\x06length\x18\x04 \x01(\x04\"\x19\n\tFileChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"Y\n\x10ListFilesRequest\x12\x0e\n\x06volume\x18\x01 \x01(\t\x12\x0e\n\x06prefix\x18\x02 \x01(\x0c\x12\x11\n\tpage_size\x18\x03 \x01(\r\x12\x12\n\npage_token\x18\x04 \x01(\x0c\"P\n\x11ListFilesResponse\x12\"\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x13.warren.v1.FileInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\x0c\"1\n\x11RemoveFileRequest\x12\x0e\n\x06volume\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\x0c\"\x14\n\x12RemoveFileResponse\"+\n\x0bStatRequest\x12\x0e\n\x06volume\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\x0c*~\n\x08\x46ileKind\x12\x19\n\x15\x46ILE_KIND_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x46ILE_KIND_FILE\x10\x01\x12\x17\n\x13\x46ILE_KIND_DIRECTORY\x10\x02\x12\x15\n\x11\x46ILE_KIND_SYMLINK\x10\x03\x12\x13\n\x0f\x46ILE_KIND_OTHER\x10\x04\x32\xeb\x04\n\x07Volumes\x12\x41\n\x0c\x43reateVolume\x12\x1e.warren.v1.CreateVolumeRequest\x1a\x11.warren.v1.Volume\x12;\n\tGetVolume\x12\x1b.warren.v1.GetVolumeRequest\x1a\x11.warren.v1.Volume\x12L\n\x0bListVolumes\x12\x1d.warren.v1.ListVolumesRequest\x1a\x1e.warren.v1.ListVolumesResponse\x12O\n\x0c\x44\x65leteVolume\x12\x1e.warren.v1.DeleteVolumeRequest\x1a\x1f.warren.v1.DeleteVolumeResponse\x12;\n\x07PutFile\x12\x19.warren.v1.PutFileRequest\x1a\x13.warren.v1.FileInfo(\x01\x12<\n\x07GetFile\x12\x19.warren.v1.GetFileRequest\x1a\x14.warren.v1.FileChunk0\x01\x12\x46\n\tListFiles\x12\x1b.warren.v1.ListFilesRequest\x1a\x1c.warren.v1.ListFilesResponse\x12I\n\nRemoveFile\x12\x1c.warren.v1.RemoveFileRequest\x1a\x1d.warren.v1.RemoveFileResponse\x12\x33\n\x04Stat\x12\x16.warren.v1.StatRequest\x1a\x13.warren.v1.FileInfob\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'warren.v1.volumes_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_VOLUME']._serialized_start=62
-  _globals['_VOLUME']._serialized_end=146
-  _globals['_CREATEVOLUMEREQUEST']._serialized_start=148
-  _globals['_CREATEVOLUMEREQUEST']._serialized_end=183
-  _globals['_GETVOLUMEREQUEST']._serialized_start=185
-  _globals['_GETVOLUMEREQUEST']._serialized_end=217
-  _globals['_LISTVOLUMESREQUEST']._serialized_start=219
-  _globals['_LISTVOLUMESREQUEST']._serialized_end=239
-  _globals['_LISTVOLUMESRESPONSE']._serialized_start=241
-  _globals['_LISTVOLUMESRESPONSE']._serialized_end=298
-  _globals['_DELETEVOLUMEREQUEST']._serialized_start=300
-  _globals['_DELETEVOLUMEREQUEST']._serialized_end=335
-  _globals['_DELETEVOLUMERESPONSE']._serialized_start=337
-  _globals['_DELETEVOLUMERESPONSE']._serialized_end=359
-  _globals['_PUTFILEMETA']._serialized_start=361
-  _globals['_PUTFILEMETA']._serialized_end=418
-  _globals['_PUTFILEREQUEST']._serialized_start=420
-  _globals['_PUTFILEREQUEST']._serialized_end=500
-  _globals['_FILEINFO']._serialized_start=502
-  _globals['_FILEINFO']._serialized_end=603
-  _globals['_GETFILEREQUEST']._serialized_start=605
-  _globals['_GETFILEREQUEST']._serialized_end=651
-  _globals['_FILECHUNK']._serialized_start=653
-  _globals['_FILECHUNK']._serialized_end=678
-  _globals['_LISTFILESREQUEST']._serialized_start=680
-  _globals['_LISTFILESREQUEST']._serialized_end=730
-  _globals['_LISTFILESRESPONSE']._serialized_start=732
-  _globals['_LISTFILESRESPONSE']._serialized_end=787
-  _globals['_REMOVEFILEREQUEST']._serialized_start=789
-  _globals['_REMOVEFILEREQUEST']._serialized_end=838
-  _globals['_REMOVEFILERESPONSE']._serialized_start=840
-  _globals['_REMOVEFILERESPONSE']._serialized_end=860
-  _globals['_VOLUMES']._serialized_start=863
-  _globals['_VOLUMES']._serialized_end=1429
+  _globals['_FILEKIND']._serialized_start=1131
+  _globals['_FILEKIND']._serialized_end=1257
+  _globals['_VOLUME']._serialized_start=63
+  _globals['_VOLUME']._serialized_end=200
+  _globals['_CREATEVOLUMEREQUEST']._serialized_start=202
+  _globals['_CREATEVOLUMEREQUEST']._serialized_end=275
+  _globals['_GETVOLUMEREQUEST']._serialized_start=277
+  _globals['_GETVOLUMEREQUEST']._serialized_end=309
+  _globals['_LISTVOLUMESREQUEST']._serialized_start=311
+  _globals['_LISTVOLUMESREQUEST']._serialized_end=331
+  _globals['_LISTVOLUMESRESPONSE']._serialized_start=333
+  _globals['_LISTVOLUMESRESPONSE']._serialized_end=390
+  _globals['_DELETEVOLUMEREQUEST']._serialized_start=392
+  _globals['_DELETEVOLUMEREQUEST']._serialized_end=427
+  _globals['_DELETEVOLUMERESPONSE']._serialized_start=429
+  _globals['_DELETEVOLUMERESPONSE']._serialized_end=451
+  _globals['_PUTFILEMETA']._serialized_start=453
+  _globals['_PUTFILEMETA']._serialized_end=510
+  _globals['_PUTFILEREQUEST']._serialized_start=512
+  _globals['_PUTFILEREQUEST']._serialized_end=592
+  _globals['_FILEINFO']._serialized_start=595
+  _globals['_FILEINFO']._serialized_end=731
+  _globals['_GETFILEREQUEST']._serialized_start=733
+  _globals['_GETFILEREQUEST']._serialized_end=811
+  _globals['_FILECHUNK']._serialized_start=813
+  _globals['_FILECHUNK']._serialized_end=838
+  _globals['_LISTFILESREQUEST']._serialized_start=840
+  _globals['_LISTFILESREQUEST']._serialized_end=929
+  _globals['_LISTFILESRESPONSE']._serialized_start=931
+  _globals['_LISTFILESRESPONSE']._serialized_end=1011
+  _globals['_REMOVEFILEREQUEST']._serialized_start=1013
+  _globals['_REMOVEFILEREQUEST']._serialized_end=1062
+  _globals['_REMOVEFILERESPONSE']._serialized_start=1064
+  _globals['_REMOVEFILERESPONSE']._serialized_end=1084
+  _globals['_STATREQUEST']._serialized_start=1086
+  _globals['_STATREQUEST']._serialized_end=1129
+  _globals['_VOLUMES']._serialized_start=1260
+  _globals['_VOLUMES']._serialized_end=1879
 # @@protoc_insertion_point(module_scope)

@@ -56,6 +56,11 @@ class VolumesStub:
                 request_serializer=warren_dot_v1_dot_volumes__pb2.RemoveFileRequest.SerializeToString,
                 response_deserializer=warren_dot_v1_dot_volumes__pb2.RemoveFileResponse.FromString,
                 _registered_method=True)
+        self.Stat = channel.unary_unary(
+                '/warren.v1.Volumes/Stat',
+                request_serializer=warren_dot_v1_dot_volumes__pb2.StatRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_volumes__pb2.FileInfo.FromString,
+                _registered_method=True)
 
 
 class VolumesServicer:
@@ -81,34 +86,48 @@ class VolumesServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteVolume(self, request, context):
-        """FAILED_PRECONDITION while mounted by a running sandbox.
+        """FAILED_PRECONDITION while mounted by a live sandbox (the message
+        names them).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def PutFile(self, request_iterator, context):
-        """Write a file: first message `meta`, then `data` chunks.
+        """Write a file: first message `meta`, then `data` chunks. Atomic: the
+        file appears whole (written, fsynced, renamed into place, directory
+        fsynced) when the call succeeds, or not at all. Parent directories are
+        made. RESOURCE_EXHAUSTED when the volume is full.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetFile(self, request, context):
-        """Read a file as a stream of chunks.
+        """Read a regular file (or a range of it) as a stream of chunks.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListFiles(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Every non-directory under a prefix, recursively, in path order,
+        paginated.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RemoveFile(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Remove a file, a symlink or an empty directory.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Stat(self, request, context):
+        """Describe one path (a final symlink is not followed).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -155,6 +174,11 @@ def add_VolumesServicer_to_server(servicer, server):
                     servicer.RemoveFile,
                     request_deserializer=warren_dot_v1_dot_volumes__pb2.RemoveFileRequest.FromString,
                     response_serializer=warren_dot_v1_dot_volumes__pb2.RemoveFileResponse.SerializeToString,
+            ),
+            'Stat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Stat,
+                    request_deserializer=warren_dot_v1_dot_volumes__pb2.StatRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_volumes__pb2.FileInfo.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -373,6 +397,33 @@ class Volumes:
             '/warren.v1.Volumes/RemoveFile',
             warren_dot_v1_dot_volumes__pb2.RemoveFileRequest.SerializeToString,
             warren_dot_v1_dot_volumes__pb2.RemoveFileResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Stat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Volumes/Stat',
+            warren_dot_v1_dot_volumes__pb2.StatRequest.SerializeToString,
+            warren_dot_v1_dot_volumes__pb2.FileInfo.FromString,
             options,
             channel_credentials,
             insecure,
