@@ -419,7 +419,7 @@ static void test_spec_errors(void **state) {
                 {"tag", WR_STATUS_INVALID_ARGUMENT, "tags: a tag has an empty key"},
                 {"k8s", WR_STATUS_UNIMPLEMENTED, "compute_class K8S"},
                 {"volumes", WR_STATUS_UNIMPLEMENTED, "volumes are not implemented"},
-                {"build", WR_STATUS_UNIMPLEMENTED, "image: declarative builds"},
+                {"build", WR_STATUS_UNIMPLEMENTED, "image.build: CreateSandbox does not build"},
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 const char *w = cases[i].what;
