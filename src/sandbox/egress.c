@@ -114,9 +114,13 @@ int sbx_egress_bind(const struct sbx_egress_config *cfg, struct sbx_egress **ret
                 if ((r = bind_inet(SOCK_DGRAM, 0, &g->dns_udp_fd, &g->dns_port)) < 0)
                         break;
                 r = bind_inet(SOCK_STREAM, g->dns_port, &g->dns_tcp_fd, &p);
-                if (r >= 0 || r != -EADDRINUSE)
+                if (r != -EADDRINUSE)
                         break;
+                /* that port is taken for TCP: another pair (r is reset, or
+                 * the loop's condition would end the retries at once) */
                 closep(&g->dns_udp_fd);
+                if (i < 19)
+                        r = 0;
         }
         if (r < 0) {
                 if (!e || !e->msg[0])
