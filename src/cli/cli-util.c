@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "basic/err.h"
+#include "cli/tls-dl.h"
 
 /* --- arguments --- */
 
@@ -123,7 +124,14 @@ int cli_connect(struct cli_ctx *ctx) {
                 .token = ctx->token,
         };
         struct wr_err e = {0};
-        int r = rpc_client_new(ctx->loop, &cfg, &ctx->client, &e);
+        /* OpenSSL is loaded for TLS connections only (tls-dl.h); the rpc
+         * client takes "tls:" as TLS too. */
+        int r = ctx->tls || strncmp(ctx->addr, "tls:", 4) == 0 ? cli_tls_load(&e) : 0;
+        if (r < 0) {
+                fprintf(stderr, "warren: cannot connect to %s: %s\n", ctx->addr, e.msg);
+                return r;
+        }
+        r = rpc_client_new(ctx->loop, &cfg, &ctx->client, &e);
         if (r >= 0)
                 return 0;
         ctx->client = NULL;
