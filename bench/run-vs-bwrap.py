@@ -74,13 +74,17 @@ def main():
         }
         for argv in runs.values():  # warm caches
             once(argv)
+        load0 = os.getloadavg()[0]
         res = {k: [] for k in runs}
         for _ in range(a.n):
             for k, argv in runs.items():
                 res[k].append(once(argv))
                 time.sleep(a.pause_ms / 1000.0)
-        print("n=%d each, alternating, warm pool %d%s" % (
-            a.n, a.warm_pool, (" " + " ".join(a.warrend_arg)) if a.warrend_arg else ""))
+        # the ratio depends on how busy the host is (warren's path crosses
+        # more processes and threads than bwrap's): say how busy it was
+        print("n=%d each, alternating, warm pool %d%s, load average %.2f -> %.2f (%d CPUs)" % (
+            a.n, a.warm_pool, (" " + " ".join(a.warrend_arg)) if a.warrend_arg else "", load0,
+            os.getloadavg()[0], os.cpu_count() or 0))
         for k, xs in res.items():
             print("%-32s p50 %7.2f ms   p99 %7.2f ms" % (k, pct(xs, 50) * 1e3, pct(xs, 99) * 1e3))
         b = pct(res["bwrap --unshare-all /bin/true"], 50)
