@@ -346,6 +346,10 @@ int cli_cmd_port_forward(struct cli_ctx *ctx, int argc, char **argv) {
         }
         uv_run(ctx->loop, UV_RUN_DEFAULT);
         pf.stopping = true;
+        /* Tunnels still open get their on_close (which uses pf, on this
+         * stack) from rpc_client_free: end them here, not in main. */
+        rpc_client_free(ctx->client);
+        ctx->client = NULL;
         uv_close((uv_handle_t *) &pf.listener, NULL);
         for (size_t i = 0; i < 2; i++)
                 uv_close((uv_handle_t *) &pf.sig[i], NULL);
