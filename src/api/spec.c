@@ -188,10 +188,12 @@ static int ssh_build(struct store *store, const char *envname,
         if (!(s->ssh = calloc(req->n_managed_ssh, sizeof(*s->ssh))))
                 return -ENOMEM;
         int r;
-        for (size_t i = 0; i < req->n_managed_ssh; i++, s->n_ssh++)
+        for (size_t i = 0; i < req->n_managed_ssh; i++) {
+                s->n_ssh++; /* counted first: a half-built entry is freed with the spec */
                 if ((r = ssh_dest_build(store, envname, req->managed_ssh[i]->key,
                                         req->managed_ssh[i]->value, &s->ssh[i], e)) < 0)
                         return r;
+        }
         _cleanup_free_ char *config = NULL, *known = NULL;
         if ((r = sbx_ssh_render(s->ssh, s->n_ssh, &config, &known)) < 0)
                 return r;

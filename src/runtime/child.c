@@ -267,6 +267,13 @@ static int mount_root(const struct rt_child *c, const struct rt_start *s) {
                 fail(errno, "overlay upperdir %s", s->upper);
         if (sys_fsconfig(fs, RT_FSCONFIG_SET_STRING, "workdir", s->work, 0) < 0)
                 fail(errno, "overlay workdir %s", s->work);
+        /* volatile: no syncfs of the whole upper file system when the
+         * sandbox's mount namespace goes (that sync was most of a
+         * terminate's time), and fsync inside the sandbox does not reach
+         * the disk. The writable layer does not outlive the host: nothing
+         * ever mounts this upper dir again after a crash. Older kernels
+         * without the option run without it. */
+        (void) sys_fsconfig(fs, RT_FSCONFIG_SET_FLAG, "volatile", NULL, 0);
         if (sys_fsconfig(fs, RT_FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
                 fail(errno, "mount overlay (is %s on a filesystem overlayfs accepts as upper?)",
                      s->upper);

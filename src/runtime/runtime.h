@@ -321,6 +321,12 @@ struct rt_beside {
 int rt_sandbox_spawn_beside(struct rt_sandbox *sb, const struct rt_beside *b, int *ret_pidfd,
                             pid_t *ret_pid, struct wr_err *e);
 
+/* The first step of rt_sandbox_destroy alone: SIGKILL init (and with it
+ * every process of its pid namespace; a paused sandbox is thawed) and wait
+ * until it is reaped. The rest (veth, cgroups with any process left in
+ * them, the dir) is then rt_sandbox_destroy's. 0 or -errno with e. */
+int rt_sandbox_kill_wait(struct rt_sandbox *sb, struct wr_err *e);
+
 /* Tear the sandbox down: SIGKILL every process, reap init (SIGKILLed
  * processes die promptly; no grace period is waited), delete the host end
  * of its veth (cfg->net; ~10-30 ms, an RCU grace period), remove the cgroups,

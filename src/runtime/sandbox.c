@@ -908,8 +908,7 @@ void rt_sandbox_net_disown(struct rt_sandbox *sb) {
         sb->has_net = false;
 }
 
-int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e) {
-        int r;
+int rt_sandbox_kill_wait(struct rt_sandbox *sb, struct wr_err *e) {
         if (sb->destroyed)
                 return 0;
         if (!sb->reaped && sb->pidfd >= 0 && sb->attached) {
@@ -921,7 +920,14 @@ int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e) {
                 sb->status = SIGKILL;
         }
         if (!sb->reaped && sb->pidfd >= 0) {
-                (void) rt_sandbox_kill(sb, SIGKILL);
+                /* init is PID 1 of the sandbox's pid namespace: its death
+                 * kills every process in it, so a SIGKILL through its pidfd
+                 * is enough (the cgroup-wide freeze-kill below is only for
+                 * stragglers outside the namespace: helpers beside it). A
+                 * paused sandbox is thawed, or SIGKILL would wait for it. */
+                (void) sys_pidfd_send_signal(sb->pidfd, SIGKILL);
+                if (sb->cg && rt_cgroup_frozen(sb->cg) == 1)
+                        (void) rt_cgroup_freeze(sb->cg, false);
                 /* SIGKILLed: the pid namespace dies promptly, init last */
                 siginfo_t si = {0};
                 if (RETRY_EINTR(waitid(P_PIDFD, (id_t) sb->pidfd, &si, WEXITED | __WALL)) < 0 &&
@@ -931,6 +937,15 @@ int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e) {
                 sb->status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0)
                                                       : (si.si_status & 0x7f);
         }
+        return 0;
+}
+
+int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e) {
+        int r;
+        if (sb->destroyed)
+                return 0;
+        if ((r = rt_sandbox_kill_wait(sb, e)) < 0)
+                return r;
         if (sb->has_net) {
                 /* the netns dies with init, but the kernel takes its links
                  * down in the background: delete the host end now, so that

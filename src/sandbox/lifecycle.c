@@ -233,6 +233,17 @@ static void timer_cb(uv_timer_t *t) {
         uv_timer_start(&sb->timer, timer_cb, SETTLE_MS, 0);
 }
 
+/* Teardown, phase 1 (worker): kill init (its pid namespace with it) and
+ * reap it. The end is recorded and answered after this; the host cleanup
+ * (phase 2) follows without anyone waiting for it. */
+static void reap_work(uv_work_t *w) {
+        struct sbx *sb = w->data;
+        sb->teardown_r = sb->rt ? rt_sandbox_kill_wait(sb->rt, &sb->teardown_err) : 0;
+}
+
+/* Phase 2 (worker): the veth (its host end later: sbx_net_retire), the
+ * cgroups with anything left in them (a helper beside the sandbox), the
+ * dir. */
 static void teardown_work(uv_work_t *w) {
         struct sbx *sb = w->data;
         /* the veth's host end is deleted after the end is recorded
@@ -311,6 +322,7 @@ void sbx_net_retire(struct sbx_manager *m, int32_t slot, bool open4) {
 }
 
 static void teardown_done(uv_work_t *w, int status);
+static void reap_done(uv_work_t *w, int status);
 
 /* Kill what is left, free the runtime's resources (on a worker thread),
  * then record the end, call the waiters, close handles. Idempotent. */
@@ -324,6 +336,43 @@ void sbx_finalize(struct sbx *sb) {
         uv_poll_stop(&sb->pid_poll);
         sb->teardown.data = sb;
         sb->teardown_err = (struct wr_err){0};
+        if (uv_queue_work(sb->m->loop, &sb->teardown, reap_work, reap_done) < 0) {
+                reap_work(&sb->teardown);
+                reap_done(&sb->teardown, 0);
+        }
+}
+
+static void call_waiters(struct sbx *sb, int r, const struct wr_err *e) {
+        struct sbx_waiter *w = sb->waiters;
+        sb->waiters = NULL;
+        while (w) {
+                struct sbx_waiter *next = w->next;
+                if (w->done)
+                        w->done(r < 0 ? r : 0, r < 0 ? e : NULL, w->userdata);
+                free(w);
+                w = next;
+        }
+}
+
+/* Init is reaped: every process of the sandbox is gone. Record the end
+ * and answer the waiters now; the host cleanup runs after (phase 2). A
+ * failed reap answers once the full teardown tried. */
+static void reap_done(uv_work_t *work, int status) {
+        struct sbx *sb = work->data;
+        const char *reason = sb->term_reason ? sb->term_reason : "terminated";
+        enum store_sandbox_status st =
+                sb->final_status ? sb->final_status : STORE_SANDBOX_TERMINATED;
+        bool reaped = status == 0 && sb->teardown_r >= 0;
+        if (reaped) {
+                sbx_entrypoint_log_remove(sb->m, sb->id);
+                struct wr_err se = {0};
+                if (store_sandbox_update_status(sb->m->store, sb->id, st, reason, &se) < 0)
+                        log_warn("sandbox %s: record end: %s", sb->id, se.msg);
+                log_info("sandbox %s %s: %s", sb->id,
+                         st == STORE_SANDBOX_FAILED ? "failed" : "terminated", reason);
+                call_waiters(sb, 0, NULL);
+        }
+        sb->teardown_err = (struct wr_err){0};
         if (uv_queue_work(sb->m->loop, &sb->teardown, teardown_work, teardown_done) < 0) {
                 teardown_work(&sb->teardown);
                 teardown_done(&sb->teardown, 0);
@@ -334,13 +383,18 @@ static void teardown_done(uv_work_t *work, int status) {
         struct sbx *sb = work->data;
         int r = sb->teardown_r;
         struct wr_err e = sb->teardown_err;
-        sbx_entrypoint_log_remove(sb->m, sb->id);
         const char *reason = sb->term_reason ? sb->term_reason : "terminated";
         enum store_sandbox_status st =
                 sb->final_status ? sb->final_status : STORE_SANDBOX_TERMINATED;
-        struct wr_err se = {0};
-        if (store_sandbox_update_status(sb->m->store, sb->id, st, reason, &se) < 0)
-                log_warn("sandbox %s: record end: %s", sb->id, se.msg);
+        if (sb->waiters) {
+                /* the reap had failed: record and answer now */
+                sbx_entrypoint_log_remove(sb->m, sb->id);
+                struct wr_err se = {0};
+                if (store_sandbox_update_status(sb->m->store, sb->id, st, reason, &se) < 0)
+                        log_warn("sandbox %s: record end: %s", sb->id, se.msg);
+                log_info("sandbox %s %s: %s", sb->id,
+                         st == STORE_SANDBOX_FAILED ? "failed" : "terminated", reason);
+        }
         if (r < 0) {
                 /* its processes are gone (the kill is the first step);
                  * what is left on the host is retried in the background
@@ -348,19 +402,8 @@ static void teardown_done(uv_work_t *work, int status) {
                 log_warn("sandbox %s: teardown: %s (retrying in the background)", sb->id, e.msg);
                 sbx_cleanup_later(sb->m, sb->id, sb->rt ? rt_sandbox_dir(sb->rt) : NULL, st, reason,
                                   &e);
-                r = 0;
         }
-        log_info("sandbox %s %s: %s", sb->id, st == STORE_SANDBOX_FAILED ? "failed" : "terminated",
-                 reason);
-        struct sbx_waiter *w = sb->waiters;
-        sb->waiters = NULL;
-        while (w) {
-                struct sbx_waiter *next = w->next;
-                if (w->done)
-                        w->done(r < 0 ? r : 0, r < 0 ? &e : NULL, w->userdata);
-                free(w);
-                w = next;
-        }
+        call_waiters(sb, 0, NULL);
         /* the end is recorded and answered: out of warren-egress, then the
          * host end of its veth */
         bool open4 = sb->egress_open;

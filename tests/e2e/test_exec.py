@@ -331,8 +331,14 @@ def test_terminate_frees_everything_200_cycles():
                 if i % 10 == 0:
                     sb.exec_start("sleep", "300")  # left running: terminate must kill it
                 sb.terminate(grace_period_seconds=0.2)
-            time.sleep(0.2)
-            left = _leftovers(d, ids)
+            # the host cleanup follows each answer: give it up to 10 s
+            deadline = time.monotonic() + 10
+            while True:
+                left = _leftovers(d, ids)
+                if left == dict(cgroups=[], mounts=[], dirs=[], children=[]) or \
+                        time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
             fds_after = _fds(d)
         assert left == dict(cgroups=[], mounts=[], dirs=[], children=[]), left
         assert fds_after <= fds_before, (fds_before, fds_after)

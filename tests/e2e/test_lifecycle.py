@@ -108,8 +108,19 @@ def sandbox_pids(ids):
     return out
 
 
-def leftovers(d, ids):
-    """What is left on the host of the sandboxes ids of daemon d."""
+def leftovers(d, ids, wait=10.0):
+    """What is left on the host of the sandboxes ids of daemon d, once the
+    host cleanup that follows a terminate's answer had up to `wait`
+    seconds (it runs after the answer: cgroups, dir)."""
+    deadline = time.monotonic() + wait
+    while True:
+        left = _leftovers(d, ids)
+        if left == NOTHING or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.1)
+
+
+def _leftovers(d, ids):
     cg = [p for p in glob.glob("/sys/fs/cgroup/*/warren/sb-*") + glob.glob("/sys/fs/cgroup/warren/sb-*")
           + glob.glob("/sys/fs/cgroup/unified/warren/sb-*") if os.path.basename(p) in ids]
     mounts = [line for line in open("/proc/self/mountinfo")

@@ -35,7 +35,13 @@ def test_failed_teardown_is_retried_and_surfaced(fresh_warrend):
                        check=True)
         try:
             sb.terminate()  # succeeds: the sandbox is gone, its dir is not
-            info = c.get(id=sb.id).info
+            # the host cleanup runs after the answer: wait for it to fail
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                info = c.get(id=sb.id).info
+                if "host cleanup pending" in info.status_message:
+                    break
+                time.sleep(0.05)
             assert info.status == wr.SandboxStatus.TERMINATED
             assert "host cleanup pending" in info.status_message, info.status_message
             assert metric(port, "warren_sandbox_teardown_failures_total") == 1
@@ -63,5 +69,10 @@ def test_deep_tree_terminates_cleanly(fresh_warrend):
                     "i=$((i+1)); done; echo ok", timeout_secs=120)
         assert r.stdout_text.strip() == "ok", r.stderr_text
         sb.terminate()
+        # the answer comes once every process is gone; the dir follows
+        sdir = os.path.join(d.state_dir, "sandboxes", sb.id)
+        deadline = time.monotonic() + 10
+        while os.path.exists(sdir) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not os.path.exists(sdir)
         assert "pending" not in c.get(id=sb.id).info.status_message
-        assert not os.path.exists(os.path.join(d.state_dir, "sandboxes", sb.id))
