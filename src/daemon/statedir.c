@@ -92,18 +92,22 @@ int daemon_state_dir_prepare(const char *path, char **ret_abs, int *ret_lock_fd,
                 openat(dfd, "warrend.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (lock < 0)
                 return err_set(e, -errno, "state dir %s: cannot open warrend.lock: %m", abs);
-        /* A warrend killed while cloning a sandbox leaves a child that
-         * holds a copy of the lock until it execs (CLOEXEC) a moment
-         * later: wait up to 5 s before calling the dir busy. */
+        /* A POSIX record lock, not flock: it belongs to this process only,
+         * so the children warrend clones (a warm-pool entry parks before
+         * it execs, holding copies of every fd) never keep it after a
+         * kill -9 (with flock they did, and the next warrend gave up after
+         * 5 s). It ends with the process; warrend opens this file once. A
+         * holder going away: wait up to 5 s before calling the dir busy. */
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
         int locked = -1;
-        for (int i = 0;
-             i < 250 && (locked = flock(lock, LOCK_EX | LOCK_NB)) < 0 && errno == EWOULDBLOCK;
+        for (int i = 0; i < 250 && (locked = fcntl(lock, F_SETLK, &fl)) < 0 &&
+                        (errno == EAGAIN || errno == EACCES);
              i++) {
                 struct timespec ts = {0, 20 * 1000 * 1000};
                 nanosleep(&ts, NULL);
         }
         if (locked < 0) {
-                if (errno == EWOULDBLOCK)
+                if (errno == EAGAIN || errno == EACCES)
                         return err_set(e, -EBUSY,
                                        "state dir %s is in use by another warrend (stop it or "
                                        "pick another --state-dir)",

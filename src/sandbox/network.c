@@ -82,9 +82,9 @@ static int range_check(uint32_t base, uint8_t prefix, const char *what, size_t *
         return 0;
 }
 
-/* Lock the range host-wide (a warrend holds it while it runs; flock dies
- * with it). wait_ms: how long to wait for a holder that is going away
- * (the previous warrend's clone children hold copies for a moment).
+/* Lock the range host-wide (a warrend holds it while it runs; the lock
+ * dies with it). wait_ms: how long to wait for a holder that is going
+ * away.
  * Returns the fd, -EBUSY or another negative errno. */
 static int range_lock(uint32_t base, uint8_t prefix, int wait_ms, struct wr_err *e) {
         (void) mkdir("/run/warren", 0755);
@@ -96,10 +96,13 @@ static int range_lock(uint32_t base, uint8_t prefix, int wait_ms, struct wr_err 
         _cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return err_set(e, -errno, "open %s: %m", path);
+        /* a POSIX record lock: the process's own, never held by the
+         * children it clones (see statedir.c) */
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
         for (int waited = 0;; waited += 50) {
-                if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+                if (fcntl(fd, F_SETLK, &fl) == 0)
                         break;
-                if (errno != EWOULDBLOCK)
+                if (errno != EAGAIN && errno != EACCES)
                         return err_set(e, -errno, "lock %s: %m", path);
                 if (waited >= wait_ms) {
                         sbx_cidr_format(base, prefix, txt, sizeof(txt));

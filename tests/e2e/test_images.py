@@ -258,7 +258,7 @@ def test_cancelled_import_leaves_nothing(warrend, busybox_tar):
     assert entries(warrend, "layers/tmp") == []
 
 
-def test_pull_and_build_unimplemented(warrend):
+def test_pull_and_build_bad_requests(warrend):
     # PullImage is implemented (tests/e2e/test_pull.py, against a loopback
     # registry); here only a malformed reference, which needs no network.
     s = stub(warrend)
@@ -266,6 +266,9 @@ def test_pull_and_build_unimplemented(warrend):
         list(s.PullImage(images_pb2.PullImageRequest(ref="Alpine:3"), timeout=TIMEOUT))
     assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "must be lowercase" in ei.value.details()
+    # BuildImage is implemented (tests/e2e/test_build.py); a request
+    # without a build names the field
     with pytest.raises(grpc.RpcError) as ei:
         list(s.BuildImage(images_pb2.BuildImageRequest(), timeout=TIMEOUT))
-    assert ei.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert ei.value.details().startswith("build:")

@@ -48,15 +48,22 @@ class Restartable:
         self.starts += 1
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
+        # ready: this start's "ready" line (a connect to the port is not
+        # enough: after a kill -9, a child the old warrend was cloning may
+        # still hold copies of its listening sockets for a moment)
+        marker = "=== start %d ===" % (self.starts - 1)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("warrend exited early:\n" + self.read_log())
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.02)
+            log = self.read_log()
+            if " ready (state dir " in log[log.rfind(marker):]:
+                try:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                        return
+                except OSError:
+                    pass
+            time.sleep(0.02)
         raise RuntimeError("warrend did not become ready:\n" + self.read_log())
 
     def read_log(self):
