@@ -299,8 +299,15 @@ class Registry:
         if creds:
             args += ["--dest-creds", creds]
         args += ["oci:%s:%s" % (layout, tag), "docker://%s/%s" % (self.host, dest)]
-        r = subprocess.run(args, capture_output=True, text=True, timeout=300,
-                           env=dict(os.environ, HOME=self.tmp))
+        # a loaded machine (the ASan suite) once made skopeo's upload time
+        # out against the local registry: the push is the fixture, not
+        # what is tested, so it is tried up to three times
+        for attempt in range(3):
+            r = subprocess.run(args, capture_output=True, text=True, timeout=300,
+                               env=dict(os.environ, HOME=self.tmp))
+            if r.returncode == 0 or "timeout" not in r.stderr:
+                break
+            time.sleep(1)
         if r.returncode != 0:
             raise RuntimeError("skopeo copy failed: %s\n%s" % (r.stderr, self.read_log()))
 
