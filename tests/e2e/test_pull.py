@@ -62,35 +62,39 @@ def third_layer():
 def reg(tmp_path_factory):
     """A registry with the test images pushed; .images describes them."""
     r = R.Registry()
-    lay = str(tmp_path_factory.mktemp("layout"))
-    L = R.Layout(lay)
-    md, multi = L.image([base_layer(), top_layer(), third_layer()], CONFIG)
-    L.tag(md, "multi")
-    amd, amd_info = L.image([R.layer_tar([("arch", "file", b"amd64\n")])], {"Cmd": ["amd"]})
-    arm, arm_info = L.image([R.layer_tar([("arch", "file", b"arm64\n")])], {"Cmd": ["arm"]},
-                            arch="arm64")
-    L.tag(L.index([arm, amd]), "plat")
-    armonly = L.index([arm])
-    L.tag(armonly, "armonly")
-    # ~48 MB of random data in 4 uncompressed layers: slow enough to cancel
-    big = [R.layer_tar([("blob%d" % i, "file", os.urandom(12 << 20))]) for i in range(4)]
-    bmd, big_info = L.image(big, {}, compress=False)
-    L.tag(bmd, "big")
-    # a victim for the corrupted-blob test (its own layers)
-    cmd_, corrupt_info = L.image([R.layer_tar([("c", "file", os.urandom(200000))])], {})
-    L.tag(cmd_, "corrupt")
+    try:
+        lay = str(tmp_path_factory.mktemp("layout"))
+        L = R.Layout(lay)
+        md, multi = L.image([base_layer(), top_layer(), third_layer()], CONFIG)
+        L.tag(md, "multi")
+        amd, amd_info = L.image([R.layer_tar([("arch", "file", b"amd64\n")])], {"Cmd": ["amd"]})
+        arm, arm_info = L.image([R.layer_tar([("arch", "file", b"arm64\n")])], {"Cmd": ["arm"]},
+                                arch="arm64")
+        L.tag(L.index([arm, amd]), "plat")
+        armonly = L.index([arm])
+        L.tag(armonly, "armonly")
+        # ~48 MB of random data in 4 uncompressed layers: slow enough to cancel
+        big = [R.layer_tar([("blob%d" % i, "file", os.urandom(12 << 20))]) for i in range(4)]
+        bmd, big_info = L.image(big, {}, compress=False)
+        L.tag(bmd, "big")
+        # a victim for the corrupted-blob test (its own layers)
+        cmd_, corrupt_info = L.image([R.layer_tar([("c", "file", os.urandom(200000))])], {})
+        L.tag(cmd_, "corrupt")
 
-    r.push(lay, "multi", "test/multi:v1")
-    r.push(lay, "multi", "test/multi-docker:v1", fmt="v2s2")
-    r.push(lay, "plat", "test/plat:v1", all_platforms=True)
-    r.push(lay, "armonly", "test/armonly:v1", all_platforms=True)
-    r.push(lay, "big", "test/big:v1")
-    r.push(lay, "corrupt", "test/corrupt:v1")
-    r.images = {"multi": multi, "amd": amd_info, "arm": arm_info, "big": big_info,
-                "corrupt": corrupt_info}
-    # skopeo compresses uncompressed layers on push: take the blob digests
-    # the registry actually serves
-    big_info["blobs"] = [l["digest"] for l in r.manifest("test/big", "v1")["layers"]]
+        r.push(lay, "multi", "test/multi:v1")
+        r.push(lay, "multi", "test/multi-docker:v1", fmt="v2s2")
+        r.push(lay, "plat", "test/plat:v1", all_platforms=True)
+        r.push(lay, "armonly", "test/armonly:v1", all_platforms=True)
+        r.push(lay, "big", "test/big:v1")
+        r.push(lay, "corrupt", "test/corrupt:v1")
+        r.images = {"multi": multi, "amd": amd_info, "arm": arm_info, "big": big_info,
+                    "corrupt": corrupt_info}
+        # skopeo compresses uncompressed layers on push: take the blob digests
+        # the registry actually serves
+        big_info["blobs"] = [l["digest"] for l in r.manifest("test/big", "v1")["layers"]]
+    except BaseException:
+        r.stop()  # a setup that failed leaves no registry running
+        raise
     yield r
     r.stop()
 
