@@ -298,8 +298,7 @@ int sbx_network_events(struct sbx_manager *m, const char *id, uint64_t after_seq
 /* Pause (on) or resume running sandbox key (id or name); its id in
  * id_out (32 bytes). Idempotent. Errors: NOT_FOUND, FAILED_PRECONDITION
  * (not running; no freezer on this host). */
-int sbx_set_paused(struct sbx_manager *m, const char *key, bool on, char *id_out,
-                   struct wr_err *e);
+int sbx_set_paused(struct sbx_manager *m, const char *key, bool on, char *id_out, struct wr_err *e);
 /* 1 when live sandbox id is paused, 0 when not, -ENOENT when not live. */
 int sbx_paused(struct sbx_manager *m, const char *id);
 
@@ -326,17 +325,17 @@ enum sbx_build_step_kind {
 
 struct sbx_build_step {
         enum sbx_build_step_kind kind;
-        char *desc;     /* for the log ("RUN pip install numpy") */
-        uint8_t *key;   /* canonical bytes of the step (cache key input) */
+        char *desc;   /* for the log ("RUN pip install numpy") */
+        uint8_t *key; /* canonical bytes of the step (cache key input) */
         size_t key_len;
-        char **argv;    /* RUN */
-        char *path;     /* FILE */
+        char **argv; /* RUN */
+        char *path;  /* FILE */
         uint8_t *data;
         size_t len;
         mode_t mode;
-        char *workdir;  /* CONFIG: each NULL / false = unchanged */
+        char *workdir; /* CONFIG: each NULL / false = unchanged */
         char *user;
-        char **env;     /* "K=V", NULL-terminated */
+        char **env; /* "K=V", NULL-terminated */
         bool has_entrypoint, has_cmd;
         char **entrypoint, **cmd;
 };
