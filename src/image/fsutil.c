@@ -3,7 +3,6 @@
  * nothing here follows a symlink found in such a tree. */
 #include "image/image-internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -13,57 +12,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-static int rm_children(int dfd, unsigned depth);
-
-static int rm_entry(int dir_fd, const char *name, unsigned depth) {
-        if (unlinkat(dir_fd, name, 0) == 0 || errno == ENOENT)
-                return 0;
-        if (errno != EISDIR && errno != EPERM)
-                return -errno;
-        if (depth > 4096)
-                return -ELOOP;
-        int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return errno == ENOENT ? 0 : -errno;
-        /* a directory without write/exec permission: root overrides */
-        int r = rm_children(fd, depth + 1);
-        close(fd);
-        if (r < 0)
-                return r;
-        if (unlinkat(dir_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-                return -errno;
-        return 0;
-}
-
-static int rm_children(int dfd, unsigned depth) {
-        int dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
-        if (dup_fd < 0)
-                return -errno;
-        DIR *d = fdopendir(dup_fd);
-        if (!d) {
-                int r = -errno;
-                close(dup_fd);
-                return r;
-        }
-        int r = 0;
-        struct dirent *de;
-        while ((errno = 0, de = readdir(d))) {
-                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                        continue;
-                int q = rm_entry(dfd, de->d_name, depth);
-                if (q < 0 && r == 0)
-                        r = q;
-        }
-        if (errno != 0 && r == 0)
-                r = -errno;
-        closedir(d);
-        return r;
-}
-
-int img_rm_rf_at(int dir_fd, const char *name) {
-        return rm_entry(dir_fd, name, 0);
-}
 
 void img_random_name(char *buf) {
         uint8_t b[8];

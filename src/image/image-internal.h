@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "basic/err.h"
+#include "basic/rmrf.h"
 
 /* "sha256:" + 64 hex digits + NUL. */
 #define IMG_DIGEST_MAX 72
@@ -96,10 +97,6 @@ struct img_unpack_report {
 };
 
 /* --- file system helpers (fsutil.c) --- */
-
-/* Remove name below dir_fd recursively without following symlinks.
- * ENOENT is success. Returns 0 or a negative errno. */
-int img_rm_rf_at(int dir_fd, const char *name);
 
 /* A random 16-hex-digit name into buf (>= 17 bytes). */
 void img_random_name(char *buf);

@@ -83,7 +83,7 @@ static int clear_dir(int dfd) {
         while ((de = readdir(d))) {
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
                         continue;
-                int q = img_rm_rf_at(dfd, de->d_name);
+                int q = rm_rf_at(dfd, de->d_name);
                 if (q < 0 && r == 0)
                         r = q;
         }
@@ -124,7 +124,7 @@ static int gc(struct img_store *s, struct wr_err *e) {
                                     store_layer_refcount(s->db, digest, NULL) > 0)
                                         known = true;
                         if (!known)
-                                (void) img_rm_rf_at(s->layers_fd, de->d_name);
+                                (void) rm_rf_at(s->layers_fd, de->d_name);
                 }
                 closedir(d);
         }
@@ -510,7 +510,7 @@ int img_layer_remove_unused(struct img_store *s, const char *diff_id, struct wr_
                         return 0;
                 return err_set(e, -errno, "remove layer %s: %m", diff_id);
         }
-        r = img_rm_rf_at(s->layers_tmp_fd, tmp);
+        r = rm_rf_at(s->layers_tmp_fd, tmp);
         if (r < 0)
                 return err_set(e, r, "remove layer %s: %s", diff_id, strerror(-r));
         return 0;

@@ -55,13 +55,13 @@ static void deliver(struct img_layer_job *j) {
 
 static void rm_work(uv_work_t *w) {
         struct img_layer_job *j = w->data;
-        (void) img_rm_rf_at(j->rm_dir_fd, j->tmp_name);
+        (void) rm_rf_at(j->rm_dir_fd, j->tmp_name);
 }
 
 static void rm_after(uv_work_t *w, int status) {
         struct img_layer_job *j = w->data;
         if (status < 0) /* cancelled before it ran: remove here */
-                (void) img_rm_rf_at(j->rm_dir_fd, j->tmp_name);
+                (void) rm_rf_at(j->rm_dir_fd, j->tmp_name);
         deliver(j);
         job_unref(j); /* the work */
 }
@@ -72,7 +72,7 @@ static void remove_then_deliver(struct img_layer_job *j) {
         j->refs++;
         if (uv_queue_work(j->loop, &j->work, rm_work, rm_after) < 0) {
                 j->refs--;
-                (void) img_rm_rf_at(j->rm_dir_fd, j->tmp_name);
+                (void) rm_rf_at(j->rm_dir_fd, j->tmp_name);
                 deliver(j);
         }
 }
@@ -234,7 +234,7 @@ int img_layer_unpack(struct img_store *s, uv_loop_t *loop, int tar_fd, const cha
                 j->refs = 1;
                 j->delivered = true;
                 j->cancelled = true;
-                (void) img_rm_rf_at(s->layers_tmp_fd, j->tmp_name);
+                (void) rm_rf_at(s->layers_tmp_fd, j->tmp_name);
                 uv_close((uv_handle_t *) &j->proc, on_close);
                 return r;
         }
@@ -243,7 +243,7 @@ int img_layer_unpack(struct img_store *s, uv_loop_t *loop, int tar_fd, const cha
                 *ret = j;
         return 0;
 fail:
-        (void) img_rm_rf_at(s->layers_tmp_fd, j->tmp_name);
+        (void) rm_rf_at(s->layers_tmp_fd, j->tmp_name);
         closep(&j->report_fd);
         closep(&j->rm_dir_fd);
         free(j);

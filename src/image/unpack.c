@@ -167,7 +167,7 @@ static int clear_target(struct unpacker *u, int pfd, const char *name, bool keep
                 if (keep_dir)
                         return 1;
                 cache_drop(u);
-                int r = img_rm_rf_at(pfd, name);
+                int r = rm_rf_at(pfd, name);
                 if (r < 0)
                         return entry_fail_errno(u, r, "replace directory");
                 return 0;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "basic/err.h"
+#include "basic/rmrf.h"
 #include "runtime/cgroup.h"
 #include "runtime/runtime.h"
 
@@ -290,7 +291,3 @@ int rt_overlay_escape(const char *path, char *buf, size_t size);
  * is not a valid target.) */
 bool rt_target_valid(const char *p);
 
-/* Remove name (file or directory tree) under dirfd without following
- * symlinks and without descending into other mounts (-EBUSY then).
- * ENOENT counts as success. Returns 0 or negative errno. */
-int rt_rm_rf_at(int dirfd, const char *name);

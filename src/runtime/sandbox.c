@@ -429,7 +429,7 @@ static int remove_dir(const char *dir) {
         _cleanup_close_ int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (pfd < 0)
                 return errno == ENOENT ? 0 : -errno;
-        return rt_rm_rf_at(pfd, base);
+        return rm_rf_at(pfd, base);
 }
 
 static int wait_exec(struct rt_sandbox *sb, int errfd, struct wr_err *e);
@@ -681,7 +681,7 @@ static int sandbox_make(const struct rt_sandbox_config *cfg, bool park, struct r
                         _cleanup_close_ int dfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                         for (size_t i = 0; dfd >= 0 && i < ELEMENTSOF(subdirs); i++)
                                 if (sb->made & (MADE_SUB << i))
-                                        (void) rt_rm_rf_at(dfd, subdirs[i].name);
+                                        (void) rm_rf_at(dfd, subdirs[i].name);
                         if (dfd >= 0 && (sb->made & MADE_SOCK))
                                 (void) unlinkat(dfd, "ctl.sock", 0);
                 }

@@ -118,7 +118,7 @@ static void fuzz_unpack(const uint8_t *data, size_t size) {
                     strcmp(de->d_name, "root"))
                         abort();
         closedir(d);
-        if (img_rm_rf_at(pfd, "root") < 0)
+        if (rm_rf_at(pfd, "root") < 0)
                 abort();
         close(pfd);
 }

@@ -101,7 +101,7 @@ static int setup_tmp(void **state) {
 
 static int teardown_tmp(void **state) {
         int fd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        assert_int_equal(img_rm_rf_at(fd, tmpdir + 5), 0);
+        assert_int_equal(rm_rf_at(fd, tmpdir + 5), 0);
         close(fd);
         return 0;
 }
@@ -819,7 +819,7 @@ static void test_refuse_through_symlink(void **state) {
         int fd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         char rel[512];
         snprintf(rel, sizeof(rel), "%s/layer", tmpdir + 5);
-        assert_int_equal(img_rm_rf_at(fd, rel), 0);
+        assert_int_equal(rm_rf_at(fd, rel), 0);
         close(fd);
         struct stat before, after;
         assert_int_equal(stat("/etc/passwd", &before), 0);

@@ -143,7 +143,7 @@ static void touch(int dfd, const char *name) {
         close(fd);
 }
 
-/* rt_rm_rf_at removes a tree with odd modes, but never follows a symlink
+/* rm_rf_at removes a tree with odd modes, but never follows a symlink
  * out of it. */
 static void test_rm_rf(void **state) {
         char tmpl[] = "/tmp/wr-test-rt.XXXXXX";
@@ -168,22 +168,22 @@ static void test_rm_rf(void **state) {
         assert_int_equal(mkfifoat(v, "fifo", 0600), 0);
         close(v);
 
-        assert_int_equal(rt_rm_rf_at(top, "victim"), 0);
+        assert_int_equal(rm_rf_at(top, "victim"), 0);
         struct stat st;
         assert_int_equal(fstatat(top, "victim", &st, AT_SYMLINK_NOFOLLOW), -1);
         assert_int_equal(errno, ENOENT);
         assert_int_equal(fstatat(out, "keep", &st, 0), 0);
         /* missing: success */
-        assert_int_equal(rt_rm_rf_at(top, "victim"), 0);
+        assert_int_equal(rm_rf_at(top, "victim"), 0);
         /* a plain file and a symlink at the top */
         touch(top, "file");
-        assert_int_equal(rt_rm_rf_at(top, "file"), 0);
+        assert_int_equal(rm_rf_at(top, "file"), 0);
         assert_int_equal(symlinkat("outside", top, "toplink"), 0);
-        assert_int_equal(rt_rm_rf_at(top, "toplink"), 0);
+        assert_int_equal(rm_rf_at(top, "toplink"), 0);
         assert_int_equal(fstatat(out, "keep", &st, 0), 0);
 
         close(out);
-        assert_int_equal(rt_rm_rf_at(top, "outside"), 0);
+        assert_int_equal(rm_rf_at(top, "outside"), 0);
         close(top);
         assert_int_equal(rmdir(tmpl), 0);
 }
