@@ -629,3 +629,18 @@ int img_store_commit_image(struct img_store *s, const char *name, const struct i
                 return img_store_resolve(s, id, ret, e);
         return 0;
 }
+
+int img_store_commit_on(struct img_store *s, const char *name, const struct img_info *base,
+                        const struct img_config *cfg, const char *diff_id, const char *source,
+                        struct img_info **ret, struct wr_err *e) {
+        char **ids = calloc(base->n_layers + 1, sizeof(*ids));
+        if (!ids)
+                return err_set(e, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < base->n_layers; i++)
+                ids[i] = base->diff_ids[i];
+        ids[base->n_layers] = (char *) diff_id;
+        int r = img_store_commit_image(s, name, cfg ? cfg : &base->config, ids, base->n_layers + 1,
+                                       source, ret, e);
+        free(ids);
+        return r;
+}

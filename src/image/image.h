@@ -138,6 +138,12 @@ int img_store_commit_image(struct img_store *s, const char *name, const struct i
                            char *const *diff_ids, size_t n_layers, const char *source,
                            struct img_info **ret, struct wr_err *e);
 
+/* img_store_commit_image() of base's layers plus one more on top (a
+ * snapshot's upper dir, a build step's layer), with cfg (NULL: base's). */
+int img_store_commit_on(struct img_store *s, const char *name, const struct img_info *base,
+                        const struct img_config *cfg, const char *diff_id, const char *source,
+                        struct img_info **ret, struct wr_err *e);
+
 /* Canonical config JSON and id for diff ids + cfg (*ret_json malloc'd,
  * ret_id >= 72 bytes). Deterministic: same input, same bytes. */
 int img_config_encode(const struct img_config *cfg, char *const *diff_ids, size_t n_layers,

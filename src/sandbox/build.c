@@ -276,26 +276,16 @@ static void layer_committed(struct bld *b, int r, const char *diff_id, const str
         struct wr_err ce = {0};
         if ((r = img_store_resolve(b->m->images, b->cur, &img, &ce)) < 0)
                 return finish(b, r, &ce);
-        char **ids = calloc(img->n_layers + 1, sizeof(*ids));
-        if (!ids) {
-                img_info_free(img);
-                err_set(&ce, -ENOMEM, "out of memory");
-                return finish(b, -ENOMEM, &ce);
-        }
-        for (size_t i = 0; i < img->n_layers; i++)
-                ids[i] = img->diff_ids[i];
-        ids[img->n_layers] = (char *) diff_id;
         /* a WORKDIR step's layer (the dir) comes with its config change */
         struct img_config cfg;
         char **env = NULL;
         r = apply_config(&img->config, &b->spec->steps[b->idx], &cfg, &env);
         if (r >= 0)
-                r = img_store_commit_image(b->m->images, NULL, &cfg, ids, img->n_layers + 1,
-                                           "build", &made, &ce);
+                r = img_store_commit_on(b->m->images, NULL, img, &cfg, diff_id, "build", &made,
+                                        &ce);
         else
                 err_set(&ce, r, "out of memory");
         sbx_env_free(env);
-        free(ids);
         img_info_free(img);
         if (r < 0)
                 return finish(b, r, &ce);

@@ -70,20 +70,9 @@ static void layer_done(int r, const char *diff_id, const struct wr_err *e, void 
                 err_prefix(&ce, r, "snapshot: the sandbox's image");
                 return fail(s, r, &ce);
         }
-        char **ids = calloc(base->n_layers + 1, sizeof(*ids));
-        if (!ids) {
-                img_info_free(base);
-                err_set(&ce, -ENOMEM, "snapshot: out of memory");
-                return fail(s, -ENOMEM, &ce);
-        }
-        for (size_t i = 0; i < base->n_layers; i++)
-                ids[i] = base->diff_ids[i];
-        ids[base->n_layers] = (char *) diff_id;
         char source[64];
         snprintf(source, sizeof(source), "snapshot of %s", s->id);
-        r = img_store_commit_image(s->m->images, s->name, &base->config, ids, base->n_layers + 1,
-                                   source, &img, &ce);
-        free(ids);
+        r = img_store_commit_on(s->m->images, s->name, base, NULL, diff_id, source, &img, &ce);
         img_info_free(base);
         if (r < 0)
                 return fail(s, r, &ce);
