@@ -357,19 +357,32 @@ static void call_waiters(struct sbx *sb, int r, const struct wr_err *e) {
 /* Init is reaped: every process of the sandbox is gone. Record the end
  * and answer the waiters now; the host cleanup runs after (phase 2). A
  * failed reap answers once the full teardown tried. */
+static const char *end_reason(const struct sbx *sb) {
+        return sb->term_reason ? sb->term_reason : "terminated";
+}
+
+static enum store_sandbox_status end_status(const struct sbx *sb) {
+        return sb->final_status ? sb->final_status : STORE_SANDBOX_TERMINATED;
+}
+
+/* The row says how it ended; once. */
+static void record_end(struct sbx *sb) {
+        if (sb->end_recorded)
+                return;
+        sb->end_recorded = true;
+        sbx_entrypoint_log_remove(sb->m, sb->id);
+        struct wr_err se = {0};
+        if (store_sandbox_update_status(sb->m->store, sb->id, end_status(sb), end_reason(sb), &se) <
+            0)
+                log_warn("sandbox %s: record end: %s", sb->id, se.msg);
+        log_info("sandbox %s %s: %s", sb->id,
+                 end_status(sb) == STORE_SANDBOX_FAILED ? "failed" : "terminated", end_reason(sb));
+}
+
 static void reap_done(uv_work_t *work, int status) {
         struct sbx *sb = work->data;
-        const char *reason = sb->term_reason ? sb->term_reason : "terminated";
-        enum store_sandbox_status st =
-                sb->final_status ? sb->final_status : STORE_SANDBOX_TERMINATED;
-        bool reaped = status == 0 && sb->teardown_r >= 0;
-        if (reaped) {
-                sbx_entrypoint_log_remove(sb->m, sb->id);
-                struct wr_err se = {0};
-                if (store_sandbox_update_status(sb->m->store, sb->id, st, reason, &se) < 0)
-                        log_warn("sandbox %s: record end: %s", sb->id, se.msg);
-                log_info("sandbox %s %s: %s", sb->id,
-                         st == STORE_SANDBOX_FAILED ? "failed" : "terminated", reason);
+        if (status == 0 && sb->teardown_r >= 0) {
+                record_end(sb);
                 call_waiters(sb, 0, NULL);
         }
         sb->teardown_err = (struct wr_err){0};
@@ -383,25 +396,14 @@ static void teardown_done(uv_work_t *work, int status) {
         struct sbx *sb = work->data;
         int r = sb->teardown_r;
         struct wr_err e = sb->teardown_err;
-        const char *reason = sb->term_reason ? sb->term_reason : "terminated";
-        enum store_sandbox_status st =
-                sb->final_status ? sb->final_status : STORE_SANDBOX_TERMINATED;
-        if (sb->waiters) {
-                /* the reap had failed: record and answer now */
-                sbx_entrypoint_log_remove(sb->m, sb->id);
-                struct wr_err se = {0};
-                if (store_sandbox_update_status(sb->m->store, sb->id, st, reason, &se) < 0)
-                        log_warn("sandbox %s: record end: %s", sb->id, se.msg);
-                log_info("sandbox %s %s: %s", sb->id,
-                         st == STORE_SANDBOX_FAILED ? "failed" : "terminated", reason);
-        }
+        record_end(sb); /* done already unless the reap had failed */
         if (r < 0) {
                 /* its processes are gone (the kill is the first step);
                  * what is left on the host is retried in the background
                  * and shown on the row: the terminate itself succeeded */
                 log_warn("sandbox %s: teardown: %s (retrying in the background)", sb->id, e.msg);
-                sbx_cleanup_later(sb->m, sb->id, sb->rt ? rt_sandbox_dir(sb->rt) : NULL, st, reason,
-                                  &e);
+                sbx_cleanup_later(sb->m, sb->id, sb->rt ? rt_sandbox_dir(sb->rt) : NULL,
+                                  end_status(sb), end_reason(sb), &e);
         }
         call_waiters(sb, 0, NULL);
         /* the end is recorded and answered: out of warren-egress, then the

@@ -60,6 +60,7 @@ struct sbx {
         uv_work_t teardown;
         int teardown_r;
         struct wr_err teardown_err;
+        bool end_recorded; /* the row says TERMINATED/FAILED (record_end) */
 
         /* Process defaults. */
         char **env; /* NULL-terminated "K=V" (may hold secret values: wiped) */
