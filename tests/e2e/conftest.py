@@ -194,6 +194,26 @@ def import_image(d, name, rootfs_extra=None):
 PROBE = build_path("tests/probe/warren-probe")
 
 
+# The default daemon of a test module: its own, with busybox:latest. A
+# module that needs another (extra flags, other images) defines its own `d`;
+# `client` then connects to that one.
+@pytest.fixture(scope="module")
+def d():
+    dd = Daemon()
+    try:
+        import_image(dd, "busybox:latest")
+        yield dd
+    finally:
+        dd.stop()
+
+
+@pytest.fixture
+def client(d):
+    import warren as wr
+    with wr.SandboxClient(d.unix_addr) as c:
+        yield c
+
+
 @pytest.fixture(scope="session")
 def sandbox_daemon():
     """A session-wide daemon with images busybox:latest, sandbox:latest (the

@@ -75,6 +75,8 @@ def test_pip_and_apt_install_from_the_fake_internet(d, bed):
                         "fakenet_hello; print(\"imports ok\")'")
             assert r.exit_code == 0, r.stdout_text + r.stderr_text + "\n".join(logs[-30:])
             assert "imports ok" in r.stdout_text
+            # the CA went in as a file, never through the network
+            assert sb.exec("cat", "/etc/fakenet-ca.pem").stdout_text == ca
         finally:
             sb.terminate()
         # cached the second time: nothing runs, nothing is fetched
@@ -82,4 +84,3 @@ def test_pip_and_apt_install_from_the_fake_internet(d, bed):
         again = c.build_image(img)
         assert again.id == info.id
         bed.assert_nothing_seen(m)
-    assert ca  # the CA went in as a file, never through the network

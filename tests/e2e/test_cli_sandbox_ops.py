@@ -4,20 +4,9 @@ import subprocess
 
 import pytest
 
-import warren as wr
-from conftest import WARREN_CLI, Daemon, import_image
+from conftest import WARREN_CLI
 
 IMAGE = "busybox:latest"
-
-
-@pytest.fixture(scope="module")
-def d():
-    dd = Daemon()
-    try:
-        import_image(dd, IMAGE)
-        yield dd
-    finally:
-        dd.stop()
 
 
 def cli(d, *args, check=0):

@@ -4,10 +4,8 @@ sshd and a git server over ssh in the fake internet by alias, trust on
 first use or pinned host keys, and the key nowhere inside the sandbox."""
 import os
 import re
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
@@ -58,12 +56,6 @@ def d(bed):
         yield dd
     finally:
         dd.stop()
-
-
-@pytest.fixture
-def client(d):
-    with wr.SandboxClient(d.unix_addr) as c:
-        yield c
 
 
 @pytest.fixture

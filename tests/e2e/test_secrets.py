@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 import warren as wr
-from conftest import WARREN_CLI, Daemon, import_image
+from conftest import WARREN_CLI
 from warren import Image, Sandbox, SandboxClient, Secret
 from warren._proto.warren.v1 import images_pb2, sandboxes_pb2, sandboxes_pb2_grpc, \
     secrets_pb2, secrets_pb2_grpc
@@ -28,22 +28,6 @@ LOCAL = "canary-local-env-8d2a"
 FILE_A = "canary-dotenv-a-0b3f"
 FILE_B = "canary-dotenv-b-77e1"
 CANARIES = [OPENAI, PG_PASSWORD, PG_USER, MY_SECRET, LOCAL, FILE_A, FILE_B]
-
-
-@pytest.fixture(scope="module")
-def d():
-    dd = Daemon()
-    try:
-        import_image(dd, IMAGE)
-        yield dd
-    finally:
-        dd.stop()
-
-
-@pytest.fixture
-def client(d):
-    with SandboxClient(d.unix_addr) as c:
-        yield c
 
 
 @pytest.fixture(scope="module", autouse=True)

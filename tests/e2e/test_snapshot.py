@@ -6,25 +6,8 @@ import os
 import pytest
 
 import warren as wr
-from conftest import Daemon, import_image
 
 IMAGE = "busybox:latest"
-
-
-@pytest.fixture(scope="module")
-def d():
-    dd = Daemon()
-    try:
-        import_image(dd, IMAGE)
-        yield dd
-    finally:
-        dd.stop()
-
-
-@pytest.fixture
-def client(d):
-    with wr.SandboxClient(d.unix_addr) as c:
-        yield c
 
 
 def sh(sb, cmd):
