@@ -7,18 +7,14 @@
  * without PROT_EXEC - no open(2), no exec, no unix sockets, no mount,
  * no ptrace. */
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <limits.h>
 #include <linux/sched.h>
-#include <pwd.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/capability.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -27,70 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "basic/confine.h"
 #include "egress/egress.h"
-
-/* The root must be an empty directory owned by root and not writable by
- * others. */
-static int check_root(const char *dir, struct wr_err *e) {
-        /* created (mode 0755, parents too) when missing */
-        char path[PATH_MAX];
-        snprintf(path, sizeof(path), "%s", dir);
-        for (char *p = path + 1; *p; p++)
-                if (*p == '/') {
-                        *p = '\0';
-                        (void) mkdir(path, 0755);
-                        *p = '/';
-                }
-        (void) mkdir(path, 0755);
-        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return err_set(e, -errno, "--root %s: %s", dir, strerror(errno));
-        struct stat st;
-        if (fstat(fd, &st) < 0 || st.st_uid != 0 || (st.st_mode & 0022)) {
-                close(fd);
-                return err_set(e, -EPERM,
-                               "--root %s: must be owned by root, not group/other writable", dir);
-        }
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return err_set(e, -errno, "--root %s: %s", dir, strerror(errno));
-        }
-        struct dirent *de;
-        int n = 0;
-        while ((de = readdir(d)))
-                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-                        n++;
-        closedir(d);
-        if (n)
-                return err_set(e, -ENOTEMPTY, "--root %s: not empty", dir);
-        return 0;
-}
-
-static int lookup_ids(uid_t *uid, gid_t *gid, struct wr_err *e) {
-        char *end;
-        unsigned long v = strtoul(egress_cfg.user, &end, 10);
-        if (*egress_cfg.user && !*end) {
-                *uid = (uid_t) v;
-        } else {
-                struct passwd *pw = getpwnam(egress_cfg.user);
-                if (!pw)
-                        return err_set(e, -ENOENT, "--uid %s: no such user", egress_cfg.user);
-                *uid = pw->pw_uid;
-        }
-        v = strtoul(egress_cfg.group, &end, 10);
-        if (*egress_cfg.group && !*end) {
-                *gid = (gid_t) v;
-        } else {
-                struct group *gr = getgrnam(egress_cfg.group);
-                if (!gr)
-                        return err_set(e, -ENOENT, "--gid %s: no such group", egress_cfg.group);
-                *gid = gr->gr_gid;
-        }
-        if (*uid == 0 || *gid == 0)
-                return err_set(e, -EPERM, "refusing to run as uid/gid 0");
-        return 0;
-}
 
 static int install_seccomp(struct wr_err *e) {
         static const int allow[] = {
@@ -205,10 +139,10 @@ int egress_confine(struct wr_err *e) {
                                "warren-egress must be started as root (it confines itself)");
         uid_t uid = 0;
         gid_t gid = 0;
-        int r = lookup_ids(&uid, &gid, e);
+        int r = confine_ids(egress_cfg.user, egress_cfg.group, &uid, &gid, e);
         if (r < 0)
                 return r;
-        r = check_root(egress_cfg.root, e);
+        r = confine_root_check(egress_cfg.root, e);
         if (r < 0)
                 return r;
         /* file descriptors: a few per connection (client, upstream, 2 pipes x 2) */
@@ -219,27 +153,8 @@ int egress_confine(struct wr_err *e) {
         if (setrlimit(RLIMIT_CORE, &zero) < 0 || setrlimit(RLIMIT_MEMLOCK, &zero) < 0 ||
             setrlimit(RLIMIT_MSGQUEUE, &zero) < 0)
                 return err_set(e, -errno, "setrlimit: %m");
-        if (chroot(egress_cfg.root) < 0 || chdir("/") < 0)
-                return err_set(e, -errno, "chroot %s: %m", egress_cfg.root);
-        /* the bounding set, while CAP_SETPCAP is still held */
-        for (int c = 0; c <= CAP_LAST_CAP; c++)
-                if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
-                        return err_set(e, -errno, "drop bounding capability %d: %m", c);
-        (void) prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-        if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
-                return err_set(e, -errno, "drop to uid %u gid %u: %m", (unsigned) uid,
-                               (unsigned) gid);
-        if (setuid(0) == 0)
-                return err_set(e, -EPERM, "could regain uid 0");
-        cap_t caps = cap_init(); /* all clear */
-        if (!caps || cap_set_proc(caps) < 0) {
-                if (caps)
-                        cap_free(caps);
-                return err_set(e, -errno, "clear capabilities: %m");
-        }
-        cap_free(caps);
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-                return err_set(e, -errno, "no_new_privs: %m");
-        (void) prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        r = confine_drop(egress_cfg.root, uid, gid, e);
+        if (r < 0)
+                return r;
         return install_seccomp(e);
 }

@@ -26,19 +26,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <grp.h>
 #include <limits.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/x509.h>
-#include <pwd.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/capability.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -49,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/confine.h"
 #include "basic/log.h"
 #include "signer/mint.h"
 #include "signer/signer-proto.h"
@@ -117,77 +115,6 @@ static int ca_read(char *buf, size_t size, size_t *ret_len, struct wr_err *e) {
 
 /* --- confinement --- */
 
-/* The root: an empty directory owned by root, not writable by others
- * (created, mode 0755, when missing). */
-static int root_check(const char *dir, struct wr_err *e) {
-        if (dir[0] != '/')
-                return err_set(e, -EINVAL, "--root %s: must be an absolute path", dir);
-        char path[PATH_MAX];
-        snprintf(path, sizeof(path), "%s", dir);
-        for (char *p = path + 1; *p; p++)
-                if (*p == '/') {
-                        *p = '\0';
-                        (void) mkdir(path, 0755);
-                        *p = '/';
-                }
-        (void) mkdir(path, 0755);
-        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return err_set(e, -errno, "--root %s: %m", dir);
-        struct stat st;
-        if (fstat(fd, &st) < 0 || st.st_uid != 0 || (st.st_mode & 0022))
-                return err_set(e, -EPERM,
-                               "--root %s: must be owned by root, not group/other writable", dir);
-        char ents[4096];
-        long n;
-        while ((n = syscall(SYS_getdents64, fd, ents, sizeof(ents))) > 0)
-                for (long off = 0; off < n;) {
-                        unsigned short reclen;
-                        memcpy(&reclen, ents + off + 16, sizeof(reclen));
-                        const char *name = ents + off + 19;
-                        if (strcmp(name, ".") && strcmp(name, ".."))
-                                return err_set(e, -ENOTEMPTY, "--root %s: not empty", dir);
-                        off += reclen;
-                }
-        if (n < 0)
-                return err_set(e, -errno, "--root %s: %m", dir);
-        return 0;
-}
-
-static int ids_lookup(uid_t *uid, gid_t *gid, struct wr_err *e) {
-        char *end;
-        unsigned long v = strtoul(cfg.user, &end, 10);
-        struct passwd *pw = NULL;
-        if (*cfg.user && !*end) {
-                *uid = (uid_t) v;
-                pw = getpwuid(*uid);
-        } else {
-                pw = getpwnam(cfg.user);
-                if (!pw)
-                        return err_set(e, -ENOENT, "--uid %s: no such user", cfg.user);
-                *uid = pw->pw_uid;
-        }
-        if (!cfg.group) {
-                if (!pw)
-                        return err_set(e, -ENOENT, "--uid %s: no passwd entry: give --gid",
-                                       cfg.user);
-                *gid = pw->pw_gid;
-        } else {
-                v = strtoul(cfg.group, &end, 10);
-                if (*cfg.group && !*end) {
-                        *gid = (gid_t) v;
-                } else {
-                        struct group *gr = getgrnam(cfg.group);
-                        if (!gr)
-                                return err_set(e, -ENOENT, "--gid %s: no such group", cfg.group);
-                        *gid = gr->gr_gid;
-                }
-        }
-        if (*uid == 0 || *gid == 0)
-                return err_set(e, -EPERM, "refusing to run as uid/gid 0");
-        return 0;
-}
-
 /* What signing (OpenSSL: memory, randomness, time), the socket and the log
  * need; everything else fails with EPERM (--seccomp-strict: kills the
  * process, which the tests use to prove the list is enough). */
@@ -226,10 +153,10 @@ static int confine(struct wr_err *e) {
                                "warren-signer must be started as root (it confines itself)");
         uid_t uid = 0;
         gid_t gid = 0;
-        int r = ids_lookup(&uid, &gid, e);
+        int r = confine_ids(cfg.user, cfg.group, &uid, &gid, e);
         if (r < 0)
                 return r;
-        r = root_check(cfg.root, e);
+        r = confine_root_check(cfg.root, e);
         if (r < 0)
                 return r;
         struct rlimit zero = {0, 0}, few = {16, 16};
@@ -237,30 +164,9 @@ static int confine(struct wr_err *e) {
             setrlimit(RLIMIT_MSGQUEUE, &zero) < 0 || setrlimit(RLIMIT_NOFILE, &few) < 0 ||
             setrlimit(RLIMIT_NPROC, &zero) < 0)
                 return err_set(e, -errno, "setrlimit: %m");
-        if (chroot(cfg.root) < 0 || chdir("/") < 0)
-                return err_set(e, -errno, "chroot %s: %m", cfg.root);
-        for (int c = 0; c <= CAP_LAST_CAP; c++)
-                if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
-                        return err_set(e, -errno, "drop bounding capability %d: %m", c);
-        (void) prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-        if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
-                return err_set(e, -errno, "drop to uid %u gid %u: %m", (unsigned) uid,
-                               (unsigned) gid);
-        if (setuid(0) == 0)
-                return err_set(e, -EPERM, "could regain uid 0");
-        cap_t caps = cap_init(); /* all clear */
-        if (!caps || cap_set_proc(caps) < 0) {
-                if (caps)
-                        cap_free(caps);
-                return err_set(e, -errno, "clear capabilities: %m");
-        }
-        cap_free(caps);
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-                return err_set(e, -errno, "no_new_privs: %m");
-        /* the key is in this process's memory: no ptrace, no /proc/PID/mem
-         * for other processes of the same user (warren-egress may be one) */
-        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-                return err_set(e, -errno, "not dumpable: %m");
+        r = confine_drop(cfg.root, uid, gid, e);
+        if (r < 0)
+                return r;
         return seccomp_install(e);
 }
 
