@@ -252,6 +252,20 @@ enum {
 /* True when s is a sandbox id ("sb-" + 16 hex digits), not a name. */
 bool cli_is_sandbox_id(const char *s);
 
+/* An id or a name into a request's sandbox key oneof (fields id and name;
+ * PREFIX: the request's generated name, e.g.
+ * WARREN__V1__GET_SANDBOX_REQUEST). */
+#define CLI_SET_SANDBOX_KEY(req, PREFIX, key)                                                      \
+        do {                                                                                       \
+                if (cli_is_sandbox_id(key)) {                                                      \
+                        (req).key_case = PREFIX##__KEY_ID;                                         \
+                        (req).id = (char *) (key);                                                 \
+                } else {                                                                           \
+                        (req).key_case = PREFIX##__KEY_NAME;                                       \
+                        (req).name = (char *) (key);                                               \
+                }                                                                                  \
+        } while (0)
+
 /* Parse a --ssh value: ALIAS=[USER@]HOST[:PORT],secret=NAME[,host-key=TYPE
  * BASE64]... into an arena-owned map entry. -EINVAL with a message printed
  * naming the part. */

@@ -294,13 +294,7 @@ int cli_cmd_port_forward(struct cli_ctx *ctx, int argc, char **argv) {
                 return CLI_EXIT_FAIL;
         /* the sandbox must exist and run: a clear error now, not per connection */
         Warren__V1__GetSandboxRequest greq = WARREN__V1__GET_SANDBOX_REQUEST__INIT;
-        if (cli_is_sandbox_id(pf.sandbox)) {
-                greq.key_case = WARREN__V1__GET_SANDBOX_REQUEST__KEY_ID;
-                greq.id = (char *) pf.sandbox;
-        } else {
-                greq.key_case = WARREN__V1__GET_SANDBOX_REQUEST__KEY_NAME;
-                greq.name = (char *) pf.sandbox;
-        }
+        CLI_SET_SANDBOX_KEY(greq, WARREN__V1__GET_SANDBOX_REQUEST, pf.sandbox);
         Warren__V1__Sandbox *sb = NULL;
         int rc = cli_call(ctx, "/warren.v1.Sandboxes/GetSandbox", &greq.base,
                           &warren__v1__sandbox__descriptor, (ProtobufCMessage **) &sb);

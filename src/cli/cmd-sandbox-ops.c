@@ -9,19 +9,6 @@
 #include "cli.h"
 #include "warren/v1/images.pb-c.h"
 
-/* id or name into a request's oneof key (fields 1 and 2 in every
- * request of this file). */
-#define SET_KEY(req, PREFIX, key)                                                                  \
-        do {                                                                                       \
-                if (cli_is_sandbox_id(key)) {                                                      \
-                        (req).key_case = PREFIX##__KEY_ID;                                         \
-                        (req).id = (char *) (key);                                                 \
-                } else {                                                                           \
-                        (req).key_case = PREFIX##__KEY_NAME;                                       \
-                        (req).name = (char *) (key);                                               \
-                }                                                                                  \
-        } while (0)
-
 static int pause_or_resume(struct cli_ctx *ctx, int argc, char **argv, bool on) {
         static const struct option longopts[] = {CLI_COMMON_LONGOPTS, {}};
         const char *cmd = on ? "sandbox pause" : "sandbox resume", *usage = "ID|NAME...";
@@ -37,13 +24,13 @@ static int pause_or_resume(struct cli_ctx *ctx, int argc, char **argv, bool on) 
                 if (on) {
                         Warren__V1__PauseSandboxRequest req =
                                 WARREN__V1__PAUSE_SANDBOX_REQUEST__INIT;
-                        SET_KEY(req, WARREN__V1__PAUSE_SANDBOX_REQUEST, argv[i]);
+                        CLI_SET_SANDBOX_KEY(req, WARREN__V1__PAUSE_SANDBOX_REQUEST, argv[i]);
                         r = cli_call(ctx, "/warren.v1.Sandboxes/PauseSandbox", &req.base,
                                      &warren__v1__sandbox__descriptor, (ProtobufCMessage **) &sb);
                 } else {
                         Warren__V1__ResumeSandboxRequest req =
                                 WARREN__V1__RESUME_SANDBOX_REQUEST__INIT;
-                        SET_KEY(req, WARREN__V1__RESUME_SANDBOX_REQUEST, argv[i]);
+                        CLI_SET_SANDBOX_KEY(req, WARREN__V1__RESUME_SANDBOX_REQUEST, argv[i]);
                         r = cli_call(ctx, "/warren.v1.Sandboxes/ResumeSandbox", &req.base,
                                      &warren__v1__sandbox__descriptor, (ProtobufCMessage **) &sb);
                 }
@@ -87,7 +74,7 @@ int cli_sandbox_snapshot(struct cli_ctx *ctx, int argc, char **argv) {
                 return cli_usage_error(cmd, usage,
                                        argc == optind ? "missing ID|NAME" : "too many arguments");
         Warren__V1__SnapshotSandboxRequest req = WARREN__V1__SNAPSHOT_SANDBOX_REQUEST__INIT;
-        SET_KEY(req, WARREN__V1__SNAPSHOT_SANDBOX_REQUEST, argv[optind]);
+        CLI_SET_SANDBOX_KEY(req, WARREN__V1__SNAPSHOT_SANDBOX_REQUEST, argv[optind]);
         if (name)
                 req.image_name = (char *) name;
         Warren__V1__Image *img = NULL;
@@ -130,7 +117,7 @@ int cli_sandbox_fork(struct cli_ctx *ctx, int argc, char **argv) {
                 return cli_usage_error(cmd, usage,
                                        argc == optind ? "missing ID|NAME" : "too many arguments");
         Warren__V1__ForkSandboxRequest req = WARREN__V1__FORK_SANDBOX_REQUEST__INIT;
-        SET_KEY(req, WARREN__V1__FORK_SANDBOX_REQUEST, argv[optind]);
+        CLI_SET_SANDBOX_KEY(req, WARREN__V1__FORK_SANDBOX_REQUEST, argv[optind]);
         req.count = (uint32_t) count;
         Warren__V1__ForkSandboxResponse *resp = NULL;
         int rc = cli_call(ctx, "/warren.v1.Sandboxes/ForkSandbox", &req.base,

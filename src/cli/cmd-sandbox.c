@@ -223,13 +223,7 @@ int cli_sandbox_create(struct cli_ctx *ctx, struct cli_create *cr, Warren__V1__S
 
 int cli_sandbox_terminate(struct cli_ctx *ctx, const char *key, double grace, bool quiet) {
         Warren__V1__TerminateSandboxRequest req = WARREN__V1__TERMINATE_SANDBOX_REQUEST__INIT;
-        if (cli_is_sandbox_id(key)) {
-                req.key_case = WARREN__V1__TERMINATE_SANDBOX_REQUEST__KEY_ID;
-                req.id = (char *) key;
-        } else {
-                req.key_case = WARREN__V1__TERMINATE_SANDBOX_REQUEST__KEY_NAME;
-                req.name = (char *) key;
-        }
+        CLI_SET_SANDBOX_KEY(req, WARREN__V1__TERMINATE_SANDBOX_REQUEST, key);
         req.grace_period_seconds = grace;
         Warren__V1__Sandbox *sb = NULL;
         int rc = cli_call(ctx, "/warren.v1.Sandboxes/TerminateSandbox", &req.base,
@@ -478,13 +472,7 @@ static int sandbox_get(struct cli_ctx *ctx, int argc, char **argv) {
                                        argc == optind ? "missing ID|NAME" : "too many arguments");
         const char *key = argv[optind];
         Warren__V1__GetSandboxRequest req = WARREN__V1__GET_SANDBOX_REQUEST__INIT;
-        if (cli_is_sandbox_id(key)) {
-                req.key_case = WARREN__V1__GET_SANDBOX_REQUEST__KEY_ID;
-                req.id = (char *) key;
-        } else {
-                req.key_case = WARREN__V1__GET_SANDBOX_REQUEST__KEY_NAME;
-                req.name = (char *) key;
-        }
+        CLI_SET_SANDBOX_KEY(req, WARREN__V1__GET_SANDBOX_REQUEST, key);
         Warren__V1__Sandbox *sb = NULL;
         int rc = cli_call(ctx, "/warren.v1.Sandboxes/GetSandbox", &req.base,
                           &warren__v1__sandbox__descriptor, (ProtobufCMessage **) &sb);
@@ -523,16 +511,6 @@ static int sandbox_rm(struct cli_ctx *ctx, int argc, char **argv) {
 }
 
 /* --- sandbox egress --- */
-
-static void key_request(const char *key, Warren__V1__GetSandboxRequest *req) {
-        if (cli_is_sandbox_id(key)) {
-                req->key_case = WARREN__V1__GET_SANDBOX_REQUEST__KEY_ID;
-                req->id = (char *) key;
-        } else {
-                req->key_case = WARREN__V1__GET_SANDBOX_REQUEST__KEY_NAME;
-                req->name = (char *) key;
-        }
-}
 
 static int list_events(struct cli_ctx *ctx, const char *key, uint32_t limit, uint64_t after,
                        Warren__V1__ListNetworkEventsResponse **ret) {
@@ -908,7 +886,7 @@ static int sandbox_egress(struct cli_ctx *ctx, int argc, char **argv) {
         uint32_t first_limit = limit;
         for (;;) {
                 Warren__V1__GetSandboxRequest greq = WARREN__V1__GET_SANDBOX_REQUEST__INIT;
-                key_request(key, &greq);
+                CLI_SET_SANDBOX_KEY(greq, WARREN__V1__GET_SANDBOX_REQUEST, key);
                 Warren__V1__Sandbox *sb = NULL;
                 int rc = cli_call(ctx, "/warren.v1.Sandboxes/GetSandbox", &greq.base,
                                   &warren__v1__sandbox__descriptor, (ProtobufCMessage **) &sb);
