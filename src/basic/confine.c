@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/capability.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -116,4 +117,26 @@ int confine_drop(const char *root, uid_t uid, gid_t gid, struct wr_err *e) {
         if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
                 return err_set(e, -errno, "not dumpable: %m");
         return 0;
+}
+
+scmp_filter_ctx confine_seccomp_new(uint32_t def, const int *allow, size_t n, int *r) {
+        scmp_filter_ctx ctx = seccomp_init(def);
+        if (!ctx) {
+                *r = -ENOMEM;
+                return NULL;
+        }
+        *r = 0;
+        for (size_t i = 0; i < n && *r == 0; i++)
+                *r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allow[i], 0);
+        if (*r == 0)
+                *r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
+                                      SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+        if (*r == 0)
+                *r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
+                                      SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+        if (*r < 0) {
+                seccomp_release(ctx);
+                return NULL;
+        }
+        return ctx;
 }

@@ -7,6 +7,8 @@
  * allowlist after. Errors name the flag the value came from (--root,
  * --uid, --gid). */
 
+#include <seccomp.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 #include "basic/err.h"
@@ -24,3 +26,11 @@ int confine_root_check(const char *dir, struct wr_err *e);
  * capability, set no_new_privs and make the process not dumpable. Root
  * (with CAP_SETPCAP) required; call confine_root_check() first. */
 int confine_drop(const char *root, uid_t uid, gid_t gid, struct wr_err *e);
+
+/* A seccomp filter answering def (SCMP_ACT_ERRNO(EPERM), or
+ * SCMP_ACT_KILL_PROCESS to prove a list is enough) to all but the n
+ * syscalls in allow[] and mmap/mprotect without PROT_EXEC (memory, never
+ * executable). The caller adds its own conditional rules, then
+ * seccomp_load()s and seccomp_release()s it. NULL on failure, *r the
+ * negative errno. */
+scmp_filter_ctx confine_seccomp_new(uint32_t def, const int *allow, size_t n, int *r);

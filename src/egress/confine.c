@@ -89,12 +89,11 @@ static int install_seccomp(struct wr_err *e) {
                 SCMP_SYS(uname),
                 SCMP_SYS(prlimit64),
         };
-        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+        int r;
+        scmp_filter_ctx ctx =
+                confine_seccomp_new(SCMP_ACT_ERRNO(EPERM), allow, ELEMENTSOF(allow), &r);
         if (!ctx)
-                return err_set(e, -ENOMEM, "seccomp_init");
-        int r = 0;
-        for (size_t i = 0; i < ELEMENTSOF(allow) && r == 0; i++)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allow[i], 0);
+                return err_set(e, r, "seccomp: %s", strerror(-r));
         /* sockets: IPv4 and IPv6 only (upstream DNS, outbound TCP) */
         if (r == 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
@@ -112,13 +111,6 @@ static int install_seccomp(struct wr_err *e) {
         if (r == 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
                                      SCMP_A1(SCMP_CMP_EQ, FIONREAD));
-        /* memory, never executable */
-        if (r == 0)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
-                                     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-        if (r == 0)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
-                                     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
         /* threads only (pthread_create): clone with CLONE_THREAD; clone3's
          * flags live in memory the filter cannot read, so it answers ENOSYS
          * and glibc falls back to clone */

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "basic/confine.h"
 #include "image/image-internal.h"
 
 static int drop_caps(void) {
@@ -96,21 +97,12 @@ static int install_seccomp(void) {
                 SCMP_SYS(restart_syscall),
                 SCMP_SYS(sigaltstack),
         };
-        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+        int r;
+        scmp_filter_ctx ctx =
+                confine_seccomp_new(SCMP_ACT_ERRNO(EPERM), allow, ELEMENTSOF(allow), &r);
         if (!ctx)
-                return -ENOMEM;
-        int r = 0;
-        for (size_t i = 0; i < ELEMENTSOF(allow) && r == 0; i++)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allow[i], 0);
-        /* memory, but never executable */
-        if (r == 0)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
-                                     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-        if (r == 0)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
-                                     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-        if (r == 0)
-                r = seccomp_load(ctx);
+                return r;
+        r = seccomp_load(ctx);
         seccomp_release(ctx);
         return r;
 }

@@ -127,22 +127,13 @@ static int seccomp_install(struct wr_err *e) {
                 SCMP_SYS(clock_gettime), SCMP_SYS(rt_sigreturn), SCMP_SYS(getpid),
                 SCMP_SYS(sigaltstack), /* ASan builds */
         };
+        int r;
         scmp_filter_ctx ctx =
-                seccomp_init(cfg.strict ? SCMP_ACT_KILL_PROCESS : SCMP_ACT_ERRNO(EPERM));
+                confine_seccomp_new(cfg.strict ? SCMP_ACT_KILL_PROCESS : SCMP_ACT_ERRNO(EPERM),
+                                    allow, ELEMENTSOF(allow), &r);
         if (!ctx)
-                return err_set(e, -ENOMEM, "seccomp_init");
-        int r = 0;
-        for (size_t i = 0; i < ELEMENTSOF(allow) && r == 0; i++)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allow[i], 0);
-        /* memory, never executable */
-        if (r == 0)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
-                                     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-        if (r == 0)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
-                                     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-        if (r == 0)
-                r = seccomp_load(ctx);
+                return err_set(e, r, "seccomp: %s", strerror(-r));
+        r = seccomp_load(ctx);
         seccomp_release(ctx);
         return r < 0 ? err_set(e, r, "seccomp: %s", strerror(-r)) : 0;
 }
