@@ -32,6 +32,15 @@ static int nl_open(struct wr_err *e) {
         return fd;
 }
 
+/* An empty request: header and a zeroed body of body bytes (the
+ * ifinfomsg or rtmsg), attributes to follow. */
+static void nl_req_init(struct nl_req *q, uint16_t type, uint16_t flags, size_t body) {
+        memset(q, 0, sizeof(*q));
+        q->h.nlmsg_len = NLMSG_LENGTH(body);
+        q->h.nlmsg_type = type;
+        q->h.nlmsg_flags = NLM_F_REQUEST | flags;
+}
+
 static void nl_put_str(struct nl_req *q, unsigned short type, const char *s) {
         size_t off = NLMSG_ALIGN(q->h.nlmsg_len), len = strlen(s) + 1;
         struct rtattr *a = (struct rtattr *) ((char *) q + off);
@@ -80,10 +89,7 @@ int rt_net_link_delete(const char *name, struct wr_err *e) {
         if (fd < 0)
                 return fd;
         struct nl_req q;
-        memset(&q, 0, sizeof(q));
-        q.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg));
-        q.h.nlmsg_type = RTM_DELLINK;
-        q.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+        nl_req_init(&q, RTM_DELLINK, NLM_F_ACK, sizeof(struct ifinfomsg));
         q.u.ifi.ifi_family = AF_UNSPEC;
         nl_put_str(&q, IFLA_IFNAME, name);
         int r = nl_exchange(fd, &q, NULL, NULL);
@@ -128,10 +134,7 @@ int rt_net_links(const char *prefix, char (*names)[IFNAMSIZ], size_t max, size_t
         if (fd < 0)
                 return fd;
         struct nl_req q;
-        memset(&q, 0, sizeof(q));
-        q.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg));
-        q.h.nlmsg_type = RTM_GETLINK;
-        q.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+        nl_req_init(&q, RTM_GETLINK, NLM_F_DUMP, sizeof(struct ifinfomsg));
         q.u.ifi.ifi_family = AF_UNSPEC;
         struct links_ctx c = {.prefix = prefix, .names = names, .max = max};
         int r = nl_exchange(fd, &q, link_cb, &c);
@@ -176,10 +179,7 @@ int rt_net_routes4(struct rt_route4 *out, size_t max, size_t *ret_n, struct wr_e
         if (fd < 0)
                 return fd;
         struct nl_req q;
-        memset(&q, 0, sizeof(q));
-        q.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
-        q.h.nlmsg_type = RTM_GETROUTE;
-        q.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+        nl_req_init(&q, RTM_GETROUTE, NLM_F_DUMP, sizeof(struct rtmsg));
         q.u.rt.rtm_family = AF_INET;
         struct routes_ctx c = {.out = out, .max = max};
         int r = nl_exchange(fd, &q, route_cb, &c);
