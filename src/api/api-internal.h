@@ -4,6 +4,17 @@
 /* Shared between the API files; not for other modules. */
 
 #include "api/api.h"
+#include "store/store.h"
+
+struct rpc_call;
+
+/* The caller's environment: every name (sandbox, secret, volume) resolves
+ * in it. Tokens and environments come with the identity work; until then
+ * every caller is in the default environment. */
+static inline const char *api_caller_env(struct rpc_call *call) {
+        (void) call;
+        return STORE_ENV_DEFAULT;
+}
 
 /* warren.v1.Sandboxes/Exec (exec.c), registered by api_sandboxes_register. */
 extern const struct rpc_method api_exec_method;

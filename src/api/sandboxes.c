@@ -28,12 +28,6 @@
 /* TERMINATED/FAILED sandboxes stay in unfiltered listings this long. */
 #define LIST_RETENTION_NS (24LL * 3600 * 1000000000LL)
 
-/* The environment of the caller. Tokens and environments come with the
- * identity work; until then everyone is in the default environment. */
-static const char *caller_env(struct rpc_call *call) {
-        return STORE_ENV_DEFAULT;
-}
-
 static void finish_invalid(struct rpc_call *call, const char *fmt, ...) _printf_(2, 3);
 static void finish_invalid(struct rpc_call *call, const char *fmt, ...) {
         char msg[512];
@@ -287,7 +281,7 @@ static void list_sandboxes(struct rpc_call *call, const ProtobufCMessage *msg) {
         size_t page = req->page_size == 0 ? PAGE_SIZE_MAX : MIN(req->page_size, PAGE_SIZE_MAX);
 
         struct store_sandbox_filter f = {
-                .environment = caller_env(call),
+                .environment = api_caller_env(call),
                 .statuses = statuses,
                 .n_statuses = req->n_statuses,
                 .name = req->name,
@@ -355,7 +349,8 @@ static void get_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
         struct store_sandbox sb = {0};
         int r = req->key_case == WARREN__V1__GET_SANDBOX_REQUEST__KEY_ID
                         ? store_sandbox_load(ctx->store, id, &sb, &e)
-                        : store_sandbox_load_by_name(ctx->store, caller_env(call), name, &sb, &e);
+                        : store_sandbox_load_by_name(ctx->store, api_caller_env(call), name, &sb,
+                                                     &e);
         if (r == -ENOENT) {
                 char m[256];
                 if (*id)
@@ -371,7 +366,7 @@ static void get_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
                 return;
         }
         /* Another environment's sandbox does not exist for this caller. */
-        if (strcmp(sb.environment, caller_env(call)) != 0) {
+        if (strcmp(sb.environment, api_caller_env(call)) != 0) {
                 char m[256];
                 snprintf(m, sizeof(m), "sandbox %s not found", *id ? id : name);
                 rpc_call_finish(call, WR_STATUS_NOT_FOUND, m);
@@ -468,7 +463,8 @@ static void create_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
                 rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
                 return;
         }
-        int r = api_sandbox_spec(ctx->store, ctx->volumes, caller_env(call), req, &op->spec, &e);
+        int r = api_sandbox_spec(ctx->store, ctx->volumes, api_caller_env(call), req, &op->spec,
+                                 &e);
         if (r < 0) { /* the message names the field */
                 finish_store_err(call, &e);
                 return;
@@ -684,7 +680,7 @@ static void start_snapshot(struct rpc_call *call, const char *id, const char *na
         struct wr_err e = {0};
         struct store_sandbox sb = {0};
         int r = sbx_lookup(ctx->sandboxes, *id ? id : name, &sb, &e);
-        if (r >= 0 && strcmp(sb.environment, caller_env(call)) != 0)
+        if (r >= 0 && strcmp(sb.environment, api_caller_env(call)) != 0)
                 r = err_setx(&e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
                              "sandbox %s not found", *id ? id : name);
         if (r < 0) {
@@ -809,9 +805,10 @@ static void list_network_events(struct rpc_call *call, const ProtobufCMessage *m
         int r = store_sandbox_load(ctx->store, req->sandbox, &sb, &e);
         if (r == -ENOENT) {
                 e = (struct wr_err){0};
-                r = store_sandbox_load_by_name(ctx->store, caller_env(call), req->sandbox, &sb, &e);
+                r = store_sandbox_load_by_name(ctx->store, api_caller_env(call), req->sandbox, &sb,
+                                               &e);
         }
-        if (r == -ENOENT || (r >= 0 && strcmp(sb.environment, caller_env(call)) != 0)) {
+        if (r == -ENOENT || (r >= 0 && strcmp(sb.environment, api_caller_env(call)) != 0)) {
                 char m[256];
                 snprintf(m, sizeof(m), "sandbox %.200s not found", req->sandbox);
                 rpc_call_finish(call, WR_STATUS_NOT_FOUND, m);

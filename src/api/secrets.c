@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/api-internal.h"
 #include "basic/log.h"
 #include "store/store.h"
 #include "warren/v1/secrets.pb-c.h"
@@ -14,10 +14,6 @@
 #define NAME_RULE "[A-Za-z_][A-Za-z0-9_]{0,127}"
 #define VALUE_MAX (64u * 1024u)
 #define KEYS_MAX 256u
-
-static const char *caller_env(struct rpc_call *call) {
-        return STORE_ENV_DEFAULT;
-}
 
 /* [A-Za-z_][A-Za-z0-9_]{0,127} */
 static bool name_valid(const char *s) {
@@ -150,13 +146,13 @@ static void set_secret(struct rpc_call *call, const ProtobufCMessage *msg) {
                 }
 
         struct wr_err e = {0};
-        int r = store_secret_set(ctx->store, caller_env(call), req->name, entries, n, &e);
+        int r = store_secret_set(ctx->store, api_caller_env(call), req->name, entries, n, &e);
         if (r < 0) {
                 finish_store_err(call, &e);
                 return;
         }
         int64_t version = 0;
-        (void) store_secret_version(ctx->store, caller_env(call), req->name, &version, NULL);
+        (void) store_secret_version(ctx->store, api_caller_env(call), req->name, &version, NULL);
         log_info("secret %s set (%zu key%s, version %lld)", req->name, n_keys,
                  n_keys == 1 ? "" : "s", (long long) version);
         reply_info(call, req->name, keys, n_keys, store_now_ns(), version);
@@ -167,7 +163,7 @@ static void list_secrets(struct rpc_call *call, const ProtobufCMessage *msg) {
         struct wr_err e = {0};
         struct store_secret *list = NULL;
         size_t n = 0;
-        int r = store_secret_list(ctx->store, caller_env(call), &list, &n, &e);
+        int r = store_secret_list(ctx->store, api_caller_env(call), &list, &n, &e);
         if (r < 0) {
                 finish_store_err(call, &e);
                 return;
@@ -217,7 +213,7 @@ static void delete_secret(struct rpc_call *call, const ProtobufCMessage *msg) {
         if (check_name(call, "name", req->name) < 0)
                 return;
         struct wr_err e = {0};
-        int r = store_secret_delete(ctx->store, caller_env(call), req->name, &e);
+        int r = store_secret_delete(ctx->store, api_caller_env(call), req->name, &e);
         if (r < 0) {
                 finish_store_err(call, &e);
                 return;

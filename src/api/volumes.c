@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/api.h"
+#include "api/api-internal.h"
 #include "basic/log.h"
 #include "store/store.h"
 #include "volume/volume.h"
@@ -22,10 +22,6 @@
 #define streq(a, b) (strcmp((a), (b)) == 0)
 #define GET_CHUNK (1u << 20)
 #define LIST_PAGE_MAX 1000u
-
-static const char *caller_env(struct rpc_call *call) {
-        return STORE_ENV_DEFAULT;
-}
 
 static struct vol_manager *manager(struct rpc_call *call) {
         struct api_ctx *ctx = rpc_call_server_ctx(call);
@@ -148,7 +144,7 @@ static void create_volume(struct rpc_call *call, const ProtobufCMessage *msg) {
         struct vol_info vi;
         struct wr_err e = {0};
         struct vol_new *n = NULL;
-        int r = vol_create_begin(manager(call), caller_env(call), req->name, &lim, &vi, &n, &e);
+        int r = vol_create_begin(manager(call), api_caller_env(call), req->name, &lim, &vi, &n, &e);
         if (r < 0)
                 return finish_err(call, &e);
         if (r > 0)
@@ -176,7 +172,7 @@ static void get_volume(struct rpc_call *call, const ProtobufCMessage *msg) {
                 return;
         struct vol_info vi;
         struct wr_err e = {0};
-        if (vol_get(manager(call), caller_env(call), req->name, &vi, &e) < 0)
+        if (vol_get(manager(call), api_caller_env(call), req->name, &vi, &e) < 0)
                 return finish_err(call, &e);
         reply_volume(call, &vi);
 }
@@ -185,7 +181,7 @@ static void list_volumes(struct rpc_call *call, const ProtobufCMessage *msg) {
         struct vol_info *vis = NULL;
         size_t n = 0;
         struct wr_err e = {0};
-        if (vol_list(manager(call), caller_env(call), &vis, &n, &e) < 0)
+        if (vol_list(manager(call), api_caller_env(call), &vis, &n, &e) < 0)
                 return finish_err(call, &e);
         struct volume_msg *ms = calloc(n ? n : 1, sizeof(*ms));
         Warren__V1__Volume **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
@@ -248,7 +244,7 @@ static void delete_volume(struct rpc_call *call, const ProtobufCMessage *msg) {
         if (check_volume(call, "name", req->name) < 0)
                 return;
         char users[320];
-        int n = mounted_by(ctx->store, caller_env(call), req->name, users, sizeof(users));
+        int n = mounted_by(ctx->store, api_caller_env(call), req->name, users, sizeof(users));
         if (n > 0) {
                 char m[480];
                 snprintf(m, sizeof(m),
@@ -259,7 +255,7 @@ static void delete_volume(struct rpc_call *call, const ProtobufCMessage *msg) {
                 return;
         }
         struct wr_err e = {0};
-        if (vol_delete(manager(call), caller_env(call), req->name, &e) < 0)
+        if (vol_delete(manager(call), api_caller_env(call), req->name, &e) < 0)
                 return finish_err(call, &e);
         Warren__V1__DeleteVolumeResponse resp = WARREN__V1__DELETE_VOLUME_RESPONSE__INIT;
         rpc_call_reply(call, &resp.base);
@@ -350,7 +346,7 @@ static void put_file(struct rpc_call *call, const ProtobufCMessage *msg) {
                 st->call = call;
                 rpc_call_set_data(call, st);
                 _cleanup_close_ int data = -EBADF, stage = -EBADF;
-                if (vol_open(manager(call), caller_env(call), meta->volume, &data, &stage, &e) <
+                if (vol_open(manager(call), api_caller_env(call), meta->volume, &data, &stage, &e) <
                             0 ||
                     vol_put_begin(data, stage, path, meta->mode, &st->put, &e) < 0)
                         return put_fail(call, st, &e);
@@ -494,7 +490,7 @@ static void get_file(struct rpc_call *call, const ProtobufCMessage *msg) {
         struct wr_err e = {0};
         _cleanup_close_ int data = -EBADF, fd = -EBADF;
         struct stat sb;
-        if (vol_open(manager(call), caller_env(call), req->volume, &data, NULL, &e) < 0 ||
+        if (vol_open(manager(call), api_caller_env(call), req->volume, &data, NULL, &e) < 0 ||
             vol_file_open(data, path, &fd, &sb, &e) < 0)
                 return finish_err(call, &e);
         struct get_state *st = calloc(1, sizeof(*st));
@@ -527,7 +523,7 @@ static void list_files(struct rpc_call *call, const ProtobufCMessage *msg) {
         struct vol_file *files = NULL;
         size_t n = 0;
         bool more = false;
-        if (vol_open(manager(call), caller_env(call), req->volume, &data, NULL, &e) < 0 ||
+        if (vol_open(manager(call), api_caller_env(call), req->volume, &data, NULL, &e) < 0 ||
             vol_files_list(data, prefix, after, req->page_size ? req->page_size : LIST_PAGE_MAX,
                            &files, &n, &more, &e) < 0)
                 return finish_err(call, &e);
@@ -562,7 +558,7 @@ static void remove_file(struct rpc_call *call, const ProtobufCMessage *msg) {
                 return;
         struct wr_err e = {0};
         _cleanup_close_ int data = -EBADF;
-        if (vol_open(manager(call), caller_env(call), req->volume, &data, NULL, &e) < 0 ||
+        if (vol_open(manager(call), api_caller_env(call), req->volume, &data, NULL, &e) < 0 ||
             vol_file_remove(data, path, &e) < 0)
                 return finish_err(call, &e);
         Warren__V1__RemoveFileResponse resp = WARREN__V1__REMOVE_FILE_RESPONSE__INIT;
@@ -578,7 +574,7 @@ static void stat_file(struct rpc_call *call, const ProtobufCMessage *msg) {
         struct wr_err e = {0};
         _cleanup_close_ int data = -EBADF;
         struct vol_file vf = {0};
-        if (vol_open(manager(call), caller_env(call), req->volume, &data, NULL, &e) < 0 ||
+        if (vol_open(manager(call), api_caller_env(call), req->volume, &data, NULL, &e) < 0 ||
             vol_file_stat(data, path, &vf, &e) < 0)
                 return finish_err(call, &e);
         reply_file(call, &vf);
