@@ -14,7 +14,7 @@ from warren._errors import (Aborted, AlreadyExists, Cancelled, DataLoss, Deadlin
                             InvalidArgument, NotFound, OutOfRange, PermissionDenied,
                             ResourceExhausted, SandboxNotFound, Status, Unauthenticated,
                             Unavailable, Unimplemented, Unknown, WarrenError)
-from warren._exec import ExecEvent, ExecResult, Process, ProcessInfo
+from warren._exec import ExecChanges, ExecEvent, ExecResult, FileChange, Process, ProcessInfo
 from warren._git import Git, GitStatus
 from warren._image import Image, ImageConfig, ImageInfo
 from warren._network import ComputeClass, NetworkEvent, NetworkPolicy, ResourceDetector, SshDest
@@ -28,7 +28,7 @@ __version__ = "0.1.0"
 __all__ = [
     "SandboxClient", "Sandbox", "SandboxInfo", "SandboxStatus", "Image", "Secret", "Volume",
     "NetworkPolicy", "NetworkEvent", "SshDest", "ResourceDetector", "ComputeClass", "ExecEvent", "ExecResult",
-    "Process", "ProcessInfo", "Git", "GitStatus", "VersionInfo", "ImageInfo", "ImageConfig",
+    "Process", "ProcessInfo", "ExecChanges", "FileChange", "Git", "GitStatus", "VersionInfo", "ImageInfo", "ImageConfig",
     "SecretInfo", "Tunnel", "TunnelConnection", "VolumeInfo", "FileInfo", "FileKind", "Status", "WarrenError", "SandboxNotFound",
     "NotFound", "InvalidArgument", "Unimplemented", "Unavailable", "PermissionDenied",
     "DeadlineExceeded", "AlreadyExists", "FailedPrecondition", "ResourceExhausted", "Cancelled",

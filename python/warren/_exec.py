@@ -15,7 +15,7 @@ import signal as _signal
 import threading
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Type, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Type, Union
 
 import grpc
 
@@ -85,6 +85,44 @@ def _reason(code: int) -> str:
     return _REASONS.get(code, "unspecified")
 
 
+_CHANGE_KINDS = {1: "created", 2: "modified", 3: "deleted", 4: "mode"}
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One change an exec made: kind is "created", "modified", "deleted"
+    or "mode" (mode or owner); type is "file", "dir", "symlink" or
+    "other"; modes are st_mode values (0 when absent)."""
+
+    path: str
+    kind: str
+    type: str
+    old_mode: int = 0
+    new_mode: int = 0
+
+    @classmethod
+    def _from_proto(cls, c: Any) -> "FileChange":
+        return cls(c.path, _CHANGE_KINDS.get(c.kind, "unspecified"), c.type, c.old_mode,
+                   c.new_mode)
+
+
+@dataclass(frozen=True)
+class ExecChanges:
+    """What a journaled exec changed. running: it has not exited (the
+    changes so far); complete: False when the journal had to leave paths
+    out or could not keep bytes a rollback needs."""
+
+    changes: List[FileChange]
+    running: bool = False
+    complete: bool = True
+
+    def __iter__(self) -> Iterator[FileChange]:
+        return iter(self.changes)
+
+    def __len__(self) -> int:
+        return len(self.changes)
+
+
 @dataclass(frozen=True)
 class ProcessInfo:
     """A process of a sandbox, as Sandbox.processes() reports it."""
@@ -132,13 +170,13 @@ def exec_start_message(sandbox: str, argv: tuple, workdir: Optional[str],
                        env: Optional[Mapping[str, str]], pty: bool = False,
                        detach: bool = False,
                        window: Optional[Tuple[int, int]] = None,
-                       user: Optional[str] = None) -> pb.ExecStart:
+                       user: Optional[str] = None, journal: bool = False) -> pb.ExecStart:
     if not argv:
         raise ValueError("exec needs a command")
     args = [str(a) for a in argv]
     start = pb.ExecStart(sandbox=sandbox, argv=args, workdir=workdir or "",
                          timeout_secs=float(timeout_secs or 0), pty=pty, detach=detach,
-                         user=str(user) if user is not None else "")
+                         user=str(user) if user is not None else "", journal=bool(journal))
     if window is not None:
         start.window.cols, start.window.rows = int(window[0]), int(window[1])
     for k, v in (env or {}).items():
@@ -269,8 +307,9 @@ class Process:
     Sandbox.attach). With text=False, output events carry bytes
     (stdout_bytes / stderr_bytes) and wait() returns them decoded."""
 
-    def __init__(self, call: _ExecCall):
+    def __init__(self, call: _ExecCall, sandbox: Any = None):
         self._call = call
+        self._sandbox = sandbox
         self._lock = threading.Lock()
         self._events = call.events()
         self._out: List[str] = []
@@ -284,6 +323,22 @@ class Process:
     @property
     def pid(self) -> int:
         return self._call.pid
+
+    def changes(self) -> "ExecChanges":
+        """What this process changed in the sandbox's writable layer
+        (started with journal=True, or in a sandbox with journal_execs):
+        created, modified, deleted, mode/owner changed. While it runs,
+        the changes so far."""
+        if self._sandbox is None:
+            raise RuntimeError("changes(): this Process was not started from a Sandbox")
+        return self._sandbox.changes(self.exec_id)
+
+    def rollback(self, force: bool = False) -> List["FileChange"]:
+        """Put back what this (finished, journaled) process changed; see
+        Sandbox.rollback."""
+        if self._sandbox is None:
+            raise RuntimeError("rollback(): this Process was not started from a Sandbox")
+        return self._sandbox.rollback(self.exec_id, force=force)
 
     @property
     def offset(self) -> int:
@@ -394,7 +449,9 @@ class Process:
             pass
 
 
-def collect(events: Iterator[ExecEvent], exec_id: str = "") -> ExecResult:
+def collect(events: Iterator[ExecEvent], exec_id: Union[str, Any] = "") -> ExecResult:
+    """The result of events; exec_id may be a callable, read once the
+    events are consumed (the id arrives with the first response)."""
     out: List[str] = []
     err: List[str] = []
     last: Optional[ExecEvent] = None
@@ -407,5 +464,5 @@ def collect(events: Iterator[ExecEvent], exec_id: str = "") -> ExecResult:
             last = ev
     assert last is not None and last.exit_code is not None
     return ExecResult("".join(out), "".join(err), last.exit_code, last.signal,
-                      last.reason or "exited", exec_id)
+                      last.reason or "exited", exec_id() if callable(exec_id) else exec_id)
 

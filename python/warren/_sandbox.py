@@ -18,8 +18,8 @@ from typing import (Any, Callable, Concatenate, Dict, Iterator, List, Mapping, O
 from warren._channel import Channel
 from warren._convert import from_timestamp
 from warren._errors import NotFound
-from warren._exec import (ExecEvent, ExecResult, Process, ProcessInfo, _ExecCall, collect,
-                          exec_start_message)
+from warren._exec import (ExecChanges, ExecEvent, ExecResult, FileChange, Process, ProcessInfo,
+                          _ExecCall, collect, exec_start_message)
 from warren._git import Git
 from warren._image import Image, ImageInfo, build_image, image_spec
 from warren._network import ComputeClass, NetworkEvent, NetworkPolicy, ResourceDetector, SshDest
@@ -139,8 +139,11 @@ class Sandbox:
                  compute_class: Optional[ComputeClass] = None,
                  hostname: Optional[str] = None,
                  block_network: bool = False,
-                 disk: Union[str, int, None] = None, pids: Optional[int] = None):
+                 disk: Union[str, int, None] = None, pids: Optional[int] = None,
+                 journal_execs: bool = False):
         self.image = image
+        #: journal every exec (Sandbox.changes / rollback)
+        self.journal_execs = bool(journal_execs)
         #: size cap of the writable layer ("10Gi"); pids: most processes
         self.disk = None if disk is None else str(disk)
         self.pids = pids
@@ -195,7 +198,8 @@ class Sandbox:
                                     identity=bool(self.identity),
                                     lifetime=_lifetime(self.lifetime),
                                     hostname=self.hostname or "",
-                                    block_network=self.block_network)
+                                    block_network=self.block_network,
+                                    journal_execs=self.journal_execs)
         spec = image_spec(self.image)
         if spec is not None:
             r.image.CopyFrom(spec)
@@ -373,28 +377,33 @@ class Sandbox:
     # --- exec ---
     def _start(self, argv: Tuple[str, ...], workdir: Optional[str],
                timeout_secs: Optional[float], env: Optional[Mapping[str, str]],
-               close_stdin: bool, user: Optional[str] = None) -> _ExecCall:
-        start = exec_start_message(self._key().id, argv, workdir, timeout_secs, env, user=user)
+               close_stdin: bool, user: Optional[str] = None,
+               journal: bool = False) -> _ExecCall:
+        start = exec_start_message(self._key().id, argv, workdir, timeout_secs, env, user=user,
+                                   journal=journal)
         return _ExecCall(self._conn(), start, close_stdin)
 
     def exec(self, *argv: str, workdir: Optional[str] = None,
              timeout_secs: Optional[float] = None,
              env: Optional[Mapping[str, str]] = None,
-             user: Optional[str] = None) -> ExecResult:
+             user: Optional[str] = None, journal: bool = False) -> ExecResult:
         """Run a command to completion (stdin is empty) and return its
         output and exit code. A non-zero exit is not an error. user: run
         as "name", "uid", "name:group" or "uid:gid" (default: the image's
-        user)."""
-        call = self._start(argv, workdir, timeout_secs, env, close_stdin=True, user=user)
-        return collect(call.events(), call.exec_id)
+        user). journal=True records what it changes in the writable layer
+        (Sandbox.changes / Sandbox.rollback with the result's exec_id)."""
+        call = self._start(argv, workdir, timeout_secs, env, close_stdin=True, user=user,
+                           journal=journal)
+        return collect(call.events(), lambda: call.exec_id)
 
     def exec_stream(self, *argv: str, workdir: Optional[str] = None,
                     timeout_secs: Optional[float] = None,
                     env: Optional[Mapping[str, str]] = None,
-                    user: Optional[str] = None) -> Iterator[ExecEvent]:
+                    user: Optional[str] = None, journal: bool = False) -> Iterator[ExecEvent]:
         """Run a command, yielding output events as they arrive and the
         exit event last. Leaving the loop early cancels the process."""
-        call = self._start(argv, workdir, timeout_secs, env, close_stdin=True, user=user)
+        call = self._start(argv, workdir, timeout_secs, env, close_stdin=True, user=user,
+                           journal=journal)
         try:
             yield from call.events()
         finally:
@@ -404,7 +413,8 @@ class Sandbox:
                    timeout_secs: Optional[float] = None,
                    env: Optional[Mapping[str, str]] = None, pty: bool = False,
                    window: Optional[Tuple[int, int]] = None, detach: bool = False,
-                   text: bool = True, user: Optional[str] = None) -> Process:
+                   text: bool = True, user: Optional[str] = None,
+                   journal: bool = False) -> Process:
         """Start a process with stdin open; returns once it runs.
         pty=True gives it a terminal (window=(cols, rows)); detach=True
         keeps it running when this client goes away (re-attach with
@@ -412,10 +422,10 @@ class Sandbox:
         ``with sandbox.exec_start(...) as p:`` kills the process on exit
         from the block if it is still running."""
         start = exec_start_message(self._key().id, argv, workdir, timeout_secs, env, pty=pty,
-                                   detach=detach, window=window, user=user)
+                                   detach=detach, window=window, user=user, journal=journal)
         call = _ExecCall(self._conn(), start, close_stdin=False, text=text)
         call.wait_started()
-        return Process(call)
+        return Process(call, self)
 
     def attach(self, exec_id: str, offset: int = 0, text: bool = True) -> Process:
         """Re-attach to a running (or recently finished) process: its
@@ -425,7 +435,32 @@ class Sandbox:
         att = pb.ExecAttach(sandbox=self._key().id, exec_id=exec_id, offset=int(offset))
         call = _ExecCall(self._conn(), att, close_stdin=False, text=text)
         call.wait_started()
-        return Process(call)
+        return Process(call, self)
+
+    # --- change journal ---
+    def changes(self, exec_id: str) -> ExecChanges:
+        """What the journaled exec exec_id (exec(..., journal=True), or any
+        exec of a sandbox created with journal_execs=True) created,
+        modified, deleted or changed the mode/owner of in the sandbox's
+        writable layer (not /tmp, /run or volumes). While it runs: the
+        changes so far."""
+        ch = self._conn()
+        r = ch._unary(ch._sandboxes.GetExecChanges,
+                      pb.GetExecChangesRequest(sandbox=self._key().id, exec_id=exec_id),
+                      sandbox_call=True)
+        return ExecChanges([FileChange._from_proto(c) for c in r.changes], r.running, r.complete)
+
+    def rollback(self, exec_id: str, force: bool = False) -> List[FileChange]:
+        """Put every path the finished, journaled exec exec_id changed back
+        to its state before it ran (the sandbox is frozen meanwhile).
+        Refused (FailedPrecondition) when a path changed again since,
+        unless force=True. Returns the changes undone."""
+        ch = self._conn()
+        r = ch._unary(ch._sandboxes.RollbackExec,
+                      pb.RollbackExecRequest(sandbox=self._key().id, exec_id=exec_id,
+                                             force=bool(force)),
+                      sandbox_call=True)
+        return [FileChange._from_proto(c) for c in r.restored]
 
     def processes(self) -> List[ProcessInfo]:
         """The sandbox's processes: running ones, and finished ones the

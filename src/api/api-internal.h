@@ -32,3 +32,5 @@ void api_image_to_proto(const struct img_info *info, Warren__V1__Image *msg,
 
 /* warren.v1.Sandboxes/ListProcesses (exec.c), registered next to Exec. */
 extern const struct rpc_method api_list_processes_method;
+/* warren.v1.Sandboxes/GetExecChanges and RollbackExec (journal.c). */
+extern const struct rpc_method api_journal_methods[2];

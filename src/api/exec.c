@@ -20,12 +20,17 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "sandbox/exec.h"
+#include "sandbox/journal.h"
 #include "warren/v1/sandboxes.pb-c.h"
 
 struct exec_call {
         struct rpc_call *call;
         struct sbx_exec *x;
         bool finished;
+        /* a journaled start waits for the walk before it (journal.h):
+         * the request, kept until then; requests are paused meanwhile */
+        Warren__V1__ExecStart *pending;
+        bool half_closed;
 };
 
 static void on_started(struct sbx_exec *x, int pid, const char *exec_id, void *userdata) {
@@ -205,14 +210,83 @@ int api_exec_start_spec(const Warren__V1__ExecStart *start, struct sbx_exec_spec
         return 0;
 }
 
-static int exec_start(struct api_ctx *ctx, const Warren__V1__ExecStart *start, struct exec_call *ec,
-                      struct wr_err *e) {
+static int exec_start_now(struct api_ctx *ctx, const Warren__V1__ExecStart *start,
+                          struct exec_call *ec, struct wr_err *e) {
         _cleanup_(api_exec_vectors_free) struct api_exec_vectors v = {0};
         struct sbx_exec_spec spec;
         int r = api_exec_start_spec(start, &spec, &v, e);
         if (r < 0)
                 return r;
         return sbx_exec_start(ctx->sandboxes, &spec, &exec_callbacks, ec, &ec->x, e);
+}
+
+static void pending_free(struct exec_call *ec) {
+        if (!ec->pending)
+                return;
+        /* env values may be secrets */
+        for (size_t i = 0; i < ec->pending->n_env; i++)
+                if (ec->pending->env[i]->value)
+                        explicit_bzero(ec->pending->env[i]->value, strlen(ec->pending->env[i]->value));
+        warren__v1__exec_start__free_unpacked(TAKE_PTR(ec->pending), NULL);
+}
+
+/* The walk before a journaled exec is done: start it now. */
+static void journal_begun(int r, uint64_t token, const char *sandbox_id, const struct wr_err *je,
+                          void *userdata) {
+        struct exec_call *ec = userdata;
+        struct rpc_call *call = ec->call;
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        struct wr_err e = {0};
+        if (r == 0 && rpc_call_is_done(call))
+                sbx_journal_cancel(ctx->sandboxes, sandbox_id, token);
+        else if (r < 0) {
+                ec->finished = true;
+                rpc_call_finish_err(call, je);
+        } else if ((r = exec_start_now(ctx, ec->pending, ec, &e)) < 0) {
+                sbx_journal_cancel(ctx->sandboxes, sandbox_id, token);
+                ec->finished = true;
+                if (err_status(&e) == WR_STATUS_INTERNAL)
+                        log_error("Exec: %s", e.msg);
+                rpc_call_finish_err(call, &e);
+        } else {
+                sbx_journal_bind(ctx->sandboxes, sandbox_id, token, sbx_exec_id(ec->x));
+                rpc_call_resume_recv(call);
+                if (ec->half_closed)
+                        sbx_exec_close_stdin(ec->x);
+        }
+        pending_free(ec);
+        rpc_call_unref(call);
+}
+
+static int exec_start(struct api_ctx *ctx, const Warren__V1__ExecStart *start, struct exec_call *ec,
+                      struct wr_err *e) {
+        bool journal = start->journal || (start->sandbox && *start->sandbox &&
+                                          sbx_journal_all(ctx->sandboxes, start->sandbox));
+        if (!journal)
+                return exec_start_now(ctx, start, ec, e);
+        /* validate now, start after the walk */
+        _cleanup_(api_exec_vectors_free) struct api_exec_vectors v = {0};
+        struct sbx_exec_spec spec;
+        int r = api_exec_start_spec(start, &spec, &v, e);
+        if (r < 0)
+                return r;
+        size_t len = protobuf_c_message_get_packed_size(&start->base);
+        _cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
+        if (!buf)
+                return err_set(e, -ENOMEM, "out of memory");
+        protobuf_c_message_pack(&start->base, buf);
+        ec->pending = warren__v1__exec_start__unpack(NULL, len, buf);
+        explicit_bzero(buf, len);
+        if (!ec->pending)
+                return err_set(e, -ENOMEM, "out of memory");
+        rpc_call_ref(ec->call);
+        if ((r = sbx_journal_begin(ctx->sandboxes, start->sandbox, journal_begun, ec, e)) < 0) {
+                rpc_call_unref(ec->call);
+                pending_free(ec);
+                return r;
+        }
+        rpc_call_pause_recv(ec->call);
+        return 0;
 }
 
 static int exec_attach(struct api_ctx *ctx, const Warren__V1__ExecAttach *a, struct exec_call *ec,
@@ -287,6 +361,8 @@ static void exec_on_message(struct rpc_call *call, const ProtobufCMessage *msg) 
 static void exec_on_half_close(struct rpc_call *call) {
         /* No more requests: nothing more will reach stdin. */
         struct exec_call *ec = rpc_call_get_data(call);
+        if (ec && ec->pending)
+                ec->half_closed = true;
         if (ec && ec->x && !ec->finished)
                 sbx_exec_close_stdin(ec->x);
 }
@@ -312,6 +388,8 @@ static void exec_on_writable(struct rpc_call *call) {
 static void exec_on_free(struct rpc_call *call) {
         struct exec_call *ec = rpc_call_get_data(call);
         release(ec);
+        if (ec)
+                pending_free(ec);
         free(ec);
 }
 

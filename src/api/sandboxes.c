@@ -903,5 +903,6 @@ int api_sandboxes_register(struct rpc_server *s) {
         int r = rpc_server_add_methods(s, methods, ELEMENTSOF(methods));
         r = r < 0 ? r : rpc_server_add_methods(s, &api_exec_method, 1);
         r = r < 0 ? r : rpc_server_add_methods(s, &api_tunnel_method, 1);
+        r = r < 0 ? r : rpc_server_add_methods(s, api_journal_methods, 2);
         return r < 0 ? r : rpc_server_add_methods(s, &api_list_processes_method, 1);
 }

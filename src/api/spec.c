@@ -600,6 +600,7 @@ static int build(struct store *store, struct vol_manager *vm, const char *envnam
         if ((r = limits_parse(req->resources, &s->limits, e)) < 0)
                 return r;
         s->block_network = req->block_network;
+        s->journal_execs = req->journal_execs;
         if (req->network_policy && req->block_network)
                 return INVALID(e, "network_policy: a sandbox with block_network has no network "
                                   "to police: give one or the other");

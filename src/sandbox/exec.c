@@ -721,6 +721,7 @@ void sbx_exec_on_exited(struct sbx *sb, uint64_t id, int status) {
                 return;
         ref(x);
         set_exited(x, status);
+        sbx_journal_exec_ended(sb, x->id_str);
         for (int i = 0; i < 2; i++)
                 if (x->out_open[i])
                         drain(x, i);

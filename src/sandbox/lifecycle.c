@@ -50,6 +50,7 @@ void sbx_free(struct sbx *sb) {
         /* the block is free again once the host end is gone: teardown
          * deleted it, or a detached sandbox keeps it (the manager goes) */
         sbx_network_release(sb->m->net, sb->net_slot);
+        sbx_journal_free(sb);
         rt_sandbox_free(sb->rt);
         sbx_env_free(sb->env);
         free(sb->workdir);
@@ -536,10 +537,12 @@ void sbx_detach(struct sbx *sb) {
 
 /* --- process defaults, for the store --- */
 
-/* Process defaults as "uid\0gid\0workdir\0K=V\0K=V\0...", for the store. */
+/* Process defaults as "uid\0gid\0workdir\0K=V\0K=V\0...", for the store;
+ * "uid" is followed by 'j' when every exec is journaled. */
 int sbx_process_encode(const struct sbx *sb, char **ret, size_t *len) {
         char ids[48];
-        int n = snprintf(ids, sizeof(ids), "%u%c%u", sb->uid, 0, sb->gid);
+        int n = snprintf(ids, sizeof(ids), "%u%s%c%u", sb->uid, sb->journal_all ? "j" : "", 0,
+                         sb->gid);
         size_t total = (size_t) n + 1 + strlen(sb->workdir) + 1;
         for (char **p = sb->env; p && *p; p++)
                 total += strlen(*p) + 1;
@@ -567,6 +570,7 @@ int sbx_process_decode(struct sbx *sb, const char *buf, size_t len) {
                 p = z + 1;
         }
         sb->uid = (uint32_t) strtoul(f[0], NULL, 10);
+        sb->journal_all = strchr(f[0], 'j') != NULL;
         sb->gid = (uint32_t) strtoul(f[1], NULL, 10);
         if (!(sb->workdir = strdup(f[2])))
                 return -ENOMEM;

@@ -10,6 +10,7 @@
 
 #include <uv.h>
 
+#include "sandbox/journal.h"
 #include "sandbox/sandbox.h"
 #include "runtime/runtime.h"
 #include "sandbox/network.h"
@@ -80,6 +81,10 @@ struct sbx {
 
         struct sbx_exec *execs;
         uint64_t next_exec_id;
+        /* the change journal (journal.h): opened on first use; every exec
+         * journaled (CreateSandbox journal_execs) */
+        struct sbx_journal *journal;
+        bool journal_all;
         /* spawn requests in flight, for the exec start latency metric */
         struct {
                 uint64_t id, sent_ns;

@@ -134,6 +134,8 @@ struct sbx_spec {
         /* Loopback only: no veth, no address, no resolver (a plain create,
          * never a warm-pool entry: those have their veth made ahead). */
         bool block_network;
+        /* journal every exec (journal.h) */
+        bool journal_execs;
         /* Egress policy (docs/network.md): 0 = none (the sandbox is
          * registered OPEN with warren-egress: its DNS goes through the
          * resolver, its TCP through NAT); EGRESS_MODE_ENFORCE (2) with

@@ -10,6 +10,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ExecFileChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EXEC_FILE_CHANGE_KIND_UNSPECIFIED: _ClassVar[ExecFileChangeKind]
+    EXEC_FILE_CHANGE_KIND_CREATED: _ClassVar[ExecFileChangeKind]
+    EXEC_FILE_CHANGE_KIND_MODIFIED: _ClassVar[ExecFileChangeKind]
+    EXEC_FILE_CHANGE_KIND_DELETED: _ClassVar[ExecFileChangeKind]
+    EXEC_FILE_CHANGE_KIND_MODE: _ClassVar[ExecFileChangeKind]
+
 class SandboxStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SANDBOX_STATUS_UNSPECIFIED: _ClassVar[SandboxStatus]
@@ -39,6 +47,11 @@ class ExitReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EXIT_REASON_TIMEOUT: _ClassVar[ExitReason]
     EXIT_REASON_OOM: _ClassVar[ExitReason]
     EXIT_REASON_SANDBOX_TERMINATED: _ClassVar[ExitReason]
+EXEC_FILE_CHANGE_KIND_UNSPECIFIED: ExecFileChangeKind
+EXEC_FILE_CHANGE_KIND_CREATED: ExecFileChangeKind
+EXEC_FILE_CHANGE_KIND_MODIFIED: ExecFileChangeKind
+EXEC_FILE_CHANGE_KIND_DELETED: ExecFileChangeKind
+EXEC_FILE_CHANGE_KIND_MODE: ExecFileChangeKind
 SANDBOX_STATUS_UNSPECIFIED: SandboxStatus
 SANDBOX_STATUS_PENDING: SandboxStatus
 SANDBOX_STATUS_RUNNING: SandboxStatus
@@ -57,6 +70,54 @@ EXIT_REASON_SIGNALED: ExitReason
 EXIT_REASON_TIMEOUT: ExitReason
 EXIT_REASON_OOM: ExitReason
 EXIT_REASON_SANDBOX_TERMINATED: ExitReason
+
+class GetExecChangesRequest(_message.Message):
+    __slots__ = ("sandbox", "exec_id")
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
+    EXEC_ID_FIELD_NUMBER: _ClassVar[int]
+    sandbox: str
+    exec_id: str
+    def __init__(self, sandbox: _Optional[str] = ..., exec_id: _Optional[str] = ...) -> None: ...
+
+class ExecFileChange(_message.Message):
+    __slots__ = ("path", "kind", "type", "old_mode", "new_mode")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OLD_MODE_FIELD_NUMBER: _ClassVar[int]
+    NEW_MODE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    kind: ExecFileChangeKind
+    type: str
+    old_mode: int
+    new_mode: int
+    def __init__(self, path: _Optional[str] = ..., kind: _Optional[_Union[ExecFileChangeKind, str]] = ..., type: _Optional[str] = ..., old_mode: _Optional[int] = ..., new_mode: _Optional[int] = ...) -> None: ...
+
+class GetExecChangesResponse(_message.Message):
+    __slots__ = ("changes", "running", "complete")
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    changes: _containers.RepeatedCompositeFieldContainer[ExecFileChange]
+    running: bool
+    complete: bool
+    def __init__(self, changes: _Optional[_Iterable[_Union[ExecFileChange, _Mapping]]] = ..., running: _Optional[bool] = ..., complete: _Optional[bool] = ...) -> None: ...
+
+class RollbackExecRequest(_message.Message):
+    __slots__ = ("sandbox", "exec_id", "force")
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
+    EXEC_ID_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    sandbox: str
+    exec_id: str
+    force: bool
+    def __init__(self, sandbox: _Optional[str] = ..., exec_id: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
+
+class RollbackExecResponse(_message.Message):
+    __slots__ = ("restored",)
+    RESTORED_FIELD_NUMBER: _ClassVar[int]
+    restored: _containers.RepeatedCompositeFieldContainer[ExecFileChange]
+    def __init__(self, restored: _Optional[_Iterable[_Union[ExecFileChange, _Mapping]]] = ...) -> None: ...
 
 class TunnelRequest(_message.Message):
     __slots__ = ("sandbox", "port", "data", "close_write")
@@ -244,7 +305,7 @@ class EnvValue(_message.Message):
     def __init__(self, value: _Optional[str] = ..., secret: _Optional[_Union[_secrets_pb2.SecretRef, _Mapping]] = ...) -> None: ...
 
 class CreateSandboxRequest(_message.Message):
-    __slots__ = ("image", "name", "env", "secrets", "workdir", "entrypoint", "tags", "resources", "volumes", "network_policy", "credentials", "managed_ssh", "resource_detectors", "identity", "lifetime", "compute_class", "hostname", "block_network")
+    __slots__ = ("image", "name", "env", "secrets", "workdir", "entrypoint", "tags", "resources", "volumes", "network_policy", "credentials", "managed_ssh", "resource_detectors", "identity", "lifetime", "compute_class", "hostname", "block_network", "journal_execs")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -284,6 +345,7 @@ class CreateSandboxRequest(_message.Message):
     COMPUTE_CLASS_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     BLOCK_NETWORK_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_EXECS_FIELD_NUMBER: _ClassVar[int]
     image: _images_pb2.ImageSpec
     name: str
     env: _containers.MessageMap[str, EnvValue]
@@ -302,7 +364,8 @@ class CreateSandboxRequest(_message.Message):
     compute_class: ComputeClass
     hostname: str
     block_network: bool
-    def __init__(self, image: _Optional[_Union[_images_pb2.ImageSpec, _Mapping]] = ..., name: _Optional[str] = ..., env: _Optional[_Mapping[str, EnvValue]] = ..., secrets: _Optional[_Iterable[_Union[_secrets_pb2.SecretRef, _Mapping]]] = ..., workdir: _Optional[str] = ..., entrypoint: _Optional[_Iterable[str]] = ..., tags: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., volumes: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., network_policy: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., credentials: _Optional[_Iterable[_Union[HostCredential, _Mapping]]] = ..., managed_ssh: _Optional[_Mapping[str, SshDest]] = ..., resource_detectors: _Optional[_Iterable[_Union[ResourceDetector, str]]] = ..., identity: _Optional[bool] = ..., lifetime: _Optional[str] = ..., compute_class: _Optional[_Union[ComputeClass, str]] = ..., hostname: _Optional[str] = ..., block_network: _Optional[bool] = ...) -> None: ...
+    journal_execs: bool
+    def __init__(self, image: _Optional[_Union[_images_pb2.ImageSpec, _Mapping]] = ..., name: _Optional[str] = ..., env: _Optional[_Mapping[str, EnvValue]] = ..., secrets: _Optional[_Iterable[_Union[_secrets_pb2.SecretRef, _Mapping]]] = ..., workdir: _Optional[str] = ..., entrypoint: _Optional[_Iterable[str]] = ..., tags: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., volumes: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., network_policy: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., credentials: _Optional[_Iterable[_Union[HostCredential, _Mapping]]] = ..., managed_ssh: _Optional[_Mapping[str, SshDest]] = ..., resource_detectors: _Optional[_Iterable[_Union[ResourceDetector, str]]] = ..., identity: _Optional[bool] = ..., lifetime: _Optional[str] = ..., compute_class: _Optional[_Union[ComputeClass, str]] = ..., hostname: _Optional[str] = ..., block_network: _Optional[bool] = ..., journal_execs: _Optional[bool] = ...) -> None: ...
 
 class ResourceUsage(_message.Message):
     __slots__ = ("cpu_seconds", "memory_bytes", "memory_peak_bytes", "pids")
@@ -465,7 +528,7 @@ class WindowSize(_message.Message):
     def __init__(self, cols: _Optional[int] = ..., rows: _Optional[int] = ...) -> None: ...
 
 class ExecStart(_message.Message):
-    __slots__ = ("sandbox", "argv", "env", "workdir", "timeout_secs", "pty", "window", "detach", "user")
+    __slots__ = ("sandbox", "argv", "env", "workdir", "timeout_secs", "pty", "window", "detach", "user", "journal")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -482,6 +545,7 @@ class ExecStart(_message.Message):
     WINDOW_FIELD_NUMBER: _ClassVar[int]
     DETACH_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_FIELD_NUMBER: _ClassVar[int]
     sandbox: str
     argv: _containers.RepeatedScalarFieldContainer[str]
     env: _containers.ScalarMap[str, str]
@@ -491,7 +555,8 @@ class ExecStart(_message.Message):
     window: WindowSize
     detach: bool
     user: str
-    def __init__(self, sandbox: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., workdir: _Optional[str] = ..., timeout_secs: _Optional[float] = ..., pty: _Optional[bool] = ..., window: _Optional[_Union[WindowSize, _Mapping]] = ..., detach: _Optional[bool] = ..., user: _Optional[str] = ...) -> None: ...
+    journal: bool
+    def __init__(self, sandbox: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., workdir: _Optional[str] = ..., timeout_secs: _Optional[float] = ..., pty: _Optional[bool] = ..., window: _Optional[_Union[WindowSize, _Mapping]] = ..., detach: _Optional[bool] = ..., user: _Optional[str] = ..., journal: _Optional[bool] = ...) -> None: ...
 
 class ExecAttach(_message.Message):
     __slots__ = ("sandbox", "exec_id", "offset")

@@ -77,6 +77,16 @@ class SandboxesStub:
                 request_serializer=warren_dot_v1_dot_sandboxes__pb2.TunnelRequest.SerializeToString,
                 response_deserializer=warren_dot_v1_dot_sandboxes__pb2.TunnelResponse.FromString,
                 _registered_method=True)
+        self.GetExecChanges = channel.unary_unary(
+                '/warren.v1.Sandboxes/GetExecChanges',
+                request_serializer=warren_dot_v1_dot_sandboxes__pb2.GetExecChangesRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_sandboxes__pb2.GetExecChangesResponse.FromString,
+                _registered_method=True)
+        self.RollbackExec = channel.unary_unary(
+                '/warren.v1.Sandboxes/RollbackExec',
+                request_serializer=warren_dot_v1_dot_sandboxes__pb2.RollbackExecRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_sandboxes__pb2.RollbackExecResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxesServicer:
@@ -187,6 +197,26 @@ class SandboxesServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetExecChanges(self, request, context):
+        """What a journaled exec (ExecStart.journal, or any exec of a sandbox
+        created with journal_execs) created, modified, deleted or changed the
+        mode/owner of in the sandbox's writable layer; while it runs, the
+        changes so far. NOT_FOUND when the exec has no journal (docs/files.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RollbackExec(self, request, context):
+        """Put the paths a journaled exec changed back to their state before it
+        ran (the sandbox is frozen meanwhile). FAILED_PRECONDITION while it
+        runs, after a rollback, or when one of its paths changed again since
+        (another exec, or the running sandbox) unless force.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxesServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -249,6 +279,16 @@ def add_SandboxesServicer_to_server(servicer, server):
                     servicer.Tunnel,
                     request_deserializer=warren_dot_v1_dot_sandboxes__pb2.TunnelRequest.FromString,
                     response_serializer=warren_dot_v1_dot_sandboxes__pb2.TunnelResponse.SerializeToString,
+            ),
+            'GetExecChanges': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetExecChanges,
+                    request_deserializer=warren_dot_v1_dot_sandboxes__pb2.GetExecChangesRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_sandboxes__pb2.GetExecChangesResponse.SerializeToString,
+            ),
+            'RollbackExec': grpc.unary_unary_rpc_method_handler(
+                    servicer.RollbackExec,
+                    request_deserializer=warren_dot_v1_dot_sandboxes__pb2.RollbackExecRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_sandboxes__pb2.RollbackExecResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -575,6 +615,60 @@ class Sandboxes:
             '/warren.v1.Sandboxes/Tunnel',
             warren_dot_v1_dot_sandboxes__pb2.TunnelRequest.SerializeToString,
             warren_dot_v1_dot_sandboxes__pb2.TunnelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetExecChanges(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Sandboxes/GetExecChanges',
+            warren_dot_v1_dot_sandboxes__pb2.GetExecChangesRequest.SerializeToString,
+            warren_dot_v1_dot_sandboxes__pb2.GetExecChangesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RollbackExec(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Sandboxes/RollbackExec',
+            warren_dot_v1_dot_sandboxes__pb2.RollbackExecRequest.SerializeToString,
+            warren_dot_v1_dot_sandboxes__pb2.RollbackExecResponse.FromString,
             options,
             channel_credentials,
             insecure,

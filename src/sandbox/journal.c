@@ -1,0 +1,1046 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The per-exec change journal and rollback: see journal.h.
+ *
+ *   begin   (loop) open the journal (upper dir, object store, the image's
+ *           layers) -> (worker) walk the upper dir, copy the bytes of
+ *           upper files not yet in the object store -> (loop) a BEGUN
+ *           record; the API starts the exec and binds its id
+ *   end     (loop, exec exited) -> (worker) walk again, diff -> (loop)
+ *           the changes; the walk before is dropped
+ *   changes (loop) ended: answer; running: (worker) walk now, diff
+ *   rollback (loop) checks, freeze -> (worker) walk now, compare every
+ *           changed path with its state after the exec, restore the
+ *           state before through the sandbox's root -> (loop) thaw
+ */
+#include "sandbox/journal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "basic/rmrf.h"
+#include "image/image.h"
+#include "sandbox/sandbox-internal.h"
+
+/* what the object store may hold per sandbox */
+#define OBJ_BUDGET (512ull << 20)
+/* entries of one walk */
+#define WALK_MAX 1000000
+
+enum jr_state { JR_BEGUN, JR_RUNNING, JR_ENDED, JR_ROLLED_BACK };
+
+struct work;
+
+struct jr_exec {
+        struct jr_exec *next; /* newer first */
+        uint64_t token, seq;
+        char exec_id[24];
+        enum jr_state state;
+        bool exited; /* the process exited */
+        bool ending; /* the walk after it is on a worker */
+        int busy;    /* workers reading pre */
+        struct work *waiting; /* requests for after that walk */
+        struct jt_tree pre;
+        struct jt_change *changes;
+        size_t n_changes;
+        bool complete;
+};
+
+struct sbx_journal {
+        int refs;
+        struct sbx *sb; /* NULL once the sandbox is gone */
+        struct sbx_manager *m;
+        char sb_id[32];
+        bool all;
+        int upper_fd, obj_fd;
+        int *lower_fds;
+        size_t n_lower;
+        struct jr_exec *execs;
+        uint64_t next_token, next_seq;
+        bool rolling_back;
+};
+
+static int sys_openat2(int dirfd, const char *path, uint64_t flags, uint64_t resolve) {
+        struct open_how how = {.flags = flags, .resolve = resolve};
+        return (int) syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
+static void jr_exec_free(struct jr_exec *x) {
+        if (!x)
+                return;
+        jt_tree_free(&x->pre);
+        jt_changes_free(x->changes, x->n_changes);
+        free(x);
+}
+
+static void journal_unref(struct sbx_journal *j) {
+        if (!j || --j->refs > 0)
+                return;
+        while (j->execs) {
+                struct jr_exec *x = j->execs;
+                j->execs = x->next;
+                jr_exec_free(x);
+        }
+        safe_close(j->upper_fd);
+        safe_close(j->obj_fd);
+        for (size_t i = 0; i < j->n_lower; i++)
+                safe_close(j->lower_fds[i]);
+        free(j->lower_fds);
+        free(j);
+}
+
+void sbx_journal_free(struct sbx *sb) {
+        if (!sb || !sb->journal)
+                return;
+        sb->journal->sb = NULL;
+        journal_unref(TAKE_PTR(sb->journal));
+}
+
+static bool dir_empty(int fd) {
+        int d = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (d < 0)
+                return true;
+        DIR *dir = fdopendir(d);
+        if (!dir) {
+                close(d);
+                return true;
+        }
+        bool empty = true;
+        struct dirent *de;
+        while ((de = readdir(dir)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+                        empty = false;
+                        break;
+                }
+        closedir(dir);
+        return empty;
+}
+
+/* sb's journal, opened on first use. */
+static int journal_get(struct sbx *sb, struct sbx_journal **ret, struct wr_err *e) {
+        if (sb->journal) {
+                *ret = sb->journal;
+                return 0;
+        }
+        struct sbx_manager *m = sb->m;
+        if (!m->images)
+                return err_setx(e, -ENODEV, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_SERVICE,
+                                "journal: the image store is unavailable");
+        struct sbx_journal *j = calloc(1, sizeof(*j));
+        if (!j)
+                return err_set(e, -ENOMEM, "journal: out of memory");
+        j->refs = 1;
+        j->sb = sb;
+        j->m = m;
+        j->upper_fd = j->obj_fd = -EBADF;
+        snprintf(j->sb_id, sizeof(j->sb_id), "%s", sb->id);
+        int r;
+        char path[PATH_MAX];
+        const char *dir = rt_sandbox_dir(sb->rt);
+        snprintf(path, sizeof(path), "%s/upper", dir);
+        j->upper_fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (j->upper_fd < 0) {
+                r = err_set(e, -errno, "journal: open %s: %m", path);
+                goto fail;
+        }
+        if (dir_empty(j->upper_fd)) {
+                r = err_setx(e, -EOPNOTSUPP, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                             "journal: sandbox %s keeps its writable layer in memory (it has a "
+                             "disk limit); journaled execs need a sandbox created without one",
+                             sb->id);
+                goto fail;
+        }
+        snprintf(path, sizeof(path), "%s/journal", dir);
+        if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+                r = err_set(e, -errno, "journal: mkdir %s: %m", path);
+                goto fail;
+        }
+        j->obj_fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (j->obj_fd < 0) {
+                r = err_set(e, -errno, "journal: open %s: %m", path);
+                goto fail;
+        }
+        struct img_info *img = NULL;
+        if ((r = img_store_resolve(m->images, sb->image_id, &img, e)) < 0) {
+                err_prefix(e, r, "journal: the sandbox's image");
+                goto fail;
+        }
+        j->lower_fds = calloc(img->n_layers ? img->n_layers : 1, sizeof(int));
+        if (!j->lower_fds) {
+                img_info_free(img);
+                r = err_set(e, -ENOMEM, "journal: out of memory");
+                goto fail;
+        }
+        for (size_t i = 0; i < img->n_layers; i++) {
+                int fd = open(img->layer_dirs[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0) {
+                        r = err_set(e, -errno, "journal: open layer %s: %m", img->layer_dirs[i]);
+                        img_info_free(img);
+                        goto fail;
+                }
+                j->lower_fds[j->n_lower++] = fd;
+        }
+        img_info_free(img);
+        sb->journal = *ret = j;
+        return 0;
+fail:
+        journal_unref(j);
+        return r;
+}
+
+static int running_sandbox(struct sbx_manager *m, const char *key, struct sbx **ret,
+                           struct wr_err *e) {
+        return sbx_running(m, key, ret, e);
+}
+
+static struct jr_exec *find_token(struct sbx_journal *j, uint64_t token) {
+        for (struct jr_exec *x = j->execs; x; x = x->next)
+                if (x->token == token)
+                        return x;
+        return NULL;
+}
+
+static struct jr_exec *find_exec(struct sbx_journal *j, const char *exec_id) {
+        for (struct jr_exec *x = j->execs; x; x = x->next)
+                if (x->state != JR_BEGUN && !strcmp(x->exec_id, exec_id))
+                        return x;
+        return NULL;
+}
+
+static void unlink_exec(struct sbx_journal *j, struct jr_exec *x) {
+        for (struct jr_exec **p = &j->execs; *p; p = &(*p)->next)
+                if (*p == x) {
+                        *p = x->next;
+                        return;
+                }
+}
+
+/* Keep the newest SBX_JOURNAL_KEEP; older ones that no worker reads go. */
+static void trim(struct sbx_journal *j) {
+        size_t n = 0;
+        for (struct jr_exec **p = &j->execs; *p;) {
+                struct jr_exec *x = *p;
+                if (++n > SBX_JOURNAL_KEEP && x->busy == 0 && !x->ending &&
+                    (x->state == JR_ENDED || x->state == JR_ROLLED_BACK)) {
+                        *p = x->next;
+                        jr_exec_free(x);
+                        continue;
+                }
+                p = &x->next;
+        }
+}
+
+static void unbusy(struct jr_exec *x) {
+        if (--x->busy == 0 && x->state >= JR_ENDED && !x->ending)
+                jt_tree_free(&x->pre);
+}
+
+/* --- the object store --- */
+
+/* Copy from -> to (both regular files). */
+static int copy_fd(int from, int to) {
+        for (;;) {
+                ssize_t n = copy_file_range(from, NULL, to, NULL, 1 << 30, 0);
+                if (n == 0)
+                        return 0;
+                if (n > 0)
+                        continue;
+                if (errno == EINTR)
+                        continue;
+                if (errno != EXDEV && errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL)
+                        return -errno;
+                break;
+        }
+        char buf[65536];
+        for (;;) {
+                ssize_t n = read(from, buf, sizeof(buf));
+                if (n == 0)
+                        return 0;
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                for (ssize_t off = 0; off < n;) {
+                        ssize_t w = write(to, buf + off, (size_t) (n - off));
+                        if (w < 0) {
+                                if (errno == EINTR)
+                                        continue;
+                                return -errno;
+                        }
+                        off += w;
+                }
+        }
+}
+
+/* Bytes held by the object store. */
+static uint64_t store_bytes(int obj_fd) {
+        int d = openat(obj_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (d < 0)
+                return 0;
+        DIR *dir = fdopendir(d);
+        if (!dir) {
+                close(d);
+                return 0;
+        }
+        uint64_t sum = 0;
+        struct dirent *de;
+        struct stat st;
+        while ((de = readdir(dir)))
+                if (de->d_name[0] != '.' && fstatat(d, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                        sum += (uint64_t) st.st_blocks * 512;
+        closedir(dir);
+        return sum;
+}
+
+/* Save the bytes of every regular file of t (an upper-dir walk) that the
+ * store lacks, as far as the budget goes; marks what is saved. */
+static void save_objects(int upper_fd, int obj_fd, struct jt_tree *t) {
+        uint64_t used = store_bytes(obj_fd);
+        for (size_t i = 0; i < t->n; i++) {
+                struct jt_ent *x = &t->v[i];
+                if (x->type != JT_FILE)
+                        continue;
+                char name[96];
+                jt_object_name(x->dev, x->ino, x->ctime_ns, x->size, name, sizeof(name));
+                struct stat st;
+                if (fstatat(obj_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+                        x->saved = true;
+                        continue;
+                }
+                if (used + x->size > OBJ_BUDGET)
+                        continue;
+                _cleanup_close_ int src = sys_openat2(
+                        upper_fd, x->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
+                if (src < 0 || fstat(src, &st) < 0 || !S_ISREG(st.st_mode) ||
+                    st.st_ino != x->ino || st.st_ctim.tv_sec * 1000000000ll + st.st_ctim.tv_nsec !=
+                                                   x->ctime_ns)
+                        continue; /* changed since the walk: not this version */
+                _cleanup_close_ int dst = openat(obj_fd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
+                if (dst < 0 || copy_fd(src, dst) < 0)
+                        continue;
+                char fdpath[64];
+                snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", dst);
+                if (linkat(AT_FDCWD, fdpath, obj_fd, name, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST)
+                        continue;
+                used += x->size;
+                x->saved = true;
+        }
+}
+
+/* Over half the budget: drop objects no kept journal and no current file
+ * (the walk t) needs. */
+static void gc_objects(int obj_fd, const struct jt_tree *t, char **keep, size_t n_keep) {
+        if (store_bytes(obj_fd) < OBJ_BUDGET / 2)
+                return;
+        int d = openat(obj_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (d < 0)
+                return;
+        DIR *dir = fdopendir(d);
+        if (!dir) {
+                close(d);
+                return;
+        }
+        struct dirent *de;
+        while ((de = readdir(dir))) {
+                if (de->d_name[0] == '.')
+                        continue;
+                bool wanted = false;
+                for (size_t i = 0; i < n_keep && !wanted; i++)
+                        wanted = !strcmp(keep[i], de->d_name);
+                for (size_t i = 0; i < t->n && !wanted; i++) {
+                        char name[96];
+                        const struct jt_ent *x = &t->v[i];
+                        if (x->type != JT_FILE)
+                                continue;
+                        jt_object_name(x->dev, x->ino, x->ctime_ns, x->size, name, sizeof(name));
+                        wanted = !strcmp(name, de->d_name);
+                }
+                if (!wanted)
+                        (void) unlinkat(d, de->d_name, 0);
+        }
+        closedir(dir);
+}
+
+/* --- work on workers --- */
+
+enum work_kind { W_BEGIN, W_END, W_CHANGES, W_ROLLBACK };
+
+struct work {
+        uv_work_t w;
+        struct work *next; /* in jr_exec.waiting */
+        enum work_kind kind;
+        struct sbx_journal *j;
+        struct jr_exec *x;
+        uint64_t token;
+        struct jt_tree tree;
+        struct jt_change *changes;
+        size_t n_changes;
+        char **keep; /* object names kept journals need (begin: gc) */
+        size_t n_keep;
+        int root_fd;
+        bool force, froze, complete;
+        int r;
+        struct wr_err e;
+        void *fn;
+        void *userdata;
+};
+
+static void work_free(struct work *w) {
+        jt_tree_free(&w->tree);
+        jt_changes_free(w->changes, w->n_changes);
+        for (size_t i = 0; i < w->n_keep; i++)
+                free(w->keep[i]);
+        free(w->keep);
+        safe_close(w->root_fd);
+        free(w);
+}
+
+static int walk_upper(struct work *w) {
+        int r = jt_walk(w->j->upper_fd, WALK_MAX, &w->tree, &w->e);
+        if (r < 0)
+                return r;
+        return 0;
+}
+
+static bool changes_complete(const struct jt_change *v, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (v[i].before.type == JT_FILE && v[i].before.layer == -1 && !v[i].before.saved &&
+                    (v[i].kinds & (JT_MODIFIED | JT_DELETED)))
+                        return false;
+        return true;
+}
+
+static int queue(struct sbx_journal *j, struct work *w, struct wr_err *e);
+
+/* rollback, on the worker: see apply() */
+static int apply(struct work *w);
+
+static void work_run(uv_work_t *req) {
+        struct work *w = req->data;
+        struct sbx_journal *j = w->j;
+        switch (w->kind) {
+        case W_BEGIN:
+                if ((w->r = walk_upper(w)) < 0)
+                        return;
+                gc_objects(j->obj_fd, &w->tree, w->keep, w->n_keep);
+                save_objects(j->upper_fd, j->obj_fd, &w->tree);
+                return;
+        case W_END:
+        case W_CHANGES:
+                if ((w->r = walk_upper(w)) < 0)
+                        return;
+                w->r = jt_diff(&w->x->pre, &w->tree, j->lower_fds, j->n_lower, &w->changes,
+                               &w->n_changes, &w->e);
+                w->complete = !w->x->pre.truncated && !w->tree.truncated &&
+                              changes_complete(w->changes, w->n_changes);
+                return;
+        case W_ROLLBACK:
+                w->r = apply(w);
+                return;
+        }
+}
+
+static void work_done(uv_work_t *req, int status) {
+        struct work *w = req->data;
+        struct sbx_journal *j = w->j;
+        struct jr_exec *x = w->x;
+        if (status < 0 && w->r == 0)
+                w->r = err_set(&w->e, -ECANCELED, "journal: cancelled");
+        switch (w->kind) {
+        case W_BEGIN: {
+                sbx_journal_begun_fn fn = (sbx_journal_begun_fn) w->fn;
+                if (w->r == 0 && !j->sb)
+                        w->r = err_setx(&w->e, -EBUSY, WR_STATUS_FAILED_PRECONDITION,
+                                        WR_FAULT_CLIENT, "sandbox %s ended", j->sb_id);
+                if (w->r < 0) {
+                        fn(w->r, 0, j->sb_id, &w->e, w->userdata);
+                        break;
+                }
+                struct jr_exec *nx = calloc(1, sizeof(*nx));
+                if (!nx) {
+                        err_set(&w->e, -ENOMEM, "journal: out of memory");
+                        fn(-ENOMEM, 0, j->sb_id, &w->e, w->userdata);
+                        break;
+                }
+                nx->token = ++j->next_token;
+                nx->seq = ++j->next_seq;
+                nx->state = JR_BEGUN;
+                nx->pre = w->tree;
+                w->tree = (struct jt_tree) {0};
+                nx->next = j->execs;
+                j->execs = nx;
+                trim(j);
+                fn(0, nx->token, j->sb_id, NULL, w->userdata);
+                break;
+        }
+        case W_END: {
+                x->ending = false;
+                if (w->r < 0) {
+                        log_warn("sandbox %s: journal of %s: %s", j->sb_id, x->exec_id, w->e.msg);
+                        x->complete = false;
+                } else {
+                        x->changes = TAKE_PTR(w->changes);
+                        x->n_changes = w->n_changes;
+                        w->n_changes = 0;
+                        x->complete = w->complete;
+                }
+                x->state = JR_ENDED;
+                x->busy++;
+                unbusy(x);
+                /* what waited for it */
+                struct work *next;
+                for (struct work *q = TAKE_PTR(x->waiting); q; q = next) {
+                        next = q->next;
+                        if (q->kind == W_ROLLBACK && !j->sb) {
+                                sbx_journal_rollback_fn rfn = (sbx_journal_rollback_fn) q->fn;
+                                err_setx(&q->e, -EBUSY, WR_STATUS_FAILED_PRECONDITION,
+                                         WR_FAULT_CLIENT, "sandbox %s ended", j->sb_id);
+                                rfn(-EBUSY, NULL, 0, &q->e, q->userdata);
+                                x->busy--;
+                                work_free(q);
+                        } else if (q->kind == W_CHANGES) {
+                                sbx_journal_changes_fn cfn = (sbx_journal_changes_fn) q->fn;
+                                cfn(0, x->changes, x->n_changes, false, x->complete, NULL,
+                                    q->userdata);
+                                x->busy--;
+                                work_free(q);
+                        } else if (queue(j, q, &q->e) < 0) {
+                                sbx_journal_rollback_fn rfn = (sbx_journal_rollback_fn) q->fn;
+                                j->rolling_back = false;
+                                if (q->froze && j->sb)
+                                        (void) rt_sandbox_freeze(j->sb->rt, false, NULL);
+                                rfn(-EIO, NULL, 0, &q->e, q->userdata);
+                                x->busy--;
+                                work_free(q);
+                        }
+                }
+                break;
+        }
+        case W_CHANGES: {
+                sbx_journal_changes_fn fn = (sbx_journal_changes_fn) w->fn;
+                if (w->r < 0)
+                        fn(w->r, NULL, 0, true, false, &w->e, w->userdata);
+                else
+                        fn(0, w->changes, w->n_changes, !x->exited, w->complete, NULL,
+                           w->userdata);
+                unbusy(x);
+                break;
+        }
+        case W_ROLLBACK: {
+                sbx_journal_rollback_fn fn = (sbx_journal_rollback_fn) w->fn;
+                j->rolling_back = false;
+                if (w->froze && j->sb) {
+                        struct wr_err fe = {0};
+                        if (rt_sandbox_freeze(j->sb->rt, false, &fe) < 0)
+                                log_warn("sandbox %s: thaw after a rollback: %s", j->sb_id, fe.msg);
+                }
+                if (w->r == 0)
+                        x->state = JR_ROLLED_BACK;
+                if (w->r < 0)
+                        fn(w->r, NULL, 0, &w->e, w->userdata);
+                else
+                        fn(0, x->changes, x->n_changes, NULL, w->userdata);
+                x->busy--;
+                break;
+        }
+        }
+        trim(j);
+        journal_unref(j);
+        work_free(w);
+}
+
+static int queue(struct sbx_journal *j, struct work *w, struct wr_err *e) {
+        w->j = j;
+        w->w.data = w;
+        j->refs++;
+        int r = uv_queue_work(j->m->loop, &w->w, work_run, work_done);
+        if (r < 0) {
+                j->refs--;
+                return err_set(e, r, "journal: worker: %s", uv_strerror(r));
+        }
+        return 0;
+}
+
+static struct work *work_new(enum work_kind kind) {
+        struct work *w = calloc(1, sizeof(*w));
+        if (w) {
+                w->kind = kind;
+                w->root_fd = -EBADF;
+        }
+        return w;
+}
+
+/* --- the API --- */
+
+int sbx_journal_begin(struct sbx_manager *m, const char *sandbox, sbx_journal_begun_fn fn,
+                      void *userdata, struct wr_err *e) {
+        struct sbx *sb;
+        struct sbx_journal *j;
+        int r = running_sandbox(m, sandbox, &sb, e);
+        if (r < 0 || (r = journal_get(sb, &j, e)) < 0)
+                return r;
+        struct work *w = work_new(W_BEGIN);
+        if (!w)
+                return err_set(e, -ENOMEM, "journal: out of memory");
+        /* objects kept journals still need */
+        size_t cap = 0;
+        for (struct jr_exec *x = j->execs; x; x = x->next)
+                cap += x->n_changes;
+        w->keep = calloc(cap ? cap : 1, sizeof(char *));
+        if (!w->keep) {
+                work_free(w);
+                return err_set(e, -ENOMEM, "journal: out of memory");
+        }
+        for (struct jr_exec *x = j->execs; x; x = x->next)
+                for (size_t i = 0; i < x->n_changes; i++) {
+                        const struct jt_state *b = &x->changes[i].before;
+                        if (b->type != JT_FILE || b->layer != -1 || !b->saved)
+                                continue;
+                        char name[96];
+                        jt_object_name(b->dev, b->ino, b->ctime_ns, b->size, name, sizeof(name));
+                        if ((w->keep[w->n_keep] = strdup(name)))
+                                w->n_keep++;
+                }
+        w->fn = (void *) fn;
+        w->userdata = userdata;
+        if ((r = queue(j, w, e)) < 0)
+                work_free(w);
+        return r;
+}
+
+static struct sbx_journal *journal_of(struct sbx_manager *m, const char *sandbox_id) {
+        struct sbx *sb = sbx_find_live(m, sandbox_id);
+        return sb ? sb->journal : NULL;
+}
+
+void sbx_journal_bind(struct sbx_manager *m, const char *sandbox_id, uint64_t token,
+                      const char *exec_id) {
+        struct sbx_journal *j = journal_of(m, sandbox_id);
+        struct jr_exec *x = j ? find_token(j, token) : NULL;
+        if (!x || x->state != JR_BEGUN)
+                return;
+        snprintf(x->exec_id, sizeof(x->exec_id), "%s", exec_id);
+        x->state = JR_RUNNING;
+}
+
+void sbx_journal_cancel(struct sbx_manager *m, const char *sandbox_id, uint64_t token) {
+        struct sbx_journal *j = journal_of(m, sandbox_id);
+        struct jr_exec *x = j ? find_token(j, token) : NULL;
+        if (!x || x->state != JR_BEGUN || x->busy)
+                return;
+        unlink_exec(j, x);
+        jr_exec_free(x);
+}
+
+bool sbx_journal_all(struct sbx_manager *m, const char *sandbox) {
+        struct sbx *sb = sbx_find_live(m, sandbox);
+        return sb && sb->journal_all;
+}
+
+void sbx_journal_set_all(struct sbx *sb, bool on) {
+        sb->journal_all = on;
+}
+
+void sbx_journal_exec_ended(struct sbx *sb, const char *exec_id) {
+        struct sbx_journal *j = sb->journal;
+        struct jr_exec *x = j ? find_exec(j, exec_id) : NULL;
+        if (!x || x->state != JR_RUNNING || x->ending)
+                return;
+        x->exited = true;
+        struct work *w = work_new(W_END);
+        struct wr_err e = {0};
+        if (!w)
+                goto fail;
+        w->x = x;
+        x->ending = true;
+        x->busy++;
+        if (queue(j, w, &e) < 0) {
+                x->ending = false;
+                x->busy--;
+                work_free(w);
+                goto fail;
+        }
+        return;
+fail:
+        log_warn("sandbox %s: journal of %s: no walk after it", sb->id, exec_id);
+        x->state = JR_ENDED;
+        x->complete = false;
+        unbusy(x);
+}
+
+static int lookup_exec(struct sbx_manager *m, const char *sandbox, const char *exec_id,
+                       struct sbx **rsb, struct jr_exec **rx, struct wr_err *e) {
+        struct sbx *sb = sbx_find_live(m, sandbox);
+        if (!sb) {
+                struct store_sandbox row = {0};
+                int r = sbx_lookup(m, sandbox, &row, e);
+                store_sandbox_clear(&row);
+                if (r < 0)
+                        return r;
+                return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                "exec %s: sandbox %s has ended and its journals with it", exec_id,
+                                sandbox);
+        }
+        struct jr_exec *x = sb->journal ? find_exec(sb->journal, exec_id) : NULL;
+        if (!x)
+                return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                "exec %s: no journal in sandbox %s (start the exec with "
+                                "journal=True, or create the sandbox with journal_execs; the "
+                                "last %d journals are kept)",
+                                exec_id, sb->id, SBX_JOURNAL_KEEP);
+        *rsb = sb;
+        *rx = x;
+        return 0;
+}
+
+int sbx_journal_changes(struct sbx_manager *m, const char *sandbox, const char *exec_id,
+                        sbx_journal_changes_fn fn, void *userdata, struct wr_err *e) {
+        struct sbx *sb;
+        struct jr_exec *x;
+        int r = lookup_exec(m, sandbox, exec_id, &sb, &x, e);
+        if (r < 0)
+                return r;
+        if (x->state >= JR_ENDED && !x->ending) {
+                fn(0, x->changes, x->n_changes, false, x->complete, NULL, userdata);
+                return 0;
+        }
+        struct work *w = work_new(W_CHANGES);
+        if (!w)
+                return err_set(e, -ENOMEM, "journal: out of memory");
+        w->x = x;
+        w->fn = (void *) fn;
+        w->userdata = userdata;
+        x->busy++;
+        if (x->ending) {
+                w->j = sb->journal;
+                w->next = x->waiting;
+                x->waiting = w;
+                return 0;
+        }
+        if ((r = queue(sb->journal, w, e)) < 0) {
+                x->busy--;
+                work_free(w);
+        }
+        return r;
+}
+
+static int root_fd_of(struct sbx *sb) {
+        pid_t pid = sb->rt ? rt_sandbox_pid(sb->rt) : 0;
+        if (pid <= 0 || sb->pidfd < 0)
+                return -ESRCH;
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/root", (int) pid);
+        _cleanup_close_ int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (syscall(SYS_pidfd_send_signal, sb->pidfd, 0, NULL, 0) < 0)
+                return -ESRCH;
+        return TAKE_FD(fd);
+}
+
+/* A later journal that changed one of x's paths (NULL: none). */
+static const char *later_conflict(struct sbx_journal *j, const struct jr_exec *x,
+                                  const char **by) {
+        for (struct jr_exec *y = j->execs; y; y = y->next) {
+                if (y->seq <= x->seq || y->state == JR_BEGUN)
+                        continue;
+                size_t a = 0, b = 0;
+                while (a < x->n_changes && b < y->n_changes) {
+                        int c = strcmp(x->changes[a].path, y->changes[b].path);
+                        if (c == 0) {
+                                *by = y->exec_id;
+                                return x->changes[a].path;
+                        }
+                        if (c < 0)
+                                a++;
+                        else
+                                b++;
+                }
+        }
+        return NULL;
+}
+
+int sbx_journal_rollback(struct sbx_manager *m, const char *sandbox, const char *exec_id, bool force,
+                         sbx_journal_rollback_fn fn, void *userdata, struct wr_err *e) {
+        struct sbx *sb;
+        struct jr_exec *x;
+        int r = lookup_exec(m, sandbox, exec_id, &sb, &x, e);
+        if (r < 0)
+                return r;
+        struct sbx_journal *j = sb->journal;
+        if (sb->state != SBX_RUNNING)
+                return err_setx(e, -EBUSY, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                "sandbox %s is terminating", sb->id);
+        if (x->state == JR_RUNNING && !x->ending)
+                return err_setx(e, -EBUSY, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                "exec %s is still running: wait for its exit (or signal it), "
+                                "then roll it back",
+                                exec_id);
+        if (x->state == JR_ROLLED_BACK)
+                return err_setx(e, -EALREADY, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                "exec %s was already rolled back", exec_id);
+        if (j->rolling_back)
+                return err_setx(e, -EBUSY, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                "sandbox %s: another rollback is running; try again after it",
+                                sb->id);
+        const char *by = NULL, *path = later_conflict(j, x, &by);
+        if (path && !force)
+                return err_setx(e, -EBUSY, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                "exec %s: /%s was changed again by exec %s since; roll that one "
+                                "back first, or pass force to overwrite",
+                                exec_id, path, by);
+        struct work *w = work_new(W_ROLLBACK);
+        if (!w)
+                return err_set(e, -ENOMEM, "journal: out of memory");
+        w->x = x;
+        w->force = force;
+        w->fn = (void *) fn;
+        w->userdata = userdata;
+        w->root_fd = root_fd_of(sb);
+        if (w->root_fd < 0) {
+                r = err_set(e, w->root_fd, "journal: the sandbox's root: %s", strerror(-w->root_fd));
+                work_free(w);
+                return r;
+        }
+        if (!sb->paused) {
+                if ((r = rt_sandbox_freeze(sb->rt, true, e)) < 0) {
+                        work_free(w);
+                        return r;
+                }
+                w->froze = true;
+        }
+        x->busy++;
+        j->rolling_back = true;
+        if (x->ending) {
+                /* the walk after the exec first */
+                w->j = j;
+                w->next = x->waiting;
+                x->waiting = w;
+                return 0;
+        }
+        if ((r = queue(j, w, e)) < 0) {
+                j->rolling_back = false;
+                x->busy--;
+                if (w->froze)
+                        (void) rt_sandbox_freeze(sb->rt, false, NULL);
+                work_free(w);
+        }
+        return r;
+}
+
+/* --- rollback on the worker --- */
+
+/* The parent dir of path in the sandbox (O_PATH), never leaving its root
+ * or the root's mount; *name points at the last component. */
+static int parent_fd(int root_fd, const char *path, const char **name) {
+        const char *slash = strrchr(path, '/');
+        char dir[PATH_MAX];
+        if (!slash) {
+                *name = path;
+                snprintf(dir, sizeof(dir), ".");
+        } else {
+                if ((size_t) (slash - path) >= sizeof(dir))
+                        return -ENAMETOOLONG;
+                memcpy(dir, path, (size_t) (slash - path));
+                dir[slash - path] = 0;
+                *name = slash + 1;
+        }
+        int fd = sys_openat2(root_fd, dir, O_PATH | O_DIRECTORY | O_CLOEXEC,
+                             RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV |
+                                     RESOLVE_NO_SYMLINKS);
+        return fd < 0 ? -errno : fd;
+}
+
+static int set_attrs_fd(int fd, const struct jt_state *s) {
+        if (fchown(fd, s->uid, s->gid) < 0 || fchmod(fd, s->mode & 07777) < 0)
+                return -errno;
+        return 0;
+}
+
+/* The bytes path had before: the object store or its read-only layer. */
+static int source_fd(struct work *w, const struct jt_change *c) {
+        const struct jt_state *b = &c->before;
+        if (b->layer == -1) {
+                if (!b->saved)
+                        return -ENODATA;
+                char name[96];
+                jt_object_name(b->dev, b->ino, b->ctime_ns, b->size, name, sizeof(name));
+                int fd = openat(w->j->obj_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                return fd < 0 ? -errno : fd;
+        }
+        if ((size_t) b->layer >= w->j->n_lower)
+                return -ENOENT;
+        int fd = sys_openat2(w->j->lower_fds[b->layer], c->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC,
+                             RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        return fd < 0 ? -errno : fd;
+}
+
+static int restore_file(struct work *w, int dir, const char *name, const struct jt_change *c) {
+        _cleanup_close_ int src = source_fd(w, c);
+        if (src < 0)
+                return src;
+        char tmp[64];
+        snprintf(tmp, sizeof(tmp), ".warren-rollback-%d-%lx", (int) getpid(), (unsigned long) random());
+        /* O_PATH dir fds cannot create files: reopen it */
+        _cleanup_close_ int d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (d < 0)
+                return -errno;
+        _cleanup_close_ int dst = openat(d, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (dst < 0)
+                return -errno;
+        int r = copy_fd(src, dst);
+        struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT},
+                                 {.tv_sec = c->before.mtime_ns / 1000000000,
+                                  .tv_nsec = c->before.mtime_ns % 1000000000}};
+        if (r == 0 && (r = set_attrs_fd(dst, &c->before)) == 0 && futimens(dst, ts) < 0)
+                r = -errno;
+        if (r == 0 && renameat(d, tmp, d, name) < 0)
+                r = -errno;
+        if (r < 0)
+                (void) unlinkat(d, tmp, 0);
+        return r;
+}
+
+static int restore_link(int dir, const char *name, const struct jt_change *c) {
+        _cleanup_close_ int d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (d < 0)
+                return -errno;
+        char tmp[64];
+        snprintf(tmp, sizeof(tmp), ".warren-rollback-%d-%lx", (int) getpid(), (unsigned long) random());
+        if (symlinkat(c->before.link ? c->before.link : "", d, tmp) < 0)
+                return -errno;
+        if (fchownat(d, tmp, c->before.uid, c->before.gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+            renameat(d, tmp, d, name) < 0) {
+                int r = -errno;
+                (void) unlinkat(d, tmp, 0);
+                return r;
+        }
+        return 0;
+}
+
+static int restore_attrs(int dir, const char *name, const struct jt_state *s) {
+        int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        int r = set_attrs_fd(fd, s);
+        close(fd);
+        return r;
+}
+
+static int apply(struct work *w) {
+        struct jr_exec *x = w->x;
+        struct jt_tree now = {0};
+        int r = jt_walk(w->j->upper_fd, WALK_MAX, &now, &w->e);
+        if (r < 0) {
+                jt_tree_free(&now);
+                return r;
+        }
+        /* changed again since the exec? */
+        if (!w->force)
+                for (size_t i = 0; i < x->n_changes; i++) {
+                        struct jt_state s = {0};
+                        if ((r = jt_state_of(&now, w->j->lower_fds, w->j->n_lower,
+                                             x->changes[i].path, &s)) < 0)
+                                break;
+                        unsigned k = jt_compare(&x->changes[i].after, &s);
+                        jt_state_clear(&s);
+                        if (k) {
+                                r = err_setx(&w->e, -EBUSY, WR_STATUS_FAILED_PRECONDITION,
+                                             WR_FAULT_CLIENT,
+                                             "exec %s: /%s was changed again since it ran; pass "
+                                             "force to overwrite",
+                                             x->exec_id, x->changes[i].path);
+                                break;
+                        }
+                }
+        jt_tree_free(&now);
+        if (r < 0)
+                return r;
+        /* what rollback cannot restore */
+        for (size_t i = 0; i < x->n_changes; i++) {
+                const struct jt_change *c = &x->changes[i];
+                bool content = c->kinds & (JT_MODIFIED | JT_DELETED);
+                if (content && c->before.type == JT_FILE && c->before.layer == -1 && !c->before.saved)
+                        return err_setx(&w->e, -ENODATA, WR_STATUS_FAILED_PRECONDITION,
+                                        WR_FAULT_CLIENT,
+                                        "exec %s: the bytes /%s had before were not kept (the "
+                                        "journal's store was full); nothing was rolled back",
+                                        x->exec_id, c->path);
+                if (content && (c->before.type == JT_OTHER ||
+                                (c->before.type == JT_DIR && c->before.layer >= 0 &&
+                                 (c->kinds & JT_DELETED))))
+                        return err_setx(&w->e, -EOPNOTSUPP, WR_STATUS_FAILED_PRECONDITION,
+                                        WR_FAULT_CLIENT,
+                                        "exec %s: /%s (%s) cannot be restored by a rollback; "
+                                        "nothing was rolled back",
+                                        x->exec_id, c->path,
+                                        c->before.type == JT_OTHER ? "a special file"
+                                                                   : "an image directory deleted "
+                                                                     "with its contents");
+        }
+        /* 1: remove what the exec made, deepest first */
+        for (size_t i = x->n_changes; i-- > 0;) {
+                const struct jt_change *c = &x->changes[i];
+                if (c->after.type == JT_ABSENT ||
+                    (c->before.type != JT_ABSENT && c->before.type == c->after.type))
+                        continue;
+                const char *name;
+                _cleanup_close_ int dir = parent_fd(w->root_fd, c->path, &name);
+                if (dir == -ENOENT)
+                        continue; /* its parent went first */
+                if (dir < 0)
+                        return err_set(&w->e, dir, "rollback: /%s: %s", c->path, strerror(-dir));
+                _cleanup_close_ int d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (d < 0 || (r = rm_rf_at(d, name)) < 0)
+                        return err_set(&w->e, d < 0 ? -errno : r, "rollback: remove /%s: %s", c->path,
+                                       strerror(d < 0 ? errno : -r));
+        }
+        /* 2: put back what was there, parents first */
+        for (size_t i = 0; i < x->n_changes; i++) {
+                const struct jt_change *c = &x->changes[i];
+                if (c->before.type == JT_ABSENT)
+                        continue;
+                const char *name;
+                _cleanup_close_ int dir = parent_fd(w->root_fd, c->path, &name);
+                if (dir < 0)
+                        return err_set(&w->e, dir, "rollback: /%s: %s", c->path, strerror(-dir));
+                bool content = (c->kinds & (JT_MODIFIED | JT_DELETED)) ||
+                               c->before.type != c->after.type;
+                switch (c->before.type) {
+                case JT_DIR:
+                        if (content) {
+                                _cleanup_close_ int d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                                if (d < 0 || (mkdirat(d, name, 0700) < 0 && errno != EEXIST))
+                                        r = -errno;
+                        }
+                        if (r == 0)
+                                r = restore_attrs(dir, name, &c->before);
+                        break;
+                case JT_FILE:
+                        r = content ? restore_file(w, dir, name, c) : restore_attrs(dir, name, &c->before);
+                        break;
+                case JT_LINK:
+                        r = content ? restore_link(dir, name, c) : 0;
+                        break;
+                default:
+                        r = 0;
+                        break;
+                }
+                if (r < 0)
+                        return err_set(&w->e, r, "rollback: restore /%s: %s", c->path, strerror(-r));
+        }
+        return 0;
+}
