@@ -216,6 +216,7 @@ enum {
         CLI_OPT_DISK,
         CLI_OPT_PIDS,
         CLI_OPT_SSH,
+        CLI_OPT_JOURNAL,
 };
 
 /* Long options of sandbox creation; short ones are n: e: w: (and i: for
@@ -238,8 +239,9 @@ enum {
                 {"deny-route", required_argument, NULL, CLI_OPT_DENY_ROUTE},                       \
                 {"learn-egress", no_argument, NULL, CLI_OPT_LEARN_EGRESS},                         \
                 {"disk", required_argument, NULL, CLI_OPT_DISK},                                   \
-                {"pids", required_argument, NULL, CLI_OPT_PIDS}, {                                 \
-                "ssh", required_argument, NULL, CLI_OPT_SSH                                        \
+                {"pids", required_argument, NULL, CLI_OPT_PIDS},                                   \
+                {"ssh", required_argument, NULL, CLI_OPT_SSH}, {                                   \
+                "journal", no_argument, NULL, CLI_OPT_JOURNAL                                      \
         }
 
 #define CLI_CREATE_USAGE                                                                           \
@@ -247,7 +249,8 @@ enum {
         "[--host H]... [--resource-detection github-pull-requests] [--secret NAME]... "            \
         "[--volume NAME:/PATH[:ro]]... [--hostname H] [--block-network] "                          \
         "[--route CIDR[:PORTS]]... [--deny-route CIDR[:PORTS]]... [--learn-egress] "               \
-        "[--disk SIZE] [--pids N] [--ssh ALIAS=[USER@]HOST[:PORT],secret=NAME[,host-key=KEY]]..."
+        "[--disk SIZE] [--pids N] [--ssh ALIAS=[USER@]HOST[:PORT],secret=NAME[,host-key=KEY]]... " \
+        "[--journal]"
 
 /* True when s is a sandbox id ("sb-" + 16 hex digits), not a name. */
 bool cli_is_sandbox_id(const char *s);
@@ -275,6 +278,12 @@ int cli_parse_ssh(const char *arg, Warren__V1__CreateSandboxRequest__ManagedSshE
 int cli_sandbox_pause(struct cli_ctx *ctx, int argc, char **argv);
 int cli_sandbox_resume(struct cli_ctx *ctx, int argc, char **argv);
 int cli_sandbox_snapshot(struct cli_ctx *ctx, int argc, char **argv);
+/* warren sandbox changes|rollback (cmd-journal.c) */
+int cli_sandbox_changes(struct cli_ctx *ctx, int argc, char **argv);
+int cli_sandbox_rollback(struct cli_ctx *ctx, int argc, char **argv);
+/* Print what exec_id changed (GetExecChanges) to f, or JSON to stdout. */
+int cli_exec_changes(struct cli_ctx *ctx, const char *sandbox, const char *exec_id, FILE *f,
+                     bool json);
 int cli_sandbox_fork(struct cli_ctx *ctx, int argc, char **argv);
 
 /* A CreateSandboxRequest under construction (arena-owned parts). */
@@ -331,6 +340,8 @@ struct cli_exec_opts {
         bool detach;           /* start detached: print the exec id and leave */
         const char *attach_id; /* re-attach to this exec instead of starting */
         uint64_t offset;       /* ... from this output offset */
+        bool journal;          /* journal the exec (docs/journal.md) */
+        bool changes;          /* ... and print its changes to stderr after it */
 };
 
 /* Run argv in sandbox (id or name) over the Exec stream: output to fd

@@ -43,6 +43,7 @@ struct exec_state {
         uv_signal_t sig[N_SIGNALS];
         int n_interrupts;
         bool started, exited, closed, detached;
+        char exec_id[32];
         int exit_code, status;
         char *message;
 };
@@ -214,6 +215,9 @@ static void on_message(struct rpc_stream *s, const ProtobufCMessage *msg, void *
         switch (r->kind_case) {
         case WARREN__V1__EXEC_RESPONSE__KIND_STARTED:
                 st->started = true;
+                snprintf(st->exec_id, sizeof(st->exec_id), "%s", r->started->exec_id);
+                if (st->o->journal && !st->o->changes && !st->o->detach)
+                        fprintf(stderr, "warren: journaled exec %s\n", r->started->exec_id);
                 if (st->o->detach) {
                         /* Detached: say which exec it is and leave it running. */
                         printf("%s\n", r->started->exec_id);
@@ -334,6 +338,7 @@ int cli_exec_run(struct cli_ctx *ctx, const char *sandbox, int argc, char **argv
         }
 
         start.detach = o->detach;
+        start.journal = o->journal || o->changes;
         Warren__V1__ExecAttach att = WARREN__V1__EXEC_ATTACH__INIT;
         Warren__V1__ExecRequest req = WARREN__V1__EXEC_REQUEST__INIT;
         req.kind_case = WARREN__V1__EXEC_REQUEST__KIND_START;
@@ -403,6 +408,11 @@ int cli_exec_run(struct cli_ctx *ctx, const char *sandbox, int argc, char **argv
         rpc_stream_free(st.stream);
         uv_run(ctx->loop, UV_RUN_NOWAIT); /* run the close callbacks */
 
+        if (st.exited && o->changes && st.exec_id[0]) {
+                int rc = cli_exec_changes(ctx, sandbox, st.exec_id, stderr, false);
+                if (rc != CLI_EXIT_OK)
+                        return rc;
+        }
         if (st.exited)
                 return st.exit_code;
         if (st.detached)
@@ -419,7 +429,16 @@ int cli_exec_run(struct cli_ctx *ctx, const char *sandbox, int argc, char **argv
 
 /* --- warren exec / warren run --- */
 
-enum { OPT_TIMEOUT = CLI_OPT_FIRST_LOCAL, OPT_KEEP, OPT_GRACE, OPT_ATTACH, OPT_OFFSET, OPT_JSON };
+enum {
+        OPT_TIMEOUT = CLI_OPT_FIRST_LOCAL,
+        OPT_KEEP,
+        OPT_GRACE,
+        OPT_ATTACH,
+        OPT_OFFSET,
+        OPT_JSON,
+        OPT_JOURNAL,
+        OPT_CHANGES
+};
 
 /* Parse an exec option; 1 handled, 0 not an exec option, -2 usage error. */
 static int exec_opt(struct cli_exec_opts *o, int c, const char *cmd, const char *usage) {
@@ -457,6 +476,12 @@ static int exec_opt(struct cli_exec_opts *o, int c, const char *cmd, const char 
                 return 1;
         case OPT_ATTACH:
                 o->attach_id = optarg;
+                return 1;
+        case OPT_JOURNAL:
+                o->journal = true;
+                return 1;
+        case OPT_CHANGES:
+                o->changes = true;
                 return 1;
         case OPT_OFFSET: {
                 char *end;
@@ -505,12 +530,14 @@ int cli_cmd_exec(struct cli_ctx *ctx, int argc, char **argv) {
                                                  {"detach", no_argument, NULL, 'd'},
                                                  {"attach", required_argument, NULL, OPT_ATTACH},
                                                  {"offset", required_argument, NULL, OPT_OFFSET},
+                                                 {"journal", no_argument, NULL, OPT_JOURNAL},
+                                                 {"changes", no_argument, NULL, OPT_CHANGES},
                                                  CLI_COMMON_LONGOPTS,
                                                  {}};
         const char *cmd = "exec",
                    *usage =
-                           "[-i] [-t] [-d] [-w DIR] [-u USER] [-e K=V]... [--timeout S] ID|NAME -- "
-                           "CMD... "
+                           "[-i] [-t] [-d] [-w DIR] [-u USER] [-e K=V]... [--timeout S] "
+                           "[--journal|--changes] ID|NAME -- CMD... "
                            "| --attach EXEC_ID [--offset N] [-i] [-t] ID|NAME";
         struct cli_exec_opts o = {0};
         /* '+': options end at ID|NAME, so the command's own flags stay its own. */

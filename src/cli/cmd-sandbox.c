@@ -114,6 +114,9 @@ int cli_create_opt(struct cli_create *cr, int c, const char *arg, const char *cm
         case CLI_OPT_BLOCK_NETWORK: /* loopback only */
                 r->block_network = true;
                 return 1;
+        case CLI_OPT_JOURNAL: /* journal every exec */
+                r->journal_execs = true;
+                return 1;
         case CLI_OPT_HOST:
         case CLI_OPT_ROUTE:
         case CLI_OPT_DENY_ROUTE: {
@@ -943,6 +946,11 @@ int cli_cmd_sandbox(struct cli_ctx *ctx, int argc, char **argv) {
                  "the sandbox's files as a new image, print its id", cli_sandbox_snapshot},
                 {"fork", "ID|NAME [-n COUNT] [--json]",
                  "snapshot, then COUNT new sandboxes from it; print their ids", cli_sandbox_fork},
+                {"changes", "ID|NAME EXEC_ID [--json]",
+                 "what a journaled exec created, modified, deleted or chmod'ed",
+                 cli_sandbox_changes},
+                {"rollback", "ID|NAME EXEC_ID [--force] [--json]",
+                 "put back what a journaled exec changed", cli_sandbox_rollback},
         };
         return cli_dispatch(ctx, "sandbox", cmds, ELEMENTSOF(cmds), argc - 1, argv + 1);
 }

@@ -1,7 +1,7 @@
 """The per-exec change journal and rollback (issue 18 item 3): what an exec
 created, modified, deleted or chmod'ed in the writable layer, and putting
 it back."""
-import hashlib
+import json
 import os
 import subprocess
 import time
@@ -167,3 +167,43 @@ def test_exec_stdin_while_journal_walk_runs(sb):
     p.close_stdin()
     res = p.wait()
     assert res.stdout_text == "hello\n"
+
+
+def cli(d, *args, check=0):
+    from conftest import WARREN_CLI
+    p = subprocess.run([WARREN_CLI, "--addr", d.unix_addr] + list(args), capture_output=True,
+                       text=True, timeout=120)
+    if check is not None:
+        assert p.returncode == check, (args, p.stdout, p.stderr)
+    return p
+
+
+def test_cli_changes_and_rollback(d):
+    sid = cli(d, "sandbox", "create", "-i", IMAGE, "--", "sleep", "infinity").stdout.strip()
+    try:
+        cli(d, "exec", sid, "--", "sh", "-c", "echo 1 > /root/keep")
+        p = cli(d, "exec", "--changes", sid, "--", "sh", "-c",
+                "echo hi; echo 2 > /root/new; chmod 600 /root/keep; rm /etc/group")
+        assert p.stdout == "hi\n"
+        lines = [l.split() for l in p.stderr.splitlines()]
+        assert ["created", "file", "/root/new"] in lines
+        assert ["deleted", "file", "/etc/group"] in lines
+        assert ["mode", "file", "/root/keep", "(0644", "->", "0600)"] in lines
+        p = cli(d, "exec", "--journal", sid, "--", "touch", "/root/t")
+        exec_id = p.stderr.split("journaled exec ")[1].split()[0]
+        out = json.loads(cli(d, "sandbox", "changes", sid, exec_id, "--json").stdout)
+        assert [c["path"] for c in out["changes"]] == ["/root/t"]
+        assert "created" in cli(d, "sandbox", "rollback", sid, exec_id).stdout
+        p = cli(d, "sandbox", "rollback", sid, exec_id, check=None)
+        assert p.returncode != 0 and "already rolled back" in p.stderr
+        assert cli(d, "exec", sid, "--", "ls", "/root").stdout.split() == ["keep", "new"]
+        # sandbox-wide
+        sid2 = cli(d, "sandbox", "create", "-i", IMAGE, "--journal", "--", "sleep",
+                   "infinity").stdout.strip()
+        try:
+            p = cli(d, "exec", "--changes", sid2, "--", "mkdir", "/srv2")
+            assert p.stderr.split() == ["created", "dir", "/srv2"]
+        finally:
+            cli(d, "sandbox", "rm", sid2)
+    finally:
+        cli(d, "sandbox", "rm", sid)
