@@ -284,30 +284,100 @@ static int copy_fd(int from, int to) {
         }
 }
 
-/* Bytes held by the object store. */
-static uint64_t store_bytes(int obj_fd) {
+/* The object store's names, sorted (one readdir instead of a stat per
+ * file); each name carries its size (jt_object_name). */
+struct names {
+        char **v;
+        size_t n, cap;
+};
+
+static void names_free(struct names *l) {
+        for (size_t i = 0; i < l->n; i++)
+                free(l->v[i]);
+        free(l->v);
+        *l = (struct names) {0};
+}
+
+static int names_add(struct names *l, const char *name) {
+        if (l->n == l->cap) {
+                size_t cap = l->cap ? l->cap * 2 : 64;
+                char **v = realloc(l->v, cap * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                l->v = v;
+                l->cap = cap;
+        }
+        if (!(l->v[l->n] = strdup(name)))
+                return -ENOMEM;
+        l->n++;
+        return 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+static void names_sort(struct names *l) {
+        if (l->n)
+                qsort(l->v, l->n, sizeof(l->v[0]), cmp_str);
+}
+
+static bool names_has(const struct names *l, const char *name) {
+        return l->n && bsearch(&name, l->v, l->n, sizeof(l->v[0]), cmp_str) != NULL;
+}
+
+static uint64_t name_size(const char *name) {
+        const char *dash = strrchr(name, '-');
+        return dash ? strtoull(dash + 1, NULL, 10) : 0;
+}
+
+static int list_store(int obj_fd, struct names *out, uint64_t *bytes) {
+        *bytes = 0;
         int d = openat(obj_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (d < 0)
-                return 0;
+                return -errno;
         DIR *dir = fdopendir(d);
         if (!dir) {
                 close(d);
-                return 0;
+                return -ENOMEM;
         }
-        uint64_t sum = 0;
         struct dirent *de;
-        struct stat st;
+        int r = 0;
         while ((de = readdir(dir)))
-                if (de->d_name[0] != '.' && fstatat(d, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-                        sum += (uint64_t) st.st_blocks * 512;
+                if (de->d_name[0] != '.') {
+                        if ((r = names_add(out, de->d_name)) < 0)
+                                break;
+                        *bytes += name_size(de->d_name);
+                }
         closedir(dir);
-        return sum;
+        names_sort(out);
+        return r;
 }
 
 /* Save the bytes of every regular file of t (an upper-dir walk) that the
- * store lacks, as far as the budget goes; marks what is saved. */
-static void save_objects(int upper_fd, int obj_fd, struct jt_tree *t) {
-        uint64_t used = store_bytes(obj_fd);
+ * store lacks, as far as the budget goes; marks what is saved. Before
+ * that, over half the budget, drop objects that neither a kept journal
+ * (keep) nor a current file needs. */
+static void save_objects(int upper_fd, int obj_fd, struct jt_tree *t, const struct names *keep) {
+        struct names have = {0}, want = {0};
+        uint64_t used = 0;
+        if (list_store(obj_fd, &have, &used) < 0)
+                goto out;
+        for (size_t i = 0; i < t->n; i++) {
+                const struct jt_ent *x = &t->v[i];
+                char name[96];
+                if (x->type != JT_FILE)
+                        continue;
+                jt_object_name(x->dev, x->ino, x->ctime_ns, x->size, name, sizeof(name));
+                if (names_add(&want, name) < 0)
+                        goto out;
+        }
+        names_sort(&want);
+        if (used > OBJ_BUDGET / 2)
+                for (size_t i = 0; i < have.n; i++)
+                        if (!names_has(&want, have.v[i]) && !names_has(keep, have.v[i]) &&
+                            unlinkat(obj_fd, have.v[i], 0) == 0)
+                                used -= MIN(used, name_size(have.v[i]));
         for (size_t i = 0; i < t->n; i++) {
                 struct jt_ent *x = &t->v[i];
                 if (x->type != JT_FILE)
@@ -315,7 +385,7 @@ static void save_objects(int upper_fd, int obj_fd, struct jt_tree *t) {
                 char name[96];
                 jt_object_name(x->dev, x->ino, x->ctime_ns, x->size, name, sizeof(name));
                 struct stat st;
-                if (fstatat(obj_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+                if (names_has(&have, name)) {
                         x->saved = true;
                         continue;
                 }
@@ -338,40 +408,9 @@ static void save_objects(int upper_fd, int obj_fd, struct jt_tree *t) {
                 used += x->size;
                 x->saved = true;
         }
-}
-
-/* Over half the budget: drop objects no kept journal and no current file
- * (the walk t) needs. */
-static void gc_objects(int obj_fd, const struct jt_tree *t, char **keep, size_t n_keep) {
-        if (store_bytes(obj_fd) < OBJ_BUDGET / 2)
-                return;
-        int d = openat(obj_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (d < 0)
-                return;
-        DIR *dir = fdopendir(d);
-        if (!dir) {
-                close(d);
-                return;
-        }
-        struct dirent *de;
-        while ((de = readdir(dir))) {
-                if (de->d_name[0] == '.')
-                        continue;
-                bool wanted = false;
-                for (size_t i = 0; i < n_keep && !wanted; i++)
-                        wanted = !strcmp(keep[i], de->d_name);
-                for (size_t i = 0; i < t->n && !wanted; i++) {
-                        char name[96];
-                        const struct jt_ent *x = &t->v[i];
-                        if (x->type != JT_FILE)
-                                continue;
-                        jt_object_name(x->dev, x->ino, x->ctime_ns, x->size, name, sizeof(name));
-                        wanted = !strcmp(name, de->d_name);
-                }
-                if (!wanted)
-                        (void) unlinkat(d, de->d_name, 0);
-        }
-        closedir(dir);
+out:
+        names_free(&have);
+        names_free(&want);
 }
 
 /* --- work on workers --- */
@@ -388,9 +427,9 @@ struct work {
         struct jt_tree tree;
         struct jt_change *changes;
         size_t n_changes;
-        char **keep; /* object names kept journals need (begin: gc) */
-        size_t n_keep;
+        struct names keep; /* object names kept journals need (begin: gc) */
         int root_fd;
+        uint64_t t_ns; /* on the worker */
         bool force, froze, complete;
         int r;
         struct wr_err e;
@@ -401,9 +440,7 @@ struct work {
 static void work_free(struct work *w) {
         jt_tree_free(&w->tree);
         jt_changes_free(w->changes, w->n_changes);
-        for (size_t i = 0; i < w->n_keep; i++)
-                free(w->keep[i]);
-        free(w->keep);
+        names_free(&w->keep);
         safe_close(w->root_fd);
         free(w);
 }
@@ -427,16 +464,22 @@ static int queue(struct sbx_journal *j, struct work *w, struct wr_err *e);
 
 /* rollback, on the worker: see apply() */
 static int apply(struct work *w);
+static void work_run_kind(struct work *w, struct sbx_journal *j);
 
 static void work_run(uv_work_t *req) {
         struct work *w = req->data;
         struct sbx_journal *j = w->j;
+        w->t_ns = sbx_mono_ns();
+        work_run_kind(w, j);
+        w->t_ns = sbx_mono_ns() - w->t_ns;
+}
+
+static void work_run_kind(struct work *w, struct sbx_journal *j) {
         switch (w->kind) {
         case W_BEGIN:
                 if ((w->r = walk_upper(w)) < 0)
                         return;
-                gc_objects(j->obj_fd, &w->tree, w->keep, w->n_keep);
-                save_objects(j->upper_fd, j->obj_fd, &w->tree);
+                save_objects(j->upper_fd, j->obj_fd, &w->tree, &w->keep);
                 return;
         case W_END:
         case W_CHANGES:
@@ -459,6 +502,10 @@ static void work_done(uv_work_t *req, int status) {
         struct jr_exec *x = w->x;
         if (status < 0 && w->r == 0)
                 w->r = err_set(&w->e, -ECANCELED, "journal: cancelled");
+        static const char *const what[] = {"walk before", "walk after", "walk now", "rollback"};
+        log_debug("sandbox %s: journal %s %s: %.2f ms (%zu entries)", j->sb_id,
+                  x ? x->exec_id : "", what[w->kind], (double) w->t_ns / 1e6,
+                  w->kind == W_BEGIN ? w->tree.n : w->n_changes);
         switch (w->kind) {
         case W_BEGIN: {
                 sbx_journal_begun_fn fn = (sbx_journal_begun_fn) w->fn;
@@ -596,14 +643,6 @@ int sbx_journal_begin(struct sbx_manager *m, const char *sandbox, sbx_journal_be
         if (!w)
                 return err_set(e, -ENOMEM, "journal: out of memory");
         /* objects kept journals still need */
-        size_t cap = 0;
-        for (struct jr_exec *x = j->execs; x; x = x->next)
-                cap += x->n_changes;
-        w->keep = calloc(cap ? cap : 1, sizeof(char *));
-        if (!w->keep) {
-                work_free(w);
-                return err_set(e, -ENOMEM, "journal: out of memory");
-        }
         for (struct jr_exec *x = j->execs; x; x = x->next)
                 for (size_t i = 0; i < x->n_changes; i++) {
                         const struct jt_state *b = &x->changes[i].before;
@@ -611,9 +650,12 @@ int sbx_journal_begin(struct sbx_manager *m, const char *sandbox, sbx_journal_be
                                 continue;
                         char name[96];
                         jt_object_name(b->dev, b->ino, b->ctime_ns, b->size, name, sizeof(name));
-                        if ((w->keep[w->n_keep] = strdup(name)))
-                                w->n_keep++;
+                        if (names_add(&w->keep, name) < 0) {
+                                work_free(w);
+                                return err_set(e, -ENOMEM, "journal: out of memory");
+                        }
                 }
+        names_sort(&w->keep);
         w->fn = (void *) fn;
         w->userdata = userdata;
         if ((r = queue(j, w, e)) < 0)
@@ -991,22 +1033,29 @@ static int apply(struct work *w) {
                                                                    : "an image directory deleted "
                                                                      "with its contents");
         }
-        /* 1: remove what the exec made, deepest first */
-        for (size_t i = x->n_changes; i-- > 0;) {
+        /* 1: remove what the exec made; a made dir goes with everything in
+         * it (its entries, later in path order, are skipped) */
+        const char *gone = NULL;
+        size_t gone_len = 0;
+        for (size_t i = 0; i < x->n_changes; i++) {
                 const struct jt_change *c = &x->changes[i];
                 if (c->after.type == JT_ABSENT ||
                     (c->before.type != JT_ABSENT && c->before.type == c->after.type))
                         continue;
+                if (gone && !strncmp(c->path, gone, gone_len) && c->path[gone_len] == '/')
+                        continue;
                 const char *name;
                 _cleanup_close_ int dir = parent_fd(w->root_fd, c->path, &name);
                 if (dir == -ENOENT)
-                        continue; /* its parent went first */
+                        continue;
                 if (dir < 0)
                         return err_set(&w->e, dir, "rollback: /%s: %s", c->path, strerror(-dir));
                 _cleanup_close_ int d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 if (d < 0 || (r = rm_rf_at(d, name)) < 0)
                         return err_set(&w->e, d < 0 ? -errno : r, "rollback: remove /%s: %s", c->path,
                                        strerror(d < 0 ? errno : -r));
+                gone = c->path;
+                gone_len = strlen(gone);
         }
         /* 2: put back what was there, parents first */
         for (size_t i = 0; i < x->n_changes; i++) {
