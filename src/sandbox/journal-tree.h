@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The change journal's file-system core (docs/files.md, "Change journal"):
+/* The change journal's file-system core (docs/journal.md):
  * a metadata walk of a sandbox's overlay upper dir, the state of a path in
  * the merged view (the upper tree over the image's read-only layers, with
  * overlayfs' whiteouts and opaque directories), and the difference between

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The per-exec change journal and rollback (docs/files.md, "Change
+/* The per-exec change journal and rollback (docs/journal.md, "Change
  * journal"). For an exec started with journaling, warrend walks the
  * sandbox's writable layer (the overlay upper dir) before the process
  * starts and again when it exits; the difference is what the exec

@@ -201,7 +201,7 @@ class SandboxesServicer:
         """What a journaled exec (ExecStart.journal, or any exec of a sandbox
         created with journal_execs) created, modified, deleted or changed the
         mode/owner of in the sandbox's writable layer; while it runs, the
-        changes so far. NOT_FOUND when the exec has no journal (docs/files.md).
+        changes so far. NOT_FOUND when the exec has no journal (docs/journal.md).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
