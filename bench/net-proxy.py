@@ -166,19 +166,21 @@ def main():
         print(f"setup latency (connect+request+first byte, n={a.n}): direct NAT p50 {d50:.3f} ms "
               f"p99 {d99:.3f} ms; proxy p50 {p50:.3f} ms p99 {p99:.3f} ms; added p50 {p50 - d50:.3f} ms "
               f"p99 {p99 - d99:.3f} ms")
-        dds, pds, busy, cpu, wall = [], [], [], 0.0, 0.0
+        dds, pds, busy, cpu, wall, sw = [], [], [], 0.0, 0.0, 0
         for _ in range(a.repeat):     # alternate, to spread the machine's noise over both
             dds.append(download(nat.argv, url_named))
             busy.append(download.busy)
-            cpu0, t0 = proc_cpu(eg.proc.pid), time.perf_counter()
+            cpu0, t0, sw0 = proc_cpu(eg.proc.pid), time.perf_counter(), proc_switches(eg.proc.pid)
             pds.append(download(sb.argv, url_named))
             cpu += proc_cpu(eg.proc.pid) - cpu0
+            sw += proc_switches(eg.proc.pid) - sw0
             wall += time.perf_counter() - t0
         dd, pd, dbusy = statistics.median(dds), statistics.median(pds), statistics.median(busy)
         print("download runs MB/s: direct " + " ".join(f"{x:.0f}" for x in dds) +
               "; proxy " + " ".join(f"{x:.0f}" for x in pds))
         print(f"CPUs busy: direct NAT {100 * dbusy:.0f}%, proxied {100 * download.busy:.0f}% "
-              f"(warren-egress itself {100 * cpu / wall:.0f}% of one core)")
+              f"(warren-egress itself {100 * cpu / wall:.0f}% of one core, {cpu / a.repeat / a.gib:.3f} CPU s "
+              f"and {sw / a.repeat / a.gib:.0f} context switches per GiB)")
         print(f"download {a.gib:g} GiB (median of {a.repeat}): direct NAT {dd:.0f} MB/s; proxy {pd:.0f} MB/s ({100 * pd / dd:.0f}% of direct)")
         cd, nd = concurrent(nat.argv, per, a.conns)
         cp, npx = concurrent(sb.argv, per, a.conns)
@@ -198,6 +200,19 @@ def main():
 def proc_cpu(pid):
     f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_switches(pid):
+    """Context switches (voluntary + not) of all the process's threads."""
+    n = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            for line in open(f"/proc/{pid}/task/{t}/status"):
+                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                    n += int(line.split()[1])
+        except OSError:
+            pass
+    return n
 
 
 def conftest_rss(pid):

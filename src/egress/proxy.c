@@ -95,6 +95,7 @@ struct dir {
         size_t in_pipe;
         bool eof, shut;
         bool want_read, want_write;
+        int lowat; /* SO_RCVLOWAT of the read side (0: the default, 1 byte) */
         uint64_t bytes;
 };
 
@@ -289,12 +290,35 @@ static void on_timeout(uv_timer_t *t) {
 
 /* --- relay --- */
 
+/* Wakeups of a bulk transfer. Woken for every segment that arrives, the
+ * relay of one download ran ~16,000 times per GiB, each wakeup a context
+ * switch on a host whose CPUs are busy with the sender and the reader. In
+ * a bulk transfer (a wakeup found at least BULK_READ bytes) the read
+ * side's SO_RCVLOWAT asks the kernel to wake us only once RELAY_LOWAT
+ * bytes wait (or at EOF, or when its buffer fills); a wakeup that finds
+ * under SMALL_READ, and the relay timer (no wakeup for RELAY_LOWAT_MS: the peer paused
+ * with less than that sent, e.g. a response smaller than the low-water
+ * mark after a bulk phase), set it back to 1 byte. */
+#define BULK_READ (128u << 10)
+#define SMALL_READ (16u << 10)
+#define RELAY_LOWAT (256 << 10)
+#define RELAY_LOWAT_MS 2
+
+static void set_lowat(int fd, struct dir *d, int lowat) {
+        if (d->lowat == lowat)
+                return;
+        int v = lowat ? lowat : 1;
+        if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)) == 0)
+                d->lowat = lowat;
+}
+
 /* Move what can be moved from -> pipe -> to without blocking. Reading and
  * writing overlap: the pipe is refilled while it still holds data. Sets
  * want_read / want_write for the poll masks; a negative errno on a socket
  * error. */
 static int pump(int from, int to, struct dir *d) {
         bool read_again = false;
+        size_t got = 0;
         for (int round = 0; round < PUMP_ROUNDS; round++) {
                 bool progress = false;
                 read_again = false;
@@ -303,6 +327,7 @@ static int pump(int from, int to, struct dir *d) {
                                            SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
                         if (n > 0) {
                                 d->in_pipe += (size_t) n;
+                                got += (size_t) n;
                                 progress = true;
                         } else if (n == 0) {
                                 d->eof = true;
@@ -331,6 +356,12 @@ static int pump(int from, int to, struct dir *d) {
                 if (!progress)
                         break;
         }
+        if (d->eof)
+                d->lowat = 0;
+        else if (got >= BULK_READ)
+                set_lowat(from, d, RELAY_LOWAT);
+        else if (got > 0 && got < SMALL_READ)
+                set_lowat(from, d, 0);
         d->want_write = d->in_pipe > 0;
         /* EAGAIN with data in the pipe may mean the pipe is full: then wait
          * for the writer to drain it instead of spinning on a readable
@@ -477,6 +508,17 @@ static void arm(uv_poll_t *p, int *cur, int want) {
         *cur = want;
 }
 
+static void relay(struct conn *c);
+
+static void lowat_timeout(uv_timer_t *t) {
+        struct conn *c = t->data;
+        if (c->state != C_RELAY)
+                return;
+        set_lowat(c->cfd, &c->up, 0);
+        set_lowat(c->ufd, &c->dn, 0);
+        relay(c);
+}
+
 static void relay(struct conn *c) {
         int r = c->hu ? http_up_pump(c) : pump(c->cfd, c->ufd, &c->up);
         if (r >= 0)
@@ -493,6 +535,10 @@ static void relay(struct conn *c) {
         int ue = (c->dn.want_read ? UV_READABLE : 0) | (c->up.want_write ? UV_WRITABLE : 0);
         arm(&c->cpoll, &c->cmask, ce);
         arm(&c->upoll, &c->umask, ue);
+        if ((c->up.lowat && c->up.want_read) || (c->dn.lowat && c->dn.want_read))
+                uv_timer_start(&c->timer, lowat_timeout, RELAY_LOWAT_MS, 0);
+        else if (c->up.lowat || c->dn.lowat)
+                uv_timer_stop(&c->timer);
 }
 
 static void relay_cb(uv_poll_t *p, int status, int events) {
