@@ -182,6 +182,8 @@ class Git:
             msg = f"{cmd}: {r.reason} (exit code {r.exit_code}, signal {r.signal})"
         if err:
             msg += ": " + err
+        if r.exit_code == 127 and err.startswith("warren: cannot run"):
+            msg += " (the image needs git; Image.sandbox() has it)"
         raise GitError(msg, r.exit_code, r.stderr_text, command=shown)
 
     def _run(self, args: Sequence[str], path: Optional[str] = ".", *,

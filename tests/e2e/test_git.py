@@ -17,6 +17,7 @@ import pytest
 
 import warren as wr
 from conftest import ROOT, WARREN_CLI, Daemon, import_image
+from warren import SshDest
 
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -28,7 +29,7 @@ ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LAN
 @pytest.fixture(scope="module")
 def bed():
     from fakenet.bed import FakeNet
-    b = FakeNet(ssh=False)
+    b = FakeNet(ssh=True)        # sshd only when openssh-server is installed (b.ssh)
     b.start()
     try:
         yield b
@@ -335,4 +336,26 @@ def test_image_without_git_raises_git_error(client):
     with client.create(image="busybox:latest") as sb:
         with pytest.raises(wr.GitError) as ei:
             sb.git.status()
-    assert ei.value.command[0] == "git" and ei.value.exit_code != 0
+    assert ei.value.command[0] == "git" and ei.value.exit_code == 127
+    assert "the image needs git" in str(ei.value)
+
+
+def test_ssh_remote_uses_the_sandbox_ssh_configuration(client, bed):
+    """"SSH remotes use the sandbox's existing SSH configuration": a
+    managed-SSH alias (key in warrend's agent, never in the sandbox) clones
+    and pushes through the helpers."""
+    if bed.ssh is None:
+        pytest.skip("no sshd (openssh-server) on this host")
+    with open(bed.ssh.key) as f:
+        client.set_secret("GIT_TEST_DEPLOY_KEY", f.read())
+    name = unique()
+    info = gs().new_repo(bed, name)
+    dest = {"github": SshDest("github.com", "GIT_TEST_DEPLOY_KEY", username="git",
+                              host_keys=[bed.ssh.host_pubkey])}
+    with client.create(managed_ssh=dest) as sb:
+        sb.git.clone(f"github:{name}", "s", depth=None, timeout_secs=60)
+        assert git_in(sb, "s", "rev-parse HEAD") == info["head"]
+        sb.git.configure_user("s", "T", "t@example.test")
+        sh(sb, "cd s && echo via-ssh > ssh.txt && git add ssh.txt && git commit -q -m ssh")
+        sb.git.push("s", timeout_secs=60)
+        assert gs().rev(bed, name) == git_in(sb, "s", "rev-parse HEAD")
