@@ -4,13 +4,15 @@ internet (tests/fakenet): smart HTTP through `git http-backend` behind the
 bed's HTTPS server (test CA, Basic auth for pushes and for the `private/`
 repositories) and `git daemon` (git://). Sandboxes run the default image
 (scripts/base-image.sh imported as sandbox:latest, working in /workspace,
-with git); each trusts the bed's CA the way an image would, in its system
-bundle. Credentials are checked to be nowhere in the sandbox afterwards."""
+with git) plus the bed's CA, trusted for git through the image's
+environment. Credentials are checked to be nowhere in the sandbox afterwards."""
 import base64
 import os
 import secrets
+import shutil
 import subprocess
 import sys
+import tarfile
 import time
 
 import pytest
@@ -23,6 +25,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
+CA_PATH = "/usr/local/share/ca-certificates/fakenet-test-ca.crt"
 ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"]
 
 
@@ -38,21 +41,33 @@ def bed():
 
 
 @pytest.fixture(scope="module")
-def d(bed):
-    """A daemon resolving with the bed's DNS; sandbox:latest is the Debian
-    base image (as scripts/run.sh imports it), busybox:latest has no git."""
+def d(bed, tmp_path_factory):
+    """A daemon resolving with the bed's DNS. sandbox:latest (the image an
+    omitted image means) is the Debian base image as scripts/run.sh imports
+    it, plus the bed's CA for git (GIT_SSL_CAINFO in the image's env): the
+    way an image trusts a private CA, so the seed's code runs unchanged.
+    busybox:latest has no git."""
     p = subprocess.run(["bash", str(ROOT / "scripts/base-image.sh")], capture_output=True,
                        text=True, timeout=900)
     if p.returncode != 0:
         pytest.skip("no Debian base image: " + p.stderr[-300:])
-    base = p.stdout.strip().splitlines()[-1]
+    tar = str(tmp_path_factory.mktemp("img") / "sandbox.tar")
+    shutil.copyfile(p.stdout.strip().splitlines()[-1], tar)
+    with tarfile.open(tar, "a") as t:
+        ti = t.gettarinfo(bed.ca_pem, CA_PATH.lstrip("/"))
+        ti.uid = ti.gid = 0
+        ti.uname = ti.gname = "root"
+        ti.mode = 0o644
+        with open(bed.ca_pem, "rb") as f:
+            t.addfile(ti, f)
     dd = Daemon(extra_args=["--upstream-dns", bed.dns])
     try:
         args = [WARREN_CLI, "--addr", dd.unix_addr, "image", "import", "--workdir", "/workspace"]
-        for kv in ENV:
+        for kv in ENV + ["GIT_SSL_CAINFO=" + CA_PATH]:
             args += ["--env", kv]
-        r = subprocess.run(args + ["sandbox:latest", base], capture_output=True, text=True, timeout=300)
+        r = subprocess.run(args + ["sandbox:latest", tar], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
+        os.unlink(tar)
         import_image(dd, "busybox:latest")
         yield dd
     finally:
@@ -66,13 +81,10 @@ def client(d):
 
 
 @pytest.fixture
-def sandbox(client, bed):
-    """A sandbox of the default image that trusts the bed's CA."""
+def sandbox(client):
+    """A sandbox of the default image."""
     sb = client.create()
     try:
-        ca = open(bed.ca_pem).read()
-        r = sb.exec("sh", "-c", 'printf %s "$1" >> /etc/ssl/certs/ca-certificates.crt', "sh", ca)
-        assert r.exit_code == 0, r.stderr_text
         yield sb
     finally:
         sb.terminate(grace_period_seconds=1)
@@ -109,14 +121,46 @@ def work(bed):
     return dict(info, name=name, c=[info["head"], c2, c3], f1=f1)
 
 
-def test_seed_example(sandbox, bed):
-    """The seed's flow: clone (remote default branch, depth=1) into a path
-    relative to the image's workdir, then status and branches."""
+SEED = """
+from warren import SandboxClient
+
+with SandboxClient.from_env() as client:
+    sandbox = client.create()
+    try:
+        # Uses the remote's default branch with depth=1.
+        sandbox.git.clone("https://github.com/octocat/Hello-World.git", "repo")
+        print(sandbox.git.status("repo").current_branch)
+        print(sandbox.git.branches("repo"))
+    finally:
+        sandbox.terminate()
+"""
+
+
+def test_seed_example(d, bed):
+    """The seed README's "Git inside a sandbox" example, verbatim but for
+    the package name (SDK.md), in a client process of its own; the bed
+    serves octocat/Hello-World (default branch master, two commits)."""
+    name = "octocat/Hello-World.git"
+    if gs().rev(bed, name) is None:
+        gs().new_repo(bed, name, {"README": "Hello World!\n"}, branch="master")
+        gs().commit(bed, name, {"README": "Hello World!\n\nagain\n"}, "second", branch="master")
+    m = bed.mark()
+    env = dict(os.environ, WARREN_ADDR=d.unix_addr, PYTHONPATH=str(ROOT / "python"))
+    p = subprocess.run([sys.executable, "-c", SEED], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "master\n['master']\n"
+    bed.settle()
+    paths = [r["path"] for r in bed.http_requests(since=m, host="github.com") if r["status"] == 200]
+    assert "/octocat/Hello-World.git/git-upload-pack" in paths
+
+
+def test_paths_are_relative_to_the_image_workdir(sandbox, bed):
     sandbox.git.clone(bed.git["https_url"], "repo")
-    assert sandbox.git.status("repo").current_branch == "main"
-    assert sandbox.git.branches("repo") == ["main"]
     assert sh(sandbox, "cat /workspace/repo/README.md").startswith("# example/repo")
     assert git_in(sandbox, "/workspace/repo", "rev-parse HEAD") == bed.git["head"]
+    assert git_in(sandbox, "/workspace/repo", "rev-list --count HEAD") == "1"
+    assert sandbox.git.status("/workspace/repo").current_branch == "main"
 
 
 def test_clone_depth_branch_and_commit_over_https(sandbox, bed, work):
