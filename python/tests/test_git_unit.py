@@ -324,6 +324,10 @@ def test_push_remotes_config_reset_restore(sb, upstream, tmp_path, home):
     g.push("r", "origin", "pushed", set_upstream=True)
     assert sh(upstream["bare"], "rev-parse", "pushed") == c
     assert g.get_config("r", "branch.pushed.remote") == "origin"
+    g.create_branch("r", "second-push")
+    g.push("r", set_upstream=True)                          # the current branch, as itself
+    assert sh(upstream["bare"], "rev-parse", "second-push") == c
+    assert g.get_config("r", "branch.second-push.merge") == "refs/heads/second-push"
     g.remote_add("r", "second", upstream["url"])
     assert g.remotes("r") == ["origin", "second"]
     with pytest.raises(wr.GitError):

@@ -306,10 +306,13 @@ class Git:
              set_upstream: bool = False, username: Optional[str] = None,
              password: Optional[str] = None, timeout_secs: Optional[float] = None) -> None:
         """Push `branch` (default: the current branch to its upstream) to
-        `remote`; set_upstream=True records the remote branch as upstream."""
+        `remote`; set_upstream=True records the remote branch as upstream
+        (without `branch`: the current branch, under its own name)."""
         args = ["push", "--quiet"] + (["--set-upstream"] if set_upstream else []) + [_name("remote", remote)]
         if branch is not None:
             args.append(_name("branch", branch))
+        elif set_upstream:
+            args.append("HEAD")
         self._run(args, _path(path), creds=self._creds(username, password),
                   timeout_secs=_timeout(timeout_secs))
 
