@@ -418,3 +418,23 @@ def test_git_errors_name_command_exit_code_and_stderr(sb, tmp_path):
     assert "nothere" in e.stderr
     assert str(e).startswith("git -C nothere status ") and "exit code 128: fatal:" in str(e)
     assert isinstance(e, wr.WarrenError)
+
+
+def test_parse_status_of_hostile_output_is_a_status_or_a_git_error():
+    """The output comes from inside the sandbox: malformed records raise
+    GitError, random input never anything else."""
+    import random
+    for bad in ("# branch.ab 1 2\0", "# branch.ab +1\0", "# branch.ab +x -1\0", "1 .M\0",
+                "2 R. N... 1 2 3 4 5 R100\0", "u UU\0", "# branch.ab +² -1\0"):
+        with pytest.raises(wr.GitError, match="unexpected output"):
+            _parse_status(bad)
+    rnd = random.Random(14)
+    alphabet = ["\0", " ", "#", "?", "!", "1", "2", "u", ".", "M", "+", "-", "a", "branch.ab",
+                "branch.head", "# branch.ab ", "R100", "é"]
+    for _ in range(3000):
+        s = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 30)))
+        try:
+            st = _parse_status(s)
+        except wr.GitError:
+            continue
+        assert isinstance(st, wr.GitStatus) and st.ahead >= 0 and st.behind >= 0

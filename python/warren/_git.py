@@ -65,7 +65,17 @@ class GitStatus:
 
 
 def _parse_status(out: str) -> GitStatus:
-    """Parse ``git status --porcelain=v2 --branch -z``."""
+    """Parse ``git status --porcelain=v2 --branch -z``. The output comes
+    from inside the sandbox: anything that is not that format raises
+    GitError."""
+    try:
+        return _parse_status_v2(out)
+    except (ValueError, IndexError) as e:
+        raise GitError(f"git status: unexpected output ({e}): {out[:200]!r}", 0, "",
+                       command=["git", "status", "--porcelain=v2", "--branch", "-z"]) from None
+
+
+def _parse_status_v2(out: str) -> GitStatus:
     branch: Optional[str] = None
     ahead = behind = 0
     files: List[str] = []
@@ -85,16 +95,22 @@ def _parse_status(out: str) -> GitStatus:
             branch = None if head == "(detached)" else head
         elif rec.startswith("# branch.ab "):
             a, b = rec[len("# branch.ab "):].split()
-            ahead, behind = int(a.lstrip("+")), int(b.lstrip("-"))
+            if not (a[:1] == "+" and b[:1] == "-" and a[1:].isdigit() and b[1:].isdigit()):
+                raise ValueError(f"branch.ab {a} {b}")
+            ahead, behind = int(a[1:]), int(b[1:])
         elif rec.startswith("#"):
             continue
-        elif rec.startswith("? "):
+        elif rec.startswith(("? ", "! ")) and len(rec) > 2:
+            if rec[0] == "!":
+                continue
             untracked.append(rec[2:])
             files.append(rec[2:])
         elif rec[:2] in ("1 ", "2 ", "u "):
             kind, xy = rec[0], rec[2:4]
             nfields = {"1": 8, "2": 9, "u": 10}[kind]
             path = rec.split(" ", nfields)[nfields]
+            if len(xy) != 2 or not path:
+                raise ValueError(f"record {rec[:80]!r}")
             if kind == "2":
                 i += 1  # the original path of a rename or copy
             files.append(path)
