@@ -179,6 +179,11 @@ def test_clone_depth_branch_and_commit(sb, upstream, tmp_path):
     with pytest.raises(wr.GitError) as ei:
         g.clone(upstream["url"], "nope", commit_id="0" * 40)
     assert ei.value.command[:2] == ["git", "-C"] and "fetch" in ei.value.command
+    assert not (tmp_path / "nope").exists()              # nothing half-made stays
+    with pytest.raises(wr.GitError) as ei:
+        g.clone(upstream["url"], "nope", commit_id="0" * 12)   # abbreviated: the checkout fails
+    assert "checkout" in ei.value.command and not (tmp_path / "nope").exists()
+    g.clone(upstream["url"], "nope", commit_id=c3)
     with pytest.raises(wr.GitError) as ei:
         g.clone(upstream["url"], "nob", branch="no-such-branch")
     assert ei.value.exit_code == 128 and "no-such-branch" in ei.value.stderr

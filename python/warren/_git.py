@@ -223,7 +223,8 @@ class Git:
         detached (a full hex id is fetched at `depth`; an abbreviated one
         needs full history, so depth is ignored for it); depth: history
         depth, 1 by default, None for full history (with a depth, only the
-        selected branch is cloned, as ``git clone --depth`` does)."""
+        selected branch is cloned, as ``git clone --depth`` does). A clone
+        that fails leaves nothing at `path`."""
         url = _name("url", url)
         path = _path(path)
         if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
@@ -245,10 +246,15 @@ class Git:
         self._run(args + ["--", url, path], None, creds=creds, timeout_secs=t)
         if commit_id is None:
             return
-        if depth is not None:
-            self._run(["fetch", "--depth", str(depth), "origin", commit_id], path,
-                      creds=creds, timeout_secs=t)
-        self._run(["checkout", "--quiet", "--detach", commit_id], path, timeout_secs=t)
+        try:
+            if depth is not None:
+                self._run(["fetch", "--depth", str(depth), "origin", commit_id], path,
+                          creds=creds, timeout_secs=t)
+            self._run(["checkout", "--quiet", "--detach", commit_id], path, timeout_secs=t)
+        except GitError:
+            # like a failed `git clone`: no half-made repository stays behind
+            self._sb.exec("rm", "-rf", "--", path, timeout_secs=t)
+            raise
 
     def init(self, path: str = ".", *, initial_branch: Optional[str] = None,
              timeout_secs: Optional[float] = None) -> None:
