@@ -303,7 +303,7 @@ def test_git_status_is_a_frozen_dataclass(client, tmp_path):
     sb.git.init(repo, initial_branch="main")
     (tmp_path / "r" / "f").write_text("x")
     st = _frozen(sb.git.status(repo))
-    assert st == wr.GitStatus("main", 0, 0, ["f"]) and not st.is_clean
+    assert st == wr.GitStatus("main", 0, 0, ["f"], untracked=["f"]) and not st.is_clean
     with pytest.raises(wr.GitError) as ei:
         sb.git.status(str(tmp_path / "nothere"))
     assert ei.value.status == wr.Status.UNKNOWN and ei.value.exit_code

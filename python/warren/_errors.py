@@ -8,7 +8,7 @@ subclass: grpc stays an implementation detail of the SDK.
 from __future__ import annotations
 
 import enum
-from typing import Dict, Optional, Type
+from typing import Dict, List, Optional, Type
 
 import grpc
 
@@ -132,11 +132,15 @@ class Unauthenticated(WarrenError):
 
 
 class GitError(WarrenError):
-    """A git helper's command failed inside the sandbox."""
+    """A git helper's command failed inside the sandbox: ``command`` (the
+    git argv as run, credentials never in it), ``exit_code`` and
+    ``stderr``; the message names all three."""
 
-    def __init__(self, message: str, exit_code: Optional[int] = None, stderr: str = ""):
+    def __init__(self, message: str, exit_code: Optional[int] = None, stderr: str = "",
+                 command: Optional[List[str]] = None):
         self.exit_code = exit_code
         self.stderr = stderr
+        self.command = list(command) if command is not None else []
         super().__init__(Status.UNKNOWN, message)
 
     def __str__(self) -> str:

@@ -55,7 +55,9 @@ def main(argv=None):
                     "ranges": bed.ranges, "logs": bed.log_paths, "resolv_conf": bed.resolv_conf,
                     "env": {k: v for k, v in bed.client_env({}).items()},
                     "ssh": bed.ssh and {"user": bed.ssh.user, "key": bed.ssh.key,
-                                        "known_hosts": bed.ssh.known_hosts}}
+                                        "known_hosts": bed.ssh.known_hosts},
+                    "git": {k: bed.git[k] for k in ("https_url", "git_url", "ssh_url", "root", "user",
+                                                    "password")}}
             bed._lock.write_state(info)
             print(json.dumps(info, indent=1), flush=True)
             print(f"fakenet: up in {bed.startup_seconds:.2f}s (slot {bed.slot}); Ctrl-C to stop", flush=True)

@@ -21,7 +21,7 @@ import tempfile
 import time
 import uuid
 
-from . import artifacts, layout, pki
+from . import artifacts, gitserver, layout, pki
 from .srvlog import read_events
 
 LOCK_DIR = "/run/warren-fakenet"
@@ -431,6 +431,7 @@ class FakeNet:
         self.git = artifacts.build_git(d, uid=SSH_UID if self.want_ssh else None)
         self.git["https_url"] = "https://github.com/example/repo.git"
         self.git["ssh_url"] = "git@github.com:example/repo.git"
+        gitserver.setup(self)
         self.zone_file = os.path.join(self.dir, "zone.json")
         self._zone = self.layout.zone()
         self._write_zone()
@@ -562,7 +563,7 @@ class FakeNet:
             "static": {"pypi.org": [["/simple/", self.pypi["simple"]]],
                        "files.pythonhosted.org": [["/packages/", self.pypi["files"]]],
                        "deb.debian.org": [["/debian/", self.apt["root"]]]},
-            "git_root": self.git["root"], "git_hosts": ["github.com"],
+            "git_root": self.git["root"], "git_hosts": ["github.com"], **gitserver.web_config(self),
         })
         del c
         self._py_server("tcp_echo", "echo", {"mode": "tcp", "log": self.log_paths["tcp_echo"],
@@ -571,7 +572,9 @@ class FakeNet:
                                              "ports": P["udp_echo"]})
         if self.want_ssh:
             self._start_sshd()
+        gitserver.start_daemon(self)
         deadline = time.time() + 15
+        gitserver.wait_daemon(self, deadline)
         for name in ("dns", "web", "tcp_echo", "udp_echo"):
             while not any(e["event"] == "ready" for e in read_events(self.log_paths[name])[0]):
                 self._check_alive(name)

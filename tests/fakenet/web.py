@@ -1,5 +1,6 @@
 """The bed's HTTP/HTTPS server: echo, bulk bytes, static trees (PyPI simple
-index, apt repository), git smart HTTP (git http-backend as CGI).
+index, apt repository), git smart HTTP (git http-backend as CGI; Basic
+auth for pushes and private repositories: gitserver.py).
 
     python3 -m fakenet.web CONFIG.json
 
@@ -24,6 +25,7 @@ import threading
 import time
 import urllib.parse
 
+from .gitserver import http_auth
 from .srvlog import EventLog, load_config, serve_forever_until_signal
 
 CHUNK = os.urandom(1 << 20)
@@ -257,6 +259,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send(200, data, CTYPES.get(ext, "application/octet-stream"))
 
     def git(self, path, query, body):
+        deny, user = http_auth(self.app.cfg, self.headers.get("Authorization"), path, query)
+        if deny:
+            return self.send(401, b"fakenet git: authentication required\n",
+                             headers=[("WWW-Authenticate", 'Basic realm="fakenet git"')])
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.app.git_root,
             "GIT_PROJECT_ROOT": self.app.git_root, "GIT_HTTP_EXPORT_ALL": "1",
@@ -266,6 +272,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             "CONTENT_TYPE": self.headers.get("Content-Type", ""),
             "CONTENT_LENGTH": str(len(body)), "REMOTE_ADDR": self.conn["client"],
         }
+        if user:
+            env.update(REMOTE_USER=user, AUTH_TYPE="Basic")   # enables receive-pack (pushes)
         for h in ("Content-Encoding", "Git-Protocol"):
             if self.headers.get(h):
                 env["HTTP_" + h.upper().replace("-", "_")] = self.headers[h]
