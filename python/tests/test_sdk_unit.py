@@ -335,7 +335,7 @@ def test_create_takes_exactly_the_sandbox_keywords(client, server):
     create = inspect.signature(client.create)
     ctor = inspect.signature(Sandbox)
     assert list(create.parameters.values()) == list(ctor.parameters.values())
-    assert len([p for p in ctor.parameters.values() if p.kind is p.KEYWORD_ONLY]) == 19
+    assert len([p for p in ctor.parameters.values() if p.kind is p.KEYWORD_ONLY]) == 20
     with pytest.raises(TypeError):
         client.create(image="img", nme="typo")
     client.create("img", hostname="h1", compute_class=wr.ComputeClass.HOST, identity=True)
@@ -345,6 +345,8 @@ def test_create_takes_exactly_the_sandbox_keywords(client, server):
     assert not req.block_network
     client.create("img", block_network=True)
     assert sbx.last_create.block_network
+    client.create("img", journal_execs=True)
+    assert sbx.last_create.journal_execs
 
 
 def test_modules_import_without_a_cycle():
