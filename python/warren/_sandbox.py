@@ -18,6 +18,7 @@ from typing import (Any, Callable, Concatenate, Dict, Iterator, List, Mapping, O
 from warren._channel import Channel
 from warren._convert import from_timestamp
 from warren._errors import NotFound
+from warren._files import Files
 from warren._exec import (ExecEvent, ExecResult, Process, ProcessInfo, _ExecCall, collect,
                           exec_start_message)
 from warren._git import Git
@@ -488,6 +489,12 @@ class Sandbox:
     @property
     def git(self) -> Git:
         return Git(self)
+
+    @property
+    def files(self) -> Files:
+        """The sandbox's files: read, write, list, stat, remove, mkdir,
+        rename, watch (docs/files.md)."""
+        return Files(self._conn, self.id)
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, name={self.name!r}, status={self.status})"
