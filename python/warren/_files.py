@@ -26,6 +26,8 @@ from warren._proto.warren.v1 import files_pb2_grpc
 from warren._volume import FileKind, _chunks_of
 
 CHUNK = 1 << 20
+#: events a Watcher holds for its consumer before the stream is held back
+QUEUE_MAX = 1024
 
 PathLike = Union[str, bytes]
 Data = Union[bytes, bytearray, memoryview, str, BinaryIO, Iterable[bytes]]
@@ -114,24 +116,40 @@ class Watcher:
 
     def __init__(self, call: Any):
         self._call = call
-        self._q: "queue.Queue[Any]" = queue.Queue()
+        # bounded: a consumer that falls behind stops the stream (gRPC flow
+        # control), warrend stops reading the kernel's queue, and OVERFLOW
+        # tells it events were lost, instead of memory growing without end
+        self._q: "queue.Queue[Any]" = queue.Queue(maxsize=QUEUE_MAX)
+        self._closed = False
         self._t = threading.Thread(target=self._pump, daemon=True)
         self._t.start()
         first = self.next_event(timeout=None)
         if first is None or first.kind != WatchEventKind.READY:
             raise RuntimeError(f"watch: expected READY first, got {first!r}")
 
+    def _put(self, item: Any) -> bool:
+        while not self._closed:
+            try:
+                self._q.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def _pump(self) -> None:
         try:
             for e in self._call:
-                self._q.put(WatchEvent._from_proto(e))
+                if not self._put(WatchEvent._from_proto(e)):
+                    return
         except grpc.RpcError as err:
             if err.code() != grpc.StatusCode.CANCELLED:  # type: ignore[attr-defined]
-                self._q.put(from_rpc_error(err))
-        self._q.put(None)
+                self._put(from_rpc_error(err))
+        self._put(None)
 
     def next_event(self, timeout: Optional[float] = None) -> Optional[WatchEvent]:
         """The next event; None when the watch ended (or on timeout)."""
+        if getattr(self, "_ended", False):
+            return None
         try:
             item = self._q.get(timeout=timeout)
         except queue.Empty:
@@ -139,7 +157,7 @@ class Watcher:
         if isinstance(item, Exception):
             raise item
         if item is None:
-            self._q.put(None)  # stay ended
+            self._ended = True
         return item
 
     def __iter__(self) -> Iterator[WatchEvent]:
@@ -150,6 +168,7 @@ class Watcher:
             yield e
 
     def close(self) -> None:
+        self._closed = True
         self._call.cancel()
 
     def __enter__(self) -> "Watcher":

@@ -9,8 +9,9 @@
  * while more arrive (at most WRITE_PENDING_MAX bytes buffered, then the
  * stream's receive is paused), ListDir reads batches on a worker, Watch
  * sets up its inotify watches on a worker and then reads events on the
- * loop (non-blocking), stopping while the client is behind so that a
- * slow client gets OVERFLOW rather than unbounded memory. */
+ * loop (non-blocking), stopping while the client is behind (the call's
+ * send queue past its high-water mark) so that a slow client gets
+ * OVERFLOW rather than unbounded memory. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +31,6 @@
 #define READ_CHUNK (1u << 20)
 #define WRITE_PENDING_MAX (8u << 20)
 #define LIST_BATCH 512
-#define WATCH_QUEUE_MAX (256u << 10)
 #define HEAD 8 /* room for a FileChunk's field header: tag + varint length */
 
 /* Finish with e; the service's own failures are logged (once, here) and
@@ -876,9 +876,10 @@ static void watch_on_poll(uv_poll_t *h, int status, int events) {
                 rpc_call_finish(call, WR_STATUS_OK, NULL);
                 return;
         }
-        /* the client is behind: stop reading; the kernel queues, and
+        /* the client is behind (the call's queue is past its high-water
+         * mark: on_writable follows): stop reading; the kernel queues, and
          * reports an overflow when its queue is full */
-        if (s == 1 || rpc_call_queued_bytes(call) >= WATCH_QUEUE_MAX) {
+        if (s == 1) {
                 st->blocked = true;
                 watch_poll_set(st, false);
         }
