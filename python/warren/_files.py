@@ -364,6 +364,15 @@ class Files:
 
         return FileStat._from_proto(self._unary("WriteFile", reqs()))
 
+    def symlink(self, path: PathLike, target: PathLike, *, user: Optional[str] = None
+                ) -> FileStat:
+        """Make path a symlink to target (stored as given, never followed),
+        replacing a file or symlink there."""
+        meta = pb.WriteFileRequest(meta=pb.WriteFileMeta(
+            sandbox=self._sandbox, path=_path(path), user=user or "",
+            symlink_target=_path(target)))
+        return FileStat._from_proto(self._unary("WriteFile", iter([meta])))
+
     def write_text(self, path: PathLike, text: str, encoding: str = "utf-8", *, mode: int = 0,
                    user: Optional[str] = None) -> FileStat:
         return self.write(path, text.encode(encoding), mode=mode, user=user)

@@ -457,7 +457,7 @@ struct write_state {
         struct rpc_call *call;
         uv_work_t work;
         struct sbx_fs fs;
-        char *path, *user;
+        char *path, *user, *link;
         mode_t mode;
         struct sbx_file_write *w;
         /* received, not yet written; being written by the worker */
@@ -478,6 +478,7 @@ static void write_free(struct rpc_call *call) {
         sbx_fs_clear(&st->fs);
         free(st->path);
         free(st->user);
+        free(st->link);
         free(st->pend);
         free(st->cur);
         sbx_file_info_clear(&st->info);
@@ -494,7 +495,10 @@ static void write_work(uv_work_t *w) {
                 st->r = has_owner ? sbx_file_user(&st->fs, "meta.user", st->user, &uid, &gid,
                                                   &st->err)
                                   : 0;
-                if (st->r >= 0)
+                if (st->r >= 0 && st->link)
+                        st->r = sbx_file_symlink(&st->fs, "meta.path", st->path, st->link,
+                                                 has_owner, uid, gid, &st->info, &st->err);
+                else if (st->r >= 0)
                         st->r = sbx_file_write_begin(&st->fs, "meta.path", st->path, st->mode,
                                                      has_owner, uid, gid, &st->w, &st->err);
                 break;
@@ -568,9 +572,10 @@ static void write_done(uv_work_t *w, int status) {
                 write_fail(call, st, &st->err);
                 goto out;
         }
-        if (st->job == W_COMMIT) {
+        if (st->job == W_COMMIT || (st->job == W_BEGIN && st->link)) {
                 st->committed = true;
-                reply_stat(call, &st->info);
+                if (st->job == W_COMMIT || st->half_closed)
+                        reply_stat(call, &st->info);
                 goto out;
         }
         write_next(call, st);
@@ -620,6 +625,18 @@ static void write_file(struct rpc_call *call, const ProtobufCMessage *msg) {
                         st->failed = true;
                         return;
                 }
+                if (meta->symlink_target.len &&
+                    !(st->link = strndup((const char *) meta->symlink_target.data,
+                                         meta->symlink_target.len))) {
+                        st->failed = true;
+                        return finish_nomem(call);
+                }
+                if (st->link && strlen(st->link) != meta->symlink_target.len) {
+                        st->failed = true;
+                        rpc_call_finish(call, WR_STATUS_INVALID_ARGUMENT,
+                                        "meta.symlink_target: contains a NUL byte");
+                        return;
+                }
                 if (meta->user && *meta->user && !(st->user = strdup(meta->user))) {
                         st->failed = true;
                         return finish_nomem(call);
@@ -638,7 +655,7 @@ static void write_file(struct rpc_call *call, const ProtobufCMessage *msg) {
         }
         if (st->failed)
                 return;
-        if (req->kind_case != WARREN__V1__WRITE_FILE_REQUEST__KIND_DATA) {
+        if (req->kind_case != WARREN__V1__WRITE_FILE_REQUEST__KIND_DATA || st->link) {
                 struct wr_err e = {0};
                 err_setx(&e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
                          "meta: only the first WriteFile message carries meta; send data "
@@ -669,6 +686,8 @@ static void write_half_close(struct rpc_call *call) {
                 return;
         }
         st->half_closed = true;
+        if (st->link && st->committed && !st->busy && !st->failed)
+                reply_stat(call, &st->info); /* the symlink was made already */
         write_next(call, st);
 }
 

@@ -690,6 +690,8 @@ int sbx_file_user(const struct sbx_fs *fs, const char *field, const char *spec, 
         return 0;
 }
 
+static void tmp_name(char *buf, size_t size, int tries);
+
 /* ---- write ---- */
 
 struct sbx_file_write {
@@ -775,10 +777,7 @@ int sbx_file_write_begin(const struct sbx_fs *fs, const char *field, const char 
                 }
         }
         for (int tries = 0; w->fd < 0; tries++) {
-                uint64_t rnd = 0;
-                if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) < 0)
-                        rnd = (uint64_t) tries * 7919u + (uint64_t) getpid();
-                snprintf(w->tmp, sizeof(w->tmp), ".warren-write-%016llx", (unsigned long long) rnd);
+                tmp_name(w->tmp, sizeof(w->tmp), tries);
                 /* O_EXCL: never follows a symlink at the name */
                 w->fd = openat(w->dir_fd, w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
                                                           O_CLOEXEC,
@@ -846,6 +845,66 @@ int sbx_file_write_commit(struct sbx_file_write *w, struct sbx_file_info *ret, s
                 return err_set(e, -errno, "stat: %m");
         return info_fill(w->path, &a, -EBADF, NULL, ret) < 0 ? err_set(e, -ENOMEM, "out of memory")
                                                               : 0;
+}
+
+/* A name for a temp entry in a directory: ".warren-write-<random>". */
+static void tmp_name(char *buf, size_t size, int tries) {
+        uint64_t rnd = 0;
+        if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) < 0)
+                rnd = (uint64_t) tries * 7919u + (uint64_t) getpid();
+        snprintf(buf, size, ".warren-write-%016llx", (unsigned long long) rnd);
+}
+
+int sbx_file_symlink(const struct sbx_fs *fs, const char *field, const char *abs,
+                     const char *target, bool has_owner, uint32_t uid, uint32_t gid,
+                     struct sbx_file_info *ret, struct wr_err *e) {
+        _cleanup_free_ char *dir = NULL, *leaf = NULL;
+        int r = sbx_file_path_split(field, abs, &dir, &leaf, e);
+        if (r < 0)
+                return r;
+        if (!*target || strlen(target) > SBX_FILE_PATH_MAX)
+                return INVALID(e, "meta.symlink_target: give 1 to %d bytes", SBX_FILE_PATH_MAX);
+        if (!has_owner) {
+                uid = fs->uid;
+                gid = fs->gid;
+        }
+        _cleanup_close_ int d = dir_make(fs, field, dir, uid, gid, e);
+        if (d < 0)
+                return d;
+        if ((r = dir_writable(fs, d, field, abs, e)) < 0)
+                return r;
+        struct stat st;
+        if (fstatat(d, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+                if (S_ISDIR(st.st_mode))
+                        return PRECONDITION(e, -EISDIR, "%s: \"%.*s\" is a directory", field,
+                                            SHOW(abs));
+                if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+                        return PRECONDITION(e, -EINVAL,
+                                            "%s: \"%.*s\" is a device, FIFO or socket; remove "
+                                            "it first",
+                                            field, SHOW(abs));
+                if (!has_owner) {
+                        uid = st.st_uid;
+                        gid = st.st_gid;
+                }
+        }
+        char tmp[48];
+        for (int tries = 0;; tries++) {
+                tmp_name(tmp, sizeof(tmp), tries);
+                if (symlinkat(target, d, tmp) == 0)
+                        break;
+                if (errno != EEXIST || tries > 8)
+                        return path_err(-errno, field, abs, e);
+        }
+        if (fchownat(d, tmp, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+            renameat(d, tmp, d, leaf) < 0) {
+                r = -errno;
+                (void) unlinkat(d, tmp, 0);
+                return path_err(r, field, abs, e);
+        }
+        if (fstatat(d, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return path_err(-errno, field, abs, e);
+        return info_fill(abs, &st, d, leaf, ret) < 0 ? err_set(e, -ENOMEM, "out of memory") : 0;
 }
 
 /* ---- listing ---- */

@@ -153,6 +153,14 @@ int sbx_file_rename(const struct sbx_fs *fs, const char *from, const char *to, b
 int sbx_file_user(const struct sbx_fs *fs, const char *field, const char *spec, uint32_t *uid,
                   uint32_t *gid, struct wr_err *e);
 
+/* Make abs a symlink to target (bytes as given, never followed), owned
+ * like sbx_file_write_begin's files, atomically replacing a file or
+ * symlink there (a directory: -EISDIR; a device, FIFO, socket: -EINVAL;
+ * both FAILED_PRECONDITION). Fills *ret. */
+int sbx_file_symlink(const struct sbx_fs *fs, const char *field, const char *abs,
+                     const char *target, bool has_owner, uint32_t uid, uint32_t gid,
+                     struct sbx_file_info *ret, struct wr_err *e);
+
 /* A write in progress: a temp file beside abs that replaces it on
  * commit. */
 struct sbx_file_write;

@@ -714,9 +714,12 @@ def test_hostile_cli_cp_and_files(sb, d, canary, tmp_path):
     r = cli(d, "files", "cat", sb.id + ":/workspace/cl")
     assert r.returncode != 0 and b"HOST-SECRET" not in r.stdout
     out = tmp_path / "o"
+    # a symlink is copied as a symlink (its target as text), never read
     r = cli(d, "cp", sb.id + ":/workspace/cl", str(out))
-    assert r.returncode != 0
-    assert not out.exists() or b"HOST-SECRET" not in out.read_bytes()
+    assert r.returncode == 0 and os.path.islink(out)
+    assert os.readlink(out) == canary.secret
+    r = cli(d, "cp", sb.id + ":/workspace/cl", "-")
+    assert r.returncode != 0 and b"HOST-SECRET" not in r.stdout
 
 
 # ---- CLI ----

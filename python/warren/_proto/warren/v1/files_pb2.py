@@ -26,41 +26,41 @@ from warren._proto.warren.v1 import common_pb2 as warren_dot_v1_dot_common__pb2
 from warren._proto.warren.v1 import volumes_pb2 as warren_dot_v1_dot_volumes__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15warren/v1/files.proto\x12\twarren.v1\x1a\x16warren/v1/common.proto\x1a\x17warren/v1/volumes.proto\"\xba\x01\n\x08\x46ileStat\x12\x0c\n\x04path\x18\x01 \x01(\x0c\x12!\n\x04kind\x18\x02 \x01(\x0e\x32\x13.warren.v1.FileKind\x12\x12\n\nsize_bytes\x18\x03 \x01(\x04\x12\x0c\n\x04mode\x18\x04 \x01(\r\x12\x0b\n\x03uid\x18\x05 \x01(\r\x12\x0b\n\x03gid\x18\x06 \x01(\r\x12)\n\x0bmodified_at\x18\x07 \x01(\x0b\x32\x14.warren.v1.Timestamp\x12\x16\n\x0esymlink_target\x18\x08 \x01(\x0c\"P\n\x0fReadFileRequest\x12\x0f\n\x07sandbox\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\x0c\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x12\x0e\n\x06length\x18\x04 \x01(\x04\"J\n\rWriteFileMeta\x12\x0f\n\x07sandbox\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\x0c\x12\x0c\n\x04mode\x18\x03 \x01(\r\x12\x0c\n\x04user\x18\x04 \x01(\t\"T\n\x10WriteFileRequest\x12(\n\x04meta\x18\x01 \x01(\x0b\x32\x18.warren.v1.WriteFileMetaH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04kind\"U\n\x0eListDirRequest\x12\x0f\n\x07sandbox\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\x0c\x12\x11\n\trecursive\x18\x03 \x01(\x08\x12\x11\n\tmax_depth\x18\x04 \x01(\r\"7\n\x0fListDirResponse\x12$\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x13.warren.v1.FileStat\"0\n\x0fStatFileRequest\x12\x0f\n\x07sandbox\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\x0c\"E\n\x11RemovePathRequest\x12\x0f\n\x07sandbox\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\x0c\x12\x11\n\trecursive\x18\x03 \x01(\x08\"\x14\n\x12RemovePathResponse\"\\\n\x0eMakeDirRequest\x12\x0f\n\x07sandbox\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\x0c\x12\x0c\n\x04mode\x18\x03 \x01(\r\x12\x0c\n\x04user\x18\x04 \x01(\t\x12\x0f\n\x07parents\x18\x05 \x01(\x08\"R\n\x11RenamePathRequest\x12\x0f\n\x07sandbox\x18\x01 \x01(\t\x12\x0c\n\x04\x66rom\x18\x02 \x01(\x0c\x12\n\n\x02to\x18\x03 \x01(\x0c\x12\x12\n\nno_replace\x18\x04 \x01(\x08\"@\n\x0cWatchRequest\x12\x0f\n\x07sandbox\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\x0c\x12\x11\n\trecursive\x18\x03 \x01(\x08\"c\n\nWatchEvent\x12\'\n\x04kind\x18\x01 \x01(\x0e\x32\x19.warren.v1.WatchEventKind\x12\x0c\n\x04path\x18\x02 \x01(\x0c\x12\x0e\n\x06is_dir\x18\x03 \x01(\x08\x12\x0e\n\x06\x63ookie\x18\x04 \x01(\r*\xc7\x02\n\x0eWatchEventKind\x12 \n\x1cWATCH_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1a\n\x16WATCH_EVENT_KIND_READY\x10\x01\x12\x1c\n\x18WATCH_EVENT_KIND_CREATED\x10\x02\x12\x1d\n\x19WATCH_EVENT_KIND_MODIFIED\x10\x03\x12\x1c\n\x18WATCH_EVENT_KIND_DELETED\x10\x04\x12\x1b\n\x17WATCH_EVENT_KIND_ATTRIB\x10\x05\x12\x1f\n\x1bWATCH_EVENT_KIND_MOVED_FROM\x10\x06\x12\x1d\n\x19WATCH_EVENT_KIND_MOVED_TO\x10\x07\x12\x1d\n\x19WATCH_EVENT_KIND_OVERFLOW\x10\x08\x12 \n\x1cWATCH_EVENT_KIND_CLOSE_WRITE\x10\t2\xff\x03\n\x05\x46iles\x12>\n\x08ReadFile\x12\x1a.warren.v1.ReadFileRequest\x1a\x14.warren.v1.FileChunk0\x01\x12?\n\tWriteFile\x12\x1b.warren.v1.WriteFileRequest\x1a\x13.warren.v1.FileStat(\x01\x12\x42\n\x07ListDir\x12\x19.warren.v1.ListDirRequest\x1a\x1a.warren.v1.ListDirResponse0\x01\x12\x37\n\x04Stat\x12\x1a.warren.v1.StatFileRequest\x1a\x13.warren.v1.FileStat\x12\x45\n\x06Remove\x12\x1c.warren.v1.RemovePathRequest\x1a\x1d.warren.v1.RemovePathResponse\x12\x39\n\x07MakeDir\x12\x19.warren.v1.MakeDirRequest\x1a\x13.warren.v1.FileStat\x12;\n\x06Rename\x12\x1c.warren.v1.RenamePathRequest\x1a\x13.warren.v1.FileStat\x12\x39\n\x05Watch\x12\x17.warren.v1.WatchRequest\x1a\x15.warren.v1.WatchEvent0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15warren/v1/files.proto\x12\twarren.v1\x1a\x16warren/v1/common.proto\x1a\x17warren/v1/volumes.proto\"\xba\x01\n\x08\x46ileStat\x12\x0c\n\x04path\x18\x01 \x01(\x0c\x12!\n\x04kind\x18\x02 \x01(\x0e\x32\x13.warren.v1.FileKind\x12\x12\n\nsize_bytes\x18\x03 \x01(\x04\x12\x0c\n\x04mode\x18\x04 \x01(\r\x12\x0b\n\x03uid\x18\x05 \x01(\r\x12\x0b\n\x03gid\x18\x06 \x01(\r\x12)\n\x0bmodified_at\x18\x07 \x01(\x0b\x32\x14.warren.v1.Timestamp\x12\x16\n\x0esymlink_target\x18\x08 \x01(\x0c\"P\n\x0fReadFileRequest\x12\x0f\n\x07sandbox\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\x0c\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x12\x0e\n\x06length\x18\x04 \x01(\x04\"b\n\rWriteFileMeta\x12\x0f\n\x07sandbox\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\x0c\x12\x0c\n\x04mode\x18\x03 \x01(\r\x12\x0c\n\x04user\x18\x04 \x01(\t\x12\x16\n\x0esymlink_target\x18\x05 \x01(\x0c\"T\n\x10WriteFileRequest\x12(\n\x04meta\x18\x01 \x01(\x0b\x32\x18.warren.v1.WriteFileMetaH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04kind\"U\n\x0eListDirRequest\x12\x0f\n\x07sandbox\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\x0c\x12\x11\n\trecursive\x18\x03 \x01(\x08\x12\x11\n\tmax_depth\x18\x04 \x01(\r\"7\n\x0fListDirResponse\x12$\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x13.warren.v1.FileStat\"0\n\x0fStatFileRequest\x12\x0f\n\x07sandbox\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\x0c\"E\n\x11RemovePathRequest\x12\x0f\n\x07sandbox\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\x0c\x12\x11\n\trecursive\x18\x03 \x01(\x08\"\x14\n\x12RemovePathResponse\"\\\n\x0eMakeDirRequest\x12\x0f\n\x07sandbox\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\x0c\x12\x0c\n\x04mode\x18\x03 \x01(\r\x12\x0c\n\x04user\x18\x04 \x01(\t\x12\x0f\n\x07parents\x18\x05 \x01(\x08\"R\n\x11RenamePathRequest\x12\x0f\n\x07sandbox\x18\x01 \x01(\t\x12\x0c\n\x04\x66rom\x18\x02 \x01(\x0c\x12\n\n\x02to\x18\x03 \x01(\x0c\x12\x12\n\nno_replace\x18\x04 \x01(\x08\"@\n\x0cWatchRequest\x12\x0f\n\x07sandbox\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\x0c\x12\x11\n\trecursive\x18\x03 \x01(\x08\"c\n\nWatchEvent\x12\'\n\x04kind\x18\x01 \x01(\x0e\x32\x19.warren.v1.WatchEventKind\x12\x0c\n\x04path\x18\x02 \x01(\x0c\x12\x0e\n\x06is_dir\x18\x03 \x01(\x08\x12\x0e\n\x06\x63ookie\x18\x04 \x01(\r*\xc7\x02\n\x0eWatchEventKind\x12 \n\x1cWATCH_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1a\n\x16WATCH_EVENT_KIND_READY\x10\x01\x12\x1c\n\x18WATCH_EVENT_KIND_CREATED\x10\x02\x12\x1d\n\x19WATCH_EVENT_KIND_MODIFIED\x10\x03\x12\x1c\n\x18WATCH_EVENT_KIND_DELETED\x10\x04\x12\x1b\n\x17WATCH_EVENT_KIND_ATTRIB\x10\x05\x12\x1f\n\x1bWATCH_EVENT_KIND_MOVED_FROM\x10\x06\x12\x1d\n\x19WATCH_EVENT_KIND_MOVED_TO\x10\x07\x12\x1d\n\x19WATCH_EVENT_KIND_OVERFLOW\x10\x08\x12 \n\x1cWATCH_EVENT_KIND_CLOSE_WRITE\x10\t2\xff\x03\n\x05\x46iles\x12>\n\x08ReadFile\x12\x1a.warren.v1.ReadFileRequest\x1a\x14.warren.v1.FileChunk0\x01\x12?\n\tWriteFile\x12\x1b.warren.v1.WriteFileRequest\x1a\x13.warren.v1.FileStat(\x01\x12\x42\n\x07ListDir\x12\x19.warren.v1.ListDirRequest\x1a\x1a.warren.v1.ListDirResponse0\x01\x12\x37\n\x04Stat\x12\x1a.warren.v1.StatFileRequest\x1a\x13.warren.v1.FileStat\x12\x45\n\x06Remove\x12\x1c.warren.v1.RemovePathRequest\x1a\x1d.warren.v1.RemovePathResponse\x12\x39\n\x07MakeDir\x12\x19.warren.v1.MakeDirRequest\x1a\x13.warren.v1.FileStat\x12;\n\x06Rename\x12\x1c.warren.v1.RenamePathRequest\x1a\x13.warren.v1.FileStat\x12\x39\n\x05Watch\x12\x17.warren.v1.WatchRequest\x1a\x15.warren.v1.WatchEvent0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'warren.v1.files_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_WATCHEVENTKIND']._serialized_start=1151
-  _globals['_WATCHEVENTKIND']._serialized_end=1478
+  _globals['_WATCHEVENTKIND']._serialized_start=1175
+  _globals['_WATCHEVENTKIND']._serialized_end=1502
   _globals['_FILESTAT']._serialized_start=86
   _globals['_FILESTAT']._serialized_end=272
   _globals['_READFILEREQUEST']._serialized_start=274
   _globals['_READFILEREQUEST']._serialized_end=354
   _globals['_WRITEFILEMETA']._serialized_start=356
-  _globals['_WRITEFILEMETA']._serialized_end=430
-  _globals['_WRITEFILEREQUEST']._serialized_start=432
-  _globals['_WRITEFILEREQUEST']._serialized_end=516
-  _globals['_LISTDIRREQUEST']._serialized_start=518
-  _globals['_LISTDIRREQUEST']._serialized_end=603
-  _globals['_LISTDIRRESPONSE']._serialized_start=605
-  _globals['_LISTDIRRESPONSE']._serialized_end=660
-  _globals['_STATFILEREQUEST']._serialized_start=662
-  _globals['_STATFILEREQUEST']._serialized_end=710
-  _globals['_REMOVEPATHREQUEST']._serialized_start=712
-  _globals['_REMOVEPATHREQUEST']._serialized_end=781
-  _globals['_REMOVEPATHRESPONSE']._serialized_start=783
-  _globals['_REMOVEPATHRESPONSE']._serialized_end=803
-  _globals['_MAKEDIRREQUEST']._serialized_start=805
-  _globals['_MAKEDIRREQUEST']._serialized_end=897
-  _globals['_RENAMEPATHREQUEST']._serialized_start=899
-  _globals['_RENAMEPATHREQUEST']._serialized_end=981
-  _globals['_WATCHREQUEST']._serialized_start=983
-  _globals['_WATCHREQUEST']._serialized_end=1047
-  _globals['_WATCHEVENT']._serialized_start=1049
-  _globals['_WATCHEVENT']._serialized_end=1148
-  _globals['_FILES']._serialized_start=1481
-  _globals['_FILES']._serialized_end=1992
+  _globals['_WRITEFILEMETA']._serialized_end=454
+  _globals['_WRITEFILEREQUEST']._serialized_start=456
+  _globals['_WRITEFILEREQUEST']._serialized_end=540
+  _globals['_LISTDIRREQUEST']._serialized_start=542
+  _globals['_LISTDIRREQUEST']._serialized_end=627
+  _globals['_LISTDIRRESPONSE']._serialized_start=629
+  _globals['_LISTDIRRESPONSE']._serialized_end=684
+  _globals['_STATFILEREQUEST']._serialized_start=686
+  _globals['_STATFILEREQUEST']._serialized_end=734
+  _globals['_REMOVEPATHREQUEST']._serialized_start=736
+  _globals['_REMOVEPATHREQUEST']._serialized_end=805
+  _globals['_REMOVEPATHRESPONSE']._serialized_start=807
+  _globals['_REMOVEPATHRESPONSE']._serialized_end=827
+  _globals['_MAKEDIRREQUEST']._serialized_start=829
+  _globals['_MAKEDIRREQUEST']._serialized_end=921
+  _globals['_RENAMEPATHREQUEST']._serialized_start=923
+  _globals['_RENAMEPATHREQUEST']._serialized_end=1005
+  _globals['_WATCHREQUEST']._serialized_start=1007
+  _globals['_WATCHREQUEST']._serialized_end=1071
+  _globals['_WATCHEVENT']._serialized_start=1073
+  _globals['_WATCHEVENT']._serialized_end=1172
+  _globals['_FILES']._serialized_start=1505
+  _globals['_FILES']._serialized_end=2016
 # @@protoc_insertion_point(module_scope)

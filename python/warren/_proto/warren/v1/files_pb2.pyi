@@ -65,16 +65,18 @@ class ReadFileRequest(_message.Message):
     def __init__(self, sandbox: _Optional[str] = ..., path: _Optional[bytes] = ..., offset: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
 
 class WriteFileMeta(_message.Message):
-    __slots__ = ("sandbox", "path", "mode", "user")
+    __slots__ = ("sandbox", "path", "mode", "user", "symlink_target")
     SANDBOX_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
+    SYMLINK_TARGET_FIELD_NUMBER: _ClassVar[int]
     sandbox: str
     path: bytes
     mode: int
     user: str
-    def __init__(self, sandbox: _Optional[str] = ..., path: _Optional[bytes] = ..., mode: _Optional[int] = ..., user: _Optional[str] = ...) -> None: ...
+    symlink_target: bytes
+    def __init__(self, sandbox: _Optional[str] = ..., path: _Optional[bytes] = ..., mode: _Optional[int] = ..., user: _Optional[str] = ..., symlink_target: _Optional[bytes] = ...) -> None: ...
 
 class WriteFileRequest(_message.Message):
     __slots__ = ("meta", "data")
