@@ -30,7 +30,6 @@
 
 #include "basic/macro.h"
 #include "basic/rmrf.h"
-#include "sandbox/sandbox-internal.h"
 #include "sandbox/user.h"
 
 #define streq(a, b) (strcmp((a), (b)) == 0)
@@ -50,46 +49,6 @@
 #ifndef MQUEUE_MAGIC
 #define MQUEUE_MAGIC 0x19800202
 #endif
-
-/* ---- the sandbox (loop thread) ---- */
-
-/* An O_PATH fd of sb's root as init sees it; the pidfd check after the
- * open proves the pid was init's all along (not reused). */
-static int root_open(struct sbx *sb) {
-        pid_t pid = sb->rt ? rt_sandbox_pid(sb->rt) : 0;
-        if (pid <= 0 || sb->pidfd < 0)
-                return -ESRCH;
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/root", (int) pid);
-        _cleanup_close_ int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        if (syscall(SYS_pidfd_send_signal, sb->pidfd, 0, NULL, 0) < 0)
-                return -ESRCH;
-        return TAKE_FD(fd);
-}
-
-int sbx_fs_open(struct sbx_manager *m, const char *key, struct sbx_fs *ret, struct wr_err *e) {
-        *ret = (struct sbx_fs){.root_fd = -EBADF};
-        struct sbx *sb;
-        int r = sbx_running(m, key, &sb, e);
-        if (r < 0)
-                return r;
-        int fd = root_open(sb);
-        if (fd < 0)
-                return err_setx(e, fd, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
-                                "sandbox %s is not running (create a new one)", sb->id);
-        ret->workdir = strdup(sb->workdir && *sb->workdir ? sb->workdir : "/");
-        if (!ret->workdir) {
-                close(fd);
-                return err_set(e, -ENOMEM, "out of memory");
-        }
-        ret->root_fd = fd;
-        snprintf(ret->id, sizeof(ret->id), "%s", sb->id);
-        ret->uid = sb->uid;
-        ret->gid = sb->gid;
-        return 0;
-}
 
 int sbx_fs_add_ro_mount(struct sbx_fs *fs, const char *target, const char *label) {
         struct sbx_fs_mount *n =
