@@ -657,9 +657,10 @@ static void write_file(struct rpc_call *call, const ProtobufCMessage *msg) {
                 return;
         if (req->kind_case != WARREN__V1__WRITE_FILE_REQUEST__KIND_DATA || st->link) {
                 struct wr_err e = {0};
-                err_setx(&e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                         "meta: only the first WriteFile message carries meta; send data "
-                         "chunks after it");
+                err_setx(&e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT, "%s",
+                         st->link ? "data: a WriteFile with meta.symlink_target takes no data"
+                                  : "meta: only the first WriteFile message carries meta; send "
+                                    "data chunks after it");
                 return write_fail(call, st, &e);
         }
         if (pend_append(st, req->data.data, req->data.len) < 0) {
