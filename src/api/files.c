@@ -60,7 +60,7 @@ static void finish_nomem(struct rpc_call *call) {
 static int take_fs(struct rpc_call *call, const char *field, const char *key, bool ro,
                    struct sbx_fs *fs) {
         struct api_ctx *ctx = rpc_call_server_ctx(call);
-        *fs = (struct sbx_fs){.root_fd = -EBADF};
+        *fs = (struct sbx_fs){.root_fd = -EBADF, .pidfd = -EBADF};
         if (!key || !*key) {
                 char m[128];
                 snprintf(m, sizeof(m), "%s: empty; give the sandbox's id or name", field);
@@ -817,11 +817,12 @@ static void list_dir(struct rpc_call *call, const ProtobufCMessage *msg) {
 struct watch_state {
         struct rpc_call *call;
         uv_work_t work;
-        uv_poll_t poll;
+        uv_poll_t poll, pid_poll;
         struct sbx_fs fs;
         char *path;
         bool recursive;
         struct sbx_watch *w;
+        int handles; /* uv handles open */
         bool busy, polling, poll_open, blocked;
         struct wr_err err;
         int r;
@@ -829,7 +830,10 @@ struct watch_state {
 
 static void watch_closed(uv_handle_t *h) {
         struct watch_state *st = h->data;
+        if (--st->handles > 0)
+                return;
         sbx_watch_free(st->w);
+        sbx_fs_clear(&st->fs);
         free(st);
 }
 
@@ -838,14 +842,27 @@ static void watch_free(struct rpc_call *call) {
         if (!st)
                 return;
         rpc_call_set_data(call, NULL);
-        sbx_fs_clear(&st->fs);
         free(st->path);
-        if (st->poll_open) {
-                uv_close((uv_handle_t *) &st->poll, watch_closed);
+        st->path = NULL;
+        if (st->handles > 0) {
+                if (st->poll_open)
+                        uv_close((uv_handle_t *) &st->poll, watch_closed);
+                uv_close((uv_handle_t *) &st->pid_poll, watch_closed);
                 return;
         }
         sbx_watch_free(st->w);
+        sbx_fs_clear(&st->fs);
         free(st);
+}
+
+/* The sandbox ended: so does the watch (its fds would keep the
+ * sandbox's file systems alive). */
+static void watch_on_exit(uv_poll_t *h, int status, int events) {
+        (void) status, (void) events;
+        struct watch_state *st = h->data;
+        (void) uv_poll_stop(h);
+        if (!rpc_call_is_done(st->call))
+                rpc_call_finish(st->call, WR_STATUS_OK, NULL);
 }
 
 static int send_event(struct rpc_call *call, enum sbx_watch_kind kind, const char *path,
@@ -932,12 +949,20 @@ static void watch_done(uv_work_t *w, int status) {
                 finish_err(call, &st->err);
                 goto out;
         }
+        if (uv_poll_init(rpc_call_loop(call), &st->pid_poll, st->fs.pidfd) < 0) {
+                rpc_call_finish(call, WR_STATUS_INTERNAL, "cannot poll the sandbox");
+                goto out;
+        }
+        st->pid_poll.data = st;
+        st->handles++;
+        (void) uv_poll_start(&st->pid_poll, UV_READABLE, watch_on_exit);
         if (uv_poll_init(rpc_call_loop(call), &st->poll, sbx_watch_fd(st->w)) < 0) {
                 rpc_call_finish(call, WR_STATUS_INTERNAL, "cannot poll the watch");
                 goto out;
         }
         st->poll.data = st;
         st->poll_open = true;
+        st->handles++;
         send_event(call, SBX_WATCH_READY, NULL, false, 0);
         watch_poll_set(st, true);
 out:

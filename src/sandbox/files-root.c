@@ -34,7 +34,7 @@ static int root_open(struct sbx *sb) {
 }
 
 int sbx_fs_open(struct sbx_manager *m, const char *key, struct sbx_fs *ret, struct wr_err *e) {
-        *ret = (struct sbx_fs){.root_fd = -EBADF};
+        *ret = (struct sbx_fs){.root_fd = -EBADF, .pidfd = -EBADF};
         struct sbx *sb;
         int r = sbx_running(m, key, &sb, e);
         if (r < 0)
@@ -49,6 +49,12 @@ int sbx_fs_open(struct sbx_manager *m, const char *key, struct sbx_fs *ret, stru
                 return err_set(e, -ENOMEM, "out of memory");
         }
         ret->root_fd = fd;
+        ret->pidfd = fcntl(sb->pidfd, F_DUPFD_CLOEXEC, 3);
+        if (ret->pidfd < 0) {
+                r = -errno;
+                sbx_fs_clear(ret);
+                return err_set(e, r, "dup init's pidfd: %s", strerror(-r));
+        }
         snprintf(ret->id, sizeof(ret->id), "%s", sb->id);
         ret->uid = sb->uid;
         ret->gid = sb->gid;

@@ -51,6 +51,7 @@ struct sbx_fs_mount {
  * handed to a worker thread. */
 struct sbx_fs {
         int root_fd; /* O_PATH | O_DIRECTORY of the sandbox's root */
+        int pidfd;   /* init's: readable once the sandbox ended (-EBADF: none) */
         char id[32];
         uint32_t uid, gid; /* the sandbox's user: owner of what is made */
         char *workdir;     /* relative paths start here; heap */
@@ -58,7 +59,8 @@ struct sbx_fs {
         size_t n_ro_mounts;
 };
 
-/* Fill *ret for running sandbox key (id or name): its root fd, user,
+/* Fill *ret for running sandbox key (id or name): its root fd, a pidfd
+ * of its init (so that a long call, a Watch, can end with it), user,
  * working dir. Loop thread. Paused sandboxes are served (their files are
  * there; nothing runs in them to be disturbed). Errors: NOT_FOUND,
  * FAILED_PRECONDITION (not running). *ret is the caller's: sbx_fs_clear. */

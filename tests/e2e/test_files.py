@@ -393,6 +393,16 @@ def test_watch_overflow_is_reported(sb):
                if e.kind != wr.WatchEventKind.OVERFLOW)
 
 
+def test_watch_ends_with_the_sandbox(client):
+    s = client.create(image=IMAGE)
+    w = s.files.watch("/tmp", recursive=True)
+    s.terminate()
+    t0 = time.monotonic()
+    while w.next_event(timeout=20) is not None:  # None: ended (or 20 s passed)
+        pass
+    assert time.monotonic() - t0 < 15
+
+
 def test_watch_refuses_proc(sb):
     assert status_of(lambda: sb.files.watch("/proc")) == Status.FAILED_PRECONDITION
     assert status_of(lambda: sb.files.watch("/workspace/none")) == Status.NOT_FOUND

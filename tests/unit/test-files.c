@@ -51,6 +51,7 @@ static int setup(void **state) {
         assert_int_equal(mkdir(f->outside, 0755), 0);
         put(f->secret, "HOST");
         f->fs = (struct sbx_fs){.root_fd = open(f->root, O_PATH | O_DIRECTORY | O_CLOEXEC),
+                                .pidfd = -EBADF,
                                 .uid = getuid(),
                                 .gid = getgid(),
                                 .workdir = strdup("/w")};
