@@ -23,7 +23,7 @@ from warren._convert import from_timestamp
 from warren._errors import from_rpc_error
 from warren._proto.warren.v1 import files_pb2 as pb
 from warren._proto.warren.v1 import files_pb2_grpc
-from warren._volume import FileKind, _chunks_of
+from warren._volume import FileKind, _chunks_of, _path, _path_str
 
 CHUNK = 1 << 20
 #: events a Watcher holds for its consumer before the stream is held back
@@ -31,18 +31,6 @@ QUEUE_MAX = 1024
 
 PathLike = Union[str, bytes]
 Data = Union[bytes, bytearray, memoryview, str, BinaryIO, Iterable[bytes]]
-
-
-def _path(p: PathLike) -> bytes:
-    if isinstance(p, bytes):
-        return p
-    if isinstance(p, str):
-        return p.encode("utf-8", "surrogateescape")
-    raise TypeError(f"a sandbox path is a str or bytes, not {type(p).__name__}")
-
-
-def _path_str(b: bytes) -> str:
-    return b.decode("utf-8", "surrogateescape")
 
 
 @dataclass(frozen=True)

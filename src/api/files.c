@@ -115,6 +115,24 @@ static int take_path(struct rpc_call *call, const char *field, ProtobufCBinaryDa
         return r;
 }
 
+/* Run work on a worker thread, then done on the loop, with a reference
+ * to call held meanwhile and *busy set. Finishes the call (INTERNAL,
+ * naming what) when the work cannot be queued; returns 0 or -EIO. */
+static int queue_on(struct rpc_call *call, uv_work_t *w, void *data, bool *busy,
+                    uv_work_cb work, uv_after_work_cb done, const char *what) {
+        w->data = data;
+        *busy = true;
+        rpc_call_ref(call);
+        if (uv_queue_work(rpc_call_loop(call), w, work, done) == 0)
+                return 0;
+        *busy = false;
+        rpc_call_unref(call);
+        char m[96];
+        snprintf(m, sizeof(m), "cannot queue the %s", what);
+        rpc_call_finish(call, WR_STATUS_INTERNAL, m);
+        return -EIO;
+}
+
 /* ---- FileStat ---- */
 
 struct stat_msg {
@@ -233,13 +251,9 @@ static struct job *job_new(struct rpc_call *call, enum op op, const char *key) {
 }
 
 static void job_queue(struct job *j) {
-        j->work.data = j;
-        rpc_call_ref(j->call);
-        if (uv_queue_work(rpc_call_loop(j->call), &j->work, job_work, job_done) < 0) {
-                rpc_call_unref(j->call);
-                rpc_call_finish(j->call, WR_STATUS_INTERNAL, "cannot queue the file operation");
+        bool busy;
+        if (queue_on(j->call, &j->work, j, &busy, job_work, job_done, "file operation") < 0)
                 job_free(j);
-        }
 }
 
 static void stat_path(struct rpc_call *call, const ProtobufCMessage *msg) {
@@ -425,14 +439,7 @@ static void read_pump(struct rpc_call *call) {
                         return;
                 }
         }
-        st->busy = true;
-        st->work.data = st;
-        rpc_call_ref(call);
-        if (uv_queue_work(rpc_call_loop(call), &st->work, read_work, read_done) < 0) {
-                st->busy = false;
-                rpc_call_unref(call);
-                rpc_call_finish(call, WR_STATUS_INTERNAL, "cannot queue the read");
-        }
+        (void) queue_on(call, &st->work, st, &st->busy, read_work, read_done, "read");
 }
 
 static void read_file(struct rpc_call *call, const ProtobufCMessage *msg) {
@@ -546,16 +553,8 @@ static void write_next(struct rpc_call *call, struct write_state *st) {
                 st->paused = false;
                 rpc_call_resume_recv(call);
         }
-        st->busy = true;
-        st->work.data = st;
-        rpc_call_ref(call);
-        if (uv_queue_work(rpc_call_loop(call), &st->work, write_work, write_done) < 0) {
-                st->busy = false;
-                rpc_call_unref(call);
-                struct wr_err e = {0};
-                err_set(&e, -EIO, "cannot queue the write");
-                write_fail(call, st, &e);
-        }
+        if (queue_on(call, &st->work, st, &st->busy, write_work, write_done, "write") < 0)
+                st->failed = true;
 }
 
 static void write_done(uv_work_t *w, int status) {
@@ -642,15 +641,8 @@ static void write_file(struct rpc_call *call, const ProtobufCMessage *msg) {
                         return finish_nomem(call);
                 }
                 st->job = W_BEGIN;
-                st->busy = true;
-                st->work.data = st;
-                rpc_call_ref(call);
-                if (uv_queue_work(rpc_call_loop(call), &st->work, write_work, write_done) < 0) {
-                        st->busy = false;
-                        rpc_call_unref(call);
+                if (queue_on(call, &st->work, st, &st->busy, write_work, write_done, "write") < 0)
                         st->failed = true;
-                        rpc_call_finish(call, WR_STATUS_INTERNAL, "cannot queue the write");
-                }
                 return;
         }
         if (st->failed)
@@ -787,14 +779,7 @@ static void list_pump(struct rpc_call *call) {
         if (!st || st->busy || rpc_call_is_done(call))
                 return;
         st->blocked = false;
-        st->busy = true;
-        st->work.data = st;
-        rpc_call_ref(call);
-        if (uv_queue_work(rpc_call_loop(call), &st->work, list_work, list_done) < 0) {
-                st->busy = false;
-                rpc_call_unref(call);
-                rpc_call_finish(call, WR_STATUS_INTERNAL, "cannot queue the listing");
-        }
+        (void) queue_on(call, &st->work, st, &st->busy, list_work, list_done, "listing");
 }
 
 static void list_dir(struct rpc_call *call, const ProtobufCMessage *msg) {
@@ -980,14 +965,7 @@ static void watch(struct rpc_call *call, const ProtobufCMessage *msg) {
         if (take_fs(call, "sandbox", req->sandbox, false, &st->fs) < 0 ||
             take_path(call, "path", req->path, &st->fs, &st->path) < 0)
                 return;
-        st->busy = true;
-        st->work.data = st;
-        rpc_call_ref(call);
-        if (uv_queue_work(rpc_call_loop(call), &st->work, watch_work, watch_done) < 0) {
-                st->busy = false;
-                rpc_call_unref(call);
-                rpc_call_finish(call, WR_STATUS_INTERNAL, "cannot queue the watch");
-        }
+        (void) queue_on(call, &st->work, st, &st->busy, watch_work, watch_done, "watch");
 }
 
 #define METHOD(name, k, in, out, fn, ...)                                                          \

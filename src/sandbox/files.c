@@ -685,10 +685,6 @@ static void writep(struct sbx_file_write **w) {
         sbx_file_write_free(*w);
 }
 
-uint64_t sbx_file_write_size(const struct sbx_file_write *w) {
-        return w->size;
-}
-
 int sbx_file_write_begin(const struct sbx_fs *fs, const char *field, const char *abs, mode_t mode,
                          bool has_owner, uint32_t uid, uint32_t gid,
                          struct sbx_file_write **ret, struct wr_err *e) {

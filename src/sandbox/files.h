@@ -187,9 +187,6 @@ int sbx_file_write_data(struct sbx_file_write *w, const void *buf, size_t n, str
  * On failure the temp file is removed (by sbx_file_write_free). */
 int sbx_file_write_commit(struct sbx_file_write *w, struct sbx_file_info *ret, struct wr_err *e);
 
-/* Bytes written so far. */
-uint64_t sbx_file_write_size(const struct sbx_file_write *w);
-
 /* Free w, removing its temp file unless committed. NULL ok. */
 void sbx_file_write_free(struct sbx_file_write *w);
 

@@ -343,11 +343,14 @@ def collect(w, pred, timeout=10):
 def test_watch_reports_create_modify_delete(sb):
     sh(sb, "mkdir -p /workspace/w")
     with sb.files.watch("/workspace/w", recursive=True) as w:
-        sh(sb, "echo a > /workspace/w/f; echo b >> /workspace/w/f; mkdir /workspace/w/d; "
-               "echo c > /workspace/w/d/g; mv /workspace/w/f /workspace/w/f2; "
+        sh(sb, "echo a > /workspace/w/f; echo b >> /workspace/w/f; mkdir /workspace/w/d")
+        # a new directory is watched by the time it is reported
+        evs = collect(w, lambda e: e.kind == wr.WatchEventKind.CREATED and
+                      e.path == "/workspace/w/d")
+        sh(sb, "echo c > /workspace/w/d/g; mv /workspace/w/f /workspace/w/f2; "
                "rm /workspace/w/f2 /workspace/w/d/g")
-        evs = collect(w, lambda e: e.kind == wr.WatchEventKind.DELETED and
-                      e.path == "/workspace/w/d/g")
+        evs += collect(w, lambda e: e.kind == wr.WatchEventKind.DELETED and
+                       e.path == "/workspace/w/d/g")
     kinds = [(e.kind.value, e.path) for e in evs]
     for want in [("CREATED", "/workspace/w/f"), ("MODIFIED", "/workspace/w/f"),
                  ("CREATED", "/workspace/w/d"), ("CREATED", "/workspace/w/d/g"),
