@@ -275,6 +275,25 @@ class FileWriter(io.RawIOBase):
             self.close()
 
 
+class _TextWriter(io.TextIOWrapper):
+    """A text writer over a FileWriter whose close() (or a with block's end
+    without an exception) commits the file, and an exception aborts it."""
+
+    def __init__(self, raw: FileWriter, encoding: str):
+        super().__init__(io.BufferedWriter(raw, CHUNK), encoding=encoding)  # type: ignore[arg-type]
+        self._raw = raw
+
+    @property
+    def result(self) -> Optional[FileStat]:
+        return self._raw.result
+
+    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+        if exc_type is not None:
+            self._raw.abort()
+        else:
+            self.close()
+
+
 class Files:
     """``sandbox.files``: read, write, list, stat, remove, mkdir, rename and
     watch the files of a running (or paused) sandbox."""
@@ -374,16 +393,20 @@ class Files:
             m = mode if mode is not None else os.fstat(f.fileno()).st_mode & 0o7777
             return self.write(path, f, mode=m, user=user)
 
-    def open(self, path: PathLike, mode: str = "rb", *, file_mode: int = 0,
-             user: Optional[str] = None) -> Union[FileReader, FileWriter]:
+    def open(self, path: PathLike, mode: str = "r", *, file_mode: int = 0,
+             user: Optional[str] = None, encoding: str = "utf-8") -> Any:
         """A file-like object: "rb" reads (streamed), "wb" writes (streamed;
-        the file appears whole on close). Wrap in io.TextIOWrapper for
-        text."""
-        if mode in ("r", "rb"):
-            return FileReader(self.read_stream(path))
-        if mode in ("w", "wb"):
+        the file appears whole on close); "r" (the default, as for the
+        built-in open) and "w" are the same as text (encoding)."""
+        if mode == "rb":
+            return io.BufferedReader(FileReader(self.read_stream(path)), CHUNK)
+        if mode == "wb":
             return FileWriter(self, path, file_mode, user)
-        raise ValueError(f"mode: {mode!r}; use 'rb' or 'wb'")
+        if mode == "r":
+            return io.TextIOWrapper(self.open(path, "rb"), encoding=encoding)
+        if mode == "w":
+            return _TextWriter(FileWriter(self, path, file_mode, user), encoding)
+        raise ValueError(f"mode: {mode!r}; use 'rb', 'wb', 'r' or 'w'")
 
     # --- the tree ---
     def iter_dir(self, path: PathLike, *, recursive: bool = False,

@@ -494,7 +494,10 @@ class Sandbox:
     def files(self) -> Files:
         """The sandbox's files: read, write, list, stat, remove, mkdir,
         rename, watch (docs/files.md)."""
-        return Files(self._conn, self.id)
+        f = getattr(self, "_files", None)
+        if f is None or f._sandbox != self.id:
+            f = self._files = Files(self._conn, self.id)
+        return f
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, name={self.name!r}, status={self.status})"

@@ -165,6 +165,15 @@ def test_streaming_file_objects(sb):
             raise RuntimeError("abort")
     time.sleep(0.2)
     assert not f.exists("/workspace/s2.bin")
+    # no temp file is left by the aborted write
+    assert [e.path for e in f.list("/workspace") if ".warren-write" in e.path] == []
+    # text
+    with f.open("/workspace/t.txt", "w") as w:
+        w.write("h\u00e9llo\n" * 3)
+    assert w.result.size_bytes == 21
+    with f.open("/workspace/t.txt") as r:
+        assert r.readline() == "h\u00e9llo\n"
+        assert r.read() == "h\u00e9llo\n" * 2
 
 
 def test_mkdir_rename_remove(sb):
