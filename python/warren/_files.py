@@ -20,7 +20,7 @@ from typing import (Any, BinaryIO, Callable, Iterable, Iterator, List, Optional,
 import grpc
 
 from warren._convert import from_timestamp
-from warren._errors import from_rpc_error
+from warren._errors import NotFound, from_rpc_error
 from warren._proto.warren.v1 import files_pb2 as pb
 from warren._proto.warren.v1 import files_pb2_grpc
 from warren._volume import FileKind, _chunks_of, _path, _path_str
@@ -435,7 +435,6 @@ class Files:
             self._unary("Stat", pb.StatFileRequest(sandbox=self._sandbox, path=_path(path))))
 
     def exists(self, path: PathLike) -> bool:
-        from warren._errors import NotFound
         try:
             self.stat(path)
             return True
