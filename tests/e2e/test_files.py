@@ -260,8 +260,13 @@ def test_write_to_a_read_write_volume_lands_in_it(client):
     vol.create()
     s = client.run(wr.Sandbox(image=IMAGE).mount_volume(vol.name, "/data"))
     try:
-        s.files.write("/data/sub/out.txt", b"through the sandbox's mount")
+        with s.files.watch("/data", recursive=True) as w:
+            s.files.write("/data/sub/out.txt", b"through the sandbox's mount")
+            evs = collect(w, lambda e: e.kind == wr.WatchEventKind.MOVED_TO)
         assert vol.get_file("sub/out.txt") == b"through the sandbox's mount"
+        assert ("MOVED_TO", "/data/sub/out.txt") in [(e.kind.value, e.path) for e in evs]
+        # the volume's own file API sees no temp file left behind
+        assert [f.path for f in vol.list_files()] == ["sub/out.txt"]
     finally:
         s.terminate()
         vol.delete()
