@@ -118,8 +118,8 @@ static int take_path(struct rpc_call *call, const char *field, ProtobufCBinaryDa
 /* Run work on a worker thread, then done on the loop, with a reference
  * to call held meanwhile and *busy set. Finishes the call (INTERNAL,
  * naming what) when the work cannot be queued; returns 0 or -EIO. */
-static int queue_on(struct rpc_call *call, uv_work_t *w, void *data, bool *busy,
-                    uv_work_cb work, uv_after_work_cb done, const char *what) {
+static int queue_on(struct rpc_call *call, uv_work_t *w, void *data, bool *busy, uv_work_cb work,
+                    uv_after_work_cb done, const char *what) {
         w->data = data;
         *busy = true;
         rpc_call_ref(call);
@@ -357,8 +357,8 @@ static void read_work(uv_work_t *w) {
                         return;
                 uint64_t size = (uint64_t) sb.st_size;
                 st->off = st->req_off < size ? st->req_off : size;
-                st->end = st->req_len && st->req_len < size - st->off ? st->off + st->req_len
-                                                                       : size;
+                st->end =
+                        st->req_len && st->req_len < size - st->off ? st->off + st->req_len : size;
                 return;
         }
         size_t want = st->end - st->off < READ_CHUNK ? (size_t) (st->end - st->off) : READ_CHUNK;
@@ -432,8 +432,8 @@ static void read_pump(struct rpc_call *call) {
                 return;
         }
         if (st->opened) {
-                size_t want = st->end - st->off < READ_CHUNK ? (size_t) (st->end - st->off)
-                                                              : READ_CHUNK;
+                size_t want =
+                        st->end - st->off < READ_CHUNK ? (size_t) (st->end - st->off) : READ_CHUNK;
                 if (rpc_buf_alloc(&st->buf, HEAD + want) < 0) {
                         finish_nomem(call);
                         return;

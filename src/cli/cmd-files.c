@@ -205,16 +205,14 @@ static int write_from_fd(struct cli_ctx *ctx, const char *sandbox, const char *p
         first.meta = &meta;
         Warren__V1__WriteFileRequest chunk;
         Warren__V1__FileStat *info = NULL;
-        int rc = cli_upload(ctx, "/warren.v1.Files/WriteFile", &first.base, fd, write_chunk,
-                            &chunk, &warren__v1__file_stat__descriptor, label,
-                            (ProtobufCMessage **) &info);
+        int rc = cli_upload(ctx, "/warren.v1.Files/WriteFile", &first.base, fd, write_chunk, &chunk,
+                            &warren__v1__file_stat__descriptor, label, (ProtobufCMessage **) &info);
         if (rc == CLI_EXIT_OK)
                 protobuf_c_message_free_unpacked(&info->base, NULL);
         return rc;
 }
 
-static int mkdir_remote(struct cli_ctx *ctx, const char *sandbox, const char *path,
-                        uint32_t mode) {
+static int mkdir_remote(struct cli_ctx *ctx, const char *sandbox, const char *path, uint32_t mode) {
         Warren__V1__MakeDirRequest req = WARREN__V1__MAKE_DIR_REQUEST__INIT;
         req.sandbox = (char *) sandbox;
         req.path = bytes_of(path);
@@ -409,8 +407,8 @@ static int cp(struct cli_ctx *ctx, int argc, char **argv) {
 }
 
 /* Parse options (-r, --json) and one ID:/PATH. */
-static int parse_one(struct cli_ctx *ctx, const char *cmd, const char *usage, int argc,
-                     char **argv, bool *recursive, bool *json, char **sandbox, char **path) {
+static int parse_one(struct cli_ctx *ctx, const char *cmd, const char *usage, int argc, char **argv,
+                     bool *recursive, bool *json, char **sandbox, char **path) {
         static const struct option longopts[] = {{"json", no_argument, NULL, OPT_JSON},
                                                  {"recursive", no_argument, NULL, 'r'},
                                                  CLI_COMMON_LONGOPTS,
@@ -455,16 +453,15 @@ static int files_ls(struct cli_ctx *ctx, int argc, char **argv) {
                 json_t *all = json_array();
                 for (size_t i = 0; i < n; i++) {
                         json_t *j = cli_json_from_message(&es[i]->base);
-                        json_t *p = json_stringn((const char *) es[i]->path.data,
-                                                 es[i]->path.len);
+                        json_t *p = json_stringn((const char *) es[i]->path.data, es[i]->path.len);
                         if (p)
                                 json_object_set_new(j, "path", p);
                         json_array_append_new(all, j);
                 }
                 cli_json_print(all);
         } else {
-                static const char *const headers[] = {"PATH", "KIND", "SIZE", "MODE", "OWNER",
-                                                      "MODIFIED"};
+                static const char *const headers[] = {"PATH", "KIND",  "SIZE",
+                                                      "MODE", "OWNER", "MODIFIED"};
                 struct cli_table *t = cli_table_new(6, headers);
                 for (size_t i = 0; i < n; i++) {
                         Warren__V1__FileStat *f = es[i];

@@ -60,4 +60,3 @@ int sbx_fs_open(struct sbx_manager *m, const char *key, struct sbx_fs *ret, stru
         ret->gid = sb->gid;
         return 0;
 }
-

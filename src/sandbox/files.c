@@ -341,8 +341,7 @@ static int mkdir_owned(int parent, const char *name, mode_t mode, uint32_t uid, 
         if (mkdirat(parent, name, 0700) < 0)
                 return -errno;
         _cleanup_close_ int d = openat2_in(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
-                                           RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                                   RESOLVE_NO_XDEV);
+                                           RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV);
         if (d < 0)
                 return d;
         if (fchown(d, uid, gid) < 0 || fchmod(d, mode) < 0)
@@ -468,8 +467,8 @@ int sbx_file_open_read(int root_fd, const char *field, const char *abs, int *ret
                 return err_set(e, -errno, "%s: stat: %m", field);
         if (S_ISDIR(st->st_mode))
                 return PRECONDITION(e, -EISDIR,
-                                    "%s: \"%.*s\" is a directory; list it (ListDir) instead",
-                                    field, SHOW(abs));
+                                    "%s: \"%.*s\" is a directory; list it (ListDir) instead", field,
+                                    SHOW(abs));
         if (!S_ISREG(st->st_mode))
                 return PRECONDITION(e, -EINVAL,
                                     "%s: \"%.*s\" is not a regular file (a device, FIFO or "
@@ -686,8 +685,8 @@ static void writep(struct sbx_file_write **w) {
 }
 
 int sbx_file_write_begin(const struct sbx_fs *fs, const char *field, const char *abs, mode_t mode,
-                         bool has_owner, uint32_t uid, uint32_t gid,
-                         struct sbx_file_write **ret, struct wr_err *e) {
+                         bool has_owner, uint32_t uid, uint32_t gid, struct sbx_file_write **ret,
+                         struct wr_err *e) {
         _cleanup_(writep) struct sbx_file_write *w = calloc(1, sizeof(*w));
         if (!w)
                 return err_set(e, -ENOMEM, "out of memory");
@@ -735,9 +734,8 @@ int sbx_file_write_begin(const struct sbx_fs *fs, const char *field, const char 
         for (int tries = 0; w->fd < 0; tries++) {
                 tmp_name(w->tmp, sizeof(w->tmp), tries);
                 /* O_EXCL: never follows a symlink at the name */
-                w->fd = openat(w->dir_fd, w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-                                                          O_CLOEXEC,
-                               0600);
+                w->fd = openat(w->dir_fd, w->tmp,
+                               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
                 if (w->fd < 0 && (errno != EEXIST || tries > 8)) {
                         r = -errno;
                         w->fd = -EBADF;
@@ -800,7 +798,7 @@ int sbx_file_write_commit(struct sbx_file_write *w, struct sbx_file_info *ret, s
         if (fstat(w->fd, &a) < 0)
                 return err_set(e, -errno, "stat: %m");
         return info_fill(w->path, &a, -EBADF, NULL, ret) < 0 ? err_set(e, -ENOMEM, "out of memory")
-                                                              : 0;
+                                                             : 0;
 }
 
 /* A name for a temp entry in a directory: ".warren-write-<random>". */
@@ -852,8 +850,7 @@ int sbx_file_symlink(const struct sbx_fs *fs, const char *field, const char *abs
                 if (errno != EEXIST || tries > 8)
                         return path_err(-errno, field, abs, e);
         }
-        if (fchownat(d, tmp, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ||
-            renameat(d, tmp, d, leaf) < 0) {
+        if (fchownat(d, tmp, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 || renameat(d, tmp, d, leaf) < 0) {
                 r = -errno;
                 (void) unlinkat(d, tmp, 0);
                 return path_err(r, field, abs, e);
@@ -967,7 +964,7 @@ int sbx_file_list_open(int root_fd, const char *field, const char *abs, bool rec
         }
         l->recursive = recursive;
         l->max_depth = max_depth && max_depth < SBX_FILE_LIST_DEPTH_MAX ? max_depth
-                                                                         : SBX_FILE_LIST_DEPTH_MAX;
+                                                                        : SBX_FILE_LIST_DEPTH_MAX;
         /* "/a/b/" lists as "/a/b" */
         _cleanup_free_ char *base = strdup(abs);
         if (!base) {
@@ -1019,8 +1016,7 @@ int sbx_file_list_next(struct sbx_file_list *l, size_t max, struct sbx_file_info
                 /* enter it: never through a symlink (swapped in since the
                  * stat: refused by the kernel), never into a kernel fs */
                 int sub = openat2_in(f->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
-                                     RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                             RESOLVE_NO_MAGICLINKS);
+                                     RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
                 if (sub < 0)
                         continue;
                 struct statfs sf;
@@ -1156,10 +1152,9 @@ static int watch_tree(struct sbx_watch *w, int fd, const char *path, unsigned de
                         break;
                 if (!S_ISDIR(st.st_mode))
                         continue;
-                _cleanup_close_ int sub = openat2_in(fd, de->d_name,
-                                                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
-                                                     RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                                             RESOLVE_NO_MAGICLINKS);
+                _cleanup_close_ int sub =
+                        openat2_in(fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
+                                   RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
                 if (sub < 0)
                         continue;
                 struct statfs sf;
@@ -1337,9 +1332,9 @@ int sbx_watch_read(struct sbx_watch *w, struct sbx_watch_event **evs, size_t *n)
                         } else if (k == SBX_WATCH_CREATED || k == SBX_WATCH_MOVED_TO) {
                                 /* a new directory: watch it and what it
                                  * already holds (reported as created) */
-                                _cleanup_close_ int d = openat2_in(
-                                        w->root_fd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
-                                        RESOLVE);
+                                _cleanup_close_ int d =
+                                        openat2_in(w->root_fd, path,
+                                                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW, RESOLVE);
                                 struct statfs sf;
                                 if (d < 0 || fstatfs(d, &sf) < 0 ||
                                     kernel_fs((unsigned long) sf.f_type))

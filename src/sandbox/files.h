@@ -176,8 +176,8 @@ struct sbx_file_write;
  * the read-only mount), -ENOSPC (RESOURCE_EXHAUSTED). *ret is the caller's
  * (sbx_file_write_free). */
 int sbx_file_write_begin(const struct sbx_fs *fs, const char *field, const char *abs, mode_t mode,
-                         bool has_owner, uint32_t uid, uint32_t gid,
-                         struct sbx_file_write **ret, struct wr_err *e);
+                         bool has_owner, uint32_t uid, uint32_t gid, struct sbx_file_write **ret,
+                         struct wr_err *e);
 
 /* Append n bytes. -ENOSPC / -EDQUOT (RESOURCE_EXHAUSTED). */
 int sbx_file_write_data(struct sbx_file_write *w, const void *buf, size_t n, struct wr_err *e);

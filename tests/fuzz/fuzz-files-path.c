@@ -62,9 +62,12 @@ static void setup(void) {
         char outside[200], canary_path[220];
         snprintf(outside, sizeof(outside), "%s/outside", dir);
         snprintf(canary_path, sizeof(canary_path), "%s/outside/canary", dir);
-        const char *links[][2] = {{"abs", "/"},          {"up", "../../.."},
-                                  {"d/up", "../../../.."}, {"canary", canary_path},
-                                  {"out", outside},        {"d/loop", "loop2"},
+        const char *links[][2] = {{"abs", "/"},
+                                  {"up", "../../.."},
+                                  {"d/up", "../../../.."},
+                                  {"canary", canary_path},
+                                  {"out", outside},
+                                  {"d/loop", "loop2"},
                                   {"d/loop2", "loop"}};
         for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
                 snprintf(p, sizeof(p), "%s/root/%s", dir, links[i][0]);

@@ -103,8 +103,11 @@ static void test_path_check(void **state) {
 
         static const struct {
                 const char *in, *dir, *leaf;
-        } ok[] = {{"/a/b", "/a", "b"}, {"/a/b/", "/a", "b"}, {"/x", "/", "x"},
-                  {"//x//y//", "//x", "y"}, {"/a/../b", "/a/..", "b"}};
+        } ok[] = {{"/a/b", "/a", "b"},
+                  {"/a/b/", "/a", "b"},
+                  {"/x", "/", "x"},
+                  {"//x//y//", "//x", "y"},
+                  {"/a/../b", "/a/..", "b"}};
         for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
                 char *d = NULL, *l = NULL;
                 assert_int_equal(sbx_file_path_split("path", ok[i].in, &d, &l, &e), 0);
@@ -138,17 +141,16 @@ static void test_reads_stay_inside(void **state) {
         assert_int_equal(sbx_file_open_read(f->fs.root_fd, "path", "/rel", &fd, &st, &e), -ENOENT);
         assert_int_equal(sbx_file_open_read(f->fs.root_fd, "path", "/outdir/secret", &fd, &st, &e),
                          -ENOENT);
-        assert_int_equal(sbx_file_open_read(f->fs.root_fd, "path", "/../../outside/secret", &fd,
-                                            &st, &e),
-                         -ENOENT);
-        assert_int_equal(sbx_file_open_read(f->fs.root_fd, "path", "/loop1", &fd, &st, &e),
-                         -ELOOP);
+        assert_int_equal(
+                sbx_file_open_read(f->fs.root_fd, "path", "/../../outside/secret", &fd, &st, &e),
+                -ENOENT);
+        assert_int_equal(sbx_file_open_read(f->fs.root_fd, "path", "/loop1", &fd, &st, &e), -ELOOP);
         assert_int_equal(sbx_file_open_read(f->fs.root_fd, "path", "/fifo", &fd, &st, &e), -EINVAL);
         assert_int_equal(sbx_file_open_read(f->fs.root_fd, "path", "/etc", &fd, &st, &e), -EISDIR);
         /* through "/" and ".." : the sandbox's own file */
-        assert_int_equal(sbx_file_open_read(f->fs.root_fd, "path", "/up/../up/etc/hostname", &fd,
-                                            &st, &e),
-                         0);
+        assert_int_equal(
+                sbx_file_open_read(f->fs.root_fd, "path", "/up/../up/etc/hostname", &fd, &st, &e),
+                0);
         char buf[16] = {0};
         assert_int_equal(read(fd, buf, sizeof(buf)), 7);
         assert_string_equal(buf, "sandbox");
@@ -187,7 +189,7 @@ static void test_writes_stay_inside(void **state) {
         assert_int_equal(lstat(in_root(f, "/leaf"), &st), 0);
         assert_true(S_ISREG(st.st_mode)); /* the link was replaced, not followed */
         write_all(f, "/pdir/secret", "x", 0, &r);
-        assert_int_equal(r, -ENOENT); /* the host dir is not in the root */
+        assert_int_equal(r, -ENOENT);          /* the host dir is not in the root */
         write_all(f, "/a/b/c", "deep", 0, &r); /* parents made */
         assert_int_equal(r, 0);
         assert_int_equal(chmod(in_root(f, "/a/b/c"), 0751), 0);
@@ -258,9 +260,8 @@ static void test_list_remove_rename(void **state) {
         assert_int_equal(sbx_file_remove(&f->fs, "p", "/t", true, &e), 0);
         assert_int_equal(access(f->secret, F_OK), 0);
         assert_int_equal(sbx_file_remove(&f->fs, "p", "/t", true, &e), -ENOENT);
-        assert_int_equal(sbx_file_mkdir(&f->fs, "p", "/m/n", 0700, getuid(), getgid(), true, &fi,
-                                        &e),
-                         0);
+        assert_int_equal(
+                sbx_file_mkdir(&f->fs, "p", "/m/n", 0700, getuid(), getgid(), true, &fi, &e), 0);
         assert_int_equal(fi.mode, 0700);
         sbx_file_info_clear(&fi);
         assert_int_equal(sbx_file_mkdir(&f->fs, "p", "/m/n", 0, 0, 0, false, &fi, &e), -EEXIST);
