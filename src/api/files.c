@@ -840,12 +840,15 @@ static void watch_free(struct rpc_call *call) {
         free(st);
 }
 
+static void watch_poll_set(struct watch_state *st, bool on);
+
 /* The sandbox ended: so does the watch (its fds would keep the
  * sandbox's file systems alive). */
 static void watch_on_exit(uv_poll_t *h, int status, int events) {
         (void) status, (void) events;
         struct watch_state *st = h->data;
         (void) uv_poll_stop(h);
+        watch_poll_set(st, false);
         if (!rpc_call_is_done(st->call))
                 rpc_call_finish(st->call, WR_STATUS_OK, NULL);
 }
@@ -879,8 +882,10 @@ static void watch_on_poll(uv_poll_t *h, int status, int events) {
         (void) events;
         struct watch_state *st = h->data;
         struct rpc_call *call = st->call;
-        if (rpc_call_is_done(call) || !st->w)
+        if (rpc_call_is_done(call) || !st->w) {
+                watch_poll_set(st, false); /* level-triggered: stop until freed */
                 return;
+        }
         struct sbx_watch_event *evs = NULL;
         size_t n = 0;
         int r = status < 0 ? status : sbx_watch_read(st->w, &evs, &n);
@@ -891,10 +896,12 @@ static void watch_on_poll(uv_poll_t *h, int status, int events) {
         if (r < 0) {
                 struct wr_err e = {0};
                 err_set(&e, r, "watch %s: %s", st->path, strerror(-r));
+                watch_poll_set(st, false);
                 finish_err(call, &e);
                 return;
         }
         if (r == 1) { /* the directory is gone (deleted, moved, unmounted) */
+                watch_poll_set(st, false);
                 rpc_call_finish(call, WR_STATUS_OK, NULL);
                 return;
         }
