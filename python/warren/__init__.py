@@ -15,6 +15,7 @@ from warren._errors import (Aborted, AlreadyExists, Cancelled, DataLoss, Deadlin
                             ResourceExhausted, SandboxNotFound, Status, Unauthenticated,
                             Unavailable, Unimplemented, Unknown, WarrenError)
 from warren._exec import ExecChanges, ExecEvent, ExecResult, FileChange, Process, ProcessInfo
+from warren._files import FileStat, Files, WatchEvent, WatchEventKind, Watcher
 from warren._git import Git, GitStatus
 from warren._image import Image, ImageConfig, ImageInfo
 from warren._network import ComputeClass, NetworkEvent, NetworkPolicy, ResourceDetector, SshDest
@@ -33,5 +34,6 @@ __all__ = [
     "NotFound", "InvalidArgument", "Unimplemented", "Unavailable", "PermissionDenied",
     "DeadlineExceeded", "AlreadyExists", "FailedPrecondition", "ResourceExhausted", "Cancelled",
     "Unknown", "Aborted", "OutOfRange", "Internal", "DataLoss", "Unauthenticated", "GitError",
-    "ImageBuildError", "DEFAULT_ADDR", "grpc_target",
+    "ImageBuildError", "DEFAULT_ADDR", "grpc_target", "Files", "FileStat", "WatchEvent",
+    "WatchEventKind", "Watcher",
 ]

@@ -18,6 +18,7 @@ from typing import (Any, Callable, Concatenate, Dict, Iterator, List, Mapping, O
 from warren._channel import Channel
 from warren._convert import from_timestamp
 from warren._errors import NotFound
+from warren._files import Files
 from warren._exec import (ExecChanges, ExecEvent, ExecResult, FileChange, Process, ProcessInfo,
                           _ExecCall, collect, exec_start_message)
 from warren._git import Git
@@ -523,6 +524,15 @@ class Sandbox:
     @property
     def git(self) -> Git:
         return Git(self)
+
+    @property
+    def files(self) -> Files:
+        """The sandbox's files: read, write, list, stat, remove, mkdir,
+        rename, watch (docs/files.md)."""
+        f = getattr(self, "_files", None)
+        if f is None or f._sandbox != self.id:
+            f = self._files = Files(self._conn, self.id)
+        return f
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, name={self.name!r}, status={self.status})"

@@ -47,6 +47,7 @@ int api_health_register(struct rpc_server *s);    /* grpc.health.v1.Health */
 int api_sandboxes_register(struct rpc_server *s); /* warren.v1.Sandboxes */
 int api_images_register(struct rpc_server *s);    /* warren.v1.Images */
 int api_volumes_register(struct rpc_server *s);   /* warren.v1.Volumes */
+int api_files_register(struct rpc_server *s);     /* warren.v1.Files */
 int api_secrets_register(struct rpc_server *s);   /* warren.v1.Secrets */
 int api_identity_register(struct rpc_server *s);  /* warren.v1.Identity */
 int api_diag_register(struct rpc_server *s);      /* warren.v1.Diag */

@@ -70,6 +70,8 @@ int cli_cmd_port_forward(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_image(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_secret(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_volume(struct cli_ctx *ctx, int argc, char **argv);
+int cli_cmd_files(struct cli_ctx *ctx, int argc, char **argv);
+int cli_cmd_cp(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_ps(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_shell(struct cli_ctx *ctx, int argc, char **argv);
 

@@ -27,6 +27,9 @@ static const struct cli_cmd top[] = {
         {"image", "import|pull|ls|get|rm ...", "manage images", cli_cmd_image},
         {"secret", "set|ls|rm ...", "manage secrets", cli_cmd_secret},
         {"volume", "create|ls|info|rm|put|get|files|rm-file ...", "manage volumes", cli_cmd_volume},
+        {"files", "ls|cat|rm|stat|mkdir ID:/PATH", "files of a running sandbox", cli_cmd_files},
+        {"cp", "SRC DST", "copy files or trees into or out of a sandbox (ID:/PATH on one side)",
+         cli_cmd_cp},
 };
 
 static void print_cmds(FILE *f, const char *noun, const struct cli_cmd *cmds, size_t n) {

@@ -112,6 +112,7 @@ static int register_services(struct daemon *d, struct wr_err *e) {
                 {"grpc.health.v1.Health", api_health_register},
                 {"warren.v1.Sandboxes", api_sandboxes_register},
                 {"warren.v1.Volumes", api_volumes_register},
+                {"warren.v1.Files", api_files_register},
                 {"warren.v1.Secrets", api_secrets_register},
                 {"warren.v1.Identity", api_identity_register},
                 {"warren.v1.Images", api_images_register},
