@@ -17,9 +17,7 @@
 
 /* ---- the sandbox (loop thread) ---- */
 
-/* An O_PATH fd of sb's root as init sees it; the pidfd check after the
- * open proves the pid was init's all along (not reused). */
-static int root_open(struct sbx *sb) {
+int sbx_root_fd(struct sbx *sb) {
         pid_t pid = sb->rt ? rt_sandbox_pid(sb->rt) : 0;
         if (pid <= 0 || sb->pidfd < 0)
                 return -ESRCH;
@@ -39,7 +37,7 @@ int sbx_fs_open(struct sbx_manager *m, const char *key, struct sbx_fs *ret, stru
         int r = sbx_running(m, key, &sb, e);
         if (r < 0)
                 return r;
-        int fd = root_open(sb);
+        int fd = sbx_root_fd(sb);
         if (fd < 0)
                 return err_setx(e, fd, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
                                 "sandbox %s is not running (create a new one)", sb->id);

@@ -779,20 +779,6 @@ int sbx_journal_changes(struct sbx_manager *m, const char *sandbox, const char *
         return r;
 }
 
-static int root_fd_of(struct sbx *sb) {
-        pid_t pid = sb->rt ? rt_sandbox_pid(sb->rt) : 0;
-        if (pid <= 0 || sb->pidfd < 0)
-                return -ESRCH;
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/root", (int) pid);
-        _cleanup_close_ int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        if (syscall(SYS_pidfd_send_signal, sb->pidfd, 0, NULL, 0) < 0)
-                return -ESRCH;
-        return TAKE_FD(fd);
-}
-
 /* A later journal that changed one of x's paths (NULL: none). */
 static const char *later_conflict(struct sbx_journal *j, const struct jr_exec *x,
                                   const char **by) {
@@ -851,7 +837,7 @@ int sbx_journal_rollback(struct sbx_manager *m, const char *sandbox, const char 
         w->force = force;
         w->fn = (void *) fn;
         w->userdata = userdata;
-        w->root_fd = root_fd_of(sb);
+        w->root_fd = sbx_root_fd(sb);
         if (w->root_fd < 0) {
                 r = err_set(e, w->root_fd, "journal: the sandbox's root: %s", strerror(-w->root_fd));
                 work_free(w);

@@ -159,6 +159,10 @@ int sbx_running(struct sbx_manager *m, const char *key, struct sbx **ret, struct
 struct sbx *sbx_find_live(struct sbx_manager *m, const char *key);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t sbx_mono_ns(void);
+/* An O_PATH fd of sb's root as its init sees it (its mount namespace:
+ * volumes and /tmp included); the pidfd check after the open proves the
+ * pid was init's all along (not reused). -ESRCH when init is gone. */
+int sbx_root_fd(struct sbx *sb);
 /* <state>/sandboxes/<id> into buf. -ENAMETOOLONG. */
 int sbx_dir_path(const struct sbx_manager *m, const char *id, char *buf, size_t size);
 
