@@ -24,6 +24,7 @@
 #include "warren/v1/images.pb-c.h"
 
 #define STEPS_MAX 256
+#define ADD_PREFIX ".warren-add/"
 #define STEP_TIMEOUT_SECS 1800.0
 
 #define INVALID(e, ...)                                                                            \
@@ -308,9 +309,14 @@ static int copy_step(const struct df_op *op, const struct bctx *c, struct sbx_bu
                         continue;
                 }
                 size_t before = st->n_files, pl = strlen(src->path);
+                /* add_local_dir's files ride in the context under
+                 * .warren-add/: only a COPY naming them sees them */
+                bool hidden_ok = !strncmp(src->path, ADD_PREFIX, strlen(ADD_PREFIX));
                 for (size_t f = 0; r >= 0 && f < c->n; f++) {
                         const struct ctx_file *cf = &c->v[f];
                         char *dst = NULL;
+                        if (!hidden_ok && !strncmp(cf->path, ADD_PREFIX, strlen(ADD_PREFIX)))
+                                continue;
                         if (!strcmp(cf->path, src->path)) {
                                 const char *base = strrchr(cf->path, '/');
                                 base = base ? base + 1 : cf->path;
