@@ -171,6 +171,12 @@ class Image:
             return pb.ImageSpec(ref=self.base_image)
         return pb.ImageSpec(build=self._to_build())
 
+    def to_json(self) -> str:
+        """The spec as JSON (an ImageBuild in the protobuf JSON mapping),
+        for `warren image build --spec FILE`."""
+        from google.protobuf import json_format
+        return json_format.MessageToJson(self._to_build(), preserving_proto_field_name=True)
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Image) and self._to_build() == other._to_build()
 

@@ -18,6 +18,7 @@
 
 #include "api/api-internal.h"
 #include "image/dockerfile.h"
+#include "image/image.h"
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "sandbox/sandbox.h"
@@ -722,6 +723,8 @@ static int spec_build(struct api_ctx *ctx, const Warren__V1__ImageBuild *b,
 struct build_call {
         struct rpc_call *call;
         struct sbx_build *b;
+        struct img_store *images;
+        char name[512]; /* BuildImageRequest.name, normalised; "" = none */
 };
 
 static unsigned running;
@@ -741,6 +744,16 @@ static void build_done(int r, const struct img_info *img, const struct wr_err *e
         struct build_call *bc = userdata;
         bc->b = NULL;
         running--;
+        struct img_info *named = NULL;
+        struct wr_err ne = {0};
+        if (r >= 0 && bc->name[0]) {
+                /* the same image (same layers and config) under the name */
+                if ((r = img_store_commit_image(bc->images, bc->name, &img->config, img->diff_ids,
+                                                img->n_layers, "build", &named, &ne)) < 0)
+                        e = &ne;
+                else
+                        img = named;
+        }
         if (r < 0) {
                 rpc_call_finish_err(bc->call, e);
         } else {
@@ -753,6 +766,7 @@ static void build_done(int r, const struct img_info *img, const struct wr_err *e
                 rpc_call_send(bc->call, &p.base);
                 rpc_call_finish(bc->call, WR_STATUS_OK, NULL);
         }
+        img_info_free(named);
         rpc_call_unref(bc->call);
 }
 
@@ -777,7 +791,16 @@ static void build_image(struct rpc_call *call, const ProtobufCMessage *m) {
                 return;
         }
         bc->call = rpc_call_ref(call);
+        bc->images = ctx->images;
         rpc_call_set_data(call, bc);
+        if (req->name && *req->name &&
+            img_name_normalize(req->name, bc->name, sizeof(bc->name), &e) < 0) {
+                sbx_build_spec_free(spec);
+                rpc_call_unref(call);
+                err_prefix(&e, -EINVAL, "name");
+                rpc_call_finish_err(call, &e);
+                return;
+        }
         if (req->step_timeout_secs < 0 || req->step_timeout_secs > 1e7) {
                 sbx_build_spec_free(spec);
                 rpc_call_unref(call);

@@ -190,12 +190,14 @@ class PullImageProgress(_message.Message):
     def __init__(self, layers: _Optional[_Iterable[_Union[LayerProgress, _Mapping]]] = ..., image: _Optional[_Union[Image, _Mapping]] = ...) -> None: ...
 
 class BuildImageRequest(_message.Message):
-    __slots__ = ("build", "step_timeout_secs")
+    __slots__ = ("build", "step_timeout_secs", "name")
     BUILD_FIELD_NUMBER: _ClassVar[int]
     STEP_TIMEOUT_SECS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
     build: ImageBuild
     step_timeout_secs: float
-    def __init__(self, build: _Optional[_Union[ImageBuild, _Mapping]] = ..., step_timeout_secs: _Optional[float] = ...) -> None: ...
+    name: str
+    def __init__(self, build: _Optional[_Union[ImageBuild, _Mapping]] = ..., step_timeout_secs: _Optional[float] = ..., name: _Optional[str] = ...) -> None: ...
 
 class BuildImageProgress(_message.Message):
     __slots__ = ("log", "image")
