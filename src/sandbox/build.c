@@ -63,7 +63,8 @@ struct bld {
         size_t line_len;
         char *tail[TAIL_LINES];
         size_t tail_n;
-        uint64_t t0, t_step;
+        uint64_t t0, t_step, t_commit;
+        uint64_t cur_size; /* bytes of the current image (layer sizes in the log) */
         unsigned ran, cached;
 };
 
@@ -526,6 +527,10 @@ static void snapshot_done(int r, const struct img_info *img, const struct wr_err
         }
         if (r < 0)
                 return finish(b, r, e);
+        uint64_t layer = img->size > b->cur_size ? img->size - b->cur_size : 0;
+        double secs = (double) (sbx_mono_ns() - b->t_commit) / 1e9;
+        logf_(b, " ---> layer of %.1f MB committed in %.2f s (%.0f MB/s)", (double) layer / 1e6,
+              secs, secs > 0 ? (double) layer / 1e6 / secs : 0.0);
         step_done(b, img->id);
 }
 
@@ -588,6 +593,10 @@ static void x_exited(struct sbx_exec *x, int exit_code, int signo, enum sbx_exit
                 return finish(b, -EIO, &e);
         }
         struct wr_err e = {0};
+        struct img_info *cur = NULL;
+        b->cur_size = img_store_resolve(b->m->images, b->cur, &cur, NULL) >= 0 ? cur->size : 0;
+        img_info_free(cur);
+        b->t_commit = sbx_mono_ns();
         int r = sbx_snapshot(b->m, b->sb_id, NULL, snapshot_done, b, &e);
         if (r < 0)
                 finish(b, r, &e);
