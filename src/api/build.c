@@ -19,6 +19,7 @@
 #include "api/api-internal.h"
 #include "image/dockerfile.h"
 #include "image/image.h"
+#include "image/resolve.h"
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "sandbox/sandbox.h"
@@ -724,7 +725,10 @@ struct build_call {
         struct rpc_call *call;
         struct sbx_build *b;
         struct img_store *images;
+        struct sbx_manager *sandboxes;
         char name[512]; /* BuildImageRequest.name, normalised; "" = none */
+        struct img_resolve *resolve;  /* pulling the base image */
+        struct sbx_build_spec *spec;  /* waiting for that pull */
 };
 
 static unsigned running;
@@ -770,6 +774,47 @@ static void build_done(int r, const struct img_info *img, const struct wr_err *e
         rpc_call_unref(bc->call);
 }
 
+/* Start the build of spec (taken over) for bc's call. */
+static void start_build(struct build_call *bc, struct sbx_build_spec *spec) {
+        struct wr_err e = {0};
+        if (sbx_build(bc->sandboxes, spec, build_log, build_done, bc, &bc->b, &e) < 0) {
+                running--;
+                struct rpc_call *call = bc->call;
+                rpc_call_finish_err(call, &e);
+                rpc_call_unref(call);
+        }
+}
+
+static void base_resolved(int r, struct img_info *info, const struct wr_err *e, void *userdata) {
+        struct build_call *bc = userdata;
+        struct sbx_build_spec *spec = bc->spec;
+        bc->resolve = NULL;
+        bc->spec = NULL;
+        if (r < 0) {
+                running--;
+                sbx_build_spec_free(spec);
+                struct rpc_call *call = bc->call;
+                struct wr_err pe = *e;
+                err_prefix(&pe, r, "build: base image");
+                rpc_call_finish_err(call, &pe);
+                rpc_call_unref(call);
+                return;
+        }
+        /* "ubuntu" is stored as "ubuntu:latest": build from the id */
+        char *id = strdup(info->id);
+        img_info_free(info);
+        if (!id) {
+                running--;
+                sbx_build_spec_free(spec);
+                rpc_call_finish(bc->call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                rpc_call_unref(bc->call);
+                return;
+        }
+        free(spec->base);
+        spec->base = id;
+        start_build(bc, spec);
+}
+
 static void build_image(struct rpc_call *call, const ProtobufCMessage *m) {
         const Warren__V1__BuildImageRequest *req = (const void *) m;
         struct api_ctx *ctx = rpc_call_server_ctx(call);
@@ -810,17 +855,41 @@ static void build_image(struct rpc_call *call, const ProtobufCMessage *m) {
         }
         if (req->step_timeout_secs > 0)
                 spec->step_timeout_secs = req->step_timeout_secs;
+        bc->sandboxes = ctx->sandboxes;
         running++;
-        if ((r = sbx_build(ctx->sandboxes, spec, build_log, build_done, bc, &bc->b, &e)) < 0) {
+        /* the base: stored, else pulled first (never the daemon's default) */
+        struct img_info *base = NULL;
+        bool is_default = !strcmp(spec->base, sbx_image_ref(ctx->sandboxes, NULL));
+        r = img_resolve(ctx->images, rpc_call_loop(call), spec->base,
+                        is_default ? IMG_RESOLVE_NO_PULL : 0, base_resolved, bc, &base,
+                        &bc->resolve, &e);
+        if (r < 0) {
                 running--;
+                sbx_build_spec_free(spec);
                 rpc_call_unref(call);
+                err_prefix(&e, r, "build: base image");
                 rpc_call_finish_err(call, &e);
                 return;
         }
+        if (r == 1) {
+                img_info_free(base);
+                start_build(bc, spec);
+                return;
+        }
+        bc->spec = spec;
+        build_log("Pulling the base image first", bc);
 }
 
 static void build_cancel(struct rpc_call *call, int status) {
         struct build_call *bc = rpc_call_get_data(call);
+        if (bc && bc->resolve) {
+                img_resolve_cancel(bc->resolve);
+                bc->resolve = NULL;
+                sbx_build_spec_free(bc->spec);
+                bc->spec = NULL;
+                running--;
+                rpc_call_unref(call);
+        }
         if (bc && bc->b) {
                 struct sbx_build *b = bc->b;
                 bc->b = NULL;
@@ -832,6 +901,11 @@ static void build_cancel(struct rpc_call *call, int status) {
 
 static void build_free(struct rpc_call *call) {
         struct build_call *bc = rpc_call_get_data(call);
+        if (bc && bc->resolve) {
+                img_resolve_cancel(bc->resolve);
+                sbx_build_spec_free(bc->spec);
+                running--;
+        }
         if (bc && bc->b) {
                 running--;
                 sbx_build_cancel(bc->b);

@@ -261,7 +261,7 @@ size_t sbx_manager_running(const struct sbx_manager *m);
 /* True when a live sandbox uses image id (DeleteImage refuses then). */
 bool sbx_manager_image_in_use(const char *image_id, void *manager);
 
-/* The image reference spec asks for: its image_ref, else the daemon's
+/* The image reference spec (may be NULL) asks for: its image_ref, else the daemon's
  * default image. Borrowed from spec or m. */
 const char *sbx_image_ref(const struct sbx_manager *m, const struct sbx_spec *spec);
 

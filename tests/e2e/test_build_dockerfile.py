@@ -329,3 +329,39 @@ def test_prune(client, d):
     logs = []
     client.build_image(Image.base(IMAGE).run_commands("echo prune-me > /p"), on_log=logs.append)
     assert not any("cached" in l for l in logs if l.startswith("Step "))
+
+
+def test_base_pulled_on_demand(client, tmp_path):
+    """A base that is not stored is pulled first (here from a registry on
+    127.0.0.1), by Image.base and by a Dockerfile's FROM."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    sys.path.insert(0, str(ROOT / "tests" / "registry"))
+    import registry as R
+    if not R.available():
+        pytest.skip("docker-registry and skopeo are needed (scripts/deps.sh)")
+    d = tmp_path / "bb"
+    subprocess.run(["bash", str(ROOT / "tests/images/busybox-rootfs.sh"), str(d / "rootfs"),
+                    "--tar", str(d / "rootfs.tar")], check=True, capture_output=True)
+    reg = R.Registry()
+    try:
+        lay = str(tmp_path / "layout")
+        L = R.Layout(lay)
+        md, _ = L.image([(d / "rootfs.tar").read_bytes()], {"Env": ["PATH=/usr/bin:/bin"]})
+        L.tag(md, "bb")
+        reg.push(lay, "bb", "test/buildbase:1")
+        ref = f"{reg.host}/test/buildbase:1"
+        logs = []
+        info = client.build_image(Image.base(ref).run_commands("echo on-pulled > /p"),
+                                  on_log=logs.append)
+        assert "Pulling the base image first" in logs
+        df = tmp_path / "Dockerfile"
+        df.write_text(f"FROM {ref}\nRUN cat /p 2>/dev/null || echo fresh > /q\n")
+        info2 = client.build_image(Image.from_dockerfile(df))  # stored now: no pull
+        assert info.layers[0] == info2.layers[0]
+        with pytest.raises(wr.WarrenError) as ei:
+            client.build_image(Image.base(f"{reg.host}/test/missing:1").run_commands("true"))
+        assert "missing" in str(ei.value)
+    finally:
+        reg.stop()
