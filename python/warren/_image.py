@@ -49,10 +49,12 @@ class Image:
     @classmethod
     def sandbox(cls) -> "Image":
         """The daemon's default sandbox image (warrend --default-image,
-        `sandbox:latest`): Debian with Python, Git, CA certificates and
-        OpenSSH, working in /workspace, built offline from Debian packages
-        (scripts/base-image.sh). An empty base means "the default", so the
-        spec carries no reference and builder steps apply on top of it."""
+        `sandbox:latest`): Debian with Python (`python` and `python3`), Git,
+        CA certificates and OpenSSH, working in /workspace; built offline
+        from Debian packages (scripts/base-image.sh) and finished by the
+        builder (scripts/default-image.json). An empty base means "the
+        default", so the spec carries no reference and builder steps apply
+        on top of it."""
         return cls("")
 
     @classmethod

@@ -49,6 +49,7 @@ def d(bed):
                                 "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                                 "pybase:latest", tar], capture_output=True, text=True, timeout=300)
             assert r.returncode == 0, r.stderr
+            dd.debian_base = base
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         yield dd
@@ -164,3 +165,32 @@ def test_seed_immutable_composition(d, bed):
         finally:
             api_sandbox.terminate()
             worker_sandbox.terminate()
+
+
+def test_default_image_through_the_builder(d):
+    """scripts/run.sh's recipe: the offline Debian base imported as
+    sandbox-base, then scripts/default-image.json built on it as
+    sandbox:latest; the seed's sandbox.exec("python", ...) works in it."""
+    r = subprocess.run([WARREN_CLI, "--addr", d.unix_addr, "image", "import", "--workdir",
+                        "/workspace", "--env",
+                        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                        "--env", "LANG=C.UTF-8", "sandbox-base:latest", d.debian_base],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([WARREN_CLI, "--addr", d.unix_addr, "image", "build", "--spec",
+                        str(ROOT / "scripts" / "default-image.json"), "-t", "sandbox:latest"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    with wr.SandboxClient(d.unix_addr) as c:
+        sb = c.create()  # the daemon's default image
+        try:
+            res = sb.exec("python", "-c", "import sys, os; print(sys.version_info[0], os.getcwd())")
+            assert res.exit_code == 0 and res.stdout_text == "3 /workspace\n", res.stderr_text
+            res = sb.exec("sh", "-c", "python3 -c pass && git --version && ssh -V 2>&1 && "
+                          "test -s /etc/ssl/certs/ca-certificates.crt && echo ok")
+            assert res.exit_code == 0 and res.stdout_text.endswith("ok\n"), res.stdout_text
+        finally:
+            sb.terminate()
+        # Image.sandbox() names that default: builder steps apply on top of it
+        info = c.build_image(Image.sandbox().run_commands("python --version > /pyver"))
+        assert c.get_image("sandbox:latest").layers == info.layers[:-1]
