@@ -143,14 +143,16 @@ static void kstrv(struct kbuf *k, char *const *v) {
 
 struct ctx_file {
         char *path; /* clean, relative */
+        const Warren__V1__FileAdd *fa; /* borrowed from the request */
+        uint32_t mode;
+        bool loaded; /* data/len valid (blobs are read when a COPY uses them) */
         const uint8_t *data;
         size_t len;
-        uint32_t mode;
-        uint8_t digest[32];
         void *owned; /* data read from the blob store */
 };
 
 struct bctx {
+        struct api_ctx *api;
         struct ctx_file *v;
         size_t n;
 };
@@ -206,12 +208,9 @@ static int bctx_build(struct api_ctx *ctx, const Warren__V1__ImageBuild *b, stru
                 if (fa->mode > 07777)
                         return INVALID(e, "%s.mode: %o is not a file mode", field, fa->mode);
                 f->mode = fa->mode;
-                if ((r = file_data(ctx, fa, field, &f->data, &f->len, &f->owned, e)) < 0)
-                        return r;
-                if (EVP_Digest(f->data ? (const void *) f->data : "", f->len, f->digest, NULL,
-                               EVP_sha256(), NULL) != 1)
-                        return err_set(e, -EIO, "sha256 failed");
+                f->fa = fa;
         }
+        c->api = ctx;
         if (c->n)
                 qsort(c->v, c->n, sizeof(*c->v), cmp_ctx);
         for (size_t i = 1; i < c->n; i++)
@@ -335,6 +334,15 @@ static int copy_step(const struct df_op *op, const struct bctx *c, struct sbx_bu
                         uint32_t mode = op->chmod >= 0 ? (uint32_t) op->chmod
                                         : cf->mode       ? cf->mode
                                                          : 0644;
+                        if (!cf->loaded) {
+                                struct ctx_file *mf = (struct ctx_file *) cf;
+                                if ((r = file_data(c->api, cf->fa, cf->path, &mf->data, &mf->len,
+                                                   &mf->owned, e)) < 0) {
+                                        free(dst);
+                                        return r;
+                                }
+                                mf->loaded = true;
+                        }
                         r = add_file(st, dst, cf->data, cf->len, mode, uid, gid);
                 }
                 if (r >= 0 && st->n_files == before)
