@@ -136,9 +136,9 @@ static void missing_blobs(struct rpc_call *call, const ProtobufCMessage *m) {
                 if (!hex) {
                         free(missing);
                         finish_errf(call, WR_STATUS_INVALID_ARGUMENT,
-                                             "digests[%zu]: \"%.80s\" is not sha256:<64 lower-case "
-                                             "hex digits>",
-                                             i, req->digests[i]);
+                                    "digests[%zu]: \"%.80s\" is not sha256:<64 lower-case "
+                                    "hex digits>",
+                                    i, req->digests[i]);
                         return;
                 }
                 char path[PATH_MAX];
@@ -266,9 +266,9 @@ static void upload_half_close(struct rpc_call *call) {
                 snprintf(hex + 2 * i, 3, "%02x", d[i]);
         if (strcmp(hex, u->hex)) {
                 finish_errf(call, WR_STATUS_DATA_LOSS,
-                                     "data: the upload's sha256 is %s, not the announced %s "
-                                     "(nothing was stored)",
-                                     hex, u->hex);
+                            "data: the upload's sha256 is %s, not the announced %s "
+                            "(nothing was stored)",
+                            hex, u->hex);
                 return;
         }
         char fdpath[64], path[PATH_MAX];

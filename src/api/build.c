@@ -142,7 +142,7 @@ static void kstrv(struct kbuf *k, char *const *v) {
 /* ---- the build context: the files COPY and ADD read ---- */
 
 struct ctx_file {
-        char *path; /* clean, relative */
+        char *path;                    /* clean, relative */
         const Warren__V1__FileAdd *fa; /* borrowed from the request */
         uint32_t mode;
         bool loaded; /* data/len valid (blobs are read when a COPY uses them) */
@@ -215,8 +215,7 @@ static int bctx_build(struct api_ctx *ctx, const Warren__V1__ImageBuild *b, stru
                 qsort(c->v, c->n, sizeof(*c->v), cmp_ctx);
         for (size_t i = 1; i < c->n; i++)
                 if (!strcmp(c->v[i].path, c->v[i - 1].path))
-                        return INVALID(e, "build.context: \"%.200s\" is given twice",
-                                       c->v[i].path);
+                        return INVALID(e, "build.context: \"%.200s\" is given twice", c->v[i].path);
         return 0;
 }
 
@@ -253,7 +252,8 @@ static int add_file(struct sbx_build_step *st, char *path, const uint8_t *data, 
         }
         st->files = nv;
         struct sbx_build_file *f = &nv[st->n_files];
-        *f = (struct sbx_build_file){.path = path, .len = len, .mode = mode, .uid = uid, .gid = gid};
+        *f = (struct sbx_build_file){
+                .path = path, .len = len, .mode = mode, .uid = uid, .gid = gid};
         if (!(f->data = malloc(len ? len : 1))) {
                 free(path);
                 return -ENOMEM;
@@ -326,14 +326,14 @@ static int copy_step(const struct df_op *op, const struct bctx *c, struct sbx_bu
                                    fnmatch(src->path, cf->path, FNM_PATHNAME) == 0) {
                                 const char *base = strrchr(cf->path, '/');
                                 dst = join2(op->dest, base ? base + 1 : cf->path);
-                        } else if (pl == 0 || (!strncmp(cf->path, src->path, pl) &&
-                                               cf->path[pl] == '/'))
+                        } else if (pl == 0 ||
+                                   (!strncmp(cf->path, src->path, pl) && cf->path[pl] == '/'))
                                 dst = join2(op->dest, cf->path + pl + (pl ? 1 : 0));
                         else
                                 continue;
                         uint32_t mode = op->chmod >= 0 ? (uint32_t) op->chmod
-                                        : cf->mode       ? cf->mode
-                                                         : 0644;
+                                        : cf->mode     ? cf->mode
+                                                       : 0644;
                         if (!cf->loaded) {
                                 struct ctx_file *mf = (struct ctx_file *) cf;
                                 if ((r = file_data(c->api, cf->fa, cf->path, &mf->data, &mf->len,
@@ -401,8 +401,8 @@ static int op_step(const struct df_op *op, const struct bctx *c, struct sbx_buil
                 st->kind = SBX_STEP_RUN;
                 if (!(st->argv = argv_of((const char *const *) op->argv, strv_len(op->argv))))
                         r = -ENOMEM;
-                if (r >= 0 && op->env && !(st->run_env = argv_of((const char *const *) op->env,
-                                                                 strv_len(op->env))))
+                if (r >= 0 && op->env &&
+                    !(st->run_env = argv_of((const char *const *) op->env, strv_len(op->env))))
                         r = -ENOMEM;
                 kstrv(&k, op->argv);
                 kstrv(&k, op->env);
@@ -689,8 +689,8 @@ static int spec_build(struct api_ctx *ctx, const Warren__V1__ImageBuild *b,
                         if (!bs->dockerfile || !*bs->dockerfile)
                                 r = INVALID(e, "%s: empty", field);
                         else
-                                r = dockerfile_steps(bs->dockerfile, false, &dst, &c, s, &cap,
-                                                     NULL, field, e);
+                                r = dockerfile_steps(bs->dockerfile, false, &dst, &c, s, &cap, NULL,
+                                                     field, e);
                         continue;
                 }
                 struct sbx_build_step *st = step_new(s, &cap);
@@ -734,9 +734,9 @@ struct build_call {
         struct sbx_build *b;
         struct img_store *images;
         struct sbx_manager *sandboxes;
-        char name[512]; /* BuildImageRequest.name, normalised; "" = none */
-        struct img_resolve *resolve;  /* pulling the base image */
-        struct sbx_build_spec *spec;  /* waiting for that pull */
+        char name[512];              /* BuildImageRequest.name, normalised; "" = none */
+        struct img_resolve *resolve; /* pulling the base image */
+        struct sbx_build_spec *spec; /* waiting for that pull */
 };
 
 static unsigned running;

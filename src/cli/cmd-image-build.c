@@ -60,8 +60,7 @@ static bool ignored(const char *rel) {
                 if (neg)
                         p++;
                 size_t pl = strlen(p);
-                if (fnmatch(p, rel, FNM_PATHNAME) == 0 ||
-                    (!strncmp(rel, p, pl) && rel[pl] == '/'))
+                if (fnmatch(p, rel, FNM_PATHNAME) == 0 || (!strncmp(rel, p, pl) && rel[pl] == '/'))
                         out = !neg;
         }
         return out;
@@ -104,7 +103,8 @@ static void sha256_block(struct sha256 *c, const uint8_t *p) {
         for (int i = 0; i < 64; i++) {
                 uint32_t t1 = h + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) +
                               K[i] + w[i];
-                uint32_t t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & b) ^ (a & cc) ^ (b & cc));
+                uint32_t t2 =
+                        (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & b) ^ (a & cc) ^ (b & cc));
                 h = g, g = f, f = e, e = d + t1, d = cc, cc = b, b = a, a = t1 + t2;
         }
         c->h[0] += a, c->h[1] += b, c->h[2] += cc, c->h[3] += d;
@@ -193,7 +193,8 @@ static int visit(const char *path, const struct stat *sb, int type, struct FTW *
                         return FTW_STOP;
                 }
                 if (stat(path, &tsb) < 0 || !S_ISREG(tsb.st_mode))
-                        return FTW_CONTINUE; /* a link to a directory inside: its files come anyway */
+                        return FTW_CONTINUE; /* a link to a directory inside: its files come anyway
+                                              */
         } else if (type != FTW_F || !S_ISREG(sb->st_mode))
                 return FTW_CONTINUE;
         if (walk.n >= CONTEXT_FILES_MAX) {
@@ -360,7 +361,8 @@ static int b64dec(const char *s, struct wbuf *out) {
         uint32_t acc = 0;
         int bits = 0;
         for (; *s && *s != '='; s++) {
-                const char *tab = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+                const char *tab =
+                        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
                 char c = *s == '-' ? '+' : *s == '_' ? '/' : *s;
                 const char *p = strchr(tab, c);
                 if (!p || !c)
@@ -488,9 +490,8 @@ static int encode_msg(const ProtobufCMessageDescriptor *d, json_t *o, struct wbu
                         return -EINVAL;
                 }
                 int r = 0;
-                const ProtobufCMessageDescriptor *md = f->type == PROTOBUF_C_TYPE_MESSAGE
-                                                               ? f->descriptor
-                                                               : NULL;
+                const ProtobufCMessageDescriptor *md =
+                        f->type == PROTOBUF_C_TYPE_MESSAGE ? f->descriptor : NULL;
                 bool is_map = md && md->n_fields == 2 && f->label == PROTOBUF_C_LABEL_REPEATED &&
                               strstr(md->name, "Entry") && json_is_object(v);
                 if (is_map) {
@@ -514,8 +515,8 @@ static int encode_msg(const ProtobufCMessageDescriptor *d, json_t *o, struct wbu
                         }
                         size_t i;
                         json_t *x;
-                        json_array_foreach(v, i, x) if ((r = encode_value(f, x, out, where)) < 0)
-                                return r;
+                        json_array_foreach(v, i, x) if ((r = encode_value(f, x, out, where)) <
+                                                        0) return r;
                 } else if ((r = encode_value(f, v, out, where)) < 0)
                         return r;
         }
@@ -609,8 +610,7 @@ static int image_build(struct cli_ctx *ctx, int argc, char **argv) {
                         args[n_args++] = e;
                 } else if (c == OPT_STEP_TIMEOUT) {
                         if (cli_parse_seconds(optarg, &step_timeout) < 0)
-                                return cli_usage_error(cmd, usage,
-                                                       "--step-timeout takes seconds");
+                                return cli_usage_error(cmd, usage, "--step-timeout takes seconds");
                 } else
                         return c == CLI_GETOPT_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
         }
@@ -619,15 +619,15 @@ static int image_build(struct cli_ctx *ctx, int argc, char **argv) {
         if (argc - optind > (spec ? 0 : 1))
                 return cli_usage_error(cmd, usage, "too many arguments");
         Warren__V1__ImageBuild local = WARREN__V1__IMAGE_BUILD__INIT, *build = &local,
-                                    *from_spec = NULL;
+                               *from_spec = NULL;
         if (spec) {
                 if (!(build = from_spec = read_spec(spec)))
                         return CLI_EXIT_FAIL;
         } else {
                 const char *root = optind < argc ? argv[optind] : ".";
                 uint8_t *text = NULL;
-                _cleanup_close_ int fd = strcmp(file, "-") ? open(file, O_RDONLY | O_CLOEXEC)
-                                                           : dup(STDIN_FILENO);
+                _cleanup_close_ int fd =
+                        strcmp(file, "-") ? open(file, O_RDONLY | O_CLOEXEC) : dup(STDIN_FILENO);
                 ssize_t n = fd >= 0 ? cli_read_all(fd, 4u << 20, &text) : -errno;
                 if (n < 0) {
                         fprintf(stderr, "warren: cannot read %s: %s\n", file, strerror((int) -n));

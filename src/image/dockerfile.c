@@ -30,8 +30,8 @@ static int bad(struct wr_err *e, int code, enum wr_status status, unsigned line,
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
         if (line)
-                return err_setx(e, code, status, WR_FAULT_CLIENT, "Dockerfile line %u, column %u: %s",
-                                line, col, msg);
+                return err_setx(e, code, status, WR_FAULT_CLIENT,
+                                "Dockerfile line %u, column %u: %s", line, col, msg);
         return err_setx(e, code, status, WR_FAULT_CLIENT, "Dockerfile: %s", msg);
 }
 
@@ -162,15 +162,24 @@ static const struct {
         const char *word;
         enum df_cmd cmd;
 } keywords[] = {
-        {"FROM", DF_FROM},         {"RUN", DF_RUN},
-        {"COPY", DF_COPY},         {"ADD", DF_ADD},
-        {"ENV", DF_ENV},           {"ARG", DF_ARG},
-        {"WORKDIR", DF_WORKDIR},   {"USER", DF_USER},
-        {"ENTRYPOINT", DF_ENTRYPOINT}, {"CMD", DF_CMD},
-        {"SHELL", DF_SHELL},       {"LABEL", DF_LABEL},
-        {"EXPOSE", DF_EXPOSE},     {"HEALTHCHECK", DF_HEALTHCHECK},
-        {"STOPSIGNAL", DF_STOPSIGNAL}, {"MAINTAINER", DF_MAINTAINER},
-        {"VOLUME", DF_VOLUME},     {"ONBUILD", DF_ONBUILD},
+        {"FROM", DF_FROM},
+        {"RUN", DF_RUN},
+        {"COPY", DF_COPY},
+        {"ADD", DF_ADD},
+        {"ENV", DF_ENV},
+        {"ARG", DF_ARG},
+        {"WORKDIR", DF_WORKDIR},
+        {"USER", DF_USER},
+        {"ENTRYPOINT", DF_ENTRYPOINT},
+        {"CMD", DF_CMD},
+        {"SHELL", DF_SHELL},
+        {"LABEL", DF_LABEL},
+        {"EXPOSE", DF_EXPOSE},
+        {"HEALTHCHECK", DF_HEALTHCHECK},
+        {"STOPSIGNAL", DF_STOPSIGNAL},
+        {"MAINTAINER", DF_MAINTAINER},
+        {"VOLUME", DF_VOLUME},
+        {"ONBUILD", DF_ONBUILD},
 };
 
 struct lines {
@@ -194,8 +203,8 @@ static int next_line(struct lines *ls, const char **ret, size_t *n, struct wr_er
                 return bad(e, -E2BIG, WR_STATUS_INVALID_ARGUMENT, ls->lineno, 1,
                            "line longer than %u bytes", DF_LINE_MAX);
         if (memchr(s, '\0', l))
-                return INVALID(e, ls->lineno, (unsigned) ((const char *) memchr(s, '\0', l) - s) + 1,
-                               "NUL byte");
+                return INVALID(e, ls->lineno,
+                               (unsigned) ((const char *) memchr(s, '\0', l) - s) + 1, "NUL byte");
         *ret = s;
         *n = l;
         return 1;
@@ -288,15 +297,14 @@ static int find_heredocs(struct df_instr *in, char escape) {
                 if (wq)
                         j++;
                 size_t w = j;
-                while (s[j] && (isalnum((unsigned char) s[j]) || s[j] == '_' || s[j] == '.' ||
-                                s[j] == '-'))
+                while (s[j] &&
+                       (isalnum((unsigned char) s[j]) || s[j] == '_' || s[j] == '.' || s[j] == '-'))
                         j++;
                 if (j == w || (wq && s[j] != wq))
                         continue;
                 if (in->n_heredocs >= 16)
                         return -E2BIG;
-                struct df_heredoc *nh =
-                        reallocarray(in->heredocs, in->n_heredocs + 1, sizeof(*nh));
+                struct df_heredoc *nh = reallocarray(in->heredocs, in->n_heredocs + 1, sizeof(*nh));
                 if (!nh)
                         return -ENOMEM;
                 in->heredocs = nh;
@@ -347,8 +355,8 @@ static int read_heredocs(struct lines *ls, struct df_instr *in, size_t *total, s
                         if (n == strlen(h->word) && !memcmp(s, h->word, n))
                                 break;
                         *total += n + 1;
-                        if (*total > DF_TEXT_MAX ||
-                            (r = buf_add(&b, s, n)) < 0 || (r = buf_addc(&b, '\n')) < 0) {
+                        if (*total > DF_TEXT_MAX || (r = buf_add(&b, s, n)) < 0 ||
+                            (r = buf_addc(&b, '\n')) < 0) {
                                 free(b.p);
                                 return r == -ENOMEM ? oom(e)
                                                     : bad(e, -E2BIG, WR_STATUS_INVALID_ARGUMENT,
@@ -450,8 +458,8 @@ static int instr_fill(struct df_instr *in, const char *esc_set, struct wr_err *e
 
 int df_parse(const char *text, size_t len, struct df_file *f, struct wr_err *e) {
         if (len > DF_TEXT_MAX)
-                return bad(e, -E2BIG, WR_STATUS_INVALID_ARGUMENT, 0, 0,
-                           "longer than %u bytes", DF_TEXT_MAX);
+                return bad(e, -E2BIG, WR_STATUS_INVALID_ARGUMENT, 0, 0, "longer than %u bytes",
+                           DF_TEXT_MAX);
         f->escape = '\\';
         struct lines ls = {.text = text ? text : "", .len = text ? len : 0};
         /* a UTF-8 byte order mark */
@@ -737,8 +745,7 @@ int df_expand(const char *word, char escape, const struct df_state *st, char **r
                 free(b.p);
                 if (r == -E2BIG)
                         return err_setx(e, r, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                        "a substituted value is longer than %u bytes",
-                                        DF_LINE_MAX);
+                                        "a substituted value is longer than %u bytes", DF_LINE_MAX);
                 return r == -ENOMEM ? err_set(e, r, "out of memory") : r;
         }
         if (!(*ret = buf_take(&b)))
@@ -994,8 +1001,7 @@ static int ev_pairs(struct ev *ev, bool env, char ***out, size_t *n_out) {
                         for (const char *c = k; *c; c++)
                                 ok = ok && *c != '=';
                 if (!ok) {
-                        r = EV_INVALID(ev, "%s: \"%.60s\" is not a valid name", ev->in->keyword,
-                                       k);
+                        r = EV_INVALID(ev, "%s: \"%.60s\" is not a valid name", ev->in->keyword, k);
                         free(k);
                         free(v);
                         return r;
@@ -1006,8 +1012,7 @@ static int ev_pairs(struct ev *ev, bool env, char ***out, size_t *n_out) {
                 r = kv_set(out, n_out, kv);
                 if (r < 0)
                         return r == -ENOMEM ? oom(ev->e)
-                                            : EV_INVALID(ev, "more than %u variables",
-                                                         DF_VARS_MAX);
+                                            : EV_INVALID(ev, "more than %u variables", DF_VARS_MAX);
         }
         return 0;
 }
@@ -1070,8 +1075,7 @@ static int ev_expose(struct ev *ev, struct df_op *op) {
                 bool ok = pl < sizeof(lower) &&
                           (!strcmp(lower, "tcp") || !strcmp(lower, "udp") ||
                            !strcmp(lower, "sctp")) &&
-                          isdigit((unsigned char) p[0]) &&
-                          strlen(p) <= 11;
+                          isdigit((unsigned char) p[0]) && strlen(p) <= 11;
                 if (ok) {
                         if (sscanf(p, "%5u-%5u%n", &lo, &hi, &used) == 2 &&
                             (size_t) used == strlen(p))
@@ -1084,8 +1088,9 @@ static int ev_expose(struct ev *ev, struct df_op *op) {
                                 ok = false;
                 }
                 if (!ok)
-                        return EV_INVALID(ev, "EXPOSE \"%.40s\" is not a port (1-65535, "
-                                              "optionally /tcp, /udp or /sctp)",
+                        return EV_INVALID(ev,
+                                          "EXPOSE \"%.40s\" is not a port (1-65535, "
+                                          "optionally /tcp, /udp or /sctp)",
                                           w[i]);
                 char s[40];
                 if (lo == hi)
@@ -1110,30 +1115,34 @@ static int ev_healthcheck(struct ev *ev, struct df_op *op) {
         for (size_t i = 0; i < in->n_flags; i++) {
                 const char *f = in->flags[i] + 2, *eq = strchr(f, '=');
                 if (!eq)
-                        return EV_INVALID(ev, "HEALTHCHECK option %.40s wants a value (--%.40s=...)",
+                        return EV_INVALID(ev,
+                                          "HEALTHCHECK option %.40s wants a value (--%.40s=...)",
                                           in->flags[i], f);
                 size_t fl = (size_t) (eq - f);
                 const char *v = eq + 1;
-                int64_t *dst = fl == 8 && !strncmp(f, "interval", 8)        ? &op->hc.interval_ns
-                               : fl == 7 && !strncmp(f, "timeout", 7)       ? &op->hc.timeout_ns
-                               : fl == 12 && !strncmp(f, "start-period", 12) ? &op->hc.start_period_ns
-                               : fl == 14 && !strncmp(f, "start-interval", 14)
-                                       ? &op->hc.start_interval_ns
-                                       : NULL;
+                int64_t *dst =
+                        fl == 8 && !strncmp(f, "interval", 8)           ? &op->hc.interval_ns
+                        : fl == 7 && !strncmp(f, "timeout", 7)          ? &op->hc.timeout_ns
+                        : fl == 12 && !strncmp(f, "start-period", 12)   ? &op->hc.start_period_ns
+                        : fl == 14 && !strncmp(f, "start-interval", 14) ? &op->hc.start_interval_ns
+                                                                        : NULL;
                 if (dst) {
                         if ((*dst = duration_ns(v)) < 0)
-                                return EV_INVALID(ev, "HEALTHCHECK --%.*s=%.40s is not a duration "
-                                                      "(like 30s, 1m30s, 500ms)",
+                                return EV_INVALID(ev,
+                                                  "HEALTHCHECK --%.*s=%.40s is not a duration "
+                                                  "(like 30s, 1m30s, 500ms)",
                                                   (int) fl, f, v);
                 } else if (fl == 7 && !strncmp(f, "retries", 7)) {
                         char *end;
                         long x = strtol(v, &end, 10);
                         if (!*v || *end || x < 0 || x > 1000000)
-                                return EV_INVALID(ev, "HEALTHCHECK --retries=%.40s is not a count", v);
+                                return EV_INVALID(ev, "HEALTHCHECK --retries=%.40s is not a count",
+                                                  v);
                         op->hc.retries = (int) x;
                 } else
-                        return EV_INVALID(ev, "HEALTHCHECK has no option %.40s (interval, timeout, "
-                                              "start-period, start-interval, retries)",
+                        return EV_INVALID(ev,
+                                          "HEALTHCHECK has no option %.40s (interval, timeout, "
+                                          "start-period, start-interval, retries)",
                                           in->flags[i]);
         }
         if (strncasecmp(a, "CMD", 3) || (a[3] != ' ' && a[3] != '\t'))
@@ -1246,7 +1255,8 @@ static int ev_copy(struct ev *ev, struct df_op *op) {
                                     !strncmp(in->heredocs[k].word, hw, hl))
                                         h = &in->heredocs[k];
                         if (h) {
-                                if (!(src->data = strdup(h->body)) || !(src->name = strdup(h->word)))
+                                if (!(src->data = strdup(h->body)) ||
+                                    !(src->name = strdup(h->word)))
                                         return oom(ev->e);
                                 src->len = strlen(h->body);
                                 continue;
@@ -1357,8 +1367,7 @@ static int ev_one(struct ev *ev, bool allow_from, struct df_plan *plan) {
                                     !strpbrk(a, " \t");
                         struct buf b = {.max = DF_TEXT_MAX + DF_LINE_MAX * 4};
                         if (only)
-                                r = buf_add(&b, in->heredocs[0].body,
-                                            strlen(in->heredocs[0].body));
+                                r = buf_add(&b, in->heredocs[0].body, strlen(in->heredocs[0].body));
                         else {
                                 r = buf_add(&b, a, strlen(a));
                                 for (size_t k = 0; r >= 0 && k < in->n_heredocs; k++)

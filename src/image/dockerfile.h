@@ -60,23 +60,23 @@ enum df_cmd {
 
 /* One heredoc (`<<EOF` ... `EOF`) of an instruction. */
 struct df_heredoc {
-        char *word; /* the delimiter ("EOF") */
-        char *body; /* the lines between, each ending in '\n' */
+        char *word;  /* the delimiter ("EOF") */
+        char *body;  /* the lines between, each ending in '\n' */
         bool expand; /* unquoted delimiter: the shell expands $VAR in it */
 };
 
 /* One instruction as written. */
 struct df_instr {
         enum df_cmd cmd;
-        unsigned line, col;     /* where the keyword starts, 1-based */
-        unsigned args_col;      /* where its arguments start on that line */
-        char *keyword;          /* upper case ("RUN") */
-        char *text;             /* the instruction, continuations joined (for logs) */
-        char **flags;           /* "--chown=1:2" as written, NULL-terminated */
+        unsigned line, col; /* where the keyword starts, 1-based */
+        unsigned args_col;  /* where its arguments start on that line */
+        char *keyword;      /* upper case ("RUN") */
+        char *text;         /* the instruction, continuations joined (for logs) */
+        char **flags;       /* "--chown=1:2" as written, NULL-terminated */
         size_t n_flags;
-        char *args;             /* the arguments after the flags, as written */
-        bool json;              /* args is a JSON array of strings ... */
-        char **argv;            /* ... parsed here (NULL-terminated) */
+        char *args;  /* the arguments after the flags, as written */
+        bool json;   /* args is a JSON array of strings ... */
+        char **argv; /* ... parsed here (NULL-terminated) */
         size_t n_argv;
         struct df_heredoc *heredocs;
         size_t n_heredocs;
@@ -116,27 +116,27 @@ struct df_state {
 void df_state_clear(struct df_state *st);
 
 enum df_op_kind {
-        DF_OP_FROM = 1,   /* value = the image reference */
-        DF_OP_RUN,        /* argv (shell form: the SHELL + the command); env = ARG values */
-        DF_OP_COPY,       /* srcs (context paths, or heredoc bodies), dest, chmod */
-        DF_OP_ENV,        /* env: "K=V" */
-        DF_OP_WORKDIR,    /* value (may be relative: to the current working dir) */
-        DF_OP_USER,       /* value */
-        DF_OP_ENTRYPOINT, /* argv */
-        DF_OP_CMD,        /* argv */
-        DF_OP_SHELL,      /* argv */
-        DF_OP_LABEL,      /* env: "K=V" */
-        DF_OP_EXPOSE,     /* env: "80/tcp" ... */
+        DF_OP_FROM = 1,    /* value = the image reference */
+        DF_OP_RUN,         /* argv (shell form: the SHELL + the command); env = ARG values */
+        DF_OP_COPY,        /* srcs (context paths, or heredoc bodies), dest, chmod */
+        DF_OP_ENV,         /* env: "K=V" */
+        DF_OP_WORKDIR,     /* value (may be relative: to the current working dir) */
+        DF_OP_USER,        /* value */
+        DF_OP_ENTRYPOINT,  /* argv */
+        DF_OP_CMD,         /* argv */
+        DF_OP_SHELL,       /* argv */
+        DF_OP_LABEL,       /* env: "K=V" */
+        DF_OP_EXPOSE,      /* env: "80/tcp" ... */
         DF_OP_HEALTHCHECK, /* argv: the OCI Test (["NONE"], ["CMD", ..], ["CMD-SHELL", s]), hc */
-        DF_OP_STOPSIGNAL, /* value */
-        DF_OP_ARG,        /* nothing for the builder: the state changed */
+        DF_OP_STOPSIGNAL,  /* value */
+        DF_OP_ARG,         /* nothing for the builder: the state changed */
 };
 
 struct df_copy_src {
-        char *path;       /* relative to the context, cleaned (no "..", no leading "/"), or NULL */
-        char *data;       /* a heredoc body (then path is NULL) */
+        char *path; /* relative to the context, cleaned (no "..", no leading "/"), or NULL */
+        char *data; /* a heredoc body (then path is NULL) */
         size_t len;
-        char *name;       /* the heredoc's word: the file name when dest is a directory */
+        char *name; /* the heredoc's word: the file name when dest is a directory */
 };
 
 struct df_healthcheck {
@@ -147,16 +147,16 @@ struct df_healthcheck {
 struct df_op {
         enum df_op_kind kind;
         unsigned line, col;
-        char *desc;   /* "RUN make" (the instruction text, shortened) */
-        char **argv;  /* NULL-terminated */
-        char **env;   /* NULL-terminated */
+        char *desc;  /* "RUN make" (the instruction text, shortened) */
+        char **argv; /* NULL-terminated */
+        char **env;  /* NULL-terminated */
         char *value;
         struct df_copy_src *srcs;
         size_t n_srcs;
         char *dest;
-        bool add;            /* ADD (same as COPY here) */
-        int chmod;           /* -1 = keep the file's mode */
-        char *chown;         /* "uid[:gid]" or NULL */
+        bool add;    /* ADD (same as COPY here) */
+        int chmod;   /* -1 = keep the file's mode */
+        char *chown; /* "uid[:gid]" or NULL */
         struct df_healthcheck hc;
 };
 

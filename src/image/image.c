@@ -319,10 +319,11 @@ int img_config_encode(const struct img_config *cfg, char *const *diff_ids, size_
                 json_t *ports = cfg->n_exposed_ports ? json_object() : NULL;
                 for (size_t i = 0; !bad && labels && i < cfg->n_labels; i++) {
                         const char *eq = strchr(cfg->labels[i], '=');
-                        _cleanup_free_ char *k = strndup(cfg->labels[i],
-                                                         eq ? (size_t) (eq - cfg->labels[i])
-                                                            : strlen(cfg->labels[i]));
-                        bad = !k || json_object_set_new(labels, k, json_string(eq ? eq + 1 : "")) < 0;
+                        _cleanup_free_ char *k =
+                                strndup(cfg->labels[i], eq ? (size_t) (eq - cfg->labels[i])
+                                                           : strlen(cfg->labels[i]));
+                        bad = !k ||
+                              json_object_set_new(labels, k, json_string(eq ? eq + 1 : "")) < 0;
                 }
                 for (size_t i = 0; !bad && ports && i < cfg->n_exposed_ports; i++)
                         bad = json_object_set_new(ports, cfg->exposed_ports[i], json_object()) < 0;
@@ -349,8 +350,8 @@ int img_config_encode(const struct img_config *cfg, char *const *diff_ids, size_
                             {"Retries", cfg->hc_retries}};
                 for (size_t i = 0; !bad && i < ELEMENTSOF(nums); i++)
                         if (nums[i].v)
-                                bad = json_object_set_new(hc, nums[i].k,
-                                                          json_integer(nums[i].v)) < 0;
+                                bad = json_object_set_new(hc, nums[i].k, json_integer(nums[i].v)) <
+                                      0;
                 if (!bad)
                         bad = json_object_set(c, "Healthcheck", hc) < 0;
                 json_decref(hc);

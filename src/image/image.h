@@ -57,8 +57,8 @@ struct img_config {
         size_t n_exposed_ports;
         char **shell; /* SHELL of a Dockerfile */
         size_t n_shell;
-        char *stop_signal;  /* NULL = unset */
-        char **hc_test; /* HEALTHCHECK as OCI Test: ["CMD", ..], ["CMD-SHELL", s], ["NONE"] */
+        char *stop_signal; /* NULL = unset */
+        char **hc_test;    /* HEALTHCHECK as OCI Test: ["CMD", ..], ["CMD-SHELL", s], ["NONE"] */
         size_t n_hc_test;
         int64_t hc_interval_ns, hc_timeout_ns, hc_start_period_ns, hc_start_interval_ns;
         int hc_retries;

@@ -421,7 +421,8 @@ int img_pack_files(int out_fd, const struct img_pack_entry *v, size_t n, struct 
         for (size_t i = 0; r >= 0 && i < n; i++) {
                 sorted[i] = &v[i];
                 /* every parent ("a", "a/b" of "/a/b/c") */
-                for (const char *s = strchr(v[i].path + 1, '/'); s && r >= 0; s = strchr(s + 1, '/')) {
+                for (const char *s = strchr(v[i].path + 1, '/'); s && r >= 0;
+                     s = strchr(s + 1, '/')) {
                         if (n_dirs == cap) {
                                 size_t nc = cap ? cap * 2 : 16;
                                 char **nd = reallocarray(dirs, nc, sizeof(*dirs));
@@ -497,7 +498,8 @@ int img_pack_files(int out_fd, const struct img_pack_entry *v, size_t n, struct 
                 archive_entry_set_gid(en, x->gid);
                 archive_entry_set_size(en, dir ? 0 : (la_int64_t) x->len);
                 if (archive_write_header(a, en) != ARCHIVE_OK ||
-                    (!dir && x->len && archive_write_data(a, x->data, x->len) != (la_ssize_t) x->len))
+                    (!dir && x->len &&
+                     archive_write_data(a, x->data, x->len) != (la_ssize_t) x->len))
                         r = err_set(e, -EIO, "pack: %s", archive_error_string(a));
                 archive_entry_free(en);
         }

@@ -42,10 +42,10 @@
 
 struct bld {
         struct sbx_manager *m;
-        struct bld *next;     /* in m->builds (a running leader) */
-        struct bld *waiters;  /* identical builds waiting for this one */
+        struct bld *next;    /* in m->builds (a running leader) */
+        struct bld *waiters; /* identical builds waiting for this one */
         struct bld *next_waiter;
-        struct bld *leader;   /* the build this one waits for, or NULL */
+        struct bld *leader; /* the build this one waits for, or NULL */
         struct img_layer_job *job;
         struct sbx_build_spec *spec;
         size_t idx;
@@ -359,8 +359,8 @@ static int apply_config(const struct img_config *base, const struct sbx_build_st
         *cfg = *base; /* shallow: what changes is replaced below */
         memset(t, 0, sizeof(*t));
         int r = 0;
-        if (st->env && (r = merge_kv(base->env, base->n_env, st->env, false, &t->env,
-                                     &cfg->n_env)) >= 0)
+        if (st->env &&
+            (r = merge_kv(base->env, base->n_env, st->env, false, &t->env, &cfg->n_env)) >= 0)
                 cfg->env = t->env;
         if (r >= 0 && st->labels &&
             (r = merge_kv(base->labels, base->n_labels, st->labels, true, &t->labels,
@@ -479,9 +479,12 @@ static int file_step(struct bld *b, const struct sbx_build_step *st, struct wr_e
                 if (!(paths[i] = path_join(img->config.working_dir, f ? f->path : st->workdir)))
                         r = -ENOMEM;
                 else if (f)
-                        v[i] = (struct img_pack_entry){.path = paths[i], .data = f->data,
-                                                       .len = f->len, .mode = f->mode,
-                                                       .uid = f->uid, .gid = f->gid};
+                        v[i] = (struct img_pack_entry){.path = paths[i],
+                                                       .data = f->data,
+                                                       .len = f->len,
+                                                       .mode = f->mode,
+                                                       .uid = f->uid,
+                                                       .gid = f->gid};
                 else
                         v[i] = (struct img_pack_entry){.path = paths[i], .mode = S_IFDIR | 0755};
         }
@@ -505,8 +508,7 @@ static int file_step(struct bld *b, const struct sbx_build_step *st, struct wr_e
                 return r;
         if (lseek(fd, 0, SEEK_SET) < 0)
                 return err_set(e, -errno, "build: spool: %m");
-        return img_layer_unpack(b->m->images, b->m->loop, fd, NULL, file_layer_done, b, &b->job,
-                                e);
+        return img_layer_unpack(b->m->images, b->m->loop, fd, NULL, file_layer_done, b, &b->job, e);
 }
 
 /* ---- RUN steps ---- */

@@ -69,8 +69,8 @@ static void test_basic(void **state) {
         assert_string_equal(p.ops[0].value, "python:3.12-slim");
         assert_int_equal(p.ops[1].kind, DF_OP_RUN);
         assert_int_equal(p.ops[1].line, 4);
-        assert_argv(p.ops[1].argv, "/bin/sh", "-c",
-                    "apt-get update &&     apt-get install -y tmux", NULL);
+        assert_argv(p.ops[1].argv, "/bin/sh", "-c", "apt-get update &&     apt-get install -y tmux",
+                    NULL);
         /* ARGs are the RUN's environment */
         assert_argv(p.ops[1].env, "VER=3.12", NULL);
         assert_argv(p.ops[2].argv, "echo", "exec form", NULL);
@@ -134,8 +134,8 @@ static void test_substitution(void **state) {
                         fail_msg("%s -> \"%s\", want \"%s\"", ok[i].in, out, ok[i].out);
                 free(out);
         }
-        const char *bad[] = {"${NOPE:?must be set}", "${", "${E", "'open", "\"open", "${E/x/y}",
-                             "${:-x}"};
+        const char *bad[] = {
+                "${NOPE:?must be set}", "${", "${E", "'open", "\"open", "${E/x/y}", "${:-x}"};
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 char *out = NULL;
                 struct wr_err e = {0};
@@ -280,7 +280,8 @@ static void test_errors_name_line_and_column(void **state) {
                 {"FROM i\nARG 1bad\n", -EINVAL, WR_STATUS_INVALID_ARGUMENT, "valid name"},
                 {"FROM i\nHEALTHCHECK --interval=soon CMD true\n", -EINVAL,
                  WR_STATUS_INVALID_ARGUMENT, "duration"},
-                {"FROM i\nHEALTHCHECK whatever\n", -EINVAL, WR_STATUS_INVALID_ARGUMENT, "NONE or CMD"},
+                {"FROM i\nHEALTHCHECK whatever\n", -EINVAL, WR_STATUS_INVALID_ARGUMENT,
+                 "NONE or CMD"},
                 {"FROM i\nWORKDIR ${X:?X must be set}\n", -EINVAL, WR_STATUS_INVALID_ARGUMENT,
                  "line 2, column 9: WORKDIR X: X must be set"},
                 {"FROM i\nLABEL \"unterminated\n", -EINVAL, WR_STATUS_INVALID_ARGUMENT,
