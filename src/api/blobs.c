@@ -51,12 +51,7 @@ static void finish_errf(struct rpc_call *call, enum wr_status status, const char
 
 /* "sha256:<64 lower hex>" → the hex part, or NULL. */
 static const char *digest_hex(const char *d) {
-        if (!d || strncmp(d, "sha256:", 7) || strlen(d) != 7 + 64)
-                return NULL;
-        for (const char *c = d + 7; *c; c++)
-                if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
-                        return NULL;
-        return d + 7;
+        return img_digest_valid(d) ? d + 7 : NULL;
 }
 
 static void blob_path(struct api_ctx *ctx, const char *hex, char *out, size_t n) {
@@ -294,28 +289,15 @@ static void upload_cancel(struct rpc_call *call, int status) {
 
 /* --- PruneImages --- */
 
-/* Remove every entry of dir (files only); the count removed. */
-static unsigned empty_dir(const char *dir) {
+/* The entries of dir (files only), removed when remove; the count. */
+static unsigned dir_entries(const char *dir, bool remove) {
         DIR *d = opendir(dir);
         if (!d)
                 return 0;
         unsigned n = 0;
         struct dirent *de;
         while ((de = readdir(d)))
-                if (de->d_name[0] != '.' && unlinkat(dirfd(d), de->d_name, 0) == 0)
-                        n++;
-        closedir(d);
-        return n;
-}
-
-static unsigned count_dir(const char *dir) {
-        DIR *d = opendir(dir);
-        if (!d)
-                return 0;
-        unsigned n = 0;
-        struct dirent *de;
-        while ((de = readdir(d)))
-                if (de->d_name[0] != '.')
+                if (de->d_name[0] != '.' && (!remove || unlinkat(dirfd(d), de->d_name, 0) == 0))
                         n++;
         closedir(d);
         return n;
@@ -341,7 +323,7 @@ static void prune_images(struct rpc_call *call, const ProtobufCMessage *m) {
         }
         char layers[PATH_MAX], dir[PATH_MAX];
         snprintf(layers, sizeof(layers), "%s/layers/sha256", ctx->state_dir);
-        unsigned layers_before = count_dir(layers);
+        unsigned layers_before = dir_entries(layers, false);
         char **deleted = calloc(n + 1, sizeof(char *));
         size_t n_deleted = 0;
         /* newest first: an image built on top of another goes before it */
@@ -353,10 +335,10 @@ static void prune_images(struct rpc_call *call, const ProtobufCMessage *m) {
                         deleted[n_deleted++] = list[i]->id;
         }
         snprintf(dir, sizeof(dir), "%s/build-cache", ctx->state_dir);
-        unsigned cache = empty_dir(dir);
+        unsigned cache = dir_entries(dir, true);
         snprintf(dir, sizeof(dir), "%s/blobs/sha256", ctx->state_dir);
-        unsigned blobs = empty_dir(dir);
-        unsigned layers_after = count_dir(layers);
+        unsigned blobs = dir_entries(dir, true);
+        unsigned layers_after = dir_entries(layers, false);
         Warren__V1__PruneImagesResponse resp = WARREN__V1__PRUNE_IMAGES_RESPONSE__INIT;
         resp.n_deleted_images = n_deleted;
         resp.deleted_images = deleted;

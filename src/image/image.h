@@ -78,6 +78,9 @@ struct img_info {
         struct img_config config;
 };
 
+/* Validate "sha256:<64 lower-case hex>" (layer, blob and upload digests). */
+bool img_digest_valid(const char *digest);
+
 /* Is image id used (e.g. by a live sandbox)? DeleteImage refuses then. */
 typedef bool (*img_in_use_fn)(const char *id, void *userdata);
 

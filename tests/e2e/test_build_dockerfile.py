@@ -17,18 +17,8 @@ import warren as wr
 from warren import Image
 from warren._proto.warren.v1 import images_pb2 as pb
 
-IMAGE = "busybox:latest"
-
-
-def sh(sb, cmd):
-    r = sb.exec("sh", "-c", cmd)
-    assert r.exit_code == 0, r.stderr_text
-    return r.stdout_text
-
-
-def live(client):
-    return [s for s in client.list() if s.status in (wr.SandboxStatus.RUNNING,
-                                                      wr.SandboxStatus.PAUSED)]
+from test_build import IMAGE, sh
+from test_build import live_sandboxes as live
 
 
 def layer_dirs(d):
