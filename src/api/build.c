@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <fnmatch.h>
 #include <openssl/evp.h>
@@ -344,6 +345,11 @@ static int copy_step(const struct df_op *op, const struct bctx *c, struct sbx_bu
                                 mf->loaded = true;
                         }
                         r = add_file(st, dst, cf->data, cf->len, mode, uid, gid);
+                }
+                if (r >= 0 && st->n_files == before && hidden_ok) {
+                        /* add_local_dir of an empty directory: the directory */
+                        r = add_file(st, strdup(op->dest), NULL, 0, S_IFDIR | 0755, uid, gid);
+                        continue;
                 }
                 if (r >= 0 && st->n_files == before)
                         return INVALID(e,

@@ -355,3 +355,13 @@ def test_base_pulled_on_demand(client, tmp_path):
         assert "missing" in str(ei.value)
     finally:
         reg.stop()
+
+
+def test_add_local_dir_empty_dir(client, tmp_path):
+    (tmp_path / "empty").mkdir()
+    info = client.build_image(Image.base(IMAGE).add_local_dir(tmp_path / "empty", "/srv/empty"))
+    sb = client.create(image=info.id, entrypoint=["sleep", "infinity"])
+    try:
+        assert sh(sb, "test -d /srv/empty && ls -A /srv/empty | wc -l") == "0\n"
+    finally:
+        sb.terminate()
