@@ -283,9 +283,13 @@ def _upload_by_digest(channel: Any, build: pb.ImageBuild) -> pb.ImageBuild:
     files = [f for f in files if f.content]
     if not files:
         return build
-    digests = {}
+    digests: Dict[str, bytes] = {}
+    digest_of: Dict[bytes, str] = {}
     for f in files:
-        digests.setdefault("sha256:" + hashlib.sha256(f.content).hexdigest(), f.content)
+        c = f.content
+        if c not in digest_of:
+            digest_of[c] = "sha256:" + hashlib.sha256(c).hexdigest()
+            digests.setdefault(digest_of[c], c)
     try:
         missing = channel._images.MissingBlobs(
             pb.MissingBlobsRequest(digests=sorted(digests))).missing
@@ -304,13 +308,17 @@ def _upload_by_digest(channel: Any, build: pb.ImageBuild) -> pb.ImageBuild:
             channel._images.UploadBlob(chunks())
         except grpc.RpcError as err:
             raise from_rpc_error(err, build_call=True) from None
-    out = pb.ImageBuild()
-    out.CopyFrom(build)
-    for f in list(out.context) + [s.add_file for s in out.steps if s.HasField("add_file")]:
-        if f.content:
-            f.digest = "sha256:" + hashlib.sha256(f.content).hexdigest()
-            f.content = b""
-    return out
+    # the spec again, each file naming its digest instead of carrying it
+    def by_digest(f: pb.FileAdd) -> pb.FileAdd:
+        if not f.content:
+            return f
+        return pb.FileAdd(path=f.path, mode=f.mode, digest=digest_of[f.content])
+    steps = []
+    for s in build.steps:
+        steps.append(pb.BuildStep(add_file=by_digest(s.add_file)) if s.HasField("add_file") else s)
+    return pb.ImageBuild(base_image=build.base_image, steps=steps, dockerfile=build.dockerfile,
+                         context=[by_digest(f) for f in build.context],
+                         build_args=dict(build.build_args))
 
 
 @dataclass(frozen=True)
