@@ -644,7 +644,11 @@ static int step_build(struct api_ctx *ctx, const Warren__V1__BuildStep *bs, size
         }
 }
 
-static int spec_build(struct api_ctx *ctx, const Warren__V1__ImageBuild *b,
+/* The request's ImageBuild as builder steps. base_env (may be NULL): the
+ * base image's Env, for Dockerfile substitution ($PATH in ENV PATH=...);
+ * the first pass runs without it (the base may still have to be pulled),
+ * a second one with it when the spec has Dockerfile parts. */
+static int spec_build(struct api_ctx *ctx, const Warren__V1__ImageBuild *b, char *const *base_env,
                       struct sbx_build_spec **ret, struct wr_err *e) {
         if (!b)
                 return INVALID(e, "build: missing");
@@ -670,6 +674,12 @@ static int spec_build(struct api_ctx *ctx, const Warren__V1__ImageBuild *b,
                         sprintf(build_args[i], "%s=%s", a->key, a->value);
         }
         dst.build_args = build_args;
+        dst.base_env = base_env;
+        if (!(b->dockerfile && *b->dockerfile))
+                /* no FROM to set it at: the base's Env holds from the start */
+                for (size_t i = 0; r >= 0 && base_env && base_env[i]; i++)
+                        if (strchr(base_env[i], '='))
+                                r = df_state_env_set(&dst, base_env[i]);
         if (r >= 0)
                 r = bctx_build(ctx, b, &c, e);
         if (r >= 0 && b->dockerfile && *b->dockerfile) {
@@ -706,6 +716,9 @@ static int spec_build(struct api_ctx *ctx, const Warren__V1__ImageBuild *b,
                                     : -ENOMEM;
                 else
                         r = step_build(ctx, bs, i, st, e);
+                /* an env step is visible to later dockerfile_commands */
+                for (size_t k = 0; r >= 0 && st && st->env && st->env[k]; k++)
+                        r = df_state_env_set(&dst, st->env[k]);
         }
         /* identical requests (same bytes) run once: the key of the whole */
         if (r >= 0) {
@@ -727,6 +740,8 @@ static int spec_build(struct api_ctx *ctx, const Warren__V1__ImageBuild *b,
         for (size_t i = 0; build_args && build_args[i]; i++)
                 free(build_args[i]);
         free(build_args);
+        if (r == -E2BIG && e && !e->code)
+                r = INVALID(e, "build: more than %u environment variables", DF_VARS_MAX);
         if (r < 0) {
                 sbx_build_spec_free(s);
                 return r == -ENOMEM ? err_set(e, r, "out of memory") : r;
@@ -740,9 +755,11 @@ struct build_call {
         struct sbx_build *b;
         struct img_store *images;
         struct sbx_manager *sandboxes;
-        char name[512];              /* BuildImageRequest.name, normalised; "" = none */
-        struct img_resolve *resolve; /* pulling the base image */
-        struct sbx_build_spec *spec; /* waiting for that pull */
+        char name[512]; /* BuildImageRequest.name, normalised; "" = none */
+        struct api_ctx *ctx;
+        const Warren__V1__BuildImageRequest *req; /* valid until the call is freed */
+        struct img_resolve *resolve;              /* pulling the base image */
+        struct sbx_build_spec *spec;              /* waiting for that pull */
 };
 
 static unsigned running;
@@ -788,6 +805,26 @@ static void build_done(int r, const struct img_info *img, const struct wr_err *e
         rpc_call_unref(bc->call);
 }
 
+/* With the base image known: evaluate the Dockerfile parts again with
+ * its Env visible (ENV PATH=/x:$PATH), replacing *spec. */
+static int rebase(struct build_call *bc, const struct img_info *base, struct sbx_build_spec **spec,
+                  struct wr_err *e) {
+        const Warren__V1__ImageBuild *b = bc->req->build;
+        bool df = b->dockerfile && *b->dockerfile;
+        for (size_t i = 0; !df && i < b->n_steps; i++)
+                df = b->steps[i]->kind_case == WARREN__V1__BUILD_STEP__KIND_DOCKERFILE;
+        if (!df || !base->config.n_env)
+                return 0;
+        struct sbx_build_spec *n = NULL;
+        int r = spec_build(bc->ctx, b, base->config.env, &n, e);
+        if (r < 0)
+                return r;
+        n->step_timeout_secs = (*spec)->step_timeout_secs;
+        sbx_build_spec_free(*spec);
+        *spec = n;
+        return 0;
+}
+
 /* Start the build of spec (taken over) for bc's call. */
 static void start_build(struct build_call *bc, struct sbx_build_spec *spec) {
         struct wr_err e = {0};
@@ -814,6 +851,15 @@ static void base_resolved(int r, struct img_info *info, const struct wr_err *e, 
                 rpc_call_unref(call);
                 return;
         }
+        struct wr_err re = {0};
+        if ((r = rebase(bc, info, &spec, &re)) < 0) {
+                img_info_free(info);
+                running--;
+                sbx_build_spec_free(spec);
+                rpc_call_finish_err(bc->call, &re);
+                rpc_call_unref(bc->call);
+                return;
+        }
         /* "ubuntu" is stored as "ubuntu:latest": build from the id */
         char *id = strdup(info->id);
         img_info_free(info);
@@ -838,7 +884,7 @@ static void build_image(struct rpc_call *call, const ProtobufCMessage *m) {
         }
         struct wr_err e = {0};
         struct sbx_build_spec *spec = NULL;
-        int r = spec_build(ctx, req->build, &spec, &e);
+        int r = spec_build(ctx, req->build, NULL, &spec, &e);
         if (r < 0) {
                 rpc_call_finish_err(call, &e);
                 return;
@@ -851,6 +897,8 @@ static void build_image(struct rpc_call *call, const ProtobufCMessage *m) {
         }
         bc->call = rpc_call_ref(call);
         bc->images = ctx->images;
+        bc->ctx = ctx;
+        bc->req = req;
         rpc_call_set_data(call, bc);
         if (req->name && *req->name &&
             img_name_normalize(req->name, bc->name, sizeof(bc->name), &e) < 0) {
@@ -886,7 +934,15 @@ static void build_image(struct rpc_call *call, const ProtobufCMessage *m) {
                 return;
         }
         if (r == 1) {
+                r = rebase(bc, base, &spec, &e);
                 img_info_free(base);
+                if (r < 0) {
+                        running--;
+                        sbx_build_spec_free(spec);
+                        rpc_call_unref(call);
+                        rpc_call_finish_err(call, &e);
+                        return;
+                }
                 start_build(bc, spec);
                 return;
         }

@@ -918,6 +918,10 @@ static int kv_set(char ***v, size_t *n, char *kv) {
         return strv_push(v, n, kv);
 }
 
+int df_state_env_set(struct df_state *st, const char *kv) {
+        return kv_set(&st->env, &st->n_env, strdup(kv));
+}
+
 static char *kv_join(const char *k, const char *v) {
         size_t kl = strlen(k), vl = strlen(v);
         char *s = malloc(kl + vl + 2);
@@ -1349,6 +1353,13 @@ static int ev_one(struct ev *ev, bool allow_from, struct df_plan *plan) {
                 if (!*op->value)
                         return EV_INVALID(ev, "FROM: the image reference is empty");
                 st->seen_from = true;
+                /* the base's Env is visible to substitution from here on */
+                for (size_t i = 0; st->base_env && st->base_env[i]; i++)
+                        if (strchr(st->base_env[i], '=') &&
+                            (r = df_state_env_set(st, st->base_env[i])) < 0)
+                                return r == -ENOMEM ? oom(ev->e)
+                                                    : EV_INVALID(ev, "more than %u variables",
+                                                                 DF_VARS_MAX);
                 return 0;
         }
         case DF_RUN: {

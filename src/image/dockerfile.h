@@ -109,11 +109,16 @@ struct df_state {
         size_t n_env;
         char **shell; /* SHELL; NULL = ["/bin/sh", "-c"] */
         size_t n_shell;
-        char **build_args; /* "K=V" given by the client for ARGs (borrowed) */
+        char **build_args;     /* "K=V" given by the client for ARGs (borrowed) */
+        char *const *base_env; /* the FROM image's Env, set at FROM (borrowed; may be NULL) */
         bool seen_from;
 };
 
 void df_state_clear(struct df_state *st);
+
+/* Set "K=V" in st's ENV (what an SDK env step or the base image sets
+ * between Dockerfile parts). -ENOMEM, -E2BIG past DF_VARS_MAX. */
+int df_state_env_set(struct df_state *st, const char *kv);
 
 enum df_op_kind {
         DF_OP_FROM = 1,    /* value = the image reference */

@@ -365,3 +365,18 @@ def test_add_local_dir_empty_dir(client, tmp_path):
         assert sh(sb, "test -d /srv/empty && ls -A /srv/empty | wc -l") == "0\n"
     finally:
         sb.terminate()
+
+
+def test_base_env_visible_to_substitution(client, tmp_path):
+    """ENV PATH=/x:$PATH sees the base image's PATH (and SDK env steps are
+    visible to later dockerfile_commands), as in Docker."""
+    base = client.build_image(Image.base(IMAGE).env({"PATH": "/usr/bin:/bin",
+                                                     "BASEVAR": "from-base"}))
+    df = tmp_path / "Dockerfile"
+    df.write_text(f"FROM {base.id}\nENV PATH=/opt/tools:$PATH BV=${{BASEVAR}}-df\n")
+    info = client.build_image(Image.from_dockerfile(df))
+    assert info.config.env["PATH"] == "/opt/tools:/usr/bin:/bin"
+    assert info.config.env["BV"] == "from-base-df"
+    chained = client.build_image(Image.base(base.id).env({"SDKVAR": "sdk"})
+                                 .dockerfile_commands(["ENV C=${BASEVAR}+${SDKVAR}"]))
+    assert chained.config.env["C"] == "from-base+sdk"

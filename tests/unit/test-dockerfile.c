@@ -149,6 +149,23 @@ static void test_substitution(void **state) {
         assert_non_null(strstr(e.msg, "must be set"));
 }
 
+static void test_base_env(void **state) {
+        (void) state;
+        char *base_env[] = {"PATH=/usr/bin:/bin", "HOME=/root", NULL};
+        const char *df = "ARG P=${PATH:-none}\nFROM img\nENV PATH=/opt:$PATH X=$P\n";
+        struct df_file f = {0};
+        struct df_state st = {.base_env = base_env};
+        struct df_plan p = {0};
+        struct wr_err e = {0};
+        assert_int_equal(df_parse(df, strlen(df), &f, &e), 0);
+        assert_int_equal(df_eval(&f, &st, true, &p, &e), 0);
+        /* before FROM the base's Env is not there yet */
+        assert_argv(p.ops[1].env, "PATH=/opt:/usr/bin:/bin", "X=none", NULL);
+        df_plan_clear(&p);
+        df_file_clear(&f);
+        df_state_clear(&st);
+}
+
 static void test_escape_directive_and_continuations(void **state) {
         (void) state;
         struct df_plan p;
@@ -356,6 +373,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_basic),
                 cmocka_unit_test(test_substitution),
+                cmocka_unit_test(test_base_env),
                 cmocka_unit_test(test_escape_directive_and_continuations),
                 cmocka_unit_test(test_heredocs),
                 cmocka_unit_test(test_copy),
