@@ -7,6 +7,7 @@ import datetime as _dt
 import fnmatch
 import hashlib
 import os
+import shutil
 import stat as _stat
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
@@ -368,6 +369,26 @@ class ImageInfo:
                    created_at=from_timestamp(i.created_at), source=i.source)
 
 
+def _terminal_progress() -> Optional[Callable[[str], None]]:
+    """A one-line progress display on stderr when it is a terminal (the
+    current step, rewritten in place; a failure's output stays in the
+    error), else nothing: programs stay quiet unless they pass on_log."""
+    import sys
+    err = sys.stderr
+    if not (hasattr(err, "isatty") and err.isatty()):
+        return None
+    width = shutil.get_terminal_size((80, 24)).columns - 1
+
+    def show(line: str) -> None:
+        if line.startswith("Step ") or line.startswith("Building ") or \
+                line.startswith("Waiting ") or line.startswith("Pulling "):
+            err.write("\r\033[K" + line[:width])
+        elif line.startswith("Built "):
+            err.write("\r\033[K" + line[:width] + "\n")
+        err.flush()
+    return show
+
+
 def build_image(channel: Any, image: "Image",
                 on_log: Optional[Callable[[str], None]] = None,
                 step_timeout: Optional[float] = None) -> "ImageInfo":
@@ -375,6 +396,8 @@ def build_image(channel: Any, image: "Image",
     gets each build log line; step_timeout (seconds) bounds each RUN step
     (default: the daemon's, 30 min). Cached step by step by the daemon;
     local files travel once (by digest)."""
+    if on_log is None:
+        on_log = _terminal_progress()
     build = _upload_by_digest(channel, image._to_build())
     try:
         final = None
