@@ -555,6 +555,7 @@ static int step_build(struct api_ctx *ctx, const Warren__V1__BuildStep *bs, size
                 memcpy(v, apt ? head_apt : head_pip, h * sizeof(char *));
                 memcpy(v + h, pl->packages, n * sizeof(char *));
                 st->kind = SBX_STEP_RUN;
+                st->needs_root = apt;
                 st->argv = argv_of(v, h + n);
                 free(v);
                 st->desc = join_desc(apt ? "apt_install" : "pip_install", pl->packages, n);

@@ -611,6 +611,17 @@ static int run_step(struct bld *b, const struct sbx_build_step *st, struct wr_er
         int r = img_store_resolve(b->m->images, b->cur, &img, e);
         if (r < 0)
                 return r;
+        const char *user = img->config.user;
+        if (st->needs_root && user && *user && strcmp(user, "root") && strcmp(user, "0") &&
+            strncmp(user, "root:", 5) && strncmp(user, "0:", 2)) {
+                r = err_setx(e, -EPERM, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                             "build step %zu/%zu (%.200s): needs the build user to be root, but "
+                             "the image's user is \"%.64s\" (add .dockerfile_commands([\"USER "
+                             "root\"]) before it, and USER %.64s after)",
+                             b->idx + 1, b->spec->n_steps, st->desc, user, user);
+                img_info_free(img);
+                return r;
+        }
         struct sbx_spec *spec = NULL;
         if ((r = sbx_spec_new(&spec)) < 0) {
                 img_info_free(img);

@@ -340,6 +340,7 @@ struct sbx_build_step {
         size_t key_len;
         char **argv;    /* RUN */
         char **run_env; /* RUN: "K=V" for the command only (Dockerfile ARGs), or NULL */
+        bool needs_root; /* RUN: refused unless the image's user is root (apt_install) */
         struct sbx_build_file *files; /* FILE */
         size_t n_files;
         char *workdir; /* CONFIG: each NULL / false = unchanged; relative: to the current one */
