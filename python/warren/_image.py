@@ -332,6 +332,13 @@ class ImageConfig:
     entrypoint: List[str] = field(default_factory=list)
     cmd: List[str] = field(default_factory=list)
     user: str = ""
+    # recorded from Dockerfiles (LABEL, EXPOSE, SHELL, STOPSIGNAL,
+    # HEALTHCHECK as the OCI Test: ["CMD", ...], ["CMD-SHELL", cmd], ["NONE"])
+    labels: Dict[str, str] = field(default_factory=dict)
+    exposed_ports: List[str] = field(default_factory=list)
+    shell: List[str] = field(default_factory=list)
+    stop_signal: str = ""
+    healthcheck: List[str] = field(default_factory=list)
 
     @classmethod
     def _from_proto(cls, c: pb.ImageConfig) -> "ImageConfig":
@@ -339,8 +346,11 @@ class ImageConfig:
         for kv in c.env:
             k, _, v = kv.partition("=")
             env[k] = v
+        labels = dict(kv.partition("=")[::2] for kv in c.labels)
         return cls(env=env, workdir=c.working_dir, entrypoint=list(c.entrypoint),
-                   cmd=list(c.cmd), user=c.user)
+                   cmd=list(c.cmd), user=c.user, labels=labels,
+                   exposed_ports=list(c.exposed_ports), shell=list(c.shell),
+                   stop_signal=c.stop_signal, healthcheck=list(c.healthcheck))
 
     def _to_proto(self) -> pb.ImageConfig:
         return pb.ImageConfig(env=[f"{k}={v}" for k, v in self.env.items()],

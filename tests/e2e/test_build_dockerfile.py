@@ -97,6 +97,9 @@ def test_dockerfile_with_context(client, tmp_path):
     assert list(raw.healthcheck) == ["CMD-SHELL", "wget -q -O- http://localhost:8080/"]
     assert raw.healthcheck_interval_ns == 30 * 10**9 and raw.healthcheck_retries == 3
     assert list(raw.shell) == ["/bin/sh", "-ec"] and raw.stop_signal == "SIGINT"
+    assert c.labels == {"org.example.name": "demo app", "version": "1"}
+    assert c.exposed_ports == ["53/udp", "8080/tcp"] and c.stop_signal == "SIGINT"
+    assert c.healthcheck[0] == "CMD-SHELL" and c.shell == ["/bin/sh", "-ec"]
     sb = client.create(image=info.id, entrypoint=["sleep", "infinity"])
     try:
         out = sh(sb, "cat /opt/app/main.sh /opt/app/lib/util.txt /etc/top.txt /etc/motd "
