@@ -2,7 +2,7 @@
 /* libFuzzer target: Dockerfiles (src/image/dockerfile.c), the text a
  * client sends with from_dockerfile / dockerfile_commands / warren image
  * build. Parse, then evaluate with a state carried over (the first byte
- * picks whether FROM is allowed and gives a build arg). Checks: no crash,
+ * picks whether FROM is allowed, a build arg and a base image Env). Checks: no crash,
  * leak or quadratic blow-up; an error has a message and a known code;
  * every op is well formed: RUN/CMD/ENTRYPOINT/SHELL argv NULL-terminated,
  * COPY sources are clean context paths (never absolute, never "..") or
@@ -27,8 +27,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
         bool allow_from = data[0] & 1;
         char *given[] = {"A=given", NULL};
+        char *base_env[] = {"PATH=/usr/bin:/bin", "B=base", "not-kv", NULL};
         struct df_file f = {0};
-        struct df_state st = {.build_args = (data[0] & 2) ? given : NULL};
+        struct df_state st = {.build_args = (data[0] & 2) ? given : NULL,
+                              .base_env = (data[0] & 4) ? base_env : NULL};
         struct df_plan p = {0};
         struct wr_err e = {0};
         int r = df_parse((const char *) data + 1, size - 1, &f, &e);
