@@ -39,12 +39,18 @@ if ! "$warren" image get sandbox:latest >/dev/null 2>&1; then
   tmp=$(mktemp -d)
   cache_args=()
   [ -n "${WARREN_BASE_CACHE:-}" ] && cache_args=(--cache "$WARREN_BASE_CACHE")
+  # the Debian base imported as sandbox-base, then the default image built
+  # on it by the builder (scripts/default-image.json: `python` on PATH,
+  # /workspace), so the recipe is one spec the SDK and the CLI share
   if base=$("$top/scripts/base-image.sh" "${cache_args[@]}") &&
      "$warren" image import --workdir /workspace \
        --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-       --env LANG=C.UTF-8 sandbox:latest "$base" >/dev/null; then
-    echo "run: imported the default image sandbox:latest (Debian 12, from $base)" >&2
+       --env LANG=C.UTF-8 sandbox-base:latest "$base" >/dev/null &&
+     "$warren" image build --spec "$top/scripts/default-image.json" -t sandbox:latest \
+       >/dev/null 2>"$tmp/build.log"; then
+    echo "run: built the default image sandbox:latest (Debian 12 from $base, through the builder)" >&2
   else
+    [ -s "$tmp/build.log" ] && tail -5 "$tmp/build.log" >&2
     echo "run: WARNING: could not build or import the Debian base image (see above); falling back to busybox, which has no python3, git or ssh" >&2
     "$top/tests/images/busybox-rootfs.sh" "$tmp/rootfs" --tar "$tmp/rootfs.tar"
     "$warren" image import sandbox:latest "$tmp/rootfs.tar" >/dev/null

@@ -186,8 +186,13 @@ def test_image_builder_is_immutable(tmp_path):
     assert list(spec.build.steps[1].pip_install.packages) == ["flask"]
     df = tmp_path / "Dockerfile"
     df.write_text("FROM alpine:3 AS x\nRUN echo a \\\n  && echo b\nEXPOSE 80\n")
+    (tmp_path / "data.txt").write_text("d")
     img = Image.from_dockerfile(df).pip_install(["extra"])
-    assert img.base_image == "alpine:3" and img._steps[0].dockerfile.startswith("RUN echo a")
+    # the daemon parses the Dockerfile (its FROM is the base); the context travels along
+    spec = img._to_spec().build
+    assert spec.base_image == "" and spec.dockerfile == df.read_text()
+    assert sorted(f.path for f in spec.context) == ["Dockerfile", "data.txt"]
+    assert list(spec.steps[0].pip_install.packages) == ["extra"]
     f = tmp_path / "e.sh"
     f.write_text("#!/bin/sh\n")
     img = Image.base("x").add_local_file(f, "/app/e.sh", mode=0o755)

@@ -139,10 +139,17 @@ class SandboxClient(Channel):
                 return send(fh)
         return send(source)
 
-    def build_image(self, image: Image, on_log: Optional[Callable[[str], None]] = None) -> ImageInfo:
+    def build_image(self, image: Image, on_log: Optional[Callable[[str], None]] = None,
+                    step_timeout: Optional[float] = None) -> ImageInfo:
         """Build a declarative image (cached step by step); `on_log` gets
-        each build output line."""
-        return build_image(self, image, on_log)
+        each build output line; `step_timeout` (seconds) bounds each RUN
+        step."""
+        return build_image(self, image, on_log, step_timeout)
+
+    def prune_images(self) -> images_pb2.PruneImagesResponse:
+        """Remove unnamed images no sandbox uses (and the layers only they
+        use), the build cache and uploaded build files."""
+        return self._unary(self._images.PruneImages, images_pb2.PruneImagesRequest())
 
     def list_images(self) -> List[ImageInfo]:
         resp = self._unary(self._images.ListImages, images_pb2.ListImagesRequest())

@@ -240,7 +240,7 @@ class Sandbox:
         if self.id is not None:
             raise RuntimeError(f"sandbox {self.id} is already running")
         req = self._request()
-        if isinstance(self.image, Image) and self.image._steps:
+        if isinstance(self.image, Image) and self.image._needs_build():
             # a declarative image: built (or found in the build cache) first
             built = build_image(channel, self.image)
             req.image.Clear()

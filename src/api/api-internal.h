@@ -20,6 +20,17 @@ static inline const char *api_caller_env(struct rpc_call *call) {
 extern const struct rpc_method api_exec_method;
 /* warren.v1.Images/BuildImage (build.c), registered by api_images_register. */
 extern const struct rpc_method api_build_image_method;
+/* MissingBlobs, UploadBlob, PruneImages (blobs.c) */
+extern const struct rpc_method api_blob_methods[3];
+
+/* The bytes of an uploaded blob ("sha256:<hex>"), malloc'd into *ret.
+ * Errors: INVALID_ARGUMENT (malformed digest), FAILED_PRECONDITION (not
+ * uploaded), -EIO, -ENOMEM. */
+int api_blob_read(struct api_ctx *ctx, const char *digest, void **ret, size_t *len,
+                  struct wr_err *e);
+
+/* BuildImage calls running now (PruneImages waits for none). */
+unsigned api_builds_running(void);
 /* warren.v1.Sandboxes/Tunnel (tunnel.c), registered by api_sandboxes_register. */
 extern const struct rpc_method api_tunnel_method;
 

@@ -9,18 +9,25 @@
  * anything else is UNIMPLEMENTED naming the instruction. */
 #include <ctype.h>
 #include <errno.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include <fnmatch.h>
+#include <openssl/evp.h>
 
 #include "api/api-internal.h"
+#include "image/dockerfile.h"
+#include "image/image.h"
+#include "image/resolve.h"
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "sandbox/sandbox.h"
 #include "warren/v1/images.pb-c.h"
 
 #define STEPS_MAX 256
+#define ADD_PREFIX ".warren-add/"
 #define STEP_TIMEOUT_SECS 1800.0
 
 #define INVALID(e, ...)                                                                            \
@@ -79,6 +86,13 @@ static char *join_desc(const char *prefix, char *const *v, size_t n) {
         return s;
 }
 
+static size_t strv_len(char *const *v) {
+        size_t n = 0;
+        while (v && v[n])
+                n++;
+        return n;
+}
+
 static int set_run(struct sbx_build_step *st, const char *cmd) {
         const char *argv[] = {"/bin/sh", "-c", cmd};
         st->kind = SBX_STEP_RUN;
@@ -86,137 +100,423 @@ static int set_run(struct sbx_build_step *st, const char *cmd) {
         return st->argv ? 0 : -ENOMEM;
 }
 
-/* CMD/ENTRYPOINT arguments: exec form (a JSON array of strings) or shell
- * form (sh -c TEXT). */
-static int exec_form(const char *text, char ***ret, const char *field, struct wr_err *e) {
-        while (*text == ' ')
-                text++;
-        if (*text != '[') {
-                const char *argv[] = {"/bin/sh", "-c", text};
-                *ret = argv_of(argv, 3);
-                return *ret ? 0 : -ENOMEM;
-        }
-        json_error_t je;
-        json_t *a = json_loads(text, JSON_REJECT_DUPLICATES, &je);
-        if (!a || !json_is_array(a) || json_array_size(a) > 1024) {
-                json_decref(a);
-                return INVALID(e, "%s: not a JSON array of strings (column %d: %s)", field,
-                               je.column, je.text);
-        }
-        size_t n = json_array_size(a);
-        char **v = calloc(n + 1, sizeof(char *));
-        for (size_t i = 0; v && i < n; i++) {
-                json_t *s = json_array_get(a, i);
-                if (!json_is_string(s)) {
-                        json_decref(a);
-                        sbx_argv_free(v);
-                        return INVALID(e, "%s[%zu]: not a string", field, i);
+/* ---- the cache key of steps that come from a Dockerfile ---- */
+
+struct kbuf {
+        uint8_t *p;
+        size_t len, cap;
+        bool oom;
+};
+
+static void kput(struct kbuf *k, const void *d, size_t n) {
+        uint64_t l = n;
+        if (k->oom)
+                return;
+        if (k->len + n + sizeof(l) > k->cap) {
+                size_t nc = MAX(k->cap * 2, k->len + n + sizeof(l) + 64);
+                uint8_t *np = realloc(k->p, nc);
+                if (!np) {
+                        k->oom = true;
+                        return;
                 }
-                if (!(v[i] = strdup(json_string_value(s)))) {
-                        sbx_argv_free(v);
-                        v = NULL;
-                }
+                k->p = np;
+                k->cap = nc;
         }
-        json_decref(a);
-        if (!v)
-                return -ENOMEM;
-        *ret = v;
+        memcpy(k->p + k->len, &l, sizeof(l));
+        memcpy(k->p + k->len + sizeof(l), d, n);
+        k->len += sizeof(l) + n;
+}
+
+static void kstr(struct kbuf *k, const char *s) {
+        kput(k, s ? s : "", s ? strlen(s) + 1 : 0);
+}
+
+static void kstrv(struct kbuf *k, char *const *v) {
+        size_t n = 0;
+        while (v && v[n])
+                n++;
+        kput(k, &n, sizeof(n));
+        for (size_t i = 0; i < n; i++)
+                kstr(k, v[i]);
+}
+
+/* ---- the build context: the files COPY and ADD read ---- */
+
+struct ctx_file {
+        char *path;                    /* clean, relative */
+        const Warren__V1__FileAdd *fa; /* borrowed from the request */
+        uint32_t mode;
+        bool loaded; /* data/len valid (blobs are read when a COPY uses them) */
+        const uint8_t *data;
+        size_t len;
+        void *owned; /* data read from the blob store */
+};
+
+struct bctx {
+        struct api_ctx *api;
+        struct ctx_file *v;
+        size_t n;
+};
+
+static void bctx_clear(struct bctx *c) {
+        for (size_t i = 0; i < c->n; i++) {
+                free(c->v[i].path);
+                free(c->v[i].owned);
+        }
+        free(c->v);
+        memset(c, 0, sizeof(*c));
+}
+
+static int cmp_ctx(const void *a, const void *b) {
+        return strcmp(((const struct ctx_file *) a)->path, ((const struct ctx_file *) b)->path);
+}
+
+/* The file's bytes: inlined, or an uploaded blob (digest). */
+static int file_data(struct api_ctx *ctx, const Warren__V1__FileAdd *fa, const char *field,
+                     const uint8_t **data, size_t *len, void **owned, struct wr_err *e) {
+        *owned = NULL;
+        if (!fa->digest || !*fa->digest || fa->content.len) {
+                *data = fa->content.data;
+                *len = fa->content.len;
+                return 0;
+        }
+        int r = api_blob_read(ctx, fa->digest, owned, len, e);
+        if (r < 0)
+                return err_prefix(e, r, "%s", field);
+        *data = *owned;
         return 0;
 }
 
-/* One raw Dockerfile instruction. */
-static int dockerfile_step(const char *ins, struct sbx_build_step *st, const char *field,
-                           struct wr_err *e) {
-        while (*ins == ' ' || *ins == '\t')
-                ins++;
-        size_t kw = strcspn(ins, " \t");
-        char word[16];
-        if (kw == 0 || kw >= sizeof(word))
-                return INVALID(e, "%s: not a Dockerfile instruction: \"%.60s\"", field, ins);
-        for (size_t i = 0; i < kw; i++)
-                word[i] = (char) toupper((unsigned char) ins[i]);
-        word[kw] = '\0';
-        const char *arg = ins + kw + strspn(ins + kw, " \t");
-        if (!strcmp(word, "RUN")) {
-                if (!*arg)
-                        return INVALID(e, "%s: RUN without a command", field);
-                if (*arg == '[') {
-                        st->kind = SBX_STEP_RUN;
-                        return exec_form(arg, &st->argv, field, e);
-                }
-                return set_run(st, arg);
+static int bctx_build(struct api_ctx *ctx, const Warren__V1__ImageBuild *b, struct bctx *c,
+                      struct wr_err *e) {
+        if (b->n_context > 100000)
+                return INVALID(e, "build.context: more than 100000 files");
+        if (!(c->v = calloc(b->n_context ? b->n_context : 1, sizeof(*c->v))))
+                return -ENOMEM;
+        for (size_t i = 0; i < b->n_context; i++) {
+                const Warren__V1__FileAdd *fa = b->context[i];
+                struct ctx_file *f = &c->v[c->n++];
+                char field[64];
+                snprintf(field, sizeof(field), "build.context[%zu]", i);
+                int r = df_context_path(fa->path ? fa->path : "", &f->path);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0 || !*f->path)
+                        return INVALID(e,
+                                       "%s.path: \"%.200s\" is not a path inside the build "
+                                       "context (relative, no \"..\" leaving it)",
+                                       field, fa->path ? fa->path : "");
+                if (fa->mode > 07777)
+                        return INVALID(e, "%s.mode: %o is not a file mode", field, fa->mode);
+                f->mode = fa->mode;
+                f->fa = fa;
         }
-        st->kind = SBX_STEP_CONFIG;
-        if (!strcmp(word, "WORKDIR")) {
-                if (*arg != '/')
-                        return INVALID(e, "%s: WORKDIR wants an absolute path", field);
-                return (st->workdir = strdup(arg)) ? 0 : -ENOMEM;
-        }
-        if (!strcmp(word, "USER"))
-                return *arg ? ((st->user = strdup(arg)) ? 0 : -ENOMEM)
-                            : INVALID(e, "%s: USER without a user", field);
-        if (!strcmp(word, "ENV")) {
-                /* ENV K=V [K2=V2]... or the legacy ENV K V */
-                char *copy = strdup(arg);
-                if (!copy)
-                        return -ENOMEM;
-                int r = 0;
-                const char *eq = strchr(copy, '='), *sp = strpbrk(copy, " \t");
-                if (!eq || (sp && sp < eq)) {
-                        /* legacy: the first word is the key, the rest the value */
-                        if (!sp) {
-                                free(copy);
-                                return INVALID(e, "%s: ENV wants K=V", field);
-                        }
-                        size_t kl = (size_t) (sp - copy);
-                        const char *v = sp + strspn(sp, " \t");
-                        char *kv = malloc(kl + strlen(v) + 2);
-                        if (kv) {
-                                snprintf(kv, kl + strlen(v) + 2, "%.*s=%s", (int) kl, copy, v);
-                                r = sbx_env_set(&st->env, kv);
-                                free(kv);
-                        } else
-                                r = -ENOMEM;
-                } else {
-                        for (char *tok = strtok(copy, " \t"); tok && r >= 0;
-                             tok = strtok(NULL, " \t")) {
-                                char *q = tok + strlen(tok) - 1;
-                                char *eqp = strchr(tok, '=');
-                                if (!eqp) {
-                                        r = INVALID(e, "%s: ENV part \"%.40s\" is not K=V", field,
-                                                    tok);
-                                        break;
-                                }
-                                /* strip one pair of quotes around the value */
-                                if (q > eqp + 1 && (*q == '"' || *q == '\'') && eqp[1] == *q) {
-                                        *q = '\0';
-                                        memmove(eqp + 1, eqp + 2, strlen(eqp + 2) + 1);
-                                }
-                                r = sbx_env_set(&st->env, tok);
-                        }
-                }
-                free(copy);
-                return r == -EINVAL ? INVALID(e, "%s: ENV wants K=V", field) : r;
-        }
-        if (!strcmp(word, "CMD")) {
-                st->has_cmd = true;
-                return exec_form(arg, &st->cmd, field, e);
-        }
-        if (!strcmp(word, "ENTRYPOINT")) {
-                st->has_entrypoint = true;
-                return exec_form(arg, &st->entrypoint, field, e);
-        }
-        if (!strcmp(word, "LABEL") || !strcmp(word, "EXPOSE") || !strcmp(word, "HEALTHCHECK") ||
-            !strcmp(word, "STOPSIGNAL"))
-                return 0; /* recorded in the log (desc), nothing to change */
-        return err_setx(e, -EOPNOTSUPP, WR_STATUS_UNIMPLEMENTED, WR_FAULT_CLIENT,
-                        "%s: the Dockerfile instruction %s is not supported by this builder "
-                        "(RUN, ENV, WORKDIR, USER, CMD, ENTRYPOINT, LABEL, EXPOSE are)",
-                        field, word);
+        c->api = ctx;
+        if (c->n)
+                qsort(c->v, c->n, sizeof(*c->v), cmp_ctx);
+        for (size_t i = 1; i < c->n; i++)
+                if (!strcmp(c->v[i].path, c->v[i - 1].path))
+                        return INVALID(e, "build.context: \"%.200s\" is given twice", c->v[i].path);
+        return 0;
 }
 
-static int step_build(const Warren__V1__BuildStep *bs, size_t i, struct sbx_build_step *st,
-                      struct wr_err *e) {
+/* ---- Dockerfile ops as builder steps ---- */
+
+static struct sbx_build_step *step_new(struct sbx_build_spec *s, size_t *cap) {
+        if (s->n_steps >= STEPS_MAX)
+                return NULL;
+        if (s->n_steps == *cap) {
+                size_t nc = *cap ? *cap * 2 : 16;
+                struct sbx_build_step *nv = reallocarray(s->steps, nc, sizeof(*nv));
+                if (!nv)
+                        return NULL;
+                s->steps = nv;
+                *cap = nc;
+        }
+        struct sbx_build_step *st = &s->steps[s->n_steps++];
+        memset(st, 0, sizeof(*st));
+        return st;
+}
+
+static int add_file(struct sbx_build_step *st, char *path, const uint8_t *data, size_t len,
+                    uint32_t mode, uid_t uid, gid_t gid) {
+        if (!path)
+                return -ENOMEM;
+        if (st->n_files >= 100000) {
+                free(path);
+                return -E2BIG;
+        }
+        struct sbx_build_file *nv = reallocarray(st->files, st->n_files + 1, sizeof(*nv));
+        if (!nv) {
+                free(path);
+                return -ENOMEM;
+        }
+        st->files = nv;
+        struct sbx_build_file *f = &nv[st->n_files];
+        *f = (struct sbx_build_file){
+                .path = path, .len = len, .mode = mode, .uid = uid, .gid = gid};
+        if (!(f->data = malloc(len ? len : 1))) {
+                free(path);
+                return -ENOMEM;
+        }
+        if (len)
+                memcpy(f->data, data, len);
+        st->n_files++;
+        return 0;
+}
+
+static char *join2(const char *dir, const char *name) {
+        size_t dl = strlen(dir);
+        while (dl > 1 && dir[dl - 1] == '/')
+                dl--;
+        size_t n = dl + strlen(name) + 2;
+        char *s = malloc(n);
+        if (s)
+                snprintf(s, n, "%.*s/%s", (int) dl, dir, name);
+        return s;
+}
+
+static bool is_glob(const char *s) {
+        return strpbrk(s, "*?[") != NULL;
+}
+
+/* COPY/ADD: the files of op's sources as one FILE step. */
+static int copy_step(const struct df_op *op, const struct bctx *c, struct sbx_build_step *st,
+                     struct kbuf *k, struct wr_err *e) {
+        st->kind = SBX_STEP_FILE;
+        uid_t uid = 0;
+        gid_t gid = 0;
+        if (op->chown) {
+                unsigned long u = strtoul(op->chown, NULL, 10), g = u;
+                const char *colon = strchr(op->chown, ':');
+                if (colon)
+                        g = strtoul(colon + 1, NULL, 10);
+                if (u > 0xfffffffe || g > 0xfffffffe)
+                        return INVALID(e, "Dockerfile line %u: --chown=%s is out of range",
+                                       op->line, op->chown);
+                uid = (uid_t) u;
+                gid = (gid_t) g;
+        }
+        size_t dl = strlen(op->dest);
+        bool dest_dir = op->dest[dl - 1] == '/' || op->n_srcs > 1;
+        int r = 0;
+        for (size_t i = 0; r >= 0 && i < op->n_srcs; i++) {
+                const struct df_copy_src *src = &op->srcs[i];
+                if (!src->path) {
+                        /* a heredoc */
+                        uint32_t mode = op->chmod >= 0 ? (uint32_t) op->chmod : 0644;
+                        char *dst = dest_dir ? join2(op->dest, src->name) : strdup(op->dest);
+                        r = add_file(st, dst, (const uint8_t *) src->data, src->len, mode, uid,
+                                     gid);
+                        continue;
+                }
+                size_t before = st->n_files, pl = strlen(src->path);
+                /* add_local_dir's files ride in the context under
+                 * .warren-add/: only a COPY naming them sees them */
+                bool hidden_ok = !strncmp(src->path, ADD_PREFIX, strlen(ADD_PREFIX));
+                for (size_t f = 0; r >= 0 && f < c->n; f++) {
+                        const struct ctx_file *cf = &c->v[f];
+                        char *dst = NULL;
+                        if (!hidden_ok && !strncmp(cf->path, ADD_PREFIX, strlen(ADD_PREFIX)))
+                                continue;
+                        if (!strcmp(cf->path, src->path)) {
+                                const char *base = strrchr(cf->path, '/');
+                                base = base ? base + 1 : cf->path;
+                                dst = dest_dir ? join2(op->dest, base) : strdup(op->dest);
+                        } else if (is_glob(src->path) &&
+                                   fnmatch(src->path, cf->path, FNM_PATHNAME) == 0) {
+                                const char *base = strrchr(cf->path, '/');
+                                dst = join2(op->dest, base ? base + 1 : cf->path);
+                        } else if (pl == 0 ||
+                                   (!strncmp(cf->path, src->path, pl) && cf->path[pl] == '/'))
+                                dst = join2(op->dest, cf->path + pl + (pl ? 1 : 0));
+                        else
+                                continue;
+                        uint32_t mode = op->chmod >= 0 ? (uint32_t) op->chmod
+                                        : cf->mode     ? cf->mode
+                                                       : 0644;
+                        if (!cf->loaded) {
+                                struct ctx_file *mf = (struct ctx_file *) cf;
+                                if ((r = file_data(c->api, cf->fa, cf->path, &mf->data, &mf->len,
+                                                   &mf->owned, e)) < 0) {
+                                        free(dst);
+                                        return r;
+                                }
+                                mf->loaded = true;
+                        }
+                        r = add_file(st, dst, cf->data, cf->len, mode, uid, gid);
+                }
+                if (r >= 0 && st->n_files == before && hidden_ok) {
+                        /* add_local_dir of an empty directory: the directory */
+                        r = add_file(st, strdup(op->dest), NULL, 0, S_IFDIR | 0755, uid, gid);
+                        continue;
+                }
+                if (r >= 0 && st->n_files == before)
+                        return INVALID(e,
+                                       "Dockerfile line %u, column %u: %s source \"%.200s\": no "
+                                       "such file or directory in the build context (%zu file%s "
+                                       "sent)",
+                                       op->line, op->col, op->add ? "ADD" : "COPY",
+                                       src->path[0] ? src->path : ".", c->n, c->n == 1 ? "" : "s");
+        }
+        if (r == -E2BIG)
+                return INVALID(e, "Dockerfile line %u: more than 100000 files in one COPY",
+                               op->line);
+        if (r < 0)
+                return r;
+        /* the key: every file's destination, mode, owner and content digest */
+        for (size_t i = 0; i < st->n_files; i++) {
+                const struct sbx_build_file *f = &st->files[i];
+                unsigned char d[32];
+                if (EVP_Digest(f->data, f->len, d, NULL, EVP_sha256(), NULL) != 1)
+                        return err_set(e, -EIO, "sha256 failed");
+                kstr(k, f->path);
+                uint32_t meta[3] = {(uint32_t) f->mode, (uint32_t) f->uid, (uint32_t) f->gid};
+                kput(k, meta, sizeof(meta));
+                kput(k, d, sizeof(d));
+        }
+        char *desc = malloc(strlen(op->desc) + 32);
+        if (!desc)
+                return -ENOMEM;
+        snprintf(desc, strlen(op->desc) + 32, "%s (%zu file%s)", op->desc, st->n_files,
+                 st->n_files == 1 ? "" : "s");
+        st->desc = desc;
+        return 0;
+}
+
+/* One evaluated Dockerfile instruction as a step (FROM and ARG make
+ * none). */
+static int op_step(const struct df_op *op, const struct bctx *c, struct sbx_build_spec *s,
+                   size_t *cap, struct wr_err *e) {
+        if (op->kind == DF_OP_FROM || op->kind == DF_OP_ARG)
+                return 0;
+        struct sbx_build_step *st = step_new(s, cap);
+        if (!st)
+                return s->n_steps >= STEPS_MAX
+                               ? INVALID(e, "Dockerfile line %u: more than %d steps in one build",
+                                         op->line, STEPS_MAX)
+                               : -ENOMEM;
+        struct kbuf k = {0};
+        uint32_t kind = (uint32_t) op->kind;
+        kput(&k, "warren-dockerfile-op/1", 22);
+        kput(&k, &kind, sizeof(kind));
+        int r = 0;
+        st->kind = SBX_STEP_CONFIG;
+        switch (op->kind) {
+        case DF_OP_RUN:
+                st->kind = SBX_STEP_RUN;
+                if (!(st->argv = argv_of((const char *const *) op->argv, strv_len(op->argv))))
+                        r = -ENOMEM;
+                if (r >= 0 && op->env &&
+                    !(st->run_env = argv_of((const char *const *) op->env, strv_len(op->env))))
+                        r = -ENOMEM;
+                kstrv(&k, op->argv);
+                kstrv(&k, op->env);
+                break;
+        case DF_OP_COPY:
+                r = copy_step(op, c, st, &k, e);
+                break;
+        case DF_OP_ENV:
+                for (size_t i = 0; r >= 0 && op->env[i]; i++)
+                        r = sbx_env_set(&st->env, op->env[i]);
+                kstrv(&k, op->env);
+                break;
+        case DF_OP_LABEL:
+                if (!(st->labels = argv_of((const char *const *) op->env, strv_len(op->env))))
+                        r = -ENOMEM;
+                kstrv(&k, op->env);
+                break;
+        case DF_OP_EXPOSE:
+                if (!(st->ports = argv_of((const char *const *) op->env, strv_len(op->env))))
+                        r = -ENOMEM;
+                kstrv(&k, op->env);
+                break;
+        case DF_OP_WORKDIR:
+                if (!(st->workdir = strdup(op->value)))
+                        r = -ENOMEM;
+                kstr(&k, op->value);
+                break;
+        case DF_OP_USER:
+                if (!(st->user = strdup(op->value)))
+                        r = -ENOMEM;
+                kstr(&k, op->value);
+                break;
+        case DF_OP_STOPSIGNAL:
+                if (!(st->stop_signal = strdup(op->value)))
+                        r = -ENOMEM;
+                kstr(&k, op->value);
+                break;
+        case DF_OP_CMD:
+        case DF_OP_ENTRYPOINT:
+        case DF_OP_SHELL: {
+                char **v = argv_of((const char *const *) op->argv, strv_len(op->argv));
+                if (!v)
+                        r = -ENOMEM;
+                else if (op->kind == DF_OP_CMD)
+                        st->has_cmd = true, st->cmd = v;
+                else if (op->kind == DF_OP_ENTRYPOINT)
+                        st->has_entrypoint = true, st->entrypoint = v;
+                else
+                        st->has_shell = true, st->shell = v;
+                kstrv(&k, op->argv);
+                break;
+        }
+        case DF_OP_HEALTHCHECK:
+                st->has_healthcheck = true;
+                if (!(st->hc_test = argv_of((const char *const *) op->argv, strv_len(op->argv))))
+                        r = -ENOMEM;
+                st->hc_interval_ns = op->hc.interval_ns;
+                st->hc_timeout_ns = op->hc.timeout_ns;
+                st->hc_start_period_ns = op->hc.start_period_ns;
+                st->hc_start_interval_ns = op->hc.start_interval_ns;
+                st->hc_retries = op->hc.retries;
+                kstrv(&k, op->argv);
+                kput(&k, &op->hc, sizeof(op->hc));
+                break;
+        default:
+                break;
+        }
+        if (r >= 0 && !st->desc && !(st->desc = strdup(op->desc)))
+                r = -ENOMEM;
+        if (r >= 0 && k.oom)
+                r = -ENOMEM;
+        if (r < 0) {
+                free(k.p);
+                return r;
+        }
+        st->key = k.p;
+        st->key_len = k.len;
+        return 0;
+}
+
+/* Dockerfile text (a whole file when allow_from, else dockerfile_commands
+ * lines) as steps; st carries ARG/ENV/SHELL across calls. *from gets the
+ * FROM's image (allow_from). field names the request part in errors. */
+static int dockerfile_steps(const char *text, bool allow_from, struct df_state *dst,
+                            const struct bctx *c, struct sbx_build_spec *s, size_t *cap,
+                            char **from, const char *field, struct wr_err *e) {
+        struct df_file f = {0};
+        struct df_plan p = {0};
+        int r = df_parse(text, strlen(text), &f, e);
+        if (r >= 0)
+                r = df_eval(&f, dst, allow_from, &p, e);
+        for (size_t i = 0; r >= 0 && i < p.n; i++) {
+                if (p.ops[i].kind == DF_OP_FROM && from && !*from &&
+                    !(*from = strdup(p.ops[i].value)))
+                        r = -ENOMEM;
+                if (r >= 0)
+                        r = op_step(&p.ops[i], c, s, cap, e);
+        }
+        if (r >= 0 && allow_from && !dst->seen_from)
+                r = INVALID(e, "%s: no FROM instruction", field);
+        df_plan_clear(&p);
+        df_file_clear(&f);
+        if (r < 0 && r != -ENOMEM)
+                return err_prefix(e, r, "%s", field);
+        return r;
+}
+static int step_build(struct api_ctx *ctx, const Warren__V1__BuildStep *bs, size_t i,
+                      struct sbx_build_step *st, struct wr_err *e) {
         char field[64];
         int r = 0;
         /* the cache key: the step's own encoding */
@@ -255,6 +555,7 @@ static int step_build(const Warren__V1__BuildStep *bs, size_t i, struct sbx_buil
                 memcpy(v, apt ? head_apt : head_pip, h * sizeof(char *));
                 memcpy(v + h, pl->packages, n * sizeof(char *));
                 st->kind = SBX_STEP_RUN;
+                st->needs_root = apt;
                 st->argv = argv_of(v, h + n);
                 free(v);
                 st->desc = join_desc(apt ? "apt_install" : "pip_install", pl->packages, n);
@@ -276,17 +577,21 @@ static int step_build(const Warren__V1__BuildStep *bs, size_t i, struct sbx_buil
                 if (fa->mode > 07777)
                         return INVALID(e, "steps[%zu].add_file.mode: %o is not a file mode", i,
                                        fa->mode);
+                snprintf(field, sizeof(field), "steps[%zu].add_file", i);
+                const uint8_t *data;
+                size_t len;
+                void *owned = NULL;
+                if ((r = file_data(ctx, fa, field, &data, &len, &owned, e)) < 0)
+                        return r;
                 st->kind = SBX_STEP_FILE;
-                st->path = strdup(fa->path);
-                st->len = fa->content.len;
-                st->data = malloc(st->len ? st->len : 1);
-                st->mode = (mode_t) fa->mode;
+                r = add_file(st, strdup(fa->path), data, len, (mode_t) fa->mode, 0, 0);
+                free(owned);
+                if (r < 0)
+                        return r;
                 st->desc = malloc(strlen(fa->path) + 64);
-                if (!st->path || !st->data || !st->desc)
+                if (!st->desc)
                         return -ENOMEM;
-                if (st->len)
-                        memcpy(st->data, fa->content.data, st->len);
-                sprintf(st->desc, "add_file %s (%zu bytes)", fa->path, st->len);
+                sprintf(st->desc, "add_file %s (%zu bytes)", fa->path, len);
                 return 0;
         }
         case WARREN__V1__BUILD_STEP__KIND_WORKDIR:
@@ -335,22 +640,16 @@ static int step_build(const Warren__V1__BuildStep *bs, size_t i, struct sbx_buil
                 st->desc = join_desc(ep ? "ENTRYPOINT" : "CMD", v, sl ? sl->n_values : 0);
                 return st->desc ? 0 : -ENOMEM;
         }
-        case WARREN__V1__BUILD_STEP__KIND_DOCKERFILE:
-                snprintf(field, sizeof(field), "steps[%zu].dockerfile", i);
-                if (!bs->dockerfile || strlen(bs->dockerfile) > 65536)
-                        return INVALID(e, "%s: empty or longer than 64 KiB", field);
-                if (strchr(bs->dockerfile, '\n') &&
-                    strncasecmp(bs->dockerfile + strspn(bs->dockerfile, " \t"), "RUN", 3) != 0)
-                        return INVALID(e, "%s: one instruction per step", field);
-                if ((r = dockerfile_step(bs->dockerfile, st, field, e)) < 0)
-                        return r;
-                return (st->desc = strdup(bs->dockerfile)) ? 0 : -ENOMEM;
         default:
                 return INVALID(e, "steps[%zu]: an empty step", i);
         }
 }
 
-static int spec_build(struct api_ctx *ctx, const Warren__V1__ImageBuild *b,
+/* The request's ImageBuild as builder steps. base_env (may be NULL): the
+ * base image's Env, for Dockerfile substitution ($PATH in ENV PATH=...);
+ * the first pass runs without it (the base may still have to be pulled),
+ * a second one with it when the spec has Dockerfile parts. */
+static int spec_build(struct api_ctx *ctx, const Warren__V1__ImageBuild *b, char *const *base_env,
                       struct sbx_build_spec **ret, struct wr_err *e) {
         if (!b)
                 return INVALID(e, "build: missing");
@@ -359,15 +658,91 @@ static int spec_build(struct api_ctx *ctx, const Warren__V1__ImageBuild *b,
         struct sbx_build_spec *s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
-        s->base = strdup(b->base_image && *b->base_image ? b->base_image
-                                                         : sbx_image_ref(ctx->sandboxes, NULL));
-        s->steps = calloc(b->n_steps ? b->n_steps : 1, sizeof(*s->steps));
         s->step_timeout_secs = STEP_TIMEOUT_SECS;
-        int r = s->base && s->steps ? 0 : -ENOMEM;
-        for (size_t i = 0; r >= 0 && i < b->n_steps; i++) {
-                s->n_steps++;
-                r = step_build(b->steps[i], i, &s->steps[i], e);
+        size_t cap = 0;
+        struct bctx c = {0};
+        struct df_state dst = {0};
+        char **build_args = calloc(b->n_build_args + 1, sizeof(char *));
+        char *from = NULL;
+        int r = build_args ? 0 : -ENOMEM;
+        for (size_t i = 0; r >= 0 && i < b->n_build_args; i++) {
+                const Warren__V1__ImageBuild__BuildArgsEntry *a = b->build_args[i];
+                if (!sbx_env_name_valid(a->key))
+                        r = INVALID(e, "build.build_args: %.80s is not a valid ARG name", a->key);
+                else if (!(build_args[i] = malloc(strlen(a->key) + strlen(a->value) + 2)))
+                        r = -ENOMEM;
+                else
+                        sprintf(build_args[i], "%s=%s", a->key, a->value);
         }
+        dst.build_args = build_args;
+        dst.base_env = base_env;
+        if (!(b->dockerfile && *b->dockerfile))
+                /* no FROM to set it at: the base's Env holds from the start */
+                for (size_t i = 0; r >= 0 && base_env && base_env[i]; i++)
+                        if (strchr(base_env[i], '='))
+                                r = df_state_env_set(&dst, base_env[i]);
+        if (r >= 0)
+                r = bctx_build(ctx, b, &c, e);
+        if (r >= 0 && b->dockerfile && *b->dockerfile) {
+                if (b->base_image && *b->base_image)
+                        r = INVALID(e, "build: give base_image or a Dockerfile (its FROM is the "
+                                       "base), not both");
+                else
+                        r = dockerfile_steps(b->dockerfile, true, &dst, &c, s, &cap, &from,
+                                             "build.dockerfile", e);
+        }
+        if (r >= 0)
+                s->base = from ? TAKE_PTR(from)
+                               : strdup(b->base_image && *b->base_image
+                                                ? b->base_image
+                                                : sbx_image_ref(ctx->sandboxes, NULL));
+        if (r >= 0 && !s->base)
+                r = -ENOMEM;
+        for (size_t i = 0; r >= 0 && i < b->n_steps; i++) {
+                const Warren__V1__BuildStep *bs = b->steps[i];
+                if (bs->kind_case == WARREN__V1__BUILD_STEP__KIND_DOCKERFILE) {
+                        char field[64];
+                        snprintf(field, sizeof(field), "steps[%zu].dockerfile", i);
+                        if (!bs->dockerfile || !*bs->dockerfile)
+                                r = INVALID(e, "%s: empty", field);
+                        else
+                                r = dockerfile_steps(bs->dockerfile, false, &dst, &c, s, &cap, NULL,
+                                                     field, e);
+                        continue;
+                }
+                struct sbx_build_step *st = step_new(s, &cap);
+                if (!st)
+                        r = s->n_steps >= STEPS_MAX
+                                    ? INVALID(e, "build: more than %d steps", STEPS_MAX)
+                                    : -ENOMEM;
+                else
+                        r = step_build(ctx, bs, i, st, e);
+                /* an env step is visible to later dockerfile_commands */
+                for (size_t k = 0; r >= 0 && st && st->env && st->env[k]; k++)
+                        r = df_state_env_set(&dst, st->env[k]);
+        }
+        /* identical requests (same bytes) run once: the key of the whole */
+        if (r >= 0) {
+                size_t n = protobuf_c_message_get_packed_size(&b->base);
+                uint8_t *buf = malloc(n ? n : 1);
+                if (!buf)
+                        r = -ENOMEM;
+                else {
+                        protobuf_c_message_pack(&b->base, buf);
+                        s->has_spec_key =
+                                EVP_Digest(buf, n, s->spec_key, NULL, EVP_sha256(), NULL) == 1;
+                        free(buf);
+                }
+        }
+        free(from);
+        bctx_clear(&c);
+        dst.build_args = NULL;
+        df_state_clear(&dst);
+        for (size_t i = 0; build_args && build_args[i]; i++)
+                free(build_args[i]);
+        free(build_args);
+        if (r == -E2BIG && e && !e->code)
+                r = INVALID(e, "build: more than %u environment variables", DF_VARS_MAX);
         if (r < 0) {
                 sbx_build_spec_free(s);
                 return r == -ENOMEM ? err_set(e, r, "out of memory") : r;
@@ -379,7 +754,20 @@ static int spec_build(struct api_ctx *ctx, const Warren__V1__ImageBuild *b,
 struct build_call {
         struct rpc_call *call;
         struct sbx_build *b;
+        struct img_store *images;
+        struct sbx_manager *sandboxes;
+        char name[512]; /* BuildImageRequest.name, normalised; "" = none */
+        struct api_ctx *ctx;
+        const Warren__V1__BuildImageRequest *req; /* valid until the call is freed */
+        struct img_resolve *resolve;              /* pulling the base image */
+        struct sbx_build_spec *spec;              /* waiting for that pull */
 };
+
+static unsigned running;
+
+unsigned api_builds_running(void) {
+        return running;
+}
 
 static void build_log(const char *line, void *userdata) {
         struct build_call *bc = userdata;
@@ -391,6 +779,17 @@ static void build_log(const char *line, void *userdata) {
 static void build_done(int r, const struct img_info *img, const struct wr_err *e, void *userdata) {
         struct build_call *bc = userdata;
         bc->b = NULL;
+        running--;
+        struct img_info *named = NULL;
+        struct wr_err ne = {0};
+        if (r >= 0 && bc->name[0]) {
+                /* the same image (same layers and config) under the name */
+                if ((r = img_store_commit_image(bc->images, bc->name, &img->config, img->diff_ids,
+                                                img->n_layers, "build", &named, &ne)) < 0)
+                        e = &ne;
+                else
+                        img = named;
+        }
         if (r < 0) {
                 rpc_call_finish_err(bc->call, e);
         } else {
@@ -403,7 +802,78 @@ static void build_done(int r, const struct img_info *img, const struct wr_err *e
                 rpc_call_send(bc->call, &p.base);
                 rpc_call_finish(bc->call, WR_STATUS_OK, NULL);
         }
+        img_info_free(named);
         rpc_call_unref(bc->call);
+}
+
+/* With the base image known: evaluate the Dockerfile parts again with
+ * its Env visible (ENV PATH=/x:$PATH), replacing *spec. */
+static int rebase(struct build_call *bc, const struct img_info *base, struct sbx_build_spec **spec,
+                  struct wr_err *e) {
+        const Warren__V1__ImageBuild *b = bc->req->build;
+        bool df = b->dockerfile && *b->dockerfile;
+        for (size_t i = 0; !df && i < b->n_steps; i++)
+                df = b->steps[i]->kind_case == WARREN__V1__BUILD_STEP__KIND_DOCKERFILE;
+        if (!df || !base->config.n_env)
+                return 0;
+        struct sbx_build_spec *n = NULL;
+        int r = spec_build(bc->ctx, b, base->config.env, &n, e);
+        if (r < 0)
+                return r;
+        n->step_timeout_secs = (*spec)->step_timeout_secs;
+        sbx_build_spec_free(*spec);
+        *spec = n;
+        return 0;
+}
+
+/* Start the build of spec (taken over) for bc's call. */
+static void start_build(struct build_call *bc, struct sbx_build_spec *spec) {
+        struct wr_err e = {0};
+        if (sbx_build(bc->sandboxes, spec, build_log, build_done, bc, &bc->b, &e) < 0) {
+                running--;
+                struct rpc_call *call = bc->call;
+                rpc_call_finish_err(call, &e);
+                rpc_call_unref(call);
+        }
+}
+
+static void base_resolved(int r, struct img_info *info, const struct wr_err *e, void *userdata) {
+        struct build_call *bc = userdata;
+        struct sbx_build_spec *spec = bc->spec;
+        bc->resolve = NULL;
+        bc->spec = NULL;
+        if (r < 0) {
+                running--;
+                sbx_build_spec_free(spec);
+                struct rpc_call *call = bc->call;
+                struct wr_err pe = *e;
+                err_prefix(&pe, r, "build: base image");
+                rpc_call_finish_err(call, &pe);
+                rpc_call_unref(call);
+                return;
+        }
+        struct wr_err re = {0};
+        if ((r = rebase(bc, info, &spec, &re)) < 0) {
+                img_info_free(info);
+                running--;
+                sbx_build_spec_free(spec);
+                rpc_call_finish_err(bc->call, &re);
+                rpc_call_unref(bc->call);
+                return;
+        }
+        /* "ubuntu" is stored as "ubuntu:latest": build from the id */
+        char *id = strdup(info->id);
+        img_info_free(info);
+        if (!id) {
+                running--;
+                sbx_build_spec_free(spec);
+                rpc_call_finish(bc->call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                rpc_call_unref(bc->call);
+                return;
+        }
+        free(spec->base);
+        spec->base = id;
+        start_build(bc, spec);
 }
 
 static void build_image(struct rpc_call *call, const ProtobufCMessage *m) {
@@ -415,7 +885,7 @@ static void build_image(struct rpc_call *call, const ProtobufCMessage *m) {
         }
         struct wr_err e = {0};
         struct sbx_build_spec *spec = NULL;
-        int r = spec_build(ctx, req->build, &spec, &e);
+        int r = spec_build(ctx, req->build, NULL, &spec, &e);
         if (r < 0) {
                 rpc_call_finish_err(call, &e);
                 return;
@@ -427,19 +897,74 @@ static void build_image(struct rpc_call *call, const ProtobufCMessage *m) {
                 return;
         }
         bc->call = rpc_call_ref(call);
+        bc->images = ctx->images;
+        bc->ctx = ctx;
+        bc->req = req;
         rpc_call_set_data(call, bc);
-        if ((r = sbx_build(ctx->sandboxes, spec, build_log, build_done, bc, &bc->b, &e)) < 0) {
+        if (req->name && *req->name &&
+            img_name_normalize(req->name, bc->name, sizeof(bc->name), &e) < 0) {
+                sbx_build_spec_free(spec);
                 rpc_call_unref(call);
+                err_prefix(&e, -EINVAL, "name");
                 rpc_call_finish_err(call, &e);
                 return;
         }
+        if (req->step_timeout_secs < 0 || req->step_timeout_secs > 1e7) {
+                sbx_build_spec_free(spec);
+                rpc_call_unref(call);
+                rpc_call_finish(call, WR_STATUS_INVALID_ARGUMENT,
+                                "step_timeout_secs: give 0 (the default) to 1e7 seconds");
+                return;
+        }
+        if (req->step_timeout_secs > 0)
+                spec->step_timeout_secs = req->step_timeout_secs;
+        bc->sandboxes = ctx->sandboxes;
+        running++;
+        /* the base: stored, else pulled first (never the daemon's default) */
+        struct img_info *base = NULL;
+        bool is_default = !strcmp(spec->base, sbx_image_ref(ctx->sandboxes, NULL));
+        r = img_resolve(ctx->images, rpc_call_loop(call), spec->base,
+                        is_default ? IMG_RESOLVE_NO_PULL : 0, base_resolved, bc, &base,
+                        &bc->resolve, &e);
+        if (r < 0) {
+                running--;
+                sbx_build_spec_free(spec);
+                rpc_call_unref(call);
+                err_prefix(&e, r, "build: base image");
+                rpc_call_finish_err(call, &e);
+                return;
+        }
+        if (r == 1) {
+                r = rebase(bc, base, &spec, &e);
+                img_info_free(base);
+                if (r < 0) {
+                        running--;
+                        sbx_build_spec_free(spec);
+                        rpc_call_unref(call);
+                        rpc_call_finish_err(call, &e);
+                        return;
+                }
+                start_build(bc, spec);
+                return;
+        }
+        bc->spec = spec;
+        build_log("Pulling the base image first", bc);
 }
 
 static void build_cancel(struct rpc_call *call, int status) {
         struct build_call *bc = rpc_call_get_data(call);
+        if (bc && bc->resolve) {
+                img_resolve_cancel(bc->resolve);
+                bc->resolve = NULL;
+                sbx_build_spec_free(bc->spec);
+                bc->spec = NULL;
+                running--;
+                rpc_call_unref(call);
+        }
         if (bc && bc->b) {
                 struct sbx_build *b = bc->b;
                 bc->b = NULL;
+                running--;
                 sbx_build_cancel(b);
                 rpc_call_unref(call);
         }
@@ -447,7 +972,13 @@ static void build_cancel(struct rpc_call *call, int status) {
 
 static void build_free(struct rpc_call *call) {
         struct build_call *bc = rpc_call_get_data(call);
+        if (bc && bc->resolve) {
+                img_resolve_cancel(bc->resolve);
+                sbx_build_spec_free(bc->spec);
+                running--;
+        }
         if (bc && bc->b) {
+                running--;
                 sbx_build_cancel(bc->b);
                 bc->b = NULL;
         }

@@ -69,6 +69,22 @@ void api_image_to_proto(const struct img_info *info, Warren__V1__Image *msg,
                 cfg->working_dir = info->config.working_dir;
         if (info->config.user)
                 cfg->user = info->config.user;
+        const struct img_config *c = &info->config;
+        cfg->n_labels = c->n_labels;
+        cfg->labels = c->labels;
+        cfg->n_exposed_ports = c->n_exposed_ports;
+        cfg->exposed_ports = c->exposed_ports;
+        cfg->n_shell = c->n_shell;
+        cfg->shell = c->shell;
+        if (c->stop_signal)
+                cfg->stop_signal = c->stop_signal;
+        cfg->n_healthcheck = c->n_hc_test;
+        cfg->healthcheck = c->hc_test;
+        cfg->healthcheck_interval_ns = c->hc_interval_ns;
+        cfg->healthcheck_timeout_ns = c->hc_timeout_ns;
+        cfg->healthcheck_start_period_ns = c->hc_start_period_ns;
+        cfg->healthcheck_start_interval_ns = c->hc_start_interval_ns;
+        cfg->healthcheck_retries = c->hc_retries;
         msg->config = cfg;
 }
 
@@ -398,5 +414,7 @@ static const struct rpc_method methods[] = {
 
 int api_images_register(struct rpc_server *s) {
         int r = rpc_server_add_methods(s, methods, ELEMENTSOF(methods));
+        if (r >= 0)
+                r = rpc_server_add_methods(s, api_blob_methods, ELEMENTSOF(api_blob_methods));
         return r < 0 ? r : rpc_server_add_methods(s, &api_build_image_method, 1);
 }

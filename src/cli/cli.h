@@ -68,6 +68,8 @@ int cli_cmd_exec(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_run(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_port_forward(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_image(struct cli_ctx *ctx, int argc, char **argv);
+/* warren image build, warren image prune (cmd-image-build.c) */
+extern const struct cli_cmd cli_image_build_cmds[2];
 int cli_cmd_secret(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_volume(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_files(struct cli_ctx *ctx, int argc, char **argv);

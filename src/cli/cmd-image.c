@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* warren image import|pull|ls|get|rm. */
+/* warren image import|pull|ls|get|rm (build and prune: cmd-image-build.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -285,12 +285,14 @@ static int image_rm(struct cli_ctx *ctx, int argc, char **argv) {
 }
 
 int cli_cmd_image(struct cli_ctx *ctx, int argc, char **argv) {
-        static const struct cli_cmd cmds[] = {
+        const struct cli_cmd cmds[] = {
                 {"import", "NAME FILE|-", "import a root-filesystem tarball", image_import},
                 {"pull", "REF", "pull an image from a registry", image_pull},
                 {"ls", "[--json]", "list images", image_ls},
                 {"get", "NAME|ID", "show one image as JSON", image_get},
                 {"rm", "NAME|ID...", "delete images", image_rm},
+                cli_image_build_cmds[0],
+                cli_image_build_cmds[1],
         };
         return cli_dispatch(ctx, "image", cmds, ELEMENTSOF(cmds), argc - 1, argv + 1);
 }

@@ -108,9 +108,6 @@ bool img_rootfs_has_root_ssh(int root_fd);
 /* mkdir -p for an absolute path, mode for created components. */
 int img_mkdir_p(const char *path, mode_t mode);
 
-/* Validate "sha256:<64 lower-case hex>". */
-bool img_digest_valid(const char *digest);
-
 /* --- the store object (shared by image.c, layer.c, import.c) --- */
 
 #include "image/image.h"

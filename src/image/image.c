@@ -306,6 +306,56 @@ int img_config_encode(const struct img_config *cfg, char *const *diff_ids, size_
                 json_t *v = json_string(cfg->user);
                 bad = !v || json_object_set_new(c, "User", v) < 0;
         }
+        if (!bad && cfg->n_shell) {
+                json_t *v = strv_json(cfg->shell, cfg->n_shell);
+                bad = !v || json_object_set_new(c, "Shell", v) < 0;
+        }
+        if (!bad && cfg->stop_signal && *cfg->stop_signal) {
+                json_t *v = json_string(cfg->stop_signal);
+                bad = !v || json_object_set_new(c, "StopSignal", v) < 0;
+        }
+        if (!bad && (cfg->n_labels || cfg->n_exposed_ports)) {
+                json_t *labels = cfg->n_labels ? json_object() : NULL;
+                json_t *ports = cfg->n_exposed_ports ? json_object() : NULL;
+                for (size_t i = 0; !bad && labels && i < cfg->n_labels; i++) {
+                        const char *eq = strchr(cfg->labels[i], '=');
+                        _cleanup_free_ char *k =
+                                strndup(cfg->labels[i], eq ? (size_t) (eq - cfg->labels[i])
+                                                           : strlen(cfg->labels[i]));
+                        bad = !k ||
+                              json_object_set_new(labels, k, json_string(eq ? eq + 1 : "")) < 0;
+                }
+                for (size_t i = 0; !bad && ports && i < cfg->n_exposed_ports; i++)
+                        bad = json_object_set_new(ports, cfg->exposed_ports[i], json_object()) < 0;
+                if (!bad && labels)
+                        bad = json_object_set(c, "Labels", labels) < 0;
+                if (!bad && ports)
+                        bad = json_object_set(c, "ExposedPorts", ports) < 0;
+                json_decref(labels);
+                json_decref(ports);
+                bad = bad || (cfg->n_labels && !labels) || (cfg->n_exposed_ports && !ports);
+        }
+        if (!bad && cfg->n_hc_test) {
+                json_t *hc = json_object(), *t = strv_json(cfg->hc_test, cfg->n_hc_test);
+                bad = !hc || !t || json_object_set_new(hc, "Test", t) < 0;
+                if (!hc && t)
+                        json_decref(t);
+                struct {
+                        const char *k;
+                        int64_t v;
+                } nums[] = {{"Interval", cfg->hc_interval_ns},
+                            {"Timeout", cfg->hc_timeout_ns},
+                            {"StartPeriod", cfg->hc_start_period_ns},
+                            {"StartInterval", cfg->hc_start_interval_ns},
+                            {"Retries", cfg->hc_retries}};
+                for (size_t i = 0; !bad && i < ELEMENTSOF(nums); i++)
+                        if (nums[i].v)
+                                bad = json_object_set_new(hc, nums[i].k, json_integer(nums[i].v)) <
+                                      0;
+                if (!bad)
+                        bad = json_object_set(c, "Healthcheck", hc) < 0;
+                json_decref(hc);
+        }
         if (!bad)
                 bad = json_object_set_new(rootfs, "type", json_string("layers")) < 0 ||
                       json_object_set(rootfs, "diff_ids", ids) < 0 ||

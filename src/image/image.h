@@ -50,6 +50,18 @@ struct img_config {
         char **cmd;
         size_t n_cmd;
         char *user; /* NULL = unset */
+        /* recorded for users and tools; the runtime does not act on them */
+        char **labels; /* "key=value", sorted by key */
+        size_t n_labels;
+        char **exposed_ports; /* "8080/tcp", sorted */
+        size_t n_exposed_ports;
+        char **shell; /* SHELL of a Dockerfile */
+        size_t n_shell;
+        char *stop_signal; /* NULL = unset */
+        char **hc_test;    /* HEALTHCHECK as OCI Test: ["CMD", ..], ["CMD-SHELL", s], ["NONE"] */
+        size_t n_hc_test;
+        int64_t hc_interval_ns, hc_timeout_ns, hc_start_period_ns, hc_start_interval_ns;
+        int hc_retries;
 };
 
 /* A resolved image. All heap-owned; free with img_info_free. */
@@ -65,6 +77,9 @@ struct img_info {
         char *source; /* "import", "pull", "build" */
         struct img_config config;
 };
+
+/* Validate "sha256:<64 lower-case hex>" (layer, blob and upload digests). */
+bool img_digest_valid(const char *digest);
 
 /* Is image id used (e.g. by a live sandbox)? DeleteImage refuses then. */
 typedef bool (*img_in_use_fn)(const char *id, void *userdata);
@@ -209,6 +224,23 @@ int img_pack_dir(int dirfd, int out_fd, struct img_pack_stats *stats, struct wr_
  * (INVALID_ARGUMENT) for a path that is not absolute and clean. */
 int img_pack_file(int out_fd, const char *path, const void *data, size_t len, mode_t mode,
                   struct wr_err *e);
+
+/* One file of img_pack_files. */
+struct img_pack_entry {
+        const char *path; /* absolute and clean */
+        const void *data;
+        size_t len;
+        mode_t mode; /* permission bits (0 = 0644; S_IFDIR: a directory, 0 = 0755) */
+        uid_t uid;
+        gid_t gid;
+};
+
+/* A layer tar holding these files (a COPY, add_local_dir) written to
+ * out_fd: every parent directory once (0755 root), then the entries in
+ * path order (a later duplicate path wins). Deterministic. -EINVAL
+ * (INVALID_ARGUMENT naming the path) for a path that is not absolute and
+ * clean; -E2BIG past 100000 entries. */
+int img_pack_files(int out_fd, const struct img_pack_entry *v, size_t n, struct wr_err *e);
 
 /* --- import (`docker import`): spool a tarball, unpack, commit --- */
 

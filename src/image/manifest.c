@@ -25,6 +25,11 @@ void img_config_clear(struct img_config *cfg) {
         strv_free(cfg->cmd, cfg->n_cmd);
         free(cfg->working_dir);
         free(cfg->user);
+        strv_free(cfg->labels, cfg->n_labels);
+        strv_free(cfg->exposed_ports, cfg->n_exposed_ports);
+        strv_free(cfg->shell, cfg->n_shell);
+        free(cfg->stop_signal);
+        strv_free(cfg->hc_test, cfg->n_hc_test);
         memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -68,6 +73,50 @@ int img_json_strv(const json_t *a, char ***ret, size_t *n_ret) {
         return 0;
 }
 
+static int cmp_str(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* An object's keys (with_values: "key=value", values must be strings;
+ * else just the keys: ExposedPorts {"80/tcp": {}}), sorted. Absent or
+ * null: empty. At most 4096 entries. */
+static int obj_keys(const json_t *o, bool with_values, char ***ret, size_t *n_ret) {
+        *ret = NULL;
+        *n_ret = 0;
+        if (!o || json_is_null(o))
+                return 0;
+        if (!json_is_object(o) || json_object_size(o) > 4096)
+                return -EINVAL;
+        size_t n = json_object_size(o), i = 0;
+        char **v = calloc(n + 1, sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        const char *k;
+        const json_t *val;
+        json_object_foreach((json_t *) o, k, val) {
+                const char *s = with_values ? json_string_value(val) : "";
+                if (!s) {
+                        strv_free(v, i);
+                        return -EINVAL;
+                }
+                size_t kl = strlen(k), sl = strlen(s);
+                if (!(v[i] = malloc(kl + sl + 2))) {
+                        strv_free(v, i);
+                        return -ENOMEM;
+                }
+                memcpy(v[i], k, kl);
+                v[i][kl] = '=';
+                memcpy(v[i] + kl + 1, s, sl + 1);
+                if (!with_values)
+                        v[i][kl] = '\0';
+                i++;
+        }
+        qsort(v, i, sizeof(*v), cmp_str);
+        *ret = v;
+        *n_ret = i;
+        return 0;
+}
+
 int img_config_from_json(const json_t *c, struct img_config *cfg) {
         memset(cfg, 0, sizeof(*cfg));
         int r = img_json_strv(json_object_get(c, "Env"), &cfg->env, &cfg->n_env);
@@ -82,6 +131,27 @@ int img_config_from_json(const json_t *c, struct img_config *cfg) {
                 r = -ENOMEM;
         if (r >= 0 && user && *user && !(cfg->user = strdup(user)))
                 r = -ENOMEM;
+        if (r >= 0)
+                r = img_json_strv(json_object_get(c, "Shell"), &cfg->shell, &cfg->n_shell);
+        const char *sig = json_string_value(json_object_get(c, "StopSignal"));
+        if (r >= 0 && sig && *sig && !(cfg->stop_signal = strdup(sig)))
+                r = -ENOMEM;
+        if (r >= 0)
+                r = obj_keys(json_object_get(c, "Labels"), true, &cfg->labels, &cfg->n_labels);
+        if (r >= 0)
+                r = obj_keys(json_object_get(c, "ExposedPorts"), false, &cfg->exposed_ports,
+                             &cfg->n_exposed_ports);
+        const json_t *hc = json_object_get(c, "Healthcheck");
+        if (r >= 0 && json_is_object(hc)) {
+                r = img_json_strv(json_object_get(hc, "Test"), &cfg->hc_test, &cfg->n_hc_test);
+                cfg->hc_interval_ns = json_integer_value(json_object_get(hc, "Interval"));
+                cfg->hc_timeout_ns = json_integer_value(json_object_get(hc, "Timeout"));
+                cfg->hc_start_period_ns = json_integer_value(json_object_get(hc, "StartPeriod"));
+                cfg->hc_start_interval_ns =
+                        json_integer_value(json_object_get(hc, "StartInterval"));
+                json_int_t retries = json_integer_value(json_object_get(hc, "Retries"));
+                cfg->hc_retries = retries > 0 && retries < 1000000 ? (int) retries : 0;
+        }
         if (r < 0)
                 img_config_clear(cfg);
         return r;

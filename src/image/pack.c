@@ -384,3 +384,133 @@ out:
         archive_write_free(a);
         return r;
 }
+
+static bool clean_abs(const char *path) {
+        size_t l = path ? strlen(path) : 0;
+        return l > 1 && path[0] == '/' && !strstr(path, "//") && !strstr(path, "/./") &&
+               !strstr(path, "/../") && strcmp(path + l - 2, "/.") &&
+               (l < 3 || strcmp(path + l - 3, "/..")) && path[l - 1] != '/';
+}
+
+static int cmp_entry(const void *a, const void *b) {
+        const struct img_pack_entry *x = *(const struct img_pack_entry *const *) a;
+        const struct img_pack_entry *y = *(const struct img_pack_entry *const *) b;
+        int c = strcmp(x->path, y->path);
+        /* equal paths: the later one sorts last (stable by address) */
+        return c ? c : (x < y ? -1 : x > y);
+}
+
+static int cmp_str(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+int img_pack_files(int out_fd, const struct img_pack_entry *v, size_t n, struct wr_err *e) {
+        if (n > 100000)
+                return err_setx(e, -E2BIG, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "pack: more than 100000 files in one layer");
+        for (size_t i = 0; i < n; i++)
+                if (!clean_abs(v[i].path))
+                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                        "file path \"%.200s\" is not an absolute path without "
+                                        "'.' or '..' parts",
+                                        v[i].path ? v[i].path : "");
+        const struct img_pack_entry **sorted = calloc(n ? n : 1, sizeof(*sorted));
+        char **dirs = NULL;
+        size_t n_dirs = 0, cap = 0;
+        int r = sorted ? 0 : -ENOMEM;
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                sorted[i] = &v[i];
+                /* every parent ("a", "a/b" of "/a/b/c") */
+                for (const char *s = strchr(v[i].path + 1, '/'); s && r >= 0;
+                     s = strchr(s + 1, '/')) {
+                        if (n_dirs == cap) {
+                                size_t nc = cap ? cap * 2 : 16;
+                                char **nd = reallocarray(dirs, nc, sizeof(*dirs));
+                                if (!nd) {
+                                        r = -ENOMEM;
+                                        break;
+                                }
+                                dirs = nd;
+                                cap = nc;
+                        }
+                        if (!(dirs[n_dirs] = strndup(v[i].path + 1, (size_t) (s - v[i].path - 1))))
+                                r = -ENOMEM;
+                        else
+                                n_dirs++;
+                }
+        }
+        struct archive *a = r >= 0 ? archive_write_new() : NULL;
+        if (r >= 0 && !a)
+                r = -ENOMEM;
+        if (r < 0) {
+                r = err_set(e, -ENOMEM, "pack: out of memory");
+                goto out;
+        }
+        qsort(sorted, n, sizeof(*sorted), cmp_entry);
+        if (n_dirs)
+                qsort(dirs, n_dirs, sizeof(*dirs), cmp_str);
+        if (archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
+            archive_write_set_bytes_in_last_block(a, 1) != ARCHIVE_OK ||
+            archive_write_open_fd(a, out_fd) != ARCHIVE_OK) {
+                r = err_set(e, -EIO, "pack: %s", archive_error_string(a));
+                goto out;
+        }
+        for (size_t i = 0; r >= 0 && i < n_dirs; i++) {
+                if (i && !strcmp(dirs[i], dirs[i - 1]))
+                        continue;
+                /* a directory that is also an entry is written as that entry */
+                char key[PATH_MAX + 2];
+                snprintf(key, sizeof(key), "/%s", dirs[i]);
+                struct img_pack_entry probe = {.path = key};
+                const struct img_pack_entry *pp = &probe, **hit = NULL;
+                /* sorted by path: any entry with this path sorts next to the probe */
+                size_t lo = 0, hi = n;
+                while (lo < hi) {
+                        size_t mid = (lo + hi) / 2;
+                        if (strcmp(sorted[mid]->path, pp->path) < 0)
+                                lo = mid + 1;
+                        else
+                                hi = mid;
+                }
+                for (size_t k = lo; k < n && !strcmp(sorted[k]->path, key); k++)
+                        if (S_ISDIR(sorted[k]->mode))
+                                hit = &sorted[k];
+                if (hit)
+                        continue;
+                struct archive_entry *en = archive_entry_new();
+                archive_entry_set_pathname(en, dirs[i]);
+                archive_entry_set_filetype(en, AE_IFDIR);
+                archive_entry_set_perm(en, 0755);
+                if (archive_write_header(a, en) != ARCHIVE_OK)
+                        r = err_set(e, -EIO, "pack: %s", archive_error_string(a));
+                archive_entry_free(en);
+        }
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                const struct img_pack_entry *x = sorted[i];
+                if (i + 1 < n && !strcmp(x->path, sorted[i + 1]->path))
+                        continue; /* a later one with the same path wins */
+                bool dir = S_ISDIR(x->mode);
+                struct archive_entry *en = archive_entry_new();
+                archive_entry_set_pathname(en, x->path + 1);
+                archive_entry_set_filetype(en, dir ? AE_IFDIR : AE_IFREG);
+                archive_entry_set_perm(en, x->mode & 07777 ? x->mode & 07777 : dir ? 0755 : 0644);
+                archive_entry_set_uid(en, x->uid);
+                archive_entry_set_gid(en, x->gid);
+                archive_entry_set_size(en, dir ? 0 : (la_int64_t) x->len);
+                if (archive_write_header(a, en) != ARCHIVE_OK ||
+                    (!dir && x->len &&
+                     archive_write_data(a, x->data, x->len) != (la_ssize_t) x->len))
+                        r = err_set(e, -EIO, "pack: %s", archive_error_string(a));
+                archive_entry_free(en);
+        }
+        if (r >= 0 && archive_write_close(a) != ARCHIVE_OK)
+                r = err_set(e, -EIO, "pack: %s", archive_error_string(a));
+out:
+        if (a)
+                archive_write_free(a);
+        for (size_t i = 0; i < n_dirs; i++)
+                free(dirs[i]);
+        free(dirs);
+        free(sorted);
+        return r;
+}

@@ -122,7 +122,7 @@ int sbx_network_events(struct sbx_manager *m, const char *id, uint64_t after_seq
 }
 
 const char *sbx_image_ref(const struct sbx_manager *m, const struct sbx_spec *spec) {
-        return spec->image_ref ? spec->image_ref : m->default_image;
+        return spec && spec->image_ref ? spec->image_ref : m->default_image;
 }
 
 bool sbx_image_is_default(const struct sbx_manager *m, const char *ref) {

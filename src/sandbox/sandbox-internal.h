@@ -101,6 +101,7 @@ struct sbx_pool_entry {
 };
 
 struct sbx_manager {
+        struct bld *builds; /* build.c: running builds (identical ones wait on these) */
         uv_loop_t *loop;
         struct store *store;
         struct img_store *images;

@@ -263,7 +263,7 @@ size_t sbx_manager_running(const struct sbx_manager *m);
 /* True when a live sandbox uses image id (DeleteImage refuses then). */
 bool sbx_manager_image_in_use(const char *image_id, void *manager);
 
-/* The image reference spec asks for: its image_ref, else the daemon's
+/* The image reference spec (may be NULL) asks for: its image_ref, else the daemon's
  * default image. Borrowed from spec or m. */
 const char *sbx_image_ref(const struct sbx_manager *m, const struct sbx_spec *spec);
 
@@ -321,8 +321,18 @@ int sbx_snapshot(struct sbx_manager *m, const char *key, const char *name,
 
 enum sbx_build_step_kind {
         SBX_STEP_RUN = 1,    /* argv in a build sandbox; its writable layer is the new layer */
-        SBX_STEP_FILE = 2,   /* one file (path, data, len, mode) as a new layer */
+        SBX_STEP_FILE = 2,   /* files as a new layer */
         SBX_STEP_CONFIG = 3, /* the image's config changed, same layers */
+};
+
+/* One file of a FILE step. */
+struct sbx_build_file {
+        char *path; /* absolute, or relative to the image's working dir at that step */
+        uint8_t *data;
+        size_t len;
+        mode_t mode; /* 0 = 0644 */
+        uid_t uid;
+        gid_t gid;
 };
 
 struct sbx_build_step {
@@ -330,16 +340,25 @@ struct sbx_build_step {
         char *desc;   /* for the log ("RUN pip install numpy") */
         uint8_t *key; /* canonical bytes of the step (cache key input) */
         size_t key_len;
-        char **argv; /* RUN */
-        char *path;  /* FILE */
-        uint8_t *data;
-        size_t len;
-        mode_t mode;
-        char *workdir; /* CONFIG: each NULL / false = unchanged */
+        char **argv;    /* RUN */
+        char **run_env; /* RUN: "K=V" for the command only (Dockerfile ARGs), or NULL */
+        bool needs_root; /* RUN: refused unless the image's user is root (apt_install) */
+        struct sbx_build_file *files; /* FILE */
+        size_t n_files;
+        char *workdir; /* CONFIG: each NULL / false = unchanged; relative: to the current one */
         char *user;
         char **env; /* "K=V", NULL-terminated */
         bool has_entrypoint, has_cmd;
         char **entrypoint, **cmd;
+        char **labels; /* "K=V" merged into the image's labels */
+        char **ports;  /* "80/tcp" added to the exposed ports */
+        bool has_shell;
+        char **shell;
+        char *stop_signal;
+        bool has_healthcheck;
+        char **hc_test;
+        int64_t hc_interval_ns, hc_timeout_ns, hc_start_period_ns, hc_start_interval_ns;
+        int hc_retries;
 };
 
 struct sbx_build_spec {
@@ -347,6 +366,8 @@ struct sbx_build_spec {
         struct sbx_build_step *steps;
         size_t n_steps;
         double step_timeout_secs; /* per RUN step; 0 = none */
+        uint8_t spec_key[32];     /* sha256 of the whole request: identical builds run once */
+        bool has_spec_key;
 };
 
 void sbx_build_spec_free(struct sbx_build_spec *s);

@@ -111,3 +111,12 @@ def test_bad_specs_name_the_step(client, img, err, words):
         client.build_image(img())
     for w in words:
         assert w in str(ei.value), str(ei.value)
+
+
+def test_apt_install_needs_a_root_build_user(client):
+    img = Image.base(IMAGE).dockerfile_commands(["USER 1000"]).apt_install(["tmux"])
+    with pytest.raises(wr.WarrenError) as ei:
+        client.build_image(img)
+    msg = str(ei.value)
+    assert "FAILED_PRECONDITION" in msg and "apt_install tmux" in msg and "needs the build user to be root" in msg and "1000" in msg
+    assert live_sandboxes(client) == []

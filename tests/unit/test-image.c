@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -1282,6 +1283,63 @@ static void test_import_cancel(void **state) {
         assert_int_equal(count_entries(f, "layers/sha256"), 0);
 }
 
+/* img_pack_files (COPY, add_local_dir): parents once, path order, a
+ * later duplicate wins, owners and modes kept, deterministic; bad paths
+ * refused. */
+static void test_pack_files(void **state) {
+        (void) state;
+        struct img_pack_entry v[] = {
+                {.path = "/srv/b/two", .data = "2", .len = 1, .mode = 0600, .uid = 7, .gid = 8},
+                {.path = "/srv/a", .data = "old", .len = 3},
+                {.path = "/srv/c", .mode = S_IFDIR | 0700},
+                {.path = "/srv/a", .data = "new!", .len = 4, .mode = 0755},
+        };
+        char out[2][4096];
+        size_t outlen[2];
+        for (int round = 0; round < 2; round++) {
+                int fd = memfd_create("pack", MFD_CLOEXEC);
+                assert_true(fd >= 0);
+                struct wr_err e = {0};
+                assert_int_equal(img_pack_files(fd, v, 4, &e), 0);
+                lseek(fd, 0, SEEK_SET);
+                struct archive *a = archive_read_new();
+                archive_read_support_format_tar(a);
+                assert_int_equal(archive_read_open_fd(a, fd, 4096), ARCHIVE_OK);
+                struct archive_entry *en;
+                size_t o = 0;
+                while (archive_read_next_header(a, &en) == ARCHIVE_OK) {
+                        char data[16] = "";
+                        la_ssize_t n = archive_read_data(a, data, sizeof(data) - 1);
+                        o += (size_t) snprintf(out[round] + o, sizeof(out[round]) - o,
+                                               "%s %o %lld:%lld %s\n", archive_entry_pathname(en),
+                                               (unsigned) archive_entry_mode(en),
+                                               (long long) archive_entry_uid(en),
+                                               (long long) archive_entry_gid(en),
+                                               n > 0 ? data : "-");
+                }
+                archive_read_free(a);
+                close(fd);
+                outlen[round] = o;
+        }
+        /* (libarchive's reader shows directories with a trailing '/') */
+        assert_string_equal(out[0], "srv/ 40755 0:0 -\n"
+                                    "srv/b/ 40755 0:0 -\n"
+                                    "srv/a 100755 0:0 new!\n"
+                                    "srv/b/two 100600 7:8 2\n"
+                                    "srv/c/ 40700 0:0 -\n");
+        assert_int_equal(outlen[0], outlen[1]);
+        assert_memory_equal(out[0], out[1], outlen[0]);
+        const char *bad[] = {"relative", "/a/../b", "/a//b", "/", "/a/."};
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                struct img_pack_entry x = {.path = bad[i]};
+                struct wr_err e = {0};
+                int fd = memfd_create("pack", MFD_CLOEXEC);
+                assert_int_equal(img_pack_files(fd, &x, 1, &e), -EINVAL);
+                assert_int_equal(e.status, WR_STATUS_INVALID_ARGUMENT);
+                close(fd);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_path_clean),
@@ -1325,6 +1383,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_layer_expected_digest, setup_store,
                                                 teardown_store),
                 cmocka_unit_test_setup_teardown(test_import_cancel, setup_store, teardown_store),
+                cmocka_unit_test(test_pack_files),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -46,6 +46,21 @@ class ImagesStub:
                 request_serializer=warren_dot_v1_dot_images__pb2.DeleteImageRequest.SerializeToString,
                 response_deserializer=warren_dot_v1_dot_images__pb2.DeleteImageResponse.FromString,
                 _registered_method=True)
+        self.MissingBlobs = channel.unary_unary(
+                '/warren.v1.Images/MissingBlobs',
+                request_serializer=warren_dot_v1_dot_images__pb2.MissingBlobsRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_images__pb2.MissingBlobsResponse.FromString,
+                _registered_method=True)
+        self.UploadBlob = channel.stream_unary(
+                '/warren.v1.Images/UploadBlob',
+                request_serializer=warren_dot_v1_dot_images__pb2.UploadBlobRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_images__pb2.UploadBlobResponse.FromString,
+                _registered_method=True)
+        self.PruneImages = channel.unary_unary(
+                '/warren.v1.Images/PruneImages',
+                request_serializer=warren_dot_v1_dot_images__pb2.PruneImagesRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_images__pb2.PruneImagesResponse.FromString,
+                _registered_method=True)
 
 
 class ImagesServicer:
@@ -94,6 +109,32 @@ class ImagesServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def MissingBlobs(self, request, context):
+        """Which of these file digests the daemon lacks (uploads by digest: the
+        client asks first, uploads only the missing ones, then builds with
+        FileAdd.digest instead of the content).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UploadBlob(self, request_iterator, context):
+        """Upload one file: first message `digest`, then `data` chunks; the
+        daemon verifies the sha256 (DATA_LOSS when it differs).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PruneImages(self, request, context):
+        """Remove build-cache entries and uploaded blobs, and layers that no image
+        uses; images without names that no sandbox uses and that only the
+        build cache pointed at go too.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ImagesServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -126,6 +167,21 @@ def add_ImagesServicer_to_server(servicer, server):
                     servicer.DeleteImage,
                     request_deserializer=warren_dot_v1_dot_images__pb2.DeleteImageRequest.FromString,
                     response_serializer=warren_dot_v1_dot_images__pb2.DeleteImageResponse.SerializeToString,
+            ),
+            'MissingBlobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.MissingBlobs,
+                    request_deserializer=warren_dot_v1_dot_images__pb2.MissingBlobsRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_images__pb2.MissingBlobsResponse.SerializeToString,
+            ),
+            'UploadBlob': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadBlob,
+                    request_deserializer=warren_dot_v1_dot_images__pb2.UploadBlobRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_images__pb2.UploadBlobResponse.SerializeToString,
+            ),
+            'PruneImages': grpc.unary_unary_rpc_method_handler(
+                    servicer.PruneImages,
+                    request_deserializer=warren_dot_v1_dot_images__pb2.PruneImagesRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_images__pb2.PruneImagesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -290,6 +346,87 @@ class Images:
             '/warren.v1.Images/DeleteImage',
             warren_dot_v1_dot_images__pb2.DeleteImageRequest.SerializeToString,
             warren_dot_v1_dot_images__pb2.DeleteImageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MissingBlobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Images/MissingBlobs',
+            warren_dot_v1_dot_images__pb2.MissingBlobsRequest.SerializeToString,
+            warren_dot_v1_dot_images__pb2.MissingBlobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UploadBlob(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/warren.v1.Images/UploadBlob',
+            warren_dot_v1_dot_images__pb2.UploadBlobRequest.SerializeToString,
+            warren_dot_v1_dot_images__pb2.UploadBlobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PruneImages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Images/PruneImages',
+            warren_dot_v1_dot_images__pb2.PruneImagesRequest.SerializeToString,
+            warren_dot_v1_dot_images__pb2.PruneImagesResponse.FromString,
             options,
             channel_credentials,
             insecure,
