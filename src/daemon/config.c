@@ -26,6 +26,9 @@ void daemon_config_usage(FILE *f) {
               "  --default-image NAME  image for sandboxes that name none (sandbox:latest)\n"
               "  --exec-log-size SIZE  output kept per exec for re-attaching clients\n"
               "                        (bytes, or with K/M/G suffix; default 16M)\n"
+              "  --build-min-free SIZE stop a build step when the file system of the\n"
+              "                        state dir has less than SIZE free (default 2G;\n"
+              "                        0: no guard)\n"
               "  --tls-cert FILE       PEM certificate chain for TCP listeners\n"
               "  --tls-key FILE        PEM private key for TCP listeners\n"
               "  --insecure-tcp-i-know serve TCP/TLS listeners that are not on loopback\n"
@@ -127,6 +130,20 @@ static int add_listen(struct daemon_config *c, enum daemon_config_source src, co
         return 0;
 }
 
+/* "123", "8M", "2Gi", "16KiB": bytes. */
+static int parse_size(const char *v, uint64_t *ret) {
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(v, &end, 10);
+        unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : *end == 'T' ? 40 : 0;
+        if (shift)
+                end += strspn(end + 1, "iB") + 1;
+        if (errno || end == v || *end || v[0] == '-' || n > (1ull << (50 - shift)))
+                return -EINVAL;
+        *ret = (uint64_t) n << shift;
+        return 0;
+}
+
 static int parse_bool(const char *v, bool *ret) {
         if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "1"))
                 *ret = true;
@@ -148,16 +165,19 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                         return err_set(e, -EINVAL, "--state-dir: empty path");
                 r = set_str(&c->state_dir, v);
         } else if (!strcmp(key, "exec-log-size")) {
-                char *end;
-                errno = 0;
-                unsigned long long n = strtoull(v, &end, 10);
-                unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-                if (shift)
-                        end += strspn(end + 1, "iB") + 1;
-                if (errno || end == v || *end || n == 0 || n > (1ull << (40 - shift)))
+                uint64_t n;
+                if (parse_size(v, &n) < 0 || n == 0)
                         return err_set(e, -EINVAL, "--exec-log-size %s: expected a size like 8M",
                                        v);
-                c->exec_log_size = (size_t) (n << shift);
+                c->exec_log_size = (size_t) n;
+        } else if (!strcmp(key, "build-min-free")) {
+                uint64_t n;
+                if (parse_size(v, &n) < 0)
+                        return err_set(e, -EINVAL,
+                                       "--build-min-free %s: expected a size like 2G (0: no guard)",
+                                       v);
+                c->build_min_free = n;
+                c->build_min_free_set = true;
         } else if (!strcmp(key, "admin-listen"))
                 r = set_str(&c->admin_listen, v);
         else if (!strcmp(key, "default-image")) {
@@ -290,12 +310,14 @@ enum {
         OPT_SANDBOX_CIDR,
         OPT_UPSTREAM_DNS,
         OPT_NO_EGRESS,
+        OPT_BUILD_MIN_FREE,
 };
 
 static const struct option options[] = {
         {"listen", required_argument, NULL, OPT_LISTEN},
         {"state-dir", required_argument, NULL, OPT_STATE_DIR},
         {"exec-log-size", required_argument, NULL, OPT_EXEC_LOG_SIZE},
+        {"build-min-free", required_argument, NULL, OPT_BUILD_MIN_FREE},
         {"admin-listen", required_argument, NULL, OPT_ADMIN_LISTEN},
         {"default-image", required_argument, NULL, OPT_DEFAULT_IMAGE},
         {"tls-cert", required_argument, NULL, OPT_TLS_CERT},

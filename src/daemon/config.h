@@ -7,6 +7,7 @@
  * A --listen on the command line replaces the config file's listen list. */
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -37,6 +38,10 @@ struct daemon_config {
         char *registry_config; /* registry mirrors/insecure (JSON) or NULL */
         char *docker_config;   /* docker-style config.json (credentials) or NULL */
         size_t exec_log_size;  /* bytes of output kept per exec; 0 = default */
+        /* stop build steps below this much free space in the state dir's
+         * file system (docs/images.md); unset: the default */
+        uint64_t build_min_free;
+        bool build_min_free_set;
         enum log_level log_level;
         enum log_format log_format;
         bool enable_diag;

@@ -581,6 +581,17 @@ static void x_exited(struct sbx_exec *x, int exit_code, int signo, enum sbx_exit
         if (b->cancelled)
                 return finish(b, -ECANCELED, NULL);
         const struct sbx_build_step *st = &b->spec->steps[b->idx];
+        if (exit_code != 0 && sbx_disk_stopped(b->m, b->sb_id)) {
+                struct wr_err e = {0};
+                err_setx(&e, -ENOSPC, WR_STATUS_RESOURCE_EXHAUSTED, WR_FAULT_CLIENT,
+                         "build step %zu/%zu (%.200s) stopped: it was filling the disk (the state "
+                         "dir's file system fell under --build-min-free, %llu MiB free needed); "
+                         "nothing of it was kept",
+                         b->idx + 1, b->spec->n_steps, st->desc,
+                         (unsigned long long) (b->m->build_min_free >> 20));
+                logf_(b, "%s", e.msg);
+                return finish(b, -ENOSPC, &e);
+        }
         if (exit_code != 0) {
                 char tail[3000] = "";
                 size_t o = 0;
@@ -629,6 +640,7 @@ static int run_step(struct bld *b, const struct sbx_build_step *st, struct wr_er
         }
         /* no entrypoint: only the build command runs */
         spec->entrypoint = calloc(1, sizeof(char *));
+        spec->build_step = true;
         struct store_sandbox row = {0};
         if (!spec->entrypoint)
                 r = err_set(e, -ENOMEM, "out of memory");
@@ -640,6 +652,7 @@ static int run_step(struct bld *b, const struct sbx_build_step *st, struct wr_er
                 return err_prefix(e, r, "build sandbox");
         snprintf(b->sb_id, sizeof(b->sb_id), "%s", row.id);
         store_sandbox_clear(&row);
+        sbx_diskguard_watch(b->m);
         tail_clear(b);
         struct sbx_exec_spec xs = {.sandbox = b->sb_id,
                                    .argv = st->argv,

@@ -93,6 +93,7 @@ static int process_defaults(struct sbx *sb, const struct sbx_spec *spec, const s
         if (!(sb->workdir = strdup(wd)))
                 return err_set(e, -ENOMEM, "out of memory");
         sbx_journal_set_all(sb, spec->journal_execs);
+        sb->build_step = spec->build_step;
         return 0;
 }
 

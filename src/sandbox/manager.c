@@ -144,6 +144,7 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
         m->default_image = strdup(cfg->default_image ? cfg->default_image : "sandbox:latest");
         m->terminate_on_exit = cfg->terminate_on_exit;
         m->pool_target = cfg->warm_pool;
+        m->build_min_free = cfg->build_min_free;
         m->cgroup_mode = RT_CGROUP_AUTO;
         if (!m->state_dir || !m->init_path || !m->default_image) {
                 sbx_manager_free(m);
@@ -201,6 +202,7 @@ void sbx_manager_free(struct sbx_manager *m) {
         while (m->list || sbx_pool_busy(m) || m->net_jobs)
                 uv_run(m->loop, UV_RUN_ONCE);
         sbx_cleanup_stop(m);
+        sbx_diskguard_free(m);
         free(m->pool);
         sbx_argv_free(m->pool_layers);
         for (size_t i = 0; i < SBX_POOL_JOBS; i++)

@@ -85,6 +85,8 @@ struct sbx {
          * journaled (CreateSandbox journal_execs) */
         struct sbx_journal *journal;
         bool journal_all;
+        /* a build step's sandbox; the disk guard stopped it (diskguard.c) */
+        bool build_step, disk_stopped;
         /* spawn requests in flight, for the exec start latency metric */
         struct {
                 uint64_t id, sent_ns;
@@ -146,10 +148,25 @@ struct sbx_manager {
         struct sbx_cleanup *cleanup_current; /* on the worker */
         uv_timer_t cleanup_timer;
         bool cleanup_timer_open;
+        /* diskguard.c: build steps stopped below build_min_free */
+        uint64_t build_min_free;
+        uv_timer_t disk_timer;
+        bool disk_timer_open;
         uv_work_t cleanup_work;
         int cleanup_r;
         struct wr_err cleanup_err;
 };
+
+/* --- diskguard.c --- */
+/* A build step's sandbox runs: watch the free space of the state dir's
+ * file system (every SBX_DISK_TICK_MS) while any does; below
+ * build_min_free, every running build step's sandbox is terminated and
+ * marked disk_stopped. */
+void sbx_diskguard_watch(struct sbx_manager *m);
+/* Was sandbox id (live or ending) stopped by the guard? */
+bool sbx_disk_stopped(struct sbx_manager *m, const char *id);
+/* Stop the timer and wait for its close (sbx_manager_free). */
+void sbx_diskguard_free(struct sbx_manager *m);
 
 /* --- manager.c --- */
 /* The running sandbox called key (id or name), or an error: -ENOENT

@@ -39,6 +39,8 @@ struct img_info;
 struct sbx_manager;
 struct sbx_exec;
 
+#define SBX_BUILD_MIN_FREE_DEFAULT (2ull << 30)
+
 struct sbx_manager_config {
         uv_loop_t *loop;
         struct store *store;
@@ -56,6 +58,10 @@ struct sbx_manager_config {
         /* Sandboxes prestarted ahead (rt_sandbox_prestart), refilled in the
          * background; 0 = no pool. */
         unsigned warm_pool;
+        /* Build steps (build.h) are stopped when the file system holding
+         * state_dir has less than this free (their writable layers live
+         * there, unbounded); 0 = no guard. */
+        uint64_t build_min_free;
         /* The default network (network.h): the sandbox range ("a.b.c.d/p";
          * NULL or "" = the default, 100.96.0.0/16 or the next free /16;
          * "none" = sandboxes get only a loopback, as before) and the
@@ -134,6 +140,8 @@ struct sbx_spec {
         /* Loopback only: no veth, no address, no resolver (a plain create,
          * never a warm-pool entry: those have their veth made ahead). */
         bool block_network;
+        /* a build step's sandbox: stopped by the disk guard (build.h) */
+        bool build_step;
         /* journal every exec (journal.h) */
         bool journal_execs;
         /* Egress policy (docs/network.md): 0 = none (the sandbox is
