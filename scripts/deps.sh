@@ -47,6 +47,26 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# tests/fakenet's Debian repository serves a few real packages besides its
+# own, for the seed's `Image.sandbox().apt_install(["tmux"])`: their .debs
+# are fetched once from the host's apt sources into a cache (tests never
+# reach a real mirror). Without them that one test skips, naming why.
+TEST_DEBS=(tmux libevent-core-2.1-7 libutempter0)
+TEST_DEBS_DIR=${WARREN_TEST_DEBS:-/var/cache/warren/test-debs}
+if [ "$(id -u)" -eq 0 ]; then
+  need=()
+  for p in "${TEST_DEBS[@]}"; do
+    compgen -G "$TEST_DEBS_DIR/${p}_*.deb" >/dev/null || need+=("$p")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
+    mkdir -p "$TEST_DEBS_DIR"
+    chown _apt "$TEST_DEBS_DIR" 2>/dev/null || true
+    fetch() { (cd "$TEST_DEBS_DIR" && apt-get download -qq "${need[@]}" >/dev/null 2>&1); }
+    fetch || { apt-get update -qq >/dev/null 2>&1 && fetch; } ||
+      echo "deps: could not fetch ${need[*]} into $TEST_DEBS_DIR (the fake Debian repository goes without them)" >&2
+  fi
+fi
+
 PY=${PYTHON:-python3}
 pymissing=()
 for m in "${PY_MODULES[@]}"; do

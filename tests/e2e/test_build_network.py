@@ -167,10 +167,12 @@ def test_seed_immutable_composition(d, bed):
             worker_sandbox.terminate()
 
 
-def test_default_image_through_the_builder(d):
+def _default_image(d):
     """scripts/run.sh's recipe: the offline Debian base imported as
     sandbox-base, then scripts/default-image.json built on it as
-    sandbox:latest; the seed's sandbox.exec("python", ...) works in it."""
+    sandbox:latest (once per module daemon)."""
+    if getattr(d, "default_built", False):
+        return
     r = subprocess.run([WARREN_CLI, "--addr", d.unix_addr, "image", "import", "--workdir",
                         "/workspace", "--env",
                         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -181,6 +183,41 @@ def test_default_image_through_the_builder(d):
                         str(ROOT / "scripts" / "default-image.json"), "-t", "sandbox:latest"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
+    d.default_built = True
+
+
+def test_seed_tmux_example(d, bed):
+    """The seed's `Image.sandbox().apt_install(["tmux"])`, with the
+    default image's apt pointed at the fake internet's Debian repository
+    (real tmux .debs fetched by scripts/deps.sh)."""
+    if "tmux" not in bed.apt.get("extra", []):
+        pytest.skip("no tmux .deb in the fake Debian repository (scripts/deps.sh fetches it "
+                    "into /var/cache/warren/test-debs)")
+    _default_image(d)
+    img = (Image.sandbox()
+           .run_commands("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/* && echo '%s' > "
+                         "/etc/apt/sources.list.d/fakenet.list" % bed.apt["sources_line"])
+           .apt_install(["tmux"]))
+    logs = []
+    with wr.SandboxClient(d.unix_addr) as c:
+        info = c.build_image(img, on_log=logs.append)
+        sb = c.create(image=info.id)
+        try:
+            r = sb.exec("tmux", "-V")
+            assert r.exit_code == 0 and r.stdout_text.startswith("tmux 3"), (
+                r.stdout_text + r.stderr_text + "\n".join(logs[-20:]))
+            # a session runs detached and answers
+            r = sb.exec("sh", "-c", "tmux new-session -d -s w 'sleep 30' && tmux ls")
+            assert r.exit_code == 0 and r.stdout_text.startswith("w:"), r.stderr_text
+        finally:
+            sb.terminate()
+
+
+def test_default_image_through_the_builder(d):
+    """scripts/run.sh's recipe: the offline Debian base imported as
+    sandbox-base, then scripts/default-image.json built on it as
+    sandbox:latest; the seed's sandbox.exec("python", ...) works in it."""
+    _default_image(d)
     with wr.SandboxClient(d.unix_addr) as c:
         sb = c.create()  # the daemon's default image
         try:
@@ -194,3 +231,31 @@ def test_default_image_through_the_builder(d):
         # Image.sandbox() names that default: builder steps apply on top of it
         info = c.build_image(Image.sandbox().run_commands("python --version > /pyver"))
         assert c.get_image("sandbox:latest").layers == info.layers[:-1]
+
+
+@pytest.mark.skipif(os.environ.get("WARREN_TEST_REAL_MIRRORS") != "1",
+                    reason="opt-in: WARREN_TEST_REAL_MIRRORS=1 builds against the real Debian "
+                           "mirror and PyPI (this test alone leaves the machine)")
+def test_real_mirrors_opt_in():
+    """The seed's data-science shape against the real world: apt from the
+    Debian mirror in the default image's sources, pip from PyPI, through
+    the host's resolver."""
+    ns = [l.split()[1] for l in open("/etc/resolv.conf") if l.startswith("nameserver")]
+    dd = Daemon(extra_args=["--upstream-dns", ns[0]] if ns else [])
+    try:
+        p = subprocess.run(["bash", str(ROOT / "scripts/base-image.sh")], capture_output=True,
+                           text=True, timeout=900)
+        assert p.returncode == 0, p.stderr[-500:]
+        dd.debian_base = p.stdout.strip().splitlines()[-1]
+        _default_image(dd)
+        img = (Image.sandbox().env({"PIP_BREAK_SYSTEM_PACKAGES": "1"})
+               .apt_install(["tmux"]).pip_install(["six"]))
+        with wr.SandboxClient(dd.unix_addr) as c:
+            sb = c.create(image=c.build_image(img).id)
+            try:
+                r = sb.exec("sh", "-c", "tmux -V && python3 -c 'import six; print(six.__name__)'")
+                assert r.exit_code == 0 and "six" in r.stdout_text, r.stderr_text
+            finally:
+                sb.terminate()
+    finally:
+        dd.stop()

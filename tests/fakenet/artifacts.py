@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import html
 import os
+import shutil
 import subprocess
 import zipfile
 
@@ -94,9 +95,26 @@ def build_deb(workdir, pkg, version):
     return out
 
 
+# Real packages served beside our own when scripts/deps.sh fetched them
+# (the seed's tmux example): every .deb in this directory.
+EXTRA_DEBS = os.environ.get("WARREN_TEST_DEBS", "/var/cache/warren/test-debs")
+
+
+def _stanza(base, final):
+    data = open(final, "rb").read()
+    control = subprocess.run(["dpkg-deb", "-f", final], check=True, capture_output=True, text=True).stdout
+    arch = next((l.split(":", 1)[1].strip() for l in control.splitlines()
+                 if l.startswith("Architecture:")), "all")
+    return arch, (control.rstrip("\n") + "\n"
+                  f"Filename: {os.path.relpath(final, base)}\nSize: {len(data)}\n"
+                  f"MD5sum: {hashlib.md5(data).hexdigest()}\nSHA256: {hashlib.sha256(data).hexdigest()}\n\n")
+
+
 def build_apt(root, suite="bookworm", archs=("amd64", "arm64", "i386")):
     """An unsigned repository (apt needs [trusted=yes]) under root/debian:
-    dists/<suite>/{Release, main/binary-ARCH/Packages{,.gz}} and pool/."""
+    dists/<suite>/{Release, main/binary-ARCH/Packages{,.gz}} and pool/: our
+    own package, plus the .debs in EXTRA_DEBS (listed for their own
+    architecture)."""
     pkg, version = DEB
     base = os.path.join(root, "debian")
     pool = os.path.join(base, "pool", "main", pkg[0], pkg)
@@ -104,17 +122,26 @@ def build_apt(root, suite="bookworm", archs=("amd64", "arm64", "i386")):
     deb = build_deb(root, pkg, version)
     final = os.path.join(pool, os.path.basename(deb))
     os.rename(deb, final)
-    data = open(final, "rb").read()
-    control = subprocess.run(["dpkg-deb", "-f", final], check=True, capture_output=True, text=True).stdout
-    stanza = (control.rstrip("\n") + "\n"
-              f"Filename: {os.path.relpath(final, base)}\nSize: {len(data)}\n"
-              f"MD5sum: {hashlib.md5(data).hexdigest()}\nSHA256: {hashlib.sha256(data).hexdigest()}\n\n")
+    stanzas = [_stanza(base, final)]
+    extra = []
+    if os.path.isdir(EXTRA_DEBS):
+        for name in sorted(os.listdir(EXTRA_DEBS)):
+            if not name.endswith(".deb"):
+                continue
+            name_pkg = name.split("_")[0]
+            d = os.path.join(base, "pool", "main", name_pkg[0], name_pkg)
+            os.makedirs(d, exist_ok=True)
+            target = os.path.join(d, name)
+            shutil.copyfile(os.path.join(EXTRA_DEBS, name), target)
+            stanzas.append(_stanza(base, target))
+            extra.append(name_pkg)
     dist = os.path.join(base, "dists", suite)
     entries = []
     for arch in archs:
         d = os.path.join(dist, "main", f"binary-{arch}")
         os.makedirs(d)
-        for name, blob in (("Packages", stanza.encode()), ("Packages.gz", gzip.compress(stanza.encode(), mtime=0))):
+        text = "".join(st for a, st in stanzas if a in (arch, "all")).encode()
+        for name, blob in (("Packages", text), ("Packages.gz", gzip.compress(text, mtime=0))):
             with open(os.path.join(d, name), "wb") as f:
                 f.write(blob)
             entries.append((f"main/binary-{arch}/{name}", blob))
@@ -125,7 +152,8 @@ def build_apt(root, suite="bookworm", archs=("amd64", "arm64", "i386")):
         release += f"{field}:\n" + "".join(f" {algo(b).hexdigest()} {len(b)} {p}\n" for p, b in entries)
     with open(os.path.join(dist, "Release"), "w") as f:
         f.write(release)
-    return {"root": base, "suite": suite, "package": pkg, "version": version, "deb": final}
+    return {"root": base, "suite": suite, "package": pkg, "version": version, "deb": final,
+            "extra": extra}
 
 
 def build_git(root, uid=None):
