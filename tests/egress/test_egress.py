@@ -923,3 +923,43 @@ def test_host_own_addresses_refused(sandbox, fakenet, ctl):
         assert ev["verdict"] == "deny" and "host address" in ev["rule"] + ev["reason"], ev
     finally:
         srv.close()
+
+
+BULK_THEN_SMALL = r"""
+import socket, sys, time
+ip = sys.argv[1]
+s = socket.create_connection((ip, 80), timeout=10)
+def response():
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    n = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0])
+    got = 0
+    while got < n:
+        got += len(s.recv(min(1 << 20, n - got)))
+    return got
+s.sendall(b"GET /bytes/8388608 HTTP/1.1\r\nHost: example.test\r\n\r\n")
+big = response()
+worst = 0.0
+for i in range(20):
+    t = time.perf_counter()
+    s.sendall(b"GET /echo?%d HTTP/1.1\r\nHost: example.test\r\n\r\n" % i)
+    small = response()
+    worst = max(worst, time.perf_counter() - t)
+print(big, small, "%.4f" % worst)
+"""
+
+
+def test_small_responses_after_a_bulk_one_are_not_held(sandbox, fakenet, ctl):
+    """A bulk relay raises the read side's SO_RCVLOWAT (fewer wakeups); a
+    small response after it on the same connection must still go through
+    at once (the small read or the 2 ms timer lowers it again), never wait
+    for more bytes that will not come."""
+    sandbox.enforce("example.test")
+    r = sandbox.run([__import__("sys").executable, "-c", BULK_THEN_SMALL,
+                     fakenet.addr("example.test")], timeout=60)
+    big, small, worst = r.stdout.split()
+    assert int(big) == 8 << 20 and int(small) > 0, r.stderr
+    # each small request/response: well under a second (a held response
+    # would wait for the connection's idle timeout instead)
+    assert float(worst) < 0.5, r.stdout
