@@ -41,6 +41,11 @@ struct api_ctx {
         size_t n_insecure_listeners;
 };
 
+/* Caller authentication (auth.c): set cfg.authorize = api_server_authorize
+ * and cfg.on_call_end = api_server_call_end with cfg.ctx = the api_ctx. */
+int api_server_authorize(struct rpc_call *call, void *ctx, struct wr_err *e);
+void api_server_call_end(struct rpc_call *call, int status, const char *message, void *ctx);
+
 /* Each returns 0 or a negative errno from rpc_server_add_methods. */
 int api_system_register(struct rpc_server *s);    /* warren.v1.System */
 int api_health_register(struct rpc_server *s);    /* grpc.health.v1.Health */

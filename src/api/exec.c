@@ -205,24 +205,30 @@ int api_exec_start_spec(const Warren__V1__ExecStart *start, struct sbx_exec_spec
         return 0;
 }
 
-static int exec_start(struct api_ctx *ctx, const Warren__V1__ExecStart *start, struct exec_call *ec,
-                      struct wr_err *e) {
+static int exec_start(struct rpc_call *call, struct api_ctx *ctx, const Warren__V1__ExecStart *start,
+                      struct exec_call *ec, struct wr_err *e) {
         _cleanup_(api_exec_vectors_free) struct api_exec_vectors v = {0};
         struct sbx_exec_spec spec;
+        char id[32];
         int r = api_exec_start_spec(start, &spec, &v, e);
-        if (r < 0)
+        if (r < 0 || (r = api_own_sandbox_id(call, start->sandbox, id, sizeof(id), e)) < 0)
                 return r;
+        spec.sandbox = id;
         return sbx_exec_start(ctx->sandboxes, &spec, &exec_callbacks, ec, &ec->x, e);
 }
 
-static int exec_attach(struct api_ctx *ctx, const Warren__V1__ExecAttach *a, struct exec_call *ec,
-                       struct wr_err *e) {
+static int exec_attach(struct rpc_call *call, struct api_ctx *ctx, const Warren__V1__ExecAttach *a,
+                       struct exec_call *ec, struct wr_err *e) {
         if (!a->sandbox || !*a->sandbox)
                 return invalid(e, "attach.sandbox: name the sandbox (id or name)");
         if (!a->exec_id || !*a->exec_id)
                 return invalid(e, "attach.exec_id: give the exec id (\"ex-N\")");
+        char id[32];
+        int r = api_own_sandbox_id(call, a->sandbox, id, sizeof(id), e);
+        if (r < 0)
+                return r;
         struct sbx_exec_target t = {
-                .sandbox = a->sandbox,
+                .sandbox = id,
                 .exec_id = a->exec_id,
                 .offset = a->offset,
         };
@@ -245,8 +251,8 @@ static void exec_on_message(struct rpc_call *call, const ProtobufCMessage *msg) 
                 rpc_call_set_data(call, ec);
                 struct wr_err e = {0};
                 int r = req->kind_case == WARREN__V1__EXEC_REQUEST__KIND_START
-                                ? exec_start(ctx, req->start, ec, &e)
-                                : exec_attach(ctx, req->attach, ec, &e);
+                                ? exec_start(call, ctx, req->start, ec, &e)
+                                : exec_attach(call, ctx, req->attach, ec, &e);
                 if (r < 0) {
                         ec->finished = true;
                         if (err_status(&e) == WR_STATUS_INTERNAL)
@@ -387,7 +393,10 @@ static void list_processes(struct rpc_call *call, const ProtobufCMessage *msg) {
         struct wr_err e = {0};
         _cleanup_free_ struct sbx_exec_info *v = NULL;
         size_t n = 0;
-        int r = sbx_exec_list(ctx->sandboxes, req->sandbox, &v, &n, &e);
+        char id[32];
+        int r = api_own_sandbox_id(call, req->sandbox, id, sizeof(id), &e);
+        if (r >= 0)
+                r = sbx_exec_list(ctx->sandboxes, id, &v, &n, &e);
         if (r < 0) {
                 rpc_call_finish_err(call, &e);
                 return;

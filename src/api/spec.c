@@ -584,6 +584,8 @@ static int build(struct store *store, struct vol_manager *vm, const char *envnam
         int r = check_unimplemented(req, e);
         if (r < 0)
                 return r;
+        if (envname && !(s->environment = strdup(envname)))
+                return -ENOMEM;
         if ((r = volumes_to_mounts(vm, envname, req, s, e)) < 0)
                 return r;
         if (req->image && req->image->kind_case == WARREN__V1__IMAGE_SPEC__KIND_REF &&

@@ -28,11 +28,15 @@ void daemon_config_usage(FILE *f) {
               "                        (bytes, or with K/M/G suffix; default 16M)\n"
               "  --tls-cert FILE       PEM certificate chain for TCP listeners\n"
               "  --tls-key FILE        PEM private key for TCP listeners\n"
-              "  --insecure-tcp-i-know serve TCP/TLS listeners that are not on loopback\n"
-              "                        (127.0.0.0/8, ::1, localhost) although warrend\n"
-              "                        authenticates no caller yet: anyone who can connect\n"
-              "                        can create sandboxes, run commands in them and\n"
-              "                        read every secret. Refused without it.\n"
+              "  --insecure-tcp        serve plaintext tcp: listeners on loopback\n"
+              "                        (127.0.0.0/8, ::1, localhost); callers there without\n"
+              "                        a token act as the operator. Refused without it:\n"
+              "                        remote clients use tls: and API tokens\n"
+              "                        (docs/remote.md)\n"
+              "  --insecure-tcp-i-know serve plaintext tcp: listeners on any address, callers\n"
+              "                        without a token trusted as the operator: anyone who\n"
+              "                        can connect can create sandboxes, run commands in\n"
+              "                        them and read every secret\n"
               "  --log-level LEVEL     debug|info|warn|error (default info;\n"
               "                        env WARREN_LOG_LEVEL)\n"
               "  --log-format FORMAT   text|json (default text)\n"
@@ -203,6 +207,10 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
         } else if (!strcmp(key, "no-egress")) {
                 if (parse_bool(v, &c->no_egress) < 0)
                         return err_set(e, -EINVAL, "no-egress = %s: expected true or false", v);
+        } else if (!strcmp(key, "insecure-tcp")) {
+                if (parse_bool(v, &c->insecure_tcp_loopback) < 0)
+                        return err_set(e, -EINVAL, "insecure-tcp = %s: expected true or false",
+                                       v);
         } else if (!strcmp(key, "insecure-tcp-i-know")) {
                 if (parse_bool(v, &c->insecure_tcp) < 0)
                         return err_set(e, -EINVAL,
@@ -290,6 +298,7 @@ enum {
         OPT_SANDBOX_CIDR,
         OPT_UPSTREAM_DNS,
         OPT_NO_EGRESS,
+        OPT_INSECURE_TCP_LOOPBACK,
 };
 
 static const struct option options[] = {
@@ -310,6 +319,7 @@ static const struct option options[] = {
         {"pull-loopback-only", no_argument, NULL, OPT_PULL_LOOPBACK_ONLY},
         {"warm-pool", required_argument, NULL, OPT_WARM_POOL},
         {"insecure-tcp-i-know", no_argument, NULL, OPT_INSECURE_TCP},
+        {"insecure-tcp", no_argument, NULL, OPT_INSECURE_TCP_LOOPBACK},
         {"sandbox-cidr", required_argument, NULL, OPT_SANDBOX_CIDR},
         {"upstream-dns", required_argument, NULL, OPT_UPSTREAM_DNS},
         {"no-egress", no_argument, NULL, OPT_NO_EGRESS},
@@ -400,18 +410,31 @@ int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr
                                        "--listen %s needs --tls-cert and --tls-key (or use tcp:)",
                                        c->listen[i]);
         }
-        /* No caller is authenticated yet: a listener other machines can
-         * reach hands them every sandbox and secret. */
-        for (size_t i = 0; i < c->n_listen && !c->insecure_tcp; i++)
+        /* A plaintext tcp: listener trusts its callers without a token
+         * (a TLS listener asks every caller for one). */
+        for (size_t i = 0; i < c->n_listen && !c->insecure_tcp; i++) {
+                if (strncmp(c->listen[i], "tcp:", 4) != 0)
+                        continue;
+                if (!c->insecure_tcp_loopback)
+                        return err_set(e, -EINVAL,
+                                       "refusing to serve plaintext %s: its callers would be "
+                                       "trusted without a token; serve remote clients over "
+                                       "TLS (--tls-cert and --tls-key, callers send an API "
+                                       "token, docs/remote.md), or pass --insecure-tcp to "
+                                       "serve it on loopback anyway",
+                                       c->listen[i]);
                 if (!rpc_listen_addr_is_loopback(c->listen[i]))
                         return err_set(e, -EINVAL,
                                        "refusing to listen on %s: it is not a loopback address "
-                                       "and warrend does not authenticate callers yet (anyone "
-                                       "who can connect could create sandboxes, run commands "
-                                       "and read secrets); listen on unix:, 127.0.0.1 or ::1, "
-                                       "or pass --insecure-tcp-i-know to serve it "
-                                       "unauthenticated anyway",
+                                       "and plaintext callers are trusted without a token "
+                                       "(anyone who can connect could create sandboxes, run "
+                                       "commands and read secrets); --insecure-tcp serves "
+                                       "127.0.0.1, ::1 or localhost only; use TLS "
+                                       "(--tls-cert, --tls-key) with API tokens, or pass "
+                                       "--insecure-tcp-i-know to serve it unauthenticated "
+                                       "anyway",
                                        c->listen[i]);
+        }
         return 0;
 }
 

@@ -154,7 +154,7 @@ static int note_insecure_listener(struct daemon *d, const char *addr, struct wr_
 static int start_listeners(struct daemon *d, struct wr_err *e) {
         for (size_t i = 0; i < d->cfg.n_listen; i++) {
                 const char *addr = d->cfg.listen[i];
-                if (!rpc_listen_addr_is_loopback(addr)) {
+                if (!rpc_listen_addr_is_loopback(addr) && strncmp(addr, "tcp:", 4) == 0) {
                         if (!d->cfg.insecure_tcp) /* daemon_config_load refused it already */
                                 return err_set(e, -EPERM,
                                                "listen %s: not loopback and no "
@@ -460,6 +460,10 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                 .ctx = &d->ctx,
                 .on_call_status = on_call_status,
                 .on_call_status_userdata = d,
+                /* every call: who is calling (tokens, environments), and
+                 * the audit record of the mutating ones */
+                .authorize = api_server_authorize,
+                .on_call_end = api_server_call_end,
         };
         r = rpc_server_new(&d->loop, &rc, &d->server, e);
         if (r < 0)

@@ -69,6 +69,10 @@ class Daemon:
         if tls:
             self.ca_file, crt, key = make_tls_cert(self.tmp)
             args += ["--tls-cert", crt, "--tls-key", key]
+        else:
+            # plaintext TCP on loopback: callers without a token are the
+            # operator (docs/remote.md)
+            args.append("--insecure-tcp")
         if diag:
             args.append("--enable-diag")
         args += list(extra_args)

@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Who is calling (api_authorize, run by the RPC layer before any handler),
+ * the one lookup of a caller's own sandbox, and the audit record of every
+ * mutating call (api_audit_call_end). docs/security.md says who can do
+ * what. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/sha.h>
+
+#include "api/api-internal.h"
+#include "api/bearer.h"
+#include "basic/log.h"
+#include "store/store.h"
+
+/* Answered without credentials: load balancers, `warren version`, and the
+ * test-only Diag service (--enable-diag: echo, sleep, stats; no tenant
+ * data). */
+static bool public_method(const char *path) {
+        return strncmp(path, "/grpc.health.v1.Health/", 23) == 0 ||
+               strncmp(path, "/warren.v1.Diag/", 16) == 0 ||
+               strcmp(path, "/warren.v1.System/GetVersion") == 0;
+}
+
+static const struct api_caller anonymous = {.role = API_ROLE_NONE, .subject = "anonymous"};
+
+const struct api_caller *api_caller(struct rpc_call *call) {
+        const struct api_caller *c = rpc_call_auth(call);
+        return c ? c : &anonymous;
+}
+
+void api_audit_object(struct rpc_call *call, const char *object) {
+        struct api_caller *c = rpc_call_auth(call);
+        if (c && object)
+                snprintf(c->object, sizeof(c->object), "%s", object);
+}
+
+#define unauthenticated(e, ...)                                                                    \
+        err_setx(e, -EACCES, WR_STATUS_UNAUTHENTICATED, WR_FAULT_CLIENT, __VA_ARGS__)
+
+/* The token in the authorization value, checked against the store. */
+static int token_caller(struct api_ctx *ctx, const char *value, struct api_caller *c,
+                        struct wr_err *e) {
+        struct bearer b;
+        int r = bearer_parse(value, strlen(value), &b);
+        if (r == -EINVAL)
+                return unauthenticated(e,
+                                       "authorization: expected \"Bearer <token>\" (a token "
+                                       "from `warren token create`)");
+        if (r < 0)
+                return unauthenticated(e,
+                                       "authorization: the bearer token is not a warren token "
+                                       "(\"wt_...\")");
+        unsigned char hash[32];
+        SHA256((const unsigned char *) b.token, b.token_len, hash);
+        struct store_token t = {0};
+        struct wr_err le = {0};
+        r = store_token_load(ctx->store, b.id, &t, &le);
+        if (r == -ENOENT || (r >= 0 && !store_token_hash_equal(hash, t.hash))) {
+                store_token_clear(&t);
+                explicit_bzero(hash, sizeof(hash));
+                return unauthenticated(e, "the token is not valid");
+        }
+        explicit_bzero(hash, sizeof(hash));
+        if (r < 0) {
+                log_warn("authorize: %s", le.msg);
+                return err_setx(e, r, WR_STATUS_UNAVAILABLE, WR_FAULT_SERVICE,
+                                "could not check the token: %s", le.msg);
+        }
+        if (t.revoked_ns) {
+                r = unauthenticated(e, "token %s was revoked", t.id);
+        } else if (t.expires_ns && t.expires_ns <= store_now_ns()) {
+                r = unauthenticated(e, "token %s has expired", t.id);
+        } else {
+                c->role = strcmp(t.role, "admin") == 0 ? API_ROLE_ADMIN : API_ROLE_USER;
+                snprintf(c->env, sizeof(c->env), "%s", t.environment);
+                snprintf(c->token_id, sizeof(c->token_id), "%s", t.id);
+                snprintf(c->subject, sizeof(c->subject), "token:%s", t.id);
+                r = 0;
+        }
+        store_token_clear(&t);
+        return r;
+}
+
+int api_authorize(struct rpc_call *call, void *userdata, struct wr_err *e) {
+        struct api_ctx *ctx = userdata;
+        const struct rpc_peer *peer = rpc_call_peer(call);
+        const char *path = rpc_call_path(call);
+        bool is_unix = strcmp(peer->addr, "unix") == 0;
+        struct api_caller *c = calloc(1, sizeof(*c));
+        if (!c)
+                return err_setx(e, -ENOMEM, WR_STATUS_RESOURCE_EXHAUSTED, WR_FAULT_SERVICE,
+                                "out of memory");
+        if (is_unix)
+                snprintf(c->peer, sizeof(c->peer), "unix pid %d uid %d", (int) peer->pid,
+                         (int) peer->uid);
+        else
+                snprintf(c->peer, sizeof(c->peer), "%s%s", peer->addr, peer->tls ? " (tls)" : "");
+        /* visible to the audit record even when refused */
+        rpc_call_set_auth(call, c, free);
+
+        const char *authz = rpc_call_metadata(call, "authorization");
+        int r = 0;
+        if (authz) {
+                r = token_caller(ctx, authz, c, e);
+        } else if ((is_unix && peer->uid == 0) || (!is_unix && !peer->tls)) {
+                /* root on the socket; a plaintext TCP listener exists only
+                 * with --insecure-tcp (loopback) or --insecure-tcp-i-know */
+                c->role = API_ROLE_OPERATOR;
+                snprintf(c->env, sizeof(c->env), "%s", STORE_ENV_DEFAULT);
+                if (is_unix)
+                        snprintf(c->subject, sizeof(c->subject), "uid:0");
+                else
+                        snprintf(c->subject, sizeof(c->subject), "insecure-tcp");
+        } else if (public_method(path)) {
+                c->role = API_ROLE_NONE;
+                snprintf(c->subject, sizeof(c->subject), "anonymous");
+                return 0;
+        } else {
+                r = unauthenticated(e,
+                                    "this call needs an API token: send the metadata "
+                                    "`authorization: Bearer <token>` (warren --token, "
+                                    "WARREN_TOKEN, SandboxClient(token=...))");
+        }
+        if (r < 0)
+                return r;
+        /* WARREN_ENVIRONMENT: the operator acts in any environment; a token
+         * only in its own. */
+        const char *want = rpc_call_metadata(call, "x-warren-environment");
+        if (want && *want && strcmp(want, c->env) != 0) {
+                if (c->role != API_ROLE_OPERATOR)
+                        return err_setx(e, -EPERM, WR_STATUS_PERMISSION_DENIED, WR_FAULT_CLIENT,
+                                        "token %s belongs to environment \"%s\", not \"%.64s\" "
+                                        "(unset WARREN_ENVIRONMENT or use a token of that "
+                                        "environment)",
+                                        c->token_id, c->env, want);
+                if (!store_env_name_valid(want))
+                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                        "x-warren-environment: \"%.64s\" is not an environment "
+                                        "name (a-z, 0-9, '-', '_'; at most 63)",
+                                        want);
+                snprintf(c->env, sizeof(c->env), "%s", want);
+        }
+        return 0;
+}
+
+int api_server_authorize(struct rpc_call *call, void *ctx, struct wr_err *e) {
+        return api_authorize(call, ctx, e);
+}
+
+/* --- own objects --- */
+
+int api_own_sandbox(struct rpc_call *call, const char *key, struct store_sandbox *ret,
+                    struct wr_err *e) {
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        const char *env = api_caller_env(call);
+        *ret = (struct store_sandbox){0};
+        if (!key || !*key)
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "sandbox: give an id (sb-...) or a name");
+        int r = -ENOENT;
+        struct wr_err le = {0};
+        if (strncmp(key, "sb-", 3) == 0) {
+                r = store_sandbox_load(ctx->store, key, ret, &le);
+                if (r >= 0 && strcmp(ret->environment, env) != 0) {
+                        store_sandbox_clear(ret);
+                        r = -ENOENT;
+                }
+        }
+        if (r == -ENOENT) {
+                le = (struct wr_err){0};
+                r = store_sandbox_load_by_name(ctx->store, env, key, ret, &le);
+        }
+        if (r == -ENOENT)
+                return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                "sandbox %.200s not found (list them with `warren sandbox ls`)",
+                                key);
+        if (r < 0) {
+                store_sandbox_clear(ret);
+                return err_set(e, r, "load sandbox %.200s: %s", key, le.msg);
+        }
+        api_audit_object(call, ret->id);
+        return 0;
+}
+
+int api_own_sandbox_id(struct rpc_call *call, const char *key, char *id, size_t size,
+                       struct wr_err *e) {
+        struct store_sandbox sb;
+        int r = api_own_sandbox(call, key, &sb, e);
+        if (r < 0)
+                return r;
+        snprintf(id, size, "%s", sb.id);
+        store_sandbox_clear(&sb);
+        return 0;
+}
+
+/* --- audit --- */
+
+/* Calls that change nothing are not recorded. */
+static bool read_only(const char *path) {
+        const char *m = strrchr(path, '/');
+        m = m ? m + 1 : path;
+        if (strcmp(m, "GetWorkloadIdentityToken") == 0)
+                return false; /* mints a credential */
+        return strncmp(m, "Get", 3) == 0 || strncmp(m, "List", 4) == 0 ||
+               strcmp(m, "Stat") == 0 || strcmp(m, "WhoAmI") == 0 ||
+               strncmp(path, "/grpc.health.v1.", 16) == 0 ||
+               strncmp(path, "/warren.v1.Diag/", 16) == 0;
+}
+
+/* The first non-empty string field of the request among the usual keys. */
+static void object_from_request(const ProtobufCMessage *req, char *out, size_t size) {
+        static const char *const fields[] = {"id", "sandbox", "name", "volume", "ref", "image",
+                                             "environment"};
+        if (!req)
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(fields); i++) {
+                const ProtobufCFieldDescriptor *f =
+                        protobuf_c_message_descriptor_get_field_by_name(req->descriptor,
+                                                                        fields[i]);
+                if (!f || f->type != PROTOBUF_C_TYPE_STRING || f->label == PROTOBUF_C_LABEL_REPEATED)
+                        continue;
+                if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+                        const uint32_t *qc = (const uint32_t *) ((const char *) req +
+                                                                  f->quantifier_offset);
+                        if (*qc != f->id)
+                                continue;
+                }
+                const char *v = *(const char *const *) ((const char *) req + f->offset);
+                if (v && *v) {
+                        snprintf(out, size, "%s", v);
+                        return;
+                }
+        }
+}
+
+void api_audit_call_end(struct rpc_call *call, int status, const char *message, void *userdata) {
+        struct api_ctx *ctx = userdata;
+        const char *path = rpc_call_path(call);
+        if (!path || read_only(path) || !ctx->store)
+                return;
+        const struct api_caller *c = api_caller(call);
+        /* an unknown method is not an action on anything */
+        if (!rpc_call_method(call) && status == WR_STATUS_UNIMPLEMENTED)
+                return;
+        char object[160] = "";
+        snprintf(object, sizeof(object), "%s", c->object);
+        if (!*object)
+                object_from_request(rpc_call_request(call), object, sizeof(object));
+        struct store_audit a = {
+                .environment = (char *) c->env,
+                .token_id = (char *) c->token_id,
+                .subject = (char *) c->subject,
+                .peer = (char *) c->peer,
+                .method = (char *) path,
+                .object = object,
+                .status = status,
+                .message = (char *) (status ? (message ? message : "") : ""),
+        };
+        struct wr_err e = {0};
+        if (store_audit_insert(ctx->store, &a, &e) < 0)
+                log_warn("audit: %s %s: %s", path, c->subject, e.msg);
+}
+
+void api_server_call_end(struct rpc_call *call, int status, const char *message, void *ctx) {
+        api_audit_call_end(call, status, message, ctx);
+}
