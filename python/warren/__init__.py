@@ -8,7 +8,7 @@ their output over gRPC.
         sb.terminate()
 """
 from warren._channel import DEFAULT_ADDR, grpc_target
-from warren._client import SandboxClient, VersionInfo
+from warren._client import NewToken, SandboxClient, TokenInfo, VersionInfo, WhoAmI
 from warren._errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded,
                             FailedPrecondition, GitError, ImageBuildError, Internal,
                             InvalidArgument, NotFound, OutOfRange, PermissionDenied,
@@ -33,5 +33,5 @@ __all__ = [
     "NotFound", "InvalidArgument", "Unimplemented", "Unavailable", "PermissionDenied",
     "DeadlineExceeded", "AlreadyExists", "FailedPrecondition", "ResourceExhausted", "Cancelled",
     "Unknown", "Aborted", "OutOfRange", "Internal", "DataLoss", "Unauthenticated", "GitError",
-    "ImageBuildError", "DEFAULT_ADDR", "grpc_target",
+    "ImageBuildError", "DEFAULT_ADDR", "grpc_target", "WhoAmI", "TokenInfo", "NewToken",
 ]

@@ -53,6 +53,27 @@ int api_own_sandbox(struct rpc_call *call, const char *key, struct store_sandbox
 int api_own_sandbox_id(struct rpc_call *call, const char *key, char *id, size_t size,
                        struct wr_err *e);
 
+/* Images (auth.c). An image another environment made does not exist for
+ * the caller: api_own_image resolves ref (name or id) and answers NOT_FOUND
+ * "image REF not found" exactly as for a missing one; with write it also
+ * refuses (NOT_FOUND) a shared-catalog image to a tenant environment.
+ * *ret is the caller's (img_info_free). */
+struct img_info;
+int api_own_image(struct rpc_call *call, const char *ref, bool write, struct img_info **ret,
+                  struct wr_err *e);
+/* True when ref names a stored image (name or id) the caller's
+ * environment may not see: answer it as missing, never pull it. */
+bool api_image_hidden(struct rpc_call *call, const char *ref);
+/* 1 when the caller's environment may see image id, else 0. */
+bool api_image_visible(struct rpc_call *call, const char *id);
+/* Before naming an image `name` in the caller's environment: -EEXIST
+ * (ALREADY_EXISTS) when the name points at an image the caller may not
+ * change; 0 otherwise (free, or the caller's own). */
+int api_image_name_check(struct rpc_call *call, const char *name, struct wr_err *e);
+/* After an import/pull/build/snapshot made image id: record the caller's
+ * environment as its maker (logged on failure). */
+void api_image_record(struct rpc_call *call, const char *id);
+
 /* The server's authorize and on_call_end hooks (auth.c). */
 int api_authorize(struct rpc_call *call, void *ctx, struct wr_err *e);
 void api_audit_call_end(struct rpc_call *call, int status, const char *message, void *ctx);

@@ -13,6 +13,7 @@
 #include "api/api-internal.h"
 #include "api/bearer.h"
 #include "basic/log.h"
+#include "image/image.h"
 #include "store/store.h"
 
 /* Answered without credentials: load balancers, `warren version`, and the
@@ -266,4 +267,71 @@ void api_audit_call_end(struct rpc_call *call, int status, const char *message, 
 
 void api_server_call_end(struct rpc_call *call, int status, const char *message, void *ctx) {
         api_audit_call_end(call, status, message, ctx);
+}
+
+/* --- images --- */
+
+int api_own_image(struct rpc_call *call, const char *ref, bool write, struct img_info **ret,
+                  struct wr_err *e) {
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        *ret = NULL;
+        if (!ctx->images)
+                return err_setx(e, -EAGAIN, WR_STATUS_UNAVAILABLE, WR_FAULT_SERVICE,
+                                "the image store is not ready");
+        if (!ref || !*ref)
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "image: give an image name or id");
+        struct img_info *info = NULL;
+        int r = img_store_resolve(ctx->images, ref, &info, e);
+        if (r < 0)
+                return r;
+        struct wr_err le = {0};
+        r = store_image_env_access(ctx->store, api_caller_env(call), info->id, write, &le);
+        if (r <= 0) {
+                img_info_free(info);
+                if (r < 0)
+                        return err_set(e, r, "image %.200s: %s", ref, le.msg);
+                return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                                "image %.200s not found", ref);
+        }
+        api_audit_object(call, info->id);
+        *ret = info;
+        return 0;
+}
+
+bool api_image_visible(struct rpc_call *call, const char *id) {
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        return store_image_env_access(ctx->store, api_caller_env(call), id, false, NULL) > 0;
+}
+
+int api_image_name_check(struct rpc_call *call, const char *name, struct wr_err *e) {
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        if (!name || !*name || !ctx->images)
+                return 0;
+        struct img_info *info = NULL;
+        if (img_store_resolve(ctx->images, name, &info, NULL) < 0)
+                return 0; /* free (or not a name: the module says why) */
+        int r = store_image_env_access(ctx->store, api_caller_env(call), info->id, true, NULL);
+        img_info_free(info);
+        if (r == 0)
+                return err_setx(e, -EEXIST, WR_STATUS_ALREADY_EXISTS, WR_FAULT_CLIENT,
+                                "image name %.200s is taken; pick another name", name);
+        return 0;
+}
+
+void api_image_record(struct rpc_call *call, const char *id) {
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        struct wr_err e = {0};
+        if (id && store_image_env_add(ctx->store, api_caller_env(call), id, &e) < 0)
+                log_warn("image %s: record environment %s: %s", id, api_caller_env(call), e.msg);
+}
+
+bool api_image_hidden(struct rpc_call *call, const char *ref) {
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        struct img_info *info = NULL;
+        if (!ref || !*ref || !ctx->images || img_store_resolve(ctx->images, ref, &info, NULL) < 0)
+                return false;
+        bool hidden = !api_image_visible(call, info->id);
+        img_info_free(info);
+        return hidden;
 }

@@ -457,6 +457,10 @@ static void create_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
         /* An image not stored yet is pulled first (never the daemon's
          * default image: that one is built or imported locally). */
         const char *ref = sbx_image_ref(ctx->sandboxes, op->spec);
+        if (api_image_hidden(call, ref)) { /* another environment's */
+                rpc_call_finish(call, WR_STATUS_NOT_FOUND, "create sandbox: image not found");
+                return;
+        }
         unsigned flags = sbx_image_is_default(ctx->sandboxes, ref) ? IMG_RESOLVE_NO_PULL : 0;
         struct img_info *img = NULL;
         op->call = rpc_call_ref(call);
@@ -598,6 +602,7 @@ static void snapshot_done(int r, const struct img_info *img, const struct wr_err
                 finish_store_err(call, e);
                 goto out;
         }
+        api_image_record(call, img->id);
         Warren__V1__Image msg;
         Warren__V1__ImageConfig cfg;
         Warren__V1__Timestamp ts;
@@ -691,6 +696,11 @@ static void snapshot_sandbox(struct rpc_call *call, const ProtobufCMessage *msg)
                         finish_store_err(call, &e);
                         return;
                 }
+        }
+        struct wr_err ne = {0};
+        if (api_image_name_check(call, req->image_name, &ne) < 0) {
+                finish_store_err(call, &ne);
+                return;
         }
         start_snapshot(call, by_id ? req->id : "", by_name ? req->name : "", (int) req->key_case,
                        req->image_name, 0);

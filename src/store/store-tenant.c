@@ -278,3 +278,47 @@ int store_audit_list(struct store *s, const char *env, int64_t before_seq, size_
         return store_rows_collect(s, st, sizeof(struct store_audit), audit_row, audit_item_clear,
                                   NULL, "list audit", (void **) ret, n_ret, e);
 }
+
+/* --- which environment made an image --- */
+
+int store_image_env_add(struct store *s, const char *env, const char *image_id,
+                        struct wr_err *e) {
+        return store_stmt_run(s,
+                              "INSERT OR IGNORE INTO image_envs (environment, image_id) "
+                              "VALUES (?, ?)",
+                              STORE_ARGS(env, image_id), false, "record image environment", e);
+}
+
+static int count(struct store *s, const char *sql, const char *a, const char *b, int64_t *ret,
+                 struct wr_err *e) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = store_row_load(s, sql, STORE_ARGS(a, b), "image environments", &st, e);
+        if (r < 0)
+                return r;
+        *ret = r == 1 ? sqlite3_column_int64(st, 0) : 0;
+        return 0;
+}
+
+int store_image_env_access(struct store *s, const char *env, const char *image_id, bool write,
+                           struct wr_err *e) {
+        int64_t own = 0, other = 0, tenants = 0;
+        int r = count(s,
+                      "SELECT COUNT(*) FROM image_envs WHERE image_id = ?1 AND environment = ?2",
+                      image_id, env, &own, e);
+        if (r >= 0)
+                r = count(s,
+                          "SELECT COUNT(*) FROM image_envs WHERE image_id = ?1 AND "
+                          "environment != ?2",
+                          image_id, env, &other, e);
+        if (r >= 0)
+                r = count(s,
+                          "SELECT COUNT(*) FROM image_envs WHERE image_id = ?1 AND "
+                          "environment != ?2",
+                          image_id, STORE_ENV_DEFAULT, &tenants, e);
+        if (r < 0)
+                return r;
+        bool is_default = strcmp(env, STORE_ENV_DEFAULT) == 0;
+        if (write)
+                return other == 0 && (own > 0 || is_default);
+        return own > 0 || tenants == 0;
+}

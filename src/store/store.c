@@ -136,7 +136,15 @@ static const char *const migrations[] = {
         "  status INTEGER NOT NULL,\n"
         "  message TEXT NOT NULL DEFAULT ''\n"
         ");\n"
-        "CREATE INDEX audit_env_seq ON audit (environment, seq);\n",
+        "CREATE INDEX audit_env_seq ON audit (environment, seq);\n"
+        /* which environments made an image (import, pull, build, snapshot);
+         * one with no row or only 'default' is the shared catalog */
+        "CREATE TABLE image_envs (\n"
+        "  environment TEXT NOT NULL,\n"
+        "  image_id TEXT NOT NULL REFERENCES images(id) ON DELETE CASCADE,\n"
+        "  PRIMARY KEY (environment, image_id)\n"
+        ") WITHOUT ROWID;\n"
+        "CREATE INDEX image_envs_image ON image_envs (image_id);\n",
 };
 
 int store_schema_version_latest(void) {

@@ -348,3 +348,14 @@ int store_audit_insert(struct store *s, const struct store_audit *a, struct wr_e
  * the count; *ret owned by the caller (store_audit_list_free). */
 int store_audit_list(struct store *s, const char *env, int64_t before_seq, size_t limit,
                      struct store_audit **ret, size_t *n_ret, struct wr_err *e);
+
+/* Record that env made image_id (import, pull, build, snapshot). */
+int store_image_env_add(struct store *s, const char *env, const char *image_id, struct wr_err *e);
+
+/* Whether env may see (write false) or delete / re-name (write true)
+ * image_id: 1 yes, 0 no, or a negative errno. An image no tenant
+ * environment made (no row, or only "default") is the shared catalog:
+ * every environment reads it, only "default" changes it. Another
+ * environment's image does not exist for env. */
+int store_image_env_access(struct store *s, const char *env, const char *image_id, bool write,
+                           struct wr_err *e);
