@@ -88,8 +88,16 @@ class Daemon:
         if SANITIZED:
             env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.token = None
         try:
             self._wait_ready()
+            if tls:
+                # TLS callers need an API token: an admin of the default
+                # environment, minted by root over the unix socket
+                self.token = subprocess.run(
+                    [WARREN_CLI, "--addr", self.unix_addr, "token", "create", "--env", "default",
+                     "--role", "admin", "--description", "e2e"],
+                    check=True, capture_output=True, text=True, timeout=30).stdout.strip()
         except BaseException:
             # A daemon that refused to start leaves nothing behind either.
             if self.proc.poll() is None:
