@@ -14,7 +14,10 @@
 #include "api/bearer.h"
 #include "basic/log.h"
 #include "image/image.h"
+#include "runtime/runtime.h"
 #include "store/store.h"
+#include "volume/volume.h"
+#include "warren/v1/sandboxes.pb-c.h"
 
 /* Answered without credentials: load balancers, `warren version`, and the
  * test-only Diag service (--enable-diag: echo, sleep, stats; no tenant
@@ -334,4 +337,105 @@ bool api_image_hidden(struct rpc_call *call, const char *ref) {
         bool hidden = !api_image_visible(call, info->id);
         img_info_free(info);
         return hidden;
+}
+
+/* --- quotas --- */
+
+static int exhausted(struct wr_err *e, const char *env, const char *what, const char *limit,
+                     const char *use) {
+        return err_setx(e, -EDQUOT, WR_STATUS_RESOURCE_EXHAUSTED, WR_FAULT_CLIENT,
+                        "quota %s of environment %s exceeded: limit %s, in use %s (terminate "
+                        "something first, or ask the operator: warren env set-quota)",
+                        what, env, limit, use);
+}
+
+int api_quota_check_sandbox(struct rpc_call *call, double cpu, int64_t memory, struct wr_err *e) {
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        const char *env = api_caller_env(call);
+        struct store_quota q;
+        if (store_env_quota_get(ctx->store, env, &q, NULL) < 0 ||
+            (!q.max_sandboxes && q.max_cpu <= 0 && !q.max_memory))
+                return 0;
+        static const int live[] = {STORE_SANDBOX_PENDING, STORE_SANDBOX_RUNNING,
+                                   STORE_SANDBOX_TERMINATING};
+        struct store_sandbox_filter f = {
+                .environment = env, .statuses = live, .n_statuses = ELEMENTSOF(live)};
+        struct store_sandbox *rows = NULL;
+        size_t n = 0;
+        struct wr_err le = {0};
+        int r = store_sandbox_list(ctx->store, &f, &rows, &n, &le);
+        if (r < 0)
+                return err_set(e, r, "quota: %s", le.msg);
+        double cpu_used = 0;
+        int64_t mem_used = 0;
+        for (size_t i = 0; i < n; i++) {
+                uint32_t mc = 0;
+                uint64_t mb = 0;
+                Warren__V1__CreateSandboxRequest *req =
+                        rows[i].spec && rows[i].spec_len
+                                ? warren__v1__create_sandbox_request__unpack(
+                                          NULL, rows[i].spec_len, rows[i].spec)
+                                : NULL;
+                if (req && req->resources) {
+                        if (req->resources->cpu && *req->resources->cpu)
+                                (void) rt_cpu_parse(req->resources->cpu, &mc);
+                        if (req->resources->memory && *req->resources->memory)
+                                (void) rt_memory_parse(req->resources->memory, &mb);
+                }
+                if (req)
+                        warren__v1__create_sandbox_request__free_unpacked(req, NULL);
+                cpu_used += (mc ? mc : RT_DEFAULT_CPU) / 1000.0;
+                mem_used += (int64_t) (mb ? mb : RT_DEFAULT_MEMORY);
+        }
+        store_sandbox_list_free(rows, n);
+        if (cpu <= 0)
+                cpu = RT_DEFAULT_CPU / 1000.0;
+        if (memory <= 0)
+                memory = (int64_t) RT_DEFAULT_MEMORY;
+        char l[48], u[48];
+        if (q.max_sandboxes && (int64_t) n + 1 > q.max_sandboxes) {
+                snprintf(l, sizeof(l), "%lld", (long long) q.max_sandboxes);
+                snprintf(u, sizeof(u), "%zu", n);
+                return exhausted(e, env, "sandboxes", l, u);
+        }
+        if (q.max_cpu > 0 && cpu_used + cpu > q.max_cpu + 1e-9) {
+                snprintf(l, sizeof(l), "%g cores", q.max_cpu);
+                snprintf(u, sizeof(u), "%g (this sandbox asks %g)", cpu_used, cpu);
+                return exhausted(e, env, "cpu", l, u);
+        }
+        if (q.max_memory && mem_used + memory > q.max_memory) {
+                snprintf(l, sizeof(l), "%lld bytes", (long long) q.max_memory);
+                snprintf(u, sizeof(u), "%lld (this sandbox asks %lld)", (long long) mem_used,
+                         (long long) memory);
+                return exhausted(e, env, "memory", l, u);
+        }
+        return 0;
+}
+
+int api_quota_check_volume(struct rpc_call *call, int64_t volume_bytes, struct wr_err *e) {
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        const char *env = api_caller_env(call);
+        struct store_quota q;
+        if (store_env_quota_get(ctx->store, env, &q, NULL) < 0 || !q.max_volume_bytes)
+                return 0;
+        struct vol_info *vis = NULL;
+        size_t n = 0;
+        struct wr_err le = {0};
+        int r = vol_list(ctx->volumes, env, &vis, &n, &le);
+        if (r < 0)
+                return err_set(e, r, "quota: %s", le.msg);
+        int64_t used = 0;
+        for (size_t i = 0; i < n; i++)
+                used += (int64_t) vis[i].max_bytes;
+        free(vis);
+        if (volume_bytes <= 0)
+                volume_bytes = (int64_t) VOL_DEFAULT_BYTES;
+        if (used + volume_bytes > q.max_volume_bytes) {
+                char l[48], u[80];
+                snprintf(l, sizeof(l), "%lld bytes", (long long) q.max_volume_bytes);
+                snprintf(u, sizeof(u), "%lld (this volume asks %lld)", (long long) used,
+                         (long long) volume_bytes);
+                return exhausted(e, env, "volume_bytes", l, u);
+        }
+        return 0;
 }

@@ -449,6 +449,11 @@ static void create_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
         }
         if (shutting_down(call))
                 return;
+        if (api_quota_check_sandbox(call, op->spec->limits.cpu_millicores / 1000.0,
+                                    (int64_t) op->spec->limits.memory_bytes, &e) < 0) {
+                finish_store_err(call, &e);
+                return;
+        }
         if (!ctx->images) {
                 rpc_call_finish(call, WR_STATUS_FAILED_PRECONDITION,
                                 "create sandbox: the image store is unavailable");
@@ -586,7 +591,10 @@ static int fork_one(struct rpc_call *call, const struct store_sandbox *orig,
                 warren__v1__create_sandbox_request__free_unpacked(req, NULL);
         if (r < 0)
                 return r;
-        r = sbx_create(ctx->sandboxes, spec, img, ret, e);
+        r = api_quota_check_sandbox(call, spec->limits.cpu_millicores / 1000.0,
+                                    (int64_t) spec->limits.memory_bytes, e);
+        if (r >= 0)
+                r = sbx_create(ctx->sandboxes, spec, img, ret, e);
         sbx_spec_free(spec);
         return r;
 }

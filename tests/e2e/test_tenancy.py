@@ -555,3 +555,56 @@ def test_cli_tokens_and_audit(d):
     cli(d, "token", "revoke", tid)
     p = cli(d, "--token", tok, "volume", "ls", check=1)
     assert "UNAUTHENTICATED" in p.stderr and "revoked" in p.stderr
+
+
+def test_quotas(d, root):
+    """Per-environment quotas: RESOURCE_EXHAUSTED naming the quota; other
+    environments are not limited by it; set by the operator only."""
+    tok = root.create_token("quota-env", role="admin").token
+    r = subprocess.run([WARREN_CLI, "--addr", d.unix_addr, "env", "set-quota", "quota-env",
+                        "--sandboxes", "2", "--cpu", "3", "--memory", "3Gi",
+                        "--volume-bytes", "96Mi"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and "sandboxes   2" in r.stdout, r.stderr
+    with tls_client(d, tok) as c:
+        q = c._unary(c._identity.GetQuota, identity_pb2.GetQuotaRequest())
+        assert (q.max_sandboxes, q.max_cpu, q.max_memory_bytes) == (2, 3.0, 3 << 30)
+        a = c.create(image=IMAGE, cpu=2)
+        try:
+            # cpu: 2 + 2 > 3
+            with pytest.raises(wr.ResourceExhausted) as ei:
+                c.create(image=IMAGE, cpu=2)
+            assert "quota cpu" in str(ei.value) and "quota-env" in str(ei.value)
+            # memory: default 1 GiB each; 1 + 2.5 GiB > 3 GiB
+            with pytest.raises(wr.ResourceExhausted) as ei:
+                c.create(image=IMAGE, memory="2560Mi", cpu=0.5)
+            assert "quota memory" in str(ei.value)
+            b = c.create(image=IMAGE, cpu=0.5)
+            try:
+                with pytest.raises(wr.ResourceExhausted) as ei:
+                    c.create(image=IMAGE, cpu=0.1)
+                assert "quota sandboxes" in str(ei.value)
+                # forks count too
+                with pytest.raises(wr.ResourceExhausted):
+                    c._unary(c._sandboxes.ForkSandbox,
+                             sandboxes_pb2.ForkSandboxRequest(id=b.id))
+                # another environment is not limited by it
+                with wr.SandboxClient(d.unix_addr) as other:
+                    o = other.create(image=IMAGE, cpu=2)
+                    o.terminate()
+            finally:
+                b.terminate()
+        finally:
+            a.terminate()
+        # freed: a create fits again
+        c.create(image=IMAGE).terminate()
+        c._unary(c._volumes.CreateVolume, volumes_pb2.CreateVolumeRequest(name="v1",
+                                                                          max_bytes=64 << 20))
+        with pytest.raises(wr.ResourceExhausted) as ei:
+            c._unary(c._volumes.CreateVolume, volumes_pb2.CreateVolumeRequest(name="v2",
+                                                                              max_bytes=64 << 20))
+        assert "quota volume_bytes" in str(ei.value)
+        c._unary(c._volumes.DeleteVolume, volumes_pb2.DeleteVolumeRequest(name="v1"))
+        # an admin of the environment cannot raise its own quota
+        with pytest.raises(wr.PermissionDenied):
+            c._unary(c._identity.SetQuota, identity_pb2.SetQuotaRequest(
+                quota=identity_pb2.Quota(environment="quota-env")))
