@@ -146,6 +146,10 @@ int api_authorize(struct rpc_call *call, void *userdata, struct wr_err *e) {
                                         "name (a-z, 0-9, '-', '_'; at most 63)",
                                         want);
                 snprintf(c->env, sizeof(c->env), "%s", want);
+                /* an environment is made by its first use */
+                struct wr_err le = {0};
+                if (store_env_ensure(ctx->store, want, &le) < 0)
+                        log_warn("environment %s: %s", want, le.msg);
         }
         return 0;
 }
