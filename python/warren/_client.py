@@ -124,6 +124,16 @@ class SandboxClient(Channel):
             self._identity.RevokeToken, identity_pb2.RevokeTokenRequest(id=token_id),
             timeout=30))
 
+    def get_workload_identity_token(self, audience: str) -> str:
+        """A short-lived OIDC token (JWT, ES256, at most 1 h) for
+        ``audience``, naming the caller's environment (claim
+        ``environment_id``); a third party verifies it against warrend's
+        /.well-known/jwks.json (workload identity federation)."""
+        r = self._unary(self._identity.GetWorkloadIdentityToken,
+                        identity_pb2.GetWorkloadIdentityTokenRequest(audience=audience),
+                        timeout=30)
+        return str(r.token)
+
     def audit_events(self, environment: str = "", limit: int = 100) -> List[Any]:
         """The newest audit records (warren.v1.AuditEvent messages)."""
         r = self._unary(self._identity.ListAuditEvents,

@@ -39,7 +39,15 @@ struct api_ctx {
          * Set by warrend; n_insecure_listeners 0 = none. */
         const char *const *insecure_listeners;
         size_t n_insecure_listeners;
+        /* Workload identity federation (wid.h): the signing keys and the
+         * issuer URL; NULL = GetWorkloadIdentityToken is UNAVAILABLE. */
+        struct wid_keys *wid;
+        const char *issuer;
 };
+
+/* The /.well-known/openid-configuration and /.well-known/jwks.json bodies
+ * (malloc'd JSON) for path, or NULL; userdata is the api_ctx. */
+char *api_well_known(const char *path, void *userdata);
 
 /* Caller authentication (auth.c): set cfg.authorize = api_server_authorize
  * and cfg.on_call_end = api_server_call_end with cfg.ctx = the api_ctx. */

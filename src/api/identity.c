@@ -13,6 +13,7 @@
 
 #include "api/api-internal.h"
 #include "api/bearer.h"
+#include "api/wid.h"
 #include "basic/log.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
@@ -41,6 +42,8 @@ static void who_am_i(struct rpc_call *call, const ProtobufCMessage *msg) {
         rpc_call_reply(call, &r.base);
 }
 
+static void finish(struct rpc_call *call, int status, const char *fmt, ...) _printf_(3, 4);
+
 static void get_token(struct rpc_call *call, const ProtobufCMessage *msg) {
         const Warren__V1__GetWorkloadIdentityTokenRequest *req = (const void *) msg;
         if (!*req->audience) {
@@ -49,13 +52,56 @@ static void get_token(struct rpc_call *call, const ProtobufCMessage *msg) {
                                 "\"sts.amazonaws.com\")");
                 return;
         }
-        api_unimplemented(call, "workload identity tokens (signed JWTs, JWKS) are not built "
-                                "yet; API tokens are (warren token create)");
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        const struct api_caller *c = api_caller(call);
+        if (!ctx->wid) {
+                rpc_call_finish(call, WR_STATUS_UNAVAILABLE,
+                                "workload identity keys are not loaded (see warrend's log)");
+                return;
+        }
+        if (!ctx->issuer) {
+                rpc_call_finish(call, WR_STATUS_FAILED_PRECONDITION,
+                                "workload identity needs an issuer: start warrend with "
+                                "--admin-listen HOST:PORT (it serves /.well-known/jwks.json) "
+                                "or --issuer URL");
+                return;
+        }
+        if (strlen(req->audience) > 512)
+                return finish(call, WR_STATUS_INVALID_ARGUMENT,
+                              "audience: longer than 512 characters");
+        char sub[160];
+        snprintf(sub, sizeof(sub), "environment:%s:%s", c->env, c->subject);
+        int64_t now = store_now_ns() / 1000000000;
+        char *tok = NULL;
+        struct wr_err e = {0};
+        if (wid_mint(ctx->wid, ctx->issuer, sub, req->audience, c->env, now,
+                     WID_MAX_LIFETIME_SEC, &tok, &e) < 0) {
+                log_error("GetWorkloadIdentityToken: %s", e.msg);
+                return finish(call, WR_STATUS_INTERNAL, "%s", e.msg);
+        }
+        api_audit_object(call, req->audience);
+        Warren__V1__GetWorkloadIdentityTokenResponse r =
+                WARREN__V1__GET_WORKLOAD_IDENTITY_TOKEN_RESPONSE__INIT;
+        r.token = tok;
+        r.expires_at_unix = now + WID_MAX_LIFETIME_SEC;
+        rpc_call_reply(call, &r.base);
+        explicit_bzero(tok, strlen(tok));
+        free(tok);
+}
+
+char *api_well_known(const char *path, void *userdata) {
+        struct api_ctx *ctx = userdata;
+        if (!ctx->wid || !ctx->issuer)
+                return NULL;
+        if (strcmp(path, "/.well-known/jwks.json") == 0)
+                return wid_jwks_json(ctx->wid);
+        if (strcmp(path, "/.well-known/openid-configuration") == 0)
+                return wid_openid_json(ctx->issuer);
+        return NULL;
 }
 
 /* --- permissions --- */
 
-static void finish(struct rpc_call *call, int status, const char *fmt, ...) _printf_(3, 4);
 static void finish(struct rpc_call *call, int status, const char *fmt, ...) {
         char m[512];
         va_list ap;

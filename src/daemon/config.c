@@ -23,6 +23,10 @@ void daemon_config_usage(FILE *f) {
               "  --state-dir DIR       state directory (default " DAEMON_DEFAULT_STATE_DIR ";\n"
               "                        env WARREN_STATE_DIR)\n"
               "  --admin-listen H:P    serve Prometheus /metrics and /healthz over HTTP\n"
+              "                        (and the workload identity /.well-known documents)\n"
+              "  --issuer URL          iss of workload identity tokens (default\n"
+              "                        http://ADMIN-LISTEN, the address serving\n"
+              "                        /.well-known/jwks.json)\n"
               "  --default-image NAME  image for sandboxes that name none (sandbox:latest)\n"
               "  --exec-log-size SIZE  output kept per exec for re-attaching clients\n"
               "                        (bytes, or with K/M/G suffix; default 16M)\n"
@@ -164,6 +168,8 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                 c->exec_log_size = (size_t) (n << shift);
         } else if (!strcmp(key, "admin-listen"))
                 r = set_str(&c->admin_listen, v);
+        else if (!strcmp(key, "issuer"))
+                r = set_str(&c->issuer, v);
         else if (!strcmp(key, "default-image")) {
                 if (!*v)
                         return err_set(e, -EINVAL, "--default-image: empty image name");
@@ -281,6 +287,7 @@ enum {
         OPT_STATE_DIR,
         OPT_EXEC_LOG_SIZE,
         OPT_ADMIN_LISTEN,
+        OPT_ISSUER,
         OPT_DEFAULT_IMAGE,
         OPT_TLS_CERT,
         OPT_TLS_KEY,
@@ -306,6 +313,7 @@ static const struct option options[] = {
         {"state-dir", required_argument, NULL, OPT_STATE_DIR},
         {"exec-log-size", required_argument, NULL, OPT_EXEC_LOG_SIZE},
         {"admin-listen", required_argument, NULL, OPT_ADMIN_LISTEN},
+        {"issuer", required_argument, NULL, OPT_ISSUER},
         {"default-image", required_argument, NULL, OPT_DEFAULT_IMAGE},
         {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
         {"tls-key", required_argument, NULL, OPT_TLS_KEY},
@@ -446,6 +454,7 @@ void daemon_config_clear(struct daemon_config *c) {
         free(c->listen);
         free(c->state_dir);
         free(c->admin_listen);
+        free(c->issuer);
         free(c->default_image);
         free(c->tls_cert);
         free(c->tls_key);

@@ -30,6 +30,7 @@ struct daemon_config {
         enum daemon_config_source listen_source; /* where the list came from */
         char *state_dir;
         char *admin_listen;  /* HOST:PORT or NULL */
+        char *issuer;        /* --issuer: workload identity issuer URL, or NULL */
         char *default_image; /* NULL = "sandbox:latest" */
         char *tls_cert;
         char *tls_key;

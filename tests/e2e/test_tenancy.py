@@ -608,3 +608,99 @@ def test_quotas(d, root):
         with pytest.raises(wr.PermissionDenied):
             c._unary(c._identity.SetQuota, identity_pb2.SetQuotaRequest(
                 quota=identity_pb2.Quota(environment="quota-env")))
+
+
+def test_workload_identity_federation(fresh_warrend):
+    """GetWorkloadIdentityToken mints an ES256 JWT that PyJWT verifies
+    against the served JWKS with the right audience, issuer and expiry;
+    after a key rotation the previous key is still published (overlap)."""
+    jwt = pytest.importorskip("jwt")
+    import urllib.request
+    from conftest import free_port
+    port = free_port()
+    issuer = "http://127.0.0.1:%d" % port
+    dd = fresh_warrend(tls=True, extra_args=["--admin-listen", "127.0.0.1:%d" % port])
+    with wr.SandboxClient(dd.unix_addr) as root_c:
+        tok = root_c.create_token("fed", role="user").token
+
+    def fetch(path):
+        with urllib.request.urlopen(issuer + path, timeout=10) as r:
+            assert r.headers["Content-Type"] == "application/json"
+            return json.loads(r.read())
+
+    conf = fetch("/.well-known/openid-configuration")
+    assert conf["issuer"] == issuer and conf["jwks_uri"] == issuer + "/.well-known/jwks.json"
+    with tls_client(dd, tok) as c:
+        t0 = time.time()
+        wit = c.get_workload_identity_token("snowflakecomputing.com")
+    jwks = jwt.PyJWKClient(conf["jwks_uri"])
+    key = jwks.get_signing_key_from_jwt(wit)
+    claims = jwt.decode(wit, key.key, algorithms=["ES256"], audience="snowflakecomputing.com",
+                        issuer=issuer)
+    assert claims["environment_id"] == "fed"
+    assert claims["sub"].startswith("environment:fed:token:tk-")
+    assert t0 - 5 <= claims["iat"] <= time.time() + 5
+    assert 0 < claims["exp"] - claims["iat"] <= 3600
+    with pytest.raises(jwt.InvalidAudienceError):
+        jwt.decode(wit, key.key, algorithms=["ES256"], audience="other.example")
+    head, body, sig = wit.split(".")
+    forged = head + "." + body[:-2] + ("AA" if body[-2:] != "AA" else "BB") + "." + sig
+    with pytest.raises(jwt.InvalidTokenError):
+        jwt.decode(forged, key.key, algorithms=["ES256"], audience="snowflakecomputing.com")
+    # an anonymous TLS caller gets no token
+    s = Stubs(dd)
+    try:
+        code, _ = code_of(lambda: s.identity.GetWorkloadIdentityToken(
+            identity_pb2.GetWorkloadIdentityTokenRequest(audience="x")))
+        assert code == grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        s.close()
+    keys = os.path.join(dd.state_dir, "keys")
+    made = [f for f in os.listdir(keys) if f.startswith("identity-")]
+    assert len(made) == 1
+    assert stat.S_IMODE(os.stat(os.path.join(keys, made[0])).st_mode) == 0o600
+
+
+def test_workload_identity_key_rotation(fresh_warrend, tmp_path):
+    """A signing key older than 30 days is replaced at start; the previous
+    one stays in the JWKS (tokens it signed verify until they expire)."""
+    jwt = pytest.importorskip("jwt")
+    import urllib.request
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from conftest import free_port
+    state = tmp_path / "state"
+    (state / "keys").mkdir(parents=True)
+    os.chmod(state / "keys", 0o700)
+    old = ec.generate_private_key(ec.SECP256R1())
+    old_file = state / "keys" / ("identity-%d.pem" % (int(time.time()) - 31 * 86400))
+    old_file.write_bytes(old.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    os.chmod(old_file, 0o600)
+    port = free_port()
+    issuer = "https://warren.example/ns"
+    dd = fresh_warrend(extra_args=["--state-dir", str(state), "--admin-listen",
+                                   "127.0.0.1:%d" % port, "--issuer", issuer])
+    with urllib.request.urlopen("http://127.0.0.1:%d/.well-known/jwks.json" % port,
+                                timeout=10) as r:
+        ks = json.loads(r.read())["keys"]
+    assert len(ks) == 2
+    nums = old.public_key().public_numbers()
+    b64 = lambda n: __import__("base64").urlsafe_b64encode(n.to_bytes(32, "big")).rstrip(b"=").decode()
+    olds = [k for k in ks if (k["x"], k["y"]) == (b64(nums.x), b64(nums.y))]
+    assert len(olds) == 1
+    # a token the old key signed (with its published kid) still verifies
+    prior = jwt.encode({"iss": issuer, "aud": "a", "exp": int(time.time()) + 60}, old,
+                       algorithm="ES256", headers={"kid": olds[0]["kid"]})
+    jwk = jwt.PyJWK(olds[0])
+    assert jwt.decode(prior, jwk.key, algorithms=["ES256"], audience="a", issuer=issuer)
+    # new tokens: the new key, the configured issuer
+    with wr.SandboxClient(dd.unix_addr) as c:
+        new = c.get_workload_identity_token("a")
+    kid = jwt.get_unverified_header(new)["kid"]
+    assert kid != olds[0]["kid"] and kid in [k["kid"] for k in ks]
+    newkey = jwt.PyJWK([k for k in ks if k["kid"] == kid][0])
+    claims = jwt.decode(new, newkey.key, algorithms=["ES256"], audience="a", issuer=issuer)
+    assert claims["environment_id"] == "default" and claims["sub"] == "environment:default:uid:0"
+    assert len([f for f in os.listdir(state / "keys") if f.startswith("identity-")]) == 2
