@@ -251,7 +251,7 @@ NOT_OBJECT_SCOPED = {
     "Secrets/SetSecret": "same name, own namespace: test_same_names_are_separate",
     "System/GetVersion": "public: test_tls_needs_a_token",
     "Identity/WhoAmI": "the caller only: test_whoami_and_environment",
-    "Identity/GetWorkloadIdentityToken": "the caller's own environment (UNIMPLEMENTED)",
+    "Identity/GetWorkloadIdentityToken": "the caller's own environment: test_workload_identity_federation",
 }
 
 
