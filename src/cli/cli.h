@@ -30,7 +30,7 @@ struct cli_ctx {
         bool tls;
         const char *ca_file;
         const char *token;       /* --token, WARREN_TOKEN */
-        const char *environment; /* --env-name, WARREN_ENVIRONMENT */
+        const char *environment; /* WARREN_ENVIRONMENT */
         uv_loop_t *loop;
         struct rpc_client *client; /* connected lazily by cli_connect */
 };
