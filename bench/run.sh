@@ -44,7 +44,7 @@ start_server() {
 }
 
 SERVER=""
-if [ -x "$BUILD/src/daemon/warrend" ] && start_server "$BUILD/src/daemon/warrend"; then
+if [ -x "$BUILD/src/daemon/warrend" ] && start_server "$BUILD/src/daemon/warrend" --insecure-tcp; then
   SERVER=warrend
 elif start_server "$BUILD/tests/tools/wr-diag-server"; then
   SERVER=wr-diag-server

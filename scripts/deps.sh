@@ -19,7 +19,8 @@ DEB_PACKAGES=(
   git curl openssh-client openssh-server   # tests/fakenet: git, curl, ssh clients and the bed's sshd
 )
 PY_MODULES=(grpc:grpcio grpc_tools:grpcio-tools google.protobuf:protobuf pytest:pytest
-  dnslib:dnslib cryptography:cryptography)  # the last two: tests/fakenet
+  dnslib:dnslib cryptography:cryptography   # tests/fakenet
+  jwt:pyjwt)  # tests/e2e/test_tenancy.py: workload identity tokens verified with PyJWT
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

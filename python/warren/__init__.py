@@ -8,7 +8,7 @@ their output over gRPC.
         sb.terminate()
 """
 from warren._channel import DEFAULT_ADDR, grpc_target
-from warren._client import SandboxClient, VersionInfo
+from warren._client import NewToken, SandboxClient, TokenInfo, VersionInfo, WhoAmI
 from warren._errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded,
                             FailedPrecondition, GitError, ImageBuildError, Internal,
                             InvalidArgument, NotFound, OutOfRange, PermissionDenied,
@@ -36,4 +36,5 @@ __all__ = [
     "Unknown", "Aborted", "OutOfRange", "Internal", "DataLoss", "Unauthenticated", "GitError",
     "ImageBuildError", "DEFAULT_ADDR", "grpc_target", "Files", "FileStat", "WatchEvent",
     "WatchEventKind", "Watcher",
+    "ImageBuildError", "DEFAULT_ADDR", "grpc_target", "WhoAmI", "TokenInfo", "NewToken",
 ]

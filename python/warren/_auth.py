@@ -64,14 +64,20 @@ class _Details(grpc.ClientCallDetails):
 
 class AuthInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
                       grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
-    """Adds "authorization: Bearer <token>" from a token getter."""
+    """Adds "authorization: Bearer <token>" from a token getter (when
+    given) and "x-warren-environment: <environment>" (when given: the
+    environment to act in; a token may name only its own)."""
 
-    def __init__(self, token: Callable[[], str]):
+    def __init__(self, token: Optional[Callable[[], str]], environment: Optional[str] = None):
         self._token = token
+        self._environment = environment
 
     def _details(self, d: grpc.ClientCallDetails) -> grpc.ClientCallDetails:
         md = list(d.metadata or [])
-        md.append(("authorization", "Bearer " + self._token()))
+        if self._token is not None:
+            md.append(("authorization", "Bearer " + self._token()))
+        if self._environment:
+            md.append(("x-warren-environment", self._environment))
         return _Details(d, md)
 
     def intercept_unary_unary(self, cont: Any, d: Any, req: Any) -> Any:

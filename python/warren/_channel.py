@@ -13,8 +13,8 @@ import grpc
 
 from warren._auth import AuthInterceptor, TokenFile
 from warren._errors import from_rpc_error
-from warren._proto.warren.v1 import (images_pb2_grpc, sandboxes_pb2_grpc, secrets_pb2_grpc,
-                                     system_pb2_grpc, volumes_pb2_grpc)
+from warren._proto.warren.v1 import (identity_pb2_grpc, images_pb2_grpc, sandboxes_pb2_grpc,
+                                     secrets_pb2_grpc, system_pb2_grpc, volumes_pb2_grpc)
 
 DEFAULT_ADDR = "unix:///run/warren/warren.sock"
 _MAX_MSG = 64 << 20
@@ -47,8 +47,9 @@ class Channel:
 
     def __init__(self, address: Optional[str] = None, *, use_tls: bool = False,
                  token: Optional[str] = None, ca_file: Optional[str] = None,
-                 token_file: Optional[str] = None):
+                 token_file: Optional[str] = None, environment: Optional[str] = None):
         self.address = address or os.environ.get("WARREN_ADDR") or DEFAULT_ADDR
+        self.environment = environment
         self.use_tls = use_tls or ca_file is not None
         target = grpc_target(self.address)
         options: List[Tuple[str, Any]] = [
@@ -78,9 +79,10 @@ class Channel:
             getter = lambda: token  # noqa: E731
         elif token_file:
             getter = TokenFile(token_file).get
-        if getter is not None:
-            channel = grpc.intercept_channel(channel, AuthInterceptor(getter))
+        if getter is not None or environment:
+            channel = grpc.intercept_channel(channel, AuthInterceptor(getter, environment))
         self._channel = channel
+        self._identity = identity_pb2_grpc.IdentityStub(channel)
         self._sandboxes = sandboxes_pb2_grpc.SandboxesStub(channel)
         self._images = images_pb2_grpc.ImagesStub(channel)
         self._secrets = secrets_pb2_grpc.SecretsStub(channel)
@@ -90,15 +92,16 @@ class Channel:
 
     @classmethod
     def from_env(cls: Type[_C]) -> _C:
-        """A connection from WARREN_ADDR, WARREN_TOKEN, WARREN_TLS_CA and
-        WARREN_IDENTITY_TOKEN_FILE (TLS when WARREN_TLS_CA or
-        WARREN_TLS=1 is set)."""
+        """A connection from WARREN_ADDR, WARREN_TOKEN, WARREN_ENVIRONMENT,
+        WARREN_TLS_CA and WARREN_IDENTITY_TOKEN_FILE (TLS when
+        WARREN_TLS_CA or WARREN_TLS=1 is set)."""
         env = os.environ
         ca = env.get("WARREN_TLS_CA") or None
         tls = ca is not None or env.get("WARREN_TLS", "") in ("1", "true", "yes")
         return cls(env.get("WARREN_ADDR") or DEFAULT_ADDR, use_tls=tls,
                    token=env.get("WARREN_TOKEN") or None, ca_file=ca,
-                   token_file=env.get("WARREN_IDENTITY_TOKEN_FILE") or None)
+                   token_file=env.get("WARREN_IDENTITY_TOKEN_FILE") or None,
+                   environment=env.get("WARREN_ENVIRONMENT") or None)
 
     # --- lifetime ---
     def close(self) -> None:

@@ -12,7 +12,7 @@ from warren._channel import Channel
 from warren._errors import ImageBuildError, InvalidArgument, SandboxNotFound, Status, from_rpc_error
 from warren._exec import ProcessInfo
 from warren._image import Image, ImageConfig, ImageInfo, build_image
-from warren._proto.warren.v1 import images_pb2
+from warren._proto.warren.v1 import identity_pb2, images_pb2
 from warren._proto.warren.v1 import sandboxes_pb2 as pb
 from warren._proto.warren.v1 import secrets_pb2, system_pb2, volumes_pb2
 from warren._sandbox import Sandbox, SandboxInfo, SandboxStatus, list_processes, sandbox_keywords
@@ -41,16 +41,105 @@ class VersionInfo:
                    kernel=v.kernel)
 
 
+@dataclass(frozen=True)
+class WhoAmI:
+    """The caller as warrend authenticated it (SandboxClient.whoami())."""
+
+    subject: str
+    environment: str
+    role: str
+    token_id: str = ""
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """An API token's public facts (never the token)."""
+
+    id: str
+    environment: str
+    role: str
+    description: str = ""
+    created_unix_nanos: int = 0
+    expires_unix_nanos: int = 0  # 0: never
+    revoked_unix_nanos: int = 0  # 0: not revoked
+
+    @classmethod
+    def _from_proto(cls, t: identity_pb2.TokenInfo) -> "TokenInfo":
+        return cls(id=t.id, environment=t.environment, role=t.role, description=t.description,
+                   created_unix_nanos=t.created_at.unix_nanos,
+                   expires_unix_nanos=t.expires_at.unix_nanos,
+                   revoked_unix_nanos=t.revoked_at.unix_nanos)
+
+
+@dataclass(frozen=True)
+class NewToken:
+    """A token just minted: ``token`` is shown only this once."""
+
+    token: str
+    info: TokenInfo
+
+
 class SandboxClient(Channel):
     """A connection to warrend.
 
     ``address``: "unix:///p", "unix:/p" or "HOST:PORT" (default
     WARREN_ADDR or unix:///run/warren/warren.sock). ``use_tls`` with
     ``ca_file`` (PEM; default the system roots) for TCP. ``token`` is sent
-    as a bearer token; ``token_file`` is a rotating identity token file.
-    ``SandboxClient.from_env()`` reads WARREN_ADDR, WARREN_TOKEN,
-    WARREN_TLS_CA and WARREN_IDENTITY_TOKEN_FILE. A context manager:
+    as a bearer token (an API token from ``warren token create``; remote
+    TLS listeners require one); ``token_file`` is a rotating identity
+    token file; ``environment`` names the environment to act in (a token
+    may name only its own). ``SandboxClient.from_env()`` reads
+    WARREN_ADDR, WARREN_TOKEN, WARREN_ENVIRONMENT, WARREN_TLS_CA and
+    WARREN_IDENTITY_TOKEN_FILE. A context manager:
     leaving the block closes the channel."""
+
+    # --- identity: who am I, API tokens, audit, quotas ---
+    def whoami(self) -> "WhoAmI":
+        """The caller as warrend authenticated it: subject, environment,
+        role ("operator", "admin", "user") and token id."""
+        r = self._unary(self._identity.WhoAmI, identity_pb2.WhoAmIRequest(), timeout=30)
+        return WhoAmI(subject=r.subject, environment=r.environment, role=r.role,
+                      token_id=r.token_id)
+
+    def create_token(self, environment: str = "", *, role: str = "user",
+                     expires: Optional[str] = None, description: str = "") -> "NewToken":
+        """Mint an API token for ``environment`` (admins of it, or the
+        operator). The token is returned once; warrend keeps its hash."""
+        r = self._unary(self._identity.CreateToken,
+                        identity_pb2.CreateTokenRequest(environment=environment, role=role,
+                                                        expires=expires or "",
+                                                        description=description),
+                        timeout=30)
+        return NewToken(token=r.token, info=TokenInfo._from_proto(r.info))
+
+    def list_tokens(self, environment: str = "") -> List["TokenInfo"]:
+        """Tokens of an environment (never the tokens themselves)."""
+        r = self._unary(self._identity.ListTokens,
+                        identity_pb2.ListTokensRequest(environment=environment), timeout=30)
+        return [TokenInfo._from_proto(t) for t in r.tokens]
+
+    def revoke_token(self, token_id: str) -> "TokenInfo":
+        """Revoke a token by id ("tk-..."): its next call is UNAUTHENTICATED."""
+        return TokenInfo._from_proto(self._unary(
+            self._identity.RevokeToken, identity_pb2.RevokeTokenRequest(id=token_id),
+            timeout=30))
+
+    def get_workload_identity_token(self, audience: str) -> str:
+        """A short-lived OIDC token (JWT, ES256, at most 1 h) for
+        ``audience``, naming the caller's environment (claim
+        ``environment_id``); a third party verifies it against warrend's
+        /.well-known/jwks.json (workload identity federation)."""
+        r = self._unary(self._identity.GetWorkloadIdentityToken,
+                        identity_pb2.GetWorkloadIdentityTokenRequest(audience=audience),
+                        timeout=30)
+        return str(r.token)
+
+    def audit_events(self, environment: str = "", limit: int = 100) -> List[Any]:
+        """The newest audit records (warren.v1.AuditEvent messages)."""
+        r = self._unary(self._identity.ListAuditEvents,
+                        identity_pb2.ListAuditEventsRequest(environment=environment, limit=limit),
+                        timeout=30)
+        return list(r.events)
 
     # --- system ---
     def version(self) -> VersionInfo:

@@ -39,7 +39,20 @@ struct api_ctx {
          * Set by warrend; n_insecure_listeners 0 = none. */
         const char *const *insecure_listeners;
         size_t n_insecure_listeners;
+        /* Workload identity federation (wid.h): the signing keys and the
+         * issuer URL; NULL = GetWorkloadIdentityToken is UNAVAILABLE. */
+        struct wid_keys *wid;
+        const char *issuer;
 };
+
+/* The /.well-known/openid-configuration and /.well-known/jwks.json bodies
+ * (malloc'd JSON) for path, or NULL; userdata is the api_ctx. */
+char *api_well_known(const char *path, void *userdata);
+
+/* Caller authentication (auth.c): set cfg.authorize = api_server_authorize
+ * and cfg.on_call_end = api_server_call_end with cfg.ctx = the api_ctx. */
+int api_server_authorize(struct rpc_call *call, void *ctx, struct wr_err *e);
+void api_server_call_end(struct rpc_call *call, int status, const char *message, void *ctx);
 
 /* Each returns 0 or a negative errno from rpc_server_add_methods. */
 int api_system_register(struct rpc_server *s);    /* warren.v1.System */

@@ -793,6 +793,7 @@ static void build_done(int r, const struct img_info *img, const struct wr_err *e
         if (r < 0) {
                 rpc_call_finish_err(bc->call, e);
         } else {
+                api_image_record(bc->call, img->id);
                 Warren__V1__Image msg;
                 Warren__V1__ImageConfig cfg;
                 Warren__V1__Timestamp ts;
@@ -885,6 +886,12 @@ static void build_image(struct rpc_call *call, const ProtobufCMessage *m) {
         }
         struct wr_err e = {0};
         struct sbx_build_spec *spec = NULL;
+        /* another environment's image is no base (one not stored yet is
+         * pulled by the build) */
+        if (req->build && api_image_hidden(call, req->build->base_image)) {
+                rpc_call_finish(call, WR_STATUS_NOT_FOUND, "build.base_image: image not found");
+                return;
+        }
         int r = spec_build(ctx, req->build, NULL, &spec, &e);
         if (r < 0) {
                 rpc_call_finish_err(call, &e);

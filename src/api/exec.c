@@ -210,13 +210,16 @@ int api_exec_start_spec(const Warren__V1__ExecStart *start, struct sbx_exec_spec
         return 0;
 }
 
-static int exec_start_now(struct api_ctx *ctx, const Warren__V1__ExecStart *start,
-                          struct exec_call *ec, struct wr_err *e) {
+static int exec_start_now(struct rpc_call *call, struct api_ctx *ctx,
+                          const Warren__V1__ExecStart *start, struct exec_call *ec,
+                          struct wr_err *e) {
         _cleanup_(api_exec_vectors_free) struct api_exec_vectors v = {0};
         struct sbx_exec_spec spec;
+        char id[32];
         int r = api_exec_start_spec(start, &spec, &v, e);
-        if (r < 0)
+        if (r < 0 || (r = api_own_sandbox_id(call, start->sandbox, id, sizeof(id), e)) < 0)
                 return r;
+        spec.sandbox = id;
         return sbx_exec_start(ctx->sandboxes, &spec, &exec_callbacks, ec, &ec->x, e);
 }
 
@@ -242,7 +245,7 @@ static void journal_begun(int r, uint64_t token, const char *sandbox_id, const s
         else if (r < 0) {
                 ec->finished = true;
                 rpc_call_finish_err(call, je);
-        } else if ((r = exec_start_now(ctx, ec->pending, ec, &e)) < 0) {
+        } else if ((r = exec_start_now(call, ctx, ec->pending, ec, &e)) < 0) {
                 sbx_journal_cancel(ctx->sandboxes, sandbox_id, token);
                 ec->finished = true;
                 if (err_status(&e) == WR_STATUS_INTERNAL)
@@ -258,17 +261,20 @@ static void journal_begun(int r, uint64_t token, const char *sandbox_id, const s
         rpc_call_unref(call);
 }
 
-static int exec_start(struct api_ctx *ctx, const Warren__V1__ExecStart *start, struct exec_call *ec,
-                      struct wr_err *e) {
-        bool journal = start->journal || (start->sandbox && *start->sandbox &&
-                                          sbx_journal_all(ctx->sandboxes, start->sandbox));
+static int exec_start(struct rpc_call *call, struct api_ctx *ctx, const Warren__V1__ExecStart *start,
+                      struct exec_call *ec, struct wr_err *e) {
+        char id[32];
+        bool journal = start->journal;
+        if (!journal && start->sandbox && *start->sandbox &&
+            api_own_sandbox_id(call, start->sandbox, id, sizeof(id), NULL) >= 0)
+                journal = sbx_journal_all(ctx->sandboxes, id);
         if (!journal)
-                return exec_start_now(ctx, start, ec, e);
+                return exec_start_now(call, ctx, start, ec, e);
         /* validate now, start after the walk */
         _cleanup_(api_exec_vectors_free) struct api_exec_vectors v = {0};
         struct sbx_exec_spec spec;
         int r = api_exec_start_spec(start, &spec, &v, e);
-        if (r < 0)
+        if (r < 0 || (r = api_own_sandbox_id(call, start->sandbox, id, sizeof(id), e)) < 0)
                 return r;
         size_t len = protobuf_c_message_get_packed_size(&start->base);
         _cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
@@ -280,7 +286,7 @@ static int exec_start(struct api_ctx *ctx, const Warren__V1__ExecStart *start, s
         if (!ec->pending)
                 return err_set(e, -ENOMEM, "out of memory");
         rpc_call_ref(ec->call);
-        if ((r = sbx_journal_begin(ctx->sandboxes, start->sandbox, journal_begun, ec, e)) < 0) {
+        if ((r = sbx_journal_begin(ctx->sandboxes, id, journal_begun, ec, e)) < 0) {
                 rpc_call_unref(ec->call);
                 pending_free(ec);
                 return r;
@@ -289,14 +295,18 @@ static int exec_start(struct api_ctx *ctx, const Warren__V1__ExecStart *start, s
         return 0;
 }
 
-static int exec_attach(struct api_ctx *ctx, const Warren__V1__ExecAttach *a, struct exec_call *ec,
-                       struct wr_err *e) {
+static int exec_attach(struct rpc_call *call, struct api_ctx *ctx, const Warren__V1__ExecAttach *a,
+                       struct exec_call *ec, struct wr_err *e) {
         if (!a->sandbox || !*a->sandbox)
                 return invalid(e, "attach.sandbox: name the sandbox (id or name)");
         if (!a->exec_id || !*a->exec_id)
                 return invalid(e, "attach.exec_id: give the exec id (\"ex-N\")");
+        char id[32];
+        int r = api_own_sandbox_id(call, a->sandbox, id, sizeof(id), e);
+        if (r < 0)
+                return r;
         struct sbx_exec_target t = {
-                .sandbox = a->sandbox,
+                .sandbox = id,
                 .exec_id = a->exec_id,
                 .offset = a->offset,
         };
@@ -319,8 +329,8 @@ static void exec_on_message(struct rpc_call *call, const ProtobufCMessage *msg) 
                 rpc_call_set_data(call, ec);
                 struct wr_err e = {0};
                 int r = req->kind_case == WARREN__V1__EXEC_REQUEST__KIND_START
-                                ? exec_start(ctx, req->start, ec, &e)
-                                : exec_attach(ctx, req->attach, ec, &e);
+                                ? exec_start(call, ctx, req->start, ec, &e)
+                                : exec_attach(call, ctx, req->attach, ec, &e);
                 if (r < 0) {
                         ec->finished = true;
                         if (err_status(&e) == WR_STATUS_INTERNAL)
@@ -465,7 +475,10 @@ static void list_processes(struct rpc_call *call, const ProtobufCMessage *msg) {
         struct wr_err e = {0};
         _cleanup_free_ struct sbx_exec_info *v = NULL;
         size_t n = 0;
-        int r = sbx_exec_list(ctx->sandboxes, req->sandbox, &v, &n, &e);
+        char id[32];
+        int r = api_own_sandbox_id(call, req->sandbox, id, sizeof(id), &e);
+        if (r >= 0)
+                r = sbx_exec_list(ctx->sandboxes, id, &v, &n, &e);
         if (r < 0) {
                 rpc_call_finish_err(call, &e);
                 return;

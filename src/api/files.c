@@ -72,7 +72,11 @@ static int take_fs(struct rpc_call *call, const char *field, const char *key, bo
                 return -ESHUTDOWN;
         }
         struct wr_err e = {0};
-        int r = sbx_fs_open(ctx->sandboxes, key, fs, &e);
+        char id[32];
+        /* the caller's own sandbox: another environment's is NOT_FOUND */
+        int r = api_own_sandbox_id(call, key, id, sizeof(id), &e);
+        if (r >= 0)
+                r = sbx_fs_open(ctx->sandboxes, id, fs, &e);
         if (r < 0) {
                 finish_err(call, &e);
                 return r;

@@ -116,6 +116,7 @@ static void import_done(struct img_import *imp, int r, const struct img_info *in
                 finish_err(call, "import image", e);
                 return;
         }
+        api_image_record(call, info->id);
         log_info("imported image %s%s%s (%zu layer(s), %llu bytes)", info->id,
                  info->n_names ? " as " : "", info->n_names ? info->names[0] : "", info->n_layers,
                  (unsigned long long) info->size);
@@ -162,6 +163,12 @@ static void import_message(struct rpc_call *call, const ProtobufCMessage *m) {
                         return;
                 }
                 struct api_ctx *ctx = rpc_call_server_ctx(call);
+                if (api_image_name_check(call, meta->name, &e) < 0) {
+                        free(ic);
+                        finish_err(call, "import image", &e);
+                        return;
+                }
+                api_audit_object(call, meta->name);
                 int r = img_import_new(ctx->images, rpc_call_loop(call), meta->name,
                                        pc ? &cfg : NULL, &ic->imp, &e);
                 if (r < 0) {
@@ -214,7 +221,7 @@ static void get_image(struct rpc_call *call, const ProtobufCMessage *m) {
                 return;
         struct img_info *info = NULL;
         struct wr_err e = {0};
-        if (img_store_resolve(store_of(call), req->image, &info, &e) < 0) {
+        if (api_own_image(call, req->image, false, &info, &e) < 0) {
                 finish_err(call, "get image", &e);
                 return;
         }
@@ -227,6 +234,7 @@ static void get_image(struct rpc_call *call, const ProtobufCMessage *m) {
 }
 
 static void list_images(struct rpc_call *call, const ProtobufCMessage *m) {
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
         if (!require_store(call))
                 return;
         struct img_info **list = NULL;
@@ -243,12 +251,24 @@ static void list_images(struct rpc_call *call, const ProtobufCMessage *m) {
         if (!msgs || !ptrs || !cfgs || !tss) {
                 rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         } else {
+                /* the caller's environment's images and the shared catalog
+                 * (a tenant is not shown unnamed catalog entries: build
+                 * steps, pulls by digest) */
+                bool tenant = strcmp(api_caller_env(call), STORE_ENV_DEFAULT) != 0;
+                size_t shown = 0;
                 for (size_t i = 0; i < n; i++) {
-                        api_image_to_proto(list[i], &msgs[i], &cfgs[i], &tss[i]);
-                        ptrs[i] = &msgs[i];
+                        if (!api_image_visible(call, list[i]->id))
+                                continue;
+                        if (tenant && list[i]->n_names == 0 &&
+                            store_image_env_access(ctx->store, api_caller_env(call), list[i]->id,
+                                                   true, NULL) <= 0)
+                                continue;
+                        api_image_to_proto(list[i], &msgs[shown], &cfgs[shown], &tss[shown]);
+                        ptrs[shown] = &msgs[shown];
+                        shown++;
                 }
                 Warren__V1__ListImagesResponse resp = WARREN__V1__LIST_IMAGES_RESPONSE__INIT;
-                resp.n_images = n;
+                resp.n_images = shown;
                 resp.images = ptrs;
                 rpc_call_reply(call, &resp.base);
         }
@@ -264,6 +284,12 @@ static void delete_image(struct rpc_call *call, const ProtobufCMessage *m) {
         if (!require_store(call))
                 return;
         struct wr_err e = {0};
+        struct img_info *info = NULL;
+        if (api_own_image(call, req->image, true, &info, &e) < 0) {
+                finish_err(call, "delete image", &e);
+                return;
+        }
+        img_info_free(info);
         if (img_store_delete(store_of(call), req->image, &e) < 0) {
                 finish_err(call, "delete image", &e);
                 return;
@@ -322,6 +348,7 @@ static void pull_done(struct img_pull *p, int r, const struct img_info *info,
                 finish_err(call, "pull image", e);
                 return;
         }
+        api_image_record(call, info->id);
         log_info("pulled image %s%s%s (%zu layer(s), %llu bytes) in %llu ms", info->id,
                  info->n_names ? " as " : "", info->n_names ? info->names[0] : "", info->n_layers,
                  (unsigned long long) info->size,
@@ -372,6 +399,12 @@ static void pull_image(struct rpc_call *call, const ProtobufCMessage *m) {
         pc->started_ms = uv_now(rpc_call_loop(call));
         rpc_call_set_data(call, pc);
         struct wr_err e = {0};
+        char local[512];
+        if (img_pull_local_name(req->ref, local, sizeof(local), NULL) >= 0 &&
+            api_image_name_check(call, local, &e) < 0) {
+                finish_err(call, "pull image", &e);
+                return;
+        }
         log_info("pulling %s", req->ref);
         if (img_pull_start(store_of(call), rpc_call_loop(call), req->ref, pull_progress, pull_done,
                            call, &pc->pull, &e) < 0) {

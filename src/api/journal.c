@@ -89,20 +89,10 @@ static int change_list_make(struct change_list *l, const struct jt_change *v, si
         return 0;
 }
 
-/* The sandbox named by key, in the caller's environment (NOT_FOUND
- * otherwise). */
-static int own_sandbox(struct rpc_call *call, const char *key, struct wr_err *e) {
-        struct api_ctx *ctx = rpc_call_server_ctx(call);
-        struct store_sandbox sb = {0};
-        int r = sbx_lookup(ctx->sandboxes, key, &sb, e);
-        if (r >= 0 && strcmp(sb.environment, api_caller_env(call)) != 0)
-                r = err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
-                             "sandbox %s not found", key);
-        store_sandbox_clear(&sb);
-        return r;
-}
-
-static int check_request(struct rpc_call *call, const char *sandbox, const char *exec_id) {
+/* Checks the request and resolves the sandbox in the caller's environment
+ * (another environment's is NOT_FOUND) into id. */
+static int check_request(struct rpc_call *call, const char *sandbox, const char *exec_id, char *id,
+                         size_t size) {
         if (!sandbox || !*sandbox) {
                 rpc_call_finish(call, WR_STATUS_INVALID_ARGUMENT,
                                 "sandbox: empty; give the sandbox's id or name");
@@ -114,7 +104,7 @@ static int check_request(struct rpc_call *call, const char *sandbox, const char 
                 return -EINVAL;
         }
         struct wr_err e = {0};
-        if (own_sandbox(call, sandbox, &e) < 0) {
+        if (api_own_sandbox_id(call, sandbox, id, size, &e) < 0) {
                 rpc_call_finish_err(call, &e);
                 return -ENOENT;
         }
@@ -151,12 +141,12 @@ static void changes_done(int r, const struct jt_change *v, size_t n, bool runnin
 static void get_exec_changes(struct rpc_call *call, const ProtobufCMessage *msg) {
         const Warren__V1__GetExecChangesRequest *req = (const void *) msg;
         struct api_ctx *ctx = rpc_call_server_ctx(call);
-        if (check_request(call, req->sandbox, req->exec_id) < 0)
+        char id[32];
+        if (check_request(call, req->sandbox, req->exec_id, id, sizeof(id)) < 0)
                 return;
         struct wr_err e = {0};
         rpc_call_ref(call);
-        if (sbx_journal_changes(ctx->sandboxes, req->sandbox, req->exec_id, changes_done, call, &e) <
-            0) {
+        if (sbx_journal_changes(ctx->sandboxes, id, req->exec_id, changes_done, call, &e) < 0) {
                 rpc_call_finish_err(call, &e);
                 rpc_call_unref(call);
         }
@@ -191,11 +181,12 @@ static void rollback_done(int r, const struct jt_change *v, size_t n, const stru
 static void rollback_exec(struct rpc_call *call, const ProtobufCMessage *msg) {
         const Warren__V1__RollbackExecRequest *req = (const void *) msg;
         struct api_ctx *ctx = rpc_call_server_ctx(call);
-        if (check_request(call, req->sandbox, req->exec_id) < 0)
+        char id[32];
+        if (check_request(call, req->sandbox, req->exec_id, id, sizeof(id)) < 0)
                 return;
         struct wr_err e = {0};
         rpc_call_ref(call);
-        if (sbx_journal_rollback(ctx->sandboxes, req->sandbox, req->exec_id, req->force,
+        if (sbx_journal_rollback(ctx->sandboxes, id, req->exec_id, req->force,
                                  rollback_done, call, &e) < 0) {
                 rpc_call_finish_err(call, &e);
                 rpc_call_unref(call);

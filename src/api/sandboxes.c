@@ -347,30 +347,8 @@ static void get_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
 
         struct wr_err e = {0};
         struct store_sandbox sb = {0};
-        int r = req->key_case == WARREN__V1__GET_SANDBOX_REQUEST__KEY_ID
-                        ? store_sandbox_load(ctx->store, id, &sb, &e)
-                        : store_sandbox_load_by_name(ctx->store, api_caller_env(call), name, &sb,
-                                                     &e);
-        if (r == -ENOENT) {
-                char m[256];
-                if (*id)
-                        snprintf(m, sizeof(m), "sandbox %s not found", id);
-                else
-                        snprintf(m, sizeof(m), "no sandbox named \"%s\"", name);
-                rpc_call_finish(call, WR_STATUS_NOT_FOUND, m);
-                return;
-        }
-        if (r < 0) {
-                err_prefix(&e, r, "get sandbox");
+        if (api_own_sandbox(call, *id ? id : name, &sb, &e) < 0) {
                 finish_store_err(call, &e);
-                return;
-        }
-        /* Another environment's sandbox does not exist for this caller. */
-        if (strcmp(sb.environment, api_caller_env(call)) != 0) {
-                char m[256];
-                snprintf(m, sizeof(m), "sandbox %s not found", *id ? id : name);
-                rpc_call_finish(call, WR_STATUS_NOT_FOUND, m);
-                store_sandbox_clear(&sb);
                 return;
         }
         struct sandbox_msg *m = sandbox_msg_new(&sb, ctx->sandboxes);
@@ -471,6 +449,11 @@ static void create_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
         }
         if (shutting_down(call))
                 return;
+        if (api_quota_check_sandbox(call, op->spec->limits.cpu_millicores / 1000.0,
+                                    (int64_t) op->spec->limits.memory_bytes, &e) < 0) {
+                finish_store_err(call, &e);
+                return;
+        }
         if (!ctx->images) {
                 rpc_call_finish(call, WR_STATUS_FAILED_PRECONDITION,
                                 "create sandbox: the image store is unavailable");
@@ -479,6 +462,10 @@ static void create_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
         /* An image not stored yet is pulled first (never the daemon's
          * default image: that one is built or imported locally). */
         const char *ref = sbx_image_ref(ctx->sandboxes, op->spec);
+        if (api_image_hidden(call, ref)) { /* another environment's */
+                rpc_call_finish(call, WR_STATUS_NOT_FOUND, "create sandbox: image not found");
+                return;
+        }
         unsigned flags = sbx_image_is_default(ctx->sandboxes, ref) ? IMG_RESOLVE_NO_PULL : 0;
         struct img_info *img = NULL;
         op->call = rpc_call_ref(call);
@@ -528,8 +515,9 @@ static void set_paused(struct rpc_call *call, const char *id, const char *name, 
                 return;
         struct api_ctx *ctx = rpc_call_server_ctx(call);
         struct wr_err e = {0};
-        char sid[32];
-        if (sbx_set_paused(ctx->sandboxes, *id ? id : name, on, sid, &e) < 0) {
+        char own[32], sid[32];
+        if (api_own_sandbox_id(call, *id ? id : name, own, sizeof(own), &e) < 0 ||
+            sbx_set_paused(ctx->sandboxes, own, on, sid, &e) < 0) {
                 finish_store_err(call, &e);
                 return;
         }
@@ -603,7 +591,10 @@ static int fork_one(struct rpc_call *call, const struct store_sandbox *orig,
                 warren__v1__create_sandbox_request__free_unpacked(req, NULL);
         if (r < 0)
                 return r;
-        r = sbx_create(ctx->sandboxes, spec, img, ret, e);
+        r = api_quota_check_sandbox(call, spec->limits.cpu_millicores / 1000.0,
+                                    (int64_t) spec->limits.memory_bytes, e);
+        if (r >= 0)
+                r = sbx_create(ctx->sandboxes, spec, img, ret, e);
         sbx_spec_free(spec);
         return r;
 }
@@ -619,6 +610,7 @@ static void snapshot_done(int r, const struct img_info *img, const struct wr_err
                 finish_store_err(call, e);
                 goto out;
         }
+        api_image_record(call, img->id);
         Warren__V1__Image msg;
         Warren__V1__ImageConfig cfg;
         Warren__V1__Timestamp ts;
@@ -679,12 +671,8 @@ static void start_snapshot(struct rpc_call *call, const char *id, const char *na
         struct api_ctx *ctx = rpc_call_server_ctx(call);
         struct wr_err e = {0};
         struct store_sandbox sb = {0};
-        int r = sbx_lookup(ctx->sandboxes, *id ? id : name, &sb, &e);
-        if (r >= 0 && strcmp(sb.environment, api_caller_env(call)) != 0)
-                r = err_setx(&e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
-                             "sandbox %s not found", *id ? id : name);
+        int r = api_own_sandbox(call, *id ? id : name, &sb, &e);
         if (r < 0) {
-                store_sandbox_clear(&sb);
                 finish_store_err(call, &e);
                 return;
         }
@@ -716,6 +704,11 @@ static void snapshot_sandbox(struct rpc_call *call, const ProtobufCMessage *msg)
                         finish_store_err(call, &e);
                         return;
                 }
+        }
+        struct wr_err ne = {0};
+        if (api_image_name_check(call, req->image_name, &ne) < 0) {
+                finish_store_err(call, &ne);
+                return;
         }
         start_snapshot(call, by_id ? req->id : "", by_name ? req->name : "", (int) req->key_case,
                        req->image_name, 0);
@@ -753,7 +746,7 @@ static void terminate_sandbox(struct rpc_call *call, const ProtobufCMessage *msg
         struct api_ctx *ctx = rpc_call_server_ctx(call);
         struct wr_err e = {0};
         struct store_sandbox sb = {0};
-        int r = sbx_lookup(ctx->sandboxes, *id ? id : name, &sb, &e);
+        int r = api_own_sandbox(call, *id ? id : name, &sb, &e);
         if (r < 0) {
                 finish_store_err(call, &e);
                 return;
@@ -802,22 +795,7 @@ static void list_network_events(struct rpc_call *call, const ProtobufCMessage *m
         }
         struct wr_err e = {0};
         struct store_sandbox sb = {0};
-        int r = store_sandbox_load(ctx->store, req->sandbox, &sb, &e);
-        if (r == -ENOENT) {
-                e = (struct wr_err){0};
-                r = store_sandbox_load_by_name(ctx->store, api_caller_env(call), req->sandbox, &sb,
-                                               &e);
-        }
-        if (r == -ENOENT || (r >= 0 && strcmp(sb.environment, api_caller_env(call)) != 0)) {
-                char m[256];
-                snprintf(m, sizeof(m), "sandbox %.200s not found", req->sandbox);
-                rpc_call_finish(call, WR_STATUS_NOT_FOUND, m);
-                if (r >= 0)
-                        store_sandbox_clear(&sb);
-                return;
-        }
-        if (r < 0) {
-                err_prefix(&e, r, "list network events");
+        if (api_own_sandbox(call, req->sandbox, &sb, &e) < 0) {
                 finish_store_err(call, &e);
                 return;
         }

@@ -402,7 +402,9 @@ static int check_unimplemented(const Warren__V1__CreateSandboxRequest *req, stru
                                         h->key);
                 }
         if (req->identity)
-                return UNIMPLEMENTED(e, "identity tokens are not implemented yet");
+                return UNIMPLEMENTED(e, "identity: a sandbox's own identity token (file, rotation, API "
+                                        "access with it) is not implemented yet; "
+                                        "GetWorkloadIdentityToken is");
         if (req->image && req->image->kind_case == WARREN__V1__IMAGE_SPEC__KIND_BUILD)
                 return UNIMPLEMENTED(e, "image.build: CreateSandbox does not build; build the "
                                         "image with Images/BuildImage (the SDK's client.create "
@@ -584,6 +586,8 @@ static int build(struct store *store, struct vol_manager *vm, const char *envnam
         int r = check_unimplemented(req, e);
         if (r < 0)
                 return r;
+        if (envname && !(s->environment = strdup(envname)))
+                return -ENOMEM;
         if ((r = volumes_to_mounts(vm, envname, req, s, e)) < 0)
                 return r;
         if (req->image && req->image->kind_case == WARREN__V1__IMAGE_SPEC__KIND_REF &&

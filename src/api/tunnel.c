@@ -259,8 +259,9 @@ static void tunnel_on_message(struct rpc_call *call, const ProtobufCMessage *msg
                         rpc_call_finish(call, WR_STATUS_UNAVAILABLE, "warrend is shutting down");
                         return;
                 }
-                if (sbx_tcp_connect(ctx->sandboxes, req->sandbox, (uint16_t) req->port, &t->fd,
-                                    &e) < 0) {
+                char id[32];
+                if (api_own_sandbox_id(call, req->sandbox, id, sizeof(id), &e) < 0 ||
+                    sbx_tcp_connect(ctx->sandboxes, id, (uint16_t) req->port, &t->fd, &e) < 0) {
                         t->finished = true;
                         rpc_call_finish_err(call, &e);
                         return;

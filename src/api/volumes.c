@@ -144,6 +144,8 @@ static void create_volume(struct rpc_call *call, const ProtobufCMessage *msg) {
         struct vol_info vi;
         struct wr_err e = {0};
         struct vol_new *n = NULL;
+        if (api_quota_check_volume(call, (int64_t) req->max_bytes, &e) < 0)
+                return finish_err(call, &e);
         int r = vol_create_begin(manager(call), api_caller_env(call), req->name, &lim, &vi, &n, &e);
         if (r < 0)
                 return finish_err(call, &e);

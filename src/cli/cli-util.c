@@ -53,6 +53,9 @@ int cli_getopt(struct cli_ctx *ctx, const char *cmd, const char *usage, int argc
                         ctx->ca_file = optarg;
                         ctx->tls = true;
                         continue;
+                case CLI_OPT_TOKEN:
+                        ctx->token = optarg && *optarg ? optarg : NULL;
+                        continue;
                 case 'h':
                         cli_usage(cmd, usage, true);
                         return CLI_GETOPT_HELP;
@@ -122,6 +125,7 @@ int cli_connect(struct cli_ctx *ctx) {
                 .tls = ctx->tls,
                 .ca_file = ctx->ca_file,
                 .token = ctx->token,
+                .environment = ctx->environment,
         };
         struct wr_err e = {0};
         /* OpenSSL is loaded for TLS connections only (tls-dl.h); the rpc

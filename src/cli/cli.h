@@ -29,7 +29,8 @@ struct cli_ctx {
         const char *addr;
         bool tls;
         const char *ca_file;
-        const char *token;
+        const char *token;       /* --token, WARREN_TOKEN */
+        const char *environment; /* WARREN_ENVIRONMENT */
         uv_loop_t *loop;
         struct rpc_client *client; /* connected lazily by cli_connect */
 };
@@ -39,12 +40,14 @@ enum {
         CLI_OPT_ADDR = 0x1000,
         CLI_OPT_TLS,
         CLI_OPT_CA,
+        CLI_OPT_TOKEN,
         CLI_OPT_FIRST_LOCAL, /* commands number their own long options from here */
 };
 
 #define CLI_COMMON_LONGOPTS                                                                        \
         {"addr", required_argument, NULL, CLI_OPT_ADDR}, {"tls", no_argument, NULL, CLI_OPT_TLS},  \
-                {"ca", required_argument, NULL, CLI_OPT_CA}, {                                     \
+                {"ca", required_argument, NULL, CLI_OPT_CA},                                       \
+                {"token", required_argument, NULL, CLI_OPT_TOKEN}, {                               \
                 "help", no_argument, NULL, 'h'                                                     \
         }
 
@@ -76,6 +79,9 @@ int cli_cmd_files(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_cp(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_ps(struct cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_shell(struct cli_ctx *ctx, int argc, char **argv);
+int cli_cmd_token(struct cli_ctx *ctx, int argc, char **argv);
+int cli_cmd_audit(struct cli_ctx *ctx, int argc, char **argv);
+int cli_cmd_env(struct cli_ctx *ctx, int argc, char **argv);
 
 /* --- argument parsing --- */
 

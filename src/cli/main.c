@@ -30,6 +30,10 @@ static const struct cli_cmd top[] = {
         {"files", "ls|cat|rm|stat|mkdir ID:/PATH", "files of a running sandbox", cli_cmd_files},
         {"cp", "SRC DST", "copy files or trees into or out of a sandbox (ID:/PATH on one side)",
          cli_cmd_cp},
+        {"token", "create|ls|revoke ...", "manage API tokens (admins)", cli_cmd_token},
+        {"audit", "[--env NAME|*] [--limit N] [--json]", "read the audit log (admins)",
+         cli_cmd_audit},
+        {"env", "whoami|quota|set-quota ...", "who am I; environment quotas", cli_cmd_env},
 };
 
 static void print_cmds(FILE *f, const char *noun, const struct cli_cmd *cmds, size_t n) {
@@ -40,7 +44,9 @@ static void print_cmds(FILE *f, const char *noun, const struct cli_cmd *cmds, si
 }
 
 static void print_env(FILE *f) {
-        fprintf(f, "environment: WARREN_ADDR (default %s), WARREN_TOKEN, WARREN_TLS_CA\n",
+        fprintf(f,
+                "environment: WARREN_ADDR (default %s), WARREN_TOKEN (or --token), "
+                "WARREN_ENVIRONMENT, WARREN_TLS_CA\n",
                 CLI_DEFAULT_ADDR);
 }
 
@@ -52,7 +58,7 @@ int cli_dispatch(struct cli_ctx *ctx, const char *noun, const struct cli_cmd *cm
         if (!name || help) {
                 FILE *f = help ? stdout : stderr;
                 fprintf(f, "usage: warren %s%s<command> [options]\n", noun ? noun : "",
-                        noun ? " " : "[--addr A] [--tls] [--ca FILE] ");
+                        noun ? " " : "[--addr A] [--tls] [--ca FILE] [--token T] ");
                 print_cmds(f, noun, cmds, n);
                 if (!noun)
                         print_env(f);
@@ -75,6 +81,7 @@ int main(int argc, char **argv) {
                 .addr = getenv("WARREN_ADDR"),
                 .ca_file = getenv("WARREN_TLS_CA"),
                 .token = getenv("WARREN_TOKEN"),
+                .environment = getenv("WARREN_ENVIRONMENT"),
         };
         if (!ctx.addr || !ctx.addr[0])
                 ctx.addr = CLI_DEFAULT_ADDR;
@@ -88,7 +95,7 @@ int main(int argc, char **argv) {
         /* A closed pipe on stdout must not kill us mid-write silently. */
         signal(SIGPIPE, SIG_IGN);
 
-        int c = cli_getopt(&ctx, "", "[--addr A] [--tls] [--ca FILE] <command> ...", argc, argv,
+        int c = cli_getopt(&ctx, "", "[--addr A] [--tls] [--ca FILE] [--token T] <command> ...", argc, argv,
                            "+h", longopts);
         if (c == CLI_GETOPT_HELP) {
                 /* cli_getopt printed the usage line: add the commands. */

@@ -301,6 +301,14 @@ static void handle_request(struct conn *c) {
                 free(body);
                 return;
         }
+        if (strncmp(target, "/.well-known/", 13) == 0 && c->a->src->well_known) {
+                char *body = c->a->src->well_known(target, c->a->src->well_known_userdata);
+                if (body) {
+                        respond(c, "200 OK", "application/json", body, head ? 0 : strlen(body));
+                        free(body);
+                        return;
+                }
+        }
         respond_text(c, "404 Not Found", "not found: try /metrics or /healthz\n");
 }
 

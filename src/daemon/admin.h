@@ -21,6 +21,10 @@ struct admin_sources {
         /* The daemon's manager pointer (NULL while shutting down). */
         struct sbx_manager *const *sandboxes;
         uint64_t started_usec; /* CLOCK_MONOTONIC at start-up */
+        /* /.well-known/...: a malloc'd JSON body for the path, or NULL
+         * (404). NULL = none served. */
+        char *(*well_known)(const char *path, void *userdata);
+        void *well_known_userdata;
 };
 
 /* Listen on hostport ("127.0.0.1:9090", "[::1]:9090", port 0 = any free

@@ -23,6 +23,10 @@ void daemon_config_usage(FILE *f) {
               "  --state-dir DIR       state directory (default " DAEMON_DEFAULT_STATE_DIR ";\n"
               "                        env WARREN_STATE_DIR)\n"
               "  --admin-listen H:P    serve Prometheus /metrics and /healthz over HTTP\n"
+              "                        (and the workload identity /.well-known documents)\n"
+              "  --issuer URL          iss of workload identity tokens (default\n"
+              "                        http://ADMIN-LISTEN, the address serving\n"
+              "                        /.well-known/jwks.json)\n"
               "  --default-image NAME  image for sandboxes that name none (sandbox:latest)\n"
               "  --exec-log-size SIZE  output kept per exec for re-attaching clients\n"
               "                        (bytes, or with K/M/G suffix; default 16M)\n"
@@ -31,11 +35,15 @@ void daemon_config_usage(FILE *f) {
               "                        0: no guard)\n"
               "  --tls-cert FILE       PEM certificate chain for TCP listeners\n"
               "  --tls-key FILE        PEM private key for TCP listeners\n"
-              "  --insecure-tcp-i-know serve TCP/TLS listeners that are not on loopback\n"
-              "                        (127.0.0.0/8, ::1, localhost) although warrend\n"
-              "                        authenticates no caller yet: anyone who can connect\n"
-              "                        can create sandboxes, run commands in them and\n"
-              "                        read every secret. Refused without it.\n"
+              "  --insecure-tcp        serve plaintext tcp: listeners on loopback\n"
+              "                        (127.0.0.0/8, ::1, localhost); callers there without\n"
+              "                        a token act as the operator. Refused without it:\n"
+              "                        remote clients use tls: and API tokens\n"
+              "                        (docs/remote.md)\n"
+              "  --insecure-tcp-i-know serve plaintext tcp: listeners on any address, callers\n"
+              "                        without a token trusted as the operator: anyone who\n"
+              "                        can connect can create sandboxes, run commands in\n"
+              "                        them and read every secret\n"
               "  --log-level LEVEL     debug|info|warn|error (default info;\n"
               "                        env WARREN_LOG_LEVEL)\n"
               "  --log-format FORMAT   text|json (default text)\n"
@@ -180,6 +188,8 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                 c->build_min_free_set = true;
         } else if (!strcmp(key, "admin-listen"))
                 r = set_str(&c->admin_listen, v);
+        else if (!strcmp(key, "issuer"))
+                r = set_str(&c->issuer, v);
         else if (!strcmp(key, "default-image")) {
                 if (!*v)
                         return err_set(e, -EINVAL, "--default-image: empty image name");
@@ -223,6 +233,10 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
         } else if (!strcmp(key, "no-egress")) {
                 if (parse_bool(v, &c->no_egress) < 0)
                         return err_set(e, -EINVAL, "no-egress = %s: expected true or false", v);
+        } else if (!strcmp(key, "insecure-tcp")) {
+                if (parse_bool(v, &c->insecure_tcp_loopback) < 0)
+                        return err_set(e, -EINVAL, "insecure-tcp = %s: expected true or false",
+                                       v);
         } else if (!strcmp(key, "insecure-tcp-i-know")) {
                 if (parse_bool(v, &c->insecure_tcp) < 0)
                         return err_set(e, -EINVAL,
@@ -293,6 +307,7 @@ enum {
         OPT_STATE_DIR,
         OPT_EXEC_LOG_SIZE,
         OPT_ADMIN_LISTEN,
+        OPT_ISSUER,
         OPT_DEFAULT_IMAGE,
         OPT_TLS_CERT,
         OPT_TLS_KEY,
@@ -311,6 +326,7 @@ enum {
         OPT_UPSTREAM_DNS,
         OPT_NO_EGRESS,
         OPT_BUILD_MIN_FREE,
+        OPT_INSECURE_TCP_LOOPBACK,
 };
 
 static const struct option options[] = {
@@ -319,6 +335,7 @@ static const struct option options[] = {
         {"exec-log-size", required_argument, NULL, OPT_EXEC_LOG_SIZE},
         {"build-min-free", required_argument, NULL, OPT_BUILD_MIN_FREE},
         {"admin-listen", required_argument, NULL, OPT_ADMIN_LISTEN},
+        {"issuer", required_argument, NULL, OPT_ISSUER},
         {"default-image", required_argument, NULL, OPT_DEFAULT_IMAGE},
         {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
         {"tls-key", required_argument, NULL, OPT_TLS_KEY},
@@ -332,6 +349,7 @@ static const struct option options[] = {
         {"pull-loopback-only", no_argument, NULL, OPT_PULL_LOOPBACK_ONLY},
         {"warm-pool", required_argument, NULL, OPT_WARM_POOL},
         {"insecure-tcp-i-know", no_argument, NULL, OPT_INSECURE_TCP},
+        {"insecure-tcp", no_argument, NULL, OPT_INSECURE_TCP_LOOPBACK},
         {"sandbox-cidr", required_argument, NULL, OPT_SANDBOX_CIDR},
         {"upstream-dns", required_argument, NULL, OPT_UPSTREAM_DNS},
         {"no-egress", no_argument, NULL, OPT_NO_EGRESS},
@@ -422,18 +440,31 @@ int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr
                                        "--listen %s needs --tls-cert and --tls-key (or use tcp:)",
                                        c->listen[i]);
         }
-        /* No caller is authenticated yet: a listener other machines can
-         * reach hands them every sandbox and secret. */
-        for (size_t i = 0; i < c->n_listen && !c->insecure_tcp; i++)
+        /* A plaintext tcp: listener trusts its callers without a token
+         * (a TLS listener asks every caller for one). */
+        for (size_t i = 0; i < c->n_listen && !c->insecure_tcp; i++) {
+                if (strncmp(c->listen[i], "tcp:", 4) != 0)
+                        continue;
+                if (!c->insecure_tcp_loopback)
+                        return err_set(e, -EINVAL,
+                                       "refusing to serve plaintext %s: its callers would be "
+                                       "trusted without a token; serve remote clients over "
+                                       "TLS (--tls-cert and --tls-key, callers send an API "
+                                       "token, docs/remote.md), or pass --insecure-tcp to "
+                                       "serve it on loopback anyway",
+                                       c->listen[i]);
                 if (!rpc_listen_addr_is_loopback(c->listen[i]))
                         return err_set(e, -EINVAL,
                                        "refusing to listen on %s: it is not a loopback address "
-                                       "and warrend does not authenticate callers yet (anyone "
-                                       "who can connect could create sandboxes, run commands "
-                                       "and read secrets); listen on unix:, 127.0.0.1 or ::1, "
-                                       "or pass --insecure-tcp-i-know to serve it "
-                                       "unauthenticated anyway",
+                                       "and plaintext callers are trusted without a token "
+                                       "(anyone who can connect could create sandboxes, run "
+                                       "commands and read secrets); --insecure-tcp serves "
+                                       "127.0.0.1, ::1 or localhost only; use TLS "
+                                       "(--tls-cert, --tls-key) with API tokens, or pass "
+                                       "--insecure-tcp-i-know to serve it unauthenticated "
+                                       "anyway",
                                        c->listen[i]);
+        }
         return 0;
 }
 
@@ -445,6 +476,7 @@ void daemon_config_clear(struct daemon_config *c) {
         free(c->listen);
         free(c->state_dir);
         free(c->admin_listen);
+        free(c->issuer);
         free(c->default_image);
         free(c->tls_cert);
         free(c->tls_key);

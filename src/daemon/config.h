@@ -31,6 +31,7 @@ struct daemon_config {
         enum daemon_config_source listen_source; /* where the list came from */
         char *state_dir;
         char *admin_listen;  /* HOST:PORT or NULL */
+        char *issuer;        /* --issuer: workload identity issuer URL, or NULL */
         char *default_image; /* NULL = "sandbox:latest" */
         char *tls_cert;
         char *tls_key;
@@ -47,9 +48,12 @@ struct daemon_config {
         bool enable_diag;
         bool pull_loopback_only;
         bool terminate_on_exit; /* stop sandboxes when warrend exits */
-        /* --insecure-tcp-i-know: serve TCP/TLS listeners that are not on
-         * loopback although no caller is authenticated */
+        /* --insecure-tcp-i-know: serve plaintext tcp: listeners that are
+         * not on loopback, callers trusted without a token */
         bool insecure_tcp;
+        /* --insecure-tcp: serve plaintext tcp: listeners on loopback, callers
+         * without a token trusted as the operator (tests, local tools) */
+        bool insecure_tcp_loopback;
         unsigned warm_pool; /* sandboxes' host resources prepared ahead */
         /* the default network: the sandbox range (NULL = the default,
          * "none" = loopback only) and the resolver sandboxes are told
@@ -65,11 +69,11 @@ struct daemon_config {
  * error returns -EINVAL (bad flag or value), -ENOENT/-EACCES (config file)
  * with a one-line message in e; c is then still safe to clear. A TLS
  * listener ("tls:" or "tcp:" with --tls-cert/--tls-key) is validated here:
- * cert and key must be given together. A TCP/TLS listener that is not on
- * loopback (rpc_listen_addr_is_loopback) is refused with -EINVAL naming the
- * listener and --insecure-tcp-i-know, unless that flag (or the config key
- * insecure-tcp-i-know = true) is given: warrend authenticates no caller
- * yet. */
+ * cert and key must be given together; TLS listeners may be on any address
+ * (their callers need an API token). A plaintext tcp: listener trusts its
+ * callers without a token, so it is refused with -EINVAL naming the
+ * listener unless --insecure-tcp is given and it is on loopback
+ * (rpc_listen_addr_is_loopback), or --insecure-tcp-i-know (any address). */
 int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr_err *e);
 
 /* Free everything c holds. */

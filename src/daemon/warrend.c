@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "api/api.h"
+#include "api/wid.h"
 #include "basic/err.h"
 #include "basic/log.h"
 #include "daemon/admin.h"
@@ -52,6 +53,7 @@ struct daemon {
         size_t n_insecure;
         bool stopping;
         struct admin *admin; /* --admin-listen; NULL when off or closed */
+        char *issuer;        /* workload identity iss (--issuer or the admin URL) */
         struct admin_sources admin_src;
 };
 
@@ -155,7 +157,7 @@ static int note_insecure_listener(struct daemon *d, const char *addr, struct wr_
 static int start_listeners(struct daemon *d, struct wr_err *e) {
         for (size_t i = 0; i < d->cfg.n_listen; i++) {
                 const char *addr = d->cfg.listen[i];
-                if (!rpc_listen_addr_is_loopback(addr)) {
+                if (!rpc_listen_addr_is_loopback(addr) && strncmp(addr, "tcp:", 4) == 0) {
                         if (!d->cfg.insecure_tcp) /* daemon_config_load refused it already */
                                 return err_set(e, -EPERM,
                                                "listen %s: not loopback and no "
@@ -223,6 +225,10 @@ static void daemon_free(struct daemon *d) {
         d->images = NULL;
         store_close(d->store);
         d->store = NULL;
+        wid_keys_free(d->ctx.wid);
+        d->ctx.wid = NULL;
+        free(d->issuer);
+        d->issuer = NULL;
         d->lock_fd = safe_close(d->lock_fd);
         free(d->state_dir);
         d->state_dir = NULL;
@@ -451,11 +457,35 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                         .store = d->store,
                         .sandboxes = &d->ctx.sandboxes,
                         .started_usec = d->ctx.started_usec,
+                        .well_known = api_well_known,
+                        .well_known_userdata = &d->ctx,
                 };
                 /* Metrics are auxiliary: a port in use is logged, not fatal. */
                 struct wr_err ae = {0};
                 if (admin_start(&d->loop, d->cfg.admin_listen, &d->admin_src, &d->admin, &ae) < 0)
                         log_error("admin listener %s: not served: %s", d->cfg.admin_listen, ae.msg);
+        }
+        /* Workload identity federation: keys in state_dir/keys, iss the
+         * URL serving /.well-known/jwks.json (docs/security.md). Without
+         * keys the rest of warrend works; the RPC answers UNAVAILABLE. */
+        {
+                _cleanup_free_ char *kdir = NULL;
+                struct wr_err we = {0};
+                if (asprintf(&kdir, "%s/keys", d->state_dir) >= 0 &&
+                    wid_keys_load(kdir, time(NULL), &d->ctx.wid, &we) < 0)
+                        log_warn("workload identity: %s", we.msg);
+                if (d->cfg.issuer)
+                        d->issuer = strdup(d->cfg.issuer);
+                else if (d->admin && strrchr(d->cfg.admin_listen, ':') &&
+                         asprintf(&d->issuer, "http://%.*s:%d",
+                                  (int) (strrchr(d->cfg.admin_listen, ':') - d->cfg.admin_listen),
+                                  d->cfg.admin_listen, admin_port(d->admin)) < 0)
+                        d->issuer = NULL;
+                d->ctx.issuer = d->issuer;
+                if (d->ctx.wid)
+                        log_info("workload identity: issuer %s, key %s",
+                                 d->issuer ? d->issuer : "(none: set --issuer or --admin-listen)",
+                                 wid_keys_kid(d->ctx.wid));
         }
         struct rpc_server_config rc = {
                 .tls_cert = d->cfg.tls_cert,
@@ -463,6 +493,10 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                 .ctx = &d->ctx,
                 .on_call_status = on_call_status,
                 .on_call_status_userdata = d,
+                /* every call: who is calling (tokens, environments), and
+                 * the audit record of the mutating ones */
+                .authorize = api_server_authorize,
+                .on_call_end = api_server_call_end,
         };
         r = rpc_server_new(&d->loop, &rc, &d->server, e);
         if (r < 0)

@@ -61,6 +61,7 @@ struct rpc_client {
         uv_loop_t *loop;
         char *authority;
         char *auth_header;
+        char *environment; /* x-warren-environment, or NULL */
         bool tls;
         size_t max_recv;
         SSL_CTX *ssl_ctx;
@@ -302,7 +303,7 @@ int rpc_stream_open(struct rpc_client *c, const char *path,
         st->dec.alloc_fn = h2_mem_alloc;
         st->dec.free_fn = h2_mem_free;
         char timeout[32];
-        nghttp2_nv nva[9];
+        nghttp2_nv nva[10];
         size_t n = 0;
         nva[n++] = NV(":method", "POST");
         nva[n++] = NV(":scheme", c->tls ? "https" : "http");
@@ -317,6 +318,8 @@ int rpc_stream_open(struct rpc_client *c, const char *path,
         }
         if (c->auth_header)
                 nva[n++] = NV("authorization", c->auth_header);
+        if (c->environment)
+                nva[n++] = NV("x-warren-environment", c->environment);
         nghttp2_data_provider prd = {.source.ptr = &st->q, .read_callback = data_read_cb};
         int32_t id = nghttp2_submit_request(c->h2.session, NULL, nva, n, &prd, st);
         if (id < 0) {
@@ -529,7 +532,10 @@ static void client_maybe_free(struct rpc_client *c) {
         nghttp2_session_callbacks_del(c->cbs);
         nghttp2_option_del(c->opt);
         free(c->authority);
+        if (c->auth_header)
+                explicit_bzero(c->auth_header, strlen(c->auth_header));
         free(c->auth_header);
+        free(c->environment);
         free(c);
 }
 
@@ -720,6 +726,8 @@ int rpc_client_new(uv_loop_t *loop, const struct rpc_client_config *cfg, struct 
         else if (asprintf(&c->authority, "%s:%s", host, port) < 0)
                 c->authority = NULL;
         if (cfg->token && asprintf(&c->auth_header, "Bearer %s", cfg->token) < 0)
+                r = -ENOMEM;
+        if (cfg->environment && *cfg->environment && !(c->environment = strdup(cfg->environment)))
                 r = -ENOMEM;
         if (!c->authority || r < 0 || nghttp2_session_callbacks_new(&c->cbs) != 0 ||
             nghttp2_option_new(&c->opt) != 0) {

@@ -28,6 +28,9 @@ struct rpc_client_config {
         const char *server_name;
         /* Sent as "authorization: Bearer <token>" when set. */
         const char *token;
+        /* Sent as "x-warren-environment" when set: the environment to act
+         * in (the operator may name any; a token only its own). */
+        const char *environment;
         /* 0 = 16 MiB. */
         size_t max_recv_message;
         /* Connect timeout; 0 = 5000 ms. */

@@ -82,6 +82,8 @@ struct rpc_call {
         enum wr_status status, cancel_status;
         char *message;
         void *data;
+        void *auth; /* rpc_call_set_auth */
+        void (*auth_free)(void *auth);
 };
 
 struct rpc_server {
@@ -132,8 +134,19 @@ static void call_free(struct rpc_call *call) {
         struct rpc_server *s = call->s;
         if (call->method && call->method->on_free)
                 call->method->on_free(call);
+        if (s->cfg.on_call_end && call->path)
+                s->cfg.on_call_end(call,
+                                   call->finished    ? (int) call->status
+                                   : call->cancelled ? (int) call->cancel_status
+                                                     : WR_STATUS_CANCELLED,
+                                   call->finished ? call->message : NULL, s->cfg.ctx);
         timer_heap_disarm(&s->timers, &call->deadline);
+        if (call->auth_free)
+                call->auth_free(call->auth);
         for (size_t i = 0; i < call->n_md; i++) {
+                /* credentials (authorization) do not outlive the call */
+                if (call->md[i].value && strcmp(call->md[i].key, "authorization") == 0)
+                        explicit_bzero(call->md[i].value, strlen(call->md[i].value));
                 free(call->md[i].key);
                 free(call->md[i].value);
         }
@@ -467,6 +480,22 @@ size_t rpc_server_call_count(const struct rpc_server *s) {
         return s->n_calls;
 }
 
+void rpc_call_set_auth(struct rpc_call *call, void *auth, void (*auth_free)(void *auth)) {
+        if (call->auth_free)
+                call->auth_free(call->auth);
+        call->auth = auth;
+        call->auth_free = auth_free;
+}
+void *rpc_call_auth(const struct rpc_call *call) {
+        return call->auth;
+}
+const char *rpc_call_path(const struct rpc_call *call) {
+        return call->path;
+}
+const ProtobufCMessage *rpc_call_request(const struct rpc_call *call) {
+        return call->req;
+}
+
 const struct rpc_peer *rpc_call_peer(const struct rpc_call *call) {
         static const struct rpc_peer gone = {.uid = (uid_t) -1, .gid = (gid_t) -1, .addr = "gone"};
         return call->conn ? &call->conn->peer : &gone;
@@ -695,6 +724,14 @@ static void call_start(struct rpc_call *call) {
                 }
         }
         call->method = m;
+        if (s->cfg.authorize) {
+                struct wr_err e = {0};
+                if (s->cfg.authorize(call, s->cfg.ctx, &e) < 0) {
+                        call->method = NULL; /* no handler sees this call */
+                        finish_internal(call, err_status(&e), e.msg);
+                        return;
+                }
+        }
 }
 
 static void half_close(struct rpc_call *call) {

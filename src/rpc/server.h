@@ -92,6 +92,19 @@ struct rpc_server_config {
          * code (metrics). */
         void (*on_call_status)(const char *path, int status, void *userdata);
         void *on_call_status_userdata;
+        /* Optional: called once per call, after its method is known and
+         * before any handler runs (rpc_call_method, _peer and _metadata are
+         * available), with ctx. Returns 0 to let the call in (it may attach
+         * what it learnt with rpc_call_set_auth) or a negative errno with e
+         * filled: the call is then finished with err_status(e) and e->msg
+         * and no handler of the method ever sees it. */
+        int (*authorize)(struct rpc_call *call, void *ctx, struct wr_err *e);
+        /* Optional: called exactly once per call that had a :path, when it
+         * is freed (the handler's on_free has run; rpc_call_auth and
+         * rpc_call_request still answer), with the status it ended with
+         * (CANCELLED/DEADLINE_EXCEEDED/UNAVAILABLE for one that was
+         * cancelled), its message (NULL when none) and ctx (audit). */
+        void (*on_call_end)(struct rpc_call *call, int status, const char *message, void *ctx);
 };
 
 /* Create a server on loop. Returns 0 or -ENOMEM / -EINVAL / a libuv error
@@ -201,6 +214,19 @@ void *rpc_call_get_data(const struct rpc_call *call);
 const struct rpc_method *rpc_call_method(const struct rpc_call *call);
 const struct rpc_peer *rpc_call_peer(const struct rpc_call *call);
 uv_loop_t *rpc_call_loop(const struct rpc_call *call);
+
+/* What the server's authorize callback attached to the call (who is
+ * calling); auth_free(auth) runs when the call is freed or the value is
+ * replaced. NULL when nothing was attached. The "authorization" metadata
+ * value is wiped when the call is freed. */
+void rpc_call_set_auth(struct rpc_call *call, void *auth, void (*auth_free)(void *auth));
+void *rpc_call_auth(const struct rpc_call *call);
+
+/* The :path the client asked for ("/warren.v1.Sandboxes/Exec"; NULL when
+ * it sent none), and a unary or server-streaming call's request message
+ * once it has arrived (NULL before, and always for streaming requests). */
+const char *rpc_call_path(const struct rpc_call *call);
+const ProtobufCMessage *rpc_call_request(const struct rpc_call *call);
 
 /* Request metadata (lower-case key) or NULL. */
 const char *rpc_call_metadata(const struct rpc_call *call, const char *key);

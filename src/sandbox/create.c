@@ -338,7 +338,7 @@ static int record_pending(struct create_state *st, const char *ref, struct wr_er
                 tags[i] = (struct store_tag){spec->tags[i].key, spec->tags[i].value};
         struct store_sandbox row = {
                 .id = st->sb->id,
-                .environment = (char *) STORE_ENV_DEFAULT,
+                .environment = spec->environment ? spec->environment : (char *) STORE_ENV_DEFAULT,
                 .name = st->sb->name,
                 .status = STORE_SANDBOX_PENDING,
                 .image_id = st->img->id,

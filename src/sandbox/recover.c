@@ -78,7 +78,7 @@ void sbx_recover(struct sbx_manager *m) {
         static const int live[] = {STORE_SANDBOX_PENDING, STORE_SANDBOX_RUNNING,
                                    STORE_SANDBOX_TERMINATING};
         struct store_sandbox_filter f = {
-                .environment = STORE_ENV_DEFAULT,
+                .all_environments = true,
                 .statuses = live,
                 .n_statuses = ELEMENTSOF(live),
         };

@@ -110,7 +110,8 @@ struct sbx_tag {
  * with sbx_spec_new and the setters below, or fill it directly, then
  * check it once with sbx_spec_check. */
 struct sbx_spec {
-        char *image_ref; /* NULL: the daemon's default image */
+        char *image_ref;   /* NULL: the daemon's default image */
+        char *environment; /* NULL: the default environment (store.h) */
         char *name;      /* NULL: unnamed */
         char *hostname;  /* NULL: the name, else the id */
         char *workdir;   /* NULL: the image's WorkingDir, else "/" */

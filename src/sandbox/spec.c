@@ -179,6 +179,7 @@ void sbx_spec_free(struct sbx_spec *s) {
         if (!s)
                 return;
         free(s->image_ref);
+        free(s->environment);
         free(s->name);
         free(s->hostname);
         free(s->workdir);

@@ -326,7 +326,7 @@ int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
                        struct store_sandbox **ret, size_t *n_ret, struct wr_err *e) {
         *ret = NULL;
         *n_ret = 0;
-        if (!f->environment)
+        if (!f->environment && !f->all_environments)
                 return err_set(e, -EINVAL, "list sandboxes: environment required");
 
         /* The statement's shape depends only on how many statuses and tags
@@ -334,7 +334,10 @@ int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
         _cleanup_free_ char *sql = NULL;
         size_t len = 0;
         int r = sql_append(&sql, &len,
-                           "SELECT " SANDBOX_COLUMNS " FROM sandboxes s WHERE environment = ?");
+                           f->all_environments
+                                   ? "SELECT " SANDBOX_COLUMNS " FROM sandboxes s WHERE 1"
+                                   : "SELECT " SANDBOX_COLUMNS
+                                     " FROM sandboxes s WHERE environment = ?");
         if (r == 0 && f->n_statuses > 0) {
                 r = sql_append(&sql, &len, " AND status IN (?");
                 for (size_t i = 1; r == 0 && i < f->n_statuses; i++)
@@ -360,7 +363,8 @@ int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
         if (r < 0)
                 return r;
         int idx = 1;
-        store_bind_text(st, idx++, f->environment);
+        if (!f->all_environments)
+                store_bind_text(st, idx++, f->environment);
         for (size_t i = 0; i < f->n_statuses; i++)
                 sqlite3_bind_int(st, idx++, f->statuses[i]);
         if (f->name && *f->name)

@@ -117,6 +117,34 @@ static const char *const migrations[] = {
         "ALTER TABLE sandboxes ADD COLUMN process_nonce BLOB;\n",
         /* 3: a secret's version: 1 when created, +1 on every replace */
         "ALTER TABLE secrets ADD COLUMN version INTEGER NOT NULL DEFAULT 1;\n",
+        /* 4: tenancy: a token's role, an environment's quotas (0 = none),
+         * the audit log of mutating calls */
+        "ALTER TABLE tokens ADD COLUMN role TEXT NOT NULL DEFAULT 'user';\n"
+        "ALTER TABLE environments ADD COLUMN max_sandboxes INTEGER NOT NULL DEFAULT 0;\n"
+        "ALTER TABLE environments ADD COLUMN max_cpu REAL NOT NULL DEFAULT 0;\n"
+        "ALTER TABLE environments ADD COLUMN max_memory INTEGER NOT NULL DEFAULT 0;\n"
+        "ALTER TABLE environments ADD COLUMN max_volume_bytes INTEGER NOT NULL DEFAULT 0;\n"
+        "CREATE TABLE audit (\n"
+        "  seq INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+        "  time INTEGER NOT NULL,\n"
+        "  environment TEXT NOT NULL,\n"
+        "  token_id TEXT NOT NULL DEFAULT '',\n"
+        "  subject TEXT NOT NULL DEFAULT '',\n"
+        "  peer TEXT NOT NULL DEFAULT '',\n"
+        "  method TEXT NOT NULL,\n"
+        "  object TEXT NOT NULL DEFAULT '',\n"
+        "  status INTEGER NOT NULL,\n"
+        "  message TEXT NOT NULL DEFAULT ''\n"
+        ");\n"
+        "CREATE INDEX audit_env_seq ON audit (environment, seq);\n"
+        /* which environments made an image (import, pull, build, snapshot);
+         * one with no row or only 'default' is the shared catalog */
+        "CREATE TABLE image_envs (\n"
+        "  environment TEXT NOT NULL,\n"
+        "  image_id TEXT NOT NULL REFERENCES images(id) ON DELETE CASCADE,\n"
+        "  PRIMARY KEY (environment, image_id)\n"
+        ") WITHOUT ROWID;\n"
+        "CREATE INDEX image_envs_image ON image_envs (image_id);\n",
 };
 
 int store_schema_version_latest(void) {

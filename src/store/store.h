@@ -8,7 +8,7 @@
  * applied in its own transaction. A database newer than this binary is
  * refused.
  *
- * Tables: environments, tokens, sandboxes (+ sandbox_tags), volumes,
+ * Tables: environments (+ quotas), tokens, audit, sandboxes (+ sandbox_tags), volumes,
  * secrets (+ secret_keys; values AES-256-GCM encrypted at rest), images,
  * image_names, image_layers, layers.
  *
@@ -22,6 +22,7 @@
  * a time (the daemon uses it from the loop thread). Timestamps are Unix
  * nanoseconds (0 = unset), like warren.v1.Timestamp. */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -155,7 +156,8 @@ int store_sandbox_load_by_name(struct store *s, const char *env, const char *nam
                                struct store_sandbox *ret, struct wr_err *e);
 
 struct store_sandbox_filter {
-        const char *environment; /* required */
+        const char *environment; /* required unless all_environments */
+        bool all_environments;   /* every environment's (daemon-internal: recovery, quotas) */
         const int *statuses;     /* any of these; n_statuses == 0 = all */
         size_t n_statuses;
         const char *name;             /* NULL/"" = any */
@@ -259,3 +261,101 @@ int store_secret_list(struct store *s, const char *env, struct store_secret **re
 
 /* Delete a secret. -ENOENT when unknown. */
 int store_secret_delete(struct store *s, const char *env, const char *name, struct wr_err *e);
+
+/* --- tenancy: environments, tokens, audit (store-tenant.c) --- */
+
+/* An environment name: 1-63 of [a-z0-9], then also '-' and '_'. */
+bool store_env_name_valid(const char *name);
+
+/* Create environment env when it does not exist (0 either way). -EINVAL
+ * for an invalid name. */
+int store_env_ensure(struct store *s, const char *env, struct wr_err *e);
+
+/* 1 when env exists, 0 when not, or a negative errno. */
+int store_env_exists(struct store *s, const char *env, struct wr_err *e);
+
+/* An environment's quotas; 0 = no limit. */
+struct store_quota {
+        int64_t max_sandboxes;    /* live sandboxes */
+        double max_cpu;           /* sum of the live sandboxes' cpu limits */
+        int64_t max_memory;       /* sum of their memory limits, bytes */
+        int64_t max_volume_bytes; /* sum of the volumes' byte quotas */
+};
+
+/* Read env's quotas (-ENOENT when env does not exist) / set them
+ * (creating env when missing). */
+int store_env_quota_get(struct store *s, const char *env, struct store_quota *ret,
+                        struct wr_err *e);
+int store_env_quota_set(struct store *s, const char *env, const struct store_quota *q,
+                        struct wr_err *e);
+
+/* An API token. The token itself is never stored: hash is its SHA-256. */
+struct store_token {
+        char *id; /* "tk-" + 16 hex digits, public */
+        char *environment;
+        char *subject; /* a description ("token:<id>" unless given) */
+        char *role;    /* "admin" or "user" */
+        int64_t created_ns;
+        int64_t expires_ns; /* 0 = never */
+        int64_t revoked_ns; /* 0 = not revoked */
+        uint8_t hash[32];   /* zero in listings */
+};
+
+void store_token_clear(struct store_token *t);
+void store_token_list_free(struct store_token *list, size_t n);
+
+/* Insert t (id, environment, role and hash required), creating its
+ * environment when missing. -EEXIST when the id or hash exists. */
+int store_token_insert(struct store *s, const struct store_token *t, struct wr_err *e);
+
+/* Load token id with its hash (*ret cleared by the caller). -ENOENT. */
+int store_token_load(struct store *s, const char *id, struct store_token *ret, struct wr_err *e);
+
+/* Tokens of env (NULL = every environment), oldest first, without hashes.
+ * Returns the count; *ret owned by the caller (store_token_list_free). */
+int store_token_list(struct store *s, const char *env, struct store_token **ret, size_t *n_ret,
+                     struct wr_err *e);
+
+/* Mark token id revoked (0 also when it was already). -ENOENT. */
+int store_token_revoke(struct store *s, const char *id, struct wr_err *e);
+
+/* Constant-time comparison of two SHA-256 hashes. */
+bool store_token_hash_equal(const uint8_t a[32], const uint8_t b[32]);
+
+/* One audit record: a mutating call and its outcome. Never holds a
+ * token or a secret value. */
+struct store_audit {
+        int64_t seq; /* increasing; set by the store */
+        int64_t time_ns;
+        char *environment;
+        char *token_id; /* "" for a unix-socket root peer / an insecure TCP caller */
+        char *subject;  /* "uid:0", "token:tk-..." */
+        char *peer;     /* "unix" (with pid) or "IP:port" */
+        char *method;   /* "/warren.v1.Sandboxes/CreateSandbox" */
+        char *object;   /* the id or name the call named ("" when none) */
+        int status;     /* gRPC status code */
+        char *message;  /* the status message of a failed call */
+};
+
+void store_audit_clear(struct store_audit *a);
+void store_audit_list_free(struct store_audit *list, size_t n);
+
+/* Append a record (time_ns 0 = now). */
+int store_audit_insert(struct store *s, const struct store_audit *a, struct wr_err *e);
+
+/* Records of env (NULL or "" = every environment) with seq < before_seq
+ * (<= 0: from the newest), newest first, at most limit (0 = all). Returns
+ * the count; *ret owned by the caller (store_audit_list_free). */
+int store_audit_list(struct store *s, const char *env, int64_t before_seq, size_t limit,
+                     struct store_audit **ret, size_t *n_ret, struct wr_err *e);
+
+/* Record that env made image_id (import, pull, build, snapshot). */
+int store_image_env_add(struct store *s, const char *env, const char *image_id, struct wr_err *e);
+
+/* Whether env may see (write false) or delete / re-name (write true)
+ * image_id: 1 yes, 0 no, or a negative errno. An image no tenant
+ * environment made (no row, or only "default") is the shared catalog:
+ * every environment reads it, only "default" changes it. Another
+ * environment's image does not exist for env. */
+int store_image_env_access(struct store *s, const char *env, const char *image_id, bool write,
+                           struct wr_err *e);

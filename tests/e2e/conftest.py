@@ -69,6 +69,10 @@ class Daemon:
         if tls:
             self.ca_file, crt, key = make_tls_cert(self.tmp)
             args += ["--tls-cert", crt, "--tls-key", key]
+        else:
+            # plaintext TCP on loopback: callers without a token are the
+            # operator (docs/remote.md)
+            args.append("--insecure-tcp")
         if diag:
             args.append("--enable-diag")
         args += list(extra_args)
@@ -84,8 +88,16 @@ class Daemon:
         if SANITIZED:
             env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.token = None
         try:
             self._wait_ready()
+            if tls:
+                # TLS callers need an API token: an admin of the default
+                # environment, minted by root over the unix socket
+                self.token = subprocess.run(
+                    [WARREN_CLI, "--addr", self.unix_addr, "token", "create", "--env", "default",
+                     "--role", "admin", "--description", "e2e"],
+                    check=True, capture_output=True, text=True, timeout=30).stdout.strip()
         except BaseException:
             # A daemon that refused to start leaves nothing behind either.
             if self.proc.poll() is None:

@@ -156,8 +156,14 @@ def test_tls(warrend_tls):
     assert "Server: warrend" in cli("--ca", d.ca_file, "version", addr=d.tcp_addr, check=0).out
     assert "Server: warrend" in cli("version", addr=d.tcp_addr,
                                     env={"WARREN_TLS_CA": d.ca_file}, check=0).out
+    assert isinstance(json.loads(cli("--ca", d.ca_file, "--token", d.token, "sandbox", "ls",
+                                     "--json", addr=d.tcp_addr, check=0).out), list)
     assert isinstance(json.loads(cli("--ca", d.ca_file, "sandbox", "ls", "--json",
-                                     addr=d.tcp_addr, check=0).out), list)
+                                     env={"WARREN_TOKEN": d.token}, addr=d.tcp_addr,
+                                     check=0).out), list)
+    # without a token: UNAUTHENTICATED, naming the fix
+    p = cli("--ca", d.ca_file, "sandbox", "ls", addr=d.tcp_addr, check=1)
+    assert "UNAUTHENTICATED" in p.err and "WARREN_TOKEN" in p.err
     # the system trust store does not know the test CA
     p = cli("--tls", "version", addr=d.tcp_addr, check=1)
     assert "certificate verify failed" in p.err and "--ca" in p.err

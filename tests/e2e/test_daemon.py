@@ -348,9 +348,9 @@ def test_unimplemented_names_method_and_reason(warrend):
         with pytest.raises(grpc.RpcError) as ei:
             identity_pb2_grpc.IdentityStub(ch).GetWorkloadIdentityToken(
                 identity_pb2.GetWorkloadIdentityTokenRequest(audience="aud"), timeout=TIMEOUT)
-        assert ei.value.code() == grpc.StatusCode.UNIMPLEMENTED
-        assert "warren.v1.Identity/GetWorkloadIdentityToken is not implemented yet: " in \
-            ei.value.details()
+        # served (test_tenancy.py), given an issuer: this daemon has none
+        assert ei.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "--admin-listen" in ei.value.details() and "--issuer" in ei.value.details()
         # A streaming one: Exec's first message is validated, then answered.
         reqs = iter([sandboxes_pb2.ExecRequest(
             start=sandboxes_pb2.ExecStart(sandbox="x", argv=["true"]))])
@@ -509,9 +509,11 @@ def test_bad_flags_exit_2():
 
 
 # --- no unauthenticated remote access ---
-# warrend authenticates no caller yet: a TCP/TLS listener off loopback is
-# refused unless --insecure-tcp-i-know. Non-loopback addresses are only ever
-# bound (0.0.0.0, [::]) and then reached over 127.0.0.1: nothing leaves the
+# A plaintext tcp: listener trusts callers without a token: it is refused
+# unless --insecure-tcp (loopback only) or --insecure-tcp-i-know (any
+# address). TLS listeners serve any address: their callers need an API
+# token (test_tenancy.py). Non-loopback addresses are only ever bound
+# (0.0.0.0, [::]) and then reached over 127.0.0.1: nothing leaves the
 # machine.
 
 def port_open(port):
@@ -522,12 +524,13 @@ def port_open(port):
         return False
 
 
-def assert_refused_listener(r, listener, tmp):
+def assert_refused_listener(r, listener, tmp, *words):
     assert r.returncode == 2, r.stderr
     assert r.stdout == ""
     assert r.stderr.startswith("warrend: ") and r.stderr.count("\n") == 1, r.stderr
-    assert listener in r.stderr and "--insecure-tcp-i-know" in r.stderr, r.stderr
-    assert "not a loopback address" in r.stderr, r.stderr
+    assert listener in r.stderr, r.stderr
+    for w in words:
+        assert w in r.stderr, (w, r.stderr)
     assert not os.path.exists(os.path.join(tmp, "state"))
     assert not os.path.exists(os.path.join(tmp, "s.sock"))
 
@@ -537,26 +540,45 @@ def test_refuses_non_loopback_tcp_without_flag(host):
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         listener = "tcp:%s:%d" % (host, port)
-        r = run_warrend([WARREND, "--state-dir", os.path.join(tmp, "state"),
-                         "--listen", "unix:" + os.path.join(tmp, "s.sock"),
-                         "--listen", listener])
-        assert_refused_listener(r, listener, tmp)
+        base = [WARREND, "--state-dir", os.path.join(tmp, "state"),
+                "--listen", "unix:" + os.path.join(tmp, "s.sock"), "--listen", listener]
+        r = run_warrend(base)
+        assert_refused_listener(r, listener, tmp, "plaintext", "--insecure-tcp", "TLS")
+        # --insecure-tcp is for loopback only
+        r = run_warrend(base + ["--insecure-tcp"])
+        assert_refused_listener(r, listener, tmp, "not a loopback address",
+                                "--insecure-tcp-i-know")
         assert not port_open(port)
 
 
-def test_refuses_non_loopback_tls_without_flag():
+def test_refuses_plaintext_loopback_tcp_without_flag():
+    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
-        _, crt, key = make_tls_cert(tmp)
-        tls = ["--tls-cert", crt, "--tls-key", key]
-        base = [WARREND, "--state-dir", os.path.join(tmp, "state"),
-                "--listen", "unix:" + os.path.join(tmp, "s.sock")]
-        # tls: itself, and tcp: that becomes TLS with a certificate.
-        for given, shown in (("tls:0.0.0.0:%d", "tls:0.0.0.0:%d"),
-                             ("tcp:0.0.0.0:%d", "tls:0.0.0.0:%d")):
-            port = free_port()
-            r = run_warrend(base + ["--listen", given % port] + tls)
-            assert_refused_listener(r, shown % port, tmp)
-            assert not port_open(port)
+        listener = "tcp:127.0.0.1:%d" % port
+        r = run_warrend([WARREND, "--state-dir", os.path.join(tmp, "state"),
+                         "--listen", "unix:" + os.path.join(tmp, "s.sock"), "--listen", listener])
+        assert_refused_listener(r, listener, tmp, "plaintext", "--insecure-tcp")
+        assert not port_open(port)
+
+
+def test_tls_serves_any_address_and_asks_for_a_token(fresh_warrend):
+    # tls: itself, and tcp: that becomes TLS with a certificate.
+    for given in ("tls:0.0.0.0:%d", "tcp:0.0.0.0:%d"):
+        port = free_port()
+        d = fresh_warrend(tls=True, extra_args=["--listen", given % port])
+        assert "listening on tls:0.0.0.0:%d" % port in d.read_log()
+        creds = grpc.ssl_channel_credentials(root_certificates=open(d.ca_file, "rb").read())
+        with grpc.secure_channel("127.0.0.1:%d" % port, creds,
+                                 options=[("grpc.ssl_target_name_override", "localhost")]) as ch:
+            r = system_pb2_grpc.SystemStub(ch).GetVersion(system_pb2.GetVersionRequest(),
+                                                          timeout=TIMEOUT)
+            assert list(r.insecure_listeners) == []
+            with pytest.raises(grpc.RpcError) as ei:
+                sandboxes_pb2_grpc.SandboxesStub(ch).ListSandboxes(
+                    sandboxes_pb2.ListSandboxesRequest(), timeout=TIMEOUT)
+            assert ei.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert "WITHOUT AUTHENTICATION" not in d.read_log()
+        d.stop()
 
 
 def test_refuses_non_loopback_from_config_file():
@@ -566,7 +588,12 @@ def test_refuses_non_loopback_from_config_file():
         with open(conf, "w") as f:
             f.write("listen = tcp:0.0.0.0:%d\n" % port)
         r = run_warrend([WARREND, "--config", conf, "--state-dir", os.path.join(tmp, "state")])
-        assert_refused_listener(r, "tcp:0.0.0.0:%d" % port, tmp)
+        assert_refused_listener(r, "tcp:0.0.0.0:%d" % port, tmp, "plaintext")
+        # the config key insecure-tcp is the flag; still loopback only
+        with open(conf, "a") as f:
+            f.write("insecure-tcp = true\n")
+        r = run_warrend([WARREND, "--config", conf, "--state-dir", os.path.join(tmp, "state")])
+        assert_refused_listener(r, "tcp:0.0.0.0:%d" % port, tmp, "not a loopback address")
         assert not port_open(port)
 
 
@@ -619,7 +646,8 @@ def test_insecure_tcp_config_key(fresh_warrend):
         os.unlink(conf)
 
 
-def test_loopback_tcp_needs_no_flag(fresh_warrend):
+def test_loopback_tcp_with_insecure_tcp(fresh_warrend):
+    # (the Daemon fixture passes --insecure-tcp for its plaintext listener)
     p1, p2 = free_port(), free_port()
     d = fresh_warrend(extra_args=["--listen", "tcp:127.0.0.2:%d" % p1,
                                   "--listen", "tcp:localhost:%d" % p2])

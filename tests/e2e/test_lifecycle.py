@@ -37,7 +37,7 @@ class Restartable:
 
     def start(self, terminate_on_exit=False, extra=()):
         args = [WARREND, "--state-dir", self.state_dir, "--listen", self.unix_addr,
-                "--listen", "tcp:127.0.0.1:%d" % self.port, "--log-level", "debug"] + list(extra)
+                "--listen", "tcp:127.0.0.1:%d" % self.port, "--insecure-tcp", "--log-level", "debug"] + list(extra)
         env = dict(os.environ)
         env["WARREN_TERMINATE_ON_EXIT"] = "1" if terminate_on_exit else "0"
         if SANITIZED:

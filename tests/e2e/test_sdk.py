@@ -67,13 +67,20 @@ def test_unavailable_when_not_running(tmp_path):
 
 def test_tls(warrend_tls, env):
     d = warrend_tls
-    with SandboxClient(d.tcp_addr, use_tls=True, ca_file=d.ca_file) as client:
+    with SandboxClient(d.tcp_addr, use_tls=True, ca_file=d.ca_file, token=d.token) as client:
         assert client.version().api_version == "v1"
         assert isinstance(client.list(), list)
+    # without a token: the version only
+    with SandboxClient(d.tcp_addr, use_tls=True, ca_file=d.ca_file) as client:
+        assert client.version().api_version == "v1"
+        with pytest.raises(wr.Unauthenticated):
+            client.list()
     env.setenv("WARREN_ADDR", d.tcp_addr)
     env.setenv("WARREN_TLS_CA", d.ca_file)
+    env.setenv("WARREN_TOKEN", d.token)
     with SandboxClient.from_env() as client:
         assert client.use_tls and client.version().version
+        assert client.whoami().token_id.startswith("tk-")
     # plaintext against the TLS listener fails
     with SandboxClient(d.tcp_addr) as client:
         with pytest.raises(wr.Unavailable):

@@ -613,8 +613,104 @@ static void test_not_found_and_half_built(void **state) {
         store_sandbox_list_free(NULL, 0);
 }
 
+/* Tenancy: tokens (hash kept, never listed), revocation, environments
+ * made on demand, quotas, the audit log (newest first, by environment),
+ * and which environment may see or change an image. */
+static void test_tenancy(void **state) {
+        struct fixture *f = *state;
+        struct wr_err e = {0};
+        struct store_token t = {.id = (char *) "tk-0000000000000001",
+                                .environment = (char *) "alpha",
+                                .subject = (char *) "ci",
+                                .role = (char *) "admin"};
+        memset(t.hash, 0xab, sizeof(t.hash));
+        assert_int_equal(store_env_exists(f->s, "alpha", &e), 0);
+        assert_int_equal(store_token_insert(f->s, &t, &e), 0);
+        assert_int_equal(store_env_exists(f->s, "alpha", &e), 1);
+        /* the same hash twice is refused */
+        t.id = (char *) "tk-0000000000000002";
+        assert_int_equal(store_token_insert(f->s, &t, &e), -EEXIST);
+        struct store_token got = {0};
+        assert_int_equal(store_token_load(f->s, "tk-0000000000000001", &got, &e), 0);
+        assert_string_equal(got.role, "admin");
+        assert_string_equal(got.environment, "alpha");
+        uint8_t want[32];
+        memset(want, 0xab, sizeof(want));
+        assert_true(store_token_hash_equal(got.hash, want));
+        want[31] ^= 1;
+        assert_false(store_token_hash_equal(got.hash, want));
+        assert_int_equal(got.revoked_ns, 0);
+        store_token_clear(&got);
+        struct store_token *list = NULL;
+        size_t n = 0;
+        assert_int_equal(store_token_list(f->s, "alpha", &list, &n, &e), 1);
+        uint8_t zero[32] = {0};
+        assert_memory_equal(list[0].hash, zero, 32);
+        store_token_list_free(list, n);
+        assert_int_equal(store_token_list(f->s, "beta", &list, &n, &e), 0);
+        store_token_list_free(list, n);
+        assert_int_equal(store_token_revoke(f->s, "tk-0000000000000001", &e), 0);
+        assert_int_equal(store_token_revoke(f->s, "tk-0000000000000001", &e), 0);
+        assert_int_equal(store_token_revoke(f->s, "tk-ffff", &e), -ENOENT);
+        assert_int_equal(store_token_load(f->s, "tk-0000000000000001", &got, &e), 0);
+        assert_true(got.revoked_ns > 0);
+        store_token_clear(&got);
+
+        assert_false(store_env_name_valid("Alpha"));
+        assert_false(store_env_name_valid("-a"));
+        assert_false(store_env_name_valid(""));
+        assert_true(store_env_name_valid("a-1_b"));
+        assert_int_equal(store_env_ensure(f->s, "../x", &e), -EINVAL);
+
+        struct store_quota q = {.max_sandboxes = 3, .max_cpu = 1.5, .max_memory = 1 << 30};
+        assert_int_equal(store_env_quota_set(f->s, "gamma", &q, &e), 0);
+        struct store_quota qq;
+        assert_int_equal(store_env_quota_get(f->s, "gamma", &qq, &e), 0);
+        assert_int_equal(qq.max_sandboxes, 3);
+        assert_true(qq.max_cpu == 1.5);
+        assert_int_equal(qq.max_volume_bytes, 0);
+        assert_int_equal(store_env_quota_get(f->s, "nope", &qq, &e), -ENOENT);
+
+        for (int i = 0; i < 5; i++) {
+                struct store_audit a = {.environment = (char *) (i % 2 ? "alpha" : "beta"),
+                                        .method = (char *) "/warren.v1.Volumes/CreateVolume",
+                                        .object = (char *) "v",
+                                        .status = i};
+                assert_int_equal(store_audit_insert(f->s, &a, &e), 0);
+        }
+        struct store_audit *al = NULL;
+        assert_int_equal(store_audit_list(f->s, "alpha", 0, 0, &al, &n, &e), 2);
+        assert_int_equal(al[0].status, 3); /* newest first */
+        assert_int_equal(al[1].status, 1);
+        int64_t before = al[0].seq;
+        store_audit_list_free(al, n);
+        assert_int_equal(store_audit_list(f->s, NULL, before, 2, &al, &n, &e), 2);
+        assert_int_equal(al[0].status, 2);
+        store_audit_list_free(al, n);
+
+        /* image environments: no row = the shared catalog */
+        struct sqlite3 *db = store_sqlite(f->s);
+        assert_int_equal(sqlite3_exec(db,
+                                      "INSERT INTO images (id, config, created) VALUES "
+                                      "('sha256:aa', '{}', 0), ('sha256:bb', '{}', 0)",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+        assert_int_equal(store_image_env_access(f->s, "alpha", "sha256:aa", false, &e), 1);
+        assert_int_equal(store_image_env_access(f->s, "alpha", "sha256:aa", true, &e), 0);
+        assert_int_equal(store_image_env_access(f->s, "default", "sha256:aa", true, &e), 1);
+        assert_int_equal(store_image_env_add(f->s, "alpha", "sha256:bb", &e), 0);
+        assert_int_equal(store_image_env_access(f->s, "alpha", "sha256:bb", true, &e), 1);
+        assert_int_equal(store_image_env_access(f->s, "beta", "sha256:bb", false, &e), 0);
+        assert_int_equal(store_image_env_access(f->s, "default", "sha256:bb", false, &e), 0);
+        assert_int_equal(store_image_env_add(f->s, "beta", "sha256:bb", &e), 0);
+        /* made by both: each sees it, neither may delete it alone */
+        assert_int_equal(store_image_env_access(f->s, "beta", "sha256:bb", false, &e), 1);
+        assert_int_equal(store_image_env_access(f->s, "alpha", "sha256:bb", true, &e), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_tenancy, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_migrate_from_empty, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_not_found_and_half_built, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reopen_idempotent, setup, teardown),

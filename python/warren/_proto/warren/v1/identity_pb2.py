@@ -22,23 +22,48 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from warren._proto.warren.v1 import common_pb2 as warren_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18warren/v1/identity.proto\x12\twarren.v1\"\x0f\n\rWhoAmIRequest\"6\n\x0eWhoAmIResponse\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x02 \x01(\t\"3\n\x1fGetWorkloadIdentityTokenRequest\x12\x10\n\x08\x61udience\x18\x01 \x01(\t\"J\n GetWorkloadIdentityTokenResponse\x12\r\n\x05token\x18\x01 \x01(\t\x12\x17\n\x0f\x65xpires_at_unix\x18\x02 \x01(\x03\x32\xbe\x01\n\x08Identity\x12=\n\x06WhoAmI\x12\x18.warren.v1.WhoAmIRequest\x1a\x19.warren.v1.WhoAmIResponse\x12s\n\x18GetWorkloadIdentityToken\x12*.warren.v1.GetWorkloadIdentityTokenRequest\x1a+.warren.v1.GetWorkloadIdentityTokenResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18warren/v1/identity.proto\x12\twarren.v1\x1a\x16warren/v1/common.proto\"\x0f\n\rWhoAmIRequest\"V\n\x0eWhoAmIResponse\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x10\n\x08token_id\x18\x04 \x01(\t\"3\n\x1fGetWorkloadIdentityTokenRequest\x12\x10\n\x08\x61udience\x18\x01 \x01(\t\"J\n GetWorkloadIdentityTokenResponse\x12\r\n\x05token\x18\x01 \x01(\t\x12\x17\n\x0f\x65xpires_at_unix\x18\x02 \x01(\x03\"]\n\x12\x43reateTokenRequest\x12\x13\n\x0b\x65nvironment\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0f\n\x07\x65xpires\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\"\xcd\x01\n\tTokenInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12(\n\ncreated_at\x18\x05 \x01(\x0b\x32\x14.warren.v1.Timestamp\x12(\n\nexpires_at\x18\x06 \x01(\x0b\x32\x14.warren.v1.Timestamp\x12(\n\nrevoked_at\x18\x07 \x01(\x0b\x32\x14.warren.v1.Timestamp\"H\n\x13\x43reateTokenResponse\x12\r\n\x05token\x18\x01 \x01(\t\x12\"\n\x04info\x18\x02 \x01(\x0b\x32\x14.warren.v1.TokenInfo\"(\n\x11ListTokensRequest\x12\x13\n\x0b\x65nvironment\x18\x01 \x01(\t\":\n\x12ListTokensResponse\x12$\n\x06tokens\x18\x01 \x03(\x0b\x32\x14.warren.v1.TokenInfo\" \n\x12RevokeTokenRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\xc2\x01\n\nAuditEvent\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\"\n\x04time\x18\x02 \x01(\x0b\x32\x14.warren.v1.Timestamp\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\x10\n\x08token_id\x18\x04 \x01(\t\x12\x0f\n\x07subject\x18\x05 \x01(\t\x12\x0c\n\x04peer\x18\x06 \x01(\t\x12\x0e\n\x06method\x18\x07 \x01(\t\x12\x0e\n\x06object\x18\x08 \x01(\t\x12\x0c\n\x04\x63ode\x18\t \x01(\x05\x12\x0f\n\x07message\x18\n \x01(\t\"P\n\x16ListAuditEventsRequest\x12\x13\n\x0b\x65nvironment\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\x12\n\nbefore_seq\x18\x03 \x01(\x03\"@\n\x17ListAuditEventsResponse\x12%\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x15.warren.v1.AuditEvent\"x\n\x05Quota\x12\x13\n\x0b\x65nvironment\x18\x01 \x01(\t\x12\x15\n\rmax_sandboxes\x18\x02 \x01(\x03\x12\x0f\n\x07max_cpu\x18\x03 \x01(\x01\x12\x18\n\x10max_memory_bytes\x18\x04 \x01(\x03\x12\x18\n\x10max_volume_bytes\x18\x05 \x01(\x03\"2\n\x0fSetQuotaRequest\x12\x1f\n\x05quota\x18\x01 \x01(\x0b\x32\x10.warren.v1.Quota\"&\n\x0fGetQuotaRequest\x12\x13\n\x0b\x65nvironment\x18\x01 \x01(\t2\xe9\x04\n\x08Identity\x12=\n\x06WhoAmI\x12\x18.warren.v1.WhoAmIRequest\x1a\x19.warren.v1.WhoAmIResponse\x12s\n\x18GetWorkloadIdentityToken\x12*.warren.v1.GetWorkloadIdentityTokenRequest\x1a+.warren.v1.GetWorkloadIdentityTokenResponse\x12L\n\x0b\x43reateToken\x12\x1d.warren.v1.CreateTokenRequest\x1a\x1e.warren.v1.CreateTokenResponse\x12I\n\nListTokens\x12\x1c.warren.v1.ListTokensRequest\x1a\x1d.warren.v1.ListTokensResponse\x12\x42\n\x0bRevokeToken\x12\x1d.warren.v1.RevokeTokenRequest\x1a\x14.warren.v1.TokenInfo\x12X\n\x0fListAuditEvents\x12!.warren.v1.ListAuditEventsRequest\x1a\".warren.v1.ListAuditEventsResponse\x12\x38\n\x08SetQuota\x12\x1a.warren.v1.SetQuotaRequest\x1a\x10.warren.v1.Quota\x12\x38\n\x08GetQuota\x12\x1a.warren.v1.GetQuotaRequest\x1a\x10.warren.v1.Quotab\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'warren.v1.identity_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_WHOAMIREQUEST']._serialized_start=39
-  _globals['_WHOAMIREQUEST']._serialized_end=54
-  _globals['_WHOAMIRESPONSE']._serialized_start=56
-  _globals['_WHOAMIRESPONSE']._serialized_end=110
-  _globals['_GETWORKLOADIDENTITYTOKENREQUEST']._serialized_start=112
-  _globals['_GETWORKLOADIDENTITYTOKENREQUEST']._serialized_end=163
-  _globals['_GETWORKLOADIDENTITYTOKENRESPONSE']._serialized_start=165
-  _globals['_GETWORKLOADIDENTITYTOKENRESPONSE']._serialized_end=239
-  _globals['_IDENTITY']._serialized_start=242
-  _globals['_IDENTITY']._serialized_end=432
+  _globals['_WHOAMIREQUEST']._serialized_start=63
+  _globals['_WHOAMIREQUEST']._serialized_end=78
+  _globals['_WHOAMIRESPONSE']._serialized_start=80
+  _globals['_WHOAMIRESPONSE']._serialized_end=166
+  _globals['_GETWORKLOADIDENTITYTOKENREQUEST']._serialized_start=168
+  _globals['_GETWORKLOADIDENTITYTOKENREQUEST']._serialized_end=219
+  _globals['_GETWORKLOADIDENTITYTOKENRESPONSE']._serialized_start=221
+  _globals['_GETWORKLOADIDENTITYTOKENRESPONSE']._serialized_end=295
+  _globals['_CREATETOKENREQUEST']._serialized_start=297
+  _globals['_CREATETOKENREQUEST']._serialized_end=390
+  _globals['_TOKENINFO']._serialized_start=393
+  _globals['_TOKENINFO']._serialized_end=598
+  _globals['_CREATETOKENRESPONSE']._serialized_start=600
+  _globals['_CREATETOKENRESPONSE']._serialized_end=672
+  _globals['_LISTTOKENSREQUEST']._serialized_start=674
+  _globals['_LISTTOKENSREQUEST']._serialized_end=714
+  _globals['_LISTTOKENSRESPONSE']._serialized_start=716
+  _globals['_LISTTOKENSRESPONSE']._serialized_end=774
+  _globals['_REVOKETOKENREQUEST']._serialized_start=776
+  _globals['_REVOKETOKENREQUEST']._serialized_end=808
+  _globals['_AUDITEVENT']._serialized_start=811
+  _globals['_AUDITEVENT']._serialized_end=1005
+  _globals['_LISTAUDITEVENTSREQUEST']._serialized_start=1007
+  _globals['_LISTAUDITEVENTSREQUEST']._serialized_end=1087
+  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_start=1089
+  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_end=1153
+  _globals['_QUOTA']._serialized_start=1155
+  _globals['_QUOTA']._serialized_end=1275
+  _globals['_SETQUOTAREQUEST']._serialized_start=1277
+  _globals['_SETQUOTAREQUEST']._serialized_end=1327
+  _globals['_GETQUOTAREQUEST']._serialized_start=1329
+  _globals['_GETQUOTAREQUEST']._serialized_end=1367
+  _globals['_IDENTITY']._serialized_start=1370
+  _globals['_IDENTITY']._serialized_end=1987
 # @@protoc_insertion_point(module_scope)

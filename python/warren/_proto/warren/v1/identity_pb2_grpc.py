@@ -8,7 +8,11 @@ from warren._proto.warren.v1 import identity_pb2 as warren_dot_v1_dot_identity__
 
 
 class IdentityStub:
-    """Missing associated documentation comment in .proto file."""
+    """Callers are authenticated by an API token sent as the metadata
+    `authorization: Bearer <token>`; unix-socket peers that are root act as
+    the operator (admin of every environment, in "default" unless the
+    `x-warren-environment` metadata names another). See docs/security.md.
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -26,10 +30,44 @@ class IdentityStub:
                 request_serializer=warren_dot_v1_dot_identity__pb2.GetWorkloadIdentityTokenRequest.SerializeToString,
                 response_deserializer=warren_dot_v1_dot_identity__pb2.GetWorkloadIdentityTokenResponse.FromString,
                 _registered_method=True)
+        self.CreateToken = channel.unary_unary(
+                '/warren.v1.Identity/CreateToken',
+                request_serializer=warren_dot_v1_dot_identity__pb2.CreateTokenRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_identity__pb2.CreateTokenResponse.FromString,
+                _registered_method=True)
+        self.ListTokens = channel.unary_unary(
+                '/warren.v1.Identity/ListTokens',
+                request_serializer=warren_dot_v1_dot_identity__pb2.ListTokensRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_identity__pb2.ListTokensResponse.FromString,
+                _registered_method=True)
+        self.RevokeToken = channel.unary_unary(
+                '/warren.v1.Identity/RevokeToken',
+                request_serializer=warren_dot_v1_dot_identity__pb2.RevokeTokenRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_identity__pb2.TokenInfo.FromString,
+                _registered_method=True)
+        self.ListAuditEvents = channel.unary_unary(
+                '/warren.v1.Identity/ListAuditEvents',
+                request_serializer=warren_dot_v1_dot_identity__pb2.ListAuditEventsRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_identity__pb2.ListAuditEventsResponse.FromString,
+                _registered_method=True)
+        self.SetQuota = channel.unary_unary(
+                '/warren.v1.Identity/SetQuota',
+                request_serializer=warren_dot_v1_dot_identity__pb2.SetQuotaRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_identity__pb2.Quota.FromString,
+                _registered_method=True)
+        self.GetQuota = channel.unary_unary(
+                '/warren.v1.Identity/GetQuota',
+                request_serializer=warren_dot_v1_dot_identity__pb2.GetQuotaRequest.SerializeToString,
+                response_deserializer=warren_dot_v1_dot_identity__pb2.Quota.FromString,
+                _registered_method=True)
 
 
 class IdentityServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Callers are authenticated by an API token sent as the metadata
+    `authorization: Bearer <token>`; unix-socket peers that are root act as
+    the operator (admin of every environment, in "default" unless the
+    `x-warren-environment` metadata names another). See docs/security.md.
+    """
 
     def WhoAmI(self, request, context):
         """Who the caller is, as warrend authenticated it.
@@ -42,6 +80,47 @@ class IdentityServicer:
         """Mint a short-lived signed JWT for the caller's environment with the
         given audience (workload identity federation).
         """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateToken(self, request, context):
+        """API tokens. Admins of an environment (and the operator) mint, list and
+        revoke its tokens; role "user" gets PERMISSION_DENIED. The token is in
+        the CreateToken answer only: warrend stores its SHA-256.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTokens(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeToken(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAuditEvents(self, request, context):
+        """The audit log: every mutating call, newest first (admins).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetQuota(self, request, context):
+        """An environment's quotas. Set: the operator only; get: anyone in it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetQuota(self, request, context):
+        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -59,6 +138,36 @@ def add_IdentityServicer_to_server(servicer, server):
                     request_deserializer=warren_dot_v1_dot_identity__pb2.GetWorkloadIdentityTokenRequest.FromString,
                     response_serializer=warren_dot_v1_dot_identity__pb2.GetWorkloadIdentityTokenResponse.SerializeToString,
             ),
+            'CreateToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateToken,
+                    request_deserializer=warren_dot_v1_dot_identity__pb2.CreateTokenRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_identity__pb2.CreateTokenResponse.SerializeToString,
+            ),
+            'ListTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTokens,
+                    request_deserializer=warren_dot_v1_dot_identity__pb2.ListTokensRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_identity__pb2.ListTokensResponse.SerializeToString,
+            ),
+            'RevokeToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeToken,
+                    request_deserializer=warren_dot_v1_dot_identity__pb2.RevokeTokenRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_identity__pb2.TokenInfo.SerializeToString,
+            ),
+            'ListAuditEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditEvents,
+                    request_deserializer=warren_dot_v1_dot_identity__pb2.ListAuditEventsRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_identity__pb2.ListAuditEventsResponse.SerializeToString,
+            ),
+            'SetQuota': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetQuota,
+                    request_deserializer=warren_dot_v1_dot_identity__pb2.SetQuotaRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_identity__pb2.Quota.SerializeToString,
+            ),
+            'GetQuota': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetQuota,
+                    request_deserializer=warren_dot_v1_dot_identity__pb2.GetQuotaRequest.FromString,
+                    response_serializer=warren_dot_v1_dot_identity__pb2.Quota.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'warren.v1.Identity', rpc_method_handlers)
@@ -68,7 +177,11 @@ def add_IdentityServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Identity:
-    """Missing associated documentation comment in .proto file."""
+    """Callers are authenticated by an API token sent as the metadata
+    `authorization: Bearer <token>`; unix-socket peers that are root act as
+    the operator (admin of every environment, in "default" unless the
+    `x-warren-environment` metadata names another). See docs/security.md.
+    """
 
     @staticmethod
     def WhoAmI(request,
@@ -114,6 +227,168 @@ class Identity:
             '/warren.v1.Identity/GetWorkloadIdentityToken',
             warren_dot_v1_dot_identity__pb2.GetWorkloadIdentityTokenRequest.SerializeToString,
             warren_dot_v1_dot_identity__pb2.GetWorkloadIdentityTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Identity/CreateToken',
+            warren_dot_v1_dot_identity__pb2.CreateTokenRequest.SerializeToString,
+            warren_dot_v1_dot_identity__pb2.CreateTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Identity/ListTokens',
+            warren_dot_v1_dot_identity__pb2.ListTokensRequest.SerializeToString,
+            warren_dot_v1_dot_identity__pb2.ListTokensResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Identity/RevokeToken',
+            warren_dot_v1_dot_identity__pb2.RevokeTokenRequest.SerializeToString,
+            warren_dot_v1_dot_identity__pb2.TokenInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuditEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Identity/ListAuditEvents',
+            warren_dot_v1_dot_identity__pb2.ListAuditEventsRequest.SerializeToString,
+            warren_dot_v1_dot_identity__pb2.ListAuditEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetQuota(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Identity/SetQuota',
+            warren_dot_v1_dot_identity__pb2.SetQuotaRequest.SerializeToString,
+            warren_dot_v1_dot_identity__pb2.Quota.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetQuota(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/warren.v1.Identity/GetQuota',
+            warren_dot_v1_dot_identity__pb2.GetQuotaRequest.SerializeToString,
+            warren_dot_v1_dot_identity__pb2.Quota.FromString,
             options,
             channel_credentials,
             insecure,
