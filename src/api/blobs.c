@@ -305,6 +305,14 @@ static unsigned dir_entries(const char *dir, bool remove) {
 
 static void prune_images(struct rpc_call *call, const ProtobufCMessage *m) {
         struct api_ctx *ctx = rpc_call_server_ctx(call);
+        /* the store is every environment's: an image one tenant built and
+         * uses by id is unnamed too */
+        if (api_caller(call)->role != API_ROLE_OPERATOR) {
+                rpc_call_finish(call, WR_STATUS_PERMISSION_DENIED,
+                                "PruneImages removes every environment's unused images: the "
+                                "operator's (root on the unix socket) to run");
+                return;
+        }
         if (!ctx->images) {
                 rpc_call_finish(call, WR_STATUS_UNAVAILABLE, "the image store is not available");
                 return;

@@ -19,6 +19,7 @@ import pytest
 import warren as wr
 from conftest import WARREN_CLI, Daemon, ROOT, import_image
 from warren._proto.grpc.health.v1 import health_pb2, health_pb2_grpc
+from warren._proto.warren.v1 import files_pb2, files_pb2_grpc
 from warren._proto.warren.v1 import (identity_pb2, identity_pb2_grpc, images_pb2,
                                      images_pb2_grpc, sandboxes_pb2, sandboxes_pb2_grpc,
                                      secrets_pb2, secrets_pb2_grpc, system_pb2, system_pb2_grpc,
@@ -70,6 +71,7 @@ class Stubs:
         self.secrets = secrets_pb2_grpc.SecretsStub(self.ch)
         self.identity = identity_pb2_grpc.IdentityStub(self.ch)
         self.system = system_pb2_grpc.SystemStub(self.ch)
+        self.files = files_pb2_grpc.FilesStub(self.ch)
         self.health = health_pb2_grpc.HealthStub(self.ch)
 
     def close(self):
@@ -104,7 +106,7 @@ def alpha(d, tokens):
         sb = a.create(image=IMAGE, name="shared-name", block_network=True,
                       entrypoint=["nc", "-ll", "-p", "9000", "-e", "cat"])
         wait_port(sb, 9000)
-        p = sb.exec_start("sh", "-c", "echo alpha-exec; sleep 600", detach=True)
+        p = sb.exec_start("sh", "-c", "echo alpha-exec; sleep 600", detach=True, journal=True)
         exec_id = p.exec_id
         p.detach()
         vol = a._unary(a._volumes.CreateVolume, volumes_pb2.CreateVolumeRequest(name="vol"))
@@ -128,7 +130,8 @@ def one(msg):
 # Every RPC of warren.v1 (but Diag, the test service): how beta's admin
 # token tries alpha's object, and what it must get.
 def table(o):
-    S, I, V, X, ID = (sandboxes_pb2, images_pb2, volumes_pb2, secrets_pb2, identity_pb2)
+    S, I, V, X, ID, F = (sandboxes_pb2, images_pb2, volumes_pb2, secrets_pb2, identity_pb2,
+                         files_pb2)
     sid, name = o["sandbox"], o["name"]
     return [
         # Sandboxes
@@ -177,6 +180,33 @@ def table(o):
         ("Sandboxes/ListNetworkEvents", "",
          lambda s: s.sandboxes.ListNetworkEvents(S.ListNetworkEventsRequest(sandbox=sid),
                                                  metadata=s.md), NF),
+        ("Sandboxes/GetExecChanges", "alpha's journaled exec",
+         lambda s: s.sandboxes.GetExecChanges(S.GetExecChangesRequest(
+             sandbox=sid, exec_id=o["exec_id"]), metadata=s.md), NF),
+        ("Sandboxes/RollbackExec", "alpha's journaled exec",
+         lambda s: s.sandboxes.RollbackExec(S.RollbackExecRequest(
+             sandbox=name, exec_id=o["exec_id"]), metadata=s.md), NF),
+        # Files (of a running sandbox)
+        ("Files/ReadFile", "",
+         lambda s: s.files.ReadFile(F.ReadFileRequest(sandbox=sid, path=b"/etc/hostname"),
+                                    metadata=s.md), NF),
+        ("Files/WriteFile", "",
+         lambda s: s.files.WriteFile(iter([F.WriteFileRequest(meta=F.WriteFileMeta(
+             sandbox=sid, path=b"/tmp/beta")), F.WriteFileRequest(data=b"beta")]),
+             metadata=s.md), NF),
+        ("Files/ListDir", "",
+         lambda s: s.files.ListDir(F.ListDirRequest(sandbox=name, path=b"/"), metadata=s.md), NF),
+        ("Files/Stat", "",
+         lambda s: s.files.Stat(F.StatFileRequest(sandbox=sid, path=b"/"), metadata=s.md), NF),
+        ("Files/Remove", "",
+         lambda s: s.files.Remove(F.RemovePathRequest(sandbox=sid, path=b"/tmp/x"), metadata=s.md), NF),
+        ("Files/MakeDir", "",
+         lambda s: s.files.MakeDir(F.MakeDirRequest(sandbox=sid, path=b"/tmp/d"), metadata=s.md), NF),
+        ("Files/Rename", "",
+         lambda s: s.files.Rename(F.RenamePathRequest(sandbox=sid, **{"from": b"/tmp/a"},
+                                                      to=b"/tmp/b"), metadata=s.md), NF),
+        ("Files/Watch", "",
+         lambda s: s.files.Watch(F.WatchRequest(sandbox=sid, path=b"/tmp"), metadata=s.md), NF),
         ("Sandboxes/Tunnel", "",
          lambda s: s.sandboxes.Tunnel(one(S.TunnelRequest(sandbox=sid, port=9000)), metadata=s.md), NF),
         # Images
@@ -193,6 +223,9 @@ def table(o):
         ("Images/PullImage", "taking alpha's image name",
          lambda s: s.images.PullImage(I.PullImageRequest(ref=o["image_name"]), metadata=s.md),
          grpc.StatusCode.ALREADY_EXISTS),
+        ("Images/PruneImages", "every environment's unused images",
+         lambda s: s.images.PruneImages(I.PruneImagesRequest(), metadata=s.md),
+         grpc.StatusCode.PERMISSION_DENIED),
         ("Images/BuildImage", "on alpha's image",
          lambda s: s.images.BuildImage(I.BuildImageRequest(build=I.ImageBuild(
              base_image=o["image_name"])), metadata=s.md), NF),
@@ -252,12 +285,17 @@ NOT_OBJECT_SCOPED = {
     "System/GetVersion": "public: test_tls_needs_a_token",
     "Identity/WhoAmI": "the caller only: test_whoami_and_environment",
     "Identity/GetWorkloadIdentityToken": "the caller's own environment: test_workload_identity_federation",
+    # build contexts travel by digest into one content-addressed store: a
+    # tenant learns at most that some build uploaded the same bytes
+    "Images/MissingBlobs": "content addressed, no names",
+    "Images/UploadBlob": "content addressed, no names (the digest is checked)",
 }
 
 
 def all_methods():
     out = []
-    for mod in (sandboxes_pb2, images_pb2, volumes_pb2, secrets_pb2, identity_pb2, system_pb2):
+    for mod in (sandboxes_pb2, images_pb2, volumes_pb2, secrets_pb2, identity_pb2, system_pb2,
+                files_pb2):
         for svc in mod.DESCRIPTOR.services_by_name.values():
             for m in svc.methods:
                 out.append("%s/%s" % (svc.name, m.name))
