@@ -525,7 +525,7 @@ int sbx_arm(struct sbx *sb, struct wr_err *e) {
 }
 
 void sbx_detach(struct sbx *sb) {
-        sbx_exec_abort_all(sb, SBX_EXIT_UNSPECIFIED);
+        sbx_exec_leave_all(sb);
         sb->state = SBX_DEAD;
         ctl_close(sb);
         uv_timer_stop(&sb->timer);

@@ -80,6 +80,9 @@ struct sbx {
 
         struct sbx_exec *execs;
         uint64_t next_exec_id;
+        /* its warren-init predates exec holds (recovery asked): execs are
+         * spawned without, and do not survive a restart */
+        bool init_no_holds;
         /* spawn requests in flight, for the exec start latency metric */
         struct {
                 uint64_t id, sent_ns;
@@ -248,6 +251,15 @@ void sbx_exec_on_exited(struct sbx *sb, uint64_t id, int status);
  * the state of the sandbox). Output already in the pipes is kept as far as
  * the log takes it. */
 void sbx_exec_abort_all(struct sbx *sb, enum sbx_exit_reason reason);
+/* warrend stops and leaves sb running: sessions that init holds end their
+ * client's stream (on_detached) and are let go without an exit, their
+ * spool kept for the next warrend; the others end as in abort_all. */
+void sbx_exec_leave_all(struct sbx *sb);
+/* sb was re-attached after a restart (sb->ctl_fd connected, before the
+ * loop runs): pick its execs up again from init's holds and the spools in
+ * <sandbox dir>/execs (docs/exec.md "Across restarts"). Sets
+ * sb->init_no_holds when init predates holds. Failures are logged. */
+void sbx_exec_recover(struct sbx *sb);
 
 /* --- managed SSH (ssh.c; ssh.h) --- */
 
