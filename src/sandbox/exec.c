@@ -79,6 +79,9 @@
 #define STDIN_HIGH_WATER (1024 * 1024)
 /* Finished sessions kept for a late attach (per manager, oldest go first). */
 #define MAX_RETAINED 32
+/* A non-detached exec picked up after a restart is killed (as when its
+ * client goes away) unless a client attaches within this. */
+#define ADOPT_GRACE_MS 60000
 /* Spool bytes the log dropped are punched out in steps of at least this. */
 #define SPOOL_PUNCH_STEP (4u << 20)
 /* The most of a .meta file read back (argv is at most 2 MiB; the rest are
@@ -173,6 +176,8 @@ struct sbx_exec {
         bool keep_files;       /* warrend stops: leave the spool for the next one */
         bool leaving;          /* warrend stops: no messages to init */
         bool adopted_nodetach; /* picked up after a restart, started without detach */
+        uint64_t adopt_until;  /* uv_now() ms: adopted_nodetach ends then (killed) */
+        uint64_t deadline_at;  /* uv_now() ms of the timeout's SIGKILL; 0 = none */
 };
 
 static int64_t now_ns(void) {
@@ -826,6 +831,25 @@ static void timeout_cb(uv_timer_t *t) {
         struct sbx_exec *x = t->data;
         if (x->state >= EXEC_EXITED || !x->sb)
                 return;
+        uint64_t now = uv_now(x->sb->m->loop);
+        if (x->adopted_nodetach && now >= x->adopt_until) {
+                /* its client did not come back after the restart */
+                x->adopted_nodetach = false;
+                x->detach = false;
+                sbx_ctl_send_signal(x->sb, x->id, SIGKILL, true);
+                kick(x);
+                return;
+        }
+        if (!x->deadline_at)
+                return; /* no timeout: only the grace period was due */
+        if (now < x->deadline_at) {
+                /* woken for the grace period; the timeout is later */
+                uint64_t next = x->deadline_at;
+                if (x->adopted_nodetach && x->adopt_until < next)
+                        next = x->adopt_until;
+                uv_timer_start(&x->timer, timeout_cb, next - now, 0);
+                return;
+        }
         x->reason = SBX_EXIT_TIMEOUT;
         sbx_ctl_send_signal(x->sb, x->id, SIGKILL, true);
 }
@@ -1194,8 +1218,11 @@ int sbx_exec_start(struct sbx_manager *m, const struct sbx_exec_spec *spec,
         x->userdata = userdata;
         if (!x->pty)
                 set_reading(x, true);
-        if (spec->timeout_secs > 0)
-                uv_timer_start(&x->timer, timeout_cb, (uint64_t) (spec->timeout_secs * 1000.0), 0);
+        if (spec->timeout_secs > 0) {
+                uint64_t ms = (uint64_t) (spec->timeout_secs * 1000.0);
+                x->deadline_at = uv_now(m->loop) + ms;
+                uv_timer_start(&x->timer, timeout_cb, ms, 0);
+        }
         *ret = TAKE_PTR(x);
         return 0;
 }
@@ -1657,9 +1684,22 @@ static void recover_exec(struct recovery *rc, int dirfd, const char *name_base,
         sb->execs = x;
         reg_add(st, x);
         x->sb = sb;
-        if (x->timer_open && meta->hdr.deadline_ns > 0 && !(hold->state & CTL_HOLD_EXITED)) {
-                int64_t left = (meta->hdr.deadline_ns - now_ns()) / 1000000;
-                uv_timer_start(&x->timer, timeout_cb, left > 0 ? (uint64_t) left : 0, 0);
+        if (x->timer_open && !(hold->state & CTL_HOLD_EXITED)) {
+                /* the timeout goes on; an unattached non-detached exec
+                 * gets ADOPT_GRACE_MS for its client to come back */
+                uint64_t now = uv_now(loop), next = 0;
+                if (meta->hdr.deadline_ns > 0) {
+                        int64_t left = (meta->hdr.deadline_ns - now_ns()) / 1000000;
+                        x->deadline_at = now + (left > 0 ? (uint64_t) left : 0);
+                        next = x->deadline_at;
+                }
+                if (x->adopted_nodetach) {
+                        x->adopt_until = now + ADOPT_GRACE_MS;
+                        if (!next || x->adopt_until < next)
+                                next = x->adopt_until;
+                }
+                if (next)
+                        uv_timer_start(&x->timer, timeout_cb, next - now, 0);
         }
         log_info("sandbox %s: exec %s (pid %d, %s) re-attached at offset %llu", sb->id,
                  x->id_str, x->pid, hold->state & CTL_HOLD_EXITED ? "exited" : "running",
