@@ -590,3 +590,41 @@ def test_spool_stays_outside_and_goes_with_the_exec(life):
         assert ".meta" not in r.stdout_text and "execs" not in r.stdout_text
         wait_for(lambda: os.path.isdir(d) and os.listdir(d) == [], 5, "spool removed")
         sb.terminate(grace_period_seconds=1)
+
+
+def test_pty_exec_after_restart(life):
+    """A PTY exec across a kill -9: its terminal output resumes, input and
+    resize reach it again, the exit arrives."""
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+        sb_id = sb.id
+        p = sb.exec_start("sh", "-c", "read l; echo got:$l; read m; stty size; exit 9",
+                          pty=True, window=(80, 24), detach=True, text=False)
+        exec_id = p.exec_id
+        p.write_stdin(b"a\n")
+        got = {"out": bytearray(), "err": bytearray()}
+        try:
+            for ev in p.output():
+                got["out"] += ev.stdout_bytes or b""
+                if b"got:a" in got["out"]:
+                    break
+        except wr.WarrenError:
+            pass
+        assert b"got:a" in got["out"]
+        offset = p.offset
+        restart(life, "kill9")
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.get(id=sb_id)
+        q = sb.attach(exec_id, offset=offset, text=False)
+        q.resize(100, 30)
+        q.write_stdin(b"b\n")
+        rest = {"out": bytearray(), "err": bytearray()}
+        ex = drain(q, rest)
+        assert ex is not None and ex.exit_code == 9, ex
+        assert b"30 100" in rest["out"], rest
+        # the whole terminal output again, from 0
+        r = sb.attach(exec_id, offset=0, text=False)
+        whole = {"out": bytearray(), "err": bytearray()}
+        assert drain(r, whole).exit_code == 9
+        assert bytes(whole["out"]) == bytes(got["out"][:offset]) + bytes(rest["out"])
+        sb.terminate(grace_period_seconds=1)
