@@ -61,7 +61,7 @@ int sbx_spool_meta_decode(const void *buf, size_t n, struct sbx_spool_meta *ret)
             (h->flags & ~(uint32_t) SBX_SPOOL_FLAGS_ALL) || h->done > 1 || h->argc == 0 ||
             h->argv_len > SBX_SPOOL_ARGV_MAX || h->argc > h->argv_len ||
             n - sizeof(m.hdr) < h->argv_len || h->started_ns < 0 || h->deadline_ns < 0 ||
-            h->exit_reason < 0 || h->exit_reason > 16)
+            h->exit_reason < 0 || h->exit_reason > 16 || h->log_size > SBX_SPOOL_LOG_SIZE_MAX)
                 return -EBADMSG;
 
         /* argv: exactly argc NUL-terminated strings, argv[0] non-empty */

@@ -29,6 +29,7 @@
 #define SBX_SPOOL_MAGIC "WXEXEC1" /* 8 bytes with its NUL */
 #define SBX_SPOOL_RUN_MAGIC 0x52554e31u
 #define SBX_SPOOL_ARGV_MAX (2u << 20)
+#define SBX_SPOOL_LOG_SIZE_MAX (1ull << 40) /* a sane bound on hdr.log_size */
 
 enum sbx_spool_flags {
         SBX_SPOOL_PTY = 1u << 0,
