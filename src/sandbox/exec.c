@@ -17,6 +17,14 @@
  * attached) drops its oldest bytes, which a later attach sees as a gap, as
  * it does for an offset older than the history kept.
  *
+ * Across a warrend restart (docs/exec.md "Across restarts"): warren-init
+ * holds a copy of our ends of the pipes (CTL_SPAWN_HOLD) and the exit, and
+ * the output goes pipe → spool file on the host (splice: a kill -9 leaves
+ * every byte in the pipe or in the file) → log chunk (exec-spool.h). A
+ * restarted warrend rebuilds each session from its spool and the fds init
+ * hands back (sbx_exec_recover, at the end of this file); a graceful stop
+ * lets held sessions go without an exit (sbx_exec_leave_all).
+ *
  * A session's process lifecycle (x->state):
  *
  *   SPAWNING ───init: spawned───▶ RUNNING
