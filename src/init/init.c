@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -99,6 +100,10 @@ static size_t nprocs, procs_cap;
 static struct pending pending[MAX_PENDING];
 static size_t pending_head, npending;
 static unsigned char rbuf[CTL_MSG_MAX + 1];
+/* fds init may spend on holds: RLIMIT_NOFILE minus headroom for requests
+ * in flight (a SPAWN brings up to 6, a queued TAKEN carries copies) */
+static long hold_fd_budget;
+#define HOLD_FD_HEADROOM 128
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...) {
@@ -161,6 +166,19 @@ static void proc_remove(struct proc *p) {
                 close(p->master);
         proc_close_held(p);
         *p = procs[--nprocs];
+}
+
+/* fds held for daemons right now. */
+static long held_fds(void) {
+        long n = 0;
+        for (size_t i = 0; i < nprocs; i++) {
+                if (!(procs[i].flags & CTL_SPAWN_HOLD))
+                        continue;
+                for (int k = 0; k < CTL_HOLD_FDS; k++)
+                        n += procs[i].held[k] >= 0;
+                n += procs[i].master >= 0;
+        }
+        return n;
 }
 
 /* Processes still running (held entries of exited ones not counted). */
@@ -664,6 +682,13 @@ static void do_spawn(struct conn *c, uint64_t id, const struct init_spawn *s, in
         }
         if (pty && (r = open_pty(s, &master, &slave)) < 0)
                 goto fail;
+        /* Out of fds to hold with: the process runs unheld (it will not
+         * outlive its daemon) rather than not at all. */
+        uint32_t flags = s->flags;
+        if (hold && held_fds() + CTL_HOLD_FDS > hold_fd_budget) {
+                close_fds(held, CTL_HOLD_FDS);
+                flags &= ~(uint32_t) CTL_SPAWN_HOLD;
+        }
         /* The terminal belongs to the user who runs on it (like login(1)). */
         if (pty && s->uid != geteuid())
                 (void) !fchown(slave, s->uid, (gid_t) -1);
@@ -700,7 +725,7 @@ static void do_spawn(struct conn *c, uint64_t id, const struct init_spawn *s, in
                          .pid = pid,
                          .owner = c->serial,
                          .master = master,
-                         .flags = s->flags,
+                         .flags = flags,
                          .held = {held[0], held[1], held[2]}};
         if (proc_add(&p) < 0) {
                 /* Cannot track it: better not to run it at all. */
@@ -1081,6 +1106,10 @@ static int setup(void) {
                 return -errno;
         close_from(LISTEN_FD + 1, -1);
 
+        struct rlimit nofile;
+        hold_fd_budget = getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY
+                                 ? (long) nofile.rlim_cur - HOLD_FD_HEADROOM
+                                 : 4096;
         is_pid1 = getpid() == 1;
         /* Not ptrace-able or /proc/1/mem-readable by same-uid workloads. */
         prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);

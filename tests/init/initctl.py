@@ -219,7 +219,7 @@ class Init:
     pid+mount namespaces), "subreaper" (plain child), "seccomp" (plain child
     under install_seccomp's filter)."""
 
-    def __init__(self, mode):
+    def __init__(self, mode, nofile=None):
         self.mode = mode
         self.tmp = tempfile.mkdtemp(prefix="warren-init-")
         self.path = os.path.join(self.tmp, "ctl.sock")
@@ -232,6 +232,9 @@ class Init:
 
         def pre():
             os.dup2(lfd, 3)
+            if nofile:
+                import resource
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
             if mode == "seccomp":
                 install_seccomp()
 

@@ -538,3 +538,26 @@ def test_hold_malformed(init, ctl):
     assert ctl.release(10, REL_ALL) == errno.ESRCH
     assert ctl.signal(11, signal.SIGKILL, target_id=10) == 0
     ctl.wait(EXITED, 10)
+
+
+def test_hold_budget_runs_unheld_beyond_it():
+    """init spends at most RLIMIT_NOFILE - 128 fds on holds: further HOLD
+    spawns still run, unheld (they would not outlive their daemon)."""
+    from initctl import INIT, Init
+    if not os.path.exists(INIT):
+        pytest.skip(f"{INIT} not built")
+    i = Init("subreaper", nofile=128 + 12)  # room for 4 holds of 3 fds
+    try:
+        c = i.connect()
+        for k in range(6):
+            child, ours = _pipes_for_hold()
+            assert c.spawn(100 + k, ["sleep", "30"], stdio=child + ours, flags=F_HOLD).err == 0
+            for fd in child + ours:
+                os.close(fd)
+        assert sorted(h[0] for h in c.holds(1)) == [100, 101, 102, 103]
+        c.send(LIST_T, 2)
+        assert len(c.wait(LIST_REPLY, 2).entries) == 6
+        for k in range(6):
+            assert c.signal(200 + k, signal.SIGKILL, target_id=100 + k) == 0
+    finally:
+        i.stop()
