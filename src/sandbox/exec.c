@@ -437,6 +437,10 @@ static void spool_finish(struct sbx_exec *x) {
                 (void) !pwrite(x->meta_fd, &ex, sizeof(ex), SBX_SPOOL_OFF_EXIT);
         }
         ctl_release(x, CTL_RELEASE_ALL);
+        /* complete: a retained session holds no fds (the files stay until
+         * it is freed) */
+        x->spool_fd = safe_close(x->spool_fd);
+        x->meta_fd = safe_close(x->meta_fd);
 }
 
 /* --- lifetime --- */
