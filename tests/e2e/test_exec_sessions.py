@@ -628,3 +628,22 @@ def test_pty_exec_after_restart(life):
         assert drain(r, whole).exit_code == 9
         assert bytes(whole["out"]) == bytes(got["out"][:offset]) + bytes(rest["out"])
         sb.terminate(grace_period_seconds=1)
+
+
+def test_timeout_carries_over_restart(life):
+    """An exec's timeout keeps counting across a kill -9 of warrend: it is
+    killed at its original deadline, and the exit says TIMEOUT."""
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+        sb_id = sb.id
+        t0 = time.monotonic()
+        p = sb.exec_start("sleep", "100", timeout_secs=3, detach=True, text=False)
+        exec_id = p.exec_id
+        restart(life, "kill9")
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.get(id=sb_id)
+        ex = drain(sb.attach(exec_id, offset=0, text=False), {"out": bytearray(), "err": bytearray()})
+        took = time.monotonic() - t0
+        assert ex is not None and ex.reason == "timeout" and ex.exit_code == 137, ex
+        assert 2.5 <= took < 6, took
+        sb.terminate(grace_period_seconds=1)
