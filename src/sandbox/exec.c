@@ -1740,6 +1740,14 @@ void sbx_exec_recover(struct sbx *sb) {
 
         if (!dir || sb->ctl_fd < 0)
                 return;
+        if (sb->paused) {
+                /* a frozen init cannot answer: at the resume */
+                sb->exec_recover_pending = true;
+                log_info("sandbox %s is paused: its execs are picked up again when it is "
+                         "resumed",
+                         sb->id);
+                return;
+        }
         /* What init holds (an older init does not know HOLDS: no holds). */
         struct rt_ctl_msg hm = {0};
         int fds[4], nfds = 0;

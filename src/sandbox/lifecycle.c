@@ -597,6 +597,11 @@ int sbx_set_paused(struct sbx_manager *m, const char *key, bool on, char *id_out
                 return r;
         sb->paused = on;
         log_info("sandbox %s %s", sb->id, on ? "paused" : "resumed");
+        if (!on && sb->exec_recover_pending) {
+                /* re-attached while paused: its execs come back now */
+                sb->exec_recover_pending = false;
+                sbx_exec_recover(sb);
+        }
         return 0;
 }
 

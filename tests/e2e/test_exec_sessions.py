@@ -647,3 +647,27 @@ def test_timeout_carries_over_restart(life):
         assert ex is not None and ex.reason == "timeout" and ex.exit_code == 137, ex
         assert 2.5 <= took < 6, took
         sb.terminate(grace_period_seconds=1)
+
+
+def test_paused_sandbox_execs_come_back_at_resume(life):
+    """A sandbox paused across a kill -9: its (frozen) init cannot answer at
+    recovery; its execs are picked up at the resume, output intact."""
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+        sb_id = sb.id
+        p = sb.exec_start("sh", "-c", "i=0; while [ $i -lt 400 ]; do echo line$i; i=$((i+1)); "
+                          "usleep 5000; done; exit 2", detach=True, text=False)
+        exec_id = p.exec_id
+        time.sleep(0.5)
+        sb.pause()
+        t0 = time.monotonic()
+        restart(life, "kill9")
+        assert time.monotonic() - t0 < 5  # recovery does not wait on the frozen init
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.get(id=sb_id)
+        sb.resume()
+        got = {"out": bytearray(), "err": bytearray()}
+        ex = drain(sb.attach(exec_id, offset=0, text=False), got)
+        assert ex is not None and ex.exit_code == 2, ex
+        assert bytes(got["out"]) == b"".join(b"line%d\n" % i for i in range(400))
+        sb.terminate(grace_period_seconds=1)
