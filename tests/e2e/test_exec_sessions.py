@@ -671,3 +671,30 @@ def test_paused_sandbox_execs_come_back_at_resume(life):
         assert ex is not None and ex.exit_code == 2, ex
         assert bytes(got["out"]) == b"".join(b"line%d\n" % i for i in range(400))
         sb.terminate(grace_period_seconds=1)
+
+
+@pytest.mark.slow
+def test_unattached_nondetached_exec_killed_after_grace(life):
+    """A non-detached exec whose client does not come back within 60 s of
+    the restart is killed, as when its client goes away; a detached one
+    runs on."""
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+        sb_id = sb.id
+        # (the Process objects stay referenced: dropping one cancels its
+        # stream, and the old warrend would kill a non-detached exec)
+        p_nd = sb.exec_start("sleep", "1000", text=False)
+        p_dt = sb.exec_start("sleep", "1000", detach=True, text=False)
+        nd, dt = p_nd.exec_id, p_dt.exec_id
+        restart(life, "kill9")
+        t0 = time.monotonic()
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.get(id=sb_id)
+        time.sleep(50)
+        assert proc_info(sb, nd).running
+        info = wait_for(lambda: (lambda i: i if i and not i.running else None)(proc_info(sb, nd)),
+                        20, "the grace period")
+        assert 58 <= time.monotonic() - t0 < 75
+        assert info.signal == 9, info
+        assert proc_info(sb, dt).running
+        sb.terminate(grace_period_seconds=1)
