@@ -318,8 +318,12 @@ static int spool_run(struct sbx_exec *x, int stream) {
  * splice(2) first (a crash leaves them in the pipe or in the file, never
  * neither), then are copied from the page cache; a PTY is read, then
  * written to the spool. */
-static ssize_t spool_read(struct sbx_exec *x, int fd, int stream, uint8_t *dst, size_t room) {
-        if (spool_run(x, stream) < 0)
+static ssize_t spool_read(struct sbx_exec *x, int fd, int stream, uint8_t *dst, size_t room,
+                          bool empty) {
+        /* FIONREAD said 0: the read only tells EAGAIN from EOF, so no run
+         * record first (it would mostly be empty); should bytes arrive in
+         * between, they are spooled all the same and recorded after. */
+        if (x->spool_fd < 0 || (!empty && spool_run(x, stream) < 0))
                 return read(fd, dst, room);
         off_t at = (off_t) x->log.end;
         if (x->pty) {
@@ -348,6 +352,8 @@ static ssize_t spool_read(struct sbx_exec *x, int fd, int stream, uint8_t *dst, 
                 }
                 got += (size_t) k;
         }
+        if (empty)
+                (void) spool_run(x, stream); /* offset: still the log's end */
         return n;
 }
 
@@ -639,13 +645,15 @@ static void drain(struct sbx_exec *x, int i) {
         int stream = i == OUT_STDOUT ? SBX_STDOUT : SBX_STDERR;
         while (x->out_open[i] && sbx_exec_log_has_room(&x->log, may_drop(x))) {
                 int avail = 0;
-                if (ioctl(x->out_fd[i], FIONREAD, &avail) < 0 || avail <= 0)
+                bool known = ioctl(x->out_fd[i], FIONREAD, &avail) == 0;
+                bool empty = known && avail == 0 && !x->pty;
+                if (!known || avail <= 0)
                         avail = MIN_READ;
                 size_t room;
                 uint8_t *dst = sbx_exec_log_reserve(&x->log, stream, (size_t) avail, &room);
                 if (!dst)
                         break;
-                ssize_t n = spool_read(x, x->out_fd[i], stream, dst, room);
+                ssize_t n = spool_read(x, x->out_fd[i], stream, dst, room, empty);
                 int err = n < 0 ? errno : 0;
                 /* Deliver in large messages: a full chunk, or what the pipe
                  * had once it is empty. */
@@ -1486,29 +1494,54 @@ static int send_release_all(int fd, uint64_t id) {
         return rt_ctl_send_release(fd, id, CTL_RELEASE_ALL);
 }
 
-/* Read a whole (small) file at dirfd/name. */
-static int read_file_at(int dirfd, const char *name, size_t max, uint8_t **ret, size_t *len) {
-        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        struct stat st;
-        if (fd < 0 || fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode) || (uint64_t) st.st_size > max)
-                return -EFBIG;
-        size_t n = (size_t) st.st_size;
-        uint8_t *b = malloc(n ? n : 1);
-        if (!b)
-                return -ENOMEM;
-        size_t got = 0;
-        while (got < n) {
-                ssize_t k = pread(fd, b + got, n - got, (off_t) got);
-                if (k <= 0) {
-                        free(b);
+static int pread_all(int fd, uint8_t *b, size_t n, off_t at) {
+        for (size_t got = 0; got < n;) {
+                ssize_t k = pread(fd, b + got, n - got, at + (off_t) got);
+                if (k <= 0)
                         return k < 0 ? -errno : -EIO;
-                }
                 got += (size_t) k;
         }
+        return 0;
+}
+
+/* Read an exec's .meta file at dirfd/name for sbx_spool_meta_decode. One
+ * larger than SPOOL_META_MAX (millions of switches between stdout and
+ * stderr) is read as its header and argv plus its newest run records, as
+ * many as fit: older runs only describe bytes the log no longer keeps
+ * (should one be needed, its bytes count as stdout). */
+static int read_meta_at(int dirfd, const char *name, uint8_t **ret, size_t *len) {
+        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        struct stat st;
+        struct sbx_spool_hdr h;
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADMSG;
+        size_t size = (size_t) st.st_size, head = size, tail_at = size, tail = 0;
+        if (size > SPOOL_META_MAX) {
+                int r = pread_all(fd, (uint8_t *) &h, sizeof(h), 0);
+                if (r < 0)
+                        return r;
+                if (h.argv_len > SBX_SPOOL_ARGV_MAX)
+                        return -EBADMSG;
+                head = sizeof(h) + h.argv_len;
+                size_t runs = (size - head) / sizeof(struct sbx_spool_run);
+                size_t keep = (SPOOL_META_MAX - head) / sizeof(struct sbx_spool_run);
+                tail = MIN(runs, keep) * sizeof(struct sbx_spool_run);
+                tail_at = head + (runs * sizeof(struct sbx_spool_run) - tail);
+        }
+        uint8_t *b = malloc(head + tail + 1);
+        if (!b)
+                return -ENOMEM;
+        int r = pread_all(fd, b, head, 0);
+        if (r >= 0 && tail)
+                r = pread_all(fd, b + head, tail, (off_t) tail_at);
+        if (r < 0) {
+                free(b);
+                return r;
+        }
         *ret = b;
-        *len = n;
+        *len = head + tail;
         return 0;
 }
 
@@ -1597,9 +1630,10 @@ static void recover_exec(struct recovery *rc, int dirfd, const char *name_base,
         struct stat mst;
         if (fstat(x->meta_fd, &mst) < 0)
                 goto lost;
-        /* appends go after the last whole record */
-        x->meta_end = sizeof(struct sbx_spool_hdr) + meta->hdr.argv_len +
-                      meta->n_runs * sizeof(struct sbx_spool_run);
+        /* appends go after the last whole record (a torn one is overwritten) */
+        uint64_t head = sizeof(struct sbx_spool_hdr) + meta->hdr.argv_len;
+        x->meta_end = head + ((uint64_t) mst.st_size - head) / sizeof(struct sbx_spool_run) *
+                                     sizeof(struct sbx_spool_run);
         x->run_stream = meta->n_runs ? (int) meta->runs[meta->n_runs - 1].stream : 0;
 
         if (meta->hdr.done) {
@@ -1788,7 +1822,7 @@ void sbx_exec_recover(struct sbx *sb) {
                 size_t len = 0;
                 struct sbx_spool_meta meta = {0};
                 char name[80];
-                if (read_file_at(dirfd, de->d_name, SPOOL_META_MAX, &buf, &len) < 0 ||
+                if (read_meta_at(dirfd, de->d_name, &buf, &len) < 0 ||
                     sbx_spool_meta_decode(buf, len, &meta) < 0) {
                         log_warn("sandbox %s: exec spool %s is unreadable: removed", sb->id,
                                  de->d_name);

@@ -698,3 +698,42 @@ def test_unattached_nondetached_exec_killed_after_grace(life):
         assert info.signal == 9, info
         assert proc_info(sb, dt).running
         sb.terminate(grace_period_seconds=1)
+
+
+def test_interleaved_streams_replayed_after_restart(life):
+    """stdout and stderr interleaved, across a kill -9: an attach from 0
+    after the restart gives each byte on its own stream, in the order it
+    was read (the spool records a run per switch of stream)."""
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+        sb_id = sb.id
+        p = sb.exec_start("sh", "-c", "i=0; while [ $i -lt 300 ]; do echo out$i; echo err$i >&2; "
+                          "i=$((i+1)); usleep 3000; done; exit 4", detach=True, text=False)
+        exec_id = p.exec_id
+        time.sleep(0.4)
+        restart(life, "kill9")
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.get(id=sb_id)
+        seq = []
+        ex = None
+        for ev in sb.attach(exec_id, offset=0, text=False).output():
+            assert ev.gap is None
+            if ev.stdout_bytes:
+                seq.append(("o", ev.stdout_bytes))
+            if ev.stderr_bytes:
+                seq.append(("e", ev.stderr_bytes))
+            if ev.is_exited:
+                ex = ev
+        assert ex is not None and ex.exit_code == 4
+        out = b"".join(d for k, d in seq if k == "o")
+        err = b"".join(d for k, d in seq if k == "e")
+        assert out == b"".join(b"out%d\n" % i for i in range(300))
+        assert err == b"".join(b"err%d\n" % i for i in range(300))
+        # order: every errN comes after outN (it was written after it)
+        pos, where = 0, {}
+        for k, d in seq:
+            for line in d.splitlines():
+                where[(k, line)] = pos
+                pos += 1
+        assert all(where[("o", b"out%d" % i)] < where[("e", b"err%d" % i)] for i in range(300))
+        sb.terminate(grace_period_seconds=1)
