@@ -123,6 +123,7 @@ enum exec_stdin {
 struct sbx_exec_state {
         struct sbx_exec *head, *tail; /* every tracked session not yet freed, oldest first */
         size_t log_size;
+        bool no_spool; /* --no-exec-spool */
         struct sbx_exec_log_pool *pool;
         /* The manager let go (sbx_exec_forget_all): the state is freed with
          * its last session. */
@@ -210,6 +211,14 @@ static struct sbx_exec_state *state_get(struct sbx_manager *m) {
 static void state_free(struct sbx_exec_state *st) {
         sbx_exec_log_pool_close(st->pool);
         free(st);
+}
+
+int sbx_exec_set_spool(struct sbx_manager *m, bool on) {
+        struct sbx_exec_state *st = state_get(m);
+        if (!st)
+                return -ENOMEM;
+        st->no_spool = !on;
+        return 0;
 }
 
 int sbx_exec_set_log_size(struct sbx_manager *m, size_t bytes) {
@@ -1198,7 +1207,7 @@ int sbx_exec_start(struct sbx_manager *m, const struct sbx_exec_spec *spec,
          * restart of warrend. Without (an init older than holds, no spool)
          * it runs as before. */
         int held[3] = {x->in_fd, x->out_fd[OUT_STDOUT], x->out_fd[OUT_STDERR]};
-        if (!sb->init_no_holds) {
+        if (!sb->init_no_holds && !st->no_spool) {
                 int sr = spool_open(x, sb, spec->timeout_secs);
                 if (sr < 0) {
                         log_warn("exec %s of sandbox %s: no spool (%s): it will not survive a "

@@ -737,3 +737,19 @@ def test_interleaved_streams_replayed_after_restart(life):
                 pos += 1
         assert all(where[("o", b"out%d" % i)] < where[("e", b"err%d" % i)] for i in range(300))
         sb.terminate(grace_period_seconds=1)
+
+
+def test_no_exec_spool(fresh_warrend):
+    """--no-exec-spool: execs run as before (no spool in the sandbox dir)."""
+    from conftest import import_image
+    d = fresh_warrend(extra_args=["--no-exec-spool"])
+    import_image(d, "busybox:latest")
+    with wr.SandboxClient(d.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+        p = sb.exec_start("sh", "-c", "echo hi; sleep 0.3", detach=True, text=False)
+        time.sleep(0.1)
+        assert not os.path.exists(os.path.join(d.state_dir, "sandboxes", sb.id, "execs"))
+        r = sb.attach(p.exec_id, offset=0, text=False)
+        got = {"out": bytearray(), "err": bytearray()}
+        assert drain(r, got).exit_code == 0 and bytes(got["out"]) == b"hi\n"
+        sb.terminate(grace_period_seconds=1)
