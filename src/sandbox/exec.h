@@ -202,7 +202,7 @@ int sbx_exec_set_log_size(struct sbx_manager *m, size_t bytes);
 
 /* Whether execs started from now on are spooled and held by init, so that
  * they survive a warrend restart (default on; docs/exec.md "Across
- * restarts"). Off saves the spool's cost (~0.35 CPU-s per GiB of output)
+ * restarts"). Off saves the spool's cost (~0.4 CPU-s per GiB of output)
  * and runs them as before a restart-proof warrend. Returns 0 or -ENOMEM. */
 int sbx_exec_set_spool(struct sbx_manager *m, bool on);
 
