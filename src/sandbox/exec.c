@@ -618,6 +618,19 @@ static void pump(struct sbx_exec *x) {
                 deliver_exit(x);
 }
 
+/* The attached client (if any) is let go: on_detached, and no callback
+ * reaches it after. */
+static void detach_client(struct sbx_exec *x) {
+        if (!x->cb)
+                return;
+        const struct sbx_exec_callbacks *old = x->cb;
+        void *old_ud = x->userdata;
+        x->cb = NULL;
+        x->userdata = NULL;
+        if (old->on_detached)
+                old->on_detached(x, old_ud);
+}
+
 /* --- reading the process's output --- */
 
 static void out_poll_cb(uv_poll_t *h, int status, int events);
@@ -1292,15 +1305,8 @@ int sbx_exec_attach(struct sbx_manager *m, const struct sbx_exec_target *t,
                                 "attach.offset: %llu is beyond the output so far (%llu bytes)",
                                 (unsigned long long) t->offset, (unsigned long long) x->log.end);
         ref(x);
-        if (x->cb) {
-                /* One client at a time: the newcomer takes over. */
-                const struct sbx_exec_callbacks *old = x->cb;
-                void *old_ud = x->userdata;
-                x->cb = NULL;
-                x->userdata = NULL;
-                if (old->on_detached)
-                        old->on_detached(x, old_ud);
-        }
+        /* One client at a time: the newcomer takes over. */
+        detach_client(x);
         x->cb = cb;
         x->userdata = userdata;
         x->paused = false;
@@ -1415,14 +1421,7 @@ void sbx_exec_leave_all(struct sbx *sb) {
                 ref(x);
                 x->leaving = true;
                 x->keep_files = true;
-                if (x->cb) {
-                        const struct sbx_exec_callbacks *old = x->cb;
-                        void *old_ud = x->userdata;
-                        x->cb = NULL;
-                        x->userdata = NULL;
-                        if (old->on_detached)
-                                old->on_detached(x, old_ud);
-                }
+                detach_client(x);
                 close_out(x, OUT_STDOUT);
                 close_out(x, OUT_STDERR);
                 close_in(x);
