@@ -131,8 +131,11 @@ static void on_gap(struct sbx_exec *x, uint64_t from, uint64_t to, void *userdat
 
 static void on_detached(struct sbx_exec *x, void *userdata) {
         struct exec_call *ec = userdata;
-        char msg[96];
-        snprintf(msg, sizeof(msg), "another client attached to exec %s", sbx_exec_id(x));
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "another client attached to exec %s, or warrend is stopping (attach again "
+                 "once it is back: the exec goes on)",
+                 sbx_exec_id(x));
         ec->x = NULL;
         ec->finished = true;
         rpc_call_finish(ec->call, WR_STATUS_ABORTED, msg);

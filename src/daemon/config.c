@@ -33,6 +33,8 @@ void daemon_config_usage(FILE *f) {
               "  --build-min-free SIZE stop a build step when the file system of the\n"
               "                        state dir has less than SIZE free (default 2G;\n"
               "                        0: no guard)\n"
+              "  --no-exec-spool       execs do not survive a warrend restart (no output\n"
+              "                        spool: ~40% less CPU per streamed byte)\n"
               "  --tls-cert FILE       PEM certificate chain for TCP listeners\n"
               "  --tls-key FILE        PEM private key for TCP listeners\n"
               "  --insecure-tcp        serve plaintext tcp: listeners on loopback\n"
@@ -230,6 +232,10 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                 r = set_str(&c->sandbox_cidr, v);
         } else if (!strcmp(key, "upstream-dns")) {
                 r = set_str(&c->upstream_dns, v);
+        } else if (!strcmp(key, "no-exec-spool")) {
+                if (parse_bool(v, &c->no_exec_spool) < 0)
+                        return err_set(e, -EINVAL, "no-exec-spool = %s: expected true or false",
+                                       v);
         } else if (!strcmp(key, "no-egress")) {
                 if (parse_bool(v, &c->no_egress) < 0)
                         return err_set(e, -EINVAL, "no-egress = %s: expected true or false", v);
@@ -327,6 +333,7 @@ enum {
         OPT_NO_EGRESS,
         OPT_BUILD_MIN_FREE,
         OPT_INSECURE_TCP_LOOPBACK,
+        OPT_NO_EXEC_SPOOL,
 };
 
 static const struct option options[] = {
@@ -353,6 +360,7 @@ static const struct option options[] = {
         {"sandbox-cidr", required_argument, NULL, OPT_SANDBOX_CIDR},
         {"upstream-dns", required_argument, NULL, OPT_UPSTREAM_DNS},
         {"no-egress", no_argument, NULL, OPT_NO_EGRESS},
+        {"no-exec-spool", no_argument, NULL, OPT_NO_EXEC_SPOOL},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {},

@@ -61,6 +61,7 @@ struct daemon_config {
         char *sandbox_cidr;
         char *upstream_dns;
         bool no_egress; /* --no-egress: warren-egress is not started */
+        bool no_exec_spool; /* --no-exec-spool: execs do not survive a restart */
         bool help;
         bool version;
 };

@@ -357,6 +357,8 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
         r = sbx_manager_new(&mc, &d->ctx.sandboxes, e);
         if (r < 0)
                 return err_prefix(e, r, "sandboxes");
+        if (d->cfg.no_exec_spool)
+                sbx_exec_set_spool(d->ctx.sandboxes, false);
         if (d->cfg.exec_log_size &&
             (r = sbx_exec_set_log_size(d->ctx.sandboxes, d->cfg.exec_log_size)) < 0)
                 return err_set(e, r, "sandboxes: exec log size: out of memory");

@@ -27,11 +27,30 @@
  *   LIST      hdr.id = request id; no payload -> LIST_REPLY (same id):
  *             an array of struct ctl_list_entry (all running processes that
  *             were spawned through the protocol; truncated to what fits).
+ *   HOLDS     hdr.id = request id; no payload -> HOLDS_REPLY (same id): an
+ *             array of struct ctl_hold, every exec spawned with
+ *             CTL_SPAWN_HOLD that was not released yet, running or exited.
+ *   TAKE      hdr.id = exec id of a hold; no payload -> TAKEN (same id):
+ *             struct ctl_taken, and (err == 0) copies of the held fds as
+ *             SCM_RIGHTS, in the order of the CTL_HOLD_FD_* bits of fdmask.
+ *             init keeps its own copies.
+ *   RELEASE   hdr.id = exec id of a hold; struct ctl_release -> RESULT.
+ *             STDIN: close the held stdin write end (the daemon closed
+ *             stdin: the process must see EOF). ALL: forget the hold, close
+ *             every held fd (the daemon has all output and the exit).
  * Events (init -> daemon, unsolicited):
  *   EXITED    hdr.id = exec id; struct ctl_exited. Sent to the connection
  *             that spawned the process, or if that one is gone to the most
  *             recently accepted live connection, or kept (bounded, oldest
- *             dropped) until a connection is accepted.
+ *             dropped) until a connection is accepted. The exit of a held
+ *             exec is also kept with its hold (HOLDS) until RELEASE ALL.
+ *
+ * Holds (CTL_SPAWN_HOLD) let exec sessions survive a daemon restart: init
+ * keeps a copy of the daemon's ends of the process's stdio (pipes: stdin
+ * write end, stdout and stderr read ends; PTY: the master it keeps anyway)
+ * and never reads or writes them, so nothing is lost while no daemon is
+ * connected: the pipe is the buffer, and a full pipe blocks the writer.
+ * A restarted daemon asks HOLDS, TAKEs the fds back and reads on.
  * A request that cannot be parsed is answered with RESULT {err} (SPAWNED
  * {err} when the header says SPAWN), hdr.id echoed when the header could be
  * read, 0 otherwise. */
@@ -57,12 +76,17 @@ enum ctl_type {
         CTL_KILL_ALL = 4,
         CTL_PING = 5,
         CTL_LIST = 6,
+        CTL_HOLDS = 7,
+        CTL_TAKE = 8,
+        CTL_RELEASE = 9,
         /* replies and events */
         CTL_SPAWNED = 0x81,
         CTL_EXITED = 0x82,
         CTL_RESULT = 0x83,
         CTL_PONG = 0x84,
         CTL_LIST_REPLY = 0x85,
+        CTL_HOLDS_REPLY = 0x86,
+        CTL_TAKEN = 0x87,
 };
 
 struct ctl_hdr {
@@ -76,8 +100,14 @@ struct ctl_hdr {
 enum ctl_spawn_flags {
         CTL_SPAWN_SETSID = 1u << 0, /* new session (and process group) */
         CTL_SPAWN_PTY = 1u << 1,    /* allocate a pty; implies SETSID */
-        CTL_SPAWN_FLAGS_ALL = CTL_SPAWN_SETSID | CTL_SPAWN_PTY,
+        /* keep the daemon's ends of the stdio until RELEASE ALL: without
+         * PTY, SCM_RIGHTS then carries 6 fds: the child's stdin, stdout,
+         * stderr, then the daemon's stdin write end, stdout read end,
+         * stderr read end (pipes); with PTY, none (init keeps its master) */
+        CTL_SPAWN_HOLD = 1u << 2,
+        CTL_SPAWN_FLAGS_ALL = CTL_SPAWN_SETSID | CTL_SPAWN_PTY | CTL_SPAWN_HOLD,
 };
+#define CTL_HOLD_FDS 3 /* the daemon's ends passed with a HOLD spawn (no PTY) */
 /* Without SETSID the child still gets its own process group (setpgid(0, 0)),
  * so that group signals never reach init. */
 
@@ -154,10 +184,54 @@ struct ctl_list_entry {
         uint32_t flags; /* the SPAWN flags */
 };
 
+enum ctl_hold_state {
+        CTL_HOLD_EXITED = 1u << 0, /* the process ended: status is valid */
+        CTL_HOLD_STDIN = 1u << 1,  /* the stdin write end is still held */
+        CTL_HOLD_STATE_ALL = CTL_HOLD_EXITED | CTL_HOLD_STDIN,
+};
+
+/* One entry of HOLDS_REPLY. */
+struct ctl_hold {
+        uint64_t id;
+        int32_t pid;    /* > 0 */
+        int32_t status; /* wait status when EXITED, else 0 */
+        uint32_t flags; /* the SPAWN flags (HOLD set) */
+        uint32_t state; /* enum ctl_hold_state */
+};
+
+/* Which held fds a TAKEN carries, in this order. */
+enum ctl_hold_fd {
+        CTL_HOLD_FD_STDIN = 1u << 0,  /* pipe write end */
+        CTL_HOLD_FD_STDOUT = 1u << 1, /* pipe read end */
+        CTL_HOLD_FD_STDERR = 1u << 2, /* pipe read end */
+        CTL_HOLD_FD_PTY = 1u << 3,    /* pty master (alone) */
+        CTL_HOLD_FD_ALL = 0xf,
+};
+
+struct ctl_taken {
+        int32_t err;     /* positive errno (ESRCH: no such hold); 0 = fds follow */
+        uint32_t fdmask; /* enum ctl_hold_fd: which fds came, in bit order */
+};
+
+enum ctl_release_what {
+        CTL_RELEASE_STDIN = 1u << 0,
+        CTL_RELEASE_ALL = 1u << 1,
+        CTL_RELEASE_WHAT_ALL = CTL_RELEASE_STDIN | CTL_RELEASE_ALL,
+};
+
+struct ctl_release {
+        uint32_t what; /* enum ctl_release_what, not 0 */
+        uint32_t reserved;
+};
+
 _Static_assert(sizeof(struct ctl_hdr) == 24, "ctl_hdr layout");
 _Static_assert(sizeof(struct ctl_spawn) == 32, "ctl_spawn layout");
 _Static_assert(sizeof(struct ctl_signal) == 24, "ctl_signal layout");
 _Static_assert(sizeof(struct ctl_list_entry) == 16, "ctl_list_entry layout");
+_Static_assert(sizeof(struct ctl_hold) == 24, "ctl_hold layout");
 
 /* The most list entries a LIST_REPLY can carry. */
 #define CTL_LIST_MAX ((CTL_REPLY_MAX - sizeof(struct ctl_hdr)) / sizeof(struct ctl_list_entry))
+
+/* The most holds a HOLDS_REPLY can carry. */
+#define CTL_HOLDS_MAX ((CTL_REPLY_MAX - sizeof(struct ctl_hdr)) / sizeof(struct ctl_hold))

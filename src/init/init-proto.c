@@ -135,8 +135,18 @@ int init_req_decode(const void *buf, size_t n, struct init_req *ret) {
                 if (ret->kill_all.reserved || !signo_valid(ret->kill_all.signo))
                         return -EINVAL;
                 return 0;
+        case CTL_RELEASE:
+                if (len != sizeof(ret->release))
+                        return -EINVAL;
+                memcpy(&ret->release, p, len);
+                if (ret->release.reserved || ret->release.what == 0 ||
+                    (ret->release.what & ~(uint32_t) CTL_RELEASE_WHAT_ALL))
+                        return -EINVAL;
+                return 0;
         case CTL_PING:
         case CTL_LIST:
+        case CTL_HOLDS:
+        case CTL_TAKE:
                 return len == 0 ? 0 : -EINVAL;
         default:
                 return -EOPNOTSUPP;

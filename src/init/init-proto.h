@@ -30,6 +30,7 @@ struct init_req {
                 struct ctl_signal signal;
                 struct ctl_resize resize;
                 struct ctl_kill_all kill_all;
+                struct ctl_release release;
         };
 };
 

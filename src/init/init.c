@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -51,9 +52,12 @@
 #define TIOCGPTPEER _IO('T', 0x41)
 #endif
 
+#define MSG_FDS 4 /* most fds one reply carries (TAKEN) */
+
 struct msg {
         struct msg *next;
-        int fd; /* fd to pass with SCM_RIGHTS, owned by the queue; -1 if none */
+        int fds[MSG_FDS]; /* fds to pass with SCM_RIGHTS, owned by the queue */
+        int nfds;
         uint32_t len;
         unsigned char data[];
 };
@@ -70,8 +74,14 @@ struct proc {
         uint64_t id;
         pid_t pid;
         uint64_t owner; /* serial of the connection that spawned it */
-        int master;     /* PTY master kept for RESIZE, -1 if none */
+        int master;     /* PTY master kept for RESIZE (and a HOLD), -1 if none */
         uint32_t flags;
+        /* CTL_SPAWN_HOLD: the daemon's ends (stdin write, stdout read,
+         * stderr read; -1 once closed), never read or written here; the
+         * entry outlives the process until RELEASE ALL */
+        int held[CTL_HOLD_FDS];
+        bool exited; /* reaped (a held entry): status is valid */
+        int status;
 };
 
 struct pending {
@@ -90,6 +100,10 @@ static size_t nprocs, procs_cap;
 static struct pending pending[MAX_PENDING];
 static size_t pending_head, npending;
 static unsigned char rbuf[CTL_MSG_MAX + 1];
+/* fds init may spend on holds: RLIMIT_NOFILE minus headroom for requests
+ * in flight (a SPAWN brings up to 6, a queued TAKEN carries copies) */
+static long hold_fd_budget;
+#define HOLD_FD_HEADROOM 128
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...) {
@@ -121,7 +135,7 @@ static struct proc *proc_by_id(uint64_t id) {
 
 static struct proc *proc_by_pid(pid_t pid) {
         for (size_t i = 0; i < nprocs; i++)
-                if (procs[i].pid == pid)
+                if (procs[i].pid == pid && !procs[i].exited)
                         return &procs[i];
         return NULL;
 }
@@ -139,10 +153,40 @@ static int proc_add(const struct proc *p) {
         return 0;
 }
 
+static void proc_close_held(struct proc *p) {
+        for (int i = 0; i < CTL_HOLD_FDS; i++)
+                if (p->held[i] >= 0) {
+                        close(p->held[i]);
+                        p->held[i] = -1;
+                }
+}
+
 static void proc_remove(struct proc *p) {
         if (p->master >= 0)
                 close(p->master);
+        proc_close_held(p);
         *p = procs[--nprocs];
+}
+
+/* fds held for daemons right now. */
+static long held_fds(void) {
+        long n = 0;
+        for (size_t i = 0; i < nprocs; i++) {
+                if (!(procs[i].flags & CTL_SPAWN_HOLD))
+                        continue;
+                for (int k = 0; k < CTL_HOLD_FDS; k++)
+                        n += procs[i].held[k] >= 0;
+                n += procs[i].master >= 0;
+        }
+        return n;
+}
+
+/* Processes still running (held entries of exited ones not counted). */
+static size_t procs_running(void) {
+        size_t n = 0;
+        for (size_t i = 0; i < nprocs; i++)
+                n += !procs[i].exited;
+        return n;
 }
 
 /* ---- connections and output ---- */
@@ -170,23 +214,23 @@ static int conn_count(void) {
 }
 
 /* Send one datagram now. Returns 0, -EAGAIN, or another negative errno. */
-static int send_raw(int fd, const void *buf, size_t len, int pass_fd) {
+static int send_raw(int fd, const void *buf, size_t len, const int *pass_fds, int npass) {
         struct iovec iov = {.iov_base = (void *) buf, .iov_len = len};
         union {
                 struct cmsghdr h;
-                char b[CMSG_SPACE(sizeof(int))];
+                char b[CMSG_SPACE(sizeof(int) * MSG_FDS)];
         } c;
         struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 
-        if (pass_fd >= 0) {
+        if (npass > 0) {
                 memset(&c, 0, sizeof(c));
                 mh.msg_control = c.b;
-                mh.msg_controllen = sizeof(c.b);
+                mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t) npass);
                 struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
                 cm->cmsg_level = SOL_SOCKET;
                 cm->cmsg_type = SCM_RIGHTS;
-                cm->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+                cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t) npass);
+                memcpy(CMSG_DATA(cm), pass_fds, sizeof(int) * (size_t) npass);
         }
         ssize_t r = RETRY_EINTR(sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT));
         if (r < 0)
@@ -203,11 +247,11 @@ static void pending_push(uint64_t id, const struct ctl_exited *ev) {
         npending++;
 }
 
-/* Queue (or send at once) a message to c. pass_fd is borrowed: the queue
- * keeps its own duplicate. Never fails the caller: a connection that cannot
- * take the message is marked dead. */
-static void conn_send(struct conn *c, uint32_t type, uint64_t id, const void *payload,
-                      uint32_t plen, int pass_fd) {
+/* Queue (or send at once) a message to c. pass_fds[0..npass) (npass <=
+ * MSG_FDS) are borrowed: the queue keeps its own duplicates. Never fails
+ * the caller: a connection that cannot take the message is marked dead. */
+static void conn_send_fds(struct conn *c, uint32_t type, uint64_t id, const void *payload,
+                          uint32_t plen, const int *pass_fds, int npass) {
         unsigned char buf[sizeof(struct ctl_hdr) + 64];
         unsigned char *b = buf;
         size_t len = sizeof(struct ctl_hdr) + plen;
@@ -227,7 +271,7 @@ static void conn_send(struct conn *c, uint32_t type, uint64_t id, const void *pa
                 memcpy(b + sizeof(h), payload, plen);
 
         if (!c->head) {
-                int r = send_raw(c->fd, b, len, pass_fd);
+                int r = send_raw(c->fd, b, len, pass_fds, npass);
                 if (r == 0)
                         goto out;
                 if (r != -EAGAIN) {
@@ -253,7 +297,21 @@ static void conn_send(struct conn *c, uint32_t type, uint64_t id, const void *pa
         }
         m->next = NULL;
         m->len = (uint32_t) len;
-        m->fd = pass_fd >= 0 ? fcntl(pass_fd, F_DUPFD_CLOEXEC, 3) : -1;
+        m->nfds = 0;
+        for (int i = 0; i < npass; i++) {
+                int d = fcntl(pass_fds[i], F_DUPFD_CLOEXEC, 3);
+                if (d < 0) {
+                        /* a message without its fds would be a lie */
+                        for (int k = 0; k < m->nfds; k++)
+                                close(m->fds[k]);
+                        free(m);
+                        c->dead = true;
+                        if (b != buf)
+                                free(b);
+                        goto requeue;
+                }
+                m->fds[m->nfds++] = d;
+        }
         memcpy(m->data, b, len);
         *c->tail = m;
         c->tail = &m->next;
@@ -268,11 +326,22 @@ requeue:
                 pending_push(id, payload);
 }
 
+static void conn_send(struct conn *c, uint32_t type, uint64_t id, const void *payload,
+                      uint32_t plen, int pass_fd) {
+        conn_send_fds(c, type, id, payload, plen, &pass_fd, pass_fd >= 0 ? 1 : 0);
+}
+
+static void msg_free(struct msg *m) {
+        for (int i = 0; i < m->nfds; i++)
+                close(m->fds[i]);
+        free(m);
+}
+
 /* Flush c's queue as far as the socket takes it. */
 static void conn_flush(struct conn *c) {
         while (c->head && !c->dead) {
                 struct msg *m = c->head;
-                int r = send_raw(c->fd, m->data, m->len, m->fd);
+                int r = send_raw(c->fd, m->data, m->len, m->fds, m->nfds);
                 if (r == -EAGAIN)
                         return;
                 if (r < 0) {
@@ -283,9 +352,7 @@ static void conn_flush(struct conn *c) {
                 if (!c->head)
                         c->tail = &c->head;
                 c->qlen--;
-                if (m->fd >= 0)
-                        close(m->fd);
-                free(m);
+                msg_free(m);
         }
 }
 
@@ -300,9 +367,7 @@ static void conn_close(struct conn *c) {
                         memcpy(&ev, m->data + sizeof(h), sizeof(ev));
                         pending_push(h.id, &ev);
                 }
-                if (m->fd >= 0)
-                        close(m->fd);
-                free(m);
+                msg_free(m);
                 m = next;
         }
         close(c->fd);
@@ -592,8 +657,16 @@ fail:;
 /* Start the process of a SPAWN request and answer SPAWNED. Consumes fds. */
 static void do_spawn(struct conn *c, uint64_t id, const struct init_spawn *s, int *fds, int nfds) {
         int master = -1, slave = -1, errp[2] = {-1, -1}, r, err = 0;
-        bool pty = s->flags & CTL_SPAWN_PTY;
+        int held[CTL_HOLD_FDS] = {-1, -1, -1};
+        bool pty = s->flags & CTL_SPAWN_PTY, hold = s->flags & CTL_SPAWN_HOLD;
         pid_t pid;
+
+        /* A HOLD spawn with pipes: the daemon's ends come after the child's. */
+        if (hold && !pty && nfds == CTL_STDIO_FDS + CTL_HOLD_FDS) {
+                for (int i = 0; i < CTL_HOLD_FDS; i++)
+                        held[i] = fds[CTL_STDIO_FDS + i];
+                nfds = CTL_STDIO_FDS;
+        }
 
         if (terminating) {
                 r = -ESHUTDOWN;
@@ -603,12 +676,19 @@ static void do_spawn(struct conn *c, uint64_t id, const struct init_spawn *s, in
                 r = -EEXIST;
                 goto fail;
         }
-        if (nfds != (pty ? 0 : CTL_STDIO_FDS)) {
+        if (nfds != (pty ? 0 : CTL_STDIO_FDS) || (hold && !pty && held[0] < 0)) {
                 r = -EBADF;
                 goto fail;
         }
         if (pty && (r = open_pty(s, &master, &slave)) < 0)
                 goto fail;
+        /* Out of fds to hold with: the process runs unheld (it will not
+         * outlive its daemon) rather than not at all. */
+        uint32_t flags = s->flags;
+        if (hold && held_fds() + CTL_HOLD_FDS > hold_fd_budget) {
+                close_fds(held, CTL_HOLD_FDS);
+                flags &= ~(uint32_t) CTL_SPAWN_HOLD;
+        }
         /* The terminal belongs to the user who runs on it (like login(1)). */
         if (pty && s->uid != geteuid())
                 (void) !fchown(slave, s->uid, (gid_t) -1);
@@ -641,8 +721,12 @@ static void do_spawn(struct conn *c, uint64_t id, const struct init_spawn *s, in
                 goto fail;
         }
 
-        struct proc p = {
-                .id = id, .pid = pid, .owner = c->serial, .master = master, .flags = s->flags};
+        struct proc p = {.id = id,
+                         .pid = pid,
+                         .owner = c->serial,
+                         .master = master,
+                         .flags = flags,
+                         .held = {held[0], held[1], held[2]}};
         if (proc_add(&p) < 0) {
                 /* Cannot track it: better not to run it at all. */
                 kill(pid, SIGKILL);
@@ -654,6 +738,7 @@ static void do_spawn(struct conn *c, uint64_t id, const struct init_spawn *s, in
         return;
 
 fail:
+        close_fds(held, CTL_HOLD_FDS);
         close_fds(fds, nfds);
         close_fds(errp, 2);
         if (slave >= 0)
@@ -670,7 +755,7 @@ static int do_signal(const struct ctl_signal *s) {
 
         if (pid == 0) {
                 struct proc *p = proc_by_id(s->target_id);
-                if (!p)
+                if (!p || p->exited)
                         return -ESRCH;
                 pid = p->pid;
         } else if (!is_pid1 && !proc_by_pid(pid)) {
@@ -691,7 +776,7 @@ static int do_signal(const struct ctl_signal *s) {
 
 static int do_resize(uint64_t id, const struct ctl_resize *rz) {
         struct proc *p = proc_by_id(id);
-        if (!p)
+        if (!p || p->exited)
                 return -ESRCH;
         if (p->master < 0)
                 return -ENOTTY;
@@ -702,17 +787,87 @@ static int do_resize(uint64_t id, const struct ctl_resize *rz) {
 }
 
 static void do_list(struct conn *c, uint64_t id) {
-        size_t n = MIN(nprocs, CTL_LIST_MAX);
-        struct ctl_list_entry *e = calloc(n ? n : 1, sizeof(*e));
+        size_t n = 0;
+        struct ctl_list_entry *e = calloc(MIN(nprocs, CTL_LIST_MAX) + 1, sizeof(*e));
         if (!e) {
                 send_result(c, id, -ENOMEM);
                 return;
         }
-        for (size_t i = 0; i < n; i++)
-                e[i] = (struct ctl_list_entry){
-                        .id = procs[i].id, .pid = procs[i].pid, .flags = procs[i].flags};
+        for (size_t i = 0; i < nprocs && n < CTL_LIST_MAX; i++)
+                if (!procs[i].exited)
+                        e[n++] = (struct ctl_list_entry){
+                                .id = procs[i].id, .pid = procs[i].pid, .flags = procs[i].flags};
         conn_send(c, CTL_LIST_REPLY, id, e, (uint32_t) (n * sizeof(*e)), -1);
         free(e);
+}
+
+static void do_holds(struct conn *c, uint64_t id) {
+        size_t n = 0;
+        struct ctl_hold *e = calloc(MIN(nprocs, CTL_HOLDS_MAX) + 1, sizeof(*e));
+        if (!e) {
+                send_result(c, id, -ENOMEM);
+                return;
+        }
+        for (size_t i = 0; i < nprocs && n < CTL_HOLDS_MAX; i++) {
+                const struct proc *p = &procs[i];
+                if (!(p->flags & CTL_SPAWN_HOLD))
+                        continue;
+                e[n++] = (struct ctl_hold){
+                        .id = p->id,
+                        .pid = p->pid,
+                        .status = p->exited ? p->status : 0,
+                        .flags = p->flags,
+                        .state = (p->exited ? CTL_HOLD_EXITED : 0) |
+                                 (p->held[0] >= 0 ? CTL_HOLD_STDIN : 0),
+                };
+        }
+        conn_send(c, CTL_HOLDS_REPLY, id, e, (uint32_t) (n * sizeof(*e)), -1);
+        free(e);
+}
+
+/* Copies of a hold's fds (init keeps its own). */
+static void do_take(struct conn *c, uint64_t id) {
+        struct proc *p = proc_by_id(id);
+        struct ctl_taken t = {0};
+        int fds[MSG_FDS], n = 0;
+
+        if (!p || !(p->flags & CTL_SPAWN_HOLD)) {
+                t.err = ESRCH;
+                conn_send(c, CTL_TAKEN, id, &t, sizeof(t), -1);
+                return;
+        }
+        if (p->master >= 0) {
+                fds[n++] = p->master;
+                t.fdmask = CTL_HOLD_FD_PTY;
+        } else
+                for (int i = 0; i < CTL_HOLD_FDS; i++)
+                        if (p->held[i] >= 0) {
+                                fds[n++] = p->held[i];
+                                t.fdmask |= 1u << i;
+                        }
+        /* the daemon that takes them owns the process from now on */
+        p->owner = c->serial;
+        conn_send_fds(c, CTL_TAKEN, id, &t, sizeof(t), fds, n);
+}
+
+static int do_release(uint64_t id, const struct ctl_release *rl) {
+        struct proc *p = proc_by_id(id);
+        if (!p || !(p->flags & CTL_SPAWN_HOLD))
+                return -ESRCH;
+        if (rl->what & CTL_RELEASE_STDIN && p->held[0] >= 0) {
+                close(p->held[0]);
+                p->held[0] = -1;
+        }
+        if (rl->what & CTL_RELEASE_ALL) {
+                if (p->exited) {
+                        proc_remove(p);
+                        return 0;
+                }
+                /* still running: an ordinary process from now on */
+                proc_close_held(p);
+                p->flags &= ~(uint32_t) CTL_SPAWN_HOLD;
+        }
+        return 0;
 }
 
 static void handle_one(struct conn *c, size_t n, int *fds, int nfds, bool truncated) {
@@ -755,9 +910,18 @@ static void handle_one(struct conn *c, size_t n, int *fds, int nfds, bool trunca
         case CTL_KILL_ALL:
                 send_result(c, req.hdr.id, kill_all(req.kill_all.signo));
                 break;
+        case CTL_HOLDS:
+                do_holds(c, req.hdr.id);
+                break;
+        case CTL_TAKE:
+                do_take(c, req.hdr.id);
+                break;
+        case CTL_RELEASE:
+                send_result(c, req.hdr.id, do_release(req.hdr.id, &req.release));
+                break;
         case CTL_PING: {
                 struct ctl_pong p = {.init_pid = getpid(),
-                                     .nprocs = (uint32_t) nprocs,
+                                     .nprocs = (uint32_t) procs_running(),
                                      .nconns = (uint32_t) conn_count(),
                                      .npending = (uint32_t) npending};
                 conn_send(c, CTL_PONG, req.hdr.id, &p, sizeof(p), -1);
@@ -810,7 +974,8 @@ static void conn_read(struct conn *c) {
                         c->dead = true;
                         return;
                 }
-                if ((mh.msg_flags & MSG_CTRUNC) || bad_cmsg || nfds > CTL_STDIO_FDS) {
+                if ((mh.msg_flags & MSG_CTRUNC) || bad_cmsg ||
+                    nfds > CTL_STDIO_FDS + CTL_HOLD_FDS) {
                         close_fds(fds, nfds);
                         struct ctl_hdr h = {0};
                         if ((size_t) n >= sizeof(h))
@@ -877,7 +1042,12 @@ static void reap(void) {
                 struct proc *p = proc_by_pid(pid);
                 if (p) {
                         send_exited(p, status);
-                        proc_remove(p);
+                        if (p->flags & CTL_SPAWN_HOLD) {
+                                /* kept, with its fds, until RELEASE ALL */
+                                p->exited = true;
+                                p->status = status;
+                        } else
+                                proc_remove(p);
                 }
         }
 }
@@ -936,6 +1106,10 @@ static int setup(void) {
                 return -errno;
         close_from(LISTEN_FD + 1, -1);
 
+        struct rlimit nofile;
+        hold_fd_budget = getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY
+                                 ? (long) nofile.rlim_cur - HOLD_FD_HEADROOM
+                                 : 4096;
         is_pid1 = getpid() == 1;
         /* Not ptrace-able or /proc/1/mem-readable by same-uid workloads. */
         prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);

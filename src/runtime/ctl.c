@@ -122,7 +122,7 @@ static int send_msg(int fd, const void *buf, size_t len, const int *fds, int nfd
         struct iovec iov = {.iov_base = (void *) buf, .iov_len = len};
         union {
                 struct cmsghdr h;
-                char b[CMSG_SPACE(sizeof(int) * CTL_STDIO_FDS)];
+                char b[CMSG_SPACE(sizeof(int) * (CTL_STDIO_FDS + CTL_HOLD_FDS))];
         } c;
         struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 
@@ -143,20 +143,23 @@ static int send_msg(int fd, const void *buf, size_t len, const int *fds, int nfd
 
 int rt_ctl_send_spawn(int fd, const struct rt_spawn_req *req, const int stdio[3]) {
         _cleanup_free_ char *buf = malloc(CTL_MSG_MAX);
-        bool pty = req->flags & RT_SPAWN_PTY;
+        bool pty = req->flags & RT_SPAWN_PTY, hold = req->flags & RT_SPAWN_HOLD;
+        int fds[CTL_STDIO_FDS + CTL_HOLD_FDS], nfds = 0;
 
         if (!buf)
                 return -ENOMEM;
-        if (pty != !stdio)
+        if (pty != !stdio || (hold && !pty) != !!req->held || (!hold && req->held))
                 return -EINVAL;
-        if (stdio)
-                for (int i = 0; i < CTL_STDIO_FDS; i++)
-                        if (stdio[i] < 0)
-                                return -EBADF;
+        for (int i = 0; stdio && i < CTL_STDIO_FDS; i++)
+                if ((fds[nfds++] = stdio[i]) < 0)
+                        return -EBADF;
+        for (int i = 0; req->held && i < CTL_HOLD_FDS; i++)
+                if ((fds[nfds++] = req->held[i]) < 0)
+                        return -EBADF;
         int n = rt_ctl_spawn_encode(req, buf, CTL_MSG_MAX);
         if (n < 0)
                 return n;
-        int r = send_msg(fd, buf, (size_t) n, stdio, pty ? 0 : CTL_STDIO_FDS);
+        int r = send_msg(fd, buf, (size_t) n, fds, nfds);
         /* the environment may hold secret values */
         explicit_bzero(buf, (size_t) n);
         return r;
@@ -206,6 +209,28 @@ int rt_ctl_send_list(int fd, uint64_t id) {
         return send_small(fd, CTL_LIST, id, NULL, 0);
 }
 
+int rt_ctl_send_holds(int fd, uint64_t id) {
+        return send_small(fd, CTL_HOLDS, id, NULL, 0);
+}
+
+int rt_ctl_send_take(int fd, uint64_t exec_id) {
+        return send_small(fd, CTL_TAKE, exec_id, NULL, 0);
+}
+
+int rt_ctl_send_release(int fd, uint64_t exec_id, uint32_t what) {
+        struct ctl_release s = {.what = what};
+        if (what == 0 || (what & ~(uint32_t) CTL_RELEASE_WHAT_ALL))
+                return -EINVAL;
+        return send_small(fd, CTL_RELEASE, exec_id, &s, sizeof(s));
+}
+
+/* The fds a TAKEN with this mask carries: one per bit, a PTY alone. */
+static int taken_nfds(uint32_t mask) {
+        if (mask & CTL_HOLD_FD_PTY)
+                return mask == CTL_HOLD_FD_PTY ? 1 : -1;
+        return __builtin_popcount(mask & CTL_HOLD_FD_ALL);
+}
+
 static bool errno_valid(int32_t err) {
         return err >= 0 && err < 4096;
 }
@@ -222,7 +247,8 @@ int rt_ctl_msg_decode(const void *buf, size_t n, int nfds, struct rt_ctl_msg *re
         memcpy(&h, buf, sizeof(h));
         if (h.magic != CTL_MAGIC || h.reserved != 0 || h.len != n - sizeof(h))
                 return -EBADMSG;
-        if (nfds < 0 || nfds > 1 || (nfds == 1 && h.type != CTL_SPAWNED))
+        if (nfds < 0 || nfds > 4 || (nfds > 1 && h.type != CTL_TAKEN) ||
+            (nfds == 1 && h.type != CTL_SPAWNED && h.type != CTL_TAKEN))
                 return -EBADMSG;
 
         ret->type = h.type;
@@ -285,6 +311,43 @@ int rt_ctl_msg_decode(const void *buf, size_t n, int nfds, struct rt_ctl_msg *re
                 ret->n_list = k;
                 return 0;
         }
+        case CTL_HOLDS_REPLY: {
+                size_t k = h.len / sizeof(struct ctl_hold);
+                if (h.len % sizeof(struct ctl_hold) != 0 || k > CTL_HOLDS_MAX)
+                        return -EBADMSG;
+                if (k == 0)
+                        return 0;
+                struct ctl_hold *l = calloc(k, sizeof(*l));
+                if (!l)
+                        return -ENOMEM;
+                memcpy(l, p, k * sizeof(*l));
+                for (size_t i = 0; i < k; i++) {
+                        bool exited = l[i].state & CTL_HOLD_EXITED;
+                        if (l[i].pid <= 0 || !(l[i].flags & CTL_SPAWN_HOLD) ||
+                            (l[i].flags & ~(uint32_t) CTL_SPAWN_FLAGS_ALL) ||
+                            (l[i].state & ~(uint32_t) CTL_HOLD_STATE_ALL) ||
+                            (exited && !(WIFEXITED(l[i].status) || WIFSIGNALED(l[i].status))) ||
+                            (!exited && l[i].status != 0)) {
+                                free(l);
+                                return -EBADMSG;
+                        }
+                }
+                ret->holds = l;
+                ret->n_holds = k;
+                return 0;
+        }
+        case CTL_TAKEN: {
+                struct ctl_taken t;
+                if (h.len != sizeof(t))
+                        return -EBADMSG;
+                memcpy(&t, p, sizeof(t));
+                if (!errno_valid(t.err) || (t.fdmask & ~(uint32_t) CTL_HOLD_FD_ALL) ||
+                    (t.err && (t.fdmask || nfds)) || (!t.err && taken_nfds(t.fdmask) != nfds))
+                        return -EBADMSG;
+                ret->err = -t.err;
+                ret->fdmask = t.fdmask;
+                return 0;
+        }
         default:
                 return -EBADMSG;
         }
@@ -296,9 +359,24 @@ void rt_ctl_msg_done(struct rt_ctl_msg *m) {
         free(m->list);
         m->list = NULL;
         m->n_list = 0;
+        free(m->holds);
+        m->holds = NULL;
+        m->n_holds = 0;
 }
 
-int rt_ctl_recv(int fd, struct rt_ctl_msg *ret, int *ret_passed_fd) {
+static bool is_pty_master(int fd) {
+        /* an open of ptmx: char device 5:2 */
+        struct stat st;
+        return fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == 5 &&
+               minor(st.st_rdev) == 2;
+}
+
+static bool is_fifo(int fd) {
+        struct stat st;
+        return fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+}
+
+int rt_ctl_recv_fds(int fd, struct rt_ctl_msg *ret, int ret_fds[4], int *ret_nfds) {
         _cleanup_free_ unsigned char *buf = malloc(CTL_REPLY_MAX + 1);
         union {
                 struct cmsghdr h;
@@ -311,7 +389,8 @@ int rt_ctl_recv(int fd, struct rt_ctl_msg *ret, int *ret_passed_fd) {
                             .msg_controllen = sizeof(c.b)};
         int fds[4], nfds = 0, r;
 
-        *ret_passed_fd = -EBADF;
+        *ret_nfds = 0;
+        memset(ret, 0, sizeof(*ret));
         if (!buf)
                 return -ENOMEM;
         iov = (struct iovec){.iov_base = buf, .iov_len = CTL_REPLY_MAX + 1};
@@ -341,12 +420,12 @@ int rt_ctl_recv(int fd, struct rt_ctl_msg *ret, int *ret_passed_fd) {
                 r = -EBADMSG;
         else
                 r = rt_ctl_msg_decode(buf, (size_t) n, nfds, ret);
-        if (r == 0 && nfds == 1) {
-                /* Only a pty master (an open of ptmx: char device 5:2) may
-                 * come back; refuse anything else init might pass. */
-                struct stat st;
-                if (fstat(fds[0], &st) < 0 || !S_ISCHR(st.st_mode) || major(st.st_rdev) != 5 ||
-                    minor(st.st_rdev) != 2) {
+        /* Only what the message says may come back: a pty master (with
+         * SPAWNED or a PTY TAKEN) or pipes; refuse anything else init
+         * might pass. */
+        for (int i = 0; r == 0 && i < nfds; i++) {
+                bool pty = ret->type == CTL_SPAWNED || (ret->fdmask & CTL_HOLD_FD_PTY);
+                if (pty ? !is_pty_master(fds[i]) : !is_fifo(fds[i])) {
                         rt_ctl_msg_done(ret);
                         r = -EBADMSG;
                 }
@@ -356,8 +435,23 @@ int rt_ctl_recv(int fd, struct rt_ctl_msg *ret, int *ret_passed_fd) {
                         close(fds[i]);
                 return r;
         }
+        for (int i = 0; i < nfds; i++)
+                ret_fds[i] = fds[i];
+        *ret_nfds = nfds;
+        return 0;
+}
+
+int rt_ctl_recv(int fd, struct rt_ctl_msg *ret, int *ret_passed_fd) {
+        int fds[4], nfds = 0;
+        *ret_passed_fd = -EBADF;
+        int r = rt_ctl_recv_fds(fd, ret, fds, &nfds);
+        if (r < 0)
+                return r;
         if (nfds == 1)
                 *ret_passed_fd = fds[0];
+        else
+                for (int i = 0; i < nfds; i++)
+                        close(fds[i]);
         return 0;
 }
 

@@ -27,6 +27,7 @@
 enum rt_spawn_flags {
         RT_SPAWN_SETSID = CTL_SPAWN_SETSID, /* new session (always a new process group) */
         RT_SPAWN_PTY = CTL_SPAWN_PTY,       /* init allocates a pty; implies SETSID */
+        RT_SPAWN_HOLD = CTL_SPAWN_HOLD,     /* init keeps the daemon's ends until RELEASE ALL */
 };
 
 struct rt_spawn_req {
@@ -38,6 +39,10 @@ struct rt_spawn_req {
         uint32_t gid;
         uint32_t flags;      /* enum rt_spawn_flags */
         uint16_t cols, rows; /* initial pty size (0 = kernel default) */
+        /* RT_SPAWN_HOLD without PTY: the daemon's own ends (stdin write end,
+         * stdout and stderr read ends), borrowed; init keeps copies of them
+         * so that they outlive this daemon. NULL otherwise. */
+        const int *held;
 };
 
 /* One decoded message from init. */
@@ -50,6 +55,9 @@ struct rt_ctl_msg {
         struct ctl_pong pong; /* PONG */
         struct ctl_list_entry *list; /* LIST_REPLY: n_list entries, heap */
         size_t n_list;
+        struct ctl_hold *holds; /* HOLDS_REPLY: n_holds entries, heap */
+        size_t n_holds;
+        uint32_t fdmask; /* TAKEN (err 0): enum ctl_hold_fd, the fds that came */
 };
 
 /* Connect to the control socket at path. *ret_fd is SOCK_SEQPACKET,
@@ -87,9 +95,18 @@ int rt_ctl_send_kill_all(int fd, uint64_t req_id, int signo);
 int rt_ctl_send_ping(int fd, uint64_t id);
 int rt_ctl_send_list(int fd, uint64_t id);
 
+/* Send HOLDS (answer HOLDS_REPLY, same id; an init older than holds
+ * answers RESULT -EOPNOTSUPP), TAKE of the hold of exec_id (answer TAKEN,
+ * with copies of the held fds), RELEASE of what (enum ctl_release_what)
+ * of that hold (answer RESULT, id exec_id). */
+int rt_ctl_send_holds(int fd, uint64_t id);
+int rt_ctl_send_take(int fd, uint64_t exec_id);
+int rt_ctl_send_release(int fd, uint64_t exec_id, uint32_t what);
+
 /* Decode one datagram from init, strictly. nfds: how many fds came with it
- * (only a successful SPAWNED may carry one). Returns 0 and fills *ret (free
- * with rt_ctl_msg_done), or -EBADMSG (malformed), -EMSGSIZE, -ENOMEM. */
+ * (only a successful SPAWNED may carry one, a successful TAKEN exactly one
+ * per fdmask bit). Returns 0 and fills *ret (free with rt_ctl_msg_done),
+ * or -EBADMSG (malformed), -EMSGSIZE, -ENOMEM. */
 int rt_ctl_msg_decode(const void *buf, size_t n, int nfds, struct rt_ctl_msg *ret);
 
 /* Receive and decode one message without blocking. *ret_passed_fd gets the
@@ -98,6 +115,11 @@ int rt_ctl_msg_decode(const void *buf, size_t n, int nfds, struct rt_ctl_msg *re
  * the connection (or died); -EBADMSG for a malformed message (consumed; the
  * caller should drop the connection); recvmsg(2) errors. */
 int rt_ctl_recv(int fd, struct rt_ctl_msg *ret, int *ret_passed_fd);
+
+/* Like rt_ctl_recv, but a TAKEN's fds (up to 4, in fdmask bit order, each
+ * checked: pipes are FIFOs, a pty a master) go to ret_fds[0..*ret_nfds),
+ * owned by the caller; a SPAWNED's pty master is ret_fds[0]. */
+int rt_ctl_recv_fds(int fd, struct rt_ctl_msg *ret, int ret_fds[4], int *ret_nfds);
 
 /* Like rt_ctl_recv, but waits up to timeout_ms (-1 = forever) for a message.
  * -ETIMEDOUT when none came. */

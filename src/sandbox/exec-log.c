@@ -105,6 +105,12 @@ void sbx_exec_log_init(struct sbx_exec_log *l, size_t size, struct sbx_exec_log_
         };
 }
 
+void sbx_exec_log_restart_at(struct sbx_exec_log *l, uint64_t offset) {
+        if (l->head || l->pending)
+                return;
+        l->start = l->end = l->cursor = offset;
+}
+
 void sbx_exec_log_clear(struct sbx_exec_log *l) {
         if (!l)
                 return;

@@ -90,6 +90,11 @@ size_t sbx_exec_log_pool_idle(const struct sbx_exec_log_pool *p);
  * fail. */
 void sbx_exec_log_init(struct sbx_exec_log *l, size_t size, struct sbx_exec_log_pool *pool);
 
+/* Make an empty log (nothing appended yet) start at offset: its start,
+ * end and cursor move there (a session picked up again after a restart,
+ * whose older bytes are gone). */
+void sbx_exec_log_restart_at(struct sbx_exec_log *l, uint64_t offset);
+
 /* Drop every chunk (held ones live on until released). The log is empty
  * afterwards, at the same end offset. NULL ok. */
 void sbx_exec_log_clear(struct sbx_exec_log *l);

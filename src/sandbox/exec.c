@@ -17,6 +17,14 @@
  * attached) drops its oldest bytes, which a later attach sees as a gap, as
  * it does for an offset older than the history kept.
  *
+ * Across a warrend restart (docs/exec.md "Across restarts"): warren-init
+ * holds a copy of our ends of the pipes (CTL_SPAWN_HOLD) and the exit, and
+ * the output goes pipe → spool file on the host (splice: a kill -9 leaves
+ * every byte in the pipe or in the file) → log chunk (exec-spool.h). A
+ * restarted warrend rebuilds each session from its spool and the fds init
+ * hands back (sbx_exec_recover, at the end of this file); a graceful stop
+ * lets held sessions go without an exit (sbx_exec_leave_all).
+ *
  * A session's process lifecycle (x->state):
  *
  *   SPAWNING ───init: spawned───▶ RUNNING
@@ -47,22 +55,28 @@
  * oom_known, and which handles exist (out_open[], timer_open). */
 #include "sandbox/exec.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
 
+#include "basic/log.h"
 #include "basic/macro.h"
 #include "runtime/ctl.h"
 #include "runtime/runtime.h"
 #include "sandbox/exec-log.h"
+#include "sandbox/exec-spool.h"
 #include "sandbox/sandbox-internal.h"
 #include "sandbox/user.h"
 #include "store/store.h"
@@ -73,6 +87,14 @@
 #define STDIN_HIGH_WATER (1024 * 1024)
 /* Finished sessions kept for a late attach (per manager, oldest go first). */
 #define MAX_RETAINED 32
+/* A non-detached exec picked up after a restart is killed (as when its
+ * client goes away) unless a client attaches within this. */
+#define ADOPT_GRACE_MS 60000
+/* Spool bytes the log dropped are punched out in steps of at least this. */
+#define SPOOL_PUNCH_STEP (4u << 20)
+/* The most of a .meta file read back (argv is at most 2 MiB; the rest are
+ * 16-byte run records, one per switch between stdout and stderr). */
+#define SPOOL_META_MAX (64u << 20)
 
 enum { OUT_STDOUT = 0, OUT_STDERR = 1 };
 
@@ -101,6 +123,7 @@ enum exec_stdin {
 struct sbx_exec_state {
         struct sbx_exec *head, *tail; /* every tracked session not yet freed, oldest first */
         size_t log_size;
+        bool no_spool; /* --no-exec-spool */
         struct sbx_exec_log_pool *pool;
         /* The manager let go (sbx_exec_forget_all): the state is freed with
          * its last session. */
@@ -148,6 +171,22 @@ struct sbx_exec {
         enum sbx_exit_reason exit_reason;
 
         struct sbx_exec_log log;
+
+        /* The spool (exec-spool.h): the output and the exit on the host,
+         * for a warrend restart. spool_base "<sandbox dir>/execs/<id>" or
+         * NULL when there is none (init without holds, spool not made). */
+        char *spool_base;
+        int spool_fd, meta_fd; /* -EBADF once closed (or broken) */
+        uint32_t spool_flags;  /* the header's flags */
+        uint64_t meta_end;     /* where the next run record goes */
+        int run_stream;        /* stream of the last run recorded; 0 none */
+        uint64_t punched;      /* spool bytes before this are punched out */
+        bool held;             /* init keeps our ends (CTL_SPAWN_HOLD) */
+        bool keep_files;       /* warrend stops: leave the spool for the next one */
+        bool leaving;          /* warrend stops: no messages to init */
+        bool adopted_nodetach; /* picked up after a restart, started without detach */
+        uint64_t adopt_until;  /* uv_now() ms: adopted_nodetach ends then (killed) */
+        uint64_t deadline_at;  /* uv_now() ms of the timeout's SIGKILL; 0 = none */
 };
 
 static int64_t now_ns(void) {
@@ -172,6 +211,14 @@ static struct sbx_exec_state *state_get(struct sbx_manager *m) {
 static void state_free(struct sbx_exec_state *st) {
         sbx_exec_log_pool_close(st->pool);
         free(st);
+}
+
+int sbx_exec_set_spool(struct sbx_manager *m, bool on) {
+        struct sbx_exec_state *st = state_get(m);
+        if (!st)
+                return -ENOMEM;
+        st->no_spool = !on;
+        return 0;
 }
 
 int sbx_exec_set_log_size(struct sbx_manager *m, size_t bytes) {
@@ -228,6 +275,189 @@ static void unlink_exec(struct sbx_exec *x) {
         x->sb = NULL;
 }
 
+/* --- the spool (exec-spool.h) --- */
+
+static void spool_close(struct sbx_exec *x) {
+        x->spool_fd = safe_close(x->spool_fd);
+        x->meta_fd = safe_close(x->meta_fd);
+        if (x->spool_base && !x->keep_files) {
+                char path[PATH_MAX];
+                snprintf(path, sizeof(path), "%s.out", x->spool_base);
+                (void) unlink(path);
+                snprintf(path, sizeof(path), "%s.meta", x->spool_base);
+                (void) unlink(path);
+        }
+        free(x->spool_base);
+        x->spool_base = NULL;
+}
+
+/* Spooling failed: the exec goes on without (it will not survive a
+ * restart), and the header says so. */
+static void spool_broken(struct sbx_exec *x, int err) {
+        if (x->spool_fd < 0)
+                return;
+        log_warn("exec %s of sandbox %s: spooling its output: %s (it will not survive a "
+                 "warrend restart)",
+                 x->id_str, x->sb_id, strerror(err));
+        x->spool_flags |= SBX_SPOOL_BROKEN;
+        (void) !pwrite(x->meta_fd, &x->spool_flags, sizeof(x->spool_flags), SBX_SPOOL_OFF_FLAGS);
+        x->spool_fd = safe_close(x->spool_fd);
+}
+
+/* Record that bytes of stream follow from the log's end, before they are
+ * spooled (a crash in between leaves an empty run). -1: spooling is off. */
+static int spool_run(struct sbx_exec *x, int stream) {
+        if (x->spool_fd < 0)
+                return -1;
+        if (x->run_stream == stream)
+                return 0;
+        struct sbx_spool_run r = {
+                .offset = x->log.end, .stream = (uint32_t) stream, .magic = SBX_SPOOL_RUN_MAGIC};
+        if (pwrite(x->meta_fd, &r, sizeof(r), (off_t) x->meta_end) != (ssize_t) sizeof(r)) {
+                spool_broken(x, errno ? errno : EIO);
+                return -1;
+        }
+        x->meta_end += sizeof(r);
+        x->run_stream = stream;
+        return 0;
+}
+
+/* Read up to room bytes of stream from fd into dst, spooling them at the
+ * log's end; like read(2). From a pipe the bytes move into the spool with
+ * splice(2) first (a crash leaves them in the pipe or in the file, never
+ * neither), then are copied from the page cache; a PTY is read, then
+ * written to the spool. */
+static ssize_t spool_read(struct sbx_exec *x, int fd, int stream, uint8_t *dst, size_t room,
+                          bool empty) {
+        /* FIONREAD said 0: the read only tells EAGAIN from EOF, so no run
+         * record first (it would mostly be empty); should bytes arrive in
+         * between, they are spooled all the same and recorded after. */
+        if (x->spool_fd < 0 || (!empty && spool_run(x, stream) < 0))
+                return read(fd, dst, room);
+        off_t at = (off_t) x->log.end;
+        if (x->pty) {
+                ssize_t n = read(fd, dst, room);
+                if (n > 0 && pwrite(x->spool_fd, dst, (size_t) n, at) != n)
+                        spool_broken(x, errno ? errno : EIO);
+                return n;
+        }
+        loff_t off = at;
+        ssize_t n = splice(fd, NULL, x->spool_fd, &off, room, SPLICE_F_NONBLOCK);
+        if (n < 0 && errno != EAGAIN && errno != EINTR) {
+                spool_broken(x, errno);
+                return read(fd, dst, room);
+        }
+        if (n <= 0)
+                return n;
+        size_t got = 0;
+        while (got < (size_t) n) {
+                ssize_t k = pread(x->spool_fd, dst + got, (size_t) n - got, at + (off_t) got);
+                if (k <= 0) {
+                        /* the bytes are in the spool but not in memory */
+                        log_warn("exec %s of sandbox %s: reading its spool back: %s", x->id_str,
+                                 x->sb_id, k < 0 ? strerror(errno) : "short read");
+                        errno = EIO;
+                        return -1;
+                }
+                got += (size_t) k;
+        }
+        if (empty)
+                (void) spool_run(x, stream); /* offset: still the log's end */
+        return n;
+}
+
+/* Append a message of the daemon's own (not the process's) to the log and
+ * the spool. */
+static void log_message(struct sbx_exec *x, int stream, const char *msg, size_t n) {
+        off_t at = (off_t) x->log.end;
+        bool spool = spool_run(x, stream) == 0;
+        if (sbx_exec_log_append(&x->log, stream, msg, n) < 0)
+                return;
+        if (spool && pwrite(x->spool_fd, msg, n, at) != (ssize_t) n)
+                spool_broken(x, errno ? errno : EIO);
+}
+
+/* Punch out the spool bytes the log no longer keeps. */
+static void spool_trim(struct sbx_exec *x) {
+        if (x->spool_fd < 0)
+                return;
+        uint64_t upto = x->log.start & ~(uint64_t) 4095;
+        if (upto < x->punched + SPOOL_PUNCH_STEP)
+                return;
+        (void) !pwrite(x->meta_fd, &upto, sizeof(upto), SBX_SPOOL_OFF_START);
+        (void) fallocate(x->spool_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                         (off_t) x->punched, (off_t) (upto - x->punched));
+        x->punched = upto;
+}
+
+/* Ask init to let go of (part of) what it holds for x. */
+static void ctl_release(struct sbx_exec *x, uint32_t what) {
+        if (!x->held || x->leaving || !x->sb || x->sb->ctl_fd < 0)
+                return;
+        for (int tries = 0; tries < 5; tries++) {
+                int r = rt_ctl_send_release(x->sb->ctl_fd, x->id, what);
+                if (r != -EAGAIN)
+                        return;
+                struct pollfd p = {.fd = x->sb->ctl_fd, .events = POLLOUT};
+                (void) poll(&p, 1, 1000);
+        }
+}
+
+/* Make the spool of a new session: <sandbox dir>/execs/<id>.{out,meta}. */
+static int spool_open(struct sbx_exec *x, struct sbx *sb, double timeout_secs) {
+        const char *dir = sb->rt ? rt_sandbox_dir(sb->rt) : NULL;
+        if (!dir)
+                return -ENOENT;
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/execs", dir);
+        if (mkdir(path, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        if (asprintf(&x->spool_base, "%s/execs/%llu", dir, (unsigned long long) x->id) < 0) {
+                x->spool_base = NULL;
+                return -ENOMEM;
+        }
+        snprintf(path, sizeof(path), "%s.out", x->spool_base);
+        x->spool_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        snprintf(path, sizeof(path), "%s.meta", x->spool_base);
+        x->meta_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (x->spool_fd < 0 || x->meta_fd < 0)
+                return -errno;
+        x->spool_flags = (x->pty ? SBX_SPOOL_PTY : 0) | (x->detach ? SBX_SPOOL_DETACH : 0);
+        struct sbx_spool_hdr h = {
+                .id = x->id,
+                .started_ns = x->started_ns,
+                .log_size = x->log.size,
+                .deadline_ns = timeout_secs > 0 ? x->started_ns + (int64_t) (timeout_secs * 1e9)
+                                                : 0,
+                .flags = x->spool_flags,
+        };
+        _cleanup_free_ uint8_t *b = NULL;
+        int n = sbx_spool_meta_encode(&h, x->argv, &b);
+        if (n < 0)
+                return n;
+        if (pwrite(x->meta_fd, b, (size_t) n, 0) != n)
+                return errno ? -errno : -EIO;
+        x->meta_end = (uint64_t) n;
+        return 0;
+}
+
+/* The exec finished: record its exit (the spool is complete), then let
+ * init forget it. */
+static void spool_finish(struct sbx_exec *x) {
+        if (x->meta_fd >= 0) {
+                struct {
+                        int32_t code, signo, reason;
+                        uint32_t done;
+                } ex = {x->exit_code, x->exit_signo, (int32_t) x->exit_reason, 1};
+                (void) !pwrite(x->meta_fd, &ex, sizeof(ex), SBX_SPOOL_OFF_EXIT);
+        }
+        ctl_release(x, CTL_RELEASE_ALL);
+        /* complete: a retained session holds no fds (the files stay until
+         * it is freed) */
+        x->spool_fd = safe_close(x->spool_fd);
+        x->meta_fd = safe_close(x->meta_fd);
+}
+
 /* --- lifetime --- */
 
 /* Kept after the end: detached sessions, and those whose exit no client
@@ -240,6 +470,7 @@ static void maybe_free(struct sbx_exec *x) {
         if (x->refs > 0 || x->state < EXEC_FINISHED || x->cb || x->handles > 0 || retained(x))
                 return;
         reg_del(x);
+        spool_close(x);
         sbx_exec_log_clear(&x->log);
         if (x->argv)
                 for (char **p = x->argv; *p; p++)
@@ -295,6 +526,10 @@ static void close_out(struct sbx_exec *x, int i) {
 /* Close stdin and drop what is queued for it. Safe on a half-built session
  * and when already closed. */
 static void close_in(struct sbx_exec *x) {
+        /* init holds a copy of the write end: the process sees EOF only
+         * once that one is closed too */
+        if (x->in_state != STDIN_CLOSED && !x->pty && x->state < EXEC_EXITED)
+                ctl_release(x, CTL_RELEASE_STDIN);
         if (x->in_state != STDIN_CLOSED) {
                 x->in_state = STDIN_CLOSED;
                 uv_poll_stop(&x->in_poll);
@@ -383,6 +618,19 @@ static void pump(struct sbx_exec *x) {
                 deliver_exit(x);
 }
 
+/* The attached client (if any) is let go: on_detached, and no callback
+ * reaches it after. */
+static void detach_client(struct sbx_exec *x) {
+        if (!x->cb)
+                return;
+        const struct sbx_exec_callbacks *old = x->cb;
+        void *old_ud = x->userdata;
+        x->cb = NULL;
+        x->userdata = NULL;
+        if (old->on_detached)
+                old->on_detached(x, old_ud);
+}
+
 /* --- reading the process's output --- */
 
 static void out_poll_cb(uv_poll_t *h, int status, int events);
@@ -419,13 +667,15 @@ static void drain(struct sbx_exec *x, int i) {
         int stream = i == OUT_STDOUT ? SBX_STDOUT : SBX_STDERR;
         while (x->out_open[i] && sbx_exec_log_has_room(&x->log, may_drop(x))) {
                 int avail = 0;
-                if (ioctl(x->out_fd[i], FIONREAD, &avail) < 0 || avail <= 0)
+                bool known = ioctl(x->out_fd[i], FIONREAD, &avail) == 0;
+                bool empty = known && avail == 0 && !x->pty;
+                if (!known || avail <= 0)
                         avail = MIN_READ;
                 size_t room;
                 uint8_t *dst = sbx_exec_log_reserve(&x->log, stream, (size_t) avail, &room);
                 if (!dst)
                         break;
-                ssize_t n = read(x->out_fd[i], dst, room);
+                ssize_t n = spool_read(x, x->out_fd[i], stream, dst, room, empty);
                 int err = n < 0 ? errno : 0;
                 /* Deliver in large messages: a full chunk, or what the pipe
                  * had once it is empty. */
@@ -443,6 +693,7 @@ static void drain(struct sbx_exec *x, int i) {
         }
         pump(x);
         set_reading(x, want_reading(x));
+        spool_trim(x);
         maybe_finish(x);
 }
 
@@ -516,6 +767,7 @@ static void finish(struct sbx_exec *x) {
         x->exit_code = code;
         x->exit_signo = signo;
         x->exit_reason = reason;
+        spool_finish(x);
         unlink_exec(x);
         pump(x);
         retain_trim(x->st);
@@ -621,6 +873,25 @@ static void timeout_cb(uv_timer_t *t) {
         struct sbx_exec *x = t->data;
         if (x->state >= EXEC_EXITED || !x->sb)
                 return;
+        uint64_t now = uv_now(x->sb->m->loop);
+        if (x->adopted_nodetach && now >= x->adopt_until) {
+                /* its client did not come back after the restart */
+                x->adopted_nodetach = false;
+                x->detach = false;
+                sbx_ctl_send_signal(x->sb, x->id, SIGKILL, true);
+                kick(x);
+                return;
+        }
+        if (!x->deadline_at)
+                return; /* no timeout: only the grace period was due */
+        if (now < x->deadline_at) {
+                /* woken for the grace period; the timeout is later */
+                uint64_t next = x->deadline_at;
+                if (x->adopted_nodetach && x->adopt_until < next)
+                        next = x->adopt_until;
+                uv_timer_start(&x->timer, timeout_cb, next - now, 0);
+                return;
+        }
         x->reason = SBX_EXIT_TIMEOUT;
         sbx_ctl_send_signal(x->sb, x->id, SIGKILL, true);
 }
@@ -648,7 +919,7 @@ static void pty_attach(struct sbx_exec *x, uv_loop_t *loop, int pty_fd) {
                 char msg[160];
                 int n = snprintf(msg, sizeof(msg), "warren: cannot watch the terminal: %s\n",
                                  uv_strerror(r));
-                (void) sbx_exec_log_append(&x->log, SBX_STDOUT, msg, (size_t) n);
+                log_message(x, SBX_STDOUT, msg, (size_t) n);
                 x->out_fd[OUT_STDOUT] = safe_close(x->out_fd[OUT_STDOUT]);
                 if (x->sb)
                         (void) sbx_ctl_send_signal(x->sb, x->id, SIGKILL, true);
@@ -687,8 +958,7 @@ void sbx_exec_on_spawned(struct sbx *sb, uint64_t id, int pid, int err, int pty_
                                  err == ENOENT ? " (is the program in PATH, and does the "
                                                  "working directory exist?)"
                                                : "");
-                (void) sbx_exec_log_append(&x->log, x->pty ? SBX_STDOUT : SBX_STDERR, msg,
-                                           (size_t) n);
+                log_message(x, x->pty ? SBX_STDOUT : SBX_STDERR, msg, (size_t) n);
                 set_exited(x, (err == ENOENT ? 127 : 126) << 8);
                 safe_close(pty_fd);
                 close_out(x, OUT_STDOUT);
@@ -835,6 +1105,7 @@ static int exec_new(struct sbx_exec_state *st, struct sbx *sb, const struct sbx_
         if (!x)
                 return -ENOMEM;
         x->out_fd[0] = x->out_fd[1] = x->in_fd = -EBADF;
+        x->spool_fd = x->meta_fd = -EBADF;
         x->state = EXEC_SPAWNING;
         sbx_exec_log_init(&x->log, st->log_size, st->pool);
         x->argv = argv_dup(spec->argv);
@@ -946,6 +1217,20 @@ int sbx_exec_start(struct sbx_manager *m, const struct sbx_exec_spec *spec,
         x->timer_open = true;
         x->handles++;
 
+        /* The spool, and init keeping our ends: the session survives a
+         * restart of warrend. Without (an init older than holds, no spool)
+         * it runs as before. */
+        int held[3] = {x->in_fd, x->out_fd[OUT_STDOUT], x->out_fd[OUT_STDERR]};
+        if (!sb->init_no_holds && !st->no_spool) {
+                int sr = spool_open(x, sb, spec->timeout_secs);
+                if (sr < 0) {
+                        log_warn("exec %s of sandbox %s: no spool (%s): it will not survive a "
+                                 "warrend restart",
+                                 x->id_str, sb->id, strerror(-sr));
+                        spool_close(x);
+                } else
+                        x->held = true;
+        }
         struct rt_spawn_req req = {
                 .id = x->id,
                 .argv = (const char *const *) spec->argv,
@@ -953,9 +1238,10 @@ int sbx_exec_start(struct sbx_manager *m, const struct sbx_exec_spec *spec,
                 .cwd = cwd,
                 .uid = user.uid,
                 .gid = user.gid,
-                .flags = x->pty ? RT_SPAWN_PTY : 0,
+                .flags = (x->pty ? RT_SPAWN_PTY : 0) | (x->held ? RT_SPAWN_HOLD : 0),
                 .cols = spec->cols,
                 .rows = spec->rows,
+                .held = x->held && !x->pty ? held : NULL,
         };
         r = sbx_ctl_send_spawn(sb, &req, x->pty ? NULL : child);
         if (r == -EINVAL || r == -EMSGSIZE)
@@ -975,8 +1261,11 @@ int sbx_exec_start(struct sbx_manager *m, const struct sbx_exec_spec *spec,
         x->userdata = userdata;
         if (!x->pty)
                 set_reading(x, true);
-        if (spec->timeout_secs > 0)
-                uv_timer_start(&x->timer, timeout_cb, (uint64_t) (spec->timeout_secs * 1000.0), 0);
+        if (spec->timeout_secs > 0) {
+                uint64_t ms = (uint64_t) (spec->timeout_secs * 1000.0);
+                x->deadline_at = uv_now(m->loop) + ms;
+                uv_timer_start(&x->timer, timeout_cb, ms, 0);
+        }
         *ret = TAKE_PTR(x);
         return 0;
 }
@@ -1017,19 +1306,17 @@ int sbx_exec_attach(struct sbx_manager *m, const struct sbx_exec_target *t,
                                 "attach.offset: %llu is beyond the output so far (%llu bytes)",
                                 (unsigned long long) t->offset, (unsigned long long) x->log.end);
         ref(x);
-        if (x->cb) {
-                /* One client at a time: the newcomer takes over. */
-                const struct sbx_exec_callbacks *old = x->cb;
-                void *old_ud = x->userdata;
-                x->cb = NULL;
-                x->userdata = NULL;
-                if (old->on_detached)
-                        old->on_detached(x, old_ud);
-        }
+        /* One client at a time: the newcomer takes over. */
+        detach_client(x);
         x->cb = cb;
         x->userdata = userdata;
         x->paused = false;
         x->delivery = DELIVERY_NONE;
+        if (x->adopted_nodetach) {
+                /* its client came back after the restart: as started again */
+                x->adopted_nodetach = false;
+                x->detach = false;
+        }
         (void) sbx_exec_log_seek(&x->log, t->offset);
         *ret = x;
         kick(x);
@@ -1110,6 +1397,9 @@ void sbx_exec_forget_all(struct sbx_manager *m) {
         m->exec = NULL;
         for (struct sbx_exec *x = st->head, *nx; x; x = nx) {
                 nx = x->reg_next;
+                /* a finished one stays for the next warrend (when its
+                 * sandbox is gone, so is the spool) */
+                x->keep_files = true;
                 if (x->state == EXEC_FINISHED)
                         x->state = EXEC_FORGOTTEN;
                 maybe_free(x);
@@ -1120,4 +1410,476 @@ void sbx_exec_forget_all(struct sbx_manager *m) {
                 st->orphaned = true;
         else
                 state_free(st);
+}
+
+/* --- warrend stops, and picks the execs up again after a restart --- */
+
+void sbx_exec_leave_all(struct sbx *sb) {
+        for (struct sbx_exec *x = sb->execs, *nx; x; x = nx) {
+                nx = x->next;
+                if (!x->held || x->spool_fd < 0)
+                        continue; /* ends like before (sbx_exec_abort_all below) */
+                ref(x);
+                x->leaving = true;
+                x->keep_files = true;
+                detach_client(x);
+                close_out(x, OUT_STDOUT);
+                close_out(x, OUT_STDERR);
+                close_in(x);
+                close_timer(x);
+                unlink_exec(x);
+                x->state = EXEC_FORGOTTEN;
+                unref(x);
+        }
+        sbx_exec_abort_all(sb, SBX_EXIT_UNSPECIFIED);
+}
+
+struct exit_note {
+        uint64_t id;
+        int status;
+};
+
+struct recovery {
+        struct sbx *sb;
+        /* EXITED events that came during the exchange, applied at the end */
+        struct exit_note *exits;
+        size_t n_exits, cap_exits;
+};
+
+static void note_exit(struct recovery *rc, const struct rt_ctl_msg *m) {
+        if (rc->n_exits == rc->cap_exits) {
+                size_t cap = rc->cap_exits ? rc->cap_exits * 2 : 16;
+                struct exit_note *n = realloc(rc->exits, cap * sizeof(*n));
+                if (!n)
+                        return;
+                rc->exits = n;
+                rc->cap_exits = cap;
+        }
+        rc->exits[rc->n_exits++] = (struct exit_note){m->id, m->status};
+}
+
+/* Wait for the answer of type with id, noting exits that come first.
+ * Recovery runs before the loop does, so nothing else reads the socket. */
+static int ctl_await(struct recovery *rc, uint32_t type, uint64_t id, struct rt_ctl_msg *ret,
+                     int fds[4], int *nfds) {
+        for (;;) {
+                struct rt_ctl_msg m;
+                int f[4], nf = 0;
+                struct pollfd p = {.fd = rc->sb->ctl_fd, .events = POLLIN};
+                int r = rt_ctl_recv_fds(rc->sb->ctl_fd, &m, f, &nf);
+                if (r == -EAGAIN) {
+                        r = RETRY_EINTR(poll(&p, 1, 5000));
+                        if (r <= 0)
+                                return r < 0 ? -errno : -ETIMEDOUT;
+                        continue;
+                }
+                if (r < 0)
+                        return r;
+                if (m.id == id && (m.type == type || m.type == CTL_RESULT)) {
+                        *ret = m;
+                        memcpy(fds, f, sizeof(f));
+                        *nfds = nf;
+                        return 0;
+                }
+                if (m.type == CTL_EXITED)
+                        note_exit(rc, &m);
+                for (int i = 0; i < nf; i++)
+                        close(f[i]);
+                rt_ctl_msg_done(&m);
+        }
+}
+
+static int ctl_send_retry(struct sbx *sb, int (*fn)(int, uint64_t), uint64_t id) {
+        for (int tries = 0;; tries++) {
+                int r = fn(sb->ctl_fd, id);
+                if (r != -EAGAIN || tries >= 5)
+                        return r;
+                struct pollfd p = {.fd = sb->ctl_fd, .events = POLLOUT};
+                (void) poll(&p, 1, 1000);
+        }
+}
+
+static int send_release_all(int fd, uint64_t id) {
+        return rt_ctl_send_release(fd, id, CTL_RELEASE_ALL);
+}
+
+static int pread_all(int fd, uint8_t *b, size_t n, off_t at) {
+        for (size_t got = 0; got < n;) {
+                ssize_t k = pread(fd, b + got, n - got, at + (off_t) got);
+                if (k <= 0)
+                        return k < 0 ? -errno : -EIO;
+                got += (size_t) k;
+        }
+        return 0;
+}
+
+/* Read an exec's .meta file at dirfd/name for sbx_spool_meta_decode. One
+ * larger than SPOOL_META_MAX (millions of switches between stdout and
+ * stderr) is read as its header and argv plus its newest run records, as
+ * many as fit: older runs only describe bytes the log no longer keeps
+ * (should one be needed, its bytes count as stdout). */
+static int read_meta_at(int dirfd, const char *name, uint8_t **ret, size_t *len) {
+        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        struct stat st;
+        struct sbx_spool_hdr h;
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADMSG;
+        size_t size = (size_t) st.st_size, head = size, tail_at = size, tail = 0;
+        if (size > SPOOL_META_MAX) {
+                int r = pread_all(fd, (uint8_t *) &h, sizeof(h), 0);
+                if (r < 0)
+                        return r;
+                if (h.argv_len > SBX_SPOOL_ARGV_MAX)
+                        return -EBADMSG;
+                head = sizeof(h) + h.argv_len;
+                size_t runs = (size - head) / sizeof(struct sbx_spool_run);
+                size_t keep = (SPOOL_META_MAX - head) / sizeof(struct sbx_spool_run);
+                tail = MIN(runs, keep) * sizeof(struct sbx_spool_run);
+                tail_at = head + (runs * sizeof(struct sbx_spool_run) - tail);
+        }
+        uint8_t *b = malloc(head + tail + 1);
+        if (!b)
+                return -ENOMEM;
+        int r = pread_all(fd, b, head, 0);
+        if (r >= 0 && tail)
+                r = pread_all(fd, b + head, tail, (off_t) tail_at);
+        if (r < 0) {
+                free(b);
+                return r;
+        }
+        *ret = b;
+        *len = head + tail;
+        return 0;
+}
+
+/* Fill x's log from its spool: the last 3/4 of the log size at most (what
+ * the log keeps behind its cursor), with the cursor at the end. */
+static int spool_load(struct sbx_exec *x, int spool_fd, const struct sbx_spool_meta *meta) {
+        struct stat st;
+        if (fstat(spool_fd, &st) < 0)
+                return -errno;
+        uint64_t end = (uint64_t) st.st_size, keep = x->log.size - x->log.size / 4;
+        uint64_t from = end > keep ? end - keep : 0;
+        if (from < meta->hdr.start)
+                from = meta->hdr.start;
+        if (from > end)
+                from = end;
+        sbx_exec_log_restart_at(&x->log, from);
+        size_t run = 0;
+        for (uint64_t off = from; off < end;) {
+                while (run + 1 < meta->n_runs && meta->runs[run + 1].offset <= off)
+                        run++;
+                int stream = meta->n_runs && meta->runs[run].offset <= off
+                                     ? (int) meta->runs[run].stream
+                                     : SBX_STDOUT;
+                uint64_t stop = end;
+                if (run + 1 < meta->n_runs && meta->runs[run + 1].offset < stop &&
+                    meta->runs[run + 1].offset > off)
+                        stop = meta->runs[run + 1].offset;
+                size_t room;
+                uint8_t *dst = sbx_exec_log_reserve(&x->log, stream, (size_t) (stop - off), &room);
+                if (!dst)
+                        return -ENOMEM;
+                if (room > stop - off)
+                        room = (size_t) (stop - off);
+                ssize_t k = pread(spool_fd, dst, room, (off_t) off);
+                if (k <= 0) {
+                        sbx_exec_log_commit(&x->log, 0);
+                        return k < 0 ? -errno : -EIO;
+                }
+                sbx_exec_log_commit(&x->log, (size_t) k);
+                off += (uint64_t) k;
+        }
+        (void) sbx_exec_log_seek(&x->log, end);
+        return 0;
+}
+
+/* One exec of the previous warrend: its meta, and init's hold when init
+ * still has one. Finished: a retained session (tail + exit). Held: a live
+ * session again, on the fds init kept. */
+static void recover_exec(struct recovery *rc, int dirfd, const char *name_base,
+                         struct sbx_spool_meta *meta, const struct ctl_hold *hold) {
+        struct sbx *sb = rc->sb;
+        struct sbx_manager *m = sb->m;
+        struct sbx_exec_state *st = state_get(m);
+        char name[64];
+        int r;
+        if (!st)
+                return;
+        _cleanup_(exec_destroyp) struct sbx_exec *x = calloc(1, sizeof(*x));
+        if (!x)
+                return;
+        x->out_fd[0] = x->out_fd[1] = x->in_fd = -EBADF;
+        x->spool_fd = x->meta_fd = -EBADF;
+        x->id = meta->hdr.id;
+        snprintf(x->id_str, sizeof(x->id_str), "ex-%llu", (unsigned long long) x->id);
+        snprintf(x->sb_id, sizeof(x->sb_id), "%s", sb->id);
+        x->argv = TAKE_PTR(meta->argv);
+        x->pty = meta->hdr.flags & SBX_SPOOL_PTY;
+        x->detach = meta->hdr.flags & SBX_SPOOL_DETACH;
+        x->spool_flags = meta->hdr.flags;
+        x->started_ns = meta->hdr.started_ns;
+        x->punched = meta->hdr.start;
+        x->state = EXEC_FORGOTTEN; /* until it is tracked */
+        sbx_exec_log_init(&x->log, (size_t) meta->hdr.log_size, st->pool);
+        if (asprintf(&x->spool_base, "%s/execs/%s", rt_sandbox_dir(sb->rt), name_base) < 0) {
+                x->spool_base = NULL;
+                return;
+        }
+        snprintf(name, sizeof(name), "%s.out", name_base);
+        x->spool_fd = openat(dirfd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        snprintf(name, sizeof(name), "%s.meta", name_base);
+        x->meta_fd = openat(dirfd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        if (x->spool_fd < 0 || x->meta_fd < 0 || (r = spool_load(x, x->spool_fd, meta)) < 0) {
+                log_warn("sandbox %s: exec %s: its spool cannot be read back", sb->id, x->id_str);
+                goto lost;
+        }
+        struct stat mst;
+        if (fstat(x->meta_fd, &mst) < 0)
+                goto lost;
+        /* appends go after the last whole record (a torn one is overwritten) */
+        uint64_t head = sizeof(struct sbx_spool_hdr) + meta->hdr.argv_len;
+        x->meta_end = head + ((uint64_t) mst.st_size - head) / sizeof(struct sbx_spool_run) *
+                                     sizeof(struct sbx_spool_run);
+        x->run_stream = meta->n_runs ? (int) meta->runs[meta->n_runs - 1].stream : 0;
+
+        if (meta->hdr.done) {
+                x->state = EXEC_FINISHED;
+                x->exit_code = meta->hdr.exit_code;
+                x->exit_signo = meta->hdr.exit_signo;
+                x->exit_reason = (enum sbx_exit_reason) meta->hdr.exit_reason;
+                x->spool_fd = safe_close(x->spool_fd);
+                x->meta_fd = safe_close(x->meta_fd);
+                reg_add(st, x);
+                log_info("sandbox %s: exec %s (finished) attachable again", sb->id, x->id_str);
+                TAKE_PTR(x);
+                return;
+        }
+
+        /* Running (or exited, its pipes not read to the end): take the fds
+         * init kept. */
+        struct rt_ctl_msg tm = {0};
+        int fds[4], nfds = 0;
+        if ((r = ctl_send_retry(sb, rt_ctl_send_take, x->id)) < 0 ||
+            (r = ctl_await(rc, CTL_TAKEN, x->id, &tm, fds, &nfds)) < 0 || tm.type != CTL_TAKEN ||
+            tm.err) {
+                log_warn("sandbox %s: exec %s: taking its pipes back from init failed", sb->id,
+                         x->id_str);
+                rt_ctl_msg_done(&tm);
+                goto lost;
+        }
+        x->held = true;
+        int k = 0;
+        if (tm.fdmask & CTL_HOLD_FD_PTY) {
+                if (!x->pty) {
+                        for (int i = 0; i < nfds; i++)
+                                close(fds[i]);
+                        goto lost;
+                }
+                x->out_fd[OUT_STDOUT] = fds[k++];
+        } else {
+                if (x->pty) {
+                        for (int i = 0; i < nfds; i++)
+                                close(fds[i]);
+                        goto lost;
+                }
+                if (tm.fdmask & CTL_HOLD_FD_STDIN)
+                        x->in_fd = fds[k++];
+                if (tm.fdmask & CTL_HOLD_FD_STDOUT)
+                        x->out_fd[OUT_STDOUT] = fds[k++];
+                if (tm.fdmask & CTL_HOLD_FD_STDERR)
+                        x->out_fd[OUT_STDERR] = fds[k++];
+        }
+        rt_ctl_msg_done(&tm);
+
+        uv_loop_t *loop = m->loop;
+        if (x->pty) {
+                int pfd = x->out_fd[OUT_STDOUT];
+                x->out_fd[OUT_STDOUT] = -EBADF;
+                x->state = EXEC_RUNNING;
+                pty_attach(x, loop, pfd);
+        } else {
+                for (int i = 0; i < 2; i++) {
+                        if (x->out_fd[i] < 0)
+                                continue;
+                        if (uv_poll_init(loop, &x->out_poll[i], x->out_fd[i]) < 0) {
+                                x->out_fd[i] = safe_close(x->out_fd[i]);
+                                continue;
+                        }
+                        x->out_poll[i].data = x;
+                        x->out_open[i] = true;
+                        x->handles++;
+                }
+                if (x->in_fd >= 0) {
+                        if (uv_poll_init(loop, &x->in_poll, x->in_fd) < 0)
+                                x->in_fd = safe_close(x->in_fd);
+                        else {
+                                x->in_poll.data = x;
+                                x->in_state = STDIN_OPEN;
+                                x->handles++;
+                        }
+                }
+        }
+        if (uv_timer_init(loop, &x->timer) == 0) {
+                x->timer.data = x;
+                x->timer_open = true;
+                x->handles++;
+        }
+        x->pid = hold->pid;
+        x->state = EXEC_RUNNING;
+        /* its client lost its stream with the previous warrend and may come
+         * back: kept like a detached exec until a client attaches */
+        if (!x->detach) {
+                x->detach = true;
+                x->adopted_nodetach = true;
+        }
+        x->next = sb->execs;
+        sb->execs = x;
+        reg_add(st, x);
+        x->sb = sb;
+        if (x->timer_open && !(hold->state & CTL_HOLD_EXITED)) {
+                /* the timeout goes on; an unattached non-detached exec
+                 * gets ADOPT_GRACE_MS for its client to come back */
+                uint64_t now = uv_now(loop), next = 0;
+                if (meta->hdr.deadline_ns > 0) {
+                        int64_t left = (meta->hdr.deadline_ns - now_ns()) / 1000000;
+                        x->deadline_at = now + (left > 0 ? (uint64_t) left : 0);
+                        next = x->deadline_at;
+                }
+                if (x->adopted_nodetach) {
+                        x->adopt_until = now + ADOPT_GRACE_MS;
+                        if (!next || x->adopt_until < next)
+                                next = x->adopt_until;
+                }
+                if (next)
+                        uv_timer_start(&x->timer, timeout_cb, next - now, 0);
+        }
+        log_info("sandbox %s: exec %s (pid %d, %s) re-attached at offset %llu", sb->id,
+                 x->id_str, x->pid, hold->state & CTL_HOLD_EXITED ? "exited" : "running",
+                 (unsigned long long) x->log.end);
+        struct sbx_exec *live = TAKE_PTR(x);
+        ref(live);
+        if (hold->state & CTL_HOLD_EXITED)
+                sbx_exec_on_exited(sb, live->id, hold->status);
+        else
+                set_reading(live, want_reading(live));
+        unref(live);
+        return;
+lost:
+        /* what is left cannot be served: init lets go, the files go */
+        (void) ctl_send_retry(sb, send_release_all, meta->hdr.id);
+        x->held = false;
+}
+
+void sbx_exec_recover(struct sbx *sb) {
+        struct recovery rc = {.sb = sb};
+        const char *dir = sb->rt ? rt_sandbox_dir(sb->rt) : NULL;
+        char path[PATH_MAX];
+        struct ctl_hold *holds = NULL;
+        size_t n_holds = 0;
+        const uint64_t req = 0x77726e686f6c6473ull; /* any id */
+
+        if (!dir || sb->ctl_fd < 0)
+                return;
+        if (sb->paused) {
+                /* a frozen init cannot answer: at the resume */
+                sb->exec_recover_pending = true;
+                log_info("sandbox %s is paused: its execs are picked up again when it is "
+                         "resumed",
+                         sb->id);
+                return;
+        }
+        /* What init holds (an older init does not know HOLDS: no holds). */
+        struct rt_ctl_msg hm = {0};
+        int fds[4], nfds = 0;
+        int r = ctl_send_retry(sb, rt_ctl_send_holds, req);
+        if (r >= 0)
+                r = ctl_await(&rc, CTL_HOLDS_REPLY, req, &hm, fds, &nfds);
+        if (r < 0 || hm.type != CTL_HOLDS_REPLY) {
+                if (r >= 0 && hm.err == -EOPNOTSUPP)
+                        log_info("sandbox %s: its warren-init predates exec holds: its execs "
+                                 "do not survive restarts",
+                                 sb->id);
+                else
+                        log_warn("sandbox %s: asking init for its execs: %s", sb->id,
+                                 strerror(r < 0 ? -r : -hm.err));
+                sb->init_no_holds = true;
+                rt_ctl_msg_done(&hm);
+                free(rc.exits);
+                return;
+        }
+        holds = TAKE_PTR(hm.holds);
+        n_holds = hm.n_holds;
+        rt_ctl_msg_done(&hm);
+        bool *used = calloc(n_holds + 1, sizeof(bool));
+
+        snprintf(path, sizeof(path), "%s/execs", dir);
+        _cleanup_close_ int dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        DIR *d = dirfd >= 0 ? fdopendir(fcntl(dirfd, F_DUPFD_CLOEXEC, 3)) : NULL;
+        struct dirent *de;
+        size_t n = 0;
+        while (d && used && (de = readdir(d))) {
+                char base[64];
+                size_t l = strlen(de->d_name);
+                if (l < 6 || l - 5 >= sizeof(base) || strcmp(de->d_name + l - 5, ".meta") != 0)
+                        continue;
+                memcpy(base, de->d_name, l - 5);
+                base[l - 5] = '\0';
+                _cleanup_free_ uint8_t *buf = NULL;
+                size_t len = 0;
+                struct sbx_spool_meta meta = {0};
+                char name[80];
+                if (read_meta_at(dirfd, de->d_name, &buf, &len) < 0 ||
+                    sbx_spool_meta_decode(buf, len, &meta) < 0) {
+                        log_warn("sandbox %s: exec spool %s is unreadable: removed", sb->id,
+                                 de->d_name);
+                        goto remove;
+                }
+                const struct ctl_hold *hold = NULL;
+                for (size_t i = 0; i < n_holds; i++)
+                        if (holds[i].id == meta.hdr.id && !used[i]) {
+                                hold = &holds[i];
+                                used[i] = true;
+                        }
+                if ((meta.hdr.flags & SBX_SPOOL_BROKEN) || (!meta.hdr.done && !hold) ||
+                    (hold && !!(hold->flags & CTL_SPAWN_PTY) != !!(meta.hdr.flags & SBX_SPOOL_PTY))) {
+                        log_warn("sandbox %s: exec ex-%llu cannot be picked up again (%s)", sb->id,
+                                 (unsigned long long) meta.hdr.id,
+                                 meta.hdr.flags & SBX_SPOOL_BROKEN ? "its spool is incomplete"
+                                                                   : "init does not hold it");
+                        if (hold)
+                                (void) ctl_send_retry(sb, send_release_all, meta.hdr.id);
+                        sbx_spool_meta_done(&meta);
+                        goto remove;
+                }
+                if (hold && meta.hdr.done) {
+                        /* finished: init's copies are not needed any more */
+                        (void) ctl_send_retry(sb, send_release_all, meta.hdr.id);
+                        hold = NULL;
+                }
+                recover_exec(&rc, dirfd, base, &meta, hold);
+                sbx_spool_meta_done(&meta);
+                n++;
+                continue;
+        remove:
+                snprintf(name, sizeof(name), "%s.out", base);
+                (void) unlinkat(dirfd, name, 0);
+                (void) unlinkat(dirfd, de->d_name, 0);
+        }
+        if (d)
+                closedir(d);
+        /* holds nobody can serve: let init forget them */
+        for (size_t i = 0; i < n_holds; i++)
+                if (used && !used[i])
+                        (void) ctl_send_retry(sb, send_release_all, holds[i].id);
+        /* exits that came during the exchange */
+        for (size_t i = 0; i < rc.n_exits; i++)
+                sbx_exec_on_exited(sb, rc.exits[i].id, rc.exits[i].status);
+        if (sb->m->exec)
+                retain_trim(sb->m->exec);
+        free(used);
+        free(holds);
+        free(rc.exits);
 }

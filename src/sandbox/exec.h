@@ -200,6 +200,12 @@ int sbx_exec_list(struct sbx_manager *m, const char *sandbox, struct sbx_exec_in
  * (then the process blocks). Returns 0 or -ENOMEM. */
 int sbx_exec_set_log_size(struct sbx_manager *m, size_t bytes);
 
+/* Whether execs started from now on are spooled and held by init, so that
+ * they survive a warrend restart (default on; docs/exec.md "Across
+ * restarts"). Off saves the spool's cost (~0.4 CPU-s per GiB of output)
+ * and runs them as before a restart-proof warrend. Returns 0 or -ENOMEM. */
+int sbx_exec_set_spool(struct sbx_manager *m, bool on);
+
 /* Forget every finished exec and let go of the manager's exec state
  * (sbx_manager_free calls it once the sandboxes are gone). Sessions still
  * held by a client, and output pieces still held, live on until released.

@@ -526,7 +526,7 @@ int sbx_arm(struct sbx *sb, struct wr_err *e) {
 }
 
 void sbx_detach(struct sbx *sb) {
-        sbx_exec_abort_all(sb, SBX_EXIT_UNSPECIFIED);
+        sbx_exec_leave_all(sb);
         sb->state = SBX_DEAD;
         ctl_close(sb);
         uv_timer_stop(&sb->timer);
@@ -601,6 +601,11 @@ int sbx_set_paused(struct sbx_manager *m, const char *key, bool on, char *id_out
                 return r;
         sb->paused = on;
         log_info("sandbox %s %s", sb->id, on ? "paused" : "resumed");
+        if (!on && sb->exec_recover_pending) {
+                /* re-attached while paused: its execs come back now */
+                sb->exec_recover_pending = false;
+                sbx_exec_recover(sb);
+        }
         return 0;
 }
 

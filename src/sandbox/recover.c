@@ -68,7 +68,12 @@ static int recover_one(struct sbx_manager *m, const struct store_sandbox *row, c
                 else
                         sb->egress_enforced = mode != 0;
         }
-        return sbx_arm(TAKE_PTR(sb), e);
+        struct sbx *armed = sb;
+        if ((r = sbx_arm(TAKE_PTR(sb), e)) < 0)
+                return r;
+        /* its exec sessions: init kept their pipes and exits */
+        sbx_exec_recover(armed);
+        return 0;
 }
 
 /* A previous warrend's sandboxes: re-attach to those whose init still

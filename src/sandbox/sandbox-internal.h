@@ -87,6 +87,12 @@ struct sbx {
         bool journal_all;
         /* a build step's sandbox; the disk guard stopped it (diskguard.c) */
         bool build_step, disk_stopped;
+        /* its warren-init predates exec holds (recovery asked): execs are
+         * spawned without, and do not survive a restart */
+        bool init_no_holds;
+        /* re-attached while paused: its execs are picked up at the resume
+         * (a frozen init cannot answer) */
+        bool exec_recover_pending;
         /* spawn requests in flight, for the exec start latency metric */
         struct {
                 uint64_t id, sent_ns;
@@ -275,6 +281,16 @@ void sbx_exec_on_exited(struct sbx *sb, uint64_t id, int status);
  * the state of the sandbox). Output already in the pipes is kept as far as
  * the log takes it. */
 void sbx_exec_abort_all(struct sbx *sb, enum sbx_exit_reason reason);
+/* warrend stops and leaves sb running: sessions that init holds end their
+ * client's stream (on_detached) and are let go without an exit, their
+ * spool kept for the next warrend; the others end as in abort_all. */
+void sbx_exec_leave_all(struct sbx *sb);
+/* sb was re-attached after a restart (sb->ctl_fd connected; before the
+ * loop runs, or when a sandbox paused at recovery is resumed): pick its
+ * execs up again from init's holds and the spools in
+ * <sandbox dir>/execs (docs/exec.md "Across restarts"). Sets
+ * sb->init_no_holds when init predates holds. Failures are logged. */
+void sbx_exec_recover(struct sbx *sb);
 
 /* --- managed SSH (ssh.c; ssh.h) --- */
 

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -396,3 +397,359 @@ def test_terminate_ends_detached_execs_which_stay_listed(client):
     assert info is not None and not info.running and info.reason == "sandbox_terminated"
     r = sb.attach(exec_id).wait()
     assert r.reason == "sandbox_terminated" and r.stdout_text == "up\n"
+
+
+# --- across warrend restarts (issue 18 item 4; docs/exec.md "Across restarts") ---
+
+@pytest.fixture(scope="module")
+def life():
+    """A warrend that survives restarts (its sandboxes outlive it), with a
+    log large enough (3/4 of 320 MiB kept behind the cursor) that 200 MiB
+    written are all still there for an attach from offset 0."""
+    from test_lifecycle import Restartable
+    from conftest import import_image
+    d = Restartable()
+    d.start(extra=["--exec-log-size", "320M"])
+    import_image(d, "busybox:latest")
+    yield d
+    if os.environ.get("WARREN_TEST_KEEP_LOG"):
+        shutil.copy(d.log_path, os.environ["WARREN_TEST_KEEP_LOG"])
+    d.destroy()
+
+
+def restart(life, how="kill9"):
+    if how == "kill9":
+        life.kill9()
+    else:
+        life.proc.send_signal(signal.SIGTERM)
+        life.proc.wait(timeout=60)
+    life.start(extra=["--exec-log-size", "320M"])
+
+
+def drain(p, sink, stop_at=None):
+    """Read p's output into sink (a dict of bytearrays) until the exit, the
+    stream breaking, or stop_at bytes of stdout; returns the exit event or
+    None."""
+    try:
+        for ev in p.output():
+            assert ev.gap is None, "gap %r" % (ev.gap,)
+            if ev.stdout_bytes:
+                sink["out"] += ev.stdout_bytes
+            if ev.stderr_bytes:
+                sink["err"] += ev.stderr_bytes
+            if ev.is_exited:
+                return ev
+            if stop_at is not None and len(sink["out"]) >= stop_at:
+                return None
+    except wr.WarrenError:
+        return None
+    return None
+
+
+PACED = textwrap.dedent("""
+    head -c {size} /dev/urandom > /tmp/data
+    sha256sum /tmp/data | cut -d' ' -f1 > /tmp/sum
+    echo start >&2
+    i=0
+    while [ $i -lt {blocks} ]; do
+        dd if=/tmp/data bs=1048576 skip=$i count=1 2>/dev/null
+        i=$((i+1))
+        usleep {pause_us}
+    done
+    echo end >&2
+    exit 7
+""")
+
+
+@pytest.mark.slow
+def test_kill9_while_writing_200mb_then_attach_from_zero(life):
+    """kill -9 of warrend while an exec writes 200 MiB over ~20 s; after the
+    restart an attach from offset 0 gets every byte (sha256 equal to the
+    one computed inside the sandbox) and the exit code."""
+    blocks = 200
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+        sb_id = sb.id
+        # not detached: its client loses the stream with warrend; the exec
+        # is kept until a client attaches again
+        p = sb.exec_start("sh", "-c", PACED.format(size=blocks << 20, blocks=blocks,
+                                                   pause_us=100000), text=False)
+        exec_id = p.exec_id
+        got = {"out": bytearray(), "err": bytearray()}
+        assert drain(p, got, stop_at=40 << 20) is None
+        assert len(got["out"]) >= 40 << 20
+        restart(life, "kill9")
+        t0 = time.monotonic()
+    # the process kept running in the sandbox meanwhile (its pipe then
+    # blocked it until warrend was back)
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.get(id=sb_id)
+        info = proc_info(sb, exec_id)
+        assert info is not None and info.running, sb.processes()
+        q = sb.attach(exec_id, offset=0, text=False)
+        all_ = {"out": bytearray(), "err": bytearray()}
+        ex = drain(q, all_)
+        took = time.monotonic() - t0
+        assert ex is not None and ex.exit_code == 7, ex
+        assert len(all_["out"]) == blocks << 20
+        assert bytes(all_["out"][:len(got["out"])]) == bytes(got["out"])
+        want = sb.exec("cat", "/tmp/sum").stdout_text.strip()
+        assert hashlib.sha256(all_["out"]).hexdigest() == want
+        assert bytes(all_["err"]) == b"start\nend\n"
+        print("200 MiB across a kill -9: %.1f s from the restart to the exit" % took)
+        sb.terminate(grace_period_seconds=1)
+
+
+def test_exec_finished_while_warrend_down(life):
+    """An exec that does all its work and exits while no warrend runs:
+    after the restart its full output (stdout and stderr apart) and its
+    exit code are delivered."""
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+        sb_id = sb.id
+        script = ("sleep 1; head -c 700000 /dev/urandom > /tmp/o; cat /tmp/o; "
+                  "echo to-stderr >&2; touch /tmp/done; exit 3")
+        p = sb.exec_start("sh", "-c", script, detach=True, text=False)
+        exec_id = p.exec_id
+        life.kill9()
+    # warrend is down: the process runs to its end (its output fits the
+    # pipe init holds); seen from the host through the sandbox's root
+    root = "/proc/%d/root" % init_pid(life, sb_id)
+    wait_for(lambda: os.path.exists(os.path.join(root, "tmp/done")), 15, "the exec to finish")
+    with open(os.path.join(root, "tmp/o"), "rb") as f:
+        want = f.read()
+    assert len(want) == 700000
+    time.sleep(0.5)
+    life.start(extra=["--exec-log-size", "320M"])
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.get(id=sb_id)
+        info = wait_for(lambda: (lambda i: i if i and not i.running else None)(
+            proc_info(sb, exec_id)), 10, "the exit")
+        assert info.exit_code == 3, info
+        q = sb.attach(exec_id, offset=0, text=False)
+        got = {"out": bytearray(), "err": bytearray()}
+        ex = drain(q, got)
+        assert ex is not None and ex.exit_code == 3 and ex.reason == "exited", ex
+        assert bytes(got["out"]) == want
+        assert bytes(got["err"]) == b"to-stderr\n"
+        sb.terminate(grace_period_seconds=1)
+
+
+def init_pid(life, sb_id):
+    import sqlite3
+    db = sqlite3.connect(os.path.join(life.state_dir, "warren.db"), timeout=10)
+    try:
+        return db.execute("SELECT init_pid FROM sandboxes WHERE id = ?", (sb_id,)).fetchone()[0]
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("how", ["kill9", "sigterm"])
+def test_stdin_and_output_after_restart(life, how):
+    """A live exec with stdin open: after a restart (kill -9, or a SIGTERM
+    that leaves sandboxes running) a re-attach resumes output from the
+    client's offset, stdin reaches the process again, and closing stdin
+    gives it EOF."""
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+        sb_id = sb.id
+        # detached: kept after its exit, for the attach from 0 below
+        p = sb.exec_start("sh", "-c", "while read l; do echo got:$l; done; echo eof; exit 5",
+                          detach=True, text=False)
+        exec_id = p.exec_id
+        p.write_stdin(b"a\n")
+        got = {"out": bytearray(), "err": bytearray()}
+        assert drain(p, got, stop_at=len(b"got:a\n")) is None
+        assert bytes(got["out"]) == b"got:a\n"
+        offset = p.offset
+        restart(life, how)
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.get(id=sb_id)
+        q = sb.attach(exec_id, offset=offset, text=False)
+        q.write_stdin(b"b\n")
+        q.write_stdin(b"c\n")
+        q.close_stdin()
+        ex = drain(q, got)
+        assert ex is not None and ex.exit_code == 5, ex
+        assert bytes(got["out"]) == b"got:a\ngot:b\ngot:c\neof\n"
+        # from 0: the same bytes
+        r = sb.attach(exec_id, offset=0, text=False)
+        again = {"out": bytearray(), "err": bytearray()}
+        assert drain(r, again).exit_code == 5
+        assert bytes(again["out"]) == bytes(got["out"])
+        sb.terminate(grace_period_seconds=1)
+
+
+def test_spool_stays_outside_and_goes_with_the_exec(life):
+    """The spool lives in the sandbox dir on the host (not visible inside),
+    and an exec whose exit reached its client leaves no spool behind."""
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+        d = os.path.join(life.state_dir, "sandboxes", sb.id, "execs")
+        r = sb.exec("sh", "-c", "ls / ; find / -name '*.meta' 2>/dev/null | head")
+        assert ".meta" not in r.stdout_text and "execs" not in r.stdout_text
+        wait_for(lambda: os.path.isdir(d) and os.listdir(d) == [], 5, "spool removed")
+        sb.terminate(grace_period_seconds=1)
+
+
+def test_pty_exec_after_restart(life):
+    """A PTY exec across a kill -9: its terminal output resumes, input and
+    resize reach it again, the exit arrives."""
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+        sb_id = sb.id
+        p = sb.exec_start("sh", "-c", "read l; echo got:$l; read m; stty size; exit 9",
+                          pty=True, window=(80, 24), detach=True, text=False)
+        exec_id = p.exec_id
+        p.write_stdin(b"a\n")
+        got = {"out": bytearray(), "err": bytearray()}
+        try:
+            for ev in p.output():
+                got["out"] += ev.stdout_bytes or b""
+                if b"got:a" in got["out"]:
+                    break
+        except wr.WarrenError:
+            pass
+        assert b"got:a" in got["out"]
+        offset = p.offset
+        restart(life, "kill9")
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.get(id=sb_id)
+        q = sb.attach(exec_id, offset=offset, text=False)
+        q.resize(100, 30)
+        q.write_stdin(b"b\n")
+        rest = {"out": bytearray(), "err": bytearray()}
+        ex = drain(q, rest)
+        assert ex is not None and ex.exit_code == 9, ex
+        assert b"30 100" in rest["out"], rest
+        # the whole terminal output again, from 0
+        r = sb.attach(exec_id, offset=0, text=False)
+        whole = {"out": bytearray(), "err": bytearray()}
+        assert drain(r, whole).exit_code == 9
+        assert bytes(whole["out"]) == bytes(got["out"][:offset]) + bytes(rest["out"])
+        sb.terminate(grace_period_seconds=1)
+
+
+def test_timeout_carries_over_restart(life):
+    """An exec's timeout keeps counting across a kill -9 of warrend: it is
+    killed at its original deadline, and the exit says TIMEOUT."""
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+        sb_id = sb.id
+        t0 = time.monotonic()
+        p = sb.exec_start("sleep", "100", timeout_secs=3, detach=True, text=False)
+        exec_id = p.exec_id
+        restart(life, "kill9")
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.get(id=sb_id)
+        ex = drain(sb.attach(exec_id, offset=0, text=False), {"out": bytearray(), "err": bytearray()})
+        took = time.monotonic() - t0
+        assert ex is not None and ex.reason == "timeout" and ex.exit_code == 137, ex
+        assert 2.5 <= took < 6, took
+        sb.terminate(grace_period_seconds=1)
+
+
+def test_paused_sandbox_execs_come_back_at_resume(life):
+    """A sandbox paused across a kill -9: its (frozen) init cannot answer at
+    recovery; its execs are picked up at the resume, output intact."""
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+        sb_id = sb.id
+        p = sb.exec_start("sh", "-c", "i=0; while [ $i -lt 400 ]; do echo line$i; i=$((i+1)); "
+                          "usleep 5000; done; exit 2", detach=True, text=False)
+        exec_id = p.exec_id
+        time.sleep(0.5)
+        sb.pause()
+        t0 = time.monotonic()
+        restart(life, "kill9")
+        assert time.monotonic() - t0 < 5  # recovery does not wait on the frozen init
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.get(id=sb_id)
+        sb.resume()
+        got = {"out": bytearray(), "err": bytearray()}
+        ex = drain(sb.attach(exec_id, offset=0, text=False), got)
+        assert ex is not None and ex.exit_code == 2, ex
+        assert bytes(got["out"]) == b"".join(b"line%d\n" % i for i in range(400))
+        sb.terminate(grace_period_seconds=1)
+
+
+@pytest.mark.slow
+def test_unattached_nondetached_exec_killed_after_grace(life):
+    """A non-detached exec whose client does not come back within 60 s of
+    the restart is killed, as when its client goes away; a detached one
+    runs on."""
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+        sb_id = sb.id
+        # (the Process objects stay referenced: dropping one cancels its
+        # stream, and the old warrend would kill a non-detached exec)
+        p_nd = sb.exec_start("sleep", "1000", text=False)
+        p_dt = sb.exec_start("sleep", "1000", detach=True, text=False)
+        nd, dt = p_nd.exec_id, p_dt.exec_id
+        restart(life, "kill9")
+        t0 = time.monotonic()
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.get(id=sb_id)
+        time.sleep(50)
+        assert proc_info(sb, nd).running
+        info = wait_for(lambda: (lambda i: i if i and not i.running else None)(proc_info(sb, nd)),
+                        20, "the grace period")
+        assert 58 <= time.monotonic() - t0 < 75
+        assert info.signal == 9, info
+        assert proc_info(sb, dt).running
+        sb.terminate(grace_period_seconds=1)
+
+
+def test_interleaved_streams_replayed_after_restart(life):
+    """stdout and stderr interleaved, across a kill -9: an attach from 0
+    after the restart gives each byte on its own stream, in the order it
+    was read (the spool records a run per switch of stream)."""
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+        sb_id = sb.id
+        p = sb.exec_start("sh", "-c", "i=0; while [ $i -lt 300 ]; do echo out$i; echo err$i >&2; "
+                          "i=$((i+1)); usleep 3000; done; exit 4", detach=True, text=False)
+        exec_id = p.exec_id
+        time.sleep(0.4)
+        restart(life, "kill9")
+    with wr.SandboxClient(life.unix_addr) as c:
+        sb = c.get(id=sb_id)
+        seq = []
+        ex = None
+        for ev in sb.attach(exec_id, offset=0, text=False).output():
+            assert ev.gap is None
+            if ev.stdout_bytes:
+                seq.append(("o", ev.stdout_bytes))
+            if ev.stderr_bytes:
+                seq.append(("e", ev.stderr_bytes))
+            if ev.is_exited:
+                ex = ev
+        assert ex is not None and ex.exit_code == 4
+        out = b"".join(d for k, d in seq if k == "o")
+        err = b"".join(d for k, d in seq if k == "e")
+        assert out == b"".join(b"out%d\n" % i for i in range(300))
+        assert err == b"".join(b"err%d\n" % i for i in range(300))
+        # order: every errN comes after outN (it was written after it)
+        pos, where = 0, {}
+        for k, d in seq:
+            for line in d.splitlines():
+                where[(k, line)] = pos
+                pos += 1
+        assert all(where[("o", b"out%d" % i)] < where[("e", b"err%d" % i)] for i in range(300))
+        sb.terminate(grace_period_seconds=1)
+
+
+def test_no_exec_spool(fresh_warrend):
+    """--no-exec-spool: execs run as before (no spool in the sandbox dir)."""
+    from conftest import import_image
+    d = fresh_warrend(extra_args=["--no-exec-spool"])
+    import_image(d, "busybox:latest")
+    with wr.SandboxClient(d.unix_addr) as c:
+        sb = c.create(image="busybox:latest")
+        p = sb.exec_start("sh", "-c", "echo hi; sleep 0.3", detach=True, text=False)
+        time.sleep(0.1)
+        assert not os.path.exists(os.path.join(d.state_dir, "sandboxes", sb.id, "execs"))
+        r = sb.attach(p.exec_id, offset=0, text=False)
+        got = {"out": bytearray(), "err": bytearray()}
+        assert drain(r, got).exit_code == 0 and bytes(got["out"]) == b"hi\n"
+        sb.terminate(grace_period_seconds=1)

@@ -56,14 +56,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 init_req_done(&r);
         } else {
                 struct rt_ctl_msg m;
-                int nfds = (sel >> 1) & 3;
+                int nfds = (sel >> 1) & 7;
                 if (rt_ctl_msg_decode(buf, size, nfds, &m) == 0) {
                         if (m.err > 0 || m.err < -4095)
                                 abort();
-                        if (nfds && m.type != CTL_SPAWNED)
+                        if (nfds && m.type != CTL_SPAWNED && m.type != CTL_TAKEN)
+                                abort();
+                        if (nfds > 1 && m.type != CTL_TAKEN)
+                                abort();
+                        if (m.type == CTL_TAKEN &&
+                            (m.err ? m.fdmask != 0 || nfds : __builtin_popcount(m.fdmask) != nfds))
                                 abort();
                         for (size_t i = 0; i < m.n_list; i++)
                                 if (m.list[i].pid <= 0)
+                                        abort();
+                        for (size_t i = 0; i < m.n_holds; i++)
+                                if (m.holds[i].pid <= 0 || !(m.holds[i].flags & CTL_SPAWN_HOLD))
                                         abort();
                 }
                 rt_ctl_msg_done(&m);

@@ -28,8 +28,13 @@ MAGIC = 0x57494E31
 HDR = struct.Struct("=IIIIQ")
 SPAWN = struct.Struct("=IIIHHIIII")
 SPAWN_T, SIGNAL_T, RESIZE_T, KILL_ALL_T, PING_T, LIST_T = 1, 2, 3, 4, 5, 6
+HOLDS_T, TAKE_T, RELEASE_T = 7, 8, 9
 SPAWNED, EXITED, RESULT, PONG, LIST_REPLY = 0x81, 0x82, 0x83, 0x84, 0x85
-F_SETSID, F_PTY = 1, 2
+HOLDS_REPLY, TAKEN = 0x86, 0x87
+F_SETSID, F_PTY, F_HOLD = 1, 2, 4
+HOLD_EXITED, HOLD_STDIN = 1, 2
+FD_STDIN, FD_STDOUT, FD_STDERR, FD_PTY = 1, 2, 4, 8
+REL_STDIN, REL_ALL = 1, 2
 SIG_GROUP = 1
 
 
@@ -48,6 +53,11 @@ class Msg:
             self.init_pid, self.nprocs, self.nconns, self.npending = struct.unpack("=iIII", payload)
         elif type_ == LIST_REPLY:
             self.entries = [struct.unpack_from("=QiI", payload, o) for o in range(0, len(payload), 16)]
+        elif type_ == HOLDS_REPLY:
+            # (id, pid, status, flags, state)
+            self.holds = [struct.unpack_from("=QiiII", payload, o) for o in range(0, len(payload), 24)]
+        elif type_ == TAKEN:
+            self.err, self.fdmask = struct.unpack("=iI", payload)
 
     def __repr__(self):
         return f"Msg(type={self.type:#x}, id={self.id}, payload={self.payload!r}, fds={self.fds})"
@@ -81,7 +91,7 @@ class Ctl:
         r, _, _ = select.select([self.s], [], [], timeout)
         if not r:
             raise TimeoutError("no message from init")
-        data, anc, flags, _ = self.s.recvmsg(65537, socket.CMSG_SPACE(4 * 4))
+        data, anc, flags, _ = self.s.recvmsg(65537, socket.CMSG_SPACE(4 * 8))
         if not data:
             raise ConnectionResetError("init closed the connection")
         fds = []
@@ -108,6 +118,18 @@ class Ctl:
     def spawn(self, id_, argv, stdio=None, **kw):
         self.send_raw(encode_spawn(id_, argv, **kw), stdio or ())
         return self.wait(SPAWNED, id_)
+
+    def holds(self, id_):
+        self.send(HOLDS_T, id_)
+        return self.wait(HOLDS_REPLY, id_).holds
+
+    def take(self, exec_id):
+        self.send(TAKE_T, exec_id)
+        return self.wait(TAKEN, exec_id)
+
+    def release(self, exec_id, what):
+        self.send(RELEASE_T, exec_id, struct.pack("=II", what, 0))
+        return self.wait(RESULT, exec_id).err
 
     def signal(self, id_, signo, target_id=0, pid=0, group=False):
         self.send(SIGNAL_T, id_, struct.pack("=QiiII", target_id, pid, signo, SIG_GROUP if group else 0, 0))
@@ -197,7 +219,7 @@ class Init:
     pid+mount namespaces), "subreaper" (plain child), "seccomp" (plain child
     under install_seccomp's filter)."""
 
-    def __init__(self, mode):
+    def __init__(self, mode, nofile=None):
         self.mode = mode
         self.tmp = tempfile.mkdtemp(prefix="warren-init-")
         self.path = os.path.join(self.tmp, "ctl.sock")
@@ -210,6 +232,9 @@ class Init:
 
         def pre():
             os.dup2(lfd, 3)
+            if nofile:
+                import resource
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
             if mode == "seccomp":
                 install_seccomp()
 

@@ -324,6 +324,84 @@ static void test_daemon_decode(void **state) {
         assert_int_equal(rt_ctl_msg_decode(buf, CTL_REPLY_MAX + 1, 0, &m), -EMSGSIZE);
 }
 
+/* HOLDS_REPLY, TAKEN, and the requests HOLDS/TAKE/RELEASE (exec holds). */
+static void test_holds_decode(void **state) {
+        struct rt_ctl_msg m;
+        struct init_req r;
+        size_t n;
+
+        struct ctl_hold h[2] = {
+                {.id = 1, .pid = 7, .flags = CTL_SPAWN_HOLD, .state = CTL_HOLD_STDIN},
+                {.id = 2, .pid = 8, .status = 3 << 8, .flags = CTL_SPAWN_HOLD | CTL_SPAWN_PTY,
+                 .state = CTL_HOLD_EXITED},
+        };
+        n = mk(CTL_HOLDS_REPLY, 9, h, sizeof(h));
+        assert_int_equal(rt_ctl_msg_decode(buf, n, 0, &m), 0);
+        assert_int_equal(m.n_holds, 2);
+        assert_int_equal(m.holds[1].status, 3 << 8);
+        rt_ctl_msg_done(&m);
+        assert_int_equal(rt_ctl_msg_decode(buf, n, 1, &m), -EBADMSG); /* no fds with it */
+        assert_int_equal(rt_ctl_msg_decode(buf, n - 1, 0, &m), -EBADMSG);
+        struct ctl_hold bad[] = {
+                {.id = 1, .pid = 0, .flags = CTL_SPAWN_HOLD},                     /* pid */
+                {.id = 1, .pid = 7, .flags = 0},                                  /* not held */
+                {.id = 1, .pid = 7, .flags = CTL_SPAWN_HOLD | 8},                 /* flags */
+                {.id = 1, .pid = 7, .flags = CTL_SPAWN_HOLD, .state = 4},         /* state */
+                {.id = 1, .pid = 7, .flags = CTL_SPAWN_HOLD, .status = 5},        /* running */
+                {.id = 1, .pid = 7, .flags = CTL_SPAWN_HOLD, .state = CTL_HOLD_EXITED,
+                 .status = 0x137f},                                               /* stopped */
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                n = mk(CTL_HOLDS_REPLY, 9, &bad[i], sizeof(bad[i]));
+                assert_int_equal(rt_ctl_msg_decode(buf, n, 0, &m), -EBADMSG);
+        }
+
+        struct ctl_taken t = {.fdmask = CTL_HOLD_FD_STDIN | CTL_HOLD_FD_STDOUT | CTL_HOLD_FD_STDERR};
+        n = mk(CTL_TAKEN, 5, &t, sizeof(t));
+        assert_int_equal(rt_ctl_msg_decode(buf, n, 3, &m), 0);
+        assert_int_equal(m.fdmask, t.fdmask);
+        assert_int_equal(rt_ctl_msg_decode(buf, n, 2, &m), -EBADMSG); /* one fd per bit */
+        assert_int_equal(rt_ctl_msg_decode(buf, n, 4, &m), -EBADMSG);
+        t = (struct ctl_taken){.fdmask = CTL_HOLD_FD_PTY | CTL_HOLD_FD_STDOUT};
+        n = mk(CTL_TAKEN, 5, &t, sizeof(t));
+        assert_int_equal(rt_ctl_msg_decode(buf, n, 2, &m), -EBADMSG); /* a PTY alone */
+        t = (struct ctl_taken){.err = ESRCH};
+        n = mk(CTL_TAKEN, 5, &t, sizeof(t));
+        assert_int_equal(rt_ctl_msg_decode(buf, n, 0, &m), 0);
+        assert_int_equal(m.err, -ESRCH);
+        assert_int_equal(rt_ctl_msg_decode(buf, n, 1, &m), -EBADMSG); /* no fds on error */
+        t = (struct ctl_taken){.fdmask = 0x10};
+        n = mk(CTL_TAKEN, 5, &t, sizeof(t));
+        assert_int_equal(rt_ctl_msg_decode(buf, n, 0, &m), -EBADMSG);
+
+        /* init side */
+        n = mk(CTL_HOLDS, 3, NULL, 0);
+        assert_int_equal(init_req_decode(buf, n, &r), 0);
+        n = mk(CTL_TAKE, 3, "x", 1);
+        assert_int_equal(init_req_decode(buf, n, &r), -EINVAL);
+        struct ctl_release rl = {.what = CTL_RELEASE_STDIN | CTL_RELEASE_ALL};
+        n = mk(CTL_RELEASE, 3, &rl, sizeof(rl));
+        assert_int_equal(init_req_decode(buf, n, &r), 0);
+        assert_int_equal(r.release.what, rl.what);
+        rl.what = 0;
+        n = mk(CTL_RELEASE, 3, &rl, sizeof(rl));
+        assert_int_equal(init_req_decode(buf, n, &r), -EINVAL);
+        rl = (struct ctl_release){.what = CTL_RELEASE_ALL, .reserved = 1};
+        n = mk(CTL_RELEASE, 3, &rl, sizeof(rl));
+        assert_int_equal(init_req_decode(buf, n, &r), -EINVAL);
+
+        /* the encoder: HOLD needs the daemon's ends without a PTY, none with */
+        const char *argv[] = {"true", NULL};
+        int fds[3] = {0, 1, 2};
+        struct rt_spawn_req q = {.id = 1, .argv = argv, .flags = RT_SPAWN_HOLD};
+        assert_int_equal(rt_ctl_send_spawn(-1, &q, fds), -EINVAL);
+        q.flags = RT_SPAWN_PTY | RT_SPAWN_HOLD;
+        q.held = fds;
+        assert_int_equal(rt_ctl_send_spawn(-1, &q, NULL), -EINVAL);
+        q.flags = 0;
+        assert_int_equal(rt_ctl_send_spawn(-1, &q, fds), -EINVAL);
+}
+
 static int count_rights(struct msghdr *mh, int *fds, int max) {
         int n = 0;
         for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm))
@@ -550,6 +628,7 @@ int main(void) {
                 cmocka_unit_test(test_init_decode_rejects),
                 cmocka_unit_test(test_init_decode_spawn_strings),
                 cmocka_unit_test(test_daemon_decode),
+                cmocka_unit_test(test_holds_decode),
                 cmocka_unit_test(test_socketpair_fd_passing),
                 cmocka_unit_test_setup_teardown(test_run_real_init, start_init, stop_init),
         };

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "sandbox/exec-log.h"
+#include "sandbox/exec-spool.h"
 
 #define MiB (1024u * 1024u)
 #define OUT 1
@@ -283,6 +284,135 @@ static void test_hold_keeps_dropped_chunk(void **state) {
         sbx_exec_log_release(NULL);
 }
 
+
+/* --- the spool's .meta file (exec-spool.h) --- */
+
+static size_t meta_sample(uint8_t **ret, size_t runs) {
+        char *argv[] = {"sh", "-c", "echo hi", NULL};
+        struct sbx_spool_hdr h = {.id = 42, .started_ns = 1000, .log_size = 16 * MiB,
+                                  .deadline_ns = 5000, .flags = SBX_SPOOL_DETACH};
+        uint8_t *b = NULL;
+        int n = sbx_spool_meta_encode(&h, argv, &b);
+        assert_true(n > 0);
+        b = realloc(b, (size_t) n + runs * sizeof(struct sbx_spool_run));
+        for (size_t i = 0; i < runs; i++) {
+                struct sbx_spool_run r = {.offset = i * 10, .stream = 1 + (i & 1),
+                                          .magic = SBX_SPOOL_RUN_MAGIC};
+                memcpy(b + n + i * sizeof(r), &r, sizeof(r));
+        }
+        *ret = b;
+        return (size_t) n + runs * sizeof(struct sbx_spool_run);
+}
+
+static void test_spool_meta_round_trip(void **state) {
+        (void) state;
+        uint8_t *b;
+        size_t n = meta_sample(&b, 3);
+        struct sbx_spool_meta m;
+        assert_int_equal(sbx_spool_meta_decode(b, n, &m), 0);
+        assert_int_equal(m.hdr.id, 42);
+        assert_int_equal(m.hdr.argc, 3);
+        assert_string_equal(m.argv[0], "sh");
+        assert_string_equal(m.argv[2], "echo hi");
+        assert_null(m.argv[3]);
+        assert_int_equal(m.n_runs, 3);
+        assert_int_equal(m.runs[1].stream, 2);
+        assert_int_equal(m.runs[2].offset, 20);
+        assert_int_equal(m.hdr.done, 0);
+        sbx_spool_meta_done(&m);
+
+        /* the exit, written in place */
+        struct sbx_spool_hdr h;
+        memcpy(&h, b, sizeof(h));
+        h.exit_code = 3;
+        h.done = 1;
+        memcpy(b, &h, sizeof(h));
+        /* a torn last record (a crash while appending) is ignored */
+        assert_int_equal(sbx_spool_meta_decode(b, n - 5, &m), 0);
+        assert_int_equal(m.n_runs, 2);
+        assert_int_equal(m.hdr.done, 1);
+        assert_int_equal(m.hdr.exit_code, 3);
+        sbx_spool_meta_done(&m);
+        free(b);
+}
+
+static void test_spool_meta_malformed(void **state) {
+        (void) state;
+        uint8_t *b;
+        size_t n = meta_sample(&b, 2);
+        struct sbx_spool_meta m;
+        /* every proper prefix shorter than header + argv is refused */
+        struct sbx_spool_hdr h;
+        memcpy(&h, b, sizeof(h));
+        for (size_t k = 0; k < sizeof(h) + h.argv_len; k++)
+                assert_int_equal(sbx_spool_meta_decode(b, k, &m), -EBADMSG);
+        /* a bad field each */
+        size_t offs[] = {0, __builtin_offsetof(struct sbx_spool_hdr, flags),
+                         __builtin_offsetof(struct sbx_spool_hdr, argc),
+                         __builtin_offsetof(struct sbx_spool_hdr, argv_len),
+                         __builtin_offsetof(struct sbx_spool_hdr, reserved),
+                         __builtin_offsetof(struct sbx_spool_hdr, done)};
+        for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+                uint8_t *c = malloc(n);
+                memcpy(c, b, n);
+                c[offs[i]] ^= 0x40;
+                assert_int_equal(sbx_spool_meta_decode(c, n, &m), -EBADMSG);
+                free(c);
+        }
+        /* runs out of order, bad stream, bad magic */
+        for (int v = 0; v < 3; v++) {
+                uint8_t *c = malloc(n);
+                memcpy(c, b, n);
+                struct sbx_spool_run *r = (struct sbx_spool_run *) (c + n - sizeof(*r));
+                struct sbx_spool_run x;
+                memcpy(&x, r, sizeof(x));
+                if (v == 0)
+                        x.offset = 0, memcpy(c + n - 2 * sizeof(x), &(struct sbx_spool_run){
+                                .offset = 99, .stream = 1, .magic = SBX_SPOOL_RUN_MAGIC}, sizeof(x));
+                else if (v == 1)
+                        x.stream = 3;
+                else
+                        x.magic = 0;
+                memcpy(r, &x, sizeof(x));
+                assert_int_equal(sbx_spool_meta_decode(c, n, &m), -EBADMSG);
+                free(c);
+        }
+        /* an empty argv[0] */
+        char *argv[] = {"", NULL};
+        struct sbx_spool_hdr z = {.id = 1};
+        uint8_t *e = NULL;
+        int k = sbx_spool_meta_encode(&z, argv, &e);
+        assert_true(k > 0);
+        assert_int_equal(sbx_spool_meta_decode(e, (size_t) k, &m), -EBADMSG);
+        free(e);
+        free(b);
+}
+
+static void test_restart_at(void **state) {
+        (void) state;
+        struct sbx_exec_log l;
+        sbx_exec_log_init(&l, 0, NULL);
+        sbx_exec_log_restart_at(&l, 5 * MiB);
+        assert_int_equal(l.start, 5 * MiB);
+        assert_int_equal(l.end, 5 * MiB);
+        assert_int_equal(sbx_exec_log_append(&l, OUT, "abc", 3), 0);
+        assert_int_equal(l.end, 5 * MiB + 3);
+        /* an attach from before the restart point is a gap */
+        assert_int_equal(sbx_exec_log_seek(&l, 0), 0);
+        uint64_t from, to;
+        assert_true(sbx_exec_log_take_gap(&l, &from, &to));
+        assert_int_equal(from, 0);
+        assert_int_equal(to, 5 * MiB);
+        struct sbx_exec_log_piece p;
+        assert_true(sbx_exec_log_next(&l, &p));
+        assert_int_equal(p.offset, 5 * MiB);
+        assert_memory_equal(p.data, "abc", 3);
+        /* only an empty log moves */
+        sbx_exec_log_restart_at(&l, 0);
+        assert_int_equal(l.start, 5 * MiB);
+        sbx_exec_log_clear(&l);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_offsets_across_chunks),
@@ -294,6 +424,9 @@ int main(void) {
                 cmocka_unit_test(test_size_minimum),
                 cmocka_unit_test(test_chunk_recycling),
                 cmocka_unit_test(test_hold_keeps_dropped_chunk),
+                cmocka_unit_test(test_spool_meta_round_trip),
+                cmocka_unit_test(test_spool_meta_malformed),
+                cmocka_unit_test(test_restart_at),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
