@@ -1021,22 +1021,6 @@ void sbx_exec_abort_all(struct sbx *sb, enum sbx_exit_reason reason) {
 
 /* --- start / attach / release --- */
 
-/* The sandbox's root directory (O_PATH), through its init's /proc entry;
- * the pid is checked to still be that init after opening. */
-static int sandbox_root_fd(struct sbx *sb) {
-        pid_t pid = sb->rt ? rt_sandbox_pid(sb->rt) : 0;
-        if (pid <= 0 || sb->pidfd < 0)
-                return -ESRCH;
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/root", (int) pid);
-        _cleanup_close_ int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        if (syscall(SYS_pidfd_send_signal, sb->pidfd, 0, NULL, 0) < 0)
-                return -ESRCH;
-        return TAKE_FD(fd);
-}
-
 int sbx_running(struct sbx_manager *m, const char *key, struct sbx **ret, struct wr_err *e) {
         struct sbx *sb = sbx_find_live(m, key);
         if (!sb) {
@@ -1186,7 +1170,7 @@ int sbx_exec_start(struct sbx_manager *m, const struct sbx_exec_spec *spec,
         /* Another user: looked up in the sandbox's own /etc/passwd. */
         struct sbx_user user = {.uid = sb->uid, .gid = sb->gid};
         if (spec->user && *spec->user) {
-                _cleanup_close_ int root_fd = sandbox_root_fd(sb);
+                _cleanup_close_ int root_fd = sbx_root_fd(sb);
                 if (root_fd < 0)
                         return err_set(e, root_fd, "start.user: opening the sandbox's root");
                 r = sbx_user_resolve(&root_fd, 1, spec->user, "start.user", &user, e);
