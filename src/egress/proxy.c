@@ -33,6 +33,7 @@
 #include "basic/log.h"
 #include "egress/egress.h"
 #include "egress/http-stream.h"
+#include "egress/intercept.h"
 
 #define HEAD_CAP 65536u
 #define PIPE_SIZE (1u << 20)
@@ -139,6 +140,7 @@ struct conn {
         struct egress_event ev;
         uint64_t t0;
         bool decided;
+        bool intercept; /* TLS to a host with rules or credentials (intercept.c) */
         struct dir up, dn; /* up: client -> upstream */
 };
 
@@ -592,7 +594,35 @@ static void connect_cb(uv_poll_t *p, int status, int events) {
         send_head(c);
 }
 
+/* Hand a decided connection to intercept.c (its own thread, its own dup
+ * of the sandbox's socket); this object ends here without an event. */
+static void intercept_handoff(struct conn *c) {
+        struct egress_intercept_conn a = {
+                .pre = c->buf, .pre_len = c->len, .sb = c->sb, .port = c->oport,
+                .dial = c->dial, .ev = c->ev, .t0 = c->t0};
+        snprintf(a.host, sizeof(a.host), "%s", c->name.name);
+        egress_addr_from_net(&a.ev.dialed, &c->dial);
+        a.ev.port = c->oport;
+        egress_str_set(a.ev.sni, sizeof(a.ev.sni), c->sni);
+        egress_str_set(a.ev.host, sizeof(a.ev.host), c->name.name);
+        a.cfd = fcntl(c->cfd, F_DUPFD_CLOEXEC, 3);
+        if (a.cfd < 0 || egress_intercept_start(&a) < 0) {
+                if (a.cfd >= 0)
+                        close(a.cfd);
+                refuse(c, 0, "intercept", "cannot start the interception");
+                return;
+        }
+        c->buf = NULL;
+        c->sb = NULL;
+        c->ev.kind = 0;
+        conn_close(c, false);
+}
+
 static void dial(struct conn *c) {
+        if (c->intercept) {
+                intercept_handoff(c);
+                return;
+        }
         struct sockaddr_storage ss;
         socklen_t sl = egress_net_to_sockaddr(&c->dial, c->oport, &ss);
         egress_addr_from_net(&c->ev.dialed, &c->dial);
@@ -837,6 +867,8 @@ static void classify(struct conn *c) {
                         snprintf(c->sni, sizeof(c->sni), "%s", h.sni.name);
                         if (h.sni.kind == NET_HOST_NAME) {
                                 c->name = h.sni;
+                                c->intercept = c->sb->rules && egress_intercept_enabled() &&
+                                               net_rules_intercept(c->sb->rules, h.sni.name);
                                 decide_name(c);
                         } else {
                                 decide_literal(c, &h.sni.addr);

@@ -168,7 +168,8 @@ static int record_started(struct sbx *sb, struct wr_err *e) {
 
 /* ---- egress ---- */
 
-int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len, struct wr_err *e) {
+int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len,
+                      const uint8_t *rules, size_t rules_len, struct wr_err *e) {
         struct sbx_manager *m = sb->m;
         struct sbx_egress *g = sbx_network_egress(m->net);
         if (!g || sb->net_slot < 0)
@@ -179,13 +180,16 @@ int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len,
          * entry's block has its element put in ahead, for a claim without
          * a policy) */
         int r;
-        if (mode && (r = sbx_network_set_open(m->net, sb->net_slot, false, e)) < 0)
+        /* credentials without a policy: OPEN, but policed (its TLS to the
+         * credentials' hosts is intercepted) */
+        bool policed = mode || rules_len;
+        if (policed && (r = sbx_network_set_open(m->net, sb->net_slot, false, e)) < 0)
                 return err_prefix(e, r, "network");
         if ((r = sbx_egress_register(g, sb->id, mode ? mode : EGRESS_MODE_OPEN, net.addr, wire, len,
-                                     e)) < 0)
+                                     rules, rules_len, e)) < 0)
                 return r;
         sb->egress_registered = true;
-        if (!mode) {
+        if (!policed) {
                 /* a warm-pool entry's is there already (no nftables work) */
                 if ((r = sbx_network_set_open(m->net, sb->net_slot, true, e)) < 0)
                         return err_prefix(e, r, "network");
@@ -250,10 +254,11 @@ static int egress_setup(struct sbx *sb, const struct sbx_spec *spec, bool policy
         struct sbx_manager *m = sb->m;
         if (!sbx_network_egress(m->net) || sb->net_slot < 0)
                 return 0;
-        int r = sbx_egress_attach(sb, spec->net_mode, spec->net_policy, spec->net_policy_len, e);
-        if (r < 0 || !spec->net_mode)
+        int r = sbx_egress_attach(sb, spec->net_mode, spec->net_policy, spec->net_policy_len,
+                                  spec->net_rules, spec->net_rules_len, e);
+        if (r < 0 || (!spec->net_mode && !spec->net_rules_len))
                 return r;
-        if (!policy_written &&
+        if (spec->net_mode && !policy_written &&
             (r = sbx_egress_policy_write(rt_sandbox_dir(sb->rt), spec->net_mode, spec->net_policy,
                                          spec->net_policy_len, e)) < 0)
                 return r;
@@ -368,7 +373,7 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         int r = sbx_spec_check(spec, e);
         if (r < 0)
                 return r;
-        if (spec->net_mode && !sbx_network_egress(m->net))
+        if ((spec->net_mode || spec->net_rules_len) && !sbx_network_egress(m->net))
                 return err_setx(e, -EOPNOTSUPP, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
                                 "network_policy: this warrend runs no egress enforcer "
                                 "(warren-egress needs root, the default network and an "

@@ -39,6 +39,8 @@ struct egress_sbx {
         uint32_t addr; /* network order */
         uint8_t *wire;
         size_t wire_len;
+        uint8_t *rules; /* net_rules wire form: secret values inside (wiped) */
+        size_t rules_len;
         uint64_t ended_order; /* 0 = live */
         /* the event ring */
         struct sbx_egress_event *ev;
@@ -164,6 +166,7 @@ static void sbx_drop(struct sbx_egress *g, struct egress_sbx *s) {
                         break;
                 }
         free(s->wire);
+        erase_and_free_n(s->rules, s->rules_len);
         free(s->ev);
         free(s);
 }
@@ -326,12 +329,16 @@ static int policy_send(struct sbx_egress *g, struct egress_sbx *s, struct wr_err
             (r = net_policy_deserialize(s->wire, s->wire_len, &p, e)) < 0)
                 return r;
         pm.policy = p;
-        _cleanup_free_ uint8_t *buf = NULL;
+        pm.rules_wire = s->rules;
+        pm.rules_wire_len = s->rules_len;
+        uint8_t *buf = NULL;
         size_t len = 0;
         uint64_t id = g->next_id++;
         if ((r = egress_policy_set_encode(id, &pm, &buf, &len)) < 0)
                 return err_set(e, r, "encode POLICY_SET: %s", strerror(-r));
-        if ((r = ctl_send(g, buf, len)) < 0)
+        r = ctl_send(g, buf, len);
+        erase_and_free_n(buf, len); /* it held the rules' secret values */
+        if (r < 0)
                 return err_set(e, r, "send POLICY_SET: %s", strerror(-r));
         struct egress_msg m;
         if ((r = ctl_wait(g, EGRESS_RESULT, id, NULL, RESULT_MS, &m)) < 0)
@@ -593,7 +600,8 @@ void sbx_egress_free(struct sbx_egress *g) {
 /* ---- registrations ---- */
 
 int sbx_egress_register(struct sbx_egress *g, const char *id, int mode, uint32_t addr,
-                        const uint8_t *wire, size_t len, struct wr_err *e) {
+                        const uint8_t *wire, size_t len, const uint8_t *rules, size_t rules_len,
+                        struct wr_err *e) {
         struct egress_sbx *s = sbx_find(g, id);
         if (!s) {
                 if (!(s = calloc(1, sizeof(*s))))
@@ -610,6 +618,14 @@ int sbx_egress_register(struct sbx_egress *g, const char *id, int mode, uint32_t
         if (len)
                 memcpy(s->wire, wire, len);
         s->wire_len = len;
+        erase_and_free_n(s->rules, s->rules_len);
+        s->rules = NULL;
+        s->rules_len = 0;
+        if (rules_len && !(s->rules = malloc(rules_len)))
+                return err_set(e, -ENOMEM, "out of memory");
+        if (rules_len)
+                memcpy(s->rules, rules, rules_len);
+        s->rules_len = rules_len;
         s->mode = mode;
         s->addr = addr;
         s->registered = true;
@@ -632,6 +648,9 @@ void sbx_egress_unregister(struct sbx_egress *g, const char *id) {
                 return;
         s->registered = false;
         s->ended_order = ++g->ended_count;
+        /* the secrets go with the registration */
+        s->rules = erase_and_free_n(s->rules, s->rules_len);
+        s->rules_len = 0;
         uint8_t buf[sizeof(struct egress_hdr) + 64];
         int n = egress_policy_del_encode(g->next_id++, id, buf, sizeof(buf));
         if (n > 0 && ctl_send(g, buf, (size_t) n) < 0)

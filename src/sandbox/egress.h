@@ -64,7 +64,8 @@ void sbx_egress_free(struct sbx_egress *g);
  * sent again after a restart of the process. Waits for the RESULT (up to
  * 2 s). -errno with e (the process's message). */
 int sbx_egress_register(struct sbx_egress *g, const char *id, int mode, uint32_t addr,
-                        const uint8_t *wire, size_t len, struct wr_err *e);
+                        const uint8_t *wire, size_t len, const uint8_t *rules, size_t rules_len,
+                        struct wr_err *e);
 
 /* Forget sandbox id (POLICY_DEL, not waited for); its events stay
  * readable (the last SBX_EGRESS_ENDED_KEEP ended sandboxes). */

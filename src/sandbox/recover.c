@@ -63,7 +63,7 @@ static int recover_one(struct sbx_manager *m, const struct store_sandbox *row, c
                 struct wr_err pe = {0};
                 if ((r = sbx_egress_policy_read(dir, &mode, &wire, &len)) < 0)
                         log_warn("sandbox %s: its egress policy: %s", row->id, strerror(-r));
-                else if (sbx_egress_attach(sb, mode, wire, len, &pe) < 0)
+                else if (sbx_egress_attach(sb, mode, wire, len, NULL, 0, &pe) < 0)
                         log_warn("sandbox %s: %s", row->id, pe.msg);
                 else
                         sb->egress_enforced = mode != 0;

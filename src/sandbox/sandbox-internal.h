@@ -221,7 +221,8 @@ void sbx_recover(struct sbx_manager *m);
 /* Register sb (its slot's address) with warren-egress in mode (0 = OPEN)
  * with the policy's wire form; OPEN: into the table's open4 set. Used by
  * create and recovery. -errno with e. */
-int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len, struct wr_err *e);
+int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len,
+                      const uint8_t *rules, size_t rules_len, struct wr_err *e);
 /* Undo sbx_egress_attach (POLICY_DEL, out of open4). Idempotent. */
 void sbx_egress_detach(struct sbx *sb);
 /* The policy file of a sandbox dir (<dir>/egress-policy: u32 mode, then

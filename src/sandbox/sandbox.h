@@ -142,6 +142,13 @@ struct sbx_spec {
         int net_mode;
         uint8_t *net_policy;
         size_t net_policy_len;
+        /* Per-host rules and credentials (net_rules_serialize; secret
+         * values inside, wiped with the spec): the hosts whose TLS
+         * warren-egress intercepts. With net_mode 0 (credentials without
+         * a policy) the sandbox is registered OPEN but policed (its TCP
+         * goes through the proxy). NULL = none. */
+        uint8_t *net_rules;
+        size_t net_rules_len;
         /* What GetSandbox shows of the request later: opaque bytes the
          * store keeps with the row (the API stores the request without
          * inline secret values). May be NULL. */
