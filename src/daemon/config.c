@@ -60,6 +60,9 @@ void daemon_config_usage(FILE *f) {
               "                        resolver (sandboxes then name their gateway)\n"
               "  --no-egress           do not start warren-egress: no network policies,\n"
               "                        sandbox DNS goes to --upstream-dns through NAT\n"
+              "  --egress-upstream-ca FILE  CA bundle the upstream certificates of\n"
+              "                        intercepted hosts are verified against (default:\n"
+              "                        the host's /etc/ssl/certs/ca-certificates.crt)\n"
               "  --help                show this help\n"
               "  --version             show the version\n"
               "\n"
@@ -200,6 +203,8 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                 r = set_str(&c->sandbox_cidr, v);
         } else if (!strcmp(key, "upstream-dns")) {
                 r = set_str(&c->upstream_dns, v);
+        } else if (!strcmp(key, "egress-upstream-ca")) {
+                r = set_str(&c->egress_upstream_ca, v);
         } else if (!strcmp(key, "no-egress")) {
                 if (parse_bool(v, &c->no_egress) < 0)
                         return err_set(e, -EINVAL, "no-egress = %s: expected true or false", v);
@@ -290,6 +295,7 @@ enum {
         OPT_SANDBOX_CIDR,
         OPT_UPSTREAM_DNS,
         OPT_NO_EGRESS,
+        OPT_EGRESS_UPSTREAM_CA,
 };
 
 static const struct option options[] = {
@@ -313,6 +319,7 @@ static const struct option options[] = {
         {"sandbox-cidr", required_argument, NULL, OPT_SANDBOX_CIDR},
         {"upstream-dns", required_argument, NULL, OPT_UPSTREAM_DNS},
         {"no-egress", no_argument, NULL, OPT_NO_EGRESS},
+        {"egress-upstream-ca", required_argument, NULL, OPT_EGRESS_UPSTREAM_CA},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {},
@@ -429,6 +436,7 @@ void daemon_config_clear(struct daemon_config *c) {
         free(c->config_file);
         free(c->sandbox_cidr);
         free(c->upstream_dns);
+        free(c->egress_upstream_ca);
         free(c->registry_config);
         free(c->docker_config);
         *c = (struct daemon_config){0};

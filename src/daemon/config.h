@@ -51,6 +51,7 @@ struct daemon_config {
          * about (NULL = the host's) */
         char *sandbox_cidr;
         char *upstream_dns;
+        char *egress_upstream_ca; /* --egress-upstream-ca (NULL: the host's bundle) */
         bool no_egress; /* --no-egress: warren-egress is not started */
         bool help;
         bool version;

@@ -280,6 +280,11 @@ static int find_egress(char *out, size_t size) {
         return find_helper("warren-egress", "WARREN_EGRESS", "egress", out, size);
 }
 
+/* warren-signer (WARREN_SIGNER, see find_helper). 0 or -ENOENT. */
+static int find_signer(char *out, size_t size) {
+        return find_helper("warren-signer", "WARREN_SIGNER", "signer", out, size);
+}
+
 /* warrend's own TCP ports (listeners, admin), for warren-egress's
  * --deny-port. */
 static size_t own_ports(const struct daemon *d, uint16_t *ports, size_t max) {
@@ -324,10 +329,18 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
         if (!have_egress && !d->cfg.no_egress)
                 log_warn("warren-egress not found next to warrend or in /usr/libexec/warren (or "
                          "WARREN_EGRESS): network policies are refused");
+        char signer[PATH_MAX];
+        bool have_signer = have_egress && find_signer(signer, sizeof(signer)) == 0;
+        if (have_egress && !have_signer)
+                log_warn("warren-signer not found next to warrend or in /usr/libexec/warren (or "
+                         "WARREN_SIGNER): no TLS interception (per-host rules and credentials "
+                         "are refused)");
         uint16_t ports[16];
         size_t n_ports = own_ports(d, ports, ELEMENTSOF(ports));
         struct sbx_manager_config mc = {
                 .egress_path = have_egress ? egress : NULL,
+                .signer_path = have_signer ? signer : NULL,
+                .egress_upstream_ca = d->cfg.egress_upstream_ca,
                 .deny_ports = ports,
                 .n_deny_ports = n_ports,
                 .loop = &d->loop,

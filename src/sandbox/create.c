@@ -293,7 +293,8 @@ struct create_state {
         uint64_t tp[T_N];
         char dir[PATH_MAX]; /* the sandbox's dir */
         char ssh_src[PATH_MAX + 8];
-        struct rt_mount *mounts; /* spec->mounts + the agent's dir (managed SSH) */
+        char ca_bundle[PATH_MAX]; /* intercepted: the CA bundle mounted over the image's */
+        struct rt_mount *mounts;  /* spec->mounts + the agent's dir + the CA bundle */
 };
 
 /* Take back what st made: the runtime's sandbox, the row (FAILED with
@@ -378,6 +379,11 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                                 "network_policy: this warrend runs no egress enforcer "
                                 "(warren-egress needs root, the default network and an "
                                 "upstream resolver: --upstream-dns)");
+        if (spec->net_rules_len && !sbx_egress_intercepts(sbx_network_egress(m->net)))
+                return err_setx(e, -EOPNOTSUPP, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                "per-host rules and credentials need TLS interception, which "
+                                "this warrend cannot do now (warren-signer missing, the egress "
+                                "CA unusable, or warren-egress restarting: see its log)");
         int64_t expires_ns = spec->lifetime_ns ? store_now_ns() + spec->lifetime_ns : 0;
         st->tp[T_IMAGE] = sbx_mono_ns();
         /* the pool builds its next roots for this image (not for a disk
@@ -423,24 +429,62 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         if ((r = sbx_dir_path(m, sb->id, dir, sizeof(st->dir))) < 0)
                 return err_set(e, r, "sandbox dir");
         /* managed SSH: the agent's dir, mounted read-only (the agent starts
-         * once the sandbox's cgroups exist, below) */
+         * once the sandbox's cgroups exist, below); interception: the CA
+         * bundle over the image's bundle paths */
         const struct rt_mount *mounts = spec->mounts;
         size_t n_mounts = spec->n_mounts;
-        if (spec->n_ssh) {
-                if (n_mounts >= RT_MOUNTS_MAX)
+        bool ca_present[SBX_CA_BUNDLE_PATHS] = {false};
+        size_t n_ca = 0;
+        if (spec->net_rules_len) {
+                if ((r = sbx_ca_bundle(m->state_dir, img, st->ca_bundle, sizeof(st->ca_bundle),
+                                       ca_present, e)) < 0)
+                        return err_prefix(e, r, "CA bundle");
+                for (size_t i = 0; i < SBX_CA_BUNDLE_PATHS; i++)
+                        n_ca += ca_present[i];
+                if (!n_ca) {
+                        ca_present[0] = true;
+                        n_ca = 1;
+                }
+                const char *first = NULL;
+                for (size_t i = 0; i < SBX_CA_BUNDLE_PATHS && !first; i++)
+                        if (ca_present[i])
+                                first = sbx_ca_bundle_paths[i];
+                static const char *const vars[] = {"SSL_CERT_FILE",   "REQUESTS_CA_BUNDLE",
+                                                   "CURL_CA_BUNDLE",  "NODE_EXTRA_CA_CERTS",
+                                                   "GIT_SSL_CAINFO",  "PIP_CERT"};
+                for (size_t i = 0; i < ELEMENTSOF(vars); i++)
+                        if (!sbx_env_find(spec->env, vars[i]) &&
+                            (r = sbx_env_set2(&sb->env, vars[i], first)) < 0)
+                                return err_set(e, r, "environment");
+        }
+        if (spec->n_ssh || n_ca) {
+                if (n_mounts + n_ca + (spec->n_ssh ? 1 : 0) > RT_MOUNTS_MAX)
                         return err_setx(e, -E2BIG, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                        "volumes: too many mounts (at most %d with managed_ssh)",
-                                        RT_MOUNTS_MAX - 1);
+                                        "volumes: too many mounts (at most %d with managed_ssh "
+                                        "and the CA bundle)",
+                                        RT_MOUNTS_MAX - 4);
+                if (!(st->mounts = calloc(n_mounts + n_ca + 1, sizeof(*st->mounts))))
+                        return err_set(e, -ENOMEM, "out of memory");
+                if (n_mounts)
+                        memcpy(st->mounts, spec->mounts, n_mounts * sizeof(*st->mounts));
+                for (size_t i = 0; i < SBX_CA_BUNDLE_PATHS; i++)
+                        if (ca_present[i])
+                                st->mounts[n_mounts++] = (struct rt_mount){
+                                        .kind = RT_MOUNT_BIND,
+                                        .target = sbx_ca_bundle_paths[i],
+                                        .source = st->ca_bundle,
+                                        .flags = RT_MOUNT_RO | RT_MOUNT_NOSUID | RT_MOUNT_NODEV |
+                                                 RT_MOUNT_NOEXEC,
+                                };
+                mounts = st->mounts;
+        }
+        if (spec->n_ssh) {
                 struct stat dst;
                 bool had_dir = stat(dir, &dst) == 0;
                 if ((r = sbx_ssh_dir_prepare(dir, e)) < 0)
                         return r;
                 if (!had_dir)
                         st->made |= MADE_SSH_DIR;
-                if (!(st->mounts = calloc(n_mounts + 1, sizeof(*st->mounts))))
-                        return err_set(e, -ENOMEM, "out of memory");
-                if (n_mounts)
-                        memcpy(st->mounts, spec->mounts, n_mounts * sizeof(*st->mounts));
                 snprintf(st->ssh_src, sizeof(st->ssh_src), "%s/ssh", dir);
                 st->mounts[n_mounts++] = (struct rt_mount){
                         .kind = RT_MOUNT_BIND,

@@ -31,6 +31,13 @@ struct sbx_egress_config {
         const char *upstream_dns; /* IPv4 literal, required */
         const uint16_t *deny_ports;
         size_t n_deny_ports;
+        /* TLS interception (docs/signer.md): warren-signer's path and the
+         * state dir holding the egress CA (both NULL: no interception);
+         * the bundle upstream certificates are verified against (NULL:
+         * the host's). */
+        const char *signer_path;
+        const char *state_dir;
+        const char *upstream_ca;
 };
 
 /* One event as warrend keeps it: the process's event, numbered per
@@ -85,6 +92,10 @@ int sbx_egress_probe(struct sbx_egress *g, const char *id, pid_t pid, uint32_t g
  * sandbox has. -ENOENT when warrend has no events of id. */
 int sbx_egress_events(struct sbx_egress *g, const char *id, uint64_t after_seq, size_t limit,
                       struct sbx_egress_event **ret, size_t *ret_n, uint64_t *ret_last);
+
+/* True when the running warren-egress has a warren-signer: hosts with
+ * rules or credentials can be intercepted. */
+bool sbx_egress_intercepts(const struct sbx_egress *g);
 
 /* The process's pid (0 while none runs) and restarts so far. */
 pid_t sbx_egress_pid(const struct sbx_egress *g);

@@ -163,6 +163,8 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
                                                 .cidr = cfg->sandbox_cidr,
                                                 .upstream_dns = cfg->upstream_dns,
                                                 .egress_path = cfg->egress_path,
+                                                .signer_path = cfg->signer_path,
+                                                .egress_upstream_ca = cfg->egress_upstream_ca,
                                                 .deny_ports = cfg->deny_ports,
                                                 .n_deny_ports = cfg->n_deny_ports,
                                                 .loop = cfg->loop};

@@ -72,6 +72,11 @@ struct sbx_manager_config {
         const char *egress_path;
         const uint16_t *deny_ports;
         size_t n_deny_ports;
+        /* TLS interception: warren-signer (NULL: none) and the bundle
+         * intercepted upstreams are verified against (NULL: the host's;
+         * the tests give the fake internet's CA) */
+        const char *signer_path;
+        const char *egress_upstream_ca;
 };
 
 /* Create the manager and recover a previous warrend's sandboxes: every row
