@@ -41,6 +41,9 @@ class App:
         self.static = {h: [tuple(x) for x in v] for h, v in cfg.get("static", {}).items()}
         self.git_root = cfg.get("git_root")
         self.git_hosts = set(cfg.get("git_hosts", ()))
+        # host -> path prefixes answered without echoing the request (the
+        # credential tests: a response must never carry a secret back)
+        self.quiet = {h: tuple(v) for h, v in cfg.get("quiet", {}).items()}
         self.ctx = {}
         for name, (crt, key) in cfg["certs"].items():
             c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -181,6 +184,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.send(302, b"", headers=[("Location", to)])
         if host in self.app.git_hosts and GIT_PATH.match(path):
             return self.git(path, query, body)
+        if any(path.startswith(p) for p in self.app.quiet.get(host, ())):
+            return self.send(200, b'{"ok": true}\n')
         for prefix, root in self.app.static.get(host, ()):
             if path.startswith(prefix):
                 return self.static(root, path[len(prefix):])

@@ -1,0 +1,345 @@
+"""Credentials the sandbox never sees (docs/network.md "Interception"):
+per-host request rules and add_credentials, enforced by warren-egress's
+TLS interception with leaves from warren-signer, against the fake internet
+(tests/fakenet). The bed's CA is what the intercepted upstreams are
+verified against (--egress-upstream-ca); the sandbox trusts only warrend's
+egress CA for the intercepted hosts (its bundle is mounted over the
+image's).
+
+The secret's value is asserted absent from the sandbox (env, files,
+/proc) and from what the sandbox received, and present in what the bed's
+server logged."""
+import os
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+import tarfile
+import tempfile
+
+import pytest
+
+import warren as wr
+from conftest import ROOT, WARREN_CLI, Daemon, import_image
+from warren import NetworkPolicy, Secret
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+
+TOKEN = "tok-" + os.urandom(12).hex()
+HOST = "internal-api.example.com"
+
+
+@pytest.fixture(scope="module")
+def bed():
+    from fakenet.bed import FakeNet
+    b = FakeNet(ssh=False)
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture(scope="module")
+def cd(bed):
+    d = Daemon(extra_args=["--upstream-dns", bed.dns, "--egress-upstream-ca", bed.ca_pem])
+    try:
+        import_image(d, "busybox:latest")
+        yield d
+    finally:
+        d.stop()
+
+
+@pytest.fixture(scope="module")
+def client(cd):
+    c = wr.SandboxClient(cd.unix_addr)
+    c.set_secret("INTERNAL_API_TOKEN", TOKEN)
+    c.set_secret("OPENAI_API_KEY", "sk-" + TOKEN)
+    c.set_secret("EMPTY_SECRET", "")
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def tools_image(cd):
+    """The Debian base image plus curl, Python requests (copied from this
+    host), imported as credtools:latest."""
+    p = subprocess.run(["bash", str(ROOT / "scripts/base-image.sh")], capture_output=True,
+                       text=True, timeout=900)
+    if p.returncode != 0:
+        pytest.skip("no Debian base image: " + p.stderr[-300:])
+    base = p.stdout.strip().splitlines()[-1]
+    import requests, urllib3, idna, certifi, charset_normalizer  # noqa: E401
+    tmp = tempfile.mkdtemp(prefix="warren-credtools-")
+    try:
+        tar = os.path.join(tmp, "t.tar")
+        shutil.copyfile(base, tar)
+        with tarfile.open(tar, "a") as t:
+            t.add("/usr/bin/curl", "./usr/bin/curl")
+            t.add(os.path.realpath("/lib/x86_64-linux-gnu/libcurl.so.4"),
+                  "./usr/lib/x86_64-linux-gnu/libcurl.so.4")
+            for m in (requests, urllib3, idna, certifi, charset_normalizer):
+                d = os.path.dirname(m.__file__)
+                t.add(d, "./usr/lib/python3/dist-packages/" + os.path.basename(d),
+                      filter=lambda ti: None if "__pycache__" in ti.name else ti)
+        r = subprocess.run([WARREN_CLI, "--addr", cd.unix_addr, "image", "import",
+                            "--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                            "credtools:latest", tar], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return "credtools:latest"
+
+
+def seed_policy(**extra):
+    """The seed's per-host rule example (with warren's placeholder prefix)."""
+    hosts = {HOST: [NetworkPolicy.Rule(
+        match=NetworkPolicy.Match(path=NetworkPolicy.Matcher(starts_with="/v1/")),
+        transforms=[NetworkPolicy.Transformer(
+            headers={"Authorization": "Bearer __warren_secret_API_TOKEN"},
+            headers_secrets={"__warren_secret_API_TOKEN": "INTERNAL_API_TOKEN"})],
+        forward_url="https://internal-api.example.com")]}
+    hosts.update(extra)
+    return NetworkPolicy(allowed_hosts=hosts)
+
+
+def sh(sb, script, timeout=60, env=None):
+    return sb.exec("sh", "-c", script, timeout_secs=timeout, env=env)
+
+
+def auth_of(bed, m, path_prefix):
+    bed.settle()
+    reqs = [r for r in bed.http_requests(since=m, host=HOST) if r["path"].startswith(path_prefix)]
+    return reqs, [dict((k.lower(), v) for k, v in r["headers"]).get("authorization") for r in reqs]
+
+
+def assert_token_absent_inside(sb, token=TOKEN):
+    """The secret is nowhere in the sandbox: every process's environment
+    and command line, every file (the pattern goes in on stdin, so no
+    command line of the search holds it)."""
+    r = sh(sb, "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'; env")
+    assert token not in r.stdout_text
+    r = sb.exec("sh", "-c", "grep -rlF -f /dev/stdin / --exclude-dir=proc --exclude-dir=sys "
+                "2>/dev/null; true", stdin=token.encode(), timeout_secs=120)
+    assert r.stdout_text.strip() == "", r.stdout_text
+    r = sb.exec("sh", "-c", "grep -lF -f /dev/stdin /proc/[0-9]*/environ /proc/[0-9]*/cmdline "
+                "2>/dev/null; true", stdin=token.encode(), timeout_secs=60)
+    assert r.stdout_text.strip() == "", r.stdout_text
+
+
+def test_seed_rule_curl_requests_git(client, bed, tools_image):
+    m = bed.mark()
+    with client.create(image=tools_image, network_policy=seed_policy()) as sb:
+        # the bundle: the CA is trusted with no help; the variables name it
+        r = sh(sb, "echo $SSL_CERT_FILE $REQUESTS_CA_BUNDLE $CURL_CA_BUNDLE $GIT_SSL_CAINFO "
+                   "$PIP_CERT $NODE_EXTRA_CA_CERTS; grep -c 'BEGIN CERT' $SSL_CERT_FILE; "
+                   "touch /etc/ssl/certs/ca-certificates.crt 2>&1 || true")
+        assert r.stdout_text.split()[:6] == ["/etc/ssl/certs/ca-certificates.crt"] * 6, r.stdout_text
+        assert "Read-only" in r.stdout_text, r.stdout_text
+        r = sh(sb, "curl -sS -i https://%s/v1/private/curl" % HOST)
+        assert r.exit_code == 0, r.stderr_text
+        assert "200" in r.stdout_text.splitlines()[0] and TOKEN not in r.stdout_text
+        py = ("import requests; r = requests.get('https://%s/v1/private/requests'); "
+              "print(r.status_code, r.text, dict(r.headers))" % HOST)
+        r = sb.exec("python3", "-c", py, timeout_secs=60)
+        assert r.exit_code == 0, r.stderr_text
+        assert r.stdout_text.startswith("200") and TOKEN not in r.stdout_text
+        r = sh(sb, "HOME=/tmp git clone -q %s /tmp/repo && git -C /tmp/repo rev-parse HEAD"
+               % bed.git["v1_url"], timeout=120)
+        assert r.exit_code == 0, r.stderr_text
+        assert bed.git["head"] in r.stdout_text
+        # a path no rule matches: upstream unchanged (no Authorization)
+        r = sh(sb, "curl -sS -o /dev/null -w '%%{http_code}' https://%s/other/x" % HOST)
+        assert r.stdout_text == "200", r.stdout_text + r.stderr_text
+        # cleartext HTTP to the rule host: allowed, never substituted
+        r = sh(sb, "curl -sS -o /dev/null -w '%%{http_code}' "
+                   "-H 'Authorization: Bearer __warren_secret_API_TOKEN' http://%s/v1/private/plain"
+               % HOST)
+        assert r.stdout_text == "200", r.stdout_text + r.stderr_text
+        assert_token_absent_inside(sb)
+    reqs, auths = auth_of(bed, m, "/v1/private/")
+    by_path = {r["path"]: a for r, a in zip(reqs, auths)}
+    assert by_path["/v1/private/curl"] == "Bearer " + TOKEN
+    assert by_path["/v1/private/requests"] == "Bearer " + TOKEN
+    assert by_path["/v1/private/plain"] == "Bearer __warren_secret_API_TOKEN"  # http: verbatim
+    git = [r for r in bed.http_requests(since=m, host=HOST) if r["path"].startswith("/v1/repo.git")]
+    assert git and all(dict((k.lower(), v) for k, v in r["headers"])["authorization"] ==
+                       "Bearer " + TOKEN for r in git)
+    other = [r for r in bed.http_requests(since=m, host=HOST) if r["path"] == "/other/x"]
+    assert other and "authorization" not in {k.lower() for k, _ in other[0]["headers"]}
+    # the server saw the TLS from warren-egress with its own SNI
+    assert all(r["sni"] == HOST and r["tls"] for r in reqs if r["path"] != "/v1/private/plain")
+
+
+def run_busy(client, policy, script, **kw):
+    with client.create(image="busybox:latest", network_policy=policy, **kw) as sb:
+        return sh(sb, script)
+
+
+# Placeholder semantics, end to end (rules.c is table-tested in test-rules.c):
+# overlap (leftmost then longest), non-recursion, absent, empty secret,
+# workload-supplied headers, never in Host/Content-Length/Connection.
+PH_CASES = [
+    # (header the workload sends, expected at the server)
+    ("X-A: __warren_secret_API_TOKEN", "X-A: " + TOKEN),
+    ("X-A: a__warren_secret_API_TOKENb", "X-A: a%sb" % TOKEN),
+    ("X-A: __warren_secret_API_TOKEN_LONG", "X-A: long-one"),         # longest wins
+    ("X-A: __warren_secret_API_TOKEN__warren_secret_E", "X-A: " + TOKEN),  # empty removes
+    ("X-A: __warren_secret_NOPE", "X-A: __warren_secret_NOPE"),         # absent: no effect
+    ("X-A: __warren_secret_api_token", "X-A: __warren_secret_api_token"),  # case-sensitive
+]
+
+
+def test_placeholder_table(client, bed, cd):
+    client.set_secret("LONG_SECRET", "long-one")
+    client.set_secret("RECURSE", "__warren_secret_API_TOKEN")
+    pol = NetworkPolicy(allowed_hosts={HOST: [NetworkPolicy.Rule(
+        match=NetworkPolicy.Match(path=NetworkPolicy.Matcher(starts_with="/v1/")),
+        transforms=[NetworkPolicy.Transformer(
+            headers={"X-Set": "__warren_secret_R"},
+            headers_secrets={"__warren_secret_API_TOKEN": "INTERNAL_API_TOKEN",
+                             "__warren_secret_API_TOKEN_LONG": "LONG_SECRET",
+                             "__warren_secret_E": "EMPTY_SECRET",
+                             "__warren_secret_R": "RECURSE"})])]})
+    ca = open(bed.ca_pem).read()
+    m = bed.mark()
+    with client.create(image="busybox:latest", network_policy=pol) as sb:
+        for i, (hdr, _) in enumerate(PH_CASES):
+            r = sh(sb, "wget -q -O /dev/null --header '%s' https://%s/v1/private/ph%d" % (hdr, HOST, i))
+            assert r.exit_code == 0, (hdr, r.stderr_text)
+        # never in Host, Connection-named headers or hop-by-hop ones
+        r = sh(sb, "wget -q -O /dev/null --header 'Connection: X-Hop' --header "
+                   "'X-Hop: __warren_secret_API_TOKEN' https://%s/v1/private/hop" % HOST)
+        assert r.exit_code == 0, r.stderr_text
+        assert_token_absent_inside(sb)
+    del ca
+    bed.settle()
+    got = {r["path"]: dict((k.lower(), v) for k, v in r["headers"])
+           for r in bed.http_requests(since=m, host=HOST)}
+    for i, (_, want) in enumerate(PH_CASES):
+        k, v = want.split(": ", 1)
+        assert got["/v1/private/ph%d" % i][k.lower()] == v, (i, got["/v1/private/ph%d" % i])
+        # non-recursive: the literal header's value went in once
+        assert got["/v1/private/ph%d" % i]["x-set"] == "__warren_secret_API_TOKEN"
+    assert got["/v1/private/hop"].get("x-hop") in (None, "__warren_secret_API_TOKEN")
+
+
+def test_wrong_host_gets_the_placeholder_verbatim(client, bed):
+    """A placeholder is substituted only for its own host: api.openai.com
+    (allowed, no rules: an opaque tunnel) receives it verbatim."""
+    m = bed.mark()
+    pol = seed_policy(**{"api.openai.com": []})
+    with client.create(image="busybox:latest", network_policy=pol) as sb:
+        ca = open(bed.ca_pem).read()
+        sb.exec("sh", "-c", 'printf %s "$1" > /tmp/bed.pem', "sh", ca)
+        # busybox wget does not verify: the opaque tunnel reaches the bed's cert
+        r = sh(sb, "wget -q -O - --header 'Authorization: Bearer __warren_secret_API_TOKEN' "
+                   "https://api.openai.com/v1/x")
+        assert r.exit_code == 0, r.stderr_text
+        assert TOKEN not in r.stdout_text
+    bed.settle()
+    req = [r for r in bed.http_requests(since=m) if r["hostname"] == "api.openai.com"]
+    assert req and dict(req[0]["headers"])["Authorization"] == "Bearer __warren_secret_API_TOKEN"
+
+
+SMUGGLE = [
+    ("cl+te", "POST /v1/private/s HTTP/1.1\r\nHost: {h}\r\nContent-Length: 4\r\n"
+              "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+    ("dup-cl", "POST /v1/private/s HTTP/1.1\r\nHost: {h}\r\nContent-Length: 1\r\n"
+               "Content-Length: 2\r\n\r\nab"),
+    ("bad-cl", "POST /v1/private/s HTTP/1.1\r\nHost: {h}\r\nContent-Length: 1x\r\n\r\na"),
+    ("obs-fold", "GET /v1/private/s HTTP/1.1\r\nHost: {h}\r\nX-A: a\r\n b\r\n\r\n"),
+    ("bare-lf", "GET /v1/private/s HTTP/1.1\nHost: {h}\n\n"),
+    ("absolute-other", "GET http://example.com/v1/private/s HTTP/1.1\r\nHost: example.com\r\n\r\n"),
+    ("host-not-sni", "GET /v1/private/s HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"),
+    ("pipelined-other", "GET /v1/private/first HTTP/1.1\r\nHost: {h}\r\n\r\n"
+                        "GET /v1/private/s HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"),
+    ("h2c", "GET /v1/private/s HTTP/1.1\r\nHost: {h}\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+            "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n"),
+]
+
+SMUGGLE_PY = r'''
+import socket, ssl, sys
+ctx = ssl.create_default_context()
+s = ctx.wrap_socket(socket.create_connection((sys.argv[1], 443), timeout=10), server_hostname=sys.argv[1])
+s.sendall(sys.stdin.buffer.read())
+out = b""
+while True:
+    try:
+        b = s.recv(65536)
+    except (ssl.SSLError, OSError):
+        break
+    if not b:
+        break
+    out += b
+sys.stdout.write(out.decode("latin-1"))
+'''
+
+
+@pytest.mark.parametrize("name,req", SMUGGLE, ids=[s[0] for s in SMUGGLE])
+def test_smuggling_is_refused(client, bed, tools_image, name, req):
+    m = bed.mark()
+    with client.create(image=tools_image, network_policy=seed_policy()) as sb:
+        r = sb.exec("python3", "-c", SMUGGLE_PY, HOST, stdin=req.format(h=HOST).encode(),
+                    timeout_secs=60)
+        assert r.exit_code == 0, r.stderr_text
+        first = r.stdout_text.split("\r\n", 1)[0]
+        assert re.match(r"HTTP/1.1 (400|421|405) ", first), (name, r.stdout_text)
+        assert TOKEN not in r.stdout_text
+        # one answer and the connection closed
+        assert r.stdout_text.count("HTTP/1.1 4") == 1, r.stdout_text
+    bed.settle()
+    smuggled = [x for x in bed.http_requests(since=m) if x["path"] == "/v1/private/s"]
+    assert smuggled == [], smuggled
+
+
+def test_add_credentials(client, bed, tools_image):
+    """add_credentials("api.openai.com", "OPENAI_API_KEY") with a policy,
+    and the Secret.from_local_env form without one (outbound stays open)."""
+    m = bed.mark()
+    s = wr.Sandbox(image=tools_image, network_policy=NetworkPolicy(allowed_hosts=["example.com"]))
+    s.add_credentials("api.openai.com", "OPENAI_API_KEY")
+    with client.run(s) as sb:
+        r = sh(sb, 'echo "$OPENAI_API_KEY"')
+        ph = r.stdout_text.strip()
+        assert re.fullmatch(r"__warren_secret_[0-9a-f]{24}", ph), ph
+        r = sh(sb, 'curl -sS -o /dev/null -w "%{http_code}" -H "Authorization: Bearer $OPENAI_API_KEY" '
+                   'https://api.openai.com/v1/models')
+        assert r.stdout_text == "200", r.stdout_text + r.stderr_text
+        # another host gets the placeholder verbatim
+        r = sh(sb, 'curl -sS -o /dev/null -w "%{http_code}" -H "Authorization: Bearer $OPENAI_API_KEY" '
+                   '-k https://example.com/creds')
+        assert r.stdout_text == "200", r.stdout_text + r.stderr_text
+        assert_token_absent_inside(sb, "sk-" + TOKEN)
+    bed.settle()
+    got = {r["path"]: dict(r["headers"]) for r in bed.http_requests(since=m)}
+    assert got["/v1/models"]["Authorization"] == "Bearer sk-" + TOKEN
+    assert got["/creds"]["Authorization"] == "Bearer " + ph
+
+
+def test_add_credentials_local_env_without_policy(client, bed, tools_image, monkeypatch):
+    """The seed's ["api.slack.com", "*.slack.com"] + Secret.from_local_env
+    form, no policy: outbound stays open, the credential's hosts are
+    intercepted."""
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-" + TOKEN)
+    bed.add_record("api.slack.com", "A", bed.addr("example.test"))
+    bed.add_record("hooks.slack.com", "A", bed.addr("example.test"))
+    m = bed.mark()
+    s = wr.Sandbox(image=tools_image)
+    s.add_credentials(["api.slack.com", "*.slack.com"], Secret.from_local_env("SLACK_BOT_TOKEN"))
+    with client.run(s) as sb:
+        r = sh(sb, 'echo "$SLACK_BOT_TOKEN"')
+        assert re.fullmatch(r"__warren_secret_[0-9a-f]{24}", r.stdout_text.strip()), r.stdout_text
+        for h in ("api.slack.com", "hooks.slack.com"):
+            r = sh(sb, 'curl -sS -o /dev/null -w "%%{http_code}" -H "Authorization: Bearer '
+                       '$SLACK_BOT_TOKEN" https://%s/v1/private/slack' % h)
+            assert r.stdout_text == "200", r.stdout_text + r.stderr_text
+        # outbound stays open: another host, not intercepted
+        r = sh(sb, 'curl -sS -k -o /dev/null -w "%{http_code}" https://example.test/open')
+        assert r.stdout_text == "200", r.stdout_text + r.stderr_text
+        assert_token_absent_inside(sb, "xoxb-" + TOKEN)
+    bed.settle()
+    got = [dict(r["headers"]).get("Authorization") for r in bed.http_requests(since=m)
+           if r["path"] == "/v1/private/slack"]
+    assert got == ["Bearer xoxb-" + TOKEN] * 2, got
