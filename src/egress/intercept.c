@@ -154,6 +154,8 @@ void egress_intercept_stats(unsigned long *hits, unsigned long *misses) {
         *misses = atomic_load(&leaf_misses);
 }
 
+static int wait_fd(int fd, short ev, int ms);
+
 /* Ask warren-signer for a leaf for host: a new X509, or NULL. */
 static X509 *sign(const char *host, time_t *not_after) {
         uint8_t buf[SIGNER_MSG_MAX];
@@ -162,11 +164,20 @@ static X509 *sign(const char *host, time_t *not_after) {
         pthread_mutex_lock(&signer_lock);
         uint32_t id = ++signer_id;
         int n = signer_sign_encode(id, host, leaf_spki, leaf_spki_len, buf, sizeof(buf), &e);
-        if (n < 0 || send(signer_fd, buf, (size_t) n, MSG_NOSIGNAL) != n) {
+        if (n < 0 || (send(signer_fd, buf, (size_t) n, MSG_NOSIGNAL) != n &&
+                      (errno != EAGAIN || wait_fd(signer_fd, POLLOUT, 5000) < 0 ||
+                       send(signer_fd, buf, (size_t) n, MSG_NOSIGNAL) != n))) {
                 log_warn("egress: signer: cannot ask for %s: %s", host, n < 0 ? e.msg : "send");
                 goto out;
         }
-        ssize_t got = recv(signer_fd, buf, sizeof(buf), 0);
+        /* the socket is non-blocking (libuv watches it for the hang-up) */
+        ssize_t got = -1;
+        for (int tries = 0; tries < 2 && got < 0; tries++) {
+                got = recv(signer_fd, buf, sizeof(buf), MSG_DONTWAIT);
+                if (got < 0 && (errno == EAGAIN || errno == EINTR) && tries == 0 &&
+                    wait_fd(signer_fd, POLLIN, 5000) < 0)
+                        break;
+        }
         struct signer_reply *rep = malloc(sizeof(*rep));
         if (!rep)
                 goto out;
