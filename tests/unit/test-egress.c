@@ -66,6 +66,53 @@ static void test_policy_set_roundtrip(void **state) {
         net_policy_free(pol);
 }
 
+/* Rules (credentials here) ride after the policy: decoded into
+ * req.set.rules with their secret values; LEARN with rules is refused. */
+static void test_policy_set_rules(void **state) {
+        struct wr_err e = {0};
+        struct net_rules rs = {0};
+        rs.creds = calloc(1, sizeof(*rs.creds));
+        rs.n_creds = 1;
+        rs.creds[0].hosts = calloc(1, sizeof(*rs.creds[0].hosts));
+        rs.creds[0].n_hosts = 1;
+        assert_int_equal(net_host_pattern_parse("api.openai.com", &rs.creds[0].hosts[0], &e), 0);
+        rs.creds[0].ph.token = strdup("__warren_secret_0a");
+        rs.creds[0].ph.token_len = strlen(rs.creds[0].ph.token);
+        rs.creds[0].ph.value = (uint8_t *) strdup("sk-123");
+        rs.creds[0].ph.len = 6;
+        uint8_t *wire;
+        size_t wire_len;
+        assert_int_equal(net_rules_serialize(&rs, &wire, &wire_len), 0);
+        net_rules_clear(&rs);
+
+        struct egress_policy_msg m = {.mode = EGRESS_MODE_OPEN, .n_addrs = 1,
+                                      .rules_wire = wire, .rules_wire_len = wire_len};
+        strcpy(m.sandbox, "sb-r");
+        assert_int_equal(net_addr_parse("198.19.1.2", &m.addrs[0]), 0);
+        uint8_t *buf;
+        size_t len;
+        assert_int_equal(egress_policy_set_encode(9, &m, &buf, &len), 0);
+        struct egress_req req;
+        assert_int_equal(egress_req_decode(buf, len, &req, &e), 0);
+        assert_non_null(req.set.rules);
+        assert_int_equal(req.set.rules->n_creds, 1);
+        assert_true(net_rules_intercept(req.set.rules, "api.openai.com"));
+        assert_false(net_rules_intercept(req.set.rules, "example.com"));
+        assert_memory_equal(req.set.rules->creds[0].ph.value, "sk-123", 6);
+        egress_req_done(&req);
+        assert_null(req.set.rules);
+        /* a corrupted rules blob is refused, naming it */
+        buf[len - wire_len] ^= 0xff; /* its magic */
+        err_clear(&e);
+        assert_int_equal(egress_req_decode(buf, len, &req, &e), -EBADMSG);
+        assert_non_null(strstr(e.msg, "rules"));
+        free(buf);
+        /* LEARN records everything and intercepts nothing */
+        m.mode = EGRESS_MODE_LEARN;
+        assert_int_equal(egress_policy_set_encode(9, &m, &buf, &len), -EINVAL);
+        free(wire);
+}
+
 static void test_policy_set_refusals(void **state) {
         uint8_t *buf;
         size_t len;
@@ -100,7 +147,7 @@ static void test_policy_set_refusals(void **state) {
                 {24 + 68, 0x00, -EBADMSG, "no source address"},           /* n_addrs */
                 {24 + 68, 0x11, -EMSGSIZE, "source addresses"},           /* n_addrs > 16 */
                 {24 + 72, 0x01, -EBADMSG, "a policy goes with ENFORCE"},  /* policy_len */
-                {24 + 76, 0x01, -EBADMSG, "reserved"},                    /* reserved */
+                {24 + 76, 0x01, -EBADMSG, "payload bytes"},               /* rules_len, no rules */
                 {24 + 80, 0x05, -EBADMSG, "address 0 malformed"},         /* family */
                 {24 + 81, 0x01, -EBADMSG, "address 0 malformed"},         /* addr reserved */
                 {24 + 80 + 4 + 4, 0x01, -EBADMSG, "address 0 malformed"}, /* v4 tail */
@@ -402,6 +449,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_policy_set_roundtrip),
                 cmocka_unit_test(test_policy_set_refusals),
+                cmocka_unit_test(test_policy_set_rules),
                 cmocka_unit_test(test_del_ping),
                 cmocka_unit_test(test_events),
                 cmocka_unit_test(test_sandbox_ids),
