@@ -165,12 +165,12 @@ static void ctl_cb(uv_poll_t *p, int status, int events) {
                 int r = (size_t) n > EGRESS_MSG_MAX
                                 ? err_set(&e, -EMSGSIZE, "request of %zd bytes", n)
                                 : egress_req_decode(ctl_buf, (size_t) n, &req, &e);
+                uint64_t id = 0;
+                if (n >= (ssize_t) sizeof(struct egress_hdr))
+                        memcpy(&id, ctl_buf + offsetof(struct egress_hdr, id), sizeof(id));
                 /* a POLICY_SET may carry secret values: none stay here */
                 explicit_bzero(ctl_buf, MIN((size_t) n, (size_t) EGRESS_MSG_MAX + 1));
                 if (r < 0) {
-                        uint64_t id = 0;
-                        if (n >= (ssize_t) sizeof(struct egress_hdr))
-                                memcpy(&id, ctl_buf + offsetof(struct egress_hdr, id), sizeof(id));
                         log_warn("warren-egress: control request refused: %s", e.msg);
                         reply_result(id, r, e.msg);
                         continue;
