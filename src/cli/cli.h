@@ -216,6 +216,7 @@ enum {
         CLI_OPT_DISK,
         CLI_OPT_PIDS,
         CLI_OPT_SSH,
+        CLI_OPT_CREDENTIAL,
 };
 
 /* Long options of sandbox creation; short ones are n: e: w: (and i: for
@@ -238,8 +239,9 @@ enum {
                 {"deny-route", required_argument, NULL, CLI_OPT_DENY_ROUTE},                       \
                 {"learn-egress", no_argument, NULL, CLI_OPT_LEARN_EGRESS},                         \
                 {"disk", required_argument, NULL, CLI_OPT_DISK},                                   \
-                {"pids", required_argument, NULL, CLI_OPT_PIDS}, {                                 \
-                "ssh", required_argument, NULL, CLI_OPT_SSH                                        \
+                {"pids", required_argument, NULL, CLI_OPT_PIDS},                                   \
+                {"ssh", required_argument, NULL, CLI_OPT_SSH}, {                                   \
+                "credential", required_argument, NULL, CLI_OPT_CREDENTIAL                          \
         }
 
 #define CLI_CREATE_USAGE                                                                           \
@@ -247,7 +249,8 @@ enum {
         "[--host H]... [--resource-detection github-pull-requests] [--secret NAME]... "            \
         "[--volume NAME:/PATH[:ro]]... [--hostname H] [--block-network] "                          \
         "[--route CIDR[:PORTS]]... [--deny-route CIDR[:PORTS]]... [--learn-egress] "               \
-        "[--disk SIZE] [--pids N] [--ssh ALIAS=[USER@]HOST[:PORT],secret=NAME[,host-key=KEY]]..."
+        "[--disk SIZE] [--pids N] [--ssh ALIAS=[USER@]HOST[:PORT],secret=NAME[,host-key=KEY]]... " \
+        "[--credential HOST[,HOST...]=SECRET]..."
 
 /* True when s is a sandbox id ("sb-" + 16 hex digits), not a name. */
 bool cli_is_sandbox_id(const char *s);

@@ -345,3 +345,98 @@ def test_add_credentials_local_env_without_policy(client, bed, tools_image, monk
     got = [dict(r["headers"]).get("Authorization") for r in bed.http_requests(since=m)
            if r["path"] == "/v1/private/slack"]
     assert got == ["Bearer xoxb-" + TOKEN] * 2, got
+
+
+def test_cli_credential(cd, client, bed, tools_image):
+    """`warren sandbox create --credential HOSTS=SECRET` (with --host: a
+    policy, to which the credential's hosts are added)."""
+    def cli(*args):
+        return subprocess.run([str(WARREN_CLI), "--addr", cd.unix_addr, *args],
+                              capture_output=True, text=True, timeout=120)
+    p = cli("sandbox", "create", "-i", tools_image, "--host", "example.com",
+            "--credential", "api.openai.com,*.openai.com=OPENAI_API_KEY", "--", "sleep", "infinity")
+    assert p.returncode == 0, p.stderr
+    sid = p.stdout.strip()
+    m = bed.mark()
+    try:
+        sb = client.get(id=sid)
+        r = sh(sb, 'curl -sS -o /dev/null -w "%{http_code}" -H "X-Key: $OPENAI_API_KEY" '
+                   'https://api.openai.com/v1/cli')
+        assert r.stdout_text == "200", r.stdout_text + r.stderr_text
+        # a host in neither the policy nor the credential: refused
+        r = sh(sb, 'curl -sS -k -o /dev/null -w "%{http_code}" https://github.com/')
+        assert r.stdout_text != "200"
+    finally:
+        cli("sandbox", "rm", sid)
+    bed.settle()
+    got = [dict(r["headers"]).get("X-Key") for r in bed.http_requests(since=m)
+           if r["path"] == "/v1/cli"]
+    assert got == ["sk-" + TOKEN], got
+    p = cli("sandbox", "create", "-i", tools_image, "--credential", "api.openai.com")
+    assert p.returncode != 0 and "--credential" in p.stderr
+
+
+M = NetworkPolicy
+
+
+def _rule_policy(**rule):
+    return NetworkPolicy(allowed_hosts={HOST: [M.Rule(**rule)]})
+
+
+@pytest.mark.parametrize("policy,cls,words", [
+    (_rule_policy(transforms=[M.Transformer(headers_secrets={"": "INTERNAL_API_TOKEN"})]),
+     wr.InvalidArgument, "empty placeholder"),
+    (_rule_policy(transforms=[M.Transformer(headers={"Content-Length": "1"})]),
+     wr.InvalidArgument, "Content-Length"),
+    (_rule_policy(transforms=[M.Transformer(headers={"Host": "evil.example"})]),
+     wr.InvalidArgument, "Host"),
+    (_rule_policy(forward_url="ftp://internal-api.example.com"), wr.InvalidArgument,
+     "forward_url"),
+    (_rule_policy(match=M.Match(path=M.Matcher(regex="(unclosed"))), wr.InvalidArgument,
+     "regex"),
+    (_rule_policy(transforms=[M.Transformer(headers_secrets={"__warren_secret_X": "NO_SUCH"})]),
+     wr.NotFound, "NO_SUCH"),
+    (NetworkPolicy(allowed_hosts={"*": [M.Rule(transforms=[M.Transformer(headers={"X": "1"})])]}),
+     wr.InvalidArgument, "*"),
+], ids=["empty-token", "framing-header", "host-header", "forward-scheme", "bad-regex",
+        "missing-secret", "star-host"])
+def test_create_time_checks(client, policy, cls, words):
+    with pytest.raises(cls) as ei:
+        client.create(image="busybox:latest", network_policy=policy)
+    assert words in ei.value.message, ei.value.message
+
+
+def test_credential_star_host_refused(client):
+    s = wr.Sandbox(image="busybox:latest")
+    s.add_credentials("*", "OPENAI_API_KEY")
+    with pytest.raises(wr.InvalidArgument) as ei:
+        client.run(s)
+    assert "credentials" in ei.value.message and "*" in ei.value.message
+
+
+def test_signer_restart_and_leaf_cache(cd, client, bed, tools_image):
+    """warren-signer killed: warren-egress goes with it, both come back,
+    interception works again (a fresh process: its leaf cache starts
+    empty). Leaves are cached per host: the second connection of a sandbox
+    to the same host mints nothing."""
+    log = cd.read_log()
+    pid = int(re.findall(r"warren-signer: ready \(pid (\d+)\)", log)[-1])
+    n_running = log.count("warren-egress running")
+    os.kill(pid, 9)
+    import time
+    deadline = time.time() + 15
+    while cd.read_log().count("warren-egress running") == n_running:
+        assert time.time() < deadline, cd.read_log()[-3000:]
+        time.sleep(0.1)
+    m = bed.mark()
+    with client.create(image=tools_image, network_policy=seed_policy()) as sb:
+        for i in range(3):
+            r = sh(sb, "curl -sS -o /dev/null -w '%%{http_code}' https://%s/v1/private/again%d"
+                   % (HOST, i))
+            assert r.stdout_text == "200", r.stdout_text + r.stderr_text
+    _, auths = auth_of(bed, m, "/v1/private/again")
+    assert auths == ["Bearer " + TOKEN] * 3
+    after = cd.read_log()[len(log):]
+    minted = re.findall(r"leaf certificate for (\S+) minted \(leaf cache: (\d+) hits, (\d+) misses\)",
+                        after)
+    assert [h for h, _, _ in minted] == [HOST], minted  # once, then from the cache
