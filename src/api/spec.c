@@ -344,6 +344,10 @@ static int spec_pack(const Warren__V1__CreateSandboxRequest *req, uint8_t **ret,
         }
         for (size_t i = 0; i < copy->n_secrets; i++)
                 secret_ref_strip(copy->secrets[i], true);
+        /* credentials: Secret.from_local_env values arrive inline */
+        for (size_t i = 0; i < copy->n_credentials; i++)
+                if (copy->credentials[i]->secret)
+                        secret_ref_strip(copy->credentials[i]->secret, true);
         *n = warren__v1__create_sandbox_request__get_packed_size(copy);
         *ret = malloc(*n ? *n : 1);
         if (*ret)

@@ -321,7 +321,23 @@ def test_add_credentials(client, bed, tools_image):
     assert got["/creds"]["Authorization"] == "Bearer " + ph
 
 
-def test_add_credentials_local_env_without_policy(client, bed, tools_image, monkeypatch):
+def state_files_holding(d, secret):
+    """Files under the daemon's state dir (its store included) holding
+    secret's bytes."""
+    hits = []
+    for root, _, files in os.walk(d.state_dir):
+        for f in files:
+            p = os.path.join(root, f)
+            try:
+                with open(p, "rb") as fh:
+                    if secret.encode() in fh.read():
+                        hits.append(p)
+            except OSError:
+                pass
+    return hits
+
+
+def test_add_credentials_local_env_without_policy(cd, client, bed, tools_image, monkeypatch):
     """The seed's [host, "*.domain"] + Secret.from_local_env form, no
     policy: outbound stays open, the credential's hosts are intercepted.
     (The bed has certificates for openai.com names, not slack.com ones.)"""
@@ -341,6 +357,9 @@ def test_add_credentials_local_env_without_policy(client, bed, tools_image, monk
         r = sh(sb, 'curl -sS -k -o /dev/null -w "%{http_code}" https://example.test/open')
         assert r.stdout_text == "200", r.stdout_text + r.stderr_text
         assert_token_absent_inside(sb, "xoxb-" + TOKEN)
+        # the inline value is not kept: not in the store, not in GetSandbox
+        assert state_files_holding(cd, "xoxb-" + TOKEN) == []
+        assert "xoxb-" + TOKEN not in repr(client.get(id=sb.id))
     bed.settle()
     got = [dict(r["headers"]).get("Authorization") for r in bed.http_requests(since=m)
            if r["path"] == "/v1/private/slack"]
