@@ -112,6 +112,12 @@ int egress_intercept_prepare(int sfd, const char *upstream_ca, struct wr_err *e)
         if (!srv_ctx || !cli_ctx)
                 return err_set(e, -ENOMEM, "SSL_CTX_new failed");
         SSL_CTX_set_min_proto_version(srv_ctx, TLS1_2_VERSION);
+        /* The sandbox-facing side only (it carries placeholders, never a
+         * secret, over a local veth): security level 0, so that a TLS 1.2
+         * client sending no signature_algorithms (busybox wget) gets the
+         * RFC 5246 default (SHA-1 with ECDSA), which OpenSSL 3 refuses at
+         * level 1. Upstream connections keep the default level. */
+        SSL_CTX_set_security_level(srv_ctx, 0);
         SSL_CTX_set_min_proto_version(cli_ctx, TLS1_2_VERSION);
         SSL_CTX_set_alpn_select_cb(srv_ctx, alpn_cb, NULL);
         SSL_CTX_set_options(srv_ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET);
@@ -727,6 +733,11 @@ static int serve(struct icpt *c) {
                 if (k == 1)
                         break;
                 if (SSL_get_error(s, k) == SSL_ERROR_SSL) {
+                        char why[256];
+                        ERR_error_string_n(ERR_peek_last_error(), why, sizeof(why));
+                        log_info("egress: intercept %s (%s): the sandbox's TLS handshake failed: "
+                                 "%s",
+                                 c->a.sb->id, c->a.host, why);
                         ERR_clear_error();
                         r = -EPROTO;
                         break;

@@ -459,3 +459,16 @@ def test_signer_restart_and_leaf_cache(cd, client, bed, tools_image):
     minted = re.findall(r"leaf certificate for (\S+) minted \(leaf cache: (\d+) hits, (\d+) misses\)",
                         after)
     assert [h for h, _, _ in minted] == [HOST], minted  # once, then from the cache
+
+
+def test_busybox_wget_without_signature_algorithms(client, bed):
+    """busybox wget's TLS 1.2 ClientHello has no signature_algorithms
+    extension (RFC 5246 default: SHA-1): the sandbox-facing side accepts
+    it (security level 0 there only)."""
+    m = bed.mark()
+    with client.create(image="busybox:latest", network_policy=seed_policy()) as sb:
+        r = sh(sb, "wget -q -O - https://%s/v1/private/busybox" % HOST)
+        assert r.exit_code == 0, r.stderr_text
+        assert TOKEN not in r.stdout_text
+    _, auths = auth_of(bed, m, "/v1/private/busybox")
+    assert auths == ["Bearer " + TOKEN]
