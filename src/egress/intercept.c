@@ -478,7 +478,7 @@ static int connect_to(const struct net_addr *a, uint16_t port, int *ret) {
 /* A forward_url host that is not the SNI host: resolved here (A records,
  * one query to the first upstream resolver), every answer checked against
  * the built-in deny list and the host's own addresses. */
-static int forward_resolve(const char *name, struct net_addr *ret) {
+static int forward_resolve(const char *name, uint16_t port, struct net_addr *ret) {
         unsigned char *q = NULL;
         int qlen = 0;
         unsigned short id;
@@ -510,7 +510,7 @@ static int forward_resolve(const char *name, struct net_addr *ret) {
         for (int i = 0; i < na; i++) {
                 struct net_addr a;
                 net_addr_from_ipv4(&a, (const uint8_t *) &at[i].ipaddr);
-                struct net_dest dest = {.host = name, .addr = a, .port = 0};
+                struct net_dest dest = {.host = name, .addr = a, .port = port};
                 struct net_decision d;
                 net_policy_decide_open(&dest, &egress_cfg.host_deny, &d);
                 if (d.verdict != NET_VERDICT_ALLOW)
@@ -533,7 +533,7 @@ static int upstream_ensure(struct icpt *c, const char *host, uint16_t port, bool
         int r;
         if (strcmp(host, c->a.host) == 0)
                 a = c->a.dial;
-        else if ((r = forward_resolve(host, &a)) < 0)
+        else if ((r = forward_resolve(host, port, &a)) < 0)
                 return r;
         int fd = -EBADF;
         if ((r = connect_to(&a, port, &fd)) < 0)
@@ -620,6 +620,8 @@ static int on_head(struct icpt *c, const struct net_http_head *h) {
         if (rule)
                 c->rewritten++;
         if ((r = upstream_ensure(c, host, port, tls)) < 0) {
+                log_info("egress: intercept %s (%s): upstream %s:%u: %s", c->a.sb->id, c->a.host,
+                         host, (unsigned) port, strerror(-r));
                 explicit_bzero(c->obuf, olen);
                 return refuse(c, 502,
                               r == -EACCES   ? "the forward host is refused"

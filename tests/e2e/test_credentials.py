@@ -472,3 +472,51 @@ def test_busybox_wget_without_signature_algorithms(client, bed):
         assert TOKEN not in r.stdout_text
     _, auths = auth_of(bed, m, "/v1/private/busybox")
     assert auths == ["Bearer " + TOKEN]
+
+
+def test_forward_url_to_another_host(client, bed, tools_image):
+    """forward_url naming another host: dialed address, SNI and Host are
+    the forward host's, its path prefixes the original path and query; a
+    forward host the built-in deny list refuses answers 502 and nothing
+    leaves."""
+    pol = NetworkPolicy(allowed_hosts={
+        HOST: [M.Rule(match=M.Match(path=M.Matcher(starts_with="/fwd/")),
+                      transforms=[M.Transformer(
+                          headers={"Authorization": "Bearer __warren_secret_T"},
+                          headers_secrets={"__warren_secret_T": "INTERNAL_API_TOKEN"})],
+                      forward_url="https://api.openai.com/base"),
+               M.Rule(match=M.Match(path=M.Matcher(starts_with="/meta/")),
+                      forward_url="https://metadata.example.test")]})
+    m = bed.mark()
+    with client.create(image=tools_image, network_policy=pol) as sb:
+        r = sh(sb, "curl -sS -o /dev/null -w '%%{http_code}' 'https://%s/fwd/x?q=1'" % HOST)
+        assert r.stdout_text == "200", r.stdout_text + r.stderr_text
+        r = sh(sb, "curl -sS -w '%%{http_code}' https://%s/meta/latest" % HOST)
+        assert r.stdout_text.endswith("502") and TOKEN not in r.stdout_text, r.stdout_text
+    bed.settle()
+    got = [x for x in bed.http_requests(since=m) if x["path"].startswith("/base/")]
+    assert len(got) == 1, got
+    g = got[0]
+    assert (g["hostname"], g["sni"], g["target"]) == ("api.openai.com", "api.openai.com",
+                                                      "/base/fwd/x?q=1"), g
+    assert dict(g["headers"])["Authorization"] == "Bearer " + TOKEN
+    assert not [x for x in bed.http_requests(since=m) if "meta" in x["path"]]
+
+
+def test_websocket_upgrade_passes_other_upgrades_refused(client, bed, tools_image):
+    """A WebSocket upgrade request is matched and rewritten like any
+    request, then the stream is opaque; h2c is refused (in the smuggling
+    table)."""
+    m = bed.mark()
+    with client.create(image=tools_image, network_policy=seed_policy()) as sb:
+        r = sh(sb, "curl -sS -o /dev/null -w '%%{http_code}' -H 'Connection: Upgrade' "
+                   "-H 'Upgrade: websocket' -H 'Sec-WebSocket-Version: 13' "
+                   "-H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' https://%s/v1/private/ws"
+               % HOST)
+        assert r.exit_code == 0, r.stderr_text
+        r = sh(sb, "curl -sS -o /dev/null -w '%%{http_code}' -H 'Connection: Upgrade' "
+                   "-H 'Upgrade: foo/1' https://%s/v1/private/foo" % HOST)
+        assert r.stdout_text == "400", r.stdout_text
+    _, auths = auth_of(bed, m, "/v1/private/ws")
+    assert auths == ["Bearer " + TOKEN]
+    assert not [x for x in bed.http_requests(since=m) if x["path"] == "/v1/private/foo"]
