@@ -385,8 +385,6 @@ static int check_unimplemented(const Warren__V1__CreateSandboxRequest *req, stru
         if (req->compute_class == WARREN__V1__COMPUTE_CLASS__COMPUTE_CLASS_K8S)
                 return UNIMPLEMENTED(e, "compute_class K8S needs a Kubernetes cluster; this "
                                         "warrend runs the HOST class only");
-        if (req->n_resource_detectors)
-                return UNIMPLEMENTED(e, "resource_detectors are not implemented yet");
         if (req->n_managed_ssh && req->network_policy)
                 return UNIMPLEMENTED(e, "managed_ssh together with a network_policy: the "
                                         "destination's exemption from the policy (reachable even "
@@ -682,8 +680,8 @@ static int creds_from(struct store *store, const char *envname,
  * the policy p when there is one. */
 static int rules_build(struct store *store, const char *envname,
                        const Warren__V1__CreateSandboxRequest *req, struct net_policy *p,
-                       struct sbx_spec *s, struct wr_err *e) {
-        struct net_rules rs = {0};
+                       uint32_t detectors, struct sbx_spec *s, struct wr_err *e) {
+        struct net_rules rs = {.detectors = detectors};
         const Warren__V1__NetworkPolicy *np = req->network_policy;
         size_t nh = 0;
         int r = 0;
@@ -726,7 +724,7 @@ static int rules_build(struct store *store, const char *envname,
         }
         if (r >= 0)
                 r = creds_from(store, envname, req, &rs, p, s, e);
-        if (r >= 0 && (rs.n_hosts || rs.n_creds))
+        if (r >= 0 && (rs.n_hosts || rs.n_creds || rs.detectors))
                 r = net_rules_serialize(&rs, &s->net_rules, &s->net_rules_len);
         net_rules_clear(&rs);
         return r;
@@ -738,9 +736,27 @@ static int policy_build(struct store *store, const char *envname,
                         const Warren__V1__CreateSandboxRequest *req, struct sbx_spec *s,
                         struct wr_err *e) {
         const Warren__V1__NetworkPolicy *np = req->network_policy;
+        uint32_t detectors = 0;
+        for (size_t i = 0; i < req->n_resource_detectors; i++) {
+                if (req->resource_detectors[i] !=
+                    WARREN__V1__RESOURCE_DETECTOR__RESOURCE_DETECTOR_GITHUB_PULL_REQUESTS)
+                        return INVALID(e,
+                                       "resource_detectors[%zu]: unknown detector %d (known: "
+                                       "GITHUB_PULL_REQUESTS)",
+                                       i, (int) req->resource_detectors[i]);
+                detectors |= NET_DETECT_GITHUB_PULLS;
+        }
+        /* no policy: outbound allowed; a detector then makes one that
+         * allows only its host (seed rule) */
+        static const Warren__V1__NetworkPolicy empty = WARREN__V1__NETWORK_POLICY__INIT;
+        if (!np && !detectors)
+                return rules_build(store, envname, req, NULL, 0, s, e);
         if (!np)
-                return rules_build(store, envname, req, NULL, s, e);
+                np = &empty;
         if (np->learn) {
+                if (detectors)
+                        return INVALID(e, "resource_detectors: learn mode intercepts nothing: "
+                                          "give resource_detectors without learn");
                 if (np->n_allowed_hosts || np->n_host_rules || np->n_allowed_routes ||
                     np->n_denied_routes)
                         return INVALID(e, "network_policy: learn allows everything and records "
@@ -775,7 +791,9 @@ static int policy_build(struct store *store, const char *envname,
             (r = policy_routes(p, NET_ROUTES_DENIED, "denied_routes", np->denied_routes,
                                np->n_denied_routes, e)) < 0)
                 return r;
-        if ((r = rules_build(store, envname, req, p, s, e)) < 0)
+        if (detectors && (r = net_policy_add_host(p, NET_GITHUB_API_HOST, e)) < 0)
+                return r;
+        if ((r = rules_build(store, envname, req, p, detectors, s, e)) < 0)
                 return r;
         if ((r = net_policy_serialize(p, &s->net_policy, &s->net_policy_len)) < 0)
                 return r == -E2BIG ? INVALID(e, "network_policy: too large") : r;

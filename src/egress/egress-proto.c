@@ -269,7 +269,8 @@ int egress_ping_encode(uint64_t id, uint8_t *out, size_t size) {
 static int check_event(const struct egress_event *ev, struct wr_err *e) {
         if (ev->reserved0 || ev->reserved1)
                 return err_set(e, -EBADMSG, "EVENT: reserved field not zero");
-        if (ev->kind != EGRESS_EVENT_TCP && ev->kind != EGRESS_EVENT_DNS)
+        if (ev->kind != EGRESS_EVENT_TCP && ev->kind != EGRESS_EVENT_DNS &&
+            ev->kind != EGRESS_EVENT_RESOURCE)
                 return err_set(e, -EBADMSG, "EVENT: unknown kind %u", ev->kind);
         if (ev->verdict > NET_VERDICT_ALLOW || ev->mode > EGRESS_MODE_LEARN)
                 return err_set(e, -EBADMSG, "EVENT: bad verdict or mode");

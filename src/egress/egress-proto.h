@@ -119,7 +119,11 @@ struct egress_pong {
 enum egress_event_kind {
         EGRESS_EVENT_TCP = 1,
         EGRESS_EVENT_DNS = 2,
+        /* a resource detected in intercepted traffic: reason = its kind
+         * (EGRESS_RESOURCE_*), rule = its id (a URL), host = the host */
+        EGRESS_EVENT_RESOURCE = 3,
 };
+#define EGRESS_RESOURCE_GITHUB_PR "github_pull_request"
 
 struct egress_event {
         uint64_t time_ns;    /* CLOCK_REALTIME when the connection ended / query was decided */

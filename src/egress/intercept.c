@@ -49,6 +49,7 @@
 
 #include "basic/log.h"
 #include "egress/egress.h"
+#include "egress/http-response.h"
 #include "egress/http-stream.h"
 #include "egress/intercept.h"
 #include "signer/signer-proto.h"
@@ -400,8 +401,30 @@ static void side_close(struct side *s) {
 
 /* ---- the connection ---- */
 
+/* Resource detection on this connection (net_rules_detects): requests
+ * queued in order, responses framed and paired with them; the body of a
+ * 201 to POST /repos/{owner}/{repo}/pulls is kept (up to DETECT_BODY_MAX)
+ * and its top-level html_url reported. Anything unexpected ends the
+ * detection on the connection (the bytes are relayed regardless). */
+#define DETECT_QUEUE 64
+#define DETECT_BODY_MAX (256u << 10)
+enum { D_HEAD, D_BODY, D_BODY_EOF, D_OFF };
+struct detect {
+        bool on;
+        int phase;
+        bool queue[DETECT_QUEUE], head_method[DETECT_QUEUE]; /* is a PR creation; HEAD */
+        unsigned qhead, qlen;
+        bool capture, chunked;
+        struct egress_http_body body;
+        size_t hlen, blen;
+        uint8_t hbuf[EGRESS_RESP_HEAD_MAX];
+        uint8_t *bbuf; /* DETECT_BODY_MAX when capturing */
+        unsigned found;
+};
+
 struct icpt {
         struct egress_intercept_conn a;
+        struct detect *det; /* NULL: no detector for this host */
         struct side cl, up;
         struct pre_bio *pb; /* the sandbox side's BIO data (freed after its SSL) */
         bool up_tls;
@@ -578,6 +601,28 @@ static bool upgrade_is_websocket(const struct net_http_head *h) {
         return u && u->value.n == 9 && strncasecmp(u->value.p, "websocket", 9) == 0;
 }
 
+/* POST /repos/{owner}/{repo}/pulls (a query allowed). */
+static bool is_pr_creation(const struct net_http_head *h) {
+        if (h->method.n != 4 || memcmp(h->method.p, "POST", 4) != 0)
+                return false;
+        const char *p = h->form == NET_HTTP_FORM_ORIGIN ? h->target.p : h->path.p;
+        size_t n = h->form == NET_HTTP_FORM_ORIGIN ? h->target.n : h->path.n;
+        const char *q = memchr(p, '?', n);
+        if (q)
+                n = (size_t) (q - p);
+        if (n < 14 || memcmp(p, "/repos/", 7) != 0)
+                return false;
+        size_t i = 7, seg = 0, start = 7;
+        for (; i <= n; i++)
+                if (i == n || p[i] == '/') {
+                        if (i == start)
+                                return false;
+                        seg++;
+                        start = i + 1;
+                }
+        return seg == 3 && n >= 6 && memcmp(p + n - 6, "/pulls", 6) == 0;
+}
+
 /* One complete head at ibuf: decide, rewrite, send. 0 or negative (the
  * connection ends). */
 static int on_head(struct icpt *c, const struct net_http_head *h) {
@@ -633,6 +678,16 @@ static int on_head(struct icpt *c, const struct net_http_head *h) {
         if (r < 0)
                 return -EPIPE;
         c->a.ev.bytes_up += olen;
+        if (c->det && c->det->on) {
+                struct detect *d = c->det;
+                if (d->qlen == DETECT_QUEUE) {
+                        d->on = false;
+                } else {
+                        unsigned k = (d->qhead + d->qlen++) % DETECT_QUEUE;
+                        d->queue[k] = is_pr_creation(h);
+                        d->head_method[k] = h->method.n == 4 && memcmp(h->method.p, "HEAD", 4) == 0;
+                }
+        }
         if (h->upgrade)
                 c->opaque = true; /* a WebSocket: opaque both ways from here */
         egress_http_body_start(&c->body, h->chunked,
@@ -702,6 +757,96 @@ static int process(struct icpt *c) {
                 c->ilen = 0;
         }
         return r;
+}
+
+static void detect_report(struct icpt *c) {
+        struct detect *d = c->det;
+        long n = d->blen;
+        if (d->chunked)
+                n = egress_dechunk(d->bbuf, d->blen);
+        char url[EGRESS_RULE_MAX];
+        if (n < 0 || egress_json_top_string(d->bbuf, (size_t) n, "html_url", url, sizeof(url)) <= 0)
+                return;
+        struct egress_event ev = c->a.ev;
+        ev.kind = EGRESS_EVENT_RESOURCE;
+        ev.verdict = NET_VERDICT_ALLOW;
+        ev.bytes_up = ev.bytes_down = ev.duration_ns = 0;
+        egress_str_set(ev.rule, sizeof(ev.rule), url);
+        egress_str_set(ev.reason, sizeof(ev.reason), EGRESS_RESOURCE_GITHUB_PR);
+        egress_event_send(&ev);
+        d->found++;
+        log_debug("egress: sandbox %s opened %s", c->a.sb->id, url);
+}
+
+/* Feed the response bytes buf[0..n) (already relayed) to the detector. */
+static void detect_feed(struct icpt *c, const uint8_t *buf, size_t n) {
+        struct detect *d = c->det;
+        while (n > 0 && d->on) {
+                if (d->phase == D_HEAD) {
+                        size_t k = MIN(n, sizeof(d->hbuf) - d->hlen);
+                        memcpy(d->hbuf + d->hlen, buf, k);
+                        struct egress_resp_head rh;
+                        int r = egress_resp_head_parse(d->hbuf, d->hlen + k, &rh);
+                        if (r == -EAGAIN && d->hlen + k < sizeof(d->hbuf)) {
+                                d->hlen += k;
+                                return;
+                        }
+                        if (r < 0 || rh.status == 101 || (rh.status >= 200 && d->qlen == 0)) {
+                                d->on = false;
+                                return;
+                        }
+                        /* bytes of buf past the head */
+                        size_t used = rh.head_len - d->hlen;
+                        buf += used;
+                        n -= used;
+                        d->hlen = 0;
+                        if (rh.status < 200)
+                                continue; /* 1xx: the final response follows */
+                        bool pr = d->queue[d->qhead], head = d->head_method[d->qhead];
+                        d->qhead = (d->qhead + 1) % DETECT_QUEUE;
+                        d->qlen--;
+                        d->capture = pr && rh.status == 201;
+                        d->chunked = rh.chunked;
+                        d->blen = 0;
+                        if (d->capture && !d->bbuf && !(d->bbuf = malloc(DETECT_BODY_MAX))) {
+                                d->on = false;
+                                return;
+                        }
+                        bool none = head || rh.status == 204 || rh.status == 304;
+                        if (!none && (rh.chunked || rh.has_content_length)) {
+                                egress_http_body_start(&d->body, rh.chunked,
+                                                       rh.has_content_length ? rh.content_length
+                                                                             : 0);
+                                d->phase = d->body.state == EGRESS_HTTP_AT_HEAD ? D_HEAD : D_BODY;
+                        } else {
+                                d->phase = none ? D_HEAD : D_BODY_EOF;
+                        }
+                        if (d->phase == D_HEAD && d->capture)
+                                detect_report(c);
+                        continue;
+                }
+                size_t used = n;
+                if (d->phase == D_BODY && egress_http_body_scan(&d->body, buf, n, &used) < 0) {
+                        d->on = false;
+                        return;
+                }
+                if (d->capture) {
+                        if (d->blen + used > DETECT_BODY_MAX)
+                                d->capture = false;
+                        else {
+                                memcpy(d->bbuf + d->blen, buf, used);
+                                d->blen += used;
+                        }
+                }
+                buf += used;
+                n -= used;
+                if (d->phase == D_BODY && d->body.state == EGRESS_HTTP_AT_HEAD) {
+                        if (d->capture)
+                                detect_report(c);
+                        d->capture = false;
+                        d->phase = D_HEAD;
+                }
+        }
 }
 
 static int serve(struct icpt *c) {
@@ -786,7 +931,13 @@ static int serve(struct icpt *c) {
                                         break;
                                 c->a.ev.bytes_down += (uint64_t) n;
                                 progress = true;
+                                if (c->det && c->det->on && !c->opaque)
+                                        detect_feed(c, down, (size_t) n);
                         } else if (n == 0) {
+                                /* a body read to the end of the stream */
+                                if (c->det && c->det->on && c->det->phase == D_BODY_EOF &&
+                                    c->det->capture)
+                                        detect_report(c);
                                 break; /* the upstream is done: so is the connection */
                         } else if (n != -EAGAIN) {
                                 r = (int) n;
@@ -815,6 +966,8 @@ static int serve(struct icpt *c) {
 
 static void *thread_main(void *arg) {
         struct icpt *c = arg;
+        if (net_rules_detects(c->a.sb->rules, c->a.host) && (c->det = calloc(1, sizeof(*c->det))))
+                c->det->on = true;
         int r = serve(c);
         if (c->cl.ssl && r < 0)
                 SSL_set_quiet_shutdown(c->cl.ssl, 1);
@@ -831,6 +984,9 @@ static void *thread_main(void *arg) {
         egress_event_send(&c->a.ev);
         egress_sb_unref(c->a.sb);
         explicit_bzero(c->ibuf, sizeof(c->ibuf));
+        if (c->det)
+                free(c->det->bbuf);
+        free(c->det);
         free(c->a.pre);
         free(c);
         atomic_fetch_sub(&egress_nconns, 1);

@@ -351,8 +351,16 @@ static bool cred_matches(const struct net_credential *c, const char *name) {
         return false;
 }
 
+uint32_t net_rules_detects(const struct net_rules *rs, const char *name) {
+        uint32_t d = 0;
+        if (rs && (rs->detectors & NET_DETECT_GITHUB_PULLS) && name &&
+            strcmp(name, NET_GITHUB_API_HOST) == 0)
+                d |= NET_DETECT_GITHUB_PULLS;
+        return d;
+}
+
 bool net_rules_intercept(const struct net_rules *rs, const char *name) {
-        if (net_rules_for_host(rs, name))
+        if (net_rules_for_host(rs, name) || net_rules_detects(rs, name))
                 return true;
         for (size_t i = 0; rs && i < rs->n_creds; i++)
                 if (cred_matches(&rs->creds[i], name))
@@ -610,7 +618,7 @@ int net_request_rewrite(const struct net_rules *rs, const struct net_rule *rule,
  */
 
 #define RULES_MAGIC "WRRL"
-#define RULES_VERSION 1
+#define RULES_VERSION 2 /* 2: the detectors after the credentials */
 #define RULES_WIRE_MAX (4u << 20)
 
 struct wbuf {
@@ -735,6 +743,7 @@ int net_rules_serialize(const struct net_rules *rs, uint8_t **ret, size_t *ret_l
                 wstr(&b, cr->ph.token, cr->ph.token_len);
                 wstr(&b, cr->ph.value, cr->ph.len);
         }
+        wu16(&b, rs->detectors);
         if (b.oom || b.len > RULES_WIRE_MAX) {
                 if (b.p)
                         explicit_bzero(b.p, b.cap);
@@ -999,6 +1008,11 @@ int net_rules_parse(const uint8_t *buf, size_t len, struct net_rules *rs, struct
                                 goto fail;
                 if ((r = rph(&b, &cr->ph, e)) < 0)
                         goto fail;
+        }
+        rs->detectors = (uint32_t) ru16(&b);
+        if (rs->detectors & ~(uint32_t) NET_DETECT_ALL) {
+                r = BAD(e, "unknown detectors");
+                goto fail;
         }
         if (b.bad || b.off != len) {
                 r = BAD(e, b.bad ? "truncated" : "trailing bytes");

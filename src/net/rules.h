@@ -129,11 +129,20 @@ struct net_credential {
         struct net_placeholder ph; /* token -> value */
 };
 
+/* Resource detectors (the seed's ResourceDetector): what the proxy
+ * records from intercepted traffic. GITHUB_PULLS: NET_GITHUB_API_HOST is
+ * intercepted; each POST /repos/{owner}/{repo}/pulls answered 201 yields
+ * the response's top-level html_url. */
+#define NET_DETECT_GITHUB_PULLS (1u << 0)
+#define NET_DETECT_ALL NET_DETECT_GITHUB_PULLS
+#define NET_GITHUB_API_HOST "api.github.com"
+
 struct net_rules {
         struct net_host_rules *hosts;
         size_t n_hosts;
         struct net_credential *creds;
         size_t n_creds;
+        uint32_t detectors; /* NET_DETECT_* */
 };
 
 /* ---- building (warrend; errors INVALID_ARGUMENT naming field) ---- */
@@ -172,7 +181,11 @@ void net_rules_clear(struct net_rules *rs);
  * pattern matches: exact before *.suffix, longer suffix first), or NULL. */
 const struct net_host_rules *net_rules_for_host(const struct net_rules *rs, const char *name);
 
-/* True when the host has rules or credentials: its TLS is intercepted. */
+/* The detectors (NET_DETECT_*) that apply to the host name. */
+uint32_t net_rules_detects(const struct net_rules *rs, const char *name);
+
+/* True when the host has rules, credentials or a detector: its TLS is
+ * intercepted. */
 bool net_rules_intercept(const struct net_rules *rs, const char *name);
 
 /* Does rule r match the request h (parsed from buf)? 1 yes, 0 no,

@@ -42,6 +42,9 @@ struct egress_sbx {
         size_t wire_len;
         uint8_t *rules; /* net_rules wire form: secret values inside (wiped) */
         size_t rules_len;
+        /* resources detected in its traffic (EGRESS_EVENT_RESOURCE): ids */
+        char **resources;
+        size_t n_resources;
         uint64_t ended_order; /* 0 = live */
         /* the event ring */
         struct sbx_egress_event *ev;
@@ -192,6 +195,9 @@ static void sbx_drop(struct sbx_egress *g, struct egress_sbx *s) {
                 }
         free(s->wire);
         erase_and_free_n(s->rules, s->rules_len);
+        for (size_t i = 0; i < s->n_resources; i++)
+                free(s->resources[i]);
+        free(s->resources);
         free(s->ev);
         free(s);
 }
@@ -231,6 +237,22 @@ static void event_take(struct sbx_egress *g, const struct egress_event *ev) {
         struct egress_sbx *s = sbx_find(g, ev->sandbox);
         if (!s)
                 return;
+        if (ev->kind == EGRESS_EVENT_RESOURCE) {
+                /* a pull request the sandbox opened (its html_url), once */
+                for (size_t i = 0; i < s->n_resources; i++)
+                        if (strcmp(s->resources[i], ev->rule) == 0)
+                                return;
+                char **v = s->n_resources < SBX_EGRESS_RESOURCES_MAX
+                                   ? realloc(s->resources, (s->n_resources + 1) * sizeof(*v))
+                                   : NULL;
+                if (!v)
+                        return;
+                s->resources = v;
+                if ((v[s->n_resources] = strdup(ev->rule)))
+                        s->n_resources++;
+                log_info("egress: sandbox %s: detected %s %s", s->id, ev->reason, ev->rule);
+                return;
+        }
         bool probe = false;
         if (s->probing && ev->kind == EGRESS_EVENT_TCP && ev->port == SBX_EGRESS_PROBE_PORT &&
             ev->verdict == 0 && ev->dialed.family == 4 &&
@@ -239,6 +261,16 @@ static void event_take(struct sbx_egress *g, const struct egress_event *ev) {
                 s->probe_seen = true;
         }
         ring_push(s, ev, probe);
+}
+
+int sbx_egress_resources(struct sbx_egress *g, const char *id, const char *const **ret,
+                         size_t *ret_n) {
+        struct egress_sbx *s = g ? sbx_find(g, id) : NULL;
+        if (!s)
+                return -ENOENT;
+        *ret = (const char *const *) s->resources;
+        *ret_n = s->n_resources;
+        return 0;
 }
 
 int sbx_egress_events(struct sbx_egress *g, const char *id, uint64_t after_seq, size_t limit,

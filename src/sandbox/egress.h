@@ -24,6 +24,7 @@ struct sbx_egress;
 #define SBX_EGRESS_RING 4096      /* events kept per sandbox */
 #define SBX_EGRESS_ENDED_KEEP 256 /* ended sandboxes whose events stay readable */
 #define SBX_EGRESS_PROBE_PORT 1   /* the self-check's destination port on the gateway */
+#define SBX_EGRESS_RESOURCES_MAX 1024 /* detected resources kept per sandbox */
 
 struct sbx_egress_config {
         uv_loop_t *loop;
@@ -92,6 +93,13 @@ int sbx_egress_probe(struct sbx_egress *g, const char *id, pid_t pid, uint32_t g
  * sandbox has. -ENOENT when warrend has no events of id. */
 int sbx_egress_events(struct sbx_egress *g, const char *id, uint64_t after_seq, size_t limit,
                       struct sbx_egress_event **ret, size_t *ret_n, uint64_t *ret_last);
+
+/* The resources detected in sandbox id's traffic (ids: pull request
+ * URLs), in the order seen, each once; kept like its events (in memory,
+ * for the last SBX_EGRESS_ENDED_KEEP ended sandboxes). *ret borrowed
+ * until the next call into g. -ENOENT when warrend knows nothing of id. */
+int sbx_egress_resources(struct sbx_egress *g, const char *id, const char *const **ret,
+                         size_t *ret_n);
 
 /* True when the running warren-egress has a warren-signer: hosts with
  * rules or credentials can be intercepted. */

@@ -113,6 +113,14 @@ int sbx_egress_enforced(struct sbx_manager *m, const char *id) {
         return sb->egress_enforced ? 1 : 0;
 }
 
+int sbx_detected_resources(struct sbx_manager *m, const char *id, const char *const **ret,
+                           size_t *ret_n) {
+        struct sbx_egress *g = sbx_network_egress(m->net);
+        if (!g)
+                return -ENOENT;
+        return sbx_egress_resources(g, id, ret, ret_n);
+}
+
 int sbx_network_events(struct sbx_manager *m, const char *id, uint64_t after_seq, size_t limit,
                        struct sbx_egress_event **ret, size_t *ret_n, uint64_t *ret_last) {
         struct sbx_egress *g = sbx_network_egress(m->net);

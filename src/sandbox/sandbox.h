@@ -300,6 +300,11 @@ int sbx_lookup(struct sbx_manager *m, const char *key, struct store_sandbox *ret
  * the create's self-check proved (or recovery registered again), 0 when
  * it runs without one, -ENOENT when it is not live. */
 int sbx_egress_enforced(struct sbx_manager *m, const char *id);
+/* Resources detected in the sandbox's intercepted traffic (pull request
+ * URLs; resource_detectors), borrowed until the next call. -ENOENT when
+ * none are known (no egress, or the sandbox is unknown to it). */
+int sbx_detected_resources(struct sbx_manager *m, const char *id, const char *const **ret,
+                           size_t *ret_n);
 
 /* The network events of sandbox id (live, or ended and still kept):
  * sandbox/egress.h sbx_egress_events. -ENOENT when there are none. */

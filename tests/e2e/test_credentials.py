@@ -520,3 +520,63 @@ def test_websocket_upgrade_passes_other_upgrades_refused(client, bed, tools_imag
     _, auths = auth_of(bed, m, "/v1/private/ws")
     assert auths == ["Bearer " + TOKEN]
     assert not [x for x in bed.http_requests(since=m) if x["path"] == "/v1/private/foo"]
+
+
+PR_SCRIPT = r'''
+import json, sys, urllib.request
+for title in sys.argv[1:]:
+    req = urllib.request.Request("https://api.github.com/repos/example/repo/pulls",
+                                 data=json.dumps({"title": title, "head": "b", "base": "main"}).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(req) as r:
+            print(r.status, json.load(r)["html_url"])
+    except urllib.error.HTTPError as e:
+        print(e.code)
+'''
+
+
+def test_resource_detection_github_pull_requests(cd, client, bed, tools_image):
+    """resource_detectors=[GITHUB_PULL_REQUESTS], no policy given: one that
+    allows only api.github.com is made; two PRs opened (one answered
+    chunked, with chunk boundaries inside the JSON), a failed POST (422)
+    records nothing; sandbox.resources() and `warren sandbox get` list
+    both URLs."""
+    with client.create(image=tools_image,
+                       resource_detectors=[wr.ResourceDetector.GITHUB_PULL_REQUESTS]) as sb:
+        r = sb.exec("python3", "-c", PR_SCRIPT, "first", "fail", "second chunked", timeout_secs=60)
+        assert r.exit_code == 0, r.stderr_text
+        lines = r.stdout_text.split("\n")
+        assert lines[0].startswith("201 https://github.com/example/repo/pull/") and lines[1] == "422"
+        urls = [lines[0].split()[1], lines[2].split()[1]]
+        got = sb.resources()
+        assert [(x.kind, x.id) for x in got] == [("github_pull_request", u) for u in urls], got
+        out = subprocess.run([str(WARREN_CLI), "--addr", cd.unix_addr, "sandbox", "get", sb.id],
+                             capture_output=True, text=True).stdout
+        assert all("Detected:    " + u in out for u in urls), out
+        # only api.github.com is allowed (the seed rule)
+        r = sh(sb, "curl -sS -k -o /dev/null -w '%{http_code}' https://example.com/ 2>&1")
+        assert r.stdout_text != "200", r.stdout_text
+
+
+def test_resource_detection_from_the_cli_makes_the_policy(cd, client, bed, tools_image):
+    """`warren sandbox create --resource-detection github-pull-requests`
+    without a policy: warrend makes one allowing only api.github.com."""
+    def cli(*args):
+        return subprocess.run([str(WARREN_CLI), "--addr", cd.unix_addr, *args],
+                              capture_output=True, text=True, timeout=120)
+    p = cli("sandbox", "create", "-i", tools_image, "--resource-detection", "github-pull-requests",
+            "--", "sleep", "infinity")
+    assert p.returncode == 0, p.stderr
+    sid = p.stdout.strip()
+    try:
+        sb = client.get(id=sid)
+        r = sb.exec("python3", "-c", PR_SCRIPT, "from the cli", timeout_secs=60)
+        assert r.exit_code == 0 and r.stdout_text.startswith("201 "), r.stdout_text + r.stderr_text
+        url = r.stdout_text.split()[1]
+        assert [x.id for x in sb.resources()] == [url]
+        r = sh(sb, "curl -sS -k -o /dev/null -w '%{http_code}' https://example.com/ 2>&1")
+        assert r.stdout_text != "200", r.stdout_text
+        assert "Egress:      policy enforced" in cli("sandbox", "get", sid).stdout
+    finally:
+        cli("sandbox", "rm", sid)
