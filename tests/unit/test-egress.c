@@ -15,6 +15,7 @@
 
 #include "egress/egress-dns.h"
 #include "egress/egress-proto.h"
+#include "egress/http-response.h"
 #include "egress/http-stream.h"
 
 /* ------------------------------------------------------------ protocol */
@@ -445,11 +446,81 @@ static void test_http_bodies(void **state) {
                 -EBADMSG);
 }
 
+/* ------------------------------------------------ responses (detection) */
+
+static void test_response_heads(void **state) {
+        struct egress_resp_head h;
+        const char *ok = "HTTP/1.1 201 Created\r\nContent-Length: 12\r\nX: y\r\n\r\nbody";
+        assert_int_equal(egress_resp_head_parse((const uint8_t *) ok, strlen(ok), &h), 0);
+        assert_int_equal(h.status, 201);
+        assert_true(h.has_content_length);
+        assert_int_equal(h.content_length, 12);
+        assert_false(h.chunked);
+        assert_int_equal(h.head_len, strlen(ok) - 4);
+        for (size_t cut = 0; cut < h.head_len; cut++)
+                assert_int_equal(egress_resp_head_parse((const uint8_t *) ok, cut, &h), -EAGAIN);
+        const char *te = "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n"
+                         "Content-Length: 5\r\n\r\n";
+        assert_int_equal(egress_resp_head_parse((const uint8_t *) te, strlen(te), &h), 0);
+        assert_true(h.chunked);
+        const char *no_reason = "HTTP/1.0 204\r\n\r\n";
+        assert_int_equal(egress_resp_head_parse((const uint8_t *) no_reason, strlen(no_reason), &h),
+                         0);
+        assert_int_equal(h.status, 204);
+        static const char *const bad[] = {
+                "HTTP/2 200 OK\r\n\r\n",
+                "HTTP/1.1 20x OK\r\n\r\n",
+                "HTTP/1.1 099 Low\r\n\r\n",
+                "HTTP/1.1 200 OK\r\nNo colon\r\n\r\n",
+                "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+                "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+                "HTTP/1.1 200 OK\nX: y\r\n\r\n",
+                "HTTP/1.1 200 OK\r\n : y\r\n\r\n",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                if (egress_resp_head_parse((const uint8_t *) bad[i], strlen(bad[i]), &h) != -EBADMSG)
+                        fail_msg("accepted: %s", bad[i]);
+}
+
+static void test_dechunk_and_json(void **state) {
+        char body[] = "5\r\n{\"a\":\r\n1d;ext=1\r\n[1,{\"html_url\":\"no\"}],\"html_u\r\n"
+                      "13\r\nrl\":\"https:\\/\\/gh\"}\r\n0\r\nTrailer: x\r\n\r\n";
+        long n = egress_dechunk((uint8_t *) body, strlen(body));
+        assert_true(n > 0);
+        char out[64];
+        assert_int_equal(egress_json_top_string((const uint8_t *) body, (size_t) n, "html_url", out,
+                                                sizeof(out)),
+                         10);
+        assert_string_equal(out, "https://gh");
+        char bad_chunk[] = "5\r\nab\r\n0\r\n\r\n";
+        assert_int_equal(egress_dechunk((uint8_t *) bad_chunk, strlen(bad_chunk)), -EBADMSG);
+        /* nested html_urls are not the top-level one; absent; not a string */
+        const char *nested = "{\"user\":{\"html_url\":\"x\"},\"n\":1}";
+        assert_int_equal(egress_json_top_string((const uint8_t *) nested, strlen(nested),
+                                                "html_url", out, sizeof(out)),
+                         -ENOENT);
+        const char *num = "{\"html_url\":5}";
+        assert_int_equal(
+                egress_json_top_string((const uint8_t *) num, strlen(num), "html_url", out, 64),
+                -ENOENT);
+        const char *trunc = "{\"a\":[1,2";
+        assert_int_equal(
+                egress_json_top_string((const uint8_t *) trunc, strlen(trunc), "html_url", out, 64),
+                -EBADMSG);
+        const char *longv = "{\"html_url\":\"0123456789\"}";
+        assert_int_equal(
+                egress_json_top_string((const uint8_t *) longv, strlen(longv), "html_url", out, 5),
+                -E2BIG);
+        assert_string_equal(out, "0123");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_policy_set_roundtrip),
                 cmocka_unit_test(test_policy_set_refusals),
                 cmocka_unit_test(test_policy_set_rules),
+                cmocka_unit_test(test_response_heads),
+                cmocka_unit_test(test_dechunk_and_json),
                 cmocka_unit_test(test_del_ping),
                 cmocka_unit_test(test_events),
                 cmocka_unit_test(test_sandbox_ids),
