@@ -59,6 +59,10 @@
 #define IO_TIMEOUT_MS 30000
 #define IDLE_TIMEOUT_MS 300000
 #define LEAF_CACHE 256
+/* Intercepted connections at once (each a thread: 256 KiB of stack and
+ * ~210 KiB of buffers); past it a new one is refused (reset) while opaque
+ * tunnels go on. */
+#define INTERCEPT_MAX 1024
 #define LEAF_RENEW_S (24 * 3600) /* ask again a day before notAfter */
 
 /* ---- process-wide state (made before confinement) ---- */
@@ -80,6 +84,7 @@ static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct leaf cache[LEAF_CACHE];
 static unsigned cache_next;
 static atomic_ulong leaf_hits, leaf_misses;
+static atomic_uint n_intercepts;
 
 static int alpn_cb(SSL *s, const unsigned char **out, unsigned char *outlen,
                    const unsigned char *in, unsigned inlen, void *arg) {
@@ -990,6 +995,7 @@ static void *thread_main(void *arg) {
         free(c->a.pre);
         free(c);
         atomic_fetch_sub(&egress_nconns, 1);
+        atomic_fetch_sub(&n_intercepts, 1);
         ERR_clear_error();
         OPENSSL_thread_stop();
         return NULL;
@@ -1013,9 +1019,17 @@ int egress_intercept_start(struct egress_intercept_conn *a) {
                 if (!pre_method)
                         return -ENOMEM;
         }
+        if (atomic_fetch_add(&n_intercepts, 1) >= INTERCEPT_MAX) {
+                atomic_fetch_sub(&n_intercepts, 1);
+                log_warn("egress: %u intercepted connections at once: refusing another",
+                         INTERCEPT_MAX);
+                return -EAGAIN;
+        }
         struct icpt *c = calloc(1, sizeof(*c));
-        if (!c)
+        if (!c) {
+                atomic_fetch_sub(&n_intercepts, 1);
                 return -ENOMEM;
+        }
         c->a = *a;
         c->cl.fd = a->cfd;
         c->up.fd = -EBADF;
@@ -1029,6 +1043,7 @@ int egress_intercept_start(struct egress_intercept_conn *a) {
         pthread_attr_destroy(&at);
         if (r) {
                 atomic_fetch_sub(&egress_nconns, 1);
+                atomic_fetch_sub(&n_intercepts, 1);
                 free(c);
                 return -r;
         }
