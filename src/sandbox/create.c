@@ -267,7 +267,8 @@ static int egress_setup(struct sbx *sb, const struct sbx_spec *spec, bool policy
         if ((r = sbx_egress_probe(sbx_network_egress(m->net), sb->id, rt_sandbox_pid(sb->rt),
                                   net.gateway, 1000, e)) < 0)
                 return r;
-        sb->egress_enforced = true;
+        /* a policy proved; credentials alone police TLS, not a policy */
+        sb->egress_enforced = spec->net_mode != 0;
         return 0;
 }
 

@@ -580,3 +580,33 @@ def test_resource_detection_from_the_cli_makes_the_policy(cd, client, bed, tools
         assert "Egress:      policy enforced" in cli("sandbox", "get", sid).stdout
     finally:
         cli("sandbox", "rm", sid)
+
+
+def test_warm_pool_claim_gets_the_bundle_and_interception(bed):
+    """A sandbox claimed from the warm pool (its root mounted while parked)
+    gets the CA bundle mounts and the variables at the claim like a plain
+    create."""
+    d = Daemon(extra_args=["--upstream-dns", bed.dns, "--egress-upstream-ca", bed.ca_pem,
+                           "--warm-pool", "1"])
+    try:
+        import_image(d, "busybox:latest")
+        c = wr.SandboxClient(d.unix_addr)
+        c.set_secret("INTERNAL_API_TOKEN", TOKEN)
+        import time
+        # the pool builds roots for an image once a create asked for it:
+        # one create, then wait for the refill, then the claim under test
+        c.create(image="busybox:latest").terminate(grace_period_seconds=0)
+        time.sleep(2.0)
+        m = bed.mark()
+        with c.create(image="busybox:latest", network_policy=seed_policy()) as sb:
+            r = sh(sb, "echo $SSL_CERT_FILE; grep -c 'BEGIN CERTIFICATE' $SSL_CERT_FILE; "
+                       "wget -q -O - https://%s/v1/private/pool" % HOST)
+            assert r.exit_code == 0, r.stderr_text
+            assert r.stdout_text.split()[0] == "/etc/ssl/certs/ca-certificates.crt"
+        _, auths = auth_of(bed, m, "/v1/private/pool")
+        assert auths == ["Bearer " + TOKEN]
+        assert re.search(r"sandbox %s: create .* runtime \(pool\)" % sb.id, d.read_log()), \
+            "the sandbox was not claimed from the pool"
+        c.close()
+    finally:
+        d.stop()
