@@ -385,12 +385,6 @@ static int check_unimplemented(const Warren__V1__CreateSandboxRequest *req, stru
         if (req->compute_class == WARREN__V1__COMPUTE_CLASS__COMPUTE_CLASS_K8S)
                 return UNIMPLEMENTED(e, "compute_class K8S needs a Kubernetes cluster; this "
                                         "warrend runs the HOST class only");
-        if (req->n_managed_ssh && req->network_policy)
-                return UNIMPLEMENTED(e, "managed_ssh together with a network_policy: the "
-                                        "destination's exemption from the policy (reachable even "
-                                        "inside denied_routes) is not built yet; list the SSH "
-                                        "server in allowed_routes, or create the sandbox without "
-                                        "a policy");
         if (req->identity)
                 return UNIMPLEMENTED(e, "identity tokens are not implemented yet");
         if (req->image && req->image->kind_case == WARREN__V1__IMAGE_SPEC__KIND_BUILD)
@@ -724,7 +718,18 @@ static int rules_build(struct store *store, const char *envname,
         }
         if (r >= 0)
                 r = creds_from(store, envname, req, &rs, p, s, e);
-        if (r >= 0 && (rs.n_hosts || rs.n_creds || rs.detectors))
+        s->net_intercept = rs.n_hosts || rs.n_creds || rs.detectors;
+        /* managed SSH under a policy: its destinations are exempt (their
+         * names are checked again, with their messages, by ssh_build) */
+        for (size_t i = 0; r >= 0 && p && i < req->n_managed_ssh && rs.n_ssh < NET_SSH_DESTS_MAX;
+             i++) {
+                const Warren__V1__SshDest *d = req->managed_ssh[i]->value;
+                if (!d || !d->host ||
+                    net_host_canon_str(d->host, &rs.ssh[rs.n_ssh].host, NULL) < 0)
+                        continue;
+                rs.ssh[rs.n_ssh++].port = d->port ? (uint16_t) d->port : 22;
+        }
+        if (r >= 0 && (s->net_intercept || rs.n_ssh))
                 r = net_rules_serialize(&rs, &s->net_rules, &s->net_rules_len);
         net_rules_clear(&rs);
         return r;

@@ -351,6 +351,13 @@ static bool cred_matches(const struct net_credential *c, const char *name) {
         return false;
 }
 
+bool net_rules_ssh_name(const struct net_rules *rs, const char *name) {
+        for (size_t i = 0; rs && name && i < rs->n_ssh; i++)
+                if (rs->ssh[i].host.kind == NET_HOST_NAME && strcmp(rs->ssh[i].host.name, name) == 0)
+                        return true;
+        return false;
+}
+
 uint32_t net_rules_detects(const struct net_rules *rs, const char *name) {
         uint32_t d = 0;
         if (rs && (rs->detectors & NET_DETECT_GITHUB_PULLS) && name &&
@@ -618,7 +625,7 @@ int net_request_rewrite(const struct net_rules *rs, const struct net_rule *rule,
  */
 
 #define RULES_MAGIC "WRRL"
-#define RULES_VERSION 2 /* 2: the detectors after the credentials */
+#define RULES_VERSION 3 /* 2: the detectors after the credentials; 3: SSH destinations */
 #define RULES_WIRE_MAX (4u << 20)
 
 struct wbuf {
@@ -744,6 +751,17 @@ int net_rules_serialize(const struct net_rules *rs, uint8_t **ret, size_t *ret_l
                 wstr(&b, cr->ph.value, cr->ph.len);
         }
         wu16(&b, rs->detectors);
+        wu16(&b, rs->n_ssh);
+        for (size_t i = 0; i < rs->n_ssh && i < NET_SSH_DESTS_MAX; i++) {
+                char txt[NET_HOST_MAX + 1];
+                const struct net_host *h = &rs->ssh[i].host;
+                if (h->kind == NET_HOST_NAME)
+                        snprintf(txt, sizeof(txt), "%s", h->name);
+                else
+                        net_addr_format(&h->addr, txt);
+                wcstr(&b, txt);
+                wu16(&b, rs->ssh[i].port);
+        }
         if (b.oom || b.len > RULES_WIRE_MAX) {
                 if (b.p)
                         explicit_bzero(b.p, b.cap);
@@ -1013,6 +1031,27 @@ int net_rules_parse(const uint8_t *buf, size_t len, struct net_rules *rs, struct
         if (rs->detectors & ~(uint32_t) NET_DETECT_ALL) {
                 r = BAD(e, "unknown detectors");
                 goto fail;
+        }
+        size_t ns = ru16(&b);
+        if (ns > NET_SSH_DESTS_MAX) {
+                r = BAD(e, "too many SSH destinations");
+                goto fail;
+        }
+        for (size_t i = 0; i < ns && !b.bad; i++) {
+                size_t n;
+                const char *t = rstr(&b, &n);
+                struct net_ssh_dest *d = &rs->ssh[i];
+                if (b.bad || n == 0 || n > NET_HOST_MAX ||
+                    net_host_canon(t, n, WR_FAULT_CLIENT, &d->host, NULL) < 0) {
+                        r = BAD(e, "bad SSH destination");
+                        goto fail;
+                }
+                d->port = (uint16_t) ru16(&b);
+                if (d->port == 0) {
+                        r = BAD(e, "bad SSH destination port");
+                        goto fail;
+                }
+                rs->n_ssh++;
         }
         if (b.bad || b.off != len) {
                 r = BAD(e, b.bad ? "truncated" : "trailing bytes");

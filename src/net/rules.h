@@ -137,12 +137,25 @@ struct net_credential {
 #define NET_DETECT_ALL NET_DETECT_GITHUB_PULLS
 #define NET_GITHUB_API_HOST "api.github.com"
 
+/* A managed SSH destination of a sandbox with a policy (SECURITY.md
+ * decision 10, the seed's rule): its name resolves for the sandbox even
+ * when allowed_hosts does not list it, and raw TCP to one of its resolved
+ * addresses on its port is allowed even inside denied_routes. Nothing
+ * else is opened by it. */
+#define NET_SSH_DESTS_MAX 16
+struct net_ssh_dest {
+        struct net_host host; /* canonical: a name or an address */
+        uint16_t port;
+};
+
 struct net_rules {
         struct net_host_rules *hosts;
         size_t n_hosts;
         struct net_credential *creds;
         size_t n_creds;
         uint32_t detectors; /* NET_DETECT_* */
+        struct net_ssh_dest ssh[NET_SSH_DESTS_MAX];
+        size_t n_ssh;
 };
 
 /* ---- building (warrend; errors INVALID_ARGUMENT naming field) ---- */
@@ -180,6 +193,9 @@ void net_rules_clear(struct net_rules *rs);
 /* The rules of the host named by canonical name (the first entry whose
  * pattern matches: exact before *.suffix, longer suffix first), or NULL. */
 const struct net_host_rules *net_rules_for_host(const struct net_rules *rs, const char *name);
+
+/* True when name (canonical) is a managed SSH destination's name. */
+bool net_rules_ssh_name(const struct net_rules *rs, const char *name);
 
 /* The detectors (NET_DETECT_*) that apply to the host name. */
 uint32_t net_rules_detects(const struct net_rules *rs, const char *name);

@@ -380,7 +380,7 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                                 "network_policy: this warrend runs no egress enforcer "
                                 "(warren-egress needs root, the default network and an "
                                 "upstream resolver: --upstream-dns)");
-        if (spec->net_rules_len && !sbx_egress_intercepts(sbx_network_egress(m->net)))
+        if (spec->net_intercept && !sbx_egress_intercepts(sbx_network_egress(m->net)))
                 return err_setx(e, -EOPNOTSUPP, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
                                 "per-host rules and credentials need TLS interception, which "
                                 "this warrend cannot do now (warren-signer missing, the egress "
@@ -436,7 +436,7 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         size_t n_mounts = spec->n_mounts;
         bool ca_present[SBX_CA_BUNDLE_PATHS] = {false};
         size_t n_ca = 0;
-        if (spec->net_rules_len) {
+        if (spec->net_intercept) {
                 if ((r = sbx_ca_bundle(m->state_dir, img, st->ca_bundle, sizeof(st->ca_bundle),
                                        ca_present, e)) < 0)
                         return err_prefix(e, r, "CA bundle");

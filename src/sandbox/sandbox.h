@@ -154,6 +154,10 @@ struct sbx_spec {
          * goes through the proxy). NULL = none. */
         uint8_t *net_rules;
         size_t net_rules_len;
+        /* the rules name hosts whose TLS is intercepted (rules,
+         * credentials, detectors): the sandbox gets the CA bundle. False
+         * when they hold only managed SSH destinations. */
+        bool net_intercept;
         /* What GetSandbox shows of the request later: opaque bytes the
          * store keeps with the row (the API stores the request without
          * inline secret values). May be NULL. */
