@@ -63,6 +63,10 @@ void daemon_config_usage(FILE *f) {
               "  --egress-upstream-ca FILE  CA bundle the upstream certificates of\n"
               "                        intercepted hosts are verified against (default:\n"
               "                        the host's /etc/ssl/certs/ca-certificates.crt)\n"
+              "  --rotate-egress-ca    replace the egress CA of --state-dir with a new one\n"
+              "                        (the old certificate kept as egress-ca.crt.old)\n"
+              "                        and exit; a running warrend signs with the new key\n"
+              "                        once it restarts\n"
               "  --help                show this help\n"
               "  --version             show the version\n"
               "\n"
@@ -203,6 +207,10 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                 r = set_str(&c->sandbox_cidr, v);
         } else if (!strcmp(key, "upstream-dns")) {
                 r = set_str(&c->upstream_dns, v);
+        } else if (!strcmp(key, "rotate-egress-ca")) {
+                if (parse_bool(v, &c->rotate_egress_ca) < 0)
+                        return err_set(e, -EINVAL, "rotate-egress-ca = %s: expected true or false",
+                                       v);
         } else if (!strcmp(key, "egress-upstream-ca")) {
                 r = set_str(&c->egress_upstream_ca, v);
         } else if (!strcmp(key, "no-egress")) {
@@ -296,6 +304,7 @@ enum {
         OPT_UPSTREAM_DNS,
         OPT_NO_EGRESS,
         OPT_EGRESS_UPSTREAM_CA,
+        OPT_ROTATE_EGRESS_CA,
 };
 
 static const struct option options[] = {
@@ -320,6 +329,7 @@ static const struct option options[] = {
         {"upstream-dns", required_argument, NULL, OPT_UPSTREAM_DNS},
         {"no-egress", no_argument, NULL, OPT_NO_EGRESS},
         {"egress-upstream-ca", required_argument, NULL, OPT_EGRESS_UPSTREAM_CA},
+        {"rotate-egress-ca", no_argument, NULL, OPT_ROTATE_EGRESS_CA},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {},

@@ -52,6 +52,7 @@ struct daemon_config {
         char *sandbox_cidr;
         char *upstream_dns;
         char *egress_upstream_ca; /* --egress-upstream-ca (NULL: the host's bundle) */
+        bool rotate_egress_ca;    /* --rotate-egress-ca: rotate and exit */
         bool no_egress; /* --no-egress: warren-egress is not started */
         bool help;
         bool version;

@@ -17,6 +17,7 @@
 #include "api/api.h"
 #include "basic/err.h"
 #include "basic/log.h"
+#include "signer/ca.h"
 #include "daemon/admin.h"
 #include "daemon/config.h"
 #include "daemon/statedir.h"
@@ -508,6 +509,7 @@ int main(int argc, char **argv) {
                 daemon_config_clear(&d.cfg);
                 return 0;
         }
+        int r;
         log_set_level(d.cfg.log_level);
         log_set_format(d.cfg.log_format);
 
@@ -519,11 +521,25 @@ int main(int argc, char **argv) {
                 daemon_config_clear(&d.cfg);
                 return 1;
         }
+        if (d.cfg.rotate_egress_ca) {
+                /* one-shot: atomic file operations, safe beside a running
+                 * warrend (docs/signer.md "Rotation") */
+                r = signer_ca_rotate(d.cfg.state_dir, &e);
+                if (r < 0)
+                        fprintf(stderr, "warrend: rotate the egress CA: %s\n", e.msg);
+                else
+                        printf("egress CA rotated: %s/%s (the previous one is %s); sandboxes "
+                               "created from now on trust both; restart warrend to sign with "
+                               "the new key\n",
+                               d.cfg.state_dir, SIGNER_CA_CERT_FILE, SIGNER_CA_OLD_CERT_FILE);
+                daemon_config_clear(&d.cfg);
+                return r < 0 ? 1 : 0;
+        }
         signal(SIGPIPE, SIG_IGN);
         umask(022);
         raise_nofile();
 
-        int r = daemon_start(&d, &e);
+        r = daemon_start(&d, &e);
         if (r < 0) {
                 log_error("cannot start: %s", e.msg);
                 if (d.server)

@@ -610,3 +610,43 @@ def test_warm_pool_claim_gets_the_bundle_and_interception(bed):
         c.close()
     finally:
         d.stop()
+
+
+def test_rotate_egress_ca(cd, client, bed, tools_image):
+    """`warrend --rotate-egress-ca` beside a running warrend: sandboxes
+    created after it trust the new and the previous certificate; once the
+    signer restarts (here: killed) it signs with the new key, and such a
+    sandbox's curl verifies it."""
+    from conftest import WARREND
+    p = subprocess.run([WARREND, "--state-dir", cd.state_dir, "--rotate-egress-ca"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    new_ca = open(os.path.join(cd.state_dir, "egress-ca.crt")).read()
+    old_ca = open(os.path.join(cd.state_dir, "egress-ca.crt.old")).read()
+    assert new_ca != old_ca
+    log = cd.read_log()
+    pid = int(re.findall(r"warren-signer: ready \(pid (\d+)\)", log)[-1])
+    n_running = log.count("warren-egress running")
+    os.kill(pid, 9)
+    import time
+    deadline = time.time() + 15
+    while cd.read_log().count("warren-egress running") == n_running:
+        assert time.time() < deadline
+        time.sleep(0.1)
+    m = bed.mark()
+    with client.create(image=tools_image, network_policy=seed_policy()) as sb:
+        r = sh(sb, "cat $SSL_CERT_FILE")
+        assert new_ca.strip() in r.stdout_text and old_ca.strip() in r.stdout_text
+        r = sh(sb, "curl -sS -o /dev/null -w '%%{http_code}' https://%s/v1/private/rotated" % HOST)
+        assert r.stdout_text == "200", r.stdout_text + r.stderr_text
+        # the leaf now comes from the new CA
+        py = ("import ssl, socket; c = ssl.create_default_context(); "
+              "s = c.wrap_socket(socket.create_connection(('%s', 443)), server_hostname='%s'); "
+              "print(dict(x[0] for x in s.getpeercert()['issuer'])['commonName'])" % (HOST, HOST))
+        r = sb.exec("python3", "-c", py, timeout_secs=30)
+        assert r.exit_code == 0, r.stderr_text
+        subj = subprocess.run(["openssl", "x509", "-noout", "-subject"], input=new_ca,
+                              capture_output=True, text=True).stdout
+        assert r.stdout_text.strip() in subj, (r.stdout_text, subj)
+    _, auths = auth_of(bed, m, "/v1/private/rotated")
+    assert auths == ["Bearer " + TOKEN]
