@@ -258,6 +258,9 @@ SMUGGLE = [
                         "GET /v1/private/s HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"),
     ("h2c", "GET /v1/private/s HTTP/1.1\r\nHost: {h}\r\nConnection: Upgrade, HTTP2-Settings\r\n"
             "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n"),
+    ("trace", "TRACE /v1/private/s HTTP/1.1\r\nHost: {h}\r\n\r\n"),
+    ("connect", "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"),
+    ("nul", "GET /v1/private/s HTTP/1.1\r\nHost: {h}\r\nX-A: a\x00b\r\n\r\n"),
 ]
 
 SMUGGLE_PY = r'''
@@ -650,3 +653,39 @@ def test_rotate_egress_ca(cd, client, bed, tools_image):
         assert r.stdout_text.strip() in subj, (r.stdout_text, subj)
     _, auths = auth_of(bed, m, "/v1/private/rotated")
     assert auths == ["Bearer " + TOKEN]
+
+
+def test_alpn_offers_http11_only(client, tools_image):
+    """A client offering h2 first gets http/1.1 (the proxy parses HTTP/1.1
+    only); one offering h2 alone gets no ALPN and speaks HTTP/1.1."""
+    py = r"""
+import socket, ssl, sys
+for protos in (["h2", "http/1.1"], ["h2"]):
+    c = ssl.create_default_context()
+    c.set_alpn_protocols(protos)
+    s = c.wrap_socket(socket.create_connection((sys.argv[1], 443)), server_hostname=sys.argv[1])
+    print(s.selected_alpn_protocol())
+    s.close()
+"""
+    with client.create(image=tools_image, network_policy=seed_policy()) as sb:
+        r = sb.exec("python3", "-c", py, HOST, timeout_secs=30)
+        assert r.exit_code == 0, r.stderr_text
+        assert r.stdout_text.split() == ["http/1.1", "None"], r.stdout_text
+
+
+@pytest.mark.parametrize("name", ["wrongname.example.test", "badcert.example.test",
+                                  "expired.example.test"])
+def test_unverified_upstream_gets_no_request(client, bed, tools_image, name):
+    """An intercepted host whose certificate does not verify (wrong name,
+    untrusted CA, expired): 502, and the upstream never sees a request
+    (the secret never leaves for it)."""
+    pol = NetworkPolicy(allowed_hosts={name: [M.Rule(transforms=[M.Transformer(
+        headers={"Authorization": "Bearer __warren_secret_T"},
+        headers_secrets={"__warren_secret_T": "INTERNAL_API_TOKEN"})])]})
+    m = bed.mark()
+    with client.create(image=tools_image, network_policy=pol) as sb:
+        r = sh(sb, "curl -sS -w '%%{http_code}' https://%s/v1/private/x" % name)
+        assert r.stdout_text.endswith("502"), r.stdout_text + r.stderr_text
+        assert TOKEN not in r.stdout_text
+    bed.settle()
+    assert [x for x in bed.http_requests(since=m) if x["hostname"] == name] == []
