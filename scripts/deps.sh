@@ -19,7 +19,8 @@ DEB_PACKAGES=(
   git curl openssh-client openssh-server   # tests/fakenet: git, curl, ssh clients and the bed's sshd
 )
 PY_MODULES=(grpc:grpcio grpc_tools:grpcio-tools google.protobuf:protobuf pytest:pytest
-  dnslib:dnslib cryptography:cryptography)  # the last two: tests/fakenet
+  dnslib:dnslib cryptography:cryptography  # these two: tests/fakenet
+  requests:requests)  # copied into a sandbox image by tests/e2e/test_credentials.py
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
