@@ -222,6 +222,35 @@ int sbx_egress_policy_write(const char *dir, int mode, const uint8_t *wire, size
         return 0;
 }
 
+int sbx_egress_rules_write(const char *dir, const uint8_t *wire, size_t len, struct wr_err *e) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/egress-rules", dir);
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0 || write(fd, wire, len) != (ssize_t) len)
+                return err_set(e, -errno, "write %s: %m", path);
+        return 0;
+}
+
+int sbx_egress_rules_read(const char *dir, uint8_t **ret_wire, size_t *ret_len) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/egress-rules", dir);
+        *ret_wire = NULL;
+        *ret_len = 0;
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        size_t cap = 65536, n = 0;
+        _cleanup_free_ uint8_t *buf = malloc(cap);
+        if (!buf)
+                return -ENOMEM;
+        ssize_t k;
+        while (n < cap && (k = read(fd, buf + n, cap - n)) > 0)
+                n += (size_t) k;
+        *ret_len = n;
+        *ret_wire = n ? TAKE_PTR(buf) : NULL;
+        return 0;
+}
+
 int sbx_egress_policy_read(const char *dir, int *ret_mode, uint8_t **ret_wire, size_t *ret_len) {
         char path[PATH_MAX];
         snprintf(path, sizeof(path), "%s/egress-policy", dir);
@@ -257,6 +286,10 @@ static int egress_setup(struct sbx *sb, const struct sbx_spec *spec, bool policy
         int r = sbx_egress_attach(sb, spec->net_mode, spec->net_policy, spec->net_policy_len,
                                   spec->net_rules, spec->net_rules_len, e);
         if (r < 0 || (!spec->net_mode && !spec->net_rules_len))
+                return r;
+        if (spec->net_mode && spec->net_rules_public_len &&
+            (r = sbx_egress_rules_write(rt_sandbox_dir(sb->rt), spec->net_rules_public,
+                                        spec->net_rules_public_len, e)) < 0)
                 return r;
         if (spec->net_mode && !policy_written &&
             (r = sbx_egress_policy_write(rt_sandbox_dir(sb->rt), spec->net_mode, spec->net_policy,

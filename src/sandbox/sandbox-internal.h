@@ -235,6 +235,12 @@ struct img_info;
 int sbx_ca_bundle(const char *state_dir, const struct img_info *img, char *path, size_t size,
                   bool present[SBX_CA_BUNDLE_PATHS], struct wr_err *e);
 
+/* <dir>/egress-rules: the secret-free rules (detectors, managed SSH
+ * destinations) of a policed sandbox, for recovery. read: 0 with
+ * *ret_wire NULL when there is none. */
+int sbx_egress_rules_write(const char *dir, const uint8_t *wire, size_t len, struct wr_err *e);
+int sbx_egress_rules_read(const char *dir, uint8_t **ret_wire, size_t *ret_len);
+
 /* Undo sbx_egress_attach (POLICY_DEL, out of open4). Idempotent. */
 void sbx_egress_detach(struct sbx *sb);
 /* The policy file of a sandbox dir (<dir>/egress-policy: u32 mode, then

@@ -158,6 +158,11 @@ struct sbx_spec {
          * credentials, detectors): the sandbox gets the CA bundle. False
          * when they hold only managed SSH destinations. */
         bool net_intercept;
+        /* The part of the rules that holds no secret (detectors, managed
+         * SSH destinations), written to <dir>/egress-rules so that a
+         * restarted warrend registers it again. NULL = none. */
+        uint8_t *net_rules_public;
+        size_t net_rules_public_len;
         /* What GetSandbox shows of the request later: opaque bytes the
          * store keeps with the row (the API stores the request without
          * inline secret values). May be NULL. */

@@ -105,3 +105,38 @@ def test_an_address_destination_and_another_port(client, bed):
         poke(sb, ip, 80)
         poke(sb, bed.addr("example.test"), 22)
         assert_nothing_reached(bed, m)
+
+
+def test_exemption_survives_a_warrend_restart(bed):
+    """kill -9 of warrend: the new one registers the sandbox's policy and
+    its managed SSH destinations again (<dir>/egress-rules: no secret in
+    it), so ssh inside the denied route still works."""
+    from test_lifecycle import Restartable
+    life = Restartable()
+    try:
+        life.start(extra=["--upstream-dns", bed.dns])
+        import_base(life)
+        with wr.SandboxClient(life.unix_addr) as c:
+            with open(bed.ssh.key) as f:
+                c.set_secret("GITHUB_DEPLOY_KEY", f.read())
+            sb = c.create(image=IMAGE, entrypoint=["sleep", "infinity"],
+                          network_policy=NetworkPolicy(
+                              allowed_hosts=[], denied_routes=[NetworkPolicy.Route(bed.ranges[0])]),
+                          managed_ssh={"github": SshDest("github.com", "GITHUB_DEPLOY_KEY",
+                                                         username="git")})
+            r = sh(sb, "ssh github true && echo SSH-OK")
+            assert "SSH-OK" in r.stdout_text, r.stderr_text
+            rules = os.path.join(life.state_dir, "sandboxes", sb.id, "egress-rules")
+            assert os.path.exists(rules)
+        life.kill9()
+        life.start(extra=["--upstream-dns", bed.dns])
+        with wr.SandboxClient(life.unix_addr) as c:
+            h = c.get(id=sb.id)
+            r = sh(h, "ssh github true && echo SSH-OK")
+            assert "SSH-OK" in r.stdout_text, r.stderr_text
+            m = bed.mark()
+            poke(h, bed.addr("github.com"), 80)
+            assert_nothing_reached(bed, m)
+            h.terminate(grace_period_seconds=0)
+    finally:
+        life.destroy()
