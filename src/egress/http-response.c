@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Response heads, chunked bodies and one JSON lookup (http-response.h). */
 #include "egress/http-response.h"
+#include "egress/http-stream.h"
 
 #include <errno.h>
 #include <string.h>
@@ -105,25 +106,15 @@ int egress_resp_head_parse(const uint8_t *buf, size_t len, struct egress_resp_he
         return 0;
 }
 
-static int hexval(uint8_t c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 long egress_dechunk(uint8_t *buf, size_t len) {
         size_t in = 0, out = 0;
         for (;;) {
                 uint64_t sz = 0;
                 size_t digits = 0;
-                while (in < len && hexval(buf[in]) >= 0) {
+                while (in < len && egress_hexval(buf[in]) >= 0) {
                         if (++digits > 15)
                                 return -EBADMSG;
-                        sz = sz * 16 + (uint64_t) hexval(buf[in++]);
+                        sz = sz * 16 + (uint64_t) egress_hexval(buf[in++]);
                 }
                 if (!digits)
                         return -EBADMSG;
@@ -189,7 +180,7 @@ static long string(struct js *j, char *out, size_t cap) {
                                         return -EBADMSG;
                                 int v = 0;
                                 for (int k = 0; k < 4; k++) {
-                                        int h = hexval(j->p[j->i++]);
+                                        int h = egress_hexval(j->p[j->i++]);
                                         if (h < 0)
                                                 return -EBADMSG;
                                         v = v * 16 + h;

@@ -702,6 +702,18 @@ static void decide_literal(struct conn *c, const struct net_addr *lit) {
         decide_addr(c);
 }
 
+/* A c-ares answer for c arrived: false when c still waits for it; true
+ * (res freed, c freed when nothing else holds it) when c moved on. */
+static bool resolve_stale(struct conn *c, struct ares_addrinfo *res) {
+        c->resolving = false;
+        if (c->state == C_RESOLVING)
+                return false;
+        if (res)
+                ares_freeaddrinfo(res);
+        conn_free_if_done(c);
+        return true;
+}
+
 /* --- managed SSH under a policy (net_ssh_dest) --- */
 
 static bool ssh_exempt(struct conn *c);
@@ -729,13 +741,8 @@ static void ssh_allow(struct conn *c) {
 
 static void ssh_resolved_cb(void *arg, int status, int timeouts, struct ares_addrinfo *res) {
         struct conn *c = arg;
-        c->resolving = false;
-        if (c->state != C_RESOLVING) {
-                if (res)
-                        ares_freeaddrinfo(res);
-                conn_free_if_done(c);
+        if (resolve_stale(c, res))
                 return;
-        }
         bool ok = false;
         for (struct ares_addrinfo_node *nd = res && status == ARES_SUCCESS ? res->nodes : NULL;
              nd && !ok; nd = nd->ai_next) {
@@ -850,13 +857,8 @@ static void cache_put(struct worker *w, const char *name, const struct net_addr 
 
 static void resolved_cb(void *arg, int status, int timeouts, struct ares_addrinfo *res) {
         struct conn *c = arg;
-        c->resolving = false;
-        if (c->state != C_RESOLVING) {
-                if (res)
-                        ares_freeaddrinfo(res);
-                conn_free_if_done(c);
+        if (resolve_stale(c, res))
                 return;
-        }
         if (status != ARES_SUCCESS || !res || !res->nodes) {
                 if (res)
                         ares_freeaddrinfo(res);

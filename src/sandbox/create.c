@@ -231,6 +231,20 @@ int sbx_egress_rules_write(const char *dir, const uint8_t *wire, size_t len, str
         return 0;
 }
 
+/* The rest of fd (at most cap bytes) into a new buffer (NULL when empty). */
+static int read_rest(int fd, size_t cap, uint8_t **ret, size_t *ret_len) {
+        size_t n = 0;
+        _cleanup_free_ uint8_t *buf = malloc(cap);
+        if (!buf)
+                return -ENOMEM;
+        ssize_t k;
+        while (n < cap && (k = read(fd, buf + n, cap - n)) > 0)
+                n += (size_t) k;
+        *ret_len = n;
+        *ret = n ? TAKE_PTR(buf) : NULL;
+        return 0;
+}
+
 int sbx_egress_rules_read(const char *dir, uint8_t **ret_wire, size_t *ret_len) {
         char path[PATH_MAX];
         snprintf(path, sizeof(path), "%s/egress-rules", dir);
@@ -239,16 +253,7 @@ int sbx_egress_rules_read(const char *dir, uint8_t **ret_wire, size_t *ret_len) 
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return errno == ENOENT ? 0 : -errno;
-        size_t cap = 65536, n = 0;
-        _cleanup_free_ uint8_t *buf = malloc(cap);
-        if (!buf)
-                return -ENOMEM;
-        ssize_t k;
-        while (n < cap && (k = read(fd, buf + n, cap - n)) > 0)
-                n += (size_t) k;
-        *ret_len = n;
-        *ret_wire = n ? TAKE_PTR(buf) : NULL;
-        return 0;
+        return read_rest(fd, 65536, ret_wire, ret_len);
 }
 
 int sbx_egress_policy_read(const char *dir, int *ret_mode, uint8_t **ret_wire, size_t *ret_len) {
@@ -263,17 +268,8 @@ int sbx_egress_policy_read(const char *dir, int *ret_mode, uint8_t **ret_wire, s
         uint32_t m32 = 0;
         if (read(fd, &m32, 4) != 4)
                 return -EBADMSG;
-        size_t cap = NET_POLICY_WIRE_MAX, n = 0;
-        _cleanup_free_ uint8_t *buf = malloc(cap);
-        if (!buf)
-                return -ENOMEM;
-        ssize_t k;
-        while (n < cap && (k = read(fd, buf + n, cap - n)) > 0)
-                n += (size_t) k;
         *ret_mode = (int) m32;
-        *ret_len = n;
-        *ret_wire = n ? TAKE_PTR(buf) : NULL;
-        return 0;
+        return read_rest(fd, NET_POLICY_WIRE_MAX, ret_wire, ret_len);
 }
 
 /* Register the new sandbox with warren-egress before its first process
