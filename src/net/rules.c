@@ -564,7 +564,10 @@ int net_request_rewrite(const struct net_rules *rs, const struct net_rule *rule,
             (r = emit(out, cap, &o, rule->fwd.path, strlen(rule->fwd.path))) < 0)
                 return r;
         if ((r = emit(out, cap, &o, target, tlen)) < 0 ||
-            (r = emit(out, cap, &o, " HTTP/1.1\r\n", 11)) < 0)
+            /* the request's own version: an HTTP/1.0 client waits for the
+             * close its version implies */
+            (r = emit(out, cap, &o, h->version == 10 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n",
+                      11)) < 0)
                 return r;
         /* Host first */
         char hostline[NET_HOST_MAX + 16];

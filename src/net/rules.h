@@ -230,7 +230,7 @@ bool net_header_protected(const char *name, size_t len);
 /* Write the head sent upstream for request h (parsed from its head bytes)
  * to host_name (canonical; the rule's forward host when it has one) into
  * out (cap bytes, *out_len): the request line with an origin-form target
- * (forward path + original target), "Host: host_name[:port]" first, the
+ * (forward path + original target) and the request's HTTP version, "Host: host_name[:port]" first, the
  * workload's headers minus Host and minus names the rule's transforms set,
  * placeholders of rule (may be NULL) and of the credentials matching
  * cred_host replaced in ordinary values, then the rule's literal headers

@@ -689,3 +689,17 @@ def test_unverified_upstream_gets_no_request(client, bed, tools_image, name):
         assert TOKEN not in r.stdout_text
     bed.settle()
     assert [x for x in bed.http_requests(since=m) if x["hostname"] == name] == []
+
+
+def test_http10_client(client, bed, tools_image):
+    """An HTTP/1.0 request keeps its version upstream (the server closes
+    after the response, which the client waits for): answered at once,
+    with the secret."""
+    m = bed.mark()
+    with client.create(image=tools_image, network_policy=seed_policy()) as sb:
+        r = sh(sb, "timeout 20 curl --http1.0 -sS -o /dev/null -w '%%{http_code}' "
+                   "https://%s/v1/private/one-oh" % HOST, timeout=30)
+        assert r.stdout_text == "200", r.stdout_text + r.stderr_text
+    reqs, auths = auth_of(bed, m, "/v1/private/one-oh")
+    assert auths == ["Bearer " + TOKEN]
+    assert reqs[0]["version"] == "HTTP/1.0", reqs[0]

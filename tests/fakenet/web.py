@@ -163,6 +163,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 tls=self.conn["tls"], sni=self.conn.get("sni"), client=self.conn["client"],
                 local=self.conn["local"], method=self.command, host=host, hostname=hostname,
                 target=self.path, path=path, query=query, status=self._status,
+                version=getattr(self, "request_version", None),
                 headers=[[k, v] for k, v in self.headers.items()],
                 bytes_in=raw_in + body_len, body_bytes=body_len, bytes_out=self._out,
                 seconds=round(time.time() - t0, 6))
