@@ -468,7 +468,8 @@ static int kv_from(size_t n, Warren__V1__RequestMatch__QueryEntry **q,
                 return INVALID(e, "%s: at most %d entries", field, NET_RULE_KV_MAX);
         if (!(*ret = calloc(n, sizeof(**ret))))
                 return -ENOMEM;
-        for (size_t i = 0; i < n; i++, (*ret_n)++) {
+        for (size_t i = 0; i < n; i++) {
+                (*ret_n)++; /* counted first: a half-made entry is freed too */
                 const char *k = q ? q[i]->key : h[i]->key;
                 const Warren__V1__Matcher *m = q ? q[i]->value : h[i]->value;
                 char f[200];
@@ -517,7 +518,8 @@ static int transform_from(struct store *store, const char *envname, const Warren
                                NET_RULE_SET_MAX, NET_PLACEHOLDERS_MAX);
         if (t->n_headers && !(tf->set = calloc(t->n_headers, sizeof(*tf->set))))
                 return -ENOMEM;
-        for (size_t i = 0; i < t->n_headers; i++, tf->n_set++) {
+        for (size_t i = 0; i < t->n_headers; i++) {
+                tf->n_set++; /* counted first: a half-made entry is freed too */
                 const char *k = t->headers[i]->key ? t->headers[i]->key : "";
                 const char *v = t->headers[i]->value ? t->headers[i]->value : "";
                 snprintf(f, sizeof(f), "%s.headers[\"%.60s\"]", field, k);
@@ -581,7 +583,8 @@ static int rule_from(struct store *store, const char *envname, const Warren__V1_
                 return INVALID(e, "%s.transforms: at most %d", field, NET_RULE_TRANSFORMS_MAX);
         if (pr->n_transforms && !(rule->tf = calloc(pr->n_transforms, sizeof(*rule->tf))))
                 return -ENOMEM;
-        for (size_t t = 0; t < pr->n_transforms; t++, rule->n_tf++) {
+        for (size_t t = 0; t < pr->n_transforms; t++) {
+                rule->n_tf++; /* counted first: a half-made entry is freed too */
                 snprintf(f, sizeof(f), "%s.transforms[%zu]", field, t);
                 if ((r = transform_from(store, envname, pr->transforms[t], &rule->tf[t], f, e)) < 0)
                         return r;
@@ -616,7 +619,8 @@ static int creds_from(struct store *store, const char *envname,
         if (!(rs->creds = calloc(req->n_credentials, sizeof(*rs->creds))))
                 return -ENOMEM;
         int r;
-        for (size_t i = 0; i < req->n_credentials; i++, rs->n_creds++) {
+        for (size_t i = 0; i < req->n_credentials; i++) {
+                rs->n_creds++; /* counted first: a half-made entry is freed too */
                 const Warren__V1__HostCredential *hc = req->credentials[i];
                 struct net_credential *c = &rs->creds[i];
                 char f[80];
@@ -710,7 +714,8 @@ static int rules_build(struct store *store, const char *envname,
                         r = -ENOMEM;
                         break;
                 }
-                for (size_t k = 0; k < he->value->n_rules && r >= 0; k++, hr->n_rules++) {
+                for (size_t k = 0; k < he->value->n_rules && r >= 0; k++) {
+                        hr->n_rules++; /* counted first: a half-made rule is freed too */
                         char rf[200];
                         snprintf(rf, sizeof(rf), "%s.rules[%zu]", f, k);
                         r = rule_from(store, envname, he->value->rules[k], &hr->rules[k], rf, e);
