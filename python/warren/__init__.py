@@ -19,7 +19,7 @@ from warren._files import FileStat, Files, WatchEvent, WatchEventKind, Watcher
 from warren._git import Git, GitStatus
 from warren._image import Image, ImageConfig, ImageInfo
 from warren._network import ComputeClass, NetworkEvent, NetworkPolicy, ResourceDetector, SshDest
-from warren._sandbox import Sandbox, SandboxInfo, SandboxStatus
+from warren._sandbox import DetectedResource, Sandbox, SandboxInfo, SandboxStatus
 from warren._secret import Secret, SecretInfo
 from warren._tunnel import Tunnel, TunnelConnection
 from warren._volume import FileInfo, FileKind, Volume, VolumeInfo
@@ -27,7 +27,7 @@ from warren._volume import FileInfo, FileKind, Volume, VolumeInfo
 __version__ = "0.1.0"
 
 __all__ = [
-    "SandboxClient", "Sandbox", "SandboxInfo", "SandboxStatus", "Image", "Secret", "Volume",
+    "SandboxClient", "Sandbox", "SandboxInfo", "SandboxStatus", "DetectedResource", "Image", "Secret", "Volume",
     "NetworkPolicy", "NetworkEvent", "SshDest", "ResourceDetector", "ComputeClass", "ExecEvent", "ExecResult",
     "Process", "ProcessInfo", "ExecChanges", "FileChange", "Git", "GitStatus", "VersionInfo", "ImageInfo", "ImageConfig",
     "SecretInfo", "Tunnel", "TunnelConnection", "VolumeInfo", "FileInfo", "FileKind", "Status", "WarrenError", "SandboxNotFound",

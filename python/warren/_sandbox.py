@@ -58,6 +58,16 @@ class SandboxStatus(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class DetectedResource:
+    """A resource the sandbox created, seen in its intercepted traffic
+    (``resource_detectors``): ``kind`` ``"github_pull_request"``, ``id``
+    the pull request's URL (its ``html_url``)."""
+
+    kind: str
+    id: str
+
+
+@dataclass(frozen=True)
 class SandboxInfo:
     """What the daemon knows about a sandbox."""
 
@@ -476,6 +486,13 @@ class Sandbox:
         req = pb.ListNetworkEventsRequest(sandbox=self._key().id, limit=int(limit or 0),
                                           after_seq=int(after_seq))
         return ch._unary(ch._sandboxes.ListNetworkEvents, req, sandbox_call=True)
+
+    def resources(self) -> List[DetectedResource]:
+        """The resources detected so far (``resource_detectors``), in the
+        order they were created: pull requests the sandbox opened through
+        api.github.com (``POST /repos/{owner}/{repo}/pulls`` answered 201)."""
+        return [DetectedResource("github_pull_request", u)
+                for u in self.refresh().detected_resources]
 
     def network_events(self, limit: Optional[int] = None, after_seq: int = 0) -> List[NetworkEvent]:
         """The sandbox's egress decisions the daemon keeps, oldest first:

@@ -100,6 +100,8 @@ struct sandbox_msg {
         Warren__V1__Resources resources;        /* with the defaults filled in */
         Warren__V1__ResourceUsage usage;
         char cpu[32], memory[32];
+        char **detected; /* copies: the manager's list may change before the reply is sent */
+        size_t n_detected;
 };
 
 static void sandbox_msg_free(struct sandbox_msg *m) {
@@ -107,6 +109,9 @@ static void sandbox_msg_free(struct sandbox_msg *m) {
                 return;
         free(m->tags);
         free(m->tag_ptrs);
+        for (size_t i = 0; i < m->n_detected; i++)
+                free(m->detected[i]);
+        free(m->detected);
         if (m->spec)
                 warren__v1__create_sandbox_request__free_unpacked(m->spec, NULL);
         free(m);
@@ -203,6 +208,16 @@ static struct sandbox_msg *sandbox_msg_new(const struct store_sandbox *sb,
         s->egress_enforced = enf >= 0 ? enf == 1
                                       : m->spec && m->spec->network_policy &&
                                                 sb->status == STORE_SANDBOX_TERMINATED;
+        const char *const *det = NULL;
+        size_t n_det = 0;
+        if (manager && sbx_detected_resources(manager, sb->id, &det, &n_det) >= 0 && n_det &&
+            (m->detected = calloc(n_det, sizeof(*m->detected)))) {
+                for (size_t i = 0; i < n_det; i++)
+                        if ((m->detected[m->n_detected] = strdup(det[i])))
+                                m->n_detected++;
+                s->detected_resources = m->detected;
+                s->n_detected_resources = m->n_detected;
+        }
         warren__v1__resource_usage__init(&m->usage);
         struct rt_usage u = {0};
         if (manager && sb->status == STORE_SANDBOX_RUNNING && sbx_usage(manager, sb->id, &u) >= 0) {

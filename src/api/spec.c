@@ -11,10 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "basic/macro.h"
 #include "egress/egress-proto.h"
 #include "net/net.h"
+#include "net/rules.h"
 #include "runtime/runtime.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/ssh.h"
@@ -342,6 +344,10 @@ static int spec_pack(const Warren__V1__CreateSandboxRequest *req, uint8_t **ret,
         }
         for (size_t i = 0; i < copy->n_secrets; i++)
                 secret_ref_strip(copy->secrets[i], true);
+        /* credentials: Secret.from_local_env values arrive inline */
+        for (size_t i = 0; i < copy->n_credentials; i++)
+                if (copy->credentials[i]->secret)
+                        secret_ref_strip(copy->credentials[i]->secret, true);
         *n = warren__v1__create_sandbox_request__get_packed_size(copy);
         *ret = malloc(*n ? *n : 1);
         if (*ret)
@@ -379,28 +385,6 @@ static int check_unimplemented(const Warren__V1__CreateSandboxRequest *req, stru
         if (req->compute_class == WARREN__V1__COMPUTE_CLASS__COMPUTE_CLASS_K8S)
                 return UNIMPLEMENTED(e, "compute_class K8S needs a Kubernetes cluster; this "
                                         "warrend runs the HOST class only");
-        if (req->n_credentials || req->n_resource_detectors)
-                return UNIMPLEMENTED(e, "credentials and resource_detectors are not implemented "
-                                        "yet (they arrive with the credentials issue)");
-        if (req->n_managed_ssh && req->network_policy)
-                return UNIMPLEMENTED(e, "managed_ssh together with a network_policy: the "
-                                        "destination's exemption from the policy (reachable even "
-                                        "inside denied_routes) is not built yet; list the SSH "
-                                        "server in allowed_routes, or create the sandbox without "
-                                        "a policy");
-        if (req->network_policy)
-                for (size_t i = 0; i < req->network_policy->n_host_rules; i++) {
-                        const Warren__V1__NetworkPolicy__HostRulesEntry *h =
-                                req->network_policy->host_rules[i];
-                        if (h->value && h->value->n_rules)
-                                return UNIMPLEMENTED(
-                                        e,
-                                        "network_policy.host_rules[\"%.80s\"]: per-host request "
-                                        "rules need TLS interception, which arrives with the "
-                                        "credentials issue; list the host in allowed_hosts (or "
-                                        "give it an empty rule list)",
-                                        h->key);
-                }
         if (req->identity)
                 return UNIMPLEMENTED(e, "identity: a sandbox's own identity token (file, rotation, API "
                                         "access with it) is not implemented yet; "
@@ -459,16 +443,346 @@ static int policy_routes(struct net_policy *p, enum net_route_list list, const c
         return 0;
 }
 
-/* network_policy → the spec's mode and the policy's wire form. */
-static int policy_build(const Warren__V1__NetworkPolicy *np, struct sbx_spec *s, struct wr_err *e) {
-        if (!np)
+/* ---- per-host request rules and credentials (TLS interception) ---- */
+
+static int matcher_from(const Warren__V1__Matcher *pm, struct net_matcher *m, const char *field,
+                        struct wr_err *e) {
+        if (!pm || pm->kind_case == WARREN__V1__MATCHER__KIND__NOT_SET)
                 return 0;
+        const char *s = pm->kind_case == WARREN__V1__MATCHER__KIND_EXACT         ? pm->exact
+                        : pm->kind_case == WARREN__V1__MATCHER__KIND_STARTS_WITH ? pm->starts_with
+                                                                                 : pm->regex;
+        enum net_matcher_kind k = pm->kind_case == WARREN__V1__MATCHER__KIND_EXACT ? NET_MATCH_EXACT
+                                  : pm->kind_case == WARREN__V1__MATCHER__KIND_STARTS_WITH
+                                          ? NET_MATCH_PREFIX
+                                          : NET_MATCH_REGEX;
+        s = s ? s : "";
+        int r = net_matcher_set(m, k, s, strlen(s), field, e);
+        return r < 0 ? net_invalid(r, e, "invalid matcher") : 0;
+}
+
+static int kv_from(size_t n, Warren__V1__RequestMatch__QueryEntry **q,
+                   Warren__V1__RequestMatch__HeadersEntry **h, struct net_kv_matcher **ret,
+                   size_t *ret_n, const char *field, struct wr_err *e) {
+        if (!n)
+                return 0;
+        if (n > NET_RULE_KV_MAX)
+                return INVALID(e, "%s: at most %d entries", field, NET_RULE_KV_MAX);
+        if (!(*ret = calloc(n, sizeof(**ret))))
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                (*ret_n)++; /* counted first: a half-made entry is freed too */
+                const char *k = q ? q[i]->key : h[i]->key;
+                const Warren__V1__Matcher *m = q ? q[i]->value : h[i]->value;
+                char f[200];
+                snprintf(f, sizeof(f), "%s[\"%.60s\"]", field, k ? k : "");
+                if (!k || !*k)
+                        return INVALID(e, "%s: an empty name", f);
+                if (!((*ret)[i].name = strdup(k)))
+                        return -ENOMEM;
+                int r = matcher_from(m, &(*ret)[i].m, f, e);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* A secret's value for a placeholder (stored secret of one key). *ret
+ * wiped and freed by the caller. */
+static int ph_secret(struct store *store, const char *envname, const char *name, const char *field,
+                     char **ret, struct wr_err *e) {
+        Warren__V1__SecretRef ref = WARREN__V1__SECRET_REF__INIT;
+        ref.source_case = WARREN__V1__SECRET_REF__SOURCE_NAME;
+        ref.name = (char *) name;
+        return secret_value(store, envname, &ref, field, ret, e);
+}
+
+static int ph_set(struct net_placeholder *ph, const char *token, char *value, const char *field,
+                  struct wr_err *e) {
+        size_t len = strlen(value);
+        int r = net_placeholder_check(token, (const uint8_t *) value, len, field, e);
+        if (r < 0)
+                return net_invalid(r, e, "invalid placeholder");
+        if (!(ph->token = strdup(token)))
+                return -ENOMEM;
+        ph->token_len = strlen(token);
+        ph->value = (uint8_t *) value; /* taken */
+        ph->len = len;
+        return 0;
+}
+
+static int transform_from(struct store *store, const char *envname, const Warren__V1__Transformer *t,
+                          struct net_transform *tf, const char *field, struct wr_err *e) {
+        char f[240];
+        int r;
+        if (t->n_headers > NET_RULE_SET_MAX || t->n_headers_secrets > NET_PLACEHOLDERS_MAX)
+                return INVALID(e, "%s: at most %d headers and %d headers_secrets", field,
+                               NET_RULE_SET_MAX, NET_PLACEHOLDERS_MAX);
+        if (t->n_headers && !(tf->set = calloc(t->n_headers, sizeof(*tf->set))))
+                return -ENOMEM;
+        for (size_t i = 0; i < t->n_headers; i++) {
+                tf->n_set++; /* counted first: a half-made entry is freed too */
+                const char *k = t->headers[i]->key ? t->headers[i]->key : "";
+                const char *v = t->headers[i]->value ? t->headers[i]->value : "";
+                snprintf(f, sizeof(f), "%s.headers[\"%.60s\"]", field, k);
+                if ((r = net_header_set_check(k, v, f, e)) < 0)
+                        return net_invalid(r, e, "invalid header");
+                if (!(tf->set[i].name = strdup(k)) || !(tf->set[i].value = strdup(v)))
+                        return -ENOMEM;
+        }
+        if (t->n_headers_secrets && !(tf->ph = calloc(t->n_headers_secrets, sizeof(*tf->ph))))
+                return -ENOMEM;
+        for (size_t i = 0; i < t->n_headers_secrets; i++) {
+                const char *tok = t->headers_secrets[i]->key ? t->headers_secrets[i]->key : "";
+                const char *sec = t->headers_secrets[i]->value ? t->headers_secrets[i]->value : "";
+                snprintf(f, sizeof(f), "%s.headers_secrets[\"%.60s\"]", field, tok);
+                if (!*tok)
+                        return INVALID(e, "%s: an empty placeholder token is not allowed", f);
+                if (!*sec)
+                        return INVALID(e, "%s: name the secret that replaces the placeholder", f);
+                char *v = NULL;
+                if ((r = ph_secret(store, envname, sec, f, &v, e)) < 0)
+                        return r;
+                if ((r = ph_set(&tf->ph[tf->n_ph], tok, v, f, e)) < 0) {
+                        erase_and_free(v);
+                        return r;
+                }
+                tf->n_ph++;
+        }
+        return 0;
+}
+
+static int rule_from(struct store *store, const char *envname, const Warren__V1__Rule *pr,
+                     struct net_rule *rule, const char *field, struct wr_err *e) {
+        char f[200];
+        int r;
+        const Warren__V1__RequestMatch *m = pr->match;
+        if (m) {
+                snprintf(f, sizeof(f), "%s.match.path", field);
+                if ((r = matcher_from(m->path, &rule->path, f, e)) < 0)
+                        return r;
+                if (m->method && *m->method) {
+                        for (const char *c = m->method; *c; c++)
+                                if (!((*c >= 'A' && *c <= 'Z') || *c == '-' || *c == '_') ||
+                                    c - m->method >= NET_HTTP_METHOD_MAX)
+                                        return INVALID(e,
+                                                       "%s.match.method: \"%.40s\" is not valid: "
+                                                       "use an upper-case method like GET",
+                                                       field, m->method);
+                        if (!(rule->method = strdup(m->method)))
+                                return -ENOMEM;
+                }
+                snprintf(f, sizeof(f), "%s.match.query", field);
+                if ((r = kv_from(m->n_query, m->query, NULL, &rule->query, &rule->n_query, f, e)) <
+                    0)
+                        return r;
+                snprintf(f, sizeof(f), "%s.match.headers", field);
+                if ((r = kv_from(m->n_headers, NULL, m->headers, &rule->headers, &rule->n_headers,
+                                 f, e)) < 0)
+                        return r;
+        }
+        if (pr->n_transforms > NET_RULE_TRANSFORMS_MAX)
+                return INVALID(e, "%s.transforms: at most %d", field, NET_RULE_TRANSFORMS_MAX);
+        if (pr->n_transforms && !(rule->tf = calloc(pr->n_transforms, sizeof(*rule->tf))))
+                return -ENOMEM;
+        for (size_t t = 0; t < pr->n_transforms; t++) {
+                rule->n_tf++; /* counted first: a half-made entry is freed too */
+                snprintf(f, sizeof(f), "%s.transforms[%zu]", field, t);
+                if ((r = transform_from(store, envname, pr->transforms[t], &rule->tf[t], f, e)) < 0)
+                        return r;
+        }
+        if (pr->forward_url && *pr->forward_url) {
+                snprintf(f, sizeof(f), "%s.forward_url", field);
+                if ((r = net_forward_parse(pr->forward_url, &rule->fwd, f, e)) < 0)
+                        return net_invalid(r, e, "invalid forward_url");
+                rule->has_forward = true;
+        }
+        return 0;
+}
+
+/* credentials: the placeholder an add_credentials entry's variable holds */
+static int cred_token(char *out, size_t size) {
+        uint8_t rnd[12];
+        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+                return -EIO;
+        int n = snprintf(out, size, "__warren_secret_");
+        for (size_t i = 0; i < sizeof(rnd); i++)
+                n += snprintf(out + n, size - (size_t) n, "%02x", rnd[i]);
+        return 0;
+}
+
+static int creds_from(struct store *store, const char *envname,
+                      const Warren__V1__CreateSandboxRequest *req, struct net_rules *rs,
+                      struct net_policy *p, struct sbx_spec *s, struct wr_err *e) {
+        if (!req->n_credentials)
+                return 0;
+        if (req->n_credentials > NET_CREDENTIALS_MAX)
+                return INVALID(e, "credentials: at most %d", NET_CREDENTIALS_MAX);
+        if (!(rs->creds = calloc(req->n_credentials, sizeof(*rs->creds))))
+                return -ENOMEM;
+        int r;
+        for (size_t i = 0; i < req->n_credentials; i++) {
+                rs->n_creds++; /* counted first: a half-made entry is freed too */
+                const Warren__V1__HostCredential *hc = req->credentials[i];
+                struct net_credential *c = &rs->creds[i];
+                char f[80];
+                snprintf(f, sizeof(f), "credentials[%zu]", i);
+                if (!hc->n_hosts)
+                        return INVALID(e, "%s.hosts: name at least one host", f);
+                if (hc->n_hosts > 64)
+                        return INVALID(e, "%s.hosts: at most 64", f);
+                if (!(c->hosts = calloc(hc->n_hosts, sizeof(*c->hosts))))
+                        return -ENOMEM;
+                for (size_t k = 0; k < hc->n_hosts; k++, c->n_hosts++) {
+                        if ((r = policy_text_check("credentials.hosts", k, hc->hosts[k], e)) < 0)
+                                return r;
+                        if (strcmp(hc->hosts[k], "*") == 0)
+                                return INVALID(e, "%s.hosts[%zu]: \"*\" would send the secret "
+                                                  "anywhere: name its hosts",
+                                               f, k);
+                        if ((r = net_host_pattern_parse(hc->hosts[k], &c->hosts[k], e)) < 0)
+                                return net_invalid(r, e, "invalid host");
+                        if (p && (r = net_policy_add_host(p, hc->hosts[k], e)) < 0)
+                                return net_invalid(r, e, "invalid host");
+                }
+                const Warren__V1__SecretRef *ref = hc->secret;
+                if (!ref)
+                        return INVALID(e, "%s.secret: missing", f);
+                /* the variable: the stored secret's name, or env_name */
+                const char *var = ref->env_name && *ref->env_name ? ref->env_name
+                                  : ref->source_case == WARREN__V1__SECRET_REF__SOURCE_NAME
+                                          ? ref->name
+                                          : NULL;
+                if (!var || !sbx_env_name_valid(var))
+                        return INVALID(e,
+                                       "%s.secret: needs a variable name (env_name, or a stored "
+                                       "secret's name that is a valid variable name)",
+                                       f);
+                char *v = NULL;
+                char sf[120];
+                snprintf(sf, sizeof(sf), "%s.secret", f);
+                if ((r = secret_value(store, envname, ref, sf, &v, e)) < 0)
+                        return r;
+                char tok[64];
+                if ((r = cred_token(tok, sizeof(tok))) < 0 ||
+                    (r = ph_set(&c->ph, tok, v, sf, e)) < 0) {
+                        erase_and_free(v);
+                        return r;
+                }
+                if ((r = sbx_env_set2(&s->env, var, tok)) < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* host_rules with rules and credentials -> the spec's rules wire form
+ * (secret values inside; wiped with the spec). Hosts of credentials join
+ * the policy p when there is one. */
+static int rules_build(struct store *store, const char *envname,
+                       const Warren__V1__CreateSandboxRequest *req, struct net_policy *p,
+                       uint32_t detectors, struct sbx_spec *s, struct wr_err *e) {
+        struct net_rules rs = {.detectors = detectors};
+        const Warren__V1__NetworkPolicy *np = req->network_policy;
+        size_t nh = 0;
+        int r = 0;
+        for (size_t i = 0; np && i < np->n_host_rules; i++)
+                if (np->host_rules[i]->value && np->host_rules[i]->value->n_rules)
+                        nh++;
+        if (nh > NET_RULES_HOSTS_MAX)
+                return INVALID(e, "network_policy.host_rules: at most %d hosts with rules",
+                               NET_RULES_HOSTS_MAX);
+        if (nh && !(rs.hosts = calloc(nh, sizeof(*rs.hosts))))
+                return -ENOMEM;
+        for (size_t i = 0; np && i < np->n_host_rules && r >= 0; i++) {
+                const Warren__V1__NetworkPolicy__HostRulesEntry *he = np->host_rules[i];
+                if (!he->value || !he->value->n_rules)
+                        continue;
+                struct net_host_rules *hr = &rs.hosts[rs.n_hosts++];
+                char f[160];
+                snprintf(f, sizeof(f), "network_policy.host_rules[\"%.80s\"]", he->key);
+                if (strcmp(he->key, "*") == 0) {
+                        r = INVALID(e, "%s: rules need a host or *.domain, not \"*\"", f);
+                        break;
+                }
+                if ((r = net_host_pattern_parse(he->key, &hr->host, e)) < 0) {
+                        r = net_invalid(r, e, "invalid host");
+                        break;
+                }
+                if (he->value->n_rules > NET_RULES_PER_HOST_MAX) {
+                        r = INVALID(e, "%s: at most %d rules", f, NET_RULES_PER_HOST_MAX);
+                        break;
+                }
+                if (!(hr->rules = calloc(he->value->n_rules, sizeof(*hr->rules)))) {
+                        r = -ENOMEM;
+                        break;
+                }
+                for (size_t k = 0; k < he->value->n_rules && r >= 0; k++) {
+                        hr->n_rules++; /* counted first: a half-made rule is freed too */
+                        char rf[200];
+                        snprintf(rf, sizeof(rf), "%s.rules[%zu]", f, k);
+                        r = rule_from(store, envname, he->value->rules[k], &hr->rules[k], rf, e);
+                }
+        }
+        if (r >= 0)
+                r = creds_from(store, envname, req, &rs, p, s, e);
+        s->net_intercept = rs.n_hosts || rs.n_creds || rs.detectors;
+        /* managed SSH under a policy: its destinations are exempt (their
+         * names are checked again, with their messages, by ssh_build) */
+        for (size_t i = 0; r >= 0 && p && i < req->n_managed_ssh && rs.n_ssh < NET_SSH_DESTS_MAX;
+             i++) {
+                const Warren__V1__SshDest *d = req->managed_ssh[i]->value;
+                if (!d || !d->host ||
+                    net_host_canon_str(d->host, &rs.ssh[rs.n_ssh].host, NULL) < 0)
+                        continue;
+                rs.ssh[rs.n_ssh++].port = d->port ? (uint16_t) d->port : 22;
+        }
+        if (r >= 0 && (s->net_intercept || rs.n_ssh))
+                r = net_rules_serialize(&rs, &s->net_rules, &s->net_rules_len);
+        if (r >= 0 && (rs.detectors || rs.n_ssh)) {
+                /* what a restarted warrend may register again: no secret */
+                struct net_rules pub = {.detectors = rs.detectors, .n_ssh = rs.n_ssh};
+                memcpy(pub.ssh, rs.ssh, sizeof(pub.ssh));
+                r = net_rules_serialize(&pub, &s->net_rules_public, &s->net_rules_public_len);
+        }
+        net_rules_clear(&rs);
+        return r;
+}
+
+/* network_policy → the spec's mode and the policy's wire form; host_rules
+ * with rules and credentials → the rules' wire form (rules_build). */
+static int policy_build(struct store *store, const char *envname,
+                        const Warren__V1__CreateSandboxRequest *req, struct sbx_spec *s,
+                        struct wr_err *e) {
+        const Warren__V1__NetworkPolicy *np = req->network_policy;
+        uint32_t detectors = 0;
+        for (size_t i = 0; i < req->n_resource_detectors; i++) {
+                if (req->resource_detectors[i] !=
+                    WARREN__V1__RESOURCE_DETECTOR__RESOURCE_DETECTOR_GITHUB_PULL_REQUESTS)
+                        return INVALID(e,
+                                       "resource_detectors[%zu]: unknown detector %d (known: "
+                                       "GITHUB_PULL_REQUESTS)",
+                                       i, (int) req->resource_detectors[i]);
+                detectors |= NET_DETECT_GITHUB_PULLS;
+        }
+        /* no policy: outbound allowed; a detector then makes one that
+         * allows only its host (seed rule) */
+        static const Warren__V1__NetworkPolicy empty = WARREN__V1__NETWORK_POLICY__INIT;
+        if (!np && !detectors)
+                return rules_build(store, envname, req, NULL, 0, s, e);
+        if (!np)
+                np = &empty;
         if (np->learn) {
+                if (detectors)
+                        return INVALID(e, "resource_detectors: learn mode intercepts nothing: "
+                                          "give resource_detectors without learn");
                 if (np->n_allowed_hosts || np->n_host_rules || np->n_allowed_routes ||
                     np->n_denied_routes)
                         return INVALID(e, "network_policy: learn allows everything and records "
                                           "it: give it without allowed_hosts, host_rules or "
                                           "routes");
+                if (req->n_credentials)
+                        return INVALID(e, "credentials: learn mode records connections and "
+                                          "intercepts nothing: give credentials without learn");
                 s->net_mode = EGRESS_MODE_LEARN;
                 return 0;
         }
@@ -482,7 +796,7 @@ static int policy_build(const Warren__V1__NetworkPolicy *np, struct sbx_spec *s,
                 if ((r = net_policy_add_host(p, np->allowed_hosts[i], e)) < 0)
                         return net_invalid(r, e, "invalid host");
         }
-        /* host_rules with an empty rule list: the list form */
+        /* every host_rules key is allowed (an empty rule list: the list form) */
         for (size_t i = 0; i < np->n_host_rules; i++) {
                 const char *h = np->host_rules[i]->key ? np->host_rules[i]->key : "";
                 if ((r = policy_text_check("host_rules", i, h, e)) < 0)
@@ -494,6 +808,10 @@ static int policy_build(const Warren__V1__NetworkPolicy *np, struct sbx_spec *s,
                                np->n_allowed_routes, e)) < 0 ||
             (r = policy_routes(p, NET_ROUTES_DENIED, "denied_routes", np->denied_routes,
                                np->n_denied_routes, e)) < 0)
+                return r;
+        if (detectors && (r = net_policy_add_host(p, NET_GITHUB_API_HOST, e)) < 0)
+                return r;
+        if ((r = rules_build(store, envname, req, p, detectors, s, e)) < 0)
                 return r;
         if ((r = net_policy_serialize(p, &s->net_policy, &s->net_policy_len)) < 0)
                 return r == -E2BIG ? INVALID(e, "network_policy: too large") : r;
@@ -608,7 +926,7 @@ static int build(struct store *store, struct vol_manager *vm, const char *envnam
         if (req->network_policy && req->block_network)
                 return INVALID(e, "network_policy: a sandbox with block_network has no network "
                                   "to police: give one or the other");
-        if ((r = policy_build(req->network_policy, s, e)) < 0)
+        if ((r = policy_build(store, envname, req, s, e)) < 0)
                 return r;
         if (req->lifetime && *req->lifetime &&
             sbx_duration_parse(req->lifetime, &s->lifetime_ns) < 0)

@@ -105,6 +105,27 @@ int cli_create_opt(struct cli_create *cr, int c, const char *arg, const char *cm
                 cli_push((void ***) &r->managed_ssh, &r->n_managed_ssh, m);
                 return 1;
         }
+        case CLI_OPT_CREDENTIAL: {
+                /* HOST[,HOST...]=SECRET: the stored secret's placeholder is
+                 * substituted in intercepted requests to those hosts */
+                if (cli_parse_kv(arg, &k, &v) < 0 || !*k || !*v) {
+                        cli_usage_error(cmd, usage,
+                                        "--credential wants HOST[,HOST...]=SECRET, got '%s'", arg);
+                        return -CLI_EXIT_USAGE;
+                }
+                Warren__V1__HostCredential *hc = cli_alloc(sizeof(*hc));
+                warren__v1__host_credential__init(hc);
+                for (char *save = NULL, *h = strtok_r(k, ",", &save); h;
+                     h = strtok_r(NULL, ",", &save))
+                        push_string(&hc->hosts, &hc->n_hosts, h);
+                Warren__V1__SecretRef *s = cli_alloc(sizeof(*s));
+                warren__v1__secret_ref__init(s);
+                s->source_case = WARREN__V1__SECRET_REF__SOURCE_NAME;
+                s->name = v;
+                hc->secret = s;
+                cli_push((void ***) &r->credentials, &r->n_credentials, hc);
+                return 1;
+        }
         case CLI_OPT_LIFETIME:
                 r->lifetime = cli_strdup(arg);
                 return 1;

@@ -73,6 +73,13 @@ void daemon_config_usage(FILE *f) {
               "                        resolver (sandboxes then name their gateway)\n"
               "  --no-egress           do not start warren-egress: no network policies,\n"
               "                        sandbox DNS goes to --upstream-dns through NAT\n"
+              "  --egress-upstream-ca FILE  CA bundle the upstream certificates of\n"
+              "                        intercepted hosts are verified against (default:\n"
+              "                        the host's /etc/ssl/certs/ca-certificates.crt)\n"
+              "  --rotate-egress-ca    replace the egress CA of --state-dir with a new one\n"
+              "                        (the old certificate kept as egress-ca.crt.old)\n"
+              "                        and exit; a running warrend signs with the new key\n"
+              "                        once it restarts\n"
               "  --help                show this help\n"
               "  --version             show the version\n"
               "\n"
@@ -236,6 +243,12 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                 if (parse_bool(v, &c->no_exec_spool) < 0)
                         return err_set(e, -EINVAL, "no-exec-spool = %s: expected true or false",
                                        v);
+        } else if (!strcmp(key, "rotate-egress-ca")) {
+                if (parse_bool(v, &c->rotate_egress_ca) < 0)
+                        return err_set(e, -EINVAL, "rotate-egress-ca = %s: expected true or false",
+                                       v);
+        } else if (!strcmp(key, "egress-upstream-ca")) {
+                r = set_str(&c->egress_upstream_ca, v);
         } else if (!strcmp(key, "no-egress")) {
                 if (parse_bool(v, &c->no_egress) < 0)
                         return err_set(e, -EINVAL, "no-egress = %s: expected true or false", v);
@@ -334,6 +347,8 @@ enum {
         OPT_BUILD_MIN_FREE,
         OPT_INSECURE_TCP_LOOPBACK,
         OPT_NO_EXEC_SPOOL,
+        OPT_EGRESS_UPSTREAM_CA,
+        OPT_ROTATE_EGRESS_CA,
 };
 
 static const struct option options[] = {
@@ -361,6 +376,8 @@ static const struct option options[] = {
         {"upstream-dns", required_argument, NULL, OPT_UPSTREAM_DNS},
         {"no-egress", no_argument, NULL, OPT_NO_EGRESS},
         {"no-exec-spool", no_argument, NULL, OPT_NO_EXEC_SPOOL},
+        {"egress-upstream-ca", required_argument, NULL, OPT_EGRESS_UPSTREAM_CA},
+        {"rotate-egress-ca", no_argument, NULL, OPT_ROTATE_EGRESS_CA},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {},
@@ -491,6 +508,7 @@ void daemon_config_clear(struct daemon_config *c) {
         free(c->config_file);
         free(c->sandbox_cidr);
         free(c->upstream_dns);
+        free(c->egress_upstream_ca);
         free(c->registry_config);
         free(c->docker_config);
         *c = (struct daemon_config){0};

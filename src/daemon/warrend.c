@@ -18,6 +18,7 @@
 #include "api/wid.h"
 #include "basic/err.h"
 #include "basic/log.h"
+#include "signer/ca.h"
 #include "daemon/admin.h"
 #include "daemon/config.h"
 #include "daemon/statedir.h"
@@ -287,6 +288,11 @@ static int find_egress(char *out, size_t size) {
         return find_helper("warren-egress", "WARREN_EGRESS", "egress", out, size);
 }
 
+/* warren-signer (WARREN_SIGNER, see find_helper). 0 or -ENOENT. */
+static int find_signer(char *out, size_t size) {
+        return find_helper("warren-signer", "WARREN_SIGNER", "signer", out, size);
+}
+
 /* warrend's own TCP ports (listeners, admin), for warren-egress's
  * --deny-port. */
 static size_t own_ports(const struct daemon *d, uint16_t *ports, size_t max) {
@@ -331,10 +337,18 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
         if (!have_egress && !d->cfg.no_egress)
                 log_warn("warren-egress not found next to warrend or in /usr/libexec/warren (or "
                          "WARREN_EGRESS): network policies are refused");
+        char signer[PATH_MAX];
+        bool have_signer = have_egress && find_signer(signer, sizeof(signer)) == 0;
+        if (have_egress && !have_signer)
+                log_warn("warren-signer not found next to warrend or in /usr/libexec/warren (or "
+                         "WARREN_SIGNER): no TLS interception (per-host rules and credentials "
+                         "are refused)");
         uint16_t ports[16];
         size_t n_ports = own_ports(d, ports, ELEMENTSOF(ports));
         struct sbx_manager_config mc = {
                 .egress_path = have_egress ? egress : NULL,
+                .signer_path = have_signer ? signer : NULL,
+                .egress_upstream_ca = d->cfg.egress_upstream_ca,
                 .deny_ports = ports,
                 .n_deny_ports = n_ports,
                 .loop = &d->loop,
@@ -534,6 +548,7 @@ int main(int argc, char **argv) {
                 daemon_config_clear(&d.cfg);
                 return 0;
         }
+        int r;
         log_set_level(d.cfg.log_level);
         log_set_format(d.cfg.log_format);
 
@@ -545,11 +560,25 @@ int main(int argc, char **argv) {
                 daemon_config_clear(&d.cfg);
                 return 1;
         }
+        if (d.cfg.rotate_egress_ca) {
+                /* one-shot: atomic file operations, safe beside a running
+                 * warrend (docs/signer.md "Rotation") */
+                r = signer_ca_rotate(d.cfg.state_dir, &e);
+                if (r < 0)
+                        fprintf(stderr, "warrend: rotate the egress CA: %s\n", e.msg);
+                else
+                        printf("egress CA rotated: %s/%s (the previous one is %s); sandboxes "
+                               "created from now on trust both; restart warrend to sign with "
+                               "the new key\n",
+                               d.cfg.state_dir, SIGNER_CA_CERT_FILE, SIGNER_CA_OLD_CERT_FILE);
+                daemon_config_clear(&d.cfg);
+                return r < 0 ? 1 : 0;
+        }
         signal(SIGPIPE, SIG_IGN);
         umask(022);
         raise_nofile();
 
-        int r = daemon_start(&d, &e);
+        r = daemon_start(&d, &e);
         if (r < 0) {
                 log_error("cannot start: %s", e.msg);
                 if (d.server)

@@ -79,8 +79,10 @@ static int decode_set(const uint8_t *p, size_t len, struct egress_policy_msg *m,
         memcpy(&w, p, sizeof(w));
         if (!field_ok(w.sandbox, sizeof(w.sandbox)) || !egress_sandbox_id_valid(w.sandbox))
                 return err_set(e, -EBADMSG, "POLICY_SET: invalid sandbox id");
-        if (w.reserved != 0)
-                return err_set(e, -EBADMSG, "POLICY_SET: reserved field not zero");
+        if (w.rules_len && w.mode == EGRESS_MODE_LEARN)
+                return err_set(e, -EBADMSG, "POLICY_SET: rules go with ENFORCE or OPEN");
+        if (w.rules_len > EGRESS_MSG_MAX)
+                return err_set(e, -EMSGSIZE, "POLICY_SET: rules of %u bytes", w.rules_len);
         if (w.mode < EGRESS_MODE_OPEN || w.mode > EGRESS_MODE_LEARN)
                 return err_set(e, -EBADMSG, "POLICY_SET: unknown mode %u", w.mode);
         if (w.n_addrs == 0)
@@ -93,7 +95,8 @@ static int decode_set(const uint8_t *p, size_t len, struct egress_policy_msg *m,
                                "POLICY_SET: a policy goes with ENFORCE and only there");
         if (w.policy_len > NET_POLICY_WIRE_MAX)
                 return err_set(e, -EMSGSIZE, "POLICY_SET: policy of %u bytes", w.policy_len);
-        size_t need = sizeof(w) + (size_t) w.n_addrs * sizeof(struct egress_addr) + w.policy_len;
+        size_t need = sizeof(w) + (size_t) w.n_addrs * sizeof(struct egress_addr) + w.policy_len +
+                      w.rules_len;
         if (need != len)
                 return err_set(e, -EBADMSG, "POLICY_SET: %zu payload bytes, expected %zu", len,
                                need);
@@ -116,7 +119,22 @@ static int decode_set(const uint8_t *p, size_t len, struct egress_policy_msg *m,
                 if (r < 0)
                         return err_prefix(e, r, "POLICY_SET");
         }
+        if (w.rules_len) {
+                if (!(m->rules = calloc(1, sizeof(*m->rules))))
+                        return -ENOMEM;
+                int r = net_rules_parse(a + w.policy_len, w.rules_len, m->rules, e);
+                if (r < 0)
+                        return err_prefix(e, r, "POLICY_SET: rules");
+        }
         return 0;
+}
+
+static void rules_free(struct net_rules **rs) {
+        if (*rs) {
+                net_rules_clear(*rs);
+                free(*rs);
+                *rs = NULL;
+        }
 }
 
 int egress_req_decode(const void *buf, size_t n, struct egress_req *ret, struct wr_err *e) {
@@ -141,6 +159,7 @@ int egress_req_decode(const void *buf, size_t n, struct egress_req *ret, struct 
                 if (r < 0) {
                         net_policy_free(ret->set.policy);
                         ret->set.policy = NULL;
+                        rules_free(&ret->set.rules);
                 }
                 return r;
         }
@@ -162,6 +181,7 @@ int egress_req_decode(const void *buf, size_t n, struct egress_req *ret, struct 
 void egress_req_done(struct egress_req *req) {
         if (req && req->hdr.type == EGRESS_POLICY_SET) {
                 req->set.policy = net_policy_free(req->set.policy);
+                rules_free(&req->set.rules);
         }
 }
 
@@ -186,7 +206,9 @@ int egress_policy_set_encode(uint64_t id, const struct egress_policy_msg *m, uin
                              size_t *ret_len) {
         if (!egress_sandbox_id_valid(m->sandbox) || m->n_addrs == 0 ||
             m->n_addrs > EGRESS_ADDRS_MAX || m->mode < EGRESS_MODE_OPEN ||
-            m->mode > EGRESS_MODE_LEARN || (m->mode == EGRESS_MODE_ENFORCE) != !!m->policy)
+            m->mode > EGRESS_MODE_LEARN || (m->mode == EGRESS_MODE_ENFORCE) != !!m->policy ||
+            (m->rules_wire_len && m->mode == EGRESS_MODE_LEARN) ||
+            m->rules_wire_len > EGRESS_MSG_MAX)
                 return -EINVAL;
         uint8_t *pol = NULL;
         size_t pol_len = 0;
@@ -201,7 +223,9 @@ int egress_policy_set_encode(uint64_t id, const struct egress_policy_msg *m, uin
         w.mode = m->mode;
         w.n_addrs = (uint32_t) m->n_addrs;
         w.policy_len = (uint32_t) pol_len;
-        size_t len = sizeof(w) + m->n_addrs * sizeof(struct egress_addr) + pol_len;
+        w.rules_len = (uint32_t) m->rules_wire_len;
+        size_t len = sizeof(w) + m->n_addrs * sizeof(struct egress_addr) + pol_len +
+                     m->rules_wire_len;
         uint8_t *out = malloc(sizeof(struct egress_hdr) + len);
         if (!out) {
                 free(pol);
@@ -222,6 +246,8 @@ int egress_policy_set_encode(uint64_t id, const struct egress_policy_msg *m, uin
         }
         if (pol_len)
                 memcpy(q, pol, pol_len);
+        if (m->rules_wire_len)
+                memcpy(q + pol_len, m->rules_wire, m->rules_wire_len);
         free(pol);
         *ret = out;
         *ret_len = sizeof(h) + len;
@@ -243,7 +269,8 @@ int egress_ping_encode(uint64_t id, uint8_t *out, size_t size) {
 static int check_event(const struct egress_event *ev, struct wr_err *e) {
         if (ev->reserved0 || ev->reserved1)
                 return err_set(e, -EBADMSG, "EVENT: reserved field not zero");
-        if (ev->kind != EGRESS_EVENT_TCP && ev->kind != EGRESS_EVENT_DNS)
+        if (ev->kind != EGRESS_EVENT_TCP && ev->kind != EGRESS_EVENT_DNS &&
+            ev->kind != EGRESS_EVENT_RESOURCE)
                 return err_set(e, -EBADMSG, "EVENT: unknown kind %u", ev->kind);
         if (ev->verdict > NET_VERDICT_ALLOW || ev->mode > EGRESS_MODE_LEARN)
                 return err_set(e, -EBADMSG, "EVENT: bad verdict or mode");

@@ -16,8 +16,11 @@
  * warrend -> egress (requests), each answered in order:
  *   POLICY_SET  struct egress_policy_set, n_addrs struct egress_addr, then
  *               policy_len bytes of net_policy_serialize() output (ENFORCE
- *               only; 0 otherwise). Replaces the sandbox's entry if the id
- *               exists. -> RESULT {err} (same hdr.id)
+ *               only; 0 otherwise), then rules_len bytes of
+ *               net_rules_serialize() output (hosts whose TLS is
+ *               intercepted; holds secret values: both ends wipe it).
+ *               Replaces the sandbox's entry if the id exists.
+ *               -> RESULT {err} (same hdr.id)
  *   POLICY_DEL  struct egress_policy_del -> RESULT {err}
  *   PING        no payload -> PONG (same hdr.id)
  * egress -> warrend:
@@ -36,6 +39,7 @@
 #include <stdint.h>
 
 #include "net/net.h"
+#include "net/rules.h"
 
 #define EGRESS_MAGIC 0x57454731u            /* "WEG1" read as a big-endian word */
 #define EGRESS_MSG_MAX ((1u << 20) + 4096u) /* one datagram, header included */
@@ -84,7 +88,9 @@ struct egress_policy_set {
         uint32_t mode;       /* enum egress_mode */
         uint32_t n_addrs;    /* 1..EGRESS_ADDRS_MAX */
         uint32_t policy_len; /* ENFORCE: 1..NET_POLICY_WIRE_MAX; otherwise 0 */
-        uint32_t reserved;   /* 0 */
+        uint32_t rules_len;  /* bytes of net_rules_serialize() output after the
+                              * policy (per-host rules and credentials, secret
+                              * values inside); 0 = none. ENFORCE or OPEN. */
 };
 
 struct egress_policy_del {
@@ -113,7 +119,11 @@ struct egress_pong {
 enum egress_event_kind {
         EGRESS_EVENT_TCP = 1,
         EGRESS_EVENT_DNS = 2,
+        /* a resource detected in intercepted traffic: reason = its kind
+         * (EGRESS_RESOURCE_*), rule = its id (a URL), host = the host */
+        EGRESS_EVENT_RESOURCE = 3,
 };
+#define EGRESS_RESOURCE_GITHUB_PR "github_pull_request"
 
 struct egress_event {
         uint64_t time_ns;    /* CLOCK_REALTIME when the connection ended / query was decided */
@@ -150,6 +160,9 @@ struct egress_policy_msg {
         size_t n_addrs;
         struct net_addr addrs[EGRESS_ADDRS_MAX];
         struct net_policy *policy; /* ENFORCE only; owned by the message */
+        struct net_rules *rules;   /* decoded: NULL = none; owned by the message */
+        const uint8_t *rules_wire; /* encoding: the serialized rules (not owned) */
+        size_t rules_wire_len;
 };
 
 struct egress_req {

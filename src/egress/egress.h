@@ -62,6 +62,7 @@ struct egress_sb {
         size_t n_addrs;
         struct net_addr addrs[EGRESS_ADDRS_MAX];
         struct net_policy *policy; /* ENFORCE only */
+        struct net_rules *rules;   /* hosts intercepted (rules, credentials); NULL = none */
 };
 
 /* Install (or replace, same id) the sandbox of m; takes m->policy (set to

@@ -18,7 +18,7 @@ void egress_http_body_start(struct egress_http_body *b, bool chunked, uint64_t c
         }
 }
 
-static int hexval(uint8_t c) {
+int egress_hexval(uint8_t c) {
         if (c >= '0' && c <= '9')
                 return c - '0';
         if (c >= 'a' && c <= 'f')
@@ -84,7 +84,7 @@ int egress_http_body_scan(struct egress_http_body *b, const uint8_t *buf, size_t
                         } else if (c == ';') {
                                 b->in_ext = true;
                         } else {
-                                int v = hexval(c);
+                                int v = egress_hexval(c);
                                 if (v < 0 || b->chunk > (UINT64_MAX >> 4) >> 4)
                                         return -EBADMSG;
                                 b->chunk = b->chunk * 16 + (uint64_t) v;

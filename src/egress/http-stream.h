@@ -44,3 +44,6 @@ void egress_http_body_start(struct egress_http_body *b, bool chunked, uint64_t c
  * for malformed chunked framing. */
 int egress_http_body_scan(struct egress_http_body *b, const uint8_t *buf, size_t len,
                           size_t *ret_used);
+
+/* The value of a hex digit (0-9, a-f, A-F), or -1. */
+int egress_hexval(uint8_t c);

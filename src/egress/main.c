@@ -10,6 +10,14 @@
  *                 [--first-byte-ms N] [--head-timeout-ms N]
  *                 [--connect-timeout-ms N] [--dns-timeout-ms N]
  *                 [--max-conns N] [--log-level debug|info|warn|error]
+ *                 [--signer-fd N] [--upstream-ca FILE]
+ *
+ * --signer-fd: a SOCK_SEQPACKET socket to warren-signer (docs/signer.md):
+ * hosts with request rules or credentials are intercepted (intercept.c);
+ * without it they stay opaque tunnels. The process exits when that socket
+ * closes (like the control socket). --upstream-ca: the bundle upstream
+ * certificates of intercepted hosts are verified against (default: the
+ * host's /etc/ssl/certs/ca-certificates.crt), read before confinement.
  *
  * It confines itself (confine.c) before it reads a byte from anyone, sends
  * READY on the control socket, then serves. It exits when the control
@@ -33,6 +41,7 @@
 
 #include "basic/log.h"
 #include "egress/egress.h"
+#include "egress/intercept.h"
 
 struct egress_config egress_cfg = {
         .ctl_fd = -EBADF,
@@ -156,10 +165,12 @@ static void ctl_cb(uv_poll_t *p, int status, int events) {
                 int r = (size_t) n > EGRESS_MSG_MAX
                                 ? err_set(&e, -EMSGSIZE, "request of %zd bytes", n)
                                 : egress_req_decode(ctl_buf, (size_t) n, &req, &e);
+                uint64_t id = 0;
+                if (n >= (ssize_t) sizeof(struct egress_hdr))
+                        memcpy(&id, ctl_buf + offsetof(struct egress_hdr, id), sizeof(id));
+                /* a POLICY_SET may carry secret values: none stay here */
+                explicit_bzero(ctl_buf, MIN((size_t) n, (size_t) EGRESS_MSG_MAX + 1));
                 if (r < 0) {
-                        uint64_t id = 0;
-                        if (n >= (ssize_t) sizeof(struct egress_hdr))
-                                memcpy(&id, ctl_buf + offsetof(struct egress_hdr, id), sizeof(id));
                         log_warn("warren-egress: control request refused: %s", e.msg);
                         reply_result(id, r, e.msg);
                         continue;
@@ -186,6 +197,14 @@ static void ctl_cb(uv_poll_t *p, int status, int events) {
                 }
                 }
                 egress_req_done(&req);
+        }
+}
+
+static void signer_cb(uv_poll_t *p, int status, int events) {
+        (void) p;
+        if (status < 0 || (events & UV_DISCONNECT)) {
+                log_info("warren-egress: signer socket closed, exiting");
+                _exit(0);
         }
 }
 
@@ -250,7 +269,8 @@ static _noreturn_ void usage(int code) {
                 "         --upstream-dns IP[:PORT] [...] [--threads N] [--uid USER] [--gid GROUP]\n"
                 "         [--root EMPTY-DIR] [--deny-addr IP ...] [--deny-port PORT ...]\n"
                 "         [--first-byte-ms N] [--head-timeout-ms N] [--connect-timeout-ms N]\n"
-                "         [--dns-timeout-ms N] [--max-conns N] [--log-level LEVEL]\n");
+                "         [--dns-timeout-ms N] [--max-conns N] [--log-level LEVEL]\n"
+                "         [--signer-fd N] [--upstream-ca FILE]\n");
         exit(code);
 }
 
@@ -277,6 +297,8 @@ int main(int argc, char **argv) {
                 O_DNS_TIMEOUT,
                 O_MAX,
                 O_LOG,
+                O_SIGNER,
+                O_UPSTREAM_CA,
                 O_HELP,
         };
         static const struct option opts[] = {
@@ -296,11 +318,15 @@ int main(int argc, char **argv) {
                 {"dns-timeout-ms", required_argument, NULL, O_DNS_TIMEOUT},
                 {"max-conns", required_argument, NULL, O_MAX},
                 {"log-level", required_argument, NULL, O_LOG},
+                {"signer-fd", required_argument, NULL, O_SIGNER},
+                {"upstream-ca", required_argument, NULL, O_UPSTREAM_CA},
                 {"help", no_argument, NULL, O_HELP},
                 {0},
         };
         struct egress_config *c = &egress_cfg;
         size_t n_deny_addrs = 0, n_deny_ports = 0;
+        int signer_fd = -EBADF;
+        const char *upstream_ca = NULL;
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         c->threads = ncpu > 0 ? (unsigned) MIN(ncpu, 64) : 1;
         int o;
@@ -377,6 +403,13 @@ int main(int argc, char **argv) {
                         log_set_level(lv);
                         break;
                 }
+                case O_SIGNER:
+                        if (parse_fd(optarg, &signer_fd) < 0)
+                                die("bad --signer-fd", optarg);
+                        break;
+                case O_UPSTREAM_CA:
+                        upstream_ca = optarg;
+                        break;
                 case O_HELP:
                         usage(0);
                 default:
@@ -416,6 +449,13 @@ int main(int argc, char **argv) {
                     fcntl(all[i], F_SETFD, FD_CLOEXEC) < 0)
                         die("cannot set up a passed fd", NULL);
         }
+        if (signer_fd >= 0) {
+                type = 0;
+                tl = sizeof(type);
+                if (getsockopt(signer_fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
+                    type != SOCK_SEQPACKET)
+                        die("--signer-fd is not a SOCK_SEQPACKET socket", NULL);
+        }
         int sndbuf = 4 << 20;
         (void) setsockopt(c->ctl_fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
         signal(SIGPIPE, SIG_IGN);
@@ -427,9 +467,13 @@ int main(int argc, char **argv) {
         uv_loop_t loop;
         if (uv_loop_init(&loop) < 0 || egress_proxy_prepare(&e) < 0)
                 die("setup", e.msg);
-        uv_poll_t ctl_poll;
+        uv_poll_t ctl_poll, signer_poll;
         if (uv_poll_init_socket(&loop, &ctl_poll, c->ctl_fd) < 0)
                 die("poll control socket", NULL);
+        if (egress_intercept_prepare(signer_fd, upstream_ca, &e) < 0)
+                die("interception", e.msg);
+        if (signer_fd >= 0 && uv_poll_init_socket(&loop, &signer_poll, signer_fd) < 0)
+                die("poll signer socket", NULL);
 
         /* Nothing has been read from anyone yet: confine now. */
         if (egress_confine(&e) < 0)
@@ -438,6 +482,10 @@ int main(int argc, char **argv) {
         if (egress_resolver_start(&loop, &e) < 0 || egress_proxy_start(&e) < 0)
                 die("start", e.msg);
         uv_poll_start(&ctl_poll, UV_READABLE, ctl_cb);
+        /* the signer's end closing: only the hang-up is watched (the
+         * interception threads read the replies) */
+        if (signer_fd >= 0)
+                uv_poll_start(&signer_poll, UV_DISCONNECT, signer_cb);
         struct egress_ready ready = {
                 .version = 1,
                 .threads = c->threads,

@@ -33,6 +33,7 @@
 #include "basic/log.h"
 #include "egress/egress.h"
 #include "egress/http-stream.h"
+#include "egress/intercept.h"
 
 #define HEAD_CAP 65536u
 #define PIPE_SIZE (1u << 20)
@@ -140,6 +141,8 @@ struct conn {
         struct egress_event ev;
         uint64_t t0;
         bool decided;
+        bool intercept; /* TLS to a host with rules or credentials (intercept.c) */
+        size_t ssh_next; /* managed SSH: the next destination to try (ssh_exempt) */
         struct dir up, dn; /* up: client -> upstream */
 };
 
@@ -638,7 +641,35 @@ static void connect_cb(uv_poll_t *p, int status, int events) {
         send_head(c);
 }
 
+/* Hand a decided connection to intercept.c (its own thread, its own dup
+ * of the sandbox's socket); this object ends here without an event. */
+static void intercept_handoff(struct conn *c) {
+        struct egress_intercept_conn a = {
+                .pre = c->buf, .pre_len = c->len, .sb = c->sb, .port = c->oport,
+                .dial = c->dial, .ev = c->ev, .t0 = c->t0};
+        snprintf(a.host, sizeof(a.host), "%s", c->name.name);
+        egress_addr_from_net(&a.ev.dialed, &c->dial);
+        a.ev.port = c->oport;
+        egress_str_set(a.ev.sni, sizeof(a.ev.sni), c->sni);
+        egress_str_set(a.ev.host, sizeof(a.ev.host), c->name.name);
+        a.cfd = fcntl(c->cfd, F_DUPFD_CLOEXEC, 3);
+        if (a.cfd < 0 || egress_intercept_start(&a) < 0) {
+                if (a.cfd >= 0)
+                        close(a.cfd);
+                refuse(c, 0, "intercept", "cannot start the interception");
+                return;
+        }
+        c->buf = NULL;
+        c->sb = NULL;
+        c->ev.kind = 0;
+        conn_close(c, false);
+}
+
 static void dial(struct conn *c) {
+        if (c->intercept) {
+                intercept_handoff(c);
+                return;
+        }
         struct sockaddr_storage ss;
         socklen_t sl = egress_net_to_sockaddr(&c->dial, c->oport, &ss);
         egress_addr_from_net(&c->ev.dialed, &c->dial);
@@ -717,10 +748,104 @@ static void decide_literal(struct conn *c, const struct net_addr *lit) {
         decide_addr(c);
 }
 
+/* A c-ares answer for c arrived: false when c still waits for it; true
+ * (res freed, c freed when nothing else holds it) when c moved on. */
+static bool resolve_stale(struct conn *c, struct ares_addrinfo *res) {
+        c->resolving = false;
+        if (c->state == C_RESOLVING)
+                return false;
+        if (res)
+                ares_freeaddrinfo(res);
+        conn_free_if_done(c);
+        return true;
+}
+
+/* --- managed SSH under a policy (net_ssh_dest) --- */
+
+static bool ssh_exempt(struct conn *c);
+
+static bool ssh_addr_ok(struct conn *c, const struct net_addr *a) {
+        struct net_addr x, y;
+        net_addr_normalize(a, &x);
+        net_addr_normalize(&c->odst, &y);
+        if (!net_addr_equal(&x, &y))
+                return false;
+        /* the built-in deny list and the host's own addresses still hold */
+        struct net_decision d;
+        struct net_dest dest = {.addr = c->odst, .port = c->oport};
+        net_policy_decide_open(&dest, &egress_cfg.host_deny, &d);
+        return d.verdict == NET_VERDICT_ALLOW;
+}
+
+static void ssh_allow(struct conn *c) {
+        c->decided = true;
+        set_reason(c, NET_VERDICT_ALLOW, "managed_ssh",
+                   "a managed SSH destination (exempt from the policy)");
+        c->dial = c->odst;
+        dial(c);
+}
+
+static void ssh_resolved_cb(void *arg, int status, int timeouts, struct ares_addrinfo *res) {
+        struct conn *c = arg;
+        if (resolve_stale(c, res))
+                return;
+        bool ok = false;
+        for (struct ares_addrinfo_node *nd = res && status == ARES_SUCCESS ? res->nodes : NULL;
+             nd && !ok; nd = nd->ai_next) {
+                struct net_addr a;
+                uint16_t port;
+                if (nd->ai_family != AF_INET && nd->ai_family != AF_INET6)
+                        continue;
+                egress_sockaddr_to_net(nd->ai_addr, &a, &port);
+                ok = ssh_addr_ok(c, &a);
+        }
+        if (res)
+                ares_freeaddrinfo(res);
+        if (ok)
+                ssh_allow(c);
+        else if (!ssh_exempt(c))
+                decide_addr(c);
+}
+
+/* Raw TCP on a managed SSH destination's port: allowed ahead of the policy
+ * when the dialed address is the destination's (an address as given, or
+ * one of its name's answers, resolved host-side). True when this took the
+ * connection (decided, or resolving); false: decide as usual. */
+static bool ssh_exempt(struct conn *c) {
+        const struct net_rules *rs = c->sb->rules;
+        if (c->sb->mode != EGRESS_MODE_ENFORCE || !rs)
+                return false;
+        while (c->ssh_next < rs->n_ssh) {
+                const struct net_ssh_dest *d = &rs->ssh[c->ssh_next++];
+                if (d->port != c->oport)
+                        continue;
+                if (d->host.kind != NET_HOST_NAME) {
+                        if (ssh_addr_ok(c, &d->host.addr)) {
+                                ssh_allow(c);
+                                return true;
+                        }
+                        continue;
+                }
+                snprintf(c->host, sizeof(c->host), "%s", d->host.name);
+                char fq[NET_HOST_MAX + 2];
+                snprintf(fq, sizeof(fq), "%s.", d->host.name);
+                struct ares_addrinfo_hints hints = {.ai_family = AF_UNSPEC,
+                                                    .ai_flags = ARES_AI_NOSORT};
+                c->state = C_RESOLVING;
+                c->resolving = true;
+                uv_timer_start(&c->timer, on_timeout, egress_cfg.connect_timeout_ms, 0);
+                ares_getaddrinfo(c->w->ares, fq, NULL, &hints, ssh_resolved_cb, c);
+                return true;
+        }
+        c->host[0] = 0;
+        return false;
+}
+
 static void decide_raw(struct conn *c) {
         uv_poll_stop(&c->cpoll);
         c->proto = P_RAW;
-        decide_addr(c);
+        if (!ssh_exempt(c))
+                decide_addr(c);
 }
 
 /* Decide on every answer for the name; dial one that passed (the original
@@ -778,13 +903,8 @@ static void cache_put(struct worker *w, const char *name, const struct net_addr 
 
 static void resolved_cb(void *arg, int status, int timeouts, struct ares_addrinfo *res) {
         struct conn *c = arg;
-        c->resolving = false;
-        if (c->state != C_RESOLVING) {
-                if (res)
-                        ares_freeaddrinfo(res);
-                conn_free_if_done(c);
+        if (resolve_stale(c, res))
                 return;
-        }
         if (status != ARES_SUCCESS || !res || !res->nodes) {
                 if (res)
                         ares_freeaddrinfo(res);
@@ -883,6 +1003,8 @@ static void classify(struct conn *c) {
                         snprintf(c->sni, sizeof(c->sni), "%s", h.sni.name);
                         if (h.sni.kind == NET_HOST_NAME) {
                                 c->name = h.sni;
+                                c->intercept = c->sb->rules && egress_intercept_enabled() &&
+                                               net_rules_intercept(c->sb->rules, h.sni.name);
                                 decide_name(c);
                         } else {
                                 decide_literal(c, &h.sni.addr);
@@ -972,7 +1094,8 @@ static void classify(struct conn *c) {
         }
         uv_poll_stop(&c->cpoll);
         c->proto = P_RAW;
-        decide_addr(c);
+        if (!ssh_exempt(c))
+                decide_addr(c);
 }
 
 static void head_cb(uv_poll_t *p, int status, int events) {

@@ -113,7 +113,9 @@ static int decide(const uint8_t *buf, size_t len, const struct net_addr *src,
         }
         if (sb->mode == EGRESS_MODE_ENFORCE &&
             (!q->canon_ok || q->canon.kind != NET_HOST_NAME ||
-             !net_policy_name_may_match(sb->policy, q->canon.name))) {
+             (!net_policy_name_may_match(sb->policy, q->canon.name) &&
+              /* a managed SSH destination resolves (the seed's rule) */
+              !net_rules_ssh_name(sb->rules, q->canon.name)))) {
                 event_dns(ev, sb, src, q, NET_VERDICT_DENY, "allowed_hosts",
                           "no allowed_hosts entry matches the name");
                 r = egress_dns_error_answer(buf, q, EGRESS_DNS_RCODE_NXDOMAIN, out, out_size);

@@ -22,6 +22,10 @@ void egress_sb_unref(struct egress_sb *sb) {
                 return;
         if (atomic_fetch_sub(&sb->ref, 1) == 1) {
                 net_policy_free(sb->policy);
+                if (sb->rules) {
+                        net_rules_clear(sb->rules); /* wipes the secret values */
+                        free(sb->rules);
+                }
                 free(sb);
         }
 }
@@ -50,6 +54,8 @@ int egress_sb_set(struct egress_policy_msg *m, struct wr_err *e) {
                 sb->addrs[i] = norm(&m->addrs[i]);
         sb->policy = m->policy;
         m->policy = NULL;
+        sb->rules = m->rules;
+        m->rules = NULL;
 
         pthread_rwlock_wrlock(&lock);
         unsigned slot = n_table;

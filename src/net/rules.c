@@ -351,8 +351,23 @@ static bool cred_matches(const struct net_credential *c, const char *name) {
         return false;
 }
 
+bool net_rules_ssh_name(const struct net_rules *rs, const char *name) {
+        for (size_t i = 0; rs && name && i < rs->n_ssh; i++)
+                if (rs->ssh[i].host.kind == NET_HOST_NAME && strcmp(rs->ssh[i].host.name, name) == 0)
+                        return true;
+        return false;
+}
+
+uint32_t net_rules_detects(const struct net_rules *rs, const char *name) {
+        uint32_t d = 0;
+        if (rs && (rs->detectors & NET_DETECT_GITHUB_PULLS) && name &&
+            strcmp(name, NET_GITHUB_API_HOST) == 0)
+                d |= NET_DETECT_GITHUB_PULLS;
+        return d;
+}
+
 bool net_rules_intercept(const struct net_rules *rs, const char *name) {
-        if (net_rules_for_host(rs, name))
+        if (net_rules_for_host(rs, name) || net_rules_detects(rs, name))
                 return true;
         for (size_t i = 0; rs && i < rs->n_creds; i++)
                 if (cred_matches(&rs->creds[i], name))
@@ -549,7 +564,10 @@ int net_request_rewrite(const struct net_rules *rs, const struct net_rule *rule,
             (r = emit(out, cap, &o, rule->fwd.path, strlen(rule->fwd.path))) < 0)
                 return r;
         if ((r = emit(out, cap, &o, target, tlen)) < 0 ||
-            (r = emit(out, cap, &o, " HTTP/1.1\r\n", 11)) < 0)
+            /* the request's own version: an HTTP/1.0 client waits for the
+             * close its version implies */
+            (r = emit(out, cap, &o, h->version == 10 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n",
+                      11)) < 0)
                 return r;
         /* Host first */
         char hostline[NET_HOST_MAX + 16];
@@ -610,7 +628,7 @@ int net_request_rewrite(const struct net_rules *rs, const struct net_rule *rule,
  */
 
 #define RULES_MAGIC "WRRL"
-#define RULES_VERSION 1
+#define RULES_VERSION 3 /* 2: the detectors after the credentials; 3: SSH destinations */
 #define RULES_WIRE_MAX (4u << 20)
 
 struct wbuf {
@@ -734,6 +752,18 @@ int net_rules_serialize(const struct net_rules *rs, uint8_t **ret, size_t *ret_l
                         wpattern(&b, &cr->hosts[k]);
                 wstr(&b, cr->ph.token, cr->ph.token_len);
                 wstr(&b, cr->ph.value, cr->ph.len);
+        }
+        wu16(&b, rs->detectors);
+        wu16(&b, rs->n_ssh);
+        for (size_t i = 0; i < rs->n_ssh && i < NET_SSH_DESTS_MAX; i++) {
+                char txt[NET_HOST_MAX + 1];
+                const struct net_host *h = &rs->ssh[i].host;
+                if (h->kind == NET_HOST_NAME)
+                        snprintf(txt, sizeof(txt), "%s", h->name);
+                else
+                        net_addr_format(&h->addr, txt);
+                wcstr(&b, txt);
+                wu16(&b, rs->ssh[i].port);
         }
         if (b.oom || b.len > RULES_WIRE_MAX) {
                 if (b.p)
@@ -999,6 +1029,32 @@ int net_rules_parse(const uint8_t *buf, size_t len, struct net_rules *rs, struct
                                 goto fail;
                 if ((r = rph(&b, &cr->ph, e)) < 0)
                         goto fail;
+        }
+        rs->detectors = (uint32_t) ru16(&b);
+        if (rs->detectors & ~(uint32_t) NET_DETECT_ALL) {
+                r = BAD(e, "unknown detectors");
+                goto fail;
+        }
+        size_t ns = ru16(&b);
+        if (ns > NET_SSH_DESTS_MAX) {
+                r = BAD(e, "too many SSH destinations");
+                goto fail;
+        }
+        for (size_t i = 0; i < ns && !b.bad; i++) {
+                size_t n;
+                const char *t = rstr(&b, &n);
+                struct net_ssh_dest *d = &rs->ssh[i];
+                if (b.bad || n == 0 || n > NET_HOST_MAX ||
+                    net_host_canon(t, n, WR_FAULT_CLIENT, &d->host, NULL) < 0) {
+                        r = BAD(e, "bad SSH destination");
+                        goto fail;
+                }
+                d->port = (uint16_t) ru16(&b);
+                if (d->port == 0) {
+                        r = BAD(e, "bad SSH destination port");
+                        goto fail;
+                }
+                rs->n_ssh++;
         }
         if (b.bad || b.off != len) {
                 r = BAD(e, b.bad ? "truncated" : "trailing bytes");

@@ -129,11 +129,33 @@ struct net_credential {
         struct net_placeholder ph; /* token -> value */
 };
 
+/* Resource detectors (the seed's ResourceDetector): what the proxy
+ * records from intercepted traffic. GITHUB_PULLS: NET_GITHUB_API_HOST is
+ * intercepted; each POST /repos/{owner}/{repo}/pulls answered 201 yields
+ * the response's top-level html_url. */
+#define NET_DETECT_GITHUB_PULLS (1u << 0)
+#define NET_DETECT_ALL NET_DETECT_GITHUB_PULLS
+#define NET_GITHUB_API_HOST "api.github.com"
+
+/* A managed SSH destination of a sandbox with a policy (SECURITY.md
+ * decision 10, the seed's rule): its name resolves for the sandbox even
+ * when allowed_hosts does not list it, and raw TCP to one of its resolved
+ * addresses on its port is allowed even inside denied_routes. Nothing
+ * else is opened by it. */
+#define NET_SSH_DESTS_MAX 16
+struct net_ssh_dest {
+        struct net_host host; /* canonical: a name or an address */
+        uint16_t port;
+};
+
 struct net_rules {
         struct net_host_rules *hosts;
         size_t n_hosts;
         struct net_credential *creds;
         size_t n_creds;
+        uint32_t detectors; /* NET_DETECT_* */
+        struct net_ssh_dest ssh[NET_SSH_DESTS_MAX];
+        size_t n_ssh;
 };
 
 /* ---- building (warrend; errors INVALID_ARGUMENT naming field) ---- */
@@ -172,7 +194,14 @@ void net_rules_clear(struct net_rules *rs);
  * pattern matches: exact before *.suffix, longer suffix first), or NULL. */
 const struct net_host_rules *net_rules_for_host(const struct net_rules *rs, const char *name);
 
-/* True when the host has rules or credentials: its TLS is intercepted. */
+/* True when name (canonical) is a managed SSH destination's name. */
+bool net_rules_ssh_name(const struct net_rules *rs, const char *name);
+
+/* The detectors (NET_DETECT_*) that apply to the host name. */
+uint32_t net_rules_detects(const struct net_rules *rs, const char *name);
+
+/* True when the host has rules, credentials or a detector: its TLS is
+ * intercepted. */
 bool net_rules_intercept(const struct net_rules *rs, const char *name);
 
 /* Does rule r match the request h (parsed from buf)? 1 yes, 0 no,
@@ -201,7 +230,7 @@ bool net_header_protected(const char *name, size_t len);
 /* Write the head sent upstream for request h (parsed from its head bytes)
  * to host_name (canonical; the rule's forward host when it has one) into
  * out (cap bytes, *out_len): the request line with an origin-form target
- * (forward path + original target), "Host: host_name[:port]" first, the
+ * (forward path + original target) and the request's HTTP version, "Host: host_name[:port]" first, the
  * workload's headers minus Host and minus names the rule's transforms set,
  * placeholders of rule (may be NULL) and of the credentials matching
  * cred_host replaced in ordinary values, then the rule's literal headers

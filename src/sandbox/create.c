@@ -170,7 +170,8 @@ static int record_started(struct sbx *sb, struct wr_err *e) {
 
 /* ---- egress ---- */
 
-int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len, struct wr_err *e) {
+int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len,
+                      const uint8_t *rules, size_t rules_len, struct wr_err *e) {
         struct sbx_manager *m = sb->m;
         struct sbx_egress *g = sbx_network_egress(m->net);
         if (!g || sb->net_slot < 0)
@@ -181,13 +182,16 @@ int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len,
          * entry's block has its element put in ahead, for a claim without
          * a policy) */
         int r;
-        if (mode && (r = sbx_network_set_open(m->net, sb->net_slot, false, e)) < 0)
+        /* credentials without a policy: OPEN, but policed (its TLS to the
+         * credentials' hosts is intercepted) */
+        bool policed = mode || rules_len;
+        if (policed && (r = sbx_network_set_open(m->net, sb->net_slot, false, e)) < 0)
                 return err_prefix(e, r, "network");
         if ((r = sbx_egress_register(g, sb->id, mode ? mode : EGRESS_MODE_OPEN, net.addr, wire, len,
-                                     e)) < 0)
+                                     rules, rules_len, e)) < 0)
                 return r;
         sb->egress_registered = true;
-        if (!mode) {
+        if (!policed) {
                 /* a warm-pool entry's is there already (no nftables work) */
                 if ((r = sbx_network_set_open(m->net, sb->net_slot, true, e)) < 0)
                         return err_prefix(e, r, "network");
@@ -220,6 +224,40 @@ int sbx_egress_policy_write(const char *dir, int mode, const uint8_t *wire, size
         return 0;
 }
 
+int sbx_egress_rules_write(const char *dir, const uint8_t *wire, size_t len, struct wr_err *e) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/egress-rules", dir);
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0 || write(fd, wire, len) != (ssize_t) len)
+                return err_set(e, -errno, "write %s: %m", path);
+        return 0;
+}
+
+/* The rest of fd (at most cap bytes) into a new buffer (NULL when empty). */
+static int read_rest(int fd, size_t cap, uint8_t **ret, size_t *ret_len) {
+        size_t n = 0;
+        _cleanup_free_ uint8_t *buf = malloc(cap);
+        if (!buf)
+                return -ENOMEM;
+        ssize_t k;
+        while (n < cap && (k = read(fd, buf + n, cap - n)) > 0)
+                n += (size_t) k;
+        *ret_len = n;
+        *ret = n ? TAKE_PTR(buf) : NULL;
+        return 0;
+}
+
+int sbx_egress_rules_read(const char *dir, uint8_t **ret_wire, size_t *ret_len) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/egress-rules", dir);
+        *ret_wire = NULL;
+        *ret_len = 0;
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        return read_rest(fd, 65536, ret_wire, ret_len);
+}
+
 int sbx_egress_policy_read(const char *dir, int *ret_mode, uint8_t **ret_wire, size_t *ret_len) {
         char path[PATH_MAX];
         snprintf(path, sizeof(path), "%s/egress-policy", dir);
@@ -232,17 +270,8 @@ int sbx_egress_policy_read(const char *dir, int *ret_mode, uint8_t **ret_wire, s
         uint32_t m32 = 0;
         if (read(fd, &m32, 4) != 4)
                 return -EBADMSG;
-        size_t cap = NET_POLICY_WIRE_MAX, n = 0;
-        _cleanup_free_ uint8_t *buf = malloc(cap);
-        if (!buf)
-                return -ENOMEM;
-        ssize_t k;
-        while (n < cap && (k = read(fd, buf + n, cap - n)) > 0)
-                n += (size_t) k;
         *ret_mode = (int) m32;
-        *ret_len = n;
-        *ret_wire = n ? TAKE_PTR(buf) : NULL;
-        return 0;
+        return read_rest(fd, NET_POLICY_WIRE_MAX, ret_wire, ret_len);
 }
 
 /* Register the new sandbox with warren-egress before its first process
@@ -252,10 +281,15 @@ static int egress_setup(struct sbx *sb, const struct sbx_spec *spec, bool policy
         struct sbx_manager *m = sb->m;
         if (!sbx_network_egress(m->net) || sb->net_slot < 0)
                 return 0;
-        int r = sbx_egress_attach(sb, spec->net_mode, spec->net_policy, spec->net_policy_len, e);
-        if (r < 0 || !spec->net_mode)
+        int r = sbx_egress_attach(sb, spec->net_mode, spec->net_policy, spec->net_policy_len,
+                                  spec->net_rules, spec->net_rules_len, e);
+        if (r < 0 || (!spec->net_mode && !spec->net_rules_len))
                 return r;
-        if (!policy_written &&
+        if (spec->net_mode && spec->net_rules_public_len &&
+            (r = sbx_egress_rules_write(rt_sandbox_dir(sb->rt), spec->net_rules_public,
+                                        spec->net_rules_public_len, e)) < 0)
+                return r;
+        if (spec->net_mode && !policy_written &&
             (r = sbx_egress_policy_write(rt_sandbox_dir(sb->rt), spec->net_mode, spec->net_policy,
                                          spec->net_policy_len, e)) < 0)
                 return r;
@@ -264,7 +298,8 @@ static int egress_setup(struct sbx *sb, const struct sbx_spec *spec, bool policy
         if ((r = sbx_egress_probe(sbx_network_egress(m->net), sb->id, rt_sandbox_pid(sb->rt),
                                   net.gateway, 1000, e)) < 0)
                 return r;
-        sb->egress_enforced = true;
+        /* a policy proved; credentials alone police TLS, not a policy */
+        sb->egress_enforced = spec->net_mode != 0;
         return 0;
 }
 
@@ -290,7 +325,8 @@ struct create_state {
         uint64_t tp[T_N];
         char dir[PATH_MAX]; /* the sandbox's dir */
         char ssh_src[PATH_MAX + 8];
-        struct rt_mount *mounts; /* spec->mounts + the agent's dir (managed SSH) */
+        char ca_bundle[PATH_MAX]; /* intercepted: the CA bundle mounted over the image's */
+        struct rt_mount *mounts;  /* spec->mounts + the agent's dir + the CA bundle */
 };
 
 /* Take back what st made: the runtime's sandbox, the row (FAILED with
@@ -370,11 +406,16 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         int r = sbx_spec_check(spec, e);
         if (r < 0)
                 return r;
-        if (spec->net_mode && !sbx_network_egress(m->net))
+        if ((spec->net_mode || spec->net_rules_len) && !sbx_network_egress(m->net))
                 return err_setx(e, -EOPNOTSUPP, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
                                 "network_policy: this warrend runs no egress enforcer "
                                 "(warren-egress needs root, the default network and an "
                                 "upstream resolver: --upstream-dns)");
+        if (spec->net_intercept && !sbx_egress_intercepts(sbx_network_egress(m->net)))
+                return err_setx(e, -EOPNOTSUPP, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                "per-host rules and credentials need TLS interception, which "
+                                "this warrend cannot do now (warren-signer missing, the egress "
+                                "CA unusable, or warren-egress restarting: see its log)");
         int64_t expires_ns = spec->lifetime_ns ? store_now_ns() + spec->lifetime_ns : 0;
         st->tp[T_IMAGE] = sbx_mono_ns();
         /* the pool builds its next roots for this image (not for a disk
@@ -420,24 +461,62 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         if ((r = sbx_dir_path(m, sb->id, dir, sizeof(st->dir))) < 0)
                 return err_set(e, r, "sandbox dir");
         /* managed SSH: the agent's dir, mounted read-only (the agent starts
-         * once the sandbox's cgroups exist, below) */
+         * once the sandbox's cgroups exist, below); interception: the CA
+         * bundle over the image's bundle paths */
         const struct rt_mount *mounts = spec->mounts;
         size_t n_mounts = spec->n_mounts;
-        if (spec->n_ssh) {
-                if (n_mounts >= RT_MOUNTS_MAX)
+        bool ca_present[SBX_CA_BUNDLE_PATHS] = {false};
+        size_t n_ca = 0;
+        if (spec->net_intercept) {
+                if ((r = sbx_ca_bundle(m->state_dir, img, st->ca_bundle, sizeof(st->ca_bundle),
+                                       ca_present, e)) < 0)
+                        return err_prefix(e, r, "CA bundle");
+                for (size_t i = 0; i < SBX_CA_BUNDLE_PATHS; i++)
+                        n_ca += ca_present[i];
+                if (!n_ca) {
+                        ca_present[0] = true;
+                        n_ca = 1;
+                }
+                const char *first = NULL;
+                for (size_t i = 0; i < SBX_CA_BUNDLE_PATHS && !first; i++)
+                        if (ca_present[i])
+                                first = sbx_ca_bundle_paths[i];
+                static const char *const vars[] = {"SSL_CERT_FILE",   "REQUESTS_CA_BUNDLE",
+                                                   "CURL_CA_BUNDLE",  "NODE_EXTRA_CA_CERTS",
+                                                   "GIT_SSL_CAINFO",  "PIP_CERT"};
+                for (size_t i = 0; i < ELEMENTSOF(vars); i++)
+                        if (!sbx_env_find(spec->env, vars[i]) &&
+                            (r = sbx_env_set2(&sb->env, vars[i], first)) < 0)
+                                return err_set(e, r, "environment");
+        }
+        if (spec->n_ssh || n_ca) {
+                if (n_mounts + n_ca + (spec->n_ssh ? 1 : 0) > RT_MOUNTS_MAX)
                         return err_setx(e, -E2BIG, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                        "volumes: too many mounts (at most %d with managed_ssh)",
-                                        RT_MOUNTS_MAX - 1);
+                                        "volumes: too many mounts (at most %d with managed_ssh "
+                                        "and the CA bundle)",
+                                        RT_MOUNTS_MAX - 4);
+                if (!(st->mounts = calloc(n_mounts + n_ca + 1, sizeof(*st->mounts))))
+                        return err_set(e, -ENOMEM, "out of memory");
+                if (n_mounts)
+                        memcpy(st->mounts, spec->mounts, n_mounts * sizeof(*st->mounts));
+                for (size_t i = 0; i < SBX_CA_BUNDLE_PATHS; i++)
+                        if (ca_present[i])
+                                st->mounts[n_mounts++] = (struct rt_mount){
+                                        .kind = RT_MOUNT_BIND,
+                                        .target = sbx_ca_bundle_paths[i],
+                                        .source = st->ca_bundle,
+                                        .flags = RT_MOUNT_RO | RT_MOUNT_NOSUID | RT_MOUNT_NODEV |
+                                                 RT_MOUNT_NOEXEC,
+                                };
+                mounts = st->mounts;
+        }
+        if (spec->n_ssh) {
                 struct stat dst;
                 bool had_dir = stat(dir, &dst) == 0;
                 if ((r = sbx_ssh_dir_prepare(dir, e)) < 0)
                         return r;
                 if (!had_dir)
                         st->made |= MADE_SSH_DIR;
-                if (!(st->mounts = calloc(n_mounts + 1, sizeof(*st->mounts))))
-                        return err_set(e, -ENOMEM, "out of memory");
-                if (n_mounts)
-                        memcpy(st->mounts, spec->mounts, n_mounts * sizeof(*st->mounts));
                 snprintf(st->ssh_src, sizeof(st->ssh_src), "%s/ssh", dir);
                 st->mounts[n_mounts++] = (struct rt_mount){
                         .kind = RT_MOUNT_BIND,

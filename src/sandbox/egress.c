@@ -24,6 +24,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "signer/ca.h"
 
 #define READY_MS 5000
 #define RESULT_MS 2000
@@ -39,6 +40,11 @@ struct egress_sbx {
         uint32_t addr; /* network order */
         uint8_t *wire;
         size_t wire_len;
+        uint8_t *rules; /* net_rules wire form: secret values inside (wiped) */
+        size_t rules_len;
+        /* resources detected in its traffic (EGRESS_EVENT_RESOURCE): ids */
+        char **resources;
+        size_t n_resources;
         uint64_t ended_order; /* 0 = live */
         /* the event ring */
         struct sbx_egress_event *ev;
@@ -52,6 +58,12 @@ struct egress_sbx {
 struct sbx_egress {
         uv_loop_t *loop;
         char *path, *upstream;
+        char *signer_path, *state_dir, *upstream_ca; /* interception (NULL: none) */
+        /* warren-signer, started with each warren-egress (docs/signer.md) */
+        pid_t signer_pid;
+        int signer_pidfd;
+        uv_poll_t *signer_poll;
+        bool intercept; /* the running warren-egress has a signer */
         uint16_t deny_ports[16];
         size_t n_deny_ports;
         int listen_fd, dns_udp_fd, dns_tcp_fd;
@@ -99,9 +111,23 @@ int sbx_egress_bind(const struct sbx_egress_config *cfg, struct sbx_egress **ret
                 return err_set(e, -ENOMEM, "out of memory");
         g->loop = cfg->loop;
         g->listen_fd = g->dns_udp_fd = g->dns_tcp_fd = g->pidfd = g->ctl_fd = -EBADF;
+        g->signer_pidfd = -EBADF;
         g->next_id = 1;
         g->path = strdup(cfg->path);
         g->upstream = strdup(cfg->upstream_dns);
+        if (cfg->signer_path && cfg->state_dir) {
+                struct wr_err ce = {0};
+                if (signer_ca_ensure(cfg->state_dir, &ce) < 0) {
+                        log_warn("egress: the egress CA is not usable (%s): no TLS interception "
+                                 "(per-host rules and credentials are refused)",
+                                 ce.msg);
+                } else {
+                        g->signer_path = strdup(cfg->signer_path);
+                        g->state_dir = strdup(cfg->state_dir);
+                }
+        }
+        if (cfg->upstream_ca)
+                g->upstream_ca = strdup(cfg->upstream_ca);
         for (size_t i = 0; i < cfg->n_deny_ports && i < ELEMENTSOF(g->deny_ports); i++)
                 g->deny_ports[g->n_deny_ports++] = cfg->deny_ports[i];
         int r = g->path && g->upstream ? 0 : -ENOMEM;
@@ -144,6 +170,10 @@ pid_t sbx_egress_pid(const struct sbx_egress *g) {
         return g ? g->pid : 0;
 }
 
+bool sbx_egress_intercepts(const struct sbx_egress *g) {
+        return g && g->intercept;
+}
+
 unsigned sbx_egress_restarts(const struct sbx_egress *g) {
         return g ? g->restarts : 0;
 }
@@ -164,6 +194,10 @@ static void sbx_drop(struct sbx_egress *g, struct egress_sbx *s) {
                         break;
                 }
         free(s->wire);
+        erase_and_free_n(s->rules, s->rules_len);
+        for (size_t i = 0; i < s->n_resources; i++)
+                free(s->resources[i]);
+        free(s->resources);
         free(s->ev);
         free(s);
 }
@@ -203,6 +237,22 @@ static void event_take(struct sbx_egress *g, const struct egress_event *ev) {
         struct egress_sbx *s = sbx_find(g, ev->sandbox);
         if (!s)
                 return;
+        if (ev->kind == EGRESS_EVENT_RESOURCE) {
+                /* a pull request the sandbox opened (its html_url), once */
+                for (size_t i = 0; i < s->n_resources; i++)
+                        if (strcmp(s->resources[i], ev->rule) == 0)
+                                return;
+                char **v = s->n_resources < SBX_EGRESS_RESOURCES_MAX
+                                   ? realloc(s->resources, (s->n_resources + 1) * sizeof(*v))
+                                   : NULL;
+                if (!v)
+                        return;
+                s->resources = v;
+                if ((v[s->n_resources] = strdup(ev->rule)))
+                        s->n_resources++;
+                log_info("egress: sandbox %s: detected %s %s", s->id, ev->reason, ev->rule);
+                return;
+        }
         bool probe = false;
         if (s->probing && ev->kind == EGRESS_EVENT_TCP && ev->port == SBX_EGRESS_PROBE_PORT &&
             ev->verdict == 0 && ev->dialed.family == 4 &&
@@ -211,6 +261,16 @@ static void event_take(struct sbx_egress *g, const struct egress_event *ev) {
                 s->probe_seen = true;
         }
         ring_push(s, ev, probe);
+}
+
+int sbx_egress_resources(struct sbx_egress *g, const char *id, const char *const **ret,
+                         size_t *ret_n) {
+        struct egress_sbx *s = g ? sbx_find(g, id) : NULL;
+        if (!s)
+                return -ENOENT;
+        *ret = (const char *const *) s->resources;
+        *ret_n = s->n_resources;
+        return 0;
 }
 
 int sbx_egress_events(struct sbx_egress *g, const char *id, uint64_t after_seq, size_t limit,
@@ -326,12 +386,16 @@ static int policy_send(struct sbx_egress *g, struct egress_sbx *s, struct wr_err
             (r = net_policy_deserialize(s->wire, s->wire_len, &p, e)) < 0)
                 return r;
         pm.policy = p;
-        _cleanup_free_ uint8_t *buf = NULL;
+        pm.rules_wire = s->rules;
+        pm.rules_wire_len = s->rules_len;
+        uint8_t *buf = NULL;
         size_t len = 0;
         uint64_t id = g->next_id++;
         if ((r = egress_policy_set_encode(id, &pm, &buf, &len)) < 0)
                 return err_set(e, r, "encode POLICY_SET: %s", strerror(-r));
-        if ((r = ctl_send(g, buf, len)) < 0)
+        r = ctl_send(g, buf, len);
+        erase_and_free_n(buf, len); /* it held the rules' secret values */
+        if (r < 0)
                 return err_set(e, r, "send POLICY_SET: %s", strerror(-r));
         struct egress_msg m;
         if ((r = ctl_wait(g, EGRESS_RESULT, id, NULL, RESULT_MS, &m)) < 0)
@@ -350,8 +414,25 @@ static void handle_free(uv_handle_t *h) {
 
 static void spawn_schedule(struct sbx_egress *g);
 
+/* warren-signer is gone or must go: killed (it lives and dies with
+ * warren-egress), reaped, no longer watched. */
+static void signer_forget(struct sbx_egress *g) {
+        if (g->signer_poll) {
+                uv_close((uv_handle_t *) g->signer_poll, handle_free);
+                g->signer_poll = NULL;
+        }
+        if (g->signer_pidfd >= 0)
+                (void) syscall(SYS_pidfd_send_signal, g->signer_pidfd, SIGKILL, NULL, 0);
+        if (g->signer_pid > 0)
+                (void) waitpid(g->signer_pid, NULL, 0);
+        closep(&g->signer_pidfd);
+        g->signer_pid = 0;
+        g->intercept = false;
+}
+
 /* The process is gone or must go: close our end, stop watching. */
 static void proc_forget(struct sbx_egress *g) {
+        signer_forget(g);
         if (g->ctl_poll) {
                 uv_close((uv_handle_t *) g->ctl_poll, handle_free);
                 g->ctl_poll = NULL;
@@ -379,6 +460,77 @@ static void pid_cb(uv_poll_t *h, int status, int events) {
         proc_forget(g);
         g->restarts++;
         spawn_schedule(g);
+}
+
+/* warren-signer died: warren-egress goes too (it would refuse every
+ * interception), and its restart starts both again. */
+static void signer_pid_cb(uv_poll_t *h, int status, int events) {
+        (void) status;
+        (void) events;
+        struct sbx_egress *g = h->data;
+        int st = 0;
+        (void) waitpid(g->signer_pid, &st, WNOHANG);
+        log_warn("egress: warren-signer (pid %d) %s %d: restarting it with warren-egress",
+                 (int) g->signer_pid, WIFSIGNALED(st) ? "killed by signal" : "exited with status",
+                 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+        g->signer_pid = 0; /* reaped */
+        uv_poll_stop(h);
+        if (g->pidfd >= 0)
+                (void) syscall(SYS_pidfd_send_signal, g->pidfd, SIGKILL, NULL, 0);
+}
+
+/* Start warren-signer with a fresh CA memfd and one end of a new
+ * SOCK_SEQPACKET pair; *ret_fd is the end for warren-egress. Negative:
+ * no interception for this warren-egress (logged by the caller). */
+static int signer_spawn(struct sbx_egress *g, int *ret_fd, struct wr_err *e) {
+        int memfd = -EBADF, sg[2];
+        int r = signer_ca_fd(g->state_dir, &memfd, e);
+        if (r < 0)
+                return r;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sg) < 0) {
+                r = -errno;
+                close(memfd);
+                return err_set(e, r, "socketpair: %s", strerror(-r));
+        }
+        char cafd[16], sockfd[16];
+        snprintf(cafd, sizeof(cafd), "%d", memfd);
+        snprintf(sockfd, sizeof(sockfd), "%d", sg[1]);
+        const char *argv[] = {g->signer_path, "--ca-fd", cafd, "--sock-fd", sockfd,
+                              "--log-level", "info", NULL};
+        pid_t pid = fork();
+        if (pid == 0) {
+                sigset_t none;
+                sigemptyset(&none);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+                if (fcntl(memfd, F_SETFD, 0) < 0 || fcntl(sg[1], F_SETFD, 0) < 0)
+                        _exit(127);
+                execv(argv[0], (char *const *) argv);
+                _exit(127);
+        }
+        r = pid < 0 ? -errno : 0;
+        close(memfd);
+        close(sg[1]);
+        if (r < 0) {
+                close(sg[0]);
+                return err_set(e, r, "fork: %s", strerror(-r));
+        }
+        g->signer_pid = pid;
+        g->signer_pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        g->signer_poll = calloc(1, sizeof(*g->signer_poll));
+        if (g->signer_pidfd < 0 || !g->signer_poll ||
+            uv_poll_init(g->loop, g->signer_poll, g->signer_pidfd) < 0) {
+                free(g->signer_poll);
+                g->signer_poll = NULL;
+                if (g->signer_pidfd < 0)
+                        kill(pid, SIGKILL);
+                signer_forget(g);
+                close(sg[0]);
+                return err_set(e, -EIO, "cannot watch warren-signer");
+        }
+        g->signer_poll->data = g;
+        uv_poll_start(g->signer_poll, UV_READABLE, signer_pid_cb);
+        *ret_fd = sg[0];
+        return 0;
 }
 
 static void ctl_cb(uv_poll_t *h, int status, int events) {
@@ -464,26 +616,49 @@ static int spawn(struct sbx_egress *g, struct wr_err *e) {
         }
         argv[k++] = "--log-level";
         argv[k++] = "info";
+        int sgfd = -EBADF;
+        char sgs[16];
+        if (g->signer_path) {
+                struct wr_err se = {0};
+                if (signer_spawn(g, &sgfd, &se) < 0)
+                        log_warn("egress: warren-signer not started (%s): no TLS interception "
+                                 "until warren-egress restarts",
+                                 se.msg);
+        }
+        if (sgfd >= 0) {
+                snprintf(sgs, sizeof(sgs), "%d", sgfd);
+                argv[k++] = "--signer-fd";
+                argv[k++] = sgs;
+                if (g->upstream_ca) {
+                        argv[k++] = "--upstream-ca";
+                        argv[k++] = g->upstream_ca;
+                }
+        }
         argv[k] = NULL;
-        int keep[4] = {sp[1], g->listen_fd, g->dns_udp_fd, g->dns_tcp_fd};
+        int keep[5] = {sp[1], g->listen_fd, g->dns_udp_fd, g->dns_tcp_fd, sgfd};
         pid_t pid = fork();
         if (pid < 0) {
                 int r = -errno;
                 close(sp[0]);
                 close(sp[1]);
+                closep(&sgfd);
+                signer_forget(g);
                 return err_set(e, r, "fork: %s", strerror(-r));
         }
         if (pid == 0) {
                 sigset_t none;
                 sigemptyset(&none);
                 sigprocmask(SIG_SETMASK, &none, NULL);
-                for (int i = 0; i < 4; i++)
-                        if (fcntl(keep[i], F_SETFD, 0) < 0)
+                for (int i = 0; i < 5; i++)
+                        if (keep[i] >= 0 && fcntl(keep[i], F_SETFD, 0) < 0)
                                 _exit(127);
                 execv(argv[0], (char *const *) argv);
                 _exit(127);
         }
         close(sp[1]);
+        /* warrend keeps no end of the signer's socket */
+        g->intercept = sgfd >= 0;
+        closep(&sgfd);
         g->ctl_fd = sp[0];
         g->pid = pid;
         g->pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
@@ -587,13 +762,17 @@ void sbx_egress_free(struct sbx_egress *g) {
         free(g->out);
         free(g->path);
         free(g->upstream);
+        free(g->signer_path);
+        free(g->state_dir);
+        free(g->upstream_ca);
         free(g);
 }
 
 /* ---- registrations ---- */
 
 int sbx_egress_register(struct sbx_egress *g, const char *id, int mode, uint32_t addr,
-                        const uint8_t *wire, size_t len, struct wr_err *e) {
+                        const uint8_t *wire, size_t len, const uint8_t *rules, size_t rules_len,
+                        struct wr_err *e) {
         struct egress_sbx *s = sbx_find(g, id);
         if (!s) {
                 if (!(s = calloc(1, sizeof(*s))))
@@ -610,6 +789,14 @@ int sbx_egress_register(struct sbx_egress *g, const char *id, int mode, uint32_t
         if (len)
                 memcpy(s->wire, wire, len);
         s->wire_len = len;
+        erase_and_free_n(s->rules, s->rules_len);
+        s->rules = NULL;
+        s->rules_len = 0;
+        if (rules_len && !(s->rules = malloc(rules_len)))
+                return err_set(e, -ENOMEM, "out of memory");
+        if (rules_len)
+                memcpy(s->rules, rules, rules_len);
+        s->rules_len = rules_len;
         s->mode = mode;
         s->addr = addr;
         s->registered = true;
@@ -632,6 +819,9 @@ void sbx_egress_unregister(struct sbx_egress *g, const char *id) {
                 return;
         s->registered = false;
         s->ended_order = ++g->ended_count;
+        /* the secrets go with the registration */
+        s->rules = erase_and_free_n(s->rules, s->rules_len);
+        s->rules_len = 0;
         uint8_t buf[sizeof(struct egress_hdr) + 64];
         int n = egress_policy_del_encode(g->next_id++, id, buf, sizeof(buf));
         if (n > 0 && ctl_send(g, buf, (size_t) n) < 0)

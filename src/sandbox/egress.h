@@ -24,6 +24,7 @@ struct sbx_egress;
 #define SBX_EGRESS_RING 4096      /* events kept per sandbox */
 #define SBX_EGRESS_ENDED_KEEP 256 /* ended sandboxes whose events stay readable */
 #define SBX_EGRESS_PROBE_PORT 1   /* the self-check's destination port on the gateway */
+#define SBX_EGRESS_RESOURCES_MAX 1024 /* detected resources kept per sandbox */
 
 struct sbx_egress_config {
         uv_loop_t *loop;
@@ -31,6 +32,13 @@ struct sbx_egress_config {
         const char *upstream_dns; /* IPv4 literal, required */
         const uint16_t *deny_ports;
         size_t n_deny_ports;
+        /* TLS interception (docs/signer.md): warren-signer's path and the
+         * state dir holding the egress CA (both NULL: no interception);
+         * the bundle upstream certificates are verified against (NULL:
+         * the host's). */
+        const char *signer_path;
+        const char *state_dir;
+        const char *upstream_ca;
 };
 
 /* One event as warrend keeps it: the process's event, numbered per
@@ -64,7 +72,8 @@ void sbx_egress_free(struct sbx_egress *g);
  * sent again after a restart of the process. Waits for the RESULT (up to
  * 2 s). -errno with e (the process's message). */
 int sbx_egress_register(struct sbx_egress *g, const char *id, int mode, uint32_t addr,
-                        const uint8_t *wire, size_t len, struct wr_err *e);
+                        const uint8_t *wire, size_t len, const uint8_t *rules, size_t rules_len,
+                        struct wr_err *e);
 
 /* Forget sandbox id (POLICY_DEL, not waited for); its events stay
  * readable (the last SBX_EGRESS_ENDED_KEEP ended sandboxes). */
@@ -84,6 +93,17 @@ int sbx_egress_probe(struct sbx_egress *g, const char *id, pid_t pid, uint32_t g
  * sandbox has. -ENOENT when warrend has no events of id. */
 int sbx_egress_events(struct sbx_egress *g, const char *id, uint64_t after_seq, size_t limit,
                       struct sbx_egress_event **ret, size_t *ret_n, uint64_t *ret_last);
+
+/* The resources detected in sandbox id's traffic (ids: pull request
+ * URLs), in the order seen, each once; kept like its events (in memory,
+ * for the last SBX_EGRESS_ENDED_KEEP ended sandboxes). *ret borrowed
+ * until the next call into g. -ENOENT when warrend knows nothing of id. */
+int sbx_egress_resources(struct sbx_egress *g, const char *id, const char *const **ret,
+                         size_t *ret_n);
+
+/* True when the running warren-egress has a warren-signer: hosts with
+ * rules or credentials can be intercepted. */
+bool sbx_egress_intercepts(const struct sbx_egress *g);
 
 /* The process's pid (0 while none runs) and restarts so far. */
 pid_t sbx_egress_pid(const struct sbx_egress *g);

@@ -113,6 +113,14 @@ int sbx_egress_enforced(struct sbx_manager *m, const char *id) {
         return sb->egress_enforced ? 1 : 0;
 }
 
+int sbx_detected_resources(struct sbx_manager *m, const char *id, const char *const **ret,
+                           size_t *ret_n) {
+        struct sbx_egress *g = sbx_network_egress(m->net);
+        if (!g)
+                return -ENOENT;
+        return sbx_egress_resources(g, id, ret, ret_n);
+}
+
 int sbx_network_events(struct sbx_manager *m, const char *id, uint64_t after_seq, size_t limit,
                        struct sbx_egress_event **ret, size_t *ret_n, uint64_t *ret_last) {
         struct sbx_egress *g = sbx_network_egress(m->net);
@@ -164,6 +172,8 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
                                                 .cidr = cfg->sandbox_cidr,
                                                 .upstream_dns = cfg->upstream_dns,
                                                 .egress_path = cfg->egress_path,
+                                                .signer_path = cfg->signer_path,
+                                                .egress_upstream_ca = cfg->egress_upstream_ca,
                                                 .deny_ports = cfg->deny_ports,
                                                 .n_deny_ports = cfg->n_deny_ports,
                                                 .loop = cfg->loop};

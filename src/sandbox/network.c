@@ -348,7 +348,10 @@ int sbx_network_new(const struct sbx_network_config *cfg, struct sbx_network **r
                                                .path = cfg->egress_path,
                                                .upstream_dns = upstream,
                                                .deny_ports = cfg->deny_ports,
-                                               .n_deny_ports = cfg->n_deny_ports};
+                                               .n_deny_ports = cfg->n_deny_ports,
+                                               .signer_path = cfg->signer_path,
+                                               .state_dir = cfg->state_dir,
+                                               .upstream_ca = cfg->egress_upstream_ca};
                 if ((r = sbx_egress_bind(&ec, &n->egress, e)) < 0)
                         err_prefix(e, r, "egress");
         } else if (r >= 0 && cfg->egress_path) {

@@ -34,6 +34,10 @@ struct sbx_network_config {
          * policies can be enforced. NULL: off (the resolver above through
          * NAT, no policies). */
         const char *egress_path;
+        /* warren-signer (TLS interception; NULL: none) and the bundle
+         * intercepted upstreams are verified against (NULL: the host's) */
+        const char *signer_path;
+        const char *egress_upstream_ca;
         const uint16_t *deny_ports; /* warrend's own ports, for --deny-port */
         size_t n_deny_ports;
         struct uv_loop_s *loop;

@@ -61,9 +61,13 @@ static int recover_one(struct sbx_manager *m, const struct store_sandbox *row, c
                 _cleanup_free_ uint8_t *wire = NULL;
                 size_t len = 0;
                 struct wr_err pe = {0};
+                _cleanup_free_ uint8_t *rules = NULL;
+                size_t rules_len = 0;
                 if ((r = sbx_egress_policy_read(dir, &mode, &wire, &len)) < 0)
                         log_warn("sandbox %s: its egress policy: %s", row->id, strerror(-r));
-                else if (sbx_egress_attach(sb, mode, wire, len, &pe) < 0)
+                else if (mode && (r = sbx_egress_rules_read(dir, &rules, &rules_len)) < 0)
+                        log_warn("sandbox %s: its egress rules: %s", row->id, strerror(-r));
+                else if (sbx_egress_attach(sb, mode, wire, len, rules, rules_len, &pe) < 0)
                         log_warn("sandbox %s: %s", row->id, pe.msg);
                 else
                         sb->egress_enforced = mode != 0;

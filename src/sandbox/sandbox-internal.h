@@ -254,7 +254,26 @@ void sbx_recover(struct sbx_manager *m);
 /* Register sb (its slot's address) with warren-egress in mode (0 = OPEN)
  * with the policy's wire form; OPEN: into the table's open4 set. Used by
  * create and recovery. -errno with e. */
-int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len, struct wr_err *e);
+int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len,
+                      const uint8_t *rules, size_t rules_len, struct wr_err *e);
+/* ca-bundle.c: the CA bundle of an intercepted sandbox. The image's own
+ * bundle (the first of sbx_ca_bundle_paths it holds as a file) + the
+ * egress CA's certificate (+ the previous one) written to
+ * <state_dir>/egress-bundles/<image>.crt (its path in path); present[i]
+ * says which of the paths the image has (the create mounts the bundle
+ * read-only over each, or over the first when it has none). */
+#define SBX_CA_BUNDLE_PATHS 3
+extern const char *const sbx_ca_bundle_paths[SBX_CA_BUNDLE_PATHS];
+struct img_info;
+int sbx_ca_bundle(const char *state_dir, const struct img_info *img, char *path, size_t size,
+                  bool present[SBX_CA_BUNDLE_PATHS], struct wr_err *e);
+
+/* <dir>/egress-rules: the secret-free rules (detectors, managed SSH
+ * destinations) of a policed sandbox, for recovery. read: 0 with
+ * *ret_wire NULL when there is none. */
+int sbx_egress_rules_write(const char *dir, const uint8_t *wire, size_t len, struct wr_err *e);
+int sbx_egress_rules_read(const char *dir, uint8_t **ret_wire, size_t *ret_len);
+
 /* Undo sbx_egress_attach (POLICY_DEL, out of open4). Idempotent. */
 void sbx_egress_detach(struct sbx *sb);
 /* The policy file of a sandbox dir (<dir>/egress-policy: u32 mode, then

@@ -78,6 +78,11 @@ struct sbx_manager_config {
         const char *egress_path;
         const uint16_t *deny_ports;
         size_t n_deny_ports;
+        /* TLS interception: warren-signer (NULL: none) and the bundle
+         * intercepted upstreams are verified against (NULL: the host's;
+         * the tests give the fake internet's CA) */
+        const char *signer_path;
+        const char *egress_upstream_ca;
 };
 
 /* Create the manager and recover a previous warrend's sandboxes: every row
@@ -153,6 +158,22 @@ struct sbx_spec {
         int net_mode;
         uint8_t *net_policy;
         size_t net_policy_len;
+        /* Per-host rules and credentials (net_rules_serialize; secret
+         * values inside, wiped with the spec): the hosts whose TLS
+         * warren-egress intercepts. With net_mode 0 (credentials without
+         * a policy) the sandbox is registered OPEN but policed (its TCP
+         * goes through the proxy). NULL = none. */
+        uint8_t *net_rules;
+        size_t net_rules_len;
+        /* the rules name hosts whose TLS is intercepted (rules,
+         * credentials, detectors): the sandbox gets the CA bundle. False
+         * when they hold only managed SSH destinations. */
+        bool net_intercept;
+        /* The part of the rules that holds no secret (detectors, managed
+         * SSH destinations), written to <dir>/egress-rules so that a
+         * restarted warrend registers it again. NULL = none. */
+        uint8_t *net_rules_public;
+        size_t net_rules_public_len;
         /* What GetSandbox shows of the request later: opaque bytes the
          * store keeps with the row (the API stores the request without
          * inline secret values). May be NULL. */
@@ -299,6 +320,11 @@ int sbx_lookup(struct sbx_manager *m, const char *key, struct store_sandbox *ret
  * the create's self-check proved (or recovery registered again), 0 when
  * it runs without one, -ENOENT when it is not live. */
 int sbx_egress_enforced(struct sbx_manager *m, const char *id);
+/* Resources detected in the sandbox's intercepted traffic (pull request
+ * URLs; resource_detectors), borrowed until the next call. -ENOENT when
+ * none are known (no egress, or the sandbox is unknown to it). */
+int sbx_detected_resources(struct sbx_manager *m, const char *id, const char *const **ret,
+                           size_t *ret_n);
 
 /* The network events of sandbox id (live, or ended and still kept):
  * sandbox/egress.h sbx_egress_events. -ENOENT when there are none. */

@@ -432,6 +432,12 @@ class FakeNet:
         self.git["https_url"] = "https://github.com/example/repo.git"
         self.git["ssh_url"] = "git@github.com:example/repo.git"
         gitserver.setup(self)
+        # the same repository as https://internal-api.example.com/v1/repo.git
+        # (a path the credential tests' rules match)
+        os.makedirs(os.path.join(self.git["root"], "v1"), exist_ok=True)
+        os.symlink(os.path.join(self.git["root"], "example/repo.git"),
+                   os.path.join(self.git["root"], "v1/repo.git"), target_is_directory=True)
+        self.git["v1_url"] = "https://internal-api.example.com/v1/repo.git"
         self.zone_file = os.path.join(self.dir, "zone.json")
         self._zone = self.layout.zone()
         self._write_zone()
@@ -563,7 +569,8 @@ class FakeNet:
             "static": {"pypi.org": [["/simple/", self.pypi["simple"]]],
                        "files.pythonhosted.org": [["/packages/", self.pypi["files"]]],
                        "deb.debian.org": [["/debian/", self.apt["root"]]]},
-            "git_root": self.git["root"], "git_hosts": ["github.com"], **gitserver.web_config(self),
+            "git_root": self.git["root"], "git_hosts": ["github.com", "internal-api.example.com"],
+            "quiet": {"internal-api.example.com": ["/v1/private/"]}, **gitserver.web_config(self),
         })
         del c
         self._py_server("tcp_echo", "echo", {"mode": "tcp", "log": self.log_paths["tcp_echo"],

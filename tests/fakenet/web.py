@@ -43,6 +43,9 @@ class App:
         self.static = {h: [tuple(x) for x in v] for h, v in cfg.get("static", {}).items()}
         self.git_root = cfg.get("git_root")
         self.git_hosts = set(cfg.get("git_hosts", ()))
+        # host -> path prefixes answered without echoing the request (the
+        # credential tests: a response must never carry a secret back)
+        self.quiet = {h: tuple(v) for h, v in cfg.get("quiet", {}).items()}
         self.ctx = {}
         for name, (crt, key) in cfg["certs"].items():
             c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -162,6 +165,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 tls=self.conn["tls"], sni=self.conn.get("sni"), client=self.conn["client"],
                 local=self.conn["local"], method=self.command, host=host, hostname=hostname,
                 target=self.path, path=path, query=query, status=self._status,
+                version=getattr(self, "request_version", None),
                 headers=[[k, v] for k, v in self.headers.items()],
                 bytes_in=raw_in + body_len, body_bytes=body_len, bytes_out=self._out,
                 seconds=round(time.time() - t0, 6))
@@ -183,10 +187,50 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.send(302, b"", headers=[("Location", to)])
         if host in self.app.git_hosts and GIT_PATH.match(path):
             return self.git(path, query, body)
+        if (host == "api.github.com" and self.command == "POST"
+                and re.fullmatch(r"/repos/[^/]+/[^/]+/pulls", path)):
+            return self.github_pull(path, body)
+        if any(path.startswith(p) for p in self.app.quiet.get(host, ())):
+            return self.send(200, b'{"ok": true}\n')
         for prefix, root in self.app.static.get(host, ()):
             if path.startswith(prefix):
                 return self.static(root, path[len(prefix):])
         return self.echo(host, path, query, body)
+
+    def github_pull(self, path, body):
+        """A fake GitHub "create a pull request": 201 with the PR (its
+        html_url at the top level, other html_urls nested), or 422 when the
+        title is "fail". ?chunked in the title: a chunked response."""
+        try:
+            req = json.loads(body or b"{}")
+        except ValueError:
+            req = {}
+        title = str(req.get("title", ""))
+        owner, repo = path.split("/")[2:4]
+        if title == "fail":
+            return self.send(422, json.dumps({"message": "Validation Failed"}).encode(),
+                             ctype="application/json")
+        self.app.pr_number = getattr(self.app, "pr_number", 0) + 1
+        n = self.app.pr_number
+        doc = json.dumps({
+            "url": f"https://api.github.com/repos/{owner}/{repo}/pulls/{n}", "id": 1000 + n,
+            "user": {"login": "octo", "html_url": "https://github.com/octo"},
+            "title": title, "number": n,
+            "html_url": f"https://github.com/{owner}/{repo}/pull/{n}",
+            "head": {"repo": {"html_url": f"https://github.com/{owner}/{repo}"}},
+        }).encode()
+        if "chunked" not in title:
+            return self.send(201, doc, ctype="application/json")
+        self.send_response(201)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for i in range(0, len(doc), 37):      # chunk boundaries inside keys and values
+            part = doc[i:i + 37]
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+        self.wfile.write(b"0\r\n\r\n")
+        self._status = 201
+        self._out += len(doc)
 
     def echo(self, host, path, query, body):
         doc = {

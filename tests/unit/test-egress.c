@@ -15,6 +15,7 @@
 
 #include "egress/egress-dns.h"
 #include "egress/egress-proto.h"
+#include "egress/http-response.h"
 #include "egress/http-stream.h"
 
 /* ------------------------------------------------------------ protocol */
@@ -66,6 +67,53 @@ static void test_policy_set_roundtrip(void **state) {
         net_policy_free(pol);
 }
 
+/* Rules (credentials here) ride after the policy: decoded into
+ * req.set.rules with their secret values; LEARN with rules is refused. */
+static void test_policy_set_rules(void **state) {
+        struct wr_err e = {0};
+        struct net_rules rs = {0};
+        rs.creds = calloc(1, sizeof(*rs.creds));
+        rs.n_creds = 1;
+        rs.creds[0].hosts = calloc(1, sizeof(*rs.creds[0].hosts));
+        rs.creds[0].n_hosts = 1;
+        assert_int_equal(net_host_pattern_parse("api.openai.com", &rs.creds[0].hosts[0], &e), 0);
+        rs.creds[0].ph.token = strdup("__warren_secret_0a");
+        rs.creds[0].ph.token_len = strlen(rs.creds[0].ph.token);
+        rs.creds[0].ph.value = (uint8_t *) strdup("sk-123");
+        rs.creds[0].ph.len = 6;
+        uint8_t *wire;
+        size_t wire_len;
+        assert_int_equal(net_rules_serialize(&rs, &wire, &wire_len), 0);
+        net_rules_clear(&rs);
+
+        struct egress_policy_msg m = {.mode = EGRESS_MODE_OPEN, .n_addrs = 1,
+                                      .rules_wire = wire, .rules_wire_len = wire_len};
+        strcpy(m.sandbox, "sb-r");
+        assert_int_equal(net_addr_parse("198.19.1.2", &m.addrs[0]), 0);
+        uint8_t *buf;
+        size_t len;
+        assert_int_equal(egress_policy_set_encode(9, &m, &buf, &len), 0);
+        struct egress_req req;
+        assert_int_equal(egress_req_decode(buf, len, &req, &e), 0);
+        assert_non_null(req.set.rules);
+        assert_int_equal(req.set.rules->n_creds, 1);
+        assert_true(net_rules_intercept(req.set.rules, "api.openai.com"));
+        assert_false(net_rules_intercept(req.set.rules, "example.com"));
+        assert_memory_equal(req.set.rules->creds[0].ph.value, "sk-123", 6);
+        egress_req_done(&req);
+        assert_null(req.set.rules);
+        /* a corrupted rules blob is refused, naming it */
+        buf[len - wire_len] ^= 0xff; /* its magic */
+        err_clear(&e);
+        assert_int_equal(egress_req_decode(buf, len, &req, &e), -EBADMSG);
+        assert_non_null(strstr(e.msg, "rules"));
+        free(buf);
+        /* LEARN records everything and intercepts nothing */
+        m.mode = EGRESS_MODE_LEARN;
+        assert_int_equal(egress_policy_set_encode(9, &m, &buf, &len), -EINVAL);
+        free(wire);
+}
+
 static void test_policy_set_refusals(void **state) {
         uint8_t *buf;
         size_t len;
@@ -100,7 +148,7 @@ static void test_policy_set_refusals(void **state) {
                 {24 + 68, 0x00, -EBADMSG, "no source address"},           /* n_addrs */
                 {24 + 68, 0x11, -EMSGSIZE, "source addresses"},           /* n_addrs > 16 */
                 {24 + 72, 0x01, -EBADMSG, "a policy goes with ENFORCE"},  /* policy_len */
-                {24 + 76, 0x01, -EBADMSG, "reserved"},                    /* reserved */
+                {24 + 76, 0x01, -EBADMSG, "payload bytes"},               /* rules_len, no rules */
                 {24 + 80, 0x05, -EBADMSG, "address 0 malformed"},         /* family */
                 {24 + 81, 0x01, -EBADMSG, "address 0 malformed"},         /* addr reserved */
                 {24 + 80 + 4 + 4, 0x01, -EBADMSG, "address 0 malformed"}, /* v4 tail */
@@ -398,10 +446,81 @@ static void test_http_bodies(void **state) {
                 -EBADMSG);
 }
 
+/* ------------------------------------------------ responses (detection) */
+
+static void test_response_heads(void **state) {
+        struct egress_resp_head h;
+        const char *ok = "HTTP/1.1 201 Created\r\nContent-Length: 12\r\nX: y\r\n\r\nbody";
+        assert_int_equal(egress_resp_head_parse((const uint8_t *) ok, strlen(ok), &h), 0);
+        assert_int_equal(h.status, 201);
+        assert_true(h.has_content_length);
+        assert_int_equal(h.content_length, 12);
+        assert_false(h.chunked);
+        assert_int_equal(h.head_len, strlen(ok) - 4);
+        for (size_t cut = 0; cut < h.head_len; cut++)
+                assert_int_equal(egress_resp_head_parse((const uint8_t *) ok, cut, &h), -EAGAIN);
+        const char *te = "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n"
+                         "Content-Length: 5\r\n\r\n";
+        assert_int_equal(egress_resp_head_parse((const uint8_t *) te, strlen(te), &h), 0);
+        assert_true(h.chunked);
+        const char *no_reason = "HTTP/1.0 204\r\n\r\n";
+        assert_int_equal(egress_resp_head_parse((const uint8_t *) no_reason, strlen(no_reason), &h),
+                         0);
+        assert_int_equal(h.status, 204);
+        static const char *const bad[] = {
+                "HTTP/2 200 OK\r\n\r\n",
+                "HTTP/1.1 20x OK\r\n\r\n",
+                "HTTP/1.1 099 Low\r\n\r\n",
+                "HTTP/1.1 200 OK\r\nNo colon\r\n\r\n",
+                "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+                "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+                "HTTP/1.1 200 OK\nX: y\r\n\r\n",
+                "HTTP/1.1 200 OK\r\n : y\r\n\r\n",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                if (egress_resp_head_parse((const uint8_t *) bad[i], strlen(bad[i]), &h) != -EBADMSG)
+                        fail_msg("accepted: %s", bad[i]);
+}
+
+static void test_dechunk_and_json(void **state) {
+        char body[] = "5\r\n{\"a\":\r\n1d;ext=1\r\n[1,{\"html_url\":\"no\"}],\"html_u\r\n"
+                      "13\r\nrl\":\"https:\\/\\/gh\"}\r\n0\r\nTrailer: x\r\n\r\n";
+        long n = egress_dechunk((uint8_t *) body, strlen(body));
+        assert_true(n > 0);
+        char out[64];
+        assert_int_equal(egress_json_top_string((const uint8_t *) body, (size_t) n, "html_url", out,
+                                                sizeof(out)),
+                         10);
+        assert_string_equal(out, "https://gh");
+        char bad_chunk[] = "5\r\nab\r\n0\r\n\r\n";
+        assert_int_equal(egress_dechunk((uint8_t *) bad_chunk, strlen(bad_chunk)), -EBADMSG);
+        /* nested html_urls are not the top-level one; absent; not a string */
+        const char *nested = "{\"user\":{\"html_url\":\"x\"},\"n\":1}";
+        assert_int_equal(egress_json_top_string((const uint8_t *) nested, strlen(nested),
+                                                "html_url", out, sizeof(out)),
+                         -ENOENT);
+        const char *num = "{\"html_url\":5}";
+        assert_int_equal(
+                egress_json_top_string((const uint8_t *) num, strlen(num), "html_url", out, 64),
+                -ENOENT);
+        const char *trunc = "{\"a\":[1,2";
+        assert_int_equal(
+                egress_json_top_string((const uint8_t *) trunc, strlen(trunc), "html_url", out, 64),
+                -EBADMSG);
+        const char *longv = "{\"html_url\":\"0123456789\"}";
+        assert_int_equal(
+                egress_json_top_string((const uint8_t *) longv, strlen(longv), "html_url", out, 5),
+                -E2BIG);
+        assert_string_equal(out, "0123");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_policy_set_roundtrip),
                 cmocka_unit_test(test_policy_set_refusals),
+                cmocka_unit_test(test_policy_set_rules),
+                cmocka_unit_test(test_response_heads),
+                cmocka_unit_test(test_dechunk_and_json),
                 cmocka_unit_test(test_del_ping),
                 cmocka_unit_test(test_events),
                 cmocka_unit_test(test_sandbox_ids),

@@ -283,6 +283,7 @@ static void test_wire(void **state) {
         (void) state;
         struct net_rules rs, back;
         build_rules(&rs);
+        rs.detectors = NET_DETECT_GITHUB_PULLS;
         uint8_t *buf = NULL, *buf2 = NULL;
         size_t len = 0, len2 = 0;
         struct wr_err e = {0};
@@ -294,6 +295,19 @@ static void test_wire(void **state) {
         assert_int_equal(back.n_hosts, 1);
         assert_int_equal(back.hosts[0].n_rules, 2);
         assert_int_equal(back.n_creds, 1);
+        assert_int_equal(back.detectors, NET_DETECT_GITHUB_PULLS);
+        /* the detector's host is intercepted, only it */
+        assert_true(net_rules_intercept(&back, "api.github.com"));
+        assert_int_equal(net_rules_detects(&back, "api.github.com"), NET_DETECT_GITHUB_PULLS);
+        assert_int_equal(net_rules_detects(&back, "github.com"), 0);
+        assert_false(net_rules_intercept(&back, "uploads.github.com"));
+        /* an unknown detector bit is refused */
+        buf[len - 2] |= 0x80;
+        {
+                struct net_rules t;
+                assert_int_equal(net_rules_parse(buf, len, &t, &e), -EBADMSG);
+        }
+        buf[len - 2] &= 0x7f;
         /* every truncation and a trailing byte are refused */
         for (size_t cut = 0; cut < len; cut++) {
                 struct net_rules t;
