@@ -342,17 +342,16 @@ def state_files_holding(d, secret):
 
 def test_add_credentials_local_env_without_policy(cd, client, bed, tools_image, monkeypatch):
     """The seed's [host, "*.domain"] + Secret.from_local_env form, no
-    policy: outbound stays open, the credential's hosts are intercepted.
-    (The bed has certificates for openai.com names, not slack.com ones.)"""
+    policy: outbound stays open, the credential's hosts are intercepted."""
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-" + TOKEN)
     m = bed.mark()
     s = wr.Sandbox(image=tools_image)
-    s.add_credentials(["internal-api.example.com", "*.openai.com"],
+    s.add_credentials(["api.slack.com", "*.slack.com"],
                       Secret.from_local_env("SLACK_BOT_TOKEN"))
     with client.run(s) as sb:
         r = sh(sb, 'echo "$SLACK_BOT_TOKEN"')
         assert re.fullmatch(r"__warren_secret_[0-9a-f]{24}", r.stdout_text.strip()), r.stdout_text
-        for h in ("internal-api.example.com", "api.openai.com"):
+        for h in ("api.slack.com", "hooks.slack.com"):
             r = sh(sb, 'curl -sS -o /dev/null -w "%%{http_code}" -H "Authorization: Bearer '
                        '$SLACK_BOT_TOKEN" https://%s/v1/private/slack' % h)
             assert r.stdout_text == "200", r.stdout_text + r.stderr_text

@@ -50,10 +50,10 @@ def http_auth(cfg, authorization, path, query):
     user the authenticated user or None. Pure."""
     users = cfg.get("git_users") or {}
     user = None
-    if authorization:
-        scheme, _, token = authorization.strip().partition(" ")
-        if scheme.lower() != "basic":
-            return True, None
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    # another scheme (a Bearer token a credential rule added for the API on
+    # the same host) is no git credential: the request is anonymous
+    if scheme.lower() == "basic":
         try:
             name, sep, password = base64.b64decode(token.strip(), validate=True).decode().partition(":")
         except (binascii.Error, UnicodeDecodeError):

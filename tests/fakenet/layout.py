@@ -30,6 +30,7 @@ HOSTS = {
     "api.openai.com": 16,
     "internal-api.example.com": 17,
     "example.com": 18,
+    "api.slack.com": 19,
     "www.example.com": 18,
     "badcert.example.test": 24,   # served with a cert from an untrusted CA
     "wrongname.example.test": 25,  # served with a test-CA cert for another name
@@ -41,7 +42,7 @@ MULTI_HOSTS = (20, 21, 22)  # multi.example.test: three A and AAAA records
 REBIND_PUBLIC = 40          # first answer of the rebinding names
 DNS_HOST = 53
 # a wildcard matches any depth of subdomain (never the apex)
-WILDCARDS = ("github.com", "example.com", "openai.com", "wild.example.test",
+WILDCARDS = ("github.com", "example.com", "openai.com", "slack.com", "wild.example.test",
              "pythonhosted.org", "githubusercontent.com")
 
 PRIVATE_V4 = "10.66.0.10"

@@ -29,7 +29,8 @@ CFG = {"git_users": {"bot": "s3cret"}, "git_private_owners": ["private"]}
     (basic("nobody", "s3cret"), "/example/repo.git/info/refs", "", (True, None)),
     ("Basic !!!", "/example/repo.git/info/refs", "", (True, None)),
     ("Basic " + base64.b64encode(b"bot").decode(), "/example/repo.git/info/refs", "", (True, None)),
-    ("Bearer s3cret", "/example/repo.git/info/refs", "", (True, None)),
+    ("Bearer s3cret", "/example/repo.git/info/refs", "", (False, None)),
+    ("Bearer s3cret", "/private/repo.git/info/refs", "", (True, None)),
 ])
 def test_http_auth(auth, path, query, want):
     assert gitserver.http_auth(CFG, auth, path, query) == want
