@@ -266,7 +266,8 @@ static int range_pick(struct sbx_network *n, const struct sbx_network_config *cf
         sbx_cidr_format(base, prefix, n->range, sizeof(n->range));
         table_name(base, prefix, n->table, sizeof(n->table));
         if ((r = sbx_netrange_init(&n->r, base, prefix)) < 0)
-                return err_set(e, r, "out of memory");
+                return err_set(e, r, "sandbox range %s: %s", n->range,
+                               r == -ENOMEM ? "out of memory" : "not a usable range");
         return range_record(cfg->state_dir, n->range, e);
 }
 
