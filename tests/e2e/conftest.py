@@ -127,7 +127,33 @@ class Daemon:
         with open(self.log_path, "rb") as f:
             return f.read().decode(errors="replace")
 
+    def _reap_orphans(self):
+        """A daemon that died on its own (a crash) leaves its sandboxes
+        running (they outlive warrend by design): a second warrend on the
+        same state dir re-attaches them and, told to, terminates them on
+        exit, so that no test leaks a sandbox, cgroup, veth or table."""
+        sock = os.path.join(self.tmp, "reaper.sock")
+        env = dict(os.environ, WARREN_TERMINATE_ON_EXIT="1", WARREN_PULL_LOOPBACK_ONLY="1")
+        with open(os.path.join(self.tmp, "reaper.log"), "wb") as log:
+            p = subprocess.Popen([WARREND, "--state-dir", self.state_dir, "--listen",
+                                  "unix:" + sock, "--log-level", "info"],
+                                 stdout=log, stderr=subprocess.STDOUT, env=env)
+            try:
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and p.poll() is None and \
+                        not os.path.exists(sock):
+                    time.sleep(0.05)
+            finally:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+                    try:
+                        p.wait(timeout=60)
+                    except subprocess.TimeoutExpired:
+                        p.kill()
+                        p.wait()
+
     def stop(self, sig=signal.SIGTERM, timeout=30.0):
+        crashed = self.proc.poll() is not None and self.proc.returncode not in (0, -signal.SIGTERM)
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
@@ -139,6 +165,11 @@ class Daemon:
         self.log.close()
         log = self.read_log()
         rc = self.proc.returncode
+        if crashed and os.path.isdir(self.state_dir):
+            try:
+                self._reap_orphans()
+            except OSError:
+                pass
         shutil.rmtree(self.tmp, ignore_errors=True)
         if SANITIZED and ("ERROR: AddressSanitizer" in log or "ERROR: LeakSanitizer" in log
                           or "runtime error:" in log):
