@@ -56,7 +56,18 @@ struct daemon {
         struct admin *admin; /* --admin-listen; NULL when off or closed */
         char *issuer;        /* workload identity iss (--issuer or the admin URL) */
         struct admin_sources admin_src;
+        /* writes the queued audit records (store_audit_flush) every 250 ms;
+         * unref'd: it never keeps the loop alive */
+        uv_timer_t audit_timer;
+        bool audit_timer_open;
 };
+
+static void audit_tick(uv_timer_t *t) {
+        struct daemon *d = t->data;
+        struct wr_err e = {0};
+        if (d->store && store_audit_flush(d->store, &e) < 0)
+                log_warn("audit: %s", e.msg);
+}
 
 static uint64_t monotonic_usec(void) {
         struct timespec ts;
@@ -211,6 +222,10 @@ static void daemon_free(struct daemon *d) {
         api_health_free(&d->ctx);
         /* registry pulls: close the client's poll/timer handles on the loop */
         img_pull_shutdown(d->images);
+        if (d->audit_timer_open) {
+                uv_close((uv_handle_t *) &d->audit_timer, NULL);
+                d->audit_timer_open = false;
+        }
         if (d->loop_ready) {
                 /* Run until every handle (including the server's) is closed. */
                 uv_run(&d->loop, UV_RUN_DEFAULT);
@@ -594,6 +609,12 @@ int main(int argc, char **argv) {
         }
         log_info("warrend %s ready (state dir %s, %zu services%s)", WARREN_VERSION, d.state_dir,
                  d.n_services, d.cfg.enable_diag ? ", diag enabled" : "");
+        if (uv_timer_init(&d.loop, &d.audit_timer) == 0) {
+                d.audit_timer.data = &d;
+                d.audit_timer_open = true;
+                uv_timer_start(&d.audit_timer, audit_tick, 250, 250);
+                uv_unref((uv_handle_t *) &d.audit_timer);
+        }
 
         uv_run(&d.loop, UV_RUN_DEFAULT);
 

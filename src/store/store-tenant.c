@@ -220,7 +220,7 @@ void store_audit_clear(struct store_audit *a) {
 STORE_DEFINE_LIST_FREE(struct store_audit, store_audit_clear, audit_item_clear,
                        store_audit_list_free)
 
-int store_audit_insert(struct store *s, const struct store_audit *a, struct wr_err *e) {
+static int audit_write(struct store *s, const struct store_audit *a, struct wr_err *e) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = store_stmt_prepare(s,
                                    "INSERT INTO audit (time, environment, token_id, subject, "
@@ -229,7 +229,7 @@ int store_audit_insert(struct store *s, const struct store_audit *a, struct wr_e
                                    &st, e);
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(st, 1, a->time_ns ? a->time_ns : store_now_ns());
+        sqlite3_bind_int64(st, 1, a->time_ns);
         store_bind_text(st, 2, a->environment);
         store_bind_text(st, 3, a->token_id);
         store_bind_text(st, 4, a->subject);
@@ -239,6 +239,65 @@ int store_audit_insert(struct store *s, const struct store_audit *a, struct wr_e
         sqlite3_bind_int(st, 8, a->status);
         store_bind_text(st, 9, a->message);
         return store_stmt_done(s, st, false, "insert audit record", e);
+}
+
+int store_audit_flush(struct store *s, struct wr_err *e) {
+        if (!s || s->audit_n == 0)
+                return 0;
+        bool own_tx = !s->in_tx;
+        int r = own_tx ? store_tx_begin(s, e) : 0;
+        for (size_t i = 0; r >= 0 && i < s->audit_n; i++)
+                r = audit_write(s, &s->audit_q[i], e);
+        if (own_tx)
+                r = r < 0 ? (store_tx_rollback(s), r) : store_tx_commit(s, e);
+        if (r < 0) {
+                /* kept for the next flush, within a bound */
+                if (s->audit_n >= 4 * STORE_AUDIT_QUEUE) {
+                        store_audit_clear(&s->audit_q[0]);
+                        memmove(s->audit_q, s->audit_q + 1, (s->audit_n - 1) * sizeof(*s->audit_q));
+                        s->audit_n--;
+                }
+                return r;
+        }
+        for (size_t i = 0; i < s->audit_n; i++)
+                store_audit_clear(&s->audit_q[i]);
+        s->audit_n = 0;
+        return 0;
+}
+
+static char *dup_or_empty(const char *v) {
+        return strdup(v ? v : "");
+}
+
+int store_audit_insert(struct store *s, const struct store_audit *a, struct wr_err *e) {
+        if (s->audit_n % STORE_AUDIT_QUEUE == 0) {
+                struct store_audit *q = realloc(s->audit_q, (s->audit_n + STORE_AUDIT_QUEUE) *
+                                                                   sizeof(*q));
+                if (!q)
+                        return err_set(e, -ENOMEM, "audit: out of memory");
+                s->audit_q = q;
+        }
+        struct store_audit *c = &s->audit_q[s->audit_n];
+        *c = (struct store_audit) {
+                .time_ns = a->time_ns ? a->time_ns : store_now_ns(),
+                .environment = dup_or_empty(a->environment),
+                .token_id = dup_or_empty(a->token_id),
+                .subject = dup_or_empty(a->subject),
+                .peer = dup_or_empty(a->peer),
+                .method = dup_or_empty(a->method),
+                .object = dup_or_empty(a->object),
+                .status = a->status,
+                .message = dup_or_empty(a->message),
+        };
+        if (!c->environment || !c->token_id || !c->subject || !c->peer || !c->method ||
+            !c->object || !c->message) {
+                store_audit_clear(c);
+                return err_set(e, -ENOMEM, "audit: out of memory");
+        }
+        s->audit_n++;
+        if (s->audit_n >= STORE_AUDIT_QUEUE)
+                return store_audit_flush(s, e);
+        return 0;
 }
 
 static int audit_row(struct store *s, sqlite3_stmt *st, void *item, void *ctx, struct wr_err *e) {
@@ -263,6 +322,9 @@ int store_audit_list(struct store *s, const char *env, int64_t before_seq, size_
                      struct store_audit **ret, size_t *n_ret, struct wr_err *e) {
         *ret = NULL;
         *n_ret = 0;
+        int fr = store_audit_flush(s, e);
+        if (fr < 0)
+                return fr;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = store_stmt_prepare(s,
                                    "SELECT seq, time, environment, token_id, subject, peer, "

@@ -3,6 +3,7 @@
 #include "store/store-internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -157,13 +158,70 @@ int64_t store_now_ns(void) {
         return (int64_t) ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* The statement cache (store_stmt_prepare): every connection's, under one
+ * lock (the store is used from the loop and from workers). */
+#define STMT_CACHE 96
+
+static struct stmt_slot {
+        sqlite3 *db;
+        sqlite3_stmt *st;
+        bool busy;
+} stmt_cache[STMT_CACHE];
+static pthread_mutex_t stmt_lock = PTHREAD_MUTEX_INITIALIZER;
+
 int store_stmt_prepare(struct store *s, const char *sql, sqlite3_stmt **ret, struct wr_err *e) {
-        int rc = sqlite3_prepare_v2(s->db, sql, -1, ret, NULL);
+        pthread_mutex_lock(&stmt_lock);
+        struct stmt_slot *free_slot = NULL;
+        for (size_t i = 0; i < STMT_CACHE; i++) {
+                struct stmt_slot *c = &stmt_cache[i];
+                if (!c->st) {
+                        if (!free_slot)
+                                free_slot = c;
+                        continue;
+                }
+                if (c->db == s->db && !c->busy && strcmp(sqlite3_sql(c->st), sql) == 0) {
+                        c->busy = true;
+                        *ret = c->st;
+                        pthread_mutex_unlock(&stmt_lock);
+                        return 0;
+                }
+        }
+        int rc = sqlite3_prepare_v3(s->db, sql, -1, free_slot ? SQLITE_PREPARE_PERSISTENT : 0, ret,
+                                    NULL);
         if (rc != SQLITE_OK) {
+                pthread_mutex_unlock(&stmt_lock);
                 *ret = NULL;
                 return err_set(e, -EIO, "prepare statement: %s", sqlite3_errmsg(s->db));
         }
+        if (free_slot)
+                *free_slot = (struct stmt_slot) {.db = s->db, .st = *ret, .busy = true};
+        pthread_mutex_unlock(&stmt_lock);
         return 0;
+}
+
+void store_stmt_release(sqlite3_stmt *st) {
+        pthread_mutex_lock(&stmt_lock);
+        for (size_t i = 0; i < STMT_CACHE; i++)
+                if (stmt_cache[i].st == st) {
+                        sqlite3_reset(st);
+                        sqlite3_clear_bindings(st);
+                        stmt_cache[i].busy = false;
+                        pthread_mutex_unlock(&stmt_lock);
+                        return;
+                }
+        pthread_mutex_unlock(&stmt_lock);
+        sqlite3_finalize(st);
+}
+
+/* Finalize db's cached statements (before it closes). */
+static void stmt_cache_drop(sqlite3 *db) {
+        pthread_mutex_lock(&stmt_lock);
+        for (size_t i = 0; i < STMT_CACHE; i++)
+                if (stmt_cache[i].st && stmt_cache[i].db == db) {
+                        sqlite3_finalize(stmt_cache[i].st);
+                        stmt_cache[i] = (struct stmt_slot) {0};
+                }
+        pthread_mutex_unlock(&stmt_lock);
 }
 
 int store_rows_collect(struct store *s, sqlite3_stmt *st, size_t elem_size,
@@ -531,6 +589,13 @@ void store_close(struct store *s) {
                 return;
         if (s->db) {
                 store_tx_rollback(s);
+                struct wr_err e = {0};
+                if (store_audit_flush(s, &e) < 0)
+                        log_warn("store: %zu audit records not written: %s", s->audit_n, e.msg);
+                for (size_t i = 0; i < s->audit_n; i++)
+                        store_audit_clear(&s->audit_q[i]);
+                free(s->audit_q);
+                stmt_cache_drop(s->db);
                 sqlite3_close_v2(s->db);
         }
         OPENSSL_cleanse(s->key, sizeof(s->key));

@@ -340,8 +340,20 @@ struct store_audit {
 void store_audit_clear(struct store_audit *a);
 void store_audit_list_free(struct store_audit *list, size_t n);
 
-/* Append a record (time_ns 0 = now). */
+/* Append a record (time_ns 0 = now). Records are queued (copied) and
+ * written in one transaction by store_audit_flush: before every
+ * store_audit_list, at store_close, once STORE_AUDIT_QUEUE are queued, and
+ * by warrend every 250 ms — so a mutating call pays no SQLite transaction
+ * of its own on its path, and a warrend crash loses at most that quarter
+ * second of records. Errors: -ENOMEM. */
 int store_audit_insert(struct store *s, const struct store_audit *a, struct wr_err *e);
+
+#define STORE_AUDIT_QUEUE 64
+
+/* Write the queued audit records (one transaction). A failure keeps them
+ * queued (up to 4 x STORE_AUDIT_QUEUE; beyond, the oldest are dropped with
+ * a warning). */
+int store_audit_flush(struct store *s, struct wr_err *e);
 
 /* Records of env (NULL or "" = every environment) with seq < before_seq
  * (<= 0: from the newest), newest first, at most limit (0 = all). Returns
