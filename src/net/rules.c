@@ -1049,6 +1049,17 @@ int net_rules_parse(const uint8_t *buf, size_t len, struct net_rules *rs, struct
                         r = BAD(e, "bad SSH destination");
                         goto fail;
                 }
+                /* warrend sends the canonical form only (as for host
+                 * patterns): one set, one encoding */
+                char canon[NET_HOST_MAX + 1];
+                if (d->host.kind == NET_HOST_NAME)
+                        snprintf(canon, sizeof(canon), "%s", d->host.name);
+                else
+                        net_addr_format(&d->host.addr, canon);
+                if (strlen(canon) != n || memcmp(canon, t, n) != 0) {
+                        r = BAD(e, "SSH destination not in canonical form");
+                        goto fail;
+                }
                 d->port = (uint16_t) ru16(&b);
                 if (d->port == 0) {
                         r = BAD(e, "bad SSH destination port");
