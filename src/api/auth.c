@@ -50,13 +50,11 @@ static int token_caller(struct api_ctx *ctx, const char *value, struct api_calle
         struct bearer b;
         int r = bearer_parse(value, strlen(value), &b);
         if (r == -EINVAL)
-                return unauthenticated(e,
-                                       "authorization: expected \"Bearer <token>\" (a token "
-                                       "from `warren token create`)");
+                return unauthenticated(e, "authorization: expected \"Bearer <token>\" (a token "
+                                          "from `warren token create`)");
         if (r < 0)
-                return unauthenticated(e,
-                                       "authorization: the bearer token is not a warren token "
-                                       "(\"wt_...\")");
+                return unauthenticated(e, "authorization: the bearer token is not a warren token "
+                                          "(\"wt_...\")");
         unsigned char hash[32];
         SHA256((const unsigned char *) b.token, b.token_len, hash);
         struct store_token t = {0};
@@ -123,10 +121,9 @@ int api_authorize(struct rpc_call *call, void *userdata, struct wr_err *e) {
                 snprintf(c->subject, sizeof(c->subject), "anonymous");
                 return 0;
         } else {
-                r = unauthenticated(e,
-                                    "this call needs an API token: send the metadata "
-                                    "`authorization: Bearer <token>` (warren --token, "
-                                    "WARREN_TOKEN, SandboxClient(token=...))");
+                r = unauthenticated(e, "this call needs an API token: send the metadata "
+                                       "`authorization: Bearer <token>` (warren --token, "
+                                       "WARREN_TOKEN, SandboxClient(token=...))");
         }
         if (r < 0)
                 return r;
@@ -212,27 +209,26 @@ static bool read_only(const char *path) {
         m = m ? m + 1 : path;
         if (strcmp(m, "GetWorkloadIdentityToken") == 0)
                 return false; /* mints a credential */
-        return strncmp(m, "Get", 3) == 0 || strncmp(m, "List", 4) == 0 ||
-               strcmp(m, "Stat") == 0 || strcmp(m, "WhoAmI") == 0 ||
-               strncmp(path, "/grpc.health.v1.", 16) == 0 ||
+        return strncmp(m, "Get", 3) == 0 || strncmp(m, "List", 4) == 0 || strcmp(m, "Stat") == 0 ||
+               strcmp(m, "WhoAmI") == 0 || strncmp(path, "/grpc.health.v1.", 16) == 0 ||
                strncmp(path, "/warren.v1.Diag/", 16) == 0;
 }
 
 /* The first non-empty string field of the request among the usual keys. */
 static void object_from_request(const ProtobufCMessage *req, char *out, size_t size) {
-        static const char *const fields[] = {"id", "sandbox", "name", "volume", "ref", "image",
-                                             "environment"};
+        static const char *const fields[] = {"id",  "sandbox", "name",       "volume",
+                                             "ref", "image",   "environment"};
         if (!req)
                 return;
         for (size_t i = 0; i < ELEMENTSOF(fields); i++) {
                 const ProtobufCFieldDescriptor *f =
-                        protobuf_c_message_descriptor_get_field_by_name(req->descriptor,
-                                                                        fields[i]);
-                if (!f || f->type != PROTOBUF_C_TYPE_STRING || f->label == PROTOBUF_C_LABEL_REPEATED)
+                        protobuf_c_message_descriptor_get_field_by_name(req->descriptor, fields[i]);
+                if (!f || f->type != PROTOBUF_C_TYPE_STRING ||
+                    f->label == PROTOBUF_C_LABEL_REPEATED)
                         continue;
                 if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
-                        const uint32_t *qc = (const uint32_t *) ((const char *) req +
-                                                                  f->quantifier_offset);
+                        const uint32_t *qc =
+                                (const uint32_t *) ((const char *) req + f->quantifier_offset);
                         if (*qc != f->id)
                                 continue;
                 }
@@ -377,8 +373,8 @@ int api_quota_check_sandbox(struct rpc_call *call, double cpu, int64_t memory, s
                 uint64_t mb = 0;
                 Warren__V1__CreateSandboxRequest *req =
                         rows[i].spec && rows[i].spec_len
-                                ? warren__v1__create_sandbox_request__unpack(
-                                          NULL, rows[i].spec_len, rows[i].spec)
+                                ? warren__v1__create_sandbox_request__unpack(NULL, rows[i].spec_len,
+                                                                             rows[i].spec)
                                 : NULL;
                 if (req && req->resources) {
                         if (req->resources->cpu && *req->resources->cpu)

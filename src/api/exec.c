@@ -232,7 +232,8 @@ static void pending_free(struct exec_call *ec) {
         /* env values may be secrets */
         for (size_t i = 0; i < ec->pending->n_env; i++)
                 if (ec->pending->env[i]->value)
-                        explicit_bzero(ec->pending->env[i]->value, strlen(ec->pending->env[i]->value));
+                        explicit_bzero(ec->pending->env[i]->value,
+                                       strlen(ec->pending->env[i]->value));
         warren__v1__exec_start__free_unpacked(TAKE_PTR(ec->pending), NULL);
 }
 
@@ -264,8 +265,8 @@ static void journal_begun(int r, uint64_t token, const char *sandbox_id, const s
         rpc_call_unref(call);
 }
 
-static int exec_start(struct rpc_call *call, struct api_ctx *ctx, const Warren__V1__ExecStart *start,
-                      struct exec_call *ec, struct wr_err *e) {
+static int exec_start(struct rpc_call *call, struct api_ctx *ctx,
+                      const Warren__V1__ExecStart *start, struct exec_call *ec, struct wr_err *e) {
         char id[32];
         bool journal = start->journal;
         if (!journal && start->sandbox && *start->sandbox &&

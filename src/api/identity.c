@@ -74,8 +74,8 @@ static void get_token(struct rpc_call *call, const ProtobufCMessage *msg) {
         int64_t now = store_now_ns() / 1000000000;
         char *tok = NULL;
         struct wr_err e = {0};
-        if (wid_mint(ctx->wid, ctx->issuer, sub, req->audience, c->env, now,
-                     WID_MAX_LIFETIME_SEC, &tok, &e) < 0) {
+        if (wid_mint(ctx->wid, ctx->issuer, sub, req->audience, c->env, now, WID_MAX_LIFETIME_SEC,
+                     &tok, &e) < 0) {
                 log_error("GetWorkloadIdentityToken: %s", e.msg);
                 return finish(call, WR_STATUS_INTERNAL, "%s", e.msg);
         }
@@ -269,8 +269,8 @@ static void revoke_token(struct rpc_call *call, const ProtobufCMessage *msg) {
         struct wr_err e = {0};
         int r = store_token_load(ctx->store, req->id, &t, &e);
         /* another environment's token does not exist for an admin */
-        if (r == -ENOENT || (r >= 0 && c->role != API_ROLE_OPERATOR &&
-                             strcmp(t.environment, c->env) != 0)) {
+        if (r == -ENOENT ||
+            (r >= 0 && c->role != API_ROLE_OPERATOR && strcmp(t.environment, c->env) != 0)) {
                 store_token_clear(&t);
                 return finish(call, WR_STATUS_NOT_FOUND, "token %.40s not found", req->id);
         }
@@ -307,8 +307,8 @@ static void list_audit(struct rpc_call *call, const ProtobufCMessage *msg) {
         struct store_audit *list = NULL;
         size_t n = 0;
         struct wr_err e = {0};
-        if (store_audit_list(ctx->store, strcmp(env, "*") == 0 ? NULL : env, req->before_seq,
-                             limit, &list, &n, &e) < 0)
+        if (store_audit_list(ctx->store, strcmp(env, "*") == 0 ? NULL : env, req->before_seq, limit,
+                             &list, &n, &e) < 0)
                 return finish(call, WR_STATUS_INTERNAL, "list audit events: %s", e.msg);
         struct audit_msg *m = n ? calloc(n, sizeof(*m)) : NULL;
         Warren__V1__AuditEvent **ptrs = n ? calloc(n, sizeof(*ptrs)) : NULL;
@@ -412,8 +412,7 @@ static const struct rpc_method methods[] = {
         UNARY("CreateToken", create_token_request, create_token_response, create_token),
         UNARY("ListTokens", list_tokens_request, list_tokens_response, list_tokens),
         UNARY("RevokeToken", revoke_token_request, token_info, revoke_token),
-        UNARY("ListAuditEvents", list_audit_events_request, list_audit_events_response,
-              list_audit),
+        UNARY("ListAuditEvents", list_audit_events_request, list_audit_events_response, list_audit),
         UNARY("SetQuota", set_quota_request, quota, set_quota),
         UNARY("GetQuota", get_quota_request, quota, get_quota),
 };

@@ -43,7 +43,7 @@ static void change_list_free(struct change_list *l) {
         free(l->paths);
         free(l->ptrs);
         free(l->msgs);
-        *l = (struct change_list) {0};
+        *l = (struct change_list){0};
 }
 
 static int change_list_make(struct change_list *l, const struct jt_change *v, size_t n) {
@@ -78,9 +78,8 @@ static int change_list_make(struct change_list *l, const struct jt_change *v, si
                         warren__v1__exec_file_change__init(c);
                         c->path = l->paths[i];
                         c->kind = kinds[k].kind;
-                        c->type = (char *) type_name(kinds[k].bit == JT_DELETED
-                                                             ? v[i].before.type
-                                                             : v[i].after.type);
+                        c->type = (char *) type_name(kinds[k].bit == JT_DELETED ? v[i].before.type
+                                                                                : v[i].after.type);
                         c->old_mode = v[i].before.mode;
                         c->new_mode = v[i].after.mode;
                         l->ptrs[l->n++] = c;
@@ -186,8 +185,8 @@ static void rollback_exec(struct rpc_call *call, const ProtobufCMessage *msg) {
                 return;
         struct wr_err e = {0};
         rpc_call_ref(call);
-        if (sbx_journal_rollback(ctx->sandboxes, id, req->exec_id, req->force,
-                                 rollback_done, call, &e) < 0) {
+        if (sbx_journal_rollback(ctx->sandboxes, id, req->exec_id, req->force, rollback_done, call,
+                                 &e) < 0) {
                 rpc_call_finish_err(call, &e);
                 rpc_call_unref(call);
         }

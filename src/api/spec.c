@@ -386,9 +386,10 @@ static int check_unimplemented(const Warren__V1__CreateSandboxRequest *req, stru
                 return UNIMPLEMENTED(e, "compute_class K8S needs a Kubernetes cluster; this "
                                         "warrend runs the HOST class only");
         if (req->identity)
-                return UNIMPLEMENTED(e, "identity: a sandbox's own identity token (file, rotation, API "
-                                        "access with it) is not implemented yet; "
-                                        "GetWorkloadIdentityToken is");
+                return UNIMPLEMENTED(
+                        e, "identity: a sandbox's own identity token (file, rotation, API "
+                           "access with it) is not implemented yet; "
+                           "GetWorkloadIdentityToken is");
         if (req->image && req->image->kind_case == WARREN__V1__IMAGE_SPEC__KIND_BUILD)
                 return UNIMPLEMENTED(e, "image.build: CreateSandbox does not build; build the "
                                         "image with Images/BuildImage (the SDK's client.create "
@@ -511,8 +512,9 @@ static int ph_set(struct net_placeholder *ph, const char *token, char *value, co
         return 0;
 }
 
-static int transform_from(struct store *store, const char *envname, const Warren__V1__Transformer *t,
-                          struct net_transform *tf, const char *field, struct wr_err *e) {
+static int transform_from(struct store *store, const char *envname,
+                          const Warren__V1__Transformer *t, struct net_transform *tf,
+                          const char *field, struct wr_err *e) {
         char f[240];
         int r;
         if (t->n_headers > NET_RULE_SET_MAX || t->n_headers_secrets > NET_PLACEHOLDERS_MAX)
@@ -637,8 +639,9 @@ static int creds_from(struct store *store, const char *envname,
                         if ((r = policy_text_check("credentials.hosts", k, hc->hosts[k], e)) < 0)
                                 return r;
                         if (strcmp(hc->hosts[k], "*") == 0)
-                                return INVALID(e, "%s.hosts[%zu]: \"*\" would send the secret "
-                                                  "anywhere: name its hosts",
+                                return INVALID(e,
+                                               "%s.hosts[%zu]: \"*\" would send the secret "
+                                               "anywhere: name its hosts",
                                                f, k);
                         if ((r = net_host_pattern_parse(hc->hosts[k], &c->hosts[k], e)) < 0)
                                 return net_invalid(r, e, "invalid host");
@@ -731,8 +734,7 @@ static int rules_build(struct store *store, const char *envname,
         for (size_t i = 0; r >= 0 && p && i < req->n_managed_ssh && rs.n_ssh < NET_SSH_DESTS_MAX;
              i++) {
                 const Warren__V1__SshDest *d = req->managed_ssh[i]->value;
-                if (!d || !d->host ||
-                    net_host_canon_str(d->host, &rs.ssh[rs.n_ssh].host, NULL) < 0)
+                if (!d || !d->host || net_host_canon_str(d->host, &rs.ssh[rs.n_ssh].host, NULL) < 0)
                         continue;
                 rs.ssh[rs.n_ssh++].port = d->port ? (uint16_t) d->port : 22;
         }

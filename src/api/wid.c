@@ -229,17 +229,16 @@ static char *json_b64(json_t *j) {
 }
 
 int wid_mint(const struct wid_keys *k, const char *iss, const char *sub, const char *aud,
-             const char *environment, int64_t now, int64_t lifetime, char **ret,
-             struct wr_err *e) {
+             const char *environment, int64_t now, int64_t lifetime, char **ret, struct wr_err *e) {
         if (lifetime <= 0 || lifetime > WID_MAX_LIFETIME_SEC)
                 lifetime = WID_MAX_LIFETIME_SEC;
         const struct wid_key *key = &k->keys[0];
         _cleanup_free_ char *h = json_b64(
                 json_pack("{s:s, s:s, s:s}", "alg", "ES256", "typ", "JWT", "kid", key->kid));
-        _cleanup_free_ char *p = json_b64(json_pack(
-                "{s:s, s:s, s:s, s:I, s:I, s:I, s:s}", "iss", iss, "sub", sub, "aud", aud, "iat",
-                (json_int_t) now, "nbf", (json_int_t) now, "exp", (json_int_t) (now + lifetime),
-                "environment_id", environment));
+        _cleanup_free_ char *p = json_b64(
+                json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:s}", "iss", iss, "sub", sub, "aud", aud,
+                          "iat", (json_int_t) now, "nbf", (json_int_t) now, "exp",
+                          (json_int_t) (now + lifetime), "environment_id", environment));
         if (!h || !p)
                 return err_set(e, -ENOMEM, "out of memory");
         size_t in_len = strlen(h) + 1 + strlen(p);
@@ -277,10 +276,10 @@ int wid_mint(const struct wid_keys *k, const char *iss, const char *sub, const c
 char *wid_jwks_json(const struct wid_keys *k) {
         json_t *keys = json_array();
         for (size_t i = 0; keys && i < k->n; i++)
-                json_array_append_new(
-                        keys, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "kty", "EC", "crv",
-                                        "P-256", "x", k->keys[i].x, "y", k->keys[i].y, "kid",
-                                        k->keys[i].kid, "use", "sig", "alg", "ES256"));
+                json_array_append_new(keys, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "kty",
+                                                      "EC", "crv", "P-256", "x", k->keys[i].x, "y",
+                                                      k->keys[i].y, "kid", k->keys[i].kid, "use",
+                                                      "sig", "alg", "ES256"));
         json_t *j = json_pack("{s:o}", "keys", keys);
         char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
         json_decref(j);

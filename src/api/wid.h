@@ -34,8 +34,7 @@ const char *wid_keys_kid(const struct wid_keys *k);
  * sub, aud, iat, nbf, exp (now + lifetime, lifetime clamped to 1..3600 s)
  * and environment_id; *ret malloc'd. 0 or a negative errno. */
 int wid_mint(const struct wid_keys *k, const char *iss, const char *sub, const char *aud,
-             const char *environment, int64_t now, int64_t lifetime, char **ret,
-             struct wr_err *e);
+             const char *environment, int64_t now, int64_t lifetime, char **ret, struct wr_err *e);
 
 /* The JWKS ({"keys": [...]}) and the OpenID discovery document for iss,
  * malloc'd JSON, or NULL when out of memory. */

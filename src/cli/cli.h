@@ -251,9 +251,9 @@ enum {
                 {"learn-egress", no_argument, NULL, CLI_OPT_LEARN_EGRESS},                         \
                 {"disk", required_argument, NULL, CLI_OPT_DISK},                                   \
                 {"pids", required_argument, NULL, CLI_OPT_PIDS},                                   \
-                {"ssh", required_argument, NULL, CLI_OPT_SSH}, {                                   \
-                "journal", no_argument, NULL, CLI_OPT_JOURNAL},                                    \
-                {"credential", required_argument, NULL, CLI_OPT_CREDENTIAL                         \
+                {"ssh", required_argument, NULL, CLI_OPT_SSH},                                     \
+                {"journal", no_argument, NULL, CLI_OPT_JOURNAL}, {                                 \
+                "credential", required_argument, NULL, CLI_OPT_CREDENTIAL                          \
         }
 
 #define CLI_CREATE_USAGE                                                                           \

@@ -535,10 +535,9 @@ int cli_cmd_exec(struct cli_ctx *ctx, int argc, char **argv) {
                                                  CLI_COMMON_LONGOPTS,
                                                  {}};
         const char *cmd = "exec",
-                   *usage =
-                           "[-i] [-t] [-d] [-w DIR] [-u USER] [-e K=V]... [--timeout S] "
-                           "[--journal|--changes] ID|NAME -- CMD... "
-                           "| --attach EXEC_ID [--offset N] [-i] [-t] ID|NAME";
+                   *usage = "[-i] [-t] [-d] [-w DIR] [-u USER] [-e K=V]... [--timeout S] "
+                            "[--journal|--changes] ID|NAME -- CMD... "
+                            "| --attach EXEC_ID [--offset N] [-i] [-t] ID|NAME";
         struct cli_exec_opts o = {0};
         /* '+': options end at ID|NAME, so the command's own flags stay its own. */
         int rc = exec_getopt(ctx, cmd, usage, argc, argv, "+hitdw:u:e:", longopts, &o);

@@ -48,8 +48,9 @@ int cli_exec_changes(struct cli_ctx *ctx, const char *sandbox, const char *exec_
         else {
                 cli_print_changes(f, resp->changes, resp->n_changes);
                 if (!resp->complete)
-                        fprintf(f, "warren: the journal of %s is incomplete (paths left out, or "
-                                   "bytes a rollback needs were not kept)\n",
+                        fprintf(f,
+                                "warren: the journal of %s is incomplete (paths left out, or "
+                                "bytes a rollback needs were not kept)\n",
                                 exec_id);
         }
         protobuf_c_message_free_unpacked(&resp->base, NULL);
@@ -58,9 +59,8 @@ int cli_exec_changes(struct cli_ctx *ctx, const char *sandbox, const char *exec_
 
 int cli_sandbox_changes(struct cli_ctx *ctx, int argc, char **argv) {
         enum { OPT_JSON = CLI_OPT_FIRST_LOCAL };
-        static const struct option longopts[] = {{"json", no_argument, NULL, OPT_JSON},
-                                                 CLI_COMMON_LONGOPTS,
-                                                 {}};
+        static const struct option longopts[] = {
+                {"json", no_argument, NULL, OPT_JSON}, CLI_COMMON_LONGOPTS, {}};
         const char *cmd = "sandbox changes", *usage = "ID|NAME EXEC_ID [--json]";
         bool json = false;
         int c;

@@ -16,14 +16,13 @@ static const char *ts_or(const Warren__V1__Timestamp *t, const char *none, char 
 
 static int token_create(struct cli_ctx *ctx, int argc, char **argv) {
         enum { OPT_ENV = CLI_OPT_FIRST_LOCAL, OPT_ROLE, OPT_EXPIRES, OPT_DESC, OPT_JSON };
-        static const struct option longopts[] = {
-                {"env", required_argument, NULL, OPT_ENV},
-                {"role", required_argument, NULL, OPT_ROLE},
-                {"expires", required_argument, NULL, OPT_EXPIRES},
-                {"description", required_argument, NULL, OPT_DESC},
-                {"json", no_argument, NULL, OPT_JSON},
-                CLI_COMMON_LONGOPTS,
-                {}};
+        static const struct option longopts[] = {{"env", required_argument, NULL, OPT_ENV},
+                                                 {"role", required_argument, NULL, OPT_ROLE},
+                                                 {"expires", required_argument, NULL, OPT_EXPIRES},
+                                                 {"description", required_argument, NULL, OPT_DESC},
+                                                 {"json", no_argument, NULL, OPT_JSON},
+                                                 CLI_COMMON_LONGOPTS,
+                                                 {}};
         const char *cmd = "token create",
                    *usage = "--env NAME [--role admin|user] [--expires D] [--description TEXT] "
                             "[--json]";
@@ -95,8 +94,8 @@ static int token_ls(struct cli_ctx *ctx, int argc, char **argv) {
         if (json) {
                 cli_json_print_list((ProtobufCMessage *const *) resp->tokens, resp->n_tokens);
         } else {
-                static const char *const headers[] = {"ID",      "ENVIRONMENT", "ROLE",
-                                                      "CREATED", "EXPIRES",     "REVOKED",
+                static const char *const headers[] = {"ID",         "ENVIRONMENT", "ROLE",
+                                                      "CREATED",    "EXPIRES",     "REVOKED",
                                                       "DESCRIPTION"};
                 struct cli_table *t = cli_table_new(7, headers);
                 for (size_t i = 0; i < resp->n_tokens; i++) {
@@ -125,7 +124,8 @@ static int token_revoke(struct cli_ctx *ctx, int argc, char **argv) {
         while ((c = cli_getopt(ctx, cmd, usage, argc, argv, "h", longopts)) != -1)
                 return c == CLI_GETOPT_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
         if (optind >= argc)
-                return cli_usage_error(cmd, usage, "missing token ID (tk-..., see `warren token ls`)");
+                return cli_usage_error(cmd, usage,
+                                       "missing token ID (tk-..., see `warren token ls`)");
         return cli_delete_each(ctx, argv + optind, argc - optind, "/warren.v1.Identity/RevokeToken",
                                &warren__v1__revoke_token_request__descriptor, "id",
                                &warren__v1__token_info__descriptor);
@@ -163,8 +163,7 @@ int cli_cmd_audit(struct cli_ctx *ctx, int argc, char **argv) {
                         long v = strtol(optarg, &end, 10);
                         if (*end || v < 1 || v > 1000)
                                 return cli_usage_error(cmd, usage,
-                                                       "--limit %s: give a number 1..1000",
-                                                       optarg);
+                                                       "--limit %s: give a number 1..1000", optarg);
                         req.limit = (int32_t) v;
                 } else if (c == OPT_JSON)
                         json = true;
@@ -182,7 +181,7 @@ int cli_cmd_audit(struct cli_ctx *ctx, int argc, char **argv) {
         if (json) {
                 cli_json_print_list((ProtobufCMessage *const *) resp->events, resp->n_events);
         } else {
-                static const char *const headers[] = {"TIME",   "ENVIRONMENT", "WHO", "PEER",
+                static const char *const headers[] = {"TIME",   "ENVIRONMENT", "WHO",   "PEER",
                                                       "METHOD", "OBJECT",      "RESULT"};
                 struct cli_table *t = cli_table_new(7, headers);
                 for (size_t i = 0; i < resp->n_events; i++) {
@@ -340,9 +339,8 @@ static int env_set_quota(struct cli_ctx *ctx, int argc, char **argv) {
                         break;
                 case OPT_MEMORY:
                         if (parse_size(optarg, &q.max_memory_bytes) < 0)
-                                return cli_usage_error(cmd, usage,
-                                                       "--memory %s: give bytes or e.g. 8Gi",
-                                                       optarg);
+                                return cli_usage_error(
+                                        cmd, usage, "--memory %s: give bytes or e.g. 8Gi", optarg);
                         break;
                 case OPT_VOLUME_BYTES:
                         if (parse_size(optarg, &q.max_volume_bytes) < 0)
@@ -377,7 +375,8 @@ int cli_cmd_env(struct cli_ctx *ctx, int argc, char **argv) {
         static const struct cli_cmd cmds[] = {
                 {"whoami", "[--json]", "the caller's subject, environment and role", env_whoami},
                 {"quota", "[NAME] [--json]", "an environment's quotas", env_quota},
-                {"set-quota", "NAME [--sandboxes N] [--cpu C] [--memory SIZE] [--volume-bytes SIZE]",
+                {"set-quota",
+                 "NAME [--sandboxes N] [--cpu C] [--memory SIZE] [--volume-bytes SIZE]",
                  "set an environment's quotas (operator only)", env_set_quota},
         };
         return cli_dispatch(ctx, "env", cmds, ELEMENTSOF(cmds), argc - 1, argv + 1);

@@ -95,8 +95,8 @@ int main(int argc, char **argv) {
         /* A closed pipe on stdout must not kill us mid-write silently. */
         signal(SIGPIPE, SIG_IGN);
 
-        int c = cli_getopt(&ctx, "", "[--addr A] [--tls] [--ca FILE] [--token T] <command> ...", argc, argv,
-                           "+h", longopts);
+        int c = cli_getopt(&ctx, "", "[--addr A] [--tls] [--ca FILE] [--token T] <command> ...",
+                           argc, argv, "+h", longopts);
         if (c == CLI_GETOPT_HELP) {
                 /* cli_getopt printed the usage line: add the commands. */
                 print_cmds(stdout, NULL, top, ELEMENTSOF(top));

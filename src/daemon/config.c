@@ -152,7 +152,11 @@ static int parse_size(const char *v, uint64_t *ret) {
         char *end;
         errno = 0;
         unsigned long long n = strtoull(v, &end, 10);
-        unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : *end == 'T' ? 40 : 0;
+        unsigned shift = *end == 'K'   ? 10
+                         : *end == 'M' ? 20
+                         : *end == 'G' ? 30
+                         : *end == 'T' ? 40
+                                       : 0;
         if (shift)
                 end += strspn(end + 1, "iB") + 1;
         if (errno || end == v || *end || v[0] == '-' || n > (1ull << (50 - shift)))
@@ -241,8 +245,7 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                 r = set_str(&c->upstream_dns, v);
         } else if (!strcmp(key, "no-exec-spool")) {
                 if (parse_bool(v, &c->no_exec_spool) < 0)
-                        return err_set(e, -EINVAL, "no-exec-spool = %s: expected true or false",
-                                       v);
+                        return err_set(e, -EINVAL, "no-exec-spool = %s: expected true or false", v);
         } else if (!strcmp(key, "rotate-egress-ca")) {
                 if (parse_bool(v, &c->rotate_egress_ca) < 0)
                         return err_set(e, -EINVAL, "rotate-egress-ca = %s: expected true or false",
@@ -254,8 +257,7 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                         return err_set(e, -EINVAL, "no-egress = %s: expected true or false", v);
         } else if (!strcmp(key, "insecure-tcp")) {
                 if (parse_bool(v, &c->insecure_tcp_loopback) < 0)
-                        return err_set(e, -EINVAL, "insecure-tcp = %s: expected true or false",
-                                       v);
+                        return err_set(e, -EINVAL, "insecure-tcp = %s: expected true or false", v);
         } else if (!strcmp(key, "insecure-tcp-i-know")) {
                 if (parse_bool(v, &c->insecure_tcp) < 0)
                         return err_set(e, -EINVAL,

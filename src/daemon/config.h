@@ -62,8 +62,8 @@ struct daemon_config {
         char *upstream_dns;
         char *egress_upstream_ca; /* --egress-upstream-ca (NULL: the host's bundle) */
         bool rotate_egress_ca;    /* --rotate-egress-ca: rotate and exit */
-        bool no_egress; /* --no-egress: warren-egress is not started */
-        bool no_exec_spool; /* --no-exec-spool: execs do not survive a restart */
+        bool no_egress;           /* --no-egress: warren-egress is not started */
+        bool no_exec_spool;       /* --no-exec-spool: execs do not survive a restart */
         bool help;
         bool version;
 };

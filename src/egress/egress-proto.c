@@ -224,8 +224,8 @@ int egress_policy_set_encode(uint64_t id, const struct egress_policy_msg *m, uin
         w.n_addrs = (uint32_t) m->n_addrs;
         w.policy_len = (uint32_t) pol_len;
         w.rules_len = (uint32_t) m->rules_wire_len;
-        size_t len = sizeof(w) + m->n_addrs * sizeof(struct egress_addr) + pol_len +
-                     m->rules_wire_len;
+        size_t len =
+                sizeof(w) + m->n_addrs * sizeof(struct egress_addr) + pol_len + m->rules_wire_len;
         uint8_t *out = malloc(sizeof(struct egress_hdr) + len);
         if (!out) {
                 free(pol);

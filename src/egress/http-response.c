@@ -31,7 +31,8 @@ int egress_resp_head_parse(const uint8_t *buf, size_t len, struct egress_resp_he
         /* find the end of the head */
         size_t end = 0;
         for (size_t i = 0; i + 3 < lim; i++)
-                if (buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' && buf[i + 3] == '\n') {
+                if (buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' &&
+                    buf[i + 3] == '\n') {
                         end = i + 4;
                         break;
                 }
@@ -169,12 +170,26 @@ static long string(struct js *j, char *out, size_t cap) {
                                 return -EBADMSG;
                         uint8_t e = j->p[j->i++];
                         switch (e) {
-                        case '"': case '\\': case '/': c = e; break;
-                        case 'b': c = '\b'; break;
-                        case 'f': c = '\f'; break;
-                        case 'n': c = '\n'; break;
-                        case 'r': c = '\r'; break;
-                        case 't': c = '\t'; break;
+                        case '"':
+                        case '\\':
+                        case '/':
+                                c = e;
+                                break;
+                        case 'b':
+                                c = '\b';
+                                break;
+                        case 'f':
+                                c = '\f';
+                                break;
+                        case 'n':
+                                c = '\n';
+                                break;
+                        case 'r':
+                                c = '\r';
+                                break;
+                        case 't':
+                                c = '\t';
+                                break;
                         case 'u': {
                                 if (j->len - j->i < 4)
                                         return -EBADMSG;

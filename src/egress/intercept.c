@@ -193,8 +193,7 @@ static X509 *sign(const char *host, time_t *not_after) {
         struct signer_reply *rep = malloc(sizeof(*rep));
         if (!rep)
                 goto out;
-        if (got <= 0 || signer_reply_decode(buf, (size_t) got, rep, &e) < 0 ||
-            rep->hdr.id != id) {
+        if (got <= 0 || signer_reply_decode(buf, (size_t) got, rep, &e) < 0 || rep->hdr.id != id) {
                 log_warn("egress: signer: no usable answer for %s: %s", host,
                          got <= 0 ? "socket closed or timed out" : e.msg);
                 free(rep);
@@ -386,7 +385,8 @@ static ssize_t side_read(struct side *s, void *buf, size_t cap, bool *want_write
         if (err == SSL_ERROR_SYSCALL || err == SSL_ERROR_SSL) {
                 unsigned long le = ERR_peek_last_error();
                 ERR_clear_error();
-                if (err == SSL_ERROR_SYSCALL || ERR_GET_REASON(le) == SSL_R_UNEXPECTED_EOF_WHILE_READING)
+                if (err == SSL_ERROR_SYSCALL ||
+                    ERR_GET_REASON(le) == SSL_R_UNEXPECTED_EOF_WHILE_READING)
                         return 0;
         }
         return -EPROTO;
@@ -512,8 +512,7 @@ static int forward_resolve(const char *name, uint16_t port, struct net_addr *ret
         unsigned short id;
         if (getrandom(&id, sizeof(id), 0) != sizeof(id))
                 return -EIO;
-        if (ares_create_query(name, 1 /* C_IN */, 1 /* T_A */, id, 1, &q, &qlen, 0) !=
-            ARES_SUCCESS)
+        if (ares_create_query(name, 1 /* C_IN */, 1 /* T_A */, id, 1, &q, &qlen, 0) != ARES_SUCCESS)
                 return -EINVAL;
         const struct egress_upstream *u = &egress_cfg.upstreams[0];
         int fd = socket(u->sa.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -695,8 +694,7 @@ static int on_head(struct icpt *c, const struct net_http_head *h) {
         }
         if (h->upgrade)
                 c->opaque = true; /* a WebSocket: opaque both ways from here */
-        egress_http_body_start(&c->body, h->chunked,
-                               h->has_content_length ? h->content_length : 0);
+        egress_http_body_start(&c->body, h->chunked, h->has_content_length ? h->content_length : 0);
         c->in_body = c->body.state != EGRESS_HTTP_AT_HEAD;
         return 0;
 }
@@ -737,13 +735,13 @@ static int process(struct icpt *c) {
                 }
                 if (k < 0) {
                         free(h);
-                        r = refuse(c,
-                                   k == -EBADMSG &&
-                                                   strstr(e.msg, "does not match the request-target")
-                                           ? 421
-                                           : 400,
-                                   k == -E2BIG || k == -EAGAIN ? "request head too large"
-                                                               : "malformed request head");
+                        r = refuse(
+                                c,
+                                k == -EBADMSG && strstr(e.msg, "does not match the request-target")
+                                        ? 421
+                                        : 400,
+                                k == -E2BIG || k == -EAGAIN ? "request head too large"
+                                                            : "malformed request head");
                         break;
                 }
                 size_t hl = h->head_len;
@@ -956,7 +954,8 @@ static int serve(struct icpt *c) {
                 if (SSL_pending(c->cl.ssl) || (c->up.ssl && SSL_pending(c->up.ssl)))
                         continue;
                 struct pollfd p[2] = {
-                        {.fd = c->cl.fd, .events = (short) ((cl_eof ? 0 : POLLIN) | (cw ? POLLOUT : 0))},
+                        {.fd = c->cl.fd,
+                         .events = (short) ((cl_eof ? 0 : POLLIN) | (cw ? POLLOUT : 0))},
                         {.fd = c->up.fd, .events = (short) (POLLIN | (uw ? POLLOUT : 0))},
                 };
                 int k = poll(p, c->up.fd >= 0 ? 2 : 1, IDLE_TIMEOUT_MS);

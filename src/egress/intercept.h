@@ -15,14 +15,14 @@
  * owned by the interception from then on (fds closed, sb unreferenced,
  * pre freed, the event sent when it ends). */
 struct egress_intercept_conn {
-        int cfd;                           /* the sandbox's socket (non-blocking) */
-        uint8_t *pre;                      /* bytes already read from it (the ClientHello) */
+        int cfd;      /* the sandbox's socket (non-blocking) */
+        uint8_t *pre; /* bytes already read from it (the ClientHello) */
         size_t pre_len;
-        struct egress_sb *sb;              /* a reference */
-        char host[NET_HOST_MAX + 1];       /* the SNI name (canonical) */
-        uint16_t port;                     /* the original destination port */
-        struct net_addr dial;              /* the decided address of host */
-        struct egress_event ev;            /* filled so far (verdict allow, rule) */
+        struct egress_sb *sb;        /* a reference */
+        char host[NET_HOST_MAX + 1]; /* the SNI name (canonical) */
+        uint16_t port;               /* the original destination port */
+        struct net_addr dial;        /* the decided address of host */
+        struct egress_event ev;      /* filled so far (verdict allow, rule) */
         uint64_t t0;
 };
 

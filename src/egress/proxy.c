@@ -141,8 +141,8 @@ struct conn {
         struct egress_event ev;
         uint64_t t0;
         bool decided;
-        bool intercept; /* TLS to a host with rules or credentials (intercept.c) */
-        size_t ssh_next; /* managed SSH: the next destination to try (ssh_exempt) */
+        bool intercept;    /* TLS to a host with rules or credentials (intercept.c) */
+        size_t ssh_next;   /* managed SSH: the next destination to try (ssh_exempt) */
         struct dir up, dn; /* up: client -> upstream */
 };
 
@@ -644,9 +644,13 @@ static void connect_cb(uv_poll_t *p, int status, int events) {
 /* Hand a decided connection to intercept.c (its own thread, its own dup
  * of the sandbox's socket); this object ends here without an event. */
 static void intercept_handoff(struct conn *c) {
-        struct egress_intercept_conn a = {
-                .pre = c->buf, .pre_len = c->len, .sb = c->sb, .port = c->oport,
-                .dial = c->dial, .ev = c->ev, .t0 = c->t0};
+        struct egress_intercept_conn a = {.pre = c->buf,
+                                          .pre_len = c->len,
+                                          .sb = c->sb,
+                                          .port = c->oport,
+                                          .dial = c->dial,
+                                          .ev = c->ev,
+                                          .t0 = c->t0};
         snprintf(a.host, sizeof(a.host), "%s", c->name.name);
         egress_addr_from_net(&a.ev.dialed, &c->dial);
         a.ev.port = c->oport;

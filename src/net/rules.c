@@ -353,7 +353,8 @@ static bool cred_matches(const struct net_credential *c, const char *name) {
 
 bool net_rules_ssh_name(const struct net_rules *rs, const char *name) {
         for (size_t i = 0; rs && name && i < rs->n_ssh; i++)
-                if (rs->ssh[i].host.kind == NET_HOST_NAME && strcmp(rs->ssh[i].host.name, name) == 0)
+                if (rs->ssh[i].host.kind == NET_HOST_NAME &&
+                    strcmp(rs->ssh[i].host.name, name) == 0)
                         return true;
         return false;
 }
@@ -566,8 +567,7 @@ int net_request_rewrite(const struct net_rules *rs, const struct net_rule *rule,
         if ((r = emit(out, cap, &o, target, tlen)) < 0 ||
             /* the request's own version: an HTTP/1.0 client waits for the
              * close its version implies */
-            (r = emit(out, cap, &o, h->version == 10 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n",
-                      11)) < 0)
+            (r = emit(out, cap, &o, h->version == 10 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n", 11)) < 0)
                 return r;
         /* Host first */
         char hostline[NET_HOST_MAX + 16];

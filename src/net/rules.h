@@ -230,14 +230,12 @@ bool net_header_protected(const char *name, size_t len);
 /* Write the head sent upstream for request h (parsed from its head bytes)
  * to host_name (canonical; the rule's forward host when it has one) into
  * out (cap bytes, *out_len): the request line with an origin-form target
- * (forward path + original target) and the request's HTTP version, "Host: host_name[:port]" first, the
- * workload's headers minus Host and minus names the rule's transforms set,
- * placeholders of rule (may be NULL) and of the credentials matching
- * cred_host replaced in ordinary values, then the rule's literal headers
- * (placeholders replaced there too), then the final CRLF. port: the
- * upstream port (omitted from Host when it is the scheme's default, tls
- * says which). -E2BIG when out is too small; -EBADMSG when a replaced
- * value would hold CR/LF (cannot happen with checked secrets). */
+ * (forward path + original target) and the request's HTTP version, "Host: host_name[:port]" first,
+ * the workload's headers minus Host and minus names the rule's transforms set, placeholders of rule
+ * (may be NULL) and of the credentials matching cred_host replaced in ordinary values, then the
+ * rule's literal headers (placeholders replaced there too), then the final CRLF. port: the upstream
+ * port (omitted from Host when it is the scheme's default, tls says which). -E2BIG when out is too
+ * small; -EBADMSG when a replaced value would hold CR/LF (cannot happen with checked secrets). */
 int net_request_rewrite(const struct net_rules *rs, const struct net_rule *rule,
                         const struct net_http_head *h, const char *cred_host, const char *host_name,
                         uint16_t port, bool tls, char *out, size_t cap, size_t *out_len);

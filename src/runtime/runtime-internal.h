@@ -290,4 +290,3 @@ int rt_overlay_escape(const char *path, char *buf, size_t size);
  * empty, "." or ".." component, no trailing '/', < PATH_MAX. ("/" itself
  * is not a valid target.) */
 bool rt_target_valid(const char *p);
-

@@ -88,7 +88,8 @@ int sbx_ca_bundle(const char *state_dir, const struct img_info *img, char *path,
                 char p[PATH_MAX];
                 snprintf(p, sizeof(p), "%s%s", img->layer_dirs[layer], sbx_ca_bundle_paths[i]);
                 struct stat st;
-                if (lstat(p, &st) == 0 && S_ISREG(st.st_mode) && append_file(p, &buf, &len, &cap) == 0)
+                if (lstat(p, &st) == 0 && S_ISREG(st.st_mode) &&
+                    append_file(p, &buf, &len, &cap) == 0)
                         have_own = true;
         }
         char ca[PATH_MAX];

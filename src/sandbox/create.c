@@ -481,9 +481,9 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                 for (size_t i = 0; i < SBX_CA_BUNDLE_PATHS && !first; i++)
                         if (ca_present[i])
                                 first = sbx_ca_bundle_paths[i];
-                static const char *const vars[] = {"SSL_CERT_FILE",   "REQUESTS_CA_BUNDLE",
-                                                   "CURL_CA_BUNDLE",  "NODE_EXTRA_CA_CERTS",
-                                                   "GIT_SSL_CAINFO",  "PIP_CERT"};
+                static const char *const vars[] = {"SSL_CERT_FILE",  "REQUESTS_CA_BUNDLE",
+                                                   "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+                                                   "GIT_SSL_CAINFO", "PIP_CERT"};
                 for (size_t i = 0; i < ELEMENTSOF(vars); i++)
                         if (!sbx_env_find(spec->env, vars[i]) &&
                             (r = sbx_env_set2(&sb->env, vars[i], first)) < 0)

@@ -21,9 +21,9 @@
 
 struct sbx_egress;
 
-#define SBX_EGRESS_RING 4096      /* events kept per sandbox */
-#define SBX_EGRESS_ENDED_KEEP 256 /* ended sandboxes whose events stay readable */
-#define SBX_EGRESS_PROBE_PORT 1   /* the self-check's destination port on the gateway */
+#define SBX_EGRESS_RING 4096          /* events kept per sandbox */
+#define SBX_EGRESS_ENDED_KEEP 256     /* ended sandboxes whose events stay readable */
+#define SBX_EGRESS_PROBE_PORT 1       /* the self-check's destination port on the gateway */
 #define SBX_EGRESS_RESOURCES_MAX 1024 /* detected resources kept per sandbox */
 
 struct sbx_egress_config {

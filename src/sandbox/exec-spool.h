@@ -51,8 +51,8 @@ struct sbx_spool_hdr {
         uint32_t argv_len;
         uint32_t reserved;
         /* updated in place: */
-        uint64_t start;      /* bytes of .out before this were punched out */
-        int32_t exit_code;   /* when done */
+        uint64_t start;    /* bytes of .out before this were punched out */
+        int32_t exit_code; /* when done */
         int32_t exit_signo;
         int32_t exit_reason; /* enum sbx_exit_reason */
         uint32_t done;       /* 1: the exec finished, output complete, exit above */
@@ -74,7 +74,7 @@ _Static_assert(sizeof(struct sbx_spool_run) == 16, "sbx_spool_run layout");
 
 struct sbx_spool_meta {
         struct sbx_spool_hdr hdr;
-        char **argv; /* hdr.argc strings + NULL, heap (each string too) */
+        char **argv;                /* hdr.argc strings + NULL, heap (each string too) */
         struct sbx_spool_run *runs; /* n_runs, heap; offsets non-decreasing */
         size_t n_runs;
 };

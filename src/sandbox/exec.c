@@ -427,8 +427,8 @@ static int spool_open(struct sbx_exec *x, struct sbx *sb, double timeout_secs) {
                 .id = x->id,
                 .started_ns = x->started_ns,
                 .log_size = x->log.size,
-                .deadline_ns = timeout_secs > 0 ? x->started_ns + (int64_t) (timeout_secs * 1e9)
-                                                : 0,
+                .deadline_ns =
+                        timeout_secs > 0 ? x->started_ns + (int64_t) (timeout_secs * 1e9) : 0,
                 .flags = x->spool_flags,
         };
         _cleanup_free_ uint8_t *b = NULL;
@@ -1740,8 +1740,8 @@ static void recover_exec(struct recovery *rc, int dirfd, const char *name_base,
                 if (next)
                         uv_timer_start(&x->timer, timeout_cb, next - now, 0);
         }
-        log_info("sandbox %s: exec %s (pid %d, %s) re-attached at offset %llu", sb->id,
-                 x->id_str, x->pid, hold->state & CTL_HOLD_EXITED ? "exited" : "running",
+        log_info("sandbox %s: exec %s (pid %d, %s) re-attached at offset %llu", sb->id, x->id_str,
+                 x->pid, hold->state & CTL_HOLD_EXITED ? "exited" : "running",
                  (unsigned long long) x->log.end);
         struct sbx_exec *live = TAKE_PTR(x);
         ref(live);
@@ -1828,7 +1828,8 @@ void sbx_exec_recover(struct sbx *sb) {
                                 used[i] = true;
                         }
                 if ((meta.hdr.flags & SBX_SPOOL_BROKEN) || (!meta.hdr.done && !hold) ||
-                    (hold && !!(hold->flags & CTL_SPAWN_PTY) != !!(meta.hdr.flags & SBX_SPOOL_PTY))) {
+                    (hold &&
+                     !!(hold->flags & CTL_SPAWN_PTY) != !!(meta.hdr.flags & SBX_SPOOL_PTY))) {
                         log_warn("sandbox %s: exec ex-%llu cannot be picked up again (%s)", sb->id,
                                  (unsigned long long) meta.hdr.id,
                                  meta.hdr.flags & SBX_SPOOL_BROKEN ? "its spool is incomplete"

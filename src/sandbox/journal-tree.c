@@ -67,7 +67,7 @@ static int push(struct jt_tree *t, const char *path, const struct stat *st, int 
                 t->cap = cap;
         }
         struct jt_ent *x = &t->v[t->n];
-        *x = (struct jt_ent) {
+        *x = (struct jt_ent){
                 .type = type_of(st),
                 .mode = st->st_mode,
                 .uid = st->st_uid,
@@ -112,7 +112,7 @@ int jt_walk(int root_fd, size_t max_entries, struct jt_tree *out, struct wr_err 
                 close(fd);
                 return err_set(e, r, "journal: read the writable layer: %m");
         }
-        stack[depth++] = (struct frame) {.d = d, .len = 0};
+        stack[depth++] = (struct frame){.d = d, .len = 0};
         path[0] = 0;
         while (depth > 0) {
                 struct frame *f = &stack[depth - 1];
@@ -177,7 +177,7 @@ int jt_walk(int root_fd, size_t max_entries, struct jt_tree *out, struct wr_err 
                                 }
                         }
                         if (cd) {
-                                stack[depth++] = (struct frame) {.d = cd, .len = strlen(path)};
+                                stack[depth++] = (struct frame){.d = cd, .len = strlen(path)};
                                 continue;
                         }
                 }
@@ -199,7 +199,7 @@ void jt_tree_free(struct jt_tree *t) {
                 free(t->v[i].link);
         }
         free(t->v);
-        *t = (struct jt_tree) {0};
+        *t = (struct jt_tree){0};
 }
 
 const struct jt_ent *jt_find(const struct jt_tree *t, const char *path) {
@@ -219,11 +219,11 @@ const struct jt_ent *jt_find(const struct jt_tree *t, const char *path) {
 
 void jt_state_clear(struct jt_state *s) {
         free(s->link);
-        *s = (struct jt_state) {0};
+        *s = (struct jt_state){0};
 }
 
 static void state_from_stat(struct jt_state *s, const struct stat *st, int layer) {
-        *s = (struct jt_state) {
+        *s = (struct jt_state){
                 .type = type_of(st),
                 .layer = layer,
                 .mode = st->st_mode,
@@ -277,7 +277,7 @@ int jt_layer_lookup(int layer_fd, const char *path, struct jt_state *st) {
 
 int jt_state_of(const struct jt_tree *upper, const int *lower_fds, size_t n_lower, const char *path,
                 struct jt_state *ret) {
-        *ret = (struct jt_state) {.type = JT_ABSENT, .layer = -1};
+        *ret = (struct jt_state){.type = JT_ABSENT, .layer = -1};
         bool lower_hidden = false;
         /* the upper tree's dirs on the way: a whiteout or a non-dir hides
          * the path, an opaque dir hides the layers below */
@@ -300,7 +300,7 @@ int jt_state_of(const struct jt_tree *upper, const int *lower_fds, size_t n_lowe
         if (x) {
                 if (x->type == JT_WHITEOUT)
                         return 0;
-                *ret = (struct jt_state) {
+                *ret = (struct jt_state){
                         .type = x->type,
                         .layer = -1,
                         .mode = x->mode,
@@ -350,7 +350,8 @@ unsigned jt_compare(const struct jt_state *a, const struct jt_state *b) {
                 if (a->size != b->size || a->mtime_ns != b->mtime_ns ||
                     (a->layer == -1 && b->layer == -1 &&
                      (a->ino != b->ino || a->ctime_ns != b->ctime_ns) &&
-                     (a->mode & 07777) == (b->mode & 07777) && a->uid == b->uid && a->gid == b->gid))
+                     (a->mode & 07777) == (b->mode & 07777) && a->uid == b->uid &&
+                     a->gid == b->gid))
                         k |= JT_MODIFIED;
                 break;
         case JT_LINK:
@@ -385,7 +386,9 @@ int jt_diff(const struct jt_tree *pre, const struct jt_tree *post, const int *lo
         int r = 0;
         while (i < pre->n || j < post->n) {
                 const char *p;
-                int c = i == pre->n ? 1 : j == post->n ? -1 : strcmp(pre->v[i].path, post->v[j].path);
+                int c = i == pre->n    ? 1
+                        : j == post->n ? -1
+                                       : strcmp(pre->v[i].path, post->v[j].path);
                 if (c < 0)
                         p = pre->v[i++].path;
                 else if (c > 0)
@@ -396,8 +399,9 @@ int jt_diff(const struct jt_tree *pre, const struct jt_tree *post, const int *lo
                         p = a->path;
                         i++, j++;
                         if (a->type == b->type && a->ino == b->ino && a->ctime_ns == b->ctime_ns &&
-                            a->mtime_ns == b->mtime_ns && a->size == b->size && a->mode == b->mode &&
-                            a->opaque == b->opaque && a->type != JT_WHITEOUT &&
+                            a->mtime_ns == b->mtime_ns && a->size == b->size &&
+                            a->mode == b->mode && a->opaque == b->opaque &&
+                            a->type != JT_WHITEOUT &&
                             (a->type != JT_LINK || !strcmp(a->link, b->link)))
                                 continue;
                 }
@@ -426,7 +430,7 @@ int jt_diff(const struct jt_tree *pre, const struct jt_tree *post, const int *lo
                         v = nvv;
                         cap = nc;
                 }
-                v[nv] = (struct jt_change) {.kinds = k, .before = s0, .after = s1};
+                v[nv] = (struct jt_change){.kinds = k, .before = s0, .after = s1};
                 if (!(v[nv].path = strdup(p))) {
                         jt_state_clear(&v[nv].before);
                         jt_state_clear(&v[nv].after);

@@ -47,9 +47,9 @@ struct jr_exec {
         uint64_t token, seq;
         char exec_id[24];
         enum jr_state state;
-        bool exited; /* the process exited */
-        bool ending; /* the walk after it is on a worker */
-        int busy;    /* workers reading pre */
+        bool exited;          /* the process exited */
+        bool ending;          /* the walk after it is on a worker */
+        int busy;             /* workers reading pre */
         struct work *waiting; /* requests for after that walk */
         struct jt_tree pre;
         struct jt_change *changes;
@@ -295,7 +295,7 @@ static void names_free(struct names *l) {
         for (size_t i = 0; i < l->n; i++)
                 free(l->v[i]);
         free(l->v);
-        *l = (struct names) {0};
+        *l = (struct names){0};
 }
 
 static int names_add(struct names *l, const char *name) {
@@ -393,17 +393,19 @@ static void save_objects(int upper_fd, int obj_fd, struct jt_tree *t, const stru
                         continue;
                 _cleanup_close_ int src = sys_openat2(
                         upper_fd, x->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
-                if (src < 0 || fstat(src, &st) < 0 || !S_ISREG(st.st_mode) ||
-                    st.st_ino != x->ino || st.st_ctim.tv_sec * 1000000000ll + st.st_ctim.tv_nsec !=
-                                                   x->ctime_ns)
+                        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+                                RESOLVE_NO_XDEV);
+                if (src < 0 || fstat(src, &st) < 0 || !S_ISREG(st.st_mode) || st.st_ino != x->ino ||
+                    st.st_ctim.tv_sec * 1000000000ll + st.st_ctim.tv_nsec != x->ctime_ns)
                         continue; /* changed since the walk: not this version */
-                _cleanup_close_ int dst = openat(obj_fd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
+                _cleanup_close_ int dst =
+                        openat(obj_fd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
                 if (dst < 0 || copy_fd(src, dst) < 0)
                         continue;
                 char fdpath[64];
                 snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", dst);
-                if (linkat(AT_FDCWD, fdpath, obj_fd, name, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST)
+                if (linkat(AT_FDCWD, fdpath, obj_fd, name, AT_SYMLINK_FOLLOW) < 0 &&
+                    errno != EEXIST)
                         continue;
                 used += x->size;
                 x->saved = true;
@@ -503,8 +505,8 @@ static void work_done(uv_work_t *req, int status) {
         if (status < 0 && w->r == 0)
                 w->r = err_set(&w->e, -ECANCELED, "journal: cancelled");
         static const char *const what[] = {"walk before", "walk after", "walk now", "rollback"};
-        log_debug("sandbox %s: journal %s %s: %.2f ms (%zu entries)", j->sb_id,
-                  x ? x->exec_id : "", what[w->kind], (double) w->t_ns / 1e6,
+        log_debug("sandbox %s: journal %s %s: %.2f ms (%zu entries)", j->sb_id, x ? x->exec_id : "",
+                  what[w->kind], (double) w->t_ns / 1e6,
                   w->kind == W_BEGIN ? w->tree.n : w->n_changes);
         switch (w->kind) {
         case W_BEGIN: {
@@ -526,7 +528,7 @@ static void work_done(uv_work_t *req, int status) {
                 nx->seq = ++j->next_seq;
                 nx->state = JR_BEGUN;
                 nx->pre = w->tree;
-                w->tree = (struct jt_tree) {0};
+                w->tree = (struct jt_tree){0};
                 nx->next = j->execs;
                 j->execs = nx;
                 trim(j);
@@ -581,8 +583,7 @@ static void work_done(uv_work_t *req, int status) {
                 if (w->r < 0)
                         fn(w->r, NULL, 0, true, false, &w->e, w->userdata);
                 else
-                        fn(0, w->changes, w->n_changes, !x->exited, w->complete, NULL,
-                           w->userdata);
+                        fn(0, w->changes, w->n_changes, !x->exited, w->complete, NULL, w->userdata);
                 unbusy(x);
                 break;
         }
@@ -780,8 +781,7 @@ int sbx_journal_changes(struct sbx_manager *m, const char *sandbox, const char *
 }
 
 /* A later journal that changed one of x's paths (NULL: none). */
-static const char *later_conflict(struct sbx_journal *j, const struct jr_exec *x,
-                                  const char **by) {
+static const char *later_conflict(struct sbx_journal *j, const struct jr_exec *x, const char **by) {
         for (struct jr_exec *y = j->execs; y; y = y->next) {
                 if (y->seq <= x->seq || y->state == JR_BEGUN)
                         continue;
@@ -801,8 +801,8 @@ static const char *later_conflict(struct sbx_journal *j, const struct jr_exec *x
         return NULL;
 }
 
-int sbx_journal_rollback(struct sbx_manager *m, const char *sandbox, const char *exec_id, bool force,
-                         sbx_journal_rollback_fn fn, void *userdata, struct wr_err *e) {
+int sbx_journal_rollback(struct sbx_manager *m, const char *sandbox, const char *exec_id,
+                         bool force, sbx_journal_rollback_fn fn, void *userdata, struct wr_err *e) {
         struct sbx *sb;
         struct jr_exec *x;
         int r = lookup_exec(m, sandbox, exec_id, &sb, &x, e);
@@ -839,7 +839,8 @@ int sbx_journal_rollback(struct sbx_manager *m, const char *sandbox, const char 
         w->userdata = userdata;
         w->root_fd = sbx_root_fd(sb);
         if (w->root_fd < 0) {
-                r = err_set(e, w->root_fd, "journal: the sandbox's root: %s", strerror(-w->root_fd));
+                r = err_set(e, w->root_fd, "journal: the sandbox's root: %s",
+                            strerror(-w->root_fd));
                 work_free(w);
                 return r;
         }
@@ -921,12 +922,14 @@ static int restore_file(struct work *w, int dir, const char *name, const struct 
         if (src < 0)
                 return src;
         char tmp[64];
-        snprintf(tmp, sizeof(tmp), ".warren-rollback-%d-%lx", (int) getpid(), (unsigned long) random());
+        snprintf(tmp, sizeof(tmp), ".warren-rollback-%d-%lx", (int) getpid(),
+                 (unsigned long) random());
         /* O_PATH dir fds cannot create files: reopen it */
         _cleanup_close_ int d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (d < 0)
                 return -errno;
-        _cleanup_close_ int dst = openat(d, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        _cleanup_close_ int dst =
+                openat(d, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (dst < 0)
                 return -errno;
         int r = copy_fd(src, dst);
@@ -947,7 +950,8 @@ static int restore_link(int dir, const char *name, const struct jt_change *c) {
         if (d < 0)
                 return -errno;
         char tmp[64];
-        snprintf(tmp, sizeof(tmp), ".warren-rollback-%d-%lx", (int) getpid(), (unsigned long) random());
+        snprintf(tmp, sizeof(tmp), ".warren-rollback-%d-%lx", (int) getpid(),
+                 (unsigned long) random());
         if (symlinkat(c->before.link ? c->before.link : "", d, tmp) < 0)
                 return -errno;
         if (fchownat(d, tmp, c->before.uid, c->before.gid, AT_SYMLINK_NOFOLLOW) < 0 ||
@@ -1001,15 +1005,16 @@ static int apply(struct work *w) {
         for (size_t i = 0; i < x->n_changes; i++) {
                 const struct jt_change *c = &x->changes[i];
                 bool content = c->kinds & (JT_MODIFIED | JT_DELETED);
-                if (content && c->before.type == JT_FILE && c->before.layer == -1 && !c->before.saved)
+                if (content && c->before.type == JT_FILE && c->before.layer == -1 &&
+                    !c->before.saved)
                         return err_setx(&w->e, -ENODATA, WR_STATUS_FAILED_PRECONDITION,
                                         WR_FAULT_CLIENT,
                                         "exec %s: the bytes /%s had before were not kept (the "
                                         "journal's store was full); nothing was rolled back",
                                         x->exec_id, c->path);
-                if (content && (c->before.type == JT_OTHER ||
-                                (c->before.type == JT_DIR && c->before.layer >= 0 &&
-                                 (c->kinds & JT_DELETED))))
+                if (content &&
+                    (c->before.type == JT_OTHER ||
+                     (c->before.type == JT_DIR && c->before.layer >= 0 && (c->kinds & JT_DELETED))))
                         return err_setx(&w->e, -EOPNOTSUPP, WR_STATUS_FAILED_PRECONDITION,
                                         WR_FAULT_CLIENT,
                                         "exec %s: /%s (%s) cannot be restored by a rollback; "
@@ -1038,8 +1043,8 @@ static int apply(struct work *w) {
                         return err_set(&w->e, dir, "rollback: /%s: %s", c->path, strerror(-dir));
                 _cleanup_close_ int d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 if (d < 0 || (r = rm_rf_at(d, name)) < 0)
-                        return err_set(&w->e, d < 0 ? -errno : r, "rollback: remove /%s: %s", c->path,
-                                       strerror(d < 0 ? errno : -r));
+                        return err_set(&w->e, d < 0 ? -errno : r, "rollback: remove /%s: %s",
+                                       c->path, strerror(d < 0 ? errno : -r));
                 gone = c->path;
                 gone_len = strlen(gone);
         }
@@ -1052,12 +1057,13 @@ static int apply(struct work *w) {
                 _cleanup_close_ int dir = parent_fd(w->root_fd, c->path, &name);
                 if (dir < 0)
                         return err_set(&w->e, dir, "rollback: /%s: %s", c->path, strerror(-dir));
-                bool content = (c->kinds & (JT_MODIFIED | JT_DELETED)) ||
-                               c->before.type != c->after.type;
+                bool content =
+                        (c->kinds & (JT_MODIFIED | JT_DELETED)) || c->before.type != c->after.type;
                 switch (c->before.type) {
                 case JT_DIR:
                         if (content) {
-                                _cleanup_close_ int d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                                _cleanup_close_ int d =
+                                        openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                                 if (d < 0 || (mkdirat(d, name, 0700) < 0 && errno != EEXIST))
                                         r = -errno;
                         }
@@ -1065,7 +1071,8 @@ static int apply(struct work *w) {
                                 r = restore_attrs(dir, name, &c->before);
                         break;
                 case JT_FILE:
-                        r = content ? restore_file(w, dir, name, c) : restore_attrs(dir, name, &c->before);
+                        r = content ? restore_file(w, dir, name, c)
+                                    : restore_attrs(dir, name, &c->before);
                         break;
                 case JT_LINK:
                         r = content ? restore_link(dir, name, c) : 0;
@@ -1075,7 +1082,8 @@ static int apply(struct work *w) {
                         break;
                 }
                 if (r < 0)
-                        return err_set(&w->e, r, "rollback: restore /%s: %s", c->path, strerror(-r));
+                        return err_set(&w->e, r, "rollback: restore /%s: %s", c->path,
+                                       strerror(-r));
         }
         return 0;
 }

@@ -88,8 +88,8 @@ typedef void (*sbx_journal_rollback_fn)(int r, const struct jt_change *v, size_t
  * runs, after it was rolled back, and — unless force — when a path was
  * changed again since (the error names it). Errors (fn not called):
  * -ENOENT, -EBUSY, -ENOMEM; later ones reach fn. */
-int sbx_journal_rollback(struct sbx_manager *m, const char *sandbox, const char *exec_id, bool force,
-                         sbx_journal_rollback_fn fn, void *userdata, struct wr_err *e);
+int sbx_journal_rollback(struct sbx_manager *m, const char *sandbox, const char *exec_id,
+                         bool force, sbx_journal_rollback_fn fn, void *userdata, struct wr_err *e);
 
 /* --- for the rest of src/sandbox --- */
 

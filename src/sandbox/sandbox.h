@@ -117,9 +117,9 @@ struct sbx_tag {
 struct sbx_spec {
         char *image_ref;   /* NULL: the daemon's default image */
         char *environment; /* NULL: the default environment (store.h) */
-        char *name;      /* NULL: unnamed */
-        char *hostname;  /* NULL: the name, else the id */
-        char *workdir;   /* NULL: the image's WorkingDir, else "/" */
+        char *name;        /* NULL: unnamed */
+        char *hostname;    /* NULL: the name, else the id */
+        char *workdir;     /* NULL: the image's WorkingDir, else "/" */
         /* The main process; NULL: the image's Entrypoint + Cmd. Empty
          * (argv[0] NULL): none. */
         char **entrypoint;
@@ -375,8 +375,8 @@ struct sbx_build_step {
         char *desc;   /* for the log ("RUN pip install numpy") */
         uint8_t *key; /* canonical bytes of the step (cache key input) */
         size_t key_len;
-        char **argv;    /* RUN */
-        char **run_env; /* RUN: "K=V" for the command only (Dockerfile ARGs), or NULL */
+        char **argv;     /* RUN */
+        char **run_env;  /* RUN: "K=V" for the command only (Dockerfile ARGs), or NULL */
         bool needs_root; /* RUN: refused unless the image's user is root (apt_install) */
         struct sbx_build_file *files; /* FILE */
         size_t n_files;

@@ -334,10 +334,10 @@ int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f,
         _cleanup_free_ char *sql = NULL;
         size_t len = 0;
         int r = sql_append(&sql, &len,
-                           f->all_environments
-                                   ? "SELECT " SANDBOX_COLUMNS " FROM sandboxes s WHERE 1"
-                                   : "SELECT " SANDBOX_COLUMNS
-                                     " FROM sandboxes s WHERE environment = ?");
+                           f->all_environments ? "SELECT " SANDBOX_COLUMNS
+                                                 " FROM sandboxes s WHERE 1"
+                                               : "SELECT " SANDBOX_COLUMNS
+                                                 " FROM sandboxes s WHERE environment = ?");
         if (r == 0 && f->n_statuses > 0) {
                 r = sql_append(&sql, &len, " AND status IN (?");
                 for (size_t i = 1; r == 0 && i < f->n_statuses; i++)

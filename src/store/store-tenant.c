@@ -180,8 +180,8 @@ int store_token_list(struct store *s, const char *env, struct store_token **ret,
 
 int store_token_revoke(struct store *s, const char *id, struct wr_err *e) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = store_stmt_prepare(
-                s, "UPDATE tokens SET revoked = ? WHERE id = ? AND revoked = 0", &st, e);
+        int r = store_stmt_prepare(s, "UPDATE tokens SET revoked = ? WHERE id = ? AND revoked = 0",
+                                   &st, e);
         if (r < 0)
                 return r;
         sqlite3_bind_int64(st, 1, store_now_ns());
@@ -271,14 +271,14 @@ static char *dup_or_empty(const char *v) {
 
 int store_audit_insert(struct store *s, const struct store_audit *a, struct wr_err *e) {
         if (s->audit_n % STORE_AUDIT_QUEUE == 0) {
-                struct store_audit *q = realloc(s->audit_q, (s->audit_n + STORE_AUDIT_QUEUE) *
-                                                                   sizeof(*q));
+                struct store_audit *q =
+                        realloc(s->audit_q, (s->audit_n + STORE_AUDIT_QUEUE) * sizeof(*q));
                 if (!q)
                         return err_set(e, -ENOMEM, "audit: out of memory");
                 s->audit_q = q;
         }
         struct store_audit *c = &s->audit_q[s->audit_n];
-        *c = (struct store_audit) {
+        *c = (struct store_audit){
                 .time_ns = a->time_ns ? a->time_ns : store_now_ns(),
                 .environment = dup_or_empty(a->environment),
                 .token_id = dup_or_empty(a->token_id),
@@ -343,8 +343,7 @@ int store_audit_list(struct store *s, const char *env, int64_t before_seq, size_
 
 /* --- which environment made an image --- */
 
-int store_image_env_add(struct store *s, const char *env, const char *image_id,
-                        struct wr_err *e) {
+int store_image_env_add(struct store *s, const char *env, const char *image_id, struct wr_err *e) {
         return store_stmt_run(s,
                               "INSERT OR IGNORE INTO image_envs (environment, image_id) "
                               "VALUES (?, ?)",
@@ -364,8 +363,7 @@ static int count(struct store *s, const char *sql, const char *a, const char *b,
 int store_image_env_access(struct store *s, const char *env, const char *image_id, bool write,
                            struct wr_err *e) {
         int64_t own = 0, other = 0, tenants = 0;
-        int r = count(s,
-                      "SELECT COUNT(*) FROM image_envs WHERE image_id = ?1 AND environment = ?2",
+        int r = count(s, "SELECT COUNT(*) FROM image_envs WHERE image_id = ?1 AND environment = ?2",
                       image_id, env, &own, e);
         if (r >= 0)
                 r = count(s,

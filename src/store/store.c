@@ -194,7 +194,7 @@ int store_stmt_prepare(struct store *s, const char *sql, sqlite3_stmt **ret, str
                 return err_set(e, -EIO, "prepare statement: %s", sqlite3_errmsg(s->db));
         }
         if (free_slot)
-                *free_slot = (struct stmt_slot) {.db = s->db, .st = *ret, .busy = true};
+                *free_slot = (struct stmt_slot){.db = s->db, .st = *ret, .busy = true};
         pthread_mutex_unlock(&stmt_lock);
         return 0;
 }
@@ -219,7 +219,7 @@ static void stmt_cache_drop(sqlite3 *db) {
         for (size_t i = 0; i < STMT_CACHE; i++)
                 if (stmt_cache[i].st && stmt_cache[i].db == db) {
                         sqlite3_finalize(stmt_cache[i].st);
-                        stmt_cache[i] = (struct stmt_slot) {0};
+                        stmt_cache[i] = (struct stmt_slot){0};
                 }
         pthread_mutex_unlock(&stmt_lock);
 }

@@ -28,8 +28,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case 0: {
                 struct egress_resp_head h;
                 int r = egress_resp_head_parse(buf, n, &h);
-                if (r == 0 && (h.head_len > n || h.head_len < 16 || h.status < 100 ||
-                               h.status > 599))
+                if (r == 0 &&
+                    (h.head_len > n || h.head_len < 16 || h.status < 100 || h.status > 599))
                         abort();
                 /* a prefix ending before the head is incomplete, never accepted */
                 if (r == 0 && egress_resp_head_parse(buf, h.head_len - 1, &h) != -EAGAIN &&

@@ -31,8 +31,8 @@ static void test_accepts(void **state) {
 static void test_refuses(void **state) {
         struct bearer b;
         static const char *const not_bearer[] = {
-                "", "Bearer", "Bearer ", "Bearer   ", "Basic eDp5", "Bearer" TOK,
-                "Bearer\n" TOK, "Bearer " TOK "\r", "Token " TOK,
+                "",           "Bearer",       "Bearer ",          "Bearer   ",  "Basic eDp5",
+                "Bearer" TOK, "Bearer\n" TOK, "Bearer " TOK "\r", "Token " TOK,
         };
         for (size_t i = 0; i < sizeof(not_bearer) / sizeof(*not_bearer); i++)
                 assert_int_equal(parse(not_bearer[i], &b), -EINVAL);

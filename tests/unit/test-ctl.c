@@ -332,7 +332,10 @@ static void test_holds_decode(void **state) {
 
         struct ctl_hold h[2] = {
                 {.id = 1, .pid = 7, .flags = CTL_SPAWN_HOLD, .state = CTL_HOLD_STDIN},
-                {.id = 2, .pid = 8, .status = 3 << 8, .flags = CTL_SPAWN_HOLD | CTL_SPAWN_PTY,
+                {.id = 2,
+                 .pid = 8,
+                 .status = 3 << 8,
+                 .flags = CTL_SPAWN_HOLD | CTL_SPAWN_PTY,
                  .state = CTL_HOLD_EXITED},
         };
         n = mk(CTL_HOLDS_REPLY, 9, h, sizeof(h));
@@ -343,20 +346,24 @@ static void test_holds_decode(void **state) {
         assert_int_equal(rt_ctl_msg_decode(buf, n, 1, &m), -EBADMSG); /* no fds with it */
         assert_int_equal(rt_ctl_msg_decode(buf, n - 1, 0, &m), -EBADMSG);
         struct ctl_hold bad[] = {
-                {.id = 1, .pid = 0, .flags = CTL_SPAWN_HOLD},                     /* pid */
-                {.id = 1, .pid = 7, .flags = 0},                                  /* not held */
-                {.id = 1, .pid = 7, .flags = CTL_SPAWN_HOLD | 8},                 /* flags */
-                {.id = 1, .pid = 7, .flags = CTL_SPAWN_HOLD, .state = 4},         /* state */
-                {.id = 1, .pid = 7, .flags = CTL_SPAWN_HOLD, .status = 5},        /* running */
-                {.id = 1, .pid = 7, .flags = CTL_SPAWN_HOLD, .state = CTL_HOLD_EXITED,
-                 .status = 0x137f},                                               /* stopped */
+                {.id = 1, .pid = 0, .flags = CTL_SPAWN_HOLD},              /* pid */
+                {.id = 1, .pid = 7, .flags = 0},                           /* not held */
+                {.id = 1, .pid = 7, .flags = CTL_SPAWN_HOLD | 8},          /* flags */
+                {.id = 1, .pid = 7, .flags = CTL_SPAWN_HOLD, .state = 4},  /* state */
+                {.id = 1, .pid = 7, .flags = CTL_SPAWN_HOLD, .status = 5}, /* running */
+                {.id = 1,
+                 .pid = 7,
+                 .flags = CTL_SPAWN_HOLD,
+                 .state = CTL_HOLD_EXITED,
+                 .status = 0x137f}, /* stopped */
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 n = mk(CTL_HOLDS_REPLY, 9, &bad[i], sizeof(bad[i]));
                 assert_int_equal(rt_ctl_msg_decode(buf, n, 0, &m), -EBADMSG);
         }
 
-        struct ctl_taken t = {.fdmask = CTL_HOLD_FD_STDIN | CTL_HOLD_FD_STDOUT | CTL_HOLD_FD_STDERR};
+        struct ctl_taken t = {.fdmask =
+                                      CTL_HOLD_FD_STDIN | CTL_HOLD_FD_STDOUT | CTL_HOLD_FD_STDERR};
         n = mk(CTL_TAKEN, 5, &t, sizeof(t));
         assert_int_equal(rt_ctl_msg_decode(buf, n, 3, &m), 0);
         assert_int_equal(m.fdmask, t.fdmask);

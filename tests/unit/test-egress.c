@@ -86,8 +86,10 @@ static void test_policy_set_rules(void **state) {
         assert_int_equal(net_rules_serialize(&rs, &wire, &wire_len), 0);
         net_rules_clear(&rs);
 
-        struct egress_policy_msg m = {.mode = EGRESS_MODE_OPEN, .n_addrs = 1,
-                                      .rules_wire = wire, .rules_wire_len = wire_len};
+        struct egress_policy_msg m = {.mode = EGRESS_MODE_OPEN,
+                                      .n_addrs = 1,
+                                      .rules_wire = wire,
+                                      .rules_wire_len = wire_len};
         strcpy(m.sandbox, "sb-r");
         assert_int_equal(net_addr_parse("198.19.1.2", &m.addrs[0]), 0);
         uint8_t *buf;
@@ -478,7 +480,8 @@ static void test_response_heads(void **state) {
                 "HTTP/1.1 200 OK\r\n : y\r\n\r\n",
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++)
-                if (egress_resp_head_parse((const uint8_t *) bad[i], strlen(bad[i]), &h) != -EBADMSG)
+                if (egress_resp_head_parse((const uint8_t *) bad[i], strlen(bad[i]), &h) !=
+                    -EBADMSG)
                         fail_msg("accepted: %s", bad[i]);
 }
 

@@ -284,20 +284,22 @@ static void test_hold_keeps_dropped_chunk(void **state) {
         sbx_exec_log_release(NULL);
 }
 
-
 /* --- the spool's .meta file (exec-spool.h) --- */
 
 static size_t meta_sample(uint8_t **ret, size_t runs) {
         char *argv[] = {"sh", "-c", "echo hi", NULL};
-        struct sbx_spool_hdr h = {.id = 42, .started_ns = 1000, .log_size = 16 * MiB,
-                                  .deadline_ns = 5000, .flags = SBX_SPOOL_DETACH};
+        struct sbx_spool_hdr h = {.id = 42,
+                                  .started_ns = 1000,
+                                  .log_size = 16 * MiB,
+                                  .deadline_ns = 5000,
+                                  .flags = SBX_SPOOL_DETACH};
         uint8_t *b = NULL;
         int n = sbx_spool_meta_encode(&h, argv, &b);
         assert_true(n > 0);
         b = realloc(b, (size_t) n + runs * sizeof(struct sbx_spool_run));
         for (size_t i = 0; i < runs; i++) {
-                struct sbx_spool_run r = {.offset = i * 10, .stream = 1 + (i & 1),
-                                          .magic = SBX_SPOOL_RUN_MAGIC};
+                struct sbx_spool_run r = {
+                        .offset = i * 10, .stream = 1 + (i & 1), .magic = SBX_SPOOL_RUN_MAGIC};
                 memcpy(b + n + i * sizeof(r), &r, sizeof(r));
         }
         *ret = b;
@@ -347,7 +349,8 @@ static void test_spool_meta_malformed(void **state) {
         for (size_t k = 0; k < sizeof(h) + h.argv_len; k++)
                 assert_int_equal(sbx_spool_meta_decode(b, k, &m), -EBADMSG);
         /* a bad field each */
-        size_t offs[] = {0, __builtin_offsetof(struct sbx_spool_hdr, flags),
+        size_t offs[] = {0,
+                         __builtin_offsetof(struct sbx_spool_hdr, flags),
                          __builtin_offsetof(struct sbx_spool_hdr, argc),
                          __builtin_offsetof(struct sbx_spool_hdr, argv_len),
                          __builtin_offsetof(struct sbx_spool_hdr, reserved),
@@ -367,8 +370,11 @@ static void test_spool_meta_malformed(void **state) {
                 struct sbx_spool_run x;
                 memcpy(&x, r, sizeof(x));
                 if (v == 0)
-                        x.offset = 0, memcpy(c + n - 2 * sizeof(x), &(struct sbx_spool_run){
-                                .offset = 99, .stream = 1, .magic = SBX_SPOOL_RUN_MAGIC}, sizeof(x));
+                        x.offset = 0,
+                        memcpy(c + n - 2 * sizeof(x),
+                               &(struct sbx_spool_run){
+                                       .offset = 99, .stream = 1, .magic = SBX_SPOOL_RUN_MAGIC},
+                               sizeof(x));
                 else if (v == 1)
                         x.stream = 3;
                 else

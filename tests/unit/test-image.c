@@ -1310,12 +1310,11 @@ static void test_pack_files(void **state) {
                 while (archive_read_next_header(a, &en) == ARCHIVE_OK) {
                         char data[16] = "";
                         la_ssize_t n = archive_read_data(a, data, sizeof(data) - 1);
-                        o += (size_t) snprintf(out[round] + o, sizeof(out[round]) - o,
-                                               "%s %o %lld:%lld %s\n", archive_entry_pathname(en),
-                                               (unsigned) archive_entry_mode(en),
-                                               (long long) archive_entry_uid(en),
-                                               (long long) archive_entry_gid(en),
-                                               n > 0 ? data : "-");
+                        o += (size_t) snprintf(
+                                out[round] + o, sizeof(out[round]) - o, "%s %o %lld:%lld %s\n",
+                                archive_entry_pathname(en), (unsigned) archive_entry_mode(en),
+                                (long long) archive_entry_uid(en),
+                                (long long) archive_entry_gid(en), n > 0 ? data : "-");
                 }
                 archive_read_free(a);
                 close(fd);
