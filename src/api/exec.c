@@ -213,14 +213,13 @@ int api_exec_start_spec(const Warren__V1__ExecStart *start, struct sbx_exec_spec
         return 0;
 }
 
-static int exec_start_now(struct rpc_call *call, struct api_ctx *ctx,
-                          const Warren__V1__ExecStart *start, struct exec_call *ec,
-                          struct wr_err *e) {
+/* Start start in the sandbox id (the caller's own, resolved already). */
+static int exec_start_now(struct api_ctx *ctx, const Warren__V1__ExecStart *start, const char *id,
+                          struct exec_call *ec, struct wr_err *e) {
         _cleanup_(api_exec_vectors_free) struct api_exec_vectors v = {0};
         struct sbx_exec_spec spec;
-        char id[32];
         int r = api_exec_start_spec(start, &spec, &v, e);
-        if (r < 0 || (r = api_own_sandbox_id(call, start->sandbox, id, sizeof(id), e)) < 0)
+        if (r < 0)
                 return r;
         spec.sandbox = id;
         return sbx_exec_start(ctx->sandboxes, &spec, &exec_callbacks, ec, &ec->x, e);
@@ -249,7 +248,7 @@ static void journal_begun(int r, uint64_t token, const char *sandbox_id, const s
         else if (r < 0) {
                 ec->finished = true;
                 rpc_call_finish_err(call, je);
-        } else if ((r = exec_start_now(call, ctx, ec->pending, ec, &e)) < 0) {
+        } else if ((r = exec_start_now(ctx, ec->pending, sandbox_id, ec, &e)) < 0) {
                 sbx_journal_cancel(ctx->sandboxes, sandbox_id, token);
                 ec->finished = true;
                 if (err_status(&e) == WR_STATUS_INTERNAL)
@@ -267,19 +266,17 @@ static void journal_begun(int r, uint64_t token, const char *sandbox_id, const s
 
 static int exec_start(struct rpc_call *call, struct api_ctx *ctx,
                       const Warren__V1__ExecStart *start, struct exec_call *ec, struct wr_err *e) {
-        char id[32];
-        bool journal = start->journal;
-        if (!journal && start->sandbox && *start->sandbox &&
-            api_own_sandbox_id(call, start->sandbox, id, sizeof(id), NULL) >= 0)
-                journal = sbx_journal_all(ctx->sandboxes, id);
-        if (!journal)
-                return exec_start_now(call, ctx, start, ec, e);
-        /* validate now, start after the walk */
+        /* validated and resolved once; a journaled start waits for the walk */
         _cleanup_(api_exec_vectors_free) struct api_exec_vectors v = {0};
         struct sbx_exec_spec spec;
+        char id[32];
         int r = api_exec_start_spec(start, &spec, &v, e);
         if (r < 0 || (r = api_own_sandbox_id(call, start->sandbox, id, sizeof(id), e)) < 0)
                 return r;
+        if (!start->journal && !sbx_journal_all(ctx->sandboxes, id)) {
+                spec.sandbox = id;
+                return sbx_exec_start(ctx->sandboxes, &spec, &exec_callbacks, ec, &ec->x, e);
+        }
         size_t len = protobuf_c_message_get_packed_size(&start->base);
         _cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
         if (!buf)

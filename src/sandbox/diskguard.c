@@ -41,7 +41,9 @@ static void tick(uv_timer_t *t) {
                          "--build-min-free (%llu MiB)",
                          sb->id, (unsigned long long) (avail >> 20), m->state_dir,
                          (unsigned long long) (m->build_min_free >> 20));
-                (void) sbx_terminate(m, sb->id, 0, NULL, NULL, NULL);
+                struct wr_err te = {0};
+                if (sbx_terminate(m, sb->id, 0, NULL, NULL, &te) < 0)
+                        log_warn("sandbox %s: stop the build step: %s", sb->id, te.msg);
         }
 }
 

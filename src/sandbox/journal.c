@@ -107,26 +107,6 @@ void sbx_journal_free(struct sbx *sb) {
         journal_unref(TAKE_PTR(sb->journal));
 }
 
-static bool dir_empty(int fd) {
-        int d = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (d < 0)
-                return true;
-        DIR *dir = fdopendir(d);
-        if (!dir) {
-                close(d);
-                return true;
-        }
-        bool empty = true;
-        struct dirent *de;
-        while ((de = readdir(dir)))
-                if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-                        empty = false;
-                        break;
-                }
-        closedir(dir);
-        return empty;
-}
-
 /* sb's journal, opened on first use. */
 static int journal_get(struct sbx *sb, struct sbx_journal **ret, struct wr_err *e) {
         if (sb->journal) {
@@ -146,21 +126,13 @@ static int journal_get(struct sbx *sb, struct sbx_journal **ret, struct wr_err *
         j->upper_fd = j->obj_fd = -EBADF;
         snprintf(j->sb_id, sizeof(j->sb_id), "%s", sb->id);
         int r;
+        j->upper_fd = sbx_upper_open(sb, "journal", e);
+        if (j->upper_fd < 0) {
+                r = j->upper_fd;
+                goto fail;
+        }
         char path[PATH_MAX];
         const char *dir = rt_sandbox_dir(sb->rt);
-        snprintf(path, sizeof(path), "%s/upper", dir);
-        j->upper_fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (j->upper_fd < 0) {
-                r = err_set(e, -errno, "journal: open %s: %m", path);
-                goto fail;
-        }
-        if (dir_empty(j->upper_fd)) {
-                r = err_setx(e, -EOPNOTSUPP, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
-                             "journal: sandbox %s keeps its writable layer in memory (it has a "
-                             "disk limit); journaled execs need a sandbox created without one",
-                             sb->id);
-                goto fail;
-        }
         snprintf(path, sizeof(path), "%s/journal", dir);
         if (mkdir(path, 0700) < 0 && errno != EEXIST) {
                 r = err_set(e, -errno, "journal: mkdir %s: %m", path);

@@ -183,6 +183,11 @@ int sbx_running(struct sbx_manager *m, const char *key, struct sbx **ret, struct
 struct sbx *sbx_find_live(struct sbx_manager *m, const char *key);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t sbx_mono_ns(void);
+/* sb's overlay upper dir (O_RDONLY|O_DIRECTORY) for reading its writable
+ * layer from the host (snapshots, the journal); FAILED_PRECONDITION naming
+ * `what` when it lives on a tmpfs in the sandbox's own mount namespace
+ * (a disk limit). (snapshot.c) */
+int sbx_upper_open(struct sbx *sb, const char *what, struct wr_err *e);
 /* An O_PATH fd of sb's root as its init sees it (its mount namespace:
  * volumes and /tmp included); the pidfd check after the open proves the
  * pid was init's all along (not reused). -ESRCH when init is gone. */

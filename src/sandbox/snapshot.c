@@ -134,6 +134,22 @@ static bool dir_empty(int fd) {
         return empty;
 }
 
+int sbx_upper_open(struct sbx *sb, const char *what, struct wr_err *e) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/upper", rt_sandbox_dir(sb->rt));
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return err_set(e, -errno, "%s: open %s: %m", what, path);
+        /* the runtime always writes /etc/hostname & co into the writable
+         * layer: an empty upper dir on the host means it lives elsewhere */
+        if (dir_empty(fd))
+                return err_setx(e, -EOPNOTSUPP, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                "%s: sandbox %s keeps its writable layer in memory (it has a disk "
+                                "limit); %s needs a sandbox created without one",
+                                what, sb->id, what);
+        return TAKE_FD(fd);
+}
+
 int sbx_snapshot(struct sbx_manager *m, const char *key, const char *name,
                  sbx_snapshot_done_fn done, void *userdata, struct wr_err *e) {
         struct sbx *sb;
@@ -155,22 +171,12 @@ int sbx_snapshot(struct sbx_manager *m, const char *key, const char *name,
         s->t0 = sbx_mono_ns();
         snprintf(s->id, sizeof(s->id), "%s", sb->id);
         snprintf(s->image_id, sizeof(s->image_id), "%s", sb->image_id);
-        char path[PATH_MAX];
-        snprintf(path, sizeof(path), "%s/upper", rt_sandbox_dir(sb->rt));
-        s->upper_fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        s->upper_fd = sbx_upper_open(sb, "snapshot", e);
         if (s->upper_fd < 0) {
-                r = err_set(e, -errno, "snapshot: open %s: %m", path);
+                r = s->upper_fd;
                 goto fail;
         }
-        /* the runtime always writes /etc/hostname & co into the writable
-         * layer: an empty upper dir on the host means it lives elsewhere */
-        if (dir_empty(s->upper_fd)) {
-                r = err_setx(e, -EOPNOTSUPP, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
-                             "snapshot: sandbox %s keeps its writable layer in memory (it has a "
-                             "disk limit); snapshots need a sandbox created without one",
-                             sb->id);
-                goto fail;
-        }
+        char path[PATH_MAX];
         snprintf(path, sizeof(path), "%s/tmp", m->state_dir);
         s->spool_fd = open(path, O_RDWR | O_TMPFILE | O_CLOEXEC, 0600);
         if (s->spool_fd < 0) {
