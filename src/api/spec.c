@@ -32,14 +32,19 @@
  * names the request field in the errors. */
 static int secret_load(struct store *store, const char *env, const char *name, const char *field,
                        struct store_secret *sec, struct wr_err *e) {
-        int r = store_secret_get(store, env, name, sec, NULL);
+        struct wr_err le = {0};
+        int r = store_secret_get(store, env, name, sec, &le);
         if (r == -ENOENT)
                 return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
                                 "%s: secret %s not found (store it with `warren secret set %s < "
                                 "file`)",
                                 field, name, name);
+        if (r == -EBADMSG)
+                return err_setx(e, r, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_SERVICE,
+                                "%s: %s; store it again with `warren secret set %s < file`", field,
+                                le.msg, name);
         if (r < 0)
-                return err_set(e, r, "%s: read secret %s", field, name);
+                return err_set(e, r, "%s: read secret %s: %s", field, name, le.msg);
         return 0;
 }
 

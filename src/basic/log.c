@@ -20,6 +20,10 @@ void log_set_format(enum log_format format) {
         out_format = format;
 }
 
+enum log_format log_get_format(void) {
+        return out_format;
+}
+
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
 int log_level_from_string(const char *s, enum log_level *ret) {

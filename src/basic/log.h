@@ -23,6 +23,7 @@ void log_set_level(enum log_level level);
 enum log_level log_get_level(void);
 /* Set text or JSON-lines output. */
 void log_set_format(enum log_format format);
+enum log_format log_get_format(void);
 /* Parse "debug|info|warn|error" / "text|json"; return 0 or -EINVAL. */
 int log_level_from_string(const char *s, enum log_level *ret);
 int log_format_from_string(const char *s, enum log_format *ret);

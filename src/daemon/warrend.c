@@ -18,6 +18,7 @@
 #include "api/wid.h"
 #include "basic/err.h"
 #include "basic/log.h"
+#include "daemon/keeper.h"
 #include "signer/ca.h"
 #include "daemon/admin.h"
 #include "daemon/config.h"
@@ -42,6 +43,7 @@ struct daemon {
         int n_signals_open;
         struct rpc_server *server;
         struct store *store;
+        struct keeper *keeper; /* warren-signer keeping the secrets key; NULL: none */
         struct img_store *images;
         struct api_ctx ctx;
         char *state_dir; /* absolute */
@@ -226,6 +228,7 @@ static void daemon_free(struct daemon *d) {
                 uv_close((uv_handle_t *) &d->audit_timer, NULL);
                 d->audit_timer_open = false;
         }
+        keeper_unwatch(d->keeper);
         if (d->loop_ready) {
                 /* Run until every handle (including the server's) is closed. */
                 uv_run(&d->loop, UV_RUN_DEFAULT);
@@ -241,6 +244,8 @@ static void daemon_free(struct daemon *d) {
         d->images = NULL;
         store_close(d->store);
         d->store = NULL;
+        keeper_free(d->keeper);
+        d->keeper = NULL;
         wid_keys_free(d->ctx.wid);
         d->ctx.wid = NULL;
         free(d->issuer);
@@ -439,6 +444,28 @@ static int start_signals(struct daemon *d, struct wr_err *e) {
         return 0;
 }
 
+/* The secrets key goes to warren-signer (docs/signer.md "The secrets
+ * key"): values sealed directly under it by an older warrend are rewrapped
+ * with data keys first (the only time warrend reads the key itself), then
+ * the signer keeps it. Without warren-signer warrend keeps it, and says so. */
+static int start_keeper(struct daemon *d, struct wr_err *e) {
+        char signer[PATH_MAX];
+        if (find_signer(signer, sizeof(signer)) < 0) {
+                log_warn("warren-signer not found next to warrend or in /usr/libexec/warren (or "
+                         "WARREN_SIGNER): warrend keeps the secrets key in its own memory");
+                return 0;
+        }
+        size_t n = 0;
+        int r = store_secrets_rewrap(d->store, &n, e);
+        if (r < 0)
+                return err_prefix(e, r, "rewrap secrets with data keys");
+        if (n)
+                log_info("secrets: %zu values sealed directly under the secrets key rewrapped "
+                         "with data keys",
+                         n);
+        return keeper_start(&d->loop, d->store, signer, &d->keeper, e);
+}
+
 /* Bring everything up; on failure e says why. */
 static int daemon_start(struct daemon *d, struct wr_err *e) {
         int r = daemon_state_dir_prepare(d->cfg.state_dir, &d->state_dir, &d->lock_fd, e);
@@ -468,6 +495,9 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
         if (r < 0)
                 return err_set(e, r, "event loop: %s", uv_strerror(r));
         d->loop_ready = true;
+        r = start_keeper(d, e);
+        if (r < 0)
+                return r;
 
         d->ctx = (struct api_ctx){
                 .loop = &d->loop,

@@ -495,8 +495,16 @@ static int signer_spawn(struct sbx_egress *g, int *ret_fd, struct wr_err *e) {
         char cafd[16], sockfd[16];
         snprintf(cafd, sizeof(cafd), "%d", memfd);
         snprintf(sockfd, sizeof(sockfd), "%d", sg[1]);
-        const char *argv[] = {g->signer_path, "--ca-fd",     cafd,   "--sock-fd",
-                              sockfd,         "--log-level", "info", NULL};
+        const char *argv[] = {g->signer_path,
+                              "--ca-fd",
+                              cafd,
+                              "--sock-fd",
+                              sockfd,
+                              "--log-level",
+                              "info",
+                              "--log-format",
+                              log_get_format() == LOG_FORMAT_JSON ? "json" : "text",
+                              NULL};
         pid_t pid = fork();
         if (pid == 0) {
                 sigset_t none;

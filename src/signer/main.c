@@ -1,26 +1,32 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* warren-signer: holds the egress CA's private key, and nothing else, in a
- * process of its own (relayd's `ca` model): warren-egress, which talks to
- * sandboxes, asks it for leaf certificates and never sees the CA key.
+/* warren-signer: holds one key, and nothing else, in a process of its own
+ * (relayd's `ca` model). Two roles, one per process:
+ *   - the egress CA's private key (--ca-fd): warren-egress, which talks to
+ *     sandboxes, asks it for leaf certificates and never sees the CA key;
+ *   - the secrets key (--secrets-key-fd): warrend asks it for data keys
+ *     and to open their wrappings (datakey.h), and never holds the key.
  * Started as root by warrend:
  *
- *   warren-signer --ca-fd N --sock-fd N [--uid USER] [--gid GROUP]
- *                 [--root EMPTY-DIR] [--log-level debug|info|warn|error]
+ *   warren-signer (--ca-fd N | --secrets-key-fd N) --sock-fd N
+ *                 [--uid USER] [--gid GROUP] [--root EMPTY-DIR]
+ *                 [--log-level debug|info|warn|error] [--log-format text|json]
  *                 [--seccomp-strict]
  *
  * --ca-fd: an fd holding the CA key and certificate PEM (signer_ca_fd());
- * read to its end, then closed. --sock-fd: its end of a SOCK_SEQPACKET
- * socketpair whose other end is warren-egress's (signer-proto.h). --uid
+ * --secrets-key-fd: an fd holding exactly the 32 key bytes
+ * (store_secret_key_memfd()); read to its end, then closed. --sock-fd: its
+ * end of a SOCK_SEQPACKET socketpair whose other end is the requester's
+ * (signer-proto.h). --uid
  * defaults to nobody, --gid to that user's group, --root to
  * /run/warren/signer-root (created when missing; must be empty, owned by
  * root, not writable by others).
  *
- * It reads the CA, closes every other fd, mints one certificate to load
+ * It reads its key, closes every other fd, does one request's work to load
  * what OpenSSL loads lazily, then confines itself (an unprivileged user in
  * an empty root, no capabilities, no_new_privs, not dumpable, a seccomp
  * allowlist of what signing and the socket need: no open, no socket, no
- * exec), checks that it can still sign, and serves SIGN requests one at a
- * time, in order. Exit status: 0 when the socket closes, 2 usage, CA or
+ * exec), checks that it still works, and serves its role's requests one at
+ * a time, in order. Exit status: 0 when the socket closes, 2 usage, key or
  * confinement error. */
 
 #include <errno.h>
@@ -48,17 +54,19 @@
 
 #include "basic/confine.h"
 #include "basic/log.h"
+#include "signer/datakey.h"
 #include "signer/mint.h"
 #include "signer/signer-proto.h"
 
 #define CA_INPUT_MAX (2 * 16384)
 
 static struct {
-        int ca_fd, sock_fd;
+        int ca_fd, secrets_fd, sock_fd;
         const char *user, *group, *root;
         bool strict;
 } cfg = {
         .ca_fd = -EBADF,
+        .secrets_fd = -EBADF,
         .sock_fd = -EBADF,
         .user = "nobody",
         .group = NULL,
@@ -72,8 +80,10 @@ static _noreturn_ void die(const char *what, const char *arg) {
 
 static _noreturn_ void usage(int code) {
         fprintf(code ? stderr : stdout,
-                "usage: warren-signer --ca-fd N --sock-fd N [--uid USER] [--gid GROUP]\n"
-                "         [--root EMPTY-DIR] [--log-level debug|info|warn|error] "
+                "usage: warren-signer (--ca-fd N | --secrets-key-fd N) --sock-fd N\n"
+                "         [--uid USER] [--gid GROUP]\n"
+                "         [--root EMPTY-DIR] [--log-level debug|info|warn|error]\n"
+                "         [--log-format text|json] "
                 "[--seccomp-strict]\n");
         exit(code);
 }
@@ -111,6 +121,33 @@ static int ca_read(char *buf, size_t size, size_t *ret_len, struct wr_err *e) {
         closep(&cfg.ca_fd);
         *ret_len = n;
         return 0;
+}
+
+/* The secrets key: exactly SIGNER_SECRETS_KEY_LEN bytes to the end of
+ * --secrets-key-fd, which is then closed. */
+static int secrets_read(uint8_t key[SIGNER_SECRETS_KEY_LEN], struct wr_err *e) {
+        uint8_t buf[SIGNER_SECRETS_KEY_LEN + 1];
+        size_t n = 0;
+        int r = 0;
+        while (n < sizeof(buf)) {
+                ssize_t k = RETRY_EINTR(read(cfg.secrets_fd, buf + n, sizeof(buf) - n));
+                if (k < 0) {
+                        r = err_set(e, -errno, "--secrets-key-fd: read: %m");
+                        break;
+                }
+                if (k == 0)
+                        break;
+                n += (size_t) k;
+        }
+        closep(&cfg.secrets_fd);
+        if (r >= 0 && n != SIGNER_SECRETS_KEY_LEN)
+                r = err_set(e, -EINVAL, "--secrets-key-fd: %s%zu bytes, expected %d",
+                            n > SIGNER_SECRETS_KEY_LEN ? "more than " : "",
+                            n - (n > SIGNER_SECRETS_KEY_LEN), SIGNER_SECRETS_KEY_LEN);
+        if (r >= 0)
+                memcpy(key, buf, SIGNER_SECRETS_KEY_LEN);
+        OPENSSL_cleanse(buf, sizeof(buf));
+        return r;
 }
 
 /* --- confinement --- */
@@ -218,7 +255,57 @@ static void reply(const uint8_t *out, int n) {
         }
 }
 
-static _noreturn_ void serve(const struct signer_ca *ca) {
+/* One SIGN: a leaf certificate, or why not. */
+static int answer_sign(const struct signer_ca *ca, const struct signer_req *req, uint8_t *out,
+                       size_t size) {
+        struct wr_err e = {0};
+        uint8_t *der = NULL;
+        size_t len = 0;
+        int r = signer_mint(ca, req->host, req->key, req->key_len, time(NULL), &der, &len, &e);
+        if (r >= 0 && len > SIGNER_CERT_MAX)
+                r = err_set(&e, -EIO, "certificate of %zu bytes, above %u", len, SIGNER_CERT_MAX);
+        if (r < 0) {
+                log_warn("warren-signer: request %u for %s refused: %s", req->hdr.id, req->host,
+                         e.msg);
+                r = signer_error_encode(req->hdr.id, errcode(r), e.msg, out, size);
+        } else {
+                log_debug("warren-signer: request %u: certificate for %s (%zu bytes)", req->hdr.id,
+                          req->host, len);
+                r = signer_cert_encode(req->hdr.id, der, len, out, size);
+        }
+        free(der);
+        return r;
+}
+
+/* One DATAKEY_NEW or DATAKEY_OPEN: the data key and its wrapping, or why
+ * not. The key passes through dek only (wiped); out is wiped by the
+ * caller after sending. */
+static int answer_datakey(const uint8_t *key, const struct signer_req *req, uint8_t *out,
+                          size_t size) {
+        struct wr_err e = {0};
+        uint8_t dek[SIGNER_DEK_LEN], wrapped[SIGNER_WRAPPED_LEN];
+        int r;
+        if (req->hdr.type == SIGNER_DATAKEY_NEW) {
+                r = signer_datakey_new(key, req->label, req->label_len, dek, wrapped, &e);
+        } else {
+                memcpy(wrapped, req->wrapped, sizeof(wrapped));
+                r = signer_datakey_open(key, req->label, req->label_len, wrapped, dek, &e);
+        }
+        if (r < 0) {
+                log_warn("warren-signer: request %u refused: %s", req->hdr.id, e.msg);
+                r = signer_error_encode(req->hdr.id,
+                                        r == -EBADMSG ? SIGNER_ERR_UNWRAP : SIGNER_ERR_INTERNAL,
+                                        e.msg, out, size);
+        } else {
+                r = signer_datakey_encode(req->hdr.id, dek, wrapped, out, size);
+        }
+        OPENSSL_cleanse(dek, sizeof(dek));
+        return r;
+}
+
+/* Serve requests until the socket closes: SIGN with a CA, DATAKEY_* with
+ * the secrets key (exactly one of ca, key is set). */
+static _noreturn_ void serve(const struct signer_ca *ca, const uint8_t *key) {
         static uint8_t in[SIGNER_MSG_MAX + 1], out[SIGNER_MSG_MAX];
         static struct signer_req req;
         for (;;) {
@@ -228,7 +315,7 @@ static _noreturn_ void serve(const struct signer_ca *ca) {
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0) {
-                        /* warren-egress (or warrend) is gone */
+                        /* the requester is gone */
                         log_info("warren-signer: socket closed, exiting");
                         exit(0);
                 }
@@ -237,41 +324,61 @@ static _noreturn_ void serve(const struct signer_ca *ca) {
                  * after reading the header, for the id */
                 struct wr_err e = {0};
                 int r = signer_req_decode(in, (size_t) n, &req, &e);
+                bool sign = req.hdr.type == SIGNER_SIGN;
+                if (r >= 0 && (sign ? !ca : !key))
+                        r = err_set(&e, -EPERM, "this signer keeps the %s: it does not serve %s",
+                                    ca ? "egress CA" : "secrets key", sign ? "SIGN" : "data keys");
                 if (r < 0) {
                         log_warn("warren-signer: request %u refused: %s", req.hdr.id, e.msg);
-                        reply(out,
-                              signer_error_encode(req.hdr.id, errcode(r), e.msg, out, sizeof(out)));
-                        continue;
-                }
-                uint8_t *der = NULL;
-                size_t len = 0;
-                r = signer_mint(ca, req.host, req.key, req.key_len, time(NULL), &der, &len, &e);
-                if (r >= 0 && len > SIGNER_CERT_MAX)
-                        r = err_set(&e, -EIO, "certificate of %zu bytes, above %u", len,
-                                    SIGNER_CERT_MAX);
-                if (r < 0) {
-                        log_warn("warren-signer: request %u for %s refused: %s", req.hdr.id,
-                                 req.host, e.msg);
-                        reply(out,
-                              signer_error_encode(req.hdr.id, errcode(r), e.msg, out, sizeof(out)));
+                        reply(out, signer_error_encode(req.hdr.id,
+                                                       r == -EPERM ? SIGNER_ERR_ROLE : errcode(r),
+                                                       e.msg, out, sizeof(out)));
                 } else {
-                        log_debug("warren-signer: request %u: certificate for %s (%zu bytes)",
-                                  req.hdr.id, req.host, len);
-                        reply(out, signer_cert_encode(req.hdr.id, der, len, out, sizeof(out)));
+                        reply(out, sign ? answer_sign(ca, &req, out, sizeof(out))
+                                        : answer_datakey(key, &req, out, sizeof(out)));
                 }
-                free(der);
+                /* a request's label and a reply's data key go */
+                OPENSSL_cleanse(out, sizeof(out));
+                OPENSSL_cleanse(in, (size_t) n < sizeof(in) ? (size_t) n : sizeof(in));
         }
 }
 
+/* The secrets role's warm-up and self-check: a data key made and opened. */
+static int probe_datakey(const uint8_t *key, struct wr_err *e) {
+        uint8_t dek[SIGNER_DEK_LEN], again[SIGNER_DEK_LEN], wrapped[SIGNER_WRAPPED_LEN];
+        static const char label[] = "warren-signer self-check";
+        int r = signer_datakey_new(key, label, sizeof(label), dek, wrapped, e);
+        if (r >= 0)
+                r = signer_datakey_open(key, label, sizeof(label), wrapped, again, e);
+        if (r >= 0 && memcmp(dek, again, sizeof(dek)) != 0)
+                r = err_set(e, -EIO, "a data key did not open to itself");
+        OPENSSL_cleanse(dek, sizeof(dek));
+        OPENSSL_cleanse(again, sizeof(again));
+        return r;
+}
+
 int main(int argc, char **argv) {
-        enum { O_CA = 256, O_SOCK, O_UID, O_GID, O_ROOT, O_LOG, O_STRICT, O_HELP };
+        enum {
+                O_CA = 256,
+                O_SECRETS,
+                O_SOCK,
+                O_UID,
+                O_GID,
+                O_ROOT,
+                O_LOG,
+                O_LOGFMT,
+                O_STRICT,
+                O_HELP
+        };
         static const struct option opts[] = {
                 {"ca-fd", required_argument, NULL, O_CA},
+                {"secrets-key-fd", required_argument, NULL, O_SECRETS},
                 {"sock-fd", required_argument, NULL, O_SOCK},
                 {"uid", required_argument, NULL, O_UID},
                 {"gid", required_argument, NULL, O_GID},
                 {"root", required_argument, NULL, O_ROOT},
                 {"log-level", required_argument, NULL, O_LOG},
+                {"log-format", required_argument, NULL, O_LOGFMT},
                 {"seccomp-strict", no_argument, NULL, O_STRICT},
                 {"help", no_argument, NULL, O_HELP},
                 {0},
@@ -282,6 +389,10 @@ int main(int argc, char **argv) {
                 case O_CA:
                         if (parse_fd(optarg, &cfg.ca_fd) < 0)
                                 die("bad --ca-fd", optarg);
+                        break;
+                case O_SECRETS:
+                        if (parse_fd(optarg, &cfg.secrets_fd) < 0)
+                                die("bad --secrets-key-fd", optarg);
                         break;
                 case O_SOCK:
                         if (parse_fd(optarg, &cfg.sock_fd) < 0)
@@ -303,6 +414,13 @@ int main(int argc, char **argv) {
                         log_set_level(lv);
                         break;
                 }
+                case O_LOGFMT: {
+                        enum log_format f;
+                        if (log_format_from_string(optarg, &f) < 0)
+                                die("bad --log-format", optarg);
+                        log_set_format(f);
+                        break;
+                }
                 case O_STRICT:
                         cfg.strict = true;
                         break;
@@ -312,7 +430,9 @@ int main(int argc, char **argv) {
                         usage(2);
                 }
         }
-        if (optind != argc || cfg.ca_fd < 0 || cfg.sock_fd < 0 || cfg.ca_fd == cfg.sock_fd)
+        int key_fd = cfg.ca_fd >= 0 ? cfg.ca_fd : cfg.secrets_fd;
+        if (optind != argc || (cfg.ca_fd >= 0) == (cfg.secrets_fd >= 0) || cfg.sock_fd < 0 ||
+            key_fd == cfg.sock_fd)
                 usage(2);
         int type = 0;
         socklen_t tl = sizeof(type);
@@ -324,20 +444,26 @@ int main(int argc, char **argv) {
                 die("cannot set up --sock-fd", NULL);
         signal(SIGPIPE, SIG_IGN);
 
-        /* the CA: read, parse, wipe what it passed through */
+        /* the key: read, parse, wipe what it passed through */
         struct wr_err e = {0};
-        char *pem = malloc(CA_INPUT_MAX);
-        size_t pem_len = 0;
-        if (!pem)
-                die("out of memory", NULL);
-        int r = ca_read(pem, CA_INPUT_MAX, &pem_len, &e);
         struct signer_ca *ca = NULL;
-        if (r >= 0)
-                r = signer_ca_parse(pem, pem_len, &ca, &e);
-        OPENSSL_cleanse(pem, CA_INPUT_MAX);
-        free(pem);
-        if (r < 0)
-                die("--ca-fd", e.msg);
+        static uint8_t secrets_key[SIGNER_SECRETS_KEY_LEN];
+        int r;
+        if (cfg.ca_fd >= 0) {
+                char *pem = malloc(CA_INPUT_MAX);
+                size_t pem_len = 0;
+                if (!pem)
+                        die("out of memory", NULL);
+                r = ca_read(pem, CA_INPUT_MAX, &pem_len, &e);
+                if (r >= 0)
+                        r = signer_ca_parse(pem, pem_len, &ca, &e);
+                OPENSSL_cleanse(pem, CA_INPUT_MAX);
+                free(pem);
+                if (r < 0)
+                        die("--ca-fd", e.msg);
+        } else if (secrets_read(secrets_key, &e) < 0) {
+                die("--secrets-key-fd", e.msg);
+        }
 
         /* nothing but stdio and the socket from here on */
         if (cfg.sock_fd > 3)
@@ -346,16 +472,21 @@ int main(int argc, char **argv) {
 
         uint8_t *spki = NULL;
         size_t spki_len = 0;
-        if (probe_spki(&spki, &spki_len) < 0 || probe_mint(ca, spki, spki_len, &e) < 0)
-                die("warm-up certificate", e.msg[0] ? e.msg : "OpenSSL failed");
-        log_debug("warren-signer: CA loaded, valid until %lld",
-                  (long long) signer_ca_not_after(ca));
+        if (ca) {
+                if (probe_spki(&spki, &spki_len) < 0 || probe_mint(ca, spki, spki_len, &e) < 0)
+                        die("warm-up certificate", e.msg[0] ? e.msg : "OpenSSL failed");
+                log_debug("warren-signer: CA loaded, valid until %lld",
+                          (long long) signer_ca_not_after(ca));
+        } else if (probe_datakey(secrets_key, &e) < 0) {
+                die("warm-up data key", e.msg);
+        }
 
         if (confine(&e) < 0)
                 die("confine", e.msg);
-        if (probe_mint(ca, spki, spki_len, &e) < 0)
-                die("self-check certificate after confinement", e.msg);
+        if (ca ? probe_mint(ca, spki, spki_len, &e) < 0 : probe_datakey(secrets_key, &e) < 0)
+                die("self-check after confinement", e.msg);
         OPENSSL_free(spki);
-        log_info("warren-signer: ready (pid %d)", (int) getpid());
-        serve(ca);
+        log_info("warren-signer: ready (pid %d), keeping the %s", (int) getpid(),
+                 ca ? "egress CA" : "secrets key");
+        serve(ca, ca ? NULL : secrets_key);
 }

@@ -96,18 +96,67 @@ static int hdr_get(const uint8_t *buf, size_t n, struct signer_hdr *h, struct wr
         return 0;
 }
 
+int signer_datakey_req_encode(uint32_t id, const void *label, size_t label_len,
+                              const uint8_t *wrapped, uint8_t *out, size_t size, struct wr_err *e) {
+        if (!label || label_len == 0 || label_len > SIGNER_LABEL_MAX)
+                return err_set(e, -EINVAL, "DATAKEY: label of %zu bytes, outside 1..%u", label_len,
+                               SIGNER_LABEL_MAX);
+        size_t wlen = wrapped ? SIGNER_WRAPPED_LEN : 0;
+        size_t len = sizeof(struct signer_datakey_req) + label_len + wlen;
+        if (size < sizeof(struct signer_hdr) + len)
+                return -ENOBUFS;
+        hdr_put(out, wrapped ? SIGNER_DATAKEY_OPEN : SIGNER_DATAKEY_NEW, id, len);
+        struct signer_datakey_req d = {.label_len = (uint16_t) label_len,
+                                       .wrapped_len = (uint16_t) wlen};
+        uint8_t *p = out + sizeof(struct signer_hdr);
+        memcpy(p, &d, sizeof(d));
+        memcpy(p + sizeof(d), label, label_len);
+        if (wrapped)
+                memcpy(p + sizeof(d) + label_len, wrapped, wlen);
+        return (int) (sizeof(struct signer_hdr) + len);
+}
+
+static int datakey_req_get(const uint8_t *p, size_t len, struct signer_req *ret, struct wr_err *e) {
+        bool open = ret->hdr.type == SIGNER_DATAKEY_OPEN;
+        const char *what = open ? "DATAKEY_OPEN" : "DATAKEY_NEW";
+        struct signer_datakey_req d;
+        if (len < sizeof(d))
+                return err_set(e, -EBADMSG, "%s: %zu bytes, shorter than its header", what, len);
+        memcpy(&d, p, sizeof(d));
+        if (d.reserved != 0)
+                return err_set(e, -EBADMSG, "%s: reserved field not zero", what);
+        if (d.label_len == 0 || d.label_len > SIGNER_LABEL_MAX)
+                return err_set(e, -EBADMSG, "%s: label length %u outside 1..%u", what, d.label_len,
+                               SIGNER_LABEL_MAX);
+        size_t want = open ? SIGNER_WRAPPED_LEN : 0;
+        if (d.wrapped_len != want)
+                return err_set(e, -EBADMSG, "%s: wrapped length %u, must be %zu", what,
+                               d.wrapped_len, want);
+        if (len != sizeof(d) + d.label_len + want)
+                return err_set(e, -EBADMSG, "%s: %zu payload bytes, fields say %zu", what, len,
+                               sizeof(d) + d.label_len + want);
+        memcpy(ret->label, p + sizeof(d), d.label_len);
+        ret->label_len = d.label_len;
+        if (open)
+                memcpy(ret->wrapped, p + sizeof(d) + d.label_len, SIGNER_WRAPPED_LEN);
+        return 0;
+}
+
 int signer_req_decode(const void *buf, size_t n, struct signer_req *ret, struct wr_err *e) {
         const uint8_t *b = buf;
         memset(&ret->hdr, 0, sizeof(ret->hdr));
         ret->host[0] = '\0';
         ret->key_len = 0;
+        ret->label_len = 0;
         int r = hdr_get(b, n, &ret->hdr, e);
         if (r < 0)
                 return r;
-        if (ret->hdr.type != SIGNER_SIGN)
-                return err_set(e, -EOPNOTSUPP, "type 0x%x is not a request", ret->hdr.type);
         const uint8_t *p = b + sizeof(struct signer_hdr);
         size_t len = ret->hdr.len;
+        if (ret->hdr.type == SIGNER_DATAKEY_NEW || ret->hdr.type == SIGNER_DATAKEY_OPEN)
+                return datakey_req_get(p, len, ret, e);
+        if (ret->hdr.type != SIGNER_SIGN)
+                return err_set(e, -EOPNOTSUPP, "type 0x%x is not a request", ret->hdr.type);
         struct signer_sign s;
         if (len < sizeof(s))
                 return err_set(e, -EBADMSG, "SIGN: %zu bytes, shorter than its header", len);
@@ -152,6 +201,20 @@ int signer_cert_encode(uint32_t id, const uint8_t *der, size_t len, uint8_t *out
         struct signer_cert c = {.cert_len = (uint32_t) len};
         memcpy(out + sizeof(struct signer_hdr), &c, sizeof(c));
         memcpy(out + sizeof(struct signer_hdr) + sizeof(c), der, len);
+        return (int) (sizeof(struct signer_hdr) + plen);
+}
+
+int signer_datakey_encode(uint32_t id, const uint8_t dek[SIGNER_DEK_LEN],
+                          const uint8_t wrapped[SIGNER_WRAPPED_LEN], uint8_t *out, size_t size) {
+        size_t plen = sizeof(struct signer_datakey) + SIGNER_DEK_LEN + SIGNER_WRAPPED_LEN;
+        if (size < sizeof(struct signer_hdr) + plen)
+                return -ENOBUFS;
+        hdr_put(out, SIGNER_DATAKEY, id, plen);
+        struct signer_datakey d = {{0, 0}};
+        uint8_t *p = out + sizeof(struct signer_hdr);
+        memcpy(p, &d, sizeof(d));
+        memcpy(p + sizeof(d), dek, SIGNER_DEK_LEN);
+        memcpy(p + sizeof(d) + SIGNER_DEK_LEN, wrapped, SIGNER_WRAPPED_LEN);
         return (int) (sizeof(struct signer_hdr) + plen);
 }
 
@@ -203,6 +266,18 @@ int signer_reply_decode(const void *buf, size_t n, struct signer_reply *ret, str
                 ret->cert.len = c.cert_len;
                 return 0;
         }
+        case SIGNER_DATAKEY: {
+                struct signer_datakey d;
+                if (len != sizeof(d) + SIGNER_DEK_LEN + SIGNER_WRAPPED_LEN)
+                        return err_set(e, -EBADMSG, "DATAKEY: %zu payload bytes, must be %zu", len,
+                                       sizeof(d) + SIGNER_DEK_LEN + SIGNER_WRAPPED_LEN);
+                memcpy(&d, p, sizeof(d));
+                if (d.reserved[0] != 0 || d.reserved[1] != 0)
+                        return err_set(e, -EBADMSG, "DATAKEY: reserved field not zero");
+                memcpy(ret->datakey.dek, p + sizeof(d), SIGNER_DEK_LEN);
+                memcpy(ret->datakey.wrapped, p + sizeof(d) + SIGNER_DEK_LEN, SIGNER_WRAPPED_LEN);
+                return 0;
+        }
         case SIGNER_ERROR: {
                 struct signer_error w;
                 if (len < sizeof(w))
@@ -246,6 +321,10 @@ const char *signer_errcode_name(uint32_t code) {
                 return "EXPIRED";
         case SIGNER_ERR_INTERNAL:
                 return "INTERNAL";
+        case SIGNER_ERR_UNWRAP:
+                return "UNWRAP";
+        case SIGNER_ERR_ROLE:
+                return "ROLE";
         }
         return "?";
 }

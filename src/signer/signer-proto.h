@@ -25,6 +25,24 @@
  *          DER, issued by the egress CA.
  *   ERROR  struct signer_error, then msg_len bytes of printable ASCII (no
  *          NUL): why the request was refused.
+ *
+ * warrend -> a signer keeping the secrets key (docs/signer.md "The secrets
+ * key"; datakey.h says what the bytes are):
+ *   DATAKEY_NEW   struct signer_datakey_req {label_len, wrapped_len = 0},
+ *                 then label_len bytes of label. -> DATAKEY: a fresh data
+ *                 key and its wrapping for that label.
+ *   DATAKEY_OPEN  struct signer_datakey_req {label_len, wrapped_len =
+ *                 SIGNER_WRAPPED_LEN}, then the label, then the wrapping.
+ *                 -> DATAKEY with the key inside (and the wrapping echoed),
+ *                 or ERROR {SIGNER_ERR_UNWRAP}.
+ * signer -> warrend:
+ *   DATAKEY       struct signer_datakey (reserved 0), then SIGNER_DEK_LEN
+ *                 bytes of data key, then SIGNER_WRAPPED_LEN bytes of its
+ *                 wrapping.
+ *
+ * A signer holds one key and serves one role: started with --ca-fd it
+ * answers SIGN only, with --secrets-key-fd DATAKEY_* only; the other
+ * requests are answered ERROR {SIGNER_ERR_ROLE}.
  * Requests are answered in the order they arrive. A request that cannot be
  * decoded is answered ERROR {SIGNER_ERR_BADMSG} (SIGNER_ERR_HOST for a host
  * that is not canonical) with hdr.id echoed when 16 header bytes were
@@ -36,6 +54,7 @@
 
 #include "basic/err.h"
 #include "net/host.h"
+#include "signer/datakey.h"
 
 #define SIGNER_MAGIC 0x57534731u /* "WSG1" read as a big-endian word */
 #define SIGNER_KEY_MAX 1024u     /* DER SubjectPublicKeyInfo, bytes */
@@ -45,8 +64,11 @@
 
 enum signer_type {
         SIGNER_SIGN = 1,
+        SIGNER_DATAKEY_NEW = 2,
+        SIGNER_DATAKEY_OPEN = 3,
         SIGNER_CERT = 0x81,
         SIGNER_ERROR = 0x82,
+        SIGNER_DATAKEY = 0x83,
 };
 
 /* Why a SIGN was refused (a closed set: the decoder refuses others). */
@@ -56,8 +78,10 @@ enum signer_errcode {
         SIGNER_ERR_KEY = 3,      /* the public key is unusable (type, size, encoding) */
         SIGNER_ERR_EXPIRED = 4,  /* the CA has expired: rotate it */
         SIGNER_ERR_INTERNAL = 5, /* OpenSSL failed */
+        SIGNER_ERR_UNWRAP = 6,   /* DATAKEY_OPEN: the wrapping does not open under this key */
+        SIGNER_ERR_ROLE = 7,     /* a request this signer's role does not serve */
 };
-#define SIGNER_ERR_LAST SIGNER_ERR_INTERNAL
+#define SIGNER_ERR_LAST SIGNER_ERR_ROLE
 
 struct signer_hdr {
         uint32_t magic; /* SIGNER_MAGIC */
@@ -77,6 +101,16 @@ struct signer_cert {
         uint32_t reserved; /* 0 */
 };
 
+struct signer_datakey_req {
+        uint16_t label_len;   /* 1..SIGNER_LABEL_MAX */
+        uint16_t wrapped_len; /* NEW: 0; OPEN: SIGNER_WRAPPED_LEN */
+        uint32_t reserved;    /* 0 */
+};
+
+struct signer_datakey {
+        uint32_t reserved[2]; /* 0 */
+};
+
 struct signer_error {
         uint32_t code;    /* enum signer_errcode */
         uint32_t msg_len; /* 0..SIGNER_ERR_MSG_MAX */
@@ -86,6 +120,12 @@ _Static_assert(sizeof(struct signer_hdr) == 16, "signer_hdr layout");
 _Static_assert(sizeof(struct signer_sign) == 8, "signer_sign layout");
 _Static_assert(sizeof(struct signer_cert) == 8, "signer_cert layout");
 _Static_assert(sizeof(struct signer_error) == 8, "signer_error layout");
+_Static_assert(sizeof(struct signer_datakey_req) == 8, "signer_datakey_req layout");
+_Static_assert(sizeof(struct signer_datakey) == 8, "signer_datakey layout");
+_Static_assert(sizeof(struct signer_hdr) + sizeof(struct signer_datakey_req) + SIGNER_LABEL_MAX +
+                               SIGNER_WRAPPED_LEN <=
+                       SIGNER_MSG_MAX,
+               "a DATAKEY_OPEN fits a datagram");
 _Static_assert(sizeof(struct signer_hdr) + sizeof(struct signer_cert) + SIGNER_CERT_MAX <=
                        SIGNER_MSG_MAX,
                "a CERT fits a datagram");
@@ -93,12 +133,17 @@ _Static_assert(sizeof(struct signer_hdr) + sizeof(struct signer_cert) + SIGNER_C
 /* --- decoded forms (signer-proto.c: pure, no I/O, no allocation; fuzzed
  * by tests/fuzz/fuzz-signer-proto.c) --- */
 
-/* A decoded SIGN. host is NUL-terminated; key holds key_len bytes. */
+/* A decoded request; hdr.type says which. SIGN: host is NUL-terminated,
+ * key holds key_len bytes. DATAKEY_NEW/OPEN: label holds label_len bytes,
+ * wrapped (OPEN only) SIGNER_WRAPPED_LEN. */
 struct signer_req {
         struct signer_hdr hdr; /* as far as it could be read, else zeroed */
         char host[NET_HOST_MAX + 1];
         size_t key_len;
         uint8_t key[SIGNER_KEY_MAX];
+        size_t label_len;
+        uint8_t label[SIGNER_LABEL_MAX];
+        uint8_t wrapped[SIGNER_WRAPPED_LEN];
 };
 
 /* A decoded CERT or ERROR. */
@@ -109,6 +154,10 @@ struct signer_reply {
                         size_t len;
                         uint8_t der[SIGNER_CERT_MAX];
                 } cert;
+                struct {
+                        uint8_t dek[SIGNER_DEK_LEN];
+                        uint8_t wrapped[SIGNER_WRAPPED_LEN];
+                } datakey;
                 struct {
                         enum signer_errcode code;
                         char msg[SIGNER_ERR_MSG_MAX + 1]; /* NUL-terminated */
@@ -127,7 +176,13 @@ bool signer_host_canonical(const char *host);
 int signer_sign_encode(uint32_t id, const char *host, const uint8_t *key, size_t key_len,
                        uint8_t *out, size_t size, struct wr_err *e);
 
-/* Decode one request datagram buf[0..n) (egress -> signer) into *ret.
+/* Encode a DATAKEY_NEW (wrapped NULL) or DATAKEY_OPEN request for label
+ * (1..SIGNER_LABEL_MAX bytes). Returns the datagram size, -EINVAL (label
+ * length) or -ENOBUFS. */
+int signer_datakey_req_encode(uint32_t id, const void *label, size_t label_len,
+                              const uint8_t *wrapped, uint8_t *out, size_t size, struct wr_err *e);
+
+/* Decode one request datagram buf[0..n) (to the signer) into *ret.
  * Returns 0, or a negative errno with a message in e:
  *   -EBADMSG    short, bad magic, reserved non-zero, len mismatch, lengths
  *               out of range, a NUL in the host, a key that is not one DER
@@ -143,13 +198,18 @@ int signer_req_decode(const void *buf, size_t n, struct signer_req *ret, struct 
  * datagram size, -EINVAL (length out of range) or -ENOBUFS. */
 int signer_cert_encode(uint32_t id, const uint8_t *der, size_t len, uint8_t *out, size_t size);
 
+/* Encode a DATAKEY reply into out. Returns the datagram size or -ENOBUFS.
+ * The caller wipes out after sending. */
+int signer_datakey_encode(uint32_t id, const uint8_t dek[SIGNER_DEK_LEN],
+                          const uint8_t wrapped[SIGNER_WRAPPED_LEN], uint8_t *out, size_t size);
+
 /* Encode an ERROR into out. msg is truncated to SIGNER_ERR_MSG_MAX bytes
  * and every byte outside printable ASCII becomes '?'. Returns the datagram
  * size, -EINVAL (code outside enum signer_errcode) or -ENOBUFS. */
 int signer_error_encode(uint32_t id, enum signer_errcode code, const char *msg, uint8_t *out,
                         size_t size);
 
-/* Decode one reply datagram (signer -> egress), as strictly as the
+/* Decode one reply datagram (signer -> requester), as strictly as the
  * requests: 0, or -EBADMSG / -EMSGSIZE / -EOPNOTSUPP with a message. The
  * certificate bytes are not parsed here (the requester does, with
  * OpenSSL). */

@@ -9,6 +9,7 @@
 
 #include "basic/macro.h"
 
+#include "signer/datakey.h"
 #include "store/store.h"
 
 struct store {
@@ -17,6 +18,10 @@ struct store {
         char *key_path; /* secrets key file */
         unsigned char key[32];
         bool key_loaded;
+        /* a keeper holds the secrets key (store_set_keeper): the store
+         * never loads it again */
+        struct store_keeper keeper;
+        bool has_keeper;
         bool in_tx; /* inside store_tx_begin */
         /* audit records not written yet (store_audit_flush) */
         struct store_audit *audit_q;
@@ -119,12 +124,23 @@ int store_savepoint_end(struct store *s, int r, struct wr_err *e);
  * key file on first use). */
 int store_secret_key_ensure(struct store *s, struct wr_err *e);
 
-/* Seal plain with the secrets key (AES-256-GCM, random 12-byte nonce into
- * nonce, label and name bound as associated data). *ret (malloc'd) holds
- * ciphertext || tag. Returns 0 or negative errno. */
+/* The nonce column of a value sealed with a data key: the value's 12-byte
+ * nonce, then the data key's wrapping (signer/datakey.h). A 12-byte nonce
+ * column is a value sealed directly under the secrets key (before keys had
+ * a keeper; store_secrets_rewrap turns those into the first kind). */
+#define STORE_SEAL_NONCE_LEN (12 + SIGNER_WRAPPED_LEN)
+
+/* The associated-data label of the sandboxes table's sealed process
+ * defaults (store-sandbox.c). */
+#define PROCESS_LABEL "warren-sandbox-process-v1"
+
+/* Seal plain under a fresh data key (AES-256-GCM, label and name bound as
+ * associated data of both the value and the key's wrapping). nonce gets
+ * STORE_SEAL_NONCE_LEN bytes (store them with the value); *ret (malloc'd)
+ * holds ciphertext || tag. Returns 0 or negative errno. */
 int store_blob_seal(struct store *s, const char *label, const char *name, const void *plain,
-                    size_t len, unsigned char nonce[12], unsigned char **ret, size_t *ret_len,
-                    struct wr_err *e);
+                    size_t len, unsigned char nonce[STORE_SEAL_NONCE_LEN], unsigned char **ret,
+                    size_t *ret_len, struct wr_err *e);
 
 /* Open what store_blob_seal made (same label and name). *ret is malloc'd
  * with a NUL after *ret_len bytes. -EBADMSG when it does not decrypt. */

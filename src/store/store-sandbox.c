@@ -151,12 +151,10 @@ int store_sandbox_update_runtime(struct store *s, const char *id, int64_t init_p
         return r;
 }
 
-#define PROCESS_LABEL "warren-sandbox-process-v1"
-
 int store_sandbox_set_started(struct store *s, const char *id, int64_t init_pid,
                               uint64_t init_start, const char *cgroup_path, const void *process,
                               size_t process_len, int status, struct wr_err *e) {
-        unsigned char nonce[12];
+        unsigned char nonce[STORE_SEAL_NONCE_LEN];
         _cleanup_free_ unsigned char *sealed = NULL;
         size_t sealed_len = 0;
         int r;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -93,6 +94,8 @@ static int create_key(const char *path, struct wr_err *e) {
 int store_secret_key_ensure(struct store *s, struct wr_err *e) {
         if (s->key_loaded)
                 return 0;
+        if (s->has_keeper)
+                return err_set(e, -EPERM, "the secrets key is kept by warren-signer");
         struct wr_err local = {0};
         int r = read_key(s->key_path, s->key, &local);
         if (r == -ENOENT) {
@@ -129,15 +132,13 @@ static int make_aad(const char *env, const char *name, unsigned char **ret, size
         return 0;
 }
 
-static int seal(const unsigned char key[KEY_LEN], const char *env, const char *name,
-                const unsigned char *plain, size_t len, unsigned char nonce[NONCE_LEN],
-                unsigned char **ret, size_t *ret_len, struct wr_err *e) {
-        _cleanup_free_ unsigned char *aad = NULL;
-        size_t aad_len;
-        if (len > INT32_MAX - TAG_LEN || make_aad(env, name, &aad, &aad_len) < 0)
-                return err_set(e, -ENOMEM, "encrypt secret: out of memory");
-        if (RAND_bytes(nonce, NONCE_LEN) != 1)
-                return err_set(e, -EIO, "encrypt secret: no randomness from OpenSSL");
+/* AES-256-GCM of len bytes under key and nonce with aad; *ret (malloc'd)
+ * holds ciphertext || tag. */
+static int gcm_seal(const unsigned char *key, const unsigned char nonce[NONCE_LEN],
+                    const unsigned char *aad, size_t aad_len, const unsigned char *plain,
+                    size_t len, unsigned char **ret, size_t *ret_len, struct wr_err *e) {
+        if (len > INT32_MAX - TAG_LEN)
+                return err_set(e, -E2BIG, "encrypt secret: value too large");
         _cleanup_free_ unsigned char *out = malloc(len + TAG_LEN);
         _cleanup_(evp_ctx_freep) EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
         if (!out || !c)
@@ -154,15 +155,14 @@ static int seal(const unsigned char key[KEY_LEN], const char *env, const char *n
         return 0;
 }
 
-static int open_sealed(const unsigned char key[KEY_LEN], const char *env, const char *name,
-                       const unsigned char *sealed, size_t len, const unsigned char *nonce,
-                       size_t nonce_len, unsigned char **ret, size_t *ret_len, struct wr_err *e) {
-        if (nonce_len != NONCE_LEN || len < TAG_LEN || len > INT32_MAX)
+/* The inverse of gcm_seal; *ret is malloc'd with a NUL after *ret_len
+ * bytes. -EBADMSG when it does not authenticate. */
+static int gcm_open(const unsigned char *key, const unsigned char nonce[NONCE_LEN],
+                    const unsigned char *aad, size_t aad_len, const char *name,
+                    const unsigned char *sealed, size_t len, unsigned char **ret, size_t *ret_len,
+                    struct wr_err *e) {
+        if (len < TAG_LEN || len > INT32_MAX)
                 return err_set(e, -EBADMSG, "secret \"%s\": stored ciphertext is malformed", name);
-        _cleanup_free_ unsigned char *aad = NULL;
-        size_t aad_len;
-        if (make_aad(env, name, &aad, &aad_len) < 0)
-                return err_set(e, -ENOMEM, "decrypt secret: out of memory");
         size_t clen = len - TAG_LEN;
         unsigned char *out = malloc(clen + 1);
         _cleanup_(evp_ctx_freep) EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
@@ -184,27 +184,223 @@ static int open_sealed(const unsigned char key[KEY_LEN], const char *env, const 
                                "tampered database",
                                name);
         }
+        out[n + fin] = 0;
         *ret = out;
         *ret_len = (size_t) (n + fin);
         return 0;
 }
 
-int store_blob_seal(struct store *s, const char *label, const char *name, const void *plain,
-                    size_t len, unsigned char nonce[12], unsigned char **ret, size_t *ret_len,
-                    struct wr_err *e) {
+/* A data key's label: SHA-256 of the value's associated data (any length
+ * in, the 32 bytes a keeper takes out). */
+static int datakey_label(const unsigned char *aad, size_t aad_len, unsigned char label[32],
+                         struct wr_err *e) {
+        unsigned int n = 0;
+        if (EVP_Digest(aad, aad_len, label, &n, EVP_sha256(), NULL) != 1 || n != 32)
+                return err_set(e, -EIO, "secret: OpenSSL SHA-256 failed");
+        return 0;
+}
+
+static int datakey_new(struct store *s, const unsigned char label[32], uint8_t *dek,
+                       uint8_t *wrapped, struct wr_err *e) {
+        if (s->has_keeper)
+                return s->keeper.datakey_new(s->keeper.ctx, label, 32, dek, wrapped, e);
         int r = store_secret_key_ensure(s, e);
         if (r < 0)
                 return r;
-        return seal(s->key, label, name, plain, len, nonce, ret, ret_len, e);
+        return signer_datakey_new(s->key, label, 32, dek, wrapped, e);
+}
+
+static int datakey_open(struct store *s, const unsigned char label[32], const uint8_t *wrapped,
+                        uint8_t *dek, struct wr_err *e) {
+        if (s->has_keeper)
+                return s->keeper.datakey_open(s->keeper.ctx, label, 32, wrapped, dek, e);
+        int r = store_secret_key_ensure(s, e);
+        if (r < 0)
+                return r;
+        return signer_datakey_open(s->key, label, 32, wrapped, dek, e);
+}
+
+/* Seal under a fresh data key: nonce gets the value's nonce and the key's
+ * wrapping (STORE_SEAL_NONCE_LEN bytes). */
+static int seal(struct store *s, const char *env, const char *name, const unsigned char *plain,
+                size_t len, unsigned char nonce[STORE_SEAL_NONCE_LEN], unsigned char **ret,
+                size_t *ret_len, struct wr_err *e) {
+        _cleanup_free_ unsigned char *aad = NULL;
+        size_t aad_len;
+        unsigned char label[32], dek[SIGNER_DEK_LEN];
+        if (make_aad(env, name, &aad, &aad_len) < 0)
+                return err_set(e, -ENOMEM, "encrypt secret: out of memory");
+        int r = datakey_label(aad, aad_len, label, e);
+        if (r < 0)
+                return r;
+        if (RAND_bytes(nonce, NONCE_LEN) != 1)
+                return err_set(e, -EIO, "encrypt secret: no randomness from OpenSSL");
+        r = datakey_new(s, label, dek, nonce + NONCE_LEN, e);
+        if (r < 0)
+                return err_prefix(e, r, "encrypt secret \"%s\"", name);
+        r = gcm_seal(dek, nonce, aad, aad_len, plain, len, ret, ret_len, e);
+        OPENSSL_cleanse(dek, sizeof(dek));
+        return r;
+}
+
+/* Open a value: sealed with a data key (nonce of STORE_SEAL_NONCE_LEN
+ * bytes), or directly under the secrets key (NONCE_LEN: only without a
+ * keeper). */
+static int open_sealed(struct store *s, const char *env, const char *name,
+                       const unsigned char *sealed, size_t len, const unsigned char *nonce,
+                       size_t nonce_len, unsigned char **ret, size_t *ret_len, struct wr_err *e) {
+        _cleanup_free_ unsigned char *aad = NULL;
+        size_t aad_len;
+        if (!nonce || (nonce_len != NONCE_LEN && nonce_len != STORE_SEAL_NONCE_LEN))
+                return err_set(e, -EBADMSG, "secret \"%s\": stored ciphertext is malformed", name);
+        if (make_aad(env, name, &aad, &aad_len) < 0)
+                return err_set(e, -ENOMEM, "decrypt secret: out of memory");
+        if (nonce_len == NONCE_LEN) {
+                if (s->has_keeper)
+                        return err_set(e, -EBADMSG,
+                                       "secret \"%s\" is sealed directly under the secrets key "
+                                       "and was not rewrapped at start-up: restart warrend",
+                                       name);
+                int r = store_secret_key_ensure(s, e);
+                if (r < 0)
+                        return r;
+                return gcm_open(s->key, nonce, aad, aad_len, name, sealed, len, ret, ret_len, e);
+        }
+        unsigned char label[32], dek[SIGNER_DEK_LEN];
+        int r = datakey_label(aad, aad_len, label, e);
+        if (r < 0)
+                return r;
+        r = datakey_open(s, label, nonce + NONCE_LEN, dek, e);
+        if (r == -EBADMSG)
+                return err_set(e, r,
+                               "secret \"%s\" does not decrypt: wrong secrets key or a "
+                               "tampered database",
+                               name);
+        if (r < 0)
+                return err_prefix(e, r, "decrypt secret \"%s\"", name);
+        r = gcm_open(dek, nonce, aad, aad_len, name, sealed, len, ret, ret_len, e);
+        OPENSSL_cleanse(dek, sizeof(dek));
+        return r;
+}
+
+int store_blob_seal(struct store *s, const char *label, const char *name, const void *plain,
+                    size_t len, unsigned char nonce[STORE_SEAL_NONCE_LEN], unsigned char **ret,
+                    size_t *ret_len, struct wr_err *e) {
+        return seal(s, label, name, plain, len, nonce, ret, ret_len, e);
 }
 
 int store_blob_open(struct store *s, const char *label, const char *name, const void *sealed,
                     size_t len, const void *nonce, size_t nonce_len, unsigned char **ret,
                     size_t *ret_len, struct wr_err *e) {
-        int r = store_secret_key_ensure(s, e);
+        return open_sealed(s, label, name, sealed, len, nonce, nonce_len, ret, ret_len, e);
+}
+
+/* --- the keeper --- */
+
+void store_set_keeper(struct store *s, const struct store_keeper *k) {
+        s->keeper = *k;
+        s->has_keeper = true;
+        OPENSSL_cleanse(s->key, sizeof(s->key));
+        s->key_loaded = false;
+}
+
+int store_secret_key_memfd(struct store *s, int *ret_fd, struct wr_err *e) {
+        unsigned char key[KEY_LEN];
+        struct wr_err local = {0};
+        int r = read_key(s->key_path, key, &local);
+        if (r == -ENOENT) {
+                r = create_key(s->key_path, e);
+                if (r >= 0)
+                        r = read_key(s->key_path, key, e);
+        } else if (r < 0 && e) {
+                *e = local;
+        }
+        _cleanup_close_ int fd = -EBADF;
+        if (r >= 0) {
+                fd = memfd_create("warren-secrets-key", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+                if (fd < 0)
+                        r = err_set(e, -errno, "secrets key: memfd_create: %m");
+        }
+        if (r >= 0 && RETRY_EINTR(write(fd, key, KEY_LEN)) != KEY_LEN)
+                r = err_set(e, errno ? -errno : -EIO, "secrets key: write the memfd: %m");
+        OPENSSL_cleanse(key, sizeof(key));
         if (r < 0)
                 return r;
-        return open_sealed(s->key, label, name, sealed, len, nonce, nonce_len, ret, ret_len, e);
+        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0 ||
+            lseek(fd, 0, SEEK_SET) != 0)
+                return err_set(e, -errno, "secrets key: seal the memfd: %m");
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* Rewrap the rows of one table whose nonce column holds a bare 12-byte
+ * nonce. sel: SELECT <rowid>, <env/label>, <name>, <sealed>, <nonce>;
+ * upd: UPDATE ... SET <sealed> = ?2, <nonce> = ?3 WHERE <rowid> = ?1. */
+static int rewrap_table(struct store *s, const char *sel, const char *upd, size_t *n,
+                        struct wr_err *e) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = store_stmt_prepare(s, sel, &st, e);
+        if (r < 0)
+                return r;
+        for (;;) {
+                int rc = sqlite3_step(st);
+                if (rc == SQLITE_DONE)
+                        return 0;
+                if (rc != SQLITE_ROW)
+                        return store_sqlite_error(s, rc, "rewrap secrets", e);
+                const char *env = (const char *) sqlite3_column_text(st, 1);
+                const char *name = (const char *) sqlite3_column_text(st, 2);
+                if (!env || !name)
+                        continue;
+                unsigned char *plain = NULL, *sealed = NULL;
+                size_t plain_len = 0, sealed_len = 0;
+                unsigned char nonce[STORE_SEAL_NONCE_LEN];
+                r = open_sealed(s, env, name, sqlite3_column_blob(st, 3),
+                                (size_t) sqlite3_column_bytes(st, 3), sqlite3_column_blob(st, 4),
+                                (size_t) sqlite3_column_bytes(st, 4), &plain, &plain_len, e);
+                if (r < 0)
+                        return r;
+                r = seal(s, env, name, plain, plain_len, nonce, &sealed, &sealed_len, e);
+                plain = erase_and_free_n(plain, plain_len);
+                if (r < 0)
+                        return r;
+                _cleanup_stmt_ sqlite3_stmt *u = NULL;
+                r = store_stmt_prepare(s, upd, &u, e);
+                if (r >= 0) {
+                        sqlite3_bind_int64(u, 1, sqlite3_column_int64(st, 0));
+                        sqlite3_bind_blob64(u, 2, sealed, sealed_len, SQLITE_TRANSIENT);
+                        sqlite3_bind_blob(u, 3, nonce, sizeof(nonce), SQLITE_TRANSIENT);
+                        r = store_stmt_done(s, u, true, "rewrap a secret", e);
+                }
+                free(sealed);
+                if (r < 0)
+                        return r;
+                (*n)++;
+        }
+}
+
+int store_secrets_rewrap(struct store *s, size_t *n_ret, struct wr_err *e) {
+        size_t n = 0;
+        *n_ret = 0;
+        int r = store_savepoint(s, e);
+        if (r < 0)
+                return r;
+        r = rewrap_table(s,
+                         "SELECT rowid, environment, name, ciphertext, nonce FROM secrets "
+                         "WHERE length(nonce) = 12",
+                         "UPDATE secrets SET ciphertext = ?2, nonce = ?3 WHERE rowid = ?1", &n, e);
+        if (r >= 0)
+                r = rewrap_table(s,
+                                 "SELECT rowid, '" PROCESS_LABEL "', id, process, process_nonce "
+                                 "FROM sandboxes WHERE process IS NOT NULL AND "
+                                 "length(process_nonce) = 12",
+                                 "UPDATE sandboxes SET process = ?2, process_nonce = ?3 WHERE "
+                                 "rowid = ?1",
+                                 &n, e);
+        r = store_savepoint_end(s, r, e);
+        if (r >= 0)
+                *n_ret = n;
+        return r;
 }
 
 /* --- plaintext encoding: (u32 key length, key, u32 value length, value)* --- */
@@ -330,19 +526,15 @@ int store_secret_set(struct store *s, const char *env, const char *name,
         int r = check_entries(name, entries, n, e);
         if (r < 0)
                 return r;
-        r = store_secret_key_ensure(s, e);
-        if (r < 0)
-                return err_prefix(e, r, "set secret \"%s\"", name);
-
         unsigned char *plain = NULL;
         size_t plain_len = 0;
         r = encode(entries, n, &plain, &plain_len);
         if (r < 0)
                 return err_set(e, r, "set secret \"%s\": value too large", name);
-        unsigned char nonce[NONCE_LEN];
+        unsigned char nonce[STORE_SEAL_NONCE_LEN];
         _cleanup_free_ unsigned char *sealed = NULL;
         size_t sealed_len = 0;
-        r = seal(s->key, env, name, plain, plain_len, nonce, &sealed, &sealed_len, e);
+        r = seal(s, env, name, plain, plain_len, nonce, &sealed, &sealed_len, e);
         plain = erase_and_free_n(plain, plain_len);
         if (r < 0)
                 return r;
@@ -364,7 +556,7 @@ int store_secret_set(struct store *s, const char *env, const char *name,
                 store_bind_text(st, 1, env);
                 store_bind_text(st, 2, name);
                 sqlite3_bind_blob64(st, 3, sealed, sealed_len, SQLITE_TRANSIENT);
-                sqlite3_bind_blob(st, 4, nonce, NONCE_LEN, SQLITE_TRANSIENT);
+                sqlite3_bind_blob(st, 4, nonce, sizeof(nonce), SQLITE_TRANSIENT);
                 sqlite3_bind_int64(st, 5, store_now_ns());
                 r = store_stmt_done(s, st, false, "store secret", e);
                 if (r == -ENOENT)
@@ -416,13 +608,9 @@ int store_secret_get(struct store *s, const char *env, const char *name, struct 
                 return err_set(e, -ENOENT, "secret \"%s\" not found", name);
         if (r < 0)
                 return r;
-        r = store_secret_key_ensure(s, e);
-        if (r < 0)
-                return err_prefix(e, r, "load secret \"%s\"", name);
-
         unsigned char *plain = NULL;
         size_t plain_len = 0;
-        r = open_sealed(s->key, env, name, sqlite3_column_blob(st, 0),
+        r = open_sealed(s, env, name, sqlite3_column_blob(st, 0),
                         (size_t) sqlite3_column_bytes(st, 0), sqlite3_column_blob(st, 1),
                         (size_t) sqlite3_column_bytes(st, 1), &plain, &plain_len, e);
         if (r < 0)

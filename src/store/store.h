@@ -53,6 +53,39 @@ int store_schema_version_latest(void);
  * string. Returns 0 or -ENOMEM. */
 int store_set_secret_key_path(struct store *s, const char *key_path);
 
+/* Who keeps the secrets key (docs/signer.md "The secrets key"). Every
+ * sealed value has a data key of its own, wrapped under the secrets key
+ * (signer/datakey.h). Without a keeper the store reads the key file itself
+ * (tools, tests); warrend hands the key to warren-signer and installs a
+ * keeper that asks it, so the store never holds the key. Both functions
+ * behave as signer_datakey_new / signer_datakey_open (label: 32 bytes);
+ * the caller wipes dek. */
+struct store_keeper {
+        int (*datakey_new)(void *ctx, const void *label, size_t label_len, uint8_t *dek,
+                           uint8_t *wrapped, struct wr_err *e);
+        int (*datakey_open)(void *ctx, const void *label, size_t label_len, const uint8_t *wrapped,
+                            uint8_t *dek, struct wr_err *e);
+        void *ctx;
+};
+
+/* Install k (copied; ctx must outlive the store): from now on data keys
+ * come from it, and the store forgets the secrets key if it had read it.
+ * Values sealed directly under the key (store_secrets_rewrap) no longer
+ * open: rewrap them first. */
+void store_set_keeper(struct store *s, const struct store_keeper *k);
+
+/* Make the key file when missing, and hand its 32 bytes over in a sealed
+ * memfd (read position 0, close-on-exec) for a keeper process; the bytes
+ * pass through no buffer that is not wiped, and the store does not keep
+ * them. *ret_fd is the caller's. */
+int store_secret_key_memfd(struct store *s, int *ret_fd, struct wr_err *e);
+
+/* Rewrap every value sealed directly under the secrets key (a 12-byte
+ * nonce: written by warrend before keys had a keeper) with a data key of
+ * its own, in one transaction. Reads the key file; call it before
+ * store_set_keeper. *n_ret: how many values were rewrapped. */
+int store_secrets_rewrap(struct store *s, size_t *n_ret, struct wr_err *e);
+
 /* Raw access for other modules that own their own tables (image/ uses
  * images, image_names, image_layers and layers). The connection stays owned
  * by the store; do not close it. */

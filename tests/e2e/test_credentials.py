@@ -441,7 +441,7 @@ def test_signer_restart_and_leaf_cache(cd, client, bed, tools_image):
     empty). Leaves are cached per host: the second connection of a sandbox
     to the same host mints nothing."""
     log = cd.read_log()
-    pid = int(re.findall(r"warren-signer: ready \(pid (\d+)\)", log)[-1])
+    pid = int(re.findall(r"warren-signer: ready \(pid (\d+)\), keeping the egress CA", log)[-1])
     n_running = log.count("warren-egress running")
     os.kill(pid, 9)
     import time
@@ -627,7 +627,7 @@ def test_rotate_egress_ca(cd, client, bed, tools_image):
     old_ca = open(os.path.join(cd.state_dir, "egress-ca.crt.old")).read()
     assert new_ca != old_ca
     log = cd.read_log()
-    pid = int(re.findall(r"warren-signer: ready \(pid (\d+)\)", log)[-1])
+    pid = int(re.findall(r"warren-signer: ready \(pid (\d+)\), keeping the egress CA", log)[-1])
     n_running = log.count("warren-egress running")
     os.kill(pid, 9)
     import time

@@ -5,6 +5,7 @@
  * signer). The first byte picks the decoder. Whatever is accepted must
  * re-encode to the same bytes; every refusal carries a message. */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,6 +36,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         int n = rep.hdr.type == SIGNER_CERT
                                         ? signer_cert_encode(rep.hdr.id, rep.cert.der, rep.cert.len,
                                                              out, sizeof(out))
+                                : rep.hdr.type == SIGNER_DATAKEY
+                                        ? signer_datakey_encode(rep.hdr.id, rep.datakey.dek,
+                                                                rep.datakey.wrapped, out,
+                                                                sizeof(out))
                                         : signer_error_encode(rep.hdr.id, rep.error.code,
                                                               rep.error.msg, out, sizeof(out));
                         if (n != (int) size || memcmp(out, buf, size) != 0)
@@ -46,11 +51,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 int r = signer_req_decode(buf, size, &req, &e);
                 if (r == 0) {
                         struct wr_err ee = {0};
-                        int n = signer_sign_encode(req.hdr.id, req.host, req.key, req.key_len, out,
-                                                   sizeof(out), &ee);
+                        bool sign = req.hdr.type == SIGNER_SIGN;
+                        int n = sign ? signer_sign_encode(req.hdr.id, req.host, req.key,
+                                                          req.key_len, out, sizeof(out), &ee)
+                                     : signer_datakey_req_encode(
+                                               req.hdr.id, req.label, req.label_len,
+                                               req.hdr.type == SIGNER_DATAKEY_OPEN ? req.wrapped
+                                                                                   : NULL,
+                                               out, sizeof(out), &ee);
                         if (n != (int) size || memcmp(out, buf, size) != 0)
                                 abort();
-                        if (!signer_host_canonical(req.host))
+                        if (sign && !signer_host_canonical(req.host))
                                 abort();
                 } else if (e.msg[0] == '\0') {
                         abort();

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* src/signer: the warren-signer protocol (encode, decode, every truncation
  * and refusal), the egress CA's files (creation, reuse, repair, rotation,
- * the memfd for --ca-fd) and leaf minting (verified with X509_verify_cert
- * for the right name and refused for another). */
+ * the memfd for --ca-fd), leaf minting (verified with X509_verify_cert
+ * for the right name and refused for another) and data keys under the
+ * secrets key (round trip; another key, label or a flipped bit refused). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +27,7 @@
 #include <openssl/x509v3.h>
 
 #include "signer/ca.h"
+#include "signer/datakey.h"
 #include "signer/mint.h"
 #include "signer/signer-proto.h"
 
@@ -590,11 +592,108 @@ static void test_mint_verifies(void **state) {
         rm_rf(t.dir);
 }
 
+static void test_datakey_messages(void **state) {
+        (void) state;
+        uint8_t label[SIGNER_LABEL_MAX], wrapped[SIGNER_WRAPPED_LEN], dek[SIGNER_DEK_LEN];
+        for (size_t i = 0; i < sizeof(label); i++)
+                label[i] = (uint8_t) (i * 7);
+        memset(wrapped, 0xa5, sizeof(wrapped));
+        memset(dek, 0x3c, sizeof(dek));
+        uint8_t buf[SIGNER_MSG_MAX + 16];
+        struct signer_req *req = calloc(1, sizeof(*req));
+        struct signer_reply *rep = calloc(1, sizeof(*rep));
+        struct wr_err e = {0};
+        size_t lens[] = {1, 32, SIGNER_LABEL_MAX};
+        for (size_t l = 0; l < ELEMENTSOF(lens); l++)
+                for (int open = 0; open < 2; open++) {
+                        int n = signer_datakey_req_encode(9, label, lens[l], open ? wrapped : NULL,
+                                                          buf, sizeof(buf), &e);
+                        assert_int_equal(n, 24 + lens[l] + (open ? SIGNER_WRAPPED_LEN : 0));
+                        assert_int_equal(signer_req_decode(buf, (size_t) n, req, &e), 0);
+                        assert_int_equal(req->hdr.type,
+                                         open ? SIGNER_DATAKEY_OPEN : SIGNER_DATAKEY_NEW);
+                        assert_int_equal(req->hdr.id, 9);
+                        assert_int_equal(req->label_len, lens[l]);
+                        assert_memory_equal(req->label, label, lens[l]);
+                        if (open)
+                                assert_memory_equal(req->wrapped, wrapped, SIGNER_WRAPPED_LEN);
+                        for (int cut = 0; cut < n; cut++)
+                                assert_true(signer_req_decode(buf, (size_t) cut, req, &e) < 0);
+                        /* a NEW that claims a wrapping, an OPEN without one */
+                        buf[16 + 2] ^= SIGNER_WRAPPED_LEN;
+                        assert_int_equal(signer_req_decode(buf, (size_t) n, req, &e), -EBADMSG);
+                        buf[16 + 2] ^= SIGNER_WRAPPED_LEN;
+                        /* reserved bytes */
+                        buf[16 + 4] = 1;
+                        assert_int_equal(signer_req_decode(buf, (size_t) n, req, &e), -EBADMSG);
+                }
+        assert_int_equal(signer_datakey_req_encode(1, label, 0, NULL, buf, sizeof(buf), &e),
+                         -EINVAL);
+        assert_int_equal(signer_datakey_req_encode(1, label, SIGNER_LABEL_MAX + 1, NULL, buf,
+                                                   sizeof(buf), &e),
+                         -EINVAL);
+        assert_int_equal(signer_datakey_req_encode(1, label, 32, NULL, buf, 40, &e), -ENOBUFS);
+
+        int n = signer_datakey_encode(4, dek, wrapped, buf, sizeof(buf));
+        assert_int_equal(n, 16 + 8 + SIGNER_DEK_LEN + SIGNER_WRAPPED_LEN);
+        assert_int_equal(signer_reply_decode(buf, (size_t) n, rep, &e), 0);
+        assert_int_equal(rep->hdr.type, SIGNER_DATAKEY);
+        assert_memory_equal(rep->datakey.dek, dek, SIGNER_DEK_LEN);
+        assert_memory_equal(rep->datakey.wrapped, wrapped, SIGNER_WRAPPED_LEN);
+        for (int cut = 0; cut < n; cut++)
+                assert_true(signer_reply_decode(buf, (size_t) cut, rep, &e) < 0);
+        buf[16] = 1; /* reserved */
+        assert_int_equal(signer_reply_decode(buf, (size_t) n, rep, &e), -EBADMSG);
+        assert_int_equal(signer_datakey_encode(4, dek, wrapped, buf, 50), -ENOBUFS);
+        /* the new error codes travel */
+        n = signer_error_encode(3, SIGNER_ERR_ROLE, "no", buf, sizeof(buf));
+        assert_int_equal(signer_reply_decode(buf, (size_t) n, rep, &e), 0);
+        assert_int_equal(rep->error.code, SIGNER_ERR_ROLE);
+        assert_string_equal(signer_errcode_name(SIGNER_ERR_UNWRAP), "UNWRAP");
+        free(req);
+        free(rep);
+}
+
+static void test_datakey_crypto(void **state) {
+        (void) state;
+        uint8_t key[SIGNER_SECRETS_KEY_LEN], other[SIGNER_SECRETS_KEY_LEN];
+        memset(key, 1, sizeof(key));
+        memset(other, 2, sizeof(other));
+        static const char label[] = "env\0name", label2[] = "env\0namf";
+        uint8_t dek[SIGNER_DEK_LEN], dek2[SIGNER_DEK_LEN], out[SIGNER_DEK_LEN];
+        uint8_t w[SIGNER_WRAPPED_LEN], w2[SIGNER_WRAPPED_LEN];
+        struct wr_err e = {0};
+        assert_int_equal(signer_datakey_new(key, label, sizeof(label), dek, w, &e), 0);
+        assert_int_equal(signer_datakey_new(key, label, sizeof(label), dek2, w2, &e), 0);
+        /* fresh keys and nonces every time */
+        assert_memory_not_equal(dek, dek2, sizeof(dek));
+        assert_memory_not_equal(w, w2, 12);
+        assert_int_equal(signer_datakey_open(key, label, sizeof(label), w, out, &e), 0);
+        assert_memory_equal(out, dek, sizeof(dek));
+        memset(out, 0, sizeof(out));
+        assert_int_equal(signer_datakey_open(other, label, sizeof(label), w, out, &e), -EBADMSG);
+        assert_int_equal(signer_datakey_open(key, label2, sizeof(label2), w, out, &e), -EBADMSG);
+        for (size_t i = 0; i < sizeof(w); i++) {
+                w[i] ^= 0x40;
+                assert_int_equal(signer_datakey_open(key, label, sizeof(label), w, out, &e),
+                                 -EBADMSG);
+                w[i] ^= 0x40;
+        }
+        /* nothing leaks into out on a refusal */
+        uint8_t zero[SIGNER_DEK_LEN] = {0};
+        assert_memory_equal(out, zero, sizeof(zero));
+        assert_int_equal(signer_datakey_new(key, label, 0, dek, w, &e), -EINVAL);
+        assert_int_equal(signer_datakey_open(key, label, SIGNER_LABEL_MAX + 1, w, out, &e),
+                         -EINVAL);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_sign_roundtrip),
                 cmocka_unit_test(test_sign_refusals),
                 cmocka_unit_test(test_replies),
+                cmocka_unit_test(test_datakey_messages),
+                cmocka_unit_test(test_datakey_crypto),
                 cmocka_unit_test(test_ca_create_reuse_rotate),
                 cmocka_unit_test(test_mint_verifies),
         };

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "basic/err.h"
+#include "signer/datakey.h"
 #include "store/store.h"
 
 struct fixture {
@@ -492,6 +493,8 @@ static void test_secret_roundtrip(void **state) {
                          0);
         assert_int_equal(query_int(f->db, "SELECT length(ciphertext) FROM secrets"),
                          (int64_t) strlen(plain) + 8 + 16); /* framing + GCM tag */
+        /* a data key of its own: nonce, then the key's wrapping */
+        assert_int_equal(query_int(f->db, "SELECT length(nonce) FROM secrets"), 12 + 60);
         char wal[160];
         snprintf(wal, sizeof(wal), "%s-wal", f->db);
         assert_false(file_contains(f->db, plain, strlen(plain)));
@@ -708,6 +711,59 @@ static void test_tenancy(void **state) {
         assert_int_equal(store_image_env_access(f->s, "alpha", "sha256:bb", true, &e), 0);
 }
 
+/* A keeper that counts its calls and keeps its own key: once installed,
+ * every data key comes from it (values sealed before no longer open), and
+ * the key file is not read again. */
+struct test_keeper {
+        uint8_t key[SIGNER_SECRETS_KEY_LEN];
+        int news, opens;
+};
+
+static int tk_new(void *ctx, const void *label, size_t label_len, uint8_t *dek, uint8_t *wrapped,
+                  struct wr_err *e) {
+        struct test_keeper *k = ctx;
+        k->news++;
+        return signer_datakey_new(k->key, label, label_len, dek, wrapped, e);
+}
+
+static int tk_open(void *ctx, const void *label, size_t label_len, const uint8_t *wrapped,
+                   uint8_t *dek, struct wr_err *e) {
+        struct test_keeper *k = ctx;
+        k->opens++;
+        return signer_datakey_open(k->key, label, label_len, wrapped, dek, e);
+}
+
+static void test_secret_keeper(void **state) {
+        struct fixture *f = *state;
+        struct wr_err e = {0};
+        struct store_secret_entry one = {.key = (char *) "", .value = (uint8_t *) "v1", .len = 2};
+        assert_int_equal(store_secret_set(f->s, STORE_ENV_DEFAULT, "BEFORE", &one, 1, &e), 0);
+        struct test_keeper k = {.news = 0};
+        memset(k.key, 0x5a, sizeof(k.key));
+        store_set_keeper(f->s, &(struct store_keeper){tk_new, tk_open, &k});
+        struct store_secret got = {0};
+        /* sealed under the file's key: this keeper's key does not open it */
+        assert_int_equal(store_secret_get(f->s, STORE_ENV_DEFAULT, "BEFORE", &got, &e), -EBADMSG);
+        assert_int_equal(k.opens, 1);
+        assert_int_equal(store_secret_set(f->s, STORE_ENV_DEFAULT, "AFTER", &one, 1, &e), 0);
+        assert_int_equal(k.news, 1);
+        assert_int_equal(store_secret_get(f->s, STORE_ENV_DEFAULT, "AFTER", &got, &e), 0);
+        assert_int_equal(k.opens, 2);
+        assert_int_equal(got.entries[0].len, 2);
+        assert_memory_equal(got.entries[0].value, "v1", 2);
+        store_secret_clear(&got);
+        /* the memfd for a keeper process: exactly the key file's bytes */
+        int fd = -1;
+        assert_int_equal(store_secret_key_memfd(f->s, &fd, &e), 0);
+        uint8_t buf[64];
+        assert_int_equal(read(fd, buf, sizeof(buf)), SIGNER_SECRETS_KEY_LEN);
+        assert_true(fcntl(fd, F_GET_SEALS) & F_SEAL_WRITE);
+        close(fd);
+        char key[512];
+        snprintf(key, sizeof(key), "%s/keys/secret.key", f->dir);
+        assert_true(file_contains(key, buf, SIGNER_SECRETS_KEY_LEN));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_tenancy, setup, teardown),
@@ -721,6 +777,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_sandbox_started_and_process, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_volume_crud, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_secret_roundtrip, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_secret_keeper, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

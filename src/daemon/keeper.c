@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The secrets key's keeper process, seen from warrend (keeper.h). */
+#include "daemon/keeper.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "signer/signer-proto.h"
+#include "store/store.h"
+
+struct keeper {
+        uv_loop_t *loop; /* NULL after keeper_unwatch */
+        struct store *store;
+        char *path;
+        pid_t pid; /* 0: none running */
+        int pidfd; /* -EBADF with pid 0 */
+        int sock;  /* our end; -EBADF with pid 0 */
+        uv_poll_t *pid_poll;
+        uint32_t next_id;
+        unsigned starts; /* signers started, for the log */
+};
+
+static void handle_free(uv_handle_t *h) {
+        free(h);
+}
+
+/* The current signer is gone or must go: kill, reap, close. */
+static void signer_drop(struct keeper *k) {
+        if (k->pid_poll) {
+                uv_close((uv_handle_t *) k->pid_poll, handle_free);
+                k->pid_poll = NULL;
+        }
+        k->sock = safe_close(k->sock);
+        if (k->pid > 0) {
+                if (k->pidfd >= 0)
+                        (void) syscall(SYS_pidfd_send_signal, k->pidfd, SIGKILL, NULL, 0);
+                int status;
+                while (waitpid(k->pid, &status, 0) < 0 && errno == EINTR)
+                        ;
+        }
+        k->pidfd = safe_close(k->pidfd);
+        k->pid = 0;
+}
+
+static void pid_cb(uv_poll_t *h, int status, int events) {
+        (void) status;
+        (void) events;
+        struct keeper *k = h->data;
+        int st = 0;
+        pid_t pid = k->pid;
+        if (waitpid(pid, &st, WNOHANG) != pid)
+                return;
+        k->pid = 0; /* reaped */
+        log_warn("warren-signer (secrets key, pid %d) exited (%s %d); the next secret "
+                 "operation starts a new one",
+                 (int) pid, WIFSIGNALED(st) ? "signal" : "status",
+                 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+        signer_drop(k);
+}
+
+static int signer_spawn(struct keeper *k, struct wr_err *e) {
+        int memfd = -EBADF, sp[2];
+        int r = store_secret_key_memfd(k->store, &memfd, e);
+        if (r < 0)
+                return r;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+                r = -errno;
+                close(memfd);
+                return err_set(e, r, "socketpair: %s", strerror(-r));
+        }
+        char keyfd[16], sockfd[16];
+        snprintf(keyfd, sizeof(keyfd), "%d", memfd);
+        snprintf(sockfd, sizeof(sockfd), "%d", sp[1]);
+        const char *argv[] = {k->path,
+                              "--secrets-key-fd",
+                              keyfd,
+                              "--sock-fd",
+                              sockfd,
+                              "--log-level",
+                              "info",
+                              "--log-format",
+                              log_get_format() == LOG_FORMAT_JSON ? "json" : "text",
+                              NULL};
+        pid_t pid = fork();
+        if (pid == 0) {
+                sigset_t none;
+                sigemptyset(&none);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+                if (fcntl(memfd, F_SETFD, 0) < 0 || fcntl(sp[1], F_SETFD, 0) < 0)
+                        _exit(127);
+                execv(argv[0], (char *const *) argv);
+                _exit(127);
+        }
+        r = pid < 0 ? -errno : 0;
+        close(memfd);
+        close(sp[1]);
+        if (r < 0) {
+                close(sp[0]);
+                return err_set(e, r, "fork: %s", strerror(-r));
+        }
+        k->pid = pid;
+        k->sock = sp[0];
+        k->pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        k->starts++;
+        log_info("warren-signer keeps the secrets key (pid %d)", (int) pid);
+        if (!k->loop) /* stopping: reaped by signer_drop */
+                return 0;
+        k->pid_poll = calloc(1, sizeof(*k->pid_poll));
+        if (k->pidfd < 0 || !k->pid_poll || uv_poll_init(k->loop, k->pid_poll, k->pidfd) < 0) {
+                free(k->pid_poll);
+                k->pid_poll = NULL;
+                if (k->pidfd < 0)
+                        kill(pid, SIGKILL);
+                signer_drop(k);
+                return err_set(e, -EIO, "cannot watch warren-signer");
+        }
+        k->pid_poll->data = k;
+        uv_poll_start(k->pid_poll, UV_READABLE, pid_cb);
+        /* it never keeps the loop alive: warrend stops when its work is done */
+        uv_unref((uv_handle_t *) k->pid_poll);
+        return 0;
+}
+
+static int64_t now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One exchange with the running signer. -EPIPE: it is gone (start another
+ * and retry); other negatives are answers (or a broken signer). */
+static int exchange(struct keeper *k, const uint8_t *req, size_t req_len, struct signer_reply *rep,
+                    struct wr_err *e) {
+        uint32_t id;
+        memcpy(&id, req + offsetof(struct signer_hdr, id), sizeof(id));
+        if (send(k->sock, req, req_len, MSG_NOSIGNAL) != (ssize_t) req_len)
+                return errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN
+                               ? -EPIPE
+                               : err_set(e, -errno, "warren-signer: send: %m");
+        uint8_t in[SIGNER_MSG_MAX + 1];
+        int64_t deadline = now_ms() + KEEPER_TIMEOUT_MS;
+        for (;;) {
+                int64_t left = deadline - now_ms();
+                struct pollfd p = {.fd = k->sock, .events = POLLIN};
+                int n = left > 0 ? poll(&p, 1, (int) left) : 0;
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n == 0) {
+                        log_warn("warren-signer (secrets key, pid %d): no answer in %d ms; "
+                                 "starting another",
+                                 (int) k->pid, KEEPER_TIMEOUT_MS);
+                        return -EPIPE;
+                }
+                ssize_t got = recv(k->sock, in, sizeof(in), MSG_TRUNC);
+                if (got < 0 && errno == EINTR)
+                        continue;
+                if (got <= 0)
+                        return -EPIPE;
+                struct wr_err de = {0};
+                int r = signer_reply_decode(in, (size_t) got, rep, &de);
+                OPENSSL_cleanse(in, sizeof(in));
+                if (r < 0)
+                        return err_set(e, -EPROTO, "warren-signer: bad reply: %s", de.msg);
+                if (rep->hdr.id != id) /* an answer to a request that timed out */
+                        continue;
+                if (rep->hdr.type == SIGNER_ERROR)
+                        return err_set(e, rep->error.code == SIGNER_ERR_UNWRAP ? -EBADMSG : -EIO,
+                                       "warren-signer: %s: %s",
+                                       signer_errcode_name(rep->error.code), rep->error.msg);
+                if (rep->hdr.type != SIGNER_DATAKEY)
+                        return err_set(e, -EPROTO, "warren-signer: unexpected reply type 0x%x",
+                                       rep->hdr.type);
+                return 0;
+        }
+}
+
+/* A DATAKEY_NEW (wrapped_in NULL) or DATAKEY_OPEN round trip, on a new
+ * signer when the running one is gone. */
+static int request(struct keeper *k, const void *label, size_t label_len, const uint8_t *wrapped_in,
+                   uint8_t *dek, uint8_t *wrapped_out, struct wr_err *e) {
+        uint8_t req[SIGNER_MSG_MAX];
+        int n = signer_datakey_req_encode(++k->next_id, label, label_len, wrapped_in, req,
+                                          sizeof(req), e);
+        if (n < 0)
+                return n;
+        static struct signer_reply rep;
+        int r = -EPIPE;
+        for (int attempt = 0; attempt < 2 && r == -EPIPE; attempt++) {
+                if (k->pid == 0 && (r = signer_spawn(k, e)) < 0)
+                        break;
+                r = exchange(k, req, (size_t) n, &rep, e);
+                if (r == -EPIPE)
+                        signer_drop(k);
+        }
+        OPENSSL_cleanse(req, sizeof(req)); /* the label only, but cheap */
+        if (r == -EPIPE)
+                return err_set(e, -EIO,
+                               "warren-signer (secrets key) died twice in a row; "
+                               "see its log");
+        if (r >= 0) {
+                memcpy(dek, rep.datakey.dek, SIGNER_DEK_LEN);
+                if (wrapped_out)
+                        memcpy(wrapped_out, rep.datakey.wrapped, SIGNER_WRAPPED_LEN);
+        }
+        OPENSSL_cleanse(&rep, sizeof(rep));
+        return r;
+}
+
+static int keeper_new_cb(void *ctx, const void *label, size_t label_len, uint8_t *dek,
+                         uint8_t *wrapped, struct wr_err *e) {
+        return request(ctx, label, label_len, NULL, dek, wrapped, e);
+}
+
+static int keeper_open_cb(void *ctx, const void *label, size_t label_len, const uint8_t *wrapped,
+                          uint8_t *dek, struct wr_err *e) {
+        return request(ctx, label, label_len, wrapped, dek, NULL, e);
+}
+
+int keeper_start(uv_loop_t *loop, struct store *store, const char *signer_path, struct keeper **ret,
+                 struct wr_err *e) {
+        struct keeper *k = calloc(1, sizeof(*k));
+        if (!k || !(k->path = strdup(signer_path))) {
+                free(k);
+                return err_set(e, -ENOMEM, "out of memory");
+        }
+        k->loop = loop;
+        k->store = store;
+        k->pidfd = k->sock = -EBADF;
+        /* one round trip now: a signer that cannot start fails warrend's
+         * start, not the first secret */
+        uint8_t dek[SIGNER_DEK_LEN], wrapped[SIGNER_WRAPPED_LEN];
+        static const char label[] = "warrend start-up check";
+        int r = request(k, label, sizeof(label), NULL, dek, wrapped, e);
+        if (r >= 0)
+                r = request(k, label, sizeof(label), wrapped, dek, NULL, e);
+        OPENSSL_cleanse(dek, sizeof(dek));
+        if (r < 0) {
+                keeper_free(k);
+                return err_prefix(e, r, "the secrets key's keeper");
+        }
+        store_set_keeper(store, &(struct store_keeper){
+                                        .datakey_new = keeper_new_cb,
+                                        .datakey_open = keeper_open_cb,
+                                        .ctx = k,
+                                });
+        *ret = k;
+        return 0;
+}
+
+int keeper_pid(const struct keeper *k) {
+        return k ? (int) k->pid : 0;
+}
+
+void keeper_unwatch(struct keeper *k) {
+        if (!k)
+                return;
+        if (k->pid_poll) {
+                uv_close((uv_handle_t *) k->pid_poll, handle_free);
+                k->pid_poll = NULL;
+        }
+        k->loop = NULL;
+}
+
+void keeper_free(struct keeper *k) {
+        if (!k)
+                return;
+        signer_drop(k);
+        free(k->path);
+        free(k);
+}

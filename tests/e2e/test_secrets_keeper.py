@@ -1,0 +1,183 @@
+"""The secrets key is kept by warren-signer, not by warrend (issue 16 item
+4; docs/signer.md "The secrets key"): warrend's memory never holds it, the
+keeper's does; a kill -9 of the keeper loses nothing; values an older
+warrend sealed directly under the key are rewrapped with data keys at
+start-up and still open."""
+import os
+import re
+import signal
+import sqlite3
+import struct
+import subprocess
+import time
+
+import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+import warren as wr
+from conftest import Daemon, import_image
+
+IMAGE = "busybox:latest"
+CANARY = "canary-keeper-3c9e1b"
+
+
+def keeper_pid(d):
+    pids = re.findall(r"warren-signer: ready \(pid (\d+)\), keeping the secrets key",
+                      d.read_log())
+    assert pids, d.read_log()
+    return int(pids[-1])
+
+
+def readable_memory(pid):
+    """Every readable private mapping of pid (heap, stacks, anonymous)."""
+    out = []
+    with open("/proc/%d/maps" % pid) as maps, open("/proc/%d/mem" % pid, "rb", 0) as mem:
+        for line in maps:
+            f = line.split()
+            if "r" not in f[1] or (len(f) > 5 and f[5].startswith("[v")):
+                continue
+            lo, hi = (int(x, 16) for x in f[0].split("-"))
+            try:
+                mem.seek(lo)
+                out.append(mem.read(hi - lo))
+            except OSError:
+                pass
+    return b"".join(out)
+
+
+def key_of(d):
+    with open(os.path.join(d.state_dir, "keys", "secret.key"), "rb") as f:
+        key = f.read()
+    assert len(key) == 32
+    return key
+
+
+def env_value(c, name):
+    sb = c.create(image=IMAGE, secrets=[wr.Secret.from_name(name)])
+    try:
+        r = sb.exec("sh", "-c", "printf %s \"$" + name + "\"")
+        assert r.exit_code == 0, r.stderr_text
+        return r.stdout_text
+    finally:
+        sb.terminate()
+
+
+@pytest.fixture
+def daemon():
+    d = Daemon()
+    try:
+        import_image(d, IMAGE)
+        yield d
+    finally:
+        d.stop()
+
+
+def test_warrend_never_holds_the_key_its_keeper_does(daemon):
+    d = daemon
+    with wr.SandboxClient(d.unix_addr) as c:
+        c.set_secret("KEEPER_CANARY", CANARY)
+        assert env_value(c, "KEEPER_CANARY") == CANARY
+    key = key_of(d)
+    # the scan can find the key: the keeper holds it
+    assert key in readable_memory(keeper_pid(d))
+    assert key not in readable_memory(d.proc.pid)
+    # the keeper runs unprivileged, like the CA's signer
+    with open("/proc/%d/status" % keeper_pid(d)) as f:
+        status = f.read()
+    assert re.search(r"^CapEff:\s+0+$", status, re.M), status
+    assert re.search(r"^Uid:\s+(\d+)", status, re.M).group(1) != "0"
+
+
+def test_keeper_killed_nothing_lost(daemon):
+    d = daemon
+    with wr.SandboxClient(d.unix_addr) as c:
+        c.set_secret("KEEPER_CANARY", CANARY)
+        old = keeper_pid(d)
+        os.kill(old, signal.SIGKILL)
+        # noticed on the loop (reaped, logged) ...
+        deadline = time.monotonic() + 10
+        while "secrets key, pid %d) exited" % old not in d.read_log():
+            assert time.monotonic() < deadline, d.read_log()
+            time.sleep(0.05)
+        # ... and the next secret operation starts another: both old and new
+        # values open
+        assert env_value(c, "KEEPER_CANARY") == CANARY
+        c.set_secret("KEEPER_CANARY_2", CANARY + "-2")
+        assert env_value(c, "KEEPER_CANARY_2") == CANARY + "-2"
+        new = keeper_pid(d)
+        assert new != old
+        assert not os.path.exists("/proc/%d" % old)  # reaped, not a zombie
+        # killed in the middle of nothing: the same holds when it dies
+        # between two requests of one create (sandbox + two secrets)
+        os.kill(new, signal.SIGKILL)
+        sb = c.create(image=IMAGE, secrets=[wr.Secret.from_name("KEEPER_CANARY"),
+                                            wr.Secret.from_name("KEEPER_CANARY_2")])
+        try:
+            r = sb.exec("sh", "-c", 'printf "%s %s" "$KEEPER_CANARY" "$KEEPER_CANARY_2"')
+            assert r.stdout_text == "%s %s-2" % (CANARY, CANARY)
+        finally:
+            sb.terminate()
+
+
+def _encode(entries):
+    out = b""
+    for k, v in entries:
+        out += struct.pack(">I", len(k)) + k + struct.pack(">I", len(v)) + v
+    return out
+
+
+def test_values_sealed_under_the_key_itself_are_rewrapped(tmp_path):
+    """A state dir from before the keeper: a value sealed directly under the
+    secrets key (a 12-byte nonce) opens after the upgrade and is stored
+    with a data key of its own from then on."""
+    d = Daemon()
+    try:
+        import_image(d, IMAGE)
+        with wr.SandboxClient(d.unix_addr) as c:
+            c.set_secret("OLD_STYLE", "placeholder")
+        key = key_of(d)
+        d.proc.send_signal(signal.SIGTERM)
+        d.proc.wait(timeout=30)
+        # seal the way the old warrend did: AES-256-GCM under the key itself
+        db = sqlite3.connect(os.path.join(d.state_dir, "warren.db"))
+        env, = db.execute("SELECT environment FROM secrets WHERE name = 'OLD_STYLE'").fetchone()
+        nonce = os.urandom(12)
+        aad = b"warren-secret-v1\0" + env.encode() + b"\0" + b"OLD_STYLE"
+        ct = AESGCM(key).encrypt(nonce, _encode([(b"", CANARY.encode())]), aad)
+        db.execute("UPDATE secrets SET ciphertext = ?, nonce = ? WHERE name = 'OLD_STYLE'",
+                   (ct, nonce))
+        db.commit()
+        db.close()
+        # restart on the same state dir
+        d.log = open(d.log_path, "ab")
+        d.proc = subprocess.Popen(d.proc.args, stdout=d.log, stderr=subprocess.STDOUT,
+                                  env=dict(os.environ, WARREN_PULL_LOOPBACK_ONLY="1",
+                                           WARREN_TERMINATE_ON_EXIT="1"))
+        d._wait_ready()
+        assert "1 values sealed directly under the secrets key rewrapped" in d.read_log()
+        db = sqlite3.connect(os.path.join(d.state_dir, "warren.db"))
+        n, = db.execute("SELECT length(nonce) FROM secrets WHERE name = 'OLD_STYLE'").fetchone()
+        db.close()
+        assert n == 12 + 60
+        with wr.SandboxClient(d.unix_addr) as c:
+            assert env_value(c, "OLD_STYLE") == CANARY
+        assert key not in readable_memory(d.proc.pid)
+    finally:
+        d.stop()
+
+
+def test_a_tampered_wrapping_does_not_open(daemon):
+    d = daemon
+    with wr.SandboxClient(d.unix_addr) as c:
+        c.set_secret("TAMPERED", CANARY)
+        db = sqlite3.connect(os.path.join(d.state_dir, "warren.db"))
+        nonce, = db.execute("SELECT nonce FROM secrets WHERE name = 'TAMPERED'").fetchone()
+        bad = bytearray(nonce)
+        bad[20] ^= 1  # inside the data key's wrapping
+        db.execute("UPDATE secrets SET nonce = ? WHERE name = 'TAMPERED'", (bytes(bad),))
+        db.commit()
+        db.close()
+        with pytest.raises(Exception) as ei:
+            c.create(image=IMAGE, secrets=[wr.Secret.from_name("TAMPERED")])
+        assert "does not decrypt" in str(ei.value)
+        assert CANARY not in d.read_log()
