@@ -15,7 +15,7 @@ import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 import warren as wr
-from conftest import Daemon, import_image
+from conftest import SANITIZED, Daemon, import_image
 
 IMAGE = "busybox:latest"
 CANARY = "canary-keeper-3c9e1b"
@@ -29,7 +29,11 @@ def keeper_pid(d):
 
 
 def readable_memory(pid):
-    """Every readable private mapping of pid (heap, stacks, anonymous)."""
+    """Every readable private mapping of pid (heap, stacks, anonymous).
+    Under ASan the allocator reserves terabytes of address space: the scan
+    is the normal build's to make."""
+    if SANITIZED:
+        pytest.skip("memory scan: ASan reserves terabytes of address space")
     out = []
     with open("/proc/%d/maps" % pid) as maps, open("/proc/%d/mem" % pid, "rb", 0) as mem:
         for line in maps:
@@ -161,7 +165,8 @@ def test_values_sealed_under_the_key_itself_are_rewrapped(tmp_path):
         assert n == 12 + 60
         with wr.SandboxClient(d.unix_addr) as c:
             assert env_value(c, "OLD_STYLE") == CANARY
-        assert key not in readable_memory(d.proc.pid)
+        if not SANITIZED:
+            assert key not in readable_memory(d.proc.pid)
     finally:
         d.stop()
 
