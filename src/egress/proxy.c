@@ -585,25 +585,8 @@ static int make_pipe(struct dir *d) {
         return 0;
 }
 
-/* What the sandbox-facing socket may hold unsent (TCP_NOTSENT_LOWAT).
- * Over a veth the sandbox's ACKs are processed in the softirq of the
- * sandbox process that sent them (its recv() opening the window), and an
- * ACK transmits whatever the proxy had queued behind the window: with the
- * default (no limit) the proxy queued megabytes, so a reader slower than
- * the proxy (a download: curl) went to a zero window, every read of it
- * sent a window update, and its own CPU carried our segmentation, the
- * table's un-NAT of each segment and its own socket's receive processing:
- * curl's CPU per GiB doubled (0.25 -> 0.5 s) and became the bottleneck on
- * 2 CPUs. With a small unsent queue an ACK sends at most this much; the
- * rest is written, and sent, by the proxy's own thread when it is woken
- * for it (bench/net: curl back to the NAT path's CPU per GiB, the
- * proxy's unchanged within noise). */
-#define CLIENT_NOTSENT_LOWAT (16 << 10)
-
 static void start_relay(struct conn *c) {
         uv_timer_stop(&c->timer);
-        int lowat = CLIENT_NOTSENT_LOWAT;
-        (void) setsockopt(c->cfd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat));
         if ((!c->hu && make_pipe(&c->up) < 0) || make_pipe(&c->dn) < 0) {
                 refuse(c, 502, "relay", "out of pipes");
                 return;
