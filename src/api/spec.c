@@ -745,12 +745,6 @@ static int rules_build(struct store *store, const char *envname,
         }
         if (r >= 0 && (s->net_intercept || rs.n_ssh))
                 r = net_rules_serialize(&rs, &s->net_rules, &s->net_rules_len);
-        if (r >= 0 && (rs.detectors || rs.n_ssh)) {
-                /* what a restarted warrend may register again: no secret */
-                struct net_rules pub = {.detectors = rs.detectors, .n_ssh = rs.n_ssh};
-                memcpy(pub.ssh, rs.ssh, sizeof(pub.ssh));
-                r = net_rules_serialize(&pub, &s->net_rules_public, &s->net_rules_public_len);
-        }
         net_rules_clear(&rs);
         return r;
 }

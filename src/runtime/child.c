@@ -616,6 +616,15 @@ static void net_setup(struct rt_child *c) {
         nl_attr(h, RTA_OIF, &oif, sizeof(oif));
         nl_run(nl, b);
         close(nl);
+        /* ICMP echo without CAP_NET_RAW (ping sockets), for every group of
+         * this network namespace only, as Docker does; what leaves is the
+         * host's table's to decide. Best effort: a user namespace that
+         * does not map the whole range keeps the kernel's default. */
+        int pg = open("/proc/sys/net/ipv4/ping_group_range", O_WRONLY | O_CLOEXEC);
+        if (pg >= 0) {
+                (void) !write(pg, "0 2147483647", 12);
+                close(pg);
+        }
 
         /* the peer, on the host's side */
         struct ifinfomsg q = {.ifi_family = AF_UNSPEC};

@@ -180,18 +180,19 @@ int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len,
         sbx_network_slot_net(m->net, sb->net_slot, &net);
         /* policed: out of open4 before anything of it runs (a warm-pool
          * entry's block has its element put in ahead, for a claim without
-         * a policy) */
+         * a policy). Credentials without a policy: OPEN for warren-egress,
+         * pass4 in the table (its TCP goes to the proxy, which intercepts
+         * the TLS to the credentials' hosts; UDP and ICMP as without a
+         * policy). */
         int r;
-        /* credentials without a policy: OPEN, but policed (its TLS to the
-         * credentials' hosts is intercepted) */
-        bool policed = mode || rules_len;
-        if (policed && (r = sbx_network_set_open(m->net, sb->net_slot, false, e)) < 0)
+        enum sbx_net_class cls = mode ? SBX_NET_POLICED : rules_len ? SBX_NET_PASS : SBX_NET_OPEN;
+        if (cls != SBX_NET_OPEN && (r = sbx_network_set_class(m->net, sb->net_slot, cls, e)) < 0)
                 return err_prefix(e, r, "network");
         if ((r = sbx_egress_register(g, sb->id, mode ? mode : EGRESS_MODE_OPEN, net.addr, wire, len,
                                      rules, rules_len, e)) < 0)
                 return r;
         sb->egress_registered = true;
-        if (!policed) {
+        if (cls == SBX_NET_OPEN) {
                 /* a warm-pool entry's is there already (no nftables work) */
                 if ((r = sbx_network_set_open(m->net, sb->net_slot, true, e)) < 0)
                         return err_prefix(e, r, "network");
@@ -224,11 +225,18 @@ int sbx_egress_policy_write(const char *dir, int mode, const uint8_t *wire, size
         return 0;
 }
 
-int sbx_egress_rules_write(const char *dir, const uint8_t *wire, size_t len, struct wr_err *e) {
+#define RULES_LABEL "warren-sandbox-egress-rules-v1"
+
+int sbx_egress_rules_write(struct sbx *sb, const uint8_t *wire, size_t len, struct wr_err *e) {
         char path[PATH_MAX];
-        snprintf(path, sizeof(path), "%s/egress-rules", dir);
+        snprintf(path, sizeof(path), "%s/egress-rules.sealed", rt_sandbox_dir(sb->rt));
+        _cleanup_free_ unsigned char *sealed = NULL;
+        size_t sealed_len = 0;
+        int r = store_seal(sb->m->store, RULES_LABEL, sb->id, wire, len, &sealed, &sealed_len, e);
+        if (r < 0)
+                return err_prefix(e, r, "seal the egress rules");
         _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (fd < 0 || write(fd, wire, len) != (ssize_t) len)
+        if (fd < 0 || write(fd, sealed, sealed_len) != (ssize_t) sealed_len)
                 return err_set(e, -errno, "write %s: %m", path);
         return 0;
 }
@@ -247,15 +255,32 @@ static int read_rest(int fd, size_t cap, uint8_t **ret, size_t *ret_len) {
         return 0;
 }
 
-int sbx_egress_rules_read(const char *dir, uint8_t **ret_wire, size_t *ret_len) {
+int sbx_egress_rules_read(struct sbx_manager *m, const char *id, const char *dir,
+                          uint8_t **ret_wire, size_t *ret_len, struct wr_err *e) {
         char path[PATH_MAX];
-        snprintf(path, sizeof(path), "%s/egress-rules", dir);
+        snprintf(path, sizeof(path), "%s/egress-rules.sealed", dir);
         *ret_wire = NULL;
         *ret_len = 0;
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT) {
+                /* an older warrend's: the secret-free part in the clear */
+                snprintf(path, sizeof(path), "%s/egress-rules", dir);
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        return errno == ENOENT ? 0 : err_set(e, -errno, "open %s: %m", path);
+                int r = read_rest(fd, 65536, ret_wire, ret_len);
+                return r < 0 ? err_set(e, r, "read %s: %s", path, strerror(-r)) : 0;
+        }
         if (fd < 0)
-                return errno == ENOENT ? 0 : -errno;
-        return read_rest(fd, 65536, ret_wire, ret_len);
+                return err_set(e, -errno, "open %s: %m", path);
+        _cleanup_free_ uint8_t *sealed = NULL;
+        size_t sealed_len = 0;
+        int r = read_rest(fd, NET_POLICY_WIRE_MAX + 64, &sealed, &sealed_len);
+        if (r < 0)
+                return err_set(e, r, "read %s: %s", path, strerror(-r));
+        if (!sealed)
+                return 0;
+        return store_unseal(m->store, RULES_LABEL, id, sealed, sealed_len, ret_wire, ret_len, e);
 }
 
 int sbx_egress_policy_read(const char *dir, int *ret_mode, uint8_t **ret_wire, size_t *ret_len) {
@@ -285,9 +310,10 @@ static int egress_setup(struct sbx *sb, const struct sbx_spec *spec, bool policy
                                   spec->net_rules, spec->net_rules_len, e);
         if (r < 0 || (!spec->net_mode && !spec->net_rules_len))
                 return r;
-        if (spec->net_mode && spec->net_rules_public_len &&
-            (r = sbx_egress_rules_write(rt_sandbox_dir(sb->rt), spec->net_rules_public,
-                                        spec->net_rules_public_len, e)) < 0)
+        /* the rules (secret values inside) sealed with the secrets key,
+         * for a restarted warrend to register them again */
+        if (spec->net_rules_len &&
+            (r = sbx_egress_rules_write(sb, spec->net_rules, spec->net_rules_len, e)) < 0)
                 return r;
         if (spec->net_mode && !policy_written &&
             (r = sbx_egress_policy_write(rt_sandbox_dir(sb->rt), spec->net_mode, spec->net_policy,

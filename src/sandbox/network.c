@@ -35,10 +35,11 @@ struct sbx_network {
         int lock_fd;
         char *resolv;
         struct sbx_egress *egress;
-        /* per slot: its address is in the table's open4 set. Written only
-         * by the slot's owner of the moment (the loop, a pool job or the
-         * retire job on a worker). All 0 after the table is applied. */
-        uint8_t *open4;
+        /* per slot: the set its address is in (enum sbx_net_class).
+         * Written only by the slot's owner of the moment (the loop, a pool
+         * job or the retire job on a worker). All POLICED after the table
+         * is applied. */
+        uint8_t *cls;
 };
 
 /* ---- the range ---- */
@@ -360,7 +361,7 @@ int sbx_network_new(const struct sbx_network_config *cfg, struct sbx_network **r
                          "get no resolver and network policies are refused); give one with "
                          "--upstream-dns");
         }
-        if (r >= 0 && !(n->open4 = calloc(n->r.n_slots ? n->r.n_slots : 1, 1)))
+        if (r >= 0 && !(n->cls = calloc(n->r.n_slots ? n->r.n_slots : 1, 1)))
                 r = err_set(e, -ENOMEM, "out of memory");
         if (r >= 0)
                 r = forward_on(e);
@@ -384,7 +385,7 @@ int sbx_network_new(const struct sbx_network_config *cfg, struct sbx_network **r
 
 void sbx_network_free(struct sbx_network *n, bool remove_table) {
         if (n)
-                free(n->open4);
+                free(n->cls);
         if (!n)
                 return;
         if (remove_table && n->table[0]) {
@@ -496,10 +497,12 @@ struct sbx_egress *sbx_network_egress(const struct sbx_network *n) {
         return n ? n->egress : NULL;
 }
 
-int sbx_network_set_open(struct sbx_network *n, int32_t slot, bool open, struct wr_err *e) {
+int sbx_network_set_class(struct sbx_network *n, int32_t slot, enum sbx_net_class cls,
+                          struct wr_err *e) {
         if (!n || !n->egress || slot < 0 || (uint32_t) slot >= n->r.n_slots)
                 return 0;
-        if ((n->open4[slot] != 0) == open)
+        enum sbx_net_class was = (enum sbx_net_class) n->cls[slot];
+        if (was == cls)
                 return 0; /* as wanted already: no nftables transaction */
         uint32_t gw, sbx;
         char a[INET_ADDRSTRLEN];
@@ -508,14 +511,18 @@ int sbx_network_set_open(struct sbx_network *n, int32_t slot, bool open, struct 
                  sbx & 255);
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        int r = sbx_nft_open_set(n->table, a, open, e);
+        int r = sbx_nft_class_set(n->table, a, was, cls, e);
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        log_debug("network: %s %s open4: %.3f ms", open ? "add" : "delete", a,
+        log_debug("network: %s class %d -> %d: %.3f ms", a, (int) was, (int) cls,
                   (double) (t1.tv_sec - t0.tv_sec) * 1e3 +
                           (double) (t1.tv_nsec - t0.tv_nsec) / 1e6);
         if (r >= 0)
-                n->open4[slot] = open;
+                n->cls[slot] = (uint8_t) cls;
         return r;
+}
+
+int sbx_network_set_open(struct sbx_network *n, int32_t slot, bool open, struct wr_err *e) {
+        return sbx_network_set_class(n, slot, open ? SBX_NET_OPEN : SBX_NET_POLICED, e);
 }
 
 const char *sbx_network_range(const struct sbx_network *n) {

@@ -89,13 +89,24 @@ const char *sbx_network_resolv_conf_slot(const struct sbx_network *n, int32_t sl
 /* warren-egress, or NULL when it is off. */
 struct sbx_egress *sbx_network_egress(const struct sbx_network *n);
 
-/* A sandbox without a policy (open = true: in the table's open4 set, its
- * TCP goes through NAT) or policed (removed from it: the default of every
- * address after the table is applied). Idempotent per block: a block
- * remembers whether its element is in the set, so only a change costs an
- * nftables transaction (warm-pool entries put theirs in ahead, on a
- * worker). No-op without warren-egress. 0 or -EIO with e. Called by the
- * block's owner of the moment, on any thread. */
+/* How the table treats a sandbox's traffic (docs/network.md "The policy
+ * path"): POLICED (the default of every address after the table is
+ * applied: its TCP goes to the proxy, nothing else is forwarded), PASS
+ * (pass4: credentials without a policy: its TCP goes to the proxy, its
+ * UDP and ICMP are forwarded like an open one's) or OPEN (open4: no
+ * policy, everything through NAT). */
+enum sbx_net_class { SBX_NET_POLICED = 0, SBX_NET_OPEN = 1, SBX_NET_PASS = 2 };
+
+/* Put slot's address in the set of cls (out of the other one in the same
+ * transaction). Idempotent per block: a block remembers which set its
+ * element is in, so only a change costs an nftables transaction (warm-pool
+ * entries put theirs in open4 ahead, on a worker). No-op without
+ * warren-egress. 0 or -EIO with e. Called by the block's owner of the
+ * moment, on any thread. */
+int sbx_network_set_class(struct sbx_network *n, int32_t slot, enum sbx_net_class cls,
+                          struct wr_err *e);
+
+/* sbx_network_set_class with OPEN (open = true) or POLICED. */
 int sbx_network_set_open(struct sbx_network *n, int32_t slot, bool open, struct wr_err *e);
 
 /* The range, as text ("100.96.0.0/16"), and the table's name. */

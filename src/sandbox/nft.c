@@ -37,12 +37,15 @@ static int nft_run(const char *cmds, struct wr_err *e) {
         return 0;
 }
 
-/* The egress parts (proxy_port != 0): a sandbox not in open4 is policed
- * (fail closed: a fresh table, e.g. after a restart, polices every
- * sandbox until warrend puts the ones without a policy back): its TCP is
- * redirected to the proxy and nothing else of it is forwarded; every
- * sandbox's DNS (UDP and TCP port 53, any destination) is redirected to
- * the resolver; the egress sockets are reached only through the redirect. */
+/* The egress parts (proxy_port != 0): a sandbox in neither open4 nor
+ * pass4 is policed (fail closed: a fresh table, e.g. after a restart,
+ * polices every sandbox until warrend puts the ones without a policy
+ * back): its TCP is redirected to the proxy and nothing else of it is
+ * forwarded. One in pass4 (credentials without a policy) has its TCP
+ * redirected to the proxy too, but everything else of it (UDP, ICMP) is
+ * forwarded like an open one's. Every sandbox's DNS (UDP and TCP port 53,
+ * any destination) is redirected to the resolver; the egress sockets are
+ * reached only through the redirect. */
 int sbx_nft_table_apply(const char *table, const char *range, uint16_t proxy_port,
                         uint16_t dns_port, struct wr_err *e) {
         /* prerouting: anything from a sandbox's veth (any warrend's: wr*)
@@ -56,10 +59,11 @@ int sbx_nft_table_apply(const char *table, const char *range, uint16_t proxy_por
          * ranges (policed sandboxes: nothing); no IPv6.
          * output: the host opens nothing into a sandbox.
          * postrouting: masquerade what leaves the host. */
-        char eg_nat[800] = "", eg_in[600] = "", eg_in_tail[200] = "", eg_fwd[200] = "",
+        char eg_nat[800] = "", eg_in[600] = "", eg_in_tail[200] = "", eg_fwd[300] = "",
              eg_set[200] = "", dns_in[200] = "";
         if (proxy_port) {
-                snprintf(eg_set, sizeof(eg_set), "  set open4 { type ipv4_addr; }\n");
+                snprintf(eg_set, sizeof(eg_set),
+                         "  set open4 { type ipv4_addr; }\n  set pass4 { type ipv4_addr; }\n");
                 snprintf(eg_nat, sizeof(eg_nat),
                          "  chain egress_nat { type nat hook prerouting priority dstnat; policy "
                          "accept;\n"
@@ -78,8 +82,12 @@ int sbx_nft_table_apply(const char *table, const char *range, uint16_t proxy_por
                 snprintf(eg_in_tail, sizeof(eg_in_tail),
                          "    meta l4proto { tcp, udp } th dport { %u, %u } drop\n", dns_port,
                          proxy_port);
+                /* pass4's TCP is never forwarded (the redirect took every
+                 * new connection; this catches flows conntrack had before
+                 * the address moved sets) */
                 snprintf(eg_fwd, sizeof(eg_fwd),
-                         "    ip saddr @sandboxes ip saddr != @open4 drop\n");
+                         "    ip saddr @pass4 meta l4proto tcp drop\n"
+                         "    ip saddr @sandboxes ip saddr != @open4 ip saddr != @pass4 drop\n");
         } else {
                 snprintf(dns_in, sizeof(dns_in),
                          "    ip saddr @sandboxes ip daddr @resolver4 meta l4proto { tcp, udp } th "
@@ -133,13 +141,25 @@ int sbx_nft_table_apply(const char *table, const char *range, uint16_t proxy_por
         return r < 0 ? err_prefix(e, r, "table inet %s", table) : 0;
 }
 
-int sbx_nft_open_set(const char *table, const char *addr, bool add, struct wr_err *e) {
-        char cmds[200];
-        snprintf(cmds, sizeof(cmds), "%s element inet %s open4 { %s }\n", add ? "add" : "delete",
-                 table, addr);
+static const char *const set_names[] = {[SBX_NET_OPEN] = "open4", [SBX_NET_PASS] = "pass4"};
+
+int sbx_nft_class_set(const char *table, const char *addr, enum sbx_net_class from,
+                      enum sbx_net_class to, struct wr_err *e) {
+        /* one transaction: out of the old set and into the new at once */
+        char cmds[400];
+        int n = 0;
+        if (from != SBX_NET_POLICED)
+                n += snprintf(cmds + n, sizeof(cmds) - (size_t) n,
+                              "delete element inet %s %s { %s }\n", table, set_names[from], addr);
+        if (to != SBX_NET_POLICED)
+                n += snprintf(cmds + n, sizeof(cmds) - (size_t) n, "add element inet %s %s { %s }\n",
+                              table, set_names[to], addr);
+        if (!n)
+                return 0;
         int r = nft_run(cmds, e);
-        return r < 0 ? err_prefix(e, r, "%s %s %s open4", add ? "add" : "delete", addr,
-                                  add ? "to" : "from")
+        return r < 0 ? err_prefix(e, r, "%s %s: %s -> %s", table, addr,
+                                  from ? set_names[from] : "policed",
+                                  to ? set_names[to] : "policed")
                      : 0;
 }
 

@@ -53,24 +53,32 @@ static int recover_one(struct sbx_manager *m, const struct store_sandbox *row, c
                 return err_set(e, -ENOMEM, "out of memory");
         if ((r = rt_ctl_connect(rt_sandbox_ctl_path(sb->rt), &sb->ctl_fd, e)) < 0)
                 return r;
-        /* warren-egress knows it again (a policy: as stored; none: OPEN);
-         * a policed sandbox that cannot be registered stays cut off (its
-         * address is not in open4) */
+        /* warren-egress knows it again (a policy: as stored; none: OPEN)
+         * with its rules and credentials (sealed: their secret values as
+         * the create resolved them); a policed sandbox that cannot be
+         * registered stays cut off (its address is in no set). Rules that
+         * cannot be opened: registered without them (its placeholders go
+         * out verbatim; no secret is lost either way). */
         if (sbx_network_egress(m->net) && sb->net_slot >= 0) {
                 int mode = 0;
                 _cleanup_free_ uint8_t *wire = NULL;
                 size_t len = 0;
                 struct wr_err pe = {0};
-                _cleanup_free_ uint8_t *rules = NULL;
+                uint8_t *rules = NULL;
                 size_t rules_len = 0;
                 if ((r = sbx_egress_policy_read(dir, &mode, &wire, &len)) < 0)
                         log_warn("sandbox %s: its egress policy: %s", row->id, strerror(-r));
-                else if (mode && (r = sbx_egress_rules_read(dir, &rules, &rules_len)) < 0)
-                        log_warn("sandbox %s: its egress rules: %s", row->id, strerror(-r));
-                else if (sbx_egress_attach(sb, mode, wire, len, rules, rules_len, &pe) < 0)
-                        log_warn("sandbox %s: %s", row->id, pe.msg);
-                else
-                        sb->egress_enforced = mode != 0;
+                else {
+                        if (sbx_egress_rules_read(m, row->id, dir, &rules, &rules_len, &pe) < 0) {
+                                log_warn("sandbox %s: its egress rules: %s", row->id, pe.msg);
+                                pe = (struct wr_err){0};
+                        }
+                        if (sbx_egress_attach(sb, mode, wire, len, rules, rules_len, &pe) < 0)
+                                log_warn("sandbox %s: %s", row->id, pe.msg);
+                        else
+                                sb->egress_enforced = mode != 0;
+                        erase_and_free_n(rules, rules_len);
+                }
         }
         struct sbx *armed = sb;
         if ((r = sbx_arm(TAKE_PTR(sb), e)) < 0)

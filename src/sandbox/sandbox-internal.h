@@ -257,8 +257,10 @@ void sbx_recover(struct sbx_manager *m);
 
 /* --- create.c --- */
 /* Register sb (its slot's address) with warren-egress in mode (0 = OPEN)
- * with the policy's wire form; OPEN: into the table's open4 set. Used by
- * create and recovery. -errno with e. */
+ * with the policy's wire form and the rules; OPEN without rules: into the
+ * table's open4 set; OPEN with rules (credentials without a policy): into
+ * pass4; a policy: in neither. Used by create and recovery. -errno with
+ * e. */
 int sbx_egress_attach(struct sbx *sb, int mode, const uint8_t *wire, size_t len,
                       const uint8_t *rules, size_t rules_len, struct wr_err *e);
 /* ca-bundle.c: the CA bundle of an intercepted sandbox. The image's own
@@ -273,11 +275,16 @@ struct img_info;
 int sbx_ca_bundle(const char *state_dir, const struct img_info *img, char *path, size_t size,
                   bool present[SBX_CA_BUNDLE_PATHS], struct wr_err *e);
 
-/* <dir>/egress-rules: the secret-free rules (detectors, managed SSH
- * destinations) of a policed sandbox, for recovery. read: 0 with
- * *ret_wire NULL when there is none. */
-int sbx_egress_rules_write(const char *dir, const uint8_t *wire, size_t len, struct wr_err *e);
-int sbx_egress_rules_read(const char *dir, uint8_t **ret_wire, size_t *ret_len);
+/* <dir>/egress-rules.sealed: a sandbox's rules (net_rules wire form:
+ * per-host rules, credentials with their secret values, detectors,
+ * managed SSH destinations), sealed with the secrets key (store_seal,
+ * bound to the sandbox's id), for recovery. read: opens it (the caller
+ * wipes and frees *ret_wire), or an older warrend's <dir>/egress-rules
+ * (the secret-free part in the clear); 0 with *ret_wire NULL when there
+ * is none. */
+int sbx_egress_rules_write(struct sbx *sb, const uint8_t *wire, size_t len, struct wr_err *e);
+int sbx_egress_rules_read(struct sbx_manager *m, const char *id, const char *dir,
+                          uint8_t **ret_wire, size_t *ret_len, struct wr_err *e);
 
 /* Undo sbx_egress_attach (POLICY_DEL, out of open4). Idempotent. */
 void sbx_egress_detach(struct sbx *sb);

@@ -161,19 +161,16 @@ struct sbx_spec {
         /* Per-host rules and credentials (net_rules_serialize; secret
          * values inside, wiped with the spec): the hosts whose TLS
          * warren-egress intercepts. With net_mode 0 (credentials without
-         * a policy) the sandbox is registered OPEN but policed (its TCP
-         * goes through the proxy). NULL = none. */
+         * a policy) the sandbox is registered OPEN and put in the table's
+         * pass4 set (its TCP goes through the proxy, the rest as without a
+         * policy). Sealed with the secrets key into the
+         * sandbox's dir for recovery. NULL = none. */
         uint8_t *net_rules;
         size_t net_rules_len;
         /* the rules name hosts whose TLS is intercepted (rules,
          * credentials, detectors): the sandbox gets the CA bundle. False
          * when they hold only managed SSH destinations. */
         bool net_intercept;
-        /* The part of the rules that holds no secret (detectors, managed
-         * SSH destinations), written to <dir>/egress-rules so that a
-         * restarted warrend registers it again. NULL = none. */
-        uint8_t *net_rules_public;
-        size_t net_rules_public_len;
         /* What GetSandbox shows of the request later: opaque bytes the
          * store keeps with the row (the API stores the request without
          * inline secret values). May be NULL. */

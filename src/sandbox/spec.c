@@ -203,7 +203,6 @@ void sbx_spec_free(struct sbx_spec *s) {
         free(s->record);
         free(s->net_policy);
         erase_and_free_n(s->net_rules, s->net_rules_len);
-        free(s->net_rules_public);
         free(s);
 }
 

@@ -178,6 +178,19 @@ int store_sandbox_set_started(struct store *s, const char *id, int64_t init_pid,
 int store_sandbox_get_process(struct store *s, const char *id, unsigned char **ret, size_t *len,
                               struct wr_err *e);
 
+/* Seal plain (bytes that may hold secret values, kept outside the
+ * database: a sandbox's egress rules) with the secrets key: AES-256-GCM,
+ * label and name bound as associated data. *ret (malloc'd) = 12-byte
+ * nonce || ciphertext || tag. Returns 0 or negative errno. */
+int store_seal(struct store *s, const char *label, const char *name, const void *plain,
+               size_t len, unsigned char **ret, size_t *ret_len, struct wr_err *e);
+
+/* Open what store_seal made (same label and name) into *ret (malloc'd,
+ * NUL after *ret_len bytes; the caller wipes and frees). -EBADMSG when it
+ * is malformed or does not decrypt. */
+int store_unseal(struct store *s, const char *label, const char *name, const void *sealed,
+                 size_t len, unsigned char **ret, size_t *ret_len, struct wr_err *e);
+
 /* Load one sandbox by id into *ret (which the caller clears). -ENOENT when
  * unknown. */
 int store_sandbox_load(struct store *s, const char *id, struct store_sandbox *ret,

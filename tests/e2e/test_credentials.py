@@ -65,9 +65,9 @@ def client(cd):
 
 
 @pytest.fixture(scope="module")
-def tools_image(cd):
+def tools_tar():
     """The Debian base image plus curl, Python requests (copied from this
-    host), imported as credtools:latest."""
+    host), as a tarball for `warren image import`."""
     p = subprocess.run(["bash", str(ROOT / "scripts/base-image.sh")], capture_output=True,
                        text=True, timeout=900)
     if p.returncode != 0:
@@ -86,13 +86,23 @@ def tools_image(cd):
                 d = os.path.dirname(m.__file__)
                 t.add(d, "./usr/lib/python3/dist-packages/" + os.path.basename(d),
                       filter=lambda ti: None if "__pycache__" in ti.name else ti)
-        r = subprocess.run([WARREN_CLI, "--addr", cd.unix_addr, "image", "import",
-                            "--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                            "credtools:latest", tar], capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr
+        yield tar
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def import_tools(d, tar):
+    r = subprocess.run([WARREN_CLI, "--addr", d.unix_addr, "image", "import",
+                        "--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                        "credtools:latest", tar], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
     return "credtools:latest"
+
+
+@pytest.fixture(scope="module")
+def tools_image(cd, tools_tar):
+    """tools_tar imported as credtools:latest."""
+    return import_tools(cd, tools_tar)
 
 
 def seed_policy(**extra):
@@ -702,3 +712,156 @@ def test_http10_client(client, bed, tools_image):
     reqs, auths = auth_of(bed, m, "/v1/private/one-oh")
     assert auths == ["Bearer " + TOKEN]
     assert reqs[0]["version"] == "HTTP/1.0", reqs[0]
+
+
+# UDP to the bed's echo server and back, then an ICMP echo (raw socket),
+# from inside a sandbox: prints "udp <reply>" or "udp-fail", "icmp ok" or
+# "icmp-fail" (the images' busybox nc has no -u)
+UDP_ICMP = r"""
+import os, socket, struct, sys
+ip, tag = sys.argv[1], sys.argv[2]
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.settimeout(3)
+u.sendto(tag.encode(), (ip, 9000))
+try:
+    print("udp", u.recvfrom(200)[0].decode())
+except OSError as e:
+    print("udp-fail", e)
+def csum(b):
+    b += b"\0" * (len(b) % 2)
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    s = (s >> 16) + (s & 0xffff)
+    return ~(s + (s >> 16)) & 0xffff
+# an unprivileged ICMP socket (the sandbox has no CAP_NET_RAW; warren-init
+# opens ping_group_range): the kernel sets the id and checks replies
+pkt = struct.pack("!BBHHH", 8, 0, 0, 0, 1) + tag.encode()
+pkt = pkt[:2] + struct.pack("!H", csum(pkt)) + pkt[4:]
+r = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP)
+r.settimeout(3)
+r.sendto(pkt, (ip, 0))
+try:
+    d, a = r.recvfrom(2000)
+    print("icmp ok" if a[0] == ip and d[0] == 0 else "icmp-odd %r" % d[:8])
+except OSError as e:
+    print("icmp-fail", e)
+"""
+
+
+def udp_icmp(sb, ip, tag):
+    r = sb.exec("python3", "-c", UDP_ICMP, ip, tag, timeout_secs=30)
+    return r.stdout_text + r.stderr_text
+
+
+def test_credentials_without_policy_keep_udp_and_icmp(client, bed, tools_image):
+    """Credentials without a policy: the sandbox behaves as with no policy
+    (UDP that is not DNS and ICMP reach the internet and come back) except
+    that its TCP goes through the proxy, which substitutes in requests to
+    the credentials' hosts."""
+    ip = bed.addr("example.test")
+    tag = "udp-" + os.urandom(6).hex()
+    m = bed.mark()
+    s = wr.Sandbox(image=tools_image)
+    s.add_credentials(HOST, "INTERNAL_API_TOKEN")
+    with client.run(s) as sb:
+        out = udp_icmp(sb, ip, tag)
+        assert "udp " + tag in out and "icmp ok" in out, out
+        r = sh(sb, 'curl -sS -o /dev/null -w "%%{http_code}" -H "Authorization: Bearer '
+                   '$INTERNAL_API_TOKEN" https://%s/v1/private/passudp' % HOST)
+        assert r.stdout_text == "200", r.stdout_text + r.stderr_text
+        assert_token_absent_inside(sb)
+    bed.settle()
+    assert [e["head"] for e in bed.connections("udp_echo", m)] == [tag]
+    pk = bed.packets_since(m)
+    if pk is not None:
+        assert pk["icmp"] >= 1, pk
+    _, auths = auth_of(bed, m, "/v1/private/passudp")
+    assert auths == ["Bearer " + TOKEN]
+
+
+def test_policy_with_credentials_still_drops_udp_and_icmp(client, bed, tools_image):
+    """With a policy, credentials change nothing for other protocols: UDP
+    and ICMP are dropped, to allowed hosts and others alike (the check
+    itself is proved by the test above: the same script gets through
+    without a policy)."""
+    s = wr.Sandbox(image=tools_image,
+                   network_policy=NetworkPolicy(allowed_hosts=["example.test"]))
+    s.add_credentials(HOST, "INTERNAL_API_TOKEN")
+    with client.run(s) as sb:
+        m = bed.mark()
+        for name in ("example.test", "pypi.org"):
+            out = udp_icmp(sb, bed.addr(name), "x")
+            assert "udp-fail" in out and "icmp-fail" in out, out
+        bed.assert_nothing_seen(m, servers=["udp_echo", "tcp_echo"])
+        # while TCP to the credential's host is intercepted
+        m = bed.mark()
+        r = sh(sb, 'curl -sS -o /dev/null -w "%%{http_code}" -H "Authorization: Bearer '
+                   '$INTERNAL_API_TOKEN" https://%s/v1/private/policyudp' % HOST)
+        assert r.stdout_text == "200", r.stdout_text + r.stderr_text
+    _, auths = auth_of(bed, m, "/v1/private/policyudp")
+    assert auths == ["Bearer " + TOKEN]
+
+
+def test_rules_and_credentials_survive_warrend_kill9(bed, tools_tar, monkeypatch):
+    """kill -9 of warrend, then a restart: a live sandbox's per-host rules
+    and credentials (stored ones and Secret.from_local_env values) are
+    registered again with warren-egress (sealed in its dir with the
+    secrets key, never in the clear on disk): substitution still happens,
+    the secret still never appears inside, a credentials-only sandbox
+    keeps its UDP."""
+    from test_lifecycle import Restartable
+    life = Restartable()
+    args = ["--upstream-dns", bed.dns, "--egress-upstream-ca", bed.ca_pem]
+    local = "loc-" + os.urandom(10).hex()
+    monkeypatch.setenv("LOCAL_API_TOKEN", local)
+    try:
+        life.start(extra=args)
+        import_image(life, "busybox:latest")
+        tools = import_tools(life, tools_tar)
+        with wr.SandboxClient(life.unix_addr) as c:
+            c.set_secret("INTERNAL_API_TOKEN", TOKEN)
+            c.set_secret("OPENAI_API_KEY", "sk-" + TOKEN)
+            p = wr.Sandbox(image="busybox:latest", network_policy=seed_policy())
+            p.add_credentials("api.openai.com", "OPENAI_API_KEY")
+            policed = c.run(p)
+            o = wr.Sandbox(image=tools)
+            o.add_credentials(["api.slack.com", "*.slack.com"],
+                              Secret.from_local_env("LOCAL_API_TOKEN"))
+            opened = c.run(o)
+        for secret in (TOKEN, local):
+            assert state_files_holding(life, secret) == []
+        life.kill9()
+        life.start(extra=args)
+        log = life.read_log()
+        assert "re-attached" in log[log.rfind("=== start 1 ==="):]
+        m = bed.mark()
+        with wr.SandboxClient(life.unix_addr) as c:
+            sb = c.get(id=policed.id)
+            r = sh(sb, "wget -q -O - https://%s/v1/private/after-restart" % HOST)
+            assert r.exit_code == 0, r.stderr_text
+            r = sh(sb, 'wget -q -O /dev/null --header "Authorization: Bearer $OPENAI_API_KEY" '
+                       'https://api.openai.com/v1/after-restart')
+            assert r.exit_code == 0, r.stderr_text
+            assert_token_absent_inside(sb)
+            assert_token_absent_inside(sb, "sk-" + TOKEN)
+            sb2 = c.get(id=opened.id)
+            r = sh(sb2, 'curl -sS -o /dev/null -w "%{http_code}" -H "Authorization: Bearer '
+                        '$LOCAL_API_TOKEN" https://hooks.slack.com/v1/private/after-restart')
+            assert r.stdout_text == "200", r.stdout_text + r.stderr_text
+            tag = "udp-" + os.urandom(6).hex()
+            out = udp_icmp(sb2, bed.addr("example.test"), tag)
+            assert "udp " + tag in out and "icmp ok" in out, out
+            assert_token_absent_inside(sb2, local)
+            # a policy still holds: pypi.org is not allowed
+            r = sh(sb, "wget -q -O /dev/null http://pypi.org/ 2>&1; echo rc=$?")
+            assert "rc=0" not in r.stdout_text
+            for s in (sb, sb2):
+                s.terminate()
+        bed.settle()
+        got = {(r["hostname"], r["path"]): dict((k.lower(), v) for k, v in r["headers"])
+               .get("authorization") for r in bed.http_requests(since=m)}
+        assert got[(HOST, "/v1/private/after-restart")] == "Bearer " + TOKEN
+        assert got[("api.openai.com", "/v1/after-restart")] == "Bearer sk-" + TOKEN
+        assert got[("hooks.slack.com", "/v1/private/after-restart")] == "Bearer " + local
+        assert not any(h == "pypi.org" for h, _ in got)
+    finally:
+        life.destroy()

@@ -109,8 +109,9 @@ def test_an_address_destination_and_another_port(client, bed):
 
 def test_exemption_survives_a_warrend_restart(bed):
     """kill -9 of warrend: the new one registers the sandbox's policy and
-    its managed SSH destinations again (<dir>/egress-rules: no secret in
-    it), so ssh inside the denied route still works."""
+    its managed SSH destinations again (<dir>/egress-rules.sealed, the
+    sandbox's rules sealed with the secrets key), so ssh inside the denied
+    route still works."""
     from test_lifecycle import Restartable
     life = Restartable()
     try:
@@ -126,8 +127,10 @@ def test_exemption_survives_a_warrend_restart(bed):
                                                          username="git")})
             r = sh(sb, "ssh github true && echo SSH-OK")
             assert "SSH-OK" in r.stdout_text, r.stderr_text
-            rules = os.path.join(life.state_dir, "sandboxes", sb.id, "egress-rules")
+            rules = os.path.join(life.state_dir, "sandboxes", sb.id, "egress-rules.sealed")
             assert os.path.exists(rules)
+            with open(rules, "rb") as f:
+                assert b"github.com" not in f.read()  # sealed, not in the clear
         life.kill9()
         life.start(extra=["--upstream-dns", bed.dns])
         with wr.SandboxClient(life.unix_addr) as c:

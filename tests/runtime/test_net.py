@@ -33,7 +33,8 @@ def test_veth_inside(sandbox, prestart):
     k = PRESTART.index(prestart) + 1
     opts = net_opt(k) + ([] if prestart == "none" else ["--prestart", prestart])
     r = sandbox.sh("ip -o -4 addr show dev eth0; ip route; cat /proc/net/if_inet6; "
-                   "cat /etc/hosts; cat /sys/class/net/eth0/operstate", opts=opts)
+                   "cat /etc/hosts; cat /proc/sys/net/ipv4/ping_group_range; "
+                   "cat /sys/class/net/eth0/operstate", opts=opts)
     out = r.stdout.decode()
     assert r.returncode == 0, r.stderr.decode()
     assert "inet 100.127.254.%d/30" % (4 * k + 2) in out, out
@@ -41,6 +42,7 @@ def test_veth_inside(sandbox, prestart):
     assert "eth0" not in "".join(l for l in out.splitlines() if l.count(" ") >= 5 and
                                  len(l.split()[0]) == 32), out  # no IPv6 address on eth0
     assert "100.127.254.%d\t" % (4 * k + 2) in out, out  # /etc/hosts: own address
+    assert "0\t2147483647" in out, out  # ICMP ping sockets for every group of its netns
     assert out.strip().endswith("up"), out
     assert not link_exists(peer_name(k))
 
