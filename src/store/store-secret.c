@@ -403,30 +403,31 @@ int store_secrets_rewrap(struct store *s, size_t *n_ret, struct wr_err *e) {
         return r;
 }
 
-int store_seal(struct store *s, const char *label, const char *name, const void *plain,
-               size_t len, unsigned char **ret, size_t *ret_len, struct wr_err *e) {
-        unsigned char nonce[NONCE_LEN];
+int store_seal(struct store *s, const char *label, const char *name, const void *plain, size_t len,
+               unsigned char **ret, size_t *ret_len, struct wr_err *e) {
+        unsigned char nonce[STORE_SEAL_NONCE_LEN];
         _cleanup_free_ unsigned char *ct = NULL;
         size_t ct_len = 0;
         int r = store_blob_seal(s, label, name, plain, len, nonce, &ct, &ct_len, e);
         if (r < 0)
                 return r;
-        unsigned char *out = malloc(NONCE_LEN + ct_len);
+        unsigned char *out = malloc(sizeof(nonce) + ct_len);
         if (!out)
                 return err_set(e, -ENOMEM, "seal: out of memory");
-        memcpy(out, nonce, NONCE_LEN);
-        memcpy(out + NONCE_LEN, ct, ct_len);
+        memcpy(out, nonce, sizeof(nonce));
+        memcpy(out + sizeof(nonce), ct, ct_len);
         *ret = out;
-        *ret_len = NONCE_LEN + ct_len;
+        *ret_len = sizeof(nonce) + ct_len;
         return 0;
 }
 
 int store_unseal(struct store *s, const char *label, const char *name, const void *sealed,
                  size_t len, unsigned char **ret, size_t *ret_len, struct wr_err *e) {
-        if (len < NONCE_LEN)
+        if (len < STORE_SEAL_NONCE_LEN)
                 return err_set(e, -EBADMSG, "%s: sealed data is malformed", name);
-        return store_blob_open(s, label, name, (const unsigned char *) sealed + NONCE_LEN,
-                               len - NONCE_LEN, sealed, NONCE_LEN, ret, ret_len, e);
+        return store_blob_open(
+                s, label, name, (const unsigned char *) sealed + STORE_SEAL_NONCE_LEN,
+                len - STORE_SEAL_NONCE_LEN, sealed, STORE_SEAL_NONCE_LEN, ret, ret_len, e);
 }
 
 /* --- plaintext encoding: (u32 key length, key, u32 value length, value)* --- */

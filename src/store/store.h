@@ -179,11 +179,12 @@ int store_sandbox_get_process(struct store *s, const char *id, unsigned char **r
                               struct wr_err *e);
 
 /* Seal plain (bytes that may hold secret values, kept outside the
- * database: a sandbox's egress rules) with the secrets key: AES-256-GCM,
- * label and name bound as associated data. *ret (malloc'd) = 12-byte
- * nonce || ciphertext || tag. Returns 0 or negative errno. */
-int store_seal(struct store *s, const char *label, const char *name, const void *plain,
-               size_t len, unsigned char **ret, size_t *ret_len, struct wr_err *e);
+ * database: a sandbox's egress rules) under a data key of its own wrapped
+ * by the secrets key's keeper: AES-256-GCM, label and name bound as
+ * associated data. *ret (malloc'd) = 12-byte nonce || the data key's
+ * 60-byte wrapping || ciphertext || tag. Returns 0 or negative errno. */
+int store_seal(struct store *s, const char *label, const char *name, const void *plain, size_t len,
+               unsigned char **ret, size_t *ret_len, struct wr_err *e);
 
 /* Open what store_seal made (same label and name) into *ret (malloc'd,
  * NUL after *ret_len bytes; the caller wipes and frees). -EBADMSG when it
