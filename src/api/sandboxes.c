@@ -402,6 +402,7 @@ static bool shutting_down(struct rpc_call *call) {
 struct create_op {
         struct rpc_call *call;
         struct sbx_spec *spec;
+        struct img_info *img; /* once resolved: waiting for admission */
 };
 
 static void create_op_free(struct create_op *op) {
@@ -410,23 +411,46 @@ static void create_op_free(struct create_op *op) {
         if (op->call)
                 rpc_call_unref(op->call);
         sbx_spec_free(op->spec);
+        img_info_free(op->img);
         free(op);
 }
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct create_op *, create_op_free);
 
-/* The image is there: create the sandbox and answer. */
-static void create_with_image(struct rpc_call *call, const struct sbx_spec *spec,
-                              const struct img_info *img) {
+/* Admitted (admission.c): create the sandbox and answer. */
+static void create_admitted(void *userdata, bool cancelled) {
+        _cleanup_(create_op_freep) struct create_op *op = userdata;
+        struct rpc_call *call = op->call;
+        if (rpc_call_is_done(call))
+                return; /* the caller went away while it waited */
+        if (cancelled || shutting_down(call)) {
+                if (!rpc_call_is_done(call))
+                        rpc_call_finish(call, WR_STATUS_UNAVAILABLE,
+                                        "warrend is shutting down; retry shortly");
+                return;
+        }
         struct api_ctx *ctx = rpc_call_server_ctx(call);
         struct wr_err e = {0};
         struct store_sandbox sb = {0};
-        int r = sbx_create(ctx->sandboxes, spec, img, &sb, &e);
+        int r = sbx_create(ctx->sandboxes, op->spec, op->img, &sb, &e);
         if (r < 0) {
                 finish_store_err(call, &e);
                 return;
         }
         reply_sandbox(call, &sb);
         store_sandbox_clear(&sb);
+}
+
+/* The image is there: wait for the environment's turn (admission.c).
+ * Takes op (and img, now op's). */
+static void create_with_image(struct create_op *op, struct img_info *img) {
+        struct rpc_call *call = op->call;
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        op->img = img;
+        struct wr_err e = {0};
+        if (api_admit(ctx, api_caller_env(call), create_admitted, op, &e) < 0) {
+                finish_store_err(call, &e);
+                create_op_free(op);
+        }
 }
 
 /* The on-demand pull ended: create, or report the pull's error (its
@@ -442,8 +466,10 @@ static void create_after_pull(int r, struct img_info *img, const struct wr_err *
                 struct wr_err pe = *e;
                 err_prefix(&pe, r, "create sandbox: pull");
                 finish_store_err(op->call, &pe);
-        } else if (!shutting_down(op->call))
-                create_with_image(op->call, op->spec, img);
+        } else if (!shutting_down(op->call)) {
+                create_with_image(TAKE_PTR(op), img);
+                return;
+        }
         img_info_free(img);
 }
 
@@ -494,8 +520,7 @@ static void create_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
                 TAKE_PTR(op);
                 return;
         }
-        create_with_image(call, op->spec, img);
-        img_info_free(img);
+        create_with_image(TAKE_PTR(op), img);
 }
 
 struct terminate_op {

@@ -32,6 +32,8 @@ struct daemon_config {
         char *state_dir;
         char *admin_listen;  /* HOST:PORT or NULL */
         char *issuer;        /* --issuer: workload identity issuer URL, or NULL */
+        int identity_token_lifetime; /* seconds; 0 = 3600 */
+        bool identity_admin;         /* --identity-role admin */
         char *default_image; /* NULL = "sandbox:latest" */
         char *tls_cert;
         char *tls_key;
