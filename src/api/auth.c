@@ -184,10 +184,11 @@ int api_authorize(struct rpc_call *call, void *userdata, struct wr_err *e) {
         if (want && *want && strcmp(want, c->env) != 0) {
                 if (c->role != API_ROLE_OPERATOR)
                         return err_setx(e, -EPERM, WR_STATUS_PERMISSION_DENIED, WR_FAULT_CLIENT,
-                                        "token %s belongs to environment \"%s\", not \"%.64s\" "
+                                        "%s %s belongs to environment \"%s\", not \"%.64s\" "
                                         "(unset WARREN_ENVIRONMENT or use a token of that "
                                         "environment)",
-                                        c->token_id, c->env, want);
+                                        *c->token_id ? "token" : "identity of",
+                                        *c->token_id ? c->token_id : c->subject, c->env, want);
                 if (!store_env_name_valid(want))
                         return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
                                         "x-warren-environment: \"%.64s\" is not an environment "

@@ -15,16 +15,16 @@
 #define JWT_MAX_LEN 8192 /* longer credentials are refused unparsed */
 
 struct jwt {
-        char alg[16];            /* header "alg" */
-        char kid[64];            /* header "kid" ("" when absent) */
-        char iss[512];           /* claims; "" when absent */
+        char alg[16];  /* header "alg" */
+        char kid[64];  /* header "kid" ("" when absent) */
+        char iss[512]; /* claims; "" when absent */
         char sub[256];
-        char aud[512];           /* a string "aud" (an array is refused) */
+        char aud[512]; /* a string "aud" (an array is refused) */
         char environment_id[64];
-        int64_t exp, nbf, iat;   /* 0 when absent (has_* say which) */
+        int64_t exp, nbf, iat; /* 0 when absent (has_* say which) */
         bool has_exp, has_nbf, has_iat;
-        size_t signed_len;       /* the bytes signed: token[0, signed_len) */
-        unsigned char sig[64];   /* the decoded signature (ES256: r || s) */
+        size_t signed_len;     /* the bytes signed: token[0, signed_len) */
+        unsigned char sig[64]; /* the decoded signature (ES256: r || s) */
         size_t sig_len;
 };
 

@@ -219,11 +219,9 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                 c->identity_token_lifetime = (int) n;
         } else if (!strcmp(key, "identity-role")) {
                 if (strcmp(v, "user") != 0 && strcmp(v, "admin") != 0)
-                        return err_set(e, -EINVAL, "--identity-role %s: expected user or admin",
-                                       v);
+                        return err_set(e, -EINVAL, "--identity-role %s: expected user or admin", v);
                 c->identity_admin = strcmp(v, "admin") == 0;
-        }
-        else if (!strcmp(key, "default-image")) {
+        } else if (!strcmp(key, "default-image")) {
                 if (!*v)
                         return err_set(e, -EINVAL, "--default-image: empty image name");
                 r = set_str(&c->default_image, v);

@@ -474,8 +474,8 @@ static void start_identity(struct daemon *d) {
                 r = rpc_server_listen_flags(d->server, addr, RPC_LISTEN_SANDBOX, &ie);
         if (r == 0)
                 r = api_sbx_identity_start(&d->ctx, &ie);
-        if (r == 0 && sbx_manager_set_identity(d->ctx.sandboxes, api_sbx_identity_issue,
-                                               &d->ctx, dir) < 0)
+        if (r == 0 &&
+            sbx_manager_set_identity(d->ctx.sandboxes, api_sbx_identity_issue, &d->ctx, dir) < 0)
                 r = err_set(&ie, -ENOMEM, "out of memory");
         if (r < 0) {
                 log_error("sandbox identity: off: %s", ie.msg);
@@ -565,8 +565,8 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                                  d->issuer ? d->issuer : "(none: set --issuer or --admin-listen)",
                                  wid_keys_kid(d->ctx.wid));
         }
-        d->ctx.identity_lifetime =
-                d->cfg.identity_token_lifetime ? d->cfg.identity_token_lifetime : WID_MAX_LIFETIME_SEC;
+        d->ctx.identity_lifetime = d->cfg.identity_token_lifetime ? d->cfg.identity_token_lifetime
+                                                                  : WID_MAX_LIFETIME_SEC;
         d->ctx.identity_admin = d->cfg.identity_admin;
         if ((r = api_admission_start(&d->ctx, e)) < 0)
                 return r;

@@ -325,9 +325,9 @@ struct create_state {
         uint64_t tp[T_N];
         char dir[PATH_MAX]; /* the sandbox's dir */
         char ssh_src[PATH_MAX + 8];
-        char ca_bundle[PATH_MAX]; /* intercepted: the CA bundle mounted over the image's */
+        char ca_bundle[PATH_MAX];    /* intercepted: the CA bundle mounted over the image's */
         char identity_dir[PATH_MAX]; /* identity: the token directory (host) */
-        struct rt_mount *mounts;  /* spec->mounts + the agent's dir + the CA bundle */
+        struct rt_mount *mounts;     /* spec->mounts + the agent's dir + the CA bundle */
 };
 
 /* Take back what st made: the runtime's sandbox, the row (FAILED with

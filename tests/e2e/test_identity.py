@@ -257,3 +257,43 @@ def test_identity_needs_an_issuer(fresh_warrend):
             c.create(image="busybox:latest", identity=True)
         assert ei.value.status == wr.Status.FAILED_PRECONDITION
         assert "identity" in ei.value.message
+
+
+def test_token_dir_of_an_ended_sandbox_is_removed(d):
+    with env_client(d, "team-a") as a:
+        sb = a.create(image="busybox:latest", identity=True)
+        path = os.path.join(d.state_dir, "identity", sb.id)
+        assert os.path.exists(os.path.join(path, "token"))
+        assert oct(os.stat(os.path.join(path, "token")).st_mode & 0o777) == "0o444"
+        sb.terminate()
+        deadline = time.monotonic() + 30   # the rotation timer: every LIFETIME/4 s
+        while os.path.exists(path):
+            assert time.monotonic() < deadline, "token directory left behind"
+            time.sleep(0.1)
+
+
+def test_restart_remints_and_the_new_socket_is_seen(tmp_path):
+    from test_lifecycle import Restartable
+    life = Restartable()
+    extra = ["--issuer", "http://warren.test", "--identity-token-lifetime", str(LIFETIME)]
+    life.start(extra=extra)
+    try:
+        import_image(life, "busybox:latest")
+        with wr.SandboxClient(life.unix_addr) as c:
+            sb = c.create(image="busybox:latest", identity=True)
+            t1 = sb.exec("cat", "/run/warren/identity/token").stdout_text.strip()
+        assert life.stop() == 0
+        time.sleep(1.1)                   # the next token has another iat
+        life.start(extra=extra)
+        with wr.SandboxClient(life.unix_addr) as c:
+            sb = c.get(id=sb.id)
+            t2 = sb.exec("cat", "/run/warren/identity/token").stdout_text.strip()
+            assert t2 != t1 and claims(t2)["iat"] > claims(t1)["iat"]
+            host_sock = os.path.join(life.state_dir, "identity-api", "warren.sock")
+            r = sb.exec("stat", "-c", "%i", "/run/warren/api/warren.sock")
+            assert int(r.stdout_text) == os.stat(host_sock).st_ino   # the new socket
+        with wr.SandboxClient("unix:" + host_sock, token=t2) as sc:
+            assert sc.whoami().subject == "sandbox:" + sb.id
+    finally:
+        life.destroy()
+        shutil.rmtree(life.tmp, ignore_errors=True)

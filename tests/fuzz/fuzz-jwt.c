@@ -28,8 +28,8 @@ static void init(void) {
                 abort();
         char *tok = NULL;
         struct jwt j;
-        if (wid_mint(keys, ISS, "sandbox:default:sb-0011223344556677", WID_API_AUDIENCE,
-                     "default", 1800000000, 600, &tok, &e) < 0 ||
+        if (wid_mint(keys, ISS, "sandbox:default:sb-0011223344556677", WID_API_AUDIENCE, "default",
+                     1800000000, 600, &tok, &e) < 0 ||
             wid_verify(keys, tok, strlen(tok), ISS, WID_API_AUDIENCE, 1800000001, &j, &e) != 0)
                 abort();
         free(tok);
@@ -50,8 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                     strnlen(j.iss, sizeof(j.iss)) == sizeof(j.iss) ||
                     strnlen(j.sub, sizeof(j.sub)) == sizeof(j.sub) ||
                     strnlen(j.aud, sizeof(j.aud)) == sizeof(j.aud) ||
-                    strnlen(j.environment_id, sizeof(j.environment_id)) ==
-                            sizeof(j.environment_id))
+                    strnlen(j.environment_id, sizeof(j.environment_id)) == sizeof(j.environment_id))
                         abort();
                 if (!jwt_looks_like(s, size))
                         abort();

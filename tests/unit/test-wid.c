@@ -51,8 +51,7 @@ static int teardown(void **state) {
         return 0;
 }
 
-static char *mint(struct wid_keys *k, const char *iss, const char *aud, int64_t now,
-                  int64_t life) {
+static char *mint(struct wid_keys *k, const char *iss, const char *aud, int64_t now, int64_t life) {
         char *tok = NULL;
         struct wr_err e = {0};
         assert_int_equal(wid_mint(k, iss, "sandbox:default:sb-0011223344556677", aud, "default",
@@ -145,12 +144,18 @@ static void test_parse_malformed(void **state) {
         (void) state;
         struct jwt j;
         static const char *bad[] = {
-                "", "a.b", "a.b.c.d", ".b.c", "a..c", "a.b.", "a b.c.d",
-                "e30.e30.AAAA",           /* {} has no alg */
-                "W10.e30.AAAA",           /* [] is not an object */
-                "eyJhbGciOjF9.e30.AAAA",  /* alg is a number */
+                "",
+                "a.b",
+                "a.b.c.d",
+                ".b.c",
+                "a..c",
+                "a.b.",
+                "a b.c.d",
+                "e30.e30.AAAA",                              /* {} has no alg */
+                "W10.e30.AAAA",                              /* [] is not an object */
+                "eyJhbGciOjF9.e30.AAAA",                     /* alg is a number */
                 "eyJhbGciOiJFUzI1NiJ9.eyJleHAiOiJ4In0.AAAA", /* exp a string */
-                "eyJhbGciOiJFUzI1NiJ9.e30.A",               /* 1-char group */
+                "eyJhbGciOiJFUzI1NiJ9.e30.A",                /* 1-char group */
         };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
                 assert_int_equal(jwt_parse(bad[i], strlen(bad[i]), &j), -EBADMSG);
@@ -175,9 +180,12 @@ static void test_b64url(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_good),          cmocka_unit_test(test_expiry),
-                cmocka_unit_test(test_wrong_iss_aud_key), cmocka_unit_test(test_tampered),
-                cmocka_unit_test(test_alg),           cmocka_unit_test(test_parse_malformed),
+                cmocka_unit_test(test_good),
+                cmocka_unit_test(test_expiry),
+                cmocka_unit_test(test_wrong_iss_aud_key),
+                cmocka_unit_test(test_tampered),
+                cmocka_unit_test(test_alg),
+                cmocka_unit_test(test_parse_malformed),
                 cmocka_unit_test(test_b64url),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
