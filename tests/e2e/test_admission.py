@@ -50,3 +50,31 @@ def test_other_tenant_is_not_starved(d):
     # before it arrived (at least one) and at most one more
     print(f"calm ran after {before} of {N} flood creates")
     assert before <= N // 4, f"calm ran after {before} of {N} flood creates"
+
+
+def test_waiting_creates_at_shutdown(fresh_warrend):
+    """SIGTERM with creates still queued: each one is answered (created, or
+    UNAVAILABLE "shutting down"), none hangs, warrend exits cleanly."""
+    import grpc
+    from conftest import import_image
+    dd = fresh_warrend()
+    import_image(dd, "busybox:latest")
+    chans = [wr.SandboxClient(dd.unix_addr, environment="e%d" % (i % 3)) for i in range(6)]
+    req = Sandbox(image="busybox:latest")._request()
+    futs = [c._sandboxes.CreateSandbox.future(req, timeout=120) for c in chans for _ in range(5)]
+    while not any(f.done() for f in futs):
+        time.sleep(0.005)
+    dd.proc.send_signal(__import__("signal").SIGTERM)
+    codes = []
+    for f in futs:
+        try:
+            f.result()
+            codes.append(grpc.StatusCode.OK)
+        except grpc.RpcError as e:
+            codes.append(e.code())
+    for c in chans:
+        c.close()
+    assert set(codes) <= {grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE}, codes
+    assert grpc.StatusCode.UNAVAILABLE in codes   # some were still waiting
+    dd.proc.wait(timeout=60)
+    assert dd.proc.returncode == 0, dd.read_log()[-2000:]
