@@ -297,3 +297,12 @@ def test_restart_remints_and_the_new_socket_is_seen(tmp_path):
     finally:
         life.destroy()
         shutil.rmtree(life.tmp, ignore_errors=True)
+
+
+def test_cli_identity_flag(d):
+    p = subprocess.run([WARREN_CLI, "--addr", d.unix_addr, "run", "--identity", "busybox:latest",
+                        "--", "sh", "-c", "cat $WARREN_WEB_IDENTITY_TOKEN_FILE"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    c = claims(p.stdout.strip())
+    assert c["aud"] == "warren-api" and c["sub"].startswith("sandbox:default:sb-")
