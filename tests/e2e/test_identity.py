@@ -306,3 +306,18 @@ def test_cli_identity_flag(d):
     assert p.returncode == 0, p.stderr
     c = claims(p.stdout.strip())
     assert c["aud"] == "warren-api" and c["sub"].startswith("sandbox:default:sb-")
+
+
+def test_forks_get_identities_of_their_own(d):
+    with env_client(d, "team-f") as a, a.create(image="busybox:latest", identity=True) as sb:
+        copies = sb.fork(count=2)
+        try:
+            for cp in copies:
+                tok = cp.exec("cat", "/run/warren/identity/token").stdout_text.strip()
+                c = claims(tok)
+                assert c["sub"] == "sandbox:team-f:" + cp.id and c["environment_id"] == "team-f"
+                with wr.SandboxClient(d.unix_addr, token=tok) as cc:
+                    assert cc.whoami().subject == "sandbox:" + cp.id
+        finally:
+            for cp in copies:
+                cp.terminate()
