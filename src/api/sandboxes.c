@@ -431,7 +431,11 @@ static void create_admitted(void *userdata, bool cancelled) {
         struct api_ctx *ctx = rpc_call_server_ctx(call);
         struct wr_err e = {0};
         struct store_sandbox sb = {0};
-        int r = sbx_create(ctx->sandboxes, op->spec, op->img, &sb, &e);
+        /* again: the creates queued before this one have run meanwhile */
+        int r = api_quota_check_sandbox(call, op->spec->limits.cpu_millicores / 1000.0,
+                                        (int64_t) op->spec->limits.memory_bytes, &e);
+        if (r >= 0)
+                r = sbx_create(ctx->sandboxes, op->spec, op->img, &sb, &e);
         if (r < 0) {
                 finish_store_err(call, &e);
                 return;

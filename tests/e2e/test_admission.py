@@ -78,3 +78,32 @@ def test_waiting_creates_at_shutdown(fresh_warrend):
     assert grpc.StatusCode.UNAVAILABLE in codes   # some were still waiting
     dd.proc.wait(timeout=60)
     assert dd.proc.returncode == 0, dd.read_log()[-2000:]
+
+
+def test_quota_holds_for_queued_creates(d):
+    """Creates that wait in the queue are checked against the quota again
+    when their turn comes: a burst cannot go past it."""
+    import grpc
+    from conftest import WARREN_CLI
+    import subprocess
+    r = subprocess.run([WARREN_CLI, "--addr", d.unix_addr, "env", "set-quota", "qburst",
+                        "--sandboxes", "3"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    chans = [wr.SandboxClient(d.unix_addr, environment="qburst") for _ in range(4)]
+    req = Sandbox(image="busybox:latest")._request()
+    futs = [c._sandboxes.CreateSandbox.future(req, timeout=120) for c in chans for _ in range(3)]
+    made, codes = [], []
+    for f in futs:
+        try:
+            made.append(f.result().id)
+            codes.append(grpc.StatusCode.OK)
+        except grpc.RpcError as e:
+            codes.append(e.code())
+            assert "quota sandboxes" in e.details(), e.details()
+    for sid in made:
+        chans[0]._unary(chans[0]._sandboxes.TerminateSandbox, pb.TerminateSandboxRequest(id=sid),
+                        timeout=60)
+    for c in chans:
+        c.close()
+    assert codes.count(grpc.StatusCode.OK) == 3, codes
+    assert codes.count(grpc.StatusCode.RESOURCE_EXHAUSTED) == len(futs) - 3, codes
