@@ -47,9 +47,10 @@ def test_other_tenant_is_not_starved(d):
     t_calm = c_sb.created_at.unix_nanos
     before = sum(1 for s in results if s.created_at.unix_nanos < t_calm)
     # round-robin: calm's create runs after the flood creates that ran
-    # before it arrived (at least one) and at most one more
+    # before it arrived (at least one; typically 2 in all). First come,
+    # first served runs it after all N. Half leaves room for a slow client.
     print(f"calm ran after {before} of {N} flood creates")
-    assert before <= N // 4, f"calm ran after {before} of {N} flood creates"
+    assert before <= N // 2, f"calm ran after {before} of {N} flood creates"
 
 
 def test_waiting_creates_at_shutdown(fresh_warrend):
