@@ -7,11 +7,11 @@ so they import this module and not warren._client."""
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, List, Optional, Tuple, Type, TypeVar
+from typing import Any, Callable, List, Optional, Tuple, Type, TypeVar, Union
 
 import grpc
 
-from warren._auth import AuthInterceptor, TokenFile
+from warren._auth import AuthInterceptor, TokenFile, token_file_from_env
 from warren._errors import from_rpc_error
 from warren._proto.warren.v1 import (identity_pb2_grpc, images_pb2_grpc, sandboxes_pb2_grpc,
                                      secrets_pb2_grpc, system_pb2_grpc, volumes_pb2_grpc)
@@ -28,6 +28,12 @@ def grpc_target(address: str) -> str:
     a = address.strip()
     if not a:
         raise ValueError("empty address")
+    for scheme, port in (("https://", 443), ("http://", 80)):
+        if a.startswith(scheme):
+            a = a[len(scheme):].rstrip("/")
+            if not a.startswith("[") and ":" not in a or a.endswith("]"):
+                a = f"{a}:{port}"
+            return a
     if a.startswith("tcp:"):
         a = a[4:]
     if a.startswith("unix:"):
@@ -48,9 +54,14 @@ class Channel:
     def __init__(self, address: Optional[str] = None, *, use_tls: bool = False,
                  token: Optional[str] = None, ca_file: Optional[str] = None,
                  token_file: Optional[str] = None, environment: Optional[str] = None):
-        self.address = address or os.environ.get("WARREN_ADDR") or DEFAULT_ADDR
+        # WARREN_API_SERVER: the address warrend gives sandboxes created
+        # with identity=True (and the seed's CHALK_API_SERVER)
+        self.address = (address or os.environ.get("WARREN_API_SERVER")
+                        or os.environ.get("WARREN_ADDR") or DEFAULT_ADDR)
         self.environment = environment
         self.use_tls = use_tls or ca_file is not None
+        if self.address.startswith("https://"):
+            self.use_tls = True
         target = grpc_target(self.address)
         options: List[Tuple[str, Any]] = [
             ("grpc.max_receive_message_length", _MAX_MSG),
@@ -75,12 +86,23 @@ class Channel:
             channel = grpc.insecure_channel(target, options=options)
         self._raw_channel = channel
         getter: Optional[Callable[[], str]] = None
+        env: Union[None, str, Callable[[], Optional[str]]] = environment
+        self._token_file: Optional[TokenFile] = None
         if token:
             getter = lambda: token  # noqa: E731
-        elif token_file:
-            getter = TokenFile(token_file).get
-        if getter is not None or environment:
-            channel = grpc.intercept_channel(channel, AuthInterceptor(getter, environment))
+        elif token_file or token_file_from_env():
+            # an identity token file (WARREN_WEB_IDENTITY_TOKEN_FILE when
+            # none is given: re-read from the environment on each call, so
+            # that a changed path is followed); its environment_id claim
+            # names the environment unless one is set explicitly
+            self._token_file = TokenFile(token_file)
+            getter = self._token_file.get
+            if not env:
+                env = (os.environ.get("WARREN_ENVIRONMENT")
+                       or os.environ.get("WARREN_ENVIRONMENT_ID")
+                       or self._token_file.environment)
+        if getter is not None or env:
+            channel = grpc.intercept_channel(channel, AuthInterceptor(getter, env))
         self._channel = channel
         self._identity = identity_pb2_grpc.IdentityStub(channel)
         self._sandboxes = sandboxes_pb2_grpc.SandboxesStub(channel)
@@ -92,16 +114,17 @@ class Channel:
 
     @classmethod
     def from_env(cls: Type[_C]) -> _C:
-        """A connection from WARREN_ADDR, WARREN_TOKEN, WARREN_ENVIRONMENT,
-        WARREN_TLS_CA and WARREN_IDENTITY_TOKEN_FILE (TLS when
+        """A connection from WARREN_ADDR (else WARREN_API_SERVER),
+        WARREN_TOKEN, WARREN_ENVIRONMENT (or WARREN_ENVIRONMENT_ID),
+        WARREN_TLS_CA and WARREN_WEB_IDENTITY_TOKEN_FILE (TLS when
         WARREN_TLS_CA or WARREN_TLS=1 is set)."""
         env = os.environ
         ca = env.get("WARREN_TLS_CA") or None
         tls = ca is not None or env.get("WARREN_TLS", "") in ("1", "true", "yes")
-        return cls(env.get("WARREN_ADDR") or DEFAULT_ADDR, use_tls=tls,
-                   token=env.get("WARREN_TOKEN") or None, ca_file=ca,
-                   token_file=env.get("WARREN_IDENTITY_TOKEN_FILE") or None,
-                   environment=env.get("WARREN_ENVIRONMENT") or None)
+        return cls(env.get("WARREN_ADDR") or env.get("WARREN_API_SERVER") or DEFAULT_ADDR,
+                   use_tls=tls, token=env.get("WARREN_TOKEN") or None, ca_file=ca,
+                   environment=env.get("WARREN_ENVIRONMENT")
+                   or env.get("WARREN_ENVIRONMENT_ID") or None)
 
     # --- lifetime ---
     def close(self) -> None:

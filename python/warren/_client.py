@@ -82,16 +82,21 @@ class NewToken:
 class SandboxClient(Channel):
     """A connection to warrend.
 
-    ``address``: "unix:///p", "unix:/p" or "HOST:PORT" (default
-    WARREN_ADDR or unix:///run/warren/warren.sock). ``use_tls`` with
-    ``ca_file`` (PEM; default the system roots) for TCP. ``token`` is sent
-    as a bearer token (an API token from ``warren token create``; remote
-    TLS listeners require one); ``token_file`` is a rotating identity
-    token file; ``environment`` names the environment to act in (a token
-    may name only its own). ``SandboxClient.from_env()`` reads
+    ``address``: "unix:///p", "unix:/p", "HOST:PORT" or "https://HOST"
+    (default WARREN_API_SERVER, else WARREN_ADDR, else
+    unix:///run/warren/warren.sock). ``use_tls`` with ``ca_file`` (PEM;
+    default the system roots) for TCP. ``token`` is sent as a bearer token
+    (an API token from ``warren token create``; remote TLS listeners
+    require one); without it, ``token_file`` or
+    WARREN_WEB_IDENTITY_TOKEN_FILE names a rotating identity token file
+    (what an ``identity=True`` sandbox gets), cached for min(1 h, half its
+    remaining lifetime), whose ``environment_id`` claim is the environment
+    unless ``environment``, WARREN_ENVIRONMENT or WARREN_ENVIRONMENT_ID
+    says otherwise; ``environment`` names the environment to act in (a
+    token may name only its own). ``SandboxClient.from_env()`` reads
     WARREN_ADDR, WARREN_TOKEN, WARREN_ENVIRONMENT, WARREN_TLS_CA and
-    WARREN_IDENTITY_TOKEN_FILE. A context manager:
-    leaving the block closes the channel."""
+    WARREN_WEB_IDENTITY_TOKEN_FILE. A context manager: leaving the block
+    closes the channel."""
 
     # --- identity: who am I, API tokens, audit, quotas ---
     def whoami(self) -> "WhoAmI":

@@ -7,6 +7,7 @@
  * Handlers find the daemon's shared state with rpc_call_server_ctx(call),
  * which is the struct api_ctx below. Handlers log once, at this boundary. */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,11 +44,51 @@ struct api_ctx {
          * issuer URL; NULL = GetWorkloadIdentityToken is UNAVAILABLE. */
         struct wid_keys *wid;
         const char *issuer;
+        /* Sandbox identity (identity=True, sbx-identity.c): callers with a
+         * sandbox's identity token act as admin of its environment when
+         * set, else as user (warrend --identity-role); the tokens' lifetime
+         * in seconds (--identity-token-lifetime, 1..3600) and the host
+         * directory holding the socket sandboxes reach the API on (NULL:
+         * identity=True is refused). */
+        bool identity_admin;
+        int identity_lifetime;
+        const char *identity_api_dir;
+        struct api_sbx_identity *sbx_identity;
+        /* Fair admission of creates between environments (admission.c). */
+        struct api_admission *admission;
 };
 
 /* The /.well-known/openid-configuration and /.well-known/jwks.json bodies
  * (malloc'd JSON) for path, or NULL; userdata is the api_ctx. */
 char *api_well_known(const char *path, void *userdata);
+
+/* Sandbox identity tokens (sbx-identity.c; needs ctx->wid and
+ * ctx->issuer): start recovers the token directories of a previous
+ * warrend's sandboxes and starts the rotation timer (0 or a negative errno
+ * with e filled); issue is the sandbox manager's identity hook
+ * (sbx_manager_set_identity, userdata = the api_ctx); stop closes the
+ * timer (before the loop's last run). */
+int api_sbx_identity_start(struct api_ctx *ctx, struct wr_err *e);
+int api_sbx_identity_issue(void *userdata, const char *id, const char *environment, char *dir,
+                           size_t size, struct wr_err *e);
+void api_sbx_identity_stop(struct api_ctx *ctx);
+
+/* Fair admission of creates (admission.c): creates run one at a time on
+ * the loop, queued per environment and taken round-robin, so a tenant
+ * flooding creates delays another's by at most the one running. start
+ * makes the queue (0 or a negative errno with e filled); api_admit queues
+ * run(userdata, false) for environment env: 0, or -EAGAIN with
+ * RESOURCE_EXHAUSTED when env has API_ADMISSION_MAX_QUEUED waiting (run
+ * is then not called). Without a queue run is called at once. stop calls
+ * every waiting run with cancelled = true (warrend is shutting down) and
+ * closes the queue. waiting: creates queued for env (NULL: all). */
+#define API_ADMISSION_MAX_QUEUED 1024
+typedef void (*api_admit_fn)(void *userdata, bool cancelled);
+int api_admission_start(struct api_ctx *ctx, struct wr_err *e);
+int api_admit(struct api_ctx *ctx, const char *env, api_admit_fn run, void *userdata,
+              struct wr_err *e);
+size_t api_admission_waiting(struct api_ctx *ctx, const char *env);
+void api_admission_stop(struct api_ctx *ctx);
 
 /* Caller authentication (auth.c): set cfg.authorize = api_server_authorize
  * and cfg.on_call_end = api_server_call_end with cfg.ctx = the api_ctx. */

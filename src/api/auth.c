@@ -12,6 +12,8 @@
 
 #include "api/api-internal.h"
 #include "api/bearer.h"
+#include "api/jwt.h"
+#include "api/wid.h"
 #include "basic/log.h"
 #include "image/image.h"
 #include "runtime/runtime.h"
@@ -44,6 +46,48 @@ void api_audit_object(struct rpc_call *call, const char *object) {
 #define unauthenticated(e, ...)                                                                    \
         err_setx(e, -EACCES, WR_STATUS_UNAUTHENTICATED, WR_FAULT_CLIENT, __VA_ARGS__)
 
+/* A sandbox's identity token (identity=True; sbx-identity.c): signed by
+ * this warrend's keys for its own API, naming a sandbox that is still
+ * there. The caller acts in the sandbox's environment. */
+static int identity_caller(struct api_ctx *ctx, const char *tok, size_t n, struct api_caller *c,
+                           struct wr_err *e) {
+        if (!ctx->wid || !ctx->issuer)
+                return unauthenticated(e, "identity tokens are not accepted: this warrend has no "
+                                          "workload identity keys or issuer");
+        struct jwt j;
+        struct wr_err ve = {0};
+        int64_t now = store_now_ns() / 1000000000;
+        if (wid_verify(ctx->wid, tok, n, ctx->issuer, WID_API_AUDIENCE, now, &j, &ve) < 0)
+                return unauthenticated(e, "the identity token is not valid: %s", ve.msg);
+        /* sub = "sandbox:<environment>:<id>" */
+        char env[64] = "", id[32] = "";
+        const char *p = j.sub, *colon = NULL;
+        if (strncmp(p, "sandbox:", 8) == 0 && (colon = strrchr(p + 8, ':')) &&
+            (size_t) (colon - (p + 8)) < sizeof(env) && strlen(colon + 1) < sizeof(id)) {
+                memcpy(env, p + 8, (size_t) (colon - (p + 8)));
+                snprintf(id, sizeof(id), "%s", colon + 1);
+        }
+        if (!*env || strncmp(id, "sb-", 3) != 0 || strcmp(env, j.environment_id) != 0)
+                return unauthenticated(e, "the identity token does not name a sandbox");
+        struct store_sandbox sb = {0};
+        struct wr_err le = {0};
+        int r = store_sandbox_load(ctx->store, id, &sb, &le);
+        bool live = r >= 0 && strcmp(sb.environment, env) == 0 &&
+                    (sb.status == STORE_SANDBOX_PENDING || sb.status == STORE_SANDBOX_RUNNING);
+        store_sandbox_clear(&sb);
+        if (r < 0 && r != -ENOENT) {
+                log_warn("authorize: %s", le.msg);
+                return err_setx(e, r, WR_STATUS_UNAVAILABLE, WR_FAULT_SERVICE,
+                                "could not check the identity token: %s", le.msg);
+        }
+        if (!live)
+                return unauthenticated(e, "the identity token's sandbox %s is not running", id);
+        c->role = ctx->identity_admin ? API_ROLE_ADMIN : API_ROLE_USER;
+        snprintf(c->env, sizeof(c->env), "%s", env);
+        snprintf(c->subject, sizeof(c->subject), "sandbox:%s", id);
+        return 0;
+}
+
 /* The token in the authorization value, checked against the store. */
 static int token_caller(struct api_ctx *ctx, const char *value, struct api_caller *c,
                         struct wr_err *e) {
@@ -52,9 +96,15 @@ static int token_caller(struct api_ctx *ctx, const char *value, struct api_calle
         if (r == -EINVAL)
                 return unauthenticated(e, "authorization: expected \"Bearer <token>\" (a token "
                                           "from `warren token create`)");
-        if (r < 0)
+        if (r < 0) {
+                const char *cred;
+                size_t n;
+                if (bearer_credential(value, strlen(value), &cred, &n) == 0 &&
+                    jwt_looks_like(cred, n))
+                        return identity_caller(ctx, cred, n, c, e);
                 return unauthenticated(e, "authorization: the bearer token is not a warren token "
-                                          "(\"wt_...\")");
+                                          "(\"wt_...\") nor a sandbox identity token");
+        }
         unsigned char hash[32];
         SHA256((const unsigned char *) b.token, b.token_len, hash);
         struct store_token t = {0};
@@ -96,7 +146,8 @@ int api_authorize(struct rpc_call *call, void *userdata, struct wr_err *e) {
                 return err_setx(e, -ENOMEM, WR_STATUS_RESOURCE_EXHAUSTED, WR_FAULT_SERVICE,
                                 "out of memory");
         if (is_unix)
-                snprintf(c->peer, sizeof(c->peer), "unix pid %d uid %d", (int) peer->pid,
+                snprintf(c->peer, sizeof(c->peer), "%s pid %d uid %d",
+                         peer->sandbox ? "sandbox-socket" : "unix", (int) peer->pid,
                          (int) peer->uid);
         else
                 snprintf(c->peer, sizeof(c->peer), "%s%s", peer->addr, peer->tls ? " (tls)" : "");
@@ -107,7 +158,7 @@ int api_authorize(struct rpc_call *call, void *userdata, struct wr_err *e) {
         int r = 0;
         if (authz) {
                 r = token_caller(ctx, authz, c, e);
-        } else if ((is_unix && peer->uid == 0) || (!is_unix && !peer->tls)) {
+        } else if (!peer->sandbox && ((is_unix && peer->uid == 0) || (!is_unix && !peer->tls))) {
                 /* root on the socket; a plaintext TCP listener exists only
                  * with --insecure-tcp (loopback) or --insecure-tcp-i-know */
                 c->role = API_ROLE_OPERATOR;
@@ -133,10 +184,11 @@ int api_authorize(struct rpc_call *call, void *userdata, struct wr_err *e) {
         if (want && *want && strcmp(want, c->env) != 0) {
                 if (c->role != API_ROLE_OPERATOR)
                         return err_setx(e, -EPERM, WR_STATUS_PERMISSION_DENIED, WR_FAULT_CLIENT,
-                                        "token %s belongs to environment \"%s\", not \"%.64s\" "
+                                        "%s %s belongs to environment \"%s\", not \"%.64s\" "
                                         "(unset WARREN_ENVIRONMENT or use a token of that "
                                         "environment)",
-                                        c->token_id, c->env, want);
+                                        *c->token_id ? "token" : "identity of",
+                                        *c->token_id ? c->token_id : c->subject, c->env, want);
                 if (!store_env_name_valid(want))
                         return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
                                         "x-warren-environment: \"%.64s\" is not an environment "

@@ -17,10 +17,11 @@ static bool all_hex(const char *p, size_t n) {
         return true;
 }
 
-int bearer_parse(const char *value, size_t len, struct bearer *out) {
-        if (!value || !out)
+int bearer_credential(const char *value, size_t len, const char **cred, size_t *cred_len) {
+        if (!value || !cred || !cred_len)
                 return -EINVAL;
-        *out = (struct bearer){0};
+        *cred = NULL;
+        *cred_len = 0;
         for (size_t i = 0; i < len; i++) {
                 unsigned char c = (unsigned char) value[i];
                 if (c != '\t' && (c < 0x20 || c == 0x7f))
@@ -37,8 +38,20 @@ int bearer_parse(const char *value, size_t len, struct bearer *out) {
                 end--;
         if (end == i)
                 return -EINVAL;
-        const char *t = value + i;
-        size_t n = end - i;
+        *cred = value + i;
+        *cred_len = end - i;
+        return 0;
+}
+
+int bearer_parse(const char *value, size_t len, struct bearer *out) {
+        if (!value || !out)
+                return -EINVAL;
+        *out = (struct bearer){0};
+        const char *t;
+        size_t n;
+        int r = bearer_credential(value, len, &t, &n);
+        if (r < 0)
+                return r;
         if (n != BEARER_TOKEN_LEN || memcmp(t, "wt_", 3) != 0 || t[19] != '_' ||
             !all_hex(t + 3, 16) || !all_hex(t + 20, 64))
                 return -EBADMSG;

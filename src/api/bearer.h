@@ -29,6 +29,12 @@ struct bearer {
  * refused). */
 int bearer_parse(const char *value, size_t len, struct bearer *out);
 
+/* The credential of a Bearer authorization value, whatever its shape (an
+ * API token, an identity JWT): the same scheme, space and control
+ * character rules as bearer_parse. 0 with *cred pointing into value and
+ * *cred_len > 0, or -EINVAL. */
+int bearer_credential(const char *value, size_t len, const char **cred, size_t *cred_len);
+
 /* Format a token from its 8-byte id and 32 secret bytes into out
  * (BEARER_TOKEN_LEN + 1 bytes) and its id into id (BEARER_ID_LEN + 1). */
 void bearer_format(const unsigned char id[8], const unsigned char secret[32], char *out,

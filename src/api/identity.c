@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* warren.v1.Identity: who the caller is (WhoAmI), API tokens (create,
  * list, revoke), the audit log and environment quotas. Who may call what:
- * docs/security.md. Workload identity tokens are not built yet. */
+ * docs/security.md. Sandbox identity tokens: sbx-identity.c. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -66,6 +66,11 @@ static void get_token(struct rpc_call *call, const ProtobufCMessage *msg) {
                                 "or --issuer URL");
                 return;
         }
+        if (strcmp(req->audience, WID_API_AUDIENCE) == 0)
+                return finish(call, WR_STATUS_INVALID_ARGUMENT,
+                              "audience: \"%s\" is reserved for sandbox identity tokens "
+                              "(identity=True); give a third party's audience",
+                              WID_API_AUDIENCE);
         if (strlen(req->audience) > 512)
                 return finish(call, WR_STATUS_INVALID_ARGUMENT,
                               "audience: longer than 512 characters");

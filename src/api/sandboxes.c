@@ -402,6 +402,7 @@ static bool shutting_down(struct rpc_call *call) {
 struct create_op {
         struct rpc_call *call;
         struct sbx_spec *spec;
+        struct img_info *img; /* once resolved: waiting for admission */
 };
 
 static void create_op_free(struct create_op *op) {
@@ -410,23 +411,50 @@ static void create_op_free(struct create_op *op) {
         if (op->call)
                 rpc_call_unref(op->call);
         sbx_spec_free(op->spec);
+        img_info_free(op->img);
         free(op);
 }
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct create_op *, create_op_free);
 
-/* The image is there: create the sandbox and answer. */
-static void create_with_image(struct rpc_call *call, const struct sbx_spec *spec,
-                              const struct img_info *img) {
+/* Admitted (admission.c): create the sandbox and answer. */
+static void create_admitted(void *userdata, bool cancelled) {
+        _cleanup_(create_op_freep) struct create_op *op = userdata;
+        struct rpc_call *call = op->call;
+        if (rpc_call_is_done(call))
+                return; /* the caller went away while it waited */
+        if (cancelled || shutting_down(call)) {
+                if (!rpc_call_is_done(call))
+                        rpc_call_finish(call, WR_STATUS_UNAVAILABLE,
+                                        "warrend is shutting down; retry shortly");
+                return;
+        }
         struct api_ctx *ctx = rpc_call_server_ctx(call);
         struct wr_err e = {0};
         struct store_sandbox sb = {0};
-        int r = sbx_create(ctx->sandboxes, spec, img, &sb, &e);
+        /* again: the creates queued before this one have run meanwhile */
+        int r = api_quota_check_sandbox(call, op->spec->limits.cpu_millicores / 1000.0,
+                                        (int64_t) op->spec->limits.memory_bytes, &e);
+        if (r >= 0)
+                r = sbx_create(ctx->sandboxes, op->spec, op->img, &sb, &e);
         if (r < 0) {
                 finish_store_err(call, &e);
                 return;
         }
         reply_sandbox(call, &sb);
         store_sandbox_clear(&sb);
+}
+
+/* The image is there: wait for the environment's turn (admission.c).
+ * Takes op (and img, now op's). */
+static void create_with_image(struct create_op *op, struct img_info *img) {
+        struct rpc_call *call = op->call;
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        op->img = img;
+        struct wr_err e = {0};
+        if (api_admit(ctx, api_caller_env(call), create_admitted, op, &e) < 0) {
+                finish_store_err(call, &e);
+                create_op_free(op);
+        }
 }
 
 /* The on-demand pull ended: create, or report the pull's error (its
@@ -442,8 +470,10 @@ static void create_after_pull(int r, struct img_info *img, const struct wr_err *
                 struct wr_err pe = *e;
                 err_prefix(&pe, r, "create sandbox: pull");
                 finish_store_err(op->call, &pe);
-        } else if (!shutting_down(op->call))
-                create_with_image(op->call, op->spec, img);
+        } else if (!shutting_down(op->call)) {
+                create_with_image(TAKE_PTR(op), img);
+                return;
+        }
         img_info_free(img);
 }
 
@@ -494,8 +524,7 @@ static void create_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
                 TAKE_PTR(op);
                 return;
         }
-        create_with_image(call, op->spec, img);
-        img_info_free(img);
+        create_with_image(TAKE_PTR(op), img);
 }
 
 struct terminate_op {
@@ -571,6 +600,7 @@ struct snap_op {
         struct rpc_call *call;
         char *src;      /* the sandbox's id */
         unsigned count; /* fork: how many; 0 = a plain snapshot */
+        char *image_id; /* fork: the snapshot, while the copies wait for admission */
 };
 
 static void snap_op_free(struct snap_op *op) {
@@ -578,6 +608,7 @@ static void snap_op_free(struct snap_op *op) {
                 return;
         rpc_call_unref(op->call);
         free(op->src);
+        free(op->image_id);
         free(op);
 }
 
@@ -614,39 +645,39 @@ static int fork_one(struct rpc_call *call, const struct store_sandbox *orig,
         return r;
 }
 
-static void snapshot_done(int r, const struct img_info *img, const struct wr_err *e,
-                          void *userdata) {
+/* The fork's copies, admitted (admission.c: forks take their turn with
+ * creates): made from the snapshot, all or nothing. */
+static void fork_admitted(void *userdata, bool cancelled) {
         struct snap_op *op = userdata;
         struct rpc_call *call = op->call;
         struct api_ctx *ctx = rpc_call_server_ctx(call);
+        struct img_info *img = NULL;
+        struct store_sandbox orig = {0};
+        struct wr_err le = {0};
+        int r;
         if (rpc_call_is_done(call))
                 goto out;
-        if (r < 0) {
-                finish_store_err(call, e);
+        if (cancelled || shutting_down(call)) {
+                if (!rpc_call_is_done(call))
+                        rpc_call_finish(call, WR_STATUS_UNAVAILABLE,
+                                        "warrend is shutting down; retry shortly");
                 goto out;
         }
-        api_image_record(call, img->id);
+        if ((r = img_store_resolve(ctx->images, op->image_id, &img, &le)) < 0 ||
+            (r = store_sandbox_load(ctx->store, op->src, &orig, &le)) < 0) {
+                finish_store_err(call, &le);
+                goto out;
+        }
         Warren__V1__Image msg;
         Warren__V1__ImageConfig cfg;
         Warren__V1__Timestamp ts;
         api_image_to_proto(img, &msg, &cfg, &ts);
-        if (!op->count) {
-                rpc_call_reply(call, &msg.base);
-                goto out;
-        }
-        if (shutting_down(call))
-                goto out;
-        struct store_sandbox orig = {0};
-        struct wr_err le = {0};
-        if (store_sandbox_load(ctx->store, op->src, &orig, &le) < 0) {
-                finish_store_err(call, &le);
-                goto out;
-        }
         struct store_sandbox made[16] = {{0}};
         struct sandbox_msg *msgs[16] = {0};
         Warren__V1__Sandbox *ptrs[16];
         size_t n = 0;
         struct wr_err ce = {0};
+        r = 0;
         for (; n < op->count; n++) {
                 if ((r = fork_one(call, &orig, img, &made[n], &ce)) < 0)
                         break;
@@ -674,7 +705,44 @@ static void snapshot_done(int r, const struct img_info *img, const struct wr_err
                 sandbox_msg_free(msgs[i]);
                 store_sandbox_clear(&made[i]);
         }
+out:
         store_sandbox_clear(&orig);
+        img_info_free(img);
+        snap_op_free(op);
+}
+
+static void snapshot_done(int r, const struct img_info *img, const struct wr_err *e,
+                          void *userdata) {
+        struct snap_op *op = userdata;
+        struct rpc_call *call = op->call;
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        if (rpc_call_is_done(call))
+                goto out;
+        if (r < 0) {
+                finish_store_err(call, e);
+                goto out;
+        }
+        api_image_record(call, img->id);
+        if (!op->count) {
+                Warren__V1__Image msg;
+                Warren__V1__ImageConfig cfg;
+                Warren__V1__Timestamp ts;
+                api_image_to_proto(img, &msg, &cfg, &ts);
+                rpc_call_reply(call, &msg.base);
+                goto out;
+        }
+        if (shutting_down(call))
+                goto out;
+        struct wr_err ae = {0};
+        if (!(op->image_id = strdup(img->id))) {
+                rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                goto out;
+        }
+        if (api_admit(ctx, api_caller_env(call), fork_admitted, op, &ae) < 0) {
+                finish_store_err(call, &ae);
+                goto out;
+        }
+        return; /* fork_admitted owns op */
 out:
         snap_op_free(op);
 }

@@ -390,11 +390,6 @@ static int check_unimplemented(const Warren__V1__CreateSandboxRequest *req, stru
         if (req->compute_class == WARREN__V1__COMPUTE_CLASS__COMPUTE_CLASS_K8S)
                 return UNIMPLEMENTED(e, "compute_class K8S needs a Kubernetes cluster; this "
                                         "warrend runs the HOST class only");
-        if (req->identity)
-                return UNIMPLEMENTED(
-                        e, "identity: a sandbox's own identity token (file, rotation, API "
-                           "access with it) is not implemented yet; "
-                           "GetWorkloadIdentityToken is");
         if (req->image && req->image->kind_case == WARREN__V1__IMAGE_SPEC__KIND_BUILD)
                 return UNIMPLEMENTED(e, "image.build: CreateSandbox does not build; build the "
                                         "image with Images/BuildImage (the SDK's client.create "
@@ -924,6 +919,7 @@ static int build(struct store *store, struct vol_manager *vm, const char *envnam
                 return r;
         s->block_network = req->block_network;
         s->journal_execs = req->journal_execs;
+        s->identity = req->identity;
         if (req->network_policy && req->block_network)
                 return INVALID(e, "network_policy: a sandbox with block_network has no network "
                                   "to police: give one or the other");

@@ -21,6 +21,7 @@
 #include <openssl/sha.h>
 #include <openssl/x509.h>
 
+#include "api/jwt.h"
 #include "basic/macro.h"
 
 struct wid_key {
@@ -298,4 +299,54 @@ char *wid_openid_json(const char *iss) {
         char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
         json_decref(j);
         return s;
+}
+
+int wid_verify(const struct wid_keys *k, const char *token, size_t len, const char *iss,
+               const char *aud, int64_t now, struct jwt *out, struct wr_err *e) {
+        int r = jwt_parse(token, len, out);
+        if (r < 0)
+                return err_set(e, -EBADMSG, "not a well-formed JWT");
+        if (strcmp(out->alg, "ES256") != 0)
+                return err_set(e, -EKEYREJECTED, "alg %s is not accepted (ES256 only)", out->alg);
+        const struct wid_key *key = NULL;
+        for (size_t i = 0; i < k->n && !key; i++)
+                if (strcmp(k->keys[i].kid, out->kid) == 0)
+                        key = &k->keys[i];
+        if (!key)
+                return err_set(e, -EKEYREJECTED, "signed by an unknown key");
+        if (out->sig_len != 64)
+                return err_set(e, -EKEYREJECTED, "bad signature");
+        /* JWS r || s → DER for OpenSSL */
+        ECDSA_SIG *sig = ECDSA_SIG_new();
+        BIGNUM *br = BN_bin2bn(out->sig, 32, NULL), *bs = BN_bin2bn(out->sig + 32, 32, NULL);
+        unsigned char *der = NULL;
+        int der_len = -1;
+        if (sig && br && bs && ECDSA_SIG_set0(sig, br, bs) == 1) {
+                br = bs = NULL; /* owned by sig */
+                der_len = i2d_ECDSA_SIG(sig, &der);
+        }
+        BN_free(br);
+        BN_free(bs);
+        ECDSA_SIG_free(sig);
+        EVP_MD_CTX *md = der_len > 0 ? EVP_MD_CTX_new() : NULL;
+        int ok = md && EVP_DigestVerifyInit(md, NULL, EVP_sha256(), NULL, key->pkey) == 1 &&
+                 EVP_DigestVerify(md, der, (size_t) der_len, (const unsigned char *) token,
+                                  out->signed_len) == 1;
+        EVP_MD_CTX_free(md);
+        OPENSSL_free(der);
+        if (!ok)
+                return err_set(e, -EKEYREJECTED, "bad signature");
+        if (!iss || strcmp(out->iss, iss) != 0)
+                return err_set(e, -EACCES, "issued by \"%.100s\", not this warrend", out->iss);
+        if (!aud || strcmp(out->aud, aud) != 0)
+                return err_set(e, -EACCES, "audience \"%.100s\" is not %s", out->aud,
+                               aud ? aud : "(none)");
+        if (!out->has_exp || out->exp <= now)
+                return err_set(e, -EKEYEXPIRED, "expired");
+        if ((out->has_nbf && out->nbf > now + WID_SKEW_SEC) ||
+            (out->has_iat && out->iat > now + WID_SKEW_SEC))
+                return err_set(e, -EKEYEXPIRED, "not valid yet");
+        if (!out->has_iat || out->exp - out->iat > WID_MAX_LIFETIME_SEC)
+                return err_set(e, -EKEYEXPIRED, "lifetime longer than %d s", WID_MAX_LIFETIME_SEC);
+        return 0;
 }

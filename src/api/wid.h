@@ -40,3 +40,22 @@ int wid_mint(const struct wid_keys *k, const char *iss, const char *sub, const c
  * malloc'd JSON, or NULL when out of memory. */
 char *wid_jwks_json(const struct wid_keys *k);
 char *wid_openid_json(const char *iss);
+
+/* The audience of the identity tokens warrend gives sandboxes
+ * (identity=True): tokens for its own API. GetWorkloadIdentityToken
+ * refuses to mint it. */
+#define WID_API_AUDIENCE "warren-api"
+/* Clock skew tolerated on nbf/iat (seconds). */
+#define WID_SKEW_SEC 30
+
+struct jwt;
+/* Check an identity token (len bytes) against the keys: a JWS (jwt.h)
+ * with alg ES256 whose kid names one of the loaded keys and whose
+ * signature verifies with it; iss equal to iss, aud equal to aud, exp
+ * present and after now, nbf/iat not after now + WID_SKEW_SEC, a
+ * lifetime (exp - iat) of at most WID_MAX_LIFETIME_SEC. 0 with *out
+ * filled; -EBADMSG (not a JWS), -EKEYREJECTED (unknown key or bad
+ * signature), -EKEYEXPIRED (expired or not yet valid), -EACCES (another
+ * issuer or audience), with e saying which. */
+int wid_verify(const struct wid_keys *k, const char *token, size_t len, const char *iss,
+               const char *aud, int64_t now, struct jwt *out, struct wr_err *e);

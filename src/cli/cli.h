@@ -228,6 +228,7 @@ enum {
         CLI_OPT_SSH,
         CLI_OPT_JOURNAL,
         CLI_OPT_CREDENTIAL,
+        CLI_OPT_IDENTITY,
 };
 
 /* Long options of sandbox creation; short ones are n: e: w: (and i: for
@@ -252,8 +253,9 @@ enum {
                 {"disk", required_argument, NULL, CLI_OPT_DISK},                                   \
                 {"pids", required_argument, NULL, CLI_OPT_PIDS},                                   \
                 {"ssh", required_argument, NULL, CLI_OPT_SSH},                                     \
-                {"journal", no_argument, NULL, CLI_OPT_JOURNAL}, {                                 \
-                "credential", required_argument, NULL, CLI_OPT_CREDENTIAL                          \
+                {"journal", no_argument, NULL, CLI_OPT_JOURNAL},                                   \
+                {"credential", required_argument, NULL, CLI_OPT_CREDENTIAL}, {                     \
+                "identity", no_argument, NULL, CLI_OPT_IDENTITY                                    \
         }
 
 #define CLI_CREATE_USAGE                                                                           \
@@ -262,7 +264,7 @@ enum {
         "[--volume NAME:/PATH[:ro]]... [--hostname H] [--block-network] "                          \
         "[--route CIDR[:PORTS]]... [--deny-route CIDR[:PORTS]]... [--learn-egress] "               \
         "[--disk SIZE] [--pids N] [--ssh ALIAS=[USER@]HOST[:PORT],secret=NAME[,host-key=KEY]]... " \
-        "[--journal] [--credential HOST[,HOST...]=SECRET]..."
+        "[--journal] [--credential HOST[,HOST...]=SECRET]... [--identity]"
 
 /* True when s is a sandbox id ("sb-" + 16 hex digits), not a name. */
 bool cli_is_sandbox_id(const char *s);

@@ -138,6 +138,9 @@ int cli_create_opt(struct cli_create *cr, int c, const char *arg, const char *cm
         case CLI_OPT_JOURNAL: /* journal every exec */
                 r->journal_execs = true;
                 return 1;
+        case CLI_OPT_IDENTITY: /* a workload identity token file (docs/security.md) */
+                r->identity = true;
+                return 1;
         case CLI_OPT_HOST:
         case CLI_OPT_ROUTE:
         case CLI_OPT_DENY_ROUTE: {

@@ -27,6 +27,11 @@ void daemon_config_usage(FILE *f) {
               "  --issuer URL          iss of workload identity tokens (default\n"
               "                        http://ADMIN-LISTEN, the address serving\n"
               "                        /.well-known/jwks.json)\n"
+              "  --identity-token-lifetime SECONDS  lifetime of sandboxes' identity\n"
+              "                        tokens (identity=True; 10..3600, default 3600);\n"
+              "                        rotated at half of it\n"
+              "  --identity-role ROLE  role of callers with a sandbox's identity token in\n"
+              "                        its environment: user (default) or admin\n"
               "  --default-image NAME  image for sandboxes that name none (sandbox:latest)\n"
               "  --exec-log-size SIZE  output kept per exec for re-attaching clients\n"
               "                        (bytes, or with K/M/G suffix; default 16M)\n"
@@ -203,7 +208,20 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                 r = set_str(&c->admin_listen, v);
         else if (!strcmp(key, "issuer"))
                 r = set_str(&c->issuer, v);
-        else if (!strcmp(key, "default-image")) {
+        else if (!strcmp(key, "identity-token-lifetime")) {
+                char *end;
+                errno = 0;
+                long n = strtol(v, &end, 10);
+                if (errno || end == v || *end || n < 10 || n > 3600)
+                        return err_set(e, -EINVAL,
+                                       "--identity-token-lifetime %s: expected seconds, 10..3600",
+                                       v);
+                c->identity_token_lifetime = (int) n;
+        } else if (!strcmp(key, "identity-role")) {
+                if (strcmp(v, "user") != 0 && strcmp(v, "admin") != 0)
+                        return err_set(e, -EINVAL, "--identity-role %s: expected user or admin", v);
+                c->identity_admin = strcmp(v, "admin") == 0;
+        } else if (!strcmp(key, "default-image")) {
                 if (!*v)
                         return err_set(e, -EINVAL, "--default-image: empty image name");
                 r = set_str(&c->default_image, v);
@@ -351,6 +369,8 @@ enum {
         OPT_NO_EXEC_SPOOL,
         OPT_EGRESS_UPSTREAM_CA,
         OPT_ROTATE_EGRESS_CA,
+        OPT_IDENTITY_TOKEN_LIFETIME,
+        OPT_IDENTITY_ROLE,
 };
 
 static const struct option options[] = {
@@ -360,6 +380,8 @@ static const struct option options[] = {
         {"build-min-free", required_argument, NULL, OPT_BUILD_MIN_FREE},
         {"admin-listen", required_argument, NULL, OPT_ADMIN_LISTEN},
         {"issuer", required_argument, NULL, OPT_ISSUER},
+        {"identity-token-lifetime", required_argument, NULL, OPT_IDENTITY_TOKEN_LIFETIME},
+        {"identity-role", required_argument, NULL, OPT_IDENTITY_ROLE},
         {"default-image", required_argument, NULL, OPT_DEFAULT_IMAGE},
         {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
         {"tls-key", required_argument, NULL, OPT_TLS_KEY},

@@ -30,9 +30,11 @@ struct daemon_config {
         size_t n_listen;
         enum daemon_config_source listen_source; /* where the list came from */
         char *state_dir;
-        char *admin_listen;  /* HOST:PORT or NULL */
-        char *issuer;        /* --issuer: workload identity issuer URL, or NULL */
-        char *default_image; /* NULL = "sandbox:latest" */
+        char *admin_listen;          /* HOST:PORT or NULL */
+        char *issuer;                /* --issuer: workload identity issuer URL, or NULL */
+        int identity_token_lifetime; /* seconds; 0 = 3600 */
+        bool identity_admin;         /* --identity-role admin */
+        char *default_image;         /* NULL = "sandbox:latest" */
         char *tls_cert;
         char *tls_key;
         char *config_file;

@@ -57,6 +57,9 @@ struct daemon {
         bool stopping;
         struct admin *admin; /* --admin-listen; NULL when off or closed */
         char *issuer;        /* workload identity iss (--issuer or the admin URL) */
+        /* sandbox identity: the directory of the socket mounted into
+         * identity=True sandboxes (NULL: identity=True refused) */
+        char *identity_api_dir;
         struct admin_sources admin_src;
         /* writes the queued audit records (store_audit_flush) every 250 ms;
          * unref'd: it never keeps the loop alive */
@@ -112,7 +115,9 @@ static void on_signal(uv_signal_t *h, int signum) {
          * --terminate-on-exit: either way their exec streams end here. */
         struct sbx_manager *m = d->ctx.sandboxes;
         d->ctx.sandboxes = NULL;
+        api_admission_stop(&d->ctx); /* waiting creates: UNAVAILABLE */
         sbx_manager_free(m);
+        api_sbx_identity_stop(&d->ctx);
         admin_close(d->admin);
         d->admin = NULL;
         api_health_shutdown(&d->ctx);
@@ -215,8 +220,10 @@ static int start_listeners(struct daemon *d, struct wr_err *e) {
 static void daemon_free(struct daemon *d) {
         struct sbx_manager *m = d->ctx.sandboxes;
         d->ctx.sandboxes = NULL;
+        api_admission_stop(&d->ctx);
         if (m)
                 sbx_manager_free(m);
+        api_sbx_identity_stop(&d->ctx);
         admin_close(d->admin);
         d->admin = NULL;
         rpc_server_free(d->server);
@@ -250,6 +257,8 @@ static void daemon_free(struct daemon *d) {
         d->ctx.wid = NULL;
         free(d->issuer);
         d->issuer = NULL;
+        free(d->identity_api_dir);
+        d->identity_api_dir = NULL;
         d->lock_fd = safe_close(d->lock_fd);
         free(d->state_dir);
         d->state_dir = NULL;
@@ -466,6 +475,44 @@ static int start_keeper(struct daemon *d, struct wr_err *e) {
         return keeper_start(&d->loop, d->store, signer, &d->keeper, e);
 }
 
+/* Sandbox identity (identity=True; docs/security.md): the token
+ * directories and their rotation, and the socket sandboxes reach the API
+ * on: <state_dir>/identity-api/warren.sock, mounted (its directory,
+ * read-only) into each such sandbox, serving the same API but trusting no
+ * peer credentials (a token is required). Without keys, an issuer or the
+ * socket, identity=True is refused and the rest of warrend works. */
+static void start_identity(struct daemon *d) {
+        if (!d->ctx.wid || !d->issuer || !d->ctx.sandboxes) {
+                log_info("sandbox identity: off (needs workload identity keys and an issuer: "
+                         "--admin-listen or --issuer)");
+                return;
+        }
+        _cleanup_free_ char *dir = NULL, *addr = NULL;
+        struct wr_err ie = {0};
+        int r = 0;
+        if (asprintf(&dir, "%s/identity-api", d->state_dir) < 0 ||
+            asprintf(&addr, "unix:%s/warren.sock", dir) < 0)
+                r = err_set(&ie, -ENOMEM, "out of memory");
+        if (r == 0 && mkdir(dir, 0755) < 0 && errno != EEXIST)
+                r = err_set(&ie, -errno, "mkdir %s: %s", dir, strerror(errno));
+        if (r == 0)
+                (void) chmod(dir, 0755);
+        if (r == 0)
+                r = rpc_server_listen_flags(d->server, addr, RPC_LISTEN_SANDBOX, &ie);
+        if (r == 0)
+                r = api_sbx_identity_start(&d->ctx, &ie);
+        if (r == 0 &&
+            sbx_manager_set_identity(d->ctx.sandboxes, api_sbx_identity_issue, &d->ctx, dir) < 0)
+                r = err_set(&ie, -ENOMEM, "out of memory");
+        if (r < 0) {
+                log_error("sandbox identity: off: %s", ie.msg);
+                return;
+        }
+        d->identity_api_dir = TAKE_PTR(dir);
+        log_info("sandbox identity: tokens for %d s (role %s), API for sandboxes on %s",
+                 d->ctx.identity_lifetime, d->ctx.identity_admin ? "admin" : "user", addr + 5);
+}
+
 /* Bring everything up; on failure e says why. */
 static int daemon_start(struct daemon *d, struct wr_err *e) {
         int r = daemon_state_dir_prepare(d->cfg.state_dir, &d->state_dir, &d->lock_fd, e);
@@ -548,6 +595,11 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                                  d->issuer ? d->issuer : "(none: set --issuer or --admin-listen)",
                                  wid_keys_kid(d->ctx.wid));
         }
+        d->ctx.identity_lifetime = d->cfg.identity_token_lifetime ? d->cfg.identity_token_lifetime
+                                                                  : WID_MAX_LIFETIME_SEC;
+        d->ctx.identity_admin = d->cfg.identity_admin;
+        if ((r = api_admission_start(&d->ctx, e)) < 0)
+                return r;
         struct rpc_server_config rc = {
                 .tls_cert = d->cfg.tls_cert,
                 .tls_key = d->cfg.tls_key,
@@ -571,7 +623,11 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
         if (r < 0)
                 return r;
 
-        return start_listeners(d, e);
+        r = start_listeners(d, e);
+        if (r < 0)
+                return r;
+        start_identity(d);
+        return 0;
 }
 
 int main(int argc, char **argv) {

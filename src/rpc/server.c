@@ -34,7 +34,7 @@ struct listener {
         struct listener *next;
         struct rpc_server *s;
         union h2_stream_io io;
-        bool is_unix, tls;
+        bool is_unix, tls, sandbox;
         char *path;
 };
 
@@ -914,6 +914,7 @@ static void on_connection(uv_stream_t *ls, int status) {
         if (!l->is_unix)
                 uv_tcp_nodelay(&conn->h2.io.tcp, 1);
         fill_peer(conn, l->is_unix, l->tls);
+        conn->peer.sandbox = l->sandbox;
         nghttp2_session *session = NULL;
         SSL *ssl = NULL;
         if (nghttp2_session_server_new2(&session, s->cbs, conn, s->opt) != 0 ||
@@ -1152,6 +1153,13 @@ bool rpc_listen_addr_is_loopback(const char *addr) {
 }
 
 int rpc_server_listen(struct rpc_server *s, const char *addr, struct wr_err *e) {
+        return rpc_server_listen_flags(s, addr, 0, e);
+}
+
+int rpc_server_listen_flags(struct rpc_server *s, const char *addr, unsigned flags,
+                            struct wr_err *e) {
+        if ((flags & RPC_LISTEN_SANDBOX) && strncmp(addr, "unix:", 5) != 0)
+                return err_set(e, -EINVAL, "listen %s: a sandbox listener is a unix socket", addr);
         if (s->shutting_down)
                 return err_set(e, -ESHUTDOWN, "listen %s: server is shutting down", addr);
         struct listener *l = calloc(1, sizeof(*l));
@@ -1192,7 +1200,8 @@ int rpc_server_listen(struct rpc_server *s, const char *addr, struct wr_err *e) 
                 mode_t old = umask(0117);
                 r = uv_pipe_bind(&l->io.pipe, path);
                 umask(old);
-                if (r == 0 && chmod(path, 0660) < 0)
+                l->sandbox = flags & RPC_LISTEN_SANDBOX;
+                if (r == 0 && chmod(path, l->sandbox ? 0666 : 0660) < 0)
                         r = -errno;
         } else {
                 bool tls = strncmp(addr, "tls:", 4) == 0;

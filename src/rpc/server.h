@@ -39,6 +39,9 @@ struct rpc_peer {
         gid_t gid;
         pid_t pid;
         bool tls;
+        /* accepted on a listener opened with RPC_LISTEN_SANDBOX: the peer
+         * is code in a sandbox; its credentials (uid 0 ...) prove nothing */
+        bool sandbox;
         char addr[64];
 };
 
@@ -121,6 +124,13 @@ int rpc_server_add_methods(struct rpc_server *s, const struct rpc_method *method
  * "tcp:HOST:PORT" or "tls:HOST:PORT" (needs tls_cert/tls_key). Port 0 picks
  * one; rpc_server_port returns it. Returns 0 or negative errno. */
 int rpc_server_listen(struct rpc_server *s, const char *addr, struct wr_err *e);
+
+/* rpc_server_listen with flags. RPC_LISTEN_SANDBOX (unix only): a socket
+ * mounted into sandboxes: mode 0666 (any user of a sandbox may connect)
+ * and its peers are marked rpc_peer.sandbox. */
+#define RPC_LISTEN_SANDBOX 1u
+int rpc_server_listen_flags(struct rpc_server *s, const char *addr, unsigned flags,
+                            struct wr_err *e);
 
 /* Whether a listen address (as rpc_server_listen takes it) reaches only
  * this machine: "unix:..." or a TCP/TLS host in 127.0.0.0/8, ::1 (also

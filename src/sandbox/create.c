@@ -351,8 +351,9 @@ struct create_state {
         uint64_t tp[T_N];
         char dir[PATH_MAX]; /* the sandbox's dir */
         char ssh_src[PATH_MAX + 8];
-        char ca_bundle[PATH_MAX]; /* intercepted: the CA bundle mounted over the image's */
-        struct rt_mount *mounts;  /* spec->mounts + the agent's dir + the CA bundle */
+        char ca_bundle[PATH_MAX];    /* intercepted: the CA bundle mounted over the image's */
+        char identity_dir[PATH_MAX]; /* identity: the token directory (host) */
+        struct rt_mount *mounts;     /* spec->mounts + the agent's dir + the CA bundle */
 };
 
 /* Take back what st made: the runtime's sandbox, the row (FAILED with
@@ -515,13 +516,38 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                             (r = sbx_env_set2(&sb->env, vars[i], first)) < 0)
                                 return err_set(e, r, "environment");
         }
-        if (spec->n_ssh || n_ca) {
-                if (n_mounts + n_ca + (spec->n_ssh ? 1 : 0) > RT_MOUNTS_MAX)
+        if (spec->identity) {
+                if (!m->identity_issue)
+                        return err_setx(e, -EOPNOTSUPP, WR_STATUS_FAILED_PRECONDITION,
+                                        WR_FAULT_CLIENT,
+                                        "identity: this warrend gives sandboxes no identity "
+                                        "(it needs workload identity keys and an issuer: "
+                                        "--admin-listen or --issuer; see its log)");
+                const char *env = spec->environment ? spec->environment : STORE_ENV_DEFAULT;
+                if ((r = m->identity_issue(m->identity_userdata, sb->id, env, st->identity_dir,
+                                           sizeof(st->identity_dir), e)) < 0)
+                        return err_prefix(e, r, "identity");
+                char api[PATH_MAX];
+                snprintf(api, sizeof(api), "unix://%s/%s", SBX_IDENTITY_API_DIR,
+                         SBX_IDENTITY_API_SOCK);
+                const char *const kv[][2] = {
+                        {"WARREN_WEB_IDENTITY_TOKEN_FILE", SBX_IDENTITY_TOKEN_FILE},
+                        {"WARREN_API_SERVER", api},
+                        {"WARREN_ENVIRONMENT", env},
+                };
+                for (size_t i = 0; i < ELEMENTSOF(kv); i++)
+                        if (!sbx_env_find(spec->env, kv[i][0]) &&
+                            (r = sbx_env_set2(&sb->env, kv[i][0], kv[i][1])) < 0)
+                                return err_set(e, r, "environment");
+        }
+        size_t n_identity = spec->identity ? 2 : 0;
+        if (spec->n_ssh || n_ca || n_identity) {
+                if (n_mounts + n_ca + n_identity + (spec->n_ssh ? 1 : 0) > RT_MOUNTS_MAX)
                         return err_setx(e, -E2BIG, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                        "volumes: too many mounts (at most %d with managed_ssh "
-                                        "and the CA bundle)",
-                                        RT_MOUNTS_MAX - 4);
-                if (!(st->mounts = calloc(n_mounts + n_ca + 1, sizeof(*st->mounts))))
+                                        "volumes: too many mounts (at most %d with managed_ssh, "
+                                        "identity and the CA bundle)",
+                                        RT_MOUNTS_MAX - 6);
+                if (!(st->mounts = calloc(n_mounts + n_ca + n_identity + 1, sizeof(*st->mounts))))
                         return err_set(e, -ENOMEM, "out of memory");
                 if (n_mounts)
                         memcpy(st->mounts, spec->mounts, n_mounts * sizeof(*st->mounts));
@@ -534,6 +560,25 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                                         .flags = RT_MOUNT_RO | RT_MOUNT_NOSUID | RT_MOUNT_NODEV |
                                                  RT_MOUNT_NOEXEC,
                                 };
+                /* identity: directories, so that a rotated token (a new
+                 * file renamed over the old) and a restarted warrend's
+                 * new socket are seen inside */
+                if (n_identity) {
+                        st->mounts[n_mounts++] = (struct rt_mount){
+                                .kind = RT_MOUNT_BIND,
+                                .target = SBX_IDENTITY_DIR,
+                                .source = st->identity_dir,
+                                .flags = RT_MOUNT_RO | RT_MOUNT_NOSUID | RT_MOUNT_NODEV |
+                                         RT_MOUNT_NOEXEC,
+                        };
+                        st->mounts[n_mounts++] = (struct rt_mount){
+                                .kind = RT_MOUNT_BIND,
+                                .target = SBX_IDENTITY_API_DIR,
+                                .source = m->identity_api_dir,
+                                .flags = RT_MOUNT_RO | RT_MOUNT_NOSUID | RT_MOUNT_NODEV |
+                                         RT_MOUNT_NOEXEC,
+                        };
+                }
                 mounts = st->mounts;
         }
         if (spec->n_ssh) {
@@ -665,6 +710,18 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         }
         st->tp[T_STARTED] = sbx_mono_ns();
         log_info("sandbox %s created (image %s)", sb->id, sb->image_id);
+        return 0;
+}
+
+int sbx_manager_set_identity(struct sbx_manager *m, sbx_identity_issue_fn issue, void *userdata,
+                             const char *api_dir) {
+        char *d = api_dir ? strdup(api_dir) : NULL;
+        if (api_dir && !d)
+                return -ENOMEM;
+        free(m->identity_api_dir);
+        m->identity_api_dir = d;
+        m->identity_issue = d ? issue : NULL;
+        m->identity_userdata = userdata;
         return 0;
 }
 

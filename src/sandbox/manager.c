@@ -218,6 +218,7 @@ void sbx_manager_free(struct sbx_manager *m) {
         for (size_t i = 0; i < SBX_POOL_JOBS; i++)
                 sbx_argv_free(m->pool_jobs[i].layers);
         sbx_exec_forget_all(m);
+        free(m->identity_api_dir);
         free(m->state_dir);
         free(m->init_path);
         free(m->default_image);

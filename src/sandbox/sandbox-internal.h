@@ -161,6 +161,10 @@ struct sbx_manager {
         uv_work_t cleanup_work;
         int cleanup_r;
         struct wr_err cleanup_err;
+        /* sandbox identity (sbx_manager_set_identity); NULL: refused */
+        sbx_identity_issue_fn identity_issue;
+        void *identity_userdata;
+        char *identity_api_dir;
 };
 
 /* --- diskguard.c --- */

@@ -103,6 +103,26 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
  * down"). NULL ok. */
 void sbx_manager_free(struct sbx_manager *m);
 
+/* Sandbox identity (sbx_spec.identity): issue makes the sandbox's token
+ * directory on the host (a directory of its own holding the file "token"
+ * with its first identity token), puts its path into dir (size bytes) and
+ * keeps it rotated; api_dir is the host directory holding the socket
+ * SBX_IDENTITY_API_SOCK that serves the API to sandboxes. A create with
+ * identity mounts both read-only (SBX_IDENTITY_DIR, SBX_IDENTITY_API_DIR)
+ * and sets WARREN_WEB_IDENTITY_TOKEN_FILE, WARREN_API_SERVER and
+ * WARREN_ENVIRONMENT (unless the spec's env sets them). Never set:
+ * identity is refused (FAILED_PRECONDITION). issue returns 0 or a
+ * negative errno with e filled. */
+#define SBX_IDENTITY_DIR "/run/warren/identity"
+#define SBX_IDENTITY_TOKEN_FILE SBX_IDENTITY_DIR "/token"
+#define SBX_IDENTITY_API_DIR "/run/warren/api"
+#define SBX_IDENTITY_API_SOCK "warren.sock"
+typedef int (*sbx_identity_issue_fn)(void *userdata, const char *id, const char *environment,
+                                     char *dir, size_t size, struct wr_err *e);
+/* -ENOMEM or 0. */
+int sbx_manager_set_identity(struct sbx_manager *m, sbx_identity_issue_fn issue, void *userdata,
+                             const char *api_dir);
+
 /* --- the spec: what a sandbox should be --- */
 
 struct sbx_tag {
@@ -150,6 +170,8 @@ struct sbx_spec {
         bool build_step;
         /* journal every exec (journal.h) */
         bool journal_execs;
+        /* a workload identity token file (sbx_manager_set_identity) */
+        bool identity;
         /* Egress policy (docs/network.md): 0 = none (the sandbox is
          * registered OPEN with warren-egress: its DNS goes through the
          * resolver, its TCP through NAT); EGRESS_MODE_ENFORCE (2) with

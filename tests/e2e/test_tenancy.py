@@ -31,7 +31,8 @@ NF = grpc.StatusCode.NOT_FOUND
 
 @pytest.fixture(scope="module")
 def d():
-    dd = Daemon(tls=True)
+    # an issuer: sandboxes of this daemon can have identity tokens
+    dd = Daemon(tls=True, extra_args=["--issuer", "https://warren.test"])
     try:
         import_image(dd, IMAGE)
         yield dd
@@ -355,6 +356,40 @@ def test_other_environment_is_not_found_in_every_rpc(d, root, tokens, alpha):
             assert data == b"ping"
         assert [x.name for x in a._unary(a._secrets.ListSecrets,
                                          secrets_pb2.ListSecretsRequest()).secrets] == ["sec"]
+
+
+def test_identity_token_is_scoped_like_a_user_token(d, root, alpha):
+    """The table again with the identity token of a sandbox of ident-only
+    (identity=True) instead of beta's admin token: every RPC on alpha's
+    objects is refused the same way (a user may not revoke tokens at all:
+    PERMISSION_DENIED where the admin gets NOT_FOUND)."""
+    a_tok = [t for t in root.list_tokens("alpha") if t.description == "alpha admin"][0]
+    o = dict(alpha, a_token_id=a_tok.id)
+    with wr.SandboxClient(d.unix_addr, environment="ident-only") as g:
+        sb = g.create(image=IMAGE, identity=True, block_network=True)
+        try:
+            tok = sb.exec("cat", "/run/warren/identity/token").stdout_text.strip()
+            s = Stubs(d, tok)
+            try:
+                who = identity_pb2.WhoAmIRequest()
+                me = s.identity.WhoAmI(who, metadata=s.md)
+                assert (me.environment, me.role, me.subject) == ("ident-only", "user",
+                                                                 "sandbox:" + sb.id)
+                wrong = []
+                for method, what, fn, want in table(o):
+                    code, details = code_of(lambda: fn(s))
+                    ok = code == want or (method == "Identity/RevokeToken" and
+                                          code == grpc.StatusCode.PERMISSION_DENIED)
+                    if not ok:
+                        wrong.append((method, what, code, want, details))
+                    if code == NF:
+                        assert "alpha" not in details.replace(o["image_name"], ""), (method,
+                                                                                      details)
+                assert not wrong, "\n".join("%s (%s): got %s want %s: %s" % r for r in wrong)
+            finally:
+                s.close()
+        finally:
+            sb.terminate()
 
 
 def test_lists_show_only_own(d, tokens, alpha):

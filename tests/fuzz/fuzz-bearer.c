@@ -44,6 +44,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         } else if (r != -22 /* EINVAL */ && r != -74 /* EBADMSG */) {
                 abort();
         }
+        /* the credential of any shape: inside the value, non-empty, no
+         * space or tab at its ends; present whenever bearer_parse got past
+         * the scheme */
+        const char *cred;
+        size_t n;
+        int rc = bearer_credential(v, size, &cred, &n);
+        if (rc == 0) {
+                if (n == 0 || cred < v || cred + n > v + size || cred[0] == ' ' ||
+                    cred[0] == '\t' || cred[n - 1] == ' ' || cred[n - 1] == '\t')
+                        abort();
+                if (r == 0 && (cred != b.token || n != b.token_len))
+                        abort();
+        } else if (rc != -22 || r == 0 || r == -74) {
+                abort();
+        }
         free(v);
         return 0;
 }
