@@ -9,12 +9,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/ec.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -34,6 +37,10 @@ struct wid_key {
 struct wid_keys {
         struct wid_key keys[WID_KEYS_PUBLISHED]; /* [0] = newest: signs */
         size_t n;
+        char *signing_path; /* keys[0]'s file */
+        struct wid_signer signer;
+        bool has_signer;  /* signatures come from signer */
+        bool public_only; /* loaded without private halves (a signer will sign) */
 };
 
 static void b64url(const unsigned char *in, size_t n, char *out, size_t size) {
@@ -90,6 +97,21 @@ static int key_fill(struct wid_key *k) {
         return r;
 }
 
+/* The public half of a key, written next to it (identity-<t>.pub) so
+ * that a process that does not sign never parses the private key. */
+static int pub_write(const char *pub, EVP_PKEY *pkey) {
+        char tmp[4200];
+        snprintf(tmp, sizeof(tmp), "%s.tmp", pub);
+        FILE *f = fopen(tmp, "we");
+        int ok = f && PEM_write_PUBKEY(f, pkey) == 1;
+        if (f && fclose(f) != 0)
+                ok = 0;
+        if (ok && rename(tmp, pub) == 0)
+                return 0;
+        unlink(tmp);
+        return -EIO;
+}
+
 static int key_make(const char *dir, int64_t now, struct wr_err *e) {
         EVP_PKEY *pkey = EVP_EC_gen("P-256");
         if (!pkey)
@@ -108,6 +130,11 @@ static int key_make(const char *dir, int64_t now, struct wr_err *e) {
                 close(fd);
         if (r == 0 && rename(tmp, path) < 0)
                 r = err_set(e, -errno, "identity key: rename %s: %s", tmp, strerror(errno));
+        if (r == 0) {
+                char pub[4096];
+                snprintf(pub, sizeof(pub), "%s/identity-%lld.pub", dir, (long long) now);
+                (void) pub_write(pub, pkey);
+        }
         if (r < 0)
                 unlink(tmp);
         EVP_PKEY_free(pkey);
@@ -158,7 +185,29 @@ static void names_free(char **v, size_t n) {
         free(v);
 }
 
-int wid_keys_load(const char *dir, int64_t now, struct wid_keys **ret, struct wr_err *e) {
+/* Make a key with `maker --jws-key-make PATH` (warren-signer: the private
+ * key never enters this process). */
+static int key_make_outside(const char *maker, const char *dir, int64_t now, struct wr_err *e) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/identity-%lld.pem", dir, (long long) now);
+        pid_t pid = fork();
+        if (pid == 0) {
+                execl(maker, maker, "--jws-key-make", path, (char *) NULL);
+                _exit(127);
+        }
+        int st = 0;
+        if (pid < 0)
+                return err_set(e, -errno, "identity key: fork: %m");
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                ;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                return err_set(e, -EIO, "identity key: %s --jws-key-make %s failed (status %d)",
+                               maker, path, st);
+        return 0;
+}
+
+static int keys_load(const char *dir, int64_t now, const char *maker, struct wid_keys **ret,
+                     struct wr_err *e) {
         char **names = NULL;
         size_t n = 0;
         int r = list_keys(dir, &names, &n);
@@ -167,7 +216,7 @@ int wid_keys_load(const char *dir, int64_t now, struct wid_keys **ret, struct wr
         int64_t newest = n ? strtoll(names[0] + 9, NULL, 10) : 0;
         if (n == 0 || now - newest >= WID_KEY_ROTATE_SEC) {
                 names_free(names, n);
-                if ((r = key_make(dir, now, e)) < 0)
+                if ((r = maker ? key_make_outside(maker, dir, now, e) : key_make(dir, now, e)) < 0)
                         return r;
                 if ((r = list_keys(dir, &names, &n)) < 0)
                         return err_set(e, r, "identity keys in %s: %s", dir, strerror(-r));
@@ -178,12 +227,23 @@ int wid_keys_load(const char *dir, int64_t now, struct wid_keys **ret, struct wr
                 return err_set(e, -ENOMEM, "out of memory");
         }
         for (size_t i = 0; i < n && k->n < WID_KEYS_PUBLISHED; i++) {
-                char path[4096];
+                char path[4096], pub[4096];
                 snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-                FILE *f = fopen(path, "re");
-                EVP_PKEY *pkey = f ? PEM_read_PrivateKey(f, NULL, NULL, NULL) : NULL;
-                if (f)
+                snprintf(pub, sizeof(pub), "%s/%.*s.pub", dir, (int) strlen(names[i]) - 4,
+                         names[i]);
+                EVP_PKEY *pkey = NULL;
+                FILE *f = maker ? fopen(pub, "re") : NULL;
+                if (f) { /* public half only */
+                        pkey = PEM_read_PUBKEY(f, NULL, NULL, NULL);
                         fclose(f);
+                }
+                if (!pkey && (f = fopen(path, "re"))) {
+                        /* signing here, or a key older than its .pub */
+                        pkey = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+                        fclose(f);
+                        if (pkey)
+                                (void) pub_write(pub, pkey);
+                }
                 if (!pkey || EVP_PKEY_get_base_id(pkey) != EVP_PKEY_EC) {
                         EVP_PKEY_free(pkey);
                         continue; /* not ours: skipped */
@@ -198,13 +258,27 @@ int wid_keys_load(const char *dir, int64_t now, struct wid_keys **ret, struct wr
                 }
                 k->n++;
         }
+        if (k->n > 0 && asprintf(&k->signing_path, "%s/identity-%lld.pem", dir,
+                                 (long long) k->keys[0].made) < 0)
+                k->signing_path = NULL;
         names_free(names, n);
-        if (k->n == 0) {
+        if (k->n == 0 || !k->signing_path) {
                 wid_keys_free(k);
-                return err_set(e, -EIO, "identity keys in %s: none loads", dir);
+                return k->n ? err_set(e, -ENOMEM, "out of memory")
+                            : err_set(e, -EIO, "identity keys in %s: none loads", dir);
         }
+        k->public_only = maker != NULL; /* wid_keys_set_signer installs the signer */
         *ret = k;
         return 0;
+}
+
+int wid_keys_load(const char *dir, int64_t now, struct wid_keys **ret, struct wr_err *e) {
+        return keys_load(dir, now, NULL, ret, e);
+}
+
+int wid_keys_load_public(const char *dir, int64_t now, const char *maker, struct wid_keys **ret,
+                         struct wr_err *e) {
+        return keys_load(dir, now, maker, ret, e);
 }
 
 void wid_keys_free(struct wid_keys *k) {
@@ -212,7 +286,57 @@ void wid_keys_free(struct wid_keys *k) {
                 return;
         for (size_t i = 0; i < k->n; i++)
                 EVP_PKEY_free(k->keys[i].pkey);
+        free(k->signing_path);
         free(k);
+}
+
+int wid_keys_set_signer(struct wid_keys *k, const struct wid_signer *s, struct wr_err *e) {
+        EVP_PKEY *pub[WID_KEYS_PUBLISHED] = {NULL};
+        for (size_t i = 0; i < k->n; i++) {
+                unsigned char *der = NULL;
+                int len = i2d_PUBKEY(k->keys[i].pkey, &der);
+                const unsigned char *p = der;
+                pub[i] = len > 0 ? d2i_PUBKEY(NULL, &p, len) : NULL;
+                OPENSSL_free(der);
+                if (!pub[i]) {
+                        for (size_t j = 0; j < i; j++)
+                                EVP_PKEY_free(pub[j]);
+                        return err_set(e, -EIO, "identity keys: cannot copy a public key");
+                }
+        }
+        for (size_t i = 0; i < k->n; i++) {
+                EVP_PKEY_free(k->keys[i].pkey); /* OpenSSL cleanses the private scalar */
+                k->keys[i].pkey = pub[i];
+        }
+        k->signer = *s;
+        k->has_signer = true;
+        return 0;
+}
+
+int wid_signing_key_memfd(const struct wid_keys *k, int *ret_fd, struct wr_err *e) {
+        _cleanup_close_ int in = open(k->signing_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (in < 0)
+                return err_set(e, -errno, "identity key %s: %m", k->signing_path);
+        char buf[8192];
+        ssize_t n = RETRY_EINTR(read(in, buf, sizeof(buf)));
+        int r = 0;
+        if (n <= 0 || (size_t) n == sizeof(buf))
+                r = err_set(e, n < 0 ? -errno : -EINVAL, "identity key %s: unreadable or too long",
+                            k->signing_path);
+        _cleanup_close_ int fd = -EBADF;
+        if (r == 0 &&
+            (fd = memfd_create("warren-identity-key", MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0)
+                r = err_set(e, -errno, "identity key: memfd_create: %m");
+        if (r == 0 && RETRY_EINTR(write(fd, buf, (size_t) n)) != n)
+                r = err_set(e, errno ? -errno : -EIO, "identity key: write the memfd: %m");
+        OPENSSL_cleanse(buf, sizeof(buf));
+        if (r < 0)
+                return r;
+        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0 ||
+            lseek(fd, 0, SEEK_SET) != 0)
+                return err_set(e, -errno, "identity key: seal the memfd: %m");
+        *ret_fd = TAKE_FD(fd);
+        return 0;
 }
 
 const char *wid_keys_kid(const struct wid_keys *k) {
@@ -227,6 +351,26 @@ static char *json_b64(json_t *j) {
         char *out = b64url_alloc((const unsigned char *) s, strlen(s));
         free(s);
         return out;
+}
+
+/* ES256 with a key in this process's memory: r || s into rs. */
+static int local_sign(EVP_PKEY *pkey, const char *in, size_t in_len, unsigned char rs[64],
+                      struct wr_err *e) {
+        EVP_MD_CTX *md = EVP_MD_CTX_new();
+        unsigned char der[128];
+        size_t der_len = sizeof(der);
+        int ok = md && EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, pkey) == 1 &&
+                 EVP_DigestSign(md, der, &der_len, (const unsigned char *) in, in_len) == 1;
+        EVP_MD_CTX_free(md);
+        if (!ok)
+                return err_set(e, -EIO, "identity token: signing failed");
+        /* JWS ES256 wants r || s, 32 bytes each, not DER */
+        const unsigned char *dp = der;
+        ECDSA_SIG *sig = d2i_ECDSA_SIG(NULL, &dp, (long) der_len);
+        ok = sig && BN_bn2binpad(ECDSA_SIG_get0_r(sig), rs, 32) == 32 &&
+             BN_bn2binpad(ECDSA_SIG_get0_s(sig), rs + 32, 32) == 32;
+        ECDSA_SIG_free(sig);
+        return ok ? 0 : err_set(e, -EIO, "identity token: bad signature encoding");
 }
 
 int wid_mint(const struct wid_keys *k, const char *iss, const char *sub, const char *aud,
@@ -247,23 +391,12 @@ int wid_mint(const struct wid_keys *k, const char *iss, const char *sub, const c
         if (!in)
                 return err_set(e, -ENOMEM, "out of memory");
         snprintf(in, in_len + 1, "%s.%s", h, p);
-        EVP_MD_CTX *md = EVP_MD_CTX_new();
-        unsigned char der[128];
-        size_t der_len = sizeof(der);
-        int ok = md && EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, key->pkey) == 1 &&
-                 EVP_DigestSign(md, der, &der_len, (const unsigned char *) in, in_len) == 1;
-        EVP_MD_CTX_free(md);
-        if (!ok)
-                return err_set(e, -EIO, "identity token: signing failed");
-        /* JWS ES256 wants r || s, 32 bytes each, not DER */
-        const unsigned char *dp = der;
-        ECDSA_SIG *sig = d2i_ECDSA_SIG(NULL, &dp, (long) der_len);
         unsigned char rs[64];
-        ok = sig && BN_bn2binpad(ECDSA_SIG_get0_r(sig), rs, 32) == 32 &&
-             BN_bn2binpad(ECDSA_SIG_get0_s(sig), rs + 32, 32) == 32;
-        ECDSA_SIG_free(sig);
-        if (!ok)
-                return err_set(e, -EIO, "identity token: bad signature encoding");
+        int r = k->has_signer    ? k->signer.sign(k->signer.ctx, in, in_len, rs, e)
+                : k->public_only ? err_set(e, -EIO, "identity token: no signer for the key")
+                                 : local_sign(key->pkey, in, in_len, rs, e);
+        if (r < 0)
+                return r;
         char s64[100];
         b64url(rs, sizeof(rs), s64, sizeof(s64));
         char *out = malloc(in_len + 1 + strlen(s64) + 1);

@@ -12,6 +12,7 @@
  * until they expire (overlap). A key's kid is the first 16 hex digits of
  * the SHA-256 of its public key (DER). */
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "basic/err.h"
@@ -25,10 +26,36 @@ struct wid_keys;
 /* Load (and when missing or due, make) the keys in dir (which exists,
  * mode 0700). now = Unix seconds. 0 or a negative errno with e filled. */
 int wid_keys_load(const char *dir, int64_t now, struct wid_keys **ret, struct wr_err *e);
+
+/* The same with public halves only (each key's identity-<t>.pub, written
+ * from the private key once for a key that has none), for a process that
+ * will not sign: new keys are made by `maker --jws-key-make PATH`
+ * (warren-signer), so their private halves never enter this process.
+ * wid_mint fails until wid_keys_set_signer. */
+int wid_keys_load_public(const char *dir, int64_t now, const char *maker, struct wid_keys **ret,
+                         struct wr_err *e);
 void wid_keys_free(struct wid_keys *k);
 
 /* The kid of the signing key. */
 const char *wid_keys_kid(const struct wid_keys *k);
+
+/* Who signs (docs/signer.md "Identity tokens"). By default the keys
+ * loaded in warrend's memory sign; warrend hands the signing key to a
+ * warren-signer and installs a signer that asks it: from then on warrend
+ * holds only the public halves. sign: ES256 over in, r || s into rs. */
+struct wid_signer {
+        int (*sign)(void *ctx, const void *in, size_t len, uint8_t rs[64], struct wr_err *e);
+        void *ctx;
+};
+
+/* Install s (copied; ctx outlives k) and drop every private key from
+ * memory (the public halves stay, for verification and the JWKS). */
+int wid_keys_set_signer(struct wid_keys *k, const struct wid_signer *s, struct wr_err *e);
+
+/* The signing key's file, read into a sealed memfd (read position 0,
+ * close-on-exec) for a signer process; the bytes pass through no buffer
+ * that is not wiped. *ret_fd is the caller's. */
+int wid_signing_key_memfd(const struct wid_keys *k, int *ret_fd, struct wr_err *e);
 
 /* A signed JWT (header.payload.signature, base64url) with claims iss,
  * sub, aud, iat, nbf, exp (now + lifetime, lifetime clamped to 1..3600 s)

@@ -19,11 +19,16 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "signer/signer-proto.h"
+#include "api/wid.h"
 #include "store/store.h"
 
 struct keeper {
         uv_loop_t *loop; /* NULL after keeper_unwatch */
-        struct store *store;
+        /* the role: the key's option, what it keeps (for the log), and
+         * where the key comes from at each start */
+        const char *flag, *what;
+        int (*key_memfd)(void *ctx, int *fd, struct wr_err *e);
+        void *key_ctx;
         char *path;
         pid_t pid; /* 0: none running */
         int pidfd; /* -EBADF with pid 0 */
@@ -64,16 +69,15 @@ static void pid_cb(uv_poll_t *h, int status, int events) {
         if (waitpid(pid, &st, WNOHANG) != pid)
                 return;
         k->pid = 0; /* reaped */
-        log_warn("warren-signer (secrets key, pid %d) exited (%s %d); the next secret "
-                 "operation starts a new one",
-                 (int) pid, WIFSIGNALED(st) ? "signal" : "status",
+        log_warn("warren-signer (%s, pid %d) exited (%s %d); the next request starts a new one",
+                 k->what, (int) pid, WIFSIGNALED(st) ? "signal" : "status",
                  WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
         signer_drop(k);
 }
 
 static int signer_spawn(struct keeper *k, struct wr_err *e) {
         int memfd = -EBADF, sp[2];
-        int r = store_secret_key_memfd(k->store, &memfd, e);
+        int r = k->key_memfd(k->key_ctx, &memfd, e);
         if (r < 0)
                 return r;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
@@ -84,16 +88,11 @@ static int signer_spawn(struct keeper *k, struct wr_err *e) {
         char keyfd[16], sockfd[16];
         snprintf(keyfd, sizeof(keyfd), "%d", memfd);
         snprintf(sockfd, sizeof(sockfd), "%d", sp[1]);
-        const char *argv[] = {k->path,
-                              "--secrets-key-fd",
-                              keyfd,
-                              "--sock-fd",
-                              sockfd,
-                              "--log-level",
-                              "info",
-                              "--log-format",
-                              log_get_format() == LOG_FORMAT_JSON ? "json" : "text",
-                              NULL};
+        const char *argv[] = {
+                k->path,     k->flag,        keyfd,
+                "--sock-fd", sockfd,         "--log-level",
+                "info",      "--log-format", log_get_format() == LOG_FORMAT_JSON ? "json" : "text",
+                NULL};
         pid_t pid = fork();
         if (pid == 0) {
                 sigset_t none;
@@ -115,7 +114,7 @@ static int signer_spawn(struct keeper *k, struct wr_err *e) {
         k->sock = sp[0];
         k->pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
         k->starts++;
-        log_info("warren-signer keeps the secrets key (pid %d)", (int) pid);
+        log_info("warren-signer keeps the %s (pid %d)", k->what, (int) pid);
         if (!k->loop) /* stopping: reaped by signer_drop */
                 return 0;
         k->pid_poll = calloc(1, sizeof(*k->pid_poll));
@@ -159,9 +158,9 @@ static int exchange(struct keeper *k, const uint8_t *req, size_t req_len, struct
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n == 0) {
-                        log_warn("warren-signer (secrets key, pid %d): no answer in %d ms; "
+                        log_warn("warren-signer (%s, pid %d): no answer in %d ms; "
                                  "starting another",
-                                 (int) k->pid, KEEPER_TIMEOUT_MS);
+                                 k->what, (int) k->pid, KEEPER_TIMEOUT_MS);
                         return -EPIPE;
                 }
                 ssize_t got = recv(k->sock, in, sizeof(in), MSG_TRUNC);
@@ -180,15 +179,32 @@ static int exchange(struct keeper *k, const uint8_t *req, size_t req_len, struct
                         return err_set(e, rep->error.code == SIGNER_ERR_UNWRAP ? -EBADMSG : -EIO,
                                        "warren-signer: %s: %s",
                                        signer_errcode_name(rep->error.code), rep->error.msg);
-                if (rep->hdr.type != SIGNER_DATAKEY)
-                        return err_set(e, -EPROTO, "warren-signer: unexpected reply type 0x%x",
-                                       rep->hdr.type);
                 return 0;
         }
 }
 
-/* A DATAKEY_NEW (wrapped_in NULL) or DATAKEY_OPEN round trip, on a new
- * signer when the running one is gone. */
+/* One request (n bytes in req) and its answer of type want, on a new
+ * signer when the running one is gone. The caller wipes *rep. */
+static int call(struct keeper *k, const uint8_t *req, size_t n, uint32_t want,
+                struct signer_reply *rep, struct wr_err *e) {
+        int r = -EPIPE;
+        for (int attempt = 0; attempt < 2 && r == -EPIPE; attempt++) {
+                if (k->pid == 0 && (r = signer_spawn(k, e)) < 0)
+                        break;
+                r = exchange(k, req, n, rep, e);
+                if (r == -EPIPE)
+                        signer_drop(k);
+        }
+        if (r == -EPIPE)
+                return err_set(e, -EIO, "warren-signer (%s) died twice in a row; see its log",
+                               k->what);
+        if (r >= 0 && rep->hdr.type != want)
+                return err_set(e, -EPROTO, "warren-signer: unexpected reply type 0x%x",
+                               rep->hdr.type);
+        return r;
+}
+
+/* A DATAKEY_NEW (wrapped_in NULL) or DATAKEY_OPEN round trip. */
 static int request(struct keeper *k, const void *label, size_t label_len, const uint8_t *wrapped_in,
                    uint8_t *dek, uint8_t *wrapped_out, struct wr_err *e) {
         uint8_t req[SIGNER_MSG_MAX];
@@ -197,19 +213,8 @@ static int request(struct keeper *k, const void *label, size_t label_len, const 
         if (n < 0)
                 return n;
         static struct signer_reply rep;
-        int r = -EPIPE;
-        for (int attempt = 0; attempt < 2 && r == -EPIPE; attempt++) {
-                if (k->pid == 0 && (r = signer_spawn(k, e)) < 0)
-                        break;
-                r = exchange(k, req, (size_t) n, &rep, e);
-                if (r == -EPIPE)
-                        signer_drop(k);
-        }
-        OPENSSL_cleanse(req, sizeof(req)); /* the label only, but cheap */
-        if (r == -EPIPE)
-                return err_set(e, -EIO,
-                               "warren-signer (secrets key) died twice in a row; "
-                               "see its log");
+        int r = call(k, req, (size_t) n, SIGNER_DATAKEY, &rep, e);
+        OPENSSL_cleanse(req, (size_t) n); /* the label only, but cheap */
         if (r >= 0) {
                 memcpy(dek, rep.datakey.dek, SIGNER_DEK_LEN);
                 if (wrapped_out)
@@ -229,16 +234,34 @@ static int keeper_open_cb(void *ctx, const void *label, size_t label_len, const 
         return request(ctx, label, label_len, wrapped, dek, NULL, e);
 }
 
-int keeper_start(uv_loop_t *loop, struct store *store, const char *signer_path, struct keeper **ret,
-                 struct wr_err *e) {
+static struct keeper *keeper_new(uv_loop_t *loop, const char *signer_path, const char *flag,
+                                 const char *what,
+                                 int (*key_memfd)(void *ctx, int *fd, struct wr_err *e),
+                                 void *key_ctx) {
         struct keeper *k = calloc(1, sizeof(*k));
         if (!k || !(k->path = strdup(signer_path))) {
                 free(k);
-                return err_set(e, -ENOMEM, "out of memory");
+                return NULL;
         }
         k->loop = loop;
-        k->store = store;
+        k->flag = flag;
+        k->what = what;
+        k->key_memfd = key_memfd;
+        k->key_ctx = key_ctx;
         k->pidfd = k->sock = -EBADF;
+        return k;
+}
+
+static int secrets_memfd(void *ctx, int *fd, struct wr_err *e) {
+        return store_secret_key_memfd(ctx, fd, e);
+}
+
+int keeper_start(uv_loop_t *loop, struct store *store, const char *signer_path, struct keeper **ret,
+                 struct wr_err *e) {
+        struct keeper *k = keeper_new(loop, signer_path, "--secrets-key-fd", "secrets key",
+                                      secrets_memfd, store);
+        if (!k)
+                return err_set(e, -ENOMEM, "out of memory");
         /* one round trip now: a signer that cannot start fails warrend's
          * start, not the first secret */
         uint8_t dek[SIGNER_DEK_LEN], wrapped[SIGNER_WRAPPED_LEN];
@@ -256,6 +279,45 @@ int keeper_start(uv_loop_t *loop, struct store *store, const char *signer_path, 
                                         .datakey_open = keeper_open_cb,
                                         .ctx = k,
                                 });
+        *ret = k;
+        return 0;
+}
+
+/* --- the identity key --- */
+
+static int identity_memfd(void *ctx, int *fd, struct wr_err *e) {
+        return wid_signing_key_memfd(ctx, fd, e);
+}
+
+static int identity_sign_cb(void *ctx, const void *in, size_t len, uint8_t rs[64],
+                            struct wr_err *e) {
+        struct keeper *k = ctx;
+        uint8_t req[SIGNER_MSG_MAX];
+        int n = signer_jws_sign_encode(++k->next_id, in, len, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        static struct signer_reply rep;
+        int r = call(k, req, (size_t) n, SIGNER_JWS_SIG, &rep, e);
+        if (r >= 0)
+                memcpy(rs, rep.jws_sig, SIGNER_JWS_SIG_LEN);
+        return r;
+}
+
+int keeper_start_identity(uv_loop_t *loop, struct wid_keys *keys, const char *signer_path,
+                          struct keeper **ret, struct wr_err *e) {
+        struct keeper *k =
+                keeper_new(loop, signer_path, "--jws-key-fd", "identity key", identity_memfd, keys);
+        if (!k)
+                return err_set(e, -ENOMEM, "out of memory");
+        uint8_t rs[SIGNER_JWS_SIG_LEN];
+        int r = identity_sign_cb(k, "warrend start-up check", 22, rs, e);
+        if (r >= 0)
+                r = wid_keys_set_signer(
+                        keys, &(struct wid_signer){.sign = identity_sign_cb, .ctx = k}, e);
+        if (r < 0) {
+                keeper_free(k);
+                return err_prefix(e, r, "the identity key's signer");
+        }
         *ret = k;
         return 0;
 }

@@ -30,6 +30,16 @@ struct store;
 int keeper_start(uv_loop_t *loop, struct store *store, const char *signer_path, struct keeper **ret,
                  struct wr_err *e);
 
+struct wid_keys;
+
+/* The same for the workload-identity signing key (docs/signer.md
+ * "Identity tokens"): `warren-signer --jws-key-fd` with the signing key's
+ * file (wid_signing_key_memfd), one signature as a check, then
+ * wid_keys_set_signer: warrend keeps only the public halves. keys must
+ * outlive the keeper. */
+int keeper_start_identity(uv_loop_t *loop, struct wid_keys *keys, const char *signer_path,
+                          struct keeper **ret, struct wr_err *e);
+
 /* The running signer's pid, 0 when none (tests and logs). */
 int keeper_pid(const struct keeper *k);
 

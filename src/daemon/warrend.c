@@ -43,7 +43,8 @@ struct daemon {
         int n_signals_open;
         struct rpc_server *server;
         struct store *store;
-        struct keeper *keeper; /* warren-signer keeping the secrets key; NULL: none */
+        struct keeper *keeper;    /* warren-signer keeping the secrets key; NULL: none */
+        struct keeper *id_keeper; /* ... the workload-identity signing key */
         struct img_store *images;
         struct api_ctx ctx;
         char *state_dir; /* absolute */
@@ -236,6 +237,7 @@ static void daemon_free(struct daemon *d) {
                 d->audit_timer_open = false;
         }
         keeper_unwatch(d->keeper);
+        keeper_unwatch(d->id_keeper);
         if (d->loop_ready) {
                 /* Run until every handle (including the server's) is closed. */
                 uv_run(&d->loop, UV_RUN_DEFAULT);
@@ -255,6 +257,8 @@ static void daemon_free(struct daemon *d) {
         d->keeper = NULL;
         wid_keys_free(d->ctx.wid);
         d->ctx.wid = NULL;
+        keeper_free(d->id_keeper);
+        d->id_keeper = NULL;
         free(d->issuer);
         d->issuer = NULL;
         free(d->identity_api_dir);
@@ -579,9 +583,18 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
         {
                 _cleanup_free_ char *kdir = NULL;
                 struct wr_err we = {0};
+                /* with warren-signer the signing key is made and kept by
+                 * it (docs/signer.md "Identity tokens"): warrend loads
+                 * the public halves only */
+                char signer[PATH_MAX];
+                bool have_signer = find_signer(signer, sizeof(signer)) == 0;
                 if (asprintf(&kdir, "%s/keys", d->state_dir) >= 0 &&
-                    wid_keys_load(kdir, time(NULL), &d->ctx.wid, &we) < 0)
+                    (have_signer ? wid_keys_load_public(kdir, time(NULL), signer, &d->ctx.wid, &we)
+                                 : wid_keys_load(kdir, time(NULL), &d->ctx.wid, &we)) < 0)
                         log_warn("workload identity: %s", we.msg);
+                if (d->ctx.wid && have_signer &&
+                    keeper_start_identity(&d->loop, d->ctx.wid, signer, &d->id_keeper, &we) < 0)
+                        return err_set(e, -EIO, "workload identity: %s", we.msg);
                 if (d->cfg.issuer)
                         d->issuer = strdup(d->cfg.issuer);
                 else if (d->admin && strrchr(d->cfg.admin_listen, ':') &&

@@ -1,20 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* warren-signer: holds one key, and nothing else, in a process of its own
- * (relayd's `ca` model). Two roles, one per process:
+ * (relayd's `ca` model). Three roles, one per process:
  *   - the egress CA's private key (--ca-fd): warren-egress, which talks to
  *     sandboxes, asks it for leaf certificates and never sees the CA key;
  *   - the secrets key (--secrets-key-fd): warrend asks it for data keys
- *     and to open their wrappings (datakey.h), and never holds the key.
+ *     and to open their wrappings (datakey.h), and never holds the key;
+ *   - the workload-identity signing key (--jws-key-fd): warrend asks it to
+ *     sign identity tokens (ES256) and holds only the public half.
  * Started as root by warrend:
  *
- *   warren-signer (--ca-fd N | --secrets-key-fd N) --sock-fd N
+ *   warren-signer (--ca-fd N | --secrets-key-fd N | --jws-key-fd N) --sock-fd N
  *                 [--uid USER] [--gid GROUP] [--root EMPTY-DIR]
  *                 [--log-level debug|info|warn|error] [--log-format text|json]
  *                 [--seccomp-strict]
  *
  * --ca-fd: an fd holding the CA key and certificate PEM (signer_ca_fd());
  * --secrets-key-fd: an fd holding exactly the 32 key bytes
- * (store_secret_key_memfd()); read to its end, then closed. --sock-fd: its
+ * (store_secret_key_memfd()); --jws-key-fd: an fd holding a P-256 private
+ * key as PEM (wid_signing_key_memfd()); read to its end, then closed. --sock-fd: its
  * end of a SOCK_SEQPACKET socketpair whose other end is the requester's
  * (signer-proto.h). --uid
  * defaults to nobody, --gid to that user's group, --root to
@@ -33,8 +36,12 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
+#include <openssl/ec.h>
 #include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -61,12 +68,13 @@
 #define CA_INPUT_MAX (2 * 16384)
 
 static struct {
-        int ca_fd, secrets_fd, sock_fd;
+        int ca_fd, secrets_fd, jws_fd, sock_fd;
         const char *user, *group, *root;
         bool strict;
 } cfg = {
         .ca_fd = -EBADF,
         .secrets_fd = -EBADF,
+        .jws_fd = -EBADF,
         .sock_fd = -EBADF,
         .user = "nobody",
         .group = NULL,
@@ -80,7 +88,8 @@ static _noreturn_ void die(const char *what, const char *arg) {
 
 static _noreturn_ void usage(int code) {
         fprintf(code ? stderr : stdout,
-                "usage: warren-signer (--ca-fd N | --secrets-key-fd N) --sock-fd N\n"
+                "usage: warren-signer (--ca-fd N | --secrets-key-fd N | --jws-key-fd N)\n"
+                "         --sock-fd N\n"
                 "         [--uid USER] [--gid GROUP]\n"
                 "         [--root EMPTY-DIR] [--log-level debug|info|warn|error]\n"
                 "         [--log-format text|json] "
@@ -99,28 +108,66 @@ static int parse_fd(const char *s, int *ret) {
         return 0;
 }
 
-/* The CA's PEM, read to the end of --ca-fd, which is then closed. The
- * buffer is wiped by the caller. */
-static int ca_read(char *buf, size_t size, size_t *ret_len, struct wr_err *e) {
+/* A key's PEM, read to the end of *fd (the option named what), which is
+ * then closed. The buffer is wiped by the caller. */
+static int pem_read(int *fd, const char *what, char *buf, size_t size, size_t *ret_len,
+                    struct wr_err *e) {
         size_t n = 0;
         for (;;) {
                 if (n == size) {
-                        closep(&cfg.ca_fd);
-                        return err_set(e, -EMSGSIZE, "--ca-fd: more than %zu bytes", size);
+                        closep(fd);
+                        return err_set(e, -EMSGSIZE, "%s: more than %zu bytes", what, size);
                 }
-                ssize_t k = RETRY_EINTR(read(cfg.ca_fd, buf + n, size - n));
+                ssize_t k = RETRY_EINTR(read(*fd, buf + n, size - n));
                 if (k < 0) {
                         int r = -errno;
-                        closep(&cfg.ca_fd);
-                        return err_set(e, r, "--ca-fd: read: %s", strerror(-r));
+                        closep(fd);
+                        return err_set(e, r, "%s: read: %s", what, strerror(-r));
                 }
                 if (k == 0)
                         break;
                 n += (size_t) k;
         }
-        closep(&cfg.ca_fd);
+        closep(fd);
         *ret_len = n;
         return 0;
+}
+
+/* The identity signing key: one P-256 private key in PEM. */
+static int jws_key_parse(const char *pem, size_t len, EVP_PKEY **ret, struct wr_err *e) {
+        BIO *b = BIO_new_mem_buf(pem, (int) len);
+        EVP_PKEY *k = b ? PEM_read_bio_PrivateKey(b, NULL, NULL, NULL) : NULL;
+        BIO_free(b);
+        char group[16] = "";
+        size_t gl = 0;
+        if (!k || EVP_PKEY_get_base_id(k) != EVP_PKEY_EC ||
+            EVP_PKEY_get_utf8_string_param(k, OSSL_PKEY_PARAM_GROUP_NAME, group, sizeof(group),
+                                           &gl) != 1 ||
+            strcmp(group, "prime256v1") != 0) {
+                EVP_PKEY_free(k);
+                return err_set(e, -EINVAL, "--jws-key-fd: not a P-256 private key in PEM");
+        }
+        *ret = k;
+        return 0;
+}
+
+/* ES256 over in: the signature as JWS wants it, r || s. */
+static int jws_sign(EVP_PKEY *key, const uint8_t *in, size_t len, uint8_t rs[SIGNER_JWS_SIG_LEN],
+                    struct wr_err *e) {
+        EVP_MD_CTX *md = EVP_MD_CTX_new();
+        unsigned char der[128];
+        size_t der_len = sizeof(der);
+        int ok = md && EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, key) == 1 &&
+                 EVP_DigestSign(md, der, &der_len, in, len) == 1;
+        EVP_MD_CTX_free(md);
+        if (!ok)
+                return err_set(e, -EIO, "ES256 signing failed");
+        const unsigned char *dp = der;
+        ECDSA_SIG *sig = d2i_ECDSA_SIG(NULL, &dp, (long) der_len);
+        ok = sig && BN_bn2binpad(ECDSA_SIG_get0_r(sig), rs, 32) == 32 &&
+             BN_bn2binpad(ECDSA_SIG_get0_s(sig), rs + 32, 32) == 32;
+        ECDSA_SIG_free(sig);
+        return ok ? 0 : err_set(e, -EIO, "ES256: bad signature encoding");
 }
 
 /* The secrets key: exactly SIGNER_SECRETS_KEY_LEN bytes to the end of
@@ -303,9 +350,65 @@ static int answer_datakey(const uint8_t *key, const struct signer_req *req, uint
         return r;
 }
 
+/* --jws-key-make PATH (PATH ends in .pem): a new P-256 identity key,
+ * PKCS#8 PEM in PATH (0600, never replacing a file) and its public half in
+ * PATH with .pub for .pem, so warrend, which only verifies, never parses
+ * the private key. Runs unconfined (it writes files) and exits. */
+static int jws_key_make(const char *path) {
+        size_t n = strlen(path);
+        if (n < 5 || n > 4000 || strcmp(path + n - 4, ".pem") != 0) {
+                log_error("warren-signer: --jws-key-make wants a path ending in .pem");
+                return 2;
+        }
+        char tmp[4100], pub[4100];
+        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+        snprintf(pub, sizeof(pub), "%.*s.pub", (int) n - 4, path);
+        EVP_PKEY *k = EVP_EC_gen("P-256");
+        int fd = k ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600) : -1;
+        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        bool ok = f && PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL) == 1 &&
+                  fflush(f) == 0 && fsync(fileno(f)) == 0;
+        if (f)
+                ok = fclose(f) == 0 && ok;
+        else if (fd >= 0)
+                close(fd);
+        ok = ok && link(tmp, path) == 0;
+        if (fd >= 0)
+                unlink(tmp);
+        if (ok) {
+                snprintf(tmp, sizeof(tmp), "%s.tmp", pub);
+                f = fopen(tmp, "we");
+                ok = f && PEM_write_PUBKEY(f, k) == 1;
+                if (f)
+                        ok = fclose(f) == 0 && ok;
+                ok = ok && rename(tmp, pub) == 0;
+                if (!ok)
+                        unlink(tmp);
+        }
+        EVP_PKEY_free(k);
+        if (!ok) {
+                log_error("warren-signer: --jws-key-make %s: %s", path, strerror(errno));
+                return 1;
+        }
+        return 0;
+}
+
+/* One JWS_SIGN. */
+static int answer_jws(EVP_PKEY *key, const struct signer_req *req, uint8_t *out, size_t size) {
+        struct wr_err e = {0};
+        uint8_t rs[SIGNER_JWS_SIG_LEN];
+        int r = jws_sign(key, req->in, req->in_len, rs, &e);
+        if (r < 0) {
+                log_warn("warren-signer: request %u refused: %s", req->hdr.id, e.msg);
+                return signer_error_encode(req->hdr.id, SIGNER_ERR_INTERNAL, e.msg, out, size);
+        }
+        return signer_jws_sig_encode(req->hdr.id, rs, out, size);
+}
+
 /* Serve requests until the socket closes: SIGN with a CA, DATAKEY_* with
- * the secrets key (exactly one of ca, key is set). */
-static _noreturn_ void serve(const struct signer_ca *ca, const uint8_t *key) {
+ * the secrets key, JWS_SIGN with an identity key (exactly one of ca, key,
+ * jws is set). */
+static _noreturn_ void serve(const struct signer_ca *ca, const uint8_t *key, EVP_PKEY *jws) {
         static uint8_t in[SIGNER_MSG_MAX + 1], out[SIGNER_MSG_MAX];
         static struct signer_req req;
         for (;;) {
@@ -324,10 +427,15 @@ static _noreturn_ void serve(const struct signer_ca *ca, const uint8_t *key) {
                  * after reading the header, for the id */
                 struct wr_err e = {0};
                 int r = signer_req_decode(in, (size_t) n, &req, &e);
-                bool sign = req.hdr.type == SIGNER_SIGN;
-                if (r >= 0 && (sign ? !ca : !key))
+                bool sign = req.hdr.type == SIGNER_SIGN, jw = req.hdr.type == SIGNER_JWS_SIGN;
+                if (r >= 0 && (sign ? !ca : jw ? !jws : !key))
                         r = err_set(&e, -EPERM, "this signer keeps the %s: it does not serve %s",
-                                    ca ? "egress CA" : "secrets key", sign ? "SIGN" : "data keys");
+                                    ca    ? "egress CA"
+                                    : key ? "secrets key"
+                                          : "identity key",
+                                    sign ? "SIGN"
+                                    : jw ? "JWS_SIGN"
+                                         : "data keys");
                 if (r < 0) {
                         log_warn("warren-signer: request %u refused: %s", req.hdr.id, e.msg);
                         reply(out, signer_error_encode(req.hdr.id,
@@ -335,6 +443,7 @@ static _noreturn_ void serve(const struct signer_ca *ca, const uint8_t *key) {
                                                        e.msg, out, sizeof(out)));
                 } else {
                         reply(out, sign ? answer_sign(ca, &req, out, sizeof(out))
+                                   : jw ? answer_jws(jws, &req, out, sizeof(out))
                                         : answer_datakey(key, &req, out, sizeof(out)));
                 }
                 /* a request's label and a reply's data key go */
@@ -361,6 +470,8 @@ int main(int argc, char **argv) {
         enum {
                 O_CA = 256,
                 O_SECRETS,
+                O_JWS,
+                O_JWS_MAKE,
                 O_SOCK,
                 O_UID,
                 O_GID,
@@ -373,6 +484,8 @@ int main(int argc, char **argv) {
         static const struct option opts[] = {
                 {"ca-fd", required_argument, NULL, O_CA},
                 {"secrets-key-fd", required_argument, NULL, O_SECRETS},
+                {"jws-key-fd", required_argument, NULL, O_JWS},
+                {"jws-key-make", required_argument, NULL, O_JWS_MAKE},
                 {"sock-fd", required_argument, NULL, O_SOCK},
                 {"uid", required_argument, NULL, O_UID},
                 {"gid", required_argument, NULL, O_GID},
@@ -394,6 +507,12 @@ int main(int argc, char **argv) {
                         if (parse_fd(optarg, &cfg.secrets_fd) < 0)
                                 die("bad --secrets-key-fd", optarg);
                         break;
+                case O_JWS:
+                        if (parse_fd(optarg, &cfg.jws_fd) < 0)
+                                die("bad --jws-key-fd", optarg);
+                        break;
+                case O_JWS_MAKE:
+                        exit(jws_key_make(optarg));
                 case O_SOCK:
                         if (parse_fd(optarg, &cfg.sock_fd) < 0)
                                 die("bad --sock-fd", optarg);
@@ -430,9 +549,9 @@ int main(int argc, char **argv) {
                         usage(2);
                 }
         }
-        int key_fd = cfg.ca_fd >= 0 ? cfg.ca_fd : cfg.secrets_fd;
-        if (optind != argc || (cfg.ca_fd >= 0) == (cfg.secrets_fd >= 0) || cfg.sock_fd < 0 ||
-            key_fd == cfg.sock_fd)
+        int key_fd = cfg.ca_fd >= 0 ? cfg.ca_fd : cfg.secrets_fd >= 0 ? cfg.secrets_fd : cfg.jws_fd;
+        int roles = (cfg.ca_fd >= 0) + (cfg.secrets_fd >= 0) + (cfg.jws_fd >= 0);
+        if (optind != argc || roles != 1 || cfg.sock_fd < 0 || key_fd == cfg.sock_fd)
                 usage(2);
         int type = 0;
         socklen_t tl = sizeof(type);
@@ -447,20 +566,24 @@ int main(int argc, char **argv) {
         /* the key: read, parse, wipe what it passed through */
         struct wr_err e = {0};
         struct signer_ca *ca = NULL;
+        EVP_PKEY *jws = NULL;
         static uint8_t secrets_key[SIGNER_SECRETS_KEY_LEN];
         int r;
-        if (cfg.ca_fd >= 0) {
+        if (cfg.ca_fd >= 0 || cfg.jws_fd >= 0) {
+                bool is_ca = cfg.ca_fd >= 0;
                 char *pem = malloc(CA_INPUT_MAX);
                 size_t pem_len = 0;
                 if (!pem)
                         die("out of memory", NULL);
-                r = ca_read(pem, CA_INPUT_MAX, &pem_len, &e);
+                r = pem_read(is_ca ? &cfg.ca_fd : &cfg.jws_fd, is_ca ? "--ca-fd" : "--jws-key-fd",
+                             pem, CA_INPUT_MAX, &pem_len, &e);
                 if (r >= 0)
-                        r = signer_ca_parse(pem, pem_len, &ca, &e);
+                        r = is_ca ? signer_ca_parse(pem, pem_len, &ca, &e)
+                                  : jws_key_parse(pem, pem_len, &jws, &e);
                 OPENSSL_cleanse(pem, CA_INPUT_MAX);
                 free(pem);
                 if (r < 0)
-                        die("--ca-fd", e.msg);
+                        die(is_ca ? "--ca-fd" : "--jws-key-fd", e.msg);
         } else if (secrets_read(secrets_key, &e) < 0) {
                 die("--secrets-key-fd", e.msg);
         }
@@ -477,16 +600,25 @@ int main(int argc, char **argv) {
                         die("warm-up certificate", e.msg[0] ? e.msg : "OpenSSL failed");
                 log_debug("warren-signer: CA loaded, valid until %lld",
                           (long long) signer_ca_not_after(ca));
+        } else if (jws) {
+                uint8_t rs[SIGNER_JWS_SIG_LEN];
+                if (jws_sign(jws, (const uint8_t *) "warm-up", 7, rs, &e) < 0)
+                        die("warm-up signature", e.msg);
         } else if (probe_datakey(secrets_key, &e) < 0) {
                 die("warm-up data key", e.msg);
         }
 
         if (confine(&e) < 0)
                 die("confine", e.msg);
-        if (ca ? probe_mint(ca, spki, spki_len, &e) < 0 : probe_datakey(secrets_key, &e) < 0)
+        uint8_t rs[SIGNER_JWS_SIG_LEN];
+        if (ca    ? probe_mint(ca, spki, spki_len, &e) < 0
+            : jws ? jws_sign(jws, (const uint8_t *) "self-check", 10, rs, &e) < 0
+                  : probe_datakey(secrets_key, &e) < 0)
                 die("self-check after confinement", e.msg);
         OPENSSL_free(spki);
         log_info("warren-signer: ready (pid %d), keeping the %s", (int) getpid(),
-                 ca ? "egress CA" : "secrets key");
-        serve(ca, ca ? NULL : secrets_key);
+                 ca    ? "egress CA"
+                 : jws ? "identity key"
+                       : "secrets key");
+        serve(ca, ca || jws ? NULL : secrets_key, jws);
 }

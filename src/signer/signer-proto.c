@@ -142,12 +142,58 @@ static int datakey_req_get(const uint8_t *p, size_t len, struct signer_req *ret,
         return 0;
 }
 
+int signer_jws_sign_encode(uint32_t id, const void *in, size_t in_len, uint8_t *out, size_t size,
+                           struct wr_err *e) {
+        if (!in || in_len == 0 || in_len > SIGNER_JWS_INPUT_MAX)
+                return err_set(e, -EINVAL, "JWS_SIGN: input of %zu bytes, outside 1..%u", in_len,
+                               SIGNER_JWS_INPUT_MAX);
+        size_t len = sizeof(struct signer_jws) + in_len;
+        if (size < sizeof(struct signer_hdr) + len)
+                return -ENOBUFS;
+        hdr_put(out, SIGNER_JWS_SIGN, id, len);
+        struct signer_jws j = {.in_len = (uint32_t) in_len};
+        memcpy(out + sizeof(struct signer_hdr), &j, sizeof(j));
+        memcpy(out + sizeof(struct signer_hdr) + sizeof(j), in, in_len);
+        return (int) (sizeof(struct signer_hdr) + len);
+}
+
+int signer_jws_sig_encode(uint32_t id, const uint8_t sig[SIGNER_JWS_SIG_LEN], uint8_t *out,
+                          size_t size) {
+        size_t len = sizeof(struct signer_jws) + SIGNER_JWS_SIG_LEN;
+        if (size < sizeof(struct signer_hdr) + len)
+                return -ENOBUFS;
+        hdr_put(out, SIGNER_JWS_SIG, id, len);
+        struct signer_jws j = {0, 0};
+        memcpy(out + sizeof(struct signer_hdr), &j, sizeof(j));
+        memcpy(out + sizeof(struct signer_hdr) + sizeof(j), sig, SIGNER_JWS_SIG_LEN);
+        return (int) (sizeof(struct signer_hdr) + len);
+}
+
+static int jws_sign_get(const uint8_t *p, size_t len, struct signer_req *ret, struct wr_err *e) {
+        struct signer_jws j;
+        if (len < sizeof(j))
+                return err_set(e, -EBADMSG, "JWS_SIGN: %zu bytes, shorter than its header", len);
+        memcpy(&j, p, sizeof(j));
+        if (j.reserved != 0)
+                return err_set(e, -EBADMSG, "JWS_SIGN: reserved field not zero");
+        if (j.in_len == 0 || j.in_len > SIGNER_JWS_INPUT_MAX)
+                return err_set(e, -EBADMSG, "JWS_SIGN: input length %u outside 1..%u", j.in_len,
+                               SIGNER_JWS_INPUT_MAX);
+        if (len != sizeof(j) + j.in_len)
+                return err_set(e, -EBADMSG, "JWS_SIGN: %zu payload bytes, field says %zu", len,
+                               sizeof(j) + j.in_len);
+        memcpy(ret->in, p + sizeof(j), j.in_len);
+        ret->in_len = j.in_len;
+        return 0;
+}
+
 int signer_req_decode(const void *buf, size_t n, struct signer_req *ret, struct wr_err *e) {
         const uint8_t *b = buf;
         memset(&ret->hdr, 0, sizeof(ret->hdr));
         ret->host[0] = '\0';
         ret->key_len = 0;
         ret->label_len = 0;
+        ret->in_len = 0;
         int r = hdr_get(b, n, &ret->hdr, e);
         if (r < 0)
                 return r;
@@ -155,6 +201,8 @@ int signer_req_decode(const void *buf, size_t n, struct signer_req *ret, struct 
         size_t len = ret->hdr.len;
         if (ret->hdr.type == SIGNER_DATAKEY_NEW || ret->hdr.type == SIGNER_DATAKEY_OPEN)
                 return datakey_req_get(p, len, ret, e);
+        if (ret->hdr.type == SIGNER_JWS_SIGN)
+                return jws_sign_get(p, len, ret, e);
         if (ret->hdr.type != SIGNER_SIGN)
                 return err_set(e, -EOPNOTSUPP, "type 0x%x is not a request", ret->hdr.type);
         struct signer_sign s;
@@ -276,6 +324,17 @@ int signer_reply_decode(const void *buf, size_t n, struct signer_reply *ret, str
                         return err_set(e, -EBADMSG, "DATAKEY: reserved field not zero");
                 memcpy(ret->datakey.dek, p + sizeof(d), SIGNER_DEK_LEN);
                 memcpy(ret->datakey.wrapped, p + sizeof(d) + SIGNER_DEK_LEN, SIGNER_WRAPPED_LEN);
+                return 0;
+        }
+        case SIGNER_JWS_SIG: {
+                struct signer_jws j;
+                if (len != sizeof(j) + SIGNER_JWS_SIG_LEN)
+                        return err_set(e, -EBADMSG, "JWS_SIG: %zu payload bytes, must be %zu", len,
+                                       sizeof(j) + SIGNER_JWS_SIG_LEN);
+                memcpy(&j, p, sizeof(j));
+                if (j.in_len != 0 || j.reserved != 0)
+                        return err_set(e, -EBADMSG, "JWS_SIG: header fields not zero");
+                memcpy(ret->jws_sig, p + sizeof(j), SIGNER_JWS_SIG_LEN);
                 return 0;
         }
         case SIGNER_ERROR: {

@@ -40,9 +40,20 @@
  *                 bytes of data key, then SIGNER_WRAPPED_LEN bytes of its
  *                 wrapping.
  *
+ * warrend -> a signer keeping the workload-identity signing key
+ * (docs/signer.md "Identity tokens"):
+ *   JWS_SIGN      struct signer_jws {in_len}, then in_len bytes (1..
+ *                 SIGNER_JWS_INPUT_MAX) of a JWS signing input
+ *                 (base64url(header) "." base64url(payload)). -> JWS_SIG.
+ * signer -> warrend:
+ *   JWS_SIG       struct signer_jws {in_len = 0}, then SIGNER_JWS_SIG_LEN
+ *                 bytes: the ES256 signature as JWS wants it (r || s, 32
+ *                 bytes each).
+ *
  * A signer holds one key and serves one role: started with --ca-fd it
- * answers SIGN only, with --secrets-key-fd DATAKEY_* only; the other
- * requests are answered ERROR {SIGNER_ERR_ROLE}.
+ * answers SIGN only, with --secrets-key-fd DATAKEY_* only, with
+ * --jws-key-fd JWS_SIGN only; the other requests are answered ERROR
+ * {SIGNER_ERR_ROLE}.
  * Requests are answered in the order they arrive. A request that cannot be
  * decoded is answered ERROR {SIGNER_ERR_BADMSG} (SIGNER_ERR_HOST for a host
  * that is not canonical) with hdr.id echoed when 16 header bytes were
@@ -66,9 +77,11 @@ enum signer_type {
         SIGNER_SIGN = 1,
         SIGNER_DATAKEY_NEW = 2,
         SIGNER_DATAKEY_OPEN = 3,
+        SIGNER_JWS_SIGN = 4,
         SIGNER_CERT = 0x81,
         SIGNER_ERROR = 0x82,
         SIGNER_DATAKEY = 0x83,
+        SIGNER_JWS_SIG = 0x84,
 };
 
 /* Why a SIGN was refused (a closed set: the decoder refuses others). */
@@ -111,6 +124,14 @@ struct signer_datakey {
         uint32_t reserved[2]; /* 0 */
 };
 
+#define SIGNER_JWS_INPUT_MAX 4096u
+#define SIGNER_JWS_SIG_LEN 64u
+
+struct signer_jws {
+        uint32_t in_len;   /* JWS_SIGN: 1..SIGNER_JWS_INPUT_MAX; JWS_SIG: 0 */
+        uint32_t reserved; /* 0 */
+};
+
 struct signer_error {
         uint32_t code;    /* enum signer_errcode */
         uint32_t msg_len; /* 0..SIGNER_ERR_MSG_MAX */
@@ -122,6 +143,10 @@ _Static_assert(sizeof(struct signer_cert) == 8, "signer_cert layout");
 _Static_assert(sizeof(struct signer_error) == 8, "signer_error layout");
 _Static_assert(sizeof(struct signer_datakey_req) == 8, "signer_datakey_req layout");
 _Static_assert(sizeof(struct signer_datakey) == 8, "signer_datakey layout");
+_Static_assert(sizeof(struct signer_jws) == 8, "signer_jws layout");
+_Static_assert(sizeof(struct signer_hdr) + sizeof(struct signer_jws) + SIGNER_JWS_INPUT_MAX <=
+                       SIGNER_MSG_MAX,
+               "a JWS_SIGN fits a datagram");
 _Static_assert(sizeof(struct signer_hdr) + sizeof(struct signer_datakey_req) + SIGNER_LABEL_MAX +
                                SIGNER_WRAPPED_LEN <=
                        SIGNER_MSG_MAX,
@@ -144,6 +169,8 @@ struct signer_req {
         size_t label_len;
         uint8_t label[SIGNER_LABEL_MAX];
         uint8_t wrapped[SIGNER_WRAPPED_LEN];
+        size_t in_len; /* JWS_SIGN */
+        uint8_t in[SIGNER_JWS_INPUT_MAX];
 };
 
 /* A decoded CERT or ERROR. */
@@ -154,6 +181,7 @@ struct signer_reply {
                         size_t len;
                         uint8_t der[SIGNER_CERT_MAX];
                 } cert;
+                uint8_t jws_sig[SIGNER_JWS_SIG_LEN];
                 struct {
                         uint8_t dek[SIGNER_DEK_LEN];
                         uint8_t wrapped[SIGNER_WRAPPED_LEN];
@@ -182,6 +210,11 @@ int signer_sign_encode(uint32_t id, const char *host, const uint8_t *key, size_t
 int signer_datakey_req_encode(uint32_t id, const void *label, size_t label_len,
                               const uint8_t *wrapped, uint8_t *out, size_t size, struct wr_err *e);
 
+/* Encode a JWS_SIGN of in (1..SIGNER_JWS_INPUT_MAX bytes). Returns the
+ * datagram size, -EINVAL (length) or -ENOBUFS. */
+int signer_jws_sign_encode(uint32_t id, const void *in, size_t in_len, uint8_t *out, size_t size,
+                           struct wr_err *e);
+
 /* Decode one request datagram buf[0..n) (to the signer) into *ret.
  * Returns 0, or a negative errno with a message in e:
  *   -EBADMSG    short, bad magic, reserved non-zero, len mismatch, lengths
@@ -197,6 +230,10 @@ int signer_req_decode(const void *buf, size_t n, struct signer_req *ret, struct 
 /* Encode a CERT (der: 1..SIGNER_CERT_MAX bytes) into out. Returns the
  * datagram size, -EINVAL (length out of range) or -ENOBUFS. */
 int signer_cert_encode(uint32_t id, const uint8_t *der, size_t len, uint8_t *out, size_t size);
+
+/* Encode a JWS_SIG reply. Returns the datagram size or -ENOBUFS. */
+int signer_jws_sig_encode(uint32_t id, const uint8_t sig[SIGNER_JWS_SIG_LEN], uint8_t *out,
+                          size_t size);
 
 /* Encode a DATAKEY reply into out. Returns the datagram size or -ENOBUFS.
  * The caller wipes out after sending. */

@@ -3,6 +3,7 @@
 keeper's does; a kill -9 of the keeper loses nothing; values an older
 warrend sealed directly under the key are rewrapped with data keys at
 start-up and still open."""
+import json
 import os
 import re
 import signal
@@ -186,3 +187,60 @@ def test_a_tampered_wrapping_does_not_open(daemon):
             c.create(image=IMAGE, secrets=[wr.Secret.from_name("TAMPERED")])
         assert "does not decrypt" in str(ei.value)
         assert CANARY not in d.read_log()
+
+
+# --- the workload-identity signing key (docs/signer.md "Identity tokens") ---
+
+def identity_keeper_pid(d):
+    pids = re.findall(r"warren-signer: ready \(pid (\d+)\), keeping the identity key",
+                      d.read_log())
+    assert pids, d.read_log()
+    return int(pids[-1])
+
+
+def identity_scalar(d):
+    """The private scalar of the newest identity key, 32 bytes."""
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+    kdir = os.path.join(d.state_dir, "keys")
+    newest = sorted(f for f in os.listdir(kdir) if f.startswith("identity-") and f.endswith(".pem"))[-1]
+    with open(os.path.join(kdir, newest), "rb") as f:
+        key = load_pem_private_key(f.read(), None)
+    return key.private_numbers().private_value.to_bytes(32, "big")
+
+
+def test_identity_key_kept_by_its_signer_and_tokens_verify_after_a_kill():
+    jwt = pytest.importorskip("jwt")
+    import urllib.request
+    from conftest import free_port
+    port = free_port()
+    issuer = "http://127.0.0.1:%d" % port
+    d = Daemon(extra_args=["--admin-listen", "127.0.0.1:%d" % port])
+    try:
+        with urllib.request.urlopen(issuer + "/.well-known/jwks.json", timeout=10) as r:
+            jwks = jwt.PyJWKSet.from_dict(json.loads(r.read()))
+
+        def verified(c):
+            tok = c.get_workload_identity_token("sts.example.com")
+            kid = jwt.get_unverified_header(tok)["kid"]
+            key = [k for k in jwks.keys if k.key_id == kid][0]
+            return jwt.decode(tok, key.key, algorithms=["ES256"], audience="sts.example.com",
+                              issuer=issuer)
+
+        with wr.SandboxClient(d.unix_addr) as c:
+            assert verified(c)["aud"] == "sts.example.com"
+            scalar = identity_scalar(d)
+            if not SANITIZED:
+                assert scalar in readable_memory(identity_keeper_pid(d))
+                assert scalar not in readable_memory(d.proc.pid)
+            old = identity_keeper_pid(d)
+            os.kill(old, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while "identity key, pid %d) exited" % old not in d.read_log():
+                assert time.monotonic() < deadline, d.read_log()
+                time.sleep(0.05)
+            # the next token is signed by a new signer, with the same key
+            assert verified(c)["iss"] == issuer
+            assert identity_keeper_pid(d) != old
+            assert not os.path.exists("/proc/%d" % old)
+    finally:
+        d.stop()

@@ -729,9 +729,12 @@ def test_workload_identity_federation(fresh_warrend):
     finally:
         s.close()
     keys = os.path.join(dd.state_dir, "keys")
-    made = [f for f in os.listdir(keys) if f.startswith("identity-")]
+    made = [f for f in os.listdir(keys) if f.startswith("identity-") and f.endswith(".pem")]
     assert len(made) == 1
     assert stat.S_IMODE(os.stat(os.path.join(keys, made[0])).st_mode) == 0o600
+    # its public half next to it: warrend never parses the private key
+    # (the signer made it and keeps it; docs/signer.md "Identity tokens")
+    assert os.path.exists(os.path.join(keys, made[0][:-4] + ".pub"))
 
 
 def test_workload_identity_key_rotation(fresh_warrend, tmp_path):
@@ -776,4 +779,5 @@ def test_workload_identity_key_rotation(fresh_warrend, tmp_path):
     newkey = jwt.PyJWK([k for k in ks if k["kid"] == kid][0])
     claims = jwt.decode(new, newkey.key, algorithms=["ES256"], audience="a", issuer=issuer)
     assert claims["environment_id"] == "default" and claims["sub"] == "environment:default:uid:0"
-    assert len([f for f in os.listdir(state / "keys") if f.startswith("identity-")]) == 2
+    assert len([f for f in os.listdir(state / "keys")
+                if f.startswith("identity-") and f.endswith(".pem")]) == 2

@@ -36,6 +36,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         int n = rep.hdr.type == SIGNER_CERT
                                         ? signer_cert_encode(rep.hdr.id, rep.cert.der, rep.cert.len,
                                                              out, sizeof(out))
+                                : rep.hdr.type == SIGNER_JWS_SIG
+                                        ? signer_jws_sig_encode(rep.hdr.id, rep.jws_sig, out,
+                                                                sizeof(out))
                                 : rep.hdr.type == SIGNER_DATAKEY
                                         ? signer_datakey_encode(rep.hdr.id, rep.datakey.dek,
                                                                 rep.datakey.wrapped, out,
@@ -54,11 +57,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         bool sign = req.hdr.type == SIGNER_SIGN;
                         int n = sign ? signer_sign_encode(req.hdr.id, req.host, req.key,
                                                           req.key_len, out, sizeof(out), &ee)
-                                     : signer_datakey_req_encode(
-                                               req.hdr.id, req.label, req.label_len,
-                                               req.hdr.type == SIGNER_DATAKEY_OPEN ? req.wrapped
-                                                                                   : NULL,
-                                               out, sizeof(out), &ee);
+                                : req.hdr.type == SIGNER_JWS_SIGN
+                                        ? signer_jws_sign_encode(req.hdr.id, req.in, req.in_len,
+                                                                 out, sizeof(out), &ee)
+                                        : signer_datakey_req_encode(
+                                                  req.hdr.id, req.label, req.label_len,
+                                                  req.hdr.type == SIGNER_DATAKEY_OPEN ? req.wrapped
+                                                                                      : NULL,
+                                                  out, sizeof(out), &ee);
                         if (n != (int) size || memcmp(out, buf, size) != 0)
                                 abort();
                         if (sign && !signer_host_canonical(req.host))

@@ -687,6 +687,43 @@ static void test_datakey_crypto(void **state) {
                          -EINVAL);
 }
 
+static void test_jws_messages(void **state) {
+        (void) state;
+        uint8_t in[SIGNER_JWS_INPUT_MAX], sig[SIGNER_JWS_SIG_LEN];
+        memset(in, 'a', sizeof(in));
+        for (size_t i = 0; i < sizeof(sig); i++)
+                sig[i] = (uint8_t) i;
+        uint8_t buf[SIGNER_MSG_MAX + 16];
+        struct signer_req *req = calloc(1, sizeof(*req));
+        struct signer_reply *rep = calloc(1, sizeof(*rep));
+        struct wr_err e = {0};
+        size_t lens[] = {1, 300, SIGNER_JWS_INPUT_MAX};
+        for (size_t l = 0; l < ELEMENTSOF(lens); l++) {
+                int n = signer_jws_sign_encode(6, in, lens[l], buf, sizeof(buf), &e);
+                assert_int_equal(n, 24 + lens[l]);
+                assert_int_equal(signer_req_decode(buf, (size_t) n, req, &e), 0);
+                assert_int_equal(req->hdr.type, SIGNER_JWS_SIGN);
+                assert_int_equal(req->in_len, lens[l]);
+                for (int cut = 0; cut < n; cut++)
+                        assert_true(signer_req_decode(buf, (size_t) cut, req, &e) < 0);
+        }
+        assert_int_equal(signer_jws_sign_encode(6, in, 0, buf, sizeof(buf), &e), -EINVAL);
+        assert_int_equal(
+                signer_jws_sign_encode(6, in, SIGNER_JWS_INPUT_MAX + 1, buf, sizeof(buf), &e),
+                -EINVAL);
+        int n = signer_jws_sig_encode(2, sig, buf, sizeof(buf));
+        assert_int_equal(n, 24 + SIGNER_JWS_SIG_LEN);
+        assert_int_equal(signer_reply_decode(buf, (size_t) n, rep, &e), 0);
+        assert_int_equal(rep->hdr.type, SIGNER_JWS_SIG);
+        assert_memory_equal(rep->jws_sig, sig, sizeof(sig));
+        for (int cut = 0; cut < n; cut++)
+                assert_true(signer_reply_decode(buf, (size_t) cut, rep, &e) < 0);
+        buf[16] = 1; /* in_len of a reply must be 0 */
+        assert_int_equal(signer_reply_decode(buf, (size_t) n, rep, &e), -EBADMSG);
+        free(req);
+        free(rep);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_sign_roundtrip),
@@ -694,6 +731,7 @@ int main(void) {
                 cmocka_unit_test(test_replies),
                 cmocka_unit_test(test_datakey_messages),
                 cmocka_unit_test(test_datakey_crypto),
+                cmocka_unit_test(test_jws_messages),
                 cmocka_unit_test(test_ca_create_reuse_rotate),
                 cmocka_unit_test(test_mint_verifies),
         };
