@@ -18,6 +18,7 @@ struct store;
 struct img_store;
 struct sbx_manager;
 struct vol_manager;
+struct k8s_class;
 
 struct api_ctx {
         uv_loop_t *loop;
@@ -43,6 +44,8 @@ struct api_ctx {
          * issuer URL; NULL = GetWorkloadIdentityToken is UNAVAILABLE. */
         struct wid_keys *wid;
         const char *issuer;
+        /* The K8S compute class (k8s/k8s.h); NULL: no cluster configured. */
+        struct k8s_class *k8s;
 };
 
 /* The /.well-known/openid-configuration and /.well-known/jwks.json bodies
