@@ -22,7 +22,8 @@ DEB_PACKAGES=(
 PY_MODULES=(grpc:grpcio grpc_tools:grpcio-tools google.protobuf:protobuf pytest:pytest
   dnslib:dnslib cryptography:cryptography   # tests/fakenet
   jwt:pyjwt   # tests/e2e/test_tenancy.py: workload identity tokens verified with PyJWT
-  requests:requests)  # copied into a sandbox image by tests/e2e/test_credentials.py
+  requests:requests   # copied into a sandbox image by tests/e2e/test_credentials.py
+  yaml:pyyaml)   # tests/k8s: applies docs/k8s-rbac.yaml
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

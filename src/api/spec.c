@@ -405,6 +405,9 @@ static int check_k8s(const Warren__V1__CreateSandboxRequest *req, struct wr_err 
                 return INVALID(e, "journal_execs: the change journal reads the sandbox's "
                                   "writable layer on the host; not available on compute_class "
                                   "K8S");
+        if (req->resources && req->resources->pids)
+                return INVALID(e, "resources.pids: a Pod has no per-Pod process limit on "
+                                  "compute_class K8S (the cluster's kubelet sets podPidsLimit)");
         if (req->n_entrypoint)
                 return UNIMPLEMENTED(e, "entrypoint: compute_class K8S does not run an "
                                         "entrypoint yet (exec on Pods is not built)");

@@ -962,6 +962,7 @@ int k8s_create(struct k8s_class *k, const struct sbx_spec *spec, k8s_create_fn d
                 .env = spec->env,
                 .cpu_millicores = spec->limits.cpu_millicores,
                 .memory_bytes = spec->limits.memory_bytes,
+                .disk_bytes = spec->limits.disk_bytes,
                 .lifetime_s = spec->lifetime_ns > 0 ? (spec->lifetime_ns + 999999999) / 1000000000
                                                     : 0,
                 .tags = ptags,

@@ -63,6 +63,11 @@ static json_t *resources(const struct k8s_pod_params *p) {
                 set_str(req, "memory", b);
                 set_str(lim, "memory", b);
         }
+        if (p->disk_bytes) {
+                snprintf(b, sizeof(b), "%llu", (unsigned long long) p->disk_bytes);
+                set_str(req, "ephemeral-storage", b);
+                set_str(lim, "ephemeral-storage", b);
+        }
         json_object_set_new(r, "requests", req);
         json_object_set_new(r, "limits", lim);
         return r;

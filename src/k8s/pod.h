@@ -44,6 +44,7 @@ struct k8s_pod_params {
         char *const *env;         /* "K=V", NULL-terminated, or NULL */
         uint64_t cpu_millicores;  /* 0: none asked (no request, no limit) */
         uint64_t memory_bytes;    /* 0: none asked */
+        uint64_t disk_bytes;      /* 0: none asked (else ephemeral-storage) */
         int64_t lifetime_s;       /* > 0: activeDeadlineSeconds */
         const struct k8s_pod_tag *tags;
         size_t n_tags;
