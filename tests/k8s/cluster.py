@@ -390,7 +390,6 @@ state = "{d}/state"
             "--cluster-signing-cert-file", str(self.ca[0]),
             "--cluster-signing-key-file", str(self.ca[1]),
             "--use-service-account-credentials=false",
-            "--controllers", "*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller",
             "--v", "1"])
 
     def _start_scheduler(self):
