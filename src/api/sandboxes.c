@@ -820,8 +820,8 @@ static void terminate_sandbox(struct rpc_call *call, const ProtobufCMessage *msg
                              "cluster configured: start it with --k8s-kubeconfig FILE",
                              op->id);
         else if (k8s)
-                r = k8s_terminate(ctx->k8s, op->id, (uint64_t) (grace * 1000.0), terminate_done,
-                                  op, &e);
+                r = k8s_terminate(ctx->k8s, op->id, (uint64_t) (grace * 1000.0), terminate_done, op,
+                                  &e);
         else
                 r = sbx_terminate(ctx->sandboxes, op->id, (uint64_t) (grace * 1000.0),
                                   terminate_done, op, &e);

@@ -417,9 +417,10 @@ static int check_k8s(const Warren__V1__CreateSandboxRequest *req, struct wr_err 
         for (size_t i = 0; i < req->n_env; i++) {
                 const Warren__V1__EnvValue *v = req->env[i]->value;
                 if (v && v->kind_case == WARREN__V1__ENV_VALUE__KIND_SECRET)
-                        return UNIMPLEMENTED(e, "env[%s]: compute_class K8S does not pass secrets "
-                                                "yet (they will be Kubernetes Secrets owned by "
-                                                "the Pod)",
+                        return UNIMPLEMENTED(e,
+                                             "env[%s]: compute_class K8S does not pass secrets "
+                                             "yet (they will be Kubernetes Secrets owned by "
+                                             "the Pod)",
                                              req->env[i]->key);
         }
         if (!req->image || req->image->kind_case != WARREN__V1__IMAGE_SPEC__KIND_REF ||

@@ -72,7 +72,7 @@ void daemon_config_usage(FILE *f) {
               "  --k8s-namespace NS    the namespace of those Pods (default: the\n"
               "                        kubeconfig context's, else \"default\")\n"
               "  --k8s-init-image REF  the image the Pods get warren-init from\n"
-              "                        (default " "warren/warren-init:latest" ")\n"
+              "                        (default warren/warren-init:latest)\n"
               "  --upstream-dns IP     resolver named in sandboxes' /etc/resolv.conf,\n"
               "                        reached through NAT (default: the host's IPv4\n"
               "                        nameservers; none with --pull-loopback-only);\n"
@@ -250,7 +250,8 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                 r = set_str(&c->sandbox_cidr, v);
         } else if (!strcmp(key, "k8s-kubeconfig")) {
                 if (!*v)
-                        return err_set(e, -EINVAL, "--k8s-kubeconfig: empty (a file or in-cluster)");
+                        return err_set(e, -EINVAL,
+                                       "--k8s-kubeconfig: empty (a file or in-cluster)");
                 r = set_str(&c->k8s_kubeconfig, v);
         } else if (!strcmp(key, "k8s-namespace")) {
                 r = set_str(&c->k8s_namespace, v);

@@ -28,8 +28,8 @@
 
 struct k8s_class;
 
-typedef void (*req_fn)(struct k8s_class *k, long http, const char *body, size_t len,
-                       CURLcode cc, void *userdata);
+typedef void (*req_fn)(struct k8s_class *k, long http, const char *body, size_t len, CURLcode cc,
+                       void *userdata);
 
 struct k8s_req {
         struct k8s_req *next;
@@ -79,8 +79,8 @@ struct k8s_class {
         bool closing;
 };
 
-static void sbx_end(struct k8s_sbx *sb, enum store_sandbox_status st, const char *msg,
-                    int r, enum wr_status status);
+static void sbx_end(struct k8s_sbx *sb, enum store_sandbox_status st, const char *msg, int r,
+                    enum wr_status status);
 
 /* ---- HTTP ---- */
 
@@ -212,7 +212,8 @@ static int request(struct k8s_class *k, const char *method, const char *path, co
         q->fn = fn;
         q->userdata = userdata;
         q->watch = watch;
-        if (!(q->easy = easy_new(k, method, path, &q->hdr)) || (body && !(q->body = strdup(body)))) {
+        if (!(q->easy = easy_new(k, method, path, &q->hdr)) ||
+            (body && !(q->body = strdup(body)))) {
                 req_free(q);
                 return -ENOMEM;
         }
@@ -249,8 +250,8 @@ static void on_done(CURL *easy, CURLcode cc, void *userdata) {
 }
 
 /* A blocking request (start-up only): *ret the body (caller frees). */
-static int request_sync(struct k8s_class *k, const char *path, long *http, char **ret,
-                        size_t *len, struct wr_err *e) {
+static int request_sync(struct k8s_class *k, const char *path, long *http, char **ret, size_t *len,
+                        struct wr_err *e) {
         struct k8s_req q = {.k = k};
         q.easy = easy_new(k, "GET", path, &q.hdr);
         if (!q.easy)
@@ -306,7 +307,9 @@ static void on_delete_done(struct k8s_class *k, long http, const char *body, siz
                 char m[300];
                 k8s_status_message(body, len, m, sizeof(m));
                 log_warn("k8s: delete Pod %s: %s", pod,
-                         cc != CURLE_OK ? curl_easy_strerror(cc) : m[0] ? m : "refused");
+                         cc != CURLE_OK ? curl_easy_strerror(cc)
+                         : m[0]         ? m
+                                        : "refused");
         }
         free(pod);
 }
@@ -315,11 +318,10 @@ static void on_delete_done(struct k8s_class *k, long http, const char *body, siz
 static void on_terminate_delete(struct k8s_class *k, long http, const char *body, size_t len,
                                 CURLcode cc, void *userdata);
 
-static int pod_delete(struct k8s_class *k, const char *pod, int64_t grace_s, req_fn fn,
-                      void *ud) {
+static int pod_delete(struct k8s_class *k, const char *pod, int64_t grace_s, req_fn fn, void *ud) {
         char path[512];
-        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=%lld",
-                 k->ns, pod, (long long) grace_s);
+        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=%lld", k->ns,
+                 pod, (long long) grace_s);
         if (!fn) {
                 char *p = strdup(pod);
                 if (!p)
@@ -375,14 +377,13 @@ static void on_create_timeout(uv_timer_t *t) {
         struct k8s_sbx *sb = t->data;
         if (sb->status == STORE_SANDBOX_PENDING)
                 sbx_end(sb, STORE_SANDBOX_FAILED,
-                        "the Pod did not start within 300 s (see the cluster's events)",
-                        -ETIMEDOUT, WR_STATUS_DEADLINE_EXCEEDED);
+                        "the Pod did not start within 300 s (see the cluster's events)", -ETIMEDOUT,
+                        WR_STATUS_DEADLINE_EXCEEDED);
 }
 
 static void on_terminate_timeout(uv_timer_t *t) {
         struct k8s_sbx *sb = t->data;
-        sbx_end(sb, STORE_SANDBOX_TERMINATED, "terminated (its Pod was still being deleted)", 0,
-                0);
+        sbx_end(sb, STORE_SANDBOX_TERMINATED, "terminated (its Pod was still being deleted)", 0, 0);
 }
 
 static void arm_lifetime(struct k8s_sbx *sb) {
@@ -461,8 +462,8 @@ static void pod_state(struct k8s_class *k, const struct k8s_pod_state *st, bool 
                 if (sb->status == STORE_SANDBOX_TERMINATING)
                         sbx_end(sb, STORE_SANDBOX_TERMINATED, "terminated", 0, 0);
                 else if (sb->status == STORE_SANDBOX_PENDING)
-                        sbx_end(sb, STORE_SANDBOX_FAILED,
-                                "its Pod was deleted before it started", -ESRCH, 0);
+                        sbx_end(sb, STORE_SANDBOX_FAILED, "its Pod was deleted before it started",
+                                -ESRCH, 0);
                 else {
                         if (st->stage == K8S_POD_ENDED)
                                 ended_message(st, msg, sizeof(msg));
@@ -531,8 +532,8 @@ static void watch_again(struct k8s_class *k, uint64_t ms) {
                 uv_timer_start(&k->watch_timer, on_watch_retry, ms, 0);
 }
 
-static void on_watch_done(struct k8s_class *k, long http, const char *body, size_t len,
-                          CURLcode cc, void *userdata) {
+static void on_watch_done(struct k8s_class *k, long http, const char *body, size_t len, CURLcode cc,
+                          void *userdata) {
         (void) body;
         (void) len;
         (void) userdata;
@@ -893,8 +894,8 @@ static void sandbox_id(char *buf, size_t size) {
                  b[5], b[6], b[7]);
 }
 
-int k8s_create(struct k8s_class *k, const struct sbx_spec *spec, k8s_create_fn done,
-               void *userdata, struct wr_err *e) {
+int k8s_create(struct k8s_class *k, const struct sbx_spec *spec, k8s_create_fn done, void *userdata,
+               struct wr_err *e) {
         if (!spec->image_ref || !*spec->image_ref)
                 return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
                                 "image: compute_class K8S needs an image reference the cluster "
@@ -963,8 +964,8 @@ int k8s_create(struct k8s_class *k, const struct sbx_spec *spec, k8s_create_fn d
                 .cpu_millicores = spec->limits.cpu_millicores,
                 .memory_bytes = spec->limits.memory_bytes,
                 .disk_bytes = spec->limits.disk_bytes,
-                .lifetime_s = spec->lifetime_ns > 0 ? (spec->lifetime_ns + 999999999) / 1000000000
-                                                    : 0,
+                .lifetime_s =
+                        spec->lifetime_ns > 0 ? (spec->lifetime_ns + 999999999) / 1000000000 : 0,
                 .tags = ptags,
                 .n_tags = spec->n_tags,
         };

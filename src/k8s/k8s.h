@@ -76,8 +76,8 @@ typedef void (*k8s_create_fn)(int r, const struct store_sandbox *row, const stru
  * refuses what this class does not do). Returns 0 when started (done runs
  * once, later) or an error (done not called): -EEXIST (the name is
  * taken), store errors. */
-int k8s_create(struct k8s_class *k, const struct sbx_spec *spec, k8s_create_fn done,
-               void *userdata, struct wr_err *e);
+int k8s_create(struct k8s_class *k, const struct sbx_spec *spec, k8s_create_fn done, void *userdata,
+               struct wr_err *e);
 
 typedef void (*k8s_terminate_fn)(int r, const struct wr_err *e, void *userdata);
 

@@ -171,16 +171,16 @@ int k8s_conn_load(const char *path, struct k8s_conn *c, struct wr_err *e) {
         const char *dir = dirname(dirbuf);
         const char *cur = str(j, "current-context");
         json_t *ctx = cur ? named(json_object_get(j, "contexts"), cur, "context") : NULL;
-        const char *cname = ctx ? str(ctx, "cluster") : NULL, *uname = ctx ? str(ctx, "user") : NULL;
+        const char *cname = ctx ? str(ctx, "cluster") : NULL,
+                   *uname = ctx ? str(ctx, "user") : NULL;
         json_t *cl = cname ? named(json_object_get(j, "clusters"), cname, "cluster") : NULL;
         json_t *us = uname ? named(json_object_get(j, "users"), uname, "user") : NULL;
         if (!ctx || !cl) {
                 json_decref(j);
-                return err_set(e, -EINVAL,
-                               "--k8s-kubeconfig %s: %s", path,
-                               !cur    ? "no current-context"
-                               : !ctx  ? "current-context names no context"
-                                       : "the context's cluster is not in clusters");
+                return err_set(e, -EINVAL, "--k8s-kubeconfig %s: %s", path,
+                               !cur   ? "no current-context"
+                               : !ctx ? "current-context names no context"
+                                      : "the context's cluster is not in clusters");
         }
         const char *server = str(cl, "server");
         if (!server || strncmp(server, "https://", 8) != 0) {
@@ -211,8 +211,10 @@ int k8s_conn_load(const char *path, struct k8s_conn *c, struct wr_err *e) {
                                       &c->key_len, e)) < 0)
                         goto fail;
                 if (!!c->cert_pem != !!c->key_pem) {
-                        r = err_set(e, -EINVAL, "%s: a client certificate needs its key (and "
-                                                "the key its certificate)", what);
+                        r = err_set(e, -EINVAL,
+                                    "%s: a client certificate needs its key (and "
+                                    "the key its certificate)",
+                                    what);
                         goto fail;
                 }
                 if (str(us, "token") && !(c->token = strdup(str(us, "token"))))

@@ -14,9 +14,9 @@
 #include "basic/err.h"
 
 struct k8s_conn {
-        char *server;    /* "https://host:port", no trailing '/' */
+        char *server;     /* "https://host:port", no trailing '/' */
         char *namespace_; /* the context's namespace, or NULL */
-        char *ca_pem;    /* NULL: the system's trust store */
+        char *ca_pem;     /* NULL: the system's trust store */
         size_t ca_len;
         char *cert_pem, *key_pem; /* client certificate (both or neither); key wiped when freed */
         size_t cert_len, key_len;

@@ -127,9 +127,9 @@ char *k8s_pod_json(const struct k8s_pod_params *p) {
         set_str(init_c, "name", K8S_INIT_CONTAINER);
         set_str(init_c, "image", p->init_image);
         set_str(init_c, "imagePullPolicy", "IfNotPresent");
-        json_object_set_new(init_c, "command",
-                            json_pack("[s,s,s]", "/warren-init", "--install",
-                                      K8S_INIT_DIR "/warren-init"));
+        json_object_set_new(
+                init_c, "command",
+                json_pack("[s,s,s]", "/warren-init", "--install", K8S_INIT_DIR "/warren-init"));
         json_object_set_new(init_c, "volumeMounts",
                             json_pack("[{s:s, s:s}]", "name", "warren", "mountPath", K8S_INIT_DIR));
         json_object_set_new(spec, "initContainers", json_pack("[o]", init_c));
@@ -142,8 +142,8 @@ char *k8s_pod_json(const struct k8s_pod_params *p) {
                                       K8S_INIT_DIR "/ctl.sock"));
         if (p->workdir && *p->workdir)
                 set_str(main_c, "workingDir", p->workdir);
-        json_array_append_new(env, json_pack("{s:s, s:s}", "name", "WARREN_SANDBOX_ID", "value",
-                                             p->sandbox_id));
+        json_array_append_new(
+                env, json_pack("{s:s, s:s}", "name", "WARREN_SANDBOX_ID", "value", p->sandbox_id));
         for (char *const *kv = p->env; kv && *kv; kv++) {
                 const char *eq = strchr(*kv, '=');
                 if (!eq)
@@ -357,7 +357,8 @@ int k8s_pod_list_parse(const char *json, size_t len,
         json_t *j = json_loadb(json, len, JSON_REJECT_DUPLICATES, NULL);
         const char *kind = str_at(j, "kind");
         json_t *items = json_is_object(j) ? json_object_get(j, "items") : NULL;
-        if (!kind || strcmp(kind, "PodList") != 0 || !(json_is_array(items) || json_is_null(items))) {
+        if (!kind || strcmp(kind, "PodList") != 0 ||
+            !(json_is_array(items) || json_is_null(items))) {
                 json_decref(j);
                 return -EINVAL;
         }

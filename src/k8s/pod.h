@@ -33,9 +33,9 @@ struct k8s_pod_tag {
 
 /* What a Pod is made of; every pointer borrowed. */
 struct k8s_pod_params {
-        const char *pod_name;    /* "warren-" + the sandbox id */
-        const char *sandbox_id;  /* "sb-..." */
-        const char *environment; /* the sandbox's environment */
+        const char *pod_name;     /* "warren-" + the sandbox id */
+        const char *sandbox_id;   /* "sb-..." */
+        const char *environment;  /* the sandbox's environment */
         const char *sandbox_name; /* NULL: unnamed (an annotation) */
         const char *image;        /* the image reference as given: the cluster pulls */
         const char *init_image;   /* the warren-init image (--k8s-init-image) */
@@ -79,7 +79,8 @@ struct k8s_pod_state {
         char resource_version[32];
         bool deleting; /* metadata.deletionTimestamp set */
         enum k8s_pod_stage stage;
-        char reason[K8S_REASON_MAX]; /* Kubernetes' word for it: ImagePullBackOff, Unschedulable, OOMKilled, DeadlineExceeded ... */
+        char reason[K8S_REASON_MAX]; /* Kubernetes' word for it: ImagePullBackOff, Unschedulable,
+                                        OOMKilled, DeadlineExceeded ... */
         char message[K8S_MESSAGE_MAX];
         int exit_code; /* of the main container when it ended, else -1 */
 };

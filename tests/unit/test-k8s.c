@@ -45,7 +45,8 @@ static void test_pod_json(void **state) {
         assert_string_equal(json_string_value(json_object_get(labels, K8S_LABEL_SANDBOX)),
                             "sb-0011223344556677");
         assert_string_equal(json_string_value(json_object_get(labels, K8S_LABEL_MANAGED)), "true");
-        assert_string_equal(json_string_value(json_object_get(labels, "tag.warren.dev/team")), "ml");
+        assert_string_equal(json_string_value(json_object_get(labels, "tag.warren.dev/team")),
+                            "ml");
         /* not a valid label value: an annotation only */
         assert_null(json_object_get(labels, "tag.warren.dev/note"));
         json_t *spec = json_object_get(j, "spec");
@@ -95,19 +96,22 @@ static void test_pod_states(void **state) {
         assert_string_equal(st.reason, "Unschedulable");
         assert_string_equal(st.message, "0/1 nodes");
 
-        s = pod_with("{\"phase\":\"Pending\",\"containerStatuses\":[{\"name\":\"sandbox\",\"state\":"
-                     "{\"waiting\":{\"reason\":\"ImagePullBackOff\",\"message\":\"m\"}}}]}");
+        s = pod_with(
+                "{\"phase\":\"Pending\",\"containerStatuses\":[{\"name\":\"sandbox\",\"state\":"
+                "{\"waiting\":{\"reason\":\"ImagePullBackOff\",\"message\":\"m\"}}}]}");
         assert_int_equal(k8s_pod_parse(s, strlen(s), &st), 0);
         assert_int_equal(st.stage, K8S_POD_START_FAILED);
         assert_string_equal(st.reason, "ImagePullBackOff");
 
-        s = pod_with("{\"phase\":\"Pending\",\"containerStatuses\":[{\"name\":\"sandbox\",\"state\":"
-                     "{\"waiting\":{\"reason\":\"ContainerCreating\"}}}]}");
+        s = pod_with(
+                "{\"phase\":\"Pending\",\"containerStatuses\":[{\"name\":\"sandbox\",\"state\":"
+                "{\"waiting\":{\"reason\":\"ContainerCreating\"}}}]}");
         assert_int_equal(k8s_pod_parse(s, strlen(s), &st), 0);
         assert_int_equal(st.stage, K8S_POD_STARTING);
 
-        s = pod_with("{\"phase\":\"Running\",\"containerStatuses\":[{\"name\":\"sandbox\",\"state\":"
-                     "{\"running\":{}}}]}");
+        s = pod_with(
+                "{\"phase\":\"Running\",\"containerStatuses\":[{\"name\":\"sandbox\",\"state\":"
+                "{\"running\":{}}}]}");
         assert_int_equal(k8s_pod_parse(s, strlen(s), &st), 0);
         assert_int_equal(st.stage, K8S_POD_RUNNING);
 
