@@ -387,14 +387,16 @@ static int limits_parse(const Warren__V1__Resources *rs, struct rt_limits *l, st
 static int check_k8s(const Warren__V1__CreateSandboxRequest *req, struct wr_err *e) {
         static const char why[] = "is a HOST class feature; a sandbox on compute_class K8S has "
                                   "the network access of the cluster it runs on";
-        if (req->network_policy)
-                return INVALID(e, "network_policy: %s (use compute_class HOST)", why);
-        if (req->n_managed_ssh)
-                return INVALID(e, "managed_ssh: %s (use compute_class HOST)", why);
+        /* the SDK sends a policy with detectors, SSH and credentials: those
+         * are named first */
         if (req->n_resource_detectors)
                 return INVALID(e, "resource_detectors: %s (use compute_class HOST)", why);
+        if (req->n_managed_ssh)
+                return INVALID(e, "managed_ssh: %s (use compute_class HOST)", why);
         if (req->n_credentials)
                 return INVALID(e, "credentials: %s (use compute_class HOST)", why);
+        if (req->network_policy)
+                return INVALID(e, "network_policy: %s (use compute_class HOST)", why);
         if (req->block_network)
                 return INVALID(e, "block_network: is a HOST class feature; on compute_class K8S "
                                   "use the cluster's NetworkPolicy objects");

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
@@ -52,13 +53,23 @@ struct k8s_sbx {
         char pod[64];
         enum store_sandbox_status status;
         int64_t expires_ns;
-        uv_timer_t timer; /* create deadline, lifetime, or terminate's safety net */
-        bool posted;      /* the Pod exists (or its POST was accepted) */
+        uv_timer_t timer;  /* create deadline, lifetime, or terminate's safety net */
+        bool posted;       /* the Pod exists (or its POST was accepted) */
+        uint64_t post_seq; /* when its POST was sent (k->seq) */
         bool delete_sent;
         k8s_create_fn create_done;
         void *create_ud;
         k8s_terminate_fn term_done;
         void *term_ud;
+};
+
+/* A watch event waiting to be handled: lines arrive inside libcurl's
+ * write callback, where no transfer may be started (a Pod's DELETE), so
+ * they are handled from a timer on the loop. */
+struct k8s_event {
+        struct k8s_event *next;
+        size_t len;
+        char line[];
 };
 
 struct k8s_class {
@@ -68,6 +79,9 @@ struct k8s_class {
         struct k8s_conn conn;
         char *ns;
         char *init_image;
+        char owner[24]; /* "w-" + 16 hex digits: the warren.dev/owner label */
+        uint64_t seq;   /* orders Pod POSTs and list requests */
+        uint64_t list_seq;
         struct k8s_req *reqs;
         struct k8s_sbx *sbxs;
         /* the watch */
@@ -75,8 +89,11 @@ struct k8s_class {
         struct k8s_lines lines;
         char rv[32];
         uv_timer_t watch_timer;
+        struct k8s_event *events, **events_tail;
+        uv_timer_t events_timer;
         bool relisting;
         bool closing;
+        int closed; /* timers closed (k8s_class_free) */
 };
 
 static void sbx_end(struct k8s_sbx *sb, enum store_sandbox_status st, const char *msg, int r,
@@ -506,8 +523,46 @@ static void pod_state(struct k8s_class *k, const struct k8s_pod_state *st, bool 
 
 static void watch_start(struct k8s_class *k);
 
+static void handle_line(struct k8s_class *k, const char *line, size_t len);
+
+static void on_events(uv_timer_t *t) {
+        struct k8s_class *k = t->data;
+        while (k->events && !k->closing) {
+                struct k8s_event *ev = k->events;
+                k->events = ev->next;
+                if (!k->events)
+                        k->events_tail = &k->events;
+                handle_line(k, ev->line, ev->len);
+                free(ev);
+        }
+}
+
+static void events_clear(struct k8s_class *k) {
+        while (k->events) {
+                struct k8s_event *ev = k->events;
+                k->events = ev->next;
+                free(ev);
+        }
+        k->events_tail = &k->events;
+}
+
 static void watch_line(const char *line, size_t len, void *userdata) {
         struct k8s_class *k = userdata;
+        struct k8s_event *ev = malloc(sizeof(*ev) + len + 1);
+        if (!ev) {
+                k->rv[0] = 0; /* lost an event: list again when the watch ends */
+                return;
+        }
+        ev->next = NULL;
+        ev->len = len;
+        memcpy(ev->line, line, len);
+        ev->line[len] = 0;
+        *k->events_tail = ev;
+        k->events_tail = &ev->next;
+        uv_timer_start(&k->events_timer, on_events, 0, 0);
+}
+
+static void handle_line(struct k8s_class *k, const char *line, size_t len) {
         struct k8s_pod_state st;
         int t = k8s_watch_event_parse(line, len, &st);
         if (t < 0)
@@ -583,7 +638,8 @@ static void list_apply(struct k8s_class *k, const char *body, size_t len, bool r
                 bool seen = false;
                 for (size_t i = 0; i < ls.n && !seen; i++)
                         seen = !strcmp(ls.ids[i], sb->id);
-                if (seen || (!sb->posted && !recovery))
+                /* a Pod POSTed after the list was asked for is not in it */
+                if (seen || (!recovery && (!sb->posted || sb->post_seq > k->list_seq)))
                         continue;
                 sb->delete_sent = true;
                 if (sb->status == STORE_SANDBOX_TERMINATING)
@@ -606,8 +662,9 @@ static void list_apply(struct k8s_class *k, const char *body, size_t len, bool r
 
 static void pods_path(struct k8s_class *k, char *buf, size_t size, const char *extra) {
         snprintf(buf, size,
-                 "/api/v1/namespaces/%s/pods?labelSelector=" K8S_LABEL_MANAGED "%%3Dtrue%s", k->ns,
-                 extra);
+                 "/api/v1/namespaces/%s/pods?labelSelector=" K8S_LABEL_MANAGED
+                 "%%3Dtrue%%2C" K8S_LABEL_OWNER "%%3D%s%s",
+                 k->ns, k->owner, extra);
 }
 
 static void on_relist(struct k8s_class *k, long http, const char *body, size_t len, CURLcode cc,
@@ -630,6 +687,7 @@ static void watch_start(struct k8s_class *k) {
         if (!k->rv[0]) {
                 pods_path(k, path, sizeof(path), "");
                 k->relisting = true;
+                k->list_seq = ++k->seq;
                 if (request(k, "GET", path, NULL, false, on_relist, NULL, NULL) < 0) {
                         k->relisting = false;
                         watch_again(k, WATCH_RETRY_MS);
@@ -714,6 +772,49 @@ static void recover_rows(struct k8s_class *k) {
         store_sandbox_list_free(rows, n);
 }
 
+/* This warrend's owner label: <state_dir>/k8s-owner, made on first use. */
+static int owner_load(const char *state_dir, char *owner, size_t size, struct wr_err *e) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/k8s-owner", state_dir ? state_dir : ".");
+        FILE *f = fopen(path, "re");
+        if (f) {
+                char buf[64] = "";
+                bool ok = fgets(buf, sizeof(buf), f) != NULL;
+                fclose(f);
+                buf[strcspn(buf, "\r\n")] = 0;
+                if (ok && strlen(buf) == 18 && !strncmp(buf, "w-", 2) &&
+                    k8s_label_value_valid(buf)) {
+                        snprintf(owner, size, "%s", buf);
+                        return 0;
+                }
+                return err_set(e, -EINVAL, "%s: not an owner label (w- and 16 hex digits)", path);
+        }
+        if (errno != ENOENT)
+                return err_set(e, -errno, "%s: %s", path, strerror(errno));
+        unsigned char b[8] = {0};
+        if (getrandom(b, sizeof(b), 0) != sizeof(b))
+                return err_set(e, -EIO, "getrandom failed");
+        snprintf(owner, size, "w-%02x%02x%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4],
+                 b[5], b[6], b[7]);
+        char tmp[4200];
+        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+        f = fopen(tmp, "we");
+        if (!f || fprintf(f, "%s\n", owner) < 0 || fflush(f) != 0 || fsync(fileno(f)) < 0) {
+                int r = -errno;
+                if (f)
+                        fclose(f);
+                unlink(tmp);
+                return err_set(e, r ? r : -EIO, "%s: %s", tmp, strerror(r ? -r : EIO));
+        }
+        fclose(f);
+        if (rename(tmp, path) < 0) {
+                int r = -errno;
+                unlink(tmp);
+                return err_set(e, r, "%s: %s", path, strerror(-r));
+        }
+        return 0;
+}
+
 int k8s_class_new(uv_loop_t *loop, struct store *store, const struct k8s_config *cfg,
                   struct k8s_class **ret, struct wr_err *e) {
         struct k8s_class *k = calloc(1, sizeof(*k));
@@ -741,15 +842,25 @@ int k8s_class_new(uv_loop_t *loop, struct store *store, const struct k8s_config 
                             k->ns);
                 goto fail;
         }
+        if ((r = owner_load(cfg->state_dir, k->owner, sizeof(k->owner), e)) < 0)
+                goto fail;
         if ((r = curl_uv_new(loop, on_done, k, &k->cu)) < 0) {
                 r = err_set(e, r, "k8s: libcurl");
                 goto fail;
         }
+        k->events_tail = &k->events;
         if (uv_timer_init(loop, &k->watch_timer) < 0) {
                 r = err_set(e, -EIO, "k8s: timer");
                 goto fail;
         }
         k->watch_timer.data = k;
+        if (uv_timer_init(loop, &k->events_timer) < 0) {
+                uv_close((uv_handle_t *) &k->watch_timer, NULL);
+                uv_run(loop, UV_RUN_NOWAIT);
+                r = err_set(e, -EIO, "k8s: timer");
+                goto fail;
+        }
+        k->events_timer.data = k;
         /* the cluster answers, and the namespace's Pods are readable */
         long http = 0;
         char *body = NULL;
@@ -775,12 +886,14 @@ int k8s_class_new(uv_loop_t *loop, struct store *store, const struct k8s_config 
         list_apply(k, body, len, true);
         free(body);
         watch_start(k);
-        log_info("k8s: compute class K8S on %s, namespace %s, %zu sandboxes re-attached",
-                 k->conn.server, k->ns, k8s_class_live(k));
+        log_info("k8s: compute class K8S on %s, namespace %s (Pods labelled " K8S_LABEL_OWNER
+                 "=%s), %zu sandboxes re-attached",
+                 k->conn.server, k->ns, k->owner, k8s_class_live(k));
         *ret = k;
         return 0;
 fail_timer:
         uv_close((uv_handle_t *) &k->watch_timer, NULL);
+        uv_close((uv_handle_t *) &k->events_timer, NULL);
         curl_uv_free(k->cu);
         /* the timer's memory is k's: let the loop run its close first */
         uv_run(loop, UV_RUN_NOWAIT);
@@ -795,8 +908,11 @@ fail_nocu:
         return r;
 }
 
+/* k is freed once both of its timers are closed */
 static void class_closed(uv_handle_t *h) {
-        free(h->data);
+        struct k8s_class *k = h->data;
+        if (++k->closed == 2)
+                free(k);
 }
 
 void k8s_class_free(struct k8s_class *k) {
@@ -834,13 +950,17 @@ void k8s_class_free(struct k8s_class *k) {
                 sbx_unlink_free(sb);
         }
         k8s_lines_clear(&k->lines);
+        events_clear(k);
         curl_uv_free(k->cu);
         k8s_conn_clear(&k->conn);
         free(k->ns);
         free(k->init_image);
         uv_timer_stop(&k->watch_timer);
+        uv_timer_stop(&k->events_timer);
         k->watch_timer.data = k;
+        k->events_timer.data = k;
         uv_close((uv_handle_t *) &k->watch_timer, class_closed);
+        uv_close((uv_handle_t *) &k->events_timer, class_closed);
 }
 
 const char *k8s_class_namespace(const struct k8s_class *k) {
@@ -954,6 +1074,7 @@ int k8s_create(struct k8s_class *k, const struct sbx_spec *spec, k8s_create_fn d
         struct k8s_pod_params pp = {
                 .pod_name = pod,
                 .sandbox_id = id,
+                .owner = k->owner,
                 .environment = env,
                 .sandbox_name = spec->name,
                 .image = spec->image_ref,
@@ -991,6 +1112,7 @@ int k8s_create(struct k8s_class *k, const struct sbx_spec *spec, k8s_create_fn d
         free(json);
         sb->create_done = done;
         sb->create_ud = userdata;
+        sb->post_seq = ++k->seq;
         uv_timer_start(&sb->timer, on_create_timeout, CREATE_TIMEOUT_MS, 0);
         log_info("sandbox %s: creating Pod %s/%s (image %s)", id, k->ns, pod, spec->image_ref);
         return 0;

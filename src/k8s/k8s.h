@@ -45,6 +45,10 @@ struct k8s_config {
         const char *kubeconfig;
         const char *namespace_; /* NULL: the kubeconfig context's, else "default" */
         const char *init_image; /* the warren-init image; NULL: K8S_INIT_IMAGE_DEFAULT */
+        /* warrend's state dir: <state_dir>/k8s-owner holds this warrend's
+         * owner label (made on first use), so that warrends sharing a
+         * namespace see only their own Pods */
+        const char *state_dir;
 };
 
 #define K8S_INIT_IMAGE_DEFAULT "warren/warren-init:latest"

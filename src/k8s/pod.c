@@ -95,6 +95,8 @@ char *k8s_pod_json(const struct k8s_pod_params *p) {
         set_str(meta, "name", p->pod_name);
         set_str(labels, K8S_LABEL_MANAGED, "true");
         set_str(labels, K8S_LABEL_SANDBOX, p->sandbox_id);
+        if (p->owner)
+                set_str(labels, K8S_LABEL_OWNER, p->owner);
         if (p->environment && k8s_label_value_valid(p->environment))
                 set_str(labels, K8S_LABEL_ENV, p->environment);
         if (p->environment)

@@ -20,6 +20,8 @@
 #define K8S_LABEL_MANAGED "warren.dev/managed"
 #define K8S_LABEL_SANDBOX "warren.dev/sandbox"
 #define K8S_LABEL_ENV "warren.dev/environment"
+/* which warrend (its state dir) made the Pod: several may share a namespace */
+#define K8S_LABEL_OWNER "warren.dev/owner"
 #define K8S_LABEL_TAG_PREFIX "tag.warren.dev/"
 /* The main container's name (warren-init is its PID 1) and the init
  * container that puts warren-init into the shared emptyDir. */
@@ -35,6 +37,7 @@ struct k8s_pod_tag {
 struct k8s_pod_params {
         const char *pod_name;     /* "warren-" + the sandbox id */
         const char *sandbox_id;   /* "sb-..." */
+        const char *owner;        /* the warren.dev/owner label value (NULL: none) */
         const char *environment;  /* the sandbox's environment */
         const char *sandbox_name; /* NULL: unnamed (an annotation) */
         const char *image;        /* the image reference as given: the cluster pulls */

@@ -140,7 +140,7 @@ def test_unschedulable_reports_kubernetes_reason(cluster, client):
 
 
 def test_lifetime_expiry(cluster, client):
-    sb = client.create(image=BUSYBOX, compute_class=K8S, lifetime="3s")
+    sb = client.create(image=BUSYBOX, compute_class=K8S, lifetime="6s")
     assert sb.refresh().status == wr.SandboxStatus.RUNNING
     info = wait_for(lambda: (lambda i: i if i.status == wr.SandboxStatus.TERMINATED else None)(
         sb.refresh()), 30, 0.2, "lifetime")
@@ -255,6 +255,7 @@ def test_kill9_restart_reattaches_and_cleans_orphans(cluster):
             keep = c.create(image=BUSYBOX, compute_class=K8S, name="k8s-survivor", lifetime="1h")
             lost = c.create(image=BUSYBOX, compute_class=K8S, name="k8s-lost")
         w.kill9()
+        owner = open(os.path.join(w.state, "k8s-owner")).read().strip()
         # while warrend is down: one Pod vanishes, one orphan appears
         st, _ = cluster.api("DELETE", "/api/v1/namespaces/%s/pods/warren-%s?gracePeriodSeconds=0"
                             % (NAMESPACE, lost.id))
@@ -263,6 +264,7 @@ def test_kill9_restart_reattaches_and_cleans_orphans(cluster):
         orphan = {"apiVersion": "v1", "kind": "Pod",
                   "metadata": {"name": "warren-sb-00000000deadbeef",
                                "labels": {"warren.dev/managed": "true",
+                                          "warren.dev/owner": owner,
                                           "warren.dev/sandbox": "sb-00000000deadbeef"}},
                   "spec": {"containers": [{"name": "sandbox", "image": BUSYBOX,
                                            "command": ["sleep", "3600"]}],
