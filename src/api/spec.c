@@ -413,18 +413,6 @@ static int check_k8s(const Warren__V1__CreateSandboxRequest *req, struct wr_err 
         if (req->n_entrypoint)
                 return UNIMPLEMENTED(e, "entrypoint: compute_class K8S does not run an "
                                         "entrypoint yet (exec on Pods is not built)");
-        if (req->n_secrets)
-                return UNIMPLEMENTED(e, "secrets: compute_class K8S does not pass secrets yet "
-                                        "(they will be Kubernetes Secrets owned by the Pod)");
-        for (size_t i = 0; i < req->n_env; i++) {
-                const Warren__V1__EnvValue *v = req->env[i]->value;
-                if (v && v->kind_case == WARREN__V1__ENV_VALUE__KIND_SECRET)
-                        return UNIMPLEMENTED(e,
-                                             "env[%s]: compute_class K8S does not pass secrets "
-                                             "yet (they will be Kubernetes Secrets owned by "
-                                             "the Pod)",
-                                             req->env[i]->key);
-        }
         if (!req->image || req->image->kind_case != WARREN__V1__IMAGE_SPEC__KIND_REF ||
             !req->image->ref || !*req->image->ref)
                 return INVALID(e, "image: compute_class K8S needs an image reference the "

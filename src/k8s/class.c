@@ -56,6 +56,10 @@ struct k8s_sbx {
         uv_timer_t timer;  /* create deadline, lifetime, or terminate's safety net */
         bool posted;       /* the Pod exists (or its POST was accepted) */
         uint64_t post_seq; /* when its POST was sent (k->seq) */
+        /* its env lives in a Secret (name "<pod>-env"): the Pod is POSTed
+         * once the Secret exists (pod_json waits meanwhile; wiped) */
+        bool has_secret, secret_deleted;
+        char *pod_json;
         bool delete_sent;
         k8s_create_fn create_done;
         void *create_ud;
@@ -134,7 +138,9 @@ static CURL *easy_new(struct k8s_class *k, const char *method, const char *path,
                 curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &kb);
         }
         struct curl_slist *h = curl_slist_append(NULL, "Accept: application/json");
-        h = curl_slist_append(h, "Content-Type: application/json");
+        h = curl_slist_append(h, strcmp(method, "PATCH") == 0
+                                         ? "Content-Type: application/merge-patch+json"
+                                         : "Content-Type: application/json");
         h = curl_slist_append(h, "User-Agent: warrend");
         char *tok = NULL;
         if (k->conn.token_file) {
@@ -306,6 +312,11 @@ static void sbx_closed(uv_handle_t *h) {
 }
 
 static void sbx_unlink_free(struct k8s_sbx *sb) {
+        if (sb->pod_json) {
+                explicit_bzero(sb->pod_json, strlen(sb->pod_json));
+                free(sb->pod_json);
+                sb->pod_json = NULL;
+        }
         for (struct k8s_sbx **p = &sb->k->sbxs; *p; p = &(*p)->next)
                 if (*p == sb) {
                         *p = sb->next;
@@ -316,19 +327,40 @@ static void sbx_unlink_free(struct k8s_sbx *sb) {
         uv_close((uv_handle_t *) &sb->timer, sbx_closed);
 }
 
+/* A request nobody waits for (userdata: "what it was", copied): a
+ * failure is logged. */
 static void on_delete_done(struct k8s_class *k, long http, const char *body, size_t len,
                            CURLcode cc, void *userdata) {
         (void) k;
-        char *pod = userdata;
+        char *what = userdata;
         if (cc != CURLE_OK || (http >= 300 && http != 404)) {
                 char m[300];
                 k8s_status_message(body, len, m, sizeof(m));
-                log_warn("k8s: delete Pod %s: %s", pod,
+                log_warn("k8s: %s: %s", what,
                          cc != CURLE_OK ? curl_easy_strerror(cc)
                          : m[0]         ? m
                                         : "refused");
         }
-        free(pod);
+        free(what);
+}
+
+/* Send method path (body) and only log a failure as "what". */
+static int fire(struct k8s_class *k, const char *method, const char *path, const char *body,
+                const char *what) {
+        char *w = strdup(what);
+        if (!w)
+                return -ENOMEM;
+        int r = request(k, method, path, body, false, on_delete_done, w, NULL);
+        if (r < 0)
+                free(w);
+        return r;
+}
+
+static void secret_delete(struct k8s_class *k, const char *name) {
+        char path[512], what[160];
+        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets/%s", k->ns, name);
+        snprintf(what, sizeof(what), "delete Secret %s", name);
+        (void) fire(k, "DELETE", path, NULL, what);
 }
 
 /* The terminate's answer: the Pod is gone (or the DELETE answered 404). */
@@ -340,16 +372,12 @@ static int pod_delete(struct k8s_class *k, const char *pod, int64_t grace_s, req
         snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=%lld", k->ns,
                  pod, (long long) grace_s);
         if (!fn) {
-                char *p = strdup(pod);
-                if (!p)
-                        return -ENOMEM;
-                int r = request(k, "DELETE", path,
-                                "{\"kind\":\"DeleteOptions\",\"apiVersion\":\"v1\","
-                                "\"propagationPolicy\":\"Background\"}",
-                                false, on_delete_done, p, NULL);
-                if (r < 0)
-                        free(p);
-                return r;
+                char what[160];
+                snprintf(what, sizeof(what), "delete Pod %s", pod);
+                return fire(k, "DELETE", path,
+                            "{\"kind\":\"DeleteOptions\",\"apiVersion\":\"v1\","
+                            "\"propagationPolicy\":\"Background\"}",
+                            what);
         }
         return request(k, "DELETE", path, NULL, false, fn, ud, NULL);
 }
@@ -367,6 +395,14 @@ static void sbx_end(struct k8s_sbx *sb, enum store_sandbox_status st, const char
         if (sb->posted && !sb->delete_sent) {
                 sb->delete_sent = true;
                 (void) pod_delete(k, sb->pod, 0, NULL, NULL);
+        }
+        /* the garbage collector deletes it with its Pod too; this also
+         * covers a Secret whose Pod never came */
+        if (sb->has_secret && !sb->secret_deleted) {
+                char name[80];
+                snprintf(name, sizeof(name), "%s-env", sb->pod);
+                sb->secret_deleted = true;
+                secret_delete(k, name);
         }
         if (sb->create_done) {
                 struct wr_err e = {0};
@@ -815,6 +851,38 @@ static int owner_load(const char *state_dir, char *owner, size_t size, struct wr
         return 0;
 }
 
+static void secret_item(const char *name, const char *sandbox_id, void *userdata) {
+        struct k8s_class *k = userdata;
+        if (sandbox_id[0] && find(k, sandbox_id))
+                return;
+        log_info("k8s: Secret %s/%s has no live sandbox (%s): deleting it", k->ns, name,
+                 sandbox_id);
+        secret_delete(k, name);
+}
+
+/* Env Secrets of this warrend whose sandbox is not live (a crash between
+ * the Secret and its Pod): deleted. At start, after recovery. */
+static void secrets_sweep(struct k8s_class *k) {
+        char path[512];
+        snprintf(path, sizeof(path),
+                 "/api/v1/namespaces/%s/secrets?labelSelector=" K8S_LABEL_MANAGED
+                 "%%3Dtrue%%2C" K8S_LABEL_OWNER "%%3D%s",
+                 k->ns, k->owner);
+        long http = 0;
+        char *body = NULL;
+        size_t len = 0;
+        struct wr_err e = {0};
+        if (request_sync(k, path, &http, &body, &len, &e) < 0 || http != 200) {
+                log_warn("k8s: list Secrets: %s", e.msg[0] ? e.msg : "refused (RBAC?)");
+                free(body);
+                return;
+        }
+        if (k8s_object_list_parse(body, len, "SecretList", secret_item, k) < 0)
+                log_warn("k8s: the Secret list did not parse");
+        explicit_bzero(body, len);
+        free(body);
+}
+
 int k8s_class_new(uv_loop_t *loop, struct store *store, const struct k8s_config *cfg,
                   struct k8s_class **ret, struct wr_err *e) {
         struct k8s_class *k = calloc(1, sizeof(*k));
@@ -885,6 +953,7 @@ int k8s_class_new(uv_loop_t *loop, struct store *store, const struct k8s_config 
         recover_rows(k);
         list_apply(k, body, len, true);
         free(body);
+        secrets_sweep(k);
         watch_start(k);
         log_info("k8s: compute class K8S on %s, namespace %s (Pods labelled " K8S_LABEL_OWNER
                  "=%s), %zu sandboxes re-attached",
@@ -985,6 +1054,19 @@ static void on_post(struct k8s_class *k, long http, const char *body, size_t len
                 return;
         if (cc == CURLE_OK && http == 201) {
                 sb->posted = true;
+                char uid[64];
+                k8s_object_uid(body, len, uid, sizeof(uid));
+                if (sb->has_secret && uid[0]) {
+                        char *patch = k8s_owner_patch_json(sb->pod, uid);
+                        char path[512], what[160];
+                        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets/%s-env", k->ns,
+                                 sb->pod);
+                        snprintf(what, sizeof(what), "make Pod %s the owner of its Secret",
+                                 sb->pod);
+                        if (patch)
+                                (void) fire(k, "PATCH", path, patch, what);
+                        free(patch);
+                }
                 return;
         }
         char m[300], msg[400];
@@ -1003,6 +1085,48 @@ static void on_post(struct k8s_class *k, long http, const char *body, size_t len
                         status = WR_STATUS_UNAVAILABLE;
         }
         sbx_end(sb, STORE_SANDBOX_FAILED, msg, -ESRCH, status);
+}
+
+/* The env Secret exists (or was refused): POST the Pod. */
+static void on_secret_post(struct k8s_class *k, long http, const char *body, size_t len,
+                           CURLcode cc, void *userdata) {
+        char *id = userdata;
+        struct k8s_sbx *sb = find(k, id);
+        if (!sb || !sb->pod_json) {
+                free(id);
+                return;
+        }
+        if (cc != CURLE_OK || http != 201) {
+                free(id);
+                char m[300], msg[400];
+                k8s_status_message(body, len, m, sizeof(m));
+                if (cc != CURLE_OK)
+                        snprintf(msg, sizeof(msg), "the cluster did not answer: %s",
+                                 curl_easy_strerror(cc));
+                else
+                        snprintf(msg, sizeof(msg),
+                                 "the cluster refused the Secret of its env (HTTP %ld): %s", http,
+                                 m[0] ? m : "no reason given");
+                if (cc == CURLE_OK && http == 409)
+                        sb->secret_deleted = true; /* not ours */
+                enum wr_status st = cc != CURLE_OK || http >= 500 ? WR_STATUS_UNAVAILABLE
+                                    : strstr(m, "exceeded quota") ? WR_STATUS_RESOURCE_EXHAUSTED
+                                                                  : WR_STATUS_FAILED_PRECONDITION;
+                sbx_end(sb, STORE_SANDBOX_FAILED, msg, -ESRCH, st);
+                return;
+        }
+        char path[300];
+        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", k->ns);
+        sb->post_seq = ++k->seq;
+        int r = request(k, "POST", path, sb->pod_json, false, on_post, id, NULL);
+        explicit_bzero(sb->pod_json, strlen(sb->pod_json));
+        free(sb->pod_json);
+        sb->pod_json = NULL;
+        if (r < 0) {
+                free(id);
+                sbx_end(sb, STORE_SANDBOX_FAILED, "out of memory", -ENOMEM,
+                        WR_STATUS_RESOURCE_EXHAUSTED);
+        }
 }
 
 static void sandbox_id(char *buf, size_t size) {
@@ -1071,7 +1195,11 @@ int k8s_create(struct k8s_class *k, const struct sbx_spec *spec, k8s_create_fn d
         }
         /* the cgroup_path marks the row K8S (host recovery leaves it) */
         (void) store_sandbox_update_runtime(k->store, id, 0, cg, NULL);
+        char secret[96];
+        snprintf(secret, sizeof(secret), "%s-env", pod);
+        bool use_secret = spec->env && spec->env[0];
         struct k8s_pod_params pp = {
+                .env_secret = use_secret ? secret : NULL,
                 .pod_name = pod,
                 .sandbox_id = id,
                 .owner = k->owner,
@@ -1092,11 +1220,32 @@ int k8s_create(struct k8s_class *k, const struct sbx_spec *spec, k8s_create_fn d
         };
         char *json = k8s_pod_json(&pp);
         free(ptags);
-        struct k8s_sbx *sb = json ? track(k, id, pod, STORE_SANDBOX_PENDING, expires_ns) : NULL;
+        char *sjson = use_secret ? k8s_env_secret_json(secret, id, k->owner, spec->env) : NULL;
+        struct k8s_sbx *sb = json && (sjson || !use_secret)
+                                     ? track(k, id, pod, STORE_SANDBOX_PENDING, expires_ns)
+                                     : NULL;
         char *idc = sb ? strdup(id) : NULL;
         char path[300];
-        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", k->ns);
-        if (!idc || (r = request(k, "POST", path, json, false, on_post, idc, NULL)) < 0) {
+        r = -ENOMEM;
+        if (idc && use_secret) {
+                /* the Pod is POSTed once its env Secret exists */
+                snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets", k->ns);
+                sb->has_secret = true;
+                sb->pod_json = json;
+                json = NULL;
+                r = request(k, "POST", path, sjson, false, on_secret_post, idc, NULL);
+                if (r < 0)
+                        sb->secret_deleted = true; /* never sent */
+        } else if (idc) {
+                snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", k->ns);
+                r = request(k, "POST", path, json, false, on_post, idc, NULL);
+                sb->post_seq = ++k->seq;
+        }
+        if (sjson) {
+                explicit_bzero(sjson, strlen(sjson));
+                free(sjson);
+        }
+        if (r < 0) {
                 free(idc);
                 if (json) {
                         explicit_bzero(json, strlen(json));
@@ -1108,11 +1257,12 @@ int k8s_create(struct k8s_class *k, const struct sbx_spec *spec, k8s_create_fn d
                                             NULL);
                 return err_set(e, -ENOMEM, "out of memory");
         }
-        explicit_bzero(json, strlen(json));
-        free(json);
+        if (json) {
+                explicit_bzero(json, strlen(json));
+                free(json);
+        }
         sb->create_done = done;
         sb->create_ud = userdata;
-        sb->post_seq = ++k->seq;
         uv_timer_start(&sb->timer, on_create_timeout, CREATE_TIMEOUT_MS, 0);
         log_info("sandbox %s: creating Pod %s/%s (image %s)", id, k->ns, pod, spec->image_ref);
         return 0;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <jansson.h>
+#include <openssl/evp.h>
 
 #include "basic/macro.h"
 
@@ -146,7 +147,10 @@ char *k8s_pod_json(const struct k8s_pod_params *p) {
                 set_str(main_c, "workingDir", p->workdir);
         json_array_append_new(
                 env, json_pack("{s:s, s:s}", "name", "WARREN_SANDBOX_ID", "value", p->sandbox_id));
-        for (char *const *kv = p->env; kv && *kv; kv++) {
+        if (p->env_secret)
+                json_object_set_new(main_c, "envFrom",
+                                    json_pack("[{s:{s:s}}]", "secretRef", "name", p->env_secret));
+        for (char *const *kv = p->env_secret ? NULL : p->env; kv && *kv; kv++) {
                 const char *eq = strchr(*kv, '=');
                 if (!eq)
                         continue;
@@ -166,6 +170,103 @@ char *k8s_pod_json(const struct k8s_pod_params *p) {
         char *out = json_dumps(pod, JSON_COMPACT);
         json_decref(pod);
         return out;
+}
+
+static json_t *own_labels(const char *sandbox_id, const char *owner) {
+        json_t *l = json_object();
+        if (!l)
+                return NULL;
+        set_str(l, K8S_LABEL_MANAGED, "true");
+        set_str(l, K8S_LABEL_SANDBOX, sandbox_id);
+        if (owner)
+                set_str(l, K8S_LABEL_OWNER, owner);
+        return l;
+}
+
+char *k8s_env_secret_json(const char *name, const char *sandbox_id, const char *owner,
+                          char *const *env) {
+        json_t *data = json_object();
+        if (!data)
+                return NULL;
+        for (char *const *kv = env; kv && *kv; kv++) {
+                const char *eq = strchr(*kv, '=');
+                if (!eq || eq == *kv)
+                        continue;
+                size_t vlen = strlen(eq + 1);
+                size_t blen = 4 * ((vlen + 2) / 3) + 1;
+                unsigned char *b = malloc(blen);
+                if (!b) {
+                        json_decref(data);
+                        return NULL;
+                }
+                EVP_EncodeBlock(b, (const unsigned char *) eq + 1, (int) vlen);
+                char key[256];
+                snprintf(key, sizeof(key), "%.*s", (int) (eq - *kv), *kv);
+                json_object_set_new(data, key, json_string((const char *) b));
+                explicit_bzero(b, blen);
+                free(b);
+        }
+        json_t *s = json_pack("{s:s, s:s, s:{s:s, s:o}, s:s, s:o}", "apiVersion", "v1", "kind",
+                              "Secret", "metadata", "name", name, "labels",
+                              own_labels(sandbox_id, owner), "type", "Opaque", "data", data);
+        if (!s)
+                return NULL;
+        char *out = json_dumps(s, JSON_COMPACT);
+        json_decref(s);
+        return out;
+}
+
+char *k8s_owner_patch_json(const char *pod_name, const char *pod_uid) {
+        json_t *p = json_pack("{s:{s:[{s:s, s:s, s:s, s:s, s:b}]}}", "metadata", "ownerReferences",
+                              "apiVersion", "v1", "kind", "Pod", "name", pod_name, "uid", pod_uid,
+                              "blockOwnerDeletion", 0);
+        if (!p)
+                return NULL;
+        char *out = json_dumps(p, JSON_COMPACT);
+        json_decref(p);
+        return out;
+}
+
+int k8s_object_list_parse(const char *json, size_t len, const char *list_kind,
+                          void (*fn)(const char *name, const char *sandbox_id, void *userdata),
+                          void *userdata) {
+        json_t *j = json_loadb(json, len, JSON_REJECT_DUPLICATES, NULL);
+        json_t *kind = json_is_object(j) ? json_object_get(j, "kind") : NULL;
+        json_t *items = json_is_object(j) ? json_object_get(j, "items") : NULL;
+        if (!json_is_string(kind) || strcmp(json_string_value(kind), list_kind) != 0 ||
+            !(json_is_array(items) || json_is_null(items))) {
+                json_decref(j);
+                return -EINVAL;
+        }
+        int n = 0;
+        size_t i;
+        json_t *it;
+        if (json_is_array(items))
+                json_array_foreach(items, i, it) {
+                        json_t *m = json_is_object(it) ? json_object_get(it, "metadata") : NULL;
+                        json_t *name = json_is_object(m) ? json_object_get(m, "name") : NULL;
+                        json_t *l = json_is_object(m) ? json_object_get(m, "labels") : NULL;
+                        json_t *sid =
+                                json_is_object(l) ? json_object_get(l, K8S_LABEL_SANDBOX) : NULL;
+                        if (!json_is_string(name))
+                                continue;
+                        fn(json_string_value(name),
+                           json_is_string(sid) ? json_string_value(sid) : "", userdata);
+                        n++;
+                }
+        json_decref(j);
+        return n;
+}
+
+void k8s_object_uid(const char *json, size_t len, char *buf, size_t size) {
+        if (size)
+                buf[0] = 0;
+        json_t *j = json_loadb(json, len, 0, NULL);
+        json_t *m = json_is_object(j) ? json_object_get(j, "metadata") : NULL;
+        json_t *u = json_is_object(m) ? json_object_get(m, "uid") : NULL;
+        if (json_is_string(u) && size)
+                snprintf(buf, size, "%s", json_string_value(u));
+        json_decref(j);
 }
 
 /* ---- reading ---- */

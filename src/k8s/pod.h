@@ -45,10 +45,13 @@ struct k8s_pod_params {
         const char *hostname;     /* NULL: Kubernetes' default (the Pod name) */
         const char *workdir;      /* NULL: the image's */
         char *const *env;         /* "K=V", NULL-terminated, or NULL */
-        uint64_t cpu_millicores;  /* 0: none asked (no request, no limit) */
-        uint64_t memory_bytes;    /* 0: none asked */
-        uint64_t disk_bytes;      /* 0: none asked (else ephemeral-storage) */
-        int64_t lifetime_s;       /* > 0: activeDeadlineSeconds */
+        /* non-NULL: the env is in this Secret (k8s_env_secret_json) and
+         * the Pod takes it with envFrom; env is then not written */
+        const char *env_secret;
+        uint64_t cpu_millicores; /* 0: none asked (no request, no limit) */
+        uint64_t memory_bytes;   /* 0: none asked */
+        uint64_t disk_bytes;     /* 0: none asked (else ephemeral-storage) */
+        int64_t lifetime_s;      /* > 0: activeDeadlineSeconds */
         const struct k8s_pod_tag *tags;
         size_t n_tags;
 };
@@ -59,6 +62,26 @@ struct k8s_pod_params {
  * Tags become labels "tag.warren.dev/KEY" when key and value are valid
  * label parts (and annotations always). */
 char *k8s_pod_json(const struct k8s_pod_params *p);
+
+/* The Secret holding a sandbox's env ("K=V" each; values base64) named
+ * name, labelled like its Pod (malloc'd JSON; the caller wipes it), or NULL
+ * on ENOMEM. */
+char *k8s_env_secret_json(const char *name, const char *sandbox_id, const char *owner,
+                          char *const *env);
+
+/* A merge patch making the Pod (name, uid) the owner of an object, so
+ * that the cluster's garbage collector deletes it with the Pod. */
+char *k8s_owner_patch_json(const char *pod_name, const char *pod_uid);
+
+/* The items of a list of kind list_kind ("SecretList"): fn gets each
+ * item's metadata.name and its warren.dev/sandbox label ("" when none).
+ * Returns the number of items, or -EINVAL when the text is not one. */
+int k8s_object_list_parse(const char *json, size_t len, const char *list_kind,
+                          void (*fn)(const char *name, const char *sandbox_id, void *userdata),
+                          void *userdata);
+
+/* metadata.uid of an object (JSON text) into buf, or "" (buf[0] == 0). */
+void k8s_object_uid(const char *json, size_t len, char *buf, size_t size);
 
 /* True when s is a valid Kubernetes label value ("" or 1-63 of
  * [A-Za-z0-9-_.], alphanumeric at both ends). */

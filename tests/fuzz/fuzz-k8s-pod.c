@@ -40,6 +40,11 @@ static void on_item(const struct k8s_pod_state *st, void *userdata) {
         check(st);
 }
 
+static void on_object(const char *name, const char *sandbox_id, void *userdata) {
+        (void) userdata;
+        assert(name && sandbox_id);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const char *s = (const char *) data;
         struct k8s_lines l = {0};
@@ -56,6 +61,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char rv[32];
         (void) k8s_pod_list_parse(s, size, on_item, NULL, rv, sizeof(rv));
         assert(memchr(rv, 0, sizeof(rv)));
+        (void) k8s_object_list_parse(s, size, "SecretList", on_object, NULL);
+        char uid[64];
+        k8s_object_uid(s, size, uid, sizeof(uid));
+        assert(memchr(uid, 0, sizeof(uid)));
         char m[128];
         k8s_status_message(s, size, m, sizeof(m));
         assert(memchr(m, 0, sizeof(m)));

@@ -3,6 +3,7 @@ sandboxes as Pods (create/get/list/terminate, resources, env, labels,
 lifetimes), the Kubernetes reason when a Pod cannot start, features the
 class refuses, a warrend without a cluster, and recovery after kill -9
 (re-attach by label, orphans deleted, vanished Pods ended)."""
+import base64
 import os
 import signal
 import socket
@@ -21,6 +22,11 @@ K8S = wr.ComputeClass.K8S
 def pod_of(cluster, sid):
     pods = cluster.pods(NAMESPACE, "warren.dev/sandbox=" + sid)
     return pods[0] if pods else None
+
+
+def secret_of(cluster, name):
+    st, body = cluster.api("GET", "/api/v1/namespaces/%s/secrets/%s" % (NAMESPACE, name))
+    return body if st == 200 else None
 
 
 def wait_for(pred, timeout=30.0, step=0.1, what="condition"):
@@ -64,8 +70,18 @@ def test_create_get_list_terminate(cluster, client):
     assert spec["initContainers"][0]["image"] == INIT_IMAGE
     assert main["resources"]["limits"] == {"cpu": "250m", "memory": str(96 << 20)}
     assert main["resources"]["requests"] == {"cpu": "250m", "memory": str(96 << 20)}
+    # the env is in a Secret owned by the Pod, never in the Pod spec
     env = {e["name"]: e["value"] for e in main["env"]}
-    assert env["GREETING"] == "hello" and env["EQ"] == "a=b" and env["WARREN_SANDBOX_ID"] == sb.id
+    assert env == {"WARREN_SANDBOX_ID": sb.id}
+    secret_name = "warren-%s-env" % sb.id
+    assert main["envFrom"] == [{"secretRef": {"name": secret_name}}]
+    secret = secret_of(cluster, secret_name)
+    assert secret["type"] == "Opaque"
+    assert {k: base64.b64decode(v).decode() for k, v in secret["data"].items()} == \
+        {"GREETING": "hello", "EQ": "a=b"}
+    owners = wait_for(lambda: secret_of(cluster, secret_name)["metadata"].get("ownerReferences"),
+                      10, 0.1, "the Secret's owner")
+    assert owners[0]["kind"] == "Pod" and owners[0]["uid"] == pod["metadata"]["uid"]
     assert pod["status"]["phase"] == "Running"
     # warren-init is PID 1 of the main container and stays up
     cs = pod["status"]["containerStatuses"][0]
@@ -79,9 +95,32 @@ def test_create_get_list_terminate(cluster, client):
     assert info.status == wr.SandboxStatus.TERMINATED, info
     assert time.monotonic() - t1 < 30
     assert pod_of(cluster, sb.id) is None
+    wait_for(lambda: secret_of(cluster, secret_name) is None, 30, 0.2, "the Secret to go")
     assert client.get(id=sb.id).status == wr.SandboxStatus.TERMINATED
     # idempotent
     assert sb.terminate().status == wr.SandboxStatus.TERMINATED
+
+
+def test_stored_secret_becomes_a_kubernetes_secret(cluster, client):
+    client.set_secret("K8S_TOK", "s3cret-value")
+    sb = client.create(image=BUSYBOX, compute_class=K8S,
+                       env={"API_TOKEN": wr.Secret.from_name("K8S_TOK"), "PLAIN": "p"})
+    name = "warren-%s-env" % sb.id
+    pod = pod_of(cluster, sb.id)
+    assert "s3cret-value" not in str(pod)
+    data = {k: base64.b64decode(v).decode() for k, v in secret_of(cluster, name)["data"].items()}
+    assert data == {"API_TOKEN": "s3cret-value", "PLAIN": "p"}
+    sb.terminate(grace_period_seconds=1)
+    wait_for(lambda: secret_of(cluster, name) is None, 30, 0.2, "the Secret to go")
+
+
+def test_no_env_no_secret(cluster, client):
+    sb = client.create(image=BUSYBOX, compute_class=K8S)
+    try:
+        assert secret_of(cluster, "warren-%s-env" % sb.id) is None
+        assert "envFrom" not in pod_of(cluster, sb.id)["spec"]["containers"][0]
+    finally:
+        sb.terminate(grace_period_seconds=1)
 
 
 def test_name_taken(cluster, client):
@@ -271,6 +310,11 @@ def test_kill9_restart_reattaches_and_cleans_orphans(cluster):
                            "terminationGracePeriodSeconds": 0}}
         st, body = cluster.api("POST", "/api/v1/namespaces/%s/pods" % NAMESPACE, orphan)
         assert st == 201, body
+        st, body = cluster.api("POST", "/api/v1/namespaces/%s/secrets" % NAMESPACE, {
+            "apiVersion": "v1", "kind": "Secret", "metadata": {
+                "name": "warren-sb-00000000deadbeef-env", "labels": orphan["metadata"]["labels"]},
+            "data": {"X": "eA=="}})
+        assert st == 201, body
         w.start()
         with wr.SandboxClient(addr) as c:
             info = c.get(id=keep.id).refresh()
@@ -279,6 +323,8 @@ def test_kill9_restart_reattaches_and_cleans_orphans(cluster):
             assert gone.status == wr.SandboxStatus.TERMINATED, gone
             assert "Pod" in gone.status_message
             pod_gone(cluster, "sb-00000000deadbeef")
+            wait_for(lambda: secret_of(cluster, "warren-sb-00000000deadbeef-env") is None, 30,
+                     0.2, "the orphan Secret to go")
             # the re-attached sandbox is driven as before
             t = c.get(id=keep.id).terminate(grace_period_seconds=1)
             assert t.status == wr.SandboxStatus.TERMINATED

@@ -177,6 +177,43 @@ static void test_watch(void **state) {
         assert_string_equal(m, "exceeded quota: q");
 }
 
+static void on_secret(const char *name, const char *sandbox_id, void *userdata) {
+        int *n = userdata;
+        assert_string_equal(name, "warren-sb-1-env");
+        assert_string_equal(sandbox_id, "sb-1");
+        (*n)++;
+}
+
+static void test_secret(void **state) {
+        (void) state;
+        char *env[] = {"A=hello", "B=", NULL};
+        char *s = k8s_env_secret_json("warren-sb-1-env", "sb-1", "w-00", env);
+        assert_non_null(s);
+        json_t *j = json_loads(s, 0, NULL);
+        json_t *data = json_object_get(j, "data");
+        assert_string_equal(json_string_value(json_object_get(data, "A")), "aGVsbG8=");
+        assert_string_equal(json_string_value(json_object_get(data, "B")), "");
+        json_t *labels = json_object_get(json_object_get(j, "metadata"), "labels");
+        assert_string_equal(json_string_value(json_object_get(labels, K8S_LABEL_OWNER)), "w-00");
+        json_decref(j);
+        free(s);
+        s = k8s_owner_patch_json("warren-sb-1", "u-1");
+        assert_non_null(strstr(s, "\"uid\":\"u-1\""));
+        free(s);
+        const char *list = "{\"kind\":\"SecretList\",\"items\":[{\"metadata\":{\"name\":"
+                           "\"warren-sb-1-env\",\"labels\":{\"warren.dev/sandbox\":\"sb-1\"}}},"
+                           "{\"metadata\":{}}]}";
+        int n = 0;
+        assert_int_equal(k8s_object_list_parse(list, strlen(list), "SecretList", on_secret, &n), 1);
+        assert_int_equal(n, 1);
+        assert_int_equal(k8s_object_list_parse(list, strlen(list), "PodList", on_secret, &n),
+                         -EINVAL);
+        char uid[16];
+        const char *obj = "{\"metadata\":{\"uid\":\"abc\"}}";
+        k8s_object_uid(obj, strlen(obj), uid, sizeof(uid));
+        assert_string_equal(uid, "abc");
+}
+
 static void test_labels(void **state) {
         (void) state;
         assert_true(k8s_label_value_valid(""));
@@ -191,9 +228,8 @@ static void test_labels(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_pod_json),
-                cmocka_unit_test(test_pod_states),
-                cmocka_unit_test(test_watch),
+                cmocka_unit_test(test_pod_json), cmocka_unit_test(test_pod_states),
+                cmocka_unit_test(test_watch),    cmocka_unit_test(test_secret),
                 cmocka_unit_test(test_labels),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
