@@ -473,6 +473,22 @@ static void create_k8s(struct rpc_call *call, const struct sbx_spec *spec) {
                                 "--k8s-namespace NS), see docs/k8s.md");
                 return;
         }
+        /* an image this warrend built or imported exists on this host only */
+        struct img_info *local = NULL;
+        if (ctx->images && spec->image_ref &&
+            img_store_resolve(ctx->images, spec->image_ref, &local, NULL) == 0 && local->source &&
+            strcmp(local->source, "pull") != 0) {
+                struct wr_err le = {0};
+                err_setx(&le, -EOPNOTSUPP, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                         "image: %s was %s on this warrend's host and the cluster cannot pull "
+                         "it; push it to a registry the cluster reaches and use that reference "
+                         "(--k8s-registry is not built yet)",
+                         spec->image_ref, !strcmp(local->source, "build") ? "built" : "imported");
+                img_info_free(local);
+                finish_store_err(call, &le);
+                return;
+        }
+        img_info_free(local);
         rpc_call_ref(call);
         if (k8s_create(ctx->k8s, spec, create_k8s_done, call, &e) < 0) {
                 rpc_call_unref(call);

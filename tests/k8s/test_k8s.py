@@ -156,6 +156,13 @@ def test_default_image_refused(cluster, client):
     assert "image" in str(ei.value) and "K8S" in str(ei.value)
 
 
+def test_local_image_refused(cluster, d, client):
+    _E2E.import_image(d, "k8s-local:1")
+    with pytest.raises(wr.FailedPrecondition) as ei:
+        client.create(image="k8s-local:1", compute_class=K8S)
+    assert "imported" in str(ei.value) and "registry" in str(ei.value), str(ei.value)
+
+
 def test_image_pull_failure_reports_kubernetes_reason(cluster, client):
     # a loopback registry port nobody listens on: the pull fails at once
     with pytest.raises(wr.FailedPrecondition) as ei:
