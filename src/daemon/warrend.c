@@ -406,6 +406,7 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
                         .namespace_ = d->cfg.k8s_namespace,
                         .init_image = d->cfg.k8s_init_image,
                         .state_dir = d->state_dir,
+                        .terminate_on_exit = d->cfg.terminate_on_exit,
                 };
                 if ((r = k8s_class_new(&d->loop, d->store, &kc, &d->ctx.k8s, e)) < 0)
                         return err_prefix(e, r, "compute class K8S");

@@ -97,6 +97,7 @@ struct k8s_class {
         uv_timer_t events_timer;
         bool relisting;
         bool closing;
+        bool terminate_on_exit;
         int closed; /* timers closed (k8s_class_free) */
 };
 
@@ -272,11 +273,12 @@ static void on_done(CURL *easy, CURLcode cc, void *userdata) {
         req_free(q);
 }
 
-/* A blocking request (start-up only): *ret the body (caller frees). */
-static int request_sync(struct k8s_class *k, const char *path, long *http, char **ret, size_t *len,
-                        struct wr_err *e) {
+/* A blocking request (start-up and --terminate-on-exit only): *ret the
+ * body (caller frees). */
+static int request_sync_m(struct k8s_class *k, const char *method, const char *path, long *http,
+                          char **ret, size_t *len, struct wr_err *e) {
         struct k8s_req q = {.k = k};
-        q.easy = easy_new(k, "GET", path, &q.hdr);
+        q.easy = easy_new(k, method, path, &q.hdr);
         if (!q.easy)
                 return err_set(e, -ENOMEM, "out of memory");
         curl_easy_setopt(q.easy, CURLOPT_WRITEFUNCTION, on_write);
@@ -296,6 +298,11 @@ static int request_sync(struct k8s_class *k, const char *path, long *http, char 
         *ret = q.resp ? q.resp : strdup("");
         *len = q.resp_len;
         return *ret ? 0 : err_set(e, -ENOMEM, "out of memory");
+}
+
+static int request_sync(struct k8s_class *k, const char *path, long *http, char **ret, size_t *len,
+                        struct wr_err *e) {
+        return request_sync_m(k, "GET", path, http, ret, len, e);
 }
 
 /* ---- sandboxes ---- */
@@ -890,6 +897,7 @@ int k8s_class_new(uv_loop_t *loop, struct store *store, const struct k8s_config 
                 return err_set(e, -ENOMEM, "out of memory");
         k->loop = loop;
         k->store = store;
+        k->terminate_on_exit = cfg->terminate_on_exit;
         int r = k8s_conn_load(cfg->kubeconfig, &k->conn, e);
         if (r < 0) {
                 free(k);
@@ -988,6 +996,31 @@ void k8s_class_free(struct k8s_class *k) {
         if (!k)
                 return;
         k->closing = true;
+        if (k->terminate_on_exit)
+                for (struct k8s_sbx *sb = k->sbxs; sb; sb = sb->next) {
+                        char path[512];
+                        long http = 0;
+                        char *body = NULL;
+                        size_t len = 0;
+                        snprintf(path, sizeof(path),
+                                 "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=0", k->ns,
+                                 sb->pod);
+                        (void) request_sync_m(k, "DELETE", path, &http, &body, &len, NULL);
+                        free(body);
+                        if (sb->has_secret) {
+                                body = NULL;
+                                snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets/%s-env",
+                                         k->ns, sb->pod);
+                                (void) request_sync_m(k, "DELETE", path, &http, &body, &len, NULL);
+                                free(body);
+                        }
+                        store_sandbox_update_status(k->store, sb->id,
+                                                    sb->status == STORE_SANDBOX_PENDING
+                                                            ? STORE_SANDBOX_FAILED
+                                                            : STORE_SANDBOX_TERMINATED,
+                                                    "warrend shut down", NULL);
+                        log_info("sandbox %s: Pod %s deleted (warrend shut down)", sb->id, sb->pod);
+                }
         while (k->reqs) {
                 struct k8s_req *q = k->reqs;
                 k->reqs = q->next;

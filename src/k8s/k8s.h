@@ -49,6 +49,10 @@ struct k8s_config {
          * owner label (made on first use), so that warrends sharing a
          * namespace see only their own Pods */
         const char *state_dir;
+        /* k8s_class_free deletes every Pod (and env Secret) it tracks and
+         * records the sandboxes TERMINATED, like the host class's
+         * --terminate-on-exit */
+        bool terminate_on_exit;
 };
 
 #define K8S_INIT_IMAGE_DEFAULT "warren/warren-init:latest"
@@ -62,7 +66,8 @@ int k8s_class_new(uv_loop_t *loop, struct store *store, const struct k8s_config 
                   struct k8s_class **ret, struct wr_err *e);
 
 /* Stop the watch and every request; Pods keep running for the next
- * warrend. Creates in flight are answered UNAVAILABLE. NULL ok. */
+ * warrend (unless terminate_on_exit: then each is deleted, blocking up to
+ * 10 s per request). Creates in flight are answered UNAVAILABLE. NULL ok. */
 void k8s_class_free(struct k8s_class *k);
 
 /* The namespace Pods are made in (borrowed). */

@@ -338,3 +338,21 @@ def test_kill9_restart_reattaches_and_cleans_orphans(cluster):
             pod_gone(cluster, keep.id)
     finally:
         w.stop()
+
+
+def test_client_certificate_kubeconfig_and_terminate_on_exit(cluster):
+    # the admin's kubeconfig (a client certificate, no namespace in it);
+    # test daemons run with WARREN_TERMINATE_ON_EXIT=1: their Pods and
+    # Secrets are deleted when they stop
+    dd = Daemon(extra_args=["--k8s-kubeconfig", str(cluster.kubeconfig), "--k8s-namespace",
+                            NAMESPACE, "--k8s-init-image", INIT_IMAGE])
+    try:
+        with wr.SandboxClient(dd.unix_addr) as c:
+            sb = c.create(image=BUSYBOX, compute_class=K8S, env={"X": "1"})
+            assert sb.refresh().status == wr.SandboxStatus.RUNNING
+            assert pod_of(cluster, sb.id) is not None
+    finally:
+        log = dd.stop()
+    assert "deleted (warrend shut down)" in log, log[-2000:]
+    pod_gone(cluster, sb.id)
+    assert secret_of(cluster, "warren-%s-env" % sb.id) is None
