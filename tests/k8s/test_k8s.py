@@ -356,3 +356,27 @@ def test_client_certificate_kubeconfig_and_terminate_on_exit(cluster):
     assert "deleted (warrend shut down)" in log, log[-2000:]
     pod_gone(cluster, sb.id)
     assert secret_of(cluster, "warren-%s-env" % sb.id) is None
+
+
+def test_quota_refusal_is_resource_exhausted(cluster):
+    ns = "warren-quota"
+    cluster.create_namespace(ns)
+    st, body = cluster.api("POST", "/api/v1/namespaces/%s/resourcequotas" % ns, {
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-pods"},
+        "spec": {"hard": {"pods": "0"}}})
+    assert st in (201, 409), body
+    # the quota controller must have counted the namespace first
+    wait_for(lambda: cluster.api("GET", "/api/v1/namespaces/%s/resourcequotas/no-pods" % ns)[1]
+             .get("status", {}).get("hard"), 30, 0.2, "the quota's status")
+    dd = Daemon(extra_args=["--k8s-kubeconfig", str(cluster.kubeconfig), "--k8s-namespace", ns,
+                            "--k8s-init-image", INIT_IMAGE])
+    try:
+        with wr.SandboxClient(dd.unix_addr) as c:
+            with pytest.raises(wr.ResourceExhausted) as ei:
+                c.create(image=BUSYBOX, compute_class=K8S, name="k8s-quota")
+            assert "exceeded quota" in str(ei.value), str(ei.value)
+            row = c.list(name="k8s-quota")[0]
+            assert row.status == wr.SandboxStatus.FAILED
+            assert "exceeded quota" in row.status_message
+    finally:
+        dd.stop()
