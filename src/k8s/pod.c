@@ -135,6 +135,12 @@ char *k8s_pod_json(const struct k8s_pod_params *p) {
                 json_pack("[s,s,s]", "/warren-init", "--install", K8S_INIT_DIR "/warren-init"));
         json_object_set_new(init_c, "volumeMounts",
                             json_pack("[{s:s, s:s}]", "name", "warren", "mountPath", K8S_INIT_DIR));
+        /* the same resources as the sandbox: with cpu and memory given,
+         * every container's limits equal its requests and the Pod's QoS
+         * class is Guaranteed (limits on the Pod's cgroup too) */
+        json_t *ires = resources(p);
+        if (ires)
+                json_object_set_new(init_c, "resources", ires);
         json_object_set_new(spec, "initContainers", json_pack("[o]", init_c));
 
         /* the sandbox: its image, warren-init as PID 1 */

@@ -4,6 +4,7 @@ lifetimes), the Kubernetes reason when a Pod cannot start, features the
 class refuses, a warrend without a cluster, and recovery after kill -9
 (re-attach by label, orphans deleted, vanished Pods ended)."""
 import base64
+import glob
 import os
 import signal
 import socket
@@ -83,6 +84,22 @@ def test_create_get_list_terminate(cluster, client):
                       10, 0.1, "the Secret's owner")
     assert owners[0]["kind"] == "Pod" and owners[0]["uid"] == pod["metadata"]["uid"]
     assert pod["status"]["phase"] == "Running"
+    assert pod["status"]["qosClass"] == "Guaranteed"
+    # enforced by the kernel: the main container's cgroup has the limits
+    cid = pod["status"]["containerStatuses"][0]["containerID"].split("://")[-1]
+    uid = pod["metadata"]["uid"]
+    mem = glob.glob("/sys/fs/cgroup/memory%s/kubepods*/**/pod%s/%s/memory.limit_in_bytes"
+                    % (cluster.cgroup_root, uid, cid), recursive=True) or \
+        glob.glob("/sys/fs/cgroup/memory%s/kubepods/pod%s/%s/memory.limit_in_bytes"
+                  % (cluster.cgroup_root, uid, cid))
+    assert mem, "no memory cgroup for container %s" % cid
+    assert int(open(mem[0]).read()) == 96 << 20
+    cpu = mem[0].replace("/memory/", "/cpu,cpuacct/").replace("memory.limit_in_bytes",
+                                                              "cpu.cfs_quota_us")
+    if not os.path.exists(cpu):
+        cpu = mem[0].replace("/memory/", "/cpu/").replace("memory.limit_in_bytes",
+                                                          "cpu.cfs_quota_us")
+    assert int(open(cpu).read()) == 25000  # 250m of a 100 ms period
     # warren-init is PID 1 of the main container and stays up
     cs = pod["status"]["containerStatuses"][0]
     assert cs["name"] == "sandbox" and "running" in cs["state"], cs
