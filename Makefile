@@ -7,6 +7,9 @@
 #                   run every test under both builds
 #   make test-fast  unit + e2e tests on the normal build only
 #   make bench      build and run the benchmarks under bench/
+#   make test-k8s   the K8S compute class suite against a real single-node
+#                   cluster (binaries built once by scripts/k8s-build.sh,
+#                   ~12 min of two cores, cached in ~/.cache/warren/k8s/)
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -15,7 +18,7 @@ STATE_DIR  ?= $(CURDIR)/.state
 LISTEN     ?= unix:/run/warren/warren.sock
 PYTEST_ARGS ?=
 
-.PHONY: all deps build build-asan run test test-fast test-unit test-e2e test-asan test-fuzz fuzz bench clean format
+.PHONY: all deps build build-asan run test test-fast test-unit test-e2e test-asan test-fuzz fuzz bench clean format test-k8s bench-k8s
 
 all: build
 
@@ -60,7 +63,7 @@ test-asan: build-asan
 
 # Every daemon a test starts pulls only from loopback registries: nothing
 # a test does may leave the machine (the e2e fixtures set it too).
-test test-fast test-unit test-e2e test-asan: export WARREN_PULL_LOOPBACK_ONLY = 1
+test test-fast test-unit test-e2e test-asan test-k8s bench-k8s: export WARREN_PULL_LOOPBACK_ONLY = 1
 
 # A short smoke run of every fuzzer in `make test`; `make fuzz` runs longer.
 FUZZ_SECONDS ?= 5
@@ -74,6 +77,15 @@ test: deps build test-unit test-e2e test-asan test-fuzz
 
 bench: deps build
 	bench/run.sh $(BUILD)
+
+# Not part of `make test` yet (see docs/k8s.md for the times it adds).
+test-k8s: deps build
+	scripts/k8s-build.sh >/dev/null
+	WARREN_BUILD=$(CURDIR)/$(BUILD) PYTHONPATH=$(CURDIR)/python $(PYTHON) -m pytest -q tests/k8s $(PYTEST_ARGS)
+
+bench-k8s: deps build
+	scripts/k8s-build.sh >/dev/null
+	WARREN_BUILD=$(CURDIR)/$(BUILD) PYTHONPATH=$(CURDIR)/python $(PYTHON) bench/k8s/run.py
 
 format:
 	git ls-files '*.c' '*.h' | grep -v pb-c | xargs clang-format -i

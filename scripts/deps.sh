@@ -17,11 +17,13 @@ DEB_PACKAGES=(
   tmux
   libpcre2-dev   # per-host request rules: path regexes (src/net/rules.c)
   git curl openssh-client openssh-server   # tests/fakenet: git, curl, ssh clients and the bed's sshd
+  etcd-server containerd runc containernetworking-plugins umoci   # tests/k8s: the single-node cluster (docs/k8s.md)
 )
 PY_MODULES=(grpc:grpcio grpc_tools:grpcio-tools google.protobuf:protobuf pytest:pytest
   dnslib:dnslib cryptography:cryptography   # tests/fakenet
   jwt:pyjwt   # tests/e2e/test_tenancy.py: workload identity tokens verified with PyJWT
-  requests:requests)  # copied into a sandbox image by tests/e2e/test_credentials.py
+  requests:requests   # copied into a sandbox image by tests/e2e/test_credentials.py
+  yaml:pyyaml)   # tests/k8s: applies docs/k8s-rbac.yaml
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

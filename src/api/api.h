@@ -19,6 +19,7 @@ struct store;
 struct img_store;
 struct sbx_manager;
 struct vol_manager;
+struct k8s_class;
 
 struct api_ctx {
         uv_loop_t *loop;
@@ -56,6 +57,8 @@ struct api_ctx {
         struct api_sbx_identity *sbx_identity;
         /* Fair admission of creates between environments (admission.c). */
         struct api_admission *admission;
+        /* The K8S compute class (k8s/k8s.h); NULL: no cluster configured. */
+        struct k8s_class *k8s;
 };
 
 /* The /.well-known/openid-configuration and /.well-known/jwks.json bodies

@@ -19,6 +19,7 @@
 #include "api/spec.h"
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "k8s/k8s.h"
 #include "sandbox/exec.h"
 #include "sandbox/journal.h"
 #include "warren/v1/sandboxes.pb-c.h"
@@ -264,6 +265,20 @@ static void journal_begun(int r, uint64_t token, const char *sandbox_id, const s
         rpc_call_unref(call);
 }
 
+/* An exec that found no live host sandbox: when the sandbox is a Pod
+ * (compute_class K8S), say what is missing instead. Returns r or the
+ * UNIMPLEMENTED error. */
+static int exec_k8s_refusal(struct api_ctx *ctx, const char *id, int r, struct wr_err *e) {
+        struct store_sandbox sb = {0};
+        if (store_sandbox_load(ctx->store, id, &sb, NULL) == 0 && k8s_row_is_k8s(&sb))
+                r = err_setx(e, -EOPNOTSUPP, WR_STATUS_UNIMPLEMENTED, WR_FAULT_CLIENT,
+                             "exec: sandbox %s runs on compute_class K8S, where exec is not "
+                             "built yet (warren-init's connection back to warrend)",
+                             id);
+        store_sandbox_clear(&sb);
+        return r;
+}
+
 static int exec_start(struct rpc_call *call, struct api_ctx *ctx,
                       const Warren__V1__ExecStart *start, struct exec_call *ec, struct wr_err *e) {
         /* validated and resolved once; a journaled start waits for the walk */
@@ -275,7 +290,8 @@ static int exec_start(struct rpc_call *call, struct api_ctx *ctx,
                 return r;
         if (!start->journal && !sbx_journal_all(ctx->sandboxes, id)) {
                 spec.sandbox = id;
-                return sbx_exec_start(ctx->sandboxes, &spec, &exec_callbacks, ec, &ec->x, e);
+                r = sbx_exec_start(ctx->sandboxes, &spec, &exec_callbacks, ec, &ec->x, e);
+                return r < 0 ? exec_k8s_refusal(ctx, id, r, e) : r;
         }
         size_t len = protobuf_c_message_get_packed_size(&start->base);
         _cleanup_free_ uint8_t *buf = malloc(len ? len : 1);

@@ -18,6 +18,7 @@
 #include "api/spec.h"
 #include "image/image.h"
 #include "image/resolve.h"
+#include "k8s/k8s.h"
 #include "runtime/runtime.h"
 #include "sandbox/egress.h"
 #include "sandbox/sandbox.h"
@@ -477,6 +478,54 @@ static void create_after_pull(int r, struct img_info *img, const struct wr_err *
         img_info_free(img);
 }
 
+/* The K8S class answered a create. */
+static void create_k8s_done(int r, const struct store_sandbox *row, const struct wr_err *e,
+                            void *userdata) {
+        struct rpc_call *call = userdata;
+        if (!rpc_call_is_done(call)) {
+                if (r < 0)
+                        finish_store_err(call, e);
+                else
+                        reply_sandbox(call, (struct store_sandbox *) row);
+        }
+        rpc_call_unref(call);
+}
+
+/* compute_class K8S: a Pod on the configured cluster (k8s/k8s.h); the
+ * cluster pulls the image, so nothing is resolved here. */
+static void create_k8s(struct rpc_call *call, const struct sbx_spec *spec) {
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        struct wr_err e = {0};
+        if (!ctx->k8s) {
+                rpc_call_finish(call, WR_STATUS_FAILED_PRECONDITION,
+                                "compute_class K8S: this warrend has no Kubernetes cluster "
+                                "configured; start it with --k8s-kubeconfig FILE (and "
+                                "--k8s-namespace NS), see docs/k8s.md");
+                return;
+        }
+        /* an image this warrend built or imported exists on this host only */
+        struct img_info *local = NULL;
+        if (ctx->images && spec->image_ref &&
+            img_store_resolve(ctx->images, spec->image_ref, &local, NULL) == 0 && local->source &&
+            strcmp(local->source, "pull") != 0) {
+                struct wr_err le = {0};
+                err_setx(&le, -EOPNOTSUPP, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                         "image: %s was %s on this warrend's host and the cluster cannot pull "
+                         "it; push it to a registry the cluster reaches and use that reference "
+                         "(--k8s-registry is not built yet)",
+                         spec->image_ref, !strcmp(local->source, "build") ? "built" : "imported");
+                img_info_free(local);
+                finish_store_err(call, &le);
+                return;
+        }
+        img_info_free(local);
+        rpc_call_ref(call);
+        if (k8s_create(ctx->k8s, spec, create_k8s_done, call, &e) < 0) {
+                rpc_call_unref(call);
+                finish_store_err(call, &e);
+        }
+}
+
 static void create_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
         const Warren__V1__CreateSandboxRequest *req = (const void *) msg;
         struct api_ctx *ctx = rpc_call_server_ctx(call);
@@ -497,6 +546,10 @@ static void create_sandbox(struct rpc_call *call, const ProtobufCMessage *msg) {
         if (api_quota_check_sandbox(call, op->spec->limits.cpu_millicores / 1000.0,
                                     (int64_t) op->spec->limits.memory_bytes, &e) < 0) {
                 finish_store_err(call, &e);
+                return;
+        }
+        if (req->compute_class == WARREN__V1__COMPUTE_CLASS__COMPUTE_CLASS_K8S) {
+                create_k8s(call, op->spec);
                 return;
         }
         if (!ctx->images) {
@@ -841,11 +894,21 @@ static void terminate_sandbox(struct rpc_call *call, const ProtobufCMessage *msg
                 rpc_call_finish(call, WR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
                 return;
         }
+        bool k8s = k8s_row_is_k8s(&sb);
         store_sandbox_clear(&sb);
         op->call = rpc_call_ref(call);
         double grace = req->grace_period_seconds > 0 ? req->grace_period_seconds : 10.0;
-        r = sbx_terminate(ctx->sandboxes, op->id, (uint64_t) (grace * 1000.0), terminate_done, op,
-                          &e);
+        if (k8s && !ctx->k8s)
+                r = err_setx(&e, -EOPNOTSUPP, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                             "sandbox %s is a Pod (compute_class K8S) and this warrend has no "
+                             "cluster configured: start it with --k8s-kubeconfig FILE",
+                             op->id);
+        else if (k8s)
+                r = k8s_terminate(ctx->k8s, op->id, (uint64_t) (grace * 1000.0), terminate_done, op,
+                                  &e);
+        else
+                r = sbx_terminate(ctx->sandboxes, op->id, (uint64_t) (grace * 1000.0),
+                                  terminate_done, op, &e);
         if (r < 0) {
                 finish_store_err(call, &e);
                 rpc_call_unref(call);

@@ -384,12 +384,57 @@ static int limits_parse(const Warren__V1__Resources *rs, struct rt_limits *l, st
         return 0;
 }
 
+/* What the K8S compute class does not do (docs/k8s.md): refused naming
+ * the feature and the class. The seed's host-only features (network
+ * policies, managed SSH, resource detectors and the credentials that
+ * need warrend's egress proxy, volumes on this host) are INVALID_ARGUMENT;
+ * what the class could do but does not yet is UNIMPLEMENTED. */
+static int check_k8s(const Warren__V1__CreateSandboxRequest *req, struct wr_err *e) {
+        static const char why[] = "is a HOST class feature; a sandbox on compute_class K8S has "
+                                  "the network access of the cluster it runs on";
+        /* the SDK sends a policy with detectors, SSH and credentials: those
+         * are named first */
+        if (req->n_resource_detectors)
+                return INVALID(e, "resource_detectors: %s (use compute_class HOST)", why);
+        if (req->n_managed_ssh)
+                return INVALID(e, "managed_ssh: %s (use compute_class HOST)", why);
+        if (req->n_credentials)
+                return INVALID(e, "credentials: %s (use compute_class HOST)", why);
+        if (req->network_policy)
+                return INVALID(e, "network_policy: %s (use compute_class HOST)", why);
+        if (req->block_network)
+                return INVALID(e, "block_network: is a HOST class feature; on compute_class K8S "
+                                  "use the cluster's NetworkPolicy objects");
+        if (req->n_volumes)
+                return INVALID(e, "volumes: warren volumes live on the daemon's host and are "
+                                  "not available on compute_class K8S");
+        if (req->journal_execs)
+                return INVALID(e, "journal_execs: the change journal reads the sandbox's "
+                                  "writable layer on the host; not available on compute_class "
+                                  "K8S");
+        if (req->resources && req->resources->pids)
+                return INVALID(e, "resources.pids: a Pod has no per-Pod process limit on "
+                                  "compute_class K8S (the cluster's kubelet sets podPidsLimit)");
+        if (req->n_entrypoint)
+                return UNIMPLEMENTED(e, "entrypoint: compute_class K8S does not run an "
+                                        "entrypoint yet (exec on Pods is not built)");
+        if (!req->image || req->image->kind_case != WARREN__V1__IMAGE_SPEC__KIND_REF ||
+            !req->image->ref || !*req->image->ref)
+                return INVALID(e, "image: compute_class K8S needs an image reference the "
+                                  "cluster can pull (the daemon's default image and images "
+                                  "built by warrend are local to its host; --k8s-registry is "
+                                  "not built yet)");
+        return 0;
+}
+
 /* What this warrend cannot do yet: UNIMPLEMENTED naming the field and
  * the issue that brings it. */
 static int check_unimplemented(const Warren__V1__CreateSandboxRequest *req, struct wr_err *e) {
-        if (req->compute_class == WARREN__V1__COMPUTE_CLASS__COMPUTE_CLASS_K8S)
-                return UNIMPLEMENTED(e, "compute_class K8S needs a Kubernetes cluster; this "
-                                        "warrend runs the HOST class only");
+        if (req->compute_class == WARREN__V1__COMPUTE_CLASS__COMPUTE_CLASS_K8S) {
+                int r = check_k8s(req, e);
+                if (r < 0)
+                        return r;
+        }
         if (req->image && req->image->kind_case == WARREN__V1__IMAGE_SPEC__KIND_BUILD)
                 return UNIMPLEMENTED(e, "image.build: CreateSandbox does not build; build the "
                                         "image with Images/BuildImage (the SDK's client.create "

@@ -71,6 +71,13 @@ void daemon_config_usage(FILE *f) {
               "                        100.96.0.0/16, or the next free /16 up to\n"
               "                        100.111.0.0/16; must not overlap the host's routes;\n"
               "                        \"none\": sandboxes get only a loopback)\n"
+              "  --k8s-kubeconfig FILE the compute class K8S: sandboxes as Pods on the\n"
+              "                        cluster of FILE (a kubeconfig in JSON form) or\n"
+              "                        \"in-cluster\" (docs/k8s.md)\n"
+              "  --k8s-namespace NS    the namespace of those Pods (default: the\n"
+              "                        kubeconfig context's, else \"default\")\n"
+              "  --k8s-init-image REF  the image the Pods get warren-init from\n"
+              "                        (default warren/warren-init:latest)\n"
               "  --upstream-dns IP     resolver named in sandboxes' /etc/resolv.conf,\n"
               "                        reached through NAT (default: the host's IPv4\n"
               "                        nameservers; none with --pull-loopback-only);\n"
@@ -259,6 +266,15 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                 if (!*v)
                         return err_set(e, -EINVAL, "--sandbox-cidr: empty (a range or none)");
                 r = set_str(&c->sandbox_cidr, v);
+        } else if (!strcmp(key, "k8s-kubeconfig")) {
+                if (!*v)
+                        return err_set(e, -EINVAL,
+                                       "--k8s-kubeconfig: empty (a file or in-cluster)");
+                r = set_str(&c->k8s_kubeconfig, v);
+        } else if (!strcmp(key, "k8s-namespace")) {
+                r = set_str(&c->k8s_namespace, v);
+        } else if (!strcmp(key, "k8s-init-image")) {
+                r = set_str(&c->k8s_init_image, v);
         } else if (!strcmp(key, "upstream-dns")) {
                 r = set_str(&c->upstream_dns, v);
         } else if (!strcmp(key, "no-exec-spool")) {
@@ -371,6 +387,9 @@ enum {
         OPT_ROTATE_EGRESS_CA,
         OPT_IDENTITY_TOKEN_LIFETIME,
         OPT_IDENTITY_ROLE,
+        OPT_K8S_KUBECONFIG,
+        OPT_K8S_NAMESPACE,
+        OPT_K8S_INIT_IMAGE,
 };
 
 static const struct option options[] = {
@@ -402,6 +421,9 @@ static const struct option options[] = {
         {"no-exec-spool", no_argument, NULL, OPT_NO_EXEC_SPOOL},
         {"egress-upstream-ca", required_argument, NULL, OPT_EGRESS_UPSTREAM_CA},
         {"rotate-egress-ca", no_argument, NULL, OPT_ROTATE_EGRESS_CA},
+        {"k8s-kubeconfig", required_argument, NULL, OPT_K8S_KUBECONFIG},
+        {"k8s-namespace", required_argument, NULL, OPT_K8S_NAMESPACE},
+        {"k8s-init-image", required_argument, NULL, OPT_K8S_INIT_IMAGE},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {},
@@ -531,6 +553,9 @@ void daemon_config_clear(struct daemon_config *c) {
         free(c->tls_key);
         free(c->config_file);
         free(c->sandbox_cidr);
+        free(c->k8s_kubeconfig);
+        free(c->k8s_namespace);
+        free(c->k8s_init_image);
         free(c->upstream_dns);
         free(c->egress_upstream_ca);
         free(c->registry_config);

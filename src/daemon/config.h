@@ -66,6 +66,12 @@ struct daemon_config {
         bool rotate_egress_ca;    /* --rotate-egress-ca: rotate and exit */
         bool no_egress;           /* --no-egress: warren-egress is not started */
         bool no_exec_spool;       /* --no-exec-spool: execs do not survive a restart */
+        /* the K8S compute class (docs/k8s.md): a kubeconfig (JSON) or
+         * "in-cluster"; NULL = no cluster. Its namespace and the
+         * warren-init image (NULL = defaults) */
+        char *k8s_kubeconfig;
+        char *k8s_namespace;
+        char *k8s_init_image;
         bool help;
         bool version;
 };

@@ -24,6 +24,7 @@
 #include "daemon/config.h"
 #include "daemon/statedir.h"
 #include "image/image.h"
+#include "k8s/k8s.h"
 #include "image/pull.h"
 #include "rpc/server.h"
 #include "runtime/runtime.h"
@@ -119,6 +120,9 @@ static void on_signal(uv_signal_t *h, int signum) {
         api_admission_stop(&d->ctx); /* waiting creates: UNAVAILABLE */
         sbx_manager_free(m);
         api_sbx_identity_stop(&d->ctx);
+        /* Pods keep running too (the next warrend re-attaches them) */
+        k8s_class_free(d->ctx.k8s);
+        d->ctx.k8s = NULL;
         admin_close(d->admin);
         d->admin = NULL;
         api_health_shutdown(&d->ctx);
@@ -225,6 +229,8 @@ static void daemon_free(struct daemon *d) {
         if (m)
                 sbx_manager_free(m);
         api_sbx_identity_stop(&d->ctx);
+        k8s_class_free(d->ctx.k8s);
+        d->ctx.k8s = NULL;
         admin_close(d->admin);
         d->admin = NULL;
         rpc_server_free(d->server);
@@ -412,6 +418,17 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
         if (d->images)
                 img_store_set_in_use(d->images, sbx_manager_image_in_use, d->ctx.sandboxes);
         log_debug("warren-init: %s", init);
+        if (d->cfg.k8s_kubeconfig) {
+                struct k8s_config kc = {
+                        .kubeconfig = d->cfg.k8s_kubeconfig,
+                        .namespace_ = d->cfg.k8s_namespace,
+                        .init_image = d->cfg.k8s_init_image,
+                        .state_dir = d->state_dir,
+                        .terminate_on_exit = d->cfg.terminate_on_exit,
+                };
+                if ((r = k8s_class_new(&d->loop, d->store, &kc, &d->ctx.k8s, e)) < 0)
+                        return err_prefix(e, r, "compute class K8S");
+        }
         return 0;
 }
 

@@ -31,7 +31,9 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -1136,7 +1138,107 @@ static int setup(void) {
         return 0;
 }
 
+/* The K8S compute class (docs/k8s.md): `warren-init --install DEST` (an
+ * init container) copies this static binary to DEST, mode 0755, for the
+ * main container to run; `warren-init --listen PATH` makes its own
+ * listening control socket at PATH (no runtime hands it one in a Pod)
+ * and serves it as fd 3. */
+static int install_self(const char *dest) {
+        int in = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+        if (in < 0)
+                return -errno;
+        char tmp[PATH_MAX];
+        if (snprintf(tmp, sizeof(tmp), "%s.tmp", dest) >= (int) sizeof(tmp)) {
+                close(in);
+                return -ENAMETOOLONG;
+        }
+        int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+        if (out < 0) {
+                int r = -errno;
+                close(in);
+                return r;
+        }
+        char buf[65536];
+        ssize_t n;
+        int r = 0;
+        while ((n = read(in, buf, sizeof(buf))) != 0) {
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        r = -errno;
+                        break;
+                }
+                for (ssize_t off = 0; off < n;) {
+                        ssize_t w = write(out, buf + off, (size_t) (n - off));
+                        if (w < 0 && errno == EINTR)
+                                continue;
+                        if (w < 0) {
+                                r = -errno;
+                                break;
+                        }
+                        off += w;
+                }
+                if (r < 0)
+                        break;
+        }
+        close(in);
+        if (r == 0 && (fchmod(out, 0755) < 0 || fsync(out) < 0))
+                r = -errno;
+        if (close(out) < 0 && r == 0)
+                r = -errno;
+        if (r == 0 && rename(tmp, dest) < 0)
+                r = -errno;
+        if (r < 0)
+                unlink(tmp);
+        return r;
+}
+
+static int listen_at(const char *path) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        unlink(path);
+        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 || chmod(path, 0600) < 0 ||
+            listen(fd, 16) < 0) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        if (fd != LISTEN_FD) {
+                if (dup2(fd, LISTEN_FD) < 0) {
+                        int r = -errno;
+                        close(fd);
+                        return r;
+                }
+                close(fd);
+        }
+        return 0;
+}
+
 int main(int argc, char **argv) {
+        if (argc == 3 && !strcmp(argv[1], "--install")) {
+                int ir = install_self(argv[2]);
+                if (ir < 0) {
+                        say("install %s: %s", argv[2], strerror(-ir));
+                        return 1;
+                }
+                return 0;
+        }
+        if (argc == 3 && !strcmp(argv[1], "--listen")) {
+                /* fds 0-2 first, so the socket cannot land on them */
+                for (int fd = 0; fd < 3; fd++)
+                        if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
+                                return 1;
+                int lr = listen_at(argv[2]);
+                if (lr < 0) {
+                        say("listen %s: %s", argv[2], strerror(-lr));
+                        return 1;
+                }
+        }
         int r = setup();
         if (r < 0) {
                 say("start-up failed: %s", strerror(-r));

@@ -106,6 +106,9 @@ void sbx_recover(struct sbx_manager *m) {
                 log_warn("recovery: list sandboxes: %s", le.msg);
         for (size_t i = 0; i < n; i++) {
                 const struct store_sandbox *row = &rows[i];
+                /* a Pod of the K8S compute class: k8s/ recovers it */
+                if (row->cgroup_path && !strncmp(row->cgroup_path, "k8s:", 4))
+                        continue;
                 char dir[PATH_MAX];
                 snprintf(dir, sizeof(dir), "%s/sandboxes/%s", m->state_dir, row->id);
                 struct wr_err e = {0};

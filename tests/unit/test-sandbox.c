@@ -417,7 +417,8 @@ static void test_spec_errors(void **state) {
                 {"inlinekey", WR_STATUS_INVALID_ARGUMENT, "secrets: a b is not a valid variable"},
                 {"emptyref", WR_STATUS_INVALID_ARGUMENT, "secrets: an entry names no secret"},
                 {"tag", WR_STATUS_INVALID_ARGUMENT, "tags: a tag has an empty key"},
-                {"k8s", WR_STATUS_UNIMPLEMENTED, "compute_class K8S"},
+                {"k8s", WR_STATUS_INVALID_ARGUMENT, "image: compute_class K8S needs an image"},
+                {"k8snet", WR_STATUS_INVALID_ARGUMENT, "block_network: is a HOST class feature"},
                 {"volumes", WR_STATUS_UNIMPLEMENTED, "volumes are not implemented"},
                 {"build", WR_STATUS_UNIMPLEMENTED, "image.build: CreateSandbox does not build"},
         };
@@ -473,7 +474,10 @@ static void test_spec_errors(void **state) {
                         q.r.tags = &q.tagp;
                 } else if (!strcmp(w, "k8s"))
                         q.r.compute_class = WARREN__V1__COMPUTE_CLASS__COMPUTE_CLASS_K8S;
-                else if (!strcmp(w, "volumes")) {
+                else if (!strcmp(w, "k8snet")) {
+                        q.r.compute_class = WARREN__V1__COMPUTE_CLASS__COMPUTE_CLASS_K8S;
+                        q.r.block_network = true;
+                } else if (!strcmp(w, "volumes")) {
                         q.r.n_volumes = 1;
                         q.r.volumes = &vmp;
                 } else if (!strcmp(w, "build")) {
