@@ -415,6 +415,10 @@ static int check_k8s(const Warren__V1__CreateSandboxRequest *req, struct wr_err 
         if (req->resources && req->resources->pids)
                 return INVALID(e, "resources.pids: a Pod has no per-Pod process limit on "
                                   "compute_class K8S (the cluster's kubelet sets podPidsLimit)");
+        if (req->identity)
+                return UNIMPLEMENTED(e, "identity: compute_class K8S does not give Pods a "
+                                        "warren identity token yet (the token file and the API "
+                                        "socket are mounted from warrend's host)");
         if (req->n_entrypoint)
                 return UNIMPLEMENTED(e, "entrypoint: compute_class K8S does not run an "
                                         "entrypoint yet (exec on Pods is not built)");
