@@ -44,6 +44,7 @@
 #define RT_DEFAULT_PIDS 1024u           /* cgroup pids.max */
 #define RT_DEFAULT_TMPFS (256ULL << 20) /* /tmp; /run and /dev/shm get 64 MiB */
 #define RT_DEFAULT_NOFILE 1024u         /* RLIMIT_NOFILE soft and hard */
+#define RT_DISK_MIN (8ULL << 20)        /* the smallest writable layer (ext4 image) */
 
 /* Resource limits; 0 selects the default above. */
 struct rt_limits {
@@ -52,11 +53,14 @@ struct rt_limits {
         uint32_t pids_max;       /* processes and threads */
         uint64_t tmp_bytes;      /* size of the /tmp tmpfs */
         uint32_t nofile;         /* RLIMIT_NOFILE (clamped to the caller's hard limit) */
-        /* Size cap of the writable layer; 0 = none (upper dir on the host
-         * filesystem of cfg->dir). When set, upper and work live on a
-         * tmpfs of this size mounted over <dir>/upper inside the sandbox's
-         * mount namespace: writes past it fail with ENOSPC, and its pages
-         * count against the memory limit (tmpfs is RAM). */
+        /* Size of the writable layer; 0 = unbounded (upper and work dirs
+         * on the host file system of cfg->dir). When set (at least
+         * RT_DISK_MIN), upper and work live on a sparse ext4 image of this
+         * size, <dir>/disk.img, on a self-clearing loop device, mounted
+         * detached by the runtime and attached over <dir>/upper inside the
+         * sandbox's mount namespace only: writes past it fail with ENOSPC,
+         * the host file system holds at most the image, and nothing of it
+         * is RAM. A warm-pool claim must ask for the prestart's size. */
         uint64_t disk_bytes;
 };
 
@@ -266,6 +270,13 @@ const char *rt_sandbox_ctl_path(const struct rt_sandbox *sb);
 /* The sandbox's id and host dir. Owned by sb. */
 const char *rt_sandbox_id(const struct rt_sandbox *sb);
 const char *rt_sandbox_dir(const struct rt_sandbox *sb);
+
+/* The overlay's upper dir of the running sandbox, from the host: an
+ * O_RDONLY | O_DIRECTORY fd (the caller's). On the host file system
+ * (<dir>/upper, or <dir>/upper.1 when a pool entry's root was rebuilt)
+ * or in the writable layer's image (its mount is opened again for a
+ * sandbox a previous warrend made). Negative errno with e filled. */
+int rt_sandbox_upper_open(struct rt_sandbox *sb, struct wr_err *e);
 
 /* Send a signal. SIGKILL goes to every process of the sandbox (cgroup.kill
  * on v2, freeze + kill each pid + thaw on v1, and init's pidfd); any other

@@ -153,6 +153,7 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
         m->terminate_on_exit = cfg->terminate_on_exit;
         m->pool_target = cfg->warm_pool;
         m->build_min_free = cfg->build_min_free;
+        m->default_disk = cfg->default_disk;
         m->cgroup_mode = RT_CGROUP_AUTO;
         if (!m->state_dir || !m->init_path || !m->default_image) {
                 sbx_manager_free(m);

@@ -64,6 +64,9 @@ static void pool_work(uv_work_t *w) {
                 .init_path = m->init_path,
                 .log_fd = -1,
                 .cgroup_mode = m->cgroup_mode,
+                /* the writable layer, made ahead: a claim must ask for this
+                 * size (create.c takes an entry only then) */
+                .limits = {.disk_bytes = m->default_disk},
                 /* as a claim sends it: the entry skips it then */
                 .resolv_conf = job->resolv_conf,
                 .net = pe->net_slot >= 0 ? &pe->net : NULL,

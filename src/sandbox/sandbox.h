@@ -40,6 +40,7 @@ struct sbx_manager;
 struct sbx_exec;
 
 #define SBX_BUILD_MIN_FREE_DEFAULT (2ull << 30)
+#define SBX_DEFAULT_DISK (10ull << 30) /* warrend --default-disk */
 
 struct sbx_manager_config {
         uv_loop_t *loop;
@@ -58,6 +59,11 @@ struct sbx_manager_config {
         /* Sandboxes prestarted ahead (rt_sandbox_prestart), refilled in the
          * background; 0 = no pool. */
         unsigned warm_pool;
+        /* The writable layer of a sandbox whose spec gives no disk size
+         * (rt_limits.disk_bytes: an ext4 image of this size); 0 =
+         * unbounded (the upper dir on the state dir's file system). A
+         * spec may ask for more: this is a default, not a cap. */
+        uint64_t default_disk;
         /* Build steps (build.h) are stopped when the file system holding
          * state_dir has less than this free (their writable layers live
          * there, unbounded); 0 = no guard. */
