@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +28,9 @@
 #ifndef MOUNT_ATTR_NOATIME
 #define MOUNT_ATTR_NOATIME 0x00000010
 #endif
+/* linux/fs/ext4/ext4.h (not in the uapi headers) */
+#define RT_EXT4_IOC_SHUTDOWN _IOR('X', 125, uint32_t)
+#define RT_EXT4_GOING_FLAGS_NOLOGFLUSH 0x2
 
 /* Mount the ext4 on the loop device dev, detached. When the device is
  * mounted already (a sandbox left running by a previous warrend), the
@@ -88,4 +92,20 @@ int rt_disk_open(int dirfd, const char *dir, struct wr_err *e) {
                                "%s/" RT_DISK_IMAGE " is on no loop device (the sandbox is gone)",
                                dir);
         return disk_mount(dev, e);
+}
+
+void rt_disk_drop(int *fd) {
+        if (*fd < 0)
+                return;
+        /* shut the file system down first: the sandbox is gone, what it
+         * left dirty in the page cache is not written out to an image
+         * about to be deleted (that writeback would run in whoever drops
+         * the last reference: this thread) */
+        int dir = openat(*fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir >= 0) {
+                uint32_t how = RT_EXT4_GOING_FLAGS_NOLOGFLUSH;
+                (void) ioctl(dir, RT_EXT4_IOC_SHUTDOWN, &how);
+                close(dir);
+        }
+        *fd = safe_close(*fd);
 }

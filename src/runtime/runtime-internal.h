@@ -175,6 +175,11 @@ int rt_disk_make(int dirfd, const char *dir, uint64_t bytes, struct wr_err *e);
  * device backs it. */
 int rt_disk_open(int dirfd, const char *dir, struct wr_err *e);
 
+/* Close the layer's mount *fd of a sandbox that is gone (its processes
+ * dead), shutting its file system down first so that nothing it left
+ * dirty is written out. Never for a sandbox that runs on. */
+void rt_disk_drop(int *fd);
+
 /* ---- the start message (mount.c) ----
  *
  * Everything the child needs that depends on the request: the overlay

@@ -700,7 +700,7 @@ static int sandbox_make(const struct rt_sandbox_config *cfg, bool park, struct r
                 if (sb->has_net)
                         (void) rt_net_link_delete(sb->net.peer, &ignored);
                 /* the layer's loop device clears itself with its last user */
-                closep(&sb->disk_fd);
+                rt_disk_drop(&sb->disk_fd);
                 if (sb->cg)
                         (void) rt_cgroup_remove(sb->cg, &ignored);
                 if (sb->made & MADE_DIR) {
@@ -1028,7 +1028,7 @@ int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e) {
         /* the writable layer's superblock (and loop device) goes with
          * the sandbox's mount namespace and this last reference; its image
          * with the dir */
-        closep(&sb->disk_fd);
+        rt_disk_drop(&sb->disk_fd);
         if (sb->dir) {
                 _cleanup_free_ char *rootfs = join(sb->dir, "rootfs");
                 /* the overlay lives in the sandbox's own mount namespace; a
