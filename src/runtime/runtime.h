@@ -271,6 +271,11 @@ const char *rt_sandbox_ctl_path(const struct rt_sandbox *sb);
 const char *rt_sandbox_id(const struct rt_sandbox *sb);
 const char *rt_sandbox_dir(const struct rt_sandbox *sb);
 
+/* Remove the writable layers' templates (and a crash's half-made ones)
+ * from the dir holding the sandbox dirs: at start-up, before any create
+ * (a template is made again on first use). */
+void rt_disk_sweep(const char *sandboxes_dir);
+
 /* The overlay's upper dir of the running sandbox, from the host: an
  * O_RDONLY | O_DIRECTORY fd (the caller's). On the host file system
  * (<dir>/upper, or <dir>/upper.1 when a pool entry's root was rebuilt)

@@ -214,6 +214,11 @@ void sbx_manager_free(struct sbx_manager *m) {
                 uv_run(m->loop, UV_RUN_ONCE);
         sbx_cleanup_stop(m);
         sbx_diskguard_free(m);
+        /* no create runs now: the writable layers' templates go (the next
+         * start makes them again) */
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/sandboxes", m->state_dir);
+        rt_disk_sweep(path);
         free(m->pool);
         sbx_argv_free(m->pool_layers);
         for (size_t i = 0; i < SBX_POOL_JOBS; i++)

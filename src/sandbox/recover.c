@@ -156,6 +156,9 @@ void sbx_recover(struct sbx_manager *m) {
         }
         if (d)
                 closedir(d);
+        /* the writable layers' templates: made again on first use (a
+         * crash may have left a half-made one) */
+        rt_disk_sweep(path);
         /* host ends of veths whose sandbox is gone (their netns may not
          * have been taken down yet, or a teardown was cut short) */
         if (m->net)

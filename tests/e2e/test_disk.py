@@ -187,5 +187,7 @@ def test_crash_recovery_reaps_layers(tmp_path):
         life.stop()
         assert leftovers(life, ids) == NOTHING
         assert loop_devices(life.state_dir) == []
+        # the layers' template (one per size) goes with the daemon too
+        assert glob.glob(os.path.join(life.state_dir, "sandboxes", ".disk-*")) == []
     finally:
         life.destroy()
