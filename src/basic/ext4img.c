@@ -23,6 +23,11 @@ static inline void closedirp(DIR **d) {
 }
 
 int ext4img_mkfs(const char *img, uint64_t inodes, unsigned flags, struct wr_err *e) {
+        return ext4img_mkfs_from(img, inodes, flags, NULL, e);
+}
+
+int ext4img_mkfs_from(const char *img, uint64_t inodes, unsigned flags, const char *root,
+                      struct wr_err *e) {
         static const char *const paths[] = {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4",
                                             "/usr/bin/mkfs.ext4"};
         const char *prog = "mkfs.ext4";
@@ -50,6 +55,10 @@ int ext4img_mkfs(const char *img, uint64_t inodes, unsigned flags, struct wr_err
         }
         argv[a++] = "-E";
         argv[a++] = "nodiscard,lazy_itable_init=1,lazy_journal_init=1,root_owner=0:0";
+        if (root) {
+                argv[a++] = "-d";
+                argv[a++] = root;
+        }
         argv[a++] = img;
         argv[a] = NULL;
         posix_spawn_file_actions_t fa;

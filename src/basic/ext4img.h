@@ -22,6 +22,11 @@
  * reads zeros there anyway). */
 int ext4img_mkfs(const char *img, uint64_t inodes, unsigned flags, struct wr_err *e);
 
+/* ext4img_mkfs, with the file system's root populated from the directory
+ * root (mkfs.ext4 -d: its entries, modes and owners; NULL = empty). */
+int ext4img_mkfs_from(const char *img, uint64_t inodes, unsigned flags, const char *root,
+                      struct wr_err *e);
+
 /* The loop device already backed by the file st names (dev/ino), opened
  * O_RDONLY, its path in dev; or -ENOENT. Mounting that device again
  * shares the superblock in use (two superblocks on one image would

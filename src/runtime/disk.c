@@ -79,8 +79,23 @@ static int template_open(const char *dir, uint64_t bytes, struct wr_err *e) {
                 open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (t < 0)
                 return err_set(e, -errno, "create %s: %m", tmp);
-        int r = ftruncate(t, (off_t) bytes) < 0 ? err_set(e, -errno, "size %s: %m", tmp)
-                                                : ext4img_mkfs(tmp, 0, EXT4IMG_NO_JOURNAL, e);
+        /* its root holds the overlay's upper and work dirs already: a
+         * layer needs no write to be ready */
+        char root[PATH_MAX], up[PATH_MAX + 8], wk[PATH_MAX + 8];
+        snprintf(root, sizeof(root), "%s.d", tmp);
+        snprintf(up, sizeof(up), "%s/" RT_DISK_UPPER, root);
+        snprintf(wk, sizeof(wk), "%s/" RT_DISK_WORK, root);
+        int r = 0;
+        if (mkdir(root, 0755) < 0 || mkdir(up, 0755) < 0 || mkdir(wk, 0700) < 0 ||
+            chmod(root, 0755) < 0 || chmod(up, 0755) < 0 || chmod(wk, 0700) < 0)
+                r = err_set(e, -errno, "make %s: %m", root);
+        else if (ftruncate(t, (off_t) bytes) < 0)
+                r = err_set(e, -errno, "size %s: %m", tmp);
+        else
+                r = ext4img_mkfs_from(tmp, 0, EXT4IMG_NO_JOURNAL, root, e);
+        (void) rmdir(up);
+        (void) rmdir(wk);
+        (void) rmdir(root);
         if (r >= 0 && rename(tmp, path) < 0)
                 r = err_set(e, -errno, "rename %s: %m", tmp);
         if (r < 0) {
@@ -136,12 +151,8 @@ int rt_disk_make(int dirfd, const char *dir, uint64_t bytes, struct wr_err *e) {
         _cleanup_close_ int loop = ext4img_loop_attach(fd, img, dev, e);
         if (loop < 0)
                 return err_prefix(e, loop, "the writable layer");
-        _cleanup_close_ int m = disk_mount(dev, e);
-        if (m < 0)
-                return err_prefix(e, m, "the writable layer");
-        if (mkdirat(m, RT_DISK_UPPER, 0755) < 0 || mkdirat(m, RT_DISK_WORK, 0700) < 0)
-                return err_set(e, -errno, "the writable layer: mkdir in %s: %m", img);
-        return TAKE_FD(m);
+        int m = disk_mount(dev, e);
+        return m < 0 ? err_prefix(e, m, "the writable layer") : m;
 }
 
 void rt_disk_sweep(const char *sandboxes_dir) {
@@ -152,8 +163,9 @@ void rt_disk_sweep(const char *sandboxes_dir) {
         dfd = -EBADF; /* the DIR's now */
         struct dirent *de;
         while ((de = readdir(d)))
-                if (strncmp(de->d_name, RT_DISK_TEMPLATE, strlen(RT_DISK_TEMPLATE)) == 0)
-                        (void) unlinkat(dirfd(d), de->d_name, 0);
+                if (strncmp(de->d_name, RT_DISK_TEMPLATE, strlen(RT_DISK_TEMPLATE)) == 0 &&
+                    unlinkat(dirfd(d), de->d_name, 0) < 0 && errno == EISDIR)
+                        (void) rm_rf_at(dirfd(d), de->d_name); /* a half-made root */
         closedir(d);
 }
 
