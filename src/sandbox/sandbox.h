@@ -66,7 +66,7 @@ struct sbx_manager_config {
         uint64_t default_disk;
         /* Build steps (build.h) are stopped when the file system holding
          * state_dir has less than this free (their writable layers live
-         * there, unbounded); 0 = no guard. */
+         * there: sparse images, or unbounded dirs); 0 = no guard. */
         uint64_t build_min_free;
         /* The default network (network.h): the sandbox range ("a.b.c.d/p";
          * NULL or "" = the default, 100.96.0.0/16 or the next free /16;
