@@ -13,8 +13,9 @@
 #include "basic/err.h"
 
 /* ext4img_mkfs flags */
-#define EXT4IMG_NO_JOURNAL (1u << 0) /* no journal, no resize reserve: a
-                                      * layer that never outlives a crash */
+#define EXT4IMG_NO_JOURNAL                                                                         \
+        (1u << 0) /* no journal, no resize reserve: a                                              \
+                   * layer that never outlives a crash */
 
 /* Run mkfs.ext4 on the existing file img (its size is the file system's):
  * inodes inodes (0 = mkfs's default ratio), no reserved blocks, root dir

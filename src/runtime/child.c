@@ -1131,8 +1131,7 @@ static bool root_matches(const struct rt_start *s) {
 static int root_rebuild(const struct rt_child *c, struct rt_start *s, struct stage *st) {
         int n1 = snprintf(upper_alt, sizeof(upper_alt), "%s.1", s->upper);
         int n2 = snprintf(work_alt, sizeof(work_alt), "%s.1", s->work);
-        if (n1 < 0 || (size_t) n1 >= sizeof(upper_alt) || n2 < 0 ||
-            (size_t) n2 >= sizeof(work_alt))
+        if (n1 < 0 || (size_t) n1 >= sizeof(upper_alt) || n2 < 0 || (size_t) n2 >= sizeof(work_alt))
                 fail(ENAMETOOLONG, "upper dir path");
         if (mkdir(upper_alt, 0755) < 0 && errno != EEXIST)
                 fail(errno, "mkdir %s", upper_alt);

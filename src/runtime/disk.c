@@ -75,8 +75,7 @@ static int template_open(const char *dir, uint64_t bytes, struct wr_err *e) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         snprintf(tmp, sizeof(tmp), "%s.tmp-%d-%ld", path, (int) gettid(), (long) ts.tv_nsec);
-        _cleanup_close_ int t =
-                open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        _cleanup_close_ int t = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (t < 0)
                 return err_set(e, -errno, "create %s: %m", tmp);
         /* its root holds the overlay's upper and work dirs already: a

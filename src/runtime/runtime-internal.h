@@ -158,8 +158,8 @@ int rt_init_memfd(const char *path, struct wr_err *e);
 /* ---- the bounded writable layer (disk.c) ---- */
 
 #define RT_DISK_IMAGE "disk.img"
-#define RT_DISK_UPPER "u" /* the overlay's upper dir in the image's root */
-#define RT_DISK_WORK "w"  /* and its work dir */
+#define RT_DISK_UPPER "u"         /* the overlay's upper dir in the image's root */
+#define RT_DISK_WORK "w"          /* and its work dir */
 #define RT_DISK_TEMPLATE ".disk-" /* <dir>/../.disk-<bytes>.img: the template of a size */
 
 /* Make the writable layer of bytes in the sandbox dir (dirfd, path dir):
@@ -211,8 +211,8 @@ struct rt_start_hdr {
         uint32_t magic;
         uint32_t n_layers;
         uint32_t n_mounts;
-        uint32_t n_fds;    /* BIND sources passed along */
-        uint64_t nofile;   /* RLIMIT_NOFILE soft = hard */
+        uint32_t n_fds;  /* BIND sources passed along */
+        uint64_t nofile; /* RLIMIT_NOFILE soft = hard */
         /* 1 + the index in the passed fds of the writable layer's mount
          * (rt_disk_make), which the child attaches at scratch; 0 = none
          * (no disk limit, or a claim: the prestart's is attached) */
