@@ -57,17 +57,17 @@ static int disk_mount(const char *dev, struct wr_err *e) {
         return m;
 }
 
-/* The template of a layer of bytes beside the sandbox dirs
- * (<dir>/../.disk-<bytes>.img): a file system as mkfs.ext4 makes it,
+/* The template of a layer of bytes in tdir (NULL: beside the sandbox dir
+ * dir), .disk-<bytes>.img: a file system as mkfs.ext4 makes it,
  * made once per size (a few tens of ms), opened O_RDONLY. A layer is a
  * copy of its few data extents (~0.2 MiB for 10 GiB): ~0.3 ms, not a
  * mkfs per sandbox. Concurrent makers each make their own temp file and
  * rename it into place: every template that is there is whole. */
-static int template_open(const char *dir, uint64_t bytes, struct wr_err *e) {
+static int template_open(const char *dir, const char *tdir, uint64_t bytes, struct wr_err *e) {
         char path[PATH_MAX], tmp[PATH_MAX];
         const char *slash = strrchr(dir, '/');
-        int plen = slash ? (int) (slash - dir) : 0;
-        snprintf(path, sizeof(path), "%.*s/" RT_DISK_TEMPLATE "%llu.img", plen, dir,
+        int plen = tdir ? (int) strlen(tdir) : slash ? (int) (slash - dir) : 0;
+        snprintf(path, sizeof(path), "%.*s/" RT_DISK_TEMPLATE "%llu.img", plen, tdir ? tdir : dir,
                  (unsigned long long) bytes);
         int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd >= 0 || errno != ENOENT)
@@ -128,11 +128,12 @@ static int copy_sparse(int from, int to) {
         }
 }
 
-int rt_disk_make(int dirfd, const char *dir, uint64_t bytes, struct wr_err *e) {
+int rt_disk_make(int dirfd, const char *dir, const char *template_dir, uint64_t bytes,
+                 struct wr_err *e) {
         char img[PATH_MAX];
         if (snprintf(img, sizeof(img), "%s/" RT_DISK_IMAGE, dir) >= (int) sizeof(img))
                 return err_set(e, -ENAMETOOLONG, "%s: path too long", dir);
-        _cleanup_close_ int tpl = template_open(dir, bytes, e);
+        _cleanup_close_ int tpl = template_open(dir, template_dir, bytes, e);
         if (tpl < 0)
                 return err_prefix(e, tpl, "the writable layer");
         _cleanup_close_ int fd = openat(dirfd, RT_DISK_IMAGE,
@@ -154,8 +155,8 @@ int rt_disk_make(int dirfd, const char *dir, uint64_t bytes, struct wr_err *e) {
         return m < 0 ? err_prefix(e, m, "the writable layer") : m;
 }
 
-void rt_disk_sweep(const char *sandboxes_dir) {
-        _cleanup_close_ int dfd = open(sandboxes_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+void rt_disk_sweep(const char *dir) {
+        _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
         if (!d)
                 return;

@@ -160,16 +160,18 @@ int rt_init_memfd(const char *path, struct wr_err *e);
 #define RT_DISK_IMAGE "disk.img"
 #define RT_DISK_UPPER "u"         /* the overlay's upper dir in the image's root */
 #define RT_DISK_WORK "w"          /* and its work dir */
-#define RT_DISK_TEMPLATE ".disk-" /* <dir>/../.disk-<bytes>.img: the template of a size */
+#define RT_DISK_TEMPLATE ".disk-" /* <template dir>/.disk-<bytes>.img: the template of a size */
 
 /* Make the writable layer of bytes in the sandbox dir (dirfd, path dir):
  * a sparse ext4 image <dir>/disk.img on a self-clearing loop device,
  * mounted detached, u/ and w/ made in its root. The image is a copy of
- * a template of that size beside the sandbox dirs, made by the first
+ * a template of that size in template_dir (NULL: beside the sandbox
+ * dir), made by the first
  * call for a size (mkfs: ~30 ms; then ~0.3 ms). Returns the mount's fd
  * (O_CLOEXEC) or a negative errno with e filled; on failure the image
  * file may be left in dir (the caller removes the dir). Blocking. */
-int rt_disk_make(int dirfd, const char *dir, uint64_t bytes, struct wr_err *e);
+int rt_disk_make(int dirfd, const char *dir, const char *template_dir, uint64_t bytes,
+                 struct wr_err *e);
 
 /* The writable layer of a sandbox that runs (made by a previous warrend):
  * its image's loop device mounted again, detached, sharing the

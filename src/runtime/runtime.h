@@ -158,6 +158,10 @@ struct rt_sandbox_config {
          * hold an overlayfs upper dir (ext4, xfs, btrfs; not overlayfs).
          * rt_sandbox_destroy() removes it entirely. */
         const char *dir;
+        /* Where the writable layers' templates are kept (one sparse image
+         * per size, made on first use; see limits.disk_bytes); NULL = the
+         * dir holding dir. */
+        const char *disk_template_dir;
         /* Read-only lower dirs, top-most first; at least one. */
         const char *const *layers;
         size_t n_layers;
@@ -272,9 +276,9 @@ const char *rt_sandbox_id(const struct rt_sandbox *sb);
 const char *rt_sandbox_dir(const struct rt_sandbox *sb);
 
 /* Remove the writable layers' templates (and a crash's half-made ones)
- * from the dir holding the sandbox dirs: at start-up, before any create
- * (a template is made again on first use). */
-void rt_disk_sweep(const char *sandboxes_dir);
+ * from dir (rt_sandbox_config.disk_template_dir): while no create runs (a
+ * template is made again on first use). */
+void rt_disk_sweep(const char *dir);
 
 /* The overlay's upper dir of the running sandbox, from the host: an
  * O_RDONLY | O_DIRECTORY fd (the caller's). On the host file system

@@ -490,7 +490,8 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
         /* the bounded writable layer */
         if (cfg->limits.disk_bytes) {
                 sb->made |= MADE_DISK;
-                sb->disk_fd = rt_disk_make(dirfd, cfg->dir, cfg->limits.disk_bytes, e);
+                sb->disk_fd = rt_disk_make(dirfd, cfg->dir, cfg->disk_template_dir,
+                                           cfg->limits.disk_bytes, e);
                 if (sb->disk_fd < 0)
                         return sb->disk_fd;
                 sb->disk_bytes = cfg->limits.disk_bytes;

@@ -537,6 +537,7 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         struct rt_sandbox_config cfg = {
                 .id = sb->id,
                 .dir = dir,
+                .disk_template_dir = m->disk_templates,
                 .layers = (const char *const *) img->layer_dirs,
                 .n_layers = img->n_layers,
                 .hostname = hostname,

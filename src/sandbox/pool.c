@@ -59,6 +59,7 @@ static void pool_work(uv_work_t *w) {
         struct rt_sandbox_config cfg = {
                 .id = pe->id,
                 .dir = dir,
+                .disk_template_dir = m->disk_templates,
                 .layers = (const char *const *) job->layers,
                 .n_layers = n,
                 .init_path = m->init_path,

@@ -117,6 +117,7 @@ struct sbx_manager {
         char *init_path;
         char *default_image;
         uint64_t default_disk; /* sbx_manager_config.default_disk */
+        char *disk_templates;  /* state_dir/disk-templates (rt_sandbox_config) */
         struct sbx *list;
         bool freeing;
         bool terminate_on_exit; /* sbx_manager_free stops sandboxes */

@@ -188,6 +188,6 @@ def test_crash_recovery_reaps_layers(tmp_path):
         assert leftovers(life, ids) == NOTHING
         assert loop_devices(life.state_dir) == []
         # the layers' template (one per size) goes with the daemon too
-        assert glob.glob(os.path.join(life.state_dir, "sandboxes", ".disk-*")) == []
+        assert os.listdir(os.path.join(life.state_dir, "disk-templates")) == []
     finally:
         life.destroy()

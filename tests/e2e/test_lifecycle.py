@@ -5,7 +5,6 @@ nothing behind once a daemon has started again (counted against the
 kernel), lifetimes are enforced with no client connected, names and tags."""
 import glob
 import os
-import re
 import random
 import shutil
 import signal
@@ -134,10 +133,7 @@ def _leftovers(d, ids):
     mounts = [line for line in open("/proc/self/mountinfo")
               if d.state_dir in line or any(i in line for i in ids)]
     sdir = os.path.join(d.state_dir, "sandboxes")
-    # dirs and entrypoint logs; not the writable layers' templates (one
-    # per size, shared, never mounted: made once, removed at stop/start)
-    dirs = [n for n in (os.listdir(sdir) if os.path.isdir(sdir) else [])
-            if not re.fullmatch(r"\.disk-[0-9]+\.img", n)]
+    dirs = os.listdir(sdir) if os.path.isdir(sdir) else []  # dirs and entrypoint logs
     live = [r for r in d.rows() if r[1] in (1, 2, 3)]
     return dict(cgroups=cg, mounts=mounts, dirs=dirs, procs=sandbox_pids(ids), live_rows=live,
                 loops=loop_devices(d.state_dir))
