@@ -57,17 +57,16 @@ static int disk_mount(const char *dev, struct wr_err *e) {
         return m;
 }
 
-/* The template of a layer of bytes in tdir (NULL: beside the sandbox dir
- * dir), .disk-<bytes>.img: a file system as mkfs.ext4 makes it,
- * made once per size (a few tens of ms), opened O_RDONLY. A layer is a
- * copy of its few data extents (~0.2 MiB for 10 GiB): ~0.3 ms, not a
- * mkfs per sandbox. Concurrent makers each make their own temp file and
+static int fs_make(int t, const char *tmp, uint64_t bytes, struct wr_err *e);
+
+/* The template of a layer of bytes in tdir, .disk-<bytes>.img: a file
+ * system as fs_make makes it, made once per size (a few tens of ms),
+ * opened O_RDONLY. A layer is a copy of its few data extents (~0.2 MiB
+ * for 10 GiB): ~0.3 ms, not a mkfs per sandbox. Concurrent makers each make their own temp file and
  * rename it into place: every template that is there is whole. */
-static int template_open(const char *dir, const char *tdir, uint64_t bytes, struct wr_err *e) {
+static int template_open(const char *tdir, uint64_t bytes, struct wr_err *e) {
         char path[PATH_MAX], tmp[PATH_MAX];
-        const char *slash = strrchr(dir, '/');
-        int plen = tdir ? (int) strlen(tdir) : slash ? (int) (slash - dir) : 0;
-        snprintf(path, sizeof(path), "%.*s/" RT_DISK_TEMPLATE "%llu.img", plen, tdir ? tdir : dir,
+        snprintf(path, sizeof(path), "%s/" RT_DISK_TEMPLATE "%llu.img", tdir,
                  (unsigned long long) bytes);
         int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd >= 0 || errno != ENOENT)
@@ -78,8 +77,21 @@ static int template_open(const char *dir, const char *tdir, uint64_t bytes, stru
         _cleanup_close_ int t = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (t < 0)
                 return err_set(e, -errno, "create %s: %m", tmp);
-        /* its root holds the overlay's upper and work dirs already: a
-         * layer needs no write to be ready */
+        int r = fs_make(t, tmp, bytes, e);
+        if (r >= 0 && rename(tmp, path) < 0)
+                r = err_set(e, -errno, "rename %s: %m", tmp);
+        if (r < 0) {
+                (void) unlink(tmp);
+                return r;
+        }
+        fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        return fd >= 0 ? fd : err_set(e, -errno, "open %s: %m", path);
+}
+
+/* Make the layer's file system of bytes in the file t (path): its root
+ * holds the overlay's upper and work dirs already, so a layer needs no
+ * write to be ready. */
+static int fs_make(int t, const char *tmp, uint64_t bytes, struct wr_err *e) {
         char root[PATH_MAX], up[PATH_MAX + 8], wk[PATH_MAX + 8];
         snprintf(root, sizeof(root), "%s.d", tmp);
         snprintf(up, sizeof(up), "%s/" RT_DISK_UPPER, root);
@@ -95,14 +107,7 @@ static int template_open(const char *dir, const char *tdir, uint64_t bytes, stru
         (void) rmdir(up);
         (void) rmdir(wk);
         (void) rmdir(root);
-        if (r >= 0 && rename(tmp, path) < 0)
-                r = err_set(e, -errno, "rename %s: %m", tmp);
-        if (r < 0) {
-                (void) unlink(tmp);
-                return r;
-        }
-        fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        return fd >= 0 ? fd : err_set(e, -errno, "open %s: %m", path);
+        return r;
 }
 
 /* Copy the data extents of from (its holes stay holes) into to, which
@@ -133,18 +138,23 @@ int rt_disk_make(int dirfd, const char *dir, const char *template_dir, uint64_t 
         char img[PATH_MAX];
         if (snprintf(img, sizeof(img), "%s/" RT_DISK_IMAGE, dir) >= (int) sizeof(img))
                 return err_set(e, -ENAMETOOLONG, "%s: path too long", dir);
-        _cleanup_close_ int tpl = template_open(dir, template_dir, bytes, e);
-        if (tpl < 0)
+        _cleanup_close_ int tpl = -EBADF;
+        if (template_dir && (tpl = template_open(template_dir, bytes, e)) < 0)
                 return err_prefix(e, tpl, "the writable layer");
         _cleanup_close_ int fd = openat(dirfd, RT_DISK_IMAGE,
                                         O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
                 return err_set(e, -errno, "create %s: %m", img);
-        if (ftruncate(fd, (off_t) bytes) < 0)
-                return err_set(e, -errno, "size %s: %m", img);
-        int r = copy_sparse(tpl, fd);
-        if (r < 0)
-                return err_set(e, r, "the writable layer: copy the template: %s", strerror(-r));
+        if (tpl < 0) {
+                int r = fs_make(fd, img, bytes, e);
+                if (r < 0)
+                        return err_prefix(e, r, "the writable layer");
+        } else {
+                int r = ftruncate(fd, (off_t) bytes) < 0 ? -errno : copy_sparse(tpl, fd);
+                if (r < 0)
+                        return err_set(e, r, "the writable layer: copy the template: %s",
+                                       strerror(-r));
+        }
         char dev[32];
         /* the loop device clears itself once this fd and the mount are
          * gone: keep it open until the mount holds the device */

@@ -165,8 +165,8 @@ int rt_init_memfd(const char *path, struct wr_err *e);
 /* Make the writable layer of bytes in the sandbox dir (dirfd, path dir):
  * a sparse ext4 image <dir>/disk.img on a self-clearing loop device,
  * mounted detached, u/ and w/ made in its root. The image is a copy of
- * a template of that size in template_dir (NULL: beside the sandbox
- * dir), made by the first
+ * a template of that size in template_dir (NULL: no template, a mkfs of
+ * its own), made by the first
  * call for a size (mkfs: ~30 ms; then ~0.3 ms). Returns the mount's fd
  * (O_CLOEXEC) or a negative errno with e filled; on failure the image
  * file may be left in dir (the caller removes the dir). Blocking. */

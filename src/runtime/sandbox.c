@@ -194,9 +194,10 @@ static int config_check(const struct rt_sandbox_config *cfg, bool need_layers, s
                 return err_set(e, -EINVAL, "a sandbox needs at least one layer");
         if (cfg->n_layers > RT_PARK_MAX_LAYERS)
                 return err_set(e, -E2BIG, "too many layers (%zu)", cfg->n_layers);
-        if (cfg->limits.disk_bytes && cfg->limits.disk_bytes < RT_DISK_MIN)
+        if (cfg->limits.disk_bytes &&
+            (cfg->limits.disk_bytes < RT_DISK_MIN || cfg->limits.disk_bytes > RT_DISK_MAX))
                 return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
-                                "resources.disk: %llu bytes is too small; give at least 8Mi",
+                                "resources.disk: %llu bytes is out of range; give 8Mi to 8Ti",
                                 (unsigned long long) cfg->limits.disk_bytes);
         for (size_t i = 0; i < cfg->n_layers; i++) {
                 struct stat st;

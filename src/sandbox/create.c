@@ -537,7 +537,10 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         struct rt_sandbox_config cfg = {
                 .id = sb->id,
                 .dir = dir,
-                .disk_template_dir = m->disk_templates,
+                /* one template: the default size's (any other size is a
+                 * mkfs of its own, so no client fills the dir with them) */
+                .disk_template_dir =
+                        limits.disk_bytes == m->default_disk ? m->disk_templates : NULL,
                 .layers = (const char *const *) img->layer_dirs,
                 .n_layers = img->n_layers,
                 .hostname = hostname,

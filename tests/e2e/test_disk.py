@@ -94,10 +94,31 @@ def test_a_sandbox_may_ask_for_more_than_the_default(d, client):
     assert wait_gone(lambda: loop_devices(sdir)), loop_devices(sdir)
 
 
-def test_too_small_a_disk_is_refused(d, client):
-    with pytest.raises(wr.WarrenError) as ei:
+def test_disk_out_of_range_is_refused(d, client):
+    with pytest.raises(wr.InvalidArgument) as ei:
         client.create(image="busybox:latest", disk="1Mi")
     assert "resources.disk" in str(ei.value) and "8Mi" in str(ei.value)
+    with pytest.raises(wr.InvalidArgument) as ei:
+        client.create(image="busybox:latest", disk="100Ti")
+    assert "resources.disk" in str(ei.value) and "8Ti" in str(ei.value)
+
+
+def test_only_the_default_size_has_a_template(d, client):
+    """Layers of the default size are copies of one template; any other
+    size is a mkfs of its own, so no client can fill the templates' dir."""
+    sbs = [client.create(image="busybox:latest", entrypoint=["sleep", "infinity"],
+                         disk=size) for size in ("24Mi", "40Mi")]
+    try:
+        tdir = os.path.join(d.state_dir, "disk-templates")
+        assert os.listdir(tdir) == [".disk-%d.img" % DEFAULT], os.listdir(tdir)
+        for sb, size in zip(sbs, (24, 40)):
+            r = sb.exec("sh", "-c", "dd if=/dev/zero of=/f bs=1M count=64; echo rc=$?")
+            assert "No space left" in r.stderr_text, r
+            assert os.path.getsize(os.path.join(d.state_dir, "sandboxes", sb.id,
+                                                "disk.img")) == size * MiB
+    finally:
+        for sb in sbs:
+            sb.terminate(grace_period_seconds=0)
 
 
 def test_snapshot_and_journal_on_a_bounded_layer(d, client):
