@@ -488,8 +488,13 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
         _cleanup_free_ char *rootfs = join(cfg->dir, "rootfs");
         if (!rootfs)
                 return err_set(e, -ENOMEM, "out of memory");
-        /* the bounded writable layer */
+        /* the bounded writable layer (an image there is another
+         * sandbox's: never ours to undo) */
         if (cfg->limits.disk_bytes) {
+                if (faccessat(dirfd, RT_DISK_IMAGE, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+                        return err_set(e, -EEXIST,
+                                       "%s/" RT_DISK_IMAGE " exists: is the sandbox running?",
+                                       cfg->dir);
                 sb->made |= MADE_DISK;
                 sb->disk_fd = rt_disk_make(dirfd, cfg->dir, cfg->disk_template_dir,
                                            cfg->limits.disk_bytes, e);
