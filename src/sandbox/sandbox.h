@@ -354,7 +354,7 @@ typedef void (*sbx_snapshot_done_fn)(int r, const struct img_info *img, const st
  * layer on its image, committed as an image named name (NULL or "":
  * unnamed). The sandbox is frozen while the layer is read, then runs on.
  * Returns 0 when started (done runs once, later), or an error (done not
- * called): NOT_FOUND, FAILED_PRECONDITION (not running, a disk limit). */
+ * called): NOT_FOUND, FAILED_PRECONDITION (not running). */
 int sbx_snapshot(struct sbx_manager *m, const char *key, const char *name,
                  sbx_snapshot_done_fn done, void *userdata, struct wr_err *e);
 
