@@ -231,12 +231,14 @@ int rt_sandbox_create(const struct rt_sandbox_config *cfg, struct rt_sandbox **r
  * own table on top, skipping the entries that are identical, or builds a
  * new root when it names other layers (compared by path order and
  * dev/ino) or leaves out a target the prestart's table used (the
- * writable layer is the prestart's: step 2 must ask for its size). Returns once the child is parked (a failure on the way is this
- * call's error; on v1 expect 10-20 ms, mostly waiting: run it on a worker
+ * writable layer is the prestart's: step 2 must ask for its size).
+ * Returns once the child is parked (a failure on the way is this call's
+ * error; on v1 expect 10-20 ms, mostly waiting: run it on a worker
  * thread). Only cfg->id, dir, init_path, cgroup_mode, log_fd, layers,
  * hostname, resolv_conf, limits.tmp_bytes, limits.disk_bytes,
- * disk_template_dir, mounts and unlimited are used now. The handle can be destroyed like any other (nothing runs in it but
- * the waiting child). */
+ * disk_template_dir, mounts and unlimited are used now. The handle can
+ * be destroyed like any other (nothing runs in it but the waiting
+ * child). */
 int rt_sandbox_prestart(const struct rt_sandbox_config *cfg, struct rt_sandbox **ret,
                         struct wr_err *e);
 
