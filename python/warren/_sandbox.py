@@ -155,7 +155,8 @@ class Sandbox:
         self.image = image
         #: journal every exec (Sandbox.changes / rollback)
         self.journal_execs = bool(journal_execs)
-        #: size cap of the writable layer ("10Gi"); pids: most processes
+        #: size of the writable layer ("10Gi", at least "8Mi"; default: the
+        #: daemon's --default-disk, 10Gi); pids: most processes
         self.disk = None if disk is None else str(disk)
         self.pids = pids
         self.name = name

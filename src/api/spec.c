@@ -380,6 +380,13 @@ static int limits_parse(const Warren__V1__Resources *rs, struct rt_limits *l, st
                                "resources.disk: %s is not valid: use bytes or a size like "
                                "\"512Mi\" or \"10Gi\"",
                                rs->disk);
+        if (l->disk_bytes && l->disk_bytes < RT_DISK_MIN)
+                return INVALID(e,
+                               "resources.disk: %s is too small for a writable layer: give at "
+                               "least 8Mi, or leave it out for the daemon's default",
+                               rs->disk);
+        if (l->disk_bytes > RT_DISK_MAX)
+                return INVALID(e, "resources.disk: %s is too large: give at most 8Ti", rs->disk);
         l->pids_max = rs->pids;
         return 0;
 }

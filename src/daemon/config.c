@@ -38,6 +38,10 @@ void daemon_config_usage(FILE *f) {
               "  --build-min-free SIZE stop a build step when the file system of the\n"
               "                        state dir has less than SIZE free (default 2G;\n"
               "                        0: no guard)\n"
+              "  --default-disk SIZE   writable layer of a sandbox that asks for no disk\n"
+              "                        size: a sparse ext4 image of SIZE (default 10G;\n"
+              "                        at least 8M; 0: unbounded, on the state dir's\n"
+              "                        file system)\n"
               "  --no-exec-spool       execs do not survive a warrend restart (no output\n"
               "                        spool: ~40% less CPU per streamed byte)\n"
               "  --tls-cert FILE       PEM certificate chain for TCP listeners\n"
@@ -211,6 +215,15 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                                        v);
                 c->build_min_free = n;
                 c->build_min_free_set = true;
+        } else if (!strcmp(key, "default-disk")) {
+                uint64_t n;
+                if (parse_size(v, &n) < 0 || (n && n < (8ull << 20)))
+                        return err_set(e, -EINVAL,
+                                       "--default-disk %s: expected a size of at least 8M like "
+                                       "10G (0: unbounded)",
+                                       v);
+                c->default_disk = n;
+                c->default_disk_set = true;
         } else if (!strcmp(key, "admin-listen"))
                 r = set_str(&c->admin_listen, v);
         else if (!strcmp(key, "issuer"))
@@ -381,6 +394,7 @@ enum {
         OPT_UPSTREAM_DNS,
         OPT_NO_EGRESS,
         OPT_BUILD_MIN_FREE,
+        OPT_DEFAULT_DISK,
         OPT_INSECURE_TCP_LOOPBACK,
         OPT_NO_EXEC_SPOOL,
         OPT_EGRESS_UPSTREAM_CA,
@@ -397,6 +411,7 @@ static const struct option options[] = {
         {"state-dir", required_argument, NULL, OPT_STATE_DIR},
         {"exec-log-size", required_argument, NULL, OPT_EXEC_LOG_SIZE},
         {"build-min-free", required_argument, NULL, OPT_BUILD_MIN_FREE},
+        {"default-disk", required_argument, NULL, OPT_DEFAULT_DISK},
         {"admin-listen", required_argument, NULL, OPT_ADMIN_LISTEN},
         {"issuer", required_argument, NULL, OPT_ISSUER},
         {"identity-token-lifetime", required_argument, NULL, OPT_IDENTITY_TOKEN_LIFETIME},

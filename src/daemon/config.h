@@ -45,6 +45,8 @@ struct daemon_config {
          * file system (docs/images.md); unset: the default */
         uint64_t build_min_free;
         bool build_min_free_set;
+        uint64_t default_disk; /* --default-disk: 0 = unbounded (when set) */
+        bool default_disk_set;
         enum log_level log_level;
         enum log_format log_format;
         bool enable_diag;

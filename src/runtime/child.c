@@ -212,25 +212,18 @@ static void join_cgroups(const struct rt_child *c) {
                 fail(errno, "unshare cgroup namespace");
 }
 
-/* Writable-layer limit: upper and work live on a size-capped tmpfs over
- * <dir>/upper, mounted in the sandbox's own mount namespace (nothing on
- * the host side; it goes away with the namespace). */
+/* Writable-layer limit: upper and work live on the sandbox's ext4 image
+ * (disk.c), which the parent mounted detached; attach it over
+ * <dir>/upper in the sandbox's own mount namespace (the first message
+ * only: a claim finds it there). */
 static void mount_scratch(const struct rt_start *s) {
-        if (!s->scratch)
+        if (s->scratch_fd < 0)
                 return;
-        char size[24];
-        snprintf(size, sizeof(size), "%llu", (unsigned long long) s->disk);
-        const struct opt o[] = {{"size", size}, {"mode", "0755"}, {NULL, NULL}};
-        int m = fs_new("tmpfs", o, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
         int mp = open(s->scratch, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (mp < 0)
                 fail(errno, "open %s", s->scratch);
-        attach(m, mp, "the writable layer's tmpfs");
+        attach(s->scratch_fd, mp, "the writable layer");
         close(mp);
-        if (mkdir(s->upper, 0755) < 0)
-                fail(errno, "mkdir %s", s->upper);
-        if (mkdir(s->work, 0700) < 0)
-                fail(errno, "mkdir %s", s->work);
 }
 
 /* Attach the detached mount m at c->rootfs. The mount point is looked up
@@ -1059,10 +1052,12 @@ static void table_apply(int rootfd, const struct rt_start *s, bool reuse, int *k
  * stage, the prepared mounts moved in, the prestart's table applied.
  * Taking it then checks that the request names the very same layer
  * directories (path order and dev/ino, so a re-imported image is not
- * mistaken for the old one), no disk limit, and a table with an entry of
+ * mistaken for the old one) and a table with an entry of
  * the same kind at every target the prestart used (else something of the
  * prestart would stay); the claim's table is then applied on top, skipping
- * what is identical. Anything else is a mismatch: a new overlay goes on
+ * what is identical (the writable layer is the prestart's: the parent
+ * only hands out an entry whose disk size is the one asked for).
+ * Anything else is a mismatch: a new overlay goes on
  * top of the prepared root (with upper and work dirs of its own), the
  * prepared mounts (and those of identical entries) move on into it, and
  * the prepared overlay goes away with the old root. */
@@ -1080,7 +1075,6 @@ static char upper_alt[PATH_MAX], work_alt[PATH_MAX];
  * the root. */
 static int root_build(const struct rt_child *c, const struct rt_start *s, struct stage *st,
                       int *keep) {
-        mount_scratch(s);
         int rootfd = mount_root(c, s);
         stage_move(rootfd, st->proc, "proc", 0555);
         stage_move(rootfd, st->dev, "dev", 0755);
@@ -1116,7 +1110,7 @@ static int root_prepare(const struct rt_child *c, const struct rt_start *s, stru
 
 /* At the claim: is the prepared root the one asked for? */
 static bool root_matches(const struct rt_start *s) {
-        if (!prep.built || s->scratch || s->n_layers != prep.s->n_layers)
+        if (!prep.built || s->n_layers != prep.s->n_layers)
                 return false;
         for (size_t i = 0; i < s->n_layers; i++) {
                 struct stat sb;
@@ -1140,22 +1134,20 @@ static bool root_matches(const struct rt_start *s) {
 }
 
 /* At the claim, it does not: a new root on top of it, with upper and
- * work dirs of their own (unless on the disk limit's tmpfs), and the
- * prepared mounts moved on into it. */
+ * work dirs of their own (beside the prepared ones, on the same file
+ * system: the host's or the writable layer's), and the prepared mounts
+ * moved on into it. */
 static int root_rebuild(const struct rt_child *c, struct rt_start *s, struct stage *st) {
-        if (!s->scratch) {
-                int n1 = snprintf(upper_alt, sizeof(upper_alt), "%s.1", s->upper);
-                int n2 = snprintf(work_alt, sizeof(work_alt), "%s.1", s->work);
-                if (n1 < 0 || (size_t) n1 >= sizeof(upper_alt) || n2 < 0 ||
-                    (size_t) n2 >= sizeof(work_alt))
-                        fail(ENAMETOOLONG, "upper dir path");
-                if (mkdir(upper_alt, 0755) < 0 && errno != EEXIST)
-                        fail(errno, "mkdir %s", upper_alt);
-                if (mkdir(work_alt, 0700) < 0 && errno != EEXIST)
-                        fail(errno, "mkdir %s", work_alt);
-                s->upper = upper_alt;
-                s->work = work_alt;
-        }
+        int n1 = snprintf(upper_alt, sizeof(upper_alt), "%s.1", s->upper);
+        int n2 = snprintf(work_alt, sizeof(work_alt), "%s.1", s->work);
+        if (n1 < 0 || (size_t) n1 >= sizeof(upper_alt) || n2 < 0 || (size_t) n2 >= sizeof(work_alt))
+                fail(ENAMETOOLONG, "upper dir path");
+        if (mkdir(upper_alt, 0755) < 0 && errno != EEXIST)
+                fail(errno, "mkdir %s", upper_alt);
+        if (mkdir(work_alt, 0700) < 0 && errno != EEXIST)
+                fail(errno, "mkdir %s", work_alt);
+        s->upper = upper_alt;
+        s->work = work_alt;
         st->proc = prep.proc;
         st->dev = prep.dev;
         st->sys = prep.sys;
@@ -1273,6 +1265,7 @@ void rt_child_run(const struct rt_child *arg) {
                 fail(EINVAL, "start message malformed");
         struct stage st;
         stage_prepare(&c, &st);
+        mount_scratch(s);
         net_setup(&c);
         int rootfd = -EBADF;
         if (c.park_fd < 0) {

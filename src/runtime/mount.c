@@ -153,15 +153,17 @@ static int put_str(struct buf *b, const char *s) {
 
 int rt_start_encode(const struct rt_start *s, char **ret, size_t *ret_len) {
         if (s->n_layers > RT_PARK_MAX_LAYERS || s->n_mounts > RT_TABLE_MAX ||
-            s->n_fds > RT_MOUNTS_MAX)
+            s->n_fds > RT_START_FDS_MAX)
                 return -E2BIG;
+        if (s->scratch_fd >= 0 && (!s->scratch || (size_t) s->scratch_fd >= s->n_fds))
+                return -EINVAL;
         struct rt_start_hdr h = {
                 .magic = RT_START_MAGIC,
                 .n_layers = (uint32_t) s->n_layers,
                 .n_mounts = (uint32_t) s->n_mounts,
                 .n_fds = (uint32_t) s->n_fds,
                 .nofile = s->nofile,
-                .disk = s->disk,
+                .scratch_fd = s->scratch_fd >= 0 ? (uint64_t) s->scratch_fd + 1 : 0,
         };
         struct buf b = {0};
         int r = put(&b, &h, sizeof(h));
@@ -224,11 +226,11 @@ int rt_start_decode(const char *buf, size_t len, const int *fds, size_t n_fds,
                 return -EBADMSG;
         memcpy(&h, buf, sizeof(h));
         if (h.magic != RT_START_MAGIC || h.reserved || h.n_layers > RT_PARK_MAX_LAYERS ||
-            h.n_mounts > RT_TABLE_MAX || h.n_fds != n_fds || n_fds > RT_MOUNTS_MAX)
+            h.n_mounts > RT_TABLE_MAX || h.n_fds != n_fds || n_fds > RT_START_FDS_MAX)
                 return -EBADMSG;
         const char *p = buf + sizeof(h), *end = buf + len;
         out->nofile = h.nofile;
-        out->disk = h.disk;
+        out->scratch_fd = -EBADF;
         const char **strs[] = {&out->hostname, &out->upper, &out->work, &out->scratch,
                                &out->lowerdir};
         for (size_t i = 0; i < ELEMENTSOF(strs); i++)
@@ -236,8 +238,11 @@ int rt_start_decode(const char *buf, size_t len, const int *fds, size_t n_fds,
                         return -EBADMSG;
         if (!out->scratch[0])
                 out->scratch = NULL;
-        if ((out->scratch != NULL) != (h.disk != 0))
-                return -EBADMSG;
+        if (h.scratch_fd) {
+                if (!out->scratch || h.scratch_fd > n_fds)
+                        return -EBADMSG;
+                out->scratch_fd = fds[h.scratch_fd - 1];
+        }
         out->n_layers = h.n_layers;
         for (size_t i = 0; i < h.n_layers; i++)
                 if (!(out->layers[i] = take_str(&p, end)))

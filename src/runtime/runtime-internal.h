@@ -155,6 +155,35 @@ extern const char *const rt_caps_keep_names[];
  * The fd stays owned by the cache (O_CLOEXEC). Returns fd or -errno. */
 int rt_init_memfd(const char *path, struct wr_err *e);
 
+/* ---- the bounded writable layer (disk.c) ---- */
+
+#define RT_DISK_IMAGE "disk.img"
+#define RT_DISK_UPPER "u"         /* the overlay's upper dir in the image's root */
+#define RT_DISK_WORK "w"          /* and its work dir */
+#define RT_DISK_TEMPLATE ".disk-" /* <template dir>/.disk-<bytes>.img: the template of a size */
+
+/* Make the writable layer of bytes in the sandbox dir (dirfd, path dir):
+ * a sparse ext4 image <dir>/disk.img on a self-clearing loop device,
+ * mounted detached, u/ and w/ made in its root. The image is a copy of
+ * a template of that size in template_dir (NULL: no template, a mkfs of
+ * its own), made by the first
+ * call for a size (mkfs: ~30 ms; then ~0.3 ms). Returns the mount's fd
+ * (O_CLOEXEC) or a negative errno with e filled; on failure the image
+ * file may be left in dir (the caller removes the dir). Blocking. */
+int rt_disk_make(int dirfd, const char *dir, const char *template_dir, uint64_t bytes,
+                 struct wr_err *e);
+
+/* The writable layer of a sandbox that runs (made by a previous warrend):
+ * its image's loop device mounted again, detached, sharing the
+ * superblock in use. -ENOENT: the sandbox has no image; -ESRCH: no loop
+ * device backs it. */
+int rt_disk_open(int dirfd, const char *dir, struct wr_err *e);
+
+/* Close the layer's mount *fd of a sandbox that is gone (its processes
+ * dead), shutting its file system down first so that nothing it left
+ * dirty is written out. Never for a sandbox that runs on. */
+void rt_disk_drop(int *fd);
+
 /* ---- the start message (mount.c) ----
  *
  * Everything the child needs that depends on the request: the overlay
@@ -167,7 +196,8 @@ int rt_init_memfd(const char *path, struct wr_err *e);
  * with rt_start_decode() either way.
  *
  * Layout: struct rt_start_hdr; NUL-terminated hostname, upper, work,
- * scratch ("" = no disk limit), lowerdir, then n_layers layer paths; then
+ * scratch ("" = no disk limit: the upper dir is on the host's file
+ * system), lowerdir, then n_layers layer paths; then
  * n_mounts records: struct rt_start_rec, the target and its NUL, len bytes
  * of data. Integers in host order (both ends are this binary). */
 
@@ -177,14 +207,18 @@ int rt_init_memfd(const char *path, struct wr_err *e);
 #define RT_TABLE_OWN 5 /* /tmp, /run, /etc/hostname, /etc/hosts, /etc/resolv.conf */
 #define RT_TABLE_MAX (RT_TABLE_OWN + RT_MOUNTS_MAX)
 #define RT_HOSTS_MAX 512
+#define RT_START_FDS_MAX (RT_MOUNTS_MAX + 1) /* the BIND sources and the writable layer */
 
 struct rt_start_hdr {
         uint32_t magic;
         uint32_t n_layers;
         uint32_t n_mounts;
-        uint32_t n_fds;    /* BIND sources passed along */
-        uint64_t nofile;   /* RLIMIT_NOFILE soft = hard */
-        uint64_t disk;     /* size of the scratch tmpfs; 0 = none */
+        uint32_t n_fds;  /* BIND sources passed along */
+        uint64_t nofile; /* RLIMIT_NOFILE soft = hard */
+        /* 1 + the index in the passed fds of the writable layer's mount
+         * (rt_disk_make), which the child attaches at scratch; 0 = none
+         * (no disk limit, or a claim: the prestart's is attached) */
+        uint64_t scratch_fd;
         uint64_t reserved; /* must be 0 */
 };
 
@@ -209,7 +243,9 @@ struct rt_entry {
 /* The decoded message. Strings and data point into the buffer. */
 struct rt_start {
         uint64_t nofile;
-        uint64_t disk;
+        /* the writable layer's mount, to attach at scratch: encoding, its
+         * index in the fds; decoded, the fd; negative: none */
+        int scratch_fd;
         const char *hostname;
         const char *upper, *work;
         const char *scratch; /* NULL: no disk limit */

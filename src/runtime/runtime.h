@@ -44,6 +44,8 @@
 #define RT_DEFAULT_PIDS 1024u           /* cgroup pids.max */
 #define RT_DEFAULT_TMPFS (256ULL << 20) /* /tmp; /run and /dev/shm get 64 MiB */
 #define RT_DEFAULT_NOFILE 1024u         /* RLIMIT_NOFILE soft and hard */
+#define RT_DISK_MIN (8ULL << 20)        /* the smallest writable layer (ext4 image) */
+#define RT_DISK_MAX (8ULL << 40)        /* and the largest (a sparse file: not reserved) */
 
 /* Resource limits; 0 selects the default above. */
 struct rt_limits {
@@ -52,11 +54,14 @@ struct rt_limits {
         uint32_t pids_max;       /* processes and threads */
         uint64_t tmp_bytes;      /* size of the /tmp tmpfs */
         uint32_t nofile;         /* RLIMIT_NOFILE (clamped to the caller's hard limit) */
-        /* Size cap of the writable layer; 0 = none (upper dir on the host
-         * filesystem of cfg->dir). When set, upper and work live on a
-         * tmpfs of this size mounted over <dir>/upper inside the sandbox's
-         * mount namespace: writes past it fail with ENOSPC, and its pages
-         * count against the memory limit (tmpfs is RAM). */
+        /* Size of the writable layer; 0 = unbounded (upper and work dirs
+         * on the host file system of cfg->dir). When set (at least
+         * RT_DISK_MIN), upper and work live on a sparse ext4 image of this
+         * size, <dir>/disk.img, on a self-clearing loop device, mounted
+         * detached by the runtime and attached over <dir>/upper inside the
+         * sandbox's mount namespace only: writes past it fail with ENOSPC,
+         * the host file system holds at most the image, and nothing of it
+         * is RAM. A warm-pool claim must ask for the prestart's size. */
         uint64_t disk_bytes;
 };
 
@@ -154,6 +159,11 @@ struct rt_sandbox_config {
          * hold an overlayfs upper dir (ext4, xfs, btrfs; not overlayfs).
          * rt_sandbox_destroy() removes it entirely. */
         const char *dir;
+        /* Where the template of this sandbox's writable layer is kept (one
+         * sparse image per size, made on first use, then copied: ~0.3 ms
+         * instead of a mkfs; see limits.disk_bytes); NULL = no template:
+         * a mkfs.ext4 of the sandbox's own (~30 ms). */
+        const char *disk_template_dir;
         /* Read-only lower dirs, top-most first; at least one. */
         const char *const *layers;
         size_t n_layers;
@@ -220,13 +230,15 @@ int rt_sandbox_create(const struct rt_sandbox_config *cfg, struct rt_sandbox **r
  * cfg->hostname and resolv_conf, cfg->mounts); step 2 then applies its
  * own table on top, skipping the entries that are identical, or builds a
  * new root when it names other layers (compared by path order and
- * dev/ino), a disk limit, or leaves out a target the prestart's table
- * used. Returns once the child is parked (a failure on the way is this
- * call's error; on v1 expect 10-20 ms, mostly waiting: run it on a worker
+ * dev/ino) or leaves out a target the prestart's table used (the
+ * writable layer is the prestart's: step 2 must ask for its size).
+ * Returns once the child is parked (a failure on the way is this call's
+ * error; on v1 expect 10-20 ms, mostly waiting: run it on a worker
  * thread). Only cfg->id, dir, init_path, cgroup_mode, log_fd, layers,
- * hostname, resolv_conf, limits.tmp_bytes, mounts and unlimited are used
- * now. The handle can be destroyed like any other (nothing runs in it but
- * the waiting child). */
+ * hostname, resolv_conf, limits.tmp_bytes, limits.disk_bytes,
+ * disk_template_dir, mounts and unlimited are used now. The handle can
+ * be destroyed like any other (nothing runs in it but the waiting
+ * child). */
 int rt_sandbox_prestart(const struct rt_sandbox_config *cfg, struct rt_sandbox **ret,
                         struct wr_err *e);
 
@@ -266,6 +278,18 @@ const char *rt_sandbox_ctl_path(const struct rt_sandbox *sb);
 /* The sandbox's id and host dir. Owned by sb. */
 const char *rt_sandbox_id(const struct rt_sandbox *sb);
 const char *rt_sandbox_dir(const struct rt_sandbox *sb);
+
+/* Remove the writable layers' templates (and a crash's half-made ones)
+ * from dir (rt_sandbox_config.disk_template_dir): while no create runs (a
+ * template is made again on first use). */
+void rt_disk_sweep(const char *dir);
+
+/* The overlay's upper dir of the running sandbox, from the host: an
+ * O_RDONLY | O_DIRECTORY fd (the caller's). On the host file system
+ * (<dir>/upper, or <dir>/upper.1 when a pool entry's root was rebuilt)
+ * or in the writable layer's image (its mount is opened again for a
+ * sandbox a previous warrend made). Negative errno with e filled. */
+int rt_sandbox_upper_open(struct rt_sandbox *sb, struct wr_err *e);
 
 /* Send a signal. SIGKILL goes to every process of the sandbox (cgroup.kill
  * on v2, freeze + kill each pid + thaw on v1, and init's pidfd); any other

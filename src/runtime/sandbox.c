@@ -46,12 +46,17 @@ struct rt_sandbox {
         unsigned made;       /* during create: MADE_* bits of what this call created */
         bool has_net;        /* the veth of cfg->net was made (at the create/prestart) */
         struct rt_net net;
+        /* the bounded writable layer (disk.c): its detached mount, its
+         * size (0: the upper dir is on the host's file system) */
+        int disk_fd;
+        uint64_t disk_bytes;
 };
 
 enum {
         MADE_DIR = 1u << 0, /* cfg->dir itself */
         MADE_SUB = 1u << 1, /* bit i+1: subdirs[i] */
         MADE_SOCK = 1u << 4,
+        MADE_DISK = 1u << 5, /* <dir>/disk.img */
 };
 
 static const struct {
@@ -189,6 +194,11 @@ static int config_check(const struct rt_sandbox_config *cfg, bool need_layers, s
                 return err_set(e, -EINVAL, "a sandbox needs at least one layer");
         if (cfg->n_layers > RT_PARK_MAX_LAYERS)
                 return err_set(e, -E2BIG, "too many layers (%zu)", cfg->n_layers);
+        if (cfg->limits.disk_bytes &&
+            (cfg->limits.disk_bytes < RT_DISK_MIN || cfg->limits.disk_bytes > RT_DISK_MAX))
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                "resources.disk: %llu bytes is out of range; give 8Mi to 8Ti",
+                                (unsigned long long) cfg->limits.disk_bytes);
         for (size_t i = 0; i < cfg->n_layers; i++) {
                 struct stat st;
                 if (!cfg->layers[i] || cfg->layers[i][0] != '/')
@@ -267,7 +277,7 @@ static void close_pair(int p[2]) {
 struct start_msg {
         char *buf;
         size_t len;
-        int fds[RT_MOUNTS_MAX]; /* detached clones of the bind sources */
+        int fds[RT_START_FDS_MAX]; /* detached clones of the bind sources, the layer's mount */
         size_t n_fds;
 };
 
@@ -313,9 +323,10 @@ static int bind_open(const struct rt_mount *m, size_t i, struct rt_entry *en, st
 
 /* Build the start message for cfg (checked): the overlay, hostname,
  * RLIMIT_NOFILE, the runtime's own table entries from cfg's fields, then
- * cfg->mounts with their bind sources opened. On failure *out holds
- * nothing. */
-static int start_build(const struct rt_sandbox_config *cfg, const struct rt_net *net,
+ * cfg->mounts with their bind sources opened, then (disk_fd >= 0: a
+ * create's or prestart's) a copy of the writable layer's mount. On
+ * failure *out holds nothing. */
+static int start_build(const struct rt_sandbox_config *cfg, const struct rt_net *net, int disk_fd,
                        struct start_msg *out, struct wr_err *e) {
         _cleanup_free_ struct rt_start *s = calloc(1, sizeof(*s));
         const char *hostname = cfg->hostname ? cfg->hostname : cfg->id;
@@ -324,8 +335,8 @@ static int start_build(const struct rt_sandbox_config *cfg, const struct rt_net 
                                      : "# warren: no resolver configured for this sandbox\n";
         uint64_t disk = cfg->limits.disk_bytes;
         _cleanup_free_ char *scratch = disk ? join(cfg->dir, "upper") : NULL;
-        _cleanup_free_ char *upper = join(cfg->dir, disk ? "upper/u" : "upper");
-        _cleanup_free_ char *work = join(cfg->dir, disk ? "upper/w" : "work");
+        _cleanup_free_ char *upper = join(cfg->dir, disk ? "upper/" RT_DISK_UPPER : "upper");
+        _cleanup_free_ char *work = join(cfg->dir, disk ? "upper/" RT_DISK_WORK : "work");
         _cleanup_free_ char *lowerdir = lowerdir_string(cfg);
         if (!s || !upper || !work || !lowerdir || (disk && !scratch))
                 return err_set(e, -ENOMEM, "out of memory");
@@ -343,7 +354,7 @@ static int start_build(const struct rt_sandbox_config *cfg, const struct rt_net 
 
         *s = (struct rt_start){
                 .nofile = nofile,
-                .disk = disk,
+                .scratch_fd = -1,
                 .hostname = hostname,
                 .upper = upper,
                 .work = work,
@@ -395,6 +406,16 @@ static int start_build(const struct rt_sandbox_config *cfg, const struct rt_net 
                 en->m.source_fd = (int) out->n_fds;
                 out->fds[out->n_fds++] = r;
         }
+        if (disk_fd >= 0) {
+                int fd = fcntl(disk_fd, F_DUPFD_CLOEXEC, 3);
+                if (fd < 0) {
+                        r = err_set(e, -errno, "dup the writable layer: %m");
+                        start_msg_done(out);
+                        return r;
+                }
+                s->scratch_fd = (int) out->n_fds;
+                out->fds[out->n_fds++] = fd;
+        }
         s->n_fds = out->n_fds;
         r = rt_start_encode(s, &out->buf, &out->len);
         if (r < 0) {
@@ -405,6 +426,7 @@ static int start_build(const struct rt_sandbox_config *cfg, const struct rt_net 
 }
 
 static void sandbox_free_fields(struct rt_sandbox *sb) {
+        closep(&sb->disk_fd);
         closep(&sb->park_fd);
         closep(&sb->err_rfd);
         free(sb->id);
@@ -449,12 +471,6 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
         int init_fd = rt_init_memfd(cfg->init_path, e);
         if (init_fd < 0)
                 return init_fd;
-        /* before anything is made: a bind source that cannot be opened
-         * leaves nothing behind */
-        _cleanup_(start_msg_done) struct start_msg msg = {0};
-        if ((r = start_build(cfg, cfg->net, &msg, e)) < 0)
-                return r;
-
         /* the sandbox dir */
         if (mkdir(cfg->dir, 0700) == 0)
                 sb->made |= MADE_DIR;
@@ -472,6 +488,23 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
         _cleanup_free_ char *rootfs = join(cfg->dir, "rootfs");
         if (!rootfs)
                 return err_set(e, -ENOMEM, "out of memory");
+        /* the bounded writable layer (an image there is another
+         * sandbox's: never ours to undo) */
+        if (cfg->limits.disk_bytes) {
+                if (faccessat(dirfd, RT_DISK_IMAGE, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+                        return err_set(e, -EEXIST,
+                                       "%s/" RT_DISK_IMAGE " exists: is the sandbox running?",
+                                       cfg->dir);
+                sb->made |= MADE_DISK;
+                sb->disk_fd = rt_disk_make(dirfd, cfg->dir, cfg->disk_template_dir,
+                                           cfg->limits.disk_bytes, e);
+                if (sb->disk_fd < 0)
+                        return sb->disk_fd;
+                sb->disk_bytes = cfg->limits.disk_bytes;
+        }
+        _cleanup_(start_msg_done) struct start_msg msg = {0};
+        if ((r = start_build(cfg, cfg->net, sb->disk_fd, &msg, e)) < 0)
+                return r;
 
         if (faccessat(dirfd, "ctl.sock", F_OK, AT_SYMLINK_NOFOLLOW) == 0)
                 return err_set(e, -EEXIST, "%s exists: is the sandbox running?", sb->ctl_path);
@@ -648,7 +681,7 @@ static int sandbox_make(const struct rt_sandbox_config *cfg, bool park, struct r
         if (!sb)
                 return err_set(e, -ENOMEM, "create sandbox: out of memory");
         sb->pidfd = -EBADF;
-        sb->park_fd = sb->err_rfd = -EBADF;
+        sb->park_fd = sb->err_rfd = sb->disk_fd = -EBADF;
         if (cfg && cfg->id && cfg->dir) {
                 sb->id = strdup(cfg->id);
                 sb->dir = strdup(cfg->dir);
@@ -673,6 +706,8 @@ static int sandbox_make(const struct rt_sandbox_config *cfg, bool park, struct r
                  * in the background; the name must be free again now */
                 if (sb->has_net)
                         (void) rt_net_link_delete(sb->net.peer, &ignored);
+                /* the layer's loop device clears itself with its last user */
+                rt_disk_drop(&sb->disk_fd);
                 if (sb->cg)
                         (void) rt_cgroup_remove(sb->cg, &ignored);
                 if (sb->made & MADE_DIR) {
@@ -684,6 +719,8 @@ static int sandbox_make(const struct rt_sandbox_config *cfg, bool park, struct r
                                         (void) rm_rf_at(dfd, subdirs[i].name);
                         if (dfd >= 0 && (sb->made & MADE_SOCK))
                                 (void) unlinkat(dfd, "ctl.sock", 0);
+                        if (dfd >= 0 && (sb->made & MADE_DISK))
+                                (void) unlinkat(dfd, RT_DISK_IMAGE, 0);
                 }
                 return err_prefix(e, r, "create sandbox");
         }
@@ -773,8 +810,14 @@ int rt_sandbox_start_send(struct rt_sandbox *sb, const struct rt_sandbox_config 
                 return err_prefix(e, r, "start sandbox");
         if (!streq(cfg->id, sb->id) || !streq(cfg->dir, sb->dir))
                 return err_set(e, -EINVAL, "start sandbox: id or dir differs from the prestart");
+        /* the writable layer is the prestart's (attached in the child) */
+        if (cfg->limits.disk_bytes != sb->disk_bytes)
+                return err_set(e, -EINVAL,
+                               "start sandbox: disk size %llu differs from the prestart's %llu",
+                               (unsigned long long) cfg->limits.disk_bytes,
+                               (unsigned long long) sb->disk_bytes);
         _cleanup_(start_msg_done) struct start_msg msg = {0};
-        if ((r = start_build(cfg, sb->has_net ? &sb->net : NULL, &msg, e)) < 0)
+        if ((r = start_build(cfg, sb->has_net ? &sb->net : NULL, -1, &msg, e)) < 0)
                 return err_prefix(e, r, "start sandbox");
         r = park_send(sb->park_fd, &msg);
         closep(&sb->park_fd);
@@ -822,6 +865,31 @@ const char *rt_sandbox_id(const struct rt_sandbox *sb) {
 }
 const char *rt_sandbox_dir(const struct rt_sandbox *sb) {
         return sb->dir;
+}
+
+int rt_sandbox_upper_open(struct rt_sandbox *sb, struct wr_err *e) {
+        if (sb->destroyed || !sb->dir)
+                return err_set(e, -ESRCH, "sandbox %s is gone", sb->id);
+        _cleanup_close_ int dirfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dirfd < 0)
+                return err_set(e, -errno, "open %s: %m", sb->dir);
+        if (sb->disk_fd < 0) {
+                int r = rt_disk_open(dirfd, sb->dir, e);
+                if (r >= 0)
+                        sb->disk_fd = r;
+                else if (r != -ENOENT)
+                        return r;
+        }
+        int base = sb->disk_fd >= 0 ? sb->disk_fd : dirfd;
+        const char *name = sb->disk_fd >= 0 ? RT_DISK_UPPER : "upper";
+        char alt[16];
+        snprintf(alt, sizeof(alt), "%s.1", name);
+        int fd = openat(base, alt, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT)
+                fd = openat(base, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return err_set(e, -errno, "open the upper dir of %s: %m", sb->dir);
+        return fd;
 }
 
 int rt_sandbox_usage(const struct rt_sandbox *sb, struct rt_usage *u) {
@@ -964,6 +1032,10 @@ int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e) {
                 if (r < 0)
                         return err_prefix(e, r, "destroy sandbox %s", sb->id);
         }
+        /* the writable layer's superblock (and loop device) goes with
+         * the sandbox's mount namespace and this last reference; its image
+         * with the dir */
+        rt_disk_drop(&sb->disk_fd);
         if (sb->dir) {
                 _cleanup_free_ char *rootfs = join(sb->dir, "rootfs");
                 /* the overlay lives in the sandbox's own mount namespace; a
@@ -1082,7 +1154,7 @@ int rt_sandbox_attach(const char *id, const char *dir, pid_t pid, uint64_t start
         if (!sb)
                 return err_set(e, -ENOMEM, "attach sandbox: out of memory");
         sb->pidfd = -EBADF;
-        sb->park_fd = sb->err_rfd = -EBADF;
+        sb->park_fd = sb->err_rfd = sb->disk_fd = -EBADF;
         sb->attached = true;
         sb->id = strdup(id);
         sb->dir = strdup(dir);

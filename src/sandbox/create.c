@@ -445,9 +445,16 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                                 "CA unusable, or warren-egress restarting: see its log)");
         int64_t expires_ns = spec->lifetime_ns ? store_now_ns() + spec->lifetime_ns : 0;
         st->tp[T_IMAGE] = sbx_mono_ns();
-        /* the pool builds its next roots for this image (not for a disk
-         * limit: that needs a root of its own) */
-        if (!spec->limits.disk_bytes)
+        /* the writable layer: the daemon's default size unless the spec
+         * gives one (more or less than the default, both fine) */
+        struct rt_limits limits = spec->limits;
+        if (!limits.disk_bytes)
+                limits.disk_bytes = m->default_disk;
+        /* the pool's entries have a layer of the default size: the pool
+         * builds its next roots for this image, and an entry is taken,
+         * only for a sandbox of that size */
+        bool poolable = limits.disk_bytes == m->default_disk;
+        if (poolable)
                 sbx_pool_expect(m, (const char *const *) img->layer_dirs, img->n_layers);
         _cleanup_(sbx_argv_freep) char **entry = NULL;
         if (entry_argv(spec, img, &entry) < 0)
@@ -458,7 +465,8 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         char id[32];
         int32_t net_slot = -1;
         /* a blocked network is a plain create: pool entries have a veth */
-        st->pooled = spec->block_network ? NULL : sbx_pool_take(m, id, sizeof(id), &net_slot);
+        st->pooled = spec->block_network || !poolable ? NULL
+                                                      : sbx_pool_take(m, id, sizeof(id), &net_slot);
         st->was_pooled = st->pooled != NULL;
         if (!st->pooled && (r = sbx_make_id(id, sizeof(id))) < 0)
                 return err_set(e, r, "getrandom failed");
@@ -600,11 +608,15 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         struct rt_sandbox_config cfg = {
                 .id = sb->id,
                 .dir = dir,
+                /* one template: the default size's (any other size is a
+                 * mkfs of its own, so no client fills the dir with them) */
+                .disk_template_dir =
+                        limits.disk_bytes == m->default_disk ? m->disk_templates : NULL,
                 .layers = (const char *const *) img->layer_dirs,
                 .n_layers = img->n_layers,
                 .hostname = hostname,
                 .init_path = m->init_path,
-                .limits = spec->limits,
+                .limits = limits,
                 .log_fd = -1,
                 .mounts = mounts,
                 .n_mounts = n_mounts,

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The disk guard of image builds (sandbox-internal.h: sbx_diskguard_watch).
- * A build step's writable layer lives on the file system of the state dir
- * with no size cap (a snapshot reads it from there), so a step that writes
- * without end would fill the host's disk. While any build step runs, a
+ * A build step's writable layer is a sparse image on the file system of
+ * the state dir (unbounded with --default-disk 0), and images together
+ * may promise more than it holds, so steps that write much could fill the
+ * host's disk. While any build step runs, a
  * timer looks at that file system's free space; below build_min_free the
  * running steps' sandboxes are terminated (marked disk_stopped, so the
  * builder says why) and their layers go with them. A bound on the host's

@@ -22,9 +22,7 @@
  *
  * Limits: the last SBX_JOURNAL_KEEP journals per sandbox; the object store
  * holds up to its budget (files beyond it make the journal unable to roll
- * those paths back, and say so); a sandbox with a disk limit (its writable
- * layer on a tmpfs in its own mount namespace) cannot journal
- * (FAILED_PRECONDITION). Journals live in memory and in the sandbox's dir:
+ * those paths back, and say so). Journals live in memory and in the sandbox's dir:
  * a warrend restart forgets them.
  *
  * Threading: the manager's loop thread; walks, copies and rollbacks run
@@ -52,8 +50,8 @@ typedef void (*sbx_journal_begun_fn)(int r, uint64_t token, const char *sandbox_
 
 /* Prepare journaling for an exec in the running sandbox `sandbox` (id or
  * name): walk its writable layer and save file bytes, on a worker.
- * Errors (then fn is not called): -ENOENT, -EBUSY not running,
- * -EOPNOTSUPP disk-limited sandbox, -ENOMEM. */
+ * Errors (then fn is not called): -ENOENT, -EBUSY not running, -ENOMEM,
+ * the upper dir's (sbx_upper_open). */
 int sbx_journal_begin(struct sbx_manager *m, const char *sandbox, sbx_journal_begun_fn fn,
                       void *userdata, struct wr_err *e);
 

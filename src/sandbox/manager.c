@@ -153,8 +153,11 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
         m->terminate_on_exit = cfg->terminate_on_exit;
         m->pool_target = cfg->warm_pool;
         m->build_min_free = cfg->build_min_free;
+        m->default_disk = cfg->default_disk;
+        if (asprintf(&m->disk_templates, "%s/disk-templates", cfg->state_dir) < 0)
+                m->disk_templates = NULL;
         m->cgroup_mode = RT_CGROUP_AUTO;
-        if (!m->state_dir || !m->init_path || !m->default_image) {
+        if (!m->state_dir || !m->init_path || !m->default_image || !m->disk_templates) {
                 sbx_manager_free(m);
                 return err_set(e, -ENOMEM, "sandbox manager: out of memory");
         }
@@ -213,6 +216,11 @@ void sbx_manager_free(struct sbx_manager *m) {
                 uv_run(m->loop, UV_RUN_ONCE);
         sbx_cleanup_stop(m);
         sbx_diskguard_free(m);
+        /* no create runs now: the writable layers' templates go (the next
+         * start makes them again) */
+        if (m->disk_templates)
+                rt_disk_sweep(m->disk_templates);
+        free(m->disk_templates);
         free(m->pool);
         sbx_argv_free(m->pool_layers);
         for (size_t i = 0; i < SBX_POOL_JOBS; i++)

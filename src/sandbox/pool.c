@@ -59,11 +59,15 @@ static void pool_work(uv_work_t *w) {
         struct rt_sandbox_config cfg = {
                 .id = pe->id,
                 .dir = dir,
+                .disk_template_dir = m->disk_templates,
                 .layers = (const char *const *) job->layers,
                 .n_layers = n,
                 .init_path = m->init_path,
                 .log_fd = -1,
                 .cgroup_mode = m->cgroup_mode,
+                /* the writable layer, made ahead: a claim must ask for this
+                 * size (create.c takes an entry only then) */
+                .limits = {.disk_bytes = m->default_disk},
                 /* as a claim sends it: the entry skips it then */
                 .resolv_conf = job->resolv_conf,
                 .net = pe->net_slot >= 0 ? &pe->net : NULL,

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "basic/log.h"
 #include "basic/macro.h"
@@ -167,6 +168,13 @@ void sbx_recover(struct sbx_manager *m) {
         }
         if (d)
                 closedir(d);
+        /* the writable layers' templates: made again on first use (a
+         * crash may have left a half-made one) */
+        if (m->disk_templates) {
+                rt_disk_sweep(m->disk_templates);
+                if (mkdir(m->disk_templates, 0700) < 0 && errno != EEXIST)
+                        log_warn("recovery: mkdir %s: %s", m->disk_templates, strerror(errno));
+        }
         /* host ends of veths whose sandbox is gone (their netns may not
          * have been taken down yet, or a teardown was cut short) */
         if (m->net)

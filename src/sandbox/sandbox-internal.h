@@ -116,6 +116,8 @@ struct sbx_manager {
         char *state_dir;
         char *init_path;
         char *default_image;
+        uint64_t default_disk; /* sbx_manager_config.default_disk */
+        char *disk_templates;  /* state_dir/disk-templates (rt_sandbox_config) */
         struct sbx *list;
         bool freeing;
         bool terminate_on_exit; /* sbx_manager_free stops sandboxes */
@@ -188,9 +190,9 @@ struct sbx *sbx_find_live(struct sbx_manager *m, const char *key);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t sbx_mono_ns(void);
 /* sb's overlay upper dir (O_RDONLY|O_DIRECTORY) for reading its writable
- * layer from the host (snapshots, the journal); FAILED_PRECONDITION naming
- * `what` when it lives on a tmpfs in the sandbox's own mount namespace
- * (a disk limit). (snapshot.c) */
+ * layer from the host (snapshots, the journal), on the host's file system
+ * or on the sandbox's disk image; errors prefixed with `what`.
+ * (snapshot.c) */
 int sbx_upper_open(struct sbx *sb, const char *what, struct wr_err *e);
 /* An O_PATH fd of sb's root as its init sees it (its mount namespace:
  * volumes and /tmp included); the pidfd check after the open proves the

@@ -40,6 +40,7 @@ struct sbx_manager;
 struct sbx_exec;
 
 #define SBX_BUILD_MIN_FREE_DEFAULT (2ull << 30)
+#define SBX_DEFAULT_DISK (10ull << 30) /* warrend --default-disk */
 
 struct sbx_manager_config {
         uv_loop_t *loop;
@@ -58,9 +59,14 @@ struct sbx_manager_config {
         /* Sandboxes prestarted ahead (rt_sandbox_prestart), refilled in the
          * background; 0 = no pool. */
         unsigned warm_pool;
+        /* The writable layer of a sandbox whose spec gives no disk size
+         * (rt_limits.disk_bytes: an ext4 image of this size); 0 =
+         * unbounded (the upper dir on the state dir's file system). A
+         * spec may ask for more: this is a default, not a cap. */
+        uint64_t default_disk;
         /* Build steps (build.h) are stopped when the file system holding
          * state_dir has less than this free (their writable layers live
-         * there, unbounded); 0 = no guard. */
+         * there: sparse images, or unbounded dirs); 0 = no guard. */
         uint64_t build_min_free;
         /* The default network (network.h): the sandbox range ("a.b.c.d/p";
          * NULL or "" = the default, 100.96.0.0/16 or the next free /16;
@@ -367,7 +373,7 @@ typedef void (*sbx_snapshot_done_fn)(int r, const struct img_info *img, const st
  * layer on its image, committed as an image named name (NULL or "":
  * unnamed). The sandbox is frozen while the layer is read, then runs on.
  * Returns 0 when started (done runs once, later), or an error (done not
- * called): NOT_FOUND, FAILED_PRECONDITION (not running, a disk limit). */
+ * called): NOT_FOUND, FAILED_PRECONDITION (not running). */
 int sbx_snapshot(struct sbx_manager *m, const char *key, const char *name,
                  sbx_snapshot_done_fn done, void *userdata, struct wr_err *e);
 

@@ -12,12 +12,11 @@
  *
  * The sandbox keeps running (frozen only while its upper dir is read).
  * What lives outside the writable layer is not in the snapshot: /tmp and
- * /run (tmpfs), volumes, processes and their memory. A sandbox with a disk
- * limit keeps its writable layer on a tmpfs inside its own mount
- * namespace: refused (FAILED_PRECONDITION). */
+ * /run (tmpfs), volumes, processes and their memory. The upper dir is
+ * read from the host whether it is on the state dir's file system or on
+ * the sandbox's disk image (rt_sandbox_upper_open). */
 #include "sandbox/sandbox-internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -117,37 +116,9 @@ static void pack_done(uv_work_t *w, int status) {
         s->spool_fd = safe_close(s->spool_fd); /* the job has its own */
 }
 
-/* True when dir fd has no entry. */
-static bool dir_empty(int fd) {
-        int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-        if (!d) {
-                safe_close(dup_fd);
-                return false;
-        }
-        struct dirent *de;
-        bool empty = true;
-        while ((de = readdir(d)))
-                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-                        empty = false;
-        closedir(d);
-        return empty;
-}
-
 int sbx_upper_open(struct sbx *sb, const char *what, struct wr_err *e) {
-        char path[PATH_MAX];
-        snprintf(path, sizeof(path), "%s/upper", rt_sandbox_dir(sb->rt));
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return err_set(e, -errno, "%s: open %s: %m", what, path);
-        /* the runtime always writes /etc/hostname & co into the writable
-         * layer: an empty upper dir on the host means it lives elsewhere */
-        if (dir_empty(fd))
-                return err_setx(e, -EOPNOTSUPP, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
-                                "%s: sandbox %s keeps its writable layer in memory (it has a disk "
-                                "limit); %s needs a sandbox created without one",
-                                what, sb->id, what);
-        return TAKE_FD(fd);
+        int fd = rt_sandbox_upper_open(sb->rt, e);
+        return fd < 0 ? err_prefix(e, fd, "%s", what) : fd;
 }
 
 int sbx_snapshot(struct sbx_manager *m, const char *key, const char *name,

@@ -8,24 +8,19 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/loop.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "basic/ext4img.h"
 #include "basic/log.h"
 #include "store/store.h"
 #include "volume/volume.h"
-
-extern char **environ;
 
 #define streq(a, b) (strcmp((a), (b)) == 0)
 
@@ -87,66 +82,6 @@ static int vol_dir(const struct vol_manager *m, const char *env, const char *nam
         return r < 0 ? -ENOMEM : 0;
 }
 
-/* ---- loop devices ---- */
-
-/* The loop device already backed by the image (st), opened, or -ENOENT. A
- * sandbox that outlived warrend keeps its clone of the volume's mount, and
- * so its loop device: mounting that same device again shares its
- * superblock (two superblocks on one image would corrupt it). */
-static int loop_find(const struct stat *st, char dev[static 32]) {
-        _cleanup_(closedirp) DIR *d = opendir("/sys/block");
-        if (!d)
-                return -errno;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (strncmp(de->d_name, "loop", 4) != 0)
-                        continue;
-                snprintf(dev, 32, "/dev/%.20s", de->d_name);
-                _cleanup_close_ int fd = open(dev, O_RDONLY | O_CLOEXEC);
-                if (fd < 0)
-                        continue;
-                struct loop_info64 li;
-                if (ioctl(fd, LOOP_GET_STATUS64, &li) < 0)
-                        continue;
-                if (li.lo_device == st->st_dev && li.lo_inode == st->st_ino)
-                        return TAKE_FD(fd);
-        }
-        return -ENOENT;
-}
-
-/* Attach img (fd) to a free loop device that clears itself when its last
- * user (the mount) goes. Returns the device's fd; its path in dev. */
-static int loop_attach(int img, const char *path, char dev[static 32], struct wr_err *e) {
-        _cleanup_close_ int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
-        if (ctl < 0)
-                return err_set(e, -errno, "open /dev/loop-control: %m");
-        for (int tries = 0; tries < 32; tries++) {
-                int n = ioctl(ctl, LOOP_CTL_GET_FREE);
-                if (n < 0)
-                        return err_set(e, -errno, "find a free loop device: %m");
-                snprintf(dev, 32, "/dev/loop%d", n);
-                _cleanup_close_ int fd = open(dev, O_RDWR | O_CLOEXEC);
-                if (fd < 0)
-                        return err_set(e, -errno, "open %s: %m", dev);
-                /* Direct I/O: the volume's pages are cached once (by its
-                 * ext4), not twice; its fsync is ~3x faster. Not every
-                 * host filesystem takes it: then buffered. */
-                struct loop_config c = {.fd = (uint32_t) img};
-                c.info.lo_flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO;
-                snprintf((char *) c.info.lo_file_name, LO_NAME_SIZE, "%s", path);
-                int r = ioctl(fd, LOOP_CONFIGURE, &c);
-                if (r < 0 && errno == EINVAL) {
-                        c.info.lo_flags = LO_FLAGS_AUTOCLEAR;
-                        r = ioctl(fd, LOOP_CONFIGURE, &c);
-                }
-                if (r == 0)
-                        return TAKE_FD(fd);
-                if (errno != EBUSY)
-                        return err_set(e, -errno, "configure %s: %m", dev);
-        }
-        return err_set(e, -EBUSY, "no free loop device");
-}
-
 /* Detach whatever is mounted at path (every layer; lazily). */
 static void unmount_all(const char *path) {
         for (int i = 0; i < 16 && umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0; i++)
@@ -205,8 +140,8 @@ static int mount_volume(const char *dir, int *ret_data, int *ret_stage, struct w
         if (fstat(imgfd, &st) < 0)
                 return err_set(e, -errno, "stat %s: %m", img);
         char dev[32];
-        _cleanup_close_ int loop = loop_find(&st, dev);
-        if (loop < 0 && (loop = loop_attach(imgfd, img, dev, e)) < 0)
+        _cleanup_close_ int loop = ext4img_loop_find(&st, dev);
+        if (loop < 0 && (loop = ext4img_loop_attach(imgfd, img, dev, e)) < 0)
                 return loop;
         unmount_all(mnt);
         if (mkdir(mnt, 0700) < 0 && errno != EEXIST)
@@ -228,42 +163,6 @@ static int mount_volume(const char *dir, int *ret_data, int *ret_stage, struct w
         empty_dir(stage);
         *ret_data = TAKE_FD(data);
         *ret_stage = TAKE_FD(stage);
-        return 0;
-}
-
-/* Run mkfs.ext4 on img. */
-static int mkfs(const char *img, uint64_t inodes, struct wr_err *e) {
-        static const char *const paths[] = {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4",
-                                            "/usr/bin/mkfs.ext4"};
-        const char *prog = "mkfs.ext4";
-        for (size_t i = 0; i < ELEMENTSOF(paths); i++)
-                if (access(paths[i], X_OK) == 0) {
-                        prog = paths[i];
-                        break;
-                }
-        char n[32];
-        snprintf(n, sizeof(n), "%llu", (unsigned long long) inodes);
-        const char *argv[] = {
-                prog, "-q", "-F",
-                "-m", "0",  "-N",
-                n,    "-E", "nodiscard,lazy_itable_init=1,lazy_journal_init=1,root_owner=0:0",
-                img,  NULL};
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-        pid_t pid;
-        int r = posix_spawnp(&pid, prog, &fa, NULL, (char *const *) argv, environ);
-        posix_spawn_file_actions_destroy(&fa);
-        if (r != 0)
-                return err_set(e, -r, "run %s: %s", prog, strerror(r));
-        int status;
-        while (waitpid(pid, &status, 0) < 0)
-                if (errno != EINTR)
-                        return err_set(e, -errno, "wait for %s: %m", prog);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-                return err_set(e, -EIO, "%s %s failed (status %#x)", prog, img, status);
         return 0;
 }
 
@@ -438,7 +337,7 @@ int vol_create_build(struct vol_new *n, struct wr_err *e) {
         _cleanup_close_ int fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0 || ftruncate(fd, (off_t) n->bytes) < 0)
                 return err_set(e, -errno, "make %s: %m", img);
-        int r = mkfs(img, n->inodes, e);
+        int r = ext4img_mkfs(img, n->inodes, 0, e);
         if (r < 0)
                 return err_prefix(e, r, "create volume %s", n->name);
         n->built = true;

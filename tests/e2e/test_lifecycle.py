@@ -135,10 +135,26 @@ def _leftovers(d, ids):
     sdir = os.path.join(d.state_dir, "sandboxes")
     dirs = os.listdir(sdir) if os.path.isdir(sdir) else []  # dirs and entrypoint logs
     live = [r for r in d.rows() if r[1] in (1, 2, 3)]
-    return dict(cgroups=cg, mounts=mounts, dirs=dirs, procs=sandbox_pids(ids), live_rows=live)
+    return dict(cgroups=cg, mounts=mounts, dirs=dirs, procs=sandbox_pids(ids), live_rows=live,
+                loops=loop_devices(d.state_dir))
 
 
-NOTHING = dict(cgroups=[], mounts=[], dirs=[], procs=[], live_rows=[])
+NOTHING = dict(cgroups=[], mounts=[], dirs=[], procs=[], live_rows=[], loops=[])
+
+
+def loop_devices(under):
+    """Loop devices backed by a file under the dir `under` (the writable
+    layers' images: state_dir/sandboxes/<id>/disk.img)."""
+    out = []
+    for f in glob.glob("/sys/block/loop*/loop/backing_file"):
+        try:
+            with open(f) as fh:
+                backing = fh.read().strip()
+        except OSError:
+            continue  # cleared meanwhile
+        if backing.startswith(under.rstrip("/") + "/"):
+            out.append((f.split("/")[3], backing))
+    return out
 
 
 def wait_for(pred, timeout, what):
@@ -453,9 +469,10 @@ def _sandbox_view(sb):
 
 def test_warm_pool_prepared_roots(life, tmp_path):
     """Pool entries build the root of the expected image ahead (the default
-    image at start, then the last one used); taking one for that image, for
-    another image or with a disk limit gives the same sandbox as a plain
-    create."""
+    image at start, then the last one used); taking one for that image or
+    for another image gives the same sandbox as a plain create; a disk size
+    other than the default is a plain create. Every writable layer is on
+    the sandbox's image (the default --default-disk), attached at upper/."""
     import grpc
     from warren._proto.warren.v1 import images_pb2
     from warren._proto.warren.v1 import sandboxes_pb2 as pb
@@ -470,7 +487,7 @@ def test_warm_pool_prepared_roots(life, tmp_path):
         seen.add(plain.id)
         ref_root, ref_n, ref_kcore, _, _ = _sandbox_view(plain)
         assert ref_kcore == "1:3"  # /dev/null over /proc/keys
-        assert "/sandboxes/%s/upper," % plain.id in ref_root
+        assert "/sandboxes/%s/upper/u," % plain.id in ref_root
         plain.terminate(grace_period_seconds=0)
     life.stop()
     port = free_port()
@@ -508,18 +525,18 @@ def test_warm_pool_prepared_roots(life, tmp_path):
             assert (r.exit_code == 0) == (kw["image"] == "other:1"), (kw, r)
             roots.append(root)
             sb.terminate(grace_period_seconds=0)
-        assert "/upper," in roots[0] and "/upper," in roots[1], roots
+        assert "/upper/u," in roots[0] and "/upper/u," in roots[1], roots
         # the entry built for busybox, taken for other:1: a root on top
-        # with upper and work dirs of its own
-        assert "/upper.1," in roots[2], roots[2]
-        # a disk limit: the writable layer on its own tmpfs, and it holds
+        # with upper and work dirs of its own, on the same image
+        assert "/upper/u.1," in roots[2], roots[2]
+        # another disk size: a plain create (its own image), and it holds
         wait_for(pool_full, 20, "pool to fill")
         pooled = pool_ids(life)
         sid = stub.CreateSandbox(pb.CreateSandboxRequest(
             image=images_pb2.ImageSpec(ref="other:1"),
             resources=pb.Resources(disk="16Mi", memory="256Mi")), timeout=60).id
         seen.add(sid)
-        assert sid in pooled
+        assert sid not in pooled
         sb = c.get(id=sid)
         root, n, kcore, _, _ = _sandbox_view(sb)
         assert "/upper/u," in root and n == ref_n and kcore == "1:3", root

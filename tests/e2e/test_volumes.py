@@ -735,7 +735,8 @@ def test_sandbox_outliving_warrend_shares_the_remounted_volume():
             Volume("live", c).put_file("before.txt", b"1\n")
             sid = c.create(image="busybox:latest", volumes=[("live", "/data")]).id
         d.stop()  # the sandbox outlives it
-        assert len(loops_under(d.tmp)) == 1
+        # the volume's (the sandbox's writable layer has one of its own)
+        assert len(loops_under(os.path.join(d.state_dir, "volumes"))) == 1
         d.start()
         with wr.SandboxClient(d.unix_addr) as c:
             Volume("live", c).put_file("after.txt", b"2\n")
@@ -743,7 +744,7 @@ def test_sandbox_outliving_warrend_shares_the_remounted_volume():
             assert sb.exec("cat", "/data/before.txt", "/data/after.txt").stdout_text == "1\n2\n"
             assert sb.exec("sh", "-c", "echo 3 > /data/from-sb").exit_code == 0
             assert Volume("live", c).get_file("from-sb") == b"3\n"
-            assert len(loops_under(d.tmp)) == 1
+            assert len(loops_under(os.path.join(d.state_dir, "volumes"))) == 1
             with pytest.raises(WarrenError) as ei:
                 Volume("live", c).delete()
             assert ei.value.status == Status.FAILED_PRECONDITION and sid in ei.value.message

@@ -410,7 +410,6 @@ static const char bin[] = {'a', 0, 'b', 0, 0, 'c'}; /* content with NUL bytes */
 static void start_sample(struct rt_start *s) {
         memset(s, 0, sizeof(*s));
         s->nofile = 4096;
-        s->disk = 1 << 30;
         s->hostname = "host";
         s->upper = "/state/sb/upper/u";
         s->work = "/state/sb/upper/w";
@@ -419,7 +418,8 @@ static void start_sample(struct rt_start *s) {
         s->n_layers = 2;
         s->layers[0] = "/l/1";
         s->layers[1] = "/l/2";
-        s->n_fds = 2;
+        s->n_fds = 3;
+        s->scratch_fd = 2; /* the writable layer's mount, after the binds */
         const struct rt_entry e[] = {
                 {.m = {.kind = RT_MOUNT_TMPFS,
                        .target = "/tmp",
@@ -455,10 +455,10 @@ static void test_start_roundtrip(void **state) {
         char *buf = NULL;
         size_t len = 0;
         assert_int_equal(rt_start_encode(&in, &buf, &len), 0);
-        const int fds[] = {100, 101};
-        assert_int_equal(rt_start_decode(buf, len, fds, 2, &out), 0);
+        const int fds[] = {100, 101, 102};
+        assert_int_equal(rt_start_decode(buf, len, fds, 3, &out), 0);
         assert_int_equal(out.nofile, 4096);
-        assert_int_equal(out.disk, 1 << 30);
+        assert_int_equal(out.scratch_fd, 102);
         assert_string_equal(out.hostname, "host");
         assert_string_equal(out.upper, "/state/sb/upper/u");
         assert_string_equal(out.work, "/state/sb/upper/w");
@@ -467,7 +467,7 @@ static void test_start_roundtrip(void **state) {
         assert_int_equal(out.n_layers, 2);
         assert_string_equal(out.layers[1], "/l/2");
         assert_int_equal(out.n_mounts, in.n_mounts);
-        assert_int_equal(out.n_fds, 2);
+        assert_int_equal(out.n_fds, 3);
         for (size_t i = 0; i < in.n_mounts; i++) {
                 const struct rt_entry *a = &in.mounts[i], *b = &out.mounts[i];
                 assert_int_equal(a->m.kind, b->m.kind);
@@ -490,42 +490,76 @@ static void test_start_roundtrip(void **state) {
         /* every truncation, a wrong fd count, trailing bytes, a bad magic,
          * a non-zero reserved field, an unknown kind: refused */
         for (size_t n = 0; n < len; n++)
-                assert_int_equal(rt_start_decode(buf, n, fds, 2, &out), -EBADMSG);
-        assert_int_equal(rt_start_decode(buf, len, fds, 1, &out), -EBADMSG);
+                assert_int_equal(rt_start_decode(buf, n, fds, 3, &out), -EBADMSG);
+        assert_int_equal(rt_start_decode(buf, len, fds, 2, &out), -EBADMSG);
         char *longer = malloc(len + 1);
         memcpy(longer, buf, len);
         longer[len] = 0;
-        assert_int_equal(rt_start_decode(longer, len + 1, fds, 2, &out), -EBADMSG);
+        assert_int_equal(rt_start_decode(longer, len + 1, fds, 3, &out), -EBADMSG);
         free(longer);
         struct rt_start_hdr h;
         memcpy(&h, buf, sizeof(h));
         h.magic ^= 1;
         memcpy(buf, &h, sizeof(h));
-        assert_int_equal(rt_start_decode(buf, len, fds, 2, &out), -EBADMSG);
+        assert_int_equal(rt_start_decode(buf, len, fds, 3, &out), -EBADMSG);
         h.magic ^= 1;
         h.reserved = 1;
         memcpy(buf, &h, sizeof(h));
-        assert_int_equal(rt_start_decode(buf, len, fds, 2, &out), -EBADMSG);
+        assert_int_equal(rt_start_decode(buf, len, fds, 3, &out), -EBADMSG);
         h.reserved = 0;
         memcpy(buf, &h, sizeof(h));
-        assert_int_equal(rt_start_decode(buf, len, fds, 2, &out), 0);
+        assert_int_equal(rt_start_decode(buf, len, fds, 3, &out), 0);
         free(buf);
 
         in.mounts[0].m.kind = 77;
         assert_int_equal(rt_start_encode(&in, &buf, &len), 0);
-        assert_int_equal(rt_start_decode(buf, len, fds, 2, &out), -EBADMSG);
+        assert_int_equal(rt_start_decode(buf, len, fds, 3, &out), -EBADMSG);
         free(buf);
         /* a bind whose fd index is out of range is not encoded */
         start_sample(&in);
-        in.mounts[2].m.source_fd = 2;
+        in.mounts[2].m.source_fd = 3;
         assert_int_equal(rt_start_encode(&in, &buf, &len), -EINVAL);
-        /* no disk limit: no scratch */
+        /* a layer's mount without a scratch path, or out of range: not
+         * encoded */
         start_sample(&in);
-        in.disk = 0;
         in.scratch = NULL;
+        assert_int_equal(rt_start_encode(&in, &buf, &len), -EINVAL);
+        start_sample(&in);
+        in.scratch_fd = 3;
+        assert_int_equal(rt_start_encode(&in, &buf, &len), -EINVAL);
+        /* nor decoded: a scratch fd past the fds, or with no scratch */
+        start_sample(&in);
+        assert_int_equal(rt_start_encode(&in, &buf, &len), 0);
+        memcpy(&h, buf, sizeof(h));
+        h.scratch_fd = 4;
+        memcpy(buf, &h, sizeof(h));
+        assert_int_equal(rt_start_decode(buf, len, fds, 3, &out), -EBADMSG);
+        free(buf);
+        /* a claim: the scratch path without a mount (the prestart's) */
+        start_sample(&in);
+        in.scratch_fd = -1;
+        in.n_fds = 2;
         assert_int_equal(rt_start_encode(&in, &buf, &len), 0);
         assert_int_equal(rt_start_decode(buf, len, fds, 2, &out), 0);
+        assert_string_equal(out.scratch, "/state/sb/upper");
+        assert_int_equal(out.scratch_fd, -EBADF);
+        free(buf);
+        /* no disk limit: no scratch */
+        start_sample(&in);
+        in.scratch_fd = -1;
+        in.scratch = NULL;
+        assert_int_equal(rt_start_encode(&in, &buf, &len), 0);
+        assert_int_equal(rt_start_decode(buf, len, fds, 3, &out), 0);
         assert_null(out.scratch);
+        free(buf);
+        start_sample(&in);
+        in.scratch_fd = -1;
+        in.scratch = NULL;
+        assert_int_equal(rt_start_encode(&in, &buf, &len), 0);
+        memcpy(&h, buf, sizeof(h));
+        h.scratch_fd = 1;
+        memcpy(buf, &h, sizeof(h));
+        assert_int_equal(rt_start_decode(buf, len, fds, 3, &out), -EBADMSG);
         free(buf);
 }
 

@@ -408,6 +408,7 @@ static void test_spec_errors(void **state) {
                 {"cpu", WR_STATUS_INVALID_ARGUMENT, "resources.cpu: lots is not valid"},
                 {"memory", WR_STATUS_INVALID_ARGUMENT, "resources.memory: 12Q is not valid"},
                 {"disk", WR_STATUS_INVALID_ARGUMENT, "resources.disk: x is not valid"},
+                {"smalldisk", WR_STATUS_INVALID_ARGUMENT, "resources.disk: 4Mi is too small"},
                 {"lifetime", WR_STATUS_INVALID_ARGUMENT, "lifetime: soon is not valid"},
                 {"envname", WR_STATUS_INVALID_ARGUMENT, "env: 1X is not a valid variable name"},
                 {"envsecret", WR_STATUS_NOT_FOUND, "env.K: secret nope not found"},
@@ -433,10 +434,13 @@ static void test_spec_errors(void **state) {
                         q.r.workdir = (char *) "tmp";
                 else if (!strcmp(w, "hostname"))
                         q.r.hostname = (char *) "a/b";
-                else if (!strcmp(w, "cpu") || !strcmp(w, "memory") || !strcmp(w, "disk")) {
+                else if (!strcmp(w, "cpu") || !strcmp(w, "memory") || !strcmp(w, "disk") ||
+                         !strcmp(w, "smalldisk")) {
                         q.res.cpu = !strcmp(w, "cpu") ? (char *) "lots" : (char *) "";
                         q.res.memory = !strcmp(w, "memory") ? (char *) "12Q" : (char *) "";
-                        q.res.disk = !strcmp(w, "disk") ? (char *) "x" : (char *) "";
+                        q.res.disk = !strcmp(w, "disk")        ? (char *) "x"
+                                     : !strcmp(w, "smalldisk") ? (char *) "4Mi"
+                                                               : (char *) "";
                         q.r.resources = &q.res;
                 } else if (!strcmp(w, "lifetime"))
                         q.r.lifetime = (char *) "soon";
