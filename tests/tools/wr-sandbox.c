@@ -38,6 +38,8 @@
  *   --mount-kind N:DST      an entry of raw kind N (tests of the checks)
  * --net PEER:ADDR:GATEWAY/PREFIX gives the sandbox a veth (eth0 with ADDR,
  * default route via GATEWAY; the host end PEER with GATEWAY).
+ * --userns BASE[:COUNT] runs it in a user namespace mapping 0.. inside to
+ * BASE.. on the host (COUNT ids, default 65536); --userns 0 = none.
  * --prestart MODE creates through the warm pool's two steps instead
  * (rt_sandbox_prestart, then rt_sandbox_start with the full config):
  *   same      the prestart gets the same config (its root is reused)
@@ -451,6 +453,7 @@ static void parse(int argc, char **argv, struct opts *o) {
                 {"mount-kind", required_argument, NULL, 'K'},
                 {"prestart", required_argument, NULL, 'P'},
                 {"net", required_argument, NULL, 'N'},
+                {"userns", required_argument, NULL, 'U'},
                 {NULL, 0, NULL, 0},
         };
         int ch;
@@ -580,6 +583,14 @@ static void parse(int argc, char **argv, struct opts *o) {
                         snprintf(o->net.peer, sizeof(o->net.peer), "%s", peer);
                         o->net.prefix = (uint8_t) p;
                         o->cfg.net = &o->net;
+                        break;
+                }
+                case 'U': {
+                        unsigned base = 0, count = 65536;
+                        if (sscanf(optarg, "%u:%u", &base, &count) < 1)
+                                die("bad --userns %s (BASE[:COUNT])", optarg);
+                        o->cfg.uid_base = base;
+                        o->cfg.uid_count = base ? count : 0;
                         break;
                 }
                 default:
