@@ -62,6 +62,10 @@ void daemon_config_usage(FILE *f) {
               "                        they keep running and the next warrend re-attaches)\n"
               "  --warm-pool N         keep N sandbox host resources prepared ahead\n"
               "                        (default 0)\n"
+              "  --userns on|off       run each sandbox in a user namespace of its own,\n"
+              "                        its root an unprivileged host uid (default on;\n"
+              "                        off: sandbox root is the host's root;\n"
+              "                        docs/security.md)\n"
               "  --sandbox-cidr CIDR   IPv4 range sandboxes get their /30 from (default\n"
               "                        100.96.0.0/16, or the next free /16 up to\n"
               "                        100.111.0.0/16; must not overlap the host's routes;\n"
@@ -237,6 +241,13 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                 if (errno || end == v || *end || n > 4096)
                         return err_set(e, -EINVAL, "--warm-pool %s: expected 0..4096", v);
                 c->warm_pool = (unsigned) n;
+        } else if (!strcmp(key, "userns")) {
+                if (!strcmp(v, "on") || !strcmp(v, "true"))
+                        c->userns_off = false;
+                else if (!strcmp(v, "off") || !strcmp(v, "false"))
+                        c->userns_off = true;
+                else
+                        return err_set(e, -EINVAL, "--userns %s: expected on or off", v);
         } else if (!strcmp(key, "sandbox-cidr")) {
                 if (!*v)
                         return err_set(e, -EINVAL, "--sandbox-cidr: empty (a range or none)");
@@ -351,6 +362,7 @@ enum {
         OPT_NO_EXEC_SPOOL,
         OPT_EGRESS_UPSTREAM_CA,
         OPT_ROTATE_EGRESS_CA,
+        OPT_USERNS,
 };
 
 static const struct option options[] = {
@@ -380,6 +392,7 @@ static const struct option options[] = {
         {"no-exec-spool", no_argument, NULL, OPT_NO_EXEC_SPOOL},
         {"egress-upstream-ca", required_argument, NULL, OPT_EGRESS_UPSTREAM_CA},
         {"rotate-egress-ca", no_argument, NULL, OPT_ROTATE_EGRESS_CA},
+        {"userns", required_argument, NULL, OPT_USERNS},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {},

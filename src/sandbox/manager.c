@@ -137,6 +137,30 @@ bool sbx_image_is_default(const struct sbx_manager *m, const char *ref) {
         return strcmp(ref, m->default_image) == 0;
 }
 
+/* --- user namespace ranges --- */
+
+int sbx_uid_slot_alloc(struct sbx_manager *m, int32_t *ret, struct wr_err *e) {
+        *ret = -1;
+        if (!m->uids)
+                return 0;
+        if (sbx_uids_alloc(m->uids, ret) < 0)
+                return err_setx(e, -ENOSPC, WR_STATUS_RESOURCE_EXHAUSTED, WR_FAULT_SERVICE,
+                                "user namespaces: all %u uid ranges are in use", SBX_UIDS_SLOTS);
+        return 0;
+}
+
+void sbx_uid_slot_release(struct sbx_manager *m, int32_t slot) {
+        if (m->uids)
+                sbx_uids_release(m->uids, slot);
+}
+
+void sbx_uid_slot_config(int32_t slot, struct rt_sandbox_config *cfg) {
+        if (slot < 0)
+                return;
+        cfg->uid_base = sbx_uids_base(slot);
+        cfg->uid_count = SBX_UIDS_COUNT;
+}
+
 /* --- manager --- */
 
 int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **ret,
@@ -154,7 +178,9 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
         m->pool_target = cfg->warm_pool;
         m->build_min_free = cfg->build_min_free;
         m->cgroup_mode = RT_CGROUP_AUTO;
-        if (!m->state_dir || !m->init_path || !m->default_image) {
+        if (!cfg->userns_off)
+                m->uids = calloc(1, sizeof(*m->uids));
+        if (!m->state_dir || !m->init_path || !m->default_image || (!cfg->userns_off && !m->uids)) {
                 sbx_manager_free(m);
                 return err_set(e, -ENOMEM, "sandbox manager: out of memory");
         }
@@ -221,6 +247,7 @@ void sbx_manager_free(struct sbx_manager *m) {
         free(m->state_dir);
         free(m->init_path);
         free(m->default_image);
+        free(m->uids);
         /* the table stays for the sandboxes that outlive warrend */
         sbx_network_free(m->net, m->terminate_on_exit);
         free(m);

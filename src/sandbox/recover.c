@@ -10,11 +10,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "runtime/ctl.h"
 #include "runtime/runtime.h"
+
+/* Keep the user namespace range starting at base taken (a sandbox that
+ * still runs, or whose host cleanup is not done): it is not given out
+ * again. Returns the slot, -1 for none. */
+static int32_t uids_adopt(struct sbx_manager *m, uint32_t base, const char *id) {
+        int32_t slot = -1;
+        if (!base || !m->uids)
+                return -1;
+        int r = sbx_uids_adopt(m->uids, base, &slot);
+        if (r == -EINVAL) {
+                log_warn("sandbox %s: its uid range %u is not one of this warrend's", id, base);
+                return -1;
+        }
+        if (r == -EEXIST)
+                log_warn("sandbox %s: its uid range %u is recorded twice", id, base);
+        return r < 0 ? -1 : slot;
+}
+
+/* The range of a dir without a row (a warm-pool entry, or a crash before
+ * the row): its upper dir is owned by the range's first uid. */
+static uint32_t dir_uid_base(const char *dir) {
+        char path[PATH_MAX];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/upper", dir);
+        return stat(path, &st) == 0 && st.st_uid >= SBX_UIDS_BASE ? (uint32_t) st.st_uid : 0;
+}
 
 /* Re-attach to the sandbox of row (RUNNING): its init must still be the
  * process recorded, its control socket must answer, and its process
@@ -33,6 +60,8 @@ static int recover_one(struct sbx_manager *m, const struct store_sandbox *row, c
         if ((r = rt_sandbox_attach(row->id, dir, (pid_t) row->init_pid, row->init_start,
                                    m->cgroup_mode, &sb->rt, e)) < 0)
                 return r;
+        /* its uid range, taken again (released with sb) */
+        sb->uid_slot = uids_adopt(m, row->uid_base, row->id);
         /* paused before the restart: still paused (the freezer says so) */
         sb->paused = rt_sandbox_frozen(sb->rt) == 1;
         /* its /30, known again from its own default route */
@@ -125,8 +154,10 @@ void sbx_recover(struct sbx_manager *m) {
                 }
                 struct wr_err ce = {0};
                 if (rt_sandbox_cleanup(row->id, dir, m->cgroup_mode, &ce) < 0) {
-                        /* keep the row live so the next start tries again */
+                        /* keep the row live so the next start tries again,
+                         * and its uid range taken */
                         log_warn("recovery: sandbox %s: %s", row->id, ce.msg);
+                        (void) uids_adopt(m, row->uid_base, row->id);
                         continue;
                 }
                 sbx_entrypoint_log_remove(m, row->id);
@@ -149,9 +180,11 @@ void sbx_recover(struct sbx_manager *m) {
                 char dir[PATH_MAX];
                 snprintf(dir, sizeof(dir), "%s/%s", path, de->d_name);
                 struct wr_err ce = {0};
-                if (rt_sandbox_cleanup(de->d_name, dir, m->cgroup_mode, &ce) < 0)
+                uint32_t base = dir_uid_base(dir);
+                if (rt_sandbox_cleanup(de->d_name, dir, m->cgroup_mode, &ce) < 0) {
                         log_warn("recovery: leftover %s: %s", dir, ce.msg);
-                else
+                        (void) uids_adopt(m, base, de->d_name);
+                } else
                         log_info("recovery: removed leftover %s", dir);
         }
         if (d)

@@ -58,6 +58,10 @@ struct sbx_manager_config {
         /* Sandboxes prestarted ahead (rt_sandbox_prestart), refilled in the
          * background; 0 = no pool. */
         unsigned warm_pool;
+        /* Sandboxes run without user namespaces (--userns=off): their
+         * root is the host's root. Default: each in its own, on a uid
+         * range of its own (uids.h). */
+        bool userns_off;
         /* Build steps (build.h) are stopped when the file system holding
          * state_dir has less than this free (their writable layers live
          * there, unbounded); 0 = no guard. */
