@@ -337,14 +337,18 @@ static int reopen(int fd, int flags) {
         return r < 0 ? -errno : r;
 }
 
-static int mkdir_owned(int parent, const char *name, mode_t mode, uint32_t uid, uint32_t gid) {
+/* Make dir name owned by uid:gid (ids inside the sandbox: fs's map). */
+static int mkdir_owned(const struct sbx_fs *fs, int parent, const char *name, mode_t mode,
+                       uint32_t uid, uint32_t gid) {
         if (mkdirat(parent, name, 0700) < 0)
                 return -errno;
         _cleanup_close_ int d = openat2_in(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
                                            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV);
         if (d < 0)
                 return d;
-        if (fchown(d, uid, gid) < 0 || fchmod(d, mode) < 0)
+        if (fchown(d, wr_id_host(uid, fs->id_base, fs->id_count),
+                   wr_id_host(gid, fs->id_base, fs->id_count)) < 0 ||
+            fchmod(d, mode) < 0)
                 return -errno;
         return 0;
 }
@@ -384,7 +388,7 @@ static int dir_make(const struct sbx_fs *fs, const char *field, const char *dir,
                         int r = dir_writable(fs, parent, field, prefix, e);
                         if (r < 0)
                                 return r;
-                        r = mkdir_owned(parent, prefix + i, 0755, uid, gid);
+                        r = mkdir_owned(fs, parent, prefix + i, 0755, uid, gid);
                         if (r < 0 && r != -EEXIST)
                                 return path_err(r, field, prefix, e);
                         sub = openat2_in(fs->root_fd, prefix, O_PATH | O_DIRECTORY, RESOLVE);
@@ -575,7 +579,7 @@ int sbx_file_mkdir(const struct sbx_fs *fs, const char *field, const char *abs, 
         }
         if ((r = dir_writable(fs, d, field, abs, e)) < 0)
                 return r;
-        r = mkdir_owned(d, leaf, (mode & 07777) ? (mode & 07777) : 0755, uid, gid);
+        r = mkdir_owned(fs, d, leaf, (mode & 07777) ? (mode & 07777) : 0755, uid, gid);
         if (r == -EEXIST)
                 return err_setx(e, -EEXIST, WR_STATUS_ALREADY_EXISTS, WR_FAULT_CLIENT,
                                 "%s: \"%.*s\" exists", field, SHOW(abs));
@@ -726,8 +730,8 @@ int sbx_file_write_begin(const struct sbx_fs *fs, const char *field, const char 
                         if (!(mode & 07777))
                                 w->mode = st.st_mode & 07777;
                         if (!has_owner) {
-                                w->uid = st.st_uid;
-                                w->gid = st.st_gid;
+                                w->uid = wr_id_inside(st.st_uid, fs->id_base, fs->id_count);
+                                w->gid = wr_id_inside(st.st_gid, fs->id_base, fs->id_count);
                         }
                 }
         }
@@ -769,7 +773,10 @@ int sbx_file_write_data(struct sbx_file_write *w, const void *buf, size_t n, str
 
 int sbx_file_write_commit(struct sbx_file_write *w, struct sbx_file_info *ret, struct wr_err *e) {
         /* chown first: it clears set-id bits the mode may ask for */
-        if (fchown(w->fd, w->uid, w->gid) < 0 || fchmod(w->fd, w->mode) < 0)
+        const struct sbx_fs *fs = w->fs;
+        if (fchown(w->fd, wr_id_host(w->uid, fs->id_base, fs->id_count),
+                   wr_id_host(w->gid, fs->id_base, fs->id_count)) < 0 ||
+            fchmod(w->fd, w->mode) < 0)
                 return err_set(e, -errno, "meta: owner and mode of \"%.*s\": %m", SHOW(w->path));
         if (w->durable && fsync(w->fd) < 0)
                 return path_err(-errno, "data", w->path, e);
@@ -838,8 +845,8 @@ int sbx_file_symlink(const struct sbx_fs *fs, const char *field, const char *abs
                                             "it first",
                                             field, SHOW(abs));
                 if (!has_owner) {
-                        uid = st.st_uid;
-                        gid = st.st_gid;
+                        uid = wr_id_inside(st.st_uid, fs->id_base, fs->id_count);
+                        gid = wr_id_inside(st.st_gid, fs->id_base, fs->id_count);
                 }
         }
         char tmp[48];
@@ -850,7 +857,9 @@ int sbx_file_symlink(const struct sbx_fs *fs, const char *field, const char *abs
                 if (errno != EEXIST || tries > 8)
                         return path_err(-errno, field, abs, e);
         }
-        if (fchownat(d, tmp, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 || renameat(d, tmp, d, leaf) < 0) {
+        if (fchownat(d, tmp, wr_id_host(uid, fs->id_base, fs->id_count),
+                     wr_id_host(gid, fs->id_base, fs->id_count), AT_SYMLINK_NOFOLLOW) < 0 ||
+            renameat(d, tmp, d, leaf) < 0) {
                 r = -errno;
                 (void) unlinkat(d, tmp, 0);
                 return path_err(r, field, abs, e);
