@@ -901,7 +901,7 @@ static void userns_make(const struct rt_child *c, int procfd) {
 
 /* Give the detached mount m the sandbox's id mapping (ids 0.. on disk are
  * 0.. inside). False when its filesystem cannot be idmapped, or m already
- * is: m is left as it was (its files show as the overflow id inside). */
+ * is: m is left as it was. */
 static bool idmap(int m, const char *what) {
         if (userns_fd < 0)
                 return true;
@@ -1167,6 +1167,7 @@ static bool path_under(const char *p, const char *dir) {
  * from the prestart is moved here instead of being made again. keep:
  * store each entry's mount fd (the prestart) instead of closing it. */
 static void table_apply(int rootfd, const struct rt_start *s, bool reuse, int *keep) {
+        /* (RT_MOUNT_IDMAP binds are idmapped here, as they are moved in) */
         const char *done[RT_TABLE_MAX];
         size_t n_done = 0;
         for (size_t i = 0; i < s->n_mounts; i++) {
@@ -1206,7 +1207,11 @@ static void table_apply(int rootfd, const struct rt_start *s, bool reuse, int *k
                         /* the parent's clone of the source */
                         if (mnt < 0) {
                                 mnt = m->source_fd;
-                                (void) idmap(mnt, m->target);
+                                if ((m->flags & RT_MOUNT_IDMAP) && !idmap(mnt, m->target))
+                                        fail(EOPNOTSUPP,
+                                             "mount %s: its filesystem cannot be idmapped (for "
+                                             "the sandbox's user namespace)",
+                                             m->target);
                         } else {
                                 close(m->source_fd);
                         }

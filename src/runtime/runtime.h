@@ -109,6 +109,13 @@ enum rt_mount_kind {
 #define RT_MOUNT_NOSUID (1u << 1)
 #define RT_MOUNT_NODEV (1u << 2)
 #define RT_MOUNT_NOEXEC (1u << 3)
+/* BIND, in a sandbox with a user namespace: an idmapped mount, the
+ * source's file ids are the sandbox's (0 on disk is root inside, what it
+ * writes is stored with its ids): for the sandbox's own data (volumes).
+ * Refused when the source's filesystem cannot be idmapped. Without it a
+ * bind shows host ownership through the namespace (host root's files as
+ * 65534). No effect without a user namespace. */
+#define RT_MOUNT_IDMAP (1u << 4)
 
 #define RT_MOUNTS_MAX 64                /* entries in cfg->mounts */
 #define RT_MOUNT_DATA_MAX (256u << 10)  /* FILE/COPY content of one entry */

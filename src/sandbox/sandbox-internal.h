@@ -335,7 +335,7 @@ void sbx_exec_recover(struct sbx *sb);
 /* Make <dir> (0700, may exist) and <dir>/ssh owned by the agent's user
  * (mode 0700): the agent's directory, bind-mounted read-only into the
  * sandbox at SBX_SSH_DIR. */
-int sbx_ssh_dir_prepare(const char *dir, struct wr_err *e);
+int sbx_ssh_dir_prepare(const char *dir, int32_t uid_slot, struct wr_err *e);
 
 struct sbx_ssh_dest;
 /* Start sb's ssh-agent beside it and load the n keys (sb->rt running);

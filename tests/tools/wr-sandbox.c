@@ -27,7 +27,8 @@
  * SIGINT, SIGTERM or SIGHUP destroy the sandbox and exit 128+N.
  *
  * Mount table entries (struct rt_mount, applied in the order given):
- *   --bind SRC:DST[:ro]     host path SRC bound at DST (RT_MOUNT_BIND)
+ *   --bind SRC:DST[:ro]     host path SRC bound at DST (RT_MOUNT_BIND;
+ *                           idmapped: RT_MOUNT_IDMAP, unless :host-ids)
  *   --bind-fd SRC:DST[:ro]  the same, SRC opened here and passed as an fd
  *   --tmpfs DST[:SIZE]      a tmpfs (default 64Mi)
  *   --file DST:CONTENT      a file holding CONTENT (RT_MOUNT_FILE); a
@@ -376,7 +377,8 @@ static struct rt_mount *mount_add(struct opts *o) {
         return m;
 }
 
-/* --bind / --bind-fd SRC:DST[:ro] */
+/* --bind / --bind-fd SRC:DST[:ro[,host-ids]] (idmapped in a user
+ * namespace unless host-ids) */
 static void parse_bind(struct opts *o, char *arg, bool by_fd) {
         struct rt_mount *m = mount_add(o);
         char *dst = split_at_colon(arg);
@@ -385,11 +387,19 @@ static void parse_bind(struct opts *o, char *arg, bool by_fd) {
         char *opt = split_at_colon(dst);
         m->kind = RT_MOUNT_BIND;
         m->target = dst;
-        m->flags = RT_MOUNT_NOSUID | RT_MOUNT_NODEV;
-        if (opt && streq(opt, "ro"))
-                m->flags |= RT_MOUNT_RO;
-        else if (opt)
-                die("bad bind option %s", opt);
+        m->flags = RT_MOUNT_NOSUID | RT_MOUNT_NODEV | RT_MOUNT_IDMAP;
+        for (char *o2 = opt; o2;) {
+                char *next = strchr(o2, ',');
+                if (next)
+                        *next++ = 0;
+                if (streq(o2, "ro"))
+                        m->flags |= RT_MOUNT_RO;
+                else if (streq(o2, "host-ids"))
+                        m->flags &= ~RT_MOUNT_IDMAP;
+                else
+                        die("bad bind option %s", o2);
+                o2 = next;
+        }
         if (!by_fd) {
                 m->source = arg;
                 return;
