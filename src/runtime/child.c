@@ -54,8 +54,8 @@ static const struct rt_child *C; /* for fail(): set once at entry */
 
 /* The user namespace (see "the user namespace" below): its fd once made
  * (-EBADF: the sandbox has none), its base as a mount option value. */
-static bool ids_on;             /* C->uid_count > 0 */
-static int userns_fd = -EBADF;  /* made once the stage's /proc is there */
+static bool ids_on;            /* C->uid_count > 0 */
+static int userns_fd = -EBADF; /* made once the stage's /proc is there */
 static char id_base_str[16];
 
 static bool idmap(int m, const char *what);

@@ -30,8 +30,9 @@
  * namespace), Linux >= 5.12 (openat2, the new mount API, mount_setattr,
  * pidfds) and overlayfs; user namespaces (cfg->uid_count) need Linux >=
  * 6.8 (idmapped layers under overlayfs, its lowerdir+) and an image store
- * on a filesystem that supports idmapped mounts (ext4, xfs, btrfs, tmpfs). cgroups v1 (legacy/hybrid layout) and v2 are both
- * supported behind the same interface. */
+ * on a filesystem that supports idmapped mounts (ext4, xfs, btrfs, tmpfs).
+ * cgroups v1 (legacy/hybrid layout) and v2 are both supported behind the
+ * same interface. */
 
 #include <stdbool.h>
 #include <stddef.h>

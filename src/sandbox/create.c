@@ -432,9 +432,8 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         char id[32];
         int32_t net_slot = -1, uid_slot = -1;
         /* a blocked network is a plain create: pool entries have a veth */
-        st->pooled = spec->block_network
-                             ? NULL
-                             : sbx_pool_take(m, id, sizeof(id), &net_slot, &uid_slot);
+        st->pooled =
+                spec->block_network ? NULL : sbx_pool_take(m, id, sizeof(id), &net_slot, &uid_slot);
         st->was_pooled = st->pooled != NULL;
         if (!st->pooled && (r = sbx_make_id(id, sizeof(id))) < 0)
                 return err_set(e, r, "getrandom failed");

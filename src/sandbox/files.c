@@ -648,8 +648,8 @@ int sbx_file_rename(const struct sbx_fs *fs, const char *from, const char *to, b
         if ((r = dir_writable(fs, fd, "from", from, e)) < 0 ||
             (r = dir_writable(fs, td, "to", to, e)) < 0)
                 return r;
-        if (AS_SANDBOX_ROOT(fs, renameat2(fd, fleaf, td, tleaf,
-                                          no_replace ? RENAME_NOREPLACE : 0)) < 0) {
+        if (AS_SANDBOX_ROOT(
+                    fs, renameat2(fd, fleaf, td, tleaf, no_replace ? RENAME_NOREPLACE : 0)) < 0) {
                 r = -errno;
                 switch (r) {
                 case -EXDEV:
@@ -782,10 +782,9 @@ int sbx_file_write_begin(const struct sbx_fs *fs, const char *field, const char 
         for (int tries = 0; w->fd < 0; tries++) {
                 tmp_name(w->tmp, sizeof(w->tmp), tries);
                 /* O_EXCL: never follows a symlink at the name */
-                w->fd = AS_SANDBOX_ROOT(fs, openat(w->dir_fd, w->tmp,
-                                                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-                                                           O_CLOEXEC,
-                                                   0600));
+                w->fd = AS_SANDBOX_ROOT(
+                        fs, openat(w->dir_fd, w->tmp,
+                                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
                 if (w->fd < 0 && (errno != EEXIST || tries > 8)) {
                         r = -errno;
                         w->fd = -EBADF;

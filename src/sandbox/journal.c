@@ -917,7 +917,8 @@ static int restore_file(struct work *w, int dir, const char *name, const struct 
         struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT},
                                  {.tv_sec = c->before.mtime_ns / 1000000000,
                                   .tv_nsec = c->before.mtime_ns % 1000000000}};
-        if (r == 0 && (r = set_attrs_fd(dst, &c->before, w->j->id_base)) == 0 && futimens(dst, ts) < 0)
+        if (r == 0 && (r = set_attrs_fd(dst, &c->before, w->j->id_base)) == 0 &&
+            futimens(dst, ts) < 0)
                 r = -errno;
         if (r == 0 && renameat(d, tmp, d, name) < 0)
                 r = -errno;

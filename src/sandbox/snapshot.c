@@ -91,8 +91,8 @@ static void pack_work(uv_work_t *w) {
         struct snap *s = w->data;
         /* owners as the sandbox sees them: the layer's ids are those of
          * the image's own layers, whatever range the sandbox had */
-        s->r = img_pack_dir_ids(s->upper_fd, s->spool_fd, s->id_base, s->id_base ? SBX_UIDS_COUNT : 0,
-                                &s->stats, &s->e);
+        s->r = img_pack_dir_ids(s->upper_fd, s->spool_fd, s->id_base,
+                                s->id_base ? SBX_UIDS_COUNT : 0, &s->stats, &s->e);
 }
 
 static void pack_done(uv_work_t *w, int status) {

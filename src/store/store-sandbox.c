@@ -48,11 +48,11 @@ int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct
                 return r;
         {
                 _cleanup_stmt_ sqlite3_stmt *st = NULL;
-                r = store_stmt_prepare(
-                        s,
-                        "INSERT INTO sandboxes (" SANDBOX_COLUMNS ", updated) "
-                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?9)",
-                        &st, e);
+                r = store_stmt_prepare(s,
+                                       "INSERT INTO sandboxes (" SANDBOX_COLUMNS ", updated) "
+                                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+                                       "?13, ?14, ?15, ?9)",
+                                       &st, e);
                 if (r < 0)
                         goto done;
                 store_bind_text(st, 1, sb->id);

@@ -69,8 +69,7 @@ static void test_adopt(void **state) {
         assert_int_equal(sbx_uids_adopt(&u, sbx_uids_base(5), &s), -EEXIST);
         assert_int_equal(sbx_uids_adopt(&u, sbx_uids_base(5) + 1, &s), -EINVAL);
         assert_int_equal(sbx_uids_adopt(&u, SBX_UIDS_BASE - SBX_UIDS_COUNT, &s), -EINVAL);
-        assert_int_equal(sbx_uids_adopt(&u, sbx_uids_base(SBX_UIDS_SLOTS - 1) + SBX_UIDS_COUNT,
-                                        &s),
+        assert_int_equal(sbx_uids_adopt(&u, sbx_uids_base(SBX_UIDS_SLOTS - 1) + SBX_UIDS_COUNT, &s),
                          -EINVAL);
         /* an adopted range is never given out */
         for (int i = 0; i < 10; i++) {
