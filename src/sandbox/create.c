@@ -513,8 +513,10 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                                         .kind = RT_MOUNT_BIND,
                                         .target = sbx_ca_bundle_paths[i],
                                         .source = st->ca_bundle,
+                                        /* idmapped: root's file inside too
+                                         * (read-only, so writes fail EROFS) */
                                         .flags = RT_MOUNT_RO | RT_MOUNT_NOSUID | RT_MOUNT_NODEV |
-                                                 RT_MOUNT_NOEXEC,
+                                                 RT_MOUNT_NOEXEC | RT_MOUNT_IDMAP,
                                 };
                 mounts = st->mounts;
         }
