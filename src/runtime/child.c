@@ -6,7 +6,9 @@
  * Runs in fresh mount, pid, uts, ipc, net (and cgroup) namespaces as PID 1,
  * still as full root, with the host's filesystem visible. It builds the
  * root (overlayfs), mounts what a sandbox needs inside it, pivots into it,
- * drops privileges and execs warren-init from a sealed memfd.
+ * joins the sandbox's user namespace when it has one (made here; see "the
+ * user namespace"), drops privileges and execs warren-init from a sealed
+ * memfd.
  *
  * Rules here:
  *  - async-signal-safe only: raw syscalls and snprintf, no malloc, no locks
@@ -1480,8 +1482,9 @@ void rt_child_run(const struct rt_child *arg) {
         if (setrlimit(RLIMIT_NOFILE, &nofile) < 0)
                 fail(errno, "set RLIMIT_NOFILE");
         /* Pending signals and POSIX message queue bytes are counted per
-         * host user (a sandbox's root is the host's root): the sandbox's
-         * own limits bound how much of root's budget it can take. */
+         * host user (without a user namespace a sandbox's root is the
+         * host's root): the sandbox's own limits bound how much of that
+         * user's budget it can take. */
         static const struct {
                 int res;
                 rlim_t v;
