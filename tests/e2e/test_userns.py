@@ -203,3 +203,24 @@ def test_userns_off_runs_sandbox_root_as_host_root():
                 sb.terminate()
     finally:
         dd.stop()
+
+
+def test_warm_pool_entries_have_ranges_of_their_own():
+    dd = Daemon(extra_args=["--warm-pool", "2"])
+    try:
+        import_image(dd, IMAGE)
+        with wr.SandboxClient(dd.unix_addr) as c:
+            sbs = [c.create(image=IMAGE, entrypoint=["sleep", "infinity"]) for _ in range(5)]
+            try:
+                ranges = [uid_map(sb)[1] for sb in sbs]
+                assert len(set(ranges)) == len(ranges)
+                assert all(r >= BASE and (r - BASE) % COUNT == 0 for r in ranges)
+                # each recorded, as the host sees its init
+                for sb, r in zip(sbs, ranges):
+                    base, pid = row_uid_base(dd, sb.id)
+                    assert base == r and host_uids(pid) == [r] * 4
+            finally:
+                for sb in sbs:
+                    sb.terminate()
+    finally:
+        dd.stop()
