@@ -17,23 +17,6 @@
 #include "runtime/ctl.h"
 #include "runtime/runtime.h"
 
-/* Keep the user namespace range starting at base taken (a sandbox that
- * still runs, or whose host cleanup is not done): it is not given out
- * again. Returns the slot, -1 for none. */
-static int32_t uids_adopt(struct sbx_manager *m, uint32_t base, const char *id) {
-        int32_t slot = -1;
-        if (!base || !m->uids)
-                return -1;
-        int r = sbx_uids_adopt(m->uids, base, &slot);
-        if (r == -EINVAL) {
-                log_warn("sandbox %s: its uid range %u is not one of this warrend's", id, base);
-                return -1;
-        }
-        if (r == -EEXIST)
-                log_warn("sandbox %s: its uid range %u is recorded twice", id, base);
-        return r < 0 ? -1 : slot;
-}
-
 /* The range of a dir without a row (a warm-pool entry, or a crash before
  * the row): its upper dir is owned by the range's first uid. */
 static uint32_t dir_uid_base(const char *dir) {
@@ -61,7 +44,7 @@ static int recover_one(struct sbx_manager *m, const struct store_sandbox *row, c
                                    m->cgroup_mode, &sb->rt, e)) < 0)
                 return r;
         /* its uid range, taken again (released with sb) */
-        sb->uid_slot = uids_adopt(m, row->uid_base, row->id);
+        sb->uid_slot = sbx_uid_slot_adopt(m, row->uid_base, row->id);
         /* paused before the restart: still paused (the freezer says so) */
         sb->paused = rt_sandbox_frozen(sb->rt) == 1;
         /* its /30, known again from its own default route */
@@ -157,7 +140,7 @@ void sbx_recover(struct sbx_manager *m) {
                         /* keep the row live so the next start tries again,
                          * and its uid range taken */
                         log_warn("recovery: sandbox %s: %s", row->id, ce.msg);
-                        (void) uids_adopt(m, row->uid_base, row->id);
+                        (void) sbx_uid_slot_adopt(m, row->uid_base, row->id);
                         continue;
                 }
                 sbx_entrypoint_log_remove(m, row->id);
@@ -183,7 +166,7 @@ void sbx_recover(struct sbx_manager *m) {
                 uint32_t base = dir_uid_base(dir);
                 if (rt_sandbox_cleanup(de->d_name, dir, m->cgroup_mode, &ce) < 0) {
                         log_warn("recovery: leftover %s: %s", dir, ce.msg);
-                        (void) uids_adopt(m, base, de->d_name);
+                        (void) sbx_uid_slot_adopt(m, base, de->d_name);
                 } else
                         log_info("recovery: removed leftover %s", dir);
         }

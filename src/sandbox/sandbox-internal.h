@@ -152,6 +152,10 @@ struct sbx_manager {
         struct sbx_network *net;
         /* user namespace ranges; NULL: sandboxes run without (--userns=off) */
         struct sbx_uids *uids;
+        /* host-wide: per slot an flock'ed fd of SBX_UIDS_LOCK_DIR/<slot>
+         * while it is ours (-1: not held), the dir (-1: no locking) */
+        int *uid_locks;
+        int uid_lock_dir;
         unsigned net_jobs; /* sbx_net_retire deletions in flight */
         /* exec.c's state: sessions, log size, chunk pool */
         struct sbx_exec_state *exec;
@@ -187,6 +191,10 @@ void sbx_diskguard_free(struct sbx_manager *m);
 int sbx_uid_slot_alloc(struct sbx_manager *m, int32_t *ret, struct wr_err *e);
 /* Free it again (its sandbox is torn down). < 0: nothing. Loop thread. */
 void sbx_uid_slot_release(struct sbx_manager *m, int32_t slot);
+/* Recovery: the range starting at base is a sandbox's of ours (still
+ * running, or its cleanup pending): taken again, here and host-wide.
+ * Returns its slot, or -1 (none, not one of ours: logged). */
+int32_t sbx_uid_slot_adopt(struct sbx_manager *m, uint32_t base, const char *id);
 /* Set cfg's range for slot (-1: none). */
 void sbx_uid_slot_config(int32_t slot, struct rt_sandbox_config *cfg);
 /* The running sandbox called key (id or name), or an error: -ENOENT

@@ -16,6 +16,9 @@
 #define SBX_UIDS_BASE 1879048192u /* 0x70000000 */
 #define SBX_UIDS_COUNT 65536u
 #define SBX_UIDS_SLOTS 4094u
+/* Where warrends on one host lock the ranges they use (one file per slot,
+ * flock held while in use): two daemons never share a range. */
+#define SBX_UIDS_LOCK_DIR "/run/warren/uid-ranges"
 
 struct sbx_uids {
         uint8_t used[SBX_UIDS_SLOTS];

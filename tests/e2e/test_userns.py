@@ -224,3 +224,25 @@ def test_warm_pool_entries_have_ranges_of_their_own():
                     sb.terminate()
     finally:
         dd.stop()
+
+
+def test_two_warrends_on_one_host_never_share_a_range(d, client):
+    """Ranges are locked host-wide (/run/warren/uid-ranges): a second
+    warrend skips those the first one uses."""
+    mine = [client.create(image=IMAGE, entrypoint=["sleep", "infinity"]) for _ in range(2)]
+    dd = Daemon()
+    try:
+        import_image(dd, IMAGE)
+        with wr.SandboxClient(dd.unix_addr) as c:
+            theirs = [c.create(image=IMAGE, entrypoint=["sleep", "infinity"])
+                      for _ in range(2)]
+            try:
+                ranges = [uid_map(sb)[1] for sb in mine + theirs]
+                assert len(set(ranges)) == len(ranges), ranges
+            finally:
+                for sb in theirs:
+                    sb.terminate()
+    finally:
+        dd.stop()
+        for sb in mine:
+            sb.terminate()
