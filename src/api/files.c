@@ -144,7 +144,9 @@ struct stat_msg {
         Warren__V1__Timestamp mtime;
 };
 
-static void stat_msg_fill(struct stat_msg *m, const struct sbx_file_info *fi) {
+/* Owners as the sandbox sees them (its user namespace: fs's ids). */
+static void stat_msg_fill(struct stat_msg *m, const struct sbx_fs *fs,
+                          const struct sbx_file_info *fi) {
         warren__v1__file_stat__init(&m->f);
         warren__v1__timestamp__init(&m->mtime);
         m->mtime.unix_nanos = fi->mtime_ns;
@@ -153,8 +155,8 @@ static void stat_msg_fill(struct stat_msg *m, const struct sbx_file_info *fi) {
         m->f.kind = (Warren__V1__FileKind) fi->kind;
         m->f.size_bytes = fi->size;
         m->f.mode = (uint32_t) fi->mode;
-        m->f.uid = fi->uid;
-        m->f.gid = fi->gid;
+        m->f.uid = wr_id_inside(fi->uid, fs->id_base, fs->id_count);
+        m->f.gid = wr_id_inside(fi->gid, fs->id_base, fs->id_count);
         m->f.modified_at = &m->mtime;
         if (fi->link) {
                 m->f.symlink_target.data = (uint8_t *) fi->link;
@@ -162,9 +164,10 @@ static void stat_msg_fill(struct stat_msg *m, const struct sbx_file_info *fi) {
         }
 }
 
-static void reply_stat(struct rpc_call *call, const struct sbx_file_info *fi) {
+static void reply_stat(struct rpc_call *call, const struct sbx_fs *fs,
+                       const struct sbx_file_info *fi) {
         struct stat_msg m;
-        stat_msg_fill(&m, fi);
+        stat_msg_fill(&m, fs, fi);
         rpc_call_reply(call, &m.f.base);
 }
 
@@ -233,7 +236,7 @@ static void job_done(uv_work_t *w, int status) {
                 Warren__V1__RemovePathResponse resp = WARREN__V1__REMOVE_PATH_RESPONSE__INIT;
                 rpc_call_reply(call, &resp.base);
         } else
-                reply_stat(call, &j->info);
+                reply_stat(call, &j->fs, &j->info);
         job_free(j);
         rpc_call_unref(call);
 }
@@ -578,7 +581,7 @@ static void write_done(uv_work_t *w, int status) {
         if (st->job == W_COMMIT || (st->job == W_BEGIN && st->link)) {
                 st->committed = true;
                 if (st->job == W_COMMIT || st->half_closed)
-                        reply_stat(call, &st->info);
+                        reply_stat(call, &st->fs, &st->info);
                 goto out;
         }
         write_next(call, st);
@@ -684,7 +687,7 @@ static void write_half_close(struct rpc_call *call) {
         }
         st->half_closed = true;
         if (st->link && st->committed && !st->busy && !st->failed)
-                reply_stat(call, &st->info); /* the symlink was made already */
+                reply_stat(call, &st->fs, &st->info); /* the symlink was made already */
         write_next(call, st);
 }
 
@@ -749,7 +752,7 @@ static void list_done(uv_work_t *w, int status) {
         int r = -ENOMEM;
         if (ms && ptrs) {
                 for (size_t i = 0; i < st->n; i++) {
-                        stat_msg_fill(&ms[i], &st->batch[i]);
+                        stat_msg_fill(&ms[i], &st->fs, &st->batch[i]);
                         ptrs[i] = &ms[i].f;
                 }
                 Warren__V1__ListDirResponse resp = WARREN__V1__LIST_DIR_RESPONSE__INIT;

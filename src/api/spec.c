@@ -932,7 +932,9 @@ static int volumes_to_mounts(struct vol_manager *vm, const char *envname,
                         .kind = RT_MOUNT_BIND,
                         .target = path,
                         .source = source,
-                        .flags = RT_MOUNT_NOSUID | RT_MOUNT_NODEV |
+                        /* idmapped in a user namespace: the volume keeps
+                         * the ids the sandbox sees, whatever its range */
+                        .flags = RT_MOUNT_NOSUID | RT_MOUNT_NODEV | RT_MOUNT_IDMAP |
                                  (vmnt->read_only ? RT_MOUNT_RO : 0),
                 };
                 if ((r = sbx_spec_mount_add(s, &m)) < 0)

@@ -71,6 +71,10 @@ void daemon_config_usage(FILE *f) {
               "                        they keep running and the next warrend re-attaches)\n"
               "  --warm-pool N         keep N sandbox host resources prepared ahead\n"
               "                        (default 0)\n"
+              "  --userns on|off       run each sandbox in a user namespace of its own,\n"
+              "                        its root an unprivileged host uid (default on;\n"
+              "                        off: sandbox root is the host's root;\n"
+              "                        docs/security.md)\n"
               "  --sandbox-cidr CIDR   IPv4 range sandboxes get their /30 from (default\n"
               "                        100.96.0.0/16, or the next free /16 up to\n"
               "                        100.111.0.0/16; must not overlap the host's routes;\n"
@@ -275,6 +279,13 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                 if (errno || end == v || *end || n > 4096)
                         return err_set(e, -EINVAL, "--warm-pool %s: expected 0..4096", v);
                 c->warm_pool = (unsigned) n;
+        } else if (!strcmp(key, "userns")) {
+                if (!strcmp(v, "on") || !strcmp(v, "true"))
+                        c->userns_off = false;
+                else if (!strcmp(v, "off") || !strcmp(v, "false"))
+                        c->userns_off = true;
+                else
+                        return err_set(e, -EINVAL, "--userns %s: expected on or off", v);
         } else if (!strcmp(key, "sandbox-cidr")) {
                 if (!*v)
                         return err_set(e, -EINVAL, "--sandbox-cidr: empty (a range or none)");
@@ -404,6 +415,7 @@ enum {
         OPT_K8S_KUBECONFIG,
         OPT_K8S_NAMESPACE,
         OPT_K8S_INIT_IMAGE,
+        OPT_USERNS,
 };
 
 static const struct option options[] = {
@@ -439,6 +451,7 @@ static const struct option options[] = {
         {"k8s-kubeconfig", required_argument, NULL, OPT_K8S_KUBECONFIG},
         {"k8s-namespace", required_argument, NULL, OPT_K8S_NAMESPACE},
         {"k8s-init-image", required_argument, NULL, OPT_K8S_INIT_IMAGE},
+        {"userns", required_argument, NULL, OPT_USERNS},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {},

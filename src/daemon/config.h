@@ -59,6 +59,7 @@ struct daemon_config {
          * without a token trusted as the operator (tests, local tools) */
         bool insecure_tcp_loopback;
         unsigned warm_pool; /* sandboxes' host resources prepared ahead */
+        bool userns_off;    /* --userns=off: sandboxes without user namespaces */
         /* the default network: the sandbox range (NULL = the default,
          * "none" = loopback only) and the resolver sandboxes are told
          * about (NULL = the host's) */

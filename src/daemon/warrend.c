@@ -399,6 +399,7 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
                 .terminate_on_exit = d->cfg.terminate_on_exit,
                 .warm_pool = d->cfg.warm_pool,
                 .default_disk = d->cfg.default_disk_set ? d->cfg.default_disk : SBX_DEFAULT_DISK,
+                .userns_off = d->cfg.userns_off,
                 .build_min_free = d->cfg.build_min_free_set ? d->cfg.build_min_free
                                                             : SBX_BUILD_MIN_FREE_DEFAULT,
                 .sandbox_cidr = d->cfg.sandbox_cidr,

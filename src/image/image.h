@@ -217,6 +217,12 @@ struct img_pack_stats {
  * levels deep (-ELOOP). The caller keeps the tree still (a frozen
  * sandbox). stats may be NULL. 0 or -errno with e. */
 int img_pack_dir(int dirfd, int out_fd, struct img_pack_stats *stats, struct wr_err *e);
+/* img_pack_dir() of a sandbox in a user namespace (basic/idmap.h): owners
+ * are written as the sandbox sees them (host id - id_base; ids outside
+ * the range as 65534), so that the layer holds the same ids as the
+ * image's own layers. id_base 0: as they are. */
+int img_pack_dir_ids(int dirfd, int out_fd, uint32_t id_base, uint32_t id_count,
+                     struct img_pack_stats *stats, struct wr_err *e);
 
 /* A layer tar holding one file at absolute path (parent dirs 0755 root,
  * the file with mode, 0 = 0644; S_IFDIR in mode: a directory, 0755

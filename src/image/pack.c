@@ -27,6 +27,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "basic/idmap.h"
 #include "basic/macro.h"
 #include "image/image.h"
 
@@ -48,6 +49,7 @@ struct packer {
         uint8_t *buf;
         struct img_pack_stats *st;
         struct wr_err *e;
+        uint32_t id_base, id_count; /* owners as inside the user namespace */
 };
 
 static int cmp_names(const void *a, const void *b) {
@@ -128,8 +130,8 @@ static int write_header(struct packer *p, const struct stat *st, mode_t type, in
         archive_entry_set_pathname(en, p->path);
         archive_entry_set_filetype(en, type);
         archive_entry_set_perm(en, st ? st->st_mode & 07777 : 0);
-        archive_entry_set_uid(en, st ? st->st_uid : 0);
-        archive_entry_set_gid(en, st ? st->st_gid : 0);
+        archive_entry_set_uid(en, st ? wr_id_inside(st->st_uid, p->id_base, p->id_count) : 0);
+        archive_entry_set_gid(en, st ? wr_id_inside(st->st_gid, p->id_base, p->id_count) : 0);
         archive_entry_set_size(en, size);
         archive_entry_set_mtime(en, st ? st->st_mtim.tv_sec : 0, 0);
         if (symlink)
@@ -244,13 +246,19 @@ static int pack_entry(struct packer *p, struct level *lv, const char *name, int 
 }
 
 int img_pack_dir(int dirfd, int out_fd, struct img_pack_stats *stats, struct wr_err *e) {
+        return img_pack_dir_ids(dirfd, out_fd, 0, 0, stats, e);
+}
+
+int img_pack_dir_ids(int dirfd, int out_fd, uint32_t id_base, uint32_t id_count,
+                     struct img_pack_stats *stats, struct wr_err *e) {
         struct img_pack_stats local = {0};
         struct img_pack_stats *st = stats ? stats : &local;
         *st = (struct img_pack_stats){0};
         struct stat top;
         if (fstat(dirfd, &top) < 0 || !S_ISDIR(top.st_mode))
                 return err_set(e, -ENOTDIR, "pack: not a directory");
-        struct packer p = {.dev = top.st_dev, .st = st, .e = e};
+        struct packer p = {
+                .dev = top.st_dev, .st = st, .e = e, .id_base = id_base, .id_count = id_count};
         struct level *levels = calloc(PACK_DEPTH_MAX + 1, sizeof(*levels));
         p.buf = malloc(PACK_BUF);
         p.a = archive_write_new();

@@ -6,7 +6,9 @@
  * Runs in fresh mount, pid, uts, ipc, net (and cgroup) namespaces as PID 1,
  * still as full root, with the host's filesystem visible. It builds the
  * root (overlayfs), mounts what a sandbox needs inside it, pivots into it,
- * drops privileges and execs warren-init from a sealed memfd.
+ * joins the sandbox's user namespace when it has one (made here; see "the
+ * user namespace"), drops privileges and execs warren-init from a sealed
+ * memfd.
  *
  * Rules here:
  *  - async-signal-safe only: raw syscalls and snprintf, no malloc, no locks
@@ -41,6 +43,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "runtime/runtime-internal.h"
@@ -50,6 +53,15 @@
 #define FD_FLOOR 10
 
 static const struct rt_child *C; /* for fail(): set once at entry */
+
+/* The user namespace (see "the user namespace" below): its fd once made
+ * (-EBADF: the sandbox has none), its base as a mount option value. */
+static bool ids_on;            /* C->uid_count > 0 */
+static int userns_fd = -EBADF; /* made once the stage's /proc is there */
+static char id_base_str[16];
+
+static bool idmap(int m, const char *what);
+static int layer_idmapped(const char *path, char *buf, size_t size);
 
 _printf_(2, 3) _noreturn_ static void fail(int err, const char *fmt, ...) {
         struct wr_err e;
@@ -87,6 +99,12 @@ static int fs_new(const char *type, const struct opt *opts, unsigned attrs) {
                 if (sys_fsconfig(fs, opts->val ? RT_FSCONFIG_SET_STRING : RT_FSCONFIG_SET_FLAG,
                                  opts->key, opts->val, 0) < 0)
                         fail(errno, "configure %s: %s", type, opts->key);
+        /* in a user namespace every tmpfs's root belongs to the sandbox's
+         * root (uid_base), as it does to the host's root without one */
+        if (ids_on && streq(type, "tmpfs") &&
+            (sys_fsconfig(fs, RT_FSCONFIG_SET_STRING, "uid", id_base_str, 0) < 0 ||
+             sys_fsconfig(fs, RT_FSCONFIG_SET_STRING, "gid", id_base_str, 0) < 0))
+                fail(errno, "configure %s: uid/gid", type);
         if (sys_fsconfig(fs, RT_FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
                 fail(errno, "create %s instance", type);
         int m = sys_fsmount(fs, FSMOUNT_CLOEXEC, attrs);
@@ -124,6 +142,18 @@ static int bind_clone(int dfd, const char *path, bool recursive, unsigned attrs,
                         fail(errno, "set attributes of %s", what);
         }
         return t;
+}
+
+/* In a user namespace: make name under dirfd ("" = dirfd itself), which
+ * this process just created as the host's root, the sandbox root's
+ * (uid_base) instead. */
+static void own(int dirfd, const char *name, const char *what) {
+        if (!ids_on)
+                return;
+        uid_t id = (uid_t) C->uid_base;
+        if (fchownat(dirfd, name, id, (gid_t) id,
+                     AT_SYMLINK_NOFOLLOW | (name[0] ? 0 : AT_EMPTY_PATH)) < 0)
+                fail(errno, "chown %s to the sandbox's root", what);
 }
 
 /* ---- resolving targets inside the new root ---- */
@@ -165,14 +195,20 @@ static int leaf(int pfd, const char *last, const char *rel, enum kind k, mode_t 
                 fail(errno, "stat /%s", rel);
         }
         if (k == K_DIR) {
-                if (mkdirat(pfd, last, mode) < 0 && errno != EEXIST)
+                if (mkdirat(pfd, last, mode) == 0)
+                        own(pfd, last, rel);
+                else if (errno != EEXIST)
                         fail(errno, "mkdir /%s", rel);
         } else {
-                int f = openat(pfd, last, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY,
+                int f = openat(pfd, last,
+                               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY,
                                mode);
-                if (f < 0)
+                if (f >= 0) {
+                        own(f, "", rel);
+                        close(f);
+                } else if (errno != EEXIST) {
                         fail(errno, "create /%s", rel);
-                close(f);
+                }
         }
         int t = openat(pfd, last, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (t < 0)
@@ -224,6 +260,9 @@ static void mount_scratch(const struct rt_start *s) {
                 fail(errno, "open %s", s->scratch);
         attach(s->scratch_fd, mp, "the writable layer");
         close(mp);
+        /* u/ and w/ come with the image (disk.c's template); the upper
+         * root belongs to the sandbox's root */
+        own(AT_FDCWD, s->upper, s->upper);
 }
 
 /* Attach the detached mount m at c->rootfs. The mount point is looked up
@@ -247,13 +286,25 @@ static int mount_root(const struct rt_child *c, const struct rt_start *s) {
         /* one layer at a time (Linux >= 6.8: no option-length limit, no
          * escaping); older kernels get the joined, escaped string */
         bool plus = true;
-        for (size_t i = 0; i < s->n_layers && plus; i++)
-                if (sys_fsconfig(fs, RT_FSCONFIG_SET_STRING, "lowerdir+", s->layers[i], 0) < 0) {
-                        if (i == 0 && errno == EINVAL)
+        for (size_t i = 0; i < s->n_layers && plus; i++) {
+                /* in a user namespace: the layer through an idmapped mount */
+                char idm[32];
+                int lfd = ids_on ? layer_idmapped(s->layers[i], idm, sizeof(idm)) : -EBADF;
+                if (sys_fsconfig(fs, RT_FSCONFIG_SET_STRING, "lowerdir+",
+                                 lfd >= 0 ? idm : s->layers[i], 0) < 0) {
+                        if (i == 0 && errno == EINVAL && lfd < 0)
                                 plus = false;
+                        else if (lfd >= 0 && errno == EINVAL)
+                                fail(errno,
+                                     "overlay layer %s (user namespaces need overlayfs "
+                                     "lowerdir+ and idmapped layers: Linux >= 6.8)",
+                                     s->layers[i]);
                         else
                                 fail(errno, "overlay layer %s", s->layers[i]);
                 }
+                if (lfd >= 0)
+                        close(lfd);
+        }
         if (!plus && sys_fsconfig(fs, RT_FSCONFIG_SET_STRING, "lowerdir", s->lowerdir, 0) < 0)
                 fail(errno, "overlay lowerdir");
         if (sys_fsconfig(fs, RT_FSCONFIG_SET_STRING, "upperdir", s->upper, 0) < 0)
@@ -375,9 +426,11 @@ static void mount_dev(int rootfd) {
                 {"/proc/self/fd/0", "stdin"},  {"/proc/self/fd/1", "stdout"},
                 {"/proc/self/fd/2", "stderr"},
         };
-        for (size_t i = 0; i < ELEMENTSOF(links); i++)
+        for (size_t i = 0; i < ELEMENTSOF(links); i++) {
                 if (symlinkat(links[i].target, dev, links[i].name) < 0)
                         fail(errno, "symlink /dev/%s", links[i].name);
+                own(dev, links[i].name, links[i].name);
+        }
 
         t = target(rootfd, "dev/pts", K_DIR, 0755);
         /* max=: each sandbox its own bound; the host-wide pool
@@ -787,6 +840,130 @@ static void stage_move(int rootfd, int from, const char *rel, mode_t mode) {
         close(t);
 }
 
+/* ---- the user namespace ----
+ *
+ * With c->uid_count > 0 the sandbox runs in a user namespace of its own
+ * that maps ids 0..uid_count-1 inside to uid_base.. on the host. The
+ * namespaces clone3 made stay owned by the host's user namespace, and
+ * everything up to the exec is done as the host's root, as without one;
+ * the new user namespace is joined last (userns_enter), so root inside
+ * holds capabilities only there: over no mount, network, hostname or
+ * other namespace of its own. What the sandbox sees is made its own on
+ * the way: the image layers through idmapped mounts (shared and unchanged
+ * on disk), the upper dir (the parent chowns it), every tmpfs root (in
+ * fs_new), file and dir made here (own()) owned by uid_base, bind
+ * sources idmapped when their filesystem allows it.
+ *
+ * The namespace itself comes from a helper that shares our memory,
+ * made with CLONE_NEWUSER alone: we write its maps (as the host's root
+ * any range may be mapped; setgroups stays allowed), open its namespace
+ * and kill it. Its pid is one of our pid namespace: the stage's /proc
+ * names it. */
+
+static char userns_stack[16384] __attribute__((aligned(64)));
+
+static int userns_hold(void *arg) {
+        (void) arg;
+        for (;;)
+                pause();
+        return 0;
+}
+
+static void userns_make(const struct rt_child *c, int procfd) {
+        pid_t pid = (pid_t) clone(userns_hold, userns_stack + sizeof(userns_stack),
+                                  CLONE_VM | CLONE_NEWUSER, NULL);
+        if (pid < 0)
+                fail(errno, "create the user namespace");
+        char rel[48], map[48];
+        int n = snprintf(map, sizeof(map), "0 %u %u\n", c->uid_base, c->uid_count);
+        static const char *const maps[] = {"uid_map", "gid_map"};
+        int fd = -EBADF, err = 0;
+        for (size_t i = 0; i < ELEMENTSOF(maps) && !err; i++) {
+                snprintf(rel, sizeof(rel), "%d/%s", (int) pid, maps[i]);
+                int f = openat(procfd, rel, O_WRONLY | O_CLOEXEC);
+                if (f < 0 || write(f, map, (size_t) n) != n)
+                        err = errno ? errno : EIO;
+                if (f >= 0)
+                        close(f);
+        }
+        if (!err) {
+                snprintf(rel, sizeof(rel), "%d/ns/user", (int) pid);
+                fd = openat(procfd, rel, O_RDONLY | O_CLOEXEC);
+                err = fd < 0 ? errno : 0;
+        }
+        (void) kill(pid, SIGKILL);
+        (void) waitpid(pid, NULL, __WALL);
+        if (err)
+                fail(err, "set up the user namespace (%s)", map);
+        userns_fd = hoist_close(fd);
+        /* the network namespace is the host's user namespace's: root
+         * inside cannot use CAP_NET_BIND_SERVICE there; ports below 1024
+         * are opened to every uid of the sandbox instead */
+        int f = open("/proc/sys/net/ipv4/ip_unprivileged_port_start", O_WRONLY | O_CLOEXEC);
+        if (f < 0 || write(f, "0", 1) != 1)
+                fail(errno, "set net.ipv4.ip_unprivileged_port_start");
+        close(f);
+}
+
+/* Give the detached mount m the sandbox's id mapping (ids 0.. on disk are
+ * 0.. inside). False when its filesystem cannot be idmapped, or m already
+ * is: m is left as it was. */
+static bool idmap(int m, const char *what) {
+        if (userns_fd < 0)
+                return true;
+        struct rt_mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t) userns_fd};
+        if (sys_mount_setattr(m, "", AT_EMPTY_PATH, &a) == 0)
+                return true;
+        if (errno == EINVAL || errno == EPERM || errno == EOPNOTSUPP)
+                return false;
+        fail(errno, "idmap %s", what);
+}
+
+/* The layer dir path as the sandbox sees it: an idmapped clone, attached
+ * on the stage (overlayfs takes lower layers of our mount namespace only).
+ * Returns an fd naming it, and "/proc/self/fd/<fd>" in buf. */
+static int layer_idmapped(const char *path, char *buf, size_t size) {
+        static unsigned serial;
+        int t = bind_clone(AT_FDCWD, path, false, 0, path);
+        if (!idmap(t, path))
+                fail(EOPNOTSUPP,
+                     "layer %s: its filesystem cannot be idmapped (user namespaces need the "
+                     "image store on ext4, xfs, btrfs or tmpfs; or run warrend --userns=off)",
+                     path);
+        char name[16];
+        snprintf(name, sizeof(name), "l%u", serial++);
+        if (mkdirat(stage_root, name, 0700) < 0)
+                fail(errno, "layer %s: a dir on the stage", path);
+        int mp = openat(stage_root, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (mp < 0)
+                fail(errno, "layer %s: open its dir on the stage", path);
+        move_onto(t, mp, path);
+        close(mp);
+        t = hoist_close(t);
+        snprintf(buf, size, "/proc/self/fd/%d", t);
+        return t;
+}
+
+/* Join the user namespace and become its root (uid/gid 0 inside,
+ * uid_base outside; no supplementary groups). After pivot_root: every
+ * step before needed the host's root. setns grants every capability in
+ * it; drop_caps() then keeps the usual few. Raw syscalls: glibc's set*id
+ * would signal the threads of the process we were cloned from. */
+static void userns_enter(void) {
+        if (userns_fd < 0)
+                return;
+        if (syscall(SYS_setns, userns_fd, CLONE_NEWUSER) < 0)
+                fail(errno, "join the user namespace");
+        close(userns_fd);
+        userns_fd = -EBADF;
+        if (syscall(SYS_setresgid, 0, 0, 0) < 0)
+                fail(errno, "setresgid in the user namespace");
+        if (syscall(SYS_setgroups, 0, NULL) < 0)
+                fail(errno, "setgroups in the user namespace");
+        if (syscall(SYS_setresuid, 0, 0, 0) < 0)
+                fail(errno, "setresuid in the user namespace");
+}
+
 /* ---- the mount table ----
  *
  * The runtime's own entries (/tmp, /run, /etc/hostname, /etc/hosts,
@@ -827,7 +1004,9 @@ static int entry_parent(int rootfd, const char *rel, const char *what) {
                                 if (fstatat(cur, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                                     S_ISLNK(st.st_mode) && unlinkat(cur, name, 0) < 0)
                                         fail(errno, "mount %s: replace /%s", what, pre);
-                                if (mkdirat(cur, name, 0755) < 0 && errno != EEXIST)
+                                if (mkdirat(cur, name, 0755) == 0)
+                                        own(cur, name, pre);
+                                else if (errno != EEXIST)
                                         fail(errno, "mount %s: mkdir /%s", what, pre);
                                 next = sys_openat2(cur, name, O_PATH | O_DIRECTORY | O_CLOEXEC,
                                                    RES_STRICT);
@@ -880,6 +1059,7 @@ static void copy_write(int rootfd, const struct rt_mount *m) {
                 fail(errno, "write %s", m->target);
         if (fstat(f, &st) < 0 || !S_ISREG(st.st_mode))
                 fail(EINVAL, "write %s: not a regular file", m->target);
+        own(f, "", m->target);
         write_all(f, m->data, m->len, m->target);
         close(f);
         close(pfd);
@@ -922,6 +1102,7 @@ static int file_new(const struct rt_mount *m) {
         if (f < 0)
                 fail(errno, "mount %s: create its file", m->target);
         write_all(f, m->data, m->len, m->target);
+        own(f, "", m->target);
         if (fchmod(f, m->mode ? m->mode : 0644) < 0)
                 fail(errno, "mount %s: chmod", m->target);
         close(f);
@@ -992,6 +1173,7 @@ static bool path_under(const char *p, const char *dir) {
  * from the prestart is moved here instead of being made again. keep:
  * store each entry's mount fd (the prestart) instead of closing it. */
 static void table_apply(int rootfd, const struct rt_start *s, bool reuse, int *keep) {
+        /* (RT_MOUNT_IDMAP binds are idmapped here, as they are moved in) */
         const char *done[RT_TABLE_MAX];
         size_t n_done = 0;
         for (size_t i = 0; i < s->n_mounts; i++) {
@@ -1029,10 +1211,16 @@ static void table_apply(int rootfd, const struct rt_start *s, bool reuse, int *k
                         break;
                 case RT_MOUNT_BIND:
                         /* the parent's clone of the source */
-                        if (mnt < 0)
+                        if (mnt < 0) {
                                 mnt = m->source_fd;
-                        else
+                                if ((m->flags & RT_MOUNT_IDMAP) && !idmap(mnt, m->target))
+                                        fail(EOPNOTSUPP,
+                                             "mount %s: its filesystem cannot be idmapped (for "
+                                             "the sandbox's user namespace)",
+                                             m->target);
+                        } else {
                                 close(m->source_fd);
+                        }
                         break;
                 default:
                         fail(EINVAL, "mount %s: unknown kind %d", m->target, (int) m->kind);
@@ -1144,6 +1332,7 @@ static int root_rebuild(const struct rt_child *c, struct rt_start *s, struct sta
                 fail(ENAMETOOLONG, "upper dir path");
         if (mkdir(upper_alt, 0755) < 0 && errno != EEXIST)
                 fail(errno, "mkdir %s", upper_alt);
+        own(AT_FDCWD, upper_alt, upper_alt);
         if (mkdir(work_alt, 0700) < 0 && errno != EEXIST)
                 fail(errno, "mkdir %s", work_alt);
         s->upper = upper_alt;
@@ -1170,7 +1359,7 @@ static struct rt_start *park_receive(struct rt_child *c, const struct stage *st,
         size_t nk = 0;
         const int mine[] = {c->err_fd,  c->ctl_fd, c->init_fd, c->log_fd, c->park_fd,
                             stage_root, st->proc,  st->dev,    st->sys,   rootfd,
-                            prep.proc,  prep.dev,  prep.sys};
+                            prep.proc,  prep.dev,  prep.sys,   userns_fd};
         for (size_t i = 0; i < ELEMENTSOF(mine); i++)
                 keep[nk++] = mine[i];
         for (size_t i = 0; prep.built && i < prep.s->n_mounts; i++)
@@ -1228,6 +1417,8 @@ static struct rt_start *park_receive(struct rt_child *c, const struct stage *st,
 void rt_child_run(const struct rt_child *arg) {
         struct rt_child c = *arg;
         C = &c;
+        ids_on = c.uid_count > 0;
+        snprintf(id_base_str, sizeof(id_base_str), "%u", c.uid_base);
         /* the descriptors we keep must not sit where stdio and fd 3 go */
         c.err_fd = hoist(c.err_fd);
         c.ctl_fd = hoist(c.ctl_fd);
@@ -1266,6 +1457,8 @@ void rt_child_run(const struct rt_child *arg) {
         struct stage st;
         stage_prepare(&c, &st);
         mount_scratch(s);
+        if (ids_on)
+                userns_make(&c, st.proc);
         net_setup(&c);
         int rootfd = -EBADF;
         if (c.park_fd < 0) {
@@ -1293,8 +1486,9 @@ void rt_child_run(const struct rt_child *arg) {
         if (setrlimit(RLIMIT_NOFILE, &nofile) < 0)
                 fail(errno, "set RLIMIT_NOFILE");
         /* Pending signals and POSIX message queue bytes are counted per
-         * host user (a sandbox's root is the host's root): the sandbox's
-         * own limits bound how much of root's budget it can take. */
+         * host user (without a user namespace a sandbox's root is the
+         * host's root): the sandbox's own limits bound how much of that
+         * user's budget it can take. */
         static const struct {
                 int res;
                 rlim_t v;
@@ -1308,6 +1502,7 @@ void rt_child_run(const struct rt_child *arg) {
                 if (setrlimit(bounds[i].res, &rl) < 0)
                         fail(errno, "set %s", bounds[i].name);
         }
+        userns_enter();
         drop_caps(&c);
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 fail(errno, "set no_new_privs");

@@ -13,7 +13,8 @@
 
 #include "runtime/runtime-internal.h"
 
-#define KNOWN_FLAGS (RT_MOUNT_RO | RT_MOUNT_NOSUID | RT_MOUNT_NODEV | RT_MOUNT_NOEXEC)
+#define KNOWN_FLAGS                                                                                \
+        (RT_MOUNT_RO | RT_MOUNT_NOSUID | RT_MOUNT_NODEV | RT_MOUNT_NOEXEC | RT_MOUNT_IDMAP)
 
 /* Is p one of the kernel filesystems the runtime mounts itself, or below? */
 static bool under_kernel_fs(const char *p, const char **which) {

@@ -61,6 +61,9 @@
 #define MOUNT_ATTR_NODEV 0x00000004
 #define MOUNT_ATTR_NOEXEC 0x00000008
 #endif
+#ifndef MOUNT_ATTR_IDMAP
+#define MOUNT_ATTR_IDMAP 0x00100000
+#endif
 #ifndef FSOPEN_CLOEXEC
 #define FSOPEN_CLOEXEC 0x00000001
 #endif
@@ -309,6 +312,8 @@ struct rt_child {
         struct rt_net net;
         int host_ns_fd;
         int host_nl_fd;
+        /* the user namespace (cfg->uid_count > 0; see child.c) */
+        uint32_t uid_base, uid_count;
 };
 
 /* Set everything up inside the new namespaces and exec warren-init. Never

@@ -28,8 +28,11 @@
  * syscalls only (no malloc, no locks), so it is safe to call from a
  * multi-threaded process. Requires root (CAP_SYS_ADMIN in the initial user
  * namespace), Linux >= 5.12 (openat2, the new mount API, mount_setattr,
- * pidfds) and overlayfs. cgroups v1 (legacy/hybrid layout) and v2 are both
- * supported behind the same interface. */
+ * pidfds) and overlayfs; user namespaces (cfg->uid_count) need Linux >=
+ * 6.8 (idmapped layers under overlayfs, its lowerdir+) and an image store
+ * on a filesystem that supports idmapped mounts (ext4, xfs, btrfs, tmpfs).
+ * cgroups v1 (legacy/hybrid layout) and v2 are both supported behind the
+ * same interface. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -112,6 +115,13 @@ enum rt_mount_kind {
 #define RT_MOUNT_NOSUID (1u << 1)
 #define RT_MOUNT_NODEV (1u << 2)
 #define RT_MOUNT_NOEXEC (1u << 3)
+/* BIND, in a sandbox with a user namespace: an idmapped mount, the
+ * source's file ids are the sandbox's (0 on disk is root inside, what it
+ * writes is stored with its ids): for the sandbox's own data (volumes).
+ * Refused when the source's filesystem cannot be idmapped. Without it a
+ * bind shows host ownership through the namespace (host root's files as
+ * 65534). No effect without a user namespace. */
+#define RT_MOUNT_IDMAP (1u << 4)
 
 #define RT_MOUNTS_MAX 64                /* entries in cfg->mounts */
 #define RT_MOUNT_DATA_MAX (256u << 10)  /* FILE/COPY content of one entry */
@@ -193,6 +203,23 @@ struct rt_sandbox_config {
          * prestart's stays). /etc/hosts then names the hostname with
          * net->addr instead of 127.0.1.1. */
         const struct rt_net *net;
+        /* User namespace: with uid_count > 0 the sandbox runs in a user
+         * namespace of its own that maps ids 0..uid_count-1 inside to
+         * uid_base..uid_base+uid_count-1 on the host (gids alike); its
+         * root is an unprivileged host uid. The image layers are mounted
+         * idmapped (shared and unchanged on disk: file ids 0.. on disk are
+         * 0.. inside), the upper dir and everything the runtime makes
+         * (tmpfs roots, files, dirs) is owned by uid_base (root inside),
+         * bind sources are idmapped when their filesystem allows it (else
+         * their files show as the overflow id, 65534). What the sandbox
+         * writes to its writable layer is owned by its range on the host.
+         * The other namespaces stay owned by the host's user namespace:
+         * root inside has no capability over its network, mounts or
+         * hostname (binding ports below 1024 is opened to every uid of the
+         * sandbox instead: net.ipv4.ip_unprivileged_port_start=0 in its
+         * network namespace). A prestart's range stays (a claim's is
+         * ignored). 0: no user namespace (sandbox root is host root). */
+        uint32_t uid_base, uid_count;
 };
 
 struct rt_usage {

@@ -215,6 +215,9 @@ static int config_check(const struct rt_sandbox_config *cfg, bool need_layers, s
                 return err_set(e, -E2BIG, "resolv.conf content too large");
         if (cfg->net && !net_valid(cfg->net))
                 return err_set(e, -EINVAL, "bad network config (peer name, addresses, prefix)");
+        if (cfg->uid_count && (cfg->uid_base == 0 || cfg->uid_base > UINT32_MAX - cfg->uid_count))
+                return err_set(e, -EINVAL, "bad user namespace range %u+%u", cfg->uid_base,
+                               cfg->uid_count);
         return rt_mounts_check(cfg->mounts, cfg->n_mounts, e);
 }
 
@@ -485,6 +488,10 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
                 else if (errno != EEXIST)
                         return err_set(e, -errno, "mkdir %s/%s: %m", cfg->dir, subdirs[i].name);
         }
+        /* the root dir of the sandbox's writable layer is its root's */
+        if (cfg->uid_count &&
+            fchownat(dirfd, "upper", cfg->uid_base, cfg->uid_base, AT_SYMLINK_NOFOLLOW) < 0)
+                return err_set(e, -errno, "chown %s/upper: %m", cfg->dir);
         _cleanup_free_ char *rootfs = join(cfg->dir, "rootfs");
         if (!rootfs)
                 return err_set(e, -ENOMEM, "out of memory");
@@ -528,6 +535,8 @@ static int create(const struct rt_sandbox_config *cfg, struct rt_sandbox *sb, bo
                 .msg_len = msg.len,
                 .fds = msg.fds,
                 .n_fds = msg.n_fds,
+                .uid_base = cfg->uid_base,
+                .uid_count = cfg->uid_count,
         };
         /* the network: the child makes the veth from inside its
          * namespace, the peer in ours */

@@ -24,6 +24,7 @@ struct sbx_cleanup {
         char dir[PATH_MAX];
         char reason[256];
         int status; /* the row's final status */
+        int32_t uid_slot; /* its user namespace range: taken until done */
         unsigned attempts;
         uint64_t due; /* uv_now() ms */
         uint64_t delay_ms;
@@ -49,6 +50,7 @@ static void work_done(uv_work_t *w, int status) {
                                 break;
                         }
                 log_info("sandbox %s: host cleanup done (attempt %u)", c->id, c->attempts + 1);
+                sbx_uid_slot_release(m, c->uid_slot);
                 store_sandbox_update_status(m->store, c->id, c->status, c->reason, NULL);
                 free(c);
         } else {
@@ -98,6 +100,11 @@ static void arm(struct sbx_manager *m) {
 
 void sbx_cleanup_later(struct sbx_manager *m, const char *id, const char *dir, int status,
                        const char *reason, const struct wr_err *why) {
+        sbx_cleanup_later_uids(m, id, dir, status, reason, why, -1);
+}
+
+void sbx_cleanup_later_uids(struct sbx_manager *m, const char *id, const char *dir, int status,
+                            const char *reason, const struct wr_err *why, int32_t uid_slot) {
         m->metrics.teardown_failed++;
         struct sbx_cleanup *c = calloc(1, sizeof(*c));
         char shown[512];
@@ -105,9 +112,12 @@ void sbx_cleanup_later(struct sbx_manager *m, const char *id, const char *dir, i
                  why && why->msg[0] ? why->msg : "teardown failed");
         store_sandbox_update_status(m->store, id, status, shown, NULL);
         if (!c || !dir) {
+                /* the next start's recovery removes the dir; the range
+                 * stays taken in this process */
                 free(c);
-                return; /* the next start's recovery removes the dir */
+                return;
         }
+        c->uid_slot = uid_slot;
         snprintf(c->id, sizeof(c->id), "%s", id);
         snprintf(c->dir, sizeof(c->dir), "%s", dir);
         snprintf(c->reason, sizeof(c->reason), "%s", reason);

@@ -412,6 +412,7 @@ static int record_pending(struct create_state *st, const char *ref, struct wr_er
                 .n_tags = spec->n_tags,
                 .created_ns = store_now_ns(),
                 .expires_ns = st->sb->expires_ns,
+                .uid_base = st->sb->uid_slot >= 0 ? sbx_uids_base(st->sb->uid_slot) : 0,
         };
         int r = store_sandbox_insert(st->m->store, &row, e);
         if (r == -EEXIST)
@@ -463,19 +464,26 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         /* a warm-pool sandbox: its id, dir, cgroups and namespaces are
          * there already */
         char id[32];
-        int32_t net_slot = -1;
+        int32_t net_slot = -1, uid_slot = -1;
         /* a blocked network is a plain create: pool entries have a veth */
-        st->pooled = spec->block_network || !poolable ? NULL
-                                                      : sbx_pool_take(m, id, sizeof(id), &net_slot);
+        st->pooled = spec->block_network || !poolable
+                             ? NULL
+                             : sbx_pool_take(m, id, sizeof(id), &net_slot, &uid_slot);
         st->was_pooled = st->pooled != NULL;
         if (!st->pooled && (r = sbx_make_id(id, sizeof(id))) < 0)
                 return err_set(e, r, "getrandom failed");
         if ((r = sbx_new(m, id, expires_ns, &st->sb)) < 0) {
                 sbx_network_release(m->net, net_slot);
+                sbx_uid_slot_release(m, uid_slot);
                 return err_set(e, r, "out of memory");
         }
         struct sbx *sb = st->sb;
         sb->net_slot = net_slot; /* released with sb, after its veth is gone */
+        /* its user namespace range: a pool entry's, or a new one
+         * (released with sb, once its teardown finished) */
+        sb->uid_slot = uid_slot;
+        if (!st->pooled && (r = sbx_uid_slot_alloc(m, &sb->uid_slot, e)) < 0)
+                return r;
         struct rt_net net = {0};
         if (sb->net_slot >= 0) /* a pool entry's: made already, unless it broke */
                 sbx_network_slot_net(m->net, sb->net_slot, &net);
@@ -565,8 +573,10 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                                         .kind = RT_MOUNT_BIND,
                                         .target = sbx_ca_bundle_paths[i],
                                         .source = st->ca_bundle,
+                                        /* idmapped: root's file inside too
+                                         * (read-only, so writes fail EROFS) */
                                         .flags = RT_MOUNT_RO | RT_MOUNT_NOSUID | RT_MOUNT_NODEV |
-                                                 RT_MOUNT_NOEXEC,
+                                                 RT_MOUNT_NOEXEC | RT_MOUNT_IDMAP,
                                 };
                 /* identity: directories, so that a rotated token (a new
                  * file renamed over the old) and a restarted warrend's
@@ -592,7 +602,7 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         if (spec->n_ssh) {
                 struct stat dst;
                 bool had_dir = stat(dir, &dst) == 0;
-                if ((r = sbx_ssh_dir_prepare(dir, e)) < 0)
+                if ((r = sbx_ssh_dir_prepare(dir, sb->uid_slot, e)) < 0)
                         return r;
                 if (!had_dir)
                         st->made |= MADE_SSH_DIR;
@@ -626,6 +636,7 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                                        : NULL,
                 .net = sb->net_slot >= 0 ? &net : NULL, /* a pool entry's veth is made */
         };
+        sbx_uid_slot_config(sb->uid_slot, &cfg);
         /* A warm-pool entry starts mounting its root now and the row is
          * written meanwhile. Its dir and cgroups existed without a row
          * already; a crash before the insert leaves just that, which a

@@ -56,5 +56,9 @@ int sbx_fs_open(struct sbx_manager *m, const char *key, struct sbx_fs *ret, stru
         snprintf(ret->id, sizeof(ret->id), "%s", sb->id);
         ret->uid = sb->uid;
         ret->gid = sb->gid;
+        if (sb->uid_slot >= 0) {
+                ret->id_base = sbx_uids_base(sb->uid_slot);
+                ret->id_count = SBX_UIDS_COUNT;
+        }
         return 0;
 }

@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/magic.h>
 #include <linux/openat2.h>
 #include <stdio.h>
@@ -337,14 +338,60 @@ static int reopen(int fd, int flags) {
         return r < 0 ? -errno : r;
 }
 
-static int mkdir_owned(int parent, const char *name, mode_t mode, uint32_t uid, uint32_t gid) {
-        if (mkdirat(parent, name, 0700) < 0)
+/* Making an inode as the sandbox's root. In a sandbox with a user
+ * namespace its volumes are idmapped mounts, through which an inode can
+ * only be made by a caller whose fsuid/fsgid the mount maps (host root's
+ * is not: EOVERFLOW). So this thread makes it with fsuid/fsgid id_base
+ * (the sandbox's root), its capabilities kept (setfsuid away from 0 drops
+ * the file ones from the effective set: taken back from the permitted),
+ * and is host root again right after (fsuid 0 raises them again). The
+ * owner is set by fchown as before. Per thread (raw syscalls: glibc does
+ * not broadcast these). No user namespace: nothing. */
+static void as_sandbox_root(const struct sbx_fs *fs) {
+        if (!fs->id_base)
+                return;
+        (void) syscall(SYS_setfsgid, fs->id_base);
+        (void) syscall(SYS_setfsuid, fs->id_base);
+        struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+        struct __user_cap_data_struct d[2];
+        if (syscall(SYS_capget, &h, d) == 0) {
+                d[0].effective = d[0].permitted;
+                d[1].effective = d[1].permitted;
+                (void) syscall(SYS_capset, &h, d);
+        }
+}
+
+static void as_host_root(const struct sbx_fs *fs) {
+        if (!fs->id_base)
+                return;
+        (void) syscall(SYS_setfsuid, 0);
+        (void) syscall(SYS_setfsgid, 0);
+}
+
+/* The call expr (one that makes a name: mkdir, open with O_CREAT,
+ * symlink, rename) as the sandbox's root; its result, errno kept. */
+#define AS_SANDBOX_ROOT(fs, expr)                                                                  \
+        ({                                                                                         \
+                as_sandbox_root(fs);                                                               \
+                __typeof__(expr) r_ = (expr);                                                      \
+                int e_ = errno;                                                                    \
+                as_host_root(fs);                                                                  \
+                errno = e_;                                                                        \
+                r_;                                                                                \
+        })
+
+/* Make dir name owned by uid:gid (ids inside the sandbox: fs's map). */
+static int mkdir_owned(const struct sbx_fs *fs, int parent, const char *name, mode_t mode,
+                       uint32_t uid, uint32_t gid) {
+        if (AS_SANDBOX_ROOT(fs, mkdirat(parent, name, 0700)) < 0)
                 return -errno;
         _cleanup_close_ int d = openat2_in(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
                                            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV);
         if (d < 0)
                 return d;
-        if (fchown(d, uid, gid) < 0 || fchmod(d, mode) < 0)
+        if (fchown(d, wr_id_host(uid, fs->id_base, fs->id_count),
+                   wr_id_host(gid, fs->id_base, fs->id_count)) < 0 ||
+            fchmod(d, mode) < 0)
                 return -errno;
         return 0;
 }
@@ -384,7 +431,7 @@ static int dir_make(const struct sbx_fs *fs, const char *field, const char *dir,
                         int r = dir_writable(fs, parent, field, prefix, e);
                         if (r < 0)
                                 return r;
-                        r = mkdir_owned(parent, prefix + i, 0755, uid, gid);
+                        r = mkdir_owned(fs, parent, prefix + i, 0755, uid, gid);
                         if (r < 0 && r != -EEXIST)
                                 return path_err(r, field, prefix, e);
                         sub = openat2_in(fs->root_fd, prefix, O_PATH | O_DIRECTORY, RESOLVE);
@@ -575,7 +622,7 @@ int sbx_file_mkdir(const struct sbx_fs *fs, const char *field, const char *abs, 
         }
         if ((r = dir_writable(fs, d, field, abs, e)) < 0)
                 return r;
-        r = mkdir_owned(d, leaf, (mode & 07777) ? (mode & 07777) : 0755, uid, gid);
+        r = mkdir_owned(fs, d, leaf, (mode & 07777) ? (mode & 07777) : 0755, uid, gid);
         if (r == -EEXIST)
                 return err_setx(e, -EEXIST, WR_STATUS_ALREADY_EXISTS, WR_FAULT_CLIENT,
                                 "%s: \"%.*s\" exists", field, SHOW(abs));
@@ -601,7 +648,8 @@ int sbx_file_rename(const struct sbx_fs *fs, const char *from, const char *to, b
         if ((r = dir_writable(fs, fd, "from", from, e)) < 0 ||
             (r = dir_writable(fs, td, "to", to, e)) < 0)
                 return r;
-        if (renameat2(fd, fleaf, td, tleaf, no_replace ? RENAME_NOREPLACE : 0) < 0) {
+        if (AS_SANDBOX_ROOT(
+                    fs, renameat2(fd, fleaf, td, tleaf, no_replace ? RENAME_NOREPLACE : 0)) < 0) {
                 r = -errno;
                 switch (r) {
                 case -EXDEV:
@@ -726,16 +774,17 @@ int sbx_file_write_begin(const struct sbx_fs *fs, const char *field, const char 
                         if (!(mode & 07777))
                                 w->mode = st.st_mode & 07777;
                         if (!has_owner) {
-                                w->uid = st.st_uid;
-                                w->gid = st.st_gid;
+                                w->uid = wr_id_inside(st.st_uid, fs->id_base, fs->id_count);
+                                w->gid = wr_id_inside(st.st_gid, fs->id_base, fs->id_count);
                         }
                 }
         }
         for (int tries = 0; w->fd < 0; tries++) {
                 tmp_name(w->tmp, sizeof(w->tmp), tries);
                 /* O_EXCL: never follows a symlink at the name */
-                w->fd = openat(w->dir_fd, w->tmp,
-                               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                w->fd = AS_SANDBOX_ROOT(
+                        fs, openat(w->dir_fd, w->tmp,
+                                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
                 if (w->fd < 0 && (errno != EEXIST || tries > 8)) {
                         r = -errno;
                         w->fd = -EBADF;
@@ -769,7 +818,10 @@ int sbx_file_write_data(struct sbx_file_write *w, const void *buf, size_t n, str
 
 int sbx_file_write_commit(struct sbx_file_write *w, struct sbx_file_info *ret, struct wr_err *e) {
         /* chown first: it clears set-id bits the mode may ask for */
-        if (fchown(w->fd, w->uid, w->gid) < 0 || fchmod(w->fd, w->mode) < 0)
+        const struct sbx_fs *fs = w->fs;
+        if (fchown(w->fd, wr_id_host(w->uid, fs->id_base, fs->id_count),
+                   wr_id_host(w->gid, fs->id_base, fs->id_count)) < 0 ||
+            fchmod(w->fd, w->mode) < 0)
                 return err_set(e, -errno, "meta: owner and mode of \"%.*s\": %m", SHOW(w->path));
         if (w->durable && fsync(w->fd) < 0)
                 return path_err(-errno, "data", w->path, e);
@@ -782,7 +834,7 @@ int sbx_file_write_commit(struct sbx_file_write *w, struct sbx_file_info *ret, s
                                 "meta.path: the temp file of \"%.*s\" was moved by the "
                                 "sandbox meanwhile; write again",
                                 SHOW(w->path));
-        if (renameat(w->dir_fd, w->tmp, w->dir_fd, w->leaf) < 0) {
+        if (AS_SANDBOX_ROOT(fs, renameat(w->dir_fd, w->tmp, w->dir_fd, w->leaf)) < 0) {
                 int r = -errno;
                 if (r == -EISDIR || r == -ENOTEMPTY || r == -EEXIST)
                         return PRECONDITION(e, -EISDIR, "meta.path: \"%.*s\" is a directory",
@@ -838,19 +890,21 @@ int sbx_file_symlink(const struct sbx_fs *fs, const char *field, const char *abs
                                             "it first",
                                             field, SHOW(abs));
                 if (!has_owner) {
-                        uid = st.st_uid;
-                        gid = st.st_gid;
+                        uid = wr_id_inside(st.st_uid, fs->id_base, fs->id_count);
+                        gid = wr_id_inside(st.st_gid, fs->id_base, fs->id_count);
                 }
         }
         char tmp[48];
         for (int tries = 0;; tries++) {
                 tmp_name(tmp, sizeof(tmp), tries);
-                if (symlinkat(target, d, tmp) == 0)
+                if (AS_SANDBOX_ROOT(fs, symlinkat(target, d, tmp)) == 0)
                         break;
                 if (errno != EEXIST || tries > 8)
                         return path_err(-errno, field, abs, e);
         }
-        if (fchownat(d, tmp, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 || renameat(d, tmp, d, leaf) < 0) {
+        if (fchownat(d, tmp, wr_id_host(uid, fs->id_base, fs->id_count),
+                     wr_id_host(gid, fs->id_base, fs->id_count), AT_SYMLINK_NOFOLLOW) < 0 ||
+            AS_SANDBOX_ROOT(fs, renameat(d, tmp, d, leaf)) < 0) {
                 r = -errno;
                 (void) unlinkat(d, tmp, 0);
                 return path_err(r, field, abs, e);

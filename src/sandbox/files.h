@@ -31,6 +31,7 @@
 #include <sys/types.h>
 
 #include "basic/err.h"
+#include "basic/idmap.h"
 
 struct sbx_manager;
 struct stat;
@@ -54,6 +55,10 @@ struct sbx_fs {
         int pidfd;   /* init's: readable once the sandbox ended (-EBADF: none) */
         char id[32];
         uint32_t uid, gid; /* the sandbox's user: owner of what is made */
+        /* its user namespace (basic/idmap.h; 0: none): uid/gid and every
+         * owner taken or shown are ids inside; files on the host side
+         * are owned by id_base + id */
+        uint32_t id_base, id_count;
         char *workdir;     /* relative paths start here; heap */
         struct sbx_fs_mount *ro_mounts;
         size_t n_ro_mounts;

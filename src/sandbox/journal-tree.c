@@ -70,8 +70,8 @@ static int push(struct jt_tree *t, const char *path, const struct stat *st, int 
         *x = (struct jt_ent){
                 .type = type_of(st),
                 .mode = st->st_mode,
-                .uid = st->st_uid,
-                .gid = st->st_gid,
+                .uid = wr_id_inside(st->st_uid, t->id_base, t->id_count),
+                .gid = wr_id_inside(st->st_gid, t->id_base, t->id_count),
                 .dev = st->st_dev,
                 .ino = st->st_ino,
                 .size = (uint64_t) st->st_size,

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "basic/err.h"
+#include "basic/idmap.h"
 
 enum jt_type {
         JT_ABSENT = 0,
@@ -51,6 +52,10 @@ struct jt_tree {
         /* entries were left out (too deep, too long a path, too many): the
          * journal built on it is incomplete */
         bool truncated;
+        /* set by the caller before the walk: the upper dir of a sandbox in
+         * a user namespace (basic/idmap.h); owners are recorded as ids
+         * inside, as the image's layers hold them (0: as they are) */
+        uint32_t id_base, id_count;
 };
 
 /* Walk the directory root_fd (not closed) and everything below it, up to

@@ -64,6 +64,8 @@ struct sbx_journal {
         char sb_id[32];
         bool all;
         int upper_fd, obj_fd;
+        uint32_t id_base; /* its user namespace range (0: none): owners in
+                           * the journal are ids inside */
         int *lower_fds;
         size_t n_lower;
         struct jr_exec *execs;
@@ -125,6 +127,7 @@ static int journal_get(struct sbx *sb, struct sbx_journal **ret, struct wr_err *
         j->m = m;
         j->upper_fd = j->obj_fd = -EBADF;
         snprintf(j->sb_id, sizeof(j->sb_id), "%s", sb->id);
+        j->id_base = sb->uid_slot >= 0 ? sbx_uids_base(sb->uid_slot) : 0;
         int r;
         j->upper_fd = sbx_upper_open(sb, "journal", e);
         if (j->upper_fd < 0) {
@@ -420,6 +423,8 @@ static void work_free(struct work *w) {
 }
 
 static int walk_upper(struct work *w) {
+        w->tree.id_base = w->j->id_base;
+        w->tree.id_count = w->j->id_base ? SBX_UIDS_COUNT : 0;
         int r = jt_walk(w->j->upper_fd, WALK_MAX, &w->tree, &w->e);
         if (r < 0)
                 return r;
@@ -865,8 +870,12 @@ static int parent_fd(int root_fd, const char *path, const char **name) {
         return fd < 0 ? -errno : fd;
 }
 
-static int set_attrs_fd(int fd, const struct jt_state *s) {
-        if (fchown(fd, s->uid, s->gid) < 0 || fchmod(fd, s->mode & 07777) < 0)
+/* Owner and mode of s (ids inside the sandbox; on the host, in its range
+ * from id_base). */
+static int set_attrs_fd(int fd, const struct jt_state *s, uint32_t id_base) {
+        uint32_t n = id_base ? SBX_UIDS_COUNT : 0;
+        if (fchown(fd, wr_id_host(s->uid, id_base, n), wr_id_host(s->gid, id_base, n)) < 0 ||
+            fchmod(fd, s->mode & 07777) < 0)
                 return -errno;
         return 0;
 }
@@ -908,7 +917,8 @@ static int restore_file(struct work *w, int dir, const char *name, const struct 
         struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT},
                                  {.tv_sec = c->before.mtime_ns / 1000000000,
                                   .tv_nsec = c->before.mtime_ns % 1000000000}};
-        if (r == 0 && (r = set_attrs_fd(dst, &c->before)) == 0 && futimens(dst, ts) < 0)
+        if (r == 0 && (r = set_attrs_fd(dst, &c->before, w->j->id_base)) == 0 &&
+            futimens(dst, ts) < 0)
                 r = -errno;
         if (r == 0 && renameat(d, tmp, d, name) < 0)
                 r = -errno;
@@ -917,7 +927,7 @@ static int restore_file(struct work *w, int dir, const char *name, const struct 
         return r;
 }
 
-static int restore_link(int dir, const char *name, const struct jt_change *c) {
+static int restore_link(int dir, const char *name, const struct jt_change *c, uint32_t id_base) {
         _cleanup_close_ int d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (d < 0)
                 return -errno;
@@ -926,7 +936,9 @@ static int restore_link(int dir, const char *name, const struct jt_change *c) {
                  (unsigned long) random());
         if (symlinkat(c->before.link ? c->before.link : "", d, tmp) < 0)
                 return -errno;
-        if (fchownat(d, tmp, c->before.uid, c->before.gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+        uint32_t n = id_base ? SBX_UIDS_COUNT : 0;
+        if (fchownat(d, tmp, wr_id_host(c->before.uid, id_base, n),
+                     wr_id_host(c->before.gid, id_base, n), AT_SYMLINK_NOFOLLOW) < 0 ||
             renameat(d, tmp, d, name) < 0) {
                 int r = -errno;
                 (void) unlinkat(d, tmp, 0);
@@ -935,18 +947,19 @@ static int restore_link(int dir, const char *name, const struct jt_change *c) {
         return 0;
 }
 
-static int restore_attrs(int dir, const char *name, const struct jt_state *s) {
+static int restore_attrs(int dir, const char *name, const struct jt_state *s, uint32_t id_base) {
         int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        int r = set_attrs_fd(fd, s);
+        int r = set_attrs_fd(fd, s, id_base);
         close(fd);
         return r;
 }
 
 static int apply(struct work *w) {
         struct jr_exec *x = w->x;
-        struct jt_tree now = {0};
+        struct jt_tree now = {.id_base = w->j->id_base,
+                              .id_count = w->j->id_base ? SBX_UIDS_COUNT : 0};
         int r = jt_walk(w->j->upper_fd, WALK_MAX, &now, &w->e);
         if (r < 0) {
                 jt_tree_free(&now);
@@ -1040,14 +1053,14 @@ static int apply(struct work *w) {
                                         r = -errno;
                         }
                         if (r == 0)
-                                r = restore_attrs(dir, name, &c->before);
+                                r = restore_attrs(dir, name, &c->before, w->j->id_base);
                         break;
                 case JT_FILE:
                         r = content ? restore_file(w, dir, name, c)
-                                    : restore_attrs(dir, name, &c->before);
+                                    : restore_attrs(dir, name, &c->before, w->j->id_base);
                         break;
                 case JT_LINK:
-                        r = content ? restore_link(dir, name, c) : 0;
+                        r = content ? restore_link(dir, name, c, w->j->id_base) : 0;
                         break;
                 default:
                         r = 0;

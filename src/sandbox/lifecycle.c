@@ -34,6 +34,7 @@ int sbx_new(struct sbx_manager *m, const char *id, int64_t expires_ns, struct sb
         sb->pidfd = -EBADF;
         sb->ssh_pidfd = -EBADF;
         sb->net_slot = -1;
+        sb->uid_slot = -1;
         sb->expires_ns = expires_ns;
         snprintf(sb->id, sizeof(sb->id), "%s", id);
         *ret = sb;
@@ -50,6 +51,10 @@ void sbx_free(struct sbx *sb) {
         /* the block is free again once the host end is gone: teardown
          * deleted it, or a detached sandbox keeps it (the manager goes) */
         sbx_network_release(sb->m->net, sb->net_slot);
+        /* its user namespace range likewise: every process of it is gone
+         * and its dir removed (a failed teardown handed the range to the
+         * cleanup), or a detached sandbox keeps it (the manager goes) */
+        sbx_uid_slot_release(sb->m, sb->uid_slot);
         sbx_journal_free(sb);
         rt_sandbox_free(sb->rt);
         sbx_env_free(sb->env);
@@ -403,8 +408,9 @@ static void teardown_done(uv_work_t *work, int status) {
                  * what is left on the host is retried in the background
                  * and shown on the row: the terminate itself succeeded */
                 log_warn("sandbox %s: teardown: %s (retrying in the background)", sb->id, e.msg);
-                sbx_cleanup_later(sb->m, sb->id, sb->rt ? rt_sandbox_dir(sb->rt) : NULL,
-                                  end_status(sb), end_reason(sb), &e);
+                sbx_cleanup_later_uids(sb->m, sb->id, sb->rt ? rt_sandbox_dir(sb->rt) : NULL,
+                                       end_status(sb), end_reason(sb), &e, sb->uid_slot);
+                sb->uid_slot = -1;
         }
         call_waiters(sb, 0, NULL);
         /* the end is recorded and answered: out of warren-egress, then the

@@ -8,8 +8,10 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -137,6 +139,116 @@ bool sbx_image_is_default(const struct sbx_manager *m, const char *ref) {
         return strcmp(ref, m->default_image) == 0;
 }
 
+/* --- user namespace ranges --- */
+
+/* Open the host-wide lock dir (best effort: without it, ranges are only
+ * this warrend's to manage). */
+static void uid_locks_open(struct sbx_manager *m) {
+        m->uid_lock_dir = -1;
+        m->uid_locks = malloc(SBX_UIDS_SLOTS * sizeof(*m->uid_locks));
+        if (!m->uid_locks)
+                return;
+        for (size_t i = 0; i < SBX_UIDS_SLOTS; i++)
+                m->uid_locks[i] = -1;
+        (void) mkdir("/run/warren", 0755);
+        (void) mkdir(SBX_UIDS_LOCK_DIR, 0700);
+        m->uid_lock_dir = open(SBX_UIDS_LOCK_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (m->uid_lock_dir < 0)
+                log_warn("user namespaces: %s: %m (uid ranges are not locked host-wide: "
+                         "another warrend on this host may hand out the same ones)",
+                         SBX_UIDS_LOCK_DIR);
+}
+
+/* Lock slot host-wide: 0 (or no locking), -EBUSY when another warrend
+ * holds it. */
+static int uid_lock(struct sbx_manager *m, int32_t slot) {
+        if (m->uid_lock_dir < 0 || m->uid_locks[slot] >= 0)
+                return 0;
+        char name[16];
+        snprintf(name, sizeof(name), "%d", (int) slot);
+        int fd = openat(m->uid_lock_dir, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return 0; /* best effort, as without the dir */
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                int r = errno == EWOULDBLOCK ? -EBUSY : 0;
+                close(fd);
+                return r;
+        }
+        m->uid_locks[slot] = fd;
+        return 0;
+}
+
+static void uid_unlock(struct sbx_manager *m, int32_t slot) {
+        if (m->uid_locks && slot >= 0 && m->uid_locks[slot] >= 0) {
+                close(m->uid_locks[slot]);
+                m->uid_locks[slot] = -1;
+        }
+}
+
+int sbx_uid_slot_alloc(struct sbx_manager *m, int32_t *ret, struct wr_err *e) {
+        *ret = -1;
+        if (!m->uids)
+                return 0;
+        /* ranges another warrend holds are skipped (and not kept) */
+        int32_t busy[64];
+        size_t n_busy = 0;
+        int r = -ENOSPC;
+        for (;;) {
+                int32_t slot;
+                if (sbx_uids_alloc(m->uids, &slot) < 0)
+                        break;
+                if (uid_lock(m, slot) == 0) {
+                        *ret = slot;
+                        r = 0;
+                        break;
+                }
+                if (n_busy == ELEMENTSOF(busy)) {
+                        sbx_uids_release(m->uids, slot);
+                        break;
+                }
+                busy[n_busy++] = slot;
+        }
+        for (size_t i = 0; i < n_busy; i++)
+                sbx_uids_release(m->uids, busy[i]);
+        if (r < 0)
+                return err_setx(e, -ENOSPC, WR_STATUS_RESOURCE_EXHAUSTED, WR_FAULT_SERVICE,
+                                "user namespaces: all %u uid ranges are in use", SBX_UIDS_SLOTS);
+        return 0;
+}
+
+void sbx_uid_slot_release(struct sbx_manager *m, int32_t slot) {
+        if (!m->uids)
+                return;
+        sbx_uids_release(m->uids, slot);
+        uid_unlock(m, slot);
+}
+
+int32_t sbx_uid_slot_adopt(struct sbx_manager *m, uint32_t base, const char *id) {
+        int32_t slot = -1;
+        if (!base || !m->uids)
+                return -1;
+        int r = sbx_uids_adopt(m->uids, base, &slot);
+        if (r == -EINVAL) {
+                log_warn("sandbox %s: its uid range %u is not one of this warrend's", id, base);
+                return -1;
+        }
+        if (r == -EEXIST) {
+                log_warn("sandbox %s: its uid range %u is recorded twice", id, base);
+                return -1;
+        }
+        if (uid_lock(m, slot) < 0)
+                log_warn("sandbox %s: another warrend on this host holds its uid range %u", id,
+                         base);
+        return slot;
+}
+
+void sbx_uid_slot_config(int32_t slot, struct rt_sandbox_config *cfg) {
+        if (slot < 0)
+                return;
+        cfg->uid_base = sbx_uids_base(slot);
+        cfg->uid_count = SBX_UIDS_COUNT;
+}
+
 /* --- manager --- */
 
 int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **ret,
@@ -157,7 +269,13 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
         if (asprintf(&m->disk_templates, "%s/disk-templates", cfg->state_dir) < 0)
                 m->disk_templates = NULL;
         m->cgroup_mode = RT_CGROUP_AUTO;
-        if (!m->state_dir || !m->init_path || !m->default_image || !m->disk_templates) {
+        m->uid_lock_dir = -1;
+        if (!cfg->userns_off) {
+                m->uids = calloc(1, sizeof(*m->uids));
+                uid_locks_open(m);
+        }
+        if (!m->state_dir || !m->init_path || !m->default_image || !m->disk_templates ||
+            (!cfg->userns_off && !m->uids)) {
                 sbx_manager_free(m);
                 return err_set(e, -ENOMEM, "sandbox manager: out of memory");
         }
@@ -230,6 +348,15 @@ void sbx_manager_free(struct sbx_manager *m) {
         free(m->state_dir);
         free(m->init_path);
         free(m->default_image);
+        free(m->uids);
+        /* the locks of sandboxes left running go with this process: the
+         * next warrend takes them again at its recovery */
+        for (size_t i = 0; m->uid_locks && i < SBX_UIDS_SLOTS; i++)
+                if (m->uid_locks[i] >= 0)
+                        close(m->uid_locks[i]);
+        free(m->uid_locks);
+        if (m->uid_lock_dir >= 0)
+                close(m->uid_lock_dir);
         /* the table stays for the sandboxes that outlive warrend */
         sbx_network_free(m->net, m->terminate_on_exit);
         free(m);

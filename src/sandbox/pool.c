@@ -72,6 +72,7 @@ static void pool_work(uv_work_t *w) {
                 .resolv_conf = job->resolv_conf,
                 .net = pe->net_slot >= 0 ? &pe->net : NULL,
         };
+        sbx_uid_slot_config(pe->uid_slot, &cfg);
         if (rt_sandbox_prestart(&cfg, &pe->rt, &job->err) >= 0) {
                 /* the job owns the block now: its open4 element goes in here,
                  * off the loop, so that a claim without a policy does no
@@ -112,6 +113,8 @@ static void pool_work_done(uv_work_t *w, int status) {
                 /* a failed prestart made no veth (or took it down) */
                 sbx_network_release(m->net, pe->net_slot);
                 pe->net_slot = -1;
+                sbx_uid_slot_release(m, pe->uid_slot);
+                pe->uid_slot = -1;
                 if (status != UV_ECANCELED)
                         log_warn("warm pool: %s", job->err.msg);
                 /* retry later rather than spin on a broken host */
@@ -123,9 +126,11 @@ static void pool_work_done(uv_work_t *w, int status) {
                 struct wr_err e = {0};
                 if (pe->net_slot >= 0)
                         rt_sandbox_net_disown(pe->rt);
-                if (rt_sandbox_destroy(pe->rt, &e) >= 0)
+                if (rt_sandbox_destroy(pe->rt, &e) >= 0) {
                         sbx_net_retire(m, pe->net_slot, false);
-                pe->net_slot = -1;
+                        sbx_uid_slot_release(m, pe->uid_slot);
+                }
+                pe->net_slot = pe->uid_slot = -1;
                 rt_sandbox_free(pe->rt);
                 pe->rt = NULL;
                 return;
@@ -156,6 +161,13 @@ static void pool_timer_cb(uv_timer_t *t) {
                                  sbx_network_range(m->net));
                         break;
                 }
+                struct wr_err ue = {0};
+                if (sbx_uid_slot_alloc(m, &job->entry.uid_slot, &ue) < 0) {
+                        log_warn("warm pool: %s", ue.msg);
+                        sbx_network_release(m->net, job->entry.net_slot);
+                        job->entry.net_slot = -1;
+                        break;
+                }
                 job->resolv_conf = m->net ? sbx_network_resolv_conf_slot(
                                                     m->net, job->entry.net_slot, job->resolv_buf,
                                                     sizeof(job->resolv_buf))
@@ -166,6 +178,8 @@ static void pool_timer_cb(uv_timer_t *t) {
                 if (uv_queue_work(m->loop, &job->work, pool_work, pool_work_done) < 0) {
                         sbx_network_release(m->net, job->entry.net_slot);
                         job->entry.net_slot = -1;
+                        sbx_uid_slot_release(m, job->entry.uid_slot);
+                        job->entry.uid_slot = -1;
                         break;
                 }
                 job->busy = true;
@@ -187,11 +201,13 @@ static void pool_drain(struct sbx_manager *m) {
                 struct wr_err e = {0};
                 if (pe->net_slot >= 0)
                         rt_sandbox_net_disown(pe->rt);
-                if (rt_sandbox_destroy(pe->rt, &e) < 0)
+                if (rt_sandbox_destroy(pe->rt, &e) < 0) {
                         log_warn("warm pool: %s", e.msg);
-                else
+                } else {
                         sbx_net_retire(m, pe->net_slot, false);
-                pe->net_slot = -1;
+                        sbx_uid_slot_release(m, pe->uid_slot);
+                }
+                pe->net_slot = pe->uid_slot = -1;
                 rt_sandbox_free(pe->rt);
                 pe->rt = NULL;
         }
@@ -203,13 +219,14 @@ static void pool_timer_closed(uv_handle_t *h) {
 }
 
 struct rt_sandbox *sbx_pool_take(struct sbx_manager *m, char *id, size_t size,
-                                 int32_t *ret_net_slot) {
+                                 int32_t *ret_net_slot, int32_t *ret_uid_slot) {
         if (m->pool_n == 0)
                 return NULL;
         struct sbx_pool_entry *pe = &m->pool[--m->pool_n];
         snprintf(id, size, "%s", pe->id);
         *ret_net_slot = pe->net_slot;
-        pe->net_slot = -1;
+        *ret_uid_slot = pe->uid_slot;
+        pe->net_slot = pe->uid_slot = -1;
         /* not right away: a prestart (cgroup dirs, a clone of warrend, the
          * child's mounts) competes for the CPUs with this sandbox's start
          * and its first exec, which usually follows at once; an empty pool

@@ -17,6 +17,15 @@
 #include "runtime/ctl.h"
 #include "runtime/runtime.h"
 
+/* The range of a dir without a row (a warm-pool entry, or a crash before
+ * the row): its upper dir is owned by the range's first uid. */
+static uint32_t dir_uid_base(const char *dir) {
+        char path[PATH_MAX];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/upper", dir);
+        return stat(path, &st) == 0 && st.st_uid >= SBX_UIDS_BASE ? (uint32_t) st.st_uid : 0;
+}
+
 /* Re-attach to the sandbox of row (RUNNING): its init must still be the
  * process recorded, its control socket must answer, and its process
  * defaults must decrypt. */
@@ -34,6 +43,8 @@ static int recover_one(struct sbx_manager *m, const struct store_sandbox *row, c
         if ((r = rt_sandbox_attach(row->id, dir, (pid_t) row->init_pid, row->init_start,
                                    m->cgroup_mode, &sb->rt, e)) < 0)
                 return r;
+        /* its uid range, taken again (released with sb) */
+        sb->uid_slot = sbx_uid_slot_adopt(m, row->uid_base, row->id);
         /* paused before the restart: still paused (the freezer says so) */
         sb->paused = rt_sandbox_frozen(sb->rt) == 1;
         /* its /30, known again from its own default route */
@@ -137,8 +148,10 @@ void sbx_recover(struct sbx_manager *m) {
                 }
                 struct wr_err ce = {0};
                 if (rt_sandbox_cleanup(row->id, dir, m->cgroup_mode, &ce) < 0) {
-                        /* keep the row live so the next start tries again */
+                        /* keep the row live so the next start tries again,
+                         * and its uid range taken */
                         log_warn("recovery: sandbox %s: %s", row->id, ce.msg);
+                        (void) sbx_uid_slot_adopt(m, row->uid_base, row->id);
                         continue;
                 }
                 sbx_entrypoint_log_remove(m, row->id);
@@ -161,9 +174,11 @@ void sbx_recover(struct sbx_manager *m) {
                 char dir[PATH_MAX];
                 snprintf(dir, sizeof(dir), "%s/%s", path, de->d_name);
                 struct wr_err ce = {0};
-                if (rt_sandbox_cleanup(de->d_name, dir, m->cgroup_mode, &ce) < 0)
+                uint32_t base = dir_uid_base(dir);
+                if (rt_sandbox_cleanup(de->d_name, dir, m->cgroup_mode, &ce) < 0) {
                         log_warn("recovery: leftover %s: %s", dir, ce.msg);
-                else
+                        (void) sbx_uid_slot_adopt(m, base, de->d_name);
+                } else
                         log_info("recovery: removed leftover %s", dir);
         }
         if (d)

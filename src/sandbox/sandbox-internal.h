@@ -14,6 +14,7 @@
 #include "sandbox/sandbox.h"
 #include "runtime/runtime.h"
 #include "sandbox/network.h"
+#include "sandbox/uids.h"
 #include "store/store.h"
 
 struct rt_sandbox;
@@ -70,6 +71,8 @@ struct sbx {
 
         /* its /30 of the default network (network.h); -1: none */
         int32_t net_slot;
+        /* its user namespace range (uids.h); -1: none (--userns=off) */
+        int32_t uid_slot;
         /* registered with warren-egress (POLICY_DEL at the end); in the
          * table's open4 set (no policy); the self-check passed */
         bool egress_registered, egress_open, egress_enforced;
@@ -106,6 +109,7 @@ struct sbx_pool_entry {
         struct rt_sandbox *rt; /* rt_sandbox_prestart()ed */
         int32_t net_slot;      /* its /30 (veth made at the prestart); -1: none */
         struct rt_net net;
+        int32_t uid_slot; /* its user namespace range; -1: none */
 };
 
 struct sbx_manager {
@@ -148,6 +152,12 @@ struct sbx_manager {
         enum rt_cgroup_mode cgroup_mode;
         /* the default network; NULL: sandboxes get only a loopback */
         struct sbx_network *net;
+        /* user namespace ranges; NULL: sandboxes run without (--userns=off) */
+        struct sbx_uids *uids;
+        /* host-wide: per slot an flock'ed fd of SBX_UIDS_LOCK_DIR/<slot>
+         * while it is ours (-1: not held), the dir (-1: no locking) */
+        int *uid_locks;
+        int uid_lock_dir;
         unsigned net_jobs; /* sbx_net_retire deletions in flight */
         /* exec.c's state: sessions, log size, chunk pool */
         struct sbx_exec_state *exec;
@@ -181,6 +191,18 @@ bool sbx_disk_stopped(struct sbx_manager *m, const char *id);
 void sbx_diskguard_free(struct sbx_manager *m);
 
 /* --- manager.c --- */
+/* A user namespace range for a new sandbox or pool entry: its slot in
+ * *ret, -1 with --userns=off; RESOURCE_EXHAUSTED when every range is
+ * taken. Loop thread. */
+int sbx_uid_slot_alloc(struct sbx_manager *m, int32_t *ret, struct wr_err *e);
+/* Free it again (its sandbox is torn down). < 0: nothing. Loop thread. */
+void sbx_uid_slot_release(struct sbx_manager *m, int32_t slot);
+/* Recovery: the range starting at base is a sandbox's of ours (still
+ * running, or its cleanup pending): taken again, here and host-wide.
+ * Returns its slot, or -1 (none, not one of ours: logged). */
+int32_t sbx_uid_slot_adopt(struct sbx_manager *m, uint32_t base, const char *id);
+/* Set cfg's range for slot (-1: none). */
+void sbx_uid_slot_config(int32_t slot, struct rt_sandbox_config *cfg);
 /* The running sandbox called key (id or name), or an error: -ENOENT
  * (unknown: NOT_FOUND), -EBUSY (not running, or terminating:
  * FAILED_PRECONDITION). (exec.c) */
@@ -246,7 +268,7 @@ int sbx_process_decode(struct sbx *sb, const char *buf, size_t len);
 /* Take a prestarted entry (its id into id, its handle returned), or NULL
  * when the pool is empty; schedules the refill. */
 struct rt_sandbox *sbx_pool_take(struct sbx_manager *m, char *id, size_t size,
-                                 int32_t *ret_net_slot);
+                                 int32_t *ret_net_slot, int32_t *ret_uid_slot);
 /* The pool builds its next roots for these layers (a copy is kept). */
 void sbx_pool_expect(struct sbx_manager *m, const char *const *layers, size_t n);
 /* Start the pool: build roots ahead for the default image when it is
@@ -334,7 +356,7 @@ void sbx_exec_recover(struct sbx *sb);
 /* Make <dir> (0700, may exist) and <dir>/ssh owned by the agent's user
  * (mode 0700): the agent's directory, bind-mounted read-only into the
  * sandbox at SBX_SSH_DIR. */
-int sbx_ssh_dir_prepare(const char *dir, struct wr_err *e);
+int sbx_ssh_dir_prepare(const char *dir, int32_t uid_slot, struct wr_err *e);
 
 struct sbx_ssh_dest;
 /* Start sb's ssh-agent beside it and load the n keys (sb->rt running);
@@ -353,6 +375,9 @@ void sbx_ssh_reap(struct sbx *sb);
  * reason again). dir NULL: left to the next start's recovery. */
 void sbx_cleanup_later(struct sbx_manager *m, const char *id, const char *dir, int status,
                        const char *reason, const struct wr_err *why);
+/* The same, and its user namespace range stays taken until done. */
+void sbx_cleanup_later_uids(struct sbx_manager *m, const char *id, const char *dir, int status,
+                            const char *reason, const struct wr_err *why, int32_t uid_slot);
 /* Cleanups still pending. */
 size_t sbx_cleanup_pending(const struct sbx_manager *m);
 /* At manager free: wait for a running attempt, drop the rest. */

@@ -64,6 +64,10 @@ struct sbx_manager_config {
          * unbounded (the upper dir on the state dir's file system). A
          * spec may ask for more: this is a default, not a cap. */
         uint64_t default_disk;
+        /* Sandboxes run without user namespaces (--userns=off): their
+         * root is the host's root. Default: each in its own, on a uid
+         * range of its own (uids.h). */
+        bool userns_off;
         /* Build steps (build.h) are stopped when the file system holding
          * state_dir has less than this free (their writable layers live
          * there: sparse images, or unbounded dirs); 0 = no guard. */

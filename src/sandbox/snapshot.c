@@ -39,6 +39,7 @@ struct snap {
         int r;
         struct wr_err e;
         struct img_pack_stats stats;
+        uint32_t id_base; /* its user namespace range (0: none) */
         uint64_t t0, t_frozen;
         sbx_snapshot_done_fn done;
         void *userdata;
@@ -87,7 +88,10 @@ static void layer_done(int r, const char *diff_id, const struct wr_err *e, void 
 
 static void pack_work(uv_work_t *w) {
         struct snap *s = w->data;
-        s->r = img_pack_dir(s->upper_fd, s->spool_fd, &s->stats, &s->e);
+        /* owners as the sandbox sees them: the layer's ids are those of
+         * the image's own layers, whatever range the sandbox had */
+        s->r = img_pack_dir_ids(s->upper_fd, s->spool_fd, s->id_base,
+                                s->id_base ? SBX_UIDS_COUNT : 0, &s->stats, &s->e);
 }
 
 static void pack_done(uv_work_t *w, int status) {
@@ -142,6 +146,7 @@ int sbx_snapshot(struct sbx_manager *m, const char *key, const char *name,
         s->t0 = sbx_mono_ns();
         snprintf(s->id, sizeof(s->id), "%s", sb->id);
         snprintf(s->image_id, sizeof(s->image_id), "%s", sb->image_id);
+        s->id_base = sb->uid_slot >= 0 ? sbx_uids_base(sb->uid_slot) : 0;
         s->upper_fd = sbx_upper_open(sb, "snapshot", e);
         if (s->upper_fd < 0) {
                 r = s->upper_fd;

@@ -31,7 +31,17 @@
 #define AGENT_READY_MS 3000
 #define ADD_TIMEOUT_MS 5000
 
-static int agent_user(uid_t *uid, gid_t *gid, struct wr_err *e) {
+/* The agent's uid: ssh-agent takes connections from uid 0 and its own
+ * uid only (SO_PEERCRED, as the host sees the peer). In a sandbox with a
+ * user namespace its root is the first uid of its range on the host: the
+ * agent runs as that uid (it sits in the host's pid and user namespaces:
+ * nothing in the sandbox can name, signal or trace it). Without one, as
+ * nobody (the sandbox's root is uid 0). */
+static int agent_user(int32_t uid_slot, uid_t *uid, gid_t *gid, struct wr_err *e) {
+        if (uid_slot >= 0) {
+                *uid = *gid = sbx_uids_base(uid_slot);
+                return 0;
+        }
         struct passwd pw, *res = NULL;
         char buf[1024];
         if (getpwnam_r(AGENT_USER, &pw, buf, sizeof(buf), &res) != 0 || !res || pw.pw_uid == 0)
@@ -54,10 +64,10 @@ static const char *find_prog(const char *name, char *buf, size_t size) {
         return NULL;
 }
 
-int sbx_ssh_dir_prepare(const char *dir, struct wr_err *e) {
+int sbx_ssh_dir_prepare(const char *dir, int32_t uid_slot, struct wr_err *e) {
         uid_t uid;
         gid_t gid;
-        int r = agent_user(&uid, &gid, e);
+        int r = agent_user(uid_slot, &uid, &gid, e);
         if (r < 0)
                 return r;
         if (mkdir(dir, 0700) < 0 && errno != EEXIST)
@@ -172,7 +182,7 @@ int sbx_ssh_start(struct sbx *sb, const struct sbx_ssh_dest *d, size_t n, struct
                 return 0;
         uid_t uid;
         gid_t gid;
-        int r = agent_user(&uid, &gid, e);
+        int r = agent_user(sb->uid_slot, &uid, &gid, e);
         if (r < 0)
                 return r;
         char agent[64], add[64];

@@ -9,7 +9,7 @@
 
 #define SANDBOX_COLUMNS                                                                            \
         "id, environment, name, status, status_message, image_id, image_ref, spec, created, "      \
-        "terminated, expires, init_pid, cgroup_path, init_start"
+        "terminated, expires, init_pid, cgroup_path, init_start, uid_base"
 
 void store_sandbox_clear(struct store_sandbox *sb) {
         if (!sb)
@@ -48,11 +48,11 @@ int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct
                 return r;
         {
                 _cleanup_stmt_ sqlite3_stmt *st = NULL;
-                r = store_stmt_prepare(
-                        s,
-                        "INSERT INTO sandboxes (" SANDBOX_COLUMNS ", updated) "
-                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?9)",
-                        &st, e);
+                r = store_stmt_prepare(s,
+                                       "INSERT INTO sandboxes (" SANDBOX_COLUMNS ", updated) "
+                                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+                                       "?13, ?14, ?15, ?9)",
+                                       &st, e);
                 if (r < 0)
                         goto done;
                 store_bind_text(st, 1, sb->id);
@@ -72,6 +72,7 @@ int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct
                 sqlite3_bind_int64(st, 12, sb->init_pid);
                 store_bind_text(st, 13, sb->cgroup_path);
                 sqlite3_bind_int64(st, 14, (sqlite3_int64) sb->init_start);
+                sqlite3_bind_int64(st, 15, (sqlite3_int64) sb->uid_base);
                 r = store_stmt_done(s, st, false, "insert sandbox", e);
                 if (r == -EEXIST) {
                         /* Which uniqueness was it: the id or the live name? */
@@ -265,6 +266,7 @@ static int read_row(struct store *s, sqlite3_stmt *st, struct store_sandbox *ret
         ret->init_pid = sqlite3_column_int64(st, 11);
         ret->cgroup_path = store_column_strdup(st, 12);
         ret->init_start = (uint64_t) sqlite3_column_int64(st, 13);
+        ret->uid_base = (uint32_t) sqlite3_column_int64(st, 14);
         if (!ret->id || !ret->environment || !ret->status_message || !ret->image_id ||
             !ret->image_ref || !ret->cgroup_path)
                 goto oom;

@@ -146,6 +146,9 @@ static const char *const migrations[] = {
         "  PRIMARY KEY (environment, image_id)\n"
         ") WITHOUT ROWID;\n"
         "CREATE INDEX image_envs_image ON image_envs (image_id);\n",
+        /* 5: the sandbox's user namespace range (its first host uid; 0 =
+         * none) */
+        "ALTER TABLE sandboxes ADD COLUMN uid_base INTEGER NOT NULL DEFAULT 0;\n",
 };
 
 int store_schema_version_latest(void) {

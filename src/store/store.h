@@ -138,6 +138,9 @@ struct store_sandbox {
         int64_t init_pid; /* host pid of the sandbox's init; 0 = none */
         char *cgroup_path;
         uint64_t init_start; /* init's start time (ticks since boot); 0 = unknown */
+        /* first host uid/gid of its user namespace range (0 = none): taken
+         * until its teardown finished (recovery re-learns it) */
+        uint32_t uid_base;
 };
 
 /* Free what sb holds and zero it. NULL is fine. */

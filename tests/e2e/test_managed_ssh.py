@@ -89,10 +89,13 @@ def key_marker(bed):
 
 
 def agents():
-    """pids of ssh-agent processes running as nobody with our socket name."""
-    p = subprocess.run(["ps", "-eo", "pid=,user=,args="], capture_output=True, text=True)
+    """pids of ssh-agent processes with our socket name running unprivileged:
+    as nobody, or (user namespaces, the default) as the host uid of their
+    sandbox's root (docs/security.md: >= 1879048192)."""
+    p = subprocess.run(["ps", "-eo", "pid=,uid=,args="], capture_output=True, text=True)
     return {int(l.split()[0]) for l in p.stdout.splitlines()
-            if "ssh-agent -D -a agent.sock" in l and l.split()[1] == "nobody"}
+            if "ssh-agent -D -a agent.sock" in l
+            and (int(l.split()[1]) == 65534 or int(l.split()[1]) >= 1879048192)}
 
 
 def github(**kw):

@@ -172,6 +172,27 @@ static int c_setns(void) {
         return setns(fd, CLONE_NEWNET);
 }
 
+/* A user namespace's maps are written once, from outside. */
+static int map_write(const char *path) {
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -1;
+        ssize_t n = write(fd, "0 0 1\n", 6);
+        return n == 6 ? 0 : -1; /* the child exits: fd closes */
+}
+static int c_uid_map(void) {
+        return map_write("/proc/self/uid_map");
+}
+static int c_gid_map(void) {
+        return map_write("/proc/self/gid_map");
+}
+static int c_setns_user(void) {
+        int fd = open("/proc/1/ns/user", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -1;
+        return setns(fd, CLONE_NEWUSER);
+}
+
 /* Allowed: ENOENT for the missing paths; blocked: EPERM. */
 static int c_pivot_root(void) {
         return (int) syscall(SYS_pivot_root, "/.warren-probe-none", "/.warren-probe-none");
@@ -398,6 +419,9 @@ static void section_syscalls(void) {
         try_child("unshare_newuser", c_unshare_user);
         try_child("unshare_newnet", c_unshare_net);
         try_child("setns_net", c_setns);
+        try_child("setns_user", c_setns_user);
+        try_child("uid_map_write", c_uid_map);
+        try_child("gid_map_write", c_gid_map);
         try_child("pivot_root", c_pivot_root);
         try_child("chroot", c_chroot);
         try_child("clone_newns", c_clone_newns);

@@ -18,6 +18,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("WARREN_BUILD", ROOT / "build"))
 WR_SANDBOX = BUILD / "tests/tools/wr-sandbox"
 PROBE = BUILD / "tests/probe/warren-probe"
+# Sandboxes run in a user namespace (as warrend's do by default), each
+# run of this suite on a range of its own below warrend's;
+# WARREN_TEST_USERNS=0 runs them without one.
+USERNS = int(os.environ.get("WARREN_TEST_USERNS",
+                            0x60000000 + (os.getpid() % 4096) * 65536))
 SANITIZED = os.environ.get("WARREN_SANITIZED") == "1"
 
 
@@ -67,6 +72,8 @@ class Runner:
 
     def argv(self, cmd, layers=(), opts=()):
         a = [self.tool, "run", "--rootfs", str(self.rootfs)]
+        if USERNS and not any(str(o).startswith("--userns") for o in opts):
+            a += ["--userns", str(USERNS)]
         for layer in layers:
             a += ["--layer", str(layer)]
         a += list(opts)

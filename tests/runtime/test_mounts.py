@@ -10,7 +10,10 @@ import socket
 
 import pytest
 
-from conftest import SANITIZED, host_state
+from conftest import SANITIZED, USERNS, host_state
+
+# in a user namespace bind sources are idmapped (their files keep their ids)
+IDMAPPED = ",idmapped" if USERNS else ""
 
 PRESTART = ["same", "bare", "extra", "nolayers"]
 
@@ -41,8 +44,8 @@ def test_bind_dir_read_write_and_read_only(sandbox, vol, mode):
                  "grep -E ' /(data|srv/ro/data) ' /proc/self/mountinfo | cut -d' ' -f5,6 | sort",
                  opts)
     assert out.splitlines() == ["hostdata", "hostdata", "rw-ok", "ro-refused", "ro-kept",
-                                "/data rw,nosuid,nodev,relatime",
-                                "/srv/ro/data ro,nosuid,nodev,relatime"]
+                                "/data rw,nosuid,nodev,relatime" + IDMAPPED,
+                                "/srv/ro/data ro,nosuid,nodev,relatime" + IDMAPPED]
     assert (vol / "new").read_text() == "new\n"  # the write reached the host dir
     assert sorted(os.listdir(vol)) == ["f", "new"]
     assert host_state() == before

@@ -27,7 +27,8 @@
  * SIGINT, SIGTERM or SIGHUP destroy the sandbox and exit 128+N.
  *
  * Mount table entries (struct rt_mount, applied in the order given):
- *   --bind SRC:DST[:ro]     host path SRC bound at DST (RT_MOUNT_BIND)
+ *   --bind SRC:DST[:ro]     host path SRC bound at DST (RT_MOUNT_BIND;
+ *                           idmapped: RT_MOUNT_IDMAP, unless :host-ids)
  *   --bind-fd SRC:DST[:ro]  the same, SRC opened here and passed as an fd
  *   --tmpfs DST[:SIZE]      a tmpfs (default 64Mi)
  *   --file DST:CONTENT      a file holding CONTENT (RT_MOUNT_FILE); a
@@ -38,6 +39,8 @@
  *   --mount-kind N:DST      an entry of raw kind N (tests of the checks)
  * --net PEER:ADDR:GATEWAY/PREFIX gives the sandbox a veth (eth0 with ADDR,
  * default route via GATEWAY; the host end PEER with GATEWAY).
+ * --userns BASE[:COUNT] runs it in a user namespace mapping 0.. inside to
+ * BASE.. on the host (COUNT ids, default 65536); --userns 0 = none.
  * --prestart MODE creates through the warm pool's two steps instead
  * (rt_sandbox_prestart, then rt_sandbox_start with the full config):
  *   same      the prestart gets the same config (its root is reused)
@@ -374,7 +377,8 @@ static struct rt_mount *mount_add(struct opts *o) {
         return m;
 }
 
-/* --bind / --bind-fd SRC:DST[:ro] */
+/* --bind / --bind-fd SRC:DST[:ro[,host-ids]] (idmapped in a user
+ * namespace unless host-ids) */
 static void parse_bind(struct opts *o, char *arg, bool by_fd) {
         struct rt_mount *m = mount_add(o);
         char *dst = split_at_colon(arg);
@@ -383,11 +387,19 @@ static void parse_bind(struct opts *o, char *arg, bool by_fd) {
         char *opt = split_at_colon(dst);
         m->kind = RT_MOUNT_BIND;
         m->target = dst;
-        m->flags = RT_MOUNT_NOSUID | RT_MOUNT_NODEV;
-        if (opt && streq(opt, "ro"))
-                m->flags |= RT_MOUNT_RO;
-        else if (opt)
-                die("bad bind option %s", opt);
+        m->flags = RT_MOUNT_NOSUID | RT_MOUNT_NODEV | RT_MOUNT_IDMAP;
+        for (char *o2 = opt; o2;) {
+                char *next = strchr(o2, ',');
+                if (next)
+                        *next++ = 0;
+                if (streq(o2, "ro"))
+                        m->flags |= RT_MOUNT_RO;
+                else if (streq(o2, "host-ids"))
+                        m->flags &= ~RT_MOUNT_IDMAP;
+                else
+                        die("bad bind option %s", o2);
+                o2 = next;
+        }
         if (!by_fd) {
                 m->source = arg;
                 return;
@@ -451,6 +463,7 @@ static void parse(int argc, char **argv, struct opts *o) {
                 {"mount-kind", required_argument, NULL, 'K'},
                 {"prestart", required_argument, NULL, 'P'},
                 {"net", required_argument, NULL, 'N'},
+                {"userns", required_argument, NULL, 'U'},
                 {NULL, 0, NULL, 0},
         };
         int ch;
@@ -582,6 +595,14 @@ static void parse(int argc, char **argv, struct opts *o) {
                         o->cfg.net = &o->net;
                         break;
                 }
+                case 'U': {
+                        unsigned base = 0, count = 65536;
+                        if (sscanf(optarg, "%u:%u", &base, &count) < 1)
+                                die("bad --userns %s (BASE[:COUNT])", optarg);
+                        o->cfg.uid_base = base;
+                        o->cfg.uid_count = base ? count : 0;
+                        break;
+                }
                 default:
                         usage();
                 }
@@ -590,6 +611,10 @@ static void parse(int argc, char **argv, struct opts *o) {
         o->cfg.mounts = o->mounts;
         o->cfg.n_mounts = o->n_mounts;
 }
+
+/* When the last sandbox_make's claim (rt_sandbox_start) began; 0: not a
+ * prestart. */
+static double claim_start_ms;
 
 /* Create the sandbox as o says: at once, or through the warm pool's two
  * steps with a prestart config of o->prestart's kind. */
@@ -624,6 +649,7 @@ static int sandbox_make(const struct opts *o, struct rt_sandbox **ret, struct wr
         int r = rt_sandbox_prestart(&pre, &sb, e);
         if (r < 0)
                 return r;
+        claim_start_ms = now_ms();
         r = rt_sandbox_start(sb, &o->cfg, e);
         if (r < 0) {
                 struct wr_err ignored = {0};
@@ -694,6 +720,7 @@ int main(int argc, char **argv) {
         double *t_first = calloc(o.repeat, sizeof(double));
         double *t_create = calloc(o.repeat, sizeof(double));
         double *t_destroy = calloc(o.repeat, sizeof(double));
+        double *t_claim = calloc(o.repeat, sizeof(double));
         int status = 0;
         struct rt_usage usage = {0}; /* of the last cycle, before destroy */
 
@@ -719,6 +746,7 @@ int main(int argc, char **argv) {
                 struct rt_sandbox *sb = NULL;
                 struct wr_err e = {0};
                 double t0 = now_ms();
+                claim_start_ms = 0;
                 if (sandbox_make(&o, &sb, &e) < 0) {
                         if (tmp[0])
                                 rmdir(tmp);
@@ -754,6 +782,7 @@ int main(int argc, char **argv) {
                 t_create[i] = t1 - t0;
                 t_first[i] = t2 - t0;
                 t_destroy[i] = t4 - t3;
+                t_claim[i] = t2 - (claim_start_ms ? claim_start_ms : t0);
                 if (got_signal)
                         break;
         }
@@ -780,12 +809,16 @@ int main(int argc, char **argv) {
                 print_series(f, "create_ms", t_create, o.repeat);
                 fputc(',', f);
                 print_series(f, "destroy_ms", t_destroy, o.repeat);
+                fputc(',', f);
+                /* --prestart: from the claim on (the warm pool's path) */
+                print_series(f, "claim_to_first_exec_ms", t_claim, o.repeat);
                 fputs("}\n", f);
                 fclose(f);
         }
         free(t_first);
         free(t_create);
         free(t_destroy);
+        free(t_claim);
         if (got_signal)
                 return 128 + got_signal;
         if (WIFEXITED(status))
