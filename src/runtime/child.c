@@ -664,11 +664,16 @@ static void net_setup(struct rt_child *c) {
         close(nl);
         /* ICMP echo without CAP_NET_RAW (ping sockets), for every group of
          * this network namespace only, as Docker does; what leaves is the
-         * host's table's to decide. Best effort: a user namespace that
-         * does not map the whole range keeps the kernel's default. */
+         * host's table's to decide. In a user namespace: every group of
+         * the sandbox's range (it reads "0 <count-1>" inside). Best effort:
+         * a failed write keeps the kernel's default (nobody). */
         int pg = open("/proc/sys/net/ipv4/ping_group_range", O_WRONLY | O_CLOEXEC);
         if (pg >= 0) {
-                (void) !write(pg, "0 2147483647", 12);
+                char range[48];
+                int n = ids_on ? snprintf(range, sizeof(range), "%u %u", c->uid_base,
+                                          c->uid_base + c->uid_count - 1)
+                               : snprintf(range, sizeof(range), "0 2147483647");
+                (void) !write(pg, range, (size_t) n);
                 close(pg);
         }
 

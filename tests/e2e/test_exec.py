@@ -303,9 +303,21 @@ def _leftovers(d, ids):
     mounts = [line for line in open("/proc/self/mountinfo")
               if d.state_dir in line or any(i in line for i in ids)]
     dirs = os.listdir(os.path.join(d.state_dir, "sandboxes"))
-    children = subprocess.run(["pgrep", "-P", str(d.proc.pid)], capture_output=True,
-                              text=True).stdout.split()
+    # warrend's own helpers live as long as it does (the key-keeping
+    # warren-signers, docs/signer.md): not a sandbox's leftovers
+    children = [p for p in subprocess.run(["pgrep", "-P", str(d.proc.pid)], capture_output=True,
+                                          text=True).stdout.split()
+                if _comm(p) not in ("warren-signer", "warren-egress")]
     return dict(cgroups=cg, mounts=mounts, dirs=dirs, children=children)
+
+
+def _comm(pid):
+    try:
+        with open("/proc/%s/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
 
 
 def _fds(d):

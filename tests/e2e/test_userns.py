@@ -60,13 +60,30 @@ def test_root_inside_is_an_unprivileged_host_uid(d, client):
         sb.terminate()
 
 
+def sandbox_pid(sb):
+    """A host pid of a process in the sandbox's cgroup (its init)."""
+    for pid in sorted(os.listdir("/proc"), key=lambda p: int(p) if p.isdigit() else 0):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cgroup" % pid) as f:
+                if "/warren/" + sb.id + "\n" in f.read():
+                    return int(pid)
+        except OSError:
+            pass
+    raise AssertionError("no process of " + sb.id)
+
+
 def test_files_written_inside_are_owned_by_the_range(d, client):
     sb = client.create(image=IMAGE, entrypoint=["sleep", "infinity"])
     try:
         _, base, _ = uid_map(sb)
         sh(sb, "echo hi > /made; mkdir -p /home/u; echo x > /home/u/f; "
                "chown 1000:2000 /home/u/f; chown 1000:1000 /home/u; echo y >> /etc/passwd")
-        upper = os.path.join(d.state_dir, "sandboxes", sb.id, "upper")
+        # the writable layer is the sandbox's own ext4 image (docs/runtime.md
+        # "The writable layer"), attached in its mount namespace: the host
+        # sees it through a sandbox process's root
+        upper = "/proc/%d/root" % sandbox_pid(sb)
         st = os.lstat(os.path.join(upper, "made"))
         assert (st.st_uid, st.st_gid) == (base, base)
         st = os.lstat(os.path.join(upper, "home/u/f"))
