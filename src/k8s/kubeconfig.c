@@ -184,10 +184,13 @@ int k8s_conn_load(const char *path, struct k8s_conn *c, struct wr_err *e) {
         }
         const char *server = str(cl, "server");
         if (!server || strncmp(server, "https://", 8) != 0) {
+                /* cname lives in j: the message first */
+                r = err_set(e, -EINVAL,
+                            "--k8s-kubeconfig %s: clusters[%s].server must be an https:// "
+                            "URL",
+                            path, cname);
                 json_decref(j);
-                return err_set(e, -EINVAL,
-                               "--k8s-kubeconfig %s: clusters[%s].server must be an https:// URL",
-                               path, cname);
+                return r;
         }
         if (!(c->server = strdup(server)))
                 goto oom;
