@@ -763,6 +763,7 @@ int main(int argc, char **argv) {
                         free(t_first);
                         free(t_create);
                         free(t_destroy);
+                        free(t_claim);
                         return 0;
                 }
                 status = relay(rt_sandbox_ctl_path(sb), &o, i == 0, &t2);
