@@ -23,7 +23,7 @@ struct sbx_cleanup {
         char id[32];
         char dir[PATH_MAX];
         char reason[256];
-        int status; /* the row's final status */
+        int status;       /* the row's final status */
         int32_t uid_slot; /* its user namespace range: taken until done */
         unsigned attempts;
         uint64_t due; /* uv_now() ms */

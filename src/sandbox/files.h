@@ -59,7 +59,7 @@ struct sbx_fs {
          * owner taken or shown are ids inside; files on the host side
          * are owned by id_base + id */
         uint32_t id_base, id_count;
-        char *workdir;     /* relative paths start here; heap */
+        char *workdir; /* relative paths start here; heap */
         struct sbx_fs_mount *ro_mounts;
         size_t n_ro_mounts;
 };

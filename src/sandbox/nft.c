@@ -152,8 +152,8 @@ int sbx_nft_class_set(const char *table, const char *addr, enum sbx_net_class fr
                 n += snprintf(cmds + n, sizeof(cmds) - (size_t) n,
                               "delete element inet %s %s { %s }\n", table, set_names[from], addr);
         if (to != SBX_NET_POLICED)
-                n += snprintf(cmds + n, sizeof(cmds) - (size_t) n, "add element inet %s %s { %s }\n",
-                              table, set_names[to], addr);
+                n += snprintf(cmds + n, sizeof(cmds) - (size_t) n,
+                              "add element inet %s %s { %s }\n", table, set_names[to], addr);
         if (!n)
                 return 0;
         int r = nft_run(cmds, e);
