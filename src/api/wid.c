@@ -25,6 +25,8 @@
 #include <openssl/x509.h>
 
 #include "api/jwt.h"
+#include "basic/memfd.h"
+#include "signer/es256.h"
 #include "basic/macro.h"
 
 struct wid_key {
@@ -323,20 +325,12 @@ int wid_signing_key_memfd(const struct wid_keys *k, int *ret_fd, struct wr_err *
         if (n <= 0 || (size_t) n == sizeof(buf))
                 r = err_set(e, n < 0 ? -errno : -EINVAL, "identity key %s: unreadable or too long",
                             k->signing_path);
-        _cleanup_close_ int fd = -EBADF;
-        if (r == 0 &&
-            (fd = memfd_create("warren-identity-key", MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0)
-                r = err_set(e, -errno, "identity key: memfd_create: %m");
-        if (r == 0 && RETRY_EINTR(write(fd, buf, (size_t) n)) != n)
-                r = err_set(e, errno ? -errno : -EIO, "identity key: write the memfd: %m");
+        if (r == 0) {
+                const struct iovec iov = {buf, (size_t) n};
+                r = memfd_sealed("warren-identity-key", "identity key", &iov, 1, ret_fd, e);
+        }
         OPENSSL_cleanse(buf, sizeof(buf));
-        if (r < 0)
-                return r;
-        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0 ||
-            lseek(fd, 0, SEEK_SET) != 0)
-                return err_set(e, -errno, "identity key: seal the memfd: %m");
-        *ret_fd = TAKE_FD(fd);
-        return 0;
+        return r;
 }
 
 const char *wid_keys_kid(const struct wid_keys *k) {
@@ -351,26 +345,6 @@ static char *json_b64(json_t *j) {
         char *out = b64url_alloc((const unsigned char *) s, strlen(s));
         free(s);
         return out;
-}
-
-/* ES256 with a key in this process's memory: r || s into rs. */
-static int local_sign(EVP_PKEY *pkey, const char *in, size_t in_len, unsigned char rs[64],
-                      struct wr_err *e) {
-        EVP_MD_CTX *md = EVP_MD_CTX_new();
-        unsigned char der[128];
-        size_t der_len = sizeof(der);
-        int ok = md && EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, pkey) == 1 &&
-                 EVP_DigestSign(md, der, &der_len, (const unsigned char *) in, in_len) == 1;
-        EVP_MD_CTX_free(md);
-        if (!ok)
-                return err_set(e, -EIO, "identity token: signing failed");
-        /* JWS ES256 wants r || s, 32 bytes each, not DER */
-        const unsigned char *dp = der;
-        ECDSA_SIG *sig = d2i_ECDSA_SIG(NULL, &dp, (long) der_len);
-        ok = sig && BN_bn2binpad(ECDSA_SIG_get0_r(sig), rs, 32) == 32 &&
-             BN_bn2binpad(ECDSA_SIG_get0_s(sig), rs + 32, 32) == 32;
-        ECDSA_SIG_free(sig);
-        return ok ? 0 : err_set(e, -EIO, "identity token: bad signature encoding");
 }
 
 int wid_mint(const struct wid_keys *k, const char *iss, const char *sub, const char *aud,
@@ -394,7 +368,7 @@ int wid_mint(const struct wid_keys *k, const char *iss, const char *sub, const c
         unsigned char rs[64];
         int r = k->has_signer    ? k->signer.sign(k->signer.ctx, in, in_len, rs, e)
                 : k->public_only ? err_set(e, -EIO, "identity token: no signer for the key")
-                                 : local_sign(key->pkey, in, in_len, rs, e);
+                                 : signer_es256_sign(key->pkey, in, in_len, rs, e);
         if (r < 0)
                 return r;
         char s64[100];

@@ -19,6 +19,7 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "signer/signer-proto.h"
+#include "signer/spawn.h"
 #include "api/wid.h"
 #include "store/store.h"
 
@@ -76,42 +77,15 @@ static void pid_cb(uv_poll_t *h, int status, int events) {
 }
 
 static int signer_spawn(struct keeper *k, struct wr_err *e) {
-        int memfd = -EBADF, sp[2];
+        int memfd = -EBADF;
         int r = k->key_memfd(k->key_ctx, &memfd, e);
         if (r < 0)
                 return r;
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
-                r = -errno;
-                close(memfd);
-                return err_set(e, r, "socketpair: %s", strerror(-r));
-        }
-        char keyfd[16], sockfd[16];
-        snprintf(keyfd, sizeof(keyfd), "%d", memfd);
-        snprintf(sockfd, sizeof(sockfd), "%d", sp[1]);
-        const char *argv[] = {
-                k->path,     k->flag,        keyfd,
-                "--sock-fd", sockfd,         "--log-level",
-                "info",      "--log-format", log_get_format() == LOG_FORMAT_JSON ? "json" : "text",
-                NULL};
-        pid_t pid = fork();
-        if (pid == 0) {
-                sigset_t none;
-                sigemptyset(&none);
-                sigprocmask(SIG_SETMASK, &none, NULL);
-                if (fcntl(memfd, F_SETFD, 0) < 0 || fcntl(sp[1], F_SETFD, 0) < 0)
-                        _exit(127);
-                execv(argv[0], (char *const *) argv);
-                _exit(127);
-        }
-        r = pid < 0 ? -errno : 0;
-        close(memfd);
-        close(sp[1]);
-        if (r < 0) {
-                close(sp[0]);
-                return err_set(e, r, "fork: %s", strerror(-r));
-        }
+        pid_t pid;
+        r = signer_start(k->path, k->flag, memfd, &pid, &k->sock, e);
+        if (r < 0)
+                return r;
         k->pid = pid;
-        k->sock = sp[0];
         k->pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
         k->starts++;
         log_info("warren-signer keeps the %s (pid %d)", k->what, (int) pid);

@@ -25,6 +25,7 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "signer/ca.h"
+#include "signer/spawn.h"
 
 #define READY_MS 5000
 #define RESULT_MS 2000
@@ -483,45 +484,15 @@ static void signer_pid_cb(uv_poll_t *h, int status, int events) {
  * SOCK_SEQPACKET pair; *ret_fd is the end for warren-egress. Negative:
  * no interception for this warren-egress (logged by the caller). */
 static int signer_spawn(struct sbx_egress *g, int *ret_fd, struct wr_err *e) {
-        int memfd = -EBADF, sg[2];
+        int memfd = -EBADF;
         int r = signer_ca_fd(g->state_dir, &memfd, e);
         if (r < 0)
                 return r;
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sg) < 0) {
-                r = -errno;
-                close(memfd);
-                return err_set(e, r, "socketpair: %s", strerror(-r));
-        }
-        char cafd[16], sockfd[16];
-        snprintf(cafd, sizeof(cafd), "%d", memfd);
-        snprintf(sockfd, sizeof(sockfd), "%d", sg[1]);
-        const char *argv[] = {g->signer_path,
-                              "--ca-fd",
-                              cafd,
-                              "--sock-fd",
-                              sockfd,
-                              "--log-level",
-                              "info",
-                              "--log-format",
-                              log_get_format() == LOG_FORMAT_JSON ? "json" : "text",
-                              NULL};
-        pid_t pid = fork();
-        if (pid == 0) {
-                sigset_t none;
-                sigemptyset(&none);
-                sigprocmask(SIG_SETMASK, &none, NULL);
-                if (fcntl(memfd, F_SETFD, 0) < 0 || fcntl(sg[1], F_SETFD, 0) < 0)
-                        _exit(127);
-                execv(argv[0], (char *const *) argv);
-                _exit(127);
-        }
-        r = pid < 0 ? -errno : 0;
-        close(memfd);
-        close(sg[1]);
-        if (r < 0) {
-                close(sg[0]);
-                return err_set(e, r, "fork: %s", strerror(-r));
-        }
+        pid_t pid;
+        int sock;
+        r = signer_start(g->signer_path, "--ca-fd", memfd, &pid, &sock, e);
+        if (r < 0)
+                return r;
         g->signer_pid = pid;
         g->signer_pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
         g->signer_poll = calloc(1, sizeof(*g->signer_poll));
@@ -532,12 +503,12 @@ static int signer_spawn(struct sbx_egress *g, int *ret_fd, struct wr_err *e) {
                 if (g->signer_pidfd < 0)
                         kill(pid, SIGKILL);
                 signer_forget(g);
-                close(sg[0]);
+                close(sock);
                 return err_set(e, -EIO, "cannot watch warren-signer");
         }
         g->signer_poll->data = g;
         uv_poll_start(g->signer_poll, UV_READABLE, signer_pid_cb);
-        *ret_fd = sg[0];
+        *ret_fd = sock;
         return 0;
 }
 

@@ -5,6 +5,8 @@
 
 #include "signer/ca.h"
 
+#include "basic/memfd.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -397,22 +399,11 @@ int signer_ca_fd(const char *state_dir, int *ret_fd, struct wr_err *e) {
         r = file_read(p.key, true, &k, e);
         if (r >= 0)
                 r = file_read(p.cert, false, &c, e);
-        _cleanup_close_ int fd = -EBADF;
         if (r >= 0) {
-                fd = memfd_create("warren-egress-ca", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-                if (fd < 0)
-                        r = err_set(e, -errno, "egress CA: memfd_create: %m");
+                const struct iovec iov[] = {{k.p, k.n - 1}, {c.p, c.n - 1}};
+                r = memfd_sealed("warren-egress-ca", "egress CA", iov, 2, ret_fd, e);
         }
-        if (r >= 0 && (RETRY_EINTR(write(fd, k.p, k.n - 1)) != (ssize_t) (k.n - 1) ||
-                       RETRY_EINTR(write(fd, c.p, c.n - 1)) != (ssize_t) (c.n - 1)))
-                r = err_set(e, errno ? -errno : -EIO, "egress CA: write the memfd: %m");
         buf_wipe(&k);
         buf_wipe(&c);
-        if (r < 0)
-                return r;
-        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0 ||
-            lseek(fd, 0, SEEK_SET) != 0)
-                return err_set(e, -errno, "egress CA: seal the memfd: %m");
-        *ret_fd = TAKE_FD(fd);
-        return 0;
+        return r;
 }

@@ -62,6 +62,7 @@
 #include "basic/confine.h"
 #include "basic/log.h"
 #include "signer/datakey.h"
+#include "signer/es256.h"
 #include "signer/mint.h"
 #include "signer/signer-proto.h"
 
@@ -149,25 +150,6 @@ static int jws_key_parse(const char *pem, size_t len, EVP_PKEY **ret, struct wr_
         }
         *ret = k;
         return 0;
-}
-
-/* ES256 over in: the signature as JWS wants it, r || s. */
-static int jws_sign(EVP_PKEY *key, const uint8_t *in, size_t len, uint8_t rs[SIGNER_JWS_SIG_LEN],
-                    struct wr_err *e) {
-        EVP_MD_CTX *md = EVP_MD_CTX_new();
-        unsigned char der[128];
-        size_t der_len = sizeof(der);
-        int ok = md && EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, key) == 1 &&
-                 EVP_DigestSign(md, der, &der_len, in, len) == 1;
-        EVP_MD_CTX_free(md);
-        if (!ok)
-                return err_set(e, -EIO, "ES256 signing failed");
-        const unsigned char *dp = der;
-        ECDSA_SIG *sig = d2i_ECDSA_SIG(NULL, &dp, (long) der_len);
-        ok = sig && BN_bn2binpad(ECDSA_SIG_get0_r(sig), rs, 32) == 32 &&
-             BN_bn2binpad(ECDSA_SIG_get0_s(sig), rs + 32, 32) == 32;
-        ECDSA_SIG_free(sig);
-        return ok ? 0 : err_set(e, -EIO, "ES256: bad signature encoding");
 }
 
 /* The secrets key: exactly SIGNER_SECRETS_KEY_LEN bytes to the end of
@@ -397,7 +379,7 @@ static int jws_key_make(const char *path) {
 static int answer_jws(EVP_PKEY *key, const struct signer_req *req, uint8_t *out, size_t size) {
         struct wr_err e = {0};
         uint8_t rs[SIGNER_JWS_SIG_LEN];
-        int r = jws_sign(key, req->in, req->in_len, rs, &e);
+        int r = signer_es256_sign(key, req->in, req->in_len, rs, &e);
         if (r < 0) {
                 log_warn("warren-signer: request %u refused: %s", req->hdr.id, e.msg);
                 return signer_error_encode(req->hdr.id, SIGNER_ERR_INTERNAL, e.msg, out, size);
@@ -602,7 +584,7 @@ int main(int argc, char **argv) {
                           (long long) signer_ca_not_after(ca));
         } else if (jws) {
                 uint8_t rs[SIGNER_JWS_SIG_LEN];
-                if (jws_sign(jws, (const uint8_t *) "warm-up", 7, rs, &e) < 0)
+                if (signer_es256_sign(jws, (const uint8_t *) "warm-up", 7, rs, &e) < 0)
                         die("warm-up signature", e.msg);
         } else if (probe_datakey(secrets_key, &e) < 0) {
                 die("warm-up data key", e.msg);
@@ -612,7 +594,7 @@ int main(int argc, char **argv) {
                 die("confine", e.msg);
         uint8_t rs[SIGNER_JWS_SIG_LEN];
         if (ca    ? probe_mint(ca, spki, spki_len, &e) < 0
-            : jws ? jws_sign(jws, (const uint8_t *) "self-check", 10, rs, &e) < 0
+            : jws ? signer_es256_sign(jws, (const uint8_t *) "self-check", 10, rs, &e) < 0
                   : probe_datakey(secrets_key, &e) < 0)
                 die("self-check after confinement", e.msg);
         OPENSSL_free(spki);

@@ -3,6 +3,8 @@
  * 32-byte key kept in its own file (mode 0600, directory 0700). */
 #include "store/store-internal.h"
 
+#include "basic/memfd.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -315,22 +317,12 @@ int store_secret_key_memfd(struct store *s, int *ret_fd, struct wr_err *e) {
         } else if (r < 0 && e) {
                 *e = local;
         }
-        _cleanup_close_ int fd = -EBADF;
         if (r >= 0) {
-                fd = memfd_create("warren-secrets-key", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-                if (fd < 0)
-                        r = err_set(e, -errno, "secrets key: memfd_create: %m");
+                const struct iovec iov = {key, KEY_LEN};
+                r = memfd_sealed("warren-secrets-key", "secrets key", &iov, 1, ret_fd, e);
         }
-        if (r >= 0 && RETRY_EINTR(write(fd, key, KEY_LEN)) != KEY_LEN)
-                r = err_set(e, errno ? -errno : -EIO, "secrets key: write the memfd: %m");
         OPENSSL_cleanse(key, sizeof(key));
-        if (r < 0)
-                return r;
-        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0 ||
-            lseek(fd, 0, SEEK_SET) != 0)
-                return err_set(e, -errno, "secrets key: seal the memfd: %m");
-        *ret_fd = TAKE_FD(fd);
-        return 0;
+        return r;
 }
 
 /* Rewrap the rows of one table whose nonce column holds a bare 12-byte
