@@ -22,9 +22,9 @@ IMAGE = "busybox:latest"
 CANARY = "canary-keeper-3c9e1b"
 
 
-def keeper_pid(d):
-    pids = re.findall(r"warren-signer: ready \(pid (\d+)\), keeping the secrets key",
-                      d.read_log())
+def keeper_pid(d, what="secrets key"):
+    """The pid of the newest warren-signer keeping `what`."""
+    pids = re.findall(r"warren-signer: ready \(pid (\d+)\), keeping the " + what, d.read_log())
     assert pids, d.read_log()
     return int(pids[-1])
 
@@ -191,13 +191,6 @@ def test_a_tampered_wrapping_does_not_open(daemon):
 
 # --- the workload-identity signing key (docs/signer.md "Identity tokens") ---
 
-def identity_keeper_pid(d):
-    pids = re.findall(r"warren-signer: ready \(pid (\d+)\), keeping the identity key",
-                      d.read_log())
-    assert pids, d.read_log()
-    return int(pids[-1])
-
-
 def identity_scalar(d):
     """The private scalar of the newest identity key, 32 bytes."""
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
@@ -230,9 +223,9 @@ def test_identity_key_kept_by_its_signer_and_tokens_verify_after_a_kill():
             assert verified(c)["aud"] == "sts.example.com"
             scalar = identity_scalar(d)
             if not SANITIZED:
-                assert scalar in readable_memory(identity_keeper_pid(d))
+                assert scalar in readable_memory(keeper_pid(d, "identity key"))
                 assert scalar not in readable_memory(d.proc.pid)
-            old = identity_keeper_pid(d)
+            old = keeper_pid(d, "identity key")
             os.kill(old, signal.SIGKILL)
             deadline = time.monotonic() + 10
             while "identity key, pid %d) exited" % old not in d.read_log():
@@ -240,7 +233,7 @@ def test_identity_key_kept_by_its_signer_and_tokens_verify_after_a_kill():
                 time.sleep(0.05)
             # the next token is signed by a new signer, with the same key
             assert verified(c)["iss"] == issuer
-            assert identity_keeper_pid(d) != old
+            assert keeper_pid(d, "identity key") != old
             assert not os.path.exists("/proc/%d" % old)
     finally:
         d.stop()
