@@ -9,7 +9,7 @@ DEB_PACKAGES=(
   meson ninja-build pkg-config gcc clang clang-format
   libuv1-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
   libssl-dev openssl libsqlite3-dev sqlite3 libseccomp-dev libcap-dev
-  libcurl4-openssl-dev libarchive-dev libjansson-dev libcmocka-dev libclang-rt-14-dev
+  libcurl4-openssl-dev libarchive-dev libjansson-dev libyaml-dev libcmocka-dev libclang-rt-14-dev
   busybox-static iproute2 nftables libnftables-dev libmnl-dev libc-ares-dev
   libhttp-parser-dev bubblewrap crun
   docker-registry skopeo

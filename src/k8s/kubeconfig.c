@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Reading a kubeconfig (JSON form) or the in-cluster configuration. */
+/* Reading a kubeconfig (YAML or JSON) or the in-cluster configuration. */
 #include "k8s/kubeconfig.h"
+#include "k8s/kubeyaml.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -154,17 +155,23 @@ int k8s_conn_load(const char *path, struct k8s_conn *c, struct wr_err *e) {
         int r = read_file(path, &text, &len);
         if (r < 0)
                 return err_set(e, r, "--k8s-kubeconfig %s: %s", path, strerror(-r));
-        json_error_t je;
-        json_t *j = json_loadb(text, len, 0, &je);
+        /* JSON (what `kubectl config view -o json` writes) or YAML (what
+         * kubeadm, kind and `kubectl config` write) */
+        json_t *j = json_loadb(text, len, 0, NULL);
+        struct wr_err ye = {0};
+        if (!j)
+                j = k8s_yaml_load(text, len, &ye);
         explicit_bzero(text, len);
         free(text);
         if (!json_is_object(j)) {
                 json_decref(j);
+                if (ye.code == -ENOMEM)
+                        return err_set(e, -ENOMEM, "--k8s-kubeconfig %s: out of memory", path);
                 return err_set(e, -EINVAL,
-                               "--k8s-kubeconfig %s: not a kubeconfig in JSON form (line %d: "
-                               "%s); write one with `kubectl config view --raw --flatten -o "
-                               "json > FILE`",
-                               path, je.line, je.text);
+                               "--k8s-kubeconfig %s: not a kubeconfig (%s); expected a "
+                               "mapping with current-context, contexts, clusters and users, as "
+                               "`kubectl config view --raw --flatten` writes it",
+                               path, ye.msg[0] ? ye.msg : "its top level is not a mapping");
         }
         char dirbuf[PATH_MAX];
         snprintf(dirbuf, sizeof(dirbuf), "%s", path);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* k8s/kubeconfig: how warrend reaches a cluster. A kubeconfig in JSON form
- * (the current context's cluster, user and namespace; data inline or in
+/* k8s/kubeconfig: how warrend reaches a cluster. A kubeconfig, YAML or JSON
+ * (k8s/kubeyaml.h; the current context's cluster, user and namespace; data inline or in
  * files relative to the kubeconfig), or the in-cluster configuration of a
  * Pod (KUBERNETES_SERVICE_HOST/PORT and the service account's files).
  * The operator's own file: trusted like the command line, but every field
@@ -26,7 +26,7 @@ struct k8s_conn {
 };
 
 /* Load path ("in-cluster": the Pod's service account). -ENOENT, -EACCES,
- * -EINVAL (not JSON, no current context, a field of the wrong type, no
+ * -EINVAL (neither JSON nor YAML, no current context, a field of the wrong type, no
  * server) with e naming the field and the fix, -ENOMEM. */
 int k8s_conn_load(const char *path, struct k8s_conn *c, struct wr_err *e);
 

@@ -72,7 +72,12 @@ static void test_refusals(void **state) {
         static const struct {
                 const char *text, *msg;
         } cases[] = {
-                {"apiVersion: v1\n", "not a kubeconfig in JSON form"},
+                {"apiVersion: v1\n", "no current-context"},
+                {"[1, 2]\n", "its top level is not a mapping"},
+                {"a: [1\n", "YAML line"},
+                {"a: &x 1\nb: *x\n", "anchors"},
+                {"current-context: c\ncurrent-context: d\n", "a key appears twice"},
+                {"---\ncurrent-context: c\n---\nx: 1\n", "a second document"},
                 {"{}", "no current-context"},
                 {"{\"current-context\":\"x\"}", "current-context names no context"},
                 {"{\"current-context\":\"c\",\"contexts\":[{\"name\":\"c\",\"context\":{"
@@ -119,10 +124,54 @@ static void test_refusals(void **state) {
         assert_non_null(strstr(e.msg, "KUBERNETES_SERVICE_HOST"));
 }
 
+/* The YAML that kubeadm, kind and `kubectl config` write: the same
+ * connection as the JSON form; booleans and nulls typed as kubectl reads
+ * them, quoted scalars kept as strings. */
+static void test_yaml(void **state) {
+        (void) state;
+        write_file("ca2.pem", "CA2");
+        const char *p = write_file("kc.yaml", "apiVersion: v1\n"
+                                              "kind: Config\n"
+                                              "preferences: {}\n"
+                                              "current-context: kind-warren\n"
+                                              "clusters:\n"
+                                              "- name: other\n"
+                                              "  cluster: {server: \"https://10.0.0.1\"}\n"
+                                              "- cluster:\n"
+                                              "    certificate-authority: ca2.pem\n"
+                                              "    server: https://127.0.0.1:6443//\n"
+                                              "    insecure-skip-tls-verify: true\n"
+                                              "  name: kind-warren\n"
+                                              "contexts:\n"
+                                              "- context:\n"
+                                              "    cluster: kind-warren\n"
+                                              "    user: kind-warren\n"
+                                              "    namespace: \"007\"\n"
+                                              "  name: kind-warren\n"
+                                              "users:\n"
+                                              "- name: kind-warren\n"
+                                              "  user:\n"
+                                              "    client-certificate-data: Q0VSVA==\n"
+                                              "    client-key-data: S0VZ\n");
+        struct k8s_conn c;
+        struct wr_err e = {0};
+        if (k8s_conn_load(p, &c, &e) < 0)
+                fail_msg("%s", e.msg);
+        assert_string_equal(c.server, "https://127.0.0.1:6443");
+        assert_string_equal(c.namespace_, "007");
+        assert_string_equal(c.ca_pem, "CA2");
+        assert_memory_equal(c.cert_pem, "CERT", 4);
+        assert_memory_equal(c.key_pem, "KEY", 3);
+        assert_null(c.token);
+        assert_true(c.insecure);
+        k8s_conn_clear(&c);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_inline_and_files),
                 cmocka_unit_test(test_refusals),
+                cmocka_unit_test(test_yaml),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
