@@ -1,0 +1,105 @@
+"""kill -9 of each of warrend's processes in turn (issue 16 acceptance): no
+sandbox escapes supervision, no secret is lost, the daemon recovers.
+
+One warrend with a running sandbox holding a secret, and after each kill:
+the sandbox still runs, under the same processes, and execs; a new create
+opens the secret; identity tokens are still signed; at the end terminating
+the sandbox leaves none of its processes behind. (warren-egress killed
+mid-transfer: tests/e2e/test_egress_policy.py, with the fake internet.)"""
+import os
+import re
+import signal
+import time
+
+import pytest
+
+import warren as wr
+from conftest import free_port, import_image
+from test_lifecycle import Restartable, sandbox_pids
+
+IMAGE = "busybox:latest"
+SECRET = "kill-each-7f3a"
+
+
+def newest_pid(log, pattern):
+    pids = re.findall(pattern, log)
+    return int(pids[-1]) if pids else None
+
+
+# name -> (log pattern of its pid, log line its death leaves, restart needed)
+VICTIMS = {
+    "secrets signer": (r"warren-signer: ready \(pid (\d+)\), keeping the secrets key",
+                       "secrets key, pid %d) exited"),
+    "identity signer": (r"warren-signer: ready \(pid (\d+)\), keeping the identity key",
+                        "identity key, pid %d) exited"),
+}
+
+
+def wait_log(life, text, timeout=15):
+    deadline = time.monotonic() + timeout
+    while text not in life.read_log():
+        assert time.monotonic() < deadline, "no %r in the log:\n%s" % (text, life.read_log()[-4000:])
+        time.sleep(0.05)
+
+
+def check_all(c, sb, pids):
+    # the sandbox still runs, its processes still in its cgroup, and execs
+    h = c.get(id=sb.id)
+    assert h.status == wr.SandboxStatus.RUNNING, h.status
+    assert set(pids) <= set(sandbox_pids([sb.id])), (pids, sandbox_pids([sb.id]))
+    r = h.exec("sh", "-c", 'printf "%s" "$KILL_EACH"')
+    assert r.exit_code == 0 and r.stdout_text == SECRET, (r.exit_code, r.stderr_text)
+    # a new create opens the secret
+    n = c.create(image=IMAGE, secrets=[wr.Secret.from_name("KILL_EACH")])
+    try:
+        r = n.exec("sh", "-c", 'printf "%s" "$KILL_EACH"')
+        assert r.stdout_text == SECRET
+    finally:
+        n.terminate()
+    # identity tokens are still signed
+    assert c.get_workload_identity_token("sts.example.com").count(".") == 2
+
+
+def test_kill_each_process_in_turn():
+    life = Restartable()
+    port = free_port()
+    extra = ["--admin-listen", "127.0.0.1:%d" % port]
+    sb, pids = None, []
+    try:
+        life.start(extra=extra)
+        import_image(life, IMAGE)
+        with wr.SandboxClient(life.unix_addr) as c:
+            c.set_secret("KILL_EACH", SECRET)
+            sb = c.create(image=IMAGE, entrypoint=["sleep", "infinity"],
+                          secrets=[wr.Secret.from_name("KILL_EACH")])
+            pids = sandbox_pids([sb.id])
+            assert len(pids) >= 2, pids  # warren-init and the sleep
+            check_all(c, sb, pids)
+            for name, (pattern, died) in VICTIMS.items():
+                pid = newest_pid(life.read_log(), pattern)
+                assert pid, "%s: no pid in the log" % name
+                os.kill(pid, signal.SIGKILL)
+                wait_log(life, died % pid)
+                check_all(c, sb, pids)
+                assert newest_pid(life.read_log(), pattern) != pid, name
+        # the API daemon itself
+        life.kill9()
+        life.start(extra=extra)
+        with wr.SandboxClient(life.unix_addr) as c:
+            check_all(c, sb, pids)
+            c.get(id=sb.id).terminate()
+            sb = None
+        # none of its processes outlives it
+        deadline = time.monotonic() + 10
+        while any(os.path.exists("/proc/%d" % p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [p for p in pids if os.path.exists("/proc/%d" % p)]
+    finally:
+        if sb is not None:
+            try:
+                with wr.SandboxClient(life.unix_addr) as c:
+                    c.get(id=sb.id).terminate()
+            except Exception:
+                pass
+        life.stop()
+        life.destroy()
