@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* warrend's own nftables table (libnftables): NAT and isolation for the
- * sandbox range. One table per range, replaced whole in one transaction
- * at start (idempotent: a restart finds it and replaces it with the same
- * content), removed only on request. No per-sandbox element: every rule
- * matches the range (a set) or the veth name prefix, so a create never
- * touches nftables. See docs/network.md "The default network". */
+/* warrend's own nftables table: NAT and isolation for the sandbox range.
+ * One table per range (libnftables), replaced whole in one transaction at
+ * start (idempotent: a restart finds it and replaces it with the same
+ * content), removed only on request. The rules match the range (a set) or
+ * the veth name prefix; with warren-egress, a sandbox's address is in at
+ * most one of the open4 / pass4 sets, changed over nfnetlink directly
+ * (sbx_nft_class_set). See docs/network.md "The default network". */
 #include "sandbox/network-internal.h"
 
 #include <arpa/inet.h>
