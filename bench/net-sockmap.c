@@ -38,8 +38,8 @@ static long bpf(int cmd, union bpf_attr *a) {
 }
 
 static int sockmap_new(void) {
-        union bpf_attr a = {.map_type = BPF_MAP_TYPE_SOCKMAP, .key_size = 4, .value_size = 4,
-                            .max_entries = 1};
+        union bpf_attr a = {
+                .map_type = BPF_MAP_TYPE_SOCKMAP, .key_size = 4, .value_size = 4, .max_entries = 1};
         int fd = (int) bpf(BPF_MAP_CREATE, &a);
         if (fd < 0)
                 perror("BPF_MAP_CREATE");
@@ -47,15 +47,19 @@ static int sockmap_new(void) {
 }
 
 static int map_set(int map, int key, int sock, int del) {
-        union bpf_attr a = {.map_fd = (unsigned) map, .key = (unsigned long) &key,
-                            .value = (unsigned long) &sock, .flags = BPF_ANY};
+        union bpf_attr a = {.map_fd = (unsigned) map,
+                            .key = (unsigned long) &key,
+                            .value = (unsigned long) &sock,
+                            .flags = BPF_ANY};
         return (int) bpf(del ? BPF_MAP_DELETE_ELEM : BPF_MAP_UPDATE_ELEM, &a);
 }
 
 /* return bpf_sk_redirect_map(skb, target, 0, 0) */
 static int verdict_load(int target) {
         struct bpf_insn prog[] = {
-                {.code = BPF_LD | BPF_DW | BPF_IMM, .dst_reg = 2, .src_reg = BPF_PSEUDO_MAP_FD,
+                {.code = BPF_LD | BPF_DW | BPF_IMM,
+                 .dst_reg = 2,
+                 .src_reg = BPF_PSEUDO_MAP_FD,
                  .imm = target},
                 {0},
                 {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = 3, .imm = 0},
