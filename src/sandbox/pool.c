@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +148,13 @@ static bool pool_wants(const struct sbx_manager *m) {
 
 static void pool_timer_cb(uv_timer_t *t) {
         struct sbx_manager *m = t->data;
+        /* each prestart is a clone of warrend: its page tables are copied,
+         * every page either side writes afterwards is copied too, and the
+         * claim's exec tears the copy down. Freed heap pages go back to
+         * the kernel first (warrend's freed-but-resident heap was ~5 MiB
+         * with the default network) */
+        if (pool_wants(m))
+                malloc_trim(0); /* ~0.05 ms here */
         for (size_t i = 0; i < SBX_POOL_JOBS && pool_wants(m); i++) {
                 struct sbx_pool_job *job = &m->pool_jobs[i];
                 if (job->busy)

@@ -496,6 +496,8 @@ def test_open4_after_cycles(client, egd):
     for i in range(10):
         with client.create(image=IMAGE, entrypoint=["sleep", "infinity"]) as op:
             open_addr = addr_of(op)
+            # put in over nfnetlink (sbx_nft_class_set), as nft sees it
+            assert open_addr in nft_set(egd.table, "open4"), (open_addr, i)
         with client.create(image=IMAGE, entrypoint=["sleep", "infinity"],
                            network_policy=POLICY) as po:
             assert po.info.egress_enforced
