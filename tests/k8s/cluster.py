@@ -38,6 +38,7 @@ VERSION = os.environ.get("K8S_VERSION", "v1.37.2")
 # (other fixtures) or warrend's --sandbox-cidr (100.96.0.0/16 and up).
 SERVICE_CIDR = "10.97.0.0/24"
 POD_CIDR = "10.98.0.0/24"
+CALLBACK_CIDR = "10.98.1.0/24"  # Pods route it to the node: warrend's relay callback
 NODE_NAME = "localhost"  # resolves to 127.0.0.1: apiserver -> kubelet stays on loopback
 # Images of the tests: a loopback registry name, so an accidental pull
 # never leaves the machine.
@@ -323,6 +324,8 @@ class Cluster:
             "cniVersion": "0.4.0", "name": "warren-test",
             "plugins": [{"type": "ptp", "ipMasq": False,
                          "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR}]],
+                                  # warrend's relay callback (tests/k8s/conftest.py)
+                                  "routes": [{"dst": CALLBACK_CIDR}],
                                   "dataDir": str(self.dir / "cni-ipam")}}]}))
         d.mkdir()
         cfg = d / "config.toml"

@@ -15,7 +15,7 @@ import time
 import pytest
 
 import warren as wr
-from conftest import (BUSYBOX, INIT_IMAGE, NAMESPACE, Daemon, k8s_args, _E2E)
+from conftest import (BUSYBOX, INIT_IMAGE, NAMESPACE, Daemon, k8s_args, _E2E, _ports)
 
 K8S = wr.ComputeClass.K8S
 
@@ -221,12 +221,28 @@ def test_pod_deleted_behind_warrends_back(cluster, client):
     assert "deleted" in info.status_message or "ended" in info.status_message, info
 
 
-def test_exec_says_what_is_missing(cluster, client):
+def test_exec_stdio_and_exit_codes(cluster, client):
+    """Exec on a Pod goes through warren-relay (no kubelet exec API):
+    stdout, stderr, stdin and exit codes as on the host class."""
     sb = client.create(image=BUSYBOX, compute_class=K8S)
     try:
-        with pytest.raises(wr.Unimplemented) as ei:
-            sb.exec("echo", "hi")
-        assert "K8S" in str(ei.value)
+        r = sb.exec("echo", "hi")
+        assert (r.exit_code, r.stdout) == (0, "hi\n"), r
+        r = sb.exec("sh", "-c", "echo out; echo err >&2; exit 7")
+        assert (r.exit_code, r.stdout, r.stderr) == (7, "out\n", "err\n"), r
+        p = sb.exec_start("cat")
+        p.write_stdin("from stdin\n")
+        p.close_stdin()
+        r = p.wait()
+        assert (r.exit_code, r.stdout) == (0, "from stdin\n"), r
+        # more than a window's worth (flow control), both ways
+        big = "x" * (1 << 20)
+        p = sb.exec_start("sh", "-c", "cat; head -c 600000 /dev/zero | tr '\\0' y")
+        for i in range(0, len(big), 65536):
+            p.write_stdin(big[i:i + 65536])
+        p.close_stdin()
+        r = p.wait()
+        assert r.exit_code == 0 and r.stdout == big + "y" * 600000, (r.exit_code, len(r.stdout))
     finally:
         sb.terminate(grace_period_seconds=1)
 
@@ -278,13 +294,14 @@ class Restartable:
         self.cluster = cluster
         self.proc = None
         self.log = os.path.join(self.tmp, "warrend.log")
+        self.port = next(_ports)  # the relays' callback: the same across restarts
 
     def start(self):
         env = dict(os.environ, WARREN_TERMINATE_ON_EXIT="0", WARREN_PULL_LOOPBACK_ONLY="1")
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [_E2E.WARREND, "--state-dir", self.state, "--listen", "unix:" + self.sock,
-                 "--log-level", "debug"] + k8s_args(self.cluster),
+                 "--log-level", "debug"] + k8s_args(self.cluster, port=self.port),
                 stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
