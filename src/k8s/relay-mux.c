@@ -548,16 +548,31 @@ int relay_mux_run(const struct relay_mux_config *cfg) {
                         m.in_len -= off;
                 }
         }
+        struct pollfd *p = NULL;
+        struct rstream **ps = NULL;
+        size_t pcap = 0;
         while (r >= 0) {
-                struct pollfd p[3 + 64];
-                struct rstream *ps[64];
+                if (pcap < m.nstreams + 3) {
+                        size_t cap = (m.nstreams + 3) * 2;
+                        struct pollfd *np_ = realloc(p, cap * sizeof(*p));
+                        if (np_)
+                                p = np_;
+                        struct rstream **nps = realloc(ps, cap * sizeof(*ps));
+                        if (nps)
+                                ps = nps;
+                        if (!np_ || !nps) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        pcap = cap;
+                }
                 size_t np = 0, ns = 0;
                 bool room = m.out_len < RELAY_OUT_HIGH;
                 p[np++] = (struct pollfd){.fd = cfg->sock,
                                           .events = POLLIN | (m.out_len ? POLLOUT : 0)};
                 p[np++] = (struct pollfd){.fd = cfg->ctl, .events = room ? POLLIN : 0};
                 p[np++] = (struct pollfd){.fd = cfg->stop_fd, .events = POLLIN};
-                for (struct rstream *s = m.streams; s && ns < 64; s = s->next) {
+                for (struct rstream *s = m.streams; s; s = s->next) {
                         short ev = 0;
                         if (s->rd && s->credit > 0 && room)
                                 ev |= POLLIN;
@@ -613,6 +628,8 @@ int relay_mux_run(const struct relay_mux_config *cfg) {
                 if (r >= 0 && m.out_len)
                         r = wire_flush(&m);
         }
+        free(p);
+        free(ps);
         /* best effort: what is queued */
         if (m.out_len)
                 (void) wire_flush(&m);

@@ -866,7 +866,13 @@ int sbx_exec_resize(struct sbx_exec *x, unsigned cols, unsigned rows) {
         if (x->in_fd < 0)
                 return -ESRCH;
         struct winsize ws = {.ws_col = (unsigned short) cols, .ws_row = (unsigned short) rows};
-        return ioctl(x->in_fd, TIOCSWINSZ, &ws) < 0 ? -errno : 0;
+        if (ioctl(x->in_fd, TIOCSWINSZ, &ws) < 0)
+                return -errno;
+        /* a remote (K8S) sandbox's pty master is the relay's local copy:
+         * the real one is in the Pod (RESIZE reaches it through the relay) */
+        if (x->sb && x->sb->remote && x->state < EXEC_EXITED)
+                return sbx_ctl_send_resize(x->sb, x->id, cols, rows);
+        return 0;
 }
 
 static void timeout_cb(uv_timer_t *t) {

@@ -145,7 +145,8 @@ def build_busybox(work, name=BUSYBOX_IMAGE, extra=None):
     files = {"/bin/busybox": "/bin/busybox"}
     for a in ("sh", "cat", "echo", "sleep", "ls", "id", "head", "tail", "true", "false", "env",
               "cp", "kill", "ps", "grep", "wc", "dd", "mkdir", "rm", "stat", "hostname", "seq",
-              "tr", "printf", "test", "yes", "tty", "stty", "nproc", "mount"):
+              "tr", "printf", "test", "yes", "tty", "stty", "nproc", "mount", "sha256sum", "tee",
+              "sed", "sort", "xargs", "pkill", "pgrep"):
         files["/bin/" + a] = ("symlink", "busybox")
     files.update(extra or {})
     return _tar_dir_image(work, name, files, ["/bin/sh"])

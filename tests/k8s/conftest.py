@@ -115,3 +115,8 @@ def client(d):
     import warren as wr
     with wr.SandboxClient(d.unix_addr) as c:
         yield c
+
+
+# what the host class's exec tests (tests/e2e/test_exec*.py, run on Pods by
+# test_k8s_exec.py) import from "conftest"
+SANITIZED, WARREN_CLI, import_image = _E2E.SANITIZED, _E2E.WARREN_CLI, _E2E.import_image
