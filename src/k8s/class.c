@@ -26,6 +26,7 @@
 #include "store/store.h"
 
 #define CREATE_TIMEOUT_MS (300 * 1000)
+#define RELAY_TIMEOUT_MS 30000 /* from the main container's start */
 #define REQ_TIMEOUT_S 30L
 #define WATCH_TIMEOUT_S 240
 #define WATCH_RETRY_MS 1000
@@ -69,7 +70,7 @@ struct k8s_sbx {
         char *env_secret_json;
         /* the main container runs / its relay is connected: RUNNING
          * once both */
-        bool pod_running, relay_up;
+        bool pod_running, relay_up, relay_wait;
         char *workdir;
         char **env; /* the spec's (secrets resolved: wiped) */
         char *pod_json;
@@ -476,6 +477,17 @@ static void on_create_timeout(uv_timer_t *t) {
                         WR_STATUS_DEADLINE_EXCEEDED);
 }
 
+static void on_relay_timeout(uv_timer_t *t) {
+        struct k8s_sbx *sb = t->data;
+        char msg[300];
+        snprintf(msg, sizeof(msg),
+                 "the Pod runs but its warren-relay did not reach warrend at %s within %d s "
+                 "(--k8s-callback: an address the Pods can reach; docs/k8s.md)",
+                 sb->k->bridge ? k8s_bridge_addr(sb->k->bridge) : "?", RELAY_TIMEOUT_MS / 1000);
+        if (sb->status == STORE_SANDBOX_PENDING)
+                sbx_end(sb, STORE_SANDBOX_FAILED, msg, -ETIMEDOUT, WR_STATUS_UNAVAILABLE);
+}
+
 static void on_terminate_timeout(uv_timer_t *t) {
         struct k8s_sbx *sb = t->data;
         sbx_end(sb, STORE_SANDBOX_TERMINATED, "terminated (its Pod was still being deleted)", 0, 0);
@@ -576,6 +588,12 @@ static void pod_state(struct k8s_class *k, const struct k8s_pod_state *st, bool 
                 if (sb->status == STORE_SANDBOX_PENDING && !st->deleting &&
                     (sb->relay_up || !k->bridge))
                         sbx_running(sb);
+                else if (sb->status == STORE_SANDBOX_PENDING && !st->deleting && !sb->relay_wait) {
+                        /* the relay starts before the main container: it
+                         * has RELAY_TIMEOUT_MS more to dial warrend */
+                        sb->relay_wait = true;
+                        uv_timer_start(&sb->timer, on_relay_timeout, RELAY_TIMEOUT_MS, 0);
+                }
                 break;
         case K8S_POD_START_FAILED:
                 if (sb->status == STORE_SANDBOX_TERMINATING)

@@ -31,6 +31,21 @@ struct rstream {
         uint32_t unacked; /* written to fd, not yet credited back */
         uint8_t *buf;     /* received, not yet written (<= RELAY_WINDOW) */
         size_t blen;
+        uint64_t exec_id; /* the exec it belongs to (its SPAWN's, TAKEN's id) */
+        uint64_t nread;   /* bytes read from fd */
+        uint64_t mark;    /* an EXITED waits until nread reaches it */
+};
+
+/* An EXITED held back until its exec's output is through: on the Pod side
+ * until what its pipes held at the exit is read and sent, on warrend's
+ * side until that is written into warrend's pipes. warrend takes "would
+ * block after the exit" as "done" (src/sandbox/exec.c), as on the host,
+ * where the output is in the pipe before init reports the exit. */
+struct held_exit {
+        struct held_exit *next;
+        uint64_t exec_id;
+        size_t len;
+        uint8_t dgram[];
 };
 
 struct mux {
@@ -45,6 +60,7 @@ struct mux {
         struct rstream *streams;
         uint32_t next_id;
         size_t nstreams;
+        struct held_exit *exits, **exits_tail;
 };
 
 static int64_t now_ms(void) {
@@ -109,7 +125,8 @@ static void stream_roles(const struct mux *m, uint32_t kind, bool *rd, bool *wr)
         *wr = kind == RELAY_KIND_PTY || (kind == RELAY_KIND_IN) == pod;
 }
 
-static struct rstream *stream_add(struct mux *m, uint32_t id, uint32_t kind, int fd) {
+static struct rstream *stream_add(struct mux *m, uint32_t id, uint32_t kind, int fd,
+                                  uint64_t exec_id) {
         struct rstream *s = calloc(1, sizeof(*s));
         if (!s)
                 return NULL;
@@ -117,6 +134,7 @@ static struct rstream *stream_add(struct mux *m, uint32_t id, uint32_t kind, int
         s->kind = kind;
         s->fd = fd;
         s->credit = RELAY_WINDOW;
+        s->exec_id = exec_id;
         stream_roles(m, kind, &s->rd, &s->wr);
         (void) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
         s->next = m->streams;
@@ -149,6 +167,59 @@ static uint32_t new_id(struct mux *m) {
         uint32_t id = m->next_id;
         m->next_id += 2;
         return id;
+}
+
+/* --- EXITED in order with the output --- */
+
+static int hold_exit(struct mux *m, uint64_t exec_id, const uint8_t *dgram, size_t len) {
+        struct held_exit *h = malloc(sizeof(*h) + len);
+        if (!h)
+                return -ENOMEM;
+        h->next = NULL;
+        h->exec_id = exec_id;
+        h->len = len;
+        memcpy(h->dgram, dgram, len);
+        *m->exits_tail = h;
+        m->exits_tail = &h->next;
+        return 0;
+}
+
+/* Is exec_id's output through (see struct held_exit)? */
+static bool output_through(struct mux *m, uint64_t exec_id) {
+        bool pod = m->cfg->side == RELAY_SIDE_POD;
+        for (struct rstream *s = m->streams; s; s = s->next) {
+                if (s->exec_id != exec_id)
+                        continue;
+                if (pod && s->rd && s->nread < s->mark)
+                        return false;
+                if (!pod && s->wr && s->blen > 0)
+                        return false;
+        }
+        return true;
+}
+
+static int send_ctl(int ctl, const void *buf, size_t len, const int *fds, int nfds);
+
+/* Let go of the held EXITEDs whose output is through, in order per exec. */
+static int release_exits(struct mux *m) {
+        int r = 0;
+        for (struct held_exit **pp = &m->exits; *pp && r >= 0;) {
+                struct held_exit *h = *pp;
+                if (!output_through(m, h->exec_id)) {
+                        pp = &h->next;
+                        continue;
+                }
+                if (m->cfg->side == RELAY_SIDE_POD) {
+                        uint8_t z[4] = {0};
+                        r = out_frame(m, RELAY_MSG, 0, z, 4, h->dgram, h->len);
+                } else
+                        r = send_ctl(m->cfg->ctl, h->dgram, h->len, NULL, 0);
+                *pp = h->next;
+                if (!*pp)
+                        m->exits_tail = pp;
+                free(h);
+        }
+        return r;
 }
 
 /* --- control datagrams, ctl -> wire --- */
@@ -203,7 +274,7 @@ static int ctl_to_wire(struct mux *m) {
                         for (int i = 0; i < CTL_STDIO_FDS; i++) {
                                 uint32_t kind = i == 0 ? RELAY_KIND_IN : RELAY_KIND_OUT;
                                 uint32_t id = new_id(m);
-                                if (!stream_add(m, id, kind, fds[i]))
+                                if (!stream_add(m, id, kind, fds[i], h.id))
                                         close(fds[i]);
                                 relay_put32(refs + 4 + ns * 8, id);
                                 relay_put32(refs + 8 + ns * 8, kind);
@@ -222,12 +293,24 @@ static int ctl_to_wire(struct mux *m) {
                                         : acc == O_WRONLY     ? RELAY_KIND_IN
                                                               : RELAY_KIND_OUT;
                         uint32_t id = new_id(m);
-                        if (!stream_add(m, id, kind, fds[i]))
+                        if (!stream_add(m, id, kind, fds[i], h.id))
                                 close(fds[i]);
                         relay_put32(refs + 4 + ns * 8, id);
                         relay_put32(refs + 8 + ns * 8, kind);
                         ns++;
                 }
+        }
+        if (m->cfg->side == RELAY_SIDE_POD && h.type == CTL_EXITED && nfds == 0) {
+                /* what the exec's pipes hold now goes first */
+                for (struct rstream *s = m->streams; s; s = s->next)
+                        if (s->exec_id == h.id && s->rd) {
+                                int avail = 0;
+                                if (ioctl(s->fd, FIONREAD, &avail) < 0 || avail < 0)
+                                        avail = 0;
+                                s->mark = s->nread + (uint64_t) avail;
+                        }
+                int r = hold_exit(m, h.id, m->dgram, (size_t) n);
+                return r < 0 ? r : 1;
         }
         relay_put32(refs, ns);
         int r = out_frame(m, RELAY_MSG, 0, refs, 4 + ns * 8, m->dgram, (size_t) n);
@@ -296,6 +379,8 @@ static int raw_pty(int *master, int *slave) {
 static int wire_msg(struct mux *m, const struct relay_frame *f) {
         int give[MAX_FDS], ngive = 0, keep[MAX_FDS], nkeep = 0, r = 0;
         bool pod = m->cfg->side == RELAY_SIDE_POD;
+        struct ctl_hdr h;
+        memcpy(&h, f->payload, sizeof(h));
         for (uint32_t i = 0; i < f->nstreams; i++) {
                 uint32_t id = f->streams[i].id, kind = f->streams[i].kind;
                 /* the peer's ids: odd from the daemon, even from the Pod */
@@ -329,15 +414,13 @@ static int wire_msg(struct mux *m, const struct relay_frame *f) {
                         }
                 }
                 keep[nkeep++] = local;
-                if (!stream_add(m, id, kind, local)) {
+                if (!stream_add(m, id, kind, local, h.id)) {
                         nkeep--;
                         close(local);
                         r = -ENOMEM;
                         break;
                 }
         }
-        struct ctl_hdr h;
-        memcpy(&h, f->payload, sizeof(h));
         if (r == 0 && pod && h.type == CTL_SPAWN && ngive == CTL_STDIO_FDS &&
             f->payload_len >= sizeof(h) + sizeof(struct ctl_spawn)) {
                 struct ctl_spawn sp;
@@ -363,6 +446,12 @@ static int handle_frame(struct mux *m, const struct relay_frame *f) {
         struct rstream *s = f->stream ? stream_find(m, f->stream) : NULL;
         switch (f->type) {
         case RELAY_MSG:
+                if (m->cfg->side == RELAY_SIDE_DAEMON && f->nstreams == 0) {
+                        struct ctl_hdr h;
+                        memcpy(&h, f->payload, sizeof(h));
+                        if (h.type == CTL_EXITED)
+                                return hold_exit(m, h.id, f->payload, f->payload_len);
+                }
                 return wire_msg(m, f);
         case RELAY_DATA:
                 if (!s || !s->wr)
@@ -417,6 +506,7 @@ static int stream_read(struct mux *m, struct rstream *s) {
                 return r;
         }
         s->credit -= (uint32_t) n;
+        s->nread += (uint64_t) n;
         return out_frame(m, RELAY_DATA, s->id, buf, (size_t) n, NULL, 0);
 }
 
@@ -522,6 +612,7 @@ int relay_mux_run(const struct relay_mux_config *cfg) {
                 .msg_max_in = cfg->side == RELAY_SIDE_DAEMON ? CTL_REPLY_MAX : CTL_MSG_MAX,
                 .msg_max_ctl = cfg->side == RELAY_SIDE_DAEMON ? CTL_MSG_MAX : CTL_REPLY_MAX,
         };
+        m.exits_tail = &m.exits;
         m.in_cap = relay_frame_max(m.msg_max_in) + 65536;
         m.in = malloc(m.in_cap);
         m.dgram = malloc(m.msg_max_ctl);
@@ -625,6 +716,8 @@ int relay_mux_run(const struct relay_mux_config *cfg) {
                             (p[3 + i].revents & (POLLIN | POLLHUP | POLLERR)))
                                 r = stream_read(&m, s);
                 }
+                if (r >= 0 && m.exits)
+                        r = release_exits(&m);
                 if (r >= 0 && m.out_len)
                         r = wire_flush(&m);
         }
@@ -635,6 +728,11 @@ int relay_mux_run(const struct relay_mux_config *cfg) {
                 (void) wire_flush(&m);
         while (m.streams)
                 stream_free(&m, m.streams);
+        while (m.exits) {
+                struct held_exit *h = m.exits;
+                m.exits = h->next;
+                free(h);
+        }
         free(m.out);
         free(m.in);
         if (m.dgram) {

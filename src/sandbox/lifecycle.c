@@ -546,6 +546,8 @@ void sbx_detach(struct sbx *sb) {
         sbx_exec_leave_all(sb);
         sb->state = SBX_DEAD;
         ctl_close(sb);
+        if (sb->remote)
+                return; /* no timer, no pidfd */
         uv_timer_stop(&sb->timer);
         uv_poll_stop(&sb->pid_poll);
         uv_close((uv_handle_t *) &sb->timer, handle_closed);

@@ -334,7 +334,7 @@ void sbx_manager_free(struct sbx_manager *m) {
         for (struct sbx *sb = m->list; sb; sb = sb->next) {
                 if (sb->state == SBX_DEAD)
                         continue;
-                if (m->terminate_on_exit) {
+                if (m->terminate_on_exit && !sb->remote) {
                         sb->term_reason = "warrend shut down";
                         sbx_finalize(sb);
                 } else {

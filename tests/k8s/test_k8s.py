@@ -15,7 +15,8 @@ import time
 import pytest
 
 import warren as wr
-from conftest import (BUSYBOX, INIT_IMAGE, NAMESPACE, Daemon, k8s_args, _E2E, _ports)
+from conftest import (BUSYBOX, CALLBACK_IP, INIT_IMAGE, NAMESPACE, Daemon, k8s_args, _E2E,
+                      _ports)
 
 K8S = wr.ComputeClass.K8S
 
@@ -227,14 +228,14 @@ def test_exec_stdio_and_exit_codes(cluster, client):
     sb = client.create(image=BUSYBOX, compute_class=K8S)
     try:
         r = sb.exec("echo", "hi")
-        assert (r.exit_code, r.stdout) == (0, "hi\n"), r
+        assert (r.exit_code, r.stdout_text) == (0, "hi\n"), r
         r = sb.exec("sh", "-c", "echo out; echo err >&2; exit 7")
-        assert (r.exit_code, r.stdout, r.stderr) == (7, "out\n", "err\n"), r
+        assert (r.exit_code, r.stdout_text, r.stderr_text) == (7, "out\n", "err\n"), r
         p = sb.exec_start("cat")
         p.write_stdin("from stdin\n")
         p.close_stdin()
         r = p.wait()
-        assert (r.exit_code, r.stdout) == (0, "from stdin\n"), r
+        assert (r.exit_code, r.stdout_text) == (0, "from stdin\n"), r
         # more than a window's worth (flow control), both ways
         big = "x" * (1 << 20)
         p = sb.exec_start("sh", "-c", "cat; head -c 600000 /dev/zero | tr '\\0' y")
@@ -242,7 +243,8 @@ def test_exec_stdio_and_exit_codes(cluster, client):
             p.write_stdin(big[i:i + 65536])
         p.close_stdin()
         r = p.wait()
-        assert r.exit_code == 0 and r.stdout == big + "y" * 600000, (r.exit_code, len(r.stdout))
+        assert r.exit_code == 0 and r.stdout_text == big + "y" * 600000, \
+            (r.exit_code, len(r.stdout_text))
     finally:
         sb.terminate(grace_period_seconds=1)
 
@@ -379,7 +381,8 @@ def test_client_certificate_kubeconfig_and_terminate_on_exit(cluster):
     # test daemons run with WARREN_TERMINATE_ON_EXIT=1: their Pods and
     # Secrets are deleted when they stop
     dd = Daemon(extra_args=["--k8s-kubeconfig", str(cluster.kubeconfig), "--k8s-namespace",
-                            NAMESPACE, "--k8s-init-image", INIT_IMAGE])
+                            NAMESPACE, "--k8s-init-image", INIT_IMAGE,
+                            "--k8s-callback", "%s:%d" % (CALLBACK_IP, next(_ports))])
     try:
         with wr.SandboxClient(dd.unix_addr) as c:
             sb = c.create(image=BUSYBOX, compute_class=K8S, env={"X": "1"})
@@ -390,6 +393,7 @@ def test_client_certificate_kubeconfig_and_terminate_on_exit(cluster):
     assert "deleted (warrend shut down)" in log, log[-2000:]
     pod_gone(cluster, sb.id)
     assert secret_of(cluster, "warren-%s-env" % sb.id) is None
+    assert secret_of(cluster, "warren-%s-relay" % sb.id) is None
 
 
 def test_quota_refusal_is_resource_exhausted(cluster):
@@ -403,7 +407,8 @@ def test_quota_refusal_is_resource_exhausted(cluster):
     wait_for(lambda: cluster.api("GET", "/api/v1/namespaces/%s/resourcequotas/no-pods" % ns)[1]
              .get("status", {}).get("hard"), 30, 0.2, "the quota's status")
     dd = Daemon(extra_args=["--k8s-kubeconfig", str(cluster.kubeconfig), "--k8s-namespace", ns,
-                            "--k8s-init-image", INIT_IMAGE])
+                            "--k8s-init-image", INIT_IMAGE,
+                            "--k8s-callback", "%s:%d" % (CALLBACK_IP, next(_ports))])
     try:
         with wr.SandboxClient(dd.unix_addr) as c:
             with pytest.raises(wr.ResourceExhausted) as ei:
