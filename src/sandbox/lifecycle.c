@@ -642,10 +642,35 @@ static struct sbx *find_remote(struct sbx_manager *m, const char *id) {
         return NULL;
 }
 
+/* <state>/k8s-sandboxes/<id>: a remote sandbox's exec spools (apart
+ * from the host class's sandboxes/, which its recovery sweeps) */
+static int remote_dir_path(const struct sbx_manager *m, const char *id, char *buf, size_t size,
+                           bool make_parent) {
+        int n = snprintf(buf, size, "%s/k8s-sandboxes", m->state_dir);
+        if (n < 0 || (size_t) n >= size)
+                return -ENAMETOOLONG;
+        if (make_parent && mkdir(buf, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        n = snprintf(buf, size, "%s/k8s-sandboxes/%s", m->state_dir, id);
+        return n < 0 || (size_t) n >= size ? -ENAMETOOLONG : 0;
+}
+
+static void remote_dir_remove(const struct sbx_manager *m, const char *id) {
+        char dir[PATH_MAX], path[PATH_MAX + 8];
+        if (remote_dir_path(m, id, dir, sizeof(dir), false) < 0)
+                return;
+        snprintf(path, sizeof(path), "%s/execs", dir);
+        (void) rm_rf_at(AT_FDCWD, path);
+        (void) rmdir(dir);
+}
+
 void sbx_remote_detach(struct sbx_manager *m, const char *id, bool ended) {
         struct sbx *sb = find_remote(m, id);
-        if (!sb)
+        if (!sb) {
+                if (ended)
+                        remote_dir_remove(m, id);
                 return;
+        }
         if (ended) {
                 sb->state = SBX_TERMINATING;
                 sbx_exec_abort_all(sb, SBX_EXIT_SANDBOX_TERMINATED);
@@ -653,12 +678,8 @@ void sbx_remote_detach(struct sbx_manager *m, const char *id, bool ended) {
                 sbx_exec_leave_all(sb);
         sbx_exec_abort_all(sb, SBX_EXIT_SANDBOX_TERMINATED);
         sb->state = SBX_DEAD;
-        if (ended && sb->remote_dir) {
-                char path[PATH_MAX];
-                snprintf(path, sizeof(path), "%s/execs", sb->remote_dir);
-                (void) rm_rf_at(AT_FDCWD, path);
-                (void) rmdir(sb->remote_dir);
-        }
+        if (ended)
+                remote_dir_remove(m, id);
         if (sb->ctl_fd >= 0)
                 ctl_close(sb);
 }
@@ -685,7 +706,7 @@ int sbx_remote_attach(struct sbx_manager *m, const char *id, int ctl_fd, const c
                 return err_set(e, -ENOMEM, "out of memory");
         }
         char dir[PATH_MAX];
-        if (sbx_dir_path(m, id, dir, sizeof(dir)) < 0 || !(sb->remote_dir = strdup(dir))) {
+        if (remote_dir_path(m, id, dir, sizeof(dir), true) < 0 || !(sb->remote_dir = strdup(dir))) {
                 sbx_free(sb);
                 return err_set(e, -ENOMEM, "out of memory");
         }
