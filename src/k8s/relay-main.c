@@ -208,6 +208,12 @@ out:
         return r;
 }
 
+/* PID 1 of its container: without a handler SIGTERM would be ignored and
+ * the Pod's deletion would wait for the grace period's SIGKILL */
+static void on_term(int sig) {
+        _exit(0);
+}
+
 int main(int argc, char **argv) {
         const char *ctl_path = "/.warren/ctl.sock", *dir = "/var/run/warren-relay";
         for (int i = 1; i < argc; i++) {
@@ -221,6 +227,8 @@ int main(int argc, char **argv) {
                 }
         }
         signal(SIGPIPE, SIG_IGN);
+        signal(SIGTERM, on_term);
+        signal(SIGINT, on_term);
         struct conf c = {0};
         if (read_file(dir, "addr", c.addr, sizeof(c.addr)) <= 0 ||
             read_file(dir, "id", c.id, sizeof(c.id)) <= 0 ||
