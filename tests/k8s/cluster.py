@@ -141,13 +141,23 @@ def build_pause(work):
 
 
 def build_busybox(work, name=BUSYBOX_IMAGE, extra=None):
-    """A busybox image: /bin/busybox and the applets the tests use."""
+    """A busybox image like tests/images/busybox-rootfs.sh's (the host class's
+    tests use that one): /bin/busybox, every applet, /bin/bash as a wrapper of
+    busybox sh (the seed examples call bash), an empty /workspace."""
     files = {"/bin/busybox": "/bin/busybox"}
-    for a in ("sh", "cat", "echo", "sleep", "ls", "id", "head", "tail", "true", "false", "env",
-              "cp", "kill", "ps", "grep", "wc", "dd", "mkdir", "rm", "stat", "hostname", "seq",
-              "tr", "printf", "test", "yes", "tty", "stty", "nproc", "mount", "sha256sum", "tee",
-              "sed", "sort", "xargs", "pkill", "pgrep"):
-        files["/bin/" + a] = ("symlink", "busybox")
+    applets = subprocess.run(["/bin/busybox", "--list"], capture_output=True, text=True,
+                             check=True).stdout.split()
+    for a in applets:
+        if a != "busybox":
+            files["/bin/" + a] = ("symlink", "busybox")
+    work.mkdir(parents=True, exist_ok=True)
+    wrapper = work / "bash-wrapper"
+    wrapper.write_text('#!/bin/sh\nexec /bin/busybox sh "$@"\n')
+    wrapper.chmod(0o755)
+    files["/bin/bash"] = str(wrapper)
+    keep = work / "empty"
+    keep.write_text("")
+    files["/workspace/.keep"] = str(keep)
     files.update(extra or {})
     return _tar_dir_image(work, name, files, ["/bin/sh"])
 

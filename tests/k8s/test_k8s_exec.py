@@ -62,3 +62,40 @@ test_group_signal_kills_the_whole_tree = _sessions.test_group_signal_kills_the_w
 test_plain_signal_spares_the_group = _sessions.test_plain_signal_spares_the_group
 test_timeout_reported_within_100ms = _sessions.test_timeout_reported_within_100ms
 test_pty_window_and_resize = _sessions.test_pty_window_and_resize
+
+
+# tests/e2e/test_sdk.py: the seed README's examples (quick start, run and
+# wait, streaming, interactive stdin, signals, options). Their client makes
+# every sandbox a Pod: create() gets compute_class K8S and the cluster's
+# busybox (the same busybox as the host class's image, see cluster.py).
+_sdk = _load("test_sdk")
+
+
+class _K8sClient:
+    def __init__(self, c):
+        self._c = c
+
+    def create(self, *a, **kw):
+        if kw.get("image") == _sdk.IMAGE:
+            kw["image"] = BUSYBOX
+        kw.setdefault("compute_class", wr.ComputeClass.K8S)
+        return self._c.create(*a, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self._c, name)
+
+
+@pytest.fixture
+def seed_client(client):
+    return _K8sClient(client)
+
+
+def test_quick_start(seed_client):
+    _sdk.test_quick_start(seed_client)
+
+
+test_run_and_wait = _sdk.test_run_and_wait
+test_stream_output = _sdk.test_stream_output
+test_interactive = _sdk.test_interactive
+test_signals = _sdk.test_signals
+test_options = _sdk.test_options
