@@ -1180,7 +1180,23 @@ int sbx_exec_start(struct sbx_manager *m, const struct sbx_exec_spec *spec,
 
         /* Another user: looked up in the sandbox's own /etc/passwd. */
         struct sbx_user user = {.uid = sb->uid, .gid = sb->gid};
-        if (spec->user && *spec->user) {
+        if (spec->user && *spec->user && sb->remote) {
+                /* a Pod's files are not on this host: numbers only */
+                unsigned long u = 0, g = 0;
+                int n = 0;
+                if ((sscanf(spec->user, "%lu%n", &u, &n) != 1 || spec->user[n] != 0) &&
+                    (sscanf(spec->user, "%lu:%lu%n", &u, &g, &n) != 2 || spec->user[n] != 0))
+                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                        "start.user: sandbox %s runs on compute_class K8S: give "
+                                        "a numeric uid or uid:gid (names are looked up in the "
+                                        "image on the host class only)",
+                                        sb->id);
+                if (u >= UINT32_MAX || g >= UINT32_MAX)
+                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                        "start.user: uid/gid out of range");
+                user.uid = (uint32_t) u;
+                user.gid = strchr(spec->user, ':') ? (uint32_t) g : (uint32_t) u;
+        } else if (spec->user && *spec->user) {
                 _cleanup_close_ int root_fd = sbx_root_fd(sb);
                 if (root_fd < 0)
                         return err_set(e, root_fd, "start.user: opening the sandbox's root");

@@ -231,6 +231,12 @@ def test_exec_stdio_and_exit_codes(cluster, client):
         assert (r.exit_code, r.stdout_text) == (0, "hi\n"), r
         r = sb.exec("sh", "-c", "echo out; echo err >&2; exit 7")
         assert (r.exit_code, r.stdout_text, r.stderr_text) == (7, "out\n", "err\n"), r
+        # a numeric user (names are looked up on the host class only)
+        r = sb.exec("id", "-u", user="1234")
+        assert (r.exit_code, r.stdout_text) == (0, "1234\n"), r
+        with pytest.raises(wr.InvalidArgument) as ei:
+            sb.exec("id", user="root")
+        assert "numeric" in str(ei.value)
         p = sb.exec_start("cat")
         p.write_stdin("from stdin\n")
         p.close_stdin()
