@@ -1033,8 +1033,8 @@ int k8s_class_new(uv_loop_t *loop, struct store *store, const struct k8s_config 
                         }
                         cb = dflt;
                 }
-                if ((r = k8s_bridge_new(loop, cfg->state_dir, cb, cfg->callback_advertise,
-                                        on_relay, k, &k->bridge, e)) < 0) {
+                if ((r = k8s_bridge_new(loop, cfg->state_dir, cb, cfg->callback_advertise, on_relay,
+                                        k, &k->bridge, e)) < 0) {
                         free(body);
                         goto fail_timer;
                 }

@@ -483,4 +483,3 @@ int sbx_remote_attach(struct sbx_manager *m, const char *id, int ctl_fd, const c
  * SANDBOX_TERMINATED, their spools go) or not (held execs wait for the
  * next attach). No-op when not attached. */
 void sbx_remote_detach(struct sbx_manager *m, const char *id, bool ended);
-
