@@ -270,7 +270,10 @@ static void journal_begun(int r, uint64_t token, const char *sandbox_id, const s
  * the UNAVAILABLE error. */
 static int exec_k8s_refusal(struct api_ctx *ctx, const char *id, int r, struct wr_err *e) {
         struct store_sandbox sb = {0};
-        if (store_sandbox_load(ctx->store, id, &sb, NULL) == 0 && k8s_row_is_k8s(&sb))
+        /* -EBUSY: no live sandbox to exec in (sbx_running); other errors
+         * (a bad user, ...) stand */
+        if (r == -EBUSY && store_sandbox_load(ctx->store, id, &sb, NULL) == 0 &&
+            k8s_row_is_k8s(&sb) && sb.status == STORE_SANDBOX_RUNNING)
                 r = err_setx(e, -ENOTCONN, WR_STATUS_UNAVAILABLE, WR_FAULT_SERVICE,
                              "exec: sandbox %s runs on compute_class K8S and its Pod's "
                              "warren-relay is not connected to this warrend (yet): retry; "

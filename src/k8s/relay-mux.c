@@ -137,8 +137,12 @@ static struct rstream *stream_add(struct mux *m, uint32_t id, uint32_t kind, int
         s->exec_id = exec_id;
         stream_roles(m, kind, &s->rd, &s->wr);
         (void) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-        s->next = m->streams;
-        m->streams = s;
+        /* at the tail: within one round stdout is read before stderr, as
+         * exec.c drains them */
+        struct rstream **pp = &m->streams;
+        while (*pp)
+                pp = &(*pp)->next;
+        *pp = s;
         m->nstreams++;
         return s;
 }
