@@ -30,6 +30,9 @@
 #include "init/ctl-proto.h"
 #include "k8s/relay-mux.h"
 
+/* relays (and handshakes in progress) at once: a thread each */
+#define CONNS_MAX 1024
+
 struct attach_item {
         struct attach_item *next;
         char id[RELAY_ID_MAX + 1];
@@ -370,6 +373,14 @@ static void *accept_thread(void *arg) {
                 int s = accept4(b->listen_fd, NULL, NULL, SOCK_CLOEXEC);
                 if (s < 0)
                         continue;
+                pthread_mutex_lock(&b->lock);
+                bool full = b->nconns >= CONNS_MAX;
+                pthread_mutex_unlock(&b->lock);
+                if (full) {
+                        /* anyone on the network may connect: bounded */
+                        close(s);
+                        continue;
+                }
                 struct conn *c = malloc(sizeof(*c));
                 pthread_t t;
                 pthread_attr_t at;
