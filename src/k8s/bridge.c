@@ -60,42 +60,6 @@ struct k8s_bridge {
 
 /* --- addresses --- */
 
-static int addr_parse(const char *s, struct sockaddr_storage *ss, socklen_t *len, char *host,
-                      size_t hsize) {
-        const char *colon = s ? strrchr(s, ':') : NULL;
-        if (!colon)
-                return -EINVAL;
-        char *end;
-        long port = strtol(colon + 1, &end, 10);
-        if (*end || port < 0 || port > 65535 || end == colon + 1)
-                return -EINVAL;
-        size_t hl = (size_t) (colon - s);
-        if (s[0] == '[' && hl >= 2 && s[hl - 1] == ']') {
-                s++;
-                hl -= 2;
-        }
-        if (hl == 0 || hl >= hsize)
-                return -EINVAL;
-        memcpy(host, s, hl);
-        host[hl] = 0;
-        memset(ss, 0, sizeof(*ss));
-        struct sockaddr_in *a4 = (struct sockaddr_in *) ss;
-        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *) ss;
-        if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
-                a4->sin_family = AF_INET;
-                a4->sin_port = htons((uint16_t) port);
-                *len = sizeof(*a4);
-                return 0;
-        }
-        if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
-                a6->sin6_family = AF_INET6;
-                a6->sin6_port = htons((uint16_t) port);
-                *len = sizeof(*a6);
-                return 0;
-        }
-        return -EINVAL;
-}
-
 /* --- the key, the certificate, the token key --- */
 
 static int ossl_err(struct wr_err *e, const char *what) {
@@ -429,11 +393,11 @@ int k8s_bridge_new(uv_loop_t *loop, const char *state_dir, const char *listen_ad
         struct sockaddr_storage ss, as;
         socklen_t sl, asl;
         char host[64], ahost[64];
-        if (addr_parse(listen_addr, &ss, &sl, host, sizeof(host)) < 0)
+        if (relay_addr_parse(listen_addr, &ss, &sl, host, sizeof(host)) < 0)
                 return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
                                 "--k8s-callback %s: give IP:PORT (an address the Pods reach)",
                                 listen_addr);
-        if (advertise && addr_parse(advertise, &as, &asl, ahost, sizeof(ahost)) < 0)
+        if (advertise && relay_addr_parse(advertise, &as, &asl, ahost, sizeof(ahost)) < 0)
                 return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
                                 "--k8s-callback-advertise %s: give IP:PORT", advertise);
         struct k8s_bridge *b = calloc(1, sizeof(*b));

@@ -83,43 +83,6 @@ static int ctl_connect(const char *path) {
         return fd;
 }
 
-/* "IP:PORT" / "[IPv6]:PORT": an address, and the host part for the
- * certificate check. */
-static int parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len, char *host,
-                      size_t hsize) {
-        const char *colon = strrchr(s, ':');
-        if (!colon)
-                return -EINVAL;
-        int port = atoi(colon + 1);
-        if (port <= 0 || port > 65535)
-                return -EINVAL;
-        size_t hl = (size_t) (colon - s);
-        if (s[0] == '[' && hl >= 2 && s[hl - 1] == ']') {
-                s++;
-                hl -= 2;
-        }
-        if (hl >= hsize)
-                return -EINVAL;
-        memcpy(host, s, hl);
-        host[hl] = 0;
-        memset(ss, 0, sizeof(*ss));
-        struct sockaddr_in *a4 = (struct sockaddr_in *) ss;
-        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *) ss;
-        if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
-                a4->sin_family = AF_INET;
-                a4->sin_port = htons((uint16_t) port);
-                *len = sizeof(*a4);
-                return 0;
-        }
-        if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
-                a6->sin6_family = AF_INET6;
-                a6->sin6_port = htons((uint16_t) port);
-                *len = sizeof(*a6);
-                return 0;
-        }
-        return -EINVAL;
-}
-
 struct conf {
         char addr[128], id[64], token[128];
         char ca_path[4096];
@@ -133,7 +96,7 @@ static int session(SSL_CTX *ctx, const struct conf *c, const char *ctl_path) {
         struct sockaddr_storage ss;
         socklen_t sl;
         char host[64];
-        int r = parse_addr(c->addr, &ss, &sl, host, sizeof(host));
+        int r = relay_addr_parse(c->addr, &ss, &sl, host, sizeof(host));
         if (r < 0) {
                 close(ctl);
                 return r;

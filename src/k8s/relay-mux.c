@@ -2,12 +2,14 @@
 /* The relay engine (relay-mux.h). */
 #include "k8s/relay-mux.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <termios.h>
 #include <time.h>
@@ -744,6 +746,42 @@ int relay_mux_run(const struct relay_mux_config *cfg) {
                 free(m.dgram);
         }
         return r == -ECONNRESET ? 0 : r;
+}
+
+int relay_addr_parse(const char *s, struct sockaddr_storage *ss, socklen_t *len, char *host,
+                     size_t hsize) {
+        const char *colon = s ? strrchr(s, ':') : NULL;
+        if (!colon)
+                return -EINVAL;
+        char *end;
+        long port = strtol(colon + 1, &end, 10);
+        if (*end || port < 0 || port > 65535 || end == colon + 1)
+                return -EINVAL;
+        size_t hl = (size_t) (colon - s);
+        if (s[0] == '[' && hl >= 2 && s[hl - 1] == ']') {
+                s++;
+                hl -= 2;
+        }
+        if (hl == 0 || hl >= hsize)
+                return -EINVAL;
+        memcpy(host, s, hl);
+        host[hl] = 0;
+        memset(ss, 0, sizeof(*ss));
+        struct sockaddr_in *a4 = (struct sockaddr_in *) ss;
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *) ss;
+        if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+                a4->sin_family = AF_INET;
+                a4->sin_port = htons((uint16_t) port);
+                *len = sizeof(*a4);
+                return 0;
+        }
+        if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+                a6->sin6_family = AF_INET6;
+                a6->sin6_port = htons((uint16_t) port);
+                *len = sizeof(*a6);
+                return 0;
+        }
+        return -EINVAL;
 }
 
 int relay_ssl_write_all(SSL *ssl, int sock, const void *buf, size_t len, int timeout_ms) {

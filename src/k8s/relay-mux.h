@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/socket.h>
+
 #include <openssl/ssl.h>
 
 #define RELAY_OUT_HIGH (512u * 1024u)
@@ -48,6 +50,11 @@ struct relay_mux_config {
 /* Run until either side ends. Returns 0 when the peer or the control
  * socket closed, -EBADMSG when the peer broke the protocol, -errno. */
 int relay_mux_run(const struct relay_mux_config *cfg);
+
+/* "IP:PORT" or "[IPv6]:PORT" (IP literals only: nothing is resolved;
+ * PORT 0..65535) into *ss / *len, the IP's text into host. -EINVAL. */
+int relay_addr_parse(const char *s, struct sockaddr_storage *ss, socklen_t *len, char *host,
+                     size_t hsize);
 
 /* Write all of buf to ssl (non-blocking socket sock), waiting up to
  * timeout_ms in all. */
