@@ -265,15 +265,19 @@ static void journal_begun(int r, uint64_t token, const char *sandbox_id, const s
         rpc_call_unref(call);
 }
 
-/* An exec that found no live host sandbox: when the sandbox is a Pod
- * (compute_class K8S), say what is missing instead. Returns r or the
- * UNIMPLEMENTED error. */
+/* An exec that found no live sandbox: when the sandbox is a Pod
+ * (compute_class K8S) whose relay is not connected, say so. Returns r or
+ * the UNAVAILABLE error. */
 static int exec_k8s_refusal(struct api_ctx *ctx, const char *id, int r, struct wr_err *e) {
         struct store_sandbox sb = {0};
-        if (store_sandbox_load(ctx->store, id, &sb, NULL) == 0 && k8s_row_is_k8s(&sb))
-                r = err_setx(e, -EOPNOTSUPP, WR_STATUS_UNIMPLEMENTED, WR_FAULT_CLIENT,
-                             "exec: sandbox %s runs on compute_class K8S, where exec is not "
-                             "built yet (warren-init's connection back to warrend)",
+        /* -EBUSY: no live sandbox to exec in (sbx_running); other errors
+         * (a bad user, ...) stand */
+        if (r == -EBUSY && store_sandbox_load(ctx->store, id, &sb, NULL) == 0 &&
+            k8s_row_is_k8s(&sb) && sb.status == STORE_SANDBOX_RUNNING)
+                r = err_setx(e, -ENOTCONN, WR_STATUS_UNAVAILABLE, WR_FAULT_SERVICE,
+                             "exec: sandbox %s runs on compute_class K8S and its Pod's "
+                             "warren-relay is not connected to this warrend (yet): retry; "
+                             "docs/k8s.md (--k8s-callback) says where it dials",
                              id);
         store_sandbox_clear(&sb);
         return r;

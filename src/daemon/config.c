@@ -86,6 +86,11 @@ void daemon_config_usage(FILE *f) {
               "                        kubeconfig context's, else \"default\")\n"
               "  --k8s-init-image REF  the image the Pods get warren-init from\n"
               "                        (default warren/warren-init:latest)\n"
+              "  --k8s-callback IP:PORT where warrend listens for the Pods' warren-relay\n"
+              "                        (TLS; exec on Pods; default: the address of the\n"
+              "                        default route's interface, port 7443)\n"
+              "  --k8s-callback-advertise IP:PORT what the Pods dial (default: the\n"
+              "                        --k8s-callback address)\n"
               "  --upstream-dns IP     resolver named in sandboxes' /etc/resolv.conf,\n"
               "                        reached through NAT (default: the host's IPv4\n"
               "                        nameservers; none with --pull-loopback-only);\n"
@@ -299,6 +304,10 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                 r = set_str(&c->k8s_namespace, v);
         } else if (!strcmp(key, "k8s-init-image")) {
                 r = set_str(&c->k8s_init_image, v);
+        } else if (!strcmp(key, "k8s-callback")) {
+                r = set_str(&c->k8s_callback, v);
+        } else if (!strcmp(key, "k8s-callback-advertise")) {
+                r = set_str(&c->k8s_callback_advertise, v);
         } else if (!strcmp(key, "upstream-dns")) {
                 r = set_str(&c->upstream_dns, v);
         } else if (!strcmp(key, "no-exec-spool")) {
@@ -415,6 +424,8 @@ enum {
         OPT_K8S_KUBECONFIG,
         OPT_K8S_NAMESPACE,
         OPT_K8S_INIT_IMAGE,
+        OPT_K8S_CALLBACK,
+        OPT_K8S_CALLBACK_ADVERTISE,
         OPT_USERNS,
 };
 
@@ -451,6 +462,8 @@ static const struct option options[] = {
         {"k8s-kubeconfig", required_argument, NULL, OPT_K8S_KUBECONFIG},
         {"k8s-namespace", required_argument, NULL, OPT_K8S_NAMESPACE},
         {"k8s-init-image", required_argument, NULL, OPT_K8S_INIT_IMAGE},
+        {"k8s-callback", required_argument, NULL, OPT_K8S_CALLBACK},
+        {"k8s-callback-advertise", required_argument, NULL, OPT_K8S_CALLBACK_ADVERTISE},
         {"userns", required_argument, NULL, OPT_USERNS},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -584,6 +597,8 @@ void daemon_config_clear(struct daemon_config *c) {
         free(c->k8s_kubeconfig);
         free(c->k8s_namespace);
         free(c->k8s_init_image);
+        free(c->k8s_callback);
+        free(c->k8s_callback_advertise);
         free(c->upstream_dns);
         free(c->egress_upstream_ca);
         free(c->registry_config);

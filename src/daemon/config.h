@@ -75,6 +75,8 @@ struct daemon_config {
         char *k8s_kubeconfig;
         char *k8s_namespace;
         char *k8s_init_image;
+        char *k8s_callback;           /* --k8s-callback IP:PORT */
+        char *k8s_callback_advertise; /* --k8s-callback-advertise IP:PORT */
         bool help;
         bool version;
 };

@@ -363,6 +363,19 @@ static void raise_nofile(void) {
         (void) setrlimit(RLIMIT_NOFILE, &rl);
 }
 
+/* The K8S class's relays (src/k8s/bridge.c) give the sandbox manager a
+ * control connection per Pod: exec there works as on the host class. */
+static void k8s_relay_attach(const char *id, int ctl_fd, const char *workdir, char *const *env,
+                             void *userdata) {
+        struct wr_err e = {0};
+        if (sbx_remote_attach(userdata, id, ctl_fd, workdir, env, &e) < 0)
+                log_warn("sandbox %s: attaching its relay: %s", id, e.msg);
+}
+
+static void k8s_relay_end(const char *id, void *userdata) {
+        sbx_remote_detach(userdata, id, true);
+}
+
 static int start_sandboxes(struct daemon *d, struct wr_err *e) {
         char init[PATH_MAX];
         int r = find_init(init, sizeof(init), e);
@@ -427,6 +440,11 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
                         .init_image = d->cfg.k8s_init_image,
                         .state_dir = d->state_dir,
                         .terminate_on_exit = d->cfg.terminate_on_exit,
+                        .callback = d->cfg.k8s_callback,
+                        .callback_advertise = d->cfg.k8s_callback_advertise,
+                        .relay_attach = k8s_relay_attach,
+                        .relay_end = k8s_relay_end,
+                        .relay_userdata = d->ctx.sandboxes,
                 };
                 if ((r = k8s_class_new(&d->loop, d->store, &kc, &d->ctx.k8s, e)) < 0)
                         return err_prefix(e, r, "compute class K8S");

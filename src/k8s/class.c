@@ -4,7 +4,10 @@
  * See k8s.h. */
 #include "k8s/k8s.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,12 +19,14 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "image/curl-uv.h"
+#include "k8s/bridge.h"
 #include "k8s/kubeconfig.h"
 #include "k8s/pod.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
 #define CREATE_TIMEOUT_MS (300 * 1000)
+#define RELAY_TIMEOUT_MS 30000 /* from the main container's start */
 #define REQ_TIMEOUT_S 30L
 #define WATCH_TIMEOUT_S 240
 #define WATCH_RETRY_MS 1000
@@ -59,6 +64,15 @@ struct k8s_sbx {
         /* its env lives in a Secret (name "<pod>-env"): the Pod is POSTed
          * once the Secret exists (pod_json waits meanwhile; wiped) */
         bool has_secret, secret_deleted;
+        /* the relay's Secret ("<pod>-relay"), POSTed first; the env
+         * Secret's JSON waits for it (wiped) */
+        bool has_relay_secret, relay_secret_deleted;
+        char *env_secret_json;
+        /* the main container runs / its relay is connected: RUNNING
+         * once both */
+        bool pod_running, relay_up, relay_wait;
+        char *workdir;
+        char **env; /* the spec's (secrets resolved: wiped) */
         char *pod_json;
         bool delete_sent;
         k8s_create_fn create_done;
@@ -99,6 +113,11 @@ struct k8s_class {
         bool closing;
         bool terminate_on_exit;
         int closed; /* timers closed (k8s_class_free) */
+        struct k8s_bridge *bridge;
+        void (*relay_attach)(const char *id, int ctl_fd, const char *workdir, char *const *env,
+                             void *userdata);
+        void (*relay_end)(const char *id, void *userdata);
+        void *relay_ud;
 };
 
 static void sbx_end(struct k8s_sbx *sb, enum store_sandbox_status st, const char *msg, int r,
@@ -319,6 +338,15 @@ static void sbx_closed(uv_handle_t *h) {
 }
 
 static void sbx_unlink_free(struct k8s_sbx *sb) {
+        if (sb->env_secret_json) {
+                explicit_bzero(sb->env_secret_json, strlen(sb->env_secret_json));
+                free(sb->env_secret_json);
+                sb->env_secret_json = NULL;
+        }
+        free(sb->workdir);
+        sb->workdir = NULL;
+        sbx_env_free(sb->env);
+        sb->env = NULL;
         if (sb->pod_json) {
                 explicit_bzero(sb->pod_json, strlen(sb->pod_json));
                 free(sb->pod_json);
@@ -411,6 +439,14 @@ static void sbx_end(struct k8s_sbx *sb, enum store_sandbox_status st, const char
                 sb->secret_deleted = true;
                 secret_delete(k, name);
         }
+        if (sb->has_relay_secret && !sb->relay_secret_deleted) {
+                char name[80];
+                snprintf(name, sizeof(name), "%s-relay", sb->pod);
+                sb->relay_secret_deleted = true;
+                secret_delete(k, name);
+        }
+        if (k->relay_end)
+                k->relay_end(sb->id, k->relay_ud);
         if (sb->create_done) {
                 struct wr_err e = {0};
                 err_setx(&e, r < 0 ? r : -ESRCH, status ? status : WR_STATUS_FAILED_PRECONDITION,
@@ -439,6 +475,17 @@ static void on_create_timeout(uv_timer_t *t) {
                 sbx_end(sb, STORE_SANDBOX_FAILED,
                         "the Pod did not start within 300 s (see the cluster's events)", -ETIMEDOUT,
                         WR_STATUS_DEADLINE_EXCEEDED);
+}
+
+static void on_relay_timeout(uv_timer_t *t) {
+        struct k8s_sbx *sb = t->data;
+        char msg[300];
+        snprintf(msg, sizeof(msg),
+                 "the Pod runs but its warren-relay did not reach warrend at %s within %d s "
+                 "(--k8s-callback: an address the Pods can reach; docs/k8s.md)",
+                 sb->k->bridge ? k8s_bridge_addr(sb->k->bridge) : "?", RELAY_TIMEOUT_MS / 1000);
+        if (sb->status == STORE_SANDBOX_PENDING)
+                sbx_end(sb, STORE_SANDBOX_FAILED, msg, -ETIMEDOUT, WR_STATUS_UNAVAILABLE);
 }
 
 static void on_terminate_timeout(uv_timer_t *t) {
@@ -535,8 +582,18 @@ static void pod_state(struct k8s_class *k, const struct k8s_pod_state *st, bool 
         }
         switch (st->stage) {
         case K8S_POD_RUNNING:
-                if (sb->status == STORE_SANDBOX_PENDING && !st->deleting)
+                sb->pod_running = !st->deleting;
+                /* and once its relay is connected: a create answers when
+                 * exec works */
+                if (sb->status == STORE_SANDBOX_PENDING && !st->deleting &&
+                    (sb->relay_up || !k->bridge))
                         sbx_running(sb);
+                else if (sb->status == STORE_SANDBOX_PENDING && !st->deleting && !sb->relay_wait) {
+                        /* the relay starts before the main container: it
+                         * has RELAY_TIMEOUT_MS more to dial warrend */
+                        sb->relay_wait = true;
+                        uv_timer_start(&sb->timer, on_relay_timeout, RELAY_TIMEOUT_MS, 0);
+                }
                 break;
         case K8S_POD_START_FAILED:
                 if (sb->status == STORE_SANDBOX_TERMINATING)
@@ -890,6 +947,8 @@ static void secrets_sweep(struct k8s_class *k) {
         free(body);
 }
 
+static void on_relay(const char *id, int ctl_fd, void *userdata);
+
 int k8s_class_new(uv_loop_t *loop, struct store *store, const struct k8s_config *cfg,
                   struct k8s_class **ret, struct wr_err *e) {
         struct k8s_class *k = calloc(1, sizeof(*k));
@@ -958,6 +1017,28 @@ int k8s_class_new(uv_loop_t *loop, struct store *store, const struct k8s_config 
                 free(body);
                 goto fail_timer;
         }
+        k->relay_attach = cfg->relay_attach;
+        k->relay_end = cfg->relay_end;
+        k->relay_ud = cfg->relay_userdata;
+        if (cfg->relay_attach) {
+                char dflt[96];
+                const char *cb = cfg->callback;
+                if (!cb) {
+                        if ((r = k8s_callback_default(dflt, sizeof(dflt))) < 0) {
+                                r = err_set(e, r,
+                                            "--k8s-callback: no address to derive it from (no "
+                                            "default route): give IP:PORT the Pods can reach");
+                                free(body);
+                                goto fail_timer;
+                        }
+                        cb = dflt;
+                }
+                if ((r = k8s_bridge_new(loop, cfg->state_dir, cb, cfg->callback_advertise, on_relay,
+                                        k, &k->bridge, e)) < 0) {
+                        free(body);
+                        goto fail_timer;
+                }
+        }
         recover_rows(k);
         list_apply(k, body, len, true);
         free(body);
@@ -985,6 +1066,61 @@ fail_nocu:
         return r;
 }
 
+/* The address of the interface of the default route, port
+ * K8S_CALLBACK_PORT: what Pods on a cluster of this machine's network
+ * reach it at. */
+int k8s_callback_default(char *buf, size_t size) {
+        FILE *f = fopen("/proc/net/route", "re");
+        char line[256], ifname[64] = "";
+        if (!f)
+                return -errno;
+        while (fgets(line, sizeof(line), f)) {
+                char iface[64];
+                unsigned long dst, mask;
+                unsigned long gw, flags, refcnt, use, metric;
+                if (sscanf(line, "%63s %lx %lx %lx %lu %lu %lu %lx", iface, &dst, &gw, &flags,
+                           &refcnt, &use, &metric, &mask) == 8 &&
+                    dst == 0 && mask == 0 && (flags & 1)) {
+                        snprintf(ifname, sizeof(ifname), "%s", iface);
+                        break;
+                }
+        }
+        fclose(f);
+        if (!ifname[0])
+                return -ENETUNREACH;
+        struct ifaddrs *ifa = NULL;
+        if (getifaddrs(&ifa) < 0)
+                return -errno;
+        int r = -EADDRNOTAVAIL;
+        for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
+                if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+                    strcmp(i->ifa_name, ifname) == 0) {
+                        char ip[INET_ADDRSTRLEN];
+                        inet_ntop(AF_INET, &((struct sockaddr_in *) i->ifa_addr)->sin_addr, ip,
+                                  sizeof(ip));
+                        snprintf(buf, size, "%s:%d", ip, K8S_CALLBACK_PORT);
+                        r = 0;
+                        break;
+                }
+        freeifaddrs(ifa);
+        return r;
+}
+
+/* A Pod's relay connected (bridge.c, on the loop). */
+static void on_relay(const char *id, int ctl_fd, void *userdata) {
+        struct k8s_class *k = userdata;
+        struct k8s_sbx *sb = find(k, id);
+        if (!sb || (sb->status != STORE_SANDBOX_PENDING && sb->status != STORE_SANDBOX_RUNNING) ||
+            k->closing) {
+                close(ctl_fd);
+                return;
+        }
+        k->relay_attach(id, ctl_fd, sb->workdir, sb->env, k->relay_ud);
+        sb->relay_up = true;
+        if (sb->status == STORE_SANDBOX_PENDING && sb->pod_running)
+                sbx_running(sb);
+}
+
 /* k is freed once both of its timers are closed */
 static void class_closed(uv_handle_t *h) {
         struct k8s_class *k = h->data;
@@ -996,6 +1132,8 @@ void k8s_class_free(struct k8s_class *k) {
         if (!k)
                 return;
         k->closing = true;
+        k8s_bridge_free(k->bridge);
+        k->bridge = NULL;
         if (k->terminate_on_exit)
                 for (struct k8s_sbx *sb = k->sbxs; sb; sb = sb->next) {
                         char path[512];
@@ -1007,10 +1145,12 @@ void k8s_class_free(struct k8s_class *k) {
                                  sb->pod);
                         (void) request_sync_m(k, "DELETE", path, &http, &body, &len, NULL);
                         free(body);
-                        if (sb->has_secret) {
+                        for (int i = 0; i < 2; i++) {
+                                if (!(i ? sb->has_relay_secret : sb->has_secret))
+                                        continue;
                                 body = NULL;
-                                snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets/%s-env",
-                                         k->ns, sb->pod);
+                                snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets/%s-%s",
+                                         k->ns, sb->pod, i ? "relay" : "env");
                                 (void) request_sync_m(k, "DELETE", path, &http, &body, &len, NULL);
                                 free(body);
                         }
@@ -1089,11 +1229,13 @@ static void on_post(struct k8s_class *k, long http, const char *body, size_t len
                 sb->posted = true;
                 char uid[64];
                 k8s_object_uid(body, len, uid, sizeof(uid));
-                if (sb->has_secret && uid[0]) {
+                for (int i = 0; i < 2 && uid[0]; i++) {
+                        if (!(i ? sb->has_relay_secret : sb->has_secret))
+                                continue;
                         char *patch = k8s_owner_patch_json(sb->pod, uid);
                         char path[512], what[160];
-                        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets/%s-env", k->ns,
-                                 sb->pod);
+                        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets/%s-%s", k->ns,
+                                 sb->pod, i ? "relay" : "env");
                         snprintf(what, sizeof(what), "make Pod %s the owner of its Secret",
                                  sb->pod);
                         if (patch)
@@ -1138,10 +1280,15 @@ static void on_secret_post(struct k8s_class *k, long http, const char *body, siz
                                  curl_easy_strerror(cc));
                 else
                         snprintf(msg, sizeof(msg),
-                                 "the cluster refused the Secret of its env (HTTP %ld): %s", http,
+                                 "the cluster refused a Secret of the Pod (HTTP %ld): %s", http,
                                  m[0] ? m : "no reason given");
-                if (cc == CURLE_OK && http == 409)
-                        sb->secret_deleted = true; /* not ours */
+                if (cc == CURLE_OK && http == 409) {
+                        /* not ours */
+                        if (sb->env_secret_json)
+                                sb->relay_secret_deleted = true;
+                        else
+                                sb->secret_deleted = true;
+                }
                 enum wr_status st = cc != CURLE_OK || http >= 500 ? WR_STATUS_UNAVAILABLE
                                     : strstr(m, "exceeded quota") ? WR_STATUS_RESOURCE_EXHAUSTED
                                                                   : WR_STATUS_FAILED_PRECONDITION;
@@ -1149,6 +1296,23 @@ static void on_secret_post(struct k8s_class *k, long http, const char *body, siz
                 return;
         }
         char path[300];
+        if (sb->env_secret_json) {
+                /* the relay's Secret exists: now the env's */
+                char *sj = sb->env_secret_json;
+                sb->env_secret_json = NULL;
+                snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets", k->ns);
+                sb->has_secret = true;
+                int r = request(k, "POST", path, sj, false, on_secret_post, id, NULL);
+                explicit_bzero(sj, strlen(sj));
+                free(sj);
+                if (r < 0) {
+                        sb->secret_deleted = true;
+                        free(id);
+                        sbx_end(sb, STORE_SANDBOX_FAILED, "out of memory", -ENOMEM,
+                                WR_STATUS_RESOURCE_EXHAUSTED);
+                }
+                return;
+        }
         snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", k->ns);
         sb->post_seq = ++k->seq;
         int r = request(k, "POST", path, sb->pod_json, false, on_post, id, NULL);
@@ -1228,11 +1392,13 @@ int k8s_create(struct k8s_class *k, const struct sbx_spec *spec, k8s_create_fn d
         }
         /* the cgroup_path marks the row K8S (host recovery leaves it) */
         (void) store_sandbox_update_runtime(k->store, id, 0, cg, NULL);
-        char secret[96];
+        char secret[96], rsecret[96];
         snprintf(secret, sizeof(secret), "%s-env", pod);
+        snprintf(rsecret, sizeof(rsecret), "%s-relay", pod);
         bool use_secret = spec->env && spec->env[0];
         struct k8s_pod_params pp = {
                 .env_secret = use_secret ? secret : NULL,
+                .relay_secret = k->bridge ? rsecret : NULL,
                 .pod_name = pod,
                 .sandbox_id = id,
                 .owner = k->owner,
@@ -1254,13 +1420,36 @@ int k8s_create(struct k8s_class *k, const struct sbx_spec *spec, k8s_create_fn d
         char *json = k8s_pod_json(&pp);
         free(ptags);
         char *sjson = use_secret ? k8s_env_secret_json(secret, id, k->owner, spec->env) : NULL;
-        struct k8s_sbx *sb = json && (sjson || !use_secret)
+        char *rjson = NULL;
+        if (k->bridge) {
+                char token[RELAY_TOKEN_LEN + 1];
+                k8s_bridge_token(k->bridge, id, token);
+                rjson = k8s_relay_secret_json(rsecret, id, k->owner, k8s_bridge_addr(k->bridge),
+                                              token, k8s_bridge_ca_pem(k->bridge));
+                explicit_bzero(token, sizeof(token));
+        }
+        struct k8s_sbx *sb = json && (sjson || !use_secret) && (rjson || !k->bridge)
                                      ? track(k, id, pod, STORE_SANDBOX_PENDING, expires_ns)
                                      : NULL;
+        if (sb && spec->workdir && *spec->workdir)
+                sb->workdir = strdup(spec->workdir);
+        if (sb && spec->env)
+                sb->env = sbx_env_dup(spec->env);
         char *idc = sb ? strdup(id) : NULL;
         char path[300];
         r = -ENOMEM;
-        if (idc && use_secret) {
+        if (idc && rjson) {
+                /* the relay's Secret, then the env's, then the Pod */
+                snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets", k->ns);
+                sb->has_relay_secret = true;
+                sb->pod_json = json;
+                json = NULL;
+                sb->env_secret_json = sjson;
+                sjson = NULL;
+                r = request(k, "POST", path, rjson, false, on_secret_post, idc, NULL);
+                if (r < 0)
+                        sb->relay_secret_deleted = true; /* never sent */
+        } else if (idc && use_secret) {
                 /* the Pod is POSTed once its env Secret exists */
                 snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets", k->ns);
                 sb->has_secret = true;
@@ -1277,6 +1466,10 @@ int k8s_create(struct k8s_class *k, const struct sbx_spec *spec, k8s_create_fn d
         if (sjson) {
                 explicit_bzero(sjson, strlen(sjson));
                 free(sjson);
+        }
+        if (rjson) {
+                explicit_bzero(rjson, strlen(rjson));
+                free(rjson);
         }
         if (r < 0) {
                 free(idc);

@@ -22,10 +22,14 @@
  * Pods by label: a row whose Pod is gone ends, a Pod without a live row
  * (an orphan) is deleted.
  *
- * Not built yet (the API answers UNIMPLEMENTED or INVALID_ARGUMENT):
- * exec on Pods (warren-init's connect-back to warrend), secrets as
- * Kubernetes Secrets, images built by warren's builder (--k8s-registry).
- * Threads: the loop thread only. Module prefix: k8s_. */
+ * Exec: every Pod runs warren-relay as a sidecar, which dials warrend's
+ * bridge (bridge.h, a TLS listener on --k8s-callback) with the sandbox's
+ * token; the bridge hands the sandbox manager a control connection
+ * (sbx_remote_attach) and create answers RUNNING once that is there.
+ * Not built yet (the API answers UNIMPLEMENTED or INVALID_ARGUMENT): an
+ * entrypoint, images built by warren's builder (--k8s-registry).
+ * Threads: the loop thread only (the bridge's threads hand over through
+ * a uv_async). Module prefix: k8s_. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -53,7 +57,26 @@ struct k8s_config {
          * records the sandboxes TERMINATED, like the host class's
          * --terminate-on-exit */
         bool terminate_on_exit;
+        /* exec on Pods (docs/k8s.md): where warrend listens for the Pods'
+         * warren-relay ("IP:PORT"; NULL: the address of the interface of
+         * the default route, port K8S_CALLBACK_PORT), what the Pods are
+         * told to dial (NULL: the same) */
+        const char *callback;
+        const char *callback_advertise;
+        /* a relay connected (ctl_fd: the caller's; workdir and env: the
+         * sandbox's spec, or NULL after a restart) / the sandbox ended: the sandbox manager's
+         * remote side (sbx_remote_attach / sbx_remote_detach) */
+        void (*relay_attach)(const char *id, int ctl_fd, const char *workdir, char *const *env,
+                             void *userdata);
+        void (*relay_end)(const char *id, void *userdata);
+        void *relay_userdata;
 };
+
+#define K8S_CALLBACK_PORT 7443
+
+/* The default --k8s-callback: "IP:K8S_CALLBACK_PORT" with the IPv4
+ * address of the default route's interface. -ENETUNREACH: no route. */
+int k8s_callback_default(char *buf, size_t size);
 
 #define K8S_INIT_IMAGE_DEFAULT "warren/warren-init:latest"
 

@@ -125,6 +125,11 @@ char *k8s_pod_json(const struct k8s_pod_params *p) {
                 set_str(spec, "hostname", p->hostname);
         json_object_set_new(spec, "volumes",
                             json_pack("[{s:s, s:{}}]", "name", "warren", "emptyDir"));
+        if (p->relay_secret)
+                json_array_append_new(json_object_get(spec, "volumes"),
+                                      json_pack("{s:s, s:{s:s, s:i}}", "name", "warren-relay",
+                                                "secret", "secretName", p->relay_secret,
+                                                "defaultMode", 0400));
 
         /* warren-init copies itself into the emptyDir */
         set_str(init_c, "name", K8S_INIT_CONTAINER);
@@ -142,6 +147,24 @@ char *k8s_pod_json(const struct k8s_pod_params *p) {
         if (ires)
                 json_object_set_new(init_c, "resources", ires);
         json_object_set_new(spec, "initContainers", json_pack("[o]", init_c));
+        if (p->relay_secret) {
+                /* warren-relay: a sidecar (it runs beside the sandbox for
+                 * the Pod's life; its own pid namespace and the Secret's
+                 * token out of the sandbox's reach). Fixed small resources,
+                 * requests = limits (the Pod's QoS class is unchanged) */
+                json_t *rc = json_pack(
+                        "{s:s, s:s, s:s, s:s, s:[s,s,s,s,s], s:[{s:s, s:s}, {s:s, s:s, s:b}], "
+                        "s:{s:{s:s, s:s}, s:{s:s, s:s}}}",
+                        "name", K8S_RELAY_CONTAINER, "image", p->init_image, "imagePullPolicy",
+                        "IfNotPresent", "restartPolicy", "Always", "command", "/warren-relay",
+                        "--ctl", K8S_INIT_DIR "/ctl.sock", "--config", K8S_RELAY_DIR,
+                        "volumeMounts", "name", "warren", "mountPath", K8S_INIT_DIR, "name",
+                        "warren-relay", "mountPath", K8S_RELAY_DIR, "readOnly", 1, "resources",
+                        "requests", "cpu", "100m", "memory", "64Mi", "limits", "cpu", "100m",
+                        "memory", "64Mi");
+                if (rc)
+                        json_array_append_new(json_object_get(spec, "initContainers"), rc);
+        }
 
         /* the sandbox: its image, warren-init as PID 1 */
         set_str(main_c, "name", K8S_MAIN_CONTAINER);
@@ -209,6 +232,36 @@ char *k8s_env_secret_json(const char *name, const char *sandbox_id, const char *
                 char key[256];
                 snprintf(key, sizeof(key), "%.*s", (int) (eq - *kv), *kv);
                 json_object_set_new(data, key, json_string((const char *) b));
+                explicit_bzero(b, blen);
+                free(b);
+        }
+        json_t *s = json_pack("{s:s, s:s, s:{s:s, s:o}, s:s, s:o}", "apiVersion", "v1", "kind",
+                              "Secret", "metadata", "name", name, "labels",
+                              own_labels(sandbox_id, owner), "type", "Opaque", "data", data);
+        if (!s)
+                return NULL;
+        char *out = json_dumps(s, JSON_COMPACT);
+        json_decref(s);
+        return out;
+}
+
+char *k8s_relay_secret_json(const char *name, const char *sandbox_id, const char *owner,
+                            const char *addr, const char *token, const char *ca_pem) {
+        const char *keys[] = {"addr", "id", "token", "ca.crt"};
+        const char *vals[] = {addr, sandbox_id, token, ca_pem};
+        json_t *data = json_object();
+        if (!data)
+                return NULL;
+        for (size_t i = 0; i < 4; i++) {
+                size_t vlen = strlen(vals[i]);
+                size_t blen = 4 * ((vlen + 2) / 3) + 1;
+                unsigned char *b = malloc(blen);
+                if (!b) {
+                        json_decref(data);
+                        return NULL;
+                }
+                EVP_EncodeBlock(b, (const unsigned char *) vals[i], (int) vlen);
+                json_object_set_new(data, keys[i], json_string((const char *) b));
                 explicit_bzero(b, blen);
                 free(b);
         }

@@ -28,6 +28,8 @@
 #define K8S_MAIN_CONTAINER "sandbox"
 #define K8S_INIT_CONTAINER "warren-init"
 #define K8S_INIT_DIR "/.warren"
+#define K8S_RELAY_CONTAINER "warren-relay"
+#define K8S_RELAY_DIR "/var/run/warren-relay"
 
 struct k8s_pod_tag {
         const char *key, *value;
@@ -48,6 +50,10 @@ struct k8s_pod_params {
         /* non-NULL: the env is in this Secret (k8s_env_secret_json) and
          * the Pod takes it with envFrom; env is then not written */
         const char *env_secret;
+        /* non-NULL: the relay's Secret (k8s_relay_secret_json): the Pod
+         * gets warren-relay as a sidecar (an init container with
+         * restartPolicy Always, from init_image) that mounts it */
+        const char *relay_secret;
         uint64_t cpu_millicores; /* 0: none asked (no request, no limit) */
         uint64_t memory_bytes;   /* 0: none asked */
         uint64_t disk_bytes;     /* 0: none asked (else ephemeral-storage) */
@@ -71,6 +77,12 @@ char *k8s_env_secret_json(const char *name, const char *sandbox_id, const char *
 
 /* A merge patch making the Pod (name, uid) the owner of an object, so
  * that the cluster's garbage collector deletes it with the Pod. */
+/* The Secret warren-relay reads (name "<pod>-relay"): addr (where warrend
+ * listens for relays), id, token (the sandbox's), ca.crt (warrend's
+ * certificate). NULL: out of memory. */
+char *k8s_relay_secret_json(const char *name, const char *sandbox_id, const char *owner,
+                            const char *addr, const char *token, const char *ca_pem);
+
 char *k8s_owner_patch_json(const char *pod_name, const char *pod_uid);
 
 /* The items of a list of kind list_kind ("SecretList"): fn gets each

@@ -27,8 +27,6 @@
 #include "sandbox/user.h"
 #include "store/store.h"
 
-#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
 int sbx_make_id(char *buf, size_t size) {
         uint8_t b[8];
         if (getrandom(b, sizeof(b), 0) != sizeof(b))

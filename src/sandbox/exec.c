@@ -405,7 +405,7 @@ static void ctl_release(struct sbx_exec *x, uint32_t what) {
 
 /* Make the spool of a new session: <sandbox dir>/execs/<id>.{out,meta}. */
 static int spool_open(struct sbx_exec *x, struct sbx *sb, double timeout_secs) {
-        const char *dir = sb->rt ? rt_sandbox_dir(sb->rt) : NULL;
+        const char *dir = sbx_dir(sb);
         if (!dir)
                 return -ENOENT;
         char path[PATH_MAX];
@@ -866,7 +866,13 @@ int sbx_exec_resize(struct sbx_exec *x, unsigned cols, unsigned rows) {
         if (x->in_fd < 0)
                 return -ESRCH;
         struct winsize ws = {.ws_col = (unsigned short) cols, .ws_row = (unsigned short) rows};
-        return ioctl(x->in_fd, TIOCSWINSZ, &ws) < 0 ? -errno : 0;
+        if (ioctl(x->in_fd, TIOCSWINSZ, &ws) < 0)
+                return -errno;
+        /* a remote (K8S) sandbox's pty master is the relay's local copy:
+         * the real one is in the Pod (RESIZE reaches it through the relay) */
+        if (x->sb && x->sb->remote && x->state < EXEC_EXITED)
+                return sbx_ctl_send_resize(x->sb, x->id, cols, rows);
+        return 0;
 }
 
 static void timeout_cb(uv_timer_t *t) {
@@ -1021,8 +1027,9 @@ void sbx_exec_abort_all(struct sbx *sb, enum sbx_exit_reason reason) {
 
 /* --- start / attach / release --- */
 
-int sbx_running(struct sbx_manager *m, const char *key, struct sbx **ret, struct wr_err *e) {
-        struct sbx *sb = sbx_find_live(m, key);
+static int running_exec(struct sbx_manager *m, const char *key, bool remote_ok, struct sbx **ret,
+                        struct wr_err *e) {
+        struct sbx *sb = remote_ok ? sbx_find_exec(m, key) : sbx_find_live(m, key);
         if (!sb) {
                 struct store_sandbox row = {0};
                 int r = sbx_lookup(m, key, &row, e);
@@ -1037,6 +1044,10 @@ int sbx_running(struct sbx_manager *m, const char *key, struct sbx **ret, struct
                                 "sandbox %s is terminating", sb->id);
         *ret = sb;
         return 0;
+}
+
+int sbx_running(struct sbx_manager *m, const char *key, struct sbx **ret, struct wr_err *e) {
+        return running_exec(m, key, false, ret, e);
 }
 
 /* The process's environment: the sandbox's, the user's HOME (when a user
@@ -1159,7 +1170,7 @@ int sbx_exec_start(struct sbx_manager *m, const struct sbx_exec_spec *spec,
         struct sbx_exec_state *st = state_get(m);
         if (!st)
                 return err_set(e, -ENOMEM, "exec: out of memory");
-        if ((r = sbx_running(m, spec->sandbox, &sb, e)) < 0)
+        if ((r = running_exec(m, spec->sandbox, true, &sb, e)) < 0)
                 return r;
         if (sb->paused)
                 return err_setx(e, -EBUSY, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
@@ -1169,7 +1180,23 @@ int sbx_exec_start(struct sbx_manager *m, const struct sbx_exec_spec *spec,
 
         /* Another user: looked up in the sandbox's own /etc/passwd. */
         struct sbx_user user = {.uid = sb->uid, .gid = sb->gid};
-        if (spec->user && *spec->user) {
+        if (spec->user && *spec->user && sb->remote) {
+                /* a Pod's files are not on this host: numbers only */
+                unsigned long u = 0, g = 0;
+                int n = 0;
+                if ((sscanf(spec->user, "%lu%n", &u, &n) != 1 || spec->user[n] != 0) &&
+                    (sscanf(spec->user, "%lu:%lu%n", &u, &g, &n) != 2 || spec->user[n] != 0))
+                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                        "start.user: sandbox %s runs on compute_class K8S: give "
+                                        "a numeric uid or uid:gid (names are looked up in the "
+                                        "image on the host class only)",
+                                        sb->id);
+                if (u >= UINT32_MAX || g >= UINT32_MAX)
+                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_CLIENT,
+                                        "start.user: uid/gid out of range");
+                user.uid = (uint32_t) u;
+                user.gid = strchr(spec->user, ':') ? (uint32_t) g : (uint32_t) u;
+        } else if (spec->user && *spec->user) {
                 _cleanup_close_ int root_fd = sbx_root_fd(sb);
                 if (root_fd < 0)
                         return err_set(e, root_fd, "start.user: opening the sandbox's root");
@@ -1257,7 +1284,7 @@ int sbx_exec_start(struct sbx_manager *m, const struct sbx_exec_spec *spec,
 /* The id of the sandbox called key, live or not (the store knows it). */
 static int resolve_sandbox(struct sbx_manager *m, const char *key, char *id, size_t size,
                            struct wr_err *e) {
-        struct sbx *sb = sbx_find_live(m, key);
+        struct sbx *sb = sbx_find_exec(m, key);
         if (sb) {
                 snprintf(id, size, "%s", sb->id);
                 return 0;
@@ -1608,7 +1635,7 @@ static void recover_exec(struct recovery *rc, int dirfd, const char *name_base,
         x->punched = meta->hdr.start;
         x->state = EXEC_FORGOTTEN; /* until it is tracked */
         sbx_exec_log_init(&x->log, (size_t) meta->hdr.log_size, st->pool);
-        if (asprintf(&x->spool_base, "%s/execs/%s", rt_sandbox_dir(sb->rt), name_base) < 0) {
+        if (asprintf(&x->spool_base, "%s/execs/%s", sbx_dir(sb), name_base) < 0) {
                 x->spool_base = NULL;
                 return;
         }
@@ -1759,7 +1786,7 @@ lost:
 
 void sbx_exec_recover(struct sbx *sb) {
         struct recovery rc = {.sb = sb};
-        const char *dir = sb->rt ? rt_sandbox_dir(sb->rt) : NULL;
+        const char *dir = sbx_dir(sb);
         char path[PATH_MAX];
         struct ctl_hold *holds = NULL;
         size_t n_holds = 0;

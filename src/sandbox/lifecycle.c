@@ -13,11 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "basic/rmrf.h"
 #include "runtime/ctl.h"
 #include "runtime/runtime.h"
 
@@ -61,6 +63,7 @@ void sbx_free(struct sbx *sb) {
         free(sb->workdir);
         free(sb->name);
         free(sb->image_id);
+        free(sb->remote_dir);
         free(sb);
 }
 
@@ -158,6 +161,14 @@ static void on_ctl(uv_poll_t *h, int status, int events) {
                          * gone; a hostile init gets killed. */
                         log_debug("sandbox %s: control connection: %s", sb->id, strerror(-r));
                         ctl_close(sb);
+                        if (sb->remote) {
+                                /* the relay went (warrend's side of it
+                                 * stays): held execs wait for its return */
+                                sbx_exec_leave_all(sb);
+                                sbx_exec_abort_all(sb, SBX_EXIT_SANDBOX_TERMINATED);
+                                sb->state = SBX_DEAD;
+                                return;
+                        }
                         if (sb->state == SBX_RUNNING) {
                                 sb->term_reason = "warren-init stopped answering";
                                 sb->final_status = STORE_SANDBOX_FAILED;
@@ -535,6 +546,8 @@ void sbx_detach(struct sbx *sb) {
         sbx_exec_leave_all(sb);
         sb->state = SBX_DEAD;
         ctl_close(sb);
+        if (sb->remote)
+                return; /* no timer, no pidfd */
         uv_timer_stop(&sb->timer);
         uv_poll_stop(&sb->pid_poll);
         uv_close((uv_handle_t *) &sb->timer, handle_closed);
@@ -618,4 +631,102 @@ int sbx_set_paused(struct sbx_manager *m, const char *key, bool on, char *id_out
 int sbx_paused(struct sbx_manager *m, const char *id) {
         struct sbx *sb = sbx_find_live(m, id);
         return sb ? sb->paused : -ENOENT;
+}
+
+/* --- remote (K8S) sandboxes: the exec side only --- */
+
+static struct sbx *find_remote(struct sbx_manager *m, const char *id) {
+        for (struct sbx *sb = m->list; sb; sb = sb->next)
+                if (sb->remote && sb->state != SBX_DEAD && strcmp(sb->id, id) == 0)
+                        return sb;
+        return NULL;
+}
+
+/* <state>/k8s-sandboxes/<id>: a remote sandbox's exec spools (apart
+ * from the host class's sandboxes/, which its recovery sweeps) */
+static int remote_dir_path(const struct sbx_manager *m, const char *id, char *buf, size_t size,
+                           bool make_parent) {
+        int n = snprintf(buf, size, "%s/k8s-sandboxes", m->state_dir);
+        if (n < 0 || (size_t) n >= size)
+                return -ENAMETOOLONG;
+        if (make_parent && mkdir(buf, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        n = snprintf(buf, size, "%s/k8s-sandboxes/%s", m->state_dir, id);
+        return n < 0 || (size_t) n >= size ? -ENAMETOOLONG : 0;
+}
+
+static void remote_dir_remove(const struct sbx_manager *m, const char *id) {
+        char dir[PATH_MAX], path[PATH_MAX + 8];
+        if (remote_dir_path(m, id, dir, sizeof(dir), false) < 0)
+                return;
+        snprintf(path, sizeof(path), "%s/execs", dir);
+        (void) rm_rf_at(AT_FDCWD, path);
+        (void) rmdir(dir);
+}
+
+void sbx_remote_detach(struct sbx_manager *m, const char *id, bool ended) {
+        struct sbx *sb = find_remote(m, id);
+        if (!sb) {
+                if (ended)
+                        remote_dir_remove(m, id);
+                return;
+        }
+        if (ended) {
+                sb->state = SBX_TERMINATING;
+                sbx_exec_abort_all(sb, SBX_EXIT_SANDBOX_TERMINATED);
+        } else
+                sbx_exec_leave_all(sb);
+        sbx_exec_abort_all(sb, SBX_EXIT_SANDBOX_TERMINATED);
+        sb->state = SBX_DEAD;
+        if (ended)
+                remote_dir_remove(m, id);
+        if (sb->ctl_fd >= 0)
+                ctl_close(sb);
+}
+
+int sbx_remote_attach(struct sbx_manager *m, const char *id, int ctl_fd, const char *workdir,
+                      char *const *env, struct wr_err *e) {
+        sbx_remote_detach(m, id, false);
+        struct sbx *sb;
+        int r = sbx_new(m, id, 0, &sb);
+        if (r < 0) {
+                close(ctl_fd);
+                return err_set(e, r, "out of memory");
+        }
+        sb->remote = true;
+        sb->ctl_fd = ctl_fd;
+        sb->workdir = strdup(workdir && *workdir ? workdir : "/");
+        r = sbx_env_set2(&sb->env, "PATH", DEFAULT_PATH);
+        for (char *const *p = env; r >= 0 && p && *p; p++)
+                r = sbx_env_set(&sb->env, *p);
+        if (r >= 0 && !sbx_env_find(sb->env, "HOME"))
+                r = sbx_env_set2(&sb->env, "HOME", "/root");
+        if (r < 0 || !sb->workdir) {
+                sbx_free(sb);
+                return err_set(e, -ENOMEM, "out of memory");
+        }
+        char dir[PATH_MAX];
+        if (remote_dir_path(m, id, dir, sizeof(dir), true) < 0 || !(sb->remote_dir = strdup(dir))) {
+                sbx_free(sb);
+                return err_set(e, -ENOMEM, "out of memory");
+        }
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+                r = err_set(e, -errno, "mkdir %s: %m", dir);
+                sbx_free(sb);
+                return r;
+        }
+        if ((r = uv_poll_init(m->loop, &sb->ctl_poll, sb->ctl_fd)) < 0) {
+                sbx_free(sb);
+                return err_set(e, r, "watch the relay: %s", uv_strerror(r));
+        }
+        sb->ctl_poll.data = sb;
+        sb->handles = 1;
+        sb->state = SBX_RUNNING;
+        sb->next = m->list;
+        m->list = sb;
+        /* what init held while no warrend was connected */
+        sbx_exec_recover(sb);
+        if (sb->ctl_fd >= 0)
+                uv_poll_start(&sb->ctl_poll, UV_READABLE, on_ctl);
+        return 0;
 }

@@ -50,9 +50,21 @@ int sbx_dir_path(const struct sbx_manager *m, const char *id, char *buf, size_t 
 
 /* --- lookup --- */
 
-struct sbx *sbx_find_live(struct sbx_manager *m, const char *key) {
+struct sbx *sbx_find_exec(struct sbx_manager *m, const char *key) {
         for (struct sbx *sb = m->list; sb; sb = sb->next)
                 if (sb->state != SBX_DEAD &&
+                    (strcmp(sb->id, key) == 0 || (sb->name && strcmp(sb->name, key) == 0)))
+                        return sb;
+        return NULL;
+}
+
+const char *sbx_dir(const struct sbx *sb) {
+        return sb->rt ? rt_sandbox_dir(sb->rt) : sb->remote_dir;
+}
+
+struct sbx *sbx_find_live(struct sbx_manager *m, const char *key) {
+        for (struct sbx *sb = m->list; sb; sb = sb->next)
+                if (sb->state != SBX_DEAD && !sb->remote &&
                     (strcmp(sb->id, key) == 0 || (sb->name && strcmp(sb->name, key) == 0)))
                         return sb;
         return NULL;
@@ -322,7 +334,7 @@ void sbx_manager_free(struct sbx_manager *m) {
         for (struct sbx *sb = m->list; sb; sb = sb->next) {
                 if (sb->state == SBX_DEAD)
                         continue;
-                if (m->terminate_on_exit) {
+                if (m->terminate_on_exit && !sb->remote) {
                         sb->term_reason = "warrend shut down";
                         sbx_finalize(sb);
                 } else {

@@ -35,6 +35,9 @@ struct sbx_waiter {
 /* One live sandbox. Made by sbx_new (create, recovery), put on the
  * manager's list by sbx_arm, freed once dead and every handle closed
  * (before sbx_arm: sbx_free). */
+/* PATH of every process unless the image's Env sets one */
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 struct sbx {
         struct sbx_manager *m;
         struct sbx *next;
@@ -96,6 +99,12 @@ struct sbx {
         /* re-attached while paused: its execs are picked up at the resume
          * (a frozen init cannot answer) */
         bool exec_recover_pending;
+        /* a K8S sandbox's exec side (sbx_remote_attach): no runtime, no
+         * pidfd, no timer; ctl_fd is warrend's end of the relay bridge
+         * (src/k8s/bridge.c); its exec spools live in remote_dir. Found
+         * only by exec (sbx_find_exec), never by host-only features */
+        bool remote;
+        char *remote_dir;
         /* spawn requests in flight, for the exec start latency metric */
         struct {
                 uint64_t id, sent_ns;
@@ -207,6 +216,10 @@ void sbx_uid_slot_config(int32_t slot, struct rt_sandbox_config *cfg);
  * (unknown: NOT_FOUND), -EBUSY (not running, or terminating:
  * FAILED_PRECONDITION). (exec.c) */
 int sbx_running(struct sbx_manager *m, const char *key, struct sbx **ret, struct wr_err *e);
+/* Like sbx_find_live, remote (K8S) sandboxes included: for exec only. */
+struct sbx *sbx_find_exec(struct sbx_manager *m, const char *key);
+/* The sandbox's dir (the runtime's, or a remote one's); NULL: none. */
+const char *sbx_dir(const struct sbx *sb);
 /* The live (not DEAD) sandbox whose id or name is key, or NULL. */
 struct sbx *sbx_find_live(struct sbx_manager *m, const char *key);
 /* CLOCK_MONOTONIC in ns. */

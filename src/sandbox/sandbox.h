@@ -467,3 +467,19 @@ typedef void (*sbx_terminate_done_fn)(int r, const struct wr_err *e, void *userd
  * called, or a negative errno (-ENOENT unknown id) and done is not called. */
 int sbx_terminate(struct sbx_manager *m, const char *id, uint64_t grace_ms,
                   sbx_terminate_done_fn done, void *userdata, struct wr_err *e);
+
+/* The exec side of a K8S sandbox (src/k8s): ctl_fd is warrend's end of the
+ * relay bridge, which speaks the control protocol like a local warren-init
+ * (src/k8s/relay-mux.h). Execs on sandbox id then work as on the host
+ * class; execs that init held are picked up again (a re-attach after a
+ * restart or a redial). A previous attachment of id is left first. Takes
+ * ctl_fd. Processes get PATH (the usual default: the image's Env is the
+ * cluster's business), HOME=/root unless set, then env (the spec's). Loop
+ * thread. */
+int sbx_remote_attach(struct sbx_manager *m, const char *id, int ctl_fd, const char *workdir,
+                      char *const *env, struct wr_err *e);
+
+/* Forget sandbox id's exec side: ended (the sandbox is over: its execs end
+ * SANDBOX_TERMINATED, their spools go) or not (held execs wait for the
+ * next attach). No-op when not attached. */
+void sbx_remote_detach(struct sbx_manager *m, const char *id, bool ended);

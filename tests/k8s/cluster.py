@@ -38,6 +38,7 @@ VERSION = os.environ.get("K8S_VERSION", "v1.37.2")
 # (other fixtures) or warrend's --sandbox-cidr (100.96.0.0/16 and up).
 SERVICE_CIDR = "10.97.0.0/24"
 POD_CIDR = "10.98.0.0/24"
+CALLBACK_CIDR = "10.98.1.0/24"  # Pods route it to the node: warrend's relay callback
 NODE_NAME = "localhost"  # resolves to 127.0.0.1: apiserver -> kubelet stays on loopback
 # Images of the tests: a loopback registry name, so an accidental pull
 # never leaves the machine.
@@ -140,12 +141,23 @@ def build_pause(work):
 
 
 def build_busybox(work, name=BUSYBOX_IMAGE, extra=None):
-    """A busybox image: /bin/busybox and the applets the tests use."""
+    """A busybox image like tests/images/busybox-rootfs.sh's (the host class's
+    tests use that one): /bin/busybox, every applet, /bin/bash as a wrapper of
+    busybox sh (the seed examples call bash), an empty /workspace."""
     files = {"/bin/busybox": "/bin/busybox"}
-    for a in ("sh", "cat", "echo", "sleep", "ls", "id", "head", "tail", "true", "false", "env",
-              "cp", "kill", "ps", "grep", "wc", "dd", "mkdir", "rm", "stat", "hostname", "seq",
-              "tr", "printf", "test", "yes", "tty", "stty", "nproc", "mount"):
-        files["/bin/" + a] = ("symlink", "busybox")
+    applets = subprocess.run(["/bin/busybox", "--list"], capture_output=True, text=True,
+                             check=True).stdout.split()
+    for a in applets:
+        if a != "busybox":
+            files["/bin/" + a] = ("symlink", "busybox")
+    work.mkdir(parents=True, exist_ok=True)
+    wrapper = work / "bash-wrapper"
+    wrapper.write_text('#!/bin/sh\nexec /bin/busybox sh "$@"\n')
+    wrapper.chmod(0o755)
+    files["/bin/bash"] = str(wrapper)
+    keep = work / "empty"
+    keep.write_text("")
+    files["/workspace/.keep"] = str(keep)
     files.update(extra or {})
     return _tar_dir_image(work, name, files, ["/bin/sh"])
 
@@ -323,6 +335,8 @@ class Cluster:
             "cniVersion": "0.4.0", "name": "warren-test",
             "plugins": [{"type": "ptp", "ipMasq": False,
                          "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR}]],
+                                  # warrend's relay callback (tests/k8s/conftest.py)
+                                  "routes": [{"dst": CALLBACK_CIDR}],
                                   "dataDir": str(self.dir / "cni-ipam")}}]}))
         d.mkdir()
         cfg = d / "config.toml"

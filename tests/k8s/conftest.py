@@ -6,6 +6,7 @@ of that ServiceAccount (so the suite also proves the RBAC is enough).
 WARREN_BUILD points at the meson build dir (default: build/)."""
 import os
 import pathlib
+import subprocess
 import sys
 import time
 
@@ -34,6 +35,10 @@ _E2E = _e2e()
 Daemon, build_path = _E2E.Daemon, _E2E.build_path
 
 NAMESPACE = "warren"
+# the relays' callback address (10.98.1.0/24: next to the Pod range, clear
+# of everything else the suites use); each warrend gets a port of its own
+CALLBACK_IP = "10.98.1.1"
+_ports = iter(range(17443, 17543))
 INIT_IMAGE = "localhost/warren/init:test"
 BUSYBOX = k8s_cluster.BUSYBOX_IMAGE
 
@@ -64,12 +69,19 @@ def sa_token(c, ns=NAMESPACE, name="warrend"):
 def cluster():
     t0 = time.monotonic()
     c = k8s_cluster.Cluster()
+    added_ip = False
     try:
         c.start()
         work = c.dir / "images"
         c.import_image(k8s_cluster._tar_dir_image(
-            work, INIT_IMAGE, {"/warren-init": build_path("src/init/warren-init")},
+            work, INIT_IMAGE, {"/warren-init": build_path("src/init/warren-init"),
+                               "/warren-relay": build_path("src/k8s/warren-relay")},
             ["/warren-init"]))
+        # where warrend listens for the Pods' warren-relay: an address of
+        # this host that Pods reach through their ptp gateway (on lo, so
+        # nothing leaves the machine), removed at teardown
+        subprocess.run(["ip", "addr", "add", CALLBACK_IP + "/32", "dev", "lo"], check=False)
+        added_ip = True
         c.create_namespace(NAMESPACE)
         apply_rbac(c)
         c.kubeconfig_warrend = c.write_kubeconfig(c.dir / "warrend.kubeconfig",
@@ -78,12 +90,15 @@ def cluster():
                          % (c.t_api, c.t_ready, time.monotonic() - t0))
         yield c
     finally:
+        if added_ip:
+            subprocess.run(["ip", "addr", "del", CALLBACK_IP + "/32", "dev", "lo"], check=False)
         c.stop()
 
 
-def k8s_args(c, kubeconfig=None):
+def k8s_args(c, kubeconfig=None, port=None):
     return ["--k8s-kubeconfig", str(kubeconfig or c.kubeconfig_warrend),
-            "--k8s-init-image", INIT_IMAGE]
+            "--k8s-init-image", INIT_IMAGE,
+            "--k8s-callback", "%s:%d" % (CALLBACK_IP, port or next(_ports))]
 
 
 @pytest.fixture(scope="module")
@@ -100,3 +115,8 @@ def client(d):
     import warren as wr
     with wr.SandboxClient(d.unix_addr) as c:
         yield c
+
+
+# what the host class's exec tests (tests/e2e/test_exec*.py, run on Pods by
+# test_k8s_exec.py) import from "conftest"
+SANITIZED, WARREN_CLI, import_image = _E2E.SANITIZED, _E2E.WARREN_CLI, _E2E.import_image
