@@ -234,8 +234,9 @@ class Cluster:
         self.write_kubeconfig(self.kubeconfig, client_cert=self.admin_cert)
 
     def write_kubeconfig(self, path, client_cert=None, token=None, namespace=None):
-        """A kubeconfig in JSON (valid YAML; what warrend reads), with
-        everything inline."""
+        """A kubeconfig in YAML, as kubeadm and `kubectl config` write it
+        (block style), with everything inline. warrend's JSON path is the
+        unit tests' (tests/unit/test-k8s-config.c)."""
         user = {}
         if client_cert:
             user["client-certificate-data"] = base64.b64encode(client_cert[0].read_bytes()).decode()
@@ -253,7 +254,8 @@ class Cluster:
             "users": [{"name": "u", "user": user}],
             "contexts": [{"name": "c", "context": ctx}],
         }
-        pathlib.Path(path).write_text(json.dumps(cfg, indent=1))
+        import yaml
+        pathlib.Path(path).write_text(yaml.safe_dump(cfg, default_flow_style=False))
         os.chmod(path, 0o600)
         return path
 

@@ -273,7 +273,14 @@ def test_bad_kubeconfig_refused_at_start(cluster, tmp_path):
                         "unix:" + str(tmp_path / "s.sock"), "--k8s-kubeconfig", str(bad)],
                        capture_output=True, text=True, timeout=30)
     assert p.returncode != 0
-    assert "--k8s-kubeconfig" in p.stderr + p.stdout and "JSON" in p.stderr + p.stdout
+    out = p.stderr + p.stdout
+    assert "--k8s-kubeconfig" in out and "no current-context" in out, out
+    bad.write_text("current-context: c\ncontexts: [{name: c, context: {cluster: k}\n")
+    p = subprocess.run([_E2E.WARREND, "--state-dir", str(tmp_path / "s"), "--listen",
+                        "unix:" + str(tmp_path / "s.sock"), "--k8s-kubeconfig", str(bad)],
+                       capture_output=True, text=True, timeout=30)
+    out = p.stderr + p.stdout
+    assert p.returncode != 0 and "YAML line" in out, out
 
 
 def test_rbac_too_narrow_is_named_at_start(cluster, tmp_path):
