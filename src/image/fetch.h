@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* warrend's side of warren-fetch (fetch-main.c): one confined helper
+ * process per pull job, spoken to over a SOCK_SEQPACKET socketpair with the
+ * closed message set of fetch-proto.h. This module spawns the helper,
+ * hands it the registry config and docker credentials in memfds (read from
+ * the files here, then wiped from warrend's memory), sends requests, checks
+ * every answer with img_fetch_msg_check before anyone reads a field, and
+ * reports the helper's death. It decides nothing about images: pull.c
+ * does. Threads: the loop thread only. Module prefix: img_fetcher_. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <uv.h>
+
+#include "basic/err.h"
+#include "image/fetch-proto.h"
+
+struct img_fetcher;
+
+struct img_fetcher_opts {
+        const char *helper;          /* path of warren-fetch */
+        const char *ref;             /* the resolved reference ("127.0.0.1:5000/a/b:v1") */
+        const char *registry_config; /* path or NULL */
+        const char *docker_config;   /* path or NULL */
+        bool loopback_only;
+};
+
+/* A checked answer (type is its enum img_fetch_type; msg is valid during
+ * the call only). The callback may make requests and may free f. */
+typedef void (*img_fetcher_msg_fn)(struct img_fetcher *f, int type, const void *msg,
+                                   void *userdata);
+
+/* The helper is gone or broke the protocol (killed, exited, sent a
+ * malformed or unexpected message): e says which, naming its pid. Called
+ * at most once, never after img_fetcher_free; the callback frees f. */
+typedef void (*img_fetcher_dead_fn)(struct img_fetcher *f, const struct wr_err *e, void *userdata);
+
+/* Spawn a helper for o->ref on loop. The config files are read now (errors
+ * name them: -ENOENT/-EACCES/...); credentials cross in a memfd only.
+ * Errors: those, -ENOMEM, -EIO/... (spawn failed: INTERNAL naming the
+ * helper). *ret owned by the caller: img_fetcher_free. */
+int img_fetcher_start(uv_loop_t *loop, const struct img_fetcher_opts *o, img_fetcher_msg_fn on_msg,
+                      img_fetcher_dead_fn on_dead, void *userdata, struct img_fetcher **ret,
+                      struct wr_err *e);
+
+/* Send one request (type REQ_*): object for a manifest (tag or digest),
+ * digest the expected sha256 ("" only for a tag manifest), max_size for a
+ * config or blob, fd (REQ_BLOB only; dup'ed into the message, still the
+ * caller's) the file to write to. Returns 0, or -EBADMSG (a request the
+ * message set refuses), -EIO (the socket refused it; the helper is
+ * broken) with e set. */
+int img_fetcher_request(struct img_fetcher *f, enum img_fetch_type type, uint32_t id,
+                        const char *object, const char *digest, uint64_t max_size, int fd,
+                        struct wr_err *e);
+
+/* The helper's pid (0 when it has exited). */
+pid_t img_fetcher_pid(const struct img_fetcher *f);
+
+/* Kill the helper (SIGKILL), stop every callback and free f once its
+ * handles have closed on the loop. NULL is fine; allowed from inside the
+ * callbacks. */
+void img_fetcher_free(struct img_fetcher *f);
+
+/* The warren-fetch next to the warren-unpack at unpack_helper
+ * (WARREN_FETCH_HELPER overrides), into out. */
+void img_fetcher_find(const char *unpack_helper, char *out, size_t size);
