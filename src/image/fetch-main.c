@@ -45,6 +45,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -53,6 +54,7 @@
 #include <curl/curl.h>
 #include <openssl/crypto.h>
 #include <openssl/ssl.h>
+#include <pthread.h>
 
 #include "basic/confine.h"
 #include "image/fetch-proto.h"
@@ -69,6 +71,7 @@ static struct {
         const char *regcfg_name, *dockercfg_name;
         const char *ref;
         const char *user, *group, *root;
+        const char *check; /* --confine-check PATH */
         bool loopback_only, strict;
 } cfg = {
         .sock_fd = -EBADF,
@@ -107,7 +110,7 @@ static _noreturn_ void usage(void) {
                         "         [--registry-config-fd N --registry-config-name PATH]\n"
                         "         [--docker-config-fd N --docker-config-name PATH]\n"
                         "         [--loopback-only] [--uid USER] [--gid GROUP] [--root DIR]\n"
-                        "         [--seccomp-strict]\n");
+                        "         [--seccomp-strict] [--confine-check PATH]\n");
         exit(2);
 }
 
@@ -370,6 +373,43 @@ static int confine(struct wr_err *e) {
         if (r < 0)
                 return r;
         return seccomp_install(e);
+}
+
+/* --- --confine-check (the tests): what a compromised parser would try --- */
+
+static int attempt(int r) {
+        return r < 0 ? errno : 0;
+}
+
+static void *thread_main(void *arg) {
+        return arg;
+}
+
+static _noreturn_ void confine_check(void) {
+        int r_out = attempt(open(cfg.check, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+        int r_root = attempt(open("/x", O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+        int r_hosts = attempt(open("/etc/hosts", O_WRONLY | O_CLOEXEC));
+        int r_mkdir = attempt(mkdir("/d", 0755));
+        char *const argv[] = {"/bin/sh", NULL};
+        int r_exec = attempt(execve("/bin/sh", argv, argv + 1));
+        int r_setuid = attempt(setuid(0));
+        int r_ptrace = attempt((int) ptrace(PTRACE_TRACEME, 0, NULL, NULL));
+        int r_mount = attempt(chroot("/etc"));
+        int sfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int r_sock = attempt(sfd);
+        if (sfd >= 0)
+                close(sfd);
+        pthread_t t;
+        int r_thread = pthread_create(&t, NULL, thread_main, NULL);
+        if (!r_thread)
+                pthread_join(t, NULL);
+        printf("{\"uid\": %u, \"euid\": %u, \"create_outside\": %d, \"create_in_root\": %d, "
+               "\"write_etc_hosts\": %d, \"mkdir\": %d, \"exec\": %d, \"setuid0\": %d, "
+               "\"ptrace\": %d, \"mount\": %d, \"socket_inet\": %d, \"thread\": %d}\n",
+               (unsigned) getuid(), (unsigned) geteuid(), r_out, r_root, r_hosts, r_mkdir, r_exec,
+               r_setuid, r_ptrace, r_mount, r_sock, r_thread);
+        fflush(stdout);
+        _exit(0);
 }
 
 /* --- answers --- */
@@ -689,7 +729,8 @@ static void parse_args(int argc, char **argv) {
                 OPT_UID,
                 OPT_GID,
                 OPT_ROOT,
-                OPT_STRICT
+                OPT_STRICT,
+                OPT_CHECK,
         };
         static const struct option opts[] = {
                 {"sock-fd", required_argument, NULL, OPT_SOCK},
@@ -703,6 +744,7 @@ static void parse_args(int argc, char **argv) {
                 {"gid", required_argument, NULL, OPT_GID},
                 {"root", required_argument, NULL, OPT_ROOT},
                 {"seccomp-strict", no_argument, NULL, OPT_STRICT},
+                {"confine-check", required_argument, NULL, OPT_CHECK},
                 {0},
         };
         int c;
@@ -740,6 +782,9 @@ static void parse_args(int argc, char **argv) {
                         break;
                 case OPT_STRICT:
                         cfg.strict = true;
+                        break;
+                case OPT_CHECK:
+                        cfg.check = optarg;
                         break;
                 default:
                         usage();
@@ -791,6 +836,8 @@ int main(int argc, char **argv) {
 
         if (confine(&e) < 0)
                 die("confinement", e.msg);
+        if (cfg.check)
+                confine_check();
 
         if (uv_poll_init(&S.loop, &S.poll, cfg.sock_fd) < 0 ||
             uv_poll_start(&S.poll, UV_READABLE | UV_DISCONNECT, on_readable) < 0 ||
