@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tarfile
 import threading
 import time
@@ -345,3 +346,45 @@ def test_config_not_json(daemon, hostile):
     err = pull_error(daemon, hostile.add("bad/config", img, manifest=json.dumps(m).encode()))
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()
     assert_nothing_stored(daemon)
+
+
+# --- a helper that lies: warrend does not take its word ----------------------
+
+LYING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers", "lying-fetch.py")
+
+
+def lying_daemon(fresh_warrend, monkeypatch, tmp_path, mode):
+    real = layer([("claimed", b"what the manifest names")])
+    other = layer([("swapped", b"what the helper wrote instead")])
+    spec = tmp_path / "layers.json"
+    spec.write_text(json.dumps({"claimed": sha(real), "tar": other.hex()}))
+    # warrend gives its helper a bare environment: a wrapper carries ours
+    wrapper = tmp_path / "lying-fetch"
+    wrapper.write_text("#!/bin/sh\nLYING_FETCH_MODE=%s LYING_FETCH_LAYERS=%s exec %s %s \"$@\"\n"
+                       % (mode, spec, sys.executable, LYING))
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("WARREN_FETCH_HELPER", str(wrapper))
+    return fresh_warrend()
+
+
+def test_helper_lying_about_a_blob_is_caught(fresh_warrend, monkeypatch, tmp_path):
+    d = lying_daemon(fresh_warrend, monkeypatch, tmp_path, "swap")
+    err = pull_error(d, "127.0.0.1:9/lie/img:v1")
+    assert err.code() == grpc.StatusCode.DATA_LOSS, err.details()
+    assert "blob digest mismatch" in err.details() and "bytes received hash to" in err.details()
+    assert_nothing_stored(d)
+
+
+@pytest.mark.parametrize("mode,words", [("garbage", "malformed message"),
+                                        ("unasked", "nobody asked for")])
+def test_helper_breaking_the_protocol_is_killed(fresh_warrend, monkeypatch, tmp_path, mode,
+                                                words):
+    d = lying_daemon(fresh_warrend, monkeypatch, tmp_path, mode)
+    err = pull_error(d, "127.0.0.1:9/lie/img:v1")
+    assert err.code() == grpc.StatusCode.INTERNAL, err.details()
+    assert words in err.details(), err.details()
+    assert_nothing_stored(d)
+    deadline = time.monotonic() + 10
+    while children(d.proc.pid, os.path.basename(sys.executable)[:15]):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
