@@ -27,8 +27,11 @@ struct img_fetcher {
         img_fetcher_msg_fn on_msg;
         img_fetcher_dead_fn on_dead;
         void *userdata;
-        void *buf; /* IMG_FETCH_MSG_MAX bytes, aligned */
 };
+
+/* One receive buffer for every helper: all run on the loop thread and a
+ * message is handled before the next is read. */
+static _Alignas(16) unsigned char rx[IMG_FETCH_MSG_MAX + 16];
 
 void img_fetcher_find(const char *unpack_helper, char *out, size_t size) {
         const char *env = getenv("WARREN_FETCH_HELPER");
@@ -48,7 +51,6 @@ static void unref(struct img_fetcher *f) {
         if (--f->refs > 0)
                 return;
         closep(&f->sock);
-        free(f->buf);
         free(f);
 }
 
@@ -74,7 +76,7 @@ static void tell_dead(struct img_fetcher *f, const struct wr_err *e) {
 /* Read every pending answer; false when f was closed or declared dead. */
 static bool drain(struct img_fetcher *f) {
         while (!f->closed && !f->dead_told) {
-                ssize_t n = recv(f->sock, f->buf, IMG_FETCH_MSG_MAX + 1, MSG_DONTWAIT | MSG_TRUNC);
+                ssize_t n = recv(f->sock, rx, IMG_FETCH_MSG_MAX + 1, MSG_DONTWAIT | MSG_TRUNC);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0 && errno == EAGAIN)
@@ -83,7 +85,7 @@ static bool drain(struct img_fetcher *f) {
                         return true; /* EOF: the exit callback says why */
                 int type = n > (ssize_t) IMG_FETCH_MSG_MAX
                                    ? -EBADMSG
-                                   : img_fetch_msg_check(f->buf, (size_t) n, IMG_FETCH_TO_DAEMON);
+                                   : img_fetch_msg_check(rx, (size_t) n, IMG_FETCH_TO_DAEMON);
                 if (type < 0) {
                         struct wr_err e = {0};
                         err_setx(&e, -EPROTO, WR_STATUS_INTERNAL, WR_FAULT_SERVICE,
@@ -95,7 +97,7 @@ static bool drain(struct img_fetcher *f) {
                         tell_dead(f, &e);
                         return false;
                 }
-                f->on_msg(f, type, f->buf, f->userdata);
+                f->on_msg(f, type, rx, f->userdata);
         }
         return false;
 }
@@ -177,12 +179,8 @@ int img_fetcher_start(uv_loop_t *loop, const struct img_fetcher_opts *o, img_fet
         if (r < 0)
                 return r;
         struct img_fetcher *f = calloc(1, sizeof(*f));
-        void *buf = NULL;
-        if (!f || posix_memalign(&buf, 16, IMG_FETCH_MSG_MAX + 16) != 0) {
-                free(f);
+        if (!f)
                 return err_set(e, -ENOMEM, "pull: out of memory");
-        }
-        f->buf = buf;
         f->loop = loop;
         f->sock = -EBADF;
         f->on_msg = on_msg;
@@ -191,7 +189,6 @@ int img_fetcher_start(uv_loop_t *loop, const struct img_fetcher_opts *o, img_fet
         int sp[2];
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
                 r = err_set(e, -errno, "pull: socketpair: %m");
-                free(f->buf);
                 free(f);
                 return r;
         }
