@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* warren-fetch: the only process that talks to image registries.
  *
- *   warren-fetch --sock-fd N --ref REFERENCE
+ *   warren-fetch --sock-fd N [--ref REFERENCE]
  *                [--registry-config-fd N --registry-config-name PATH]
  *                [--docker-config-fd N --docker-config-name PATH]
  *                [--loopback-only] [--uid USER] [--gid GROUP] [--root DIR]
@@ -11,7 +11,9 @@
  * when the job ends. --sock-fd is its end of a SOCK_SEQPACKET socketpair
  * (fetch-proto.h): warrend asks for a manifest, a config, a blob (passing
  * the fd to write it into); the helper answers with fixed-size reports.
- * --ref is the reference warrend resolved (registry and repository).
+ * --ref is the reference warrend resolved (registry and repository);
+ * without it the first request must be REQ_BIND naming it (warrend starts
+ * a spare helper ahead of the next pull, before it knows the reference).
  * The registry config and the docker config.json travel as memfds holding
  * the files' bytes (--*-config-fd; the names are for messages only): read,
  * parsed, wiped from memory, the memfd truncated and closed, all before
@@ -98,6 +100,7 @@ static struct {
         struct img_ref ref;
         struct req *reqs;
         bool closing;
+        bool bound; /* S.ref is set (--ref or REQ_BIND) */
 } S;
 
 static _noreturn_ void die(const char *what, const char *detail) {
@@ -106,7 +109,7 @@ static _noreturn_ void die(const char *what, const char *detail) {
 }
 
 static _noreturn_ void usage(void) {
-        fprintf(stderr, "usage: warren-fetch --sock-fd N --ref REFERENCE\n"
+        fprintf(stderr, "usage: warren-fetch --sock-fd N [--ref REFERENCE]\n"
                         "         [--registry-config-fd N --registry-config-name PATH]\n"
                         "         [--docker-config-fd N --docker-config-name PATH]\n"
                         "         [--loopback-only] [--uid USER] [--gid GROUP] [--root DIR]\n"
@@ -673,7 +676,8 @@ static void on_readable(uv_poll_t *p, int status, int events) {
         for (;;) {
                 union {
                         struct img_fetch_req q;
-                        char raw[sizeof(struct img_fetch_req) + 1];
+                        struct img_fetch_req_bind b;
+                        char raw[sizeof(struct img_fetch_req_bind) + 1];
                 } buf;
                 union {
                         struct cmsghdr align;
@@ -705,6 +709,9 @@ static void on_readable(uv_poll_t *p, int status, int events) {
                                    ? -EBADMSG
                                    : img_fetch_msg_check(&buf, (size_t) n, IMG_FETCH_TO_HELPER);
                 int want_fds = type == IMG_FETCH_REQ_BLOB ? 1 : 0;
+                /* bound exactly once, before anything else */
+                if (type > 0 && (type == IMG_FETCH_REQ_BIND) == S.bound)
+                        type = -EBADMSG;
                 if (type < 0 || nfds != want_fds) {
                         /* warrend never sends these: it is not warrend */
                         for (int i = 0; i < nfds; i++)
@@ -712,6 +719,14 @@ static void on_readable(uv_poll_t *p, int status, int events) {
                         fprintf(stderr, "warren-fetch: malformed request refused\n");
                         stop_all();
                         return;
+                }
+                if (type == IMG_FETCH_REQ_BIND) {
+                        struct wr_err e = {0};
+                        if (img_ref_parse(buf.b.ref, &S.ref, &e) < 0)
+                                send_error(buf.b.hdr.id, &e);
+                        else
+                                S.bound = true;
+                        continue;
                 }
                 start(&buf.q, want_fds ? fds[0] : -EBADF);
         }
@@ -789,15 +804,16 @@ static void parse_args(int argc, char **argv) {
                 default:
                         usage();
                 }
-        if (optind != argc || cfg.sock_fd < 0 || !cfg.ref)
+        if (optind != argc || cfg.sock_fd < 0)
                 usage();
 }
 
 int main(int argc, char **argv) {
         parse_args(argc, argv);
         struct wr_err e = {0};
-        if (img_ref_parse(cfg.ref, &S.ref, &e) < 0)
+        if (cfg.ref && img_ref_parse(cfg.ref, &S.ref, &e) < 0)
                 die("--ref", e.msg);
+        S.bound = cfg.ref != NULL;
 
         /* everything that loads files or libraries happens before the chroot */
         if (!setlocale(LC_ALL, "C.UTF-8"))

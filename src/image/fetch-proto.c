@@ -13,6 +13,8 @@ size_t img_fetch_msg_size(enum img_fetch_type type) {
         case IMG_FETCH_REQ_CONFIG:
         case IMG_FETCH_REQ_BLOB:
                 return sizeof(struct img_fetch_req);
+        case IMG_FETCH_REQ_BIND:
+                return sizeof(struct img_fetch_req_bind);
         case IMG_FETCH_REP_MANIFEST:
                 return sizeof(struct img_fetch_rep_manifest);
         case IMG_FETCH_REP_INDEX:
@@ -136,6 +138,12 @@ int img_fetch_msg_check(const void *buf, size_t len, enum img_fetch_dir dir) {
         case IMG_FETCH_REQ_BLOB:
                 r = check_req(buf);
                 break;
+        case IMG_FETCH_REQ_BIND: {
+                const struct img_fetch_req_bind *b = buf;
+                if (!b->ref[0] || !terminated(b->ref, sizeof(b->ref)))
+                        r = -EBADMSG;
+                break;
+        }
         case IMG_FETCH_REP_MANIFEST:
                 r = check_manifest(buf);
                 break;

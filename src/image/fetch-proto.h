@@ -15,6 +15,10 @@
  *
  * Requests (warrend -> warren-fetch); hdr.id is chosen by warrend and
  * echoed by every answer to it:
+ *   REQ_BIND      ref = the reference (registry, repository) every later
+ *                 request is about. Exactly once, first: a helper may be
+ *                 started ahead of its pull (a warm spare) and serves one
+ *                 pull only. -> REP_ERROR only when ref is refused.
  *   REQ_MANIFEST  object = tag or "sha256:<hex>"; digest = the digest the
  *                 manifest bytes must have ("" = none, a tag).
  *                 -> REP_MANIFEST or REP_INDEX or REP_ERROR
@@ -49,11 +53,13 @@
 #define IMG_FETCH_MAX_PLATFORMS 256        /* index entries reported (with a valid digest) */
 #define IMG_FETCH_PLATFORM_FIELD 32        /* os / architecture bytes incl. NUL */
 #define IMG_FETCH_STRINGS_MAX (96u * 1024) /* the config's strings, NULs included */
+#define IMG_FETCH_REF_MAX 600              /* a formatted reference incl. NUL */
 
 enum img_fetch_type {
         IMG_FETCH_REQ_MANIFEST = 1,
         IMG_FETCH_REQ_CONFIG = 2,
         IMG_FETCH_REQ_BLOB = 3,
+        IMG_FETCH_REQ_BIND = 4,
         IMG_FETCH_REP_MANIFEST = 0x81,
         IMG_FETCH_REP_INDEX = 0x82,
         IMG_FETCH_REP_CONFIG = 0x83,
@@ -76,6 +82,12 @@ struct img_fetch_req {
         char object[IMG_FETCH_OBJECT_MAX]; /* REQ_MANIFEST: tag or digest; else "" */
         char digest[IMG_FETCH_DIGEST_MAX]; /* expected sha256 ("" only for a tag manifest) */
         uint64_t max_size;                 /* REQ_CONFIG / REQ_BLOB: byte cap (0 = none) */
+};
+
+/* REQ_BIND */
+struct img_fetch_req_bind {
+        struct img_fetch_hdr hdr;
+        char ref[IMG_FETCH_REF_MAX]; /* non-empty */
 };
 
 /* REP_MANIFEST: an image manifest, parsed. */

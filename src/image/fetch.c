@@ -200,8 +200,10 @@ int img_fetcher_start(uv_loop_t *loop, const struct img_fetcher_opts *o, img_fet
         args[n++] = (char *) o->helper;
         args[n++] = "--sock-fd";
         args[n++] = "3";
-        args[n++] = "--ref";
-        args[n++] = (char *) o->ref;
+        if (o->ref) {
+                args[n++] = "--ref";
+                args[n++] = (char *) o->ref;
+        }
         if (rc_fd >= 0) {
                 args[n++] = "--registry-config-fd";
                 args[n++] = "4";
@@ -314,9 +316,48 @@ int img_fetcher_request(struct img_fetcher *f, enum img_fetch_type type, uint32_
         return 0;
 }
 
+int img_fetcher_bind(struct img_fetcher *f, const char *ref, struct wr_err *e) {
+        struct img_fetch_req_bind b;
+        memset(&b, 0, sizeof(b));
+        img_fetch_hdr_init(&b.hdr, IMG_FETCH_REQ_BIND, 0);
+        if (!ref || !*ref || strlen(ref) >= sizeof(b.ref))
+                return err_set(e, -EBADMSG, "pull: reference too long for the registry helper");
+        snprintf(b.ref, sizeof(b.ref), "%s", ref);
+        if (send(f->sock, &b, sizeof(b), MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t) sizeof(b))
+                return err_setx(e, -EIO, WR_STATUS_INTERNAL, WR_FAULT_SERVICE,
+                                "pull: registry helper warren-fetch (pid %d): send: %m",
+                                (int) f->pid);
+        return 0;
+}
+
+void img_fetcher_retarget(struct img_fetcher *f, img_fetcher_msg_fn on_msg,
+                          img_fetcher_dead_fn on_dead, void *userdata) {
+        f->on_msg = on_msg;
+        f->on_dead = on_dead;
+        f->userdata = userdata;
+}
+
+void img_fetcher_set_background(struct img_fetcher *f, bool on) {
+        uv_handle_t *hs[] = {(uv_handle_t *) &f->proc,
+                             f->poll_inited ? (uv_handle_t *) &f->poll : NULL};
+        for (size_t i = 0; i < ELEMENTSOF(hs); i++)
+                if (hs[i] && !uv_is_closing(hs[i])) {
+                        if (on)
+                                uv_unref(hs[i]);
+                        else
+                                uv_ref(hs[i]);
+                }
+}
+
+bool img_fetcher_alive(const struct img_fetcher *f) {
+        return f && !f->exited && !f->closed && !f->dead_told;
+}
+
 void img_fetcher_free(struct img_fetcher *f) {
         if (!f || f->closed)
                 return;
+        /* referenced again: the loop runs until the exit is reaped */
+        img_fetcher_set_background(f, false);
         f->closed = true;
         if (!f->exited)
                 (void) uv_process_kill(&f->proc, SIGKILL); /* exit_cb closes the handle */

@@ -23,7 +23,8 @@ struct img_fetcher;
 
 struct img_fetcher_opts {
         const char *helper;          /* path of warren-fetch */
-        const char *ref;             /* the resolved reference ("127.0.0.1:5000/a/b:v1") */
+        const char *ref;             /* the resolved reference ("127.0.0.1:5000/a/b:v1"), or
+                                      * NULL: a spare, img_fetcher_bind names it later */
         const char *registry_config; /* path or NULL */
         const char *docker_config;   /* path or NULL */
         bool loopback_only;
@@ -56,6 +57,22 @@ int img_fetcher_start(uv_loop_t *loop, const struct img_fetcher_opts *o, img_fet
 int img_fetcher_request(struct img_fetcher *f, enum img_fetch_type type, uint32_t id,
                         const char *object, const char *digest, uint64_t max_size, int fd,
                         struct wr_err *e);
+
+/* Name the reference a helper started without one serves (REQ_BIND; once,
+ * before any request). 0, or -EBADMSG (too long) / -EIO with e set. */
+int img_fetcher_bind(struct img_fetcher *f, const char *ref, struct wr_err *e);
+
+/* Hand a helper to another owner: its later answers and death go to these
+ * callbacks (a spare taken by a pull job). */
+void img_fetcher_retarget(struct img_fetcher *f, img_fetcher_msg_fn on_msg,
+                          img_fetcher_dead_fn on_dead, void *userdata);
+
+/* on: the helper's handles do not keep the loop running (a spare must not
+ * hold up warrend's exit); off: they do again (a spare taken by a pull). */
+void img_fetcher_set_background(struct img_fetcher *f, bool on);
+
+/* The helper still runs and nothing declared it dead or freed it. */
+bool img_fetcher_alive(const struct img_fetcher *f);
 
 /* The helper's pid (0 when it has exited). */
 pid_t img_fetcher_pid(const struct img_fetcher *f);

@@ -47,6 +47,10 @@ struct img_pull_ctx {
         char *docker_config;
         bool loopback_only; /* refuse registries (and mirrors) off loopback */
         struct job *jobs;
+        /* A warren-fetch started ahead of the next pull (confined, config
+         * read, waiting for REQ_BIND): a pull does not wait for a helper to
+         * start. Made after each pull starts; dropped on reconfiguration. */
+        struct img_fetcher *spare;
 };
 
 enum lstate {
@@ -136,9 +140,15 @@ static int ctx_get(struct img_store *s, struct img_pull_ctx **ret, struct wr_err
         return 0;
 }
 
+static void spare_drop(struct img_pull_ctx *ctx) {
+        img_fetcher_free(ctx->spare);
+        ctx->spare = NULL;
+}
+
 void img_pull_ctx_free(struct img_pull_ctx *ctx) {
         if (!ctx)
                 return;
+        spare_drop(ctx); /* img_pull_shutdown did, while the loop ran */
         free(ctx->registry_config);
         free(ctx->docker_config);
         free(ctx);
@@ -149,6 +159,7 @@ void img_pull_shutdown(struct img_store *s) {
                 return;
         while (s->pull->jobs)
                 job_abort(s->pull->jobs);
+        spare_drop(s->pull);
 }
 
 int img_pull_configure(struct img_store *s, const char *registry_config, const char *docker_config,
@@ -179,6 +190,7 @@ int img_pull_configure(struct img_store *s, const char *registry_config, const c
         free(ctx->docker_config);
         ctx->registry_config = rc;
         ctx->docker_config = dc;
+        spare_drop(ctx); /* it read the old files */
         return 0;
 }
 
@@ -883,7 +895,70 @@ int img_pull_set_loopback_only(struct img_store *s, bool on, struct wr_err *e) {
         if (r < 0)
                 return r;
         ctx->loopback_only = on;
+        spare_drop(ctx);
         return 0;
+}
+
+/* --- the spare helper --- */
+
+/* A spare says nothing before it is bound: anything it sends is a protocol
+ * error, and its death just means the next pull starts its own. */
+static void on_spare_msg(struct img_fetcher *f, int type, const void *msg, void *userdata) {
+        struct img_pull_ctx *ctx = userdata;
+        if (ctx->spare == f)
+                spare_drop(ctx);
+}
+
+static void on_spare_dead(struct img_fetcher *f, const struct wr_err *e, void *userdata) {
+        struct img_pull_ctx *ctx = userdata;
+        if (ctx->spare == f)
+                spare_drop(ctx);
+}
+
+static void fetcher_opts(struct img_pull_ctx *ctx, const char *helper, const char *ref,
+                         struct img_fetcher_opts *o) {
+        *o = (struct img_fetcher_opts){
+                .helper = helper,
+                .ref = ref,
+                .registry_config = ctx->registry_config,
+                .docker_config = ctx->docker_config,
+                .loopback_only = ctx->loopback_only,
+        };
+}
+
+/* Start the next pull's helper now (best effort: without one, the next pull
+ * starts its own). */
+static void spare_make(struct img_pull_ctx *ctx, uv_loop_t *loop) {
+        if (ctx->spare || getenv("WARREN_FETCH_NO_SPARE"))
+                return;
+        char helper[PATH_MAX];
+        img_fetcher_find(ctx->s->helper, helper, sizeof(helper));
+        struct img_fetcher_opts o;
+        fetcher_opts(ctx, helper, NULL, &o);
+        struct wr_err e = {0};
+        if (img_fetcher_start(loop, &o, on_spare_msg, on_spare_dead, ctx, &ctx->spare, &e) == 0)
+                img_fetcher_set_background(ctx->spare, true);
+}
+
+/* The job's helper: the spare when one is alive, else a new one; bound to
+ * the job's reference. */
+static int job_fetcher(struct job *j, struct wr_err *e) {
+        struct img_pull_ctx *ctx = j->ctx;
+        if (ctx->spare && img_fetcher_alive(ctx->spare)) {
+                j->f = TAKE_PTR(ctx->spare);
+                img_fetcher_retarget(j->f, on_fetch_msg, on_fetch_dead, j);
+                img_fetcher_set_background(j->f, false);
+        } else {
+                spare_drop(ctx);
+                char helper[PATH_MAX];
+                img_fetcher_find(ctx->s->helper, helper, sizeof(helper));
+                struct img_fetcher_opts o;
+                fetcher_opts(ctx, helper, NULL, &o);
+                int r = img_fetcher_start(j->loop, &o, on_fetch_msg, on_fetch_dead, j, &j->f, e);
+                if (r < 0)
+                        return r;
+        }
+        return img_fetcher_bind(j->f, j->key, e);
 }
 
 int img_pull_start(struct img_store *s, uv_loop_t *loop, const char *ref,
@@ -920,16 +995,7 @@ int img_pull_start(struct img_store *s, uv_loop_t *loop, const char *ref,
         r = job_new(ctx, loop, &pr, key, &j, e);
         if (r < 0)
                 return r;
-        char helper[PATH_MAX];
-        img_fetcher_find(s->helper, helper, sizeof(helper));
-        struct img_fetcher_opts fo = {
-                .helper = helper,
-                .ref = key,
-                .registry_config = ctx->registry_config,
-                .docker_config = ctx->docker_config,
-                .loopback_only = ctx->loopback_only,
-        };
-        r = img_fetcher_start(loop, &fo, on_fetch_msg, on_fetch_dead, j, &j->f, e);
+        r = job_fetcher(j, e);
         if (r < 0)
                 return err_prefix(e, r, "pull %s", key);
         r = fetch_manifest(j, img_ref_manifest_ref(&pr), pr.digest, e);
@@ -940,6 +1006,7 @@ int img_pull_start(struct img_store *s, uv_loop_t *loop, const char *ref,
         j->next = ctx->jobs;
         ctx->jobs = TAKE_PTR(j);
         *ret = TAKE_PTR(p);
+        spare_make(ctx, loop); /* for the next pull, while this one runs */
         return 0;
 }
 

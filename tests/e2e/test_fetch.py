@@ -196,9 +196,23 @@ def stalled_pull(d, hostile):
     msgs = []
     threading.Thread(target=lambda: msgs.extend(_drain(call)), daemon=True).start()
     assert hostile.stalled.wait(20), d.read_log()
-    pids = children(d.proc.pid, "warren-fetch")
-    assert len(pids) == 1, pids
+    # the pull's helper holds the blob file; a spare waits for the next pull
+    pids = [p for p in children(d.proc.pid, "warren-fetch") if blob_fds(d, p)]
+    assert len(pids) == 1, (pids, children(d.proc.pid, "warren-fetch"))
     return call, pids[0], img, ref, msgs
+
+
+def blob_fds(d, pid):
+    """The fds of pid open on files in d's state_dir/tmp."""
+    out = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if target.startswith(os.path.join(d.state_dir, "tmp") + "/"):
+            out.append(target)
+    return out
 
 
 def _drain(call):
@@ -210,6 +224,29 @@ def _drain(call):
 
 
 # --- confinement -----------------------------------------------------------
+
+def test_spare_helper_confined_and_replaced(daemon, hostile):
+    """After a pull, a spare helper waits for the next one: confined already
+    (it has read its config and holds no blob); killing it costs nothing."""
+    img = Image([layer([("a", b"spare")])])
+    ref = hostile.add("spare/img", img)
+    pull(daemon, ref)
+    # the pull's own helper is killed when the pull ends; the spare stays
+    deadline = time.monotonic() + 10
+    while len(children(daemon.proc.pid, "warren-fetch")) != 1:
+        assert time.monotonic() < deadline, children(daemon.proc.pid, "warren-fetch")
+        time.sleep(0.05)
+    spares = children(daemon.proc.pid, "warren-fetch")
+    with open("/proc/%d/status" % spares[0]) as f:
+        st = f.read()
+    assert "Seccomp:\t2" in st and "CapEff:\t0000000000000000" in st and "\nUid:\t0" not in st
+    assert blob_fds(daemon, spares[0]) == []
+    os.kill(spares[0], signal.SIGKILL)
+    time.sleep(0.2)
+    img2 = Image([layer([("b", b"after the spare died")])])
+    image = pull(daemon, hostile.add("spare/img2", img2))
+    assert list(image.layers) == [sha(img2.layers[0])]
+
 
 def test_helper_confined_mid_pull(daemon, hostile):
     call, pid, _, _, _ = stalled_pull(daemon, hostile)
@@ -290,7 +327,8 @@ def test_kill9_helper_mid_pull_fails_cleanly_next_pull_works(daemon, hostile):
     assert "warren-fetch (pid %d) was killed by signal 9" % pid in err.details()
     assert "nothing was stored" in err.details()
     assert_nothing_stored(daemon)
-    assert children(daemon.proc.pid, "warren-fetch") == []
+    assert pid not in children(daemon.proc.pid, "warren-fetch")
+    assert not any(blob_fds(daemon, p) for p in children(daemon.proc.pid, "warren-fetch"))
     # the registry recovers; the next pull gets a new helper and completes
     hostile.stall.clear()
     hostile.release.set()
@@ -384,7 +422,8 @@ def test_helper_breaking_the_protocol_is_killed(fresh_warrend, monkeypatch, tmp_
     assert err.code() == grpc.StatusCode.INTERNAL, err.details()
     assert words in err.details(), err.details()
     assert_nothing_stored(d)
+    # the helper that broke the protocol is gone (a spare may wait)
     deadline = time.monotonic() + 10
-    while children(d.proc.pid, os.path.basename(sys.executable)[:15]):
+    while len(children(d.proc.pid, os.path.basename(sys.executable)[:15])) > 1:
         assert time.monotonic() < deadline
         time.sleep(0.05)

@@ -1377,6 +1377,18 @@ static void test_fetch_proto_requests(void **state) {
         q.hdr.magic ^= 1;
         q.hdr.type = 0x7f;
         assert_int_equal(img_fetch_msg_check(&q, sizeof(q), IMG_FETCH_TO_HELPER), -EBADMSG);
+
+        struct img_fetch_req_bind b;
+        memset(&b, 0, sizeof(b));
+        img_fetch_hdr_init(&b.hdr, IMG_FETCH_REQ_BIND, 0);
+        assert_int_equal(img_fetch_msg_check(&b, sizeof(b), IMG_FETCH_TO_HELPER), -EBADMSG);
+        strcpy(b.ref, "127.0.0.1:5000/a/b:v1");
+        assert_int_equal(img_fetch_msg_check(&b, sizeof(b), IMG_FETCH_TO_HELPER),
+                         IMG_FETCH_REQ_BIND);
+        /* a bind's size is its own: a request-sized one is refused */
+        b.hdr.size = sizeof(struct img_fetch_req);
+        assert_int_equal(img_fetch_msg_check(&b, sizeof(struct img_fetch_req), IMG_FETCH_TO_HELPER),
+                         -EBADMSG);
 }
 
 static void test_fetch_proto_answers(void **state) {
