@@ -20,10 +20,10 @@
  * the first byte from a registry arrives.
  *
  * Before it serves a request it: reads the system CA certificates into
- * memory (libcurl verifies against that copy), fills --root (default
- * /run/warren/fetch-root: a root-owned, read-only tree holding only
- * etc/hosts, etc/resolv.conf and an etc/nsswitch.conf for name
- * resolution), chroots into it, becomes --uid (default nobody) with no
+ * memory (libcurl verifies against that copy), checks --root (warrend
+ * prepared it, fetch-root.h: a root-owned tree, read-only to the helper,
+ * holding only etc/hosts, etc/resolv.conf and an etc/nsswitch.conf for
+ * name resolution), chroots into it, becomes --uid (default nobody) with no
  * capabilities, no_new_privs, not dumpable, and installs a seccomp
  * allowlist: sockets, the event loop, threads (libcurl's resolver),
  * memory without PROT_EXEC, and open() read-only. It cannot exec, create,
@@ -60,6 +60,7 @@
 
 #include "basic/confine.h"
 #include "image/fetch-proto.h"
+#include "image/fetch-root.h"
 #include "image/manifest.h"
 #include "image/ref.h"
 #include "image/registry-internal.h"
@@ -186,72 +187,10 @@ static void load_ca(struct img_registry *reg) {
         }
 }
 
-/* Write root/etc/name from the host's file (or from text) atomically. */
-static int put_file(int etc_fd, const char *name, const char *host_path, const char *text) {
-        char tmp[64];
-        snprintf(tmp, sizeof(tmp), ".%s.%d", name, (int) getpid());
-        _cleanup_close_ int out =
-                openat(etc_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (out < 0)
-                return -errno;
-        int r = 0;
-        if (text) {
-                if (write(out, text, strlen(text)) != (ssize_t) strlen(text))
-                        r = -EIO;
-        } else {
-                _cleanup_close_ int in = open(host_path, O_RDONLY | O_CLOEXEC);
-                char buf[16384];
-                ssize_t n;
-                while (in >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
-                        if (write(out, buf, (size_t) n) != n) {
-                                r = -EIO;
-                                break;
-                        }
-        }
-        if (r >= 0 && (fchmod(out, 0644) < 0 || renameat(etc_fd, tmp, etc_fd, name) < 0))
-                r = -errno;
-        if (r < 0)
-                (void) unlinkat(etc_fd, tmp, 0);
-        return r;
-}
-
-/* The chroot: root-owned, not writable by others, holding etc/ with what
- * name resolution reads; nothing else. */
-static int prepare_root(struct wr_err *e) {
-        if (cfg.root[0] != '/')
-                return err_set(e, -EINVAL, "--root %s: must be an absolute path", cfg.root);
-        char path[PATH_MAX];
-        snprintf(path, sizeof(path), "%s", cfg.root);
-        for (char *p = path + 1; *p; p++)
-                if (*p == '/') {
-                        *p = '\0';
-                        (void) mkdir(path, 0755);
-                        *p = '/';
-                }
-        (void) mkdir(cfg.root, 0755);
-        _cleanup_close_ int root_fd =
-                open(cfg.root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        struct stat st;
-        if (root_fd < 0 || fstat(root_fd, &st) < 0)
-                return err_set(e, -errno, "--root %s: %m", cfg.root);
-        if (st.st_uid != 0 || (st.st_mode & 0022))
-                return err_set(e, -EPERM,
-                               "--root %s: must be owned by root, not writable by others",
-                               cfg.root);
-        (void) mkdirat(root_fd, "etc", 0755);
-        _cleanup_close_ int etc_fd =
-                openat(root_fd, "etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (etc_fd < 0 || fstat(etc_fd, &st) < 0 || st.st_uid != 0 || (st.st_mode & 0022))
-                return err_set(e, -EPERM, "--root %s/etc: must be a root-owned directory",
-                               cfg.root);
-        int r = put_file(etc_fd, "hosts", "/etc/hosts", NULL);
-        if (r >= 0)
-                r = put_file(etc_fd, "resolv.conf", "/etc/resolv.conf", NULL);
-        if (r >= 0)
-                r = put_file(etc_fd, "nsswitch.conf", NULL, "hosts: files dns\n");
-        if (r < 0)
-                return err_set(e, r, "--root %s/etc: %s", cfg.root, strerror(-r));
-        return 0;
+/* The chroot warrend prepared (fetch-root.c): root-owned, not writable by
+ * others, etc/ likewise. The helper never writes it. */
+static int check_root(struct wr_err *e) {
+        return img_fetch_root_check(cfg.root, e);
 }
 
 /* What libcurl, libuv, OpenSSL and glibc's resolver need; everything else
@@ -365,7 +304,7 @@ static int confine(struct wr_err *e) {
         int r = confine_ids(cfg.user, cfg.group, &uid, &gid, e);
         if (r < 0)
                 return r;
-        r = prepare_root(e);
+        r = check_root(e);
         if (r < 0)
                 return r;
         struct rlimit zero = {0, 0}, files = {256, 256};

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "image/fetch-root.h"
 #include "image/registry-internal.h"
 
 struct img_fetcher {
@@ -173,7 +174,10 @@ int img_fetcher_start(uv_loop_t *loop, const struct img_fetcher_opts *o, img_fet
                       img_fetcher_dead_fn on_dead, void *userdata, struct img_fetcher **ret,
                       struct wr_err *e) {
         _cleanup_close_ int rc_fd = -EBADF, dc_fd = -EBADF, theirs = -EBADF;
-        int r = config_memfd("--registry-config", o->registry_config, &rc_fd, e);
+        int r = img_fetch_root_prepare(o->root, e);
+        if (r < 0)
+                return err_prefix(e, r, "registry helper's root");
+        r = config_memfd("--registry-config", o->registry_config, &rc_fd, e);
         if (r >= 0)
                 r = config_memfd("--docker-config", o->docker_config, &dc_fd, e);
         if (r < 0)
@@ -223,11 +227,8 @@ int img_fetcher_start(uv_loop_t *loop, const struct img_fetcher_opts *o, img_fet
                 args[n++] = "--uid";
                 args[n++] = (char *) user;
         }
-        const char *root = getenv("WARREN_FETCH_ROOT");
-        if (root && *root) {
-                args[n++] = "--root";
-                args[n++] = (char *) root;
-        }
+        args[n++] = "--root";
+        args[n++] = (char *) o->root;
         const char *strict = getenv("WARREN_FETCH_SECCOMP_STRICT"); /* the tests: kill, not EPERM */
         if (strict && !strcmp(strict, "1"))
                 args[n++] = "--seccomp-strict";

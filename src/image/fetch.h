@@ -27,6 +27,7 @@ struct img_fetcher_opts {
                                       * NULL: a spare, img_fetcher_bind names it later */
         const char *registry_config; /* path or NULL */
         const char *docker_config;   /* path or NULL */
+        const char *root;            /* its chroot, prepared here (fetch-root.h) */
         bool loopback_only;
 };
 

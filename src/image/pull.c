@@ -915,9 +915,20 @@ static void on_spare_dead(struct img_fetcher *f, const struct wr_err *e, void *u
                 spare_drop(ctx);
 }
 
+/* WARREN_FETCH_ROOT, else <state_dir>/fetch-root (one writer: this warrend) */
+static const char *fetch_root(struct img_pull_ctx *ctx) {
+        static char buf[PATH_MAX];
+        const char *env = getenv("WARREN_FETCH_ROOT");
+        if (env && *env)
+                return env;
+        snprintf(buf, sizeof(buf), "%s/fetch-root", ctx->s->state_dir);
+        return buf;
+}
+
 static void fetcher_opts(struct img_pull_ctx *ctx, const char *helper, const char *ref,
                          struct img_fetcher_opts *o) {
         *o = (struct img_fetcher_opts){
+                .root = fetch_root(ctx),
                 .helper = helper,
                 .ref = ref,
                 .registry_config = ctx->registry_config,

@@ -268,7 +268,7 @@ def test_helper_confined_mid_pull(daemon, hostile):
         assert "Seccomp:\t2" in st and "CapEff:\t0000000000000000" in st
     # its root: a root-owned tree it cannot write to, holding only etc/
     root = os.readlink("/proc/%d/root" % pid)
-    assert root != "/"
+    assert root == os.path.join(daemon.state_dir, "fetch-root")
     st = os.stat(root)
     assert st.st_uid == 0 and not st.st_mode & 0o022
     assert sorted(os.listdir(root)) == ["etc"]
@@ -297,8 +297,14 @@ def test_helper_cannot_write_exec_or_regain_root(tmp_path):
     compromised parser would; report each attempt's errno."""
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     target = tmp_path / "outside"
+    # the root warrend would prepare: root-owned, read-only to the helper
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    for d in (root, root / "etc"):
+        d.chmod(0o755)
+    (root / "etc" / "hosts").write_text("127.0.0.1 localhost\n")
     p = subprocess.run([FETCH, "--sock-fd", str(b.fileno()), "--ref", "127.0.0.1:1/x/y:z",
-                        "--confine-check", str(target)],
+                        "--root", str(root), "--confine-check", str(target)],
                        pass_fds=[b.fileno()], capture_output=True, text=True, timeout=30)
     a.close()
     b.close()
@@ -309,6 +315,7 @@ def test_helper_cannot_write_exec_or_regain_root(tmp_path):
                     "setuid0", "ptrace", "mount"):
         assert res[attempt] != 0, (attempt, res)
     assert not target.exists()
+    assert sorted(os.listdir(root)) == ["etc"] and os.listdir(root / "etc") == ["hosts"]
     # what a pull needs still works under the filter
     assert res["socket_inet"] == 0 and res["thread"] == 0, res
 
