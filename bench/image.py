@@ -12,6 +12,9 @@ starts its own warrend (temp state dir, unix socket), then measures:
                    download phase alone (until the last layer left
                    "downloading"). DeleteImage between runs drops the layers.
   pull cached      the same pull again: manifest + config only, all "cached"
+  warrend mem      warrend's VmRSS before the first pull and after them, and
+                   its VmHWM (peak): registry work runs in warren-fetch
+                   (--helper-mem: also the helpers' own peak, sampled)
   create->exec     busybox image from the registry: cold = PullImage +
                    CreateSandbox + Exec(/bin/true) with nothing cached;
                    cached = CreateSandbox + Exec with the image present
@@ -43,6 +46,43 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
 
 
+def mem(pid):
+    """warrend's VmRSS, VmHWM, RssAnon, RssFile in MB (/proc/PID/status)."""
+    with open("/proc/%d/status" % pid) as f:
+        kv = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
+    return tuple(int(kv[k].split()[0]) / 1024.0 for k in ("VmRSS", "VmHWM", "RssAnon", "RssFile"))
+
+
+class HelperPeak:
+    """The largest VmHWM of any warren-fetch child of pid while running."""
+
+    def __init__(self, pid):
+        import threading
+        self.pid, self.peak, self.stop = pid, 0.0, False
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        while not self.stop:
+            for p in os.listdir("/proc"):
+                if not p.isdigit():
+                    continue
+                try:
+                    with open("/proc/%s/status" % p) as f:
+                        kv = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
+                except OSError:
+                    continue
+                if kv.get("Name", "").strip() == "warren-fetch" and \
+                        kv.get("PPid", "").strip() == str(self.pid) and "VmHWM" in kv:
+                    self.peak = max(self.peak, int(kv["VmHWM"].split()[0]) / 1024.0)
+            time.sleep(0.01)
+
+    def done(self):
+        self.stop = True
+        self.t.join()
+        return self.peak
+
+
 def timed_pull(stub, ref):
     """(seconds total, seconds until downloads ended, blob bytes, states)."""
     t0 = time.perf_counter()
@@ -72,6 +112,8 @@ def main():
     ap.add_argument("build", nargs="?", default=os.environ.get("WARREN_BUILD",
                                                                os.path.join(ROOT, "build")))
     ap.add_argument("-n", type=int, default=3)
+    ap.add_argument("--helper-mem", action="store_true",
+                    help="sample warren-fetch's VmHWM during the pulls (costs CPU: not for timing)")
     ap.add_argument("--mb", type=int, default=100)
     a = ap.parse_args()
     if not R.available():
@@ -114,6 +156,8 @@ def main():
         sbx = sandboxes_pb2_grpc.SandboxesStub(ch)
 
         ref = "%s/bench/big:v1" % reg.host
+        idle = mem(daemon.pid)
+        helper = HelperPeak(daemon.pid) if a.helper_mem else None
         cold, dl = [], []
         nbytes = 0
         for _ in range(a.n):
@@ -134,6 +178,14 @@ def main():
             cached.append(t)
         print("pull cached   p50 %.1f ms (manifest + config, every layer cached)"
               % (pct(cached, 50) * 1e3))
+        after = mem(daemon.pid)
+        helper_peak = helper.done() if helper else 0
+        print("warrend mem   VmRSS idle %.1f MB (anon %.1f, file %.1f), after %d pulls %.1f MB "
+              "(anon %.1f, file %.1f); VmHWM %.1f MB"
+              % (idle[0], idle[2], idle[3], 2 * a.n + 1, after[0], after[2], after[3], after[1]))
+        if helper_peak:
+            print("warren-fetch  VmHWM %.1f MB (the largest helper; one per pull, gone after it)"
+                  % helper_peak)
 
         bref = "%s/bench/busybox:v1" % reg.host
         image = images_pb2.ImageSpec(ref="%s/bench/busybox:v1" % reg.host)

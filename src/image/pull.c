@@ -9,16 +9,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
+#include "image/fetch.h"
 #include "image/image-internal.h"
 #include "image/manifest.h"
 #include "image/ref.h"
-#include "image/registry.h"
+#include "image/registry-internal.h"
 
 #define MAX_PARALLEL_DOWNLOADS 3
 #define PROGRESS_MS 100
+#define LAYER_ID_BASE 0x10000u /* request ids of blobs: LAYER_ID_BASE + layer index */
 
 #if defined(__x86_64__)
 #define HOST_ARCH "amd64"
@@ -38,11 +43,14 @@
 
 struct img_pull_ctx {
         struct img_store *s;
-        struct img_registry *reg; /* created on the first pull (needs the loop) */
         char *registry_config;
         char *docker_config;
         bool loopback_only; /* refuse registries (and mirrors) off loopback */
         struct job *jobs;
+        /* A warren-fetch started ahead of the next pull (confined, config
+         * read, waiting for REQ_BIND): a pull does not wait for a helper to
+         * start. Made after each pull starts; dropped on reconfiguration. */
+        struct img_fetcher *spare;
 };
 
 enum lstate {
@@ -71,7 +79,8 @@ struct layer {
         enum lstate st;
         uint64_t done_bytes;
         int fd;
-        struct img_reg_req *req;
+        bool fetching;         /* a REQ_BLOB is out */
+        struct verify *verify; /* our own sha256 of the landed blob, running */
         struct img_layer_job *ujob;
         bool ours; /* unpacked by this job */
 };
@@ -92,7 +101,9 @@ struct job {
         struct img_pull *subs;
         unsigned emitting;
         enum stage stage;
-        struct img_reg_req *req; /* manifest or config */
+        struct img_fetcher *f; /* warren-fetch for this job */
+        uint32_t req_id;       /* the manifest or config request out (0 = none) */
+        uint32_t next_id;
         bool platform_resolved;
         char config_digest[72];
         struct layer *layers;
@@ -129,10 +140,15 @@ static int ctx_get(struct img_store *s, struct img_pull_ctx **ret, struct wr_err
         return 0;
 }
 
+static void spare_drop(struct img_pull_ctx *ctx) {
+        img_fetcher_free(ctx->spare);
+        ctx->spare = NULL;
+}
+
 void img_pull_ctx_free(struct img_pull_ctx *ctx) {
         if (!ctx)
                 return;
-        img_registry_free(ctx->reg);
+        spare_drop(ctx); /* img_pull_shutdown did, while the loop ran */
         free(ctx->registry_config);
         free(ctx->docker_config);
         free(ctx);
@@ -143,8 +159,7 @@ void img_pull_shutdown(struct img_store *s) {
                 return;
         while (s->pull->jobs)
                 job_abort(s->pull->jobs);
-        img_registry_free(s->pull->reg);
-        s->pull->reg = NULL;
+        spare_drop(s->pull);
 }
 
 int img_pull_configure(struct img_store *s, const char *registry_config, const char *docker_config,
@@ -153,11 +168,14 @@ int img_pull_configure(struct img_store *s, const char *registry_config, const c
         int r = ctx_get(s, &ctx, e);
         if (r < 0)
                 return r;
-        struct img_registry *check = NULL;
-        r = img_registry_new(NULL, registry_config, docker_config, &check, e);
+        /* Validated here so a bad file is a start-up error. These are the
+         * operator's own files, not registry bytes; warren-fetch parses them
+         * again from the memfd each pull gets (fetch.c). */
+        struct img_reg_config *check = NULL;
+        r = img_reg_config_load(registry_config, docker_config, &check, e);
         if (r < 0)
                 return r;
-        img_registry_free(check);
+        img_reg_config_free(check);
         if (ctx->jobs)
                 return err_set(e, -EBUSY, "pull: cannot reconfigure while pulls run");
         char *rc = registry_config && *registry_config ? strdup(registry_config) : NULL;
@@ -172,8 +190,7 @@ int img_pull_configure(struct img_store *s, const char *registry_config, const c
         free(ctx->docker_config);
         ctx->registry_config = rc;
         ctx->docker_config = dc;
-        img_registry_free(ctx->reg);
-        ctx->reg = NULL;
+        spare_drop(ctx); /* it read the old files */
         return 0;
 }
 
@@ -220,8 +237,6 @@ static void emit(struct job *j) {
         uint64_t sum = 0;
         for (size_t i = 0; i < j->n_layers; i++) {
                 struct layer *l = &j->layers[i];
-                if (l->req)
-                        l->done_bytes = img_reg_req_received(l->req);
                 memcpy(ls[i].digest, l->digest, sizeof(ls[i].digest));
                 ls[i].total_bytes = l->size;
                 ls[i].done_bytes = l->done_bytes;
@@ -248,10 +263,7 @@ static void on_tick(uv_timer_t *t) {
         }
         uint64_t sum = 0;
         for (size_t i = 0; i < j->n_layers; i++)
-                if (j->layers[i].req)
-                        sum += img_reg_req_received(j->layers[i].req);
-                else
-                        sum += j->layers[i].done_bytes;
+                sum += j->layers[i].done_bytes;
         if (j->dirty || sum != j->last_sum)
                 emit(j);
 }
@@ -273,16 +285,18 @@ static void job_unlink(struct job *j) {
 
 /* Stop everything still running; the current callback's own request or
  * unpack job must have been cleared from j first. */
+static void verify_orphan(struct verify *v);
+
 static void job_stop(struct job *j) {
-        if (j->req) {
-                img_reg_req_cancel(j->req);
-                j->req = NULL;
-        }
+        img_fetcher_free(j->f); /* kills warren-fetch: every download stops */
+        j->f = NULL;
+        j->req_id = 0;
         for (size_t i = 0; i < j->n_layers; i++) {
                 struct layer *l = &j->layers[i];
-                if (l->req) {
-                        img_reg_req_cancel(l->req);
-                        l->req = NULL;
+                l->fetching = false;
+                if (l->verify) {
+                        verify_orphan(l->verify);
+                        l->verify = NULL;
                 }
                 if (l->ujob) {
                         img_layer_job_cancel(l->ujob);
@@ -395,23 +409,96 @@ static void on_unpacked(int r, const char *diff_id, const struct wr_err *e, void
                 emit(j);
 }
 
-static void on_blob(struct img_reg_req *req, int r, const struct wr_err *e, void *userdata) {
-        struct layer *l = userdata;
+/* warrend's own check of a blob warren-fetch wrote: its sha256, computed
+ * on the thread pool from the file (pread: the offset stays 0 for
+ * warren-unpack). The helper checked it too; we do not take its word. */
+struct verify {
+        uv_work_t work;
+        struct layer *layer; /* NULL once the job is gone */
+        int fd;              /* a dup of the blob file */
+        char want[72];
+        char got[72];
+        int result;
+};
+
+static void verify_orphan(struct verify *v) {
+        v->layer = NULL;
+        (void) uv_cancel((uv_req_t *) &v->work); /* freed in verify_after either way */
+}
+
+static void verify_work(uv_work_t *w) {
+        struct verify *v = w->data;
+        EVP_MD_CTX *md = EVP_MD_CTX_new();
+        /* mapped and unmapped here, not malloc'ed: glibc would raise its mmap
+         * threshold after the first free and keep 1 MiB resident in each
+         * thread pool arena */
+        const size_t bufsz = 1u << 20;
+        unsigned char *buf =
+                mmap(NULL, bufsz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (buf == MAP_FAILED)
+                buf = NULL;
+        v->result = -ENOMEM;
+        if (!md || !buf || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
+                goto out;
+        off_t off = 0;
+        for (;;) {
+                ssize_t n = pread(v->fd, buf, bufsz, off);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        v->result = -errno;
+                        goto out;
+                }
+                if (n == 0)
+                        break;
+                if (EVP_DigestUpdate(md, buf, (size_t) n) != 1) {
+                        v->result = -EIO;
+                        goto out;
+                }
+                off += n;
+        }
+        unsigned char out[32];
+        unsigned int len = 0;
+        if (EVP_DigestFinal_ex(md, out, &len) != 1 || len != 32) {
+                v->result = -EIO;
+                goto out;
+        }
+        strcpy(v->got, "sha256:");
+        for (int i = 0; i < 32; i++)
+                snprintf(v->got + 7 + 2 * i, 3, "%02x", out[i]);
+        v->result = strcmp(v->got, v->want) == 0 ? 0 : -EBADMSG;
+out:
+        if (buf)
+                munmap(buf, bufsz);
+        EVP_MD_CTX_free(md);
+}
+
+static void verify_after(uv_work_t *w, int status) {
+        struct verify *v = w->data;
+        struct layer *l = v->layer;
+        int fd = v->fd;
+        int r = status < 0 ? status : v->result;
+        char got[72];
+        memcpy(got, v->got, sizeof(got));
+        free(v);
+        close(fd);
+        if (!l)
+                return; /* the job ended meanwhile */
+        l->verify = NULL;
         struct job *j = l->job;
-        l->req = NULL;
-        j->downloading--;
-        if (r < 0) {
-                struct wr_err ee = *e;
-                err_prefix(&ee, r, "layer %zu/%zu", l->idx + 1, j->n_layers);
-                closep(&l->fd);
-                job_fail(j, &ee);
+        if (r == -EBADMSG) {
+                job_failf(j, -EBADMSG, WR_STATUS_DATA_LOSS, WR_FAULT_WORKLOAD,
+                          "pull %s: layer %zu/%zu: blob digest mismatch: the manifest says %s, the "
+                          "bytes received hash to %s",
+                          j->key, l->idx + 1, j->n_layers, l->digest, got);
                 return;
         }
-        l->done_bytes = img_reg_req_received(req);
-        set_state(l, L_VERIFYING); /* the blob digest matched; the diff id is next */
-        emit(j);
-        if (!j->subs)   /* every waiter left during the progress callback */
-                return; /* on_tick aborts */
+        if (r < 0) {
+                job_failf(j, r, WR_STATUS_INTERNAL, WR_FAULT_SERVICE,
+                          "pull %s: layer %zu/%zu: verify blob: %s", j->key, l->idx + 1,
+                          j->n_layers, strerror(-r));
+                return;
+        }
         struct wr_err ue = {0};
         (void) lseek(l->fd, 0, SEEK_SET);
         r = img_layer_unpack(j->ctx->s, j->loop, l->fd, l->diff_id, on_unpacked, l, &l->ujob, &ue);
@@ -422,7 +509,42 @@ static void on_blob(struct img_reg_req *req, int r, const struct wr_err *e, void
                 return;
         }
         set_state(l, L_EXTRACTING);
-        schedule(j);
+        emit(j);
+}
+
+/* The helper finished writing layer l's blob: verify it, then unpack. */
+static void on_blob(struct layer *l, uint64_t received) {
+        struct job *j = l->job;
+        l->fetching = false;
+        j->downloading--;
+        l->done_bytes = received;
+        set_state(l, L_VERIFYING);
+        emit(j);
+        if (!j->subs)   /* every waiter left during the progress callback */
+                return; /* on_tick aborts */
+        struct verify *v = calloc(1, sizeof(*v));
+        int dfd = v ? fcntl(l->fd, F_DUPFD_CLOEXEC, 3) : -1;
+        if (!v || dfd < 0) {
+                free(v);
+                job_failf(j, -ENOMEM, WR_STATUS_INTERNAL, WR_FAULT_SERVICE,
+                          "pull %s: verify layer %zu/%zu: %s", j->key, l->idx + 1, j->n_layers,
+                          v ? strerror(errno) : "out of memory");
+                return;
+        }
+        v->fd = dfd;
+        v->layer = l;
+        v->work.data = v;
+        snprintf(v->want, sizeof(v->want), "%s", l->digest);
+        if (uv_queue_work(j->loop, &v->work, verify_work, verify_after) < 0) {
+                close(dfd);
+                free(v);
+                job_failf(j, -EIO, WR_STATUS_INTERNAL, WR_FAULT_SERVICE,
+                          "pull %s: verify layer %zu/%zu: thread pool refused", j->key, l->idx + 1,
+                          j->n_layers);
+                return;
+        }
+        l->verify = v;
+        schedule(j); /* the next download starts while this one is checked */
 }
 
 static int open_tmp(struct img_store *s) {
@@ -450,18 +572,10 @@ static int start_download(struct layer *l) {
                 return -1;
         }
         l->fd = fd;
-        struct img_reg_fetch f = {
-                .ref = &j->ref,
-                .kind = "blobs",
-                .object = l->digest,
-                .fd = fd,
-                .max_size = l->size,
-                .expect_digest = l->digest,
-                .retry = true,
-        };
         j->downloading++;
         set_state(l, L_DOWNLOADING);
-        int r = img_reg_fetch_start(j->ctx->reg, &f, on_blob, l, &l->req, &e);
+        int r = img_fetcher_request(j->f, IMG_FETCH_REQ_BLOB, LAYER_ID_BASE + (uint32_t) l->idx,
+                                    NULL, l->digest, l->size, fd, &e);
         if (r < 0) {
                 j->downloading--;
                 closep(&l->fd);
@@ -469,6 +583,7 @@ static int start_download(struct layer *l) {
                 job_fail(j, &e);
                 return -1;
         }
+        l->fetching = true;
         return 0;
 }
 
@@ -486,32 +601,88 @@ static void schedule(struct job *j) {
 
 /* --- config --- */
 
-/* Parse the config blob of the finished request into j->conf and the
- * layers' diff ids. Errors name the pull. */
-static int config_take(struct job *j, struct img_reg_req *req, struct wr_err *e) {
-        size_t len = 0;
-        const char *body = img_reg_req_body(req, &len);
-        struct img_image_config *c = NULL;
-        int r = img_config_parse(body, len, j->n_layers, &c, e);
-        if (r < 0)
-                return err_prefix(e, r, "pull %s", j->key);
-        for (size_t i = 0; i < j->n_layers; i++)
-                snprintf(j->layers[i].diff_id, sizeof(j->layers[i].diff_id), "%s", c->diff_ids[i]);
-        j->conf = c;
+/* n strings of the walk into a new NULL-terminated vector. */
+static int take_strv(const struct img_fetch_rep_config *c, size_t *pos, uint32_t n, char ***ret,
+                     size_t *n_ret) {
+        char **v = calloc((size_t) n + 1, sizeof(char *));
+        if (!v)
+                return -ENOMEM;
+        for (uint32_t i = 0; i < n; i++) {
+                const char *s = img_fetch_strings_next(c, pos);
+                v[i] = s ? strdup(s) : NULL;
+                if (!v[i]) {
+                        for (uint32_t k = 0; k < i; k++)
+                                free(v[k]);
+                        free(v);
+                        return -ENOMEM;
+                }
+        }
+        *ret = v;
+        if (n_ret)
+                *n_ret = n;
         return 0;
 }
 
-static void on_config(struct img_reg_req *req, int r, const struct wr_err *e, void *userdata) {
-        struct job *j = userdata;
-        j->req = NULL;
+static int take_one(const struct img_fetch_rep_config *c, size_t *pos, uint32_t n, char **ret) {
+        if (!n)
+                return 0;
+        const char *s = img_fetch_strings_next(c, pos);
+        return s && (*ret = strdup(s)) ? 0 : -ENOMEM;
+}
+
+/* The checked config report into j->conf and the layers' diff ids. */
+static int config_take(struct job *j, const struct img_fetch_rep_config *c, struct wr_err *e) {
+        const uint32_t *n = c->counts;
+        if (n[IMG_FETCH_F_DIFF_IDS] != j->n_layers)
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD,
+                                "pull %s: image config lists %u layers (rootfs.diff_ids), the "
+                                "manifest %zu",
+                                j->key, n[IMG_FETCH_F_DIFF_IDS], j->n_layers);
+        struct img_image_config *ic = calloc(1, sizeof(*ic));
+        if (!ic)
+                return err_set(e, -ENOMEM, "out of memory");
+        struct img_config *k = &ic->config;
+        size_t pos = 0;
+        int r = take_strv(c, &pos, n[IMG_FETCH_F_DIFF_IDS], &ic->diff_ids, &ic->n_diff_ids);
+        if (r >= 0)
+                r = take_strv(c, &pos, n[IMG_FETCH_F_ENV], &k->env, &k->n_env);
+        if (r >= 0)
+                r = take_strv(c, &pos, n[IMG_FETCH_F_ENTRYPOINT], &k->entrypoint, &k->n_entrypoint);
+        if (r >= 0)
+                r = take_strv(c, &pos, n[IMG_FETCH_F_CMD], &k->cmd, &k->n_cmd);
+        if (r >= 0)
+                r = take_one(c, &pos, n[IMG_FETCH_F_WORKING_DIR], &k->working_dir);
+        if (r >= 0)
+                r = take_one(c, &pos, n[IMG_FETCH_F_USER], &k->user);
+        if (r >= 0)
+                r = take_strv(c, &pos, n[IMG_FETCH_F_SHELL], &k->shell, &k->n_shell);
+        if (r >= 0)
+                r = take_one(c, &pos, n[IMG_FETCH_F_STOP_SIGNAL], &k->stop_signal);
+        if (r >= 0)
+                r = take_strv(c, &pos, n[IMG_FETCH_F_LABELS], &k->labels, &k->n_labels);
+        if (r >= 0)
+                r = take_strv(c, &pos, n[IMG_FETCH_F_EXPOSED_PORTS], &k->exposed_ports,
+                              &k->n_exposed_ports);
+        if (r >= 0)
+                r = take_strv(c, &pos, n[IMG_FETCH_F_HC_TEST], &k->hc_test, &k->n_hc_test);
+        k->hc_interval_ns = c->hc_interval_ns;
+        k->hc_timeout_ns = c->hc_timeout_ns;
+        k->hc_start_period_ns = c->hc_start_period_ns;
+        k->hc_start_interval_ns = c->hc_start_interval_ns;
+        k->hc_retries = c->hc_retries;
         if (r < 0) {
-                struct wr_err ee = *e;
-                err_prefix(&ee, r, "image config");
-                job_fail(j, &ee);
-                return;
+                img_image_config_free(ic);
+                return err_set(e, -ENOMEM, "out of memory");
         }
+        for (size_t i = 0; i < j->n_layers; i++)
+                snprintf(j->layers[i].diff_id, sizeof(j->layers[i].diff_id), "%s", ic->diff_ids[i]);
+        j->conf = ic;
+        return 0;
+}
+
+static void on_config(struct job *j, const struct img_fetch_rep_config *c) {
         struct wr_err pe = {0};
-        r = config_take(j, req, &pe);
+        int r = config_take(j, c, &pe);
         if (r < 0) {
                 job_fail(j, &pe);
                 return;
@@ -546,51 +717,43 @@ static void on_config(struct img_reg_req *req, int r, const struct wr_err *e, vo
 
 /* --- manifests --- */
 
-static void on_manifest(struct img_reg_req *req, int r, const struct wr_err *e, void *userdata);
-
-static int fetch_manifest(struct job *j, const char *object, bool by_digest, struct wr_err *e) {
-        struct img_reg_fetch f = {
-                .ref = &j->ref,
-                .kind = "manifests",
-                .object = object,
-                .accept = IMG_ACCEPT_MANIFESTS,
-                .fd = -1,
-                .expect_digest = by_digest ? object : NULL,
-                .retry = true,
-        };
-        return img_reg_fetch_start(j->ctx->reg, &f, on_manifest, j, &j->req, e);
+static int fetch_manifest(struct job *j, const char *object, const char *digest, struct wr_err *e) {
+        uint32_t id = ++j->next_id;
+        int r = img_fetcher_request(j->f, IMG_FETCH_REQ_MANIFEST, id, object, digest, 0, -1, e);
+        if (r < 0)
+                return r;
+        j->req_id = id;
+        return 0;
 }
 
-/* Act on the manifest the finished request holds: for an index, fetch the
- * linux/HOST_ARCH manifest; for an image manifest, build the layer table
- * and fetch the config blob. Nothing changes in j unless this succeeds. */
-static int manifest_take(struct job *j, struct img_reg_req *req, struct wr_err *e) {
-        size_t len = 0;
-        const char *body = img_reg_req_body(req, &len);
-        _cleanup_(img_manifest_freep) struct img_manifest *m = NULL;
-        int r = img_manifest_parse(body, len, img_reg_req_content_type(req), &m, e);
-        if (r < 0)
-                return err_prefix(e, r, "pull %s", j->key);
-
-        if (m->kind == IMG_MANIFEST_INDEX) {
-                if (j->platform_resolved)
-                        return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD,
-                                        "pull %s: nested image indexes are not supported", j->key);
-                char seen[300];
-                const struct img_manifest_platform *p =
-                        img_manifest_select(m, "linux", HOST_ARCH, seen, sizeof(seen));
-                if (!p)
-                        return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
-                                        "image %s has no linux/" HOST_ARCH
-                                        " variant (platforms: %s)",
-                                        j->key, seen[0] ? seen : "none");
-                r = fetch_manifest(j, p->digest, true, e);
-                if (r < 0)
-                        return r;
-                j->platform_resolved = true;
-                return 0;
+/* An index: pick linux/HOST_ARCH (warrend decides the platform) and ask
+ * for its manifest. */
+static int index_take(struct job *j, const struct img_fetch_rep_index *x, struct wr_err *e) {
+        if (j->platform_resolved)
+                return err_setx(e, -EINVAL, WR_STATUS_INVALID_ARGUMENT, WR_FAULT_WORKLOAD,
+                                "pull %s: nested image indexes are not supported", j->key);
+        char seen[300] = "";
+        size_t used = 0;
+        for (uint32_t i = 0; i < x->n_platforms; i++) {
+                const struct img_fetch_platform *p = &x->platforms[i];
+                if (!strcmp(p->os, "linux") && !strcmp(p->arch, HOST_ARCH)) {
+                        int r = fetch_manifest(j, p->digest, p->digest, e);
+                        if (r < 0)
+                                return r;
+                        j->platform_resolved = true;
+                        return 0;
+                }
+                if (used < sizeof(seen))
+                        used += (size_t) snprintf(seen + used, sizeof(seen) - used, "%s%s/%s",
+                                                  used ? ", " : "", p->os, p->arch);
         }
+        return err_setx(e, -ENOENT, WR_STATUS_NOT_FOUND, WR_FAULT_CLIENT,
+                        "image %s has no linux/" HOST_ARCH " variant (platforms: %s)", j->key,
+                        seen[0] ? seen : "none");
+}
 
+/* An image manifest: the layer table, then the config blob. */
+static int manifest_take(struct job *j, const struct img_fetch_rep_manifest *m, struct wr_err *e) {
         _cleanup_free_ struct layer *layers = calloc(m->n_layers, sizeof(*layers));
         if (!layers)
                 return err_set(e, -ENOMEM, "out of memory");
@@ -602,41 +765,97 @@ static int manifest_take(struct job *j, struct img_reg_req *req, struct wr_err *
                         .st = L_WAITING,
                         .fd = -EBADF,
                 };
-                memcpy(layers[i].digest, m->layers[i].digest, sizeof(layers[i].digest));
+                snprintf(layers[i].digest, sizeof(layers[i].digest), "%s", m->layers[i].digest);
         }
         snprintf(j->config_digest, sizeof(j->config_digest), "%s", m->config_digest);
-        struct img_reg_fetch f = {
-                .ref = &j->ref,
-                .kind = "blobs",
-                .object = j->config_digest,
-                .fd = -1,
-                /* no more than the manifest lists */
-                .max_body = m->config_size && m->config_size < IMG_CONFIG_MAX_BODY
-                                    ? (size_t) m->config_size
-                                    : IMG_CONFIG_MAX_BODY,
-                .expect_digest = j->config_digest,
-                .retry = true,
-        };
-        r = img_reg_fetch_start(j->ctx->reg, &f, on_config, j, &j->req, e);
+        uint32_t id = ++j->next_id;
+        /* no more than the manifest lists */
+        uint64_t max = m->config_size && m->config_size < IMG_CONFIG_MAX_BODY ? m->config_size
+                                                                              : IMG_CONFIG_MAX_BODY;
+        int r = img_fetcher_request(j->f, IMG_FETCH_REQ_CONFIG, id, NULL, j->config_digest, max, -1,
+                                    e);
         if (r < 0)
                 return r;
+        j->req_id = id;
         j->layers = TAKE_PTR(layers);
         j->n_layers = m->n_layers;
         j->stage = ST_CONFIG;
         return 0;
 }
 
-static void on_manifest(struct img_reg_req *req, int r, const struct wr_err *e, void *userdata) {
+static void protocol_error(struct job *j, int type, uint32_t id) {
+        job_failf(j, -EPROTO, WR_STATUS_INTERNAL, WR_FAULT_SERVICE,
+                  "pull %s: registry helper warren-fetch (pid %d) sent an answer nobody asked for "
+                  "(type 0x%x, id %u)",
+                  j->key, (int) img_fetcher_pid(j->f), type, id);
+}
+
+/* Every checked answer of the job's warren-fetch. */
+static void on_fetch_msg(struct img_fetcher *f, int type, const void *msg, void *userdata) {
+        (void) f;
         struct job *j = userdata;
-        j->req = NULL;
-        if (r < 0) {
-                job_fail(j, e);
+        const struct img_fetch_hdr *h = msg;
+        struct wr_err e = {0};
+        int r = 0;
+        if (h->id >= LAYER_ID_BASE) {
+                size_t idx = h->id - LAYER_ID_BASE;
+                struct layer *l =
+                        j->stage == ST_LAYERS && idx < j->n_layers ? &j->layers[idx] : NULL;
+                if (!l || !l->fetching) {
+                        protocol_error(j, type, h->id);
+                        return;
+                }
+                const struct img_fetch_rep_blob *b = msg;
+                switch (type) {
+                case IMG_FETCH_REP_PROGRESS:
+                        l->done_bytes = b->received;
+                        return; /* reported on the next tick */
+                case IMG_FETCH_REP_BLOB:
+                        on_blob(l, b->received);
+                        return;
+                case IMG_FETCH_REP_ERROR:
+                        e = ((const struct img_fetch_rep_error *) msg)->err;
+                        err_prefix(&e, e.code, "layer %zu/%zu", idx + 1, j->n_layers);
+                        job_fail(j, &e);
+                        return;
+                default:
+                        protocol_error(j, type, h->id);
+                        return;
+                }
+        }
+        if (!j->req_id || h->id != j->req_id) {
+                protocol_error(j, type, h->id);
                 return;
         }
-        struct wr_err me = {0};
-        r = manifest_take(j, req, &me);
+        j->req_id = 0;
+        if (type == IMG_FETCH_REP_ERROR) {
+                e = ((const struct img_fetch_rep_error *) msg)->err;
+                if (j->stage == ST_CONFIG)
+                        err_prefix(&e, e.code, "image config");
+                job_fail(j, &e);
+                return;
+        }
+        if (j->stage == ST_MANIFEST && type == IMG_FETCH_REP_INDEX)
+                r = index_take(j, msg, &e);
+        else if (j->stage == ST_MANIFEST && type == IMG_FETCH_REP_MANIFEST)
+                r = manifest_take(j, msg, &e);
+        else if (j->stage == ST_CONFIG && type == IMG_FETCH_REP_CONFIG) {
+                on_config(j, msg);
+                return;
+        } else {
+                protocol_error(j, type, h->id);
+                return;
+        }
         if (r < 0)
-                job_fail(j, &me);
+                job_fail(j, &e);
+}
+
+static void on_fetch_dead(struct img_fetcher *f, const struct wr_err *e, void *userdata) {
+        (void) f;
+        struct job *j = userdata;
+        struct wr_err ee = *e;
+        err_prefix(&ee, ee.code, "pull %s", j->key);
+        job_fail(j, &ee);
 }
 
 /* --- entry points --- */
@@ -676,7 +895,81 @@ int img_pull_set_loopback_only(struct img_store *s, bool on, struct wr_err *e) {
         if (r < 0)
                 return r;
         ctx->loopback_only = on;
+        spare_drop(ctx);
         return 0;
+}
+
+/* --- the spare helper --- */
+
+/* A spare says nothing before it is bound: anything it sends is a protocol
+ * error, and its death just means the next pull starts its own. */
+static void on_spare_msg(struct img_fetcher *f, int type, const void *msg, void *userdata) {
+        struct img_pull_ctx *ctx = userdata;
+        if (ctx->spare == f)
+                spare_drop(ctx);
+}
+
+static void on_spare_dead(struct img_fetcher *f, const struct wr_err *e, void *userdata) {
+        struct img_pull_ctx *ctx = userdata;
+        if (ctx->spare == f)
+                spare_drop(ctx);
+}
+
+/* WARREN_FETCH_ROOT, else <state_dir>/fetch-root (one writer: this warrend) */
+static const char *fetch_root(struct img_pull_ctx *ctx) {
+        static char buf[PATH_MAX];
+        const char *env = getenv("WARREN_FETCH_ROOT");
+        if (env && *env)
+                return env;
+        snprintf(buf, sizeof(buf), "%s/fetch-root", ctx->s->state_dir);
+        return buf;
+}
+
+static void fetcher_opts(struct img_pull_ctx *ctx, const char *helper, const char *ref,
+                         struct img_fetcher_opts *o) {
+        *o = (struct img_fetcher_opts){
+                .root = fetch_root(ctx),
+                .helper = helper,
+                .ref = ref,
+                .registry_config = ctx->registry_config,
+                .docker_config = ctx->docker_config,
+                .loopback_only = ctx->loopback_only,
+        };
+}
+
+/* Start the next pull's helper now (best effort: without one, the next pull
+ * starts its own). */
+static void spare_make(struct img_pull_ctx *ctx, uv_loop_t *loop) {
+        if (ctx->spare || getenv("WARREN_FETCH_NO_SPARE"))
+                return;
+        char helper[PATH_MAX];
+        img_fetcher_find(ctx->s->helper, helper, sizeof(helper));
+        struct img_fetcher_opts o;
+        fetcher_opts(ctx, helper, NULL, &o);
+        struct wr_err e = {0};
+        if (img_fetcher_start(loop, &o, on_spare_msg, on_spare_dead, ctx, &ctx->spare, &e) == 0)
+                img_fetcher_set_background(ctx->spare, true);
+}
+
+/* The job's helper: the spare when one is alive, else a new one; bound to
+ * the job's reference. */
+static int job_fetcher(struct job *j, struct wr_err *e) {
+        struct img_pull_ctx *ctx = j->ctx;
+        if (ctx->spare && img_fetcher_alive(ctx->spare)) {
+                j->f = TAKE_PTR(ctx->spare);
+                img_fetcher_retarget(j->f, on_fetch_msg, on_fetch_dead, j);
+                img_fetcher_set_background(j->f, false);
+        } else {
+                spare_drop(ctx);
+                char helper[PATH_MAX];
+                img_fetcher_find(ctx->s->helper, helper, sizeof(helper));
+                struct img_fetcher_opts o;
+                fetcher_opts(ctx, helper, NULL, &o);
+                int r = img_fetcher_start(j->loop, &o, on_fetch_msg, on_fetch_dead, j, &j->f, e);
+                if (r < 0)
+                        return r;
+        }
+        return img_fetcher_bind(j->f, j->key, e);
 }
 
 int img_pull_start(struct img_store *s, uv_loop_t *loop, const char *ref,
@@ -690,12 +983,6 @@ int img_pull_start(struct img_store *s, uv_loop_t *loop, const char *ref,
         r = ctx_get(s, &ctx, e);
         if (r < 0)
                 return r;
-        if (!ctx->reg) {
-                r = img_registry_new(loop, ctx->registry_config, ctx->docker_config, &ctx->reg, e);
-                if (r < 0)
-                        return err_prefix(e, r, "registry client");
-                img_registry_set_loopback_only(ctx->reg, ctx->loopback_only);
-        }
         _cleanup_free_ struct img_pull *p = calloc(1, sizeof(*p));
         if (!p)
                 return err_set(e, -ENOMEM, "pull: out of memory");
@@ -719,16 +1006,10 @@ int img_pull_start(struct img_store *s, uv_loop_t *loop, const char *ref,
         r = job_new(ctx, loop, &pr, key, &j, e);
         if (r < 0)
                 return r;
-        struct img_reg_fetch f = {
-                .ref = &j->ref,
-                .kind = "manifests",
-                .object = img_ref_manifest_ref(&pr),
-                .accept = IMG_ACCEPT_MANIFESTS,
-                .fd = -1,
-                .expect_digest = pr.digest[0] ? pr.digest : NULL,
-                .retry = true,
-        };
-        r = img_reg_fetch_start(ctx->reg, &f, on_manifest, j, &j->req, e);
+        r = job_fetcher(j, e);
+        if (r < 0)
+                return err_prefix(e, r, "pull %s", key);
+        r = fetch_manifest(j, img_ref_manifest_ref(&pr), pr.digest, e);
         if (r < 0)
                 return r;
         p->job = j;
@@ -736,6 +1017,7 @@ int img_pull_start(struct img_store *s, uv_loop_t *loop, const char *ref,
         j->next = ctx->jobs;
         ctx->jobs = TAKE_PTR(j);
         *ret = TAKE_PTR(p);
+        spare_make(ctx, loop); /* for the next pull, while this one runs */
         return 0;
 }
 

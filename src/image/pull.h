@@ -4,7 +4,8 @@
 /* Registry pulls: reference → manifest (an image index or Docker manifest
  * list is resolved to linux/<host arch>) → config blob → layer blobs, each
  * streamed to an anonymous temp file in state_dir/tmp (O_TMPFILE), its
- * sha256 checked against the manifest while it streams, then unpacked by
+ * sha256 checked against the manifest while it streams (by warren-fetch)
+ * and again once it has landed (by warrend), then unpacked by
  * img_layer_unpack with the config's diff id as the expected digest →
  * img_store_commit_image(name, config, diff ids, "pull").
  *
@@ -23,10 +24,15 @@
  *   unpacked before the cancel stay (the next pull finds them cached; the
  *   store's start-up GC removes them if no image ever uses them).
  *
- * The network side is src/image/registry.c (libcurl multi on the caller's
- * libuv loop; nothing blocks the loop); manifests, indexes and image
- * configs are parsed by the pure functions of src/image/manifest.h. Threads:
- * the loop thread only. */
+ * The network side runs in warren-fetch, one confined helper process per
+ * pull job (src/image/fetch.h, fetch-main.c): it fetches, authenticates,
+ * parses manifests, indexes and configs (src/image/manifest.h) and writes
+ * blobs into the temp files this module opens; it answers with the fixed
+ * messages of fetch-proto.h. This module decides (platform, cache, the
+ * download schedule, the commit) and recomputes each blob's sha256 (thread
+ * pool) before unpacking it. A helper that dies or breaks the protocol
+ * fails its pull (UNAVAILABLE / INTERNAL, naming its pid). Nothing blocks
+ * the loop. Threads: the loop thread only. */
 
 #include <stdbool.h>
 #include <stddef.h>

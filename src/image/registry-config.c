@@ -290,8 +290,8 @@ int img_reg_config_parse_docker(struct img_reg_config *c, const char *json, size
 
 /* Read a whole file (at most IMG_REG_CONFIG_MAX_BYTES + 1 bytes, so that
  * the parser sees an oversized one) into *ret (*len_ret bytes). */
-static int read_file(const char *flag, const char *path, char **ret, size_t *len_ret,
-                     struct wr_err *e) {
+int img_reg_config_read(const char *flag, const char *path, char **ret, size_t *len_ret,
+                        struct wr_err *e) {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return err_set(e, -errno, "%s %s: %m", flag, path);
@@ -319,7 +319,7 @@ static int load_one(struct img_reg_config *c, const char *flag, const char *path
                     struct wr_err *e) {
         char *buf = NULL;
         size_t len = 0;
-        int r = read_file(flag, path, &buf, &len, e);
+        int r = img_reg_config_read(flag, path, &buf, &len, e);
         if (r < 0)
                 return r;
         r = docker ? img_reg_config_parse_docker(c, buf, len, path, e)

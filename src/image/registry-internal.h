@@ -89,6 +89,12 @@ int img_reg_config_parse_docker(struct img_reg_config *c, const char *json, size
 int img_reg_config_load(const char *registry_config, const char *docker_config,
                         struct img_reg_config **ret, struct wr_err *e);
 
+/* Read one config file (at most IMG_REG_CONFIG_MAX_BYTES + 1 bytes, so a
+ * parser sees an oversized one) into *ret (malloc'ed; the caller wipes
+ * it: a docker config holds passwords). Errors name flag and path. */
+int img_reg_config_read(const char *flag, const char *path, char **ret, size_t *len_ret,
+                        struct wr_err *e);
+
 /* Free c, wiping the credentials (NULL and half-built are fine). */
 void img_reg_config_free(struct img_reg_config *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct img_reg_config *, img_reg_config_free);

@@ -32,7 +32,8 @@ struct img_registry {
         struct img_reg_config *cfg;
         struct img_reg_token *tokens;
         struct img_reg_req *reqs;
-        bool loopback_only; /* no endpoint, redirect or token realm off loopback */
+        bool loopback_only;  /* no endpoint, redirect or token realm off loopback */
+        struct curl_blob ca; /* CA certificates in memory (warren-fetch's chroot has none) */
 };
 
 enum phase {
@@ -128,13 +129,23 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct img_registry *, img_registry_free);
 
 int img_registry_new(uv_loop_t *loop, const char *registry_config, const char *docker_config,
                      struct img_registry **ret, struct wr_err *e) {
-        _cleanup_(img_registry_freep) struct img_registry *reg = calloc(1, sizeof(*reg));
-        if (!reg)
-                return oom(e);
-        reg->loop = loop;
-        int r = img_reg_config_load(registry_config, docker_config, &reg->cfg, e);
+        struct img_reg_config *cfg = NULL;
+        int r = img_reg_config_load(registry_config, docker_config, &cfg, e);
         if (r < 0)
                 return r;
+        return img_registry_new_config(loop, cfg, ret, e);
+}
+
+int img_registry_new_config(uv_loop_t *loop, struct img_reg_config *cfg, struct img_registry **ret,
+                            struct wr_err *e) {
+        _cleanup_(img_registry_freep) struct img_registry *reg = calloc(1, sizeof(*reg));
+        if (!reg) {
+                img_reg_config_free(cfg);
+                return oom(e);
+        }
+        reg->loop = loop;
+        reg->cfg = cfg;
+        int r;
         if (loop) { /* else: validation only */
                 r = curl_uv_new(loop, on_transfer_done, reg, &reg->cu);
                 if (r == -ENOMEM)
@@ -155,7 +166,18 @@ void img_registry_free(struct img_registry *reg) {
         curl_uv_free(reg->cu);
         img_reg_config_free(reg->cfg);
         img_reg_tokens_free(reg->tokens);
+        free(reg->ca.data);
         free(reg);
+}
+
+int img_registry_set_ca(struct img_registry *reg, const char *pem, size_t len) {
+        void *copy = malloc(len ? len : 1);
+        if (!copy)
+                return -ENOMEM;
+        memcpy(copy, pem, len);
+        free(reg->ca.data);
+        reg->ca = (struct curl_blob){.data = copy, .len = len, .flags = CURL_BLOB_NOCOPY};
+        return 0;
 }
 
 void img_registry_set_loopback_only(struct img_registry *reg, bool on) {
@@ -407,6 +429,8 @@ static int attempt(struct img_reg_req *q, const char *url, struct wr_err *e) {
         curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, NULL);
         /* fewer, bigger writes and hash updates for blobs (default 16 KiB) */
         curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 256L * 1024);
+        if (q->reg->ca.data)
+                curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &q->reg->ca);
 
         if (add_headers(q) < 0)
                 return oom(e);

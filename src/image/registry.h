@@ -64,6 +64,19 @@ struct img_reg_req;
 int img_registry_new(uv_loop_t *loop, const char *registry_config, const char *docker_config,
                      struct img_registry **ret, struct wr_err *e);
 
+struct img_reg_config;
+
+/* Like img_registry_new, with a configuration parsed already (by
+ * warren-fetch from the bytes warrend handed it). Takes cfg, also on
+ * error. */
+int img_registry_new_config(uv_loop_t *loop, struct img_reg_config *cfg, struct img_registry **ret,
+                            struct wr_err *e);
+
+/* Verify TLS peers against the CA certificates in pem (len bytes, copied)
+ * instead of the system's CA file (which warren-fetch cannot open once
+ * confined). -ENOMEM. */
+int img_registry_set_ca(struct img_registry *reg, const char *pem, size_t len);
+
 /* Loopback-only mode (warrend --pull-loopback-only, the test suites): only
  * mirrors and registries on loopback are contacted, redirects are not
  * followed and token realms must be on loopback; a reference with no

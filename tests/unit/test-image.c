@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "image/fetch-proto.h"
 #include "image/image-internal.h"
 #include "image/image.h"
 #include "image/manifest.h"
@@ -1339,6 +1340,121 @@ static void test_pack_files(void **state) {
         }
 }
 
+/* --- the warrend <-> warren-fetch message set --- */
+
+#define DG "sha256:abababababababababababababababababababababababababababababababab"
+
+static void test_fetch_proto_requests(void **state) {
+        (void) state;
+        struct img_fetch_req q;
+        memset(&q, 0, sizeof(q));
+        img_fetch_hdr_init(&q.hdr, IMG_FETCH_REQ_MANIFEST, 1);
+        strcpy(q.object, "v1");
+        assert_int_equal(img_fetch_msg_check(&q, sizeof(q), IMG_FETCH_TO_HELPER),
+                         IMG_FETCH_REQ_MANIFEST);
+        /* a request never goes to warrend; a datagram of another size is refused */
+        assert_int_equal(img_fetch_msg_check(&q, sizeof(q), IMG_FETCH_TO_DAEMON), -EBADMSG);
+        assert_int_equal(img_fetch_msg_check(&q, sizeof(q) - 1, IMG_FETCH_TO_HELPER), -EBADMSG);
+        /* a digest object must be the expected digest */
+        strcpy(q.object, DG);
+        assert_int_equal(img_fetch_msg_check(&q, sizeof(q), IMG_FETCH_TO_HELPER), -EBADMSG);
+        strcpy(q.digest, DG);
+        assert_int_equal(img_fetch_msg_check(&q, sizeof(q), IMG_FETCH_TO_HELPER),
+                         IMG_FETCH_REQ_MANIFEST);
+        /* a blob needs a valid digest and no object */
+        memset(&q, 0, sizeof(q));
+        img_fetch_hdr_init(&q.hdr, IMG_FETCH_REQ_BLOB, 2);
+        strcpy(q.digest, "sha256:xyz");
+        assert_int_equal(img_fetch_msg_check(&q, sizeof(q), IMG_FETCH_TO_HELPER), -EBADMSG);
+        strcpy(q.digest, DG);
+        assert_int_equal(img_fetch_msg_check(&q, sizeof(q), IMG_FETCH_TO_HELPER),
+                         IMG_FETCH_REQ_BLOB);
+        memset(q.object, 'a', sizeof(q.object)); /* unterminated */
+        assert_int_equal(img_fetch_msg_check(&q, sizeof(q), IMG_FETCH_TO_HELPER), -EBADMSG);
+        memset(q.object, 0, sizeof(q.object));
+        q.hdr.magic ^= 1;
+        assert_int_equal(img_fetch_msg_check(&q, sizeof(q), IMG_FETCH_TO_HELPER), -EBADMSG);
+        q.hdr.magic ^= 1;
+        q.hdr.type = 0x7f;
+        assert_int_equal(img_fetch_msg_check(&q, sizeof(q), IMG_FETCH_TO_HELPER), -EBADMSG);
+
+        struct img_fetch_req_bind b;
+        memset(&b, 0, sizeof(b));
+        img_fetch_hdr_init(&b.hdr, IMG_FETCH_REQ_BIND, 0);
+        assert_int_equal(img_fetch_msg_check(&b, sizeof(b), IMG_FETCH_TO_HELPER), -EBADMSG);
+        strcpy(b.ref, "127.0.0.1:5000/a/b:v1");
+        assert_int_equal(img_fetch_msg_check(&b, sizeof(b), IMG_FETCH_TO_HELPER),
+                         IMG_FETCH_REQ_BIND);
+        /* a bind's size is its own: a request-sized one is refused */
+        b.hdr.size = sizeof(struct img_fetch_req);
+        assert_int_equal(img_fetch_msg_check(&b, sizeof(struct img_fetch_req), IMG_FETCH_TO_HELPER),
+                         -EBADMSG);
+}
+
+static void test_fetch_proto_answers(void **state) {
+        (void) state;
+        struct img_fetch_rep_manifest *m = calloc(1, sizeof(*m));
+        assert_non_null(m);
+        img_fetch_hdr_init(&m->hdr, IMG_FETCH_REP_MANIFEST, 3);
+        strcpy(m->config_digest, DG);
+        m->n_layers = 1;
+        strcpy(m->layers[0].digest, DG);
+        assert_int_equal(img_fetch_msg_check(m, sizeof(*m), IMG_FETCH_TO_DAEMON),
+                         IMG_FETCH_REP_MANIFEST);
+        m->n_layers = IMG_FETCH_MAX_LAYERS + 1;
+        assert_int_equal(img_fetch_msg_check(m, sizeof(*m), IMG_FETCH_TO_DAEMON), -EBADMSG);
+        m->n_layers = 2; /* the second layer's digest is empty */
+        assert_int_equal(img_fetch_msg_check(m, sizeof(*m), IMG_FETCH_TO_DAEMON), -EBADMSG);
+        m->n_layers = 1;
+        m->reserved = 1;
+        assert_int_equal(img_fetch_msg_check(m, sizeof(*m), IMG_FETCH_TO_DAEMON), -EBADMSG);
+        free(m);
+
+        struct img_fetch_rep_config *c = calloc(1, sizeof(*c));
+        assert_non_null(c);
+        img_fetch_hdr_init(&c->hdr, IMG_FETCH_REP_CONFIG, 4);
+        static const char strs[] = DG "\0A=b\0/bin/sh";
+        memcpy(c->strings, strs, sizeof(strs));
+        c->strings_len = sizeof(strs);
+        c->counts[IMG_FETCH_F_DIFF_IDS] = 1;
+        c->counts[IMG_FETCH_F_ENV] = 1;
+        c->counts[IMG_FETCH_F_CMD] = 1;
+        assert_int_equal(img_fetch_msg_check(c, sizeof(*c), IMG_FETCH_TO_DAEMON),
+                         IMG_FETCH_REP_CONFIG);
+        size_t pos = 0;
+        assert_string_equal(img_fetch_strings_next(c, &pos), DG);
+        assert_string_equal(img_fetch_strings_next(c, &pos), "A=b");
+        assert_string_equal(img_fetch_strings_next(c, &pos), "/bin/sh");
+        assert_null(img_fetch_strings_next(c, &pos));
+        c->counts[IMG_FETCH_F_CMD] = 2; /* more strings claimed than sent */
+        assert_int_equal(img_fetch_msg_check(c, sizeof(*c), IMG_FETCH_TO_DAEMON), -EBADMSG);
+        c->counts[IMG_FETCH_F_CMD] = 0; /* fewer */
+        assert_int_equal(img_fetch_msg_check(c, sizeof(*c), IMG_FETCH_TO_DAEMON), -EBADMSG);
+        c->counts[IMG_FETCH_F_CMD] = 1;
+        c->strings[sizeof(strs) + 3] = 'x'; /* bytes past strings_len */
+        assert_int_equal(img_fetch_msg_check(c, sizeof(*c), IMG_FETCH_TO_DAEMON), -EBADMSG);
+        c->strings[sizeof(strs) + 3] = 0;
+        c->strings[8] = 'Z'; /* a diff id that is not a digest */
+        assert_int_equal(img_fetch_msg_check(c, sizeof(*c), IMG_FETCH_TO_DAEMON), -EBADMSG);
+        free(c);
+
+        struct img_fetch_rep_error x;
+        memset(&x, 0, sizeof(x));
+        img_fetch_hdr_init(&x.hdr, IMG_FETCH_REP_ERROR, 5);
+        x.err.code = -ENOENT;
+        x.err.status = WR_STATUS_NOT_FOUND;
+        assert_int_equal(img_fetch_msg_check(&x, sizeof(x), IMG_FETCH_TO_DAEMON),
+                         IMG_FETCH_REP_ERROR);
+        x.err.code = 0; /* an error without a code */
+        assert_int_equal(img_fetch_msg_check(&x, sizeof(x), IMG_FETCH_TO_DAEMON), -EBADMSG);
+        x.err.code = -ENOENT;
+        x.err.status = (enum wr_status) 99;
+        assert_int_equal(img_fetch_msg_check(&x, sizeof(x), IMG_FETCH_TO_DAEMON), -EBADMSG);
+        x.err.status = WR_STATUS_NOT_FOUND;
+        memset(x.err.msg, 'a', sizeof(x.err.msg));
+        assert_int_equal(img_fetch_msg_check(&x, sizeof(x), IMG_FETCH_TO_DAEMON), -EBADMSG);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_path_clean),
@@ -1383,6 +1499,8 @@ int main(void) {
                                                 teardown_store),
                 cmocka_unit_test_setup_teardown(test_import_cancel, setup_store, teardown_store),
                 cmocka_unit_test(test_pack_files),
+                cmocka_unit_test(test_fetch_proto_requests),
+                cmocka_unit_test(test_fetch_proto_answers),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
