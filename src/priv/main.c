@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* warren-priv: the privileged half of warrend (docs/privsep.md). Started as
+ * root by warrend with --privsep:
+ *
+ *   warren-priv --sock-fd N --state-dir DIR
+ *               [--log-level debug|info|warn|error] [--log-format text|json]
+ *
+ * --sock-fd: its end of a SOCK_SEQPACKET socketpair whose other end is
+ * warrend's (priv-proto.h); --state-dir: warrend's state dir, the only
+ * tree a request's path may name (opened once, every path resolved
+ * beneath it). It serves the closed message set of priv-proto.h one
+ * request at a time, in order, and refuses everything else with nothing
+ * done (the fds such a datagram carried are closed). Exit status: 0 when
+ * the socket closes (warrend is gone), 2 on a usage error. Sandboxes do
+ * not depend on it: it holds no sandbox, and its death loses nothing
+ * (warrend starts another). */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <linux/openat2.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "basic/log.h"
+#include "basic/rmrf.h"
+#include "priv/priv-proto.h"
+#include "runtime/runtime.h"
+
+static struct {
+        int sock, state_fd;
+        uint64_t served[PRIV_REQ_TYPES], served_total, refused;
+} srv = {.sock = -EBADF, .state_fd = -EBADF};
+
+/* Open dir (a path checked by priv_path_check) below the state dir as an
+ * O_DIRECTORY fd: no symlink, no magic link, nothing above the state dir. */
+static int open_beneath(const char *dir, int flags) {
+        struct open_how how = {
+                .flags = (uint64_t) (flags | O_DIRECTORY | O_CLOEXEC),
+                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        int fd = (int) syscall(SYS_openat2, srv.state_fd, dir, &how, sizeof(how));
+        return fd < 0 ? -errno : fd;
+}
+
+static void do_cleanup(const struct priv_cleanup *c, struct priv_result *res) {
+        struct wr_err e = {0};
+        /* the cgroups first: nothing runs that could still write to dir */
+        int r = rt_sandbox_cleanup(c->id, NULL, (enum rt_cgroup_mode) c->cgroup_mode, &e);
+        if (r < 0) {
+                res->err = -r;
+                snprintf(res->msg, sizeof(res->msg), "%s", e.msg);
+                return;
+        }
+        char parent[PRIV_PATH_MAX];
+        snprintf(parent, sizeof(parent), "%s", c->dir);
+        char *slash = strrchr(parent, '/'); /* there is one: at least two components */
+        *slash = 0;
+        const char *base = slash + 1;
+        int pfd = open_beneath(parent, O_RDONLY);
+        if (pfd == -ENOENT)
+                return; /* nothing there */
+        if (pfd < 0) {
+                res->err = -pfd;
+                snprintf(res->msg, sizeof(res->msg), "clean up sandbox %s: open %s: %s", c->id,
+                         parent, strerror(-pfd));
+                return;
+        }
+        r = rm_rf_at(pfd, base);
+        close(pfd);
+        if (r < 0) {
+                res->err = -r;
+                snprintf(res->msg, sizeof(res->msg), "clean up sandbox %s: remove %s: %s", c->id,
+                         c->dir, strerror(-r));
+        }
+}
+
+static void do_link_delete(const struct priv_link *l, struct priv_result *res) {
+        struct wr_err e = {0};
+        int r = rt_net_link_delete(l->name, &e);
+        if (r < 0) {
+                res->err = -r;
+                snprintf(res->msg, sizeof(res->msg), "%s", e.msg);
+        } else {
+                res->value = r;
+        }
+}
+
+static int reply(const void *buf, int n) {
+        if (n < 0)
+                return n;
+        if (send(srv.sock, buf, (size_t) n, MSG_NOSIGNAL) != n)
+                return -errno;
+        return 0;
+}
+
+/* One datagram: decode, carry out, answer. <0 when the socket is broken. */
+static int serve_one(const void *in, size_t len, int *fds, size_t n_fds) {
+        static struct priv_req req;
+        static struct priv_result res;
+        uint8_t out[PRIV_MSG_MAX];
+        struct wr_err e = {0};
+        memset(&res, 0, sizeof(res));
+        int r = priv_req_decode(in, len, n_fds, &req, &e);
+        /* no message of this version keeps an fd past its decoding */
+        priv_close_fds(fds, n_fds);
+        if (r < 0) {
+                srv.refused++;
+                log_warn("warren-priv: refused a request: %s", e.msg);
+                res.err = -r;
+                snprintf(res.msg, sizeof(res.msg), "refused: %s", e.msg);
+                res.served_total = srv.served_total;
+                res.refused = srv.refused;
+                return reply(out, priv_result_encode(req.hdr.id, &res, out, sizeof(out)));
+        }
+        uint32_t t = req.hdr.type;
+        srv.served[t]++;
+        srv.served_total++;
+        if (t == PRIV_HELLO) {
+                struct priv_hello_reply h = {.version = PRIV_VERSION, .pid = (int32_t) getpid()};
+                memcpy(h.served, srv.served, sizeof(h.served));
+                h.served_total = srv.served_total;
+                h.refused = srv.refused;
+                return reply(out, priv_hello_reply_encode(req.hdr.id, &h, out, sizeof(out)));
+        }
+        if (t == PRIV_SANDBOX_CLEANUP)
+                do_cleanup(&req.cleanup, &res);
+        else if (t == PRIV_LINK_DELETE)
+                do_link_delete(&req.link, &res);
+        log_debug("warren-priv: %s: %s", priv_type_name(t), res.err ? res.msg : "done");
+        res.served = srv.served[t];
+        res.served_total = srv.served_total;
+        res.refused = srv.refused;
+        return reply(out, priv_result_encode(req.hdr.id, &res, out, sizeof(out)));
+}
+
+static void usage(void) {
+        fprintf(stderr, "usage: warren-priv --sock-fd N --state-dir DIR [--log-level LEVEL] "
+                        "[--log-format text|json]\n");
+        exit(2);
+}
+
+int main(int argc, char **argv) {
+        static const struct option opts[] = {
+                {"sock-fd", required_argument, NULL, 's'},
+                {"state-dir", required_argument, NULL, 'd'},
+                {"log-level", required_argument, NULL, 'l'},
+                {"log-format", required_argument, NULL, 'f'},
+                {0},
+        };
+        const char *state_dir = NULL;
+        int c;
+        while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+                switch (c) {
+                case 's': {
+                        char *end;
+                        long v = strtol(optarg, &end, 10);
+                        if (*end || v < 3 || v > 65535)
+                                usage();
+                        srv.sock = (int) v;
+                        break;
+                }
+                case 'd':
+                        state_dir = optarg;
+                        break;
+                case 'l': {
+                        enum log_level lv;
+                        if (log_level_from_string(optarg, &lv) < 0)
+                                usage();
+                        log_set_level(lv);
+                        break;
+                }
+                case 'f': {
+                        enum log_format lf;
+                        if (log_format_from_string(optarg, &lf) < 0)
+                                usage();
+                        log_set_format(lf);
+                        break;
+                }
+                default:
+                        usage();
+                }
+        }
+        if (srv.sock < 0 || !state_dir || state_dir[0] != '/' || optind != argc)
+                usage();
+        int type = 0;
+        socklen_t tl = sizeof(type);
+        if (getsockopt(srv.sock, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_SEQPACKET) {
+                log_error("warren-priv: --sock-fd %d is not a SOCK_SEQPACKET socket", srv.sock);
+                return 2;
+        }
+        (void) fcntl(srv.sock, F_SETFD, FD_CLOEXEC);
+        srv.state_fd = open(state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (srv.state_fd < 0) {
+                log_error("warren-priv: state dir %s: %m", state_dir);
+                return 2;
+        }
+        /* everything else warrend may have leaked is closed */
+        for (int fd = 3; fd < 1024; fd++)
+                if (fd != srv.sock && fd != srv.state_fd)
+                        (void) close(fd);
+        signal(SIGPIPE, SIG_IGN);
+        log_info("warren-priv %d: serving requests (protocol version %u)", (int) getpid(),
+                 PRIV_VERSION);
+        static uint8_t in[PRIV_MSG_MAX + 1];
+        for (;;) {
+                int fds[PRIV_FDS_MAX];
+                size_t n_fds = 0;
+                long n = priv_recv(srv.sock, in, sizeof(in), fds, &n_fds);
+                if (n == 0)
+                        return 0; /* warrend is gone */
+                if (n == -EMSGSIZE || n == -EPROTO) {
+                        /* too large, or too many fds: refused, fds closed */
+                        srv.refused++;
+                        struct priv_result res = {.err = (int32_t) -n};
+                        snprintf(res.msg, sizeof(res.msg), "refused: %s",
+                                 n == -EMSGSIZE ? "datagram too large" : "too many fds");
+                        res.served_total = srv.served_total;
+                        res.refused = srv.refused;
+                        uint8_t out[PRIV_MSG_MAX];
+                        if (reply(out, priv_result_encode(0, &res, out, sizeof(out))) < 0)
+                                return 0;
+                        continue;
+                }
+                if (n < 0) {
+                        if (n == -EAGAIN || n == -EINTR)
+                                continue;
+                        log_error("warren-priv: receive: %s", strerror((int) -n));
+                        return 0;
+                }
+                if (serve_one(in, (size_t) n, fds, n_fds) < 0)
+                        return 0;
+        }
+}
