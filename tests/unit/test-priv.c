@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <setjmp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -420,6 +421,19 @@ static void test_server_refuses(void **state) {
         server_stop(&s);
 }
 
+struct hello_job {
+        struct priv_client *c;
+        int r;
+        struct wr_err e;
+};
+
+static void *hello_thread(void *arg) {
+        struct hello_job *j = arg;
+        struct priv_hello_reply h;
+        j->r = priv_hello(j->c, &h, &j->e);
+        return NULL;
+}
+
 /* the client: starts warren-priv, and when it dies fails the request it
  * was in cleanly, then starts another */
 static void test_client_respawn(void **state) {
@@ -464,6 +478,23 @@ static void test_client_respawn(void **state) {
         assert_int_equal(priv_hello(c, &h, &e), 0);
         assert_int_equal(h.pid, st.pid);
         assert_int_equal(priv_sandbox_cleanup(c, "one", victim, 0, &e), 0);
+        /* it dies while a request waits for its answer: that request fails
+         * cleanly (-EIO, counted lost), the next one goes to a new one */
+        pid_t second = st.pid;
+        assert_int_equal(kill(second, SIGSTOP), 0);
+        struct hello_job job = {.c = c};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, hello_thread, &job), 0);
+        usleep(100000);
+        assert_int_equal(kill(second, SIGKILL), 0);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        assert_int_equal(job.r, -EIO);
+        assert_non_null(strstr(job.e.msg, "died during HELLO"));
+        assert_int_equal(priv_sandbox_cleanup(c, "one", victim, 0, &e), 0);
+        priv_client_stats(c, &st);
+        assert_int_equal(st.lost, 1);
+        assert_int_equal(st.starts, 3);
+        assert_true(st.pid > 0 && st.pid != second);
         priv_client_free(c);
         assert_int_equal(kill(st.pid, 0), -1); /* stopped and reaped */
         char cmd[128];
