@@ -257,7 +257,16 @@ static void teardown_work(uv_work_t *w) {
          * an RCU grace period, ~10-30 ms no caller needs to wait for */
         if (sb->rt && sb->net_slot >= 0)
                 rt_sandbox_net_disown(sb->rt);
-        sb->teardown_r = sb->rt ? rt_sandbox_destroy(sb->rt, &sb->teardown_err) : 0;
+        if (sb->rt && sb->m->priv) {
+                /* --privsep: warren-priv removes the cgroups and the dir */
+                sb->teardown_r = rt_sandbox_release(sb->rt, &sb->teardown_err);
+                if (sb->teardown_r >= 0)
+                        sb->teardown_r =
+                                sbx_host_cleanup(sb->m, rt_sandbox_id(sb->rt),
+                                                 rt_sandbox_dir(sb->rt), &sb->teardown_err);
+        } else {
+                sb->teardown_r = sb->rt ? rt_sandbox_destroy(sb->rt, &sb->teardown_err) : 0;
+        }
         sbx_ssh_reap(sb); /* killed with the cgroups */
 }
 
@@ -284,7 +293,7 @@ static void net_retire_work(uv_work_t *w) {
                 log_warn("network: %s", e.msg);
                 return;
         }
-        j->r = rt_net_link_delete(j->peer, &e);
+        j->r = sbx_link_delete(j->m, j->peer, &e);
         if (j->r < 0)
                 log_warn("network: %s", e.msg);
 }
@@ -323,7 +332,7 @@ void sbx_net_retire(struct sbx_manager *m, int32_t slot, bool open4) {
                 return;
         }
         sbx_network_peer_name(m->net, slot, peer, sizeof(peer));
-        if (rt_net_link_delete(peer, &e) >= 0)
+        if (sbx_link_delete(m, peer, &e) >= 0)
                 sbx_network_release(m->net, slot);
 }
 

@@ -17,6 +17,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "priv/client.h"
 #include "runtime/runtime.h"
 
 /* --- metrics --- */
@@ -41,6 +42,18 @@ uint64_t sbx_mono_ns(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+int sbx_host_cleanup(struct sbx_manager *m, const char *id, const char *dir, struct wr_err *e) {
+        if (m->priv)
+                return priv_sandbox_cleanup(m->priv, id, dir, (int) m->cgroup_mode, e);
+        return rt_sandbox_cleanup(id, dir, m->cgroup_mode, e);
+}
+
+int sbx_link_delete(struct sbx_manager *m, const char *name, struct wr_err *e) {
+        if (m->priv)
+                return priv_link_delete(m->priv, name, e);
+        return rt_net_link_delete(name, e);
 }
 
 int sbx_dir_path(const struct sbx_manager *m, const char *id, char *buf, size_t size) {
@@ -269,6 +282,7 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
         if (asprintf(&m->disk_templates, "%s/disk-templates", cfg->state_dir) < 0)
                 m->disk_templates = NULL;
         m->cgroup_mode = RT_CGROUP_AUTO;
+        m->priv = cfg->priv;
         m->uid_lock_dir = -1;
         if (!cfg->userns_off) {
                 m->uids = calloc(1, sizeof(*m->uids));

@@ -150,6 +150,7 @@ struct sbx_manager {
          * image a sandbox was created from; NULL-terminated, owned) */
         char **pool_layers;
         enum rt_cgroup_mode cgroup_mode;
+        struct priv_client *priv; /* sbx_manager_config.priv */
         /* the default network; NULL: sandboxes get only a loopback */
         struct sbx_network *net;
         /* user namespace ranges; NULL: sandboxes run without (--userns=off) */
@@ -209,6 +210,12 @@ void sbx_uid_slot_config(int32_t slot, struct rt_sandbox_config *cfg);
 int sbx_running(struct sbx_manager *m, const char *key, struct sbx **ret, struct wr_err *e);
 /* The live (not DEAD) sandbox whose id or name is key, or NULL. */
 struct sbx *sbx_find_live(struct sbx_manager *m, const char *key);
+
+/* The host side of a sandbox's teardown, by warren-priv when the manager
+ * has one (--privsep), else here: rt_sandbox_cleanup(id, dir) and
+ * rt_net_link_delete(name), with their returns. Any thread. */
+int sbx_host_cleanup(struct sbx_manager *m, const char *id, const char *dir, struct wr_err *e);
+int sbx_link_delete(struct sbx_manager *m, const char *name, struct wr_err *e);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t sbx_mono_ns(void);
 /* sb's overlay upper dir (O_RDONLY|O_DIRECTORY) for reading its writable

@@ -1,0 +1,145 @@
+"""Privilege separation, phase 1 (issue 16 items 1+2, docs/privsep.md):
+with --privsep warrend starts warren-priv (root, its child) and the host
+side of every sandbox teardown (cgroups, the sandbox dir, the veth's host
+end) is done by it, counted by warren-priv itself; kill -9 of warren-priv
+ends no sandbox, warrend starts another and teardowns go on through it.
+Without the flag nothing of this runs."""
+import glob
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+
+import warren as wr
+from conftest import free_port, import_image
+
+
+def metrics(port):
+    out = {}
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line and not line.startswith("#"):
+                k, v = line.rsplit(" ", 1)
+                out[k] = float(v)
+    return out
+
+
+def children(pid):
+    """(pid, comm, uid) of the processes whose parent is pid."""
+    out = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % p) as f:
+                st = f.read()
+            with open("/proc/%s/status" % p) as f:
+                uid = [l for l in f if l.startswith("Uid:")][0].split()[1]
+        except OSError:
+            continue
+        comm = st[st.index("(") + 1:st.rindex(")")]
+        ppid = int(st[st.rindex(")") + 2:].split()[1])
+        if ppid == pid:
+            out.append((int(p), comm, int(uid)))
+    return out
+
+
+def priv_children(d):
+    return [c for c in children(d.proc.pid) if c[1] == "warren-priv"]
+
+
+def cgroups_of(sid):
+    return (glob.glob("/sys/fs/cgroup/*/warren/" + sid) + glob.glob("/sys/fs/cgroup/warren/" + sid)
+            + glob.glob("/sys/fs/cgroup/unified/warren/" + sid))
+
+
+def wait_for(pred, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    return pred()
+
+
+def wr_links():
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True,
+                         check=True).stdout
+    return {l.split(":")[1].strip().split("@")[0] for l in out.splitlines()
+            if l.split(":")[1].strip().startswith("wr")}
+
+
+CLEANUP = 'warren_priv_requests_total{type="SANDBOX_CLEANUP"}'
+LINK = 'warren_priv_requests_total{type="LINK_DELETE"}'
+
+
+def test_privsep_teardown_by_warren_priv(fresh_warrend):
+    port = free_port()
+    d = fresh_warrend(extra_args=["--privsep", "--admin-listen", "127.0.0.1:%d" % port])
+    import_image(d, "busybox:latest")
+    privs = priv_children(d)
+    assert len(privs) == 1, children(d.proc.pid)
+    ppid, _, uid = privs[0]
+    assert uid == 0
+    m = metrics(port)
+    assert m["warren_priv_pid"] == ppid
+    assert m["warren_priv_starts_total"] == 1
+    assert m[CLEANUP] == 0 and m["warren_priv_refused_total"] == 0
+    with wr.SandboxClient(d.unix_addr) as c:
+        before = wr_links()
+        sb = c.create(image="busybox:latest", entrypoint=["sleep", "infinity"])
+        new_links = wr_links() - before
+        r = sb.exec("echo", "hello")
+        assert r.stdout_text == "hello\n"
+        sdir = os.path.join(d.state_dir, "sandboxes", sb.id)
+        assert os.path.isdir(sdir) and cgroups_of(sb.id)
+        sb.terminate()
+        assert wait_for(lambda: not os.path.exists(sdir)), "sandbox dir left behind"
+        assert not cgroups_of(sb.id)
+        # warren-priv did it (its own count, reported with each answer)
+        assert wait_for(lambda: metrics(port)[CLEANUP] == 1)
+        if new_links:
+            assert wait_for(lambda: metrics(port)[LINK] >= len(new_links))
+            assert wait_for(lambda: not (new_links & wr_links())), "veth host end left"
+        m = metrics(port)
+        assert m["warren_priv_pid"] == ppid  # the same process all along
+        assert m["warren_priv_lost_total"] == 0
+        assert "pending" not in c.get(id=sb.id).info.status_message
+    log = d.read_log()
+    assert "warren-priv started (pid %d" % ppid in log
+
+
+def test_privsep_survives_kill_of_warren_priv(fresh_warrend):
+    port = free_port()
+    d = fresh_warrend(extra_args=["--privsep", "--admin-listen", "127.0.0.1:%d" % port])
+    import_image(d, "busybox:latest")
+    first = int(metrics(port)["warren_priv_pid"])
+    with wr.SandboxClient(d.unix_addr) as c:
+        sb = c.create(image="busybox:latest", entrypoint=["sleep", "infinity"])
+        os.kill(first, signal.SIGKILL)
+        second = wait_for(lambda: [p for p, _, _ in priv_children(d) if p != first])
+        assert second, "warren-priv was not started again"
+        assert wait_for(lambda: metrics(port)["warren_priv_pid"] == second[0])
+        assert metrics(port)["warren_priv_starts_total"] == 2
+        # the sandbox did not notice
+        assert c.get(id=sb.id).info.status == wr.SandboxStatus.RUNNING
+        assert sb.exec("echo", "still").stdout_text == "still\n"
+        sdir = os.path.join(d.state_dir, "sandboxes", sb.id)
+        sb.terminate()
+        assert wait_for(lambda: not os.path.exists(sdir))
+        assert not cgroups_of(sb.id)
+        assert wait_for(lambda: metrics(port)[CLEANUP] == 1)  # the new one's count
+    assert "warren-priv (pid %d) exited (signal 9); starting another" % first in d.read_log()
+
+
+def test_no_privsep_by_default(fresh_warrend):
+    port = free_port()
+    d = fresh_warrend(extra_args=["--admin-listen", "127.0.0.1:%d" % port])
+    import_image(d, "busybox:latest")
+    with wr.SandboxClient(d.unix_addr) as c:
+        sb = c.create(image="busybox:latest", entrypoint=["true"])
+        sb.terminate()
+    assert not priv_children(d)
+    assert not any(k.startswith("warren_priv_") for k in metrics(port))
