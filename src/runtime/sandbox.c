@@ -1063,6 +1063,10 @@ int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e) {
         return 0;
 }
 
+const char *rt_sandbox_net_peer(const struct rt_sandbox *sb) {
+        return sb->has_net ? sb->net.peer : NULL;
+}
+
 int rt_sandbox_release(struct rt_sandbox *sb, struct wr_err *e) {
         if (sb->destroyed)
                 return 0;

@@ -257,16 +257,7 @@ static void teardown_work(uv_work_t *w) {
          * an RCU grace period, ~10-30 ms no caller needs to wait for */
         if (sb->rt && sb->net_slot >= 0)
                 rt_sandbox_net_disown(sb->rt);
-        if (sb->rt && sb->m->priv) {
-                /* --privsep: warren-priv removes the cgroups and the dir */
-                sb->teardown_r = rt_sandbox_release(sb->rt, &sb->teardown_err);
-                if (sb->teardown_r >= 0)
-                        sb->teardown_r =
-                                sbx_host_cleanup(sb->m, rt_sandbox_id(sb->rt),
-                                                 rt_sandbox_dir(sb->rt), &sb->teardown_err);
-        } else {
-                sb->teardown_r = sb->rt ? rt_sandbox_destroy(sb->rt, &sb->teardown_err) : 0;
-        }
+        sb->teardown_r = sb->rt ? sbx_rt_destroy(sb->m, sb->rt, &sb->teardown_err) : 0;
         sbx_ssh_reap(sb); /* killed with the cgroups */
 }
 
@@ -484,7 +475,7 @@ int sbx_terminate(struct sbx_manager *m, const char *id, uint64_t grace_ms,
 static void arm_failed(struct sbx *sb) {
         struct wr_err de = {0};
         sb->state = SBX_DEAD;
-        if (sb->rt && rt_sandbox_destroy(sb->rt, &de) < 0)
+        if (sb->rt && sbx_rt_destroy(sb->m, sb->rt, &de) < 0)
                 log_warn("sandbox %s: %s", sb->id, de.msg);
         sbx_ssh_reap(sb);
 }

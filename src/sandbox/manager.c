@@ -50,6 +50,27 @@ int sbx_host_cleanup(struct sbx_manager *m, const char *id, const char *dir, str
         return rt_sandbox_cleanup(id, dir, m->cgroup_mode, e);
 }
 
+int sbx_rt_destroy(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *e) {
+        if (!m->priv)
+                return rt_sandbox_destroy(rt, e);
+        /* --privsep: kill and reap here (this process is init's parent),
+         * the host side by warren-priv: the cgroups and the dir, then the
+         * veth's host end when the handle still owns it */
+        char peer[16] = "";
+        const char *p = rt_sandbox_net_peer(rt);
+        if (p)
+                snprintf(peer, sizeof(peer), "%s", p);
+        int r = rt_sandbox_release(rt, e);
+        if (r < 0)
+                return r;
+        r = sbx_host_cleanup(m, rt_sandbox_id(rt), rt_sandbox_dir(rt), e);
+        if (r < 0)
+                return r;
+        if (peer[0] && (r = sbx_link_delete(m, peer, e)) < 0)
+                return r;
+        return 0;
+}
+
 int sbx_link_delete(struct sbx_manager *m, const char *name, struct wr_err *e) {
         if (m->priv)
                 return priv_link_delete(m->priv, name, e);

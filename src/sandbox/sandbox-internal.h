@@ -216,6 +216,10 @@ struct sbx *sbx_find_live(struct sbx_manager *m, const char *key);
  * rt_net_link_delete(name), with their returns. Any thread. */
 int sbx_host_cleanup(struct sbx_manager *m, const char *id, const char *dir, struct wr_err *e);
 int sbx_link_delete(struct sbx_manager *m, const char *name, struct wr_err *e);
+/* rt_sandbox_destroy(rt), its host side by warren-priv with --privsep
+ * (rt_sandbox_release, SANDBOX_CLEANUP, LINK_DELETE when the handle still
+ * owns its veth). Any thread; the same returns. */
+int sbx_rt_destroy(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *e);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t sbx_mono_ns(void);
 /* sb's overlay upper dir (O_RDONLY|O_DIRECTORY) for reading its writable

@@ -11,6 +11,8 @@ import subprocess
 import time
 import urllib.request
 
+import pytest
+
 import warren as wr
 from conftest import free_port, import_image
 
@@ -75,9 +77,11 @@ CLEANUP = 'warren_priv_requests_total{type="SANDBOX_CLEANUP"}'
 LINK = 'warren_priv_requests_total{type="LINK_DELETE"}'
 
 
-def test_privsep_teardown_by_warren_priv(fresh_warrend):
+@pytest.mark.parametrize("pool", [0, 1])
+def test_privsep_teardown_by_warren_priv(fresh_warrend, pool):
     port = free_port()
-    d = fresh_warrend(extra_args=["--privsep", "--admin-listen", "127.0.0.1:%d" % port])
+    d = fresh_warrend(extra_args=["--privsep", "--admin-listen", "127.0.0.1:%d" % port,
+                                  "--warm-pool", str(pool)])
     import_image(d, "busybox:latest")
     privs = priv_children(d)
     assert len(privs) == 1, children(d.proc.pid)
@@ -109,6 +113,16 @@ def test_privsep_teardown_by_warren_priv(fresh_warrend):
         assert "pending" not in c.get(id=sb.id).info.status_message
     log = d.read_log()
     assert "warren-priv started (pid %d" % ppid in log
+    # the warm pool's entry (prestarted, never claimed) goes through
+    # warren-priv too when warrend stops: nothing of it is left
+    sbx_root = os.path.join(d.state_dir, "sandboxes")
+    pooled = [n for n in os.listdir(sbx_root) if n.startswith("sb-")]
+    assert len(pooled) == pool
+    log = d.stop()
+    for n in pooled:
+        assert not cgroups_of(n), n
+    # warren-priv logs each request it carried out at debug level
+    assert log.count("warren-priv: SANDBOX_CLEANUP: done") == 1 + pool, log
 
 
 def test_privsep_survives_kill_of_warren_priv(fresh_warrend):
@@ -143,3 +157,41 @@ def test_no_privsep_by_default(fresh_warrend):
         sb.terminate()
     assert not priv_children(d)
     assert not any(k.startswith("warren_priv_") for k in metrics(port))
+
+
+def test_privsep_recovery_cleanup(fresh_warrend):
+    """A sandbox that died while no warrend ran is cleaned up at the next
+    start by warren-priv; warren-priv itself ends with the warrend that
+    started it (kill -9 of warrend: its end of the socket closes)."""
+    from test_lifecycle import NOTHING, Restartable, leftovers, sandbox_pids
+
+    life = Restartable()
+    port = free_port()
+    try:
+        life.start(extra=["--privsep", "--admin-listen", "127.0.0.1:%d" % port])
+        import_image(life, "busybox:latest")
+        first = int(metrics(port)["warren_priv_pid"])
+        with wr.SandboxClient(life.unix_addr) as c:
+            sb = c.create(image="busybox:latest", entrypoint=["sleep", "infinity"])
+        life.kill9()
+
+        def gone(pid):
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    return f.read().split(") ")[1].split()[0] == "Z"
+            except OSError:
+                return True
+        assert wait_for(lambda: gone(first)), "warren-priv outlived its warrend"
+        assert sandbox_pids({sb.id}), "the sandbox did not outlive warrend"
+        for pid in sandbox_pids({sb.id}):
+            os.kill(pid, signal.SIGKILL)
+        assert wait_for(lambda: not sandbox_pids({sb.id}))
+        port = free_port()
+        life.start(extra=["--privsep", "--admin-listen", "127.0.0.1:%d" % port])
+        assert metrics(port)[CLEANUP] == 1  # recovery, before the API served
+        with wr.SandboxClient(life.unix_addr) as c:
+            info = [s for s in c.list() if s.id == sb.id][0]
+            assert info.status == "TERMINATED"
+        assert leftovers(life, {sb.id}) == NOTHING
+    finally:
+        life.destroy()
