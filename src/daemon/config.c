@@ -510,6 +510,9 @@ int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr
         env = getenv("WARREN_PULL_LOOPBACK_ONLY");
         if (env && *env && (r = apply(c, DAEMON_CONFIG_ENV, "pull-loopback-only", env, e)) < 0)
                 return err_prefix(e, r, "WARREN_PULL_LOOPBACK_ONLY");
+        env = getenv("WARREN_PRIVSEP");
+        if (env && *env && (r = apply(c, DAEMON_CONFIG_ENV, "privsep", env, e)) < 0)
+                return err_prefix(e, r, "WARREN_PRIVSEP");
         env = getenv("WARREN_LOG_LEVEL");
         if (env && *env && (r = apply(c, DAEMON_CONFIG_ENV, "log-level", env, e)) < 0)
                 return err_prefix(e, r, "WARREN_LOG_LEVEL");
