@@ -10,7 +10,9 @@
  * tree a request's path may name (opened once, every path resolved
  * beneath it). It serves the closed message set of priv-proto.h one
  * request at a time, in order, and refuses everything else with nothing
- * done (the fds such a datagram carried are closed). Exit status: 0 when
+ * done (the fds such a datagram carried are closed). It keeps only the
+ * capabilities its message set needs (keep_caps), with no_new_privs and
+ * not dumpable. Exit status: 0 when
  * the socket closes (warrend is gone), 2 on a usage error. Sandboxes do
  * not depend on it: it holds no sandbox, and its death loses nothing
  * (warrend starts another). */
@@ -20,9 +22,12 @@
 #include <getopt.h>
 #include <linux/openat2.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/capability.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -31,6 +36,44 @@
 #include "basic/rmrf.h"
 #include "priv/priv-proto.h"
 #include "runtime/runtime.h"
+
+/* The capabilities the message set of this version needs, and no more
+ * (the set grows with the table, docs/privsep.md): removing trees owned by
+ * a sandbox's uid range (DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER for the
+ * mode fix-ups), SIGKILL to its processes (KILL), deleting veths
+ * (NET_ADMIN). Root's own files (cgroups, the state dir) need none. */
+static const cap_value_t keep_caps[] = {
+        CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_KILL, CAP_NET_ADMIN,
+};
+
+/* Keep only keep_caps (effective, permitted; the bounding set too, so no
+ * exec gets more), no ambient or inheritable ones, no_new_privs, not
+ * dumpable. */
+static int confine_caps(void) {
+        for (cap_value_t c = 0; c <= CAP_LAST_CAP; c++) {
+                bool keep = false;
+                for (size_t i = 0; i < sizeof(keep_caps) / sizeof(keep_caps[0]); i++)
+                        keep |= keep_caps[i] == c;
+                if (!keep && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+                        return -errno;
+        }
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+                return -errno;
+        cap_t caps = cap_init();
+        if (!caps)
+                return -errno;
+        int n = (int) (sizeof(keep_caps) / sizeof(keep_caps[0]));
+        int r = 0;
+        if (cap_set_flag(caps, CAP_PERMITTED, n, keep_caps, CAP_SET) < 0 ||
+            cap_set_flag(caps, CAP_EFFECTIVE, n, keep_caps, CAP_SET) < 0 || cap_set_proc(caps) < 0)
+                r = -errno;
+        cap_free(caps);
+        if (r < 0)
+                return r;
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                return -errno;
+        return 0;
+}
 
 static struct {
         int sock, state_fd;
@@ -205,6 +248,11 @@ int main(int argc, char **argv) {
                 if (fd != srv.sock && fd != srv.state_fd)
                         (void) close(fd);
         signal(SIGPIPE, SIG_IGN);
+        int r = confine_caps();
+        if (r < 0) {
+                log_error("warren-priv: dropping capabilities: %s", strerror(-r));
+                return 2;
+        }
         log_info("warren-priv %d: serving requests (protocol version %u)", (int) getpid(),
                  PRIV_VERSION);
         static uint8_t in[PRIV_MSG_MAX + 1];

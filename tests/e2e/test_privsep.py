@@ -87,6 +87,16 @@ def test_privsep_teardown_by_warren_priv(fresh_warrend, pool):
     assert len(privs) == 1, children(d.proc.pid)
     ppid, _, uid = privs[0]
     assert uid == 0
+    # root, but with only the capabilities its message set needs
+    # (DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, KILL, NET_ADMIN), no way to
+    # more (bounding set, no_new_privs)
+    with open("/proc/%d/status" % ppid) as f:
+        st = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
+    want = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 5) | (1 << 12)
+    assert int(st["CapEff"], 16) == want, st["CapEff"]
+    assert int(st["CapPrm"], 16) == want and int(st["CapBnd"], 16) == want
+    assert int(st["CapInh"], 16) == 0 and int(st["CapAmb"], 16) == 0
+    assert st["NoNewPrivs"].strip() == "1"
     m = metrics(port)
     assert m["warren_priv_pid"] == ppid
     assert m["warren_priv_starts_total"] == 1
@@ -197,3 +207,35 @@ def test_privsep_recovery_cleanup(fresh_warrend):
         assert leftovers(life, {sb.id}) == NOTHING
     finally:
         life.destroy()
+
+
+def test_privsep_removes_a_hostile_tree(fresh_warrend):
+    """The writable layer on the host's file system (--default-disk 0): a
+    tree the sandbox made (owned by its range, modes 000, deep, a symlink
+    out) is removed by warren-priv with the capabilities it keeps, and
+    nothing outside the sandbox's dir goes with it."""
+    port = free_port()
+    d = fresh_warrend(extra_args=["--privsep", "--admin-listen", "127.0.0.1:%d" % port,
+                                  "--default-disk", "0"])
+    import_image(d, "busybox:latest")
+    outside = os.path.join(d.tmp, "outside")
+    os.makedirs(outside)
+    with open(os.path.join(outside, "keep"), "w") as f:
+        f.write("x")
+    with wr.SandboxClient(d.unix_addr) as c:
+        sb = c.create(image="busybox:latest", entrypoint=["sleep", "infinity"])
+        r = sb.exec("sh", "-c",
+                    "set -e; mkdir -p /data/a/b; echo s > /data/a/b/f; ln -s %s /data/out; "
+                    "cd /data; i=0; while [ $i -lt 300 ]; do mkdir d; cd d; i=$((i+1)); done; "
+                    "echo deep > f; chown -R 1000:1000 /data; chmod 000 /data/a/b/f /data/a/b "
+                    "/data/a; echo ok" % outside, timeout_secs=60)
+        assert r.stdout_text.strip() == "ok", r.stderr_text
+        sdir = os.path.join(d.state_dir, "sandboxes", sb.id)
+        upper = [p for p in glob.glob(os.path.join(sdir, "upper*", "data"))]
+        assert upper, os.listdir(sdir)
+        assert os.stat(upper[0]).st_uid != 0  # the sandbox's range, on the host
+        sb.terminate()
+        assert wait_for(lambda: not os.path.exists(sdir)), "sandbox dir left behind"
+        assert wait_for(lambda: metrics(port)[CLEANUP] == 1)
+        assert "pending" not in c.get(id=sb.id).info.status_message
+    assert os.path.exists(os.path.join(outside, "keep"))
