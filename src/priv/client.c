@@ -22,6 +22,7 @@
 #include "basic/macro.h"
 
 #define WAIT_START_MS 5000 /* a request waits this long for a warren-priv to run */
+#define HELLO_MS 5000      /* a new warren-priv answers its first HELLO within this */
 #define RESTART_MIN_MS 1000
 
 struct priv_client {
@@ -66,10 +67,11 @@ static void set_pid(struct priv_client *c, pid_t pid, bool started) {
         pthread_mutex_unlock(&c->st_mu);
 }
 
-/* One datagram out, its answer back. -EPIPE: warren-priv is gone (the
- * socket is closed here; the supervisor reaps it). */
+/* One datagram out, its answer back within timeout_ms (-1: no limit).
+ * -EPIPE: warren-priv is gone or did not answer in time (the socket is
+ * closed here, a silent one is killed; the supervisor reaps it). */
 static int exchange_locked(struct priv_client *c, const void *req, size_t n, uint32_t want,
-                           struct priv_reply *rep, struct wr_err *e) {
+                           int timeout_ms, struct priv_reply *rep, struct wr_err *e) {
         uint64_t id;
         memcpy(&id, (const char *) req + offsetof(struct priv_hdr, id), sizeof(id));
         if (send(c->sock, req, n, MSG_NOSIGNAL) != (ssize_t) n) {
@@ -83,10 +85,19 @@ static int exchange_locked(struct priv_client *c, const void *req, size_t n, uin
         static _Thread_local uint8_t in[PRIV_MSG_MAX + 1];
         for (;;) {
                 struct pollfd p = {.fd = c->sock, .events = POLLIN};
-                if (poll(&p, 1, -1) < 0) {
+                int pr = poll(&p, 1, timeout_ms);
+                if (pr < 0) {
                         if (errno == EINTR)
                                 continue;
                         return err_set(e, -errno, "warren-priv: poll: %m");
+                }
+                if (pr == 0) {
+                        log_warn("warren-priv (pid %d): no answer in %d ms; killing it",
+                                 (int) c->pid, timeout_ms);
+                        if (c->pidfd >= 0)
+                                (void) syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
+                        c->sock = safe_close(c->sock);
+                        return -EPIPE;
                 }
                 int fds[PRIV_FDS_MAX];
                 size_t n_fds = 0;
@@ -175,7 +186,7 @@ static int spawn_locked(struct priv_client *c, struct wr_err *e) {
         uint8_t req[PRIV_MSG_MAX];
         static struct priv_reply rep;
         int n = priv_hello_encode(++c->next_id, req, sizeof(req));
-        r = exchange_locked(c, req, (size_t) n, PRIV_HELLO_REPLY, &rep, e);
+        r = exchange_locked(c, req, (size_t) n, PRIV_HELLO_REPLY, HELLO_MS, &rep, e);
         if (r < 0) {
                 if (r == -EPIPE)
                         err_set(e, -EIO, "warren-priv (%s) exited at start; see its log", c->path);
@@ -287,6 +298,7 @@ void priv_client_free(struct priv_client *c) {
                 return;
         pthread_mutex_lock(&c->mu);
         c->stopping = true;
+        pthread_cond_broadcast(&c->cv); /* requests waiting for a start give up */
         pthread_mutex_unlock(&c->mu);
         if (c->thread_started) {
                 uint64_t one = 1;
@@ -334,7 +346,7 @@ static int call(struct priv_client *c, const uint8_t *req, size_t n, uint32_t wa
         /* the id: ours, sequential */
         uint64_t id = ++c->next_id;
         memcpy((uint8_t *) req + offsetof(struct priv_hdr, id), &id, sizeof(id));
-        int r = exchange_locked(c, req, n, want, rep, e);
+        int r = exchange_locked(c, req, n, want, -1, rep, e);
         if (r == -EPIPE) {
                 pthread_mutex_lock(&c->st_mu);
                 c->st.lost++;

@@ -17,6 +17,7 @@
  * not depend on it: it holds no sandbox, and its death loses nothing
  * (warrend starts another). */
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -182,6 +183,25 @@ static int serve_one(const void *in, size_t len, int *fds, size_t n_fds) {
         return reply(out, priv_result_encode(req.hdr.id, &res, out, sizeof(out)));
 }
 
+/* Close every fd but 0-2, the socket and the state dir. */
+static int close_others(void) {
+        DIR *d = opendir("/proc/self/fd");
+        if (!d)
+                return -1;
+        int self = dirfd(d);
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                char *end;
+                long fd = strtol(de->d_name, &end, 10);
+                if (*end || end == de->d_name || fd < 3 || fd == self || fd == srv.sock ||
+                    fd == srv.state_fd)
+                        continue;
+                (void) close((int) fd);
+        }
+        closedir(d);
+        return 0;
+}
+
 static void usage(void) {
         fprintf(stderr, "usage: warren-priv --sock-fd N --state-dir DIR [--log-level LEVEL] "
                         "[--log-format text|json]\n");
@@ -243,10 +263,12 @@ int main(int argc, char **argv) {
                 log_error("warren-priv: state dir %s: %m", state_dir);
                 return 2;
         }
-        /* everything else warrend may have leaked is closed */
-        for (int fd = 3; fd < 1024; fd++)
-                if (fd != srv.sock && fd != srv.state_fd)
-                        (void) close(fd);
+        /* everything else warrend may have leaked is closed (it raises its
+         * fd limit: any number, not only below 1024) */
+        if (close_others() < 0) {
+                log_error("warren-priv: closing inherited fds: %m");
+                return 2;
+        }
         signal(SIGPIPE, SIG_IGN);
         int r = confine_caps();
         if (r < 0) {

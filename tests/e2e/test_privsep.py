@@ -97,6 +97,11 @@ def test_privsep_teardown_by_warren_priv(fresh_warrend, pool):
     assert int(st["CapPrm"], 16) == want and int(st["CapBnd"], 16) == want
     assert int(st["CapInh"], 16) == 0 and int(st["CapAmb"], 16) == 0
     assert st["NoNewPrivs"].strip() == "1"
+    # nothing of warrend's leaks into it: stdio, its socket, the state dir
+    fds = {int(f): os.readlink("/proc/%d/fd/%s" % (ppid, f)) for f in os.listdir("/proc/%d/fd" % ppid)}
+    extra = sorted(v for k, v in fds.items() if k > 2)
+    assert len(extra) == 2 and extra[0] == os.path.realpath(d.state_dir) \
+        and extra[1].startswith("socket:"), fds
     m = metrics(port)
     assert m["warren_priv_pid"] == ppid
     assert m["warren_priv_starts_total"] == 1
