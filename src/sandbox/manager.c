@@ -63,12 +63,18 @@ int sbx_rt_destroy(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *
         int r = rt_sandbox_release(rt, e);
         if (r < 0)
                 return r;
+        /* both, whatever the first one says (the first error is returned:
+         * the dir is retried by the caller's cleanup, a veth by the next
+         * start's sweep) */
         r = sbx_host_cleanup(m, rt_sandbox_id(rt), rt_sandbox_dir(rt), e);
-        if (r < 0)
-                return r;
-        if (peer[0] && (r = sbx_link_delete(m, peer, e)) < 0)
-                return r;
-        return 0;
+        struct wr_err le = {0};
+        int lr = peer[0] ? sbx_link_delete(m, peer, &le) : 0;
+        if (r >= 0 && lr < 0) {
+                if (e)
+                        *e = le;
+                r = lr;
+        }
+        return r < 0 ? r : 0;
 }
 
 int sbx_link_delete(struct sbx_manager *m, const char *name, struct wr_err *e) {
