@@ -25,6 +25,15 @@
 #define HELLO_MS 5000      /* a new warren-priv answers its first HELLO within this */
 #define RESTART_MIN_MS 1000
 
+struct pending {
+        struct pending *next;
+        uint64_t id;
+        uint32_t type, want;
+        bool done;
+        int r; /* 0, -EPIPE (warren-priv died), -EPROTO (wrong answer type) */
+        struct priv_reply rep;
+};
+
 struct priv_client {
         char *path, *state_dir;
         pthread_mutex_t mu;
@@ -38,6 +47,12 @@ struct priv_client {
         uint64_t gen; /* starts so far */
         int64_t last_start_ms;
         uint64_t next_id;
+        /* requests sent and not answered yet (their answers are matched
+         * by id by the supervisor, the socket's only reader); sock_dead:
+         * a requester saw the socket break (only the supervisor closes
+         * it, so that it never polls a reused fd number) */
+        struct pending *pending;
+        bool sock_dead;
         pthread_mutex_t st_mu; /* st: never held across a request */
         struct priv_client_stats st;
 };
@@ -101,7 +116,7 @@ static int exchange_locked(struct priv_client *c, const void *req, size_t n, uin
                 }
                 int fds[PRIV_FDS_MAX];
                 size_t n_fds = 0;
-                long got = priv_recv(c->sock, in, sizeof(in), fds, &n_fds);
+                long got = priv_recv(c->sock, in, sizeof(in), fds, &n_fds, 0);
                 if (got == -EAGAIN || got == -EINTR)
                         continue;
                 if (got <= 0 && got != -EMSGSIZE && got != -EPROTO) {
@@ -121,7 +136,7 @@ static int exchange_locked(struct priv_client *c, const void *req, size_t n, uin
                         return err_set(e, -EPROTO, "warren-priv: bad reply: %s", de.msg);
                 }
                 if (rep->hdr.id != id)
-                        continue; /* not ours (cannot happen: one at a time) */
+                        continue; /* not ours (cannot happen: the first HELLO is alone) */
                 if (rep->hdr.type == PRIV_RESULT)
                         copy_counters(c, NULL, 0, rep->result.served_total, rep->result.refused);
                 else if (rep->hdr.type == PRIV_HELLO_REPLY)
@@ -201,6 +216,69 @@ static int spawn_locked(struct priv_client *c, struct wr_err *e) {
         return 0;
 }
 
+/* The socket is gone (EOF, an error, a bad answer, the process died):
+ * close it and fail every request waiting for an answer. Supervisor
+ * thread only. */
+static void drop_sock_locked(struct priv_client *c) {
+        c->sock = safe_close(c->sock);
+        c->sock_dead = false;
+        for (struct pending *p = c->pending; p; p = p->next)
+                if (!p->done) {
+                        p->done = true;
+                        p->r = -EPIPE;
+                }
+        pthread_cond_broadcast(&c->cv);
+}
+
+/* Read every answer waiting on the socket and hand each to its request.
+ * Supervisor thread only. */
+static void read_locked(struct priv_client *c) {
+        static uint8_t in[PRIV_MSG_MAX + 1];
+        static struct priv_reply rep;
+        for (;;) {
+                int fds[PRIV_FDS_MAX];
+                size_t n_fds = 0;
+                long got = priv_recv(c->sock, in, sizeof(in), fds, &n_fds, MSG_DONTWAIT);
+                if (got == -EAGAIN || got == -EINTR)
+                        return;
+                if (got == 0 || (got < 0 && got != -EMSGSIZE && got != -EPROTO)) {
+                        drop_sock_locked(c); /* the process is reaped through its pidfd */
+                        return;
+                }
+                struct wr_err de = {0};
+                int r = got < 0 ? err_set(&de, (int) got, "oversized datagram or fds")
+                                : priv_reply_decode(in, (size_t) got, n_fds, &rep, &de);
+                priv_close_fds(fds, n_fds);
+                struct pending *p = c->pending;
+                while (r >= 0 && p && (p->id != rep.hdr.id || p->done))
+                        p = p->next;
+                if (r < 0 || !p) {
+                        /* a warren-priv that answers garbage (or what was
+                         * not asked) is broken: kill it, another starts */
+                        log_warn("warren-priv (pid %d): bad answer: %s; killing it", (int) c->pid,
+                                 r < 0 ? de.msg : "an id nobody waits for");
+                        if (c->pidfd >= 0)
+                                (void) syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
+                        drop_sock_locked(c);
+                        return;
+                }
+                if (rep.hdr.type == PRIV_RESULT) {
+                        copy_counters(c, NULL, 0, rep.result.served_total, rep.result.refused);
+                        pthread_mutex_lock(&c->st_mu);
+                        if (p->type < PRIV_REQ_TYPES)
+                                c->st.served[p->type] = rep.result.served;
+                        pthread_mutex_unlock(&c->st_mu);
+                } else if (rep.hdr.type == PRIV_HELLO_REPLY) {
+                        copy_counters(c, rep.hello.served, PRIV_REQ_TYPES, rep.hello.served_total,
+                                      rep.hello.refused);
+                }
+                p->rep = rep;
+                p->r = rep.hdr.type == p->want ? 0 : -EPROTO;
+                p->done = true;
+                pthread_cond_broadcast(&c->cv);
+        }
+}
+
 /* Reap the current warren-priv if it exited (0: still running). */
 static bool reap_locked(struct priv_client *c) {
         if (c->pid <= 0)
@@ -219,7 +297,7 @@ static bool reap_locked(struct priv_client *c) {
         c->pid = 0;
         set_pid(c, 0, false);
         c->pidfd = safe_close(c->pidfd);
-        c->sock = safe_close(c->sock);
+        drop_sock_locked(c);
         return true;
 }
 
@@ -239,15 +317,23 @@ static void *supervise(void *arg) {
                         }
                         timeout = (int) left;
                 }
+                int sock = c->sock;
                 pthread_mutex_unlock(&c->mu);
-                struct pollfd p[2] = {{.fd = c->wake, .events = POLLIN},
-                                      {.fd = pidfd, .events = POLLIN}};
-                (void) poll(p, pidfd >= 0 ? 2 : 1, timeout);
+                /* the sock and pidfd numbers stay valid while we poll:
+                 * only this thread closes them */
+                struct pollfd p[3] = {{.fd = c->wake, .events = POLLIN},
+                                      {.fd = pidfd, .events = POLLIN},
+                                      {.fd = sock, .events = POLLIN}};
+                (void) poll(p, 3, timeout); /* negative fds are ignored */
                 if (p[0].revents & POLLIN) {
                         uint64_t v;
                         (void) !read(c->wake, &v, sizeof(v));
                 }
                 pthread_mutex_lock(&c->mu);
+                if (sock >= 0 && sock == c->sock && (p[2].revents || c->sock_dead))
+                        read_locked(c);
+                if (c->sock >= 0 && c->sock_dead)
+                        drop_sock_locked(c);
                 if (reap_locked(c))
                         pthread_cond_broadcast(&c->cv);
         }
@@ -324,47 +410,87 @@ void priv_client_free(struct priv_client *c) {
 }
 
 /* One request of type (encoded in req) and its answer. */
-static int call(struct priv_client *c, const uint8_t *req, size_t n, uint32_t want,
+static bool usable(const struct priv_client *c) {
+        return c->sock >= 0 && !c->sock_dead;
+}
+
+/* One request (encoded in req) and its answer of type want, while other
+ * requests may be in flight: sent under mu, the answer handed over by the
+ * supervisor. */
+static int call(struct priv_client *c, uint8_t *req, size_t n, uint32_t want,
                 struct priv_reply *rep, struct wr_err *e) {
+        uint32_t type = ((const struct priv_hdr *) (const void *) req)->type;
+        const char *name = priv_type_name(type);
         pthread_mutex_lock(&c->mu);
-        if (c->sock < 0) {
+        if (!usable(c)) {
                 /* none running, or one died and is not reaped yet: wait
                  * for the supervisor's next start */
                 struct timespec dl;
                 clock_gettime(CLOCK_MONOTONIC, &dl);
                 dl.tv_sec += WAIT_START_MS / 1000;
                 uint64_t gen = c->gen;
-                while (c->sock < 0 && !c->stopping &&
+                while (!usable(c) && !c->stopping &&
                        pthread_cond_timedwait(&c->cv, &c->mu, &dl) != ETIMEDOUT)
-                        if (c->gen != gen && c->sock < 0)
+                        if (c->gen != gen && c->pid == 0)
                                 break; /* started and died again */
         }
-        if (c->sock < 0) {
+        if (!usable(c)) {
                 pthread_mutex_unlock(&c->mu);
                 return err_set(e, -EIO, "warren-priv is not running (see warrend's log)");
         }
         /* the id: ours, sequential */
-        uint64_t id = ++c->next_id;
-        memcpy((uint8_t *) req + offsetof(struct priv_hdr, id), &id, sizeof(id));
-        int r = exchange_locked(c, req, n, want, -1, rep, e);
+        struct pending p = {.id = ++c->next_id, .type = type, .want = want};
+        memcpy(req + offsetof(struct priv_hdr, id), &p.id, sizeof(p.id));
+        int r = 0;
+        for (;;) {
+                if (send(c->sock, req, n, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t) n)
+                        break;
+                if (errno == EAGAIN || errno == EINTR) {
+                        /* the socket's buffer is full: let the supervisor
+                         * read answers meanwhile */
+                        pthread_mutex_unlock(&c->mu);
+                        struct pollfd pw = {.fd = c->sock, .events = POLLOUT};
+                        (void) poll(&pw, 1, 10);
+                        pthread_mutex_lock(&c->mu);
+                        if (usable(c))
+                                continue;
+                        errno = EPIPE;
+                }
+                r = errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN ? -EPIPE : -errno;
+                break;
+        }
+        if (r == 0) {
+                p.next = c->pending;
+                c->pending = &p;
+                while (!p.done)
+                        pthread_cond_wait(&c->cv, &c->mu);
+                for (struct pending **pp = &c->pending; *pp; pp = &(*pp)->next)
+                        if (*pp == &p) {
+                                *pp = p.next;
+                                break;
+                        }
+                r = p.r;
+        }
+        if (r == -EPIPE) {
+                if (c->sock >= 0)
+                        c->sock_dead = true; /* the supervisor closes it */
+                uint64_t one = 1;
+                (void) !write(c->wake, &one, sizeof(one));
+        }
+        pthread_mutex_unlock(&c->mu);
         if (r == -EPIPE) {
                 pthread_mutex_lock(&c->st_mu);
                 c->st.lost++;
                 pthread_mutex_unlock(&c->st_mu);
-                const char *name =
-                        priv_type_name(((const struct priv_hdr *) (const void *) req)->type);
-                r = err_set(e, -EIO, "warren-priv died during %s", name ? name : "a request");
-                uint64_t one = 1;
-                (void) !write(c->wake, &one, sizeof(one));
-        } else if (r >= 0 && rep->hdr.type == PRIV_RESULT) {
-                uint32_t t = ((const struct priv_hdr *) (const void *) req)->type;
-                pthread_mutex_lock(&c->st_mu);
-                if (t < PRIV_REQ_TYPES)
-                        c->st.served[t] = rep->result.served;
-                pthread_mutex_unlock(&c->st_mu);
+                return err_set(e, -EIO, "warren-priv died during %s", name ? name : "a request");
         }
-        pthread_mutex_unlock(&c->mu);
-        return r;
+        if (r == -EPROTO)
+                return err_set(e, -EPROTO, "warren-priv: unexpected answer type 0x%x to %s",
+                               p.rep.hdr.type, name ? name : "a request");
+        if (r < 0)
+                return err_set(e, r, "warren-priv: send: %s", strerror(-r));
+        *rep = p.rep;
+        return 0;
 }
 
 /* A RESULT's error as ours. */

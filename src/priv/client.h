@@ -9,9 +9,12 @@
  * watches the process (its pidfd): when warren-priv dies it is reaped,
  * logged and started again at once (at most once a second while it keeps
  * dying). Requests may come from any thread (the sandbox manager's
- * workers): one at a time (a mutex), each a datagram out and its answer
- * back, with no time limit (a teardown's removal takes as long as the
- * tree it removes). A request whose warren-priv died under it fails
+ * workers, the event loop), several at once: each a datagram out (under a
+ * mutex) and its answer back, matched by id by the supervisor thread (the
+ * socket's only reader) and handed to the waiting caller, with no time
+ * limit (a teardown's removal takes as long as the tree it removes;
+ * warren-priv runs up to 8 at once, so one long removal does not hold up
+ * the others). A request whose warren-priv died under it fails
  * cleanly (-EIO, "warren-priv died during SANDBOX_CLEANUP") without a
  * retry (the caller's own retry path runs: every request of this
  * version is idempotent); a request made while none runs waits (up to

@@ -8,8 +8,10 @@
  * --sock-fd: its end of a SOCK_SEQPACKET socketpair whose other end is
  * warrend's (priv-proto.h); --state-dir: warrend's state dir, the only
  * tree a request's path may name (opened once, every path resolved
- * beneath it). It serves the closed message set of priv-proto.h one
- * request at a time, in order, and refuses everything else with nothing
+ * beneath it). It serves the closed message set of priv-proto.h (each
+ * request on a worker thread of its own, up to 8 at once, never two for
+ * the same sandbox at once; answers matched by hdr.id, in the order they
+ * finish) and refuses everything else with nothing
  * done (the fds such a datagram carried are closed). It keeps only the
  * capabilities its message set needs (keep_caps), with no_new_privs and
  * not dumpable. Exit status: 0 when
@@ -22,6 +24,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <linux/openat2.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -135,7 +138,27 @@ static void do_link_delete(const struct priv_link *l, struct priv_result *res) {
         }
 }
 
-static int reply(const void *buf, int n) {
+/* Requests run on worker threads, up to WORKERS_MAX at once (the main
+ * thread waits for a free one: back-pressure on warrend); two requests for
+ * the same sandbox never run at once (the second waits). Counters, the
+ * in-flight table and every send are under mu, so that answers leave in
+ * the order their counters were taken. */
+#define WORKERS_MAX 8
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER; /* busy or inflight changed */
+static unsigned busy;
+static char inflight[WORKERS_MAX][PRIV_ID_MAX]; /* sandbox ids being cleaned up */
+
+static bool id_inflight(const char *id) {
+        for (size_t i = 0; i < WORKERS_MAX; i++)
+                if (inflight[i][0] && !strcmp(inflight[i], id))
+                        return true;
+        return false;
+}
+
+/* Send under mu. <0 when the socket is broken. */
+static int reply_locked(const void *buf, int n) {
         if (n < 0)
                 return n;
         if (send(srv.sock, buf, (size_t) n, MSG_NOSIGNAL) != n)
@@ -143,7 +166,43 @@ static int reply(const void *buf, int n) {
         return 0;
 }
 
-/* One datagram: decode, carry out, answer. <0 when the socket is broken. */
+/* Carry out req and answer it; frees nothing. */
+static void work_run(const struct priv_req *req) {
+        static _Thread_local struct priv_result res;
+        memset(&res, 0, sizeof(res));
+        uint32_t t = req->hdr.type;
+        if (t == PRIV_SANDBOX_CLEANUP)
+                do_cleanup(&req->cleanup, &res);
+        else if (t == PRIV_LINK_DELETE)
+                do_link_delete(&req->link, &res);
+        log_debug("warren-priv: %s: %s", priv_type_name(t), res.err ? res.msg : "done");
+        uint8_t out[PRIV_MSG_MAX];
+        pthread_mutex_lock(&mu);
+        srv.served[t]++;
+        srv.served_total++;
+        res.served = srv.served[t];
+        res.served_total = srv.served_total;
+        res.refused = srv.refused;
+        (void) reply_locked(out, priv_result_encode(req->hdr.id, &res, out, sizeof(out)));
+        if (t == PRIV_SANDBOX_CLEANUP)
+                for (size_t i = 0; i < WORKERS_MAX; i++)
+                        if (!strcmp(inflight[i], req->cleanup.id)) {
+                                inflight[i][0] = 0;
+                                break;
+                        }
+        busy--;
+        pthread_cond_broadcast(&cv);
+        pthread_mutex_unlock(&mu);
+}
+
+static void *work(void *arg) {
+        work_run(arg);
+        free(arg);
+        return NULL;
+}
+
+/* One datagram: decode; answer a refusal or a HELLO here, hand the rest
+ * to a worker. <0 when the socket is broken. */
 static int serve_one(const void *in, size_t len, int *fds, size_t n_fds) {
         static struct priv_req req;
         static struct priv_result res;
@@ -153,6 +212,7 @@ static int serve_one(const void *in, size_t len, int *fds, size_t n_fds) {
         int r = priv_req_decode(in, len, n_fds, &req, &e);
         /* no message of this version keeps an fd past its decoding */
         priv_close_fds(fds, n_fds);
+        pthread_mutex_lock(&mu);
         if (r < 0) {
                 srv.refused++;
                 log_warn("warren-priv: refused a request: %s", e.msg);
@@ -160,27 +220,48 @@ static int serve_one(const void *in, size_t len, int *fds, size_t n_fds) {
                 snprintf(res.msg, sizeof(res.msg), "refused: %s", e.msg);
                 res.served_total = srv.served_total;
                 res.refused = srv.refused;
-                return reply(out, priv_result_encode(req.hdr.id, &res, out, sizeof(out)));
+                r = reply_locked(out, priv_result_encode(req.hdr.id, &res, out, sizeof(out)));
+                pthread_mutex_unlock(&mu);
+                return r;
         }
         uint32_t t = req.hdr.type;
-        srv.served[t]++;
-        srv.served_total++;
         if (t == PRIV_HELLO) {
+                srv.served[t]++;
+                srv.served_total++;
                 struct priv_hello_reply h = {.version = PRIV_VERSION, .pid = (int32_t) getpid()};
                 memcpy(h.served, srv.served, sizeof(h.served));
                 h.served_total = srv.served_total;
                 h.refused = srv.refused;
-                return reply(out, priv_hello_reply_encode(req.hdr.id, &h, out, sizeof(out)));
+                r = reply_locked(out, priv_hello_reply_encode(req.hdr.id, &h, out, sizeof(out)));
+                pthread_mutex_unlock(&mu);
+                return r;
         }
+        while (busy >= WORKERS_MAX || (t == PRIV_SANDBOX_CLEANUP && id_inflight(req.cleanup.id)))
+                pthread_cond_wait(&cv, &mu);
         if (t == PRIV_SANDBOX_CLEANUP)
-                do_cleanup(&req.cleanup, &res);
-        else if (t == PRIV_LINK_DELETE)
-                do_link_delete(&req.link, &res);
-        log_debug("warren-priv: %s: %s", priv_type_name(t), res.err ? res.msg : "done");
-        res.served = srv.served[t];
-        res.served_total = srv.served_total;
-        res.refused = srv.refused;
-        return reply(out, priv_result_encode(req.hdr.id, &res, out, sizeof(out)));
+                for (size_t i = 0; i < WORKERS_MAX; i++)
+                        if (!inflight[i][0]) {
+                                memcpy(inflight[i], req.cleanup.id, PRIV_ID_MAX);
+                                break;
+                        }
+        busy++;
+        pthread_mutex_unlock(&mu);
+        struct priv_req *copy = malloc(sizeof(*copy));
+        pthread_attr_t attr;
+        pthread_t th;
+        bool started = false;
+        if (copy && pthread_attr_init(&attr) == 0) {
+                *copy = req;
+                (void) pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+                started = pthread_create(&th, &attr, work, copy) == 0;
+                pthread_attr_destroy(&attr);
+        }
+        if (!started) {
+                /* no memory or thread: do it here */
+                work_run(copy ? copy : &req);
+                free(copy);
+        }
+        return 0;
 }
 
 /* Close every fd but 0-2, the socket and the state dir. */
@@ -281,19 +362,28 @@ int main(int argc, char **argv) {
         for (;;) {
                 int fds[PRIV_FDS_MAX];
                 size_t n_fds = 0;
-                long n = priv_recv(srv.sock, in, sizeof(in), fds, &n_fds);
-                if (n == 0)
-                        return 0; /* warrend is gone */
+                long n = priv_recv(srv.sock, in, sizeof(in), fds, &n_fds, 0);
+                if (n == 0) {
+                        /* warrend is gone: let the work in progress finish */
+                        pthread_mutex_lock(&mu);
+                        while (busy > 0)
+                                pthread_cond_wait(&cv, &mu);
+                        pthread_mutex_unlock(&mu);
+                        return 0;
+                }
                 if (n == -EMSGSIZE || n == -EPROTO) {
                         /* too large, or too many fds: refused, fds closed */
-                        srv.refused++;
                         struct priv_result res = {.err = (int32_t) -n};
                         snprintf(res.msg, sizeof(res.msg), "refused: %s",
                                  n == -EMSGSIZE ? "datagram too large" : "too many fds");
+                        uint8_t out[PRIV_MSG_MAX];
+                        pthread_mutex_lock(&mu);
+                        srv.refused++;
                         res.served_total = srv.served_total;
                         res.refused = srv.refused;
-                        uint8_t out[PRIV_MSG_MAX];
-                        if (reply(out, priv_result_encode(0, &res, out, sizeof(out))) < 0)
+                        int rr = reply_locked(out, priv_result_encode(0, &res, out, sizeof(out)));
+                        pthread_mutex_unlock(&mu);
+                        if (rr < 0)
                                 return 0;
                         continue;
                 }

@@ -300,7 +300,7 @@ void priv_close_fds(int *fds, size_t n) {
                 }
 }
 
-long priv_recv(int fd, void *buf, size_t size, int fds[PRIV_FDS_MAX], size_t *n_fds) {
+long priv_recv(int fd, void *buf, size_t size, int fds[PRIV_FDS_MAX], size_t *n_fds, int flags) {
         union {
                 struct cmsghdr align;
                 char buf[CMSG_SPACE(sizeof(int) * PRIV_FDS_MAX)];
@@ -315,7 +315,7 @@ long priv_recv(int fd, void *buf, size_t size, int fds[PRIV_FDS_MAX], size_t *n_
         *n_fds = 0;
         ssize_t n;
         do
-                n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+                n = recvmsg(fd, &mh, flags | MSG_CMSG_CLOEXEC);
         while (n < 0 && errno == EINTR);
         if (n < 0)
                 return -errno;

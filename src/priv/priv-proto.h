@@ -30,7 +30,8 @@
  * followed.
  *
  * Requests (warrend -> warren-priv) and the answer each one gets (same
- * hdr.id; warren-priv answers in order, one request at a time):
+ * hdr.id; warren-priv carries requests out concurrently, so answers
+ * come in the order they finish: the requester matches them by id):
  *   HELLO             no payload -> HELLO_REPLY (version, pid, counters).
  *   SANDBOX_CLEANUP   struct priv_cleanup -> RESULT. The host side of a
  *                     sandbox's teardown (rt_sandbox_cleanup): SIGKILL
@@ -165,11 +166,12 @@ int priv_hello_reply_encode(uint64_t id, const struct priv_hello_reply *rep, voi
                             size_t size);
 
 /* Receive one datagram from fd into buf (size bytes) with at most
- * PRIV_FDS_MAX fds into fds[]; *n_fds = how many came. Returns the
+ * PRIV_FDS_MAX fds into fds[]; *n_fds = how many came; flags for
+ * recvmsg(2) (MSG_DONTWAIT; MSG_CMSG_CLOEXEC is always added). Returns the
  * datagram's length, 0 at EOF, or a negative errno. A datagram larger
  * than size or with truncated control data is -EMSGSIZE / -EPROTO with
  * every fd it carried already closed. */
-long priv_recv(int fd, void *buf, size_t size, int fds[PRIV_FDS_MAX], size_t *n_fds);
+long priv_recv(int fd, void *buf, size_t size, int fds[PRIV_FDS_MAX], size_t *n_fds, int flags);
 
 /* Close fds[0..n). */
 void priv_close_fds(int *fds, size_t n);

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -502,6 +503,111 @@ static void test_client_respawn(void **state) {
         assert_int_equal(system(cmd), 0);
 }
 
+/* requests in flight at once: a long removal does not hold up the others,
+ * and many threads asking at once all get their own answers */
+struct slow_job {
+        struct priv_client *c;
+        const char *dir;
+        int r;
+        atomic_int done;
+};
+
+static void *slow_thread(void *arg) {
+        struct slow_job *j = arg;
+        struct wr_err e = {0};
+        j->r = priv_sandbox_cleanup(j->c, "big", j->dir, 0, &e);
+        j->done = 1;
+        return NULL;
+}
+
+struct many_job {
+        struct priv_client *c;
+        const char *state;
+        int idx, fails;
+};
+
+static void *many_thread(void *arg) {
+        struct many_job *j = arg;
+        struct wr_err e = {0};
+        char dir[256];
+        for (int i = 0; i < 100; i++) {
+                struct priv_hello_reply h;
+                if (priv_hello(j->c, &h, &e) < 0)
+                        j->fails++;
+                snprintf(dir, sizeof(dir), "%s/sandboxes/m%d-%d", j->state, j->idx, i);
+                if (mkdir(dir, 0700) < 0 || priv_sandbox_cleanup(j->c, "m", dir, 0, &e) < 0 ||
+                    access(dir, F_OK) == 0)
+                        j->fails++;
+                if (priv_link_delete(j->c, "wrnone", &e) != 0)
+                        j->fails++;
+        }
+        return NULL;
+}
+
+static void test_client_concurrent(void **state) {
+        (void) state;
+        if (geteuid() != 0)
+                skip();
+        char dir[64];
+        snprintf(dir, sizeof(dir), "/tmp/wr-priv-conc.XXXXXX");
+        assert_non_null(mkdtemp(dir));
+        char big[160];
+        snprintf(big, sizeof(big), "%s/sandboxes", dir);
+        assert_int_equal(mkdir(big, 0700), 0);
+        snprintf(big, sizeof(big), "%s/sandboxes/big", dir);
+        assert_int_equal(mkdir(big, 0700), 0);
+        int bfd = open(big, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(bfd >= 0);
+        for (int i = 0; i < 30000; i++) {
+                char n[16];
+                snprintf(n, sizeof(n), "%d", i);
+                int fd = openat(bfd, n, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+                assert_true(fd >= 0);
+                close(fd);
+        }
+        close(bfd);
+        struct priv_client *c = NULL;
+        struct wr_err e = {0};
+        assert_int_equal(priv_client_new(priv_bin, dir, &c, &e), 0);
+        struct slow_job sj = {.c = c, .dir = big};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, slow_thread, &sj), 0);
+        usleep(20000); /* the removal is under way */
+        for (int i = 0; i < 20; i++) {
+                struct priv_hello_reply h;
+                assert_int_equal(priv_hello(c, &h, &e), 0);
+        }
+        int overtaken = !sj.done; /* the HELLOs did not wait for the removal */
+        assert_int_equal(pthread_join(t, NULL), 0);
+        assert_int_equal(sj.r, 0);
+        assert_int_equal(access(big, F_OK), -1);
+        assert_true(overtaken);
+
+        struct many_job mj[8];
+        pthread_t th[8];
+        for (int i = 0; i < 8; i++) {
+                mj[i] = (struct many_job){.c = c, .state = dir, .idx = i};
+                assert_int_equal(pthread_create(&th[i], NULL, many_thread, &mj[i]), 0);
+        }
+        for (int i = 0; i < 8; i++) {
+                assert_int_equal(pthread_join(th[i], NULL), 0);
+                assert_int_equal(mj[i].fails, 0);
+        }
+        struct priv_hello_reply h;
+        assert_int_equal(priv_hello(c, &h, &e), 0);
+        assert_int_equal(h.served[PRIV_SANDBOX_CLEANUP], 1 + 800);
+        assert_int_equal(h.served[PRIV_LINK_DELETE], 800);
+        assert_int_equal(h.served[PRIV_HELLO], 1 + 20 + 800 + 1);
+        struct priv_client_stats st;
+        priv_client_stats(c, &st);
+        assert_int_equal(st.starts, 1);
+        assert_int_equal(st.lost, 0);
+        priv_client_free(c);
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        assert_int_equal(system(cmd), 0);
+}
+
 int main(int argc, char **argv) {
         if (argc < 2) {
                 fprintf(stderr, "usage: test-priv PATH-OF-warren-priv\n");
@@ -510,9 +616,13 @@ int main(int argc, char **argv) {
         priv_bin = argv[1];
         signal(SIGPIPE, SIG_IGN);
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_round_trip),     cmocka_unit_test(test_malformed),
-                cmocka_unit_test(test_paths),          cmocka_unit_test(test_links),
-                cmocka_unit_test(test_server_refuses), cmocka_unit_test(test_client_respawn),
+                cmocka_unit_test(test_round_trip),
+                cmocka_unit_test(test_malformed),
+                cmocka_unit_test(test_paths),
+                cmocka_unit_test(test_links),
+                cmocka_unit_test(test_server_refuses),
+                cmocka_unit_test(test_client_respawn),
+                cmocka_unit_test(test_client_concurrent),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
