@@ -529,6 +529,34 @@ int priv_link_delete(struct priv_client *c, const char *name, struct wr_err *e) 
         return r < 0 ? r : result(&rep, e);
 }
 
+int priv_sandbox_signal(struct priv_client *c, const struct priv_target *t, int sig,
+                        struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_signal_encode(0, t, sig, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        static _Thread_local struct priv_reply rep;
+        int r = call(c, req, (size_t) n, PRIV_RESULT, &rep, e);
+        if (r < 0)
+                return r;
+        r = result(&rep, e);
+        return r < 0 ? r : 0;
+}
+
+int priv_sandbox_freeze(struct priv_client *c, const struct priv_target *t, bool on,
+                        struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_freeze_encode(0, t, on, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        static _Thread_local struct priv_reply rep;
+        int r = call(c, req, (size_t) n, PRIV_RESULT, &rep, e);
+        if (r < 0)
+                return r;
+        r = result(&rep, e);
+        return r < 0 ? r : 0;
+}
+
 int priv_hello(struct priv_client *c, struct priv_hello_reply *ret, struct wr_err *e) {
         uint8_t req[PRIV_MSG_MAX];
         int n = priv_hello_encode(0, req, sizeof(req));

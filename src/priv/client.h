@@ -21,6 +21,7 @@
  * 5 s) for the next start. Sandboxes do not depend on warren-priv: its
  * death ends no sandbox. */
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -46,6 +47,15 @@ int priv_sandbox_cleanup(struct priv_client *c, const char *id, const char *dir,
 
 /* LINK_DELETE: as rt_net_link_delete(name): 1 deleted, 0 none, -errno. */
 int priv_link_delete(struct priv_client *c, const char *name, struct wr_err *e);
+
+/* SANDBOX_SIGNAL / SANDBOX_FREEZE of a running sandbox named by t (id,
+ * init's pid and start time, cgroup mode): as rt_sandbox_kill(sig) and
+ * rt_sandbox_freeze(on) on a handle of it. -ESRCH when t is not (any
+ * more) the sandbox's init. 0 or -errno with e. */
+int priv_sandbox_signal(struct priv_client *c, const struct priv_target *t, int sig,
+                        struct wr_err *e);
+int priv_sandbox_freeze(struct priv_client *c, const struct priv_target *t, bool on,
+                        struct wr_err *e);
 
 /* HELLO: warren-priv's own counters (a round trip). */
 int priv_hello(struct priv_client *c, struct priv_hello_reply *ret, struct wr_err *e);

@@ -81,7 +81,7 @@ static int confine_caps(void) {
 
 static struct {
         int sock, state_fd;
-        uint64_t served[PRIV_REQ_TYPES], served_total, refused;
+        uint64_t served[PRIV_SERVED_MAX], served_total, refused;
 } srv = {.sock = -EBADF, .state_fd = -EBADF};
 
 /* Open dir (a path checked by priv_path_check) below the state dir as an
@@ -157,6 +157,50 @@ static bool id_inflight(const char *id) {
         return false;
 }
 
+/* The target of a SIGNAL or FREEZE, attached as warrend re-attaches after
+ * a restart (pid, start time and cgroup membership checked): a handle of
+ * this request only. */
+static int target_attach(const struct priv_target *t, struct rt_sandbox **ret,
+                         struct priv_result *res) {
+        struct wr_err e = {0};
+        char dir[PRIV_PATH_MAX];
+        /* attach wants the dir for its names only (ctl.sock): nothing is opened */
+        snprintf(dir, sizeof(dir), "/-/%s/%s", PRIV_ROOT_SANDBOXES, t->id);
+        int r = rt_sandbox_attach(t->id, dir, (pid_t) t->pid, t->start_time,
+                                  (enum rt_cgroup_mode) t->cgroup_mode, ret, &e);
+        if (r < 0) {
+                res->err = -r;
+                snprintf(res->msg, sizeof(res->msg), "%s", e.msg);
+        }
+        return r;
+}
+
+static void do_signal(const struct priv_signal *sg, struct priv_result *res) {
+        struct rt_sandbox *sb = NULL;
+        if (target_attach(&sg->t, &sb, res) < 0)
+                return;
+        int r = rt_sandbox_kill(sb, sg->signo);
+        if (r < 0) {
+                res->err = -r;
+                snprintf(res->msg, sizeof(res->msg), "signal %d to sandbox %s: %s", sg->signo,
+                         sg->t.id, strerror(-r));
+        }
+        rt_sandbox_free(sb);
+}
+
+static void do_freeze(const struct priv_freeze *f, struct priv_result *res) {
+        struct rt_sandbox *sb = NULL;
+        if (target_attach(&f->t, &sb, res) < 0)
+                return;
+        struct wr_err e = {0};
+        int r = rt_sandbox_freeze(sb, f->on != 0, &e);
+        if (r < 0) {
+                res->err = -r;
+                snprintf(res->msg, sizeof(res->msg), "%s", e.msg);
+        }
+        rt_sandbox_free(sb);
+}
+
 /* Send under mu. <0 when the socket is broken. */
 static int reply_locked(const void *buf, int n) {
         if (n < 0)
@@ -175,6 +219,10 @@ static void work_run(const struct priv_req *req) {
                 do_cleanup(&req->cleanup, &res);
         else if (t == PRIV_LINK_DELETE)
                 do_link_delete(&req->link, &res);
+        else if (t == PRIV_SANDBOX_SIGNAL)
+                do_signal(&req->signal, &res);
+        else if (t == PRIV_SANDBOX_FREEZE)
+                do_freeze(&req->freeze, &res);
         log_debug("warren-priv: %s: %s", priv_type_name(t), res.err ? res.msg : "done");
         uint8_t out[PRIV_MSG_MAX];
         pthread_mutex_lock(&mu);

@@ -21,6 +21,8 @@ static const struct priv_msg_spec table[] = {
         {PRIV_HELLO, "HELLO", 0, 0, true},
         {PRIV_SANDBOX_CLEANUP, "SANDBOX_CLEANUP", sizeof(struct priv_cleanup), 0, true},
         {PRIV_LINK_DELETE, "LINK_DELETE", sizeof(struct priv_link), 0, true},
+        {PRIV_SANDBOX_SIGNAL, "SANDBOX_SIGNAL", sizeof(struct priv_signal), 0, true},
+        {PRIV_SANDBOX_FREEZE, "SANDBOX_FREEZE", sizeof(struct priv_freeze), 0, true},
         {PRIV_RESULT, "RESULT", sizeof(struct priv_result), 0, false},
         {PRIV_HELLO_REPLY, "HELLO_REPLY", sizeof(struct priv_hello_reply), 0, false},
 };
@@ -29,6 +31,9 @@ _Static_assert(sizeof(struct priv_hdr) + sizeof(struct priv_cleanup) <= PRIV_MSG
                "a cleanup fits a datagram");
 _Static_assert(sizeof(struct priv_hdr) + sizeof(struct priv_result) <= PRIV_MSG_MAX,
                "a result fits a datagram");
+_Static_assert(PRIV_REQ_TYPES <= PRIV_SERVED_MAX, "HELLO_REPLY counts every request type");
+_Static_assert(sizeof(struct priv_signal) == 96 && sizeof(struct priv_freeze) == 96,
+               "no padding: every byte is checked");
 
 static const struct priv_msg_spec *spec_of(uint32_t type) {
         for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -126,6 +131,20 @@ int priv_path_check(const char *path, const char *root, struct wr_err *e) {
         return 0;
 }
 
+/* A priv_target's fields (the decoder's and the encoders' check). */
+static int target_check(const struct priv_target *t, const char *what, struct wr_err *e) {
+        long n = field_str(t->id, sizeof(t->id));
+        if (n < 0 || !id_ok(t->id, n))
+                return err_set(e, -EINVAL, "%s: bad sandbox id", what);
+        if (t->pid <= 1)
+                return err_set(e, -EINVAL, "%s: pid %d (a sandbox's init is > 1)", what, t->pid);
+        if (t->start_time == 0)
+                return err_set(e, -EINVAL, "%s: no start time (a reused pid would pass)", what);
+        if (t->cgroup_mode > 2)
+                return err_set(e, -EINVAL, "%s: cgroup mode %u", what, t->cgroup_mode);
+        return 0;
+}
+
 /* Header and table checks shared by both directions. */
 static int frame_check(const void *buf, size_t len, size_t n_fds, bool request,
                        struct priv_hdr *hdr, const struct priv_msg_spec **ret, struct wr_err *e) {
@@ -185,6 +204,28 @@ int priv_req_decode(const void *buf, size_t len, size_t n_fds, struct priv_req *
                 struct wr_err pe = {0};
                 if ((r = priv_path_check(c->dir, PRIV_ROOT_SANDBOXES, &pe)) < 0)
                         return err_set(e, r, "SANDBOX_CLEANUP: %s", pe.msg);
+                return 0;
+        }
+        case PRIV_SANDBOX_SIGNAL: {
+                struct priv_signal *sg = &out->signal;
+                memcpy(sg, p, sizeof(*sg));
+                if ((r = target_check(&sg->t, "SANDBOX_SIGNAL", e)) < 0)
+                        return r;
+                if (sg->signo < 1 || sg->signo > 64)
+                        return err_set(e, -EINVAL, "SANDBOX_SIGNAL: signal %d", sg->signo);
+                if (sg->reserved)
+                        return err_set(e, -EINVAL, "SANDBOX_SIGNAL: reserved field set");
+                return 0;
+        }
+        case PRIV_SANDBOX_FREEZE: {
+                struct priv_freeze *f = &out->freeze;
+                memcpy(f, p, sizeof(*f));
+                if ((r = target_check(&f->t, "SANDBOX_FREEZE", e)) < 0)
+                        return r;
+                if (f->on > 1)
+                        return err_set(e, -EINVAL, "SANDBOX_FREEZE: on = %u (0 or 1)", f->on);
+                if (f->reserved)
+                        return err_set(e, -EINVAL, "SANDBOX_FREEZE: reserved field set");
                 return 0;
         }
         case PRIV_LINK_DELETE: {
@@ -274,6 +315,44 @@ int priv_link_delete_encode(uint64_t id, const char *name, void *buf, size_t siz
                 return err_set(e, -EINVAL, "link %.32s is not a warren link name", name);
         memcpy(l.name, name, n);
         return put(id, PRIV_LINK_DELETE, &l, sizeof(l), buf, size);
+}
+
+/* t copied canonically (the id NUL-padded) into out, checked. */
+static int target_copy(const struct priv_target *t, struct priv_target *out, const char *what,
+                       struct wr_err *e) {
+        memset(out, 0, sizeof(*out));
+        size_t n = strnlen(t->id, sizeof(t->id));
+        if (n >= sizeof(t->id))
+                return err_set(e, -EINVAL, "%s: bad sandbox id", what);
+        memcpy(out->id, t->id, n);
+        out->pid = t->pid;
+        out->cgroup_mode = t->cgroup_mode;
+        out->start_time = t->start_time;
+        return target_check(out, what, e);
+}
+
+int priv_signal_encode(uint64_t id, const struct priv_target *t, int signo, void *buf, size_t size,
+                       struct wr_err *e) {
+        struct priv_signal sg;
+        memset(&sg, 0, sizeof(sg));
+        int r = target_copy(t, &sg.t, "SANDBOX_SIGNAL", e);
+        if (r < 0)
+                return r;
+        if (signo < 1 || signo > 64)
+                return err_set(e, -EINVAL, "SANDBOX_SIGNAL: signal %d", signo);
+        sg.signo = signo;
+        return put(id, PRIV_SANDBOX_SIGNAL, &sg, sizeof(sg), buf, size);
+}
+
+int priv_freeze_encode(uint64_t id, const struct priv_target *t, bool on, void *buf, size_t size,
+                       struct wr_err *e) {
+        struct priv_freeze f;
+        memset(&f, 0, sizeof(f));
+        int r = target_copy(t, &f.t, "SANDBOX_FREEZE", e);
+        if (r < 0)
+                return r;
+        f.on = on ? 1 : 0;
+        return put(id, PRIV_SANDBOX_FREEZE, &f, sizeof(f), buf, size);
 }
 
 int priv_result_encode(uint64_t id, const struct priv_result *res, void *buf, size_t size) {

@@ -42,6 +42,13 @@
  *                     there was none). Delete the host end of a sandbox's
  *                     veth (rt_net_link_delete); only names of warren's own
  *                     links (PRIV_LINK_PREFIX...) are accepted.
+ *   SANDBOX_SIGNAL    struct priv_signal -> RESULT. rt_sandbox_attach the
+ *                     target (refused unless the pid is the sandbox's init:
+ *                     start time and cgroup checked), then
+ *                     rt_sandbox_kill(signo): SIGKILL to every process of
+ *                     its cgroup, any other signal to init only.
+ *   SANDBOX_FREEZE    struct priv_freeze -> RESULT. The same target check,
+ *                     then rt_sandbox_freeze(on) (the cgroup freezer).
  * A request that cannot be decoded is answered with RESULT {err = EPROTO
  * or EINVAL or EACCES, msg}, hdr.id echoed when the header could be read,
  * 0 otherwise, and counted as refused. */
@@ -59,6 +66,7 @@
 #define PRIV_ID_MAX 72u     /* a sandbox id field: up to 64 chars + NUL, padded */
 #define PRIV_ERRMSG_MAX 256u
 #define PRIV_FDS_MAX 4u                 /* fds one datagram may carry at all */
+#define PRIV_SERVED_MAX 16u             /* counters in HELLO_REPLY: types 0..15 */
 #define PRIV_LINK_PREFIX "wr"           /* = SBX_NET_PEER_PREFIX */
 #define PRIV_ROOT_SANDBOXES "sandboxes" /* <state>/sandboxes/<id> */
 
@@ -67,7 +75,9 @@ enum priv_type {
         PRIV_HELLO = 1,
         PRIV_SANDBOX_CLEANUP = 2,
         PRIV_LINK_DELETE = 3,
-        PRIV_REQ_TYPES = 4, /* request types are 1..PRIV_REQ_TYPES-1 */
+        PRIV_SANDBOX_SIGNAL = 4,
+        PRIV_SANDBOX_FREEZE = 5,
+        PRIV_REQ_TYPES = 6, /* request types are 1..PRIV_REQ_TYPES-1 */
         /* replies */
         PRIV_RESULT = 0x81,
         PRIV_HELLO_REPLY = 0x82,
@@ -85,6 +95,29 @@ struct priv_cleanup {
         char id[PRIV_ID_MAX];    /* a sandbox id (rt_id_valid) */
         char dir[PRIV_PATH_MAX]; /* "sandboxes/..." below the state dir */
         uint32_t cgroup_mode;    /* enum rt_cgroup_mode: 0..2 */
+        uint32_t reserved;
+};
+
+/* A running sandbox, named as rt_sandbox_attach() checks it: its id, its
+ * init's host pid (> 1) and that pid's start time (field 22 of
+ * /proc/<pid>/stat, != 0: a pid that was reused is refused), in the
+ * sandbox's cgroup of cgroup_mode. */
+struct priv_target {
+        char id[PRIV_ID_MAX];
+        int32_t pid;
+        uint32_t cgroup_mode; /* enum rt_cgroup_mode: 0..2 */
+        uint64_t start_time;
+};
+
+struct priv_signal {
+        struct priv_target t;
+        int32_t signo; /* 1..64 */
+        uint32_t reserved;
+};
+
+struct priv_freeze {
+        struct priv_target t;
+        uint32_t on; /* 1 pause, 0 resume */
         uint32_t reserved;
 };
 
@@ -106,9 +139,9 @@ struct priv_result {
 };
 
 struct priv_hello_reply {
-        uint32_t version; /* PRIV_VERSION */
-        int32_t pid;      /* warren-priv's pid */
-        uint64_t served[PRIV_REQ_TYPES];
+        uint32_t version;                 /* PRIV_VERSION */
+        int32_t pid;                      /* warren-priv's pid */
+        uint64_t served[PRIV_SERVED_MAX]; /* by type; [0] unused */
         uint64_t served_total;
         uint64_t refused;
 };
@@ -119,6 +152,8 @@ struct priv_req {
         union {
                 struct priv_cleanup cleanup;
                 struct priv_link link;
+                struct priv_signal signal;
+                struct priv_freeze freeze;
         };
 };
 
@@ -161,6 +196,10 @@ int priv_cleanup_encode(uint64_t id, const char *sandbox_id, const char *dir, ui
                         void *buf, size_t size, struct wr_err *e);
 int priv_link_delete_encode(uint64_t id, const char *name, void *buf, size_t size,
                             struct wr_err *e);
+int priv_signal_encode(uint64_t id, const struct priv_target *t, int signo, void *buf, size_t size,
+                       struct wr_err *e);
+int priv_freeze_encode(uint64_t id, const struct priv_target *t, bool on, void *buf, size_t size,
+                       struct wr_err *e);
 int priv_result_encode(uint64_t id, const struct priv_result *res, void *buf, size_t size);
 int priv_hello_reply_encode(uint64_t id, const struct priv_hello_reply *rep, void *buf,
                             size_t size);

@@ -161,7 +161,7 @@ static void on_ctl(uv_poll_t *h, int status, int events) {
                         if (sb->state == SBX_RUNNING) {
                                 sb->term_reason = "warren-init stopped answering";
                                 sb->final_status = STORE_SANDBOX_FAILED;
-                                rt_sandbox_kill(sb->rt, SIGKILL);
+                                sbx_rt_kill(sb->m, sb->rt, SIGKILL);
                         }
                         return;
                 }
@@ -454,7 +454,7 @@ int sbx_terminate(struct sbx_manager *m, const char *id, uint64_t grace_ms,
         if (sb->paused) {
                 /* SIGTERM must reach a running init: thaw first */
                 struct wr_err fe = {0};
-                if (rt_sandbox_freeze(sb->rt, false, &fe) < 0)
+                if (sbx_rt_freeze(m, sb->rt, false, &fe) < 0)
                         log_warn("sandbox %s: %s", sb->id, fe.msg);
                 sb->paused = false;
         }
@@ -462,7 +462,7 @@ int sbx_terminate(struct sbx_manager *m, const char *id, uint64_t grace_ms,
         store_sandbox_update_status(m->store, sb->id, STORE_SANDBOX_TERMINATING, NULL, &se);
         sb->term_deadline = uv_now(m->loop) + grace_ms;
         /* SIGTERM goes to init, which forwards it to every process. */
-        if (grace_ms == 0 || rt_sandbox_kill(sb->rt, SIGTERM) < 0)
+        if (grace_ms == 0 || sbx_rt_kill(m, sb->rt, SIGTERM) < 0)
                 sb->term_deadline = uv_now(m->loop);
         uv_timer_stop(&sb->timer);
         uv_timer_start(&sb->timer, timer_cb, sandbox_settled(sb) ? 0 : SETTLE_MS, 0);
@@ -603,7 +603,7 @@ int sbx_set_paused(struct sbx_manager *m, const char *key, bool on, char *id_out
         snprintf(id_out, 32, "%s", sb->id);
         if (sb->paused == on)
                 return 0;
-        if ((r = rt_sandbox_freeze(sb->rt, on, e)) < 0)
+        if ((r = sbx_rt_freeze(sb->m, sb->rt, on, e)) < 0)
                 return r;
         sb->paused = on;
         log_info("sandbox %s %s", sb->id, on ? "paused" : "resumed");

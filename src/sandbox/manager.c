@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <fcntl.h>
@@ -75,6 +76,46 @@ int sbx_rt_destroy(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *
                 r = lr;
         }
         return r < 0 ? r : 0;
+}
+
+/* The sandbox behind rt as warren-priv names it. -ESRCH once init is
+ * reaped. */
+static int target_of(const struct sbx_manager *m, const struct rt_sandbox *rt,
+                     struct priv_target *t) {
+        memset(t, 0, sizeof(*t));
+        snprintf(t->id, sizeof(t->id), "%s", rt_sandbox_id(rt));
+        t->pid = (int32_t) rt_sandbox_pid(rt);
+        t->cgroup_mode = (uint32_t) m->cgroup_mode;
+        if (t->pid <= 0 || rt_sandbox_start_time(rt, &t->start_time) < 0)
+                return -ESRCH;
+        return 0;
+}
+
+int sbx_rt_kill(struct sbx_manager *m, struct rt_sandbox *rt, int sig) {
+        if (!m->priv)
+                return rt_sandbox_kill(rt, sig);
+        struct priv_target t;
+        struct wr_err e = {0};
+        int r = target_of(m, rt, &t);
+        if (r >= 0)
+                r = priv_sandbox_signal(m->priv, &t, sig, &e);
+        if (r < 0 && r != -ESRCH)
+                log_debug("sandbox %s: signal %d: %s", rt_sandbox_id(rt), sig, e.msg);
+        /* as rt_sandbox_kill: SIGKILL always "done" (the teardown kills
+         * what is left) */
+        return sig == SIGKILL ? 0 : r;
+}
+
+int sbx_rt_freeze(struct sbx_manager *m, struct rt_sandbox *rt, bool on, struct wr_err *e) {
+        if (!m->priv)
+                return rt_sandbox_freeze(rt, on, e);
+        struct priv_target t;
+        if (target_of(m, rt, &t) < 0)
+                return err_set(e, -ESRCH, "sandbox %s is gone", rt_sandbox_id(rt));
+        int r = priv_sandbox_freeze(m->priv, &t, on, e);
+        if (r == -EOPNOTSUPP && e) /* as rt_sandbox_freeze says it */
+                e->status = WR_STATUS_FAILED_PRECONDITION;
+        return r;
 }
 
 int sbx_link_delete(struct sbx_manager *m, const char *name, struct wr_err *e) {

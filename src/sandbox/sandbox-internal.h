@@ -220,6 +220,11 @@ int sbx_link_delete(struct sbx_manager *m, const char *name, struct wr_err *e);
  * (rt_sandbox_release, SANDBOX_CLEANUP, LINK_DELETE when the handle still
  * owns its veth). Any thread; the same returns. */
 int sbx_rt_destroy(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *e);
+/* rt_sandbox_kill(rt, sig) and rt_sandbox_freeze(rt, on), by warren-priv
+ * with --privsep (SANDBOX_SIGNAL, SANDBOX_FREEZE: it re-attaches the
+ * sandbox by id, init's pid and start time), with their returns. */
+int sbx_rt_kill(struct sbx_manager *m, struct rt_sandbox *rt, int sig);
+int sbx_rt_freeze(struct sbx_manager *m, struct rt_sandbox *rt, bool on, struct wr_err *e);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t sbx_mono_ns(void);
 /* sb's overlay upper dir (O_RDONLY|O_DIRECTORY) for reading its writable

@@ -74,6 +74,20 @@ def wr_links():
 
 
 CLEANUP = 'warren_priv_requests_total{type="SANDBOX_CLEANUP"}'
+SIGNAL = 'warren_priv_requests_total{type="SANDBOX_SIGNAL"}'
+FREEZE = 'warren_priv_requests_total{type="SANDBOX_FREEZE"}'
+
+
+def frozen(sid):
+    """Is the sandbox's cgroup frozen (v1 freezer.state or v2 cgroup.freeze)?"""
+    for p in glob.glob("/sys/fs/cgroup/freezer/warren/" + sid + "/freezer.state"):
+        with open(p) as f:
+            return f.read().strip() == "FROZEN"
+    for p in (glob.glob("/sys/fs/cgroup/warren/" + sid + "/cgroup.freeze")
+              + glob.glob("/sys/fs/cgroup/unified/warren/" + sid + "/cgroup.freeze")):
+        with open(p) as f:
+            return f.read().strip() == "1"
+    raise AssertionError("no freezer for " + sid)
 LINK = 'warren_priv_requests_total{type="LINK_DELETE"}'
 
 
@@ -114,7 +128,16 @@ def test_privsep_teardown_by_warren_priv(fresh_warrend, pool):
         assert r.stdout_text == "hello\n"
         sdir = os.path.join(d.state_dir, "sandboxes", sb.id)
         assert os.path.isdir(sdir) and cgroups_of(sb.id)
-        sb.terminate()
+        # pause and resume: the freezer, by warren-priv
+        sb.pause()
+        assert frozen(sb.id)
+        sb.resume()
+        assert not frozen(sb.id)
+        assert metrics(port)[FREEZE] == 2
+        # a graceful terminate: SIGTERM to init by warren-priv, then the
+        # teardown (sleep ignores nothing: it ends at SIGTERM)
+        sb.terminate(grace_period_seconds=5)
+        assert metrics(port)[SIGNAL] == 1
         assert wait_for(lambda: not os.path.exists(sdir)), "sandbox dir left behind"
         assert not cgroups_of(sb.id)
         # warren-priv did it (its own count, reported with each answer)

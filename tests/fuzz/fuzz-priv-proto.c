@@ -77,6 +77,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                 n = priv_link_delete_encode(req.hdr.id, req.link.name, out,
                                                             sizeof(out), &ee);
                                 break;
+                        case PRIV_SANDBOX_SIGNAL:
+                                if (req.signal.t.pid <= 1 || req.signal.t.start_time == 0)
+                                        abort();
+                                n = priv_signal_encode(req.hdr.id, &req.signal.t, req.signal.signo,
+                                                       out, sizeof(out), &ee);
+                                break;
+                        case PRIV_SANDBOX_FREEZE:
+                                if (req.freeze.t.pid <= 1 || req.freeze.t.start_time == 0)
+                                        abort();
+                                n = priv_freeze_encode(req.hdr.id, &req.freeze.t,
+                                                       req.freeze.on != 0, out, sizeof(out), &ee);
+                                break;
                         default:
                                 abort();
                         }

@@ -234,6 +234,64 @@ static void test_links(void **state) {
         assert_int_equal(priv_req_decode(buf, (size_t) n, 0, &req, &e), 0);
 }
 
+static void test_signal_freeze(void **state) {
+        (void) state;
+        uint8_t buf[PRIV_MSG_MAX], again[PRIV_MSG_MAX];
+        struct wr_err e = {0};
+        struct priv_target t = {.id = "sb-x", .pid = 4242, .cgroup_mode = 1, .start_time = 99};
+        int n = priv_signal_encode(5, &t, SIGTERM, buf, sizeof(buf), &e);
+        assert_true(n > 0);
+        struct priv_req req;
+        assert_int_equal(priv_req_decode(buf, (size_t) n, 0, &req, &e), 0);
+        assert_string_equal(req.signal.t.id, "sb-x");
+        assert_int_equal(req.signal.t.pid, 4242);
+        assert_int_equal(req.signal.signo, SIGTERM);
+        assert_int_equal(
+                priv_signal_encode(5, &req.signal.t, req.signal.signo, again, sizeof(again), &e),
+                n);
+        assert_memory_equal(again, buf, (size_t) n);
+        refused(buf, (size_t) n, 1, -EPROTO); /* an fd where none belongs */
+        struct priv_signal *sg = (struct priv_signal *) (void *) (buf + sizeof(struct priv_hdr));
+        sg->signo = 0;
+        refused(buf, (size_t) n, 0, -EINVAL);
+        sg->signo = 65;
+        refused(buf, (size_t) n, 0, -EINVAL);
+        sg->signo = SIGTERM;
+        sg->reserved = 1;
+        refused(buf, (size_t) n, 0, -EINVAL);
+        sg->reserved = 0;
+        sg->t.pid = 1; /* the host's init */
+        refused(buf, (size_t) n, 0, -EINVAL);
+        sg->t.pid = -5;
+        refused(buf, (size_t) n, 0, -EINVAL);
+        sg->t.pid = 4242;
+        sg->t.start_time = 0; /* a reused pid would pass */
+        refused(buf, (size_t) n, 0, -EINVAL);
+        sg->t.start_time = 99;
+        sg->t.cgroup_mode = 3;
+        refused(buf, (size_t) n, 0, -EINVAL);
+        sg->t.cgroup_mode = 1;
+        memcpy(sg->t.id, "../x", 5);
+        refused(buf, (size_t) n, 0, -EINVAL);
+        assert_int_equal(priv_signal_encode(5, &t, 0, buf, sizeof(buf), &e), -EINVAL);
+
+        n = priv_freeze_encode(6, &t, true, buf, sizeof(buf), &e);
+        assert_true(n > 0);
+        assert_int_equal(priv_req_decode(buf, (size_t) n, 0, &req, &e), 0);
+        assert_int_equal(req.freeze.on, 1);
+        struct priv_freeze *f = (struct priv_freeze *) (void *) (buf + sizeof(struct priv_hdr));
+        f->on = 2;
+        refused(buf, (size_t) n, 0, -EINVAL);
+        f->on = 0;
+        f->reserved = 7;
+        refused(buf, (size_t) n, 0, -EINVAL);
+        f->reserved = 0;
+        /* a FREEZE payload under the SIGNAL type (same size): its fields
+         * are checked as a SIGNAL's (on = 0 is signal 0) */
+        ((struct priv_hdr *) (void *) buf)->type = PRIV_SANDBOX_SIGNAL;
+        refused(buf, (size_t) n, 0, -EINVAL);
+}
+
 /* ---- the real warren-priv ---- */
 
 struct server {
@@ -387,6 +445,47 @@ static void test_server_refuses(void **state) {
         int m = priv_link_delete_encode(5, "wr9", buf, sizeof(buf), &e);
         memcpy(((struct priv_link *) (void *) (buf + sizeof(*h)))->name, "lo\0", 3);
         expect_refused(&s, buf, (size_t) m, NULL, 0), refusals++;
+
+        /* SIGKILL aimed at a process that is not a sandbox's init (a child
+         * of ours, right start time, but in no sandbox's cgroup) or with a
+         * wrong start time: carried out as far as the check, which
+         * refuses; the process lives */
+        pid_t child = fork();
+        assert_true(child >= 0);
+        if (child == 0) {
+                pause();
+                _exit(0);
+        }
+        char statp[64], stat[1024];
+        snprintf(statp, sizeof(statp), "/proc/%d/stat", (int) child);
+        int sfd = open(statp, O_RDONLY | O_CLOEXEC);
+        assert_true(sfd >= 0);
+        ssize_t sn = read(sfd, stat, sizeof(stat) - 1);
+        close(sfd);
+        assert_true(sn > 0);
+        stat[sn] = 0;
+        char *f22 = strrchr(stat, ')') + 2;
+        for (int k = 3; k < 22; k++)
+                f22 = strchr(f22, ' ') + 1;
+        struct priv_target tg = {
+                .id = "victim", .pid = child, .start_time = strtoull(f22, NULL, 10)};
+        struct priv_reply srep;
+        for (int k = 0; k < 2; k++) {
+                if (k == 1)
+                        tg.start_time++;
+                m = priv_signal_encode(60 + k, &tg, SIGKILL, buf, sizeof(buf), &e);
+                assert_true(m > 0);
+                roundtrip(&s, buf, (size_t) m, NULL, 0, &srep);
+                assert_int_equal(srep.result.err, ESRCH);
+                m = priv_freeze_encode(70 + k, &tg, true, buf, sizeof(buf), &e);
+                roundtrip(&s, buf, (size_t) m, NULL, 0, &srep);
+                assert_int_equal(srep.result.err, ESRCH);
+        }
+        usleep(20000);
+        assert_int_equal(kill(child, 0), 0); /* alive */
+        assert_int_equal(waitpid(child, NULL, WNOHANG), 0);
+        kill(child, SIGKILL);
+        assert_int_equal(waitpid(child, NULL, 0), child);
 
         /* nothing was done */
         assert_true(exists(&s, "state/sandboxes/victim/keep"));
@@ -623,6 +722,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_server_refuses),
                 cmocka_unit_test(test_client_respawn),
                 cmocka_unit_test(test_client_concurrent),
+                cmocka_unit_test(test_signal_freeze),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
