@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <linux/openat2.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -95,8 +96,11 @@ static int open_beneath(const char *dir, int flags) {
         return fd < 0 ? -errno : fd;
 }
 
+static void handles_forget(const char *id);
+
 static void do_cleanup(const struct priv_cleanup *c, struct priv_result *res) {
         struct wr_err e = {0};
+        handles_forget(c->id);
         /* the cgroups first: nothing runs that could still write to dir */
         int r = rt_sandbox_cleanup(c->id, NULL, (enum rt_cgroup_mode) c->cgroup_mode, &e);
         if (r < 0) {
@@ -157,11 +161,55 @@ static bool id_inflight(const char *id) {
         return false;
 }
 
-/* The target of a SIGNAL or FREEZE, attached as warrend re-attaches after
- * a restart (pid, start time and cgroup membership checked): a handle of
- * this request only. */
-static int target_attach(const struct priv_target *t, struct rt_sandbox **ret,
-                         struct priv_result *res) {
+/* Handles of running sandboxes, kept between SIGNAL and FREEZE requests
+ * so that the re-attach's checks are paid once per init: keyed by id,
+ * pid and start time; an entry whose init exited is dropped when next
+ * looked up, a CLEANUP drops its id's, the least recently used goes when
+ * the table is full. A request holds its entry alone (busy). Under mu. */
+#define HANDLES_MAX 64
+static struct handle {
+        char id[PRIV_ID_MAX];
+        int32_t pid;
+        uint32_t mode;
+        uint64_t start_time, used;
+        struct rt_sandbox *sb; /* NULL: a free entry */
+        bool busy;
+} handles[HANDLES_MAX];
+static uint64_t handle_clock;
+
+static bool same_target(const struct handle *h, const struct priv_target *t) {
+        return h->sb && h->pid == t->pid && h->start_time == t->start_time &&
+               h->mode == t->cgroup_mode && !strcmp(h->id, t->id);
+}
+
+static void handle_drop(struct handle *h) {
+        rt_sandbox_free(h->sb);
+        memset(h, 0, sizeof(*h));
+}
+
+/* The target of a SIGNAL or FREEZE: its cached handle, or attached as
+ * warrend re-attaches after a restart (pid, start time and cgroup
+ * membership checked) and cached. *slot: its entry (to give back with
+ * target_put), -1 for a handle of this request only. */
+static int target_get(const struct priv_target *t, struct rt_sandbox **ret, int *slot,
+                      struct priv_result *res) {
+        pthread_mutex_lock(&mu);
+        for (int i = 0; i < HANDLES_MAX; i++) {
+                struct handle *h = &handles[i];
+                if (!same_target(h, t) || h->busy)
+                        continue;
+                struct pollfd pf = {.fd = rt_sandbox_pidfd(h->sb), .events = POLLIN};
+                if (pf.fd < 0 || poll(&pf, 1, 0) != 0) {
+                        handle_drop(h); /* init exited: attach fails below */
+                        break;
+                }
+                h->busy = true;
+                *ret = h->sb;
+                *slot = i;
+                pthread_mutex_unlock(&mu);
+                return 0;
+        }
+        pthread_mutex_unlock(&mu);
         struct wr_err e = {0};
         char dir[PRIV_PATH_MAX];
         /* attach wants the dir for its names only (ctl.sock): nothing is opened */
@@ -171,13 +219,61 @@ static int target_attach(const struct priv_target *t, struct rt_sandbox **ret,
         if (r < 0) {
                 res->err = -r;
                 snprintf(res->msg, sizeof(res->msg), "%s", e.msg);
+                return r;
         }
-        return r;
+        pthread_mutex_lock(&mu);
+        int pick = -1;
+        for (int i = 0; i < HANDLES_MAX; i++) {
+                if (handles[i].busy)
+                        continue;
+                if (!handles[i].sb) {
+                        pick = i;
+                        break;
+                }
+                if (pick < 0 || handles[i].used < handles[pick].used)
+                        pick = i;
+        }
+        if (pick >= 0) {
+                struct handle *h = &handles[pick];
+                if (h->sb)
+                        handle_drop(h);
+                snprintf(h->id, sizeof(h->id), "%s", t->id);
+                h->pid = t->pid;
+                h->mode = t->cgroup_mode;
+                h->start_time = t->start_time;
+                h->sb = *ret;
+                h->busy = true;
+        }
+        *slot = pick;
+        pthread_mutex_unlock(&mu);
+        return 0;
+}
+
+static void target_put(struct rt_sandbox *sb, int slot) {
+        if (slot < 0) {
+                rt_sandbox_free(sb);
+                return;
+        }
+        pthread_mutex_lock(&mu);
+        handles[slot].busy = false;
+        handles[slot].used = ++handle_clock;
+        pthread_mutex_unlock(&mu);
+}
+
+/* A CLEANUP's sandbox is gone: its handles too (those not in use now go
+ * when their init is found exited). */
+static void handles_forget(const char *id) {
+        pthread_mutex_lock(&mu);
+        for (int i = 0; i < HANDLES_MAX; i++)
+                if (handles[i].sb && !handles[i].busy && !strcmp(handles[i].id, id))
+                        handle_drop(&handles[i]);
+        pthread_mutex_unlock(&mu);
 }
 
 static void do_signal(const struct priv_signal *sg, struct priv_result *res) {
         struct rt_sandbox *sb = NULL;
-        if (target_attach(&sg->t, &sb, res) < 0)
+        int slot;
+        if (target_get(&sg->t, &sb, &slot, res) < 0)
                 return;
         int r = rt_sandbox_kill(sb, sg->signo);
         if (r < 0) {
@@ -185,12 +281,13 @@ static void do_signal(const struct priv_signal *sg, struct priv_result *res) {
                 snprintf(res->msg, sizeof(res->msg), "signal %d to sandbox %s: %s", sg->signo,
                          sg->t.id, strerror(-r));
         }
-        rt_sandbox_free(sb);
+        target_put(sb, slot);
 }
 
 static void do_freeze(const struct priv_freeze *f, struct priv_result *res) {
         struct rt_sandbox *sb = NULL;
-        if (target_attach(&f->t, &sb, res) < 0)
+        int slot;
+        if (target_get(&f->t, &sb, &slot, res) < 0)
                 return;
         struct wr_err e = {0};
         int r = rt_sandbox_freeze(sb, f->on != 0, &e);
@@ -198,7 +295,7 @@ static void do_freeze(const struct priv_freeze *f, struct priv_result *res) {
                 res->err = -r;
                 snprintf(res->msg, sizeof(res->msg), "%s", e.msg);
         }
-        rt_sandbox_free(sb);
+        target_put(sb, slot);
 }
 
 /* Send under mu. <0 when the socket is broken. */

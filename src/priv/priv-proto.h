@@ -49,6 +49,8 @@
  *                     its cgroup, any other signal to init only.
  *   SANDBOX_FREEZE    struct priv_freeze -> RESULT. The same target check,
  *                     then rt_sandbox_freeze(on) (the cgroup freezer).
+ *                     The handle attached for a target is kept for its next
+ *                     SIGNAL or FREEZE while that init lives.
  * A request that cannot be decoded is answered with RESULT {err = EPROTO
  * or EINVAL or EACCES, msg}, hdr.id echoed when the header could be read,
  * 0 otherwise, and counted as refused. */
