@@ -12,6 +12,7 @@
 #include "basic/err.h"
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "priv/client.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
@@ -169,6 +170,30 @@ static char *metrics_text(struct admin *a, size_t *len) {
                     (unsigned long long) sm->created, (unsigned long long) sm->create_failed,
                     (unsigned long long) sm->recovered, (unsigned long long) sm->teardown_failed,
                     sbx_manager_cleanup_pending(m));
+        }
+        struct priv_client *priv = a->src->priv ? *a->src->priv : NULL;
+        if (priv) {
+                struct priv_client_stats ps;
+                priv_client_stats(priv, &ps);
+                put(&t,
+                    "# HELP warren_priv_pid The running warren-priv's pid (0: none).\n"
+                    "# TYPE warren_priv_pid gauge\nwarren_priv_pid %d\n"
+                    "# HELP warren_priv_starts_total warren-priv processes started.\n"
+                    "# TYPE warren_priv_starts_total counter\nwarren_priv_starts_total %llu\n"
+                    "# HELP warren_priv_refused_total Requests the running warren-priv "
+                    "refused.\n"
+                    "# TYPE warren_priv_refused_total counter\nwarren_priv_refused_total %llu\n"
+                    "# HELP warren_priv_lost_total Requests that failed because warren-priv "
+                    "died.\n"
+                    "# TYPE warren_priv_lost_total counter\nwarren_priv_lost_total %llu\n"
+                    "# HELP warren_priv_requests_total Requests the running warren-priv carried "
+                    "out, by type (its own count).\n"
+                    "# TYPE warren_priv_requests_total counter\n",
+                    (int) ps.pid, (unsigned long long) ps.starts, (unsigned long long) ps.refused,
+                    (unsigned long long) ps.lost);
+                for (uint32_t ty = 1; ty < PRIV_REQ_TYPES; ty++)
+                        put(&t, "warren_priv_requests_total{type=\"%s\"} %llu\n",
+                            priv_type_name(ty), (unsigned long long) ps.served[ty]);
         }
         put(&t, "# HELP warren_rpc_requests_total Finished RPCs by method and status code.\n"
                 "# TYPE warren_rpc_requests_total counter\n");

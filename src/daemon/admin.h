@@ -15,11 +15,14 @@
 struct admin;
 struct store;
 struct sbx_manager;
+struct priv_client;
 
 struct admin_sources {
         struct store *store;
         /* The daemon's manager pointer (NULL while shutting down). */
         struct sbx_manager *const *sandboxes;
+        /* warren-priv's client (--privsep; NULL: off) */
+        struct priv_client *const *priv;
         uint64_t started_usec; /* CLOCK_MONOTONIC at start-up */
         /* /.well-known/...: a malloc'd JSON body for the path, or NULL
          * (404). NULL = none served. */

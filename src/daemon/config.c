@@ -98,6 +98,10 @@ void daemon_config_usage(FILE *f) {
               "                        resolver (sandboxes then name their gateway)\n"
               "  --no-egress           do not start warren-egress: no network policies,\n"
               "                        sandbox DNS goes to --upstream-dns through NAT\n"
+              "  --privsep             privilege separation, phase 1 (docs/privsep.md):\n"
+              "                        start warren-priv and have it do the host side of\n"
+              "                        sandbox teardown (cgroups, dirs, veths), signals\n"
+              "                        and the freezer\n"
               "  --egress-upstream-ca FILE  CA bundle the upstream certificates of\n"
               "                        intercepted hosts are verified against (default:\n"
               "                        the host's /etc/ssl/certs/ca-certificates.crt)\n"
@@ -319,6 +323,9 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                                        v);
         } else if (!strcmp(key, "egress-upstream-ca")) {
                 r = set_str(&c->egress_upstream_ca, v);
+        } else if (!strcmp(key, "privsep")) {
+                if (parse_bool(v, &c->privsep) < 0)
+                        return err_set(e, -EINVAL, "privsep = %s: expected true or false", v);
         } else if (!strcmp(key, "no-egress")) {
                 if (parse_bool(v, &c->no_egress) < 0)
                         return err_set(e, -EINVAL, "no-egress = %s: expected true or false", v);
@@ -413,6 +420,7 @@ enum {
         OPT_SANDBOX_CIDR,
         OPT_UPSTREAM_DNS,
         OPT_NO_EGRESS,
+        OPT_PRIVSEP,
         OPT_BUILD_MIN_FREE,
         OPT_DEFAULT_DISK,
         OPT_INSECURE_TCP_LOOPBACK,
@@ -456,6 +464,7 @@ static const struct option options[] = {
         {"sandbox-cidr", required_argument, NULL, OPT_SANDBOX_CIDR},
         {"upstream-dns", required_argument, NULL, OPT_UPSTREAM_DNS},
         {"no-egress", no_argument, NULL, OPT_NO_EGRESS},
+        {"privsep", no_argument, NULL, OPT_PRIVSEP},
         {"no-exec-spool", no_argument, NULL, OPT_NO_EXEC_SPOOL},
         {"egress-upstream-ca", required_argument, NULL, OPT_EGRESS_UPSTREAM_CA},
         {"rotate-egress-ca", no_argument, NULL, OPT_ROTATE_EGRESS_CA},
@@ -515,6 +524,9 @@ int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr
         env = getenv("WARREN_PULL_LOOPBACK_ONLY");
         if (env && *env && (r = apply(c, DAEMON_CONFIG_ENV, "pull-loopback-only", env, e)) < 0)
                 return err_prefix(e, r, "WARREN_PULL_LOOPBACK_ONLY");
+        env = getenv("WARREN_PRIVSEP");
+        if (env && *env && (r = apply(c, DAEMON_CONFIG_ENV, "privsep", env, e)) < 0)
+                return err_prefix(e, r, "WARREN_PRIVSEP");
         env = getenv("WARREN_LOG_LEVEL");
         if (env && *env && (r = apply(c, DAEMON_CONFIG_ENV, "log-level", env, e)) < 0)
                 return err_prefix(e, r, "WARREN_LOG_LEVEL");

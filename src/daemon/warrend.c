@@ -26,6 +26,7 @@
 #include "image/image.h"
 #include "k8s/k8s.h"
 #include "image/pull.h"
+#include "priv/client.h"
 #include "rpc/server.h"
 #include "runtime/runtime.h"
 #include "sandbox/exec.h"
@@ -46,6 +47,7 @@ struct daemon {
         struct store *store;
         struct keeper *keeper;    /* warren-signer keeping the secrets key; NULL: none */
         struct keeper *id_keeper; /* ... the workload-identity signing key */
+        struct priv_client *priv; /* --privsep: warren-priv; NULL: none */
         struct img_store *images;
         struct api_ctx ctx;
         char *state_dir; /* absolute */
@@ -265,6 +267,9 @@ static void daemon_free(struct daemon *d) {
         d->ctx.wid = NULL;
         keeper_free(d->id_keeper);
         d->id_keeper = NULL;
+        /* after the loop: no teardown worker asks it any more */
+        priv_client_free(d->priv);
+        d->priv = NULL;
         free(d->issuer);
         d->issuer = NULL;
         free(d->identity_api_dir);
@@ -332,6 +337,24 @@ static int find_signer(char *out, size_t size) {
         return find_helper("warren-signer", "WARREN_SIGNER", "signer", out, size);
 }
 
+/* warren-priv (WARREN_PRIV, see find_helper). 0 or -ENOENT. */
+static int find_priv(char *out, size_t size) {
+        return find_helper("warren-priv", "WARREN_PRIV", "priv", out, size);
+}
+
+/* --privsep: start warren-priv (docs/privsep.md) for the sandbox manager. */
+static int start_priv(struct daemon *d, struct wr_err *e) {
+        char path[PATH_MAX];
+        if (find_priv(path, sizeof(path)) < 0)
+                return err_set(e, -ENOENT,
+                               "--privsep: warren-priv not found next to warrend or in "
+                               "/usr/libexec/warren; build it (make build) or set WARREN_PRIV");
+        int r = priv_client_new(path, d->state_dir, &d->priv, e);
+        if (r < 0)
+                return err_prefix(e, r, "--privsep");
+        return 0;
+}
+
 /* warrend's own TCP ports (listeners, admin), for warren-egress's
  * --deny-port. */
 static size_t own_ports(const struct daemon *d, uint16_t *ports, size_t max) {
@@ -395,6 +418,8 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
                 log_warn("warren-signer not found next to warrend or in /usr/libexec/warren (or "
                          "WARREN_SIGNER): no TLS interception (per-host rules and credentials "
                          "are refused)");
+        if (d->cfg.privsep && (r = start_priv(d, e)) < 0)
+                return r;
         uint16_t ports[16];
         size_t n_ports = own_ports(d, ports, ELEMENTSOF(ports));
         struct sbx_manager_config mc = {
@@ -416,6 +441,7 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
                 .build_min_free = d->cfg.build_min_free_set ? d->cfg.build_min_free
                                                             : SBX_BUILD_MIN_FREE_DEFAULT,
                 .sandbox_cidr = d->cfg.sandbox_cidr,
+                .priv = d->priv,
                 /* the test suites: no sandbox is pointed at the host's
                  * resolver unless asked (--upstream-dns) */
                 .upstream_dns = d->cfg.upstream_dns         ? d->cfg.upstream_dns
@@ -605,6 +631,7 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                 d->admin_src = (struct admin_sources){
                         .store = d->store,
                         .sandboxes = &d->ctx.sandboxes,
+                        .priv = &d->priv,
                         .started_usec = d->ctx.started_usec,
                         .well_known = api_well_known,
                         .well_known_userdata = &d->ctx,

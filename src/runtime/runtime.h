@@ -388,6 +388,21 @@ int rt_sandbox_kill_wait(struct rt_sandbox *sb, struct wr_err *e);
  * failed can be retried by calling again). */
 int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e);
 
+/* The name of the host end of the sandbox's veth while the handle owns it
+ * (cfg->net was given, rt_sandbox_net_disown() was not called and
+ * rt_sandbox_destroy() did not delete it yet), else NULL. Owned by sb. */
+const char *rt_sandbox_net_peer(const struct rt_sandbox *sb);
+
+/* rt_sandbox_destroy() for a caller that has the host side done elsewhere
+ * (warren-priv's SANDBOX_CLEANUP and LINK_DELETE, docs/privsep.md):
+ * rt_sandbox_kill_wait(), then drop what the handle holds of the sandbox
+ * (the writable layer's mount, the cgroups' fds, the pidfd) without
+ * touching the host: the veth's host end, the cgroups and the dir are
+ * left for rt_sandbox_cleanup(id, dir) and rt_net_link_delete() (in
+ * that order after this call). Counts as destroyed. 0 or -errno with e
+ * (from the kill). */
+int rt_sandbox_release(struct rt_sandbox *sb, struct wr_err *e);
+
 /* The caller deletes the host end of the sandbox's veth itself (later,
  * off the critical path: rt_net_link_delete): rt_sandbox_destroy() then
  * leaves it (the kernel takes it down with the netns, in the background).

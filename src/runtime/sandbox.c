@@ -1063,6 +1063,28 @@ int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e) {
         return 0;
 }
 
+const char *rt_sandbox_net_peer(const struct rt_sandbox *sb) {
+        return sb->has_net ? sb->net.peer : NULL;
+}
+
+int rt_sandbox_release(struct rt_sandbox *sb, struct wr_err *e) {
+        if (sb->destroyed)
+                return 0;
+        int r = rt_sandbox_kill_wait(sb, e);
+        if (r < 0)
+                return r;
+        /* the writable layer's superblock goes with this last reference
+         * (before its image is removed), the cgroups' fds before their
+         * dirs are */
+        rt_disk_drop(&sb->disk_fd);
+        rt_cgroup_free(sb->cg);
+        sb->cg = NULL;
+        closep(&sb->pidfd);
+        sb->has_net = false;
+        sb->destroyed = true;
+        return 0;
+}
+
 int rt_sandbox_cleanup(const char *id, const char *dir, enum rt_cgroup_mode mode,
                        struct wr_err *e) {
         struct rt_cgroup *cg = NULL;

@@ -36,7 +36,7 @@ static void work_run(uv_work_t *w) {
         struct sbx_manager *m = w->data;
         struct sbx_cleanup *c = m->cleanup_current;
         m->cleanup_err = (struct wr_err){0};
-        m->cleanup_r = rt_sandbox_cleanup(c->id, c->dir, m->cgroup_mode, &m->cleanup_err);
+        m->cleanup_r = sbx_host_cleanup(m, c->id, c->dir, &m->cleanup_err);
 }
 
 static void work_done(uv_work_t *w, int status) {

@@ -363,13 +363,13 @@ static void create_undo(struct create_state *st, struct store_sandbox *ret,
         if (st->made & MADE_LOADED)
                 store_sandbox_clear(ret);
         if (st->pooled) {
-                rt_sandbox_destroy(st->pooled, &de);
+                sbx_rt_destroy(st->m, st->pooled, &de);
                 rt_sandbox_free(TAKE_PTR(st->pooled));
         }
         if (st->sb)
                 sbx_egress_detach(st->sb);
         if (st->sb && st->sb->rt)
-                rt_sandbox_destroy(st->sb->rt, &de);
+                sbx_rt_destroy(st->m, st->sb->rt, &de);
         if (st->sb)
                 sbx_ssh_reap(st->sb);
         if ((st->made & MADE_SSH_DIR) && !(st->sb && st->sb->rt)) {
@@ -648,7 +648,7 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                          * afresh below (same id) */
                         log_debug("warm pool: %s", pe.msg);
                         struct wr_err de = {0};
-                        rt_sandbox_destroy(sb->rt, &de);
+                        sbx_rt_destroy(m, sb->rt, &de);
                         rt_sandbox_free(TAKE_PTR(sb->rt));
                         if (r != -ESTALE) {
                                 if (e)

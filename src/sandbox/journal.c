@@ -547,7 +547,7 @@ static void work_done(uv_work_t *req, int status) {
                                 sbx_journal_rollback_fn rfn = (sbx_journal_rollback_fn) q->fn;
                                 j->rolling_back = false;
                                 if (q->froze && j->sb)
-                                        (void) rt_sandbox_freeze(j->sb->rt, false, NULL);
+                                        (void) sbx_rt_freeze(j->sb->m, j->sb->rt, false, NULL);
                                 rfn(-EIO, NULL, 0, &q->e, q->userdata);
                                 x->busy--;
                                 work_free(q);
@@ -569,7 +569,7 @@ static void work_done(uv_work_t *req, int status) {
                 j->rolling_back = false;
                 if (w->froze && j->sb) {
                         struct wr_err fe = {0};
-                        if (rt_sandbox_freeze(j->sb->rt, false, &fe) < 0)
+                        if (sbx_rt_freeze(j->sb->m, j->sb->rt, false, &fe) < 0)
                                 log_warn("sandbox %s: thaw after a rollback: %s", j->sb_id, fe.msg);
                 }
                 if (w->r == 0)
@@ -822,7 +822,7 @@ int sbx_journal_rollback(struct sbx_manager *m, const char *sandbox, const char 
                 return r;
         }
         if (!sb->paused) {
-                if ((r = rt_sandbox_freeze(sb->rt, true, e)) < 0) {
+                if ((r = sbx_rt_freeze(sb->m, sb->rt, true, e)) < 0) {
                         work_free(w);
                         return r;
                 }
@@ -841,7 +841,7 @@ int sbx_journal_rollback(struct sbx_manager *m, const char *sandbox, const char 
                 j->rolling_back = false;
                 x->busy--;
                 if (w->froze)
-                        (void) rt_sandbox_freeze(sb->rt, false, NULL);
+                        (void) sbx_rt_freeze(sb->m, sb->rt, false, NULL);
                 work_free(w);
         }
         return r;

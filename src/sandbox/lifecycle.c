@@ -172,7 +172,7 @@ static void on_ctl(uv_poll_t *h, int status, int events) {
                         if (sb->state == SBX_RUNNING) {
                                 sb->term_reason = "warren-init stopped answering";
                                 sb->final_status = STORE_SANDBOX_FAILED;
-                                rt_sandbox_kill(sb->rt, SIGKILL);
+                                sbx_rt_kill(sb->m, sb->rt, SIGKILL);
                         }
                         return;
                 }
@@ -268,7 +268,7 @@ static void teardown_work(uv_work_t *w) {
          * an RCU grace period, ~10-30 ms no caller needs to wait for */
         if (sb->rt && sb->net_slot >= 0)
                 rt_sandbox_net_disown(sb->rt);
-        sb->teardown_r = sb->rt ? rt_sandbox_destroy(sb->rt, &sb->teardown_err) : 0;
+        sb->teardown_r = sb->rt ? sbx_rt_destroy(sb->m, sb->rt, &sb->teardown_err) : 0;
         sbx_ssh_reap(sb); /* killed with the cgroups */
 }
 
@@ -295,7 +295,7 @@ static void net_retire_work(uv_work_t *w) {
                 log_warn("network: %s", e.msg);
                 return;
         }
-        j->r = rt_net_link_delete(j->peer, &e);
+        j->r = sbx_link_delete(j->m, j->peer, &e);
         if (j->r < 0)
                 log_warn("network: %s", e.msg);
 }
@@ -334,7 +334,7 @@ void sbx_net_retire(struct sbx_manager *m, int32_t slot, bool open4) {
                 return;
         }
         sbx_network_peer_name(m->net, slot, peer, sizeof(peer));
-        if (rt_net_link_delete(peer, &e) >= 0)
+        if (sbx_link_delete(m, peer, &e) >= 0)
                 sbx_network_release(m->net, slot);
 }
 
@@ -465,7 +465,7 @@ int sbx_terminate(struct sbx_manager *m, const char *id, uint64_t grace_ms,
         if (sb->paused) {
                 /* SIGTERM must reach a running init: thaw first */
                 struct wr_err fe = {0};
-                if (rt_sandbox_freeze(sb->rt, false, &fe) < 0)
+                if (sbx_rt_freeze(m, sb->rt, false, &fe) < 0)
                         log_warn("sandbox %s: %s", sb->id, fe.msg);
                 sb->paused = false;
         }
@@ -473,7 +473,7 @@ int sbx_terminate(struct sbx_manager *m, const char *id, uint64_t grace_ms,
         store_sandbox_update_status(m->store, sb->id, STORE_SANDBOX_TERMINATING, NULL, &se);
         sb->term_deadline = uv_now(m->loop) + grace_ms;
         /* SIGTERM goes to init, which forwards it to every process. */
-        if (grace_ms == 0 || rt_sandbox_kill(sb->rt, SIGTERM) < 0)
+        if (grace_ms == 0 || sbx_rt_kill(m, sb->rt, SIGTERM) < 0)
                 sb->term_deadline = uv_now(m->loop);
         uv_timer_stop(&sb->timer);
         uv_timer_start(&sb->timer, timer_cb, sandbox_settled(sb) ? 0 : SETTLE_MS, 0);
@@ -486,7 +486,7 @@ int sbx_terminate(struct sbx_manager *m, const char *id, uint64_t grace_ms,
 static void arm_failed(struct sbx *sb) {
         struct wr_err de = {0};
         sb->state = SBX_DEAD;
-        if (sb->rt && rt_sandbox_destroy(sb->rt, &de) < 0)
+        if (sb->rt && sbx_rt_destroy(sb->m, sb->rt, &de) < 0)
                 log_warn("sandbox %s: %s", sb->id, de.msg);
         sbx_ssh_reap(sb);
 }
@@ -616,7 +616,7 @@ int sbx_set_paused(struct sbx_manager *m, const char *key, bool on, char *id_out
         snprintf(id_out, 32, "%s", sb->id);
         if (sb->paused == on)
                 return 0;
-        if ((r = rt_sandbox_freeze(sb->rt, on, e)) < 0)
+        if ((r = sbx_rt_freeze(sb->m, sb->rt, on, e)) < 0)
                 return r;
         sb->paused = on;
         log_info("sandbox %s %s", sb->id, on ? "paused" : "resumed");

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "priv/client.h"
 #include "runtime/runtime.h"
 
 /* --- metrics --- */
@@ -41,6 +43,85 @@ uint64_t sbx_mono_ns(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+int sbx_host_cleanup(struct sbx_manager *m, const char *id, const char *dir, struct wr_err *e) {
+        if (m->priv)
+                return priv_sandbox_cleanup(m->priv, id, dir, (int) m->cgroup_mode, e);
+        return rt_sandbox_cleanup(id, dir, m->cgroup_mode, e);
+}
+
+int sbx_rt_destroy(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *e) {
+        if (!m->priv)
+                return rt_sandbox_destroy(rt, e);
+        /* --privsep: kill and reap here (this process is init's parent),
+         * the host side by warren-priv: the cgroups and the dir, then the
+         * veth's host end when the handle still owns it */
+        char peer[16] = "";
+        const char *p = rt_sandbox_net_peer(rt);
+        if (p)
+                snprintf(peer, sizeof(peer), "%s", p);
+        int r = rt_sandbox_release(rt, e);
+        if (r < 0)
+                return r;
+        /* both, whatever the first one says (the first error is returned:
+         * the dir is retried by the caller's cleanup, a veth by the next
+         * start's sweep) */
+        r = sbx_host_cleanup(m, rt_sandbox_id(rt), rt_sandbox_dir(rt), e);
+        struct wr_err le = {0};
+        int lr = peer[0] ? sbx_link_delete(m, peer, &le) : 0;
+        if (r >= 0 && lr < 0) {
+                if (e)
+                        *e = le;
+                r = lr;
+        }
+        return r < 0 ? r : 0;
+}
+
+/* The sandbox behind rt as warren-priv names it. -ESRCH once init is
+ * reaped. */
+static int target_of(const struct sbx_manager *m, const struct rt_sandbox *rt,
+                     struct priv_target *t) {
+        memset(t, 0, sizeof(*t));
+        snprintf(t->id, sizeof(t->id), "%s", rt_sandbox_id(rt));
+        t->pid = (int32_t) rt_sandbox_pid(rt);
+        t->cgroup_mode = (uint32_t) m->cgroup_mode;
+        if (t->pid <= 0 || rt_sandbox_start_time(rt, &t->start_time) < 0)
+                return -ESRCH;
+        return 0;
+}
+
+int sbx_rt_kill(struct sbx_manager *m, struct rt_sandbox *rt, int sig) {
+        if (!m->priv)
+                return rt_sandbox_kill(rt, sig);
+        struct priv_target t;
+        struct wr_err e = {0};
+        int r = target_of(m, rt, &t);
+        if (r >= 0)
+                r = priv_sandbox_signal(m->priv, &t, sig, &e);
+        if (r < 0 && r != -ESRCH)
+                log_debug("sandbox %s: signal %d: %s", rt_sandbox_id(rt), sig, e.msg);
+        /* as rt_sandbox_kill: SIGKILL always "done" (the teardown kills
+         * what is left) */
+        return sig == SIGKILL ? 0 : r;
+}
+
+int sbx_rt_freeze(struct sbx_manager *m, struct rt_sandbox *rt, bool on, struct wr_err *e) {
+        if (!m->priv)
+                return rt_sandbox_freeze(rt, on, e);
+        struct priv_target t;
+        if (target_of(m, rt, &t) < 0)
+                return err_set(e, -ESRCH, "sandbox %s is gone", rt_sandbox_id(rt));
+        int r = priv_sandbox_freeze(m->priv, &t, on, e);
+        if (r == -EOPNOTSUPP && e) /* as rt_sandbox_freeze says it */
+                e->status = WR_STATUS_FAILED_PRECONDITION;
+        return r;
+}
+
+int sbx_link_delete(struct sbx_manager *m, const char *name, struct wr_err *e) {
+        if (m->priv)
+                return priv_link_delete(m->priv, name, e);
+        return rt_net_link_delete(name, e);
 }
 
 int sbx_dir_path(const struct sbx_manager *m, const char *id, char *buf, size_t size) {
@@ -281,6 +362,7 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
         if (asprintf(&m->disk_templates, "%s/disk-templates", cfg->state_dir) < 0)
                 m->disk_templates = NULL;
         m->cgroup_mode = RT_CGROUP_AUTO;
+        m->priv = cfg->priv;
         m->uid_lock_dir = -1;
         if (!cfg->userns_off) {
                 m->uids = calloc(1, sizeof(*m->uids));

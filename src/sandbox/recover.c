@@ -147,7 +147,7 @@ void sbx_recover(struct sbx_manager *m) {
                                  e.msg[0] ? e.msg : strerror(-r));
                 }
                 struct wr_err ce = {0};
-                if (rt_sandbox_cleanup(row->id, dir, m->cgroup_mode, &ce) < 0) {
+                if (sbx_host_cleanup(m, row->id, dir, &ce) < 0) {
                         /* keep the row live so the next start tries again,
                          * and its uid range taken */
                         log_warn("recovery: sandbox %s: %s", row->id, ce.msg);
@@ -175,7 +175,7 @@ void sbx_recover(struct sbx_manager *m) {
                 snprintf(dir, sizeof(dir), "%s/%s", path, de->d_name);
                 struct wr_err ce = {0};
                 uint32_t base = dir_uid_base(dir);
-                if (rt_sandbox_cleanup(de->d_name, dir, m->cgroup_mode, &ce) < 0) {
+                if (sbx_host_cleanup(m, de->d_name, dir, &ce) < 0) {
                         log_warn("recovery: leftover %s: %s", dir, ce.msg);
                         (void) sbx_uid_slot_adopt(m, base, de->d_name);
                 } else

@@ -159,6 +159,7 @@ struct sbx_manager {
          * image a sandbox was created from; NULL-terminated, owned) */
         char **pool_layers;
         enum rt_cgroup_mode cgroup_mode;
+        struct priv_client *priv; /* sbx_manager_config.priv */
         /* the default network; NULL: sandboxes get only a loopback */
         struct sbx_network *net;
         /* user namespace ranges; NULL: sandboxes run without (--userns=off) */
@@ -222,6 +223,21 @@ struct sbx *sbx_find_exec(struct sbx_manager *m, const char *key);
 const char *sbx_dir(const struct sbx *sb);
 /* The live (not DEAD) sandbox whose id or name is key, or NULL. */
 struct sbx *sbx_find_live(struct sbx_manager *m, const char *key);
+
+/* The host side of a sandbox's teardown, by warren-priv when the manager
+ * has one (--privsep), else here: rt_sandbox_cleanup(id, dir) and
+ * rt_net_link_delete(name), with their returns. Any thread. */
+int sbx_host_cleanup(struct sbx_manager *m, const char *id, const char *dir, struct wr_err *e);
+int sbx_link_delete(struct sbx_manager *m, const char *name, struct wr_err *e);
+/* rt_sandbox_destroy(rt), its host side by warren-priv with --privsep
+ * (rt_sandbox_release, SANDBOX_CLEANUP, LINK_DELETE when the handle still
+ * owns its veth). Any thread; the same returns. */
+int sbx_rt_destroy(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *e);
+/* rt_sandbox_kill(rt, sig) and rt_sandbox_freeze(rt, on), by warren-priv
+ * with --privsep (SANDBOX_SIGNAL, SANDBOX_FREEZE: it re-attaches the
+ * sandbox by id, init's pid and start time), with their returns. */
+int sbx_rt_kill(struct sbx_manager *m, struct rt_sandbox *rt, int sig);
+int sbx_rt_freeze(struct sbx_manager *m, struct rt_sandbox *rt, bool on, struct wr_err *e);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t sbx_mono_ns(void);
 /* sb's overlay upper dir (O_RDONLY|O_DIRECTORY) for reading its writable

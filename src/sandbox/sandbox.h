@@ -33,6 +33,7 @@
 #include "runtime/runtime.h"
 
 struct store;
+struct priv_client;
 struct store_sandbox;
 struct img_store;
 struct img_info;
@@ -93,6 +94,11 @@ struct sbx_manager_config {
          * the tests give the fake internet's CA) */
         const char *signer_path;
         const char *egress_upstream_ca;
+        /* Privilege separation (--privsep, docs/privsep.md): the host side
+         * of every teardown (the cgroups, the dir, the veth's host end)
+         * is asked of warren-priv through this client instead of done in
+         * this process. NULL: done here. Must outlive the manager. */
+        struct priv_client *priv;
 };
 
 /* Create the manager and recover a previous warrend's sandboxes: every row

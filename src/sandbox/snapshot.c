@@ -99,7 +99,7 @@ static void pack_done(uv_work_t *w, int status) {
         struct sbx *sb = sbx_find_live(s->m, s->id);
         if (sb && !s->was_paused && !sb->paused) {
                 struct wr_err fe = {0};
-                if (rt_sandbox_freeze(sb->rt, false, &fe) < 0)
+                if (sbx_rt_freeze(s->m, sb->rt, false, &fe) < 0)
                         log_warn("sandbox %s: thaw after the snapshot: %s", s->id, fe.msg);
         }
         s->t_frozen = sbx_mono_ns() - s->t0;
@@ -160,12 +160,12 @@ int sbx_snapshot(struct sbx_manager *m, const char *key, const char *name,
                 goto fail;
         }
         s->was_paused = sb->paused;
-        if (!s->was_paused && (r = rt_sandbox_freeze(sb->rt, true, e)) < 0)
+        if (!s->was_paused && (r = sbx_rt_freeze(m, sb->rt, true, e)) < 0)
                 goto fail;
         s->work.data = s;
         if ((r = uv_queue_work(m->loop, &s->work, pack_work, pack_done)) < 0) {
                 if (!s->was_paused)
-                        (void) rt_sandbox_freeze(sb->rt, false, NULL);
+                        (void) sbx_rt_freeze(m, sb->rt, false, NULL);
                 r = err_set(e, r, "snapshot: worker: %s", uv_strerror(r));
                 goto fail;
         }

@@ -304,10 +304,11 @@ def _leftovers(d, ids):
               if d.state_dir in line or any(i in line for i in ids)]
     dirs = os.listdir(os.path.join(d.state_dir, "sandboxes"))
     # warrend's own helpers live as long as it does (the key-keeping
-    # warren-signers, docs/signer.md): not a sandbox's leftovers
+    # warren-signers, docs/signer.md; warren-priv with --privsep,
+    # docs/privsep.md): not a sandbox's leftovers
     children = [p for p in subprocess.run(["pgrep", "-P", str(d.proc.pid)], capture_output=True,
                                           text=True).stdout.split()
-                if _comm(p) not in ("warren-signer", "warren-egress")]
+                if _comm(p) not in ("warren-signer", "warren-egress", "warren-priv")]
     return dict(cgroups=cg, mounts=mounts, dirs=dirs, children=children)
 
 

@@ -1,0 +1,574 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* warrend's side of warren-priv (client.h). */
+#include "priv/client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "basic/log.h"
+#include "basic/macro.h"
+
+#define WAIT_START_MS 5000 /* a request waits this long for a warren-priv to run */
+#define HELLO_MS 5000      /* a new warren-priv answers its first HELLO within this */
+#define RESTART_MIN_MS 1000
+
+struct pending {
+        struct pending *next;
+        uint64_t id;
+        uint32_t type, want;
+        bool done;
+        int r; /* 0, -EPIPE (warren-priv died), -EPROTO (wrong answer type) */
+        struct priv_reply rep;
+};
+
+struct priv_client {
+        char *path, *state_dir;
+        pthread_mutex_t mu;
+        pthread_cond_t cv; /* gen changed */
+        pthread_t thread;
+        bool thread_started, stopping;
+        int wake;     /* eventfd: the supervisor's wake-up */
+        pid_t pid;    /* 0: none running (or reaped) */
+        int pidfd;    /* < 0 with pid 0 */
+        int sock;     /* < 0: none, or it died (the supervisor reaps it) */
+        uint64_t gen; /* starts so far */
+        int64_t last_start_ms;
+        uint64_t next_id;
+        /* requests sent and not answered yet (their answers are matched
+         * by id by the supervisor, the socket's only reader); sock_dead:
+         * a requester saw the socket break (only the supervisor closes
+         * it, so that it never polls a reused fd number) */
+        struct pending *pending;
+        bool sock_dead;
+        pthread_mutex_t st_mu; /* st: never held across a request */
+        struct priv_client_stats st;
+};
+
+static int64_t now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void copy_counters(struct priv_client *c, const uint64_t *served, size_t n_served,
+                          uint64_t total, uint64_t refused) {
+        pthread_mutex_lock(&c->st_mu);
+        if (served)
+                memcpy(c->st.served, served, n_served * sizeof(uint64_t));
+        c->st.served_total = total;
+        c->st.refused = refused;
+        pthread_mutex_unlock(&c->st_mu);
+}
+
+/* c->st.pid = pid, and one more start when started */
+static void set_pid(struct priv_client *c, pid_t pid, bool started) {
+        pthread_mutex_lock(&c->st_mu);
+        c->st.pid = pid;
+        if (started)
+                c->st.starts++;
+        pthread_mutex_unlock(&c->st_mu);
+}
+
+/* One datagram out, its answer back within timeout_ms (-1: no limit).
+ * -EPIPE: warren-priv is gone or did not answer in time (the socket is
+ * closed here, a silent one is killed; the supervisor reaps it). */
+static int exchange_locked(struct priv_client *c, const void *req, size_t n, uint32_t want,
+                           int timeout_ms, struct priv_reply *rep, struct wr_err *e) {
+        uint64_t id;
+        memcpy(&id, (const char *) req + offsetof(struct priv_hdr, id), sizeof(id));
+        if (send(c->sock, req, n, MSG_NOSIGNAL) != (ssize_t) n) {
+                int r = -errno;
+                if (r == -EPIPE || r == -ECONNRESET || r == -ENOTCONN) {
+                        c->sock = safe_close(c->sock);
+                        return -EPIPE;
+                }
+                return err_set(e, r, "warren-priv: send: %s", strerror(-r));
+        }
+        static _Thread_local uint8_t in[PRIV_MSG_MAX + 1];
+        for (;;) {
+                struct pollfd p = {.fd = c->sock, .events = POLLIN};
+                int pr = poll(&p, 1, timeout_ms);
+                if (pr < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return err_set(e, -errno, "warren-priv: poll: %m");
+                }
+                if (pr == 0) {
+                        log_warn("warren-priv (pid %d): no answer in %d ms; killing it",
+                                 (int) c->pid, timeout_ms);
+                        if (c->pidfd >= 0)
+                                (void) syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
+                        c->sock = safe_close(c->sock);
+                        return -EPIPE;
+                }
+                int fds[PRIV_FDS_MAX];
+                size_t n_fds = 0;
+                long got = priv_recv(c->sock, in, sizeof(in), fds, &n_fds, 0);
+                if (got == -EAGAIN || got == -EINTR)
+                        continue;
+                if (got <= 0 && got != -EMSGSIZE && got != -EPROTO) {
+                        c->sock = safe_close(c->sock);
+                        return -EPIPE;
+                }
+                struct wr_err de = {0};
+                int r = got < 0 ? err_set(&de, (int) got, "oversized datagram or fds")
+                                : priv_reply_decode(in, (size_t) got, n_fds, rep, &de);
+                priv_close_fds(fds, n_fds);
+                if (r < 0) {
+                        /* a warren-priv that answers garbage is broken:
+                         * drop it (the supervisor starts another) */
+                        c->sock = safe_close(c->sock);
+                        if (c->pidfd >= 0)
+                                (void) syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
+                        return err_set(e, -EPROTO, "warren-priv: bad reply: %s", de.msg);
+                }
+                if (rep->hdr.id != id)
+                        continue; /* not ours (cannot happen: the first HELLO is alone) */
+                if (rep->hdr.type == PRIV_RESULT)
+                        copy_counters(c, NULL, 0, rep->result.served_total, rep->result.refused);
+                else if (rep->hdr.type == PRIV_HELLO_REPLY)
+                        copy_counters(c, rep->hello.served, PRIV_REQ_TYPES, rep->hello.served_total,
+                                      rep->hello.refused);
+                if (rep->hdr.type != want)
+                        return err_set(e, -EPROTO, "warren-priv: unexpected reply type 0x%x",
+                                       rep->hdr.type);
+                return 0;
+        }
+}
+
+/* Start a warren-priv (c->pid == 0). */
+static int spawn_locked(struct priv_client *c, struct wr_err *e) {
+        c->last_start_ms = now_ms();
+        int sp[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+                return err_set(e, -errno, "warren-priv: socketpair: %m");
+        char sockfd[16];
+        snprintf(sockfd, sizeof(sockfd), "%d", sp[1]);
+        const char *argv[] = {c->path,
+                              "--sock-fd",
+                              sockfd,
+                              "--state-dir",
+                              c->state_dir,
+                              "--log-level",
+                              log_get_level() == LOG_LEVEL_DEBUG ? "debug" : "info",
+                              "--log-format",
+                              log_get_format() == LOG_FORMAT_JSON ? "json" : "text",
+                              NULL};
+        pid_t pid = fork();
+        if (pid == 0) {
+                sigset_t none;
+                sigemptyset(&none);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+                signal(SIGPIPE, SIG_DFL);
+                if (fcntl(sp[1], F_SETFD, 0) < 0)
+                        _exit(127);
+                execv(argv[0], (char *const *) argv);
+                _exit(127);
+        }
+        int r = pid < 0 ? -errno : 0;
+        close(sp[1]);
+        if (r < 0) {
+                close(sp[0]);
+                return err_set(e, r, "warren-priv: fork: %s", strerror(-r));
+        }
+        c->pid = pid;
+        c->sock = sp[0];
+        c->pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        if (c->pidfd < 0) {
+                r = -errno;
+                kill(pid, SIGKILL);
+                (void) waitpid(pid, NULL, 0);
+                c->pid = 0;
+                c->sock = safe_close(c->sock);
+                return err_set(e, r, "warren-priv: pidfd_open: %s", strerror(-r));
+        }
+        c->gen++;
+        set_pid(c, pid, true);
+        /* a HELLO: it runs, and speaks our version */
+        uint8_t req[PRIV_MSG_MAX];
+        static struct priv_reply rep;
+        int n = priv_hello_encode(++c->next_id, req, sizeof(req));
+        r = exchange_locked(c, req, (size_t) n, PRIV_HELLO_REPLY, HELLO_MS, &rep, e);
+        if (r < 0) {
+                if (r == -EPIPE)
+                        err_set(e, -EIO, "warren-priv (%s) exited at start; see its log", c->path);
+                /* the supervisor reaps it */
+                (void) syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
+                c->sock = safe_close(c->sock);
+                pthread_cond_broadcast(&c->cv);
+                return r == -EPIPE ? -EIO : r;
+        }
+        log_info("warren-priv started (pid %d, protocol version %u)", (int) pid, PRIV_VERSION);
+        pthread_cond_broadcast(&c->cv);
+        return 0;
+}
+
+/* The socket is gone (EOF, an error, a bad answer, the process died):
+ * close it and fail every request waiting for an answer. Supervisor
+ * thread only. */
+static void drop_sock_locked(struct priv_client *c) {
+        c->sock = safe_close(c->sock);
+        c->sock_dead = false;
+        for (struct pending *p = c->pending; p; p = p->next)
+                if (!p->done) {
+                        p->done = true;
+                        p->r = -EPIPE;
+                }
+        pthread_cond_broadcast(&c->cv);
+}
+
+/* Read every answer waiting on the socket and hand each to its request.
+ * Supervisor thread only. */
+static void read_locked(struct priv_client *c) {
+        static uint8_t in[PRIV_MSG_MAX + 1];
+        static struct priv_reply rep;
+        for (;;) {
+                int fds[PRIV_FDS_MAX];
+                size_t n_fds = 0;
+                long got = priv_recv(c->sock, in, sizeof(in), fds, &n_fds, MSG_DONTWAIT);
+                if (got == -EAGAIN || got == -EINTR)
+                        return;
+                if (got == 0 || (got < 0 && got != -EMSGSIZE && got != -EPROTO)) {
+                        drop_sock_locked(c); /* the process is reaped through its pidfd */
+                        return;
+                }
+                struct wr_err de = {0};
+                int r = got < 0 ? err_set(&de, (int) got, "oversized datagram or fds")
+                                : priv_reply_decode(in, (size_t) got, n_fds, &rep, &de);
+                priv_close_fds(fds, n_fds);
+                struct pending *p = c->pending;
+                while (r >= 0 && p && (p->id != rep.hdr.id || p->done))
+                        p = p->next;
+                if (r < 0 || !p) {
+                        /* a warren-priv that answers garbage (or what was
+                         * not asked) is broken: kill it, another starts */
+                        log_warn("warren-priv (pid %d): bad answer: %s; killing it", (int) c->pid,
+                                 r < 0 ? de.msg : "an id nobody waits for");
+                        if (c->pidfd >= 0)
+                                (void) syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
+                        drop_sock_locked(c);
+                        return;
+                }
+                if (rep.hdr.type == PRIV_RESULT) {
+                        copy_counters(c, NULL, 0, rep.result.served_total, rep.result.refused);
+                        pthread_mutex_lock(&c->st_mu);
+                        if (p->type < PRIV_REQ_TYPES)
+                                c->st.served[p->type] = rep.result.served;
+                        pthread_mutex_unlock(&c->st_mu);
+                } else if (rep.hdr.type == PRIV_HELLO_REPLY) {
+                        copy_counters(c, rep.hello.served, PRIV_REQ_TYPES, rep.hello.served_total,
+                                      rep.hello.refused);
+                }
+                p->rep = rep;
+                p->r = rep.hdr.type == p->want ? 0 : -EPROTO;
+                p->done = true;
+                pthread_cond_broadcast(&c->cv);
+        }
+}
+
+/* Reap the current warren-priv if it exited (0: still running). */
+static bool reap_locked(struct priv_client *c) {
+        if (c->pid <= 0)
+                return false;
+        siginfo_t si = {0};
+        if (waitid(P_PIDFD, (id_t) c->pidfd, &si, WEXITED | WNOHANG) < 0) {
+                if (errno != ECHILD)
+                        return false;
+                si.si_code = CLD_KILLED; /* reaped by someone else: its status is lost */
+        } else if (si.si_pid == 0) {
+                return false;
+        }
+        if (!c->stopping)
+                log_warn("warren-priv (pid %d) exited (%s %d); starting another", (int) c->pid,
+                         si.si_code == CLD_EXITED ? "status" : "signal", si.si_status);
+        c->pid = 0;
+        set_pid(c, 0, false);
+        c->pidfd = safe_close(c->pidfd);
+        drop_sock_locked(c);
+        return true;
+}
+
+static void *supervise(void *arg) {
+        struct priv_client *c = arg;
+        pthread_mutex_lock(&c->mu);
+        while (!c->stopping) {
+                int pidfd = c->pidfd;
+                int timeout = -1;
+                if (c->pid == 0) {
+                        int64_t left = c->last_start_ms + RESTART_MIN_MS - now_ms();
+                        if (left <= 0) {
+                                struct wr_err e = {0};
+                                if (spawn_locked(c, &e) < 0)
+                                        log_warn("%s", e.msg);
+                                continue;
+                        }
+                        timeout = (int) left;
+                }
+                int sock = c->sock;
+                pthread_mutex_unlock(&c->mu);
+                /* the sock and pidfd numbers stay valid while we poll:
+                 * only this thread closes them */
+                struct pollfd p[3] = {{.fd = c->wake, .events = POLLIN},
+                                      {.fd = pidfd, .events = POLLIN},
+                                      {.fd = sock, .events = POLLIN}};
+                (void) poll(p, 3, timeout); /* negative fds are ignored */
+                if (p[0].revents & POLLIN) {
+                        uint64_t v;
+                        (void) !read(c->wake, &v, sizeof(v));
+                }
+                pthread_mutex_lock(&c->mu);
+                if (sock >= 0 && sock == c->sock && (p[2].revents || c->sock_dead))
+                        read_locked(c);
+                if (c->sock >= 0 && c->sock_dead)
+                        drop_sock_locked(c);
+                if (reap_locked(c))
+                        pthread_cond_broadcast(&c->cv);
+        }
+        pthread_mutex_unlock(&c->mu);
+        return NULL;
+}
+
+int priv_client_new(const char *path, const char *state_dir, struct priv_client **ret,
+                    struct wr_err *e) {
+        struct priv_client *c = calloc(1, sizeof(*c));
+        if (!c)
+                return err_set(e, -ENOMEM, "out of memory");
+        c->pidfd = c->sock = -EBADF;
+        pthread_mutex_init(&c->mu, NULL);
+        pthread_mutex_init(&c->st_mu, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&c->cv, &ca);
+        pthread_condattr_destroy(&ca);
+        c->path = strdup(path);
+        c->state_dir = strdup(state_dir);
+        c->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        int r;
+        if (!c->path || !c->state_dir || c->wake < 0) {
+                r = err_set(e, -ENOMEM, "warren-priv: out of memory or fds");
+                goto fail;
+        }
+        pthread_mutex_lock(&c->mu);
+        r = spawn_locked(c, e);
+        pthread_mutex_unlock(&c->mu);
+        if (r < 0)
+                goto fail;
+        if ((r = -pthread_create(&c->thread, NULL, supervise, c)) < 0) {
+                err_set(e, r, "warren-priv: supervisor thread: %s", strerror(-r));
+                goto fail;
+        }
+        c->thread_started = true;
+        *ret = c;
+        return 0;
+fail:
+        priv_client_free(c);
+        return r;
+}
+
+void priv_client_free(struct priv_client *c) {
+        if (!c)
+                return;
+        pthread_mutex_lock(&c->mu);
+        c->stopping = true;
+        pthread_cond_broadcast(&c->cv); /* requests waiting for a start give up */
+        pthread_mutex_unlock(&c->mu);
+        if (c->thread_started) {
+                uint64_t one = 1;
+                (void) !write(c->wake, &one, sizeof(one));
+                pthread_join(c->thread, NULL);
+        }
+        c->sock = safe_close(c->sock); /* warren-priv sees EOF and exits */
+        if (c->pid > 0) {
+                struct pollfd p = {.fd = c->pidfd, .events = POLLIN};
+                if (c->pidfd < 0 || poll(&p, 1, 2000) <= 0)
+                        kill(c->pid, SIGKILL);
+                while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+        }
+        safe_close(c->pidfd);
+        safe_close(c->wake);
+        pthread_cond_destroy(&c->cv);
+        pthread_mutex_destroy(&c->mu);
+        pthread_mutex_destroy(&c->st_mu);
+        free(c->path);
+        free(c->state_dir);
+        free(c);
+}
+
+/* One request of type (encoded in req) and its answer. */
+static bool usable(const struct priv_client *c) {
+        return c->sock >= 0 && !c->sock_dead;
+}
+
+/* One request (encoded in req) and its answer of type want, while other
+ * requests may be in flight: sent under mu, the answer handed over by the
+ * supervisor. */
+static int call(struct priv_client *c, uint8_t *req, size_t n, uint32_t want,
+                struct priv_reply *rep, struct wr_err *e) {
+        uint32_t type = ((const struct priv_hdr *) (const void *) req)->type;
+        const char *name = priv_type_name(type);
+        pthread_mutex_lock(&c->mu);
+        if (!usable(c)) {
+                /* none running, or one died and is not reaped yet: wait
+                 * for the supervisor's next start */
+                struct timespec dl;
+                clock_gettime(CLOCK_MONOTONIC, &dl);
+                dl.tv_sec += WAIT_START_MS / 1000;
+                uint64_t gen = c->gen;
+                while (!usable(c) && !c->stopping &&
+                       pthread_cond_timedwait(&c->cv, &c->mu, &dl) != ETIMEDOUT)
+                        if (c->gen != gen && c->pid == 0)
+                                break; /* started and died again */
+        }
+        if (!usable(c)) {
+                pthread_mutex_unlock(&c->mu);
+                return err_set(e, -EIO, "warren-priv is not running (see warrend's log)");
+        }
+        /* the id: ours, sequential */
+        struct pending p = {.id = ++c->next_id, .type = type, .want = want};
+        memcpy(req + offsetof(struct priv_hdr, id), &p.id, sizeof(p.id));
+        int r = 0;
+        for (;;) {
+                if (send(c->sock, req, n, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t) n)
+                        break;
+                if (errno == EAGAIN || errno == EINTR) {
+                        /* the socket's buffer is full: let the supervisor
+                         * read answers meanwhile */
+                        pthread_mutex_unlock(&c->mu);
+                        struct pollfd pw = {.fd = c->sock, .events = POLLOUT};
+                        (void) poll(&pw, 1, 10);
+                        pthread_mutex_lock(&c->mu);
+                        if (usable(c))
+                                continue;
+                        errno = EPIPE;
+                }
+                r = errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN ? -EPIPE : -errno;
+                break;
+        }
+        if (r == 0) {
+                p.next = c->pending;
+                c->pending = &p;
+                while (!p.done)
+                        pthread_cond_wait(&c->cv, &c->mu);
+                for (struct pending **pp = &c->pending; *pp; pp = &(*pp)->next)
+                        if (*pp == &p) {
+                                *pp = p.next;
+                                break;
+                        }
+                r = p.r;
+        }
+        if (r == -EPIPE) {
+                if (c->sock >= 0)
+                        c->sock_dead = true; /* the supervisor closes it */
+                uint64_t one = 1;
+                (void) !write(c->wake, &one, sizeof(one));
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (r == -EPIPE) {
+                pthread_mutex_lock(&c->st_mu);
+                c->st.lost++;
+                pthread_mutex_unlock(&c->st_mu);
+                return err_set(e, -EIO, "warren-priv died during %s", name ? name : "a request");
+        }
+        if (r == -EPROTO)
+                return err_set(e, -EPROTO, "warren-priv: unexpected answer type 0x%x to %s",
+                               p.rep.hdr.type, name ? name : "a request");
+        if (r < 0)
+                return err_set(e, r, "warren-priv: send: %s", strerror(-r));
+        *rep = p.rep;
+        return 0;
+}
+
+/* A RESULT's error as ours. */
+static int result(const struct priv_reply *rep, struct wr_err *e) {
+        if (rep->result.err == 0)
+                return rep->result.value;
+        return err_set(e, -rep->result.err, "%s", rep->result.msg);
+}
+
+int priv_sandbox_cleanup(struct priv_client *c, const char *id, const char *dir, int cgroup_mode,
+                         struct wr_err *e) {
+        size_t sl = strlen(c->state_dir);
+        if (strncmp(dir, c->state_dir, sl) != 0 || dir[sl] != '/')
+                return err_set(e, -EINVAL, "clean up sandbox %s: %s is not below the state dir %s",
+                               id, dir, c->state_dir);
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_cleanup_encode(0, id, dir + sl + 1, (uint32_t) cgroup_mode, req, sizeof(req),
+                                    e);
+        if (n < 0)
+                return err_prefix(e, n, "clean up sandbox %s", id);
+        static _Thread_local struct priv_reply rep;
+        int r = call(c, req, (size_t) n, PRIV_RESULT, &rep, e);
+        if (r < 0)
+                return r;
+        r = result(&rep, e);
+        return r < 0 ? r : 0;
+}
+
+int priv_link_delete(struct priv_client *c, const char *name, struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_link_delete_encode(0, name, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        static _Thread_local struct priv_reply rep;
+        int r = call(c, req, (size_t) n, PRIV_RESULT, &rep, e);
+        return r < 0 ? r : result(&rep, e);
+}
+
+int priv_sandbox_signal(struct priv_client *c, const struct priv_target *t, int sig,
+                        struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_signal_encode(0, t, sig, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        static _Thread_local struct priv_reply rep;
+        int r = call(c, req, (size_t) n, PRIV_RESULT, &rep, e);
+        if (r < 0)
+                return r;
+        r = result(&rep, e);
+        return r < 0 ? r : 0;
+}
+
+int priv_sandbox_freeze(struct priv_client *c, const struct priv_target *t, bool on,
+                        struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_freeze_encode(0, t, on, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        static _Thread_local struct priv_reply rep;
+        int r = call(c, req, (size_t) n, PRIV_RESULT, &rep, e);
+        if (r < 0)
+                return r;
+        r = result(&rep, e);
+        return r < 0 ? r : 0;
+}
+
+int priv_hello(struct priv_client *c, struct priv_hello_reply *ret, struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_hello_encode(0, req, sizeof(req));
+        static _Thread_local struct priv_reply rep;
+        int r = call(c, req, (size_t) n, PRIV_HELLO_REPLY, &rep, e);
+        if (r >= 0)
+                *ret = rep.hello;
+        return r;
+}
+
+void priv_client_stats(struct priv_client *c, struct priv_client_stats *ret) {
+        pthread_mutex_lock(&c->st_mu);
+        *ret = c->st;
+        pthread_mutex_unlock(&c->st_mu);
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* warrend's side of warren-priv (docs/privsep.md): starts it, supervises
+ * it, and sends it the requests of priv-proto.h.
+ *
+ * priv_client_new starts `warren-priv --sock-fd N --state-dir DIR` with
+ * one end of a new SOCK_SEQPACKET pair and a thread of its own that
+ * watches the process (its pidfd): when warren-priv dies it is reaped,
+ * logged and started again at once (at most once a second while it keeps
+ * dying). Requests may come from any thread (the sandbox manager's
+ * workers, the event loop), several at once: each a datagram out (under a
+ * mutex) and its answer back, matched by id by the supervisor thread (the
+ * socket's only reader) and handed to the waiting caller, with no time
+ * limit (a teardown's removal takes as long as the tree it removes;
+ * warren-priv runs up to 8 at once, so one long removal does not hold up
+ * the others). A request whose warren-priv died under it fails
+ * cleanly (-EIO, "warren-priv died during SANDBOX_CLEANUP") without a
+ * retry (the caller's own retry path runs: every request of this
+ * version is idempotent); a request made while none runs waits (up to
+ * 5 s) for the next start. Sandboxes do not depend on warren-priv: its
+ * death ends no sandbox. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "basic/err.h"
+#include "priv/priv-proto.h"
+
+struct priv_client;
+
+/* Start warren-priv at path for state_dir (absolute) and the thread that
+ * supervises it; the first HELLO is answered before this returns. */
+int priv_client_new(const char *path, const char *state_dir, struct priv_client **ret,
+                    struct wr_err *e);
+
+/* Stop the supervisor, close the socket (warren-priv exits), reap it
+ * (SIGKILL after 2 s) and free c. NULL ok. */
+void priv_client_free(struct priv_client *c);
+
+/* SANDBOX_CLEANUP for sandbox id whose dir (absolute, below the state
+ * dir) is dir: as rt_sandbox_cleanup(id, dir, cgroup_mode). 0 or -errno
+ * with e. */
+int priv_sandbox_cleanup(struct priv_client *c, const char *id, const char *dir, int cgroup_mode,
+                         struct wr_err *e);
+
+/* LINK_DELETE: as rt_net_link_delete(name): 1 deleted, 0 none, -errno. */
+int priv_link_delete(struct priv_client *c, const char *name, struct wr_err *e);
+
+/* SANDBOX_SIGNAL / SANDBOX_FREEZE of a running sandbox named by t (id,
+ * init's pid and start time, cgroup mode): as rt_sandbox_kill(sig) and
+ * rt_sandbox_freeze(on) on a handle of it. -ESRCH when t is not (any
+ * more) the sandbox's init. 0 or -errno with e. */
+int priv_sandbox_signal(struct priv_client *c, const struct priv_target *t, int sig,
+                        struct wr_err *e);
+int priv_sandbox_freeze(struct priv_client *c, const struct priv_target *t, bool on,
+                        struct wr_err *e);
+
+/* HELLO: warren-priv's own counters (a round trip). */
+int priv_hello(struct priv_client *c, struct priv_hello_reply *ret, struct wr_err *e);
+
+/* What warrend knows without a round trip (metrics): the running
+ * warren-priv's pid (0 = none), how many were started, its counters as of
+ * its last answer, and the requests that failed because it died. */
+struct priv_client_stats {
+        pid_t pid;
+        uint64_t starts;
+        uint64_t served[PRIV_REQ_TYPES];
+        uint64_t served_total;
+        uint64_t refused;
+        uint64_t lost;
+};
+void priv_client_stats(struct priv_client *c, struct priv_client_stats *ret);

@@ -1,0 +1,544 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* warren-priv: the privileged half of warrend (docs/privsep.md). Started as
+ * root by warrend with --privsep:
+ *
+ *   warren-priv --sock-fd N --state-dir DIR
+ *               [--log-level debug|info|warn|error] [--log-format text|json]
+ *
+ * --sock-fd: its end of a SOCK_SEQPACKET socketpair whose other end is
+ * warrend's (priv-proto.h); --state-dir: warrend's state dir, the only
+ * tree a request's path may name (opened once, every path resolved
+ * beneath it). It serves the closed message set of priv-proto.h (each
+ * request on a worker thread of its own, up to 8 at once, never two for
+ * the same sandbox at once; answers matched by hdr.id, in the order they
+ * finish) and refuses everything else with nothing
+ * done (the fds such a datagram carried are closed). It keeps only the
+ * capabilities its message set needs (keep_caps), with no_new_privs and
+ * not dumpable. Exit status: 0 when
+ * the socket closes (warrend is gone), 2 on a usage error. Sandboxes do
+ * not depend on it: it holds no sandbox, and its death loses nothing
+ * (warrend starts another). */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <linux/openat2.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "basic/log.h"
+#include "basic/rmrf.h"
+#include "priv/priv-proto.h"
+#include "runtime/runtime.h"
+
+/* The capabilities the message set of this version needs, and no more
+ * (the set grows with the table, docs/privsep.md): removing trees owned by
+ * a sandbox's uid range (DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER for the
+ * mode fix-ups), SIGKILL to its processes (KILL), deleting veths
+ * (NET_ADMIN). Root's own files (cgroups, the state dir) need none. */
+static const cap_value_t keep_caps[] = {
+        CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_KILL, CAP_NET_ADMIN,
+};
+
+/* Keep only keep_caps (effective, permitted; the bounding set too, so no
+ * exec gets more), no ambient or inheritable ones, no_new_privs, not
+ * dumpable. */
+static int confine_caps(void) {
+        for (cap_value_t c = 0; c <= CAP_LAST_CAP; c++) {
+                bool keep = false;
+                for (size_t i = 0; i < sizeof(keep_caps) / sizeof(keep_caps[0]); i++)
+                        keep |= keep_caps[i] == c;
+                if (!keep && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+                        return -errno;
+        }
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+                return -errno;
+        cap_t caps = cap_init();
+        if (!caps)
+                return -errno;
+        int n = (int) (sizeof(keep_caps) / sizeof(keep_caps[0]));
+        int r = 0;
+        if (cap_set_flag(caps, CAP_PERMITTED, n, keep_caps, CAP_SET) < 0 ||
+            cap_set_flag(caps, CAP_EFFECTIVE, n, keep_caps, CAP_SET) < 0 || cap_set_proc(caps) < 0)
+                r = -errno;
+        cap_free(caps);
+        if (r < 0)
+                return r;
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                return -errno;
+        return 0;
+}
+
+static struct {
+        int sock, state_fd;
+        uint64_t served[PRIV_SERVED_MAX], served_total, refused;
+} srv = {.sock = -EBADF, .state_fd = -EBADF};
+
+/* Open dir (a path checked by priv_path_check) below the state dir as an
+ * O_DIRECTORY fd: no symlink, no magic link, nothing above the state dir. */
+static int open_beneath(const char *dir, int flags) {
+        struct open_how how = {
+                .flags = (uint64_t) (flags | O_DIRECTORY | O_CLOEXEC),
+                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        int fd = (int) syscall(SYS_openat2, srv.state_fd, dir, &how, sizeof(how));
+        return fd < 0 ? -errno : fd;
+}
+
+static void handles_forget(const char *id);
+
+static void do_cleanup(const struct priv_cleanup *c, struct priv_result *res) {
+        struct wr_err e = {0};
+        handles_forget(c->id);
+        /* the cgroups first: nothing runs that could still write to dir */
+        int r = rt_sandbox_cleanup(c->id, NULL, (enum rt_cgroup_mode) c->cgroup_mode, &e);
+        if (r < 0) {
+                res->err = -r;
+                snprintf(res->msg, sizeof(res->msg), "%s", e.msg);
+                return;
+        }
+        char parent[PRIV_PATH_MAX];
+        snprintf(parent, sizeof(parent), "%s", c->dir);
+        char *slash = strrchr(parent, '/'); /* there is one: at least two components */
+        *slash = 0;
+        const char *base = slash + 1;
+        int pfd = open_beneath(parent, O_RDONLY);
+        if (pfd == -ENOENT)
+                return; /* nothing there */
+        if (pfd < 0) {
+                res->err = -pfd;
+                snprintf(res->msg, sizeof(res->msg), "clean up sandbox %s: open %s: %s", c->id,
+                         parent, strerror(-pfd));
+                return;
+        }
+        r = rm_rf_at(pfd, base);
+        close(pfd);
+        if (r < 0) {
+                res->err = -r;
+                snprintf(res->msg, sizeof(res->msg), "clean up sandbox %s: remove %s: %s", c->id,
+                         c->dir, strerror(-r));
+        }
+}
+
+static void do_link_delete(const struct priv_link *l, struct priv_result *res) {
+        struct wr_err e = {0};
+        int r = rt_net_link_delete(l->name, &e);
+        if (r < 0) {
+                res->err = -r;
+                snprintf(res->msg, sizeof(res->msg), "%s", e.msg);
+        } else {
+                res->value = r;
+        }
+}
+
+/* Requests run on worker threads, up to WORKERS_MAX at once (the main
+ * thread waits for a free one: back-pressure on warrend); two requests for
+ * the same sandbox never run at once (the second waits). Counters, the
+ * in-flight table and every send are under mu, so that answers leave in
+ * the order their counters were taken. */
+#define WORKERS_MAX 8
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER; /* busy or inflight changed */
+static unsigned busy;
+static char inflight[WORKERS_MAX][PRIV_ID_MAX]; /* sandbox ids being cleaned up */
+
+static bool id_inflight(const char *id) {
+        for (size_t i = 0; i < WORKERS_MAX; i++)
+                if (inflight[i][0] && !strcmp(inflight[i], id))
+                        return true;
+        return false;
+}
+
+/* Handles of running sandboxes, kept between SIGNAL and FREEZE requests
+ * so that the re-attach's checks are paid once per init: keyed by id,
+ * pid and start time; an entry whose init exited is dropped when next
+ * looked up, a CLEANUP drops its id's, the least recently used goes when
+ * the table is full. A request holds its entry alone (busy). Under mu. */
+#define HANDLES_MAX 64
+static struct handle {
+        char id[PRIV_ID_MAX];
+        int32_t pid;
+        uint32_t mode;
+        uint64_t start_time, used;
+        struct rt_sandbox *sb; /* NULL: a free entry */
+        bool busy;
+} handles[HANDLES_MAX];
+static uint64_t handle_clock;
+
+static bool same_target(const struct handle *h, const struct priv_target *t) {
+        return h->sb && h->pid == t->pid && h->start_time == t->start_time &&
+               h->mode == t->cgroup_mode && !strcmp(h->id, t->id);
+}
+
+static void handle_drop(struct handle *h) {
+        rt_sandbox_free(h->sb);
+        memset(h, 0, sizeof(*h));
+}
+
+/* The target of a SIGNAL or FREEZE: its cached handle, or attached as
+ * warrend re-attaches after a restart (pid, start time and cgroup
+ * membership checked) and cached. *slot: its entry (to give back with
+ * target_put), -1 for a handle of this request only. */
+static int target_get(const struct priv_target *t, struct rt_sandbox **ret, int *slot,
+                      struct priv_result *res) {
+        pthread_mutex_lock(&mu);
+        for (int i = 0; i < HANDLES_MAX; i++) {
+                struct handle *h = &handles[i];
+                if (!same_target(h, t) || h->busy)
+                        continue;
+                struct pollfd pf = {.fd = rt_sandbox_pidfd(h->sb), .events = POLLIN};
+                if (pf.fd < 0 || poll(&pf, 1, 0) != 0) {
+                        handle_drop(h); /* init exited: attach fails below */
+                        break;
+                }
+                h->busy = true;
+                *ret = h->sb;
+                *slot = i;
+                pthread_mutex_unlock(&mu);
+                return 0;
+        }
+        pthread_mutex_unlock(&mu);
+        struct wr_err e = {0};
+        char dir[PRIV_PATH_MAX];
+        /* attach wants the dir for its names only (ctl.sock): nothing is opened */
+        snprintf(dir, sizeof(dir), "/-/%s/%s", PRIV_ROOT_SANDBOXES, t->id);
+        int r = rt_sandbox_attach(t->id, dir, (pid_t) t->pid, t->start_time,
+                                  (enum rt_cgroup_mode) t->cgroup_mode, ret, &e);
+        if (r < 0) {
+                res->err = -r;
+                snprintf(res->msg, sizeof(res->msg), "%s", e.msg);
+                return r;
+        }
+        pthread_mutex_lock(&mu);
+        int pick = -1;
+        for (int i = 0; i < HANDLES_MAX; i++) {
+                if (handles[i].busy)
+                        continue;
+                if (!handles[i].sb) {
+                        pick = i;
+                        break;
+                }
+                if (pick < 0 || handles[i].used < handles[pick].used)
+                        pick = i;
+        }
+        if (pick >= 0) {
+                struct handle *h = &handles[pick];
+                if (h->sb)
+                        handle_drop(h);
+                snprintf(h->id, sizeof(h->id), "%s", t->id);
+                h->pid = t->pid;
+                h->mode = t->cgroup_mode;
+                h->start_time = t->start_time;
+                h->sb = *ret;
+                h->busy = true;
+        }
+        *slot = pick;
+        pthread_mutex_unlock(&mu);
+        return 0;
+}
+
+static void target_put(struct rt_sandbox *sb, int slot) {
+        if (slot < 0) {
+                rt_sandbox_free(sb);
+                return;
+        }
+        pthread_mutex_lock(&mu);
+        handles[slot].busy = false;
+        handles[slot].used = ++handle_clock;
+        pthread_mutex_unlock(&mu);
+}
+
+/* A CLEANUP's sandbox is gone: its handles too (those not in use now go
+ * when their init is found exited). */
+static void handles_forget(const char *id) {
+        pthread_mutex_lock(&mu);
+        for (int i = 0; i < HANDLES_MAX; i++)
+                if (handles[i].sb && !handles[i].busy && !strcmp(handles[i].id, id))
+                        handle_drop(&handles[i]);
+        pthread_mutex_unlock(&mu);
+}
+
+static void do_signal(const struct priv_signal *sg, struct priv_result *res) {
+        struct rt_sandbox *sb = NULL;
+        int slot;
+        if (target_get(&sg->t, &sb, &slot, res) < 0)
+                return;
+        int r = rt_sandbox_kill(sb, sg->signo);
+        if (r < 0) {
+                res->err = -r;
+                snprintf(res->msg, sizeof(res->msg), "signal %d to sandbox %s: %s", sg->signo,
+                         sg->t.id, strerror(-r));
+        }
+        target_put(sb, slot);
+}
+
+static void do_freeze(const struct priv_freeze *f, struct priv_result *res) {
+        struct rt_sandbox *sb = NULL;
+        int slot;
+        if (target_get(&f->t, &sb, &slot, res) < 0)
+                return;
+        struct wr_err e = {0};
+        int r = rt_sandbox_freeze(sb, f->on != 0, &e);
+        if (r < 0) {
+                res->err = -r;
+                snprintf(res->msg, sizeof(res->msg), "%s", e.msg);
+        }
+        target_put(sb, slot);
+}
+
+/* Send under mu. <0 when the socket is broken. */
+static int reply_locked(const void *buf, int n) {
+        if (n < 0)
+                return n;
+        if (send(srv.sock, buf, (size_t) n, MSG_NOSIGNAL) != n)
+                return -errno;
+        return 0;
+}
+
+/* Carry out req and answer it; frees nothing. */
+static void work_run(const struct priv_req *req) {
+        static _Thread_local struct priv_result res;
+        memset(&res, 0, sizeof(res));
+        uint32_t t = req->hdr.type;
+        if (t == PRIV_SANDBOX_CLEANUP)
+                do_cleanup(&req->cleanup, &res);
+        else if (t == PRIV_LINK_DELETE)
+                do_link_delete(&req->link, &res);
+        else if (t == PRIV_SANDBOX_SIGNAL)
+                do_signal(&req->signal, &res);
+        else if (t == PRIV_SANDBOX_FREEZE)
+                do_freeze(&req->freeze, &res);
+        log_debug("warren-priv: %s: %s", priv_type_name(t), res.err ? res.msg : "done");
+        uint8_t out[PRIV_MSG_MAX];
+        pthread_mutex_lock(&mu);
+        srv.served[t]++;
+        srv.served_total++;
+        res.served = srv.served[t];
+        res.served_total = srv.served_total;
+        res.refused = srv.refused;
+        (void) reply_locked(out, priv_result_encode(req->hdr.id, &res, out, sizeof(out)));
+        if (t == PRIV_SANDBOX_CLEANUP)
+                for (size_t i = 0; i < WORKERS_MAX; i++)
+                        if (!strcmp(inflight[i], req->cleanup.id)) {
+                                inflight[i][0] = 0;
+                                break;
+                        }
+        busy--;
+        pthread_cond_broadcast(&cv);
+        pthread_mutex_unlock(&mu);
+}
+
+static void *work(void *arg) {
+        work_run(arg);
+        free(arg);
+        return NULL;
+}
+
+/* One datagram: decode; answer a refusal or a HELLO here, hand the rest
+ * to a worker. <0 when the socket is broken. */
+static int serve_one(const void *in, size_t len, int *fds, size_t n_fds) {
+        static struct priv_req req;
+        static struct priv_result res;
+        uint8_t out[PRIV_MSG_MAX];
+        struct wr_err e = {0};
+        memset(&res, 0, sizeof(res));
+        int r = priv_req_decode(in, len, n_fds, &req, &e);
+        /* no message of this version keeps an fd past its decoding */
+        priv_close_fds(fds, n_fds);
+        pthread_mutex_lock(&mu);
+        if (r < 0) {
+                srv.refused++;
+                log_warn("warren-priv: refused a request: %s", e.msg);
+                res.err = -r;
+                snprintf(res.msg, sizeof(res.msg), "refused: %s", e.msg);
+                res.served_total = srv.served_total;
+                res.refused = srv.refused;
+                r = reply_locked(out, priv_result_encode(req.hdr.id, &res, out, sizeof(out)));
+                pthread_mutex_unlock(&mu);
+                return r;
+        }
+        uint32_t t = req.hdr.type;
+        if (t == PRIV_HELLO) {
+                srv.served[t]++;
+                srv.served_total++;
+                struct priv_hello_reply h = {.version = PRIV_VERSION, .pid = (int32_t) getpid()};
+                memcpy(h.served, srv.served, sizeof(h.served));
+                h.served_total = srv.served_total;
+                h.refused = srv.refused;
+                r = reply_locked(out, priv_hello_reply_encode(req.hdr.id, &h, out, sizeof(out)));
+                pthread_mutex_unlock(&mu);
+                return r;
+        }
+        while (busy >= WORKERS_MAX || (t == PRIV_SANDBOX_CLEANUP && id_inflight(req.cleanup.id)))
+                pthread_cond_wait(&cv, &mu);
+        if (t == PRIV_SANDBOX_CLEANUP)
+                for (size_t i = 0; i < WORKERS_MAX; i++)
+                        if (!inflight[i][0]) {
+                                memcpy(inflight[i], req.cleanup.id, PRIV_ID_MAX);
+                                break;
+                        }
+        busy++;
+        pthread_mutex_unlock(&mu);
+        struct priv_req *copy = malloc(sizeof(*copy));
+        pthread_attr_t attr;
+        pthread_t th;
+        bool started = false;
+        if (copy && pthread_attr_init(&attr) == 0) {
+                *copy = req;
+                (void) pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+                started = pthread_create(&th, &attr, work, copy) == 0;
+                pthread_attr_destroy(&attr);
+        }
+        if (!started) {
+                /* no memory or thread: do it here */
+                work_run(copy ? copy : &req);
+                free(copy);
+        }
+        return 0;
+}
+
+/* Close every fd but 0-2, the socket and the state dir. */
+static int close_others(void) {
+        DIR *d = opendir("/proc/self/fd");
+        if (!d)
+                return -1;
+        int self = dirfd(d);
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                char *end;
+                long fd = strtol(de->d_name, &end, 10);
+                if (*end || end == de->d_name || fd < 3 || fd == self || fd == srv.sock ||
+                    fd == srv.state_fd)
+                        continue;
+                (void) close((int) fd);
+        }
+        closedir(d);
+        return 0;
+}
+
+static void usage(void) {
+        fprintf(stderr, "usage: warren-priv --sock-fd N --state-dir DIR [--log-level LEVEL] "
+                        "[--log-format text|json]\n");
+        exit(2);
+}
+
+int main(int argc, char **argv) {
+        static const struct option opts[] = {
+                {"sock-fd", required_argument, NULL, 's'},
+                {"state-dir", required_argument, NULL, 'd'},
+                {"log-level", required_argument, NULL, 'l'},
+                {"log-format", required_argument, NULL, 'f'},
+                {0},
+        };
+        const char *state_dir = NULL;
+        int c;
+        while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+                switch (c) {
+                case 's': {
+                        char *end;
+                        long v = strtol(optarg, &end, 10);
+                        if (*end || v < 3 || v > 65535)
+                                usage();
+                        srv.sock = (int) v;
+                        break;
+                }
+                case 'd':
+                        state_dir = optarg;
+                        break;
+                case 'l': {
+                        enum log_level lv;
+                        if (log_level_from_string(optarg, &lv) < 0)
+                                usage();
+                        log_set_level(lv);
+                        break;
+                }
+                case 'f': {
+                        enum log_format lf;
+                        if (log_format_from_string(optarg, &lf) < 0)
+                                usage();
+                        log_set_format(lf);
+                        break;
+                }
+                default:
+                        usage();
+                }
+        }
+        if (srv.sock < 0 || !state_dir || state_dir[0] != '/' || optind != argc)
+                usage();
+        int type = 0;
+        socklen_t tl = sizeof(type);
+        if (getsockopt(srv.sock, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_SEQPACKET) {
+                log_error("warren-priv: --sock-fd %d is not a SOCK_SEQPACKET socket", srv.sock);
+                return 2;
+        }
+        (void) fcntl(srv.sock, F_SETFD, FD_CLOEXEC);
+        srv.state_fd = open(state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (srv.state_fd < 0) {
+                log_error("warren-priv: state dir %s: %m", state_dir);
+                return 2;
+        }
+        /* everything else warrend may have leaked is closed (it raises its
+         * fd limit: any number, not only below 1024) */
+        if (close_others() < 0) {
+                log_error("warren-priv: closing inherited fds: %m");
+                return 2;
+        }
+        signal(SIGPIPE, SIG_IGN);
+        int r = confine_caps();
+        if (r < 0) {
+                log_error("warren-priv: dropping capabilities: %s", strerror(-r));
+                return 2;
+        }
+        log_info("warren-priv %d: serving requests (protocol version %u)", (int) getpid(),
+                 PRIV_VERSION);
+        static uint8_t in[PRIV_MSG_MAX + 1];
+        for (;;) {
+                int fds[PRIV_FDS_MAX];
+                size_t n_fds = 0;
+                long n = priv_recv(srv.sock, in, sizeof(in), fds, &n_fds, 0);
+                if (n == 0) {
+                        /* warrend is gone: let the work in progress finish */
+                        pthread_mutex_lock(&mu);
+                        while (busy > 0)
+                                pthread_cond_wait(&cv, &mu);
+                        pthread_mutex_unlock(&mu);
+                        return 0;
+                }
+                if (n == -EMSGSIZE || n == -EPROTO) {
+                        /* too large, or too many fds: refused, fds closed */
+                        struct priv_result res = {.err = (int32_t) -n};
+                        snprintf(res.msg, sizeof(res.msg), "refused: %s",
+                                 n == -EMSGSIZE ? "datagram too large" : "too many fds");
+                        uint8_t out[PRIV_MSG_MAX];
+                        pthread_mutex_lock(&mu);
+                        srv.refused++;
+                        res.served_total = srv.served_total;
+                        res.refused = srv.refused;
+                        int rr = reply_locked(out, priv_result_encode(0, &res, out, sizeof(out)));
+                        pthread_mutex_unlock(&mu);
+                        if (rr < 0)
+                                return 0;
+                        continue;
+                }
+                if (n < 0) {
+                        if (n == -EAGAIN || n == -EINTR)
+                                continue;
+                        log_error("warren-priv: receive: %s", strerror((int) -n));
+                        return 0;
+                }
+                if (serve_one(in, (size_t) n, fds, n_fds) < 0)
+                        return 0;
+        }
+}

@@ -1,0 +1,425 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The warren-priv protocol's table, decoders and encoders (priv-proto.h). */
+#include "priv/priv-proto.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* The closed message set: each type, its payload size, the fds it
+ * carries and which direction it goes. */
+struct priv_msg_spec {
+        uint32_t type;
+        const char *name;
+        uint32_t len;
+        uint32_t n_fds;
+        bool request;
+};
+
+static const struct priv_msg_spec table[] = {
+        {PRIV_HELLO, "HELLO", 0, 0, true},
+        {PRIV_SANDBOX_CLEANUP, "SANDBOX_CLEANUP", sizeof(struct priv_cleanup), 0, true},
+        {PRIV_LINK_DELETE, "LINK_DELETE", sizeof(struct priv_link), 0, true},
+        {PRIV_SANDBOX_SIGNAL, "SANDBOX_SIGNAL", sizeof(struct priv_signal), 0, true},
+        {PRIV_SANDBOX_FREEZE, "SANDBOX_FREEZE", sizeof(struct priv_freeze), 0, true},
+        {PRIV_RESULT, "RESULT", sizeof(struct priv_result), 0, false},
+        {PRIV_HELLO_REPLY, "HELLO_REPLY", sizeof(struct priv_hello_reply), 0, false},
+};
+
+_Static_assert(sizeof(struct priv_hdr) + sizeof(struct priv_cleanup) <= PRIV_MSG_MAX,
+               "a cleanup fits a datagram");
+_Static_assert(sizeof(struct priv_hdr) + sizeof(struct priv_result) <= PRIV_MSG_MAX,
+               "a result fits a datagram");
+_Static_assert(PRIV_REQ_TYPES <= PRIV_SERVED_MAX, "HELLO_REPLY counts every request type");
+_Static_assert(sizeof(struct priv_signal) == 96 && sizeof(struct priv_freeze) == 96,
+               "no padding: every byte is checked");
+
+static const struct priv_msg_spec *spec_of(uint32_t type) {
+        for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+                if (table[i].type == type)
+                        return &table[i];
+        return NULL;
+}
+
+const char *priv_type_name(uint32_t type) {
+        const struct priv_msg_spec *s = spec_of(type);
+        return s ? s->name : NULL;
+}
+
+/* A NUL-terminated string in a fixed field, zeros after the NUL. Its
+ * length, or -1. */
+static long field_str(const char *f, size_t size) {
+        const char *nul = memchr(f, 0, size);
+        if (!nul)
+                return -1;
+        for (const char *p = nul; p < f + size; p++)
+                if (*p)
+                        return -1;
+        return nul - f;
+}
+
+static bool all_zero(const void *p, size_t n) {
+        const unsigned char *c = p;
+        for (size_t i = 0; i < n; i++)
+                if (c[i])
+                        return false;
+        return true;
+}
+
+/* rt_id_valid's rule: [A-Za-z0-9][A-Za-z0-9_.-]{0,63} */
+static bool id_ok(const char *s, long n) {
+        if (n < 1 || n > 64)
+                return false;
+        for (long i = 0; i < n; i++) {
+                char c = s[i];
+                bool alnum =
+                        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+                if (!alnum && (i == 0 || (c != '_' && c != '.' && c != '-')))
+                        return false;
+        }
+        return true;
+}
+
+static bool link_ok(const char *s, long n) {
+        size_t pl = strlen(PRIV_LINK_PREFIX);
+        if (n <= (long) pl || n > 15 || strncmp(s, PRIV_LINK_PREFIX, pl) != 0)
+                return false;
+        for (long i = 0; i < n; i++) {
+                char c = s[i];
+                bool alnum =
+                        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+                if (!alnum && c != '_' && c != '.' && c != '-')
+                        return false;
+        }
+        return true;
+}
+
+int priv_path_check(const char *path, const char *root, struct wr_err *e) {
+        size_t n = strlen(path);
+        if (n == 0)
+                return err_set(e, -EACCES, "path is empty");
+        if (n >= PRIV_PATH_MAX)
+                return err_set(e, -EACCES, "path is longer than %u bytes", PRIV_PATH_MAX - 1);
+        if (path[0] == '/')
+                return err_set(e, -EACCES,
+                               "path %.64s is absolute (must be relative to the state dir)", path);
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char) path[i] < 0x20 || path[i] == 0x7f)
+                        return err_set(e, -EACCES, "path holds a control byte");
+        size_t ncomp = 0;
+        for (const char *p = path; *p;) {
+                const char *slash = strchr(p, '/');
+                size_t cl = slash ? (size_t) (slash - p) : strlen(p);
+                if (cl == 0)
+                        return err_set(e, -EACCES, "path %.64s has an empty component", path);
+                if ((cl == 1 && p[0] == '.') || (cl == 2 && p[0] == '.' && p[1] == '.'))
+                        return err_set(e, -EACCES, "path %.64s has a \".\" or \"..\" component",
+                                       path);
+                if (ncomp == 0 && (cl != strlen(root) || strncmp(p, root, cl) != 0))
+                        return err_set(e, -EACCES, "path %.64s is not under %s/", path, root);
+                ncomp++;
+                if (!slash)
+                        break;
+                p = slash + 1;
+                if (!*p)
+                        return err_set(e, -EACCES, "path %.64s ends in '/'", path);
+        }
+        if (ncomp < 2)
+                return err_set(e, -EACCES, "path %.64s names %s/ itself, not a file below it", path,
+                               root);
+        return 0;
+}
+
+/* A priv_target's fields (the decoder's and the encoders' check). */
+static int target_check(const struct priv_target *t, const char *what, struct wr_err *e) {
+        long n = field_str(t->id, sizeof(t->id));
+        if (n < 0 || !id_ok(t->id, n))
+                return err_set(e, -EINVAL, "%s: bad sandbox id", what);
+        if (t->pid <= 1)
+                return err_set(e, -EINVAL, "%s: pid %d (a sandbox's init is > 1)", what, t->pid);
+        if (t->start_time == 0)
+                return err_set(e, -EINVAL, "%s: no start time (a reused pid would pass)", what);
+        if (t->cgroup_mode > 2)
+                return err_set(e, -EINVAL, "%s: cgroup mode %u", what, t->cgroup_mode);
+        return 0;
+}
+
+/* Header and table checks shared by both directions. */
+static int frame_check(const void *buf, size_t len, size_t n_fds, bool request,
+                       struct priv_hdr *hdr, const struct priv_msg_spec **ret, struct wr_err *e) {
+        memset(hdr, 0, sizeof(*hdr));
+        if (len < sizeof(struct priv_hdr))
+                return err_set(e, -EPROTO, "short datagram (%zu bytes)", len);
+        if (len > PRIV_MSG_MAX)
+                return err_set(e, -EPROTO, "datagram of %zu bytes (at most %u)", len, PRIV_MSG_MAX);
+        struct priv_hdr h;
+        memcpy(&h, buf, sizeof(h));
+        if (h.magic != PRIV_MAGIC)
+                return err_set(e, -EPROTO, "bad magic 0x%08x", h.magic);
+        *hdr = h;
+        if (h.reserved)
+                return err_set(e, -EPROTO, "reserved header bits set");
+        const struct priv_msg_spec *s = spec_of(h.type);
+        if (!s || s->request != request)
+                return err_set(e, -EPROTO, "unknown %s type 0x%x", request ? "request" : "reply",
+                               h.type);
+        if (h.len != len - sizeof(h))
+                return err_set(e, -EPROTO, "%s: header says %u payload bytes, datagram has %zu",
+                               s->name, h.len, len - sizeof(h));
+        if (h.len != s->len)
+                return err_set(e, -EPROTO, "%s: payload of %u bytes (must be %u)", s->name, h.len,
+                               s->len);
+        if (n_fds != s->n_fds)
+                return err_set(e, -EPROTO, "%s: %zu fds (must be %u)", s->name, n_fds, s->n_fds);
+        *ret = s;
+        return 0;
+}
+
+int priv_req_decode(const void *buf, size_t len, size_t n_fds, struct priv_req *out,
+                    struct wr_err *e) {
+        const struct priv_msg_spec *s;
+        memset(out, 0, sizeof(*out));
+        int r = frame_check(buf, len, n_fds, true, &out->hdr, &s, e);
+        if (r < 0)
+                return r;
+        const char *p = (const char *) buf + sizeof(struct priv_hdr);
+        switch (out->hdr.type) {
+        case PRIV_HELLO:
+                return 0;
+        case PRIV_SANDBOX_CLEANUP: {
+                struct priv_cleanup *c = &out->cleanup;
+                memcpy(c, p, sizeof(*c));
+                long n = field_str(c->id, sizeof(c->id));
+                if (n < 0 || !id_ok(c->id, n))
+                        return err_set(e, -EINVAL, "SANDBOX_CLEANUP: bad sandbox id");
+                if (field_str(c->dir, sizeof(c->dir)) < 0)
+                        return err_set(e, -EINVAL,
+                                       "SANDBOX_CLEANUP: dir is not one NUL-padded string");
+                if (c->cgroup_mode > 2)
+                        return err_set(e, -EINVAL, "SANDBOX_CLEANUP: cgroup mode %u",
+                                       c->cgroup_mode);
+                if (c->reserved)
+                        return err_set(e, -EINVAL, "SANDBOX_CLEANUP: reserved field set");
+                struct wr_err pe = {0};
+                if ((r = priv_path_check(c->dir, PRIV_ROOT_SANDBOXES, &pe)) < 0)
+                        return err_set(e, r, "SANDBOX_CLEANUP: %s", pe.msg);
+                return 0;
+        }
+        case PRIV_SANDBOX_SIGNAL: {
+                struct priv_signal *sg = &out->signal;
+                memcpy(sg, p, sizeof(*sg));
+                if ((r = target_check(&sg->t, "SANDBOX_SIGNAL", e)) < 0)
+                        return r;
+                if (sg->signo < 1 || sg->signo > 64)
+                        return err_set(e, -EINVAL, "SANDBOX_SIGNAL: signal %d", sg->signo);
+                if (sg->reserved)
+                        return err_set(e, -EINVAL, "SANDBOX_SIGNAL: reserved field set");
+                return 0;
+        }
+        case PRIV_SANDBOX_FREEZE: {
+                struct priv_freeze *f = &out->freeze;
+                memcpy(f, p, sizeof(*f));
+                if ((r = target_check(&f->t, "SANDBOX_FREEZE", e)) < 0)
+                        return r;
+                if (f->on > 1)
+                        return err_set(e, -EINVAL, "SANDBOX_FREEZE: on = %u (0 or 1)", f->on);
+                if (f->reserved)
+                        return err_set(e, -EINVAL, "SANDBOX_FREEZE: reserved field set");
+                return 0;
+        }
+        case PRIV_LINK_DELETE: {
+                struct priv_link *l = &out->link;
+                memcpy(l, p, sizeof(*l));
+                long n = field_str(l->name, sizeof(l->name));
+                if (n < 0 || !link_ok(l->name, n))
+                        return err_set(e, -EINVAL,
+                                       "LINK_DELETE: not a warren link name (" PRIV_LINK_PREFIX
+                                       "..., [A-Za-z0-9_.-], at most 15)");
+                if (!all_zero(l->reserved, sizeof(l->reserved)))
+                        return err_set(e, -EINVAL, "LINK_DELETE: reserved field set");
+                return 0;
+        }
+        }
+        return err_set(e, -EPROTO, "unknown request type 0x%x", out->hdr.type); /* not reached */
+}
+
+int priv_reply_decode(const void *buf, size_t len, size_t n_fds, struct priv_reply *out,
+                      struct wr_err *e) {
+        const struct priv_msg_spec *s;
+        memset(out, 0, sizeof(*out));
+        int r = frame_check(buf, len, n_fds, false, &out->hdr, &s, e);
+        if (r < 0)
+                return r;
+        const char *p = (const char *) buf + sizeof(struct priv_hdr);
+        if (out->hdr.type == PRIV_RESULT) {
+                struct priv_result *res = &out->result;
+                memcpy(res, p, sizeof(*res));
+                if (res->err < 0 || res->err > 4095)
+                        return err_set(e, -EINVAL, "RESULT: errno %d", res->err);
+                if (field_str(res->msg, sizeof(res->msg)) < 0)
+                        return err_set(e, -EINVAL, "RESULT: msg is not one NUL-padded string");
+                return 0;
+        }
+        struct priv_hello_reply *h = &out->hello;
+        memcpy(h, p, sizeof(*h));
+        if (h->version != PRIV_VERSION)
+                return err_set(e, -EPROTO, "HELLO_REPLY: version %u (this warrend speaks %u)",
+                               h->version, PRIV_VERSION);
+        if (h->pid <= 0)
+                return err_set(e, -EINVAL, "HELLO_REPLY: pid %d", h->pid);
+        return 0;
+}
+
+/* ---- encoders ---- */
+
+static int put(uint64_t id, uint32_t type, const void *payload, size_t plen, void *buf,
+               size_t size) {
+        if (size < sizeof(struct priv_hdr) + plen)
+                return -ENOBUFS;
+        struct priv_hdr h = {.magic = PRIV_MAGIC, .type = type, .len = (uint32_t) plen, .id = id};
+        memcpy(buf, &h, sizeof(h));
+        if (plen)
+                memcpy((char *) buf + sizeof(h), payload, plen);
+        return (int) (sizeof(h) + plen);
+}
+
+int priv_hello_encode(uint64_t id, void *buf, size_t size) {
+        return put(id, PRIV_HELLO, NULL, 0, buf, size);
+}
+
+int priv_cleanup_encode(uint64_t id, const char *sandbox_id, const char *dir, uint32_t cgroup_mode,
+                        void *buf, size_t size, struct wr_err *e) {
+        struct priv_cleanup c;
+        memset(&c, 0, sizeof(c));
+        size_t n = strlen(sandbox_id);
+        if (!id_ok(sandbox_id, (long) n))
+                return err_set(e, -EINVAL, "sandbox id %.80s is not valid", sandbox_id);
+        memcpy(c.id, sandbox_id, n);
+        int r = priv_path_check(dir, PRIV_ROOT_SANDBOXES, e);
+        if (r < 0)
+                return r;
+        memcpy(c.dir, dir, strlen(dir));
+        if (cgroup_mode > 2)
+                return err_set(e, -EINVAL, "cgroup mode %u", cgroup_mode);
+        c.cgroup_mode = cgroup_mode;
+        return put(id, PRIV_SANDBOX_CLEANUP, &c, sizeof(c), buf, size);
+}
+
+int priv_link_delete_encode(uint64_t id, const char *name, void *buf, size_t size,
+                            struct wr_err *e) {
+        struct priv_link l;
+        memset(&l, 0, sizeof(l));
+        size_t n = strlen(name);
+        if (!link_ok(name, (long) n))
+                return err_set(e, -EINVAL, "link %.32s is not a warren link name", name);
+        memcpy(l.name, name, n);
+        return put(id, PRIV_LINK_DELETE, &l, sizeof(l), buf, size);
+}
+
+/* t copied canonically (the id NUL-padded) into out, checked. */
+static int target_copy(const struct priv_target *t, struct priv_target *out, const char *what,
+                       struct wr_err *e) {
+        memset(out, 0, sizeof(*out));
+        size_t n = strnlen(t->id, sizeof(t->id));
+        if (n >= sizeof(t->id))
+                return err_set(e, -EINVAL, "%s: bad sandbox id", what);
+        memcpy(out->id, t->id, n);
+        out->pid = t->pid;
+        out->cgroup_mode = t->cgroup_mode;
+        out->start_time = t->start_time;
+        return target_check(out, what, e);
+}
+
+int priv_signal_encode(uint64_t id, const struct priv_target *t, int signo, void *buf, size_t size,
+                       struct wr_err *e) {
+        struct priv_signal sg;
+        memset(&sg, 0, sizeof(sg));
+        int r = target_copy(t, &sg.t, "SANDBOX_SIGNAL", e);
+        if (r < 0)
+                return r;
+        if (signo < 1 || signo > 64)
+                return err_set(e, -EINVAL, "SANDBOX_SIGNAL: signal %d", signo);
+        sg.signo = signo;
+        return put(id, PRIV_SANDBOX_SIGNAL, &sg, sizeof(sg), buf, size);
+}
+
+int priv_freeze_encode(uint64_t id, const struct priv_target *t, bool on, void *buf, size_t size,
+                       struct wr_err *e) {
+        struct priv_freeze f;
+        memset(&f, 0, sizeof(f));
+        int r = target_copy(t, &f.t, "SANDBOX_FREEZE", e);
+        if (r < 0)
+                return r;
+        f.on = on ? 1 : 0;
+        return put(id, PRIV_SANDBOX_FREEZE, &f, sizeof(f), buf, size);
+}
+
+int priv_result_encode(uint64_t id, const struct priv_result *res, void *buf, size_t size) {
+        struct priv_result c = *res;
+        /* canonical: the message NUL-padded */
+        size_t n = strnlen(res->msg, sizeof(c.msg) - 1);
+        memset(c.msg, 0, sizeof(c.msg));
+        memcpy(c.msg, res->msg, n);
+        return put(id, PRIV_RESULT, &c, sizeof(c), buf, size);
+}
+
+int priv_hello_reply_encode(uint64_t id, const struct priv_hello_reply *rep, void *buf,
+                            size_t size) {
+        return put(id, PRIV_HELLO_REPLY, rep, sizeof(*rep), buf, size);
+}
+
+/* ---- the socket ---- */
+
+void priv_close_fds(int *fds, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (fds[i] >= 0) {
+                        close(fds[i]);
+                        fds[i] = -1;
+                }
+}
+
+long priv_recv(int fd, void *buf, size_t size, int fds[PRIV_FDS_MAX], size_t *n_fds, int flags) {
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int) * PRIV_FDS_MAX)];
+        } cbuf;
+        struct iovec iov = {.iov_base = buf, .iov_len = size};
+        struct msghdr mh = {
+                .msg_iov = &iov,
+                .msg_iovlen = 1,
+                .msg_control = cbuf.buf,
+                .msg_controllen = sizeof(cbuf.buf),
+        };
+        *n_fds = 0;
+        ssize_t n;
+        do
+                n = recvmsg(fd, &mh, flags | MSG_CMSG_CLOEXEC);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return -errno;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < k; i++) {
+                        int f;
+                        memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                        if (*n_fds < PRIV_FDS_MAX)
+                                fds[(*n_fds)++] = f;
+                        else
+                                close(f);
+                }
+        }
+        if (mh.msg_flags & MSG_CTRUNC) {
+                priv_close_fds(fds, *n_fds);
+                *n_fds = 0;
+                return -EPROTO;
+        }
+        if (mh.msg_flags & MSG_TRUNC) {
+                priv_close_fds(fds, *n_fds);
+                *n_fds = 0;
+                return -EMSGSIZE;
+        }
+        return (long) n;
+}

@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Wire format of the warren-priv protocol: warrend (the requester) asks
+ * warren-priv (the only long-lived part meant to keep root; docs/privsep.md)
+ * to do privileged host work. The message set is closed: every type has
+ * one fixed-size payload and a fixed number of fds in the table of
+ * priv-proto.c; anything else is refused (with nothing done) and its fds
+ * are closed.
+ *
+ * Transport: AF_UNIX SOCK_SEQPACKET (a socketpair made by warrend when it
+ * starts warren-priv: fd --sock-fd). Every message is exactly one
+ * datagram: a struct priv_hdr followed by hdr.len bytes of payload
+ * (hdr.len == datagram size - sizeof(struct priv_hdr) == the table's size
+ * for hdr.type); at most PRIV_MSG_MAX bytes. Both ends run on the same
+ * host: integers in host byte order. Reserved fields and the bytes of a
+ * string field after its terminating NUL must be zero (one encoding per
+ * message: what is accepted re-encodes to the same bytes). fds travel as
+ * SCM_RIGHTS with the datagram: exactly the table's count (none for every
+ * type of version 1); a message with fds where none belong, with more
+ * than PRIV_FDS_MAX, or whose control data was truncated is refused and
+ * every fd it carried is closed.
+ *
+ * Paths: a path field names a file below warren-priv's state dir
+ * (--state-dir), relative to it: no leading '/', no empty, "." or ".."
+ * component, no control bytes, and its first component is the one the
+ * table names for the field (e.g. "sandboxes"). warren-priv resolves it
+ * from its state dir fd with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS
+ * | RESOLVE_NO_MAGICLINKS): a symlink anywhere on the way is refused, not
+ * followed.
+ *
+ * Requests (warrend -> warren-priv) and the answer each one gets (same
+ * hdr.id; warren-priv carries requests out concurrently, so answers
+ * come in the order they finish: the requester matches them by id):
+ *   HELLO             no payload -> HELLO_REPLY (version, pid, counters).
+ *   SANDBOX_CLEANUP   struct priv_cleanup -> RESULT. The host side of a
+ *                     sandbox's teardown (rt_sandbox_cleanup): SIGKILL
+ *                     every process in the cgroup(s) of id (until empty),
+ *                     remove them, then remove dir (any depth, never
+ *                     following a symlink or crossing a mount). Idempotent.
+ *   LINK_DELETE       struct priv_link -> RESULT (value 1: deleted, 0:
+ *                     there was none). Delete the host end of a sandbox's
+ *                     veth (rt_net_link_delete); only names of warren's own
+ *                     links (PRIV_LINK_PREFIX...) are accepted.
+ *   SANDBOX_SIGNAL    struct priv_signal -> RESULT. rt_sandbox_attach the
+ *                     target (refused unless the pid is the sandbox's init:
+ *                     start time and cgroup checked), then
+ *                     rt_sandbox_kill(signo): SIGKILL to every process of
+ *                     its cgroup, any other signal to init only.
+ *   SANDBOX_FREEZE    struct priv_freeze -> RESULT. The same target check,
+ *                     then rt_sandbox_freeze(on) (the cgroup freezer).
+ *                     The handle attached for a target is kept for its next
+ *                     SIGNAL or FREEZE while that init lives.
+ * A request that cannot be decoded is answered with RESULT {err = EPROTO
+ * or EINVAL or EACCES, msg}, hdr.id echoed when the header could be read,
+ * 0 otherwise, and counted as refused. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "basic/err.h"
+
+#define PRIV_MAGIC 0x57505231u /* "WPR1" */
+#define PRIV_VERSION 1u
+#define PRIV_MSG_MAX 4096u  /* datagram, header included */
+#define PRIV_PATH_MAX 1024u /* a path field, bytes including the NUL */
+#define PRIV_ID_MAX 72u     /* a sandbox id field: up to 64 chars + NUL, padded */
+#define PRIV_ERRMSG_MAX 256u
+#define PRIV_FDS_MAX 4u                 /* fds one datagram may carry at all */
+#define PRIV_SERVED_MAX 16u             /* counters in HELLO_REPLY: types 0..15 */
+#define PRIV_LINK_PREFIX "wr"           /* = SBX_NET_PEER_PREFIX */
+#define PRIV_ROOT_SANDBOXES "sandboxes" /* <state>/sandboxes/<id> */
+
+enum priv_type {
+        /* requests */
+        PRIV_HELLO = 1,
+        PRIV_SANDBOX_CLEANUP = 2,
+        PRIV_LINK_DELETE = 3,
+        PRIV_SANDBOX_SIGNAL = 4,
+        PRIV_SANDBOX_FREEZE = 5,
+        PRIV_REQ_TYPES = 6, /* request types are 1..PRIV_REQ_TYPES-1 */
+        /* replies */
+        PRIV_RESULT = 0x81,
+        PRIV_HELLO_REPLY = 0x82,
+};
+
+struct priv_hdr {
+        uint32_t magic;    /* PRIV_MAGIC */
+        uint32_t type;     /* enum priv_type */
+        uint32_t len;      /* payload bytes after this header */
+        uint32_t reserved; /* 0 */
+        uint64_t id;       /* chosen by the requester, echoed */
+};
+
+struct priv_cleanup {
+        char id[PRIV_ID_MAX];    /* a sandbox id (rt_id_valid) */
+        char dir[PRIV_PATH_MAX]; /* "sandboxes/..." below the state dir */
+        uint32_t cgroup_mode;    /* enum rt_cgroup_mode: 0..2 */
+        uint32_t reserved;
+};
+
+/* A running sandbox, named as rt_sandbox_attach() checks it: its id, its
+ * init's host pid (> 1) and that pid's start time (field 22 of
+ * /proc/<pid>/stat, != 0: a pid that was reused is refused), in the
+ * sandbox's cgroup of cgroup_mode. */
+struct priv_target {
+        char id[PRIV_ID_MAX];
+        int32_t pid;
+        uint32_t cgroup_mode; /* enum rt_cgroup_mode: 0..2 */
+        uint64_t start_time;
+};
+
+struct priv_signal {
+        struct priv_target t;
+        int32_t signo; /* 1..64 */
+        uint32_t reserved;
+};
+
+struct priv_freeze {
+        struct priv_target t;
+        uint32_t on; /* 1 pause, 0 resume */
+        uint32_t reserved;
+};
+
+struct priv_link {
+        char name[16]; /* PRIV_LINK_PREFIX then [A-Za-z0-9_.-], at most 15 chars */
+        uint32_t reserved[2];
+};
+
+struct priv_result {
+        int32_t err;   /* positive errno; 0 = done */
+        int32_t value; /* LINK_DELETE: 1 deleted, 0 none; else 0 */
+        /* warren-priv's own counters after this request: requests of this
+         * type it carried out (successfully or not), all it carried out,
+         * and all it refused undecoded */
+        uint64_t served;
+        uint64_t served_total;
+        uint64_t refused;
+        char msg[PRIV_ERRMSG_MAX]; /* err != 0: what failed */
+};
+
+struct priv_hello_reply {
+        uint32_t version;                 /* PRIV_VERSION */
+        int32_t pid;                      /* warren-priv's pid */
+        uint64_t served[PRIV_SERVED_MAX]; /* by type; [0] unused */
+        uint64_t served_total;
+        uint64_t refused;
+};
+
+/* One decoded request. */
+struct priv_req {
+        struct priv_hdr hdr;
+        union {
+                struct priv_cleanup cleanup;
+                struct priv_link link;
+                struct priv_signal signal;
+                struct priv_freeze freeze;
+        };
+};
+
+/* One decoded reply. */
+struct priv_reply {
+        struct priv_hdr hdr;
+        union {
+                struct priv_result result;
+                struct priv_hello_reply hello;
+        };
+};
+
+/* The name of a message type ("SANDBOX_CLEANUP"), or NULL when the table
+ * has no such type. */
+const char *priv_type_name(uint32_t type);
+
+/* Pure: check a request datagram buf[0..len) that arrived with n_fds fds
+ * against the table and copy it into *out. 0, or a refusal with a message
+ * in e: -EPROTO (framing: size, magic, unknown or reply type, reserved
+ * bits, fd count), -EINVAL (a field: id, link name, mode, string
+ * padding), -EACCES (a path not confined to the state dir as the table
+ * says). On a refusal *out holds the header when it could be read
+ * (out->hdr.id for the answer), else zeros. */
+int priv_req_decode(const void *buf, size_t len, size_t n_fds, struct priv_req *out,
+                    struct wr_err *e);
+
+/* Pure: the same for a reply (warrend's side). -EPROTO or -EINVAL. */
+int priv_reply_decode(const void *buf, size_t len, size_t n_fds, struct priv_reply *out,
+                      struct wr_err *e);
+
+/* Pure: 0 when path is a confined path whose first component is root
+ * (see "Paths" above), else -EACCES with the reason in e. */
+int priv_path_check(const char *path, const char *root, struct wr_err *e);
+
+/* Encoders: the datagram into buf (size bytes, at least PRIV_MSG_MAX is
+ * always enough); its length, or -EINVAL (a field the decoder would
+ * refuse; e says which) / -ENOBUFS. */
+int priv_hello_encode(uint64_t id, void *buf, size_t size);
+int priv_cleanup_encode(uint64_t id, const char *sandbox_id, const char *dir, uint32_t cgroup_mode,
+                        void *buf, size_t size, struct wr_err *e);
+int priv_link_delete_encode(uint64_t id, const char *name, void *buf, size_t size,
+                            struct wr_err *e);
+int priv_signal_encode(uint64_t id, const struct priv_target *t, int signo, void *buf, size_t size,
+                       struct wr_err *e);
+int priv_freeze_encode(uint64_t id, const struct priv_target *t, bool on, void *buf, size_t size,
+                       struct wr_err *e);
+int priv_result_encode(uint64_t id, const struct priv_result *res, void *buf, size_t size);
+int priv_hello_reply_encode(uint64_t id, const struct priv_hello_reply *rep, void *buf,
+                            size_t size);
+
+/* Receive one datagram from fd into buf (size bytes) with at most
+ * PRIV_FDS_MAX fds into fds[]; *n_fds = how many came; flags for
+ * recvmsg(2) (MSG_DONTWAIT; MSG_CMSG_CLOEXEC is always added). Returns the
+ * datagram's length, 0 at EOF, or a negative errno. A datagram larger
+ * than size or with truncated control data is -EMSGSIZE / -EPROTO with
+ * every fd it carried already closed. */
+long priv_recv(int fd, void *buf, size_t size, int fds[PRIV_FDS_MAX], size_t *n_fds, int flags);
+
+/* Close fds[0..n). */
+void priv_close_fds(int *fds, size_t n);

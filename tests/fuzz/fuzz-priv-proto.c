@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* libFuzzer target for both directions of the warren-priv protocol:
+ * priv_req_decode (what warren-priv, which keeps root, reads from warrend)
+ * and priv_reply_decode (what warrend reads back). The first byte picks the
+ * decoder and how many fds the datagram claims to carry (0..PRIV_FDS_MAX).
+ * Whatever is accepted carries no fd (none belongs in this version), has
+ * its paths confined (re-checked), and re-encodes to the same bytes; every
+ * refusal carries a message. */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "priv/priv-proto.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static uint8_t out[PRIV_MSG_MAX];
+static struct priv_req req;
+static struct priv_reply rep;
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        if (size < 1)
+                return 0;
+        uint8_t sel = data[0];
+        size_t n_fds = (size_t) ((sel >> 1) % (PRIV_FDS_MAX + 1));
+        data++;
+        size--;
+        uint8_t *buf = malloc(size ? size : 1);
+        if (!buf)
+                return 0;
+        memcpy(buf, data, size);
+        struct wr_err e = {0};
+        if (sel & 1) {
+                int r = priv_reply_decode(buf, size, n_fds, &rep, &e);
+                if (r == 0) {
+                        if (n_fds)
+                                abort();
+                        int n = rep.hdr.type == PRIV_RESULT
+                                        ? priv_result_encode(rep.hdr.id, &rep.result, out,
+                                                             sizeof(out))
+                                        : priv_hello_reply_encode(rep.hdr.id, &rep.hello, out,
+                                                                  sizeof(out));
+                        if (n != (int) size || memcmp(out, buf, size) != 0)
+                                abort();
+                } else if (e.msg[0] == '\0') {
+                        abort();
+                }
+        } else {
+                int r = priv_req_decode(buf, size, n_fds, &req, &e);
+                if (r == 0) {
+                        struct wr_err ee = {0};
+                        int n = -1;
+                        if (n_fds)
+                                abort();
+                        switch (req.hdr.type) {
+                        case PRIV_HELLO:
+                                n = priv_hello_encode(req.hdr.id, out, sizeof(out));
+                                break;
+                        case PRIV_SANDBOX_CLEANUP:
+                                if (priv_path_check(req.cleanup.dir, PRIV_ROOT_SANDBOXES, &ee) <
+                                            0 ||
+                                    req.cleanup.dir[0] == '/' || strstr(req.cleanup.dir, "/../") ||
+                                    strstr(req.cleanup.dir, "/./") ||
+                                    strstr(req.cleanup.dir, "//") ||
+                                    strncmp(req.cleanup.dir, "sandboxes/", 10) != 0)
+                                        abort();
+                                n = priv_cleanup_encode(req.hdr.id, req.cleanup.id, req.cleanup.dir,
+                                                        req.cleanup.cgroup_mode, out, sizeof(out),
+                                                        &ee);
+                                break;
+                        case PRIV_LINK_DELETE:
+                                if (strncmp(req.link.name, PRIV_LINK_PREFIX,
+                                            strlen(PRIV_LINK_PREFIX)) != 0)
+                                        abort();
+                                n = priv_link_delete_encode(req.hdr.id, req.link.name, out,
+                                                            sizeof(out), &ee);
+                                break;
+                        case PRIV_SANDBOX_SIGNAL:
+                                if (req.signal.t.pid <= 1 || req.signal.t.start_time == 0)
+                                        abort();
+                                n = priv_signal_encode(req.hdr.id, &req.signal.t, req.signal.signo,
+                                                       out, sizeof(out), &ee);
+                                break;
+                        case PRIV_SANDBOX_FREEZE:
+                                if (req.freeze.t.pid <= 1 || req.freeze.t.start_time == 0)
+                                        abort();
+                                n = priv_freeze_encode(req.hdr.id, &req.freeze.t,
+                                                       req.freeze.on != 0, out, sizeof(out), &ee);
+                                break;
+                        default:
+                                abort();
+                        }
+                        if (n != (int) size || memcmp(out, buf, size) != 0)
+                                abort();
+                } else if (e.msg[0] == '\0') {
+                        abort();
+                }
+        }
+        free(buf);
+        return 0;
+}

@@ -1,0 +1,728 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* src/priv: the warren-priv protocol (every request and reply round trips;
+ * hand-written malformed cases: wrong magic, wrong sizes, unknown types,
+ * reserved bits, fds where none belong, bad ids and link names, paths
+ * outside the state dir) and the real warren-priv binary (argv[1]) on a
+ * temporary state dir: every malformed datagram is answered with a
+ * refusal and nothing is done (the canary files stay, an fd sent where
+ * none belongs is closed, its served counters stay 0), a symlink on a
+ * path's way is not followed, and a good SANDBOX_CLEANUP does remove its
+ * dir (the control that shows the refusals are not vacuous). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "basic/macro.h"
+#include "priv/client.h"
+#include "priv/priv-proto.h"
+
+static const char *priv_bin;
+
+/* ---- the pure decoder ---- */
+
+static void test_round_trip(void **state) {
+        (void) state;
+        uint8_t buf[PRIV_MSG_MAX], again[PRIV_MSG_MAX];
+        struct priv_req req;
+        struct wr_err e = {0};
+
+        int n = priv_hello_encode(7, buf, sizeof(buf));
+        assert_int_equal(n, sizeof(struct priv_hdr));
+        assert_int_equal(priv_req_decode(buf, (size_t) n, 0, &req, &e), 0);
+        assert_int_equal(req.hdr.type, PRIV_HELLO);
+        assert_int_equal(req.hdr.id, 7);
+
+        n = priv_cleanup_encode(9, "sb-1", "sandboxes/sb-1", 2, buf, sizeof(buf), &e);
+        assert_true(n > 0);
+        assert_int_equal(priv_req_decode(buf, (size_t) n, 0, &req, &e), 0);
+        assert_string_equal(req.cleanup.id, "sb-1");
+        assert_string_equal(req.cleanup.dir, "sandboxes/sb-1");
+        assert_int_equal(req.cleanup.cgroup_mode, 2);
+        int m = priv_cleanup_encode(9, req.cleanup.id, req.cleanup.dir, req.cleanup.cgroup_mode,
+                                    again, sizeof(again), &e);
+        assert_int_equal(m, n);
+        assert_memory_equal(again, buf, (size_t) n);
+
+        n = priv_link_delete_encode(3, "wr42", buf, sizeof(buf), &e);
+        assert_true(n > 0);
+        assert_int_equal(priv_req_decode(buf, (size_t) n, 0, &req, &e), 0);
+        assert_string_equal(req.link.name, "wr42");
+
+        struct priv_result res = {
+                .err = 2, .value = 0, .served = 4, .served_total = 5, .refused = 1};
+        snprintf(res.msg, sizeof(res.msg), "no such thing");
+        n = priv_result_encode(3, &res, buf, sizeof(buf));
+        struct priv_reply rep;
+        assert_int_equal(priv_reply_decode(buf, (size_t) n, 0, &rep, &e), 0);
+        assert_int_equal(rep.result.err, 2);
+        assert_int_equal(rep.result.served_total, 5);
+        assert_string_equal(rep.result.msg, "no such thing");
+
+        struct priv_hello_reply h = {.version = PRIV_VERSION, .pid = 12, .served_total = 3};
+        n = priv_hello_reply_encode(1, &h, buf, sizeof(buf));
+        assert_int_equal(priv_reply_decode(buf, (size_t) n, 0, &rep, &e), 0);
+        assert_int_equal(rep.hello.pid, 12);
+        /* a request is not a reply, nor the other way round */
+        assert_int_equal(priv_req_decode(buf, (size_t) n, 0, &req, &e), -EPROTO);
+        n = priv_hello_encode(1, buf, sizeof(buf));
+        assert_int_equal(priv_reply_decode(buf, (size_t) n, 0, &rep, &e), -EPROTO);
+}
+
+/* a good cleanup datagram in buf; its length */
+static size_t good_cleanup(uint8_t *buf) {
+        struct wr_err e = {0};
+        int n = priv_cleanup_encode(1, "abc", "sandboxes/abc", 0, buf, PRIV_MSG_MAX, &e);
+        assert_true(n > 0);
+        return (size_t) n;
+}
+
+static void refused(const void *buf, size_t len, size_t n_fds, int code) {
+        struct priv_req req;
+        struct wr_err e = {0};
+        assert_int_equal(priv_req_decode(buf, len, n_fds, &req, &e), code);
+        assert_true(e.msg[0] != '\0');
+}
+
+static void test_malformed(void **state) {
+        (void) state;
+        uint8_t buf[PRIV_MSG_MAX + 16];
+        size_t n = good_cleanup(buf);
+        struct priv_hdr *h = (struct priv_hdr *) (void *) buf;
+        struct priv_cleanup *c = (struct priv_cleanup *) (void *) (buf + sizeof(*h));
+
+        /* sizes */
+        refused(buf, 0, 0, -EPROTO);
+        refused(buf, sizeof(*h) - 1, 0, -EPROTO);
+        refused(buf, n - 1, 0, -EPROTO);
+        memset(buf + n, 0, 8);
+        refused(buf, n + 8, 0, -EPROTO);
+        refused(buf, PRIV_MSG_MAX + 1, 0, -EPROTO);
+        h->len = (uint32_t) (n - sizeof(*h) - 4); /* header disagrees with the datagram */
+        refused(buf, n, 0, -EPROTO);
+        n = good_cleanup(buf);
+        /* a HELLO with a payload */
+        h->type = PRIV_HELLO;
+        refused(buf, n, 0, -EPROTO);
+        n = good_cleanup(buf);
+
+        /* magic, reserved, types */
+        h->magic = 0x57494e31u; /* warren-init's */
+        refused(buf, n, 0, -EPROTO);
+        n = good_cleanup(buf);
+        h->reserved = 1;
+        refused(buf, n, 0, -EPROTO);
+        n = good_cleanup(buf);
+        for (uint32_t t = 0; t < 0x100; t++) {
+                if (t == PRIV_SANDBOX_CLEANUP)
+                        continue;
+                h->type = t;
+                refused(buf, n, 0, -EPROTO);
+        }
+        h->type = 0xffffffffu;
+        refused(buf, n, 0, -EPROTO);
+        n = good_cleanup(buf);
+
+        /* fds where none belong */
+        refused(buf, n, 1, -EPROTO);
+        refused(buf, n, PRIV_FDS_MAX, -EPROTO);
+
+        /* fields */
+        c->cgroup_mode = 3;
+        refused(buf, n, 0, -EINVAL);
+        n = good_cleanup(buf);
+        c->reserved = 1;
+        refused(buf, n, 0, -EINVAL);
+        n = good_cleanup(buf);
+        c->id[5] = 'x'; /* garbage after the NUL */
+        refused(buf, n, 0, -EINVAL);
+        n = good_cleanup(buf);
+        memset(c->id, 'a', sizeof(c->id)); /* no NUL */
+        refused(buf, n, 0, -EINVAL);
+        n = good_cleanup(buf);
+        memcpy(c->id, "../x", 5);
+        refused(buf, n, 0, -EINVAL);
+        n = good_cleanup(buf);
+        memset(c->dir, 'a', sizeof(c->dir)); /* no NUL */
+        refused(buf, n, 0, -EINVAL);
+}
+
+/* the path field of a cleanup set to p, bypassing the encoder's check */
+static void cleanup_path_refused(const char *p) {
+        uint8_t buf[PRIV_MSG_MAX];
+        size_t n = good_cleanup(buf);
+        struct priv_cleanup *c = (struct priv_cleanup *) (void *) (buf + sizeof(struct priv_hdr));
+        memset(c->dir, 0, sizeof(c->dir));
+        memcpy(c->dir, p, strlen(p));
+        refused(buf, n, 0, -EACCES);
+        struct wr_err e = {0};
+        assert_int_equal(priv_cleanup_encode(1, "abc", p, 0, buf, sizeof(buf), &e), -EACCES);
+}
+
+static void test_paths(void **state) {
+        (void) state;
+        static const char *const bad[] = {
+                "",
+                "/",
+                "/etc",
+                "/var/lib/warren/sandboxes/abc", /* absolute, even inside the state dir */
+                "..",
+                "../etc",
+                "sandboxes/../../etc",
+                "sandboxes/abc/../../..",
+                "sandboxes/./abc",
+                "sandboxes",
+                "sandboxes/",
+                "sandboxes//abc",
+                "sandboxes/abc/",
+                "images/abc",
+                "sandboxesX/abc",
+                "./sandboxes/abc",
+                "sandboxes/a\nb",
+                "sandboxes/a\x7f",
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                cleanup_path_refused(bad[i]);
+        struct wr_err e = {0};
+        assert_int_equal(priv_path_check("sandboxes/abc", PRIV_ROOT_SANDBOXES, &e), 0);
+        assert_int_equal(priv_path_check("sandboxes/abc/upper", PRIV_ROOT_SANDBOXES, &e), 0);
+        assert_int_equal(priv_path_check("sandboxes/..abc", PRIV_ROOT_SANDBOXES, &e), 0);
+        char longp[PRIV_PATH_MAX + 8];
+        memset(longp, 'a', sizeof(longp) - 1);
+        longp[sizeof(longp) - 1] = 0;
+        memcpy(longp, "sandboxes/", 10);
+        assert_int_equal(priv_path_check(longp, PRIV_ROOT_SANDBOXES, &e), -EACCES);
+}
+
+static void test_links(void **state) {
+        (void) state;
+        uint8_t buf[PRIV_MSG_MAX];
+        struct wr_err e = {0};
+        static const char *const bad[] = {
+                "eth0", "lo", "wr", "wr/x", "wr x", "docker0", "wr0123456789abcd" /* 16 */};
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                assert_int_equal(priv_link_delete_encode(1, bad[i], buf, sizeof(buf), &e), -EINVAL);
+        int n = priv_link_delete_encode(1, "wr7", buf, sizeof(buf), &e);
+        assert_true(n > 0);
+        struct priv_link *l = (struct priv_link *) (void *) (buf + sizeof(struct priv_hdr));
+        memcpy(l->name, "eth0", 5);
+        refused(buf, (size_t) n, 0, -EINVAL);
+        memcpy(l->name, "wr7\0x", 5); /* garbage after the NUL */
+        refused(buf, (size_t) n, 0, -EINVAL);
+        memset(l->name, 0, sizeof(l->name));
+        memcpy(l->name, "wr7", 3);
+        l->reserved[1] = 1;
+        refused(buf, (size_t) n, 0, -EINVAL);
+        l->reserved[1] = 0;
+        refused(buf, (size_t) n, 1, -EPROTO);
+        struct priv_req req;
+        assert_int_equal(priv_req_decode(buf, (size_t) n, 0, &req, &e), 0);
+}
+
+static void test_signal_freeze(void **state) {
+        (void) state;
+        uint8_t buf[PRIV_MSG_MAX], again[PRIV_MSG_MAX];
+        struct wr_err e = {0};
+        struct priv_target t = {.id = "sb-x", .pid = 4242, .cgroup_mode = 1, .start_time = 99};
+        int n = priv_signal_encode(5, &t, SIGTERM, buf, sizeof(buf), &e);
+        assert_true(n > 0);
+        struct priv_req req;
+        assert_int_equal(priv_req_decode(buf, (size_t) n, 0, &req, &e), 0);
+        assert_string_equal(req.signal.t.id, "sb-x");
+        assert_int_equal(req.signal.t.pid, 4242);
+        assert_int_equal(req.signal.signo, SIGTERM);
+        assert_int_equal(
+                priv_signal_encode(5, &req.signal.t, req.signal.signo, again, sizeof(again), &e),
+                n);
+        assert_memory_equal(again, buf, (size_t) n);
+        refused(buf, (size_t) n, 1, -EPROTO); /* an fd where none belongs */
+        struct priv_signal *sg = (struct priv_signal *) (void *) (buf + sizeof(struct priv_hdr));
+        sg->signo = 0;
+        refused(buf, (size_t) n, 0, -EINVAL);
+        sg->signo = 65;
+        refused(buf, (size_t) n, 0, -EINVAL);
+        sg->signo = SIGTERM;
+        sg->reserved = 1;
+        refused(buf, (size_t) n, 0, -EINVAL);
+        sg->reserved = 0;
+        sg->t.pid = 1; /* the host's init */
+        refused(buf, (size_t) n, 0, -EINVAL);
+        sg->t.pid = -5;
+        refused(buf, (size_t) n, 0, -EINVAL);
+        sg->t.pid = 4242;
+        sg->t.start_time = 0; /* a reused pid would pass */
+        refused(buf, (size_t) n, 0, -EINVAL);
+        sg->t.start_time = 99;
+        sg->t.cgroup_mode = 3;
+        refused(buf, (size_t) n, 0, -EINVAL);
+        sg->t.cgroup_mode = 1;
+        memcpy(sg->t.id, "../x", 5);
+        refused(buf, (size_t) n, 0, -EINVAL);
+        assert_int_equal(priv_signal_encode(5, &t, 0, buf, sizeof(buf), &e), -EINVAL);
+
+        n = priv_freeze_encode(6, &t, true, buf, sizeof(buf), &e);
+        assert_true(n > 0);
+        assert_int_equal(priv_req_decode(buf, (size_t) n, 0, &req, &e), 0);
+        assert_int_equal(req.freeze.on, 1);
+        struct priv_freeze *f = (struct priv_freeze *) (void *) (buf + sizeof(struct priv_hdr));
+        f->on = 2;
+        refused(buf, (size_t) n, 0, -EINVAL);
+        f->on = 0;
+        f->reserved = 7;
+        refused(buf, (size_t) n, 0, -EINVAL);
+        f->reserved = 0;
+        /* a FREEZE payload under the SIGNAL type (same size): its fields
+         * are checked as a SIGNAL's (on = 0 is signal 0) */
+        ((struct priv_hdr *) (void *) buf)->type = PRIV_SANDBOX_SIGNAL;
+        refused(buf, (size_t) n, 0, -EINVAL);
+}
+
+/* ---- the real warren-priv ---- */
+
+struct server {
+        char dir[64]; /* a temp dir: state/ inside, outside/ beside it */
+        char state[96];
+        pid_t pid;
+        int sock;
+};
+
+static void sh(const char *fmt, ...) _printf_(1, 2);
+static void sh(const char *fmt, ...) {
+        char cmd[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(cmd, sizeof(cmd), fmt, ap);
+        va_end(ap);
+        assert_int_equal(system(cmd), 0);
+}
+
+static void server_start(struct server *s) {
+        snprintf(s->dir, sizeof(s->dir), "/tmp/wr-priv-test.XXXXXX");
+        assert_non_null(mkdtemp(s->dir));
+        snprintf(s->state, sizeof(s->state), "%s/state", s->dir);
+        /* canaries: a sandbox dir, a file outside the state dir, a symlink
+         * from inside the state dir to outside */
+        sh("mkdir -p %s/state/sandboxes/victim %s/outside/x && touch %s/outside/x/keep", s->dir,
+           s->dir, s->dir);
+        sh("touch %s/state/sandboxes/victim/keep && ln -s ../../outside %s/state/sandboxes/link",
+           s->dir, s->dir);
+        int sp[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
+        s->pid = fork();
+        assert_true(s->pid >= 0);
+        if (s->pid == 0) {
+                char fd[16];
+                snprintf(fd, sizeof(fd), "%d", sp[1]);
+                fcntl(sp[1], F_SETFD, 0);
+                execl(priv_bin, priv_bin, "--sock-fd", fd, "--state-dir", s->state, "--log-level",
+                      "error", (char *) NULL);
+                _exit(127);
+        }
+        close(sp[1]);
+        s->sock = sp[0];
+}
+
+static void server_stop(struct server *s) {
+        close(s->sock);
+        int st;
+        assert_int_equal(waitpid(s->pid, &st, 0), s->pid);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* EOF: a clean exit */
+        sh("rm -rf %s", s->dir);
+}
+
+/* send buf with n_fds fds, read the answer */
+static void roundtrip(struct server *s, const void *buf, size_t len, const int *fds, size_t n_fds,
+                      struct priv_reply *rep) {
+        union {
+                struct cmsghdr align;
+                char b[CMSG_SPACE(sizeof(int) * 8)];
+        } cb;
+        struct iovec iov = {.iov_base = (void *) buf, .iov_len = len};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        if (n_fds) {
+                mh.msg_control = cb.b;
+                mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+                struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+                memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
+        }
+        assert_int_equal(sendmsg(s->sock, &mh, MSG_NOSIGNAL), (ssize_t) len);
+        uint8_t in[PRIV_MSG_MAX + 1];
+        ssize_t n = recv(s->sock, in, sizeof(in), 0);
+        assert_true(n > 0);
+        struct wr_err e = {0};
+        assert_int_equal(priv_reply_decode(in, (size_t) n, 0, rep, &e), 0);
+}
+
+static void expect_refused(struct server *s, const void *buf, size_t len, const int *fds,
+                           size_t n_fds) {
+        struct priv_reply rep;
+        roundtrip(s, buf, len, fds, n_fds, &rep);
+        assert_int_equal(rep.hdr.type, PRIV_RESULT);
+        assert_true(rep.result.err != 0);
+        assert_non_null(strstr(rep.result.msg, "refused"));
+        assert_int_equal(rep.result.served_total, 0); /* nothing carried out */
+}
+
+static bool exists(const struct server *s, const char *rel) {
+        char p[256];
+        snprintf(p, sizeof(p), "%s/%s", s->dir, rel);
+        struct stat st;
+        return lstat(p, &st) == 0;
+}
+
+static void test_server_refuses(void **state) {
+        (void) state;
+        if (geteuid() != 0)
+                skip();
+        struct server s;
+        server_start(&s);
+        uint8_t buf[PRIV_MSG_MAX + 64];
+        size_t refusals = 0;
+
+        /* wrong magic, sizes, unknown types */
+        size_t n = good_cleanup(buf);
+        struct priv_hdr *h = (struct priv_hdr *) (void *) buf;
+        struct priv_cleanup *c = (struct priv_cleanup *) (void *) (buf + sizeof(*h));
+        memcpy(c->id, "victim", 7);
+        memset(c->dir, 0, sizeof(c->dir));
+        memcpy(c->dir, "sandboxes/victim", 16);
+        h->magic ^= 1;
+        expect_refused(&s, buf, n, NULL, 0), refusals++;
+        h->magic ^= 1;
+        expect_refused(&s, buf, n - 1, NULL, 0), refusals++;
+        memset(buf + n, 0, 64);
+        expect_refused(&s, buf, n + 64, NULL, 0), refusals++;
+        expect_refused(&s, buf, 3, NULL, 0), refusals++;
+        h->type = 99;
+        expect_refused(&s, buf, n, NULL, 0), refusals++;
+        h->type = PRIV_RESULT;
+        expect_refused(&s, buf, n, NULL, 0), refusals++;
+        h->type = PRIV_SANDBOX_CLEANUP;
+
+        /* an fd where none belongs: refused, and warren-priv closed its copy
+         * (the pipe's read end sees EOF once ours is closed too) */
+        int p[2];
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        expect_refused(&s, buf, n, &p[1], 1), refusals++;
+        close(p[1]);
+        char ch;
+        assert_int_equal(read(p[0], &ch, 1), 0);
+        close(p[0]);
+        /* more fds than any message may carry */
+        int many[8];
+        for (int i = 0; i < 8; i++)
+                many[i] = 0;
+        expect_refused(&s, buf, n, many, 8), refusals++;
+
+        /* paths outside the state dir, or through a symlink */
+        static const char *const bad[] = {"/etc", "../outside/x", "sandboxes/../../outside/x",
+                                          "sandboxes", "images/victim"};
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                memset(c->dir, 0, sizeof(c->dir));
+                memcpy(c->dir, bad[i], strlen(bad[i]));
+                expect_refused(&s, buf, n, NULL, 0), refusals++;
+        }
+        /* a link name not warren's */
+        struct wr_err e = {0};
+        int m = priv_link_delete_encode(5, "wr9", buf, sizeof(buf), &e);
+        memcpy(((struct priv_link *) (void *) (buf + sizeof(*h)))->name, "lo\0", 3);
+        expect_refused(&s, buf, (size_t) m, NULL, 0), refusals++;
+
+        /* SIGKILL aimed at a process that is not a sandbox's init (a child
+         * of ours, right start time, but in no sandbox's cgroup) or with a
+         * wrong start time: carried out as far as the check, which
+         * refuses; the process lives */
+        pid_t child = fork();
+        assert_true(child >= 0);
+        if (child == 0) {
+                pause();
+                _exit(0);
+        }
+        char statp[64], stat[1024];
+        snprintf(statp, sizeof(statp), "/proc/%d/stat", (int) child);
+        int sfd = open(statp, O_RDONLY | O_CLOEXEC);
+        assert_true(sfd >= 0);
+        ssize_t sn = read(sfd, stat, sizeof(stat) - 1);
+        close(sfd);
+        assert_true(sn > 0);
+        stat[sn] = 0;
+        char *f22 = strrchr(stat, ')') + 2;
+        for (int k = 3; k < 22; k++)
+                f22 = strchr(f22, ' ') + 1;
+        struct priv_target tg = {
+                .id = "victim", .pid = child, .start_time = strtoull(f22, NULL, 10)};
+        struct priv_reply srep;
+        for (int k = 0; k < 2; k++) {
+                if (k == 1)
+                        tg.start_time++;
+                m = priv_signal_encode(60 + k, &tg, SIGKILL, buf, sizeof(buf), &e);
+                assert_true(m > 0);
+                roundtrip(&s, buf, (size_t) m, NULL, 0, &srep);
+                assert_int_equal(srep.result.err, ESRCH);
+                m = priv_freeze_encode(70 + k, &tg, true, buf, sizeof(buf), &e);
+                roundtrip(&s, buf, (size_t) m, NULL, 0, &srep);
+                assert_int_equal(srep.result.err, ESRCH);
+        }
+        usleep(20000);
+        assert_int_equal(kill(child, 0), 0); /* alive */
+        assert_int_equal(waitpid(child, NULL, WNOHANG), 0);
+        kill(child, SIGKILL);
+        assert_int_equal(waitpid(child, NULL, 0), child);
+
+        /* nothing was done */
+        assert_true(exists(&s, "state/sandboxes/victim/keep"));
+        assert_true(exists(&s, "outside/x/keep"));
+        struct priv_reply rep;
+        m = priv_hello_encode(77, buf, sizeof(buf));
+        roundtrip(&s, buf, (size_t) m, NULL, 0, &rep);
+        assert_int_equal(rep.hdr.type, PRIV_HELLO_REPLY);
+        assert_int_equal(rep.hdr.id, 77);
+        assert_int_equal(rep.hello.refused, refusals);
+        assert_int_equal(rep.hello.served[PRIV_SANDBOX_CLEANUP], 0);
+        assert_int_equal(rep.hello.served[PRIV_LINK_DELETE], 0);
+
+        /* a confined path through a symlink: carried out, but the symlink
+         * is not followed (ELOOP), so nothing outside goes */
+        m = priv_cleanup_encode(8, "prtlink", "sandboxes/link/x", 0, buf, sizeof(buf), &e);
+        assert_true(m > 0);
+        roundtrip(&s, buf, (size_t) m, NULL, 0, &rep);
+        assert_int_equal(rep.result.err, ELOOP);
+        assert_true(exists(&s, "outside/x/keep"));
+
+        /* the control: a good cleanup removes its dir */
+        m = priv_cleanup_encode(9, "victim", "sandboxes/victim", 0, buf, sizeof(buf), &e);
+        roundtrip(&s, buf, (size_t) m, NULL, 0, &rep);
+        assert_int_equal(rep.result.err, 0);
+        assert_int_equal(rep.result.served, 2);
+        assert_false(exists(&s, "state/sandboxes/victim"));
+        assert_true(exists(&s, "state/sandboxes/link"));
+        assert_true(exists(&s, "outside/x/keep"));
+        /* idempotent */
+        roundtrip(&s, buf, (size_t) m, NULL, 0, &rep);
+        assert_int_equal(rep.result.err, 0);
+        server_stop(&s);
+}
+
+struct hello_job {
+        struct priv_client *c;
+        int r;
+        struct wr_err e;
+};
+
+static void *hello_thread(void *arg) {
+        struct hello_job *j = arg;
+        struct priv_hello_reply h;
+        j->r = priv_hello(j->c, &h, &j->e);
+        return NULL;
+}
+
+/* the client: starts warren-priv, and when it dies fails the request it
+ * was in cleanly, then starts another */
+static void test_client_respawn(void **state) {
+        (void) state;
+        if (geteuid() != 0)
+                skip();
+        char dir[64];
+        snprintf(dir, sizeof(dir), "/tmp/wr-priv-client.XXXXXX");
+        assert_non_null(mkdtemp(dir));
+        char sbx[128], victim[160];
+        snprintf(sbx, sizeof(sbx), "%s/sandboxes", dir);
+        assert_int_equal(mkdir(sbx, 0700), 0);
+        snprintf(victim, sizeof(victim), "%s/sandboxes/one", dir);
+        assert_int_equal(mkdir(victim, 0700), 0);
+        struct priv_client *c = NULL;
+        struct wr_err e = {0};
+        assert_int_equal(priv_client_new(priv_bin, dir, &c, &e), 0);
+        struct priv_client_stats st;
+        priv_client_stats(c, &st);
+        pid_t first = st.pid;
+        assert_true(first > 0);
+        assert_int_equal(st.starts, 1);
+        /* outside the state dir: refused before anything is sent */
+        assert_int_equal(priv_sandbox_cleanup(c, "one", "/etc/one", 0, &e), -EINVAL);
+        assert_int_equal(priv_sandbox_cleanup(c, "one", victim, 0, &e), 0);
+        assert_int_equal(access(victim, F_OK), -1);
+        assert_int_equal(priv_link_delete(c, "wrnotthere", &e), 0);
+        priv_client_stats(c, &st);
+        assert_int_equal(st.served[PRIV_SANDBOX_CLEANUP], 1);
+        assert_int_equal(st.served[PRIV_LINK_DELETE], 1);
+        /* kill -9: the supervisor starts another, requests go on */
+        assert_int_equal(kill(first, SIGKILL), 0);
+        for (int i = 0; i < 200; i++) {
+                priv_client_stats(c, &st);
+                if (st.pid > 0 && st.pid != first)
+                        break;
+                usleep(10000);
+        }
+        assert_true(st.pid > 0 && st.pid != first);
+        assert_int_equal(st.starts, 2);
+        struct priv_hello_reply h;
+        assert_int_equal(priv_hello(c, &h, &e), 0);
+        assert_int_equal(h.pid, st.pid);
+        assert_int_equal(priv_sandbox_cleanup(c, "one", victim, 0, &e), 0);
+        /* it dies while a request waits for its answer: that request fails
+         * cleanly (-EIO, counted lost), the next one goes to a new one */
+        pid_t second = st.pid;
+        assert_int_equal(kill(second, SIGSTOP), 0);
+        struct hello_job job = {.c = c};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, hello_thread, &job), 0);
+        usleep(100000);
+        assert_int_equal(kill(second, SIGKILL), 0);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        assert_int_equal(job.r, -EIO);
+        assert_non_null(strstr(job.e.msg, "died during HELLO"));
+        assert_int_equal(priv_sandbox_cleanup(c, "one", victim, 0, &e), 0);
+        priv_client_stats(c, &st);
+        assert_int_equal(st.lost, 1);
+        assert_int_equal(st.starts, 3);
+        assert_true(st.pid > 0 && st.pid != second);
+        priv_client_free(c);
+        assert_int_equal(kill(st.pid, 0), -1); /* stopped and reaped */
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        assert_int_equal(system(cmd), 0);
+}
+
+/* requests in flight at once: a long removal does not hold up the others,
+ * and many threads asking at once all get their own answers */
+struct slow_job {
+        struct priv_client *c;
+        const char *dir;
+        int r;
+        atomic_int done;
+};
+
+static void *slow_thread(void *arg) {
+        struct slow_job *j = arg;
+        struct wr_err e = {0};
+        j->r = priv_sandbox_cleanup(j->c, "big", j->dir, 0, &e);
+        j->done = 1;
+        return NULL;
+}
+
+struct many_job {
+        struct priv_client *c;
+        const char *state;
+        int idx, fails;
+};
+
+static void *many_thread(void *arg) {
+        struct many_job *j = arg;
+        struct wr_err e = {0};
+        char dir[256];
+        for (int i = 0; i < 100; i++) {
+                struct priv_hello_reply h;
+                if (priv_hello(j->c, &h, &e) < 0)
+                        j->fails++;
+                snprintf(dir, sizeof(dir), "%s/sandboxes/m%d-%d", j->state, j->idx, i);
+                if (mkdir(dir, 0700) < 0 || priv_sandbox_cleanup(j->c, "m", dir, 0, &e) < 0 ||
+                    access(dir, F_OK) == 0)
+                        j->fails++;
+                if (priv_link_delete(j->c, "wrnone", &e) != 0)
+                        j->fails++;
+        }
+        return NULL;
+}
+
+static void test_client_concurrent(void **state) {
+        (void) state;
+        if (geteuid() != 0)
+                skip();
+        char dir[64];
+        snprintf(dir, sizeof(dir), "/tmp/wr-priv-conc.XXXXXX");
+        assert_non_null(mkdtemp(dir));
+        char big[160];
+        snprintf(big, sizeof(big), "%s/sandboxes", dir);
+        assert_int_equal(mkdir(big, 0700), 0);
+        snprintf(big, sizeof(big), "%s/sandboxes/big", dir);
+        assert_int_equal(mkdir(big, 0700), 0);
+        int bfd = open(big, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(bfd >= 0);
+        for (int i = 0; i < 30000; i++) {
+                char n[16];
+                snprintf(n, sizeof(n), "%d", i);
+                int fd = openat(bfd, n, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+                assert_true(fd >= 0);
+                close(fd);
+        }
+        close(bfd);
+        struct priv_client *c = NULL;
+        struct wr_err e = {0};
+        assert_int_equal(priv_client_new(priv_bin, dir, &c, &e), 0);
+        struct slow_job sj = {.c = c, .dir = big};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, slow_thread, &sj), 0);
+        usleep(20000); /* the removal is under way */
+        for (int i = 0; i < 20; i++) {
+                struct priv_hello_reply h;
+                assert_int_equal(priv_hello(c, &h, &e), 0);
+        }
+        int overtaken = !sj.done; /* the HELLOs did not wait for the removal */
+        assert_int_equal(pthread_join(t, NULL), 0);
+        assert_int_equal(sj.r, 0);
+        assert_int_equal(access(big, F_OK), -1);
+        assert_true(overtaken);
+
+        struct many_job mj[8];
+        pthread_t th[8];
+        for (int i = 0; i < 8; i++) {
+                mj[i] = (struct many_job){.c = c, .state = dir, .idx = i};
+                assert_int_equal(pthread_create(&th[i], NULL, many_thread, &mj[i]), 0);
+        }
+        for (int i = 0; i < 8; i++) {
+                assert_int_equal(pthread_join(th[i], NULL), 0);
+                assert_int_equal(mj[i].fails, 0);
+        }
+        struct priv_hello_reply h;
+        assert_int_equal(priv_hello(c, &h, &e), 0);
+        assert_int_equal(h.served[PRIV_SANDBOX_CLEANUP], 1 + 800);
+        assert_int_equal(h.served[PRIV_LINK_DELETE], 800);
+        assert_int_equal(h.served[PRIV_HELLO], 1 + 20 + 800 + 1);
+        struct priv_client_stats st;
+        priv_client_stats(c, &st);
+        assert_int_equal(st.starts, 1);
+        assert_int_equal(st.lost, 0);
+        priv_client_free(c);
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        assert_int_equal(system(cmd), 0);
+}
+
+int main(int argc, char **argv) {
+        if (argc < 2) {
+                fprintf(stderr, "usage: test-priv PATH-OF-warren-priv\n");
+                return 2;
+        }
+        priv_bin = argv[1];
+        signal(SIGPIPE, SIG_IGN);
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_round_trip),
+                cmocka_unit_test(test_malformed),
+                cmocka_unit_test(test_paths),
+                cmocka_unit_test(test_links),
+                cmocka_unit_test(test_server_refuses),
+                cmocka_unit_test(test_client_respawn),
+                cmocka_unit_test(test_client_concurrent),
+                cmocka_unit_test(test_signal_freeze),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
