@@ -4,8 +4,10 @@ sandbox escapes supervision, no secret is lost, the daemon recovers.
 One warrend with a running sandbox holding a secret, and after each kill:
 the sandbox still runs, under the same processes, and execs; a new create
 opens the secret; identity tokens are still signed; at the end terminating
-the sandbox leaves none of its processes behind. (warren-egress killed
-mid-transfer: tests/e2e/test_egress_policy.py, with the fake internet.)"""
+the sandbox leaves none of its processes behind. warrend runs with
+--privsep, so warren-priv is among the victims. (warren-egress killed
+mid-transfer: tests/e2e/test_egress_policy.py, with the fake internet;
+warren-fetch killed mid-pull: tests/e2e/test_fetch.py, with a registry.)"""
 import os
 import re
 import signal
@@ -32,6 +34,8 @@ VICTIMS = {
                        "secrets key, pid %d) exited"),
     "identity signer": (r"warren-signer: ready \(pid (\d+)\), keeping the identity key",
                         "identity key, pid %d) exited"),
+    # with --privsep: the sandbox's signals, freezes and teardown go through it
+    "warren-priv": (r"warren-priv started \(pid (\d+)", "warren-priv (pid %d) exited"),
 }
 
 
@@ -63,7 +67,7 @@ def check_all(c, sb, pids):
 def test_kill_each_process_in_turn():
     life = Restartable()
     port = free_port()
-    extra = ["--admin-listen", "127.0.0.1:%d" % port]
+    extra = ["--admin-listen", "127.0.0.1:%d" % port, "--privsep"]
     sb, pids = None, []
     try:
         life.start(extra=extra)
