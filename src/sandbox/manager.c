@@ -282,8 +282,13 @@ int sbx_uid_slot_alloc(struct sbx_manager *m, int32_t *ret, struct wr_err *e) {
         *ret = -1;
         if (!m->uids)
                 return 0;
-        /* ranges another warrend holds are skipped (and not kept) */
-        int32_t busy[64];
+        /* Ranges another warrend holds are skipped (and not kept): they stay
+         * marked while the search goes on, so that it visits every slot once
+         * at most. Every warrend starts its round robin at slot 0, so a new
+         * one may meet a long run of ranges older ones hold: no cap on it. */
+        int32_t *busy = malloc(SBX_UIDS_SLOTS * sizeof(*busy));
+        if (!busy)
+                return err_set(e, -ENOMEM, "out of memory");
         size_t n_busy = 0;
         int r = -ENOSPC;
         for (;;) {
@@ -295,17 +300,16 @@ int sbx_uid_slot_alloc(struct sbx_manager *m, int32_t *ret, struct wr_err *e) {
                         r = 0;
                         break;
                 }
-                if (n_busy == ELEMENTSOF(busy)) {
-                        sbx_uids_release(m->uids, slot);
-                        break;
-                }
                 busy[n_busy++] = slot;
         }
         for (size_t i = 0; i < n_busy; i++)
                 sbx_uids_release(m->uids, busy[i]);
+        free(busy);
         if (r < 0)
                 return err_setx(e, -ENOSPC, WR_STATUS_RESOURCE_EXHAUSTED, WR_FAULT_SERVICE,
-                                "user namespaces: all %u uid ranges are in use", SBX_UIDS_SLOTS);
+                                "user namespaces: all %u uid ranges are in use (%zu of them by "
+                                "other warrends on this host)",
+                                SBX_UIDS_SLOTS, n_busy);
         return 0;
 }
 

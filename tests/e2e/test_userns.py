@@ -263,3 +263,40 @@ def test_two_warrends_on_one_host_never_share_a_range(d, client):
         dd.stop()
         for sb in mine:
             sb.terminate()
+
+
+def test_a_long_run_of_ranges_held_elsewhere_is_skipped():
+    """Every warrend starts its search at the first range: one that meets
+    more ranges held by other warrends than it used to give up after (64)
+    still finds a free one past them."""
+    import fcntl
+    held = []
+    os.makedirs("/run/warren/uid-ranges", exist_ok=True)
+    dd = None
+    try:
+        ours = set()
+        for slot in range(200):
+            fd = os.open("/run/warren/uid-ranges/%d" % slot, os.O_RDWR | os.O_CREAT, 0o600)
+            held.append(fd)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                ours.add(slot)
+            except BlockingIOError:
+                pass  # another warrend on the host holds it: as busy
+        assert len(ours) >= 100
+        dd = Daemon()
+        import_image(dd, IMAGE)
+        with wr.SandboxClient(dd.unix_addr) as c:
+            sb = c.create(image=IMAGE)
+            try:
+                # the create found a range (it used to fail with "all 4094
+                # uid ranges are in use") and not one of ours
+                slot = (uid_map(sb)[1] - BASE) // COUNT
+                assert slot not in ours, slot
+            finally:
+                sb.terminate()
+    finally:
+        if dd:
+            dd.stop()
+        for fd in held:
+            os.close(fd)
