@@ -69,12 +69,14 @@ static int put_file(int etc_fd, const char *name, const char *host_path, const c
         } else {
                 _cleanup_close_ int in = open(host_path, O_RDONLY | O_CLOEXEC);
                 char buf[16384];
-                ssize_t n;
-                while (in >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
+                ssize_t n = 0;
+                while (in >= 0 && (n = RETRY_EINTR(read(in, buf, sizeof(buf)))) > 0)
                         if (write(out, buf, (size_t) n) != n) {
                                 r = -EIO;
                                 break;
                         }
+                if (in >= 0 && n < 0)
+                        r = -errno; /* not a truncated copy in place of the host's file */
         }
         if (r >= 0 && (fchmod(out, 0644) < 0 || renameat(etc_fd, tmp, etc_fd, name) < 0))
                 r = -errno;
