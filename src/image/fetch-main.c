@@ -187,12 +187,6 @@ static void load_ca(struct img_registry *reg) {
         }
 }
 
-/* The chroot warrend prepared (fetch-root.c): root-owned, not writable by
- * others, etc/ likewise. The helper never writes it. */
-static int check_root(struct wr_err *e) {
-        return img_fetch_root_check(cfg.root, e);
-}
-
 /* What libcurl, libuv, OpenSSL and glibc's resolver need; everything else
  * fails with EPERM (--seccomp-strict: kills, which the tests use to prove
  * the list is enough). */
@@ -304,7 +298,8 @@ static int confine(struct wr_err *e) {
         int r = confine_ids(cfg.user, cfg.group, &uid, &gid, e);
         if (r < 0)
                 return r;
-        r = check_root(e);
+        /* the chroot warrend prepared (fetch-root.c); the helper never writes it */
+        r = img_fetch_root_check(cfg.root, e);
         if (r < 0)
                 return r;
         struct rlimit zero = {0, 0}, files = {256, 256};
