@@ -19,7 +19,11 @@
 
 #include "basic/macro.h"
 
-void confine_mkdirs(const char *dir) {
+/* The root: an empty directory owned by root, not writable by others
+ * (created, mode 0755, when missing). */
+int confine_root_check(const char *dir, struct wr_err *e) {
+        if (dir[0] != '/')
+                return err_set(e, -EINVAL, "--root %s: must be an absolute path", dir);
         char path[PATH_MAX];
         snprintf(path, sizeof(path), "%s", dir);
         for (char *p = path + 1; *p; p++)
@@ -29,14 +33,6 @@ void confine_mkdirs(const char *dir) {
                         *p = '/';
                 }
         (void) mkdir(path, 0755);
-}
-
-/* The root: an empty directory owned by root, not writable by others
- * (created, mode 0755, when missing). */
-int confine_root_check(const char *dir, struct wr_err *e) {
-        if (dir[0] != '/')
-                return err_set(e, -EINVAL, "--root %s: must be an absolute path", dir);
-        confine_mkdirs(dir);
         _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
                 return err_set(e, -errno, "--root %s: %m", dir);

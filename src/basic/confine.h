@@ -17,10 +17,6 @@
  * -ENOENT for an unknown name, -EPERM for uid or gid 0. */
 int confine_ids(const char *user, const char *group, uid_t *uid, gid_t *gid, struct wr_err *e);
 
-/* Create dir and its missing parents, mode 0755. Errors are ignored: the
- * caller opens and checks dir and reports what is wrong with it. */
-void confine_mkdirs(const char *dir);
-
 /* dir must be absolute, owned by root, not group/other writable and empty
  * (created, parents too, mode 0755, when missing). */
 int confine_root_check(const char *dir, struct wr_err *e);
