@@ -182,7 +182,8 @@ static void load_ca(struct img_registry *reg) {
                                 break;
                         len += (size_t) n;
                 }
-                if (pem && len && img_registry_set_ca(reg, pem, len) == 0)
+                /* a short read: the next path, not a truncated bundle */
+                if (pem && len == (size_t) st.st_size && img_registry_set_ca(reg, pem, len) == 0)
                         return;
         }
 }
