@@ -8,7 +8,8 @@ lies, for test_fetch.py: warrend must not take the helper's word.
   LYING_FETCH_MODE=garbage  answers the manifest request with a malformed
                             message
   LYING_FETCH_MODE=unasked  answers with an id nobody asked for
-LYING_FETCH_LAYERS: a JSON file {"claimed": digest, "tar": hex bytes}."""
+LYING_FETCH_LAYERS: a JSON file {"claimed": digest, "tar": hex bytes}; a
+helper that breaks the protocol first appends its pid to that path + ".liars"."""
 import hashlib
 import json
 import os
@@ -32,7 +33,8 @@ def main():
     fd = int(sys.argv[sys.argv.index("--sock-fd") + 1])
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=fd)
     mode = os.environ["LYING_FETCH_MODE"]
-    spec = json.load(open(os.environ["LYING_FETCH_LAYERS"]))
+    spec_path = os.environ["LYING_FETCH_LAYERS"]
+    spec = json.load(open(spec_path))
     tar = bytes.fromhex(spec["tar"])
     diff_id = "sha256:" + hashlib.sha256(tar).hexdigest()
     config_digest = "sha256:" + "c" * 64
@@ -44,6 +46,9 @@ def main():
         if not msg:
             return
         _, _, t, _, ident = struct.unpack_from("<IHHII", msg)
+        if mode in ("garbage", "unasked"):
+            with open(spec_path + ".liars", "a") as f:  # for the test: who lied
+                f.write("%d\n" % os.getpid())
         if mode == "garbage":
             s.send(b"\x01\x02\x03 not a message")
             continue
