@@ -409,7 +409,7 @@ void priv_client_free(struct priv_client *c) {
         free(c);
 }
 
-/* One request of type (encoded in req) and its answer. */
+/* A socket to send on: a warren-priv runs and its socket is not dead. */
 static bool usable(const struct priv_client *c) {
         return c->sock >= 0 && !c->sock_dead;
 }
@@ -500,6 +500,13 @@ static int result(const struct priv_reply *rep, struct wr_err *e) {
         return err_set(e, -rep->result.err, "%s", rep->result.msg);
 }
 
+/* A request answered by a RESULT: its value, or its error. */
+static int call_result(struct priv_client *c, uint8_t *req, size_t n, struct wr_err *e) {
+        static _Thread_local struct priv_reply rep;
+        int r = call(c, req, n, PRIV_RESULT, &rep, e);
+        return r < 0 ? r : result(&rep, e);
+}
+
 int priv_sandbox_cleanup(struct priv_client *c, const char *id, const char *dir, int cgroup_mode,
                          struct wr_err *e) {
         size_t sl = strlen(c->state_dir);
@@ -511,11 +518,7 @@ int priv_sandbox_cleanup(struct priv_client *c, const char *id, const char *dir,
                                     e);
         if (n < 0)
                 return err_prefix(e, n, "clean up sandbox %s", id);
-        static _Thread_local struct priv_reply rep;
-        int r = call(c, req, (size_t) n, PRIV_RESULT, &rep, e);
-        if (r < 0)
-                return r;
-        r = result(&rep, e);
+        int r = call_result(c, req, (size_t) n, e);
         return r < 0 ? r : 0;
 }
 
@@ -524,9 +527,7 @@ int priv_link_delete(struct priv_client *c, const char *name, struct wr_err *e) 
         int n = priv_link_delete_encode(0, name, req, sizeof(req), e);
         if (n < 0)
                 return n;
-        static _Thread_local struct priv_reply rep;
-        int r = call(c, req, (size_t) n, PRIV_RESULT, &rep, e);
-        return r < 0 ? r : result(&rep, e);
+        return call_result(c, req, (size_t) n, e);
 }
 
 int priv_sandbox_signal(struct priv_client *c, const struct priv_target *t, int sig,
@@ -535,11 +536,7 @@ int priv_sandbox_signal(struct priv_client *c, const struct priv_target *t, int 
         int n = priv_signal_encode(0, t, sig, req, sizeof(req), e);
         if (n < 0)
                 return n;
-        static _Thread_local struct priv_reply rep;
-        int r = call(c, req, (size_t) n, PRIV_RESULT, &rep, e);
-        if (r < 0)
-                return r;
-        r = result(&rep, e);
+        int r = call_result(c, req, (size_t) n, e);
         return r < 0 ? r : 0;
 }
 
@@ -549,11 +546,7 @@ int priv_sandbox_freeze(struct priv_client *c, const struct priv_target *t, bool
         int n = priv_freeze_encode(0, t, on, req, sizeof(req), e);
         if (n < 0)
                 return n;
-        static _Thread_local struct priv_reply rep;
-        int r = call(c, req, (size_t) n, PRIV_RESULT, &rep, e);
-        if (r < 0)
-                return r;
-        r = result(&rep, e);
+        int r = call_result(c, req, (size_t) n, e);
         return r < 0 ? r : 0;
 }
 

@@ -142,6 +142,9 @@ def test_privsep_teardown_by_warren_priv(fresh_warrend, pool):
         assert not cgroups_of(sb.id)
         # warren-priv did it (its own count, reported with each answer)
         assert wait_for(lambda: metrics(port)[CLEANUP] == 1)
+        # a fresh sandbox brings its veth (a pooled one had it before
+        # `before`): without one the LINK_DELETE path would go unchecked
+        assert new_links or pool, "no new veth for a fresh sandbox"
         if new_links:
             assert wait_for(lambda: metrics(port)[LINK] >= len(new_links))
             assert wait_for(lambda: not (new_links & wr_links())), "veth host end left"
