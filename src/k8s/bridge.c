@@ -263,10 +263,9 @@ static void *conn_thread(void *arg) {
         }
         (void) fcntl(sock, F_SETFL, O_NONBLOCK);
         size_t filled = 0;
-        int k = relay_ssl_read_frame(ssl, sock, buf, bufsize, &filled, CTL_REPLY_MAX, 10000);
         struct relay_frame f;
-        if (k <= 0 || relay_frame_parse(buf, filled, CTL_REPLY_MAX, &f) <= 0 ||
-            f.type != RELAY_HELLO)
+        int k = relay_ssl_read_frame(ssl, sock, buf, bufsize, &filled, CTL_REPLY_MAX, 10000, &f);
+        if (k <= 0 || f.type != RELAY_HELLO)
                 goto out;
         char want[RELAY_TOKEN_LEN + 1];
         k8s_bridge_token(b, f.id, want);

@@ -338,20 +338,12 @@ static void sbx_closed(uv_handle_t *h) {
 }
 
 static void sbx_unlink_free(struct k8s_sbx *sb) {
-        if (sb->env_secret_json) {
-                explicit_bzero(sb->env_secret_json, strlen(sb->env_secret_json));
-                free(sb->env_secret_json);
-                sb->env_secret_json = NULL;
-        }
+        erase_and_freep(&sb->env_secret_json);
         free(sb->workdir);
         sb->workdir = NULL;
         sbx_env_free(sb->env);
         sb->env = NULL;
-        if (sb->pod_json) {
-                explicit_bzero(sb->pod_json, strlen(sb->pod_json));
-                free(sb->pod_json);
-                sb->pod_json = NULL;
-        }
+        erase_and_freep(&sb->pod_json);
         for (struct k8s_sbx **p = &sb->k->sbxs; *p; p = &(*p)->next)
                 if (*p == sb) {
                         *p = sb->next;
@@ -1303,8 +1295,7 @@ static void on_secret_post(struct k8s_class *k, long http, const char *body, siz
                 snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets", k->ns);
                 sb->has_secret = true;
                 int r = request(k, "POST", path, sj, false, on_secret_post, id, NULL);
-                explicit_bzero(sj, strlen(sj));
-                free(sj);
+                erase_and_free(sj);
                 if (r < 0) {
                         sb->secret_deleted = true;
                         free(id);
@@ -1316,9 +1307,7 @@ static void on_secret_post(struct k8s_class *k, long http, const char *body, siz
         snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", k->ns);
         sb->post_seq = ++k->seq;
         int r = request(k, "POST", path, sb->pod_json, false, on_post, id, NULL);
-        explicit_bzero(sb->pod_json, strlen(sb->pod_json));
-        free(sb->pod_json);
-        sb->pod_json = NULL;
+        erase_and_freep(&sb->pod_json);
         if (r < 0) {
                 free(id);
                 sbx_end(sb, STORE_SANDBOX_FAILED, "out of memory", -ENOMEM,
@@ -1463,30 +1452,18 @@ int k8s_create(struct k8s_class *k, const struct sbx_spec *spec, k8s_create_fn d
                 r = request(k, "POST", path, json, false, on_post, idc, NULL);
                 sb->post_seq = ++k->seq;
         }
-        if (sjson) {
-                explicit_bzero(sjson, strlen(sjson));
-                free(sjson);
-        }
-        if (rjson) {
-                explicit_bzero(rjson, strlen(rjson));
-                free(rjson);
-        }
+        erase_and_free(sjson);
+        erase_and_free(rjson);
         if (r < 0) {
                 free(idc);
-                if (json) {
-                        explicit_bzero(json, strlen(json));
-                        free(json);
-                }
+                erase_and_free(json);
                 if (sb)
                         sbx_unlink_free(sb);
                 store_sandbox_update_status(k->store, id, STORE_SANDBOX_FAILED, "out of memory",
                                             NULL);
                 return err_set(e, -ENOMEM, "out of memory");
         }
-        if (json) {
-                explicit_bzero(json, strlen(json));
-                free(json);
-        }
+        erase_and_free(json);
         sb->create_done = done;
         sb->create_ud = userdata;
         uv_timer_start(&sb->timer, on_create_timeout, CREATE_TIMEOUT_MS, 0);

@@ -212,29 +212,22 @@ static json_t *own_labels(const char *sandbox_id, const char *owner) {
         return l;
 }
 
-char *k8s_env_secret_json(const char *name, const char *sandbox_id, const char *owner,
-                          char *const *env) {
-        json_t *data = json_object();
-        if (!data)
-                return NULL;
-        for (char *const *kv = env; kv && *kv; kv++) {
-                const char *eq = strchr(*kv, '=');
-                if (!eq || eq == *kv)
-                        continue;
-                size_t vlen = strlen(eq + 1);
-                size_t blen = 4 * ((vlen + 2) / 3) + 1;
-                unsigned char *b = malloc(blen);
-                if (!b) {
-                        json_decref(data);
-                        return NULL;
-                }
-                EVP_EncodeBlock(b, (const unsigned char *) eq + 1, (int) vlen);
-                char key[256];
-                snprintf(key, sizeof(key), "%.*s", (int) (eq - *kv), *kv);
-                json_object_set_new(data, key, json_string((const char *) b));
-                explicit_bzero(b, blen);
-                free(b);
-        }
+/* Sets data[key] to the base64 of val[0..vlen); the plain copy is wiped. */
+static int set_b64(json_t *data, const char *key, const char *val, size_t vlen) {
+        size_t blen = 4 * ((vlen + 2) / 3) + 1;
+        unsigned char *b = malloc(blen);
+        if (!b)
+                return -ENOMEM;
+        EVP_EncodeBlock(b, (const unsigned char *) val, (int) vlen);
+        json_object_set_new(data, key, json_string((const char *) b));
+        explicit_bzero(b, blen);
+        free(b);
+        return 0;
+}
+
+/* An Opaque Secret of ours holding data (stolen). */
+static char *secret_json(const char *name, const char *sandbox_id, const char *owner,
+                         json_t *data) {
         json_t *s = json_pack("{s:s, s:s, s:{s:s, s:o}, s:s, s:o}", "apiVersion", "v1", "kind",
                               "Secret", "metadata", "name", name, "labels",
                               own_labels(sandbox_id, owner), "type", "Opaque", "data", data);
@@ -245,6 +238,25 @@ char *k8s_env_secret_json(const char *name, const char *sandbox_id, const char *
         return out;
 }
 
+char *k8s_env_secret_json(const char *name, const char *sandbox_id, const char *owner,
+                          char *const *env) {
+        json_t *data = json_object();
+        if (!data)
+                return NULL;
+        for (char *const *kv = env; kv && *kv; kv++) {
+                const char *eq = strchr(*kv, '=');
+                if (!eq || eq == *kv)
+                        continue;
+                char key[256];
+                snprintf(key, sizeof(key), "%.*s", (int) (eq - *kv), *kv);
+                if (set_b64(data, key, eq + 1, strlen(eq + 1)) < 0) {
+                        json_decref(data);
+                        return NULL;
+                }
+        }
+        return secret_json(name, sandbox_id, owner, data);
+}
+
 char *k8s_relay_secret_json(const char *name, const char *sandbox_id, const char *owner,
                             const char *addr, const char *token, const char *ca_pem) {
         const char *keys[] = {"addr", "id", "token", "ca.crt"};
@@ -252,27 +264,12 @@ char *k8s_relay_secret_json(const char *name, const char *sandbox_id, const char
         json_t *data = json_object();
         if (!data)
                 return NULL;
-        for (size_t i = 0; i < 4; i++) {
-                size_t vlen = strlen(vals[i]);
-                size_t blen = 4 * ((vlen + 2) / 3) + 1;
-                unsigned char *b = malloc(blen);
-                if (!b) {
+        for (size_t i = 0; i < 4; i++)
+                if (set_b64(data, keys[i], vals[i], strlen(vals[i])) < 0) {
                         json_decref(data);
                         return NULL;
                 }
-                EVP_EncodeBlock(b, (const unsigned char *) vals[i], (int) vlen);
-                json_object_set_new(data, keys[i], json_string((const char *) b));
-                explicit_bzero(b, blen);
-                free(b);
-        }
-        json_t *s = json_pack("{s:s, s:s, s:{s:s, s:o}, s:s, s:o}", "apiVersion", "v1", "kind",
-                              "Secret", "metadata", "name", name, "labels",
-                              own_labels(sandbox_id, owner), "type", "Opaque", "data", data);
-        if (!s)
-                return NULL;
-        char *out = json_dumps(s, JSON_COMPACT);
-        json_decref(s);
-        return out;
+        return secret_json(name, sandbox_id, owner, data);
 }
 
 char *k8s_owner_patch_json(const char *pod_name, const char *pod_uid) {

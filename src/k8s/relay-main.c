@@ -142,8 +142,9 @@ static int session(SSL_CTX *ctx, const struct conf *c, const char *ctl_path) {
         explicit_bzero(hello, sizeof(hello));
         static uint8_t buf[RELAY_HDR_LEN + 65536];
         size_t filled = 0;
-        int k = relay_ssl_read_frame(ssl, sock, buf, sizeof(buf), &filled, CTL_MSG_MAX, 10000);
-        if (k <= 0 || buf[0] != RELAY_WELCOME) {
+        struct relay_frame f;
+        int k = relay_ssl_read_frame(ssl, sock, buf, sizeof(buf), &filled, CTL_MSG_MAX, 10000, &f);
+        if (k <= 0 || f.type != RELAY_WELCOME) {
                 logf_("warrend at %s did not welcome us (%s)", c->addr,
                       k < 0 ? strerror(-k) : "refused");
                 r = k < 0 ? k : -EACCES;

@@ -497,23 +497,30 @@ static int handle_frame(struct mux *m, const struct relay_frame *f) {
 /* --- the streams' fds --- */
 
 static int stream_read(struct mux *m, struct rstream *s) {
-        uint8_t buf[RELAY_DATA_MAX];
-        size_t want = s->credit < sizeof(buf) ? s->credit : sizeof(buf);
-        ssize_t n = read(s->fd, buf, want);
+        size_t want = s->credit < RELAY_DATA_MAX ? s->credit : RELAY_DATA_MAX;
+        /* read straight into the outgoing buffer, behind a DATA header put
+         * there once the size is known */
+        int r = out_reserve(m, RELAY_HDR_LEN + want);
+        if (r < 0)
+                return r;
+        uint8_t *at = m->out + m->out_len;
+        ssize_t n = read(s->fd, at + RELAY_HDR_LEN, want);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return 0;
         if (n <= 0) {
                 /* EOF, or EIO from a pty whose other side is gone */
                 s->rd = false;
-                int r = out_frame(m, RELAY_EOF, s->id, NULL, 0, NULL, 0);
+                r = out_frame(m, RELAY_EOF, s->id, NULL, 0, NULL, 0);
                 if (s->kind == RELAY_KIND_PTY && m->cfg->side == RELAY_SIDE_POD)
                         s->wr = false;
                 stream_settle(m, s);
                 return r;
         }
+        relay_hdr_put(at, RELAY_DATA, s->id, (uint32_t) n);
+        m->out_len += RELAY_HDR_LEN + (size_t) n;
         s->credit -= (uint32_t) n;
         s->nread += (uint64_t) n;
-        return out_frame(m, RELAY_DATA, s->id, buf, (size_t) n, NULL, 0);
+        return 0;
 }
 
 static int stream_write(struct mux *m, struct rstream *s) {
@@ -784,6 +791,23 @@ int relay_addr_parse(const char *s, struct sockaddr_storage *ss, socklen_t *len,
         return -EINVAL;
 }
 
+/* After an SSL call on a nonblocking socket returned n <= 0: waits until
+ * the socket is ready for what TLS wants, up to deadline. Returns 0 to try
+ * again, -ETIMEDOUT, or fail for any other error. */
+static int ssl_wait(SSL *ssl, int sock, int n, int64_t deadline, int fail) {
+        int e = SSL_get_error(ssl, n);
+        if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+                ERR_clear_error();
+                return fail;
+        }
+        int left = (int) (deadline - now_ms());
+        if (left <= 0)
+                return -ETIMEDOUT;
+        struct pollfd pf = {.fd = sock, .events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT};
+        (void) poll(&pf, 1, left);
+        return 0;
+}
+
 int relay_ssl_write_all(SSL *ssl, int sock, const void *buf, size_t len, int timeout_ms) {
         int64_t deadline = now_ms() + timeout_ms;
         const uint8_t *p = buf;
@@ -794,27 +818,18 @@ int relay_ssl_write_all(SSL *ssl, int sock, const void *buf, size_t len, int tim
                         len -= (size_t) n;
                         continue;
                 }
-                int e = SSL_get_error(ssl, n);
-                if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
-                        ERR_clear_error();
-                        return -EPIPE;
-                }
-                int left = (int) (deadline - now_ms());
-                if (left <= 0)
-                        return -ETIMEDOUT;
-                struct pollfd pf = {.fd = sock,
-                                    .events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT};
-                (void) poll(&pf, 1, left);
+                int r = ssl_wait(ssl, sock, n, deadline, -EPIPE);
+                if (r < 0)
+                        return r;
         }
         return 0;
 }
 
 int relay_ssl_read_frame(SSL *ssl, int sock, uint8_t *buf, size_t size, size_t *filled,
-                         size_t msg_max, int timeout_ms) {
+                         size_t msg_max, int timeout_ms, struct relay_frame *f) {
         int64_t deadline = now_ms() + timeout_ms;
         for (;;) {
-                struct relay_frame f;
-                int k = relay_frame_parse(buf, *filled, msg_max, &f);
+                int k = relay_frame_parse(buf, *filled, msg_max, f);
                 if (k != 0)
                         return k;
                 if (*filled == size)
@@ -824,16 +839,8 @@ int relay_ssl_read_frame(SSL *ssl, int sock, uint8_t *buf, size_t size, size_t *
                         *filled += (size_t) n;
                         continue;
                 }
-                int e = SSL_get_error(ssl, n);
-                if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
-                        ERR_clear_error();
-                        return -ECONNRESET;
-                }
-                int left = (int) (deadline - now_ms());
-                if (left <= 0)
-                        return -ETIMEDOUT;
-                struct pollfd pf = {.fd = sock,
-                                    .events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT};
-                (void) poll(&pf, 1, left);
+                int r = ssl_wait(ssl, sock, n, deadline, -ECONNRESET);
+                if (r < 0)
+                        return r;
         }
 }

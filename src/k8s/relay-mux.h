@@ -28,6 +28,8 @@
 
 #include <openssl/ssl.h>
 
+#include "k8s/relay-frame.h"
+
 #define RELAY_OUT_HIGH (512u * 1024u)
 
 enum relay_side {
@@ -60,7 +62,8 @@ int relay_addr_parse(const char *s, struct sockaddr_storage *ss, socklen_t *len,
  * timeout_ms in all. */
 int relay_ssl_write_all(SSL *ssl, int sock, const void *buf, size_t len, int timeout_ms);
 
-/* Read one whole frame into buf (size bytes) within timeout_ms; returns
- * its size, with any bytes after it left in buf[ret..*filled). */
+/* Read one whole frame into buf (size bytes) within timeout_ms and parse
+ * it into *f (which points into buf); returns its size, with any bytes after
+ * it left in buf[ret..*filled). */
 int relay_ssl_read_frame(SSL *ssl, int sock, uint8_t *buf, size_t size, size_t *filled,
-                         size_t msg_max, int timeout_ms);
+                         size_t msg_max, int timeout_ms, struct relay_frame *f);

@@ -164,8 +164,7 @@ static void on_ctl(uv_poll_t *h, int status, int events) {
                         if (sb->remote) {
                                 /* the relay went (warrend's side of it
                                  * stays): held execs wait for its return */
-                                sbx_exec_leave_all(sb);
-                                sbx_exec_abort_all(sb, SBX_EXIT_SANDBOX_TERMINATED);
+                                sbx_exec_leave_all(sb); /* ends the rest */
                                 sb->state = SBX_DEAD;
                                 return;
                         }
@@ -675,8 +674,7 @@ void sbx_remote_detach(struct sbx_manager *m, const char *id, bool ended) {
                 sb->state = SBX_TERMINATING;
                 sbx_exec_abort_all(sb, SBX_EXIT_SANDBOX_TERMINATED);
         } else
-                sbx_exec_leave_all(sb);
-        sbx_exec_abort_all(sb, SBX_EXIT_SANDBOX_TERMINATED);
+                sbx_exec_leave_all(sb); /* ends the rest itself */
         sb->state = SBX_DEAD;
         if (ended)
                 remote_dir_remove(m, id);
@@ -706,7 +704,11 @@ int sbx_remote_attach(struct sbx_manager *m, const char *id, int ctl_fd, const c
                 return err_set(e, -ENOMEM, "out of memory");
         }
         char dir[PATH_MAX];
-        if (remote_dir_path(m, id, dir, sizeof(dir), true) < 0 || !(sb->remote_dir = strdup(dir))) {
+        if ((r = remote_dir_path(m, id, dir, sizeof(dir), true)) < 0) {
+                sbx_free(sb);
+                return err_set(e, r, "%s/k8s-sandboxes/%s: %s", m->state_dir, id, strerror(-r));
+        }
+        if (!(sb->remote_dir = strdup(dir))) {
                 sbx_free(sb);
                 return err_set(e, -ENOMEM, "out of memory");
         }

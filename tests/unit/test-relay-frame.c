@@ -92,6 +92,8 @@ static void test_data_credit_limits(void **state) {
         /* stream 0, empty, too large: refused at the header */
         frame(buf, RELAY_DATA, 0, "abc", 3);
         assert_int_equal(relay_frame_parse(buf, RELAY_HDR_LEN, CTL_REPLY_MAX, &f), -EBADMSG);
+        relay_hdr_put(buf, RELAY_DATA, 3, 0);
+        assert_int_equal(relay_frame_parse(buf, RELAY_HDR_LEN, CTL_REPLY_MAX, &f), -EBADMSG);
         relay_hdr_put(buf, RELAY_DATA, 3, RELAY_DATA_MAX + 1);
         assert_int_equal(relay_frame_parse(buf, RELAY_HDR_LEN, CTL_REPLY_MAX, &f), -EBADMSG);
         relay_hdr_put(buf, RELAY_MSG, 0, 0xffffffffu);
