@@ -84,7 +84,7 @@ static int verdict_load(int target) {
 static long relay_splice(int ufd, int cfd) {
         int p[2];
         long total = 0;
-        if (pipe(p) < 0)
+        if (pipe2(p, O_CLOEXEC) < 0)
                 return -1;
         (void) fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
         for (;;) {
@@ -153,7 +153,7 @@ int main(int argc, char **argv) {
                 if (argc > 4 && (setgid(65534) < 0 || setuid(65534) < 0))
                         return 1;
         }
-        int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+        int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
         setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
         struct sockaddr_in sa = {.sin_family = AF_INET,
                                  .sin_port = htons((uint16_t) atoi(argv[2])),
@@ -165,7 +165,8 @@ int main(int argc, char **argv) {
         printf("ready\n");
         fflush(stdout);
         for (;;) {
-                int cfd = accept(ls, NULL, NULL), ufd = socket(AF_INET, SOCK_STREAM, 0);
+                int cfd = accept4(ls, NULL, NULL, SOCK_CLOEXEC),
+                    ufd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
                 sa.sin_port = htons((uint16_t) atoi(argv[3]));
                 if (cfd < 0 || connect(ufd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
                         perror("connect");

@@ -285,10 +285,10 @@ int sbx_uid_slot_alloc(struct sbx_manager *m, int32_t *ret, struct wr_err *e) {
         /* Ranges another warrend holds are skipped (and not kept): they stay
          * marked while the search goes on, so that it visits every slot once
          * at most. Every warrend starts its round robin at slot 0, so a new
-         * one may meet a long run of ranges older ones hold: no cap on it. */
-        int32_t *busy = malloc(SBX_UIDS_SLOTS * sizeof(*busy));
-        if (!busy)
-                return err_set(e, -ENOMEM, "out of memory");
+         * one may meet a long run of ranges older ones hold: no cap on it.
+         * The list is allocated at the first busy range only (a create
+         * whose first try is free, the usual case, allocates nothing). */
+        int32_t *busy = NULL;
         size_t n_busy = 0;
         int r = -ENOSPC;
         for (;;) {
@@ -300,11 +300,18 @@ int sbx_uid_slot_alloc(struct sbx_manager *m, int32_t *ret, struct wr_err *e) {
                         r = 0;
                         break;
                 }
+                if (!busy && !(busy = malloc(SBX_UIDS_SLOTS * sizeof(*busy)))) {
+                        sbx_uids_release(m->uids, slot);
+                        r = -ENOMEM;
+                        break;
+                }
                 busy[n_busy++] = slot;
         }
         for (size_t i = 0; i < n_busy; i++)
                 sbx_uids_release(m->uids, busy[i]);
         free(busy);
+        if (r == -ENOMEM)
+                return err_set(e, -ENOMEM, "out of memory");
         if (r < 0)
                 return err_setx(e, -ENOSPC, WR_STATUS_RESOURCE_EXHAUSTED, WR_FAULT_SERVICE,
                                 "user namespaces: all %u uid ranges are in use (%zu of them by "

@@ -228,14 +228,15 @@ static void nfb_elem(struct nfb *b, uint16_t msg, const char *table, const char 
         nfb_nest_end(b, list);
 }
 
-/* Send b (a batch) and read one ACK per message that asked for one: 0 or
- * the first error (negative errno). */
+/* Send b (a batch) and read its ACKs: 0 or the first error (negative
+ * errno). The kernel handles a batch inside sendto() and queues every
+ * answer before it returns, so the answers are read without waiting (as
+ * libnftables does); a batch the kernel refuses whole answers once, for
+ * its header, not once per message that asked. */
 static int nfb_run(struct nfb *b) {
         int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
         if (fd < 0)
                 return -errno;
-        struct timeval tv = {.tv_sec = 5};
-        (void) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
         struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
         int r = 0;
         if (sendto(fd, b->buf, b->len, 0, (struct sockaddr *) &kernel, sizeof(kernel)) < 0) {
@@ -243,15 +244,25 @@ static int nfb_run(struct nfb *b) {
                 goto out;
         }
         _Alignas(struct nlmsghdr) uint8_t rbuf[4096];
-        for (unsigned got = 0; got < b->n_acked;) {
-                ssize_t n = recv(fd, rbuf, sizeof(rbuf), 0);
+        unsigned got = 0;
+        while (got < b->n_acked) {
+                struct sockaddr_nl from;
+                socklen_t fl = sizeof(from);
+                ssize_t n = recvfrom(fd, rbuf, sizeof(rbuf), MSG_DONTWAIT,
+                                     (struct sockaddr *) &from, &fl);
                 if (n < 0) {
-                        r = errno == EAGAIN ? -ETIMEDOUT : -errno;
-                        goto out;
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN && errno != EWOULDBLOCK && !r)
+                                r = -errno;
+                        break;
                 }
+                if (from.nl_pid != 0) /* not the kernel */
+                        continue;
                 for (struct nlmsghdr *h = (struct nlmsghdr *) rbuf; NLMSG_OK(h, (size_t) n);
                      h = NLMSG_NEXT(h, n)) {
-                        if (h->nlmsg_type != NLMSG_ERROR)
+                        if (h->nlmsg_type != NLMSG_ERROR || h->nlmsg_seq == 0 ||
+                            h->nlmsg_seq > b->seq)
                                 continue;
                         const struct nlmsgerr *er = NLMSG_DATA(h);
                         if (er->error && !r)
@@ -259,6 +270,8 @@ static int nfb_run(struct nfb *b) {
                         got++;
                 }
         }
+        if (!r && got < b->n_acked)
+                r = -EPROTO; /* an answer missing, and no error said why */
 out:
         close(fd);
         return r;

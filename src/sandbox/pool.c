@@ -127,7 +127,9 @@ static void pool_work_done(uv_work_t *w, int status) {
                 struct wr_err e = {0};
                 if (pe->net_slot >= 0)
                         rt_sandbox_net_disown(pe->rt);
-                if (sbx_rt_destroy(m, pe->rt, &e) >= 0) {
+                if (sbx_rt_destroy(m, pe->rt, &e) < 0) {
+                        log_warn("warm pool: %s", e.msg); /* as pool_drain says it */
+                } else {
                         sbx_net_retire(m, pe->net_slot, false);
                         sbx_uid_slot_release(m, pe->uid_slot);
                 }
