@@ -28,7 +28,7 @@ def newest_pid(log, pattern):
     return int(pids[-1]) if pids else None
 
 
-# name -> (log pattern of its pid, log line its death leaves, restart needed)
+# name -> (log pattern of its pid, log line its death leaves)
 VICTIMS = {
     "secrets signer": (r"warren-signer: ready \(pid (\d+)\), keeping the secrets key",
                        "secrets key, pid %d) exited"),
