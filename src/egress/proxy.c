@@ -490,7 +490,12 @@ static int http_up_pump(struct conn *c) {
                 if (!progress)
                         break;
         }
-        d->want_write = hu->olen > hu->osent;
+        /* Input read but not yet framed (the rounds ran out while every
+         * round made progress) waits on upstream being writable: at once
+         * when nothing is queued. Waiting on neither side stalled an
+         * upload for good (the client's bytes sat in the socket, no poll
+         * was armed to read them). */
+        d->want_write = hu->olen > hu->osent || hu->ipos < hu->ilen;
         d->want_read = !d->eof && hu->ipos == hu->ilen && hu->olen < HEAD_CAP;
         return 0;
 }

@@ -522,6 +522,24 @@ def test_http_body_and_large_download(sandbox, fakenet, ctl):
     assert json.loads(r.stdout)["bytes"] == 5000000, r.stderr
 
 
+def test_http_uploads_never_stall(sandbox, fakenet, ctl):
+    """Forty 5 MB uploads, some to a server that reads nothing for a while
+    (the bytes pile up in every buffer on the way, then drain at once).
+    The proxy's up pump could run out of rounds with input read but not
+    yet framed and then arm no poll: the upload stalled for good (seen in
+    CI as a 30 s curl timeout; here 1-5 of 40 uploads stalled before the
+    fix, 0 of 160 after)."""
+    sandbox.enforce("example.test")
+    stalled = []
+    for i in range(40):
+        delay = (0, 0, 100, 300)[i % 4]
+        r = sandbox.run(["sh", "-c", "head -c 5000000 /dev/zero | curl -sS --max-time 10 "
+                         f"--data-binary @- 'http://example.test/sink?delay_ms={delay}'"])
+        if r.returncode != 0 or json.loads(r.stdout or "{}").get("bytes") != 5000000:
+            stalled.append((i, delay, r.returncode, r.stderr.strip()))
+    assert not stalled, stalled
+
+
 def test_concurrent_connections(sandbox, fakenet, ctl):
     sandbox.enforce("example.test", "github.com")
     r = sandbox.run(["sh", "-c", "for i in $(seq 40); do curl -s -o /dev/null -w '%{http_code}\\n' "

@@ -173,7 +173,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def dispatch(self, host, path, query, body):
         if path == "/sink":
-            return self.sink("sha256=1" in query.split("&"))
+            q = urllib.parse.parse_qs(query)
+            # ?delay_ms=N: wait before reading, so that the client's bytes
+            # pile up in every buffer on the way, then drain them at once
+            time.sleep(min(int(q.get("delay_ms", ["0"])[0]), 10000) / 1000)
+            return self.sink(q.get("sha256") == ["1"])
         if re.fullmatch(r"/delay/[0-9]+", path):
             time.sleep(min(int(path.split("/")[2]), 60000) / 1000)
             return self.echo(host, path, query, body)
