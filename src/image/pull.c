@@ -15,6 +15,7 @@
 
 #include <openssl/evp.h>
 
+#include "basic/log.h"
 #include "image/fetch.h"
 #include "image/image-internal.h"
 #include "image/manifest.h"
@@ -905,14 +906,21 @@ int img_pull_set_loopback_only(struct img_store *s, bool on, struct wr_err *e) {
  * error, and its death just means the next pull starts its own. */
 static void on_spare_msg(struct img_fetcher *f, int type, const void *msg, void *userdata) {
         struct img_pull_ctx *ctx = userdata;
-        if (ctx->spare == f)
-                spare_drop(ctx);
+        if (ctx->spare != f)
+                return;
+        log_warn("pull: the spare registry helper sent message type %d before any pull; "
+                 "ended",
+                 type);
+        spare_drop(ctx);
 }
 
 static void on_spare_dead(struct img_fetcher *f, const struct wr_err *e, void *userdata) {
         struct img_pull_ctx *ctx = userdata;
-        if (ctx->spare == f)
-                spare_drop(ctx);
+        if (ctx->spare != f)
+                return;
+        log_warn("pull: the spare registry helper died (%s); the next pull starts its own",
+                 e && e->msg[0] ? e->msg : "no reason given");
+        spare_drop(ctx);
 }
 
 /* WARREN_FETCH_ROOT, else <state_dir>/fetch-root (one writer: this warrend) */
@@ -949,6 +957,9 @@ static void spare_make(struct img_pull_ctx *ctx, uv_loop_t *loop) {
         struct wr_err e = {0};
         if (img_fetcher_start(loop, &o, on_spare_msg, on_spare_dead, ctx, &ctx->spare, &e) == 0)
                 img_fetcher_set_background(ctx->spare, true);
+        else
+                log_warn("pull: no spare registry helper (%s); the next pull starts its own",
+                         e.msg);
 }
 
 /* The job's helper: the spare when one is alive, else a new one; bound to

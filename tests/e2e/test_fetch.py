@@ -242,7 +242,11 @@ def test_spare_helper_confined_and_replaced(daemon, hostile):
     assert "Seccomp:\t2" in st and "CapEff:\t0000000000000000" in st and "\nUid:\t0" not in st
     assert blob_fds(daemon, spares[0]) == []
     os.kill(spares[0], signal.SIGKILL)
-    time.sleep(0.2)
+    # its death is logged, not silent
+    deadline = time.monotonic() + 10
+    while "the spare registry helper died" not in daemon.read_log():
+        assert time.monotonic() < deadline, daemon.read_log()[-2000:]
+        time.sleep(0.05)
     img2 = Image([layer([("b", b"after the spare died")])])
     image = pull(daemon, hostile.add("spare/img2", img2))
     assert list(image.layers) == [sha(img2.layers[0])]
