@@ -142,6 +142,31 @@ static int in_cluster(struct k8s_conn *c, struct wr_err *e) {
         return 0;
 }
 
+/* Clear every string value of a parsed kubeconfig before it is dropped:
+ * they hold the client key and tokens (jansson frees without clearing).
+ * The tree is this file's own (nothing else holds its nodes). */
+static void json_wipe(json_t *j) {
+        size_t i;
+        const char *k;
+        json_t *v;
+        if (json_is_string(j)) {
+                explicit_bzero((char *) json_string_value(j), json_string_length(j));
+        } else if (json_is_array(j)) {
+                json_array_foreach(j, i, v) {
+                        json_wipe(v);
+                }
+        } else if (json_is_object(j)) {
+                json_object_foreach(j, k, v) {
+                        json_wipe(v);
+                }
+        }
+}
+
+static void json_wipe_decref(json_t *j) {
+        json_wipe(j);
+        json_decref(j);
+}
+
 int k8s_conn_load(const char *path, struct k8s_conn *c, struct wr_err *e) {
         *c = (struct k8s_conn){0};
         if (!strcmp(path, "in-cluster")) {
@@ -164,7 +189,7 @@ int k8s_conn_load(const char *path, struct k8s_conn *c, struct wr_err *e) {
         explicit_bzero(text, len);
         free(text);
         if (!json_is_object(j)) {
-                json_decref(j);
+                json_wipe_decref(j);
                 if (ye.code == -ENOMEM)
                         return err_set(e, -ENOMEM, "--k8s-kubeconfig %s: out of memory", path);
                 return err_set(e, -EINVAL,
@@ -183,7 +208,7 @@ int k8s_conn_load(const char *path, struct k8s_conn *c, struct wr_err *e) {
         json_t *cl = cname ? named(json_object_get(j, "clusters"), cname, "cluster") : NULL;
         json_t *us = uname ? named(json_object_get(j, "users"), uname, "user") : NULL;
         if (!ctx || !cl) {
-                json_decref(j);
+                json_wipe_decref(j);
                 return err_set(e, -EINVAL, "--k8s-kubeconfig %s: %s", path,
                                !cur   ? "no current-context"
                                : !ctx ? "current-context names no context"
@@ -196,7 +221,7 @@ int k8s_conn_load(const char *path, struct k8s_conn *c, struct wr_err *e) {
                             "--k8s-kubeconfig %s: clusters[%s].server must be an https:// "
                             "URL",
                             path, cname);
-                json_decref(j);
+                json_wipe_decref(j);
                 return r;
         }
         if (!(c->server = strdup(server)))
@@ -239,12 +264,12 @@ int k8s_conn_load(const char *path, struct k8s_conn *c, struct wr_err *e) {
                         goto fail;
                 }
         }
-        json_decref(j);
+        json_wipe_decref(j);
         return 0;
 oom:
         r = err_set(e, -ENOMEM, "out of memory");
 fail:
-        json_decref(j);
+        json_wipe_decref(j);
         k8s_conn_clear(c);
         return r;
 }

@@ -197,8 +197,18 @@ json_t *k8s_yaml_load(const char *text, size_t len, struct wr_err *e) {
                         break;
                 }
                 r = on_event(&rd, &ev, &done);
+                if (ev.type == YAML_SCALAR_EVENT && ev.data.scalar.value)
+                        explicit_bzero(ev.data.scalar.value, ev.data.scalar.length);
                 yaml_event_delete(&ev);
         }
+        /* the reader's copies of the text (a kubeconfig holds keys and
+         * tokens): libyaml frees them without clearing */
+        if (parser.raw_buffer.start)
+                explicit_bzero(parser.raw_buffer.start,
+                               (size_t) (parser.raw_buffer.end - parser.raw_buffer.start));
+        if (parser.buffer.start)
+                explicit_bzero(parser.buffer.start,
+                               (size_t) (parser.buffer.end - parser.buffer.start));
         yaml_parser_delete(&parser);
         while (rd.depth > 0) {
                 rd.depth--;
