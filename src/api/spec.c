@@ -428,7 +428,9 @@ static int check_k8s(const Warren__V1__CreateSandboxRequest *req, struct wr_err 
                                         "socket are mounted from warrend's host)");
         if (req->n_entrypoint)
                 return UNIMPLEMENTED(e, "entrypoint: compute_class K8S does not run an "
-                                        "entrypoint yet (exec on Pods is not built)");
+                                        "entrypoint yet (its output has no home that outlives "
+                                        "warrend's connection to the Pod); start it with a "
+                                        "detached exec");
         if (!req->image || req->image->kind_case != WARREN__V1__IMAGE_SPEC__KIND_REF ||
             !req->image->ref || !*req->image->ref)
                 return INVALID(e, "image: compute_class K8S needs an image reference the "

@@ -158,6 +158,7 @@ def test_name_taken(cluster, client):
     (dict(block_network=True), "block_network"),
     (dict(journal_execs=True), "journal_execs"),
     (dict(pids=10), "resources.pids"),
+    (dict(entrypoint=["sleep", "infinity"]), "entrypoint"),
 ])
 def test_unsupported_features_refused(cluster, client, opts, feature):
     before = len(cluster.pods(NAMESPACE))
