@@ -271,3 +271,97 @@ def test_privsep_removes_a_hostile_tree(fresh_warrend):
         assert wait_for(lambda: metrics(port)[CLEANUP] == 1)
         assert "pending" not in c.get(id=sb.id).info.status_message
     assert os.path.exists(os.path.join(outside, "keep"))
+
+
+# ---- phase 3: the network through warren-priv ----
+
+NFT = {t: 'warren_priv_requests_total{type="%s"}' % t
+       for t in ("NFT_TABLE_APPLY", "NFT_CLASS_SET", "NFT_TABLES", "NFT_TABLE_REMOVE",
+                 "NET_CONNECT")}
+
+
+@pytest.fixture(scope="module")
+def bed():
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    from fakenet.bed import FakeNet
+    b = FakeNet(ssh=False)
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def nft_table(name):
+    return subprocess.run(["nft", "list", "table", "inet", name], capture_output=True,
+                          text=True).returncode == 0
+
+
+def test_privsep_network_by_warren_priv(fresh_warrend, bed):
+    """--privsep with the default network and warren-egress: warren-priv
+    applies warrend's table at start, lists the tables, moves a sandbox's
+    address between the sets, makes the egress self-check's connection
+    from inside a sandbox with a policy, a tunnel's connection, and
+    removes the table at the end; its own counters say so. A sandbox with
+    a policy still enforces it: an allowed host answers, a denied one is
+    refused with nothing reaching the fake internet."""
+    from test_egress_policy import daemon_net
+    from test_tunnel import wait_port
+    port = free_port()
+    d = fresh_warrend(extra_args=["--privsep", "--admin-listen", "127.0.0.1:%d" % port,
+                                  "--upstream-dns", bed.dns, "--terminate-on-exit"])
+    import_image(d, "busybox:latest")
+    _, table = daemon_net(d)
+    assert nft_table(table)
+    m = metrics(port)
+    assert m[NFT["NFT_TABLE_APPLY"]] == 1 and m[NFT["NFT_TABLES"]] == 1
+    assert m[NFT["NET_CONNECT"]] == 0
+    with wr.SandboxClient(d.unix_addr) as c:
+        # a policy: proved by the self-check (a NET_CONNECT from inside),
+        # then enforced
+        sb = c.create(image="busybox:latest", entrypoint=["sleep", "infinity"],
+                      network_policy=wr.NetworkPolicy(allowed_hosts=["example.test"]))
+        assert sb.info.egress_enforced
+        assert metrics(port)[NFT["NET_CONNECT"]] == 1
+        r = sb.exec("sh", "-c", "timeout 8 wget -q -O - http://example.test/hello",
+                    timeout_secs=30)
+        assert r.exit_code == 0 and "/hello" in r.stdout_text, r.stderr_text
+        mark = bed.mark()
+        r = sb.exec("sh", "-c", "timeout 8 wget -q -O - http://github.com/ 2>&1; echo rc=$?",
+                    timeout_secs=30)
+        assert "rc=0" not in r.stdout_text, r.stdout_text
+        r = sb.exec("sh", "-c", "echo x | nc -w 3 203.0.113.9 80", timeout_secs=30)
+        assert r.stdout_text == "", r.stdout_text
+        bed.assert_nothing_seen(mark)
+        denied = [e for e in sb.network_events() if e.verdict == "deny"]
+        assert any(e.host == "github.com" for e in denied), denied  # by its resolver
+        assert any(e.kind == "tcp" and e.original_dst == "203.0.113.9:80" for e in denied), denied
+        # no policy: its address goes into open4 (an NFT_CLASS_SET), and
+        # a tunnel into it is a NET_CONNECT
+        before = metrics(port)[NFT["NFT_CLASS_SET"]]
+        open_sb = c.create(image="busybox:latest",
+                           entrypoint=["nc", "-ll", "-p", "9000", "-e", "echo", "hi"])
+        wait_port(open_sb, 9000)
+        assert metrics(port)[NFT["NFT_CLASS_SET"]] > before
+        with open_sb.connect(9000) as conn:
+            got = b""
+            while not got.endswith(b"\n"):
+                chunk = conn.recv()
+                if not chunk:
+                    break
+                got += chunk
+        assert got == b"hi\n"
+        assert metrics(port)[NFT["NET_CONNECT"]] == 2
+        r = open_sb.exec("sh", "-c", "timeout 8 wget -q -O - http://example.test/hello",
+                         timeout_secs=30)
+        assert r.exit_code == 0, r.stderr_text  # NAT'ed straight out
+        sb.terminate()
+        open_sb.terminate()
+    m = metrics(port)
+    assert m["warren_priv_refused_total"] == 0 and m["warren_priv_lost_total"] == 0
+    log = d.stop()
+    for t in ("NFT_TABLE_APPLY", "NFT_TABLES", "NFT_CLASS_SET", "NET_CONNECT",
+              "NFT_TABLE_REMOVE"):
+        assert "warren-priv: %s: done" % t in log, t
+    assert not nft_table(table)  # removed by warren-priv (--terminate-on-exit)
