@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <linux/openat2.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
@@ -454,6 +455,37 @@ static void do_net_connect(const struct priv_net_connect *c, struct priv_result 
         o->connected = j.connected;
 }
 
+/* NFT_TABLE_APPLY's own check of the range (as warrend's range_check):
+ * a table whose "sandboxes" set holds the host's own addresses or routes
+ * would drop the host's traffic. Refused (-EADDRINUSE) when base/prefix
+ * overlaps any route or address of the host but a default route, one on
+ * a sandbox's veth (wr*) or one whose link went away since the dump. */
+static int range_free(uint32_t base, uint32_t prefix, struct wr_err *e) {
+        enum { ROUTES_MAX = 4096 };
+        struct rt_route4 *routes = calloc(ROUTES_MAX, sizeof(*routes));
+        if (!routes)
+                return err_set(e, -ENOMEM, "out of memory");
+        size_t n = 0;
+        int r = rt_net_routes4(routes, ROUTES_MAX, &n, e);
+        for (size_t i = 0; r >= 0 && i < n && i < ROUTES_MAX; i++) {
+                const struct rt_route4 *rt = &routes[i];
+                if (rt->prefix == 0 || (rt->oif > 0 && !rt->dev[0]) ||
+                    !strncmp(rt->dev, PRIV_LINK_PREFIX, strlen(PRIV_LINK_PREFIX)))
+                        continue;
+                uint32_t dst = ntohl(rt->dst);
+                uint32_t p = prefix < rt->prefix ? prefix : rt->prefix;
+                uint32_t mask = p ? ~0u << (32 - p) : 0;
+                if ((dst & mask) == (base & mask))
+                        r = err_set(e, -EADDRINUSE,
+                                    "NFT_TABLE_APPLY: the range overlaps the host's %u.%u.%u.%u/%u "
+                                    "%s%s",
+                                    dst >> 24, (dst >> 16) & 255, (dst >> 8) & 255, dst & 255,
+                                    (unsigned) rt->prefix, rt->dev[0] ? "dev " : "", rt->dev);
+        }
+        free(routes);
+        return r;
+}
+
 /* Carry out req when it is a network request (else nothing). */
 static void net_run(const struct priv_req *req, struct priv_result *res, struct net_out *o) {
         struct wr_err e = {0};
@@ -461,8 +493,10 @@ static void net_run(const struct priv_req *req, struct priv_result *res, struct 
         switch (req->hdr.type) {
         case PRIV_NFT_TABLE_APPLY: {
                 const struct priv_nft_apply *a = &req->nft_apply;
-                r = nftab_table_apply(a->table, a->base, (uint8_t) a->prefix, a->proxy_port,
-                                      a->dns_port, &e);
+                r = range_free(a->base, a->prefix, &e);
+                if (r >= 0)
+                        r = nftab_table_apply(a->table, a->base, (uint8_t) a->prefix, a->proxy_port,
+                                              a->dns_port, &e);
                 break;
         }
         case PRIV_NFT_CLASS_SET: {

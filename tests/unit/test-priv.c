@@ -746,7 +746,7 @@ static void test_server_net(void **state) {
         struct wr_err e = {0};
         struct priv_reply rep;
         int fd;
-        size_t refusals = 0;
+        size_t refusals = 0, applies = 0;
         char mine[48], other[48];
         snprintf(mine, sizeof(mine), "warren_unit_%d", (int) getpid());
         snprintf(other, sizeof(other), "wrunit_keep_%d", (int) getpid());
@@ -791,6 +791,31 @@ static void test_server_net(void **state) {
         assert_int_equal(rep.result.err, ESRCH);
         assert_int_equal(fd, -1);
 
+        /* a well-formed apply for a range the host routes (its own
+         * addresses: the local table's 127.0.0.1 is not a candidate, so
+         * the first non-loopback address of the host): carried out as far
+         * as the route check, which refuses; no table */
+        char loc[64] = "";
+        FILE *ip = popen("ip -4 -o addr show scope global | awk '{print $4; exit}'", "r");
+        if (ip && fgets(loc, sizeof(loc), ip)) {
+                unsigned o[4], pl;
+                if (sscanf(loc, "%u.%u.%u.%u/%u", &o[0], &o[1], &o[2], &o[3], &pl) == 5 &&
+                    pl >= 8 && pl <= 28) {
+                        uint32_t host = o[0] << 24 | o[1] << 16 | o[2] << 8 | o[3];
+                        n = priv_nft_apply_encode(12, mine, host & (~0u << 4), 28, 0, 0, buf,
+                                                  sizeof(buf), &e);
+                        assert_true(n > 0);
+                        roundtrip_fd(&s, buf, (size_t) n, &rep, &fd);
+                        assert_int_equal(rep.result.err, EADDRINUSE);
+                        assert_non_null(strstr(rep.result.msg, "overlaps the host's"));
+                        snprintf(what, sizeof(what), "table inet %s", mine);
+                        assert_false(nft_has(what));
+                        applies++;
+                }
+        }
+        if (ip)
+                pclose(ip);
+
         /* the control: a table of our own (a /28 nobody routes), with the
          * egress sets; an element into open4; listed; removed */
         n = priv_nft_apply_encode(7, mine, 0x647ffff0u /* 100.127.255.240/28 */, 28, 40001, 40002,
@@ -826,7 +851,7 @@ static void test_server_net(void **state) {
         assert_int_equal(rep.hello.refused, refusals);
         /* ip_forward was looked after at the start */
         assert_int_not_equal(rep.hello.ip_forward, PRIV_FORWARD_OFF);
-        assert_int_equal(rep.hello.served[PRIV_NFT_TABLE_APPLY], 1);
+        assert_int_equal(rep.hello.served[PRIV_NFT_TABLE_APPLY], 1 + applies);
         assert_int_equal(rep.hello.served[PRIV_NFT_CLASS_SET], 1);
         assert_int_equal(rep.hello.served[PRIV_NFT_TABLES], 1);
         assert_int_equal(rep.hello.served[PRIV_NFT_TABLE_REMOVE], 1);
