@@ -25,9 +25,6 @@
 #include <getopt.h>
 #include <linux/openat2.h>
 #include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sched.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -390,69 +387,27 @@ static void do_nft_tables(struct priv_result *res, struct net_out *o) {
         free(v);
 }
 
-/* NET_CONNECT's socket is made by a thread of its own that joins the
- * sandbox's network namespace (setns affects only the calling thread;
- * the worker that asked never leaves ours) and ends with it. */
-struct conn_job {
-        int pidfd;
-        uint32_t addr;
-        uint16_t port;
-        int fd, err;
-        bool connected;
-};
-
-static void *conn_thread(void *arg) {
-        struct conn_job *j = arg;
-        if (setns(j->pidfd, CLONE_NEWNET) < 0) {
-                j->err = errno;
-                return NULL;
-        }
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-                j->err = errno;
-                return NULL;
-        }
-        int one = 1;
-        (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        struct sockaddr_in sa = {.sin_family = AF_INET,
-                                 .sin_port = htons(j->port),
-                                 .sin_addr.s_addr = htonl(j->addr)};
-        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0) {
-                j->connected = true;
-        } else if (errno != EINPROGRESS) {
-                j->err = errno;
-                close(fd);
-                return NULL;
-        }
-        j->fd = fd;
-        return NULL;
-}
-
 static void do_net_connect(const struct priv_net_connect *c, struct priv_result *res,
                            struct net_out *o) {
         struct rt_sandbox *sb = NULL;
         int slot;
         if (target_get(&c->t, &sb, &slot, res) < 0)
                 return;
-        struct conn_job j = {
-                .pidfd = rt_sandbox_pidfd(sb), .addr = c->addr, .port = c->port, .fd = -EBADF};
-        pthread_t th;
-        int r = j.pidfd < 0 ? ESRCH : pthread_create(&th, NULL, conn_thread, &j);
-        if (r == 0)
-                pthread_join(th, NULL);
-        else
-                j.err = r;
+        /* the socket is made by a thread of its own that joins the
+         * sandbox's netns (never this worker) */
+        int pidfd = rt_sandbox_pidfd(sb), fd = -EBADF;
+        int r = pidfd < 0 ? -ESRCH : rt_net_connect_in(pidfd, c->addr, c->port, &fd);
         target_put(sb, slot);
-        if (j.fd < 0) {
-                res->err = j.err ? j.err : EIO;
+        if (r < 0) {
+                res->err = -r;
                 snprintf(res->msg, sizeof(res->msg),
                          "connect from sandbox %s to %u.%u.%u.%u:%u: %s", c->t.id, c->addr >> 24,
                          (c->addr >> 16) & 255, (c->addr >> 8) & 255, c->addr & 255,
                          (unsigned) c->port, strerror(res->err));
                 return;
         }
-        o->fd = j.fd;
-        o->connected = j.connected;
+        o->fd = fd;
+        o->connected = r == 1;
 }
 
 /* NFT_TABLE_APPLY's own check of the range (as warrend's range_check):

@@ -34,16 +34,31 @@
  * requests concurrently; its global state is not documented as safe). */
 static pthread_mutex_t nft_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* Run cmds as one transaction. */
-static int nft_run(const char *cmds, struct wr_err *e) {
+/* A libnftables context with buffered output, nft_mu held; NULL (and
+ * nft_mu free) when out of memory. */
+static struct nft_ctx *ctx_get(void) {
         pthread_mutex_lock(&nft_mu);
         struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
         if (!ctx) {
                 pthread_mutex_unlock(&nft_mu);
-                return err_set(e, -ENOMEM, "nftables: out of memory");
+                return NULL;
         }
         nft_ctx_buffer_output(ctx);
         nft_ctx_buffer_error(ctx);
+        return ctx;
+}
+
+static void ctx_put(struct nft_ctx *ctx) {
+        nft_ctx_free(ctx);
+        malloc_trim(0);
+        pthread_mutex_unlock(&nft_mu);
+}
+
+/* Run cmds as one transaction. */
+static int nft_run(const char *cmds, struct wr_err *e) {
+        struct nft_ctx *ctx = ctx_get();
+        if (!ctx)
+                return err_set(e, -ENOMEM, "nftables: out of memory");
         int r = nft_run_cmd_from_buffer(ctx, cmds);
         char first[300] = "";
         if (r != 0) {
@@ -53,9 +68,7 @@ static int nft_run(const char *cmds, struct wr_err *e) {
                 if (nl)
                         *nl = 0;
         }
-        nft_ctx_free(ctx);
-        malloc_trim(0);
-        pthread_mutex_unlock(&nft_mu);
+        ctx_put(ctx);
         return r != 0 ? err_set(e, -EIO, "nftables: %s", first) : 0;
 }
 
@@ -336,17 +349,11 @@ int nftab_class_set(const char *table, uint32_t addr, enum nftab_class from, enu
 }
 
 int nftab_tables(char ***ret, struct wr_err *e) {
-        pthread_mutex_lock(&nft_mu);
-        struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
-        if (!ctx) {
-                pthread_mutex_unlock(&nft_mu);
+        struct nft_ctx *ctx = ctx_get();
+        if (!ctx)
                 return err_set(e, -ENOMEM, "nftables: out of memory");
-        }
-        nft_ctx_buffer_output(ctx);
-        nft_ctx_buffer_error(ctx);
         if (nft_run_cmd_from_buffer(ctx, "list tables inet\n") != 0) {
-                nft_ctx_free(ctx);
-                pthread_mutex_unlock(&nft_mu);
+                ctx_put(ctx);
                 return err_set(e, -EIO, "nftables: list tables failed");
         }
         const char *out = nft_ctx_get_output_buffer(ctx);
@@ -372,8 +379,7 @@ int nftab_tables(char ***ret, struct wr_err *e) {
                 }
                 p = nl ? nl + 1 : p + len;
         }
-        nft_ctx_free(ctx);
-        pthread_mutex_unlock(&nft_mu);
+        ctx_put(ctx);
         if (r < 0) {
                 for (size_t i = 0; v && i < n; i++)
                         free(v[i]);

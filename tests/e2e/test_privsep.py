@@ -284,17 +284,7 @@ NFT = {t: 'warren_priv_requests_total{type="%s"}' % t
                  "NET_CONNECT")}
 
 
-@pytest.fixture(scope="module")
-def bed():
-    if os.geteuid() != 0:
-        pytest.skip("needs root")
-    from fakenet.bed import FakeNet
-    b = FakeNet(ssh=False)
-    b.start()
-    try:
-        yield b
-    finally:
-        b.stop()
+from test_network import bed  # noqa: E402,F401  (the fake internet, this module's own)
 
 
 def nft_table(name):
