@@ -860,6 +860,80 @@ static void test_server_net(void **state) {
         server_stop(&s);
 }
 
+/* This process's start time (field 22 of /proc/self/stat). */
+static int self_start_time(uint64_t *ret) {
+        char stat[1024];
+        int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read(fd, stat, sizeof(stat) - 1);
+        close(fd);
+        if (n <= 0)
+                return -EIO;
+        stat[n] = 0;
+        char *f = strrchr(stat, ')') + 2;
+        for (int k = 3; k < 22; k++)
+                f = strchr(f, ' ') + 1;
+        *ret = strtoull(f, NULL, 10);
+        return 0;
+}
+
+/* the client's side of phase 3: NFT_NAMES handed over as a vector, a
+ * failed NET_CONNECT as its RESULT's error (no fd), HELLO's ip_forward */
+static void test_client_net(void **state) {
+        (void) state;
+        if (geteuid() != 0 || system("command -v nft >/dev/null") != 0)
+                skip();
+        char dir[64];
+        snprintf(dir, sizeof(dir), "/tmp/wr-priv-cnet.XXXXXX");
+        assert_non_null(mkdtemp(dir));
+        struct priv_client *c = NULL;
+        struct wr_err e = {0};
+        assert_int_equal(priv_client_new(priv_bin, dir, &c, &e), 0);
+        char mine[48];
+        snprintf(mine, sizeof(mine), "warren_unitc_%d", (int) getpid());
+        assert_int_equal(priv_nft_table_apply(c, mine, 0x647fffd0u, 28, 0, 0, &e), 0);
+        char **names = NULL;
+        int k = priv_nft_tables(c, &names, &e);
+        assert_true(k >= 1);
+        bool found = false;
+        for (int i = 0; i < k; i++) {
+                found |= !strcmp(names[i], mine);
+                assert_true(priv_nft_table_ok(names[i]));
+                free(names[i]);
+        }
+        assert_null(names[k]);
+        free(names);
+        assert_true(found);
+        /* open4 does not exist without the egress ports: the kernel's error */
+        assert_true(priv_nft_class_set(c, mine, 0x647fffd2u, 0, 1, &e) < 0);
+        assert_non_null(strstr(e.msg, mine));
+        assert_int_equal(priv_nft_table_remove(c, mine, &e), 0);
+        /* refused by the encoder already: nothing is sent */
+        assert_int_equal(priv_nft_table_remove(c, "filter", &e), -EINVAL);
+        struct priv_target t = {.pid = getpid(), .cgroup_mode = 0};
+        snprintf(t.id, sizeof(t.id), "sb-none");
+        int r = self_start_time(&t.start_time);
+        assert_int_equal(r, 0);
+        int fd = -1;
+        memset(&e, 0, sizeof(e));
+        assert_int_equal(priv_net_connect(c, &t, 0x7f000001u, 80, &fd, &e), -ESRCH);
+        assert_int_equal(fd, -1);
+        assert_true(e.msg[0] != '\0');
+        struct priv_hello_reply h;
+        assert_int_equal(priv_hello(c, &h, &e), 0);
+        assert_int_not_equal(h.ip_forward, PRIV_FORWARD_OFF);
+        assert_int_equal(h.served[PRIV_NET_CONNECT], 1);
+        assert_int_equal(h.served[PRIV_NFT_TABLES], 1);
+        assert_int_equal(h.refused, 0);
+        struct priv_client_stats st;
+        priv_client_stats(c, &st);
+        assert_int_equal(st.served[PRIV_NFT_TABLE_APPLY], 1);
+        assert_int_equal(st.served[PRIV_NFT_TABLE_REMOVE], 1);
+        priv_client_free(c);
+        sh("rm -rf %s", dir);
+}
+
 struct hello_job {
         struct priv_client *c;
         int r;
@@ -1064,6 +1138,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_signal_freeze),
                 cmocka_unit_test(test_net_decode),
                 cmocka_unit_test(test_server_net),
+                cmocka_unit_test(test_client_net),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
