@@ -736,6 +736,21 @@ static bool nft_has(const char *what) {
         return system(cmd) == 0;
 }
 
+/* the tables test_server_net makes: removed even when it fails */
+static char net_tables[2][48];
+
+static int server_net_teardown(void **state) {
+        (void) state;
+        for (int i = 0; i < 2; i++)
+                if (net_tables[i][0]) {
+                        char cmd[128];
+                        snprintf(cmd, sizeof(cmd), "nft delete table inet %s 2>/dev/null",
+                                 net_tables[i]);
+                        (void) !system(cmd);
+                }
+        return 0;
+}
+
 static void test_server_net(void **state) {
         (void) state;
         if (geteuid() != 0 || system("command -v nft >/dev/null") != 0)
@@ -750,6 +765,8 @@ static void test_server_net(void **state) {
         char mine[48], other[48];
         snprintf(mine, sizeof(mine), "warren_unit_%d", (int) getpid());
         snprintf(other, sizeof(other), "wrunit_keep_%d", (int) getpid());
+        snprintf(net_tables[0], sizeof(net_tables[0]), "%s", mine);
+        snprintf(net_tables[1], sizeof(net_tables[1]), "%s", other);
         sh("nft add table inet %s", other);
 
         int n;
@@ -1137,7 +1154,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_client_concurrent),
                 cmocka_unit_test(test_signal_freeze),
                 cmocka_unit_test(test_net_decode),
-                cmocka_unit_test(test_server_net),
+                cmocka_unit_test_teardown(test_server_net, server_net_teardown),
                 cmocka_unit_test(test_client_net),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
