@@ -7,6 +7,7 @@ Without the flag nothing of this runs."""
 import glob
 import os
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
@@ -359,3 +360,22 @@ def test_privsep_network_by_warren_priv(fresh_warrend, bed):
               "NFT_TABLE_REMOVE"):
         assert "warren-priv: %s: done" % t in log, t
     assert not nft_table(table)  # removed by warren-priv (--terminate-on-exit)
+
+
+def test_privsep_sweep_by_warren_priv(fresh_warrend):
+    """A stray host end in warrend's range (no sandbox holds its block) is
+    deleted at start by warren-priv (LINK_DELETE from the sweep), before
+    the API serves."""
+    rng, gw = "100.121.7.0/24", "100.121.7.9"
+    peer = "wr%08x" % (int.from_bytes(socket.inet_aton(gw), "big") >> 2)
+    subprocess.run(["ip", "link", "add", peer, "type", "veth", "peer", "name",
+                    "xpriv%d" % (os.getpid() % 100000)], check=True)
+    try:
+        port = free_port()
+        d = fresh_warrend(extra_args=["--privsep", "--admin-listen", "127.0.0.1:%d" % port,
+                                      "--sandbox-cidr", rng, "--warm-pool", "0"])
+        assert peer not in wr_links()
+        assert metrics(port)[LINK] == 1
+        assert "removed 1 stale sandbox links" in d.read_log()
+    finally:
+        subprocess.run(["ip", "link", "del", peer], capture_output=True)
