@@ -192,8 +192,9 @@ static char *metrics_text(struct admin *a, size_t *len) {
                     (int) ps.pid, (unsigned long long) ps.starts, (unsigned long long) ps.refused,
                     (unsigned long long) ps.lost);
                 for (uint32_t ty = 1; ty < PRIV_REQ_TYPES; ty++)
-                        put(&t, "warren_priv_requests_total{type=\"%s\"} %llu\n",
-                            priv_type_name(ty), (unsigned long long) ps.served[ty]);
+                        if (priv_type_name(ty)) /* the table has gaps */
+                                put(&t, "warren_priv_requests_total{type=\"%s\"} %llu\n",
+                                    priv_type_name(ty), (unsigned long long) ps.served[ty]);
         }
         put(&t, "# HELP warren_rpc_requests_total Finished RPCs by method and status code.\n"
                 "# TYPE warren_rpc_requests_total counter\n");

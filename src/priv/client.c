@@ -32,6 +32,7 @@ struct pending {
         bool done;
         int r; /* 0, -EPIPE (warren-priv died), -EPROTO (wrong answer type) */
         struct priv_reply rep;
+        int fd; /* the answer's fd (NET_CONNECTED), else -EBADF */
 };
 
 struct priv_client {
@@ -230,6 +231,23 @@ static void drop_sock_locked(struct priv_client *c) {
         pthread_cond_broadcast(&c->cv);
 }
 
+/* The counters phase 3's own answers carry (NFT_NAMES, NET_CONNECTED),
+ * as a RESULT's are taken. */
+static void net_counters(struct priv_client *c, const struct priv_reply *rep, uint32_t type) {
+        const uint64_t *v = NULL;
+        if (rep->hdr.type == PRIV_NFT_NAMES)
+                v = &rep->nft_names.served;
+        else if (rep->hdr.type == PRIV_NET_CONNECTED)
+                v = &rep->net_connected.served;
+        if (!v)
+                return;
+        copy_counters(c, NULL, 0, v[1], v[2]);
+        pthread_mutex_lock(&c->st_mu);
+        if (type < PRIV_REQ_TYPES)
+                c->st.served[type] = v[0];
+        pthread_mutex_unlock(&c->st_mu);
+}
+
 /* Read every answer waiting on the socket and hand each to its request.
  * Supervisor thread only. */
 static void read_locked(struct priv_client *c) {
@@ -248,7 +266,8 @@ static void read_locked(struct priv_client *c) {
                 struct wr_err de = {0};
                 int r = got < 0 ? err_set(&de, (int) got, "oversized datagram or fds")
                                 : priv_reply_decode(in, (size_t) got, n_fds, &rep, &de);
-                priv_close_fds(fds, n_fds);
+                if (r < 0)
+                        priv_close_fds(fds, n_fds);
                 struct pending *p = c->pending;
                 while (r >= 0 && p && (p->id != rep.hdr.id || p->done))
                         p = p->next;
@@ -259,9 +278,11 @@ static void read_locked(struct priv_client *c) {
                                  r < 0 ? de.msg : "an id nobody waits for");
                         if (c->pidfd >= 0)
                                 (void) syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
+                        priv_close_fds(fds, n_fds);
                         drop_sock_locked(c);
                         return;
                 }
+                net_counters(c, &rep, p->type);
                 if (rep.hdr.type == PRIV_RESULT) {
                         copy_counters(c, NULL, 0, rep.result.served_total, rep.result.refused);
                         pthread_mutex_lock(&c->st_mu);
@@ -274,6 +295,15 @@ static void read_locked(struct priv_client *c) {
                 }
                 p->rep = rep;
                 p->r = rep.hdr.type == p->want ? 0 : -EPROTO;
+                /* a request answered by another type than RESULT fails
+                 * with a RESULT (a refusal, or what went wrong) */
+                if (p->r < 0 && rep.hdr.type == PRIV_RESULT && rep.result.err)
+                        p->r = 0;
+                if (p->r == 0 && n_fds == 1) {
+                        p->fd = fds[0]; /* the table's one fd: the requester's now */
+                        fds[0] = -EBADF;
+                }
+                priv_close_fds(fds, n_fds);
                 p->done = true;
                 pthread_cond_broadcast(&c->cv);
         }
@@ -417,8 +447,8 @@ static bool usable(const struct priv_client *c) {
 /* One request (encoded in req) and its answer of type want, while other
  * requests may be in flight: sent under mu, the answer handed over by the
  * supervisor. */
-static int call(struct priv_client *c, uint8_t *req, size_t n, uint32_t want,
-                struct priv_reply *rep, struct wr_err *e) {
+static int call_fd(struct priv_client *c, uint8_t *req, size_t n, uint32_t want,
+                   struct priv_reply *rep, int *ret_fd, struct wr_err *e) {
         uint32_t type = ((const struct priv_hdr *) (const void *) req)->type;
         const char *name = priv_type_name(type);
         pthread_mutex_lock(&c->mu);
@@ -439,7 +469,7 @@ static int call(struct priv_client *c, uint8_t *req, size_t n, uint32_t want,
                 return err_set(e, -EIO, "warren-priv is not running (see warrend's log)");
         }
         /* the id: ours, sequential */
-        struct pending p = {.id = ++c->next_id, .type = type, .want = want};
+        struct pending p = {.id = ++c->next_id, .type = type, .want = want, .fd = -EBADF};
         memcpy(req + offsetof(struct priv_hdr, id), &p.id, sizeof(p.id));
         int r = 0;
         for (;;) {
@@ -489,8 +519,19 @@ static int call(struct priv_client *c, uint8_t *req, size_t n, uint32_t want,
                                p.rep.hdr.type, name ? name : "a request");
         if (r < 0)
                 return err_set(e, r, "warren-priv: send: %s", strerror(-r));
+        if (p.rep.hdr.type != want) /* a RESULT with an error instead */
+                return err_set(e, -p.rep.result.err, "%s", p.rep.result.msg);
         *rep = p.rep;
+        if (ret_fd)
+                *ret_fd = p.fd;
+        else
+                safe_close(p.fd);
         return 0;
+}
+
+static int call(struct priv_client *c, uint8_t *req, size_t n, uint32_t want,
+                struct priv_reply *rep, struct wr_err *e) {
+        return call_fd(c, req, n, want, rep, NULL, e);
 }
 
 /* A RESULT's error as ours. */
@@ -564,4 +605,75 @@ void priv_client_stats(struct priv_client *c, struct priv_client_stats *ret) {
         pthread_mutex_lock(&c->st_mu);
         *ret = c->st;
         pthread_mutex_unlock(&c->st_mu);
+}
+
+/* ---- phase 3: the network ---- */
+
+int priv_nft_table_apply(struct priv_client *c, const char *table, uint32_t base, uint8_t prefix,
+                         uint16_t proxy_port, uint16_t dns_port, struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_nft_apply_encode(0, table, base, prefix, proxy_port, dns_port, req,
+                                      sizeof(req), e);
+        if (n < 0)
+                return n;
+        int r = call_result(c, req, (size_t) n, e);
+        return r < 0 ? r : 0;
+}
+
+int priv_nft_class_set(struct priv_client *c, const char *table, uint32_t addr, unsigned from,
+                       unsigned to, struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_nft_class_encode(0, table, addr, from, to, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        int r = call_result(c, req, (size_t) n, e);
+        return r < 0 ? r : 0;
+}
+
+int priv_nft_tables(struct priv_client *c, char ***ret, struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_nft_tables_encode(0, req, sizeof(req));
+        static _Thread_local struct priv_reply rep;
+        int r = call(c, req, (size_t) n, PRIV_NFT_NAMES, &rep, e);
+        if (r < 0)
+                return r;
+        uint32_t k = rep.nft_names.n;
+        char **v = calloc(k + 1, sizeof(char *));
+        for (uint32_t i = 0; v && i < k; i++)
+                if (!(v[i] = strdup(rep.nft_names.names[i]))) {
+                        for (uint32_t j = 0; j < i; j++)
+                                free(v[j]);
+                        free(v);
+                        v = NULL;
+                }
+        if (!v)
+                return err_set(e, -ENOMEM, "out of memory");
+        *ret = v;
+        return (int) k;
+}
+
+int priv_nft_table_remove(struct priv_client *c, const char *table, struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_nft_remove_encode(0, table, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        int r = call_result(c, req, (size_t) n, e);
+        return r < 0 ? r : 0;
+}
+
+int priv_net_connect(struct priv_client *c, const struct priv_target *t, uint32_t addr,
+                     uint16_t port, int *ret_fd, struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_net_connect_encode(0, t, addr, port, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        static _Thread_local struct priv_reply rep;
+        int fd = -EBADF;
+        int r = call_fd(c, req, (size_t) n, PRIV_NET_CONNECTED, &rep, &fd, e);
+        if (r < 0)
+                return r;
+        if (fd < 0)
+                return err_set(e, -EPROTO, "warren-priv: NET_CONNECTED without its socket");
+        *ret_fd = fd;
+        return (int) rep.net_connected.connected;
 }

@@ -57,6 +57,27 @@ int priv_sandbox_signal(struct priv_client *c, const struct priv_target *t, int 
 int priv_sandbox_freeze(struct priv_client *c, const struct priv_target *t, bool on,
                         struct wr_err *e);
 
+/* Phase 3, the network (priv-proto.h NFT_*, NET_CONNECT): as the nft.h
+ * functions of the same names (nftab_*) with warren-priv doing them:
+ * 0 or -errno with e; priv_nft_tables returns how many names (warren's
+ * tables only) in a NULL-terminated malloc'd vector the caller frees. */
+int priv_nft_table_apply(struct priv_client *c, const char *table, uint32_t base, uint8_t prefix,
+                         uint16_t proxy_port, uint16_t dns_port, struct wr_err *e);
+int priv_nft_class_set(struct priv_client *c, const char *table, uint32_t addr, unsigned from,
+                       unsigned to, struct wr_err *e);
+int priv_nft_tables(struct priv_client *c, char ***ret, struct wr_err *e);
+int priv_nft_table_remove(struct priv_client *c, const char *table, struct wr_err *e);
+
+/* NET_CONNECT: a TCP socket (non-blocking, O_CLOEXEC, TCP_NODELAY) made
+ * in the network namespace of the sandbox t names and connected to addr
+ * (host byte order):port from there, into *ret_fd (the caller's). Returns
+ * 1 when connected, 0 when the connect is in progress (wait for POLLOUT,
+ * then read SO_ERROR), or -errno: -ESRCH when t is not that sandbox's
+ * init, the connect's own error (e.g. -ECONNREFUSED) when it failed at
+ * once. */
+int priv_net_connect(struct priv_client *c, const struct priv_target *t, uint32_t addr,
+                     uint16_t port, int *ret_fd, struct wr_err *e);
+
 /* HELLO: warren-priv's own counters (a round trip). */
 int priv_hello(struct priv_client *c, struct priv_hello_reply *ret, struct wr_err *e);
 

@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <linux/openat2.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -39,6 +40,7 @@
 
 #include "basic/log.h"
 #include "basic/rmrf.h"
+#include "priv/nft.h"
 #include "priv/priv-proto.h"
 #include "runtime/runtime.h"
 
@@ -48,7 +50,15 @@
  * mode fix-ups), SIGKILL to its processes (KILL), deleting veths
  * (NET_ADMIN). Root's own files (cgroups, the state dir) need none. */
 static const cap_value_t keep_caps[] = {
-        CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_KILL, CAP_NET_ADMIN,
+        CAP_DAC_OVERRIDE,
+        CAP_DAC_READ_SEARCH,
+        CAP_FOWNER,
+        CAP_KILL,
+        CAP_NET_ADMIN,
+        /* phase 3: NET_CONNECT joins a sandbox's network namespace
+         * (setns(CLONE_NEWNET) wants CAP_SYS_ADMIN over it and over our own
+         * user namespace); the nft requests need only NET_ADMIN */
+        CAP_SYS_ADMIN,
 };
 
 /* Keep only keep_caps (effective, permitted; the bounding set too, so no
@@ -307,6 +317,214 @@ static int reply_locked(const void *buf, int n) {
         return 0;
 }
 
+/* ---- phase 3: the network (NFT_*, NET_CONNECT; ip_forward at start) ---- */
+
+/* net.ipv4.ip_forward as we left it at start (HELLO_REPLY.ip_forward):
+ * sandboxes reach the outside through NAT. */
+static uint32_t forward_state = PRIV_FORWARD_OFF;
+
+static void forward_on(void) {
+        const char *p = "/proc/sys/net/ipv4/ip_forward";
+        char v[4] = {0};
+        int fd = open(p, O_RDWR | O_CLOEXEC);
+        if (fd < 0) {
+                log_warn("warren-priv: open %s: %m (sandboxes get no NAT)", p);
+                return;
+        }
+        if (read(fd, v, sizeof(v) - 1) > 0 && v[0] == '1') {
+                forward_state = PRIV_FORWARD_WAS_ON;
+        } else if (pwrite(fd, "1\n", 2, 0) == 2) {
+                forward_state = PRIV_FORWARD_TURNED_ON;
+                log_info("warren-priv: net.ipv4.ip_forward turned on (sandboxes reach the outside "
+                         "through NAT); it stays on after warren exits");
+        } else {
+                log_warn("warren-priv: turn %s on: %m (sandboxes get no NAT)", p);
+        }
+        close(fd);
+}
+
+/* What a network request answers besides a RESULT. */
+struct net_out {
+        int fd;                       /* NET_CONNECT: the socket (-EBADF: none) */
+        uint32_t connected;           /* NET_CONNECT: 1 connected, 0 in progress */
+        struct priv_nft_names *names; /* NFT_TABLES (malloc'd) */
+};
+
+static void net_out_done(struct net_out *o) {
+        if (o->fd >= 0)
+                close(o->fd);
+        o->fd = -EBADF;
+        free(o->names);
+        o->names = NULL;
+}
+
+static void res_err(struct priv_result *res, int r, const struct wr_err *e) {
+        res->err = -r;
+        snprintf(res->msg, sizeof(res->msg), "%s", e->msg[0] ? e->msg : strerror(-r));
+}
+
+static void do_nft_tables(struct priv_result *res, struct net_out *o) {
+        struct wr_err e = {0};
+        char **v = NULL;
+        int k = nftab_tables(&v, &e);
+        if (k < 0) {
+                res_err(res, k, &e);
+                return;
+        }
+        if (!(o->names = calloc(1, sizeof(*o->names)))) {
+                res_err(res, -ENOMEM, &e);
+        } else {
+                for (int i = 0; i < k; i++) {
+                        if (o->names->n == PRIV_NFT_NAMES_MAX) {
+                                o->names->truncated = 1;
+                                break;
+                        }
+                        snprintf(o->names->names[o->names->n++], PRIV_NFT_TABLE_MAX, "%s", v[i]);
+                }
+        }
+        for (int i = 0; i < k; i++)
+                free(v[i]);
+        free(v);
+}
+
+static void do_net_connect(const struct priv_net_connect *c, struct priv_result *res,
+                           struct net_out *o) {
+        struct rt_sandbox *sb = NULL;
+        int slot;
+        if (target_get(&c->t, &sb, &slot, res) < 0)
+                return;
+        /* the socket is made by a thread of its own that joins the
+         * sandbox's netns (never this worker) */
+        int pidfd = rt_sandbox_pidfd(sb), fd = -EBADF;
+        int r = pidfd < 0 ? -ESRCH : rt_net_connect_in(pidfd, c->addr, c->port, &fd);
+        target_put(sb, slot);
+        if (r < 0) {
+                res->err = -r;
+                snprintf(res->msg, sizeof(res->msg),
+                         "connect from sandbox %s to %u.%u.%u.%u:%u: %s", c->t.id, c->addr >> 24,
+                         (c->addr >> 16) & 255, (c->addr >> 8) & 255, c->addr & 255,
+                         (unsigned) c->port, strerror(res->err));
+                return;
+        }
+        o->fd = fd;
+        o->connected = r == 1;
+}
+
+/* NFT_TABLE_APPLY's own check of the range (as warrend's range_check):
+ * a table whose "sandboxes" set holds the host's own addresses or routes
+ * would drop the host's traffic. Refused (-EADDRINUSE) when base/prefix
+ * overlaps any route or address of the host but a default route, one on
+ * a sandbox's veth (wr*) or one whose link went away since the dump. */
+static int range_free(uint32_t base, uint32_t prefix, struct wr_err *e) {
+        enum { ROUTES_MAX = 4096 };
+        struct rt_route4 *routes = calloc(ROUTES_MAX, sizeof(*routes));
+        if (!routes)
+                return err_set(e, -ENOMEM, "out of memory");
+        size_t n = 0;
+        int r = rt_net_routes4(routes, ROUTES_MAX, &n, e);
+        for (size_t i = 0; r >= 0 && i < n && i < ROUTES_MAX; i++) {
+                const struct rt_route4 *rt = &routes[i];
+                if (rt->prefix == 0 || (rt->oif > 0 && !rt->dev[0]) ||
+                    !strncmp(rt->dev, PRIV_LINK_PREFIX, strlen(PRIV_LINK_PREFIX)))
+                        continue;
+                uint32_t dst = ntohl(rt->dst);
+                uint32_t p = prefix < rt->prefix ? prefix : rt->prefix;
+                uint32_t mask = p ? ~0u << (32 - p) : 0;
+                if ((dst & mask) == (base & mask))
+                        r = err_set(e, -EADDRINUSE,
+                                    "NFT_TABLE_APPLY: the range overlaps the host's %u.%u.%u.%u/%u "
+                                    "%s%s",
+                                    dst >> 24, (dst >> 16) & 255, (dst >> 8) & 255, dst & 255,
+                                    (unsigned) rt->prefix, rt->dev[0] ? "dev " : "", rt->dev);
+        }
+        free(routes);
+        return r;
+}
+
+/* Carry out req when it is a network request (else nothing). */
+static void net_run(const struct priv_req *req, struct priv_result *res, struct net_out *o) {
+        struct wr_err e = {0};
+        int r = 0;
+        switch (req->hdr.type) {
+        case PRIV_NFT_TABLE_APPLY: {
+                const struct priv_nft_apply *a = &req->nft_apply;
+                r = range_free(a->base, a->prefix, &e);
+                if (r >= 0)
+                        r = nftab_table_apply(a->table, a->base, (uint8_t) a->prefix, a->proxy_port,
+                                              a->dns_port, &e);
+                break;
+        }
+        case PRIV_NFT_CLASS_SET: {
+                const struct priv_nft_class *c = &req->nft_class;
+                r = nftab_class_set(c->table, c->addr, (enum nftab_class) c->from,
+                                    (enum nftab_class) c->to, &e);
+                break;
+        }
+        case PRIV_NFT_TABLES:
+                do_nft_tables(res, o);
+                return;
+        case PRIV_NFT_TABLE_REMOVE:
+                r = nftab_table_remove(req->nft_table.table, &e);
+                break;
+        case PRIV_NET_CONNECT:
+                do_net_connect(&req->net_connect, res, o);
+                return;
+        default:
+                return;
+        }
+        if (r < 0)
+                res_err(res, r, &e);
+}
+
+/* Send one datagram with one fd (under mu). */
+static int reply_fd_locked(const void *buf, int n, int fd) {
+        if (n < 0)
+                return n;
+        union {
+                struct cmsghdr align;
+                char b[CMSG_SPACE(sizeof(int))];
+        } cb;
+        memset(&cb, 0, sizeof(cb));
+        struct iovec iov = {.iov_base = (void *) buf, .iov_len = (size_t) n};
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = cb.b,
+                            .msg_controllen = sizeof(cb.b)};
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+        return sendmsg(srv.sock, &mh, MSG_NOSIGNAL) == n ? 0 : -errno;
+}
+
+/* The answer of a network request that succeeded and is not a RESULT
+ * (NFT_NAMES, NET_CONNECTED + its fd), under mu: true when sent (or
+ * tried: the socket is broken). */
+static bool net_reply_locked(uint64_t id, uint32_t type, const struct priv_result *res,
+                             const struct net_out *o) {
+        uint8_t out[PRIV_MSG_MAX];
+        if (res->err)
+                return false;
+        if (type == PRIV_NFT_TABLES && o->names) {
+                o->names->served = res->served;
+                o->names->served_total = res->served_total;
+                o->names->refused = res->refused;
+                (void) reply_locked(out, priv_nft_names_encode(id, o->names, out, sizeof(out)));
+                return true;
+        }
+        if (type == PRIV_NET_CONNECT && o->fd >= 0) {
+                struct priv_net_connected c = {.served = res->served,
+                                               .served_total = res->served_total,
+                                               .refused = res->refused,
+                                               .connected = o->connected};
+                (void) reply_fd_locked(out, priv_net_connected_encode(id, &c, out, sizeof(out)),
+                                       o->fd);
+                return true;
+        }
+        return false;
+}
+
 /* Carry out req and answer it; frees nothing. */
 static void work_run(const struct priv_req *req) {
         static _Thread_local struct priv_result res;
@@ -320,6 +538,8 @@ static void work_run(const struct priv_req *req) {
                 do_signal(&req->signal, &res);
         else if (t == PRIV_SANDBOX_FREEZE)
                 do_freeze(&req->freeze, &res);
+        struct net_out no = {.fd = -EBADF};
+        net_run(req, &res, &no);
         log_debug("warren-priv: %s: %s", priv_type_name(t), res.err ? res.msg : "done");
         uint8_t out[PRIV_MSG_MAX];
         pthread_mutex_lock(&mu);
@@ -328,7 +548,9 @@ static void work_run(const struct priv_req *req) {
         res.served = srv.served[t];
         res.served_total = srv.served_total;
         res.refused = srv.refused;
-        (void) reply_locked(out, priv_result_encode(req->hdr.id, &res, out, sizeof(out)));
+        if (!net_reply_locked(req->hdr.id, t, &res, &no))
+                (void) reply_locked(out, priv_result_encode(req->hdr.id, &res, out, sizeof(out)));
+        net_out_done(&no);
         if (t == PRIV_SANDBOX_CLEANUP)
                 for (size_t i = 0; i < WORKERS_MAX; i++)
                         if (!strcmp(inflight[i], req->cleanup.id)) {
@@ -373,7 +595,9 @@ static int serve_one(const void *in, size_t len, int *fds, size_t n_fds) {
         if (t == PRIV_HELLO) {
                 srv.served[t]++;
                 srv.served_total++;
-                struct priv_hello_reply h = {.version = PRIV_VERSION, .pid = (int32_t) getpid()};
+                struct priv_hello_reply h = {.version = PRIV_VERSION,
+                                             .pid = (int32_t) getpid(),
+                                             .ip_forward = forward_state};
                 memcpy(h.served, srv.served, sizeof(h.served));
                 h.served_total = srv.served_total;
                 h.refused = srv.refused;
@@ -496,6 +720,7 @@ int main(int argc, char **argv) {
                 return 2;
         }
         signal(SIGPIPE, SIG_IGN);
+        forward_on();
         int r = confine_caps();
         if (r < 0) {
                 log_error("warren-priv: dropping capabilities: %s", strerror(-r));

@@ -25,6 +25,14 @@ static const struct priv_msg_spec table[] = {
         {PRIV_SANDBOX_FREEZE, "SANDBOX_FREEZE", sizeof(struct priv_freeze), 0, true},
         {PRIV_RESULT, "RESULT", sizeof(struct priv_result), 0, false},
         {PRIV_HELLO_REPLY, "HELLO_REPLY", sizeof(struct priv_hello_reply), 0, false},
+        /* phase 3, the network */
+        {PRIV_NFT_TABLE_APPLY, "NFT_TABLE_APPLY", sizeof(struct priv_nft_apply), 0, true},
+        {PRIV_NFT_CLASS_SET, "NFT_CLASS_SET", sizeof(struct priv_nft_class), 0, true},
+        {PRIV_NFT_TABLES, "NFT_TABLES", 0, 0, true},
+        {PRIV_NFT_TABLE_REMOVE, "NFT_TABLE_REMOVE", sizeof(struct priv_nft_table), 0, true},
+        {PRIV_NET_CONNECT, "NET_CONNECT", sizeof(struct priv_net_connect), 0, true},
+        {PRIV_NFT_NAMES, "NFT_NAMES", sizeof(struct priv_nft_names), 0, false},
+        {PRIV_NET_CONNECTED, "NET_CONNECTED", sizeof(struct priv_net_connected), 1, false},
 };
 
 _Static_assert(sizeof(struct priv_hdr) + sizeof(struct priv_cleanup) <= PRIV_MSG_MAX,
@@ -34,6 +42,16 @@ _Static_assert(sizeof(struct priv_hdr) + sizeof(struct priv_result) <= PRIV_MSG_
 _Static_assert(PRIV_REQ_TYPES <= PRIV_SERVED_MAX, "HELLO_REPLY counts every request type");
 _Static_assert(sizeof(struct priv_signal) == 96 && sizeof(struct priv_freeze) == 96,
                "no padding: every byte is checked");
+_Static_assert(sizeof(struct priv_nft_apply) == PRIV_NFT_TABLE_MAX + 16 &&
+                       sizeof(struct priv_nft_class) == PRIV_NFT_TABLE_MAX + 16 &&
+                       sizeof(struct priv_net_connect) == sizeof(struct priv_target) + 8 &&
+                       sizeof(struct priv_net_connected) == 32 &&
+                       sizeof(struct priv_nft_names) ==
+                               32 + PRIV_NFT_NAMES_MAX * PRIV_NFT_TABLE_MAX &&
+                       sizeof(struct priv_hello_reply) == 8 + 8 * PRIV_SERVED_MAX + 24,
+               "no padding: every byte is checked");
+_Static_assert(sizeof(struct priv_hdr) + sizeof(struct priv_nft_names) <= PRIV_MSG_MAX,
+               "NFT_NAMES fits a datagram");
 
 static const struct priv_msg_spec *spec_of(uint32_t type) {
         for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -176,6 +194,139 @@ static int frame_check(const void *buf, size_t len, size_t n_fds, bool request,
         return 0;
 }
 
+/* ---- phase 3: the network ---- */
+
+bool priv_nft_table_ok(const char *name) {
+        static const char base[] = "warren";
+        size_t n = strnlen(name, PRIV_NFT_TABLE_MAX);
+        if (n >= PRIV_NFT_TABLE_MAX || strncmp(name, base, sizeof(base) - 1) != 0)
+                return false;
+        if (n == sizeof(base) - 1)
+                return true;
+        if (name[sizeof(base) - 1] != '_' || n < sizeof(base) + 1 || n > sizeof(base) + 40)
+                return false;
+        for (size_t i = sizeof(base); i < n; i++) {
+                char c = name[i];
+                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '_'))
+                        return false;
+        }
+        return true;
+}
+
+/* A table name field: one NUL-padded string priv_nft_table_ok accepts. */
+static int table_field(const char *f, const char *what, struct wr_err *e) {
+        if (field_str(f, PRIV_NFT_TABLE_MAX) < 0 || !priv_nft_table_ok(f))
+                return err_set(e, -EINVAL,
+                               "%s: not a warren table name (warren or warren_[A-Za-z0-9_]{1,40})",
+                               what);
+        return 0;
+}
+
+/* An address (host order) that names one host: not 0.0.0.0/8 ("this
+ * network"), nor 224.0.0.0/3 (multicast, reserved, broadcast). */
+static bool host_addr_ok(uint32_t a) {
+        return (a >> 24) != 0 && (a >> 29) != 7;
+}
+
+int priv_nft_apply_check(const struct priv_nft_apply *a, struct wr_err *e) {
+        int r = table_field(a->table, "NFT_TABLE_APPLY", e);
+        if (r < 0)
+                return r;
+        if (a->prefix < PRIV_NFT_PREFIX_MIN || a->prefix > PRIV_NFT_PREFIX_MAX)
+                return err_set(e, -EINVAL, "NFT_TABLE_APPLY: prefix /%u (/%u../%u)", a->prefix,
+                               PRIV_NFT_PREFIX_MIN, PRIV_NFT_PREFIX_MAX);
+        uint32_t mask = ~0u << (32 - a->prefix);
+        if (a->base & ~mask)
+                return err_set(e, -EINVAL, "NFT_TABLE_APPLY: range base has host bits set");
+        if (!host_addr_ok(a->base) || (a->base >> 24) == 127)
+                return err_set(e, -EINVAL,
+                               "NFT_TABLE_APPLY: range in 0/8, 127/8 or 224/3 (not a sandbox "
+                               "range)");
+        if ((a->proxy_port == 0) != (a->dns_port == 0))
+                return err_set(e, -EINVAL,
+                               "NFT_TABLE_APPLY: proxy port %u, dns port %u (both or neither)",
+                               a->proxy_port, a->dns_port);
+        if (a->reserved)
+                return err_set(e, -EINVAL, "NFT_TABLE_APPLY: reserved field set");
+        return 0;
+}
+
+static int nft_class_check(const struct priv_nft_class *c, struct wr_err *e) {
+        int r = table_field(c->table, "NFT_CLASS_SET", e);
+        if (r < 0)
+                return r;
+        if (!host_addr_ok(c->addr) || (c->addr >> 24) == 127)
+                return err_set(e, -EINVAL, "NFT_CLASS_SET: address 0x%08x is not a sandbox's",
+                               c->addr);
+        if (c->from > 2 || c->to > 2)
+                return err_set(e, -EINVAL, "NFT_CLASS_SET: class %u -> %u (0..2)", c->from, c->to);
+        if (c->reserved)
+                return err_set(e, -EINVAL, "NFT_CLASS_SET: reserved field set");
+        return 0;
+}
+
+static int net_connect_check(const struct priv_net_connect *c, struct wr_err *e) {
+        int r = target_check(&c->t, "NET_CONNECT", e);
+        if (r < 0)
+                return r;
+        if (!host_addr_ok(c->addr))
+                return err_set(e, -EINVAL, "NET_CONNECT: address 0x%08x is not one host's",
+                               c->addr);
+        if (c->port == 0)
+                return err_set(e, -EINVAL, "NET_CONNECT: port 0");
+        if (c->reserved)
+                return err_set(e, -EINVAL, "NET_CONNECT: reserved field set");
+        return 0;
+}
+
+static int net_req_decode(const char *p, struct priv_req *out, struct wr_err *e) {
+        switch (out->hdr.type) {
+        case PRIV_NFT_TABLE_APPLY:
+                memcpy(&out->nft_apply, p, sizeof(out->nft_apply));
+                return priv_nft_apply_check(&out->nft_apply, e);
+        case PRIV_NFT_CLASS_SET:
+                memcpy(&out->nft_class, p, sizeof(out->nft_class));
+                return nft_class_check(&out->nft_class, e);
+        case PRIV_NFT_TABLES:
+                return 0;
+        case PRIV_NFT_TABLE_REMOVE:
+                memcpy(&out->nft_table, p, sizeof(out->nft_table));
+                return table_field(out->nft_table.table, "NFT_TABLE_REMOVE", e);
+        case PRIV_NET_CONNECT:
+                memcpy(&out->net_connect, p, sizeof(out->net_connect));
+                return net_connect_check(&out->net_connect, e);
+        }
+        return err_set(e, -EPROTO, "unknown request type 0x%x", out->hdr.type); /* not reached */
+}
+
+static int net_reply_decode(const char *p, struct priv_reply *out, struct wr_err *e) {
+        if (out->hdr.type == PRIV_NET_CONNECTED) {
+                struct priv_net_connected *c = &out->net_connected;
+                memcpy(c, p, sizeof(*c));
+                if (c->connected > 1 || c->reserved)
+                        return err_set(e, -EINVAL, "NET_CONNECTED: connected %u, reserved %u",
+                                       c->connected, c->reserved);
+                return 0;
+        }
+        struct priv_nft_names *nn = &out->nft_names;
+        memcpy(nn, p, sizeof(*nn));
+        if (nn->n > PRIV_NFT_NAMES_MAX || nn->truncated > 1)
+                return err_set(e, -EINVAL, "NFT_NAMES: %u names, truncated %u", nn->n,
+                               nn->truncated);
+        for (uint32_t i = 0; i < PRIV_NFT_NAMES_MAX; i++) {
+                if (i < nn->n ? table_field(nn->names[i], "NFT_NAMES", e) < 0
+                              : !all_zero(nn->names[i], PRIV_NFT_TABLE_MAX))
+                        return err_set(e, -EINVAL, "NFT_NAMES: name %u is not a warren table's", i);
+        }
+        return 0;
+}
+
+unsigned priv_type_fds(uint32_t type) {
+        const struct priv_msg_spec *s = spec_of(type);
+        return s ? s->n_fds : 0;
+}
+
 int priv_req_decode(const void *buf, size_t len, size_t n_fds, struct priv_req *out,
                     struct wr_err *e) {
         const struct priv_msg_spec *s;
@@ -240,6 +391,12 @@ int priv_req_decode(const void *buf, size_t len, size_t n_fds, struct priv_req *
                         return err_set(e, -EINVAL, "LINK_DELETE: reserved field set");
                 return 0;
         }
+        case PRIV_NFT_TABLE_APPLY:
+        case PRIV_NFT_CLASS_SET:
+        case PRIV_NFT_TABLES:
+        case PRIV_NFT_TABLE_REMOVE:
+        case PRIV_NET_CONNECT:
+                return net_req_decode(p, out, e);
         }
         return err_set(e, -EPROTO, "unknown request type 0x%x", out->hdr.type); /* not reached */
 }
@@ -252,6 +409,8 @@ int priv_reply_decode(const void *buf, size_t len, size_t n_fds, struct priv_rep
         if (r < 0)
                 return r;
         const char *p = (const char *) buf + sizeof(struct priv_hdr);
+        if (out->hdr.type == PRIV_NFT_NAMES || out->hdr.type == PRIV_NET_CONNECTED)
+                return net_reply_decode(p, out, e);
         if (out->hdr.type == PRIV_RESULT) {
                 struct priv_result *res = &out->result;
                 memcpy(res, p, sizeof(*res));
@@ -268,6 +427,9 @@ int priv_reply_decode(const void *buf, size_t len, size_t n_fds, struct priv_rep
                                h->version, PRIV_VERSION);
         if (h->pid <= 0)
                 return err_set(e, -EINVAL, "HELLO_REPLY: pid %d", h->pid);
+        if (h->ip_forward > PRIV_FORWARD_TURNED_ON || h->reserved)
+                return err_set(e, -EINVAL, "HELLO_REPLY: ip_forward %u, reserved %u", h->ip_forward,
+                               h->reserved);
         return 0;
 }
 
@@ -367,6 +529,99 @@ int priv_result_encode(uint64_t id, const struct priv_result *res, void *buf, si
 int priv_hello_reply_encode(uint64_t id, const struct priv_hello_reply *rep, void *buf,
                             size_t size) {
         return put(id, PRIV_HELLO_REPLY, rep, sizeof(*rep), buf, size);
+}
+
+/* ---- phase 3 encoders ---- */
+
+/* name into a table field, checked */
+static int table_copy(char *f, const char *name, const char *what, struct wr_err *e) {
+        memset(f, 0, PRIV_NFT_TABLE_MAX);
+        if (!priv_nft_table_ok(name))
+                return err_set(e, -EINVAL, "%s: %.64s is not a warren table name", what, name);
+        memcpy(f, name, strlen(name));
+        return 0;
+}
+
+int priv_nft_apply_encode(uint64_t id, const char *tname, uint32_t base, uint8_t prefix,
+                          uint16_t proxy_port, uint16_t dns_port, void *buf, size_t size,
+                          struct wr_err *e) {
+        struct priv_nft_apply a;
+        memset(&a, 0, sizeof(a));
+        int r = table_copy(a.table, tname, "NFT_TABLE_APPLY", e);
+        if (r < 0)
+                return r;
+        a.base = base;
+        a.prefix = prefix;
+        a.proxy_port = proxy_port;
+        a.dns_port = dns_port;
+        if ((r = priv_nft_apply_check(&a, e)) < 0)
+                return r;
+        return put(id, PRIV_NFT_TABLE_APPLY, &a, sizeof(a), buf, size);
+}
+
+int priv_nft_class_encode(uint64_t id, const char *tname, uint32_t addr, uint32_t from, uint32_t to,
+                          void *buf, size_t size, struct wr_err *e) {
+        struct priv_nft_class c;
+        memset(&c, 0, sizeof(c));
+        int r = table_copy(c.table, tname, "NFT_CLASS_SET", e);
+        if (r < 0)
+                return r;
+        c.addr = addr;
+        c.from = from;
+        c.to = to;
+        if ((r = nft_class_check(&c, e)) < 0)
+                return r;
+        return put(id, PRIV_NFT_CLASS_SET, &c, sizeof(c), buf, size);
+}
+
+int priv_nft_tables_encode(uint64_t id, void *buf, size_t size) {
+        return put(id, PRIV_NFT_TABLES, NULL, 0, buf, size);
+}
+
+int priv_nft_remove_encode(uint64_t id, const char *tname, void *buf, size_t size,
+                           struct wr_err *e) {
+        struct priv_nft_table t;
+        int r = table_copy(t.table, tname, "NFT_TABLE_REMOVE", e);
+        if (r < 0)
+                return r;
+        return put(id, PRIV_NFT_TABLE_REMOVE, &t, sizeof(t), buf, size);
+}
+
+int priv_net_connect_encode(uint64_t id, const struct priv_target *t, uint32_t addr, uint16_t port,
+                            void *buf, size_t size, struct wr_err *e) {
+        struct priv_net_connect c;
+        memset(&c, 0, sizeof(c));
+        int r = target_copy(t, &c.t, "NET_CONNECT", e);
+        if (r < 0)
+                return r;
+        c.addr = addr;
+        c.port = port;
+        if ((r = net_connect_check(&c, e)) < 0)
+                return r;
+        return put(id, PRIV_NET_CONNECT, &c, sizeof(c), buf, size);
+}
+
+int priv_nft_names_encode(uint64_t id, const struct priv_nft_names *names, void *buf, size_t size) {
+        /* canonical: each name NUL-padded, nothing after the n-th */
+        static _Thread_local struct priv_nft_names c;
+        memset(&c, 0, sizeof(c));
+        c.n = names->n < PRIV_NFT_NAMES_MAX ? names->n : PRIV_NFT_NAMES_MAX;
+        c.truncated = names->truncated ? 1 : 0;
+        c.served = names->served;
+        c.served_total = names->served_total;
+        c.refused = names->refused;
+        for (uint32_t i = 0; i < c.n; i++)
+                memcpy(c.names[i], names->names[i],
+                       strnlen(names->names[i], PRIV_NFT_TABLE_MAX - 1));
+        return put(id, PRIV_NFT_NAMES, &c, sizeof(c), buf, size);
+}
+
+int priv_net_connected_encode(uint64_t id, const struct priv_net_connected *c, void *buf,
+                              size_t size) {
+        struct priv_net_connected x = *c;
+        x.connected = c->connected ? 1 : 0;
+        x.reserved = 0;
+        return put(id, PRIV_NET_CONNECTED, &x, sizeof(x), buf, size);
 }
 
 /* ---- the socket ---- */

@@ -17,7 +17,7 @@
  * string field after its terminating NUL must be zero (one encoding per
  * message: what is accepted re-encodes to the same bytes). fds travel as
  * SCM_RIGHTS with the datagram: exactly the table's count (none for every
- * type of version 1); a message with fds where none belong, with more
+ * request; one with NET_CONNECTED); a message with fds where none belong, with more
  * than PRIV_FDS_MAX, or whose control data was truncated is refused and
  * every fd it carried is closed.
  *
@@ -62,13 +62,14 @@
 #include "basic/err.h"
 
 #define PRIV_MAGIC 0x57505231u /* "WPR1" */
-#define PRIV_VERSION 1u
+/* 2: the network messages (types 12..16), HELLO_REPLY.ip_forward */
+#define PRIV_VERSION 2u
 #define PRIV_MSG_MAX 4096u  /* datagram, header included */
 #define PRIV_PATH_MAX 1024u /* a path field, bytes including the NUL */
 #define PRIV_ID_MAX 72u     /* a sandbox id field: up to 64 chars + NUL, padded */
 #define PRIV_ERRMSG_MAX 256u
 #define PRIV_FDS_MAX 4u                 /* fds one datagram may carry at all */
-#define PRIV_SERVED_MAX 16u             /* counters in HELLO_REPLY: types 0..15 */
+#define PRIV_SERVED_MAX 32u             /* counters in HELLO_REPLY: types 0..31 */
 #define PRIV_LINK_PREFIX "wr"           /* = SBX_NET_PEER_PREFIX */
 #define PRIV_ROOT_SANDBOXES "sandboxes" /* <state>/sandboxes/<id> */
 
@@ -79,7 +80,7 @@ enum priv_type {
         PRIV_LINK_DELETE = 3,
         PRIV_SANDBOX_SIGNAL = 4,
         PRIV_SANDBOX_FREEZE = 5,
-        PRIV_REQ_TYPES = 6, /* request types are 1..PRIV_REQ_TYPES-1 */
+        PRIV_REQ_TYPES = 20, /* request types are below this (not all used: see the table) */
         /* replies */
         PRIV_RESULT = 0x81,
         PRIV_HELLO_REPLY = 0x82,
@@ -146,7 +147,121 @@ struct priv_hello_reply {
         uint64_t served[PRIV_SERVED_MAX]; /* by type; [0] unused */
         uint64_t served_total;
         uint64_t refused;
+        /* net.ipv4.ip_forward as warren-priv left it at its start:
+         * PRIV_FORWARD_* */
+        uint32_t ip_forward;
+        uint32_t reserved;
 };
+
+/* ---- phase 3: the network (request types 12..19, replies 0x8c..0x93) ----
+ *
+ *   NFT_TABLE_APPLY   struct priv_nft_apply -> RESULT. Replace the inet
+ *                     table `table` with warrend's rules for the sandbox
+ *                     range base/prefix and the egress ports (nft.h:
+ *                     nftab_table_apply; warren-priv builds the commands).
+ *   NFT_CLASS_SET     struct priv_nft_class -> RESULT. Move a sandbox's
+ *                     address between the open4 / pass4 sets (nftab_class_set).
+ *   NFT_TABLES        no payload -> NFT_NAMES (warren's inet tables), or
+ *                     RESULT {err} when nft failed.
+ *   NFT_TABLE_REMOVE  struct priv_nft_table -> RESULT (nftab_table_remove).
+ *   NET_CONNECT       struct priv_net_connect -> NET_CONNECTED + 1 fd: a
+ *                     non-blocking TCP socket made in the target
+ *                     sandbox's network namespace (the target checked as
+ *                     SANDBOX_SIGNAL's), connected (value 1) or connecting
+ *                     (0: wait for POLLOUT, then SO_ERROR) to addr:port;
+ *                     or RESULT {err} (nothing sent with it).
+ * A table name is "warren" or "warren_" and 1..40 of [A-Za-z0-9_]
+ * (priv_nft_table_ok): no other table is touched. */
+
+#define PRIV_NFT_TABLE_MAX 48u  /* a table name field, NUL included */
+#define PRIV_NFT_NAMES_MAX 64u  /* names in one NFT_NAMES */
+#define PRIV_NFT_PREFIX_MIN 8u  /* = SBX_NET_PREFIX_MIN */
+#define PRIV_NFT_PREFIX_MAX 28u /* = SBX_NET_PREFIX_MAX */
+
+enum priv_net_type {
+        PRIV_NFT_TABLE_APPLY = 12,
+        PRIV_NFT_CLASS_SET = 13,
+        PRIV_NFT_TABLES = 14,
+        PRIV_NFT_TABLE_REMOVE = 15,
+        PRIV_NET_CONNECT = 16,
+        /* replies */
+        PRIV_NFT_NAMES = 0x8e,
+        PRIV_NET_CONNECTED = 0x90,
+};
+
+/* HELLO_REPLY.ip_forward */
+enum priv_forward {
+        PRIV_FORWARD_OFF = 0,       /* warren-priv could not turn it on (its log says why) */
+        PRIV_FORWARD_WAS_ON = 1,    /* it was on already */
+        PRIV_FORWARD_TURNED_ON = 2, /* warren-priv turned it on */
+};
+
+struct priv_nft_apply {
+        char table[PRIV_NFT_TABLE_MAX]; /* priv_nft_table_ok */
+        uint32_t base;                  /* the range's first address, host order, no host bits */
+        uint32_t prefix;                /* PRIV_NFT_PREFIX_MIN..MAX */
+        uint16_t proxy_port;            /* warren-egress's ports: both 0 (no egress) or both */
+        uint16_t dns_port;              /* 1..65535 */
+        uint32_t reserved;
+};
+
+struct priv_nft_class {
+        char table[PRIV_NFT_TABLE_MAX];
+        uint32_t addr; /* the sandbox's address, host order: not 0.0.0.0/8, 127/8, 224/3 */
+        uint32_t from; /* enum nftab_class: 0 none (policed), 1 open4, 2 pass4 */
+        uint32_t to;
+        uint32_t reserved;
+};
+
+struct priv_nft_table {
+        char table[PRIV_NFT_TABLE_MAX];
+};
+
+struct priv_net_connect {
+        struct priv_target t; /* checked as SANDBOX_SIGNAL's */
+        uint32_t addr; /* host order: not 0.0.0.0/8, 224/3 (multicast, reserved, broadcast) */
+        uint16_t port; /* 1..65535 */
+        uint16_t reserved;
+};
+
+struct priv_nft_names {
+        uint32_t n;                             /* names[0..n) are set, the rest zeros */
+        uint32_t truncated;                     /* 1: there were more than PRIV_NFT_NAMES_MAX */
+        uint64_t served, served_total, refused; /* as RESULT's */
+        char names[PRIV_NFT_NAMES_MAX][PRIV_NFT_TABLE_MAX];
+};
+
+struct priv_net_connected {
+        uint64_t served, served_total, refused; /* as RESULT's */
+        uint32_t connected;                     /* 1: connected already, 0: in progress */
+        uint32_t reserved;
+};
+
+/* "warren" or "warren_" then 1..40 of [A-Za-z0-9_]. */
+bool priv_nft_table_ok(const char *name);
+
+/* The checks the decoder makes on an NFT_TABLE_APPLY payload (nft.c makes
+ * them too, for warrend in process). 0 or -EINVAL with e. */
+int priv_nft_apply_check(const struct priv_nft_apply *a, struct wr_err *e);
+
+/* Encoders (as the ones above). from/to: 0..2. */
+int priv_nft_apply_encode(uint64_t id, const char *table, uint32_t base, uint8_t prefix,
+                          uint16_t proxy_port, uint16_t dns_port, void *buf, size_t size,
+                          struct wr_err *e);
+int priv_nft_class_encode(uint64_t id, const char *table, uint32_t addr, uint32_t from, uint32_t to,
+                          void *buf, size_t size, struct wr_err *e);
+int priv_nft_tables_encode(uint64_t id, void *buf, size_t size);
+int priv_nft_remove_encode(uint64_t id, const char *table, void *buf, size_t size,
+                           struct wr_err *e);
+int priv_net_connect_encode(uint64_t id, const struct priv_target *t, uint32_t addr, uint16_t port,
+                            void *buf, size_t size, struct wr_err *e);
+int priv_nft_names_encode(uint64_t id, const struct priv_nft_names *names, void *buf, size_t size);
+int priv_net_connected_encode(uint64_t id, const struct priv_net_connected *c, void *buf,
+                              size_t size);
+
+/* How many fds a message of type carries (the table's count; 0 for an
+ * unknown type). */
+unsigned priv_type_fds(uint32_t type);
 
 /* One decoded request. */
 struct priv_req {
@@ -156,6 +271,11 @@ struct priv_req {
                 struct priv_link link;
                 struct priv_signal signal;
                 struct priv_freeze freeze;
+                /* phase 3, the network */
+                struct priv_nft_apply nft_apply;
+                struct priv_nft_class nft_class;
+                struct priv_nft_table nft_table;
+                struct priv_net_connect net_connect;
         };
 };
 
@@ -165,6 +285,9 @@ struct priv_reply {
         union {
                 struct priv_result result;
                 struct priv_hello_reply hello;
+                /* phase 3, the network */
+                struct priv_nft_names nft_names;
+                struct priv_net_connected net_connected;
         };
 };
 

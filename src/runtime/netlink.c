@@ -5,6 +5,10 @@
  * veth, made from inside) is in child.c. */
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <net/if.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
@@ -187,4 +191,54 @@ int rt_net_routes4(struct rt_route4 *out, size_t max, size_t *ret_n, struct wr_e
                 return err_set(e, r, "list routes: %s", strerror(-r));
         *ret_n = c.n;
         return 0;
+}
+
+/* ---- a connection from inside another network namespace ---- */
+
+struct conn_job {
+        int pidfd;
+        uint32_t addr;
+        uint16_t port;
+        int fd, r;
+};
+
+static void *conn_thread(void *arg) {
+        struct conn_job *j = arg;
+        if (setns(j->pidfd, CLONE_NEWNET) < 0) {
+                j->r = -errno;
+                return NULL;
+        }
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+                j->r = -errno;
+                return NULL;
+        }
+        int one = 1;
+        (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        struct sockaddr_in sa = {.sin_family = AF_INET,
+                                 .sin_port = htons(j->port),
+                                 .sin_addr.s_addr = htonl(j->addr)};
+        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0) {
+                j->r = 1;
+        } else if (errno == EINPROGRESS) {
+                j->r = 0;
+        } else {
+                j->r = -errno;
+                close(fd);
+                return NULL;
+        }
+        j->fd = fd;
+        return NULL;
+}
+
+int rt_net_connect_in(int pidfd, uint32_t addr, uint16_t port, int *ret_fd) {
+        struct conn_job j = {.pidfd = pidfd, .addr = addr, .port = port, .fd = -EBADF, .r = -EIO};
+        pthread_t t;
+        int r = pthread_create(&t, NULL, conn_thread, &j);
+        if (r != 0)
+                return -r;
+        pthread_join(t, NULL);
+        if (j.r >= 0)
+                *ret_fd = j.fd;
+        return j.r;
 }

@@ -512,3 +512,13 @@ struct rt_route4 {
  * addresses), up to max into out; *ret_n = how many there are. 0 or
  * negative errno. */
 int rt_net_routes4(struct rt_route4 *out, size_t max, size_t *ret_n, struct wr_err *e);
+
+/* A TCP socket (non-blocking, O_CLOEXEC, TCP_NODELAY) made in the network
+ * namespace of the process pidfd names and connected from there to addr
+ * (host byte order):port, into *ret_fd (the caller's). A short-lived
+ * thread joins the namespace (setns affects the calling thread only: the
+ * caller never leaves its own); needs CAP_SYS_ADMIN over that namespace.
+ * Returns 1 when connected, 0 when the connect is in progress (wait for
+ * POLLOUT, then read SO_ERROR), or a negative errno (setns's, socket's,
+ * or the connect's own, e.g. -ECONNREFUSED). Any thread. */
+int rt_net_connect_in(int pidfd, uint32_t addr, uint16_t port, int *ret_fd);

@@ -24,6 +24,8 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "priv/client.h"
+#include "runtime/runtime.h"
 #include "signer/ca.h"
 #include "signer/spawn.h"
 
@@ -82,6 +84,8 @@ struct sbx_egress {
         /* the copy ListNetworkEvents reads */
         struct sbx_egress_event *out;
         size_t out_cap;
+        struct priv_client *priv; /* --privsep: NET_CONNECT for the self-check */
+        int cgroup_mode;
 };
 
 static int bind_inet(int type, uint16_t port, int *ret_fd, uint16_t *ret_port) {
@@ -129,6 +133,8 @@ int sbx_egress_bind(const struct sbx_egress_config *cfg, struct sbx_egress **ret
         }
         if (cfg->upstream_ca)
                 g->upstream_ca = strdup(cfg->upstream_ca);
+        g->priv = cfg->priv;
+        g->cgroup_mode = cfg->cgroup_mode;
         for (size_t i = 0; i < cfg->n_deny_ports && i < ELEMENTSOF(g->deny_ports); i++)
                 g->deny_ports[g->n_deny_ports++] = cfg->deny_ports[i];
         int r = g->path && g->upstream ? 0 : -ENOMEM;
@@ -819,14 +825,71 @@ void sbx_egress_unregister(struct sbx_egress *g, const char *id) {
 
 /* ---- the self-check ---- */
 
+/* On the probe's connected socket: bytes that are neither TLS nor an HTTP
+ * method (decided by address at once), then read until the proxy closes. */
+static void probe_talk(int fd) {
+        static const char hello[] = "\x01warren-egress-probe\n";
+        char b[64];
+        (void) send(fd, hello, sizeof(hello) - 1, MSG_NOSIGNAL);
+        while (recv(fd, b, sizeof(b), 0) > 0)
+                ;
+}
+
 struct probe_arg {
         pid_t pid;
         uint32_t gw;
         int r;
+        struct sbx_egress *g;
+        const char *id;
 };
+
+/* --privsep: the probe's socket from warren-priv (NET_CONNECT: made in
+ * the sandbox's netns, connecting), connected within 1 s; the fd or
+ * -errno. */
+static int probe_connect_priv(struct probe_arg *a) {
+        struct priv_target t = {.pid = (int32_t) a->pid,
+                                .cgroup_mode = (uint32_t) a->g->cgroup_mode};
+        snprintf(t.id, sizeof(t.id), "%s", a->id);
+        int r = rt_proc_start_time(a->pid, &t.start_time);
+        if (r < 0)
+                return r;
+        int fd = -EBADF;
+        struct wr_err e = {0};
+        r = priv_net_connect(a->g->priv, &t, ntohl(a->gw), SBX_EGRESS_PROBE_PORT, &fd, &e);
+        if (r < 0) {
+                log_debug("egress: probe of %s: %s", a->id, e.msg);
+                return r;
+        }
+        if (r == 0) {
+                struct pollfd p = {.fd = fd, .events = POLLOUT};
+                int err = 0;
+                socklen_t el = sizeof(err);
+                int pr = poll(&p, 1, 1000);
+                if (pr <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0 || err) {
+                        close(fd);
+                        return pr == 0 ? -ETIMEDOUT : err ? -err : -errno;
+                }
+        }
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0)
+                (void) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+        return fd;
+}
 
 static void *probe_thread(void *p) {
         struct probe_arg *a = p;
+        if (a->g->priv) {
+                int fd = probe_connect_priv(a);
+                a->r = fd < 0 ? fd : 0;
+                if (fd >= 0) {
+                        struct timeval tv = {1, 0};
+                        (void) setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+                        (void) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+                        probe_talk(fd);
+                        close(fd);
+                }
+                return NULL;
+        }
         char path[64];
         snprintf(path, sizeof(path), "/proc/%d/ns/net", (int) a->pid);
         int ns = open(path, O_RDONLY | O_CLOEXEC);
@@ -853,17 +916,10 @@ static void *probe_thread(void *p) {
                                  .sin_port = htons(SBX_EGRESS_PROBE_PORT),
                                  .sin_addr.s_addr = a->gw};
         a->r = 0;
-        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
+        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
                 a->r = -errno; /* refused or timed out: nothing answered as the proxy */
-        } else {
-                /* bytes that are neither TLS nor an HTTP method: decided by
-                 * address at once */
-                static const char hello[] = "\x01warren-egress-probe\n";
-                char b[64];
-                (void) send(fd, hello, sizeof(hello) - 1, MSG_NOSIGNAL);
-                while (recv(fd, b, sizeof(b), 0) > 0)
-                        ;
-        }
+        else
+                probe_talk(fd);
         close(fd);
         return NULL;
 }
@@ -878,7 +934,7 @@ int sbx_egress_probe(struct sbx_egress *g, const char *id, pid_t pid, uint32_t g
         s->probing = true;
         s->probe_seen = false;
         s->probe_gw = gateway;
-        struct probe_arg a = {.pid = pid, .gw = gateway};
+        struct probe_arg a = {.pid = pid, .gw = gateway, .g = g, .id = id};
         pthread_t t;
         int r = pthread_create(&t, NULL, probe_thread, &a);
         if (r == 0) {

@@ -26,6 +26,7 @@ struct sbx_egress;
 #define SBX_EGRESS_PROBE_PORT 1       /* the self-check's destination port on the gateway */
 #define SBX_EGRESS_RESOURCES_MAX 1024 /* detected resources kept per sandbox */
 
+struct priv_client;
 struct sbx_egress_config {
         uv_loop_t *loop;
         const char *path;         /* warren-egress */
@@ -39,6 +40,12 @@ struct sbx_egress_config {
         const char *signer_path;
         const char *state_dir;
         const char *upstream_ca;
+        /* --privsep: the self-check's connection from inside the sandbox
+         * is made by warren-priv (NET_CONNECT); NULL: by a thread of
+         * ours that joins the sandbox's netns. cgroup_mode: the
+         * sandboxes' (to name them to warren-priv). */
+        struct priv_client *priv;
+        int cgroup_mode;
 };
 
 /* One event as warrend keeps it: the process's event, numbered per

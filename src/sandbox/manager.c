@@ -402,7 +402,9 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
                                                 .egress_upstream_ca = cfg->egress_upstream_ca,
                                                 .deny_ports = cfg->deny_ports,
                                                 .n_deny_ports = cfg->n_deny_ports,
-                                                .loop = cfg->loop};
+                                                .loop = cfg->loop,
+                                                .priv = m->priv,
+                                                .cgroup_mode = (int) m->cgroup_mode};
                 int r = sbx_network_new(&nc, &m->net, e);
                 if (r < 0) {
                         sbx_manager_free(m);

@@ -18,6 +18,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "priv/client.h"
 #include "sandbox/egress.h"
 #include "sandbox/network-internal.h"
 
@@ -40,7 +41,30 @@ struct sbx_network {
          * job or the retire job on a worker). All POLICED after the table
          * is applied. */
         uint8_t *cls;
+        struct priv_client *priv; /* --privsep: the host's part by warren-priv */
 };
+
+/* ---- the host's part: in process, or by warren-priv (--privsep) ---- */
+
+static int nft_apply(const struct sbx_network *n, uint16_t proxy_port, uint16_t dns_port,
+                     struct wr_err *e) {
+        if (n->priv)
+                return priv_nft_table_apply(n->priv, n->table, n->r.base, n->r.prefix, proxy_port,
+                                            dns_port, e);
+        return nftab_table_apply(n->table, n->r.base, n->r.prefix, proxy_port, dns_port, e);
+}
+
+static int nft_tables(const struct sbx_network *n, char ***ret, struct wr_err *e) {
+        return n->priv ? priv_nft_tables(n->priv, ret, e) : nftab_tables(ret, e);
+}
+
+static int nft_remove(const struct sbx_network *n, const char *table, struct wr_err *e) {
+        return n->priv ? priv_nft_table_remove(n->priv, table, e) : nftab_table_remove(table, e);
+}
+
+static int link_delete(const struct sbx_network *n, const char *name, struct wr_err *e) {
+        return n->priv ? priv_link_delete(n->priv, name, e) : rt_net_link_delete(name, e);
+}
 
 /* ---- the range ---- */
 
@@ -180,7 +204,7 @@ static int table_range(const char *name, uint32_t *ret_base, uint8_t *ret_prefix
  * sandboxes ended since). */
 static void tables_collect(const struct sbx_network *n) {
         char **names = NULL;
-        int k = sbx_nft_tables(&names, NULL);
+        int k = nft_tables(n, &names, NULL);
         if (k <= 0)
                 return;
         _cleanup_free_ char(*links)[16] = calloc(LINKS_MAX, 16);
@@ -205,7 +229,7 @@ static void tables_collect(const struct sbx_network *n) {
                 if (lock < 0) /* its warrend runs */
                         continue;
                 struct wr_err e = {0};
-                if (sbx_nft_table_remove(names[i], &e) < 0)
+                if (nft_remove(n, names[i], &e) < 0)
                         log_warn("network: %s", e.msg);
                 else
                         log_info("network: removed the table inet %s of a warrend that is gone",
@@ -274,7 +298,20 @@ static int range_pick(struct sbx_network *n, const struct sbx_network_config *cf
 
 /* ---- ip_forward, resolv.conf ---- */
 
-static int forward_on(struct wr_err *e) {
+static int forward_on(const struct sbx_network *n, struct wr_err *e) {
+        if (n->priv) {
+                /* warren-priv turned it on at its start: it says how it
+                 * left it */
+                struct priv_hello_reply h;
+                int r = priv_hello(n->priv, &h, e);
+                if (r < 0)
+                        return r;
+                if (h.ip_forward == PRIV_FORWARD_OFF)
+                        return err_set(e, -EPERM,
+                                       "warren-priv could not turn net.ipv4.ip_forward on (see "
+                                       "its log)");
+                return 0;
+        }
         const char *p = "/proc/sys/net/ipv4/ip_forward";
         char v[4] = {0};
         _cleanup_close_ int fd = open(p, O_RDWR | O_CLOEXEC);
@@ -341,6 +378,7 @@ int sbx_network_new(const struct sbx_network_config *cfg, struct sbx_network **r
         if (!n)
                 return err_set(e, -ENOMEM, "out of memory");
         n->lock_fd = -EBADF;
+        n->priv = cfg->priv;
         char upstream[INET_ADDRSTRLEN] = "";
         int r = range_pick(n, cfg, e);
         if (r >= 0)
@@ -353,7 +391,9 @@ int sbx_network_new(const struct sbx_network_config *cfg, struct sbx_network **r
                                                .n_deny_ports = cfg->n_deny_ports,
                                                .signer_path = cfg->signer_path,
                                                .state_dir = cfg->state_dir,
-                                               .upstream_ca = cfg->egress_upstream_ca};
+                                               .upstream_ca = cfg->egress_upstream_ca,
+                                               .priv = cfg->priv,
+                                               .cgroup_mode = cfg->cgroup_mode};
                 if ((r = sbx_egress_bind(&ec, &n->egress, e)) < 0)
                         err_prefix(e, r, "egress");
         } else if (r >= 0 && cfg->egress_path) {
@@ -364,11 +404,10 @@ int sbx_network_new(const struct sbx_network_config *cfg, struct sbx_network **r
         if (r >= 0 && !(n->cls = calloc(n->r.n_slots ? n->r.n_slots : 1, 1)))
                 r = err_set(e, -ENOMEM, "out of memory");
         if (r >= 0)
-                r = forward_on(e);
+                r = forward_on(n, e);
         if (r >= 0)
-                r = sbx_nft_table_apply(n->table, n->range,
-                                        n->egress ? sbx_egress_proxy_port(n->egress) : 0,
-                                        n->egress ? sbx_egress_dns_port(n->egress) : 0, e);
+                r = nft_apply(n, n->egress ? sbx_egress_proxy_port(n->egress) : 0,
+                              n->egress ? sbx_egress_dns_port(n->egress) : 0, e);
         if (r >= 0)
                 tables_collect(n);
         if (r >= 0 && n->egress && (r = sbx_egress_start(n->egress, e)) < 0)
@@ -390,7 +429,7 @@ void sbx_network_free(struct sbx_network *n, bool remove_table) {
                 return;
         if (remove_table && n->table[0]) {
                 struct wr_err e = {0};
-                if (sbx_nft_table_remove(n->table, &e) < 0)
+                if (nft_remove(n, n->table, &e) < 0)
                         log_warn("network: %s", e.msg);
         }
         sbx_egress_free(n->egress);
@@ -466,7 +505,7 @@ size_t sbx_network_sweep(struct sbx_network *n) {
                 if (sbx_net_peer_parse(names[i], &gw) < 0 ||
                     sbx_netrange_slot_of(&n->r, gw, &slot) < 0 || sbx_netrange_used(&n->r, slot))
                         continue;
-                if (rt_net_link_delete(names[i], &e) < 0)
+                if (link_delete(n, names[i], &e) < 0)
                         log_warn("network: %s", e.msg);
                 else
                         removed++;
@@ -505,17 +544,18 @@ int sbx_network_set_class(struct sbx_network *n, int32_t slot, enum sbx_net_clas
         if (was == cls)
                 return 0; /* as wanted already: no nftables transaction */
         uint32_t gw, sbx;
-        char a[INET_ADDRSTRLEN];
         sbx_netrange_addrs(&n->r, (uint32_t) slot, &gw, &sbx);
-        snprintf(a, sizeof(a), "%u.%u.%u.%u", sbx >> 24, (sbx >> 16) & 255, (sbx >> 8) & 255,
-                 sbx & 255);
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        int r = sbx_nft_class_set(n->table, a, was, cls, e);
+        int r = n->priv ? priv_nft_class_set(n->priv, n->table, sbx, (unsigned) was, (unsigned) cls,
+                                             e)
+                        : nftab_class_set(n->table, sbx, (enum nftab_class) was,
+                                          (enum nftab_class) cls, e);
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        log_debug("network: %s class %d -> %d: %.3f ms", a, (int) was, (int) cls,
-                  (double) (t1.tv_sec - t0.tv_sec) * 1e3 +
-                          (double) (t1.tv_nsec - t0.tv_nsec) / 1e6);
+        log_debug("network: %u.%u.%u.%u class %d -> %d: %.3f ms%s", sbx >> 24, (sbx >> 16) & 255,
+                  (sbx >> 8) & 255, sbx & 255, (int) was, (int) cls,
+                  (double) (t1.tv_sec - t0.tv_sec) * 1e3 + (double) (t1.tv_nsec - t0.tv_nsec) / 1e6,
+                  n->priv ? " (warren-priv)" : "");
         if (r >= 0)
                 n->cls[slot] = (uint8_t) cls;
         return r;

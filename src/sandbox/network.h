@@ -16,6 +16,7 @@
 #include "basic/err.h"
 #include "runtime/runtime.h"
 
+struct priv_client;
 struct sbx_network;
 
 struct sbx_network_config {
@@ -41,6 +42,13 @@ struct sbx_network_config {
         const uint16_t *deny_ports; /* warrend's own ports, for --deny-port */
         size_t n_deny_ports;
         struct uv_loop_s *loop;
+        /* --privsep: warren-priv does the host's part (the table, set
+         * elements, the sweep's link deletions, the egress self-check's
+         * connection from inside a sandbox; ip_forward at its own start);
+         * NULL: done in process. cgroup_mode: the sandboxes' (enum
+         * rt_cgroup_mode), to name them to warren-priv. */
+        struct priv_client *priv;
+        int cgroup_mode;
 };
 
 struct sbx_egress;

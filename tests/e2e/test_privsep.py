@@ -7,6 +7,7 @@ Without the flag nothing of this runs."""
 import glob
 import os
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
@@ -102,11 +103,12 @@ def test_privsep_teardown_by_warren_priv(fresh_warrend, pool):
     ppid, _, uid = privs[0]
     assert uid == 0
     # root, but with only the capabilities its message set needs
-    # (DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, KILL, NET_ADMIN), no way to
-    # more (bounding set, no_new_privs)
+    # (DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, KILL, NET_ADMIN; SYS_ADMIN
+    # for NET_CONNECT's setns into a sandbox's netns), no way to more
+    # (bounding set, no_new_privs)
     with open("/proc/%d/status" % ppid) as f:
         st = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
-    want = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 5) | (1 << 12)
+    want = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 5) | (1 << 12) | (1 << 21)
     assert int(st["CapEff"], 16) == want, st["CapEff"]
     assert int(st["CapPrm"], 16) == want and int(st["CapBnd"], 16) == want
     assert int(st["CapInh"], 16) == 0 and int(st["CapAmb"], 16) == 0
@@ -123,7 +125,11 @@ def test_privsep_teardown_by_warren_priv(fresh_warrend, pool):
     with wr.SandboxClient(d.unix_addr) as c:
         before = wr_links()
         sb = c.create(image="busybox:latest", entrypoint=["sleep", "infinity"])
-        new_links = wr_links() - before
+        # this daemon's (other warrends of the host make theirs meanwhile)
+        from test_egress_policy import daemon_net
+        from test_network import in_range
+        rng = daemon_net(d)[0]
+        new_links = {l for l in wr_links() - before if in_range(l, rng)}
         r = sb.exec("echo", "hello")
         assert r.stdout_text == "hello\n"
         sdir = os.path.join(d.state_dir, "sandboxes", sb.id)
@@ -270,3 +276,106 @@ def test_privsep_removes_a_hostile_tree(fresh_warrend):
         assert wait_for(lambda: metrics(port)[CLEANUP] == 1)
         assert "pending" not in c.get(id=sb.id).info.status_message
     assert os.path.exists(os.path.join(outside, "keep"))
+
+
+# ---- phase 3: the network through warren-priv ----
+
+NFT = {t: 'warren_priv_requests_total{type="%s"}' % t
+       for t in ("NFT_TABLE_APPLY", "NFT_CLASS_SET", "NFT_TABLES", "NFT_TABLE_REMOVE",
+                 "NET_CONNECT")}
+
+
+from test_network import bed  # noqa: E402,F401  (the fake internet, this module's own)
+
+
+def nft_table(name):
+    return subprocess.run(["nft", "list", "table", "inet", name], capture_output=True,
+                          text=True).returncode == 0
+
+
+def test_privsep_network_by_warren_priv(fresh_warrend, bed):
+    """--privsep with the default network and warren-egress: warren-priv
+    applies warrend's table at start, lists the tables, moves a sandbox's
+    address between the sets, makes the egress self-check's connection
+    from inside a sandbox with a policy, a tunnel's connection, and
+    removes the table at the end; its own counters say so. A sandbox with
+    a policy still enforces it: an allowed host answers, a denied one is
+    refused with nothing reaching the fake internet."""
+    from test_egress_policy import daemon_net
+    from test_tunnel import wait_port
+    port = free_port()
+    d = fresh_warrend(extra_args=["--privsep", "--admin-listen", "127.0.0.1:%d" % port,
+                                  "--upstream-dns", bed.dns, "--terminate-on-exit"])
+    import_image(d, "busybox:latest")
+    _, table = daemon_net(d)
+    assert nft_table(table)
+    m = metrics(port)
+    assert m[NFT["NFT_TABLE_APPLY"]] == 1 and m[NFT["NFT_TABLES"]] == 1
+    assert m[NFT["NET_CONNECT"]] == 0
+    with wr.SandboxClient(d.unix_addr) as c:
+        # a policy: proved by the self-check (a NET_CONNECT from inside),
+        # then enforced
+        sb = c.create(image="busybox:latest", entrypoint=["sleep", "infinity"],
+                      network_policy=wr.NetworkPolicy(allowed_hosts=["example.test"]))
+        assert sb.info.egress_enforced
+        assert metrics(port)[NFT["NET_CONNECT"]] == 1
+        r = sb.exec("sh", "-c", "timeout 8 wget -q -O - http://example.test/hello",
+                    timeout_secs=30)
+        assert r.exit_code == 0 and "/hello" in r.stdout_text, r.stderr_text
+        mark = bed.mark()
+        r = sb.exec("sh", "-c", "timeout 8 wget -q -O - http://github.com/ 2>&1; echo rc=$?",
+                    timeout_secs=30)
+        assert "rc=0" not in r.stdout_text, r.stdout_text
+        r = sb.exec("sh", "-c", "echo x | nc -w 3 203.0.113.9 80", timeout_secs=30)
+        assert r.stdout_text == "", r.stdout_text
+        bed.assert_nothing_seen(mark)
+        denied = [e for e in sb.network_events() if e.verdict == "deny"]
+        assert any(e.host == "github.com" for e in denied), denied  # by its resolver
+        assert any(e.kind == "tcp" and e.original_dst == "203.0.113.9:80" for e in denied), denied
+        # no policy: its address goes into open4 (an NFT_CLASS_SET), and
+        # a tunnel into it is a NET_CONNECT
+        before = metrics(port)[NFT["NFT_CLASS_SET"]]
+        open_sb = c.create(image="busybox:latest",
+                           entrypoint=["nc", "-ll", "-p", "9000", "-e", "echo", "hi"])
+        wait_port(open_sb, 9000)
+        assert metrics(port)[NFT["NFT_CLASS_SET"]] > before
+        with open_sb.connect(9000) as conn:
+            got = b""
+            while not got.endswith(b"\n"):
+                chunk = conn.recv()
+                if not chunk:
+                    break
+                got += chunk
+        assert got == b"hi\n"
+        assert metrics(port)[NFT["NET_CONNECT"]] == 2
+        r = open_sb.exec("sh", "-c", "timeout 8 wget -q -O - http://example.test/hello",
+                         timeout_secs=30)
+        assert r.exit_code == 0, r.stderr_text  # NAT'ed straight out
+        sb.terminate()
+        open_sb.terminate()
+    m = metrics(port)
+    assert m["warren_priv_refused_total"] == 0 and m["warren_priv_lost_total"] == 0
+    log = d.stop()
+    for t in ("NFT_TABLE_APPLY", "NFT_TABLES", "NFT_CLASS_SET", "NET_CONNECT",
+              "NFT_TABLE_REMOVE"):
+        assert "warren-priv: %s: done" % t in log, t
+    assert not nft_table(table)  # removed by warren-priv (--terminate-on-exit)
+
+
+def test_privsep_sweep_by_warren_priv(fresh_warrend):
+    """A stray host end in warrend's range (no sandbox holds its block) is
+    deleted at start by warren-priv (LINK_DELETE from the sweep), before
+    the API serves."""
+    rng, gw = "100.121.7.0/24", "100.121.7.9"
+    peer = "wr%08x" % (int.from_bytes(socket.inet_aton(gw), "big") >> 2)
+    subprocess.run(["ip", "link", "add", peer, "type", "veth", "peer", "name",
+                    "xpriv%d" % (os.getpid() % 100000)], check=True)
+    try:
+        port = free_port()
+        d = fresh_warrend(extra_args=["--privsep", "--admin-listen", "127.0.0.1:%d" % port,
+                                      "--sandbox-cidr", rng, "--warm-pool", "0"])
+        assert peer not in wr_links()
+        assert metrics(port)[LINK] == 1
+        assert "removed 1 stale sandbox links" in d.read_log()
+    finally:
+        subprocess.run(["ip", "link", "del", peer], capture_output=True)

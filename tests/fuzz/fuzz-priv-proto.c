@@ -3,8 +3,9 @@
  * priv_req_decode (what warren-priv, which keeps root, reads from warrend)
  * and priv_reply_decode (what warrend reads back). The first byte picks the
  * decoder and how many fds the datagram claims to carry (0..PRIV_FDS_MAX).
- * Whatever is accepted carries no fd (none belongs in this version), has
- * its paths confined (re-checked), and re-encodes to the same bytes; every
+ * Whatever is accepted carries exactly the table's fds (none for every
+ * request; one with NET_CONNECTED), has its paths confined and its table
+ * names warren's (re-checked), and re-encodes to the same bytes; every
  * refusal carries a message. */
 
 #include <stddef.h>
@@ -19,6 +20,55 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static uint8_t out[PRIV_MSG_MAX];
 static struct priv_req req;
 static struct priv_reply rep;
+
+/* ---- phase 3: the network ---- */
+
+static int net_reply_encode(void) {
+        if (rep.hdr.type == PRIV_NET_CONNECTED)
+                return priv_net_connected_encode(rep.hdr.id, &rep.net_connected, out, sizeof(out));
+        if (rep.hdr.type != PRIV_NFT_NAMES || rep.nft_names.n > PRIV_NFT_NAMES_MAX)
+                abort();
+        for (uint32_t i = 0; i < rep.nft_names.n; i++)
+                if (!priv_nft_table_ok(rep.nft_names.names[i]))
+                        abort();
+        return priv_nft_names_encode(rep.hdr.id, &rep.nft_names, out, sizeof(out));
+}
+
+static int net_req_encode(void) {
+        struct wr_err ee = {0};
+        switch (req.hdr.type) {
+        case PRIV_NFT_TABLE_APPLY: {
+                const struct priv_nft_apply *a = &req.nft_apply;
+                if (!priv_nft_table_ok(a->table) || strncmp(a->table, "warren", 6) != 0 ||
+                    a->prefix < 8 || a->prefix > 28 || (a->base >> 24) == 127)
+                        abort();
+                return priv_nft_apply_encode(req.hdr.id, a->table, a->base, (uint8_t) a->prefix,
+                                             a->proxy_port, a->dns_port, out, sizeof(out), &ee);
+        }
+        case PRIV_NFT_CLASS_SET: {
+                const struct priv_nft_class *c = &req.nft_class;
+                if (!priv_nft_table_ok(c->table) || c->from > 2 || c->to > 2 || c->addr == 0)
+                        abort();
+                return priv_nft_class_encode(req.hdr.id, c->table, c->addr, c->from, c->to, out,
+                                             sizeof(out), &ee);
+        }
+        case PRIV_NFT_TABLES:
+                return priv_nft_tables_encode(req.hdr.id, out, sizeof(out));
+        case PRIV_NFT_TABLE_REMOVE:
+                if (!priv_nft_table_ok(req.nft_table.table))
+                        abort();
+                return priv_nft_remove_encode(req.hdr.id, req.nft_table.table, out, sizeof(out),
+                                              &ee);
+        case PRIV_NET_CONNECT: {
+                const struct priv_net_connect *c = &req.net_connect;
+                if (c->port == 0 || c->addr == 0 || c->t.pid <= 1 || c->t.start_time == 0)
+                        abort();
+                return priv_net_connect_encode(req.hdr.id, &c->t, c->addr, c->port, out,
+                                               sizeof(out), &ee);
+        }
+        }
+        abort();
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size < 1)
@@ -35,13 +85,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (sel & 1) {
                 int r = priv_reply_decode(buf, size, n_fds, &rep, &e);
                 if (r == 0) {
-                        if (n_fds)
+                        if (n_fds != priv_type_fds(rep.hdr.type))
                                 abort();
                         int n = rep.hdr.type == PRIV_RESULT
                                         ? priv_result_encode(rep.hdr.id, &rep.result, out,
                                                              sizeof(out))
-                                        : priv_hello_reply_encode(rep.hdr.id, &rep.hello, out,
-                                                                  sizeof(out));
+                                : rep.hdr.type == PRIV_HELLO_REPLY
+                                        ? priv_hello_reply_encode(rep.hdr.id, &rep.hello, out,
+                                                                  sizeof(out))
+                                        : net_reply_encode();
                         if (n != (int) size || memcmp(out, buf, size) != 0)
                                 abort();
                 } else if (e.msg[0] == '\0') {
@@ -90,7 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                                        req.freeze.on != 0, out, sizeof(out), &ee);
                                 break;
                         default:
-                                abort();
+                                n = net_req_encode();
                         }
                         if (n != (int) size || memcmp(out, buf, size) != 0)
                                 abort();

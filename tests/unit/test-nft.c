@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The set-element batch of src/sandbox/nft.c (sbx_nft_class_set) against
+/* The set-element batch of src/priv/nft.c (nftab_class_set) against
  * the real kernel: the kernel's own error comes back, at once, both when
  * one message fails (no such table) and when the kernel refuses the whole
  * batch (no CAP_NET_ADMIN: one answer for the batch, not one per message;
@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sandbox/network-internal.h"
+#include "priv/nft.h"
 
 static double now_ms(void) {
         struct timespec ts;
@@ -31,8 +31,8 @@ static double now_ms(void) {
 static void class_set_fails(double *ms, char *msg, size_t size) {
         struct wr_err e = {0};
         double t0 = now_ms();
-        int r = sbx_nft_class_set("warren_unit_nosuch", "10.255.0.2", SBX_NET_OPEN, SBX_NET_PASS,
-                                  &e);
+        int r = nftab_class_set("warren_unit_nosuch", 0x0aff0002u /* 10.255.0.2 */, NFTAB_OPEN,
+                                NFTAB_PASS, &e);
         *ms = now_ms() - t0;
         snprintf(msg, size, "%s", e.msg);
         assert_true(r < 0);

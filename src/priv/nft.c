@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* warrend's own nftables table: NAT and isolation for the sandbox range.
- * One table per range (libnftables), replaced whole in one transaction at
- * start (idempotent: a restart finds it and replaces it with the same
- * content), removed only on request. The rules match the range (a set) or
- * the veth name prefix; with warren-egress, a sandbox's address is in at
- * most one of the open4 / pass4 sets, changed over nfnetlink directly
- * (sbx_nft_class_set). See docs/network.md "The default network". */
-#include "sandbox/network-internal.h"
+/* warrend's own nftables table (nft.h): NAT and isolation for the sandbox
+ * range. One table per range (libnftables), replaced whole in one
+ * transaction at start (idempotent: a restart finds it and replaces it with
+ * the same content), removed only on request. The rules match the range (a
+ * set) or the veth name prefix; with warren-egress, a sandbox's address is
+ * in at most one of the open4 / pass4 sets, changed over nfnetlink directly
+ * (nftab_class_set). Every command is built here from fixed fields, never
+ * taken from a caller: warren-priv links this module and carries out the
+ * NFT_* requests with it (docs/privsep.md); warrend without --privsep calls
+ * it in process. See docs/network.md "The default network". */
+#include "priv/nft.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,6 +19,7 @@
 #include <linux/netlink.h>
 #include <malloc.h>
 #include <nftables/libnftables.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,28 +28,62 @@
 
 #include "basic/macro.h"
 
-/* Run cmds as one transaction. */
-static int nft_run(const char *cmds, struct wr_err *e) {
+#define PEER_PREFIX NFTAB_PEER_PREFIX
+
+/* libnftables is called by one thread at a time (warren-priv serves
+ * requests concurrently; its global state is not documented as safe). */
+static pthread_mutex_t nft_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* A libnftables context with buffered output, nft_mu held; NULL (and
+ * nft_mu free) when out of memory. */
+static struct nft_ctx *ctx_get(void) {
+        pthread_mutex_lock(&nft_mu);
         struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
-        if (!ctx)
-                return err_set(e, -ENOMEM, "nftables: out of memory");
+        if (!ctx) {
+                pthread_mutex_unlock(&nft_mu);
+                return NULL;
+        }
         nft_ctx_buffer_output(ctx);
         nft_ctx_buffer_error(ctx);
+        return ctx;
+}
+
+static void ctx_put(struct nft_ctx *ctx) {
+        nft_ctx_free(ctx);
+        malloc_trim(0);
+        pthread_mutex_unlock(&nft_mu);
+}
+
+/* Run cmds as one transaction. */
+static int nft_run(const char *cmds, struct wr_err *e) {
+        struct nft_ctx *ctx = ctx_get();
+        if (!ctx)
+                return err_set(e, -ENOMEM, "nftables: out of memory");
         int r = nft_run_cmd_from_buffer(ctx, cmds);
+        char first[300] = "";
         if (r != 0) {
                 const char *msg = nft_ctx_get_error_buffer(ctx);
-                char first[300];
                 snprintf(first, sizeof(first), "%s", msg && *msg ? msg : "failed");
                 char *nl = strchr(first, '\n');
                 if (nl)
                         *nl = 0;
-                nft_ctx_free(ctx);
-                malloc_trim(0);
-                return err_set(e, -EIO, "nftables: %s", first);
         }
-        nft_ctx_free(ctx);
-        malloc_trim(0);
-        return 0;
+        ctx_put(ctx);
+        return r != 0 ? err_set(e, -EIO, "nftables: %s", first) : 0;
+}
+
+/* The fields of an apply, as priv_nft_apply_check has them (one rule for
+ * both callers: warren-priv decoded them already, warrend in process did
+ * not). */
+static int range_fields_check(const char *table, uint32_t base, uint8_t prefix, uint16_t proxy_port,
+                              uint16_t dns_port, struct wr_err *e) {
+        struct priv_nft_apply a = {
+                .base = base, .prefix = prefix, .proxy_port = proxy_port, .dns_port = dns_port};
+        size_t n = strlen(table);
+        if (n >= sizeof(a.table))
+                return err_set(e, -EINVAL, "nftables: table name %.64s is too long", table);
+        memcpy(a.table, table, n);
+        return priv_nft_apply_check(&a, e);
 }
 
 /* The egress parts (proxy_port != 0): a sandbox in neither open4 nor
@@ -57,8 +95,14 @@ static int nft_run(const char *cmds, struct wr_err *e) {
  * forwarded like an open one's. Every sandbox's DNS (UDP and TCP port 53,
  * any destination) is redirected to the resolver; the egress sockets are
  * reached only through the redirect. */
-int sbx_nft_table_apply(const char *table, const char *range, uint16_t proxy_port,
-                        uint16_t dns_port, struct wr_err *e) {
+int nftab_table_apply(const char *table, uint32_t base, uint8_t prefix, uint16_t proxy_port,
+                      uint16_t dns_port, struct wr_err *e) {
+        int r = range_fields_check(table, base, prefix, proxy_port, dns_port, e);
+        if (r < 0)
+                return r;
+        char range[24];
+        snprintf(range, sizeof(range), "%u.%u.%u.%u/%u", base >> 24, (base >> 16) & 255,
+                 (base >> 8) & 255, base & 255, (unsigned) prefix);
         /* prerouting: anything from a sandbox's veth (any warrend's: wr*)
          * whose source would not be routed back through it is spoofed
          * (IP_FREEBIND needs no capability); no IPv6 at all.
@@ -78,9 +122,9 @@ int sbx_nft_table_apply(const char *table, const char *range, uint16_t proxy_por
                 snprintf(eg_nat, sizeof(eg_nat),
                          "  chain egress_nat { type nat hook prerouting priority dstnat; policy "
                          "accept;\n"
-                         "    iifname \"" SBX_NET_PEER_PREFIX "*\" ip saddr @sandboxes meta "
+                         "    iifname \"" PEER_PREFIX "*\" ip saddr @sandboxes meta "
                          "l4proto { tcp, udp } th dport 53 redirect to :%u\n"
-                         "    iifname \"" SBX_NET_PEER_PREFIX "*\" ip saddr @sandboxes ip saddr "
+                         "    iifname \"" PEER_PREFIX "*\" ip saddr @sandboxes ip saddr "
                          "!= @open4 meta l4proto tcp redirect to :%u\n"
                          "  }\n",
                          dns_port, proxy_port);
@@ -116,8 +160,8 @@ int sbx_nft_table_apply(const char *table, const char *range, uint16_t proxy_por
                 "  set resolver4 { type ipv4_addr; }\n"
                 "%3$s"
                 "  chain prerouting { type filter hook prerouting priority -150; policy accept;\n"
-                "    iifname \"" SBX_NET_PEER_PREFIX "*\" meta nfproto ipv6 drop\n"
-                "    iifname \"" SBX_NET_PEER_PREFIX "*\" fib saddr . iif oif missing drop\n"
+                "    iifname \"" PEER_PREFIX "*\" meta nfproto ipv6 drop\n"
+                "    iifname \"" PEER_PREFIX "*\" fib saddr . iif oif missing drop\n"
                 "  }\n"
                 "%4$s"
                 "  chain input { type filter hook input priority 0; policy accept;\n"
@@ -129,8 +173,8 @@ int sbx_nft_table_apply(const char *table, const char *range, uint16_t proxy_por
                 "  chain forward { type filter hook forward priority 0; policy accept;\n"
                 "    ip daddr @sandboxes ct state established,related accept\n"
                 "    ip daddr @sandboxes drop\n"
-                "    iifname \"" SBX_NET_PEER_PREFIX "*\" meta nfproto ipv6 drop\n"
-                "    oifname \"" SBX_NET_PEER_PREFIX "*\" meta nfproto ipv6 drop\n"
+                "    iifname \"" PEER_PREFIX "*\" meta nfproto ipv6 drop\n"
+                "    oifname \"" PEER_PREFIX "*\" meta nfproto ipv6 drop\n"
                 "%8$s"
                 "    ip saddr @sandboxes ip daddr @blocked4 drop\n"
                 "    ip saddr @sandboxes accept\n"
@@ -138,21 +182,21 @@ int sbx_nft_table_apply(const char *table, const char *range, uint16_t proxy_por
                 "  chain output { type filter hook output priority 0; policy accept;\n"
                 "    ip daddr @sandboxes ct state established,related accept\n"
                 "    ip daddr @sandboxes drop\n"
-                "    oifname \"" SBX_NET_PEER_PREFIX "*\" meta nfproto ipv6 drop\n"
+                "    oifname \"" PEER_PREFIX "*\" meta nfproto ipv6 drop\n"
                 "  }\n"
                 "  chain postrouting { type nat hook postrouting priority 100; policy accept;\n"
-                "    ip saddr @sandboxes oifname != \"" SBX_NET_PEER_PREFIX "*\" masquerade\n"
+                "    ip saddr @sandboxes oifname != \"" PEER_PREFIX "*\" masquerade\n"
                 "  }\n"
                 "}\n",
                 table, range, eg_set, eg_nat, dns_in, eg_in, eg_in_tail, eg_fwd);
         if (n < 0)
                 return err_set(e, -ENOMEM, "nftables: out of memory");
-        int r = nft_run(cmds, e);
+        r = nft_run(cmds, e);
         free(cmds);
         return r < 0 ? err_prefix(e, r, "table inet %s", table) : 0;
 }
 
-static const char *const set_names[] = {[SBX_NET_OPEN] = "open4", [SBX_NET_PASS] = "pass4"};
+static const char *const set_names[] = {[NFTAB_OPEN] = "open4", [NFTAB_PASS] = "pass4"};
 
 /* ---- set elements over nfnetlink ----
  *
@@ -277,39 +321,39 @@ out:
         return r;
 }
 
-int sbx_nft_class_set(const char *table, const char *addr, enum sbx_net_class from,
-                      enum sbx_net_class to, struct wr_err *e) {
+int nftab_class_set(const char *table, uint32_t addr, enum nftab_class from, enum nftab_class to,
+                    struct wr_err *e) {
         /* one transaction: out of the old set and into the new at once */
-        struct in_addr a;
-        if (inet_pton(AF_INET, addr, &a) != 1 || strlen(table) > 64)
-                return err_set(e, -EINVAL, "nftables: bad element %s %s", table, addr);
-        if (from == to || (from == SBX_NET_POLICED && to == SBX_NET_POLICED))
+        struct in_addr a = {.s_addr = htonl(addr)};
+        char txt[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &a, txt, sizeof(txt));
+        if (!priv_nft_table_ok(table) || (unsigned) from > NFTAB_PASS || (unsigned) to > NFTAB_PASS)
+                return err_set(e, -EINVAL, "nftables: bad element %.64s %s", table, txt);
+        if (from == to || (from == NFTAB_POLICED && to == NFTAB_POLICED))
                 return 0;
         struct nfb *b = calloc(1, sizeof(*b));
         if (!b)
                 return err_set(e, -ENOMEM, "out of memory");
         nfb_msg(b, NFNL_MSG_BATCH_BEGIN, 0, AF_UNSPEC, NFNL_SUBSYS_NFTABLES);
-        if (from != SBX_NET_POLICED)
+        if (from != NFTAB_POLICED)
                 nfb_elem(b, NFT_MSG_DELSETELEM, table, set_names[from], a.s_addr);
-        if (to != SBX_NET_POLICED)
+        if (to != NFTAB_POLICED)
                 nfb_elem(b, NFT_MSG_NEWSETELEM, table, set_names[to], a.s_addr);
         nfb_msg(b, NFNL_MSG_BATCH_END, 0, AF_UNSPEC, NFNL_SUBSYS_NFTABLES);
         int r = nfb_run(b);
         free(b);
-        return r < 0 ? err_set(e, -EIO, "nftables: table inet %s %s: %s -> %s: %s", table, addr,
+        return r < 0 ? err_set(e, -EIO, "nftables: table inet %s %s: %s -> %s: %s", table, txt,
                                from ? set_names[from] : "policed", to ? set_names[to] : "policed",
                                strerror(-r))
                      : 0;
 }
 
-int sbx_nft_tables(char ***ret, struct wr_err *e) {
-        struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+int nftab_tables(char ***ret, struct wr_err *e) {
+        struct nft_ctx *ctx = ctx_get();
         if (!ctx)
                 return err_set(e, -ENOMEM, "nftables: out of memory");
-        nft_ctx_buffer_output(ctx);
-        nft_ctx_buffer_error(ctx);
         if (nft_run_cmd_from_buffer(ctx, "list tables inet\n") != 0) {
-                nft_ctx_free(ctx);
+                ctx_put(ctx);
                 return err_set(e, -EIO, "nftables: list tables failed");
         }
         const char *out = nft_ctx_get_output_buffer(ctx);
@@ -321,7 +365,8 @@ int sbx_nft_tables(char ***ret, struct wr_err *e) {
                 const char *nl = strchr(p, '\n');
                 size_t len = nl ? (size_t) (nl - p) : strlen(p);
                 char name[64];
-                if (len < 128 && sscanf(p, "table inet %63s", name) == 1) {
+                if (len < 128 && sscanf(p, "table inet %63s", name) == 1 &&
+                    priv_nft_table_ok(name)) {
                         char **nv = realloc(v, (n + 2) * sizeof(char *));
                         if (!nv || !(nv[n] = strdup(name))) {
                                 if (nv)
@@ -334,7 +379,7 @@ int sbx_nft_tables(char ***ret, struct wr_err *e) {
                 }
                 p = nl ? nl + 1 : p + len;
         }
-        nft_ctx_free(ctx);
+        ctx_put(ctx);
         if (r < 0) {
                 for (size_t i = 0; v && i < n; i++)
                         free(v[i]);
@@ -345,7 +390,9 @@ int sbx_nft_tables(char ***ret, struct wr_err *e) {
         return (int) n;
 }
 
-int sbx_nft_table_remove(const char *table, struct wr_err *e) {
+int nftab_table_remove(const char *table, struct wr_err *e) {
+        if (!priv_nft_table_ok(table))
+                return err_set(e, -EINVAL, "nftables: %.64s is not a warren table name", table);
         char cmds[160];
         snprintf(cmds, sizeof(cmds), "add table inet %1$s\ndelete table inet %1$s\n", table);
         int r = nft_run(cmds, e);
