@@ -35,6 +35,12 @@ struct priv_client;
 int priv_client_new(const char *path, const char *state_dir, struct priv_client **ret,
                     struct wr_err *e);
 
+/* Phase 2 (docs/privsep.md): the same, and every warren-priv it starts
+ * gets --init init_path (the warren-init it runs as each sandbox's init;
+ * NULL: none, the lifecycle requests are then refused). */
+int priv_client_new_init(const char *path, const char *state_dir, const char *init_path,
+                         struct priv_client **ret, struct wr_err *e);
+
 /* Stop the supervisor, close the socket (warren-priv exits), reap it
  * (SIGKILL after 2 s) and free c. NULL ok. */
 void priv_client_free(struct priv_client *c);
@@ -56,6 +62,41 @@ int priv_sandbox_signal(struct priv_client *c, const struct priv_target *t, int 
                         struct wr_err *e);
 int priv_sandbox_freeze(struct priv_client *c, const struct priv_target *t, bool on,
                         struct wr_err *e);
+
+/* ---- phase 2: the sandbox lifecycle (docs/privsep.md) ---- */
+
+/* What warren-priv answers for a sandbox it holds: init's pid and start
+ * time, init's pidfd and a connected ctl socket (both the caller's). */
+struct priv_sandbox {
+        pid_t pid;
+        uint64_t start_time;
+        int pidfd;
+        int ctl_fd;
+};
+
+/* SANDBOX_CREATE (prestart false) or SANDBOX_PRESTART of cfg (struct
+ * rt_sandbox_config; dir below the state dir, layers below its layers/,
+ * binds opened here and passed as fds, the rest in a sealed memfd): as
+ * rt_sandbox_create / rt_sandbox_prestart, warren-priv keeping the
+ * handle. 0 with *ret, or -errno with e (nothing is left of it). */
+struct rt_sandbox_config;
+int priv_sandbox_create(struct priv_client *c, const struct rt_sandbox_config *cfg, bool prestart,
+                        struct priv_sandbox *ret, struct wr_err *e);
+
+/* SANDBOX_START of the prestarted sandbox cfg->id: as rt_sandbox_start
+ * (-ESTALE: warren-priv has no such prestart any more, or it broke). */
+int priv_sandbox_start(struct priv_client *c, const struct rt_sandbox_config *cfg,
+                       struct wr_err *e);
+
+/* SANDBOX_DESTROY: kill, reap and remove sandbox t->id (t->pid 0: not
+ * known); peer: its veth's host end to delete with it (NULL: leave it). */
+int priv_sandbox_destroy(struct priv_client *c, const struct priv_target *t, const char *peer,
+                         struct wr_err *e);
+
+/* SANDBOX_ATTACH (ctl false) or CTL_CONNECT (ctl true) of the running
+ * sandbox t: *ret as for a create. */
+int priv_sandbox_attach(struct priv_client *c, const struct priv_target *t, bool ctl,
+                        struct priv_sandbox *ret, struct wr_err *e);
 
 /* HELLO: warren-priv's own counters (a round trip). */
 int priv_hello(struct priv_client *c, struct priv_hello_reply *ret, struct wr_err *e);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/file.h>
@@ -19,6 +20,7 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "priv/client.h"
+#include "runtime/ctl.h"
 #include "runtime/runtime.h"
 
 /* --- metrics --- */
@@ -51,35 +53,125 @@ int sbx_host_cleanup(struct sbx_manager *m, const char *id, const char *dir, str
         return rt_sandbox_cleanup(id, dir, m->cgroup_mode, e);
 }
 
+/* The sandbox behind rt as warren-priv names it. -ESRCH once init is
+ * reaped. */
+static int target_of(const struct sbx_manager *m, const struct rt_sandbox *rt,
+                     struct priv_target *t);
+
 int sbx_rt_destroy(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *e) {
         if (!m->priv)
                 return rt_sandbox_destroy(rt, e);
-        /* --privsep: kill and reap here (this process is init's parent),
-         * the host side by warren-priv: the cgroups and the dir, then the
-         * veth's host end when the handle still owns it */
-        char peer[16] = "";
-        const char *p = rt_sandbox_net_peer(rt);
-        if (p)
-                snprintf(peer, sizeof(peer), "%s", p);
-        int r = rt_sandbox_release(rt, e);
+        /* --privsep: warren-priv is init's parent: it kills, reaps and
+         * removes (the veth's host end too when the handle still owns it),
+         * then this handle is dropped */
+        struct priv_target t;
+        if (target_of(m, rt, &t) < 0) {
+                /* reaped: named by id alone */
+                t.pid = 0;
+                t.start_time = 0;
+        }
+        int r = priv_sandbox_destroy(m->priv, &t, rt_sandbox_net_peer(rt), e);
         if (r < 0)
                 return r;
-        /* both, whatever the first one says (the first error is returned:
-         * the dir is retried by the caller's cleanup, a veth by the next
-         * start's sweep) */
-        r = sbx_host_cleanup(m, rt_sandbox_id(rt), rt_sandbox_dir(rt), e);
-        struct wr_err le = {0};
-        int lr = peer[0] ? sbx_link_delete(m, peer, &le) : 0;
-        if (r >= 0 && lr < 0) {
-                if (e)
-                        *e = le;
-                r = lr;
-        }
-        return r < 0 ? r : 0;
+        return rt_sandbox_release(rt, e);
 }
 
-/* The sandbox behind rt as warren-priv names it. -ESRCH once init is
- * reaped. */
+/* A handle of what warren-priv answered (its fds taken over). */
+static int adopt(struct sbx_manager *m, const struct rt_sandbox_config *cfg, const char *id,
+                 const char *dir, struct priv_sandbox *ps, struct rt_sandbox **ret,
+                 struct wr_err *e) {
+        return rt_sandbox_adopt(id, dir, ps->pid, ps->start_time, ps->pidfd, ps->ctl_fd,
+                                cfg ? cfg->net : NULL, m->cgroup_mode, ret, e);
+}
+
+int sbx_rt_create(struct sbx_manager *m, const struct rt_sandbox_config *cfg, bool prestart,
+                  struct rt_sandbox **ret, struct wr_err *e) {
+        if (!m->priv)
+                return prestart ? rt_sandbox_prestart(cfg, ret, e) : rt_sandbox_create(cfg, ret, e);
+        struct rt_sandbox_config c = *cfg;
+        c.cgroup_mode = m->cgroup_mode;
+        struct priv_sandbox ps;
+        int r = priv_sandbox_create(m->priv, &c, prestart, &ps, e);
+        if (r < 0)
+                return r;
+        r = adopt(m, cfg, cfg->id, cfg->dir, &ps, ret, e);
+        if (r < 0) {
+                /* it runs, but this process cannot follow it: it goes */
+                struct priv_target t = {.pid = 0};
+                struct wr_err de = {0};
+                snprintf(t.id, sizeof(t.id), "%s", cfg->id);
+                t.cgroup_mode = (uint32_t) m->cgroup_mode;
+                if (priv_sandbox_destroy(m->priv, &t, cfg->net ? cfg->net->peer : NULL, &de) < 0)
+                        log_warn("sandbox %s: %s", cfg->id, de.msg);
+        }
+        return r;
+}
+
+int sbx_rt_start_send(struct sbx_manager *m, struct rt_sandbox *rt,
+                      const struct rt_sandbox_config *cfg, struct wr_err *e) {
+        if (!m->priv)
+                return rt_sandbox_start_send(rt, cfg, e);
+        /* warren-priv sends and waits in one request (until init runs) */
+        struct rt_sandbox_config c = *cfg;
+        c.cgroup_mode = m->cgroup_mode;
+        return priv_sandbox_start(m->priv, &c, e);
+}
+
+int sbx_rt_start_wait(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *e) {
+        return m->priv ? 0 : rt_sandbox_start_wait(rt, e);
+}
+
+int sbx_rt_attach(struct sbx_manager *m, const char *id, const char *dir, pid_t pid,
+                  uint64_t start_time, struct rt_sandbox **ret, struct wr_err *e) {
+        if (!m->priv)
+                return rt_sandbox_attach(id, dir, pid, start_time, m->cgroup_mode, ret, e);
+        struct priv_target t = {.pid = (int32_t) pid, .start_time = start_time};
+        snprintf(t.id, sizeof(t.id), "%s", id);
+        t.cgroup_mode = (uint32_t) m->cgroup_mode;
+        if (pid <= 1 || !start_time)
+                return err_set(e, -ESRCH, "attach sandbox %s: no init recorded", id);
+        struct priv_sandbox ps;
+        int r = priv_sandbox_attach(m->priv, &t, false, &ps, e);
+        if (r < 0)
+                return r;
+        return adopt(m, NULL, id, dir, &ps, ret, e);
+}
+
+int sbx_rt_ctl_connect(struct sbx_manager *m, struct rt_sandbox *rt, int *ret_fd,
+                       struct wr_err *e) {
+        if (!m->priv)
+                return rt_ctl_connect(rt_sandbox_ctl_path(rt), ret_fd, e);
+        int fd = rt_sandbox_ctl_take(rt);
+        if (fd >= 0) {
+                *ret_fd = fd;
+                return 0;
+        }
+        struct priv_target t;
+        if (target_of(m, rt, &t) < 0)
+                return err_set(e, -ESRCH, "sandbox %s is gone", rt_sandbox_id(rt));
+        struct priv_sandbox ps;
+        int r = priv_sandbox_attach(m->priv, &t, true, &ps, e);
+        if (r < 0)
+                return r;
+        close(ps.pidfd);
+        *ret_fd = ps.ctl_fd;
+        return 0;
+}
+
+int sbx_rt_kill_wait(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *e) {
+        if (!m->priv)
+                return rt_sandbox_kill_wait(rt, e);
+        /* warren-priv kills (and reaps, as init's parent); here the exit is
+         * seen through the pidfd (bounded, as for an attached handle) */
+        (void) sbx_rt_kill(m, rt, SIGKILL);
+        struct pollfd p = {.fd = rt_sandbox_pidfd(rt), .events = POLLIN};
+        if (p.fd >= 0 && RETRY_EINTR(poll(&p, 1, 5000)) == 0)
+                return err_set(e, -ETIMEDOUT, "sandbox %s: init did not exit within 5 s of SIGKILL",
+                               rt_sandbox_id(rt));
+        (void) rt_sandbox_reap(rt, NULL);
+        return 0;
+}
+
 static int target_of(const struct sbx_manager *m, const struct rt_sandbox *rt,
                      struct priv_target *t) {
         memset(t, 0, sizeof(*t));

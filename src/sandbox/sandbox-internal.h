@@ -237,6 +237,25 @@ int sbx_rt_destroy(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *
  * with --privsep (SANDBOX_SIGNAL, SANDBOX_FREEZE: it re-attaches the
  * sandbox by id, init's pid and start time), with their returns. */
 int sbx_rt_kill(struct sbx_manager *m, struct rt_sandbox *rt, int sig);
+/* Phase 2 of --privsep (docs/privsep.md): the lifecycle through
+ * warren-priv, which holds the sandboxes (init's parent); rt is then a
+ * handle of rt_sandbox_adopt (pid, pidfd, start time, cgroups to read).
+ * Without --privsep each is the runtime call it names, in process.
+ * create/prestart: rt_sandbox_create/prestart; start_send: with
+ * --privsep the whole start (it answers once init runs), start_wait then
+ * nothing; attach: rt_sandbox_attach (recovery); ctl_connect: a ctl
+ * connection (the one warren-priv handed over with the handle, else
+ * CTL_CONNECT); kill_wait: rt_sandbox_kill_wait (SIGKILL by warren-priv,
+ * the exit seen on the pidfd). */
+int sbx_rt_create(struct sbx_manager *m, const struct rt_sandbox_config *cfg, bool prestart,
+                  struct rt_sandbox **ret, struct wr_err *e);
+int sbx_rt_start_send(struct sbx_manager *m, struct rt_sandbox *rt,
+                      const struct rt_sandbox_config *cfg, struct wr_err *e);
+int sbx_rt_start_wait(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *e);
+int sbx_rt_attach(struct sbx_manager *m, const char *id, const char *dir, pid_t pid,
+                  uint64_t start_time, struct rt_sandbox **ret, struct wr_err *e);
+int sbx_rt_ctl_connect(struct sbx_manager *m, struct rt_sandbox *rt, int *ret_fd, struct wr_err *e);
+int sbx_rt_kill_wait(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *e);
 int sbx_rt_freeze(struct sbx_manager *m, struct rt_sandbox *rt, bool on, struct wr_err *e);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t sbx_mono_ns(void);
