@@ -40,7 +40,9 @@ struct pending {
 
 struct priv_client {
         char *path, *state_dir;
-        char *init_path; /* phase 2: --init of every warren-priv; NULL: none */
+        char *init_path;            /* phase 2: --init of every warren-priv; NULL: none */
+        void (*on_restart)(void *); /* phase 2: after a start that is not the first */
+        void *on_restart_data;
         pthread_mutex_t mu;
         pthread_cond_t cv; /* gen changed */
         pthread_t thread;
@@ -220,6 +222,8 @@ static int spawn_locked(struct priv_client *c, struct wr_err *e) {
         }
         log_info("warren-priv started (pid %d, protocol version %u)", (int) pid, PRIV_VERSION);
         pthread_cond_broadcast(&c->cv);
+        if (c->gen > 1 && c->on_restart)
+                c->on_restart(c->on_restart_data);
         return 0;
 }
 
@@ -609,6 +613,13 @@ int priv_hello(struct priv_client *c, struct priv_hello_reply *ret, struct wr_er
         if (r >= 0)
                 *ret = rep.hello;
         return r;
+}
+
+void priv_client_on_restart(struct priv_client *c, void (*fn)(void *userdata), void *userdata) {
+        pthread_mutex_lock(&c->mu);
+        c->on_restart = fn;
+        c->on_restart_data = userdata;
+        pthread_mutex_unlock(&c->mu);
 }
 
 void priv_client_stats(struct priv_client *c, struct priv_client_stats *ret) {

@@ -98,6 +98,13 @@ int priv_sandbox_destroy(struct priv_client *c, const struct priv_target *t, con
 int priv_sandbox_attach(struct priv_client *c, const struct priv_target *t, bool ctl,
                         struct priv_sandbox *ret, struct wr_err *e);
 
+/* fn(userdata) from the supervisor thread each time a warren-priv was
+ * started again after one died (not at the first start), once it
+ * answered its HELLO: the owner then names its running sandboxes to it
+ * (SANDBOX_ATTACH). fn must not block nor make requests (post work to a
+ * thread of its own). fn NULL: none. */
+void priv_client_on_restart(struct priv_client *c, void (*fn)(void *userdata), void *userdata);
+
 /* HELLO: warren-priv's own counters (a round trip). */
 int priv_hello(struct priv_client *c, struct priv_hello_reply *ret, struct wr_err *e);
 

@@ -92,10 +92,13 @@ int sbx_rt_create(struct sbx_manager *m, const struct rt_sandbox_config *cfg, bo
         c.cgroup_mode = m->cgroup_mode;
         struct priv_sandbox ps;
         int r = priv_sandbox_create(m->priv, &c, prestart, &ps, e);
-        if (r < 0)
-                return r;
-        r = adopt(m, cfg, cfg->id, cfg->dir, &ps, ret, e);
+        if (r >= 0)
+                r = adopt(m, cfg, cfg->id, cfg->dir, &ps, ret, e);
         if (r < 0) {
+                /* nothing of it may stay: warren-priv undid its own
+                 * failure, but one that died on the way (or a sandbox this
+                 * process cannot follow) leaves a child, cgroups and a dir,
+                 * which the next warren-priv removes by id */
                 /* it runs, but this process cannot follow it: it goes */
                 struct priv_target t = {.pid = 0};
                 struct wr_err de = {0};
@@ -105,6 +108,75 @@ int sbx_rt_create(struct sbx_manager *m, const struct rt_sandbox_config *cfg, bo
                         log_warn("sandbox %s: %s", cfg->id, de.msg);
         }
         return r;
+}
+
+/* ---- a new warren-priv learns the running sandboxes ---- */
+
+struct reattach {
+        uv_work_t work;
+        struct sbx_manager *m;
+        size_t n;
+        struct priv_target t[];
+};
+
+static void reattach_work(uv_work_t *w) {
+        struct reattach *j = w->data;
+        size_t ok = 0;
+        for (size_t i = 0; i < j->n; i++) {
+                struct priv_sandbox ps;
+                struct wr_err e = {0};
+                if (priv_sandbox_attach(j->m->priv, &j->t[i], false, &ps, &e) < 0) {
+                        log_warn("sandbox %s: re-attach by the new warren-priv: %s", j->t[i].id,
+                                 e.msg);
+                        continue;
+                }
+                /* this process keeps its own pidfd and ctl connection */
+                close(ps.pidfd);
+                close(ps.ctl_fd);
+                ok++;
+        }
+        log_info("warren-priv: %zu of %zu running sandboxes re-attached", ok, j->n);
+}
+
+static void reattach_done(uv_work_t *w, int status) {
+        struct reattach *j = w->data;
+        j->m->priv_jobs--;
+        free(j);
+}
+
+/* On the loop: the running sandboxes, named to the new warren-priv on a
+ * worker. */
+static void priv_restarted_cb(uv_async_t *a) {
+        struct sbx_manager *m = a->data;
+        size_t n = 0;
+        for (struct sbx *sb = m->list; sb; sb = sb->next)
+                n += sb->state != SBX_DEAD && sb->rt;
+        if (!n || m->freeing)
+                return;
+        struct reattach *j = calloc(1, sizeof(*j) + n * sizeof(j->t[0]));
+        if (!j)
+                return;
+        j->m = m;
+        j->work.data = j;
+        for (struct sbx *sb = m->list; sb; sb = sb->next)
+                if (sb->state != SBX_DEAD && sb->rt && target_of(m, sb->rt, &j->t[j->n]) >= 0)
+                        j->n++;
+        if (uv_queue_work(m->loop, &j->work, reattach_work, reattach_done) < 0) {
+                free(j);
+                return;
+        }
+        m->priv_jobs++;
+}
+
+/* The supervisor thread: wake the loop. */
+static void priv_restarted(void *userdata) {
+        struct sbx_manager *m = userdata;
+        uv_async_send(&m->priv_restarted);
+}
+
+static void priv_restarted_closed(uv_handle_t *h) {
+        struct sbx_manager *m = h->data;
+        m->priv_restarted_open = false;
 }
 
 int sbx_rt_start_send(struct sbx_manager *m, struct rt_sandbox *rt,
@@ -466,6 +538,11 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
                 m->disk_templates = NULL;
         m->cgroup_mode = RT_CGROUP_AUTO;
         m->priv = cfg->priv;
+        if (m->priv && uv_async_init(m->loop, &m->priv_restarted, priv_restarted_cb) == 0) {
+                m->priv_restarted.data = m;
+                m->priv_restarted_open = true;
+                priv_client_on_restart(m->priv, priv_restarted, m);
+        }
         m->uid_lock_dir = -1;
         if (!cfg->userns_off) {
                 m->uids = calloc(1, sizeof(*m->uids));
@@ -526,8 +603,12 @@ void sbx_manager_free(struct sbx_manager *m) {
                         sbx_detach(sb);
                 }
         }
+        if (m->priv_restarted_open) {
+                priv_client_on_restart(m->priv, NULL, NULL);
+                uv_close((uv_handle_t *) &m->priv_restarted, priv_restarted_closed);
+        }
         /* Let the handle close callbacks run, which unlink and free. */
-        while (m->list || sbx_pool_busy(m) || m->net_jobs)
+        while (m->list || sbx_pool_busy(m) || m->net_jobs || m->priv_jobs || m->priv_restarted_open)
                 uv_run(m->loop, UV_RUN_ONCE);
         sbx_cleanup_stop(m);
         sbx_diskguard_free(m);

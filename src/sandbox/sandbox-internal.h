@@ -160,6 +160,11 @@ struct sbx_manager {
         char **pool_layers;
         enum rt_cgroup_mode cgroup_mode;
         struct priv_client *priv; /* sbx_manager_config.priv */
+        /* --privsep, phase 2: a new warren-priv (the last one died) is
+         * told of every running sandbox (SANDBOX_ATTACH, on a worker) */
+        uv_async_t priv_restarted;
+        bool priv_restarted_open;
+        unsigned priv_jobs; /* re-attach jobs running */
         /* the default network; NULL: sandboxes get only a loopback */
         struct sbx_network *net;
         /* user namespace ranges; NULL: sandboxes run without (--userns=off) */

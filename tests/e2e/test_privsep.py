@@ -234,6 +234,10 @@ def test_privsep_survives_kill_of_warren_priv(fresh_warrend, pool):
         assert second, "warren-priv was not started again"
         assert wait_for(lambda: metrics(port)["warren_priv_pid"] == second[0])
         assert metrics(port)["warren_priv_starts_total"] == 2
+        # warrend named its running sandbox to the new one (SANDBOX_ATTACH:
+        # it holds the handle from now on)
+        assert wait_for(lambda: metrics(port)[ATTACH] == 1)
+        assert wait_for(lambda: "1 of 1 running sandboxes re-attached" in d.read_log())
         # the sandbox did not notice: its init runs on (an orphan now)
         assert c.get(id=sb.id).info.status == wr.SandboxStatus.RUNNING
         assert sb.exec("echo", "still").stdout_text == "still\n"
@@ -251,9 +255,24 @@ def test_privsep_survives_kill_of_warren_priv(fresh_warrend, pool):
         sb.terminate()
         sb2.terminate()
         assert wait_for(lambda: not os.path.exists(sdir))
-        assert not cgroups_of(sb.id) and not cgroups_of(sb2.id)
+        # (the second's teardown finishes after its answer, meanwhile)
+        assert wait_for(lambda: not cgroups_of(sb.id) and not cgroups_of(sb2.id))
         # the new one's count: it re-attached the first one to destroy it
-        assert wait_for(lambda: metrics(port)[DESTROY] == 2)
+        m = metrics(port)
+        if not pool:
+            assert wait_for(lambda: metrics(port)[DESTROY] == 2), \
+                {k: v for k, v in metrics(port).items() if "priv" in k}
+            assert m["warren_priv_lost_total"] == 0
+        else:
+            # the pool's refill may have been in flight when warren-priv
+            # died (lost, then destroyed by id by the new one), and a dead
+            # entry, claimed, is destroyed before the create starts afresh
+            assert wait_for(lambda: metrics(port)[DESTROY] >= 2)
+            assert m["warren_priv_lost_total"] <= 1
+        # nothing is left but the pool's current entry
+        sbx_root = os.path.join(d.state_dir, "sandboxes")
+        assert wait_for(lambda: len([n for n in os.listdir(sbx_root)
+                                     if n.startswith("sb-")]) == pool), os.listdir(sbx_root)
     assert "warren-priv (pid %d) exited (signal 9); starting another" % first in d.read_log()
 
 
