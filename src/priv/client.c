@@ -462,10 +462,14 @@ static int call(struct priv_client *c, uint8_t *req, size_t n, uint32_t want,
         return call_fds(c, req, n, NULL, 0, want, rep, NULL, e);
 }
 
-/* call() with fds to send along (phase 2) and, for an answer that
- * carries some (SANDBOX_CREATED), out_fds for them (the caller's). */
-static int call_fds(struct priv_client *c, uint8_t *req, size_t n, const int *fds, size_t n_fds,
-                    uint32_t want, struct priv_reply *rep, int out_fds[2], struct wr_err *e) {
+/* call() in two halves (phase 2: a SANDBOX_START runs while warrend
+ * records the sandbox): call_send registers p (the caller's, until
+ * call_wait returned) and sends the request with fds along; call_wait
+ * waits for its answer and, for one that carries fds (SANDBOX_CREATED),
+ * hands them to out_fds (the caller's). After a call_send error there is
+ * nothing to wait for. */
+static int call_send(struct priv_client *c, uint8_t *req, size_t n, const int *fds, size_t n_fds,
+                     uint32_t want, struct pending *p, struct wr_err *e) {
         uint32_t type = ((const struct priv_hdr *) (const void *) req)->type;
         const char *name = priv_type_name(type);
         pthread_mutex_lock(&c->mu);
@@ -486,8 +490,8 @@ static int call_fds(struct priv_client *c, uint8_t *req, size_t n, const int *fd
                 return err_set(e, -EIO, "warren-priv is not running (see warrend's log)");
         }
         /* the id: ours, sequential */
-        struct pending p = {.id = ++c->next_id, .type = type, .want = want};
-        memcpy(req + offsetof(struct priv_hdr, id), &p.id, sizeof(p.id));
+        *p = (struct pending){.id = ++c->next_id, .type = type, .want = want};
+        memcpy(req + offsetof(struct priv_hdr, id), &p->id, sizeof(p->id));
         int r = 0;
         for (;;) {
                 int sr = priv_send(c->sock, req, n, fds, n_fds, MSG_DONTWAIT);
@@ -509,17 +513,39 @@ static int call_fds(struct priv_client *c, uint8_t *req, size_t n, const int *fd
                 break;
         }
         if (r == 0) {
-                p.next = c->pending;
-                c->pending = &p;
-                while (!p.done)
-                        pthread_cond_wait(&c->cv, &c->mu);
-                for (struct pending **pp = &c->pending; *pp; pp = &(*pp)->next)
-                        if (*pp == &p) {
-                                *pp = p.next;
-                                break;
-                        }
-                r = p.r;
+                p->next = c->pending;
+                c->pending = p;
+                pthread_mutex_unlock(&c->mu);
+                return 0;
         }
+        if (r == -EPIPE) {
+                if (c->sock >= 0)
+                        c->sock_dead = true; /* the supervisor closes it */
+                uint64_t one = 1;
+                (void) !write(c->wake, &one, sizeof(one));
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (r == -EPIPE) {
+                pthread_mutex_lock(&c->st_mu);
+                c->st.lost++;
+                pthread_mutex_unlock(&c->st_mu);
+                return err_set(e, -EIO, "warren-priv died during %s", name ? name : "a request");
+        }
+        return err_set(e, r, "warren-priv: send: %s", strerror(-r));
+}
+
+static int call_wait(struct priv_client *c, struct pending *p, struct priv_reply *rep,
+                     int out_fds[2], struct wr_err *e) {
+        const char *name = priv_type_name(p->type);
+        pthread_mutex_lock(&c->mu);
+        while (!p->done)
+                pthread_cond_wait(&c->cv, &c->mu);
+        for (struct pending **pp = &c->pending; *pp; pp = &(*pp)->next)
+                if (*pp == p) {
+                        *pp = p->next;
+                        break;
+                }
+        int r = p->r;
         if (r == -EPIPE) {
                 if (c->sock >= 0)
                         c->sock_dead = true; /* the supervisor closes it */
@@ -535,17 +561,26 @@ static int call_fds(struct priv_client *c, uint8_t *req, size_t n, const int *fd
         }
         if (r == -EPROTO)
                 return err_set(e, -EPROTO, "warren-priv: unexpected answer type 0x%x to %s",
-                               p.rep.hdr.type, name ? name : "a request");
+                               p->rep.hdr.type, name ? name : "a request");
         if (r < 0)
-                return err_set(e, r, "warren-priv: send: %s", strerror(-r));
-        if (p.n_fds) {
+                return err_set(e, r, "warren-priv: %s", strerror(-r));
+        if (p->n_fds) {
                 if (out_fds)
-                        memcpy(out_fds, p.fds, sizeof(p.fds));
+                        memcpy(out_fds, p->fds, sizeof(p->fds));
                 else
-                        priv_close_fds(p.fds, p.n_fds);
+                        priv_close_fds(p->fds, p->n_fds);
         }
-        *rep = p.rep;
+        *rep = p->rep;
         return 0;
+}
+
+/* call() with fds to send along (phase 2) and, for an answer that
+ * carries some (SANDBOX_CREATED), out_fds for them (the caller's). */
+static int call_fds(struct priv_client *c, uint8_t *req, size_t n, const int *fds, size_t n_fds,
+                    uint32_t want, struct priv_reply *rep, int out_fds[2], struct wr_err *e) {
+        struct pending p;
+        int r = call_send(c, req, n, fds, n_fds, want, &p, e);
+        return r < 0 ? r : call_wait(c, &p, rep, out_fds, e);
 }
 
 /* A RESULT's error as ours. */
@@ -661,33 +696,48 @@ static void created_out(const struct priv_reply *rep, const int fds[2], struct p
         ret->ctl_fd = fds[1];
 }
 
-/* A config request (type) for cfg; *ret filled for a SANDBOX_CREATED. */
-static int config_call(struct priv_client *c, uint32_t type, const struct rt_sandbox_config *cfg,
-                       struct priv_sandbox *ret, struct wr_err *e) {
+/* The datagram of a config request (type) for cfg into req (*ret_n
+ * bytes) and its fds: the sealed memfd, then the bind sources (the
+ * caller closes all 1 + *ret_n_bind). */
+static int config_prep(struct priv_client *c, uint32_t type, const struct rt_sandbox_config *cfg,
+                       uint8_t req[PRIV_MSG_MAX], size_t *ret_n, int fds[1 + PRIV_BIND_MAX],
+                       size_t *ret_n_bind, struct wr_err *e) {
         struct priv_sandbox_cfg pc;
         uint8_t *blob = NULL;
         size_t blob_len = 0;
         int r = priv_cfg_encode(cfg, c->state_dir, &pc, &blob, &blob_len, e);
         if (r < 0)
                 return r;
-        int fds[1 + PRIV_BIND_MAX];
-        size_t n_bind = 0;
+        int n = priv_sandbox_cfg_encode(0, type, &pc, req, PRIV_MSG_MAX, e);
+        if (n < 0) {
+                free(blob);
+                return n;
+        }
         fds[0] = blob_memfd(blob, blob_len, e);
         free(blob);
         if (fds[0] < 0)
                 return fds[0];
-        if ((r = priv_cfg_bind_open(cfg, fds + 1, &n_bind, e)) < 0) {
+        if ((r = priv_cfg_bind_open(cfg, fds + 1, ret_n_bind, e)) < 0) {
                 close(fds[0]);
                 return r;
         }
+        *ret_n = (size_t) n;
+        return 0;
+}
+
+/* A config request (type) for cfg; *ret filled for a SANDBOX_CREATED. */
+static int config_call(struct priv_client *c, uint32_t type, const struct rt_sandbox_config *cfg,
+                       struct priv_sandbox *ret, struct wr_err *e) {
         uint8_t req[PRIV_MSG_MAX];
-        int n = priv_sandbox_cfg_encode(0, type, &pc, req, sizeof(req), e);
+        int fds[1 + PRIV_BIND_MAX];
+        size_t n = 0, n_bind = 0;
+        int r = config_prep(c, type, cfg, req, &n, fds, &n_bind, e);
+        if (r < 0)
+                return r;
         static _Thread_local struct priv_reply rep;
         int out[2] = {-1, -1};
-        r = n < 0 ? n
-                  : call_fds(c, req, (size_t) n, fds, 1 + n_bind,
-                             type == PRIV_SANDBOX_START ? PRIV_RESULT : PRIV_SANDBOX_CREATED, &rep,
-                             out, e);
+        r = call_fds(c, req, n, fds, 1 + n_bind,
+                     type == PRIV_SANDBOX_START ? PRIV_RESULT : PRIV_SANDBOX_CREATED, &rep, out, e);
         priv_close_fds(fds, 1 + n_bind);
         if (r < 0)
                 return r;
@@ -708,6 +758,40 @@ int priv_sandbox_create(struct priv_client *c, const struct rt_sandbox_config *c
 int priv_sandbox_start(struct priv_client *c, const struct rt_sandbox_config *cfg,
                        struct wr_err *e) {
         return config_call(c, PRIV_SANDBOX_START, cfg, NULL, e);
+}
+
+struct priv_start {
+        struct pending p;
+};
+
+int priv_sandbox_start_begin(struct priv_client *c, const struct rt_sandbox_config *cfg,
+                             struct priv_start **ret, struct wr_err *e) {
+        struct priv_start *st = calloc(1, sizeof(*st));
+        if (!st)
+                return err_set(e, -ENOMEM, "out of memory");
+        uint8_t req[PRIV_MSG_MAX];
+        int fds[1 + PRIV_BIND_MAX];
+        size_t n = 0, n_bind = 0;
+        int r = config_prep(c, PRIV_SANDBOX_START, cfg, req, &n, fds, &n_bind, e);
+        if (r >= 0) {
+                r = call_send(c, req, n, fds, 1 + n_bind, PRIV_RESULT, &st->p, e);
+                priv_close_fds(fds, 1 + n_bind);
+        }
+        if (r < 0) {
+                free(st);
+                return r;
+        }
+        *ret = st;
+        return 0;
+}
+
+int priv_sandbox_start_end(struct priv_client *c, struct priv_start *st, struct wr_err *e) {
+        static _Thread_local struct priv_reply rep;
+        int r = call_wait(c, &st->p, &rep, NULL, e);
+        free(st);
+        if (r < 0)
+                return r;
+        return rep.result.err ? result(&rep, e) : 0;
 }
 
 int priv_sandbox_destroy(struct priv_client *c, const struct priv_target *t, const char *peer,

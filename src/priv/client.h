@@ -88,6 +88,15 @@ int priv_sandbox_create(struct priv_client *c, const struct rt_sandbox_config *c
 int priv_sandbox_start(struct priv_client *c, const struct rt_sandbox_config *cfg,
                        struct wr_err *e);
 
+/* priv_sandbox_start in two halves: _begin sends it (0, *ret the
+ * request in flight), _end waits for its answer and frees *ret (the
+ * caller must call it once after a successful _begin). The caller works
+ * meanwhile (records the sandbox while its root is mounted). */
+struct priv_start;
+int priv_sandbox_start_begin(struct priv_client *c, const struct rt_sandbox_config *cfg,
+                             struct priv_start **ret, struct wr_err *e);
+int priv_sandbox_start_end(struct priv_client *c, struct priv_start *st, struct wr_err *e);
+
 /* SANDBOX_DESTROY: kill, reap and remove sandbox t->id (t->pid 0: not
  * known); peer: its veth's host end to delete with it (NULL: leave it). */
 int priv_sandbox_destroy(struct priv_client *c, const struct priv_target *t, const char *peer,

@@ -344,6 +344,7 @@ struct create_state {
         const struct img_info *img;
         struct sbx *sb;            /* ours until armed */
         struct rt_sandbox *pooled; /* a warm-pool entry not handed to sb yet */
+        struct priv_start *start;  /* --privsep: its SANDBOX_START in flight */
         bool was_pooled;
         unsigned made;
         uint64_t tp[T_N];
@@ -368,6 +369,8 @@ static void create_undo(struct create_state *st, struct store_sandbox *ret,
         }
         if (st->sb)
                 sbx_egress_detach(st->sb);
+        if (st->start) /* answered before it goes */
+                (void) sbx_rt_start_wait(st->m, st->sb ? st->sb->rt : NULL, &st->start, &de);
         if (st->sb && st->sb->rt)
                 sbx_rt_destroy(st->m, st->sb->rt, &de);
         if (st->sb)
@@ -642,7 +645,7 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         if (st->pooled) {
                 sb->rt = TAKE_PTR(st->pooled);
                 struct wr_err pe = {0};
-                r = sbx_rt_start_send(m, sb->rt, &cfg, &pe);
+                r = sbx_rt_start_send(m, sb->rt, &cfg, &st->start, &pe);
                 if (r < 0) {
                         /* -ESTALE: the entry broke while parked; create
                          * afresh below (same id) */
@@ -683,7 +686,7 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                     (r = store_sandbox_load(m->store, sb->id, ret, e)) < 0)
                         return r;
                 st->made |= MADE_LOADED;
-                if ((r = sbx_rt_start_wait(m, sb->rt, e)) < 0)
+                if ((r = sbx_rt_start_wait(m, sb->rt, &st->start, e)) < 0)
                         return r;
         } else {
                 if ((r = sbx_rt_create(m, &cfg, false, &sb->rt, e)) < 0)

@@ -179,18 +179,61 @@ static void priv_restarted_closed(uv_handle_t *h) {
         m->priv_restarted_open = false;
 }
 
-int sbx_rt_start_send(struct sbx_manager *m, struct rt_sandbox *rt,
-                      const struct rt_sandbox_config *cfg, struct wr_err *e) {
-        if (!m->priv)
-                return rt_sandbox_start_send(rt, cfg, e);
-        /* warren-priv sends and waits in one request (until init runs) */
-        struct rt_sandbox_config c = *cfg;
-        c.cgroup_mode = m->cgroup_mode;
-        return priv_sandbox_start(m->priv, &c, e);
+/* The parent of pid (/proc/<pid>/stat field 4), or -errno. */
+static pid_t parent_of(pid_t pid) {
+        char path[64], buf[512];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+                return -EIO;
+        buf[n] = 0;
+        const char *p = strrchr(buf, ')');
+        int ppid = 0;
+        if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
+                return -EIO;
+        return (pid_t) ppid;
 }
 
-int sbx_rt_start_wait(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *e) {
-        return m->priv ? 0 : rt_sandbox_start_wait(rt, e);
+/* A warm-pool entry the running warren-priv cannot start: its parked
+ * child is gone, or belongs to a warren-priv that died (then it is no
+ * child of the running one: reparented, and about to exit). */
+static bool prestart_stale(struct sbx_manager *m, struct rt_sandbox *rt) {
+        struct pollfd p = {.fd = rt_sandbox_pidfd(rt), .events = POLLIN};
+        if (p.fd < 0 || RETRY_EINTR(poll(&p, 1, 0)) != 0)
+                return true;
+        struct priv_client_stats st;
+        priv_client_stats(m->priv, &st);
+        return parent_of(rt_sandbox_pid(rt)) != st.pid;
+}
+
+int sbx_rt_start_send(struct sbx_manager *m, struct rt_sandbox *rt,
+                      const struct rt_sandbox_config *cfg, struct priv_start **ticket,
+                      struct wr_err *e) {
+        *ticket = NULL;
+        if (!m->priv)
+                return rt_sandbox_start_send(rt, cfg, e);
+        if (prestart_stale(m, rt))
+                return err_set(e, -ESTALE,
+                               "start sandbox: the prestarted sandbox is gone (its warren-priv "
+                               "is)");
+        /* warren-priv sends and waits in one request (answered once init
+         * runs): in flight while the caller records the sandbox */
+        struct rt_sandbox_config c = *cfg;
+        c.cgroup_mode = m->cgroup_mode;
+        return priv_sandbox_start_begin(m->priv, &c, ticket, e);
+}
+
+int sbx_rt_start_wait(struct sbx_manager *m, struct rt_sandbox *rt, struct priv_start **ticket,
+                      struct wr_err *e) {
+        if (!m->priv)
+                return rt_sandbox_start_wait(rt, e);
+        struct priv_start *t = *ticket;
+        *ticket = NULL;
+        return t ? priv_sandbox_start_end(m->priv, t, e) : 0;
 }
 
 int sbx_rt_attach(struct sbx_manager *m, const char *id, const char *dir, pid_t pid,
