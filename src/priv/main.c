@@ -2,9 +2,11 @@
 /* warren-priv: the privileged half of warrend (docs/privsep.md). Started as
  * root by warrend with --privsep:
  *
- *   warren-priv --sock-fd N --state-dir DIR
+ *   warren-priv --sock-fd N --state-dir DIR [--init PATH]
  *               [--log-level debug|info|warn|error] [--log-format text|json]
  *
+ * --init: the warren-init it runs as each sandbox's init (phase 2,
+ * lifecycle.c; without it the lifecycle requests are refused).
  * --sock-fd: its end of a SOCK_SEQPACKET socketpair whose other end is
  * warrend's (priv-proto.h); --state-dir: warrend's state dir, the only
  * tree a request's path may name (opened once, every path resolved
@@ -16,8 +18,10 @@
  * capabilities its message set needs (keep_caps), with no_new_privs and
  * not dumpable. Exit status: 0 when
  * the socket closes (warrend is gone), 2 on a usage error. Sandboxes do
- * not depend on it: it holds no sandbox, and its death loses nothing
- * (warrend starts another). */
+ * not depend on it: it is their inits' parent (phase 2), but its death
+ * ends none (they are reparented to the host's init; warrend starts
+ * another warren-priv and names them to it with SANDBOX_ATTACH); only the
+ * warm pool's parked children end with it. */
 
 #include <dirent.h>
 #include <errno.h>
@@ -313,7 +317,13 @@ static void do_signal(const struct priv_signal *sg, struct priv_result *res) {
         int slot;
         if (target_get(&sg->t, &sb, &slot, res) < 0)
                 return;
-        int r = rt_sandbox_kill(sb, sg->signo);
+        /* phase 2: a sandbox it is init's parent of is killed as
+         * rt_sandbox_destroy begins (init, whose pid namespace ends with
+         * it, thawed if paused, and reaped: no cgroup freeze on v1); what
+         * runs beside it in its cgroup goes with its SANDBOX_DESTROY */
+        struct wr_err ke = {0};
+        int r = slot == SLOT_OWNED && sg->signo == SIGKILL ? rt_sandbox_kill_wait(sb, &ke)
+                                                           : rt_sandbox_kill(sb, sg->signo);
         if (r < 0) {
                 res->err = -r;
                 snprintf(res->msg, sizeof(res->msg), "signal %d to sandbox %s: %s", sg->signo,
