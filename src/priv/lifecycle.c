@@ -312,6 +312,7 @@ static int do_config(const struct priv_req *req, int *fds, size_t n_fds, struct 
         }
         r = build_cfg(c, blob, fds + 1, b, &e);
         int ret = 0;
+        struct owned *o_prev;
         if (r < 0) {
                 ret = fail(res, r, "%s: %s", name, e.msg);
         } else if (t == PRIV_SANDBOX_START) {
@@ -329,6 +330,10 @@ static int do_config(const struct priv_req *req, int *fds, size_t n_fds, struct 
                         if (r < 0)
                                 ret = fail(res, r, "%s", e.msg);
                 }
+        } else if ((o_prev = owned_take(c->id))) {
+                /* one sandbox per id: the old one is warrend's to destroy */
+                owned_give(o_prev);
+                ret = fail(res, -EEXIST, "%s: warren-priv holds a sandbox %s already", name, c->id);
         } else {
                 struct rt_sandbox *sb = NULL;
                 r = t == PRIV_SANDBOX_CREATE ? rt_sandbox_create(&b->cfg, &sb, &e)
