@@ -343,13 +343,14 @@ static int find_priv(char *out, size_t size) {
 }
 
 /* --privsep: start warren-priv (docs/privsep.md) for the sandbox manager. */
-static int start_priv(struct daemon *d, struct wr_err *e) {
+static int start_priv(struct daemon *d, const char *init, struct wr_err *e) {
         char path[PATH_MAX];
         if (find_priv(path, sizeof(path)) < 0)
                 return err_set(e, -ENOENT,
                                "--privsep: warren-priv not found next to warrend or in "
                                "/usr/libexec/warren; build it (make build) or set WARREN_PRIV");
-        int r = priv_client_new(path, d->state_dir, &d->priv, e);
+        /* it creates the sandboxes: it runs warren-init itself (phase 2) */
+        int r = priv_client_new_init(path, d->state_dir, init, &d->priv, e);
         if (r < 0)
                 return err_prefix(e, r, "--privsep");
         return 0;
@@ -418,7 +419,7 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
                 log_warn("warren-signer not found next to warrend or in /usr/libexec/warren (or "
                          "WARREN_SIGNER): no TLS interception (per-host rules and credentials "
                          "are refused)");
-        if (d->cfg.privsep && (r = start_priv(d, e)) < 0)
+        if (d->cfg.privsep && (r = start_priv(d, init, e)) < 0)
                 return r;
         uint16_t ports[16];
         size_t n_ports = own_ports(d, ports, ELEMENTSOF(ports));

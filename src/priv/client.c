@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -20,6 +21,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "priv/priv-cfg.h"
 
 #define WAIT_START_MS 5000 /* a request waits this long for a warren-priv to run */
 #define HELLO_MS 5000      /* a new warren-priv answers its first HELLO within this */
@@ -32,11 +34,15 @@ struct pending {
         bool done;
         int r; /* 0, -EPIPE (warren-priv died), -EPROTO (wrong answer type) */
         struct priv_reply rep;
-        int fd; /* the answer's fd (NET_CONNECTED), else -EBADF */
+        int fds[2]; /* an answer's fds (SANDBOX_CREATED, NET_CONNECTED): the requester's */
+        size_t n_fds;
 };
 
 struct priv_client {
         char *path, *state_dir;
+        char *init_path;            /* phase 2: --init of every warren-priv; NULL: none */
+        void (*on_restart)(void *); /* phase 2: after a start that is not the first */
+        void *on_restart_data;
         pthread_mutex_t mu;
         pthread_cond_t cv; /* gen changed */
         pthread_t thread;
@@ -167,6 +173,8 @@ static int spawn_locked(struct priv_client *c, struct wr_err *e) {
                               log_get_level() == LOG_LEVEL_DEBUG ? "debug" : "info",
                               "--log-format",
                               log_get_format() == LOG_FORMAT_JSON ? "json" : "text",
+                              c->init_path ? "--init" : NULL,
+                              c->init_path,
                               NULL};
         pid_t pid = fork();
         if (pid == 0) {
@@ -214,6 +222,8 @@ static int spawn_locked(struct priv_client *c, struct wr_err *e) {
         }
         log_info("warren-priv started (pid %d, protocol version %u)", (int) pid, PRIV_VERSION);
         pthread_cond_broadcast(&c->cv);
+        if (c->gen > 1 && c->on_restart)
+                c->on_restart(c->on_restart_data);
         return 0;
 }
 
@@ -266,11 +276,19 @@ static void read_locked(struct priv_client *c) {
                 struct wr_err de = {0};
                 int r = got < 0 ? err_set(&de, (int) got, "oversized datagram or fds")
                                 : priv_reply_decode(in, (size_t) got, n_fds, &rep, &de);
-                if (r < 0)
+                /* the fds of an answer that carries some (SANDBOX_CREATED,
+                 * NET_CONNECTED) go to its requester */
+                bool keep_fds = r >= 0 && priv_type_fds(rep.hdr.type) > 0;
+                if (!keep_fds)
                         priv_close_fds(fds, n_fds);
                 struct pending *p = c->pending;
                 while (r >= 0 && p && (p->id != rep.hdr.id || p->done))
                         p = p->next;
+                if (keep_fds && (r < 0 || !p || p->want != rep.hdr.type)) {
+                        priv_close_fds(fds, n_fds);
+                        if (p && p->want != rep.hdr.type)
+                                p = NULL; /* the wrong answer: broken */
+                }
                 if (r < 0 || !p) {
                         /* a warren-priv that answers garbage (or what was
                          * not asked) is broken: kill it, another starts */
@@ -292,18 +310,24 @@ static void read_locked(struct priv_client *c) {
                 } else if (rep.hdr.type == PRIV_HELLO_REPLY) {
                         copy_counters(c, rep.hello.served, PRIV_REQ_TYPES, rep.hello.served_total,
                                       rep.hello.refused);
+                } else if (rep.hdr.type == PRIV_SANDBOX_CREATED) {
+                        copy_counters(c, NULL, 0, rep.created.served_total, rep.created.refused);
+                        pthread_mutex_lock(&c->st_mu);
+                        if (p->type < PRIV_REQ_TYPES)
+                                c->st.served[p->type] = rep.created.served;
+                        pthread_mutex_unlock(&c->st_mu);
+                }
+                if (keep_fds) {
+                        /* the table's count, checked by the decoder: 1 or 2 */
+                        memcpy(p->fds, fds, n_fds * sizeof(int));
+                        p->n_fds = n_fds;
                 }
                 p->rep = rep;
-                p->r = rep.hdr.type == p->want ? 0 : -EPROTO;
-                /* a request answered by another type than RESULT fails
-                 * with a RESULT (a refusal, or what went wrong) */
-                if (p->r < 0 && rep.hdr.type == PRIV_RESULT && rep.result.err)
-                        p->r = 0;
-                if (p->r == 0 && n_fds == 1) {
-                        p->fd = fds[0]; /* the table's one fd: the requester's now */
-                        fds[0] = -EBADF;
-                }
-                priv_close_fds(fds, n_fds);
+                /* a failure is a RESULT whatever was asked */
+                p->r = rep.hdr.type == p->want ||
+                                       (rep.hdr.type == PRIV_RESULT && rep.result.err != 0)
+                               ? 0
+                               : -EPROTO;
                 p->done = true;
                 pthread_cond_broadcast(&c->cv);
         }
@@ -373,6 +397,11 @@ static void *supervise(void *arg) {
 
 int priv_client_new(const char *path, const char *state_dir, struct priv_client **ret,
                     struct wr_err *e) {
+        return priv_client_new_init(path, state_dir, NULL, ret, e);
+}
+
+int priv_client_new_init(const char *path, const char *state_dir, const char *init_path,
+                         struct priv_client **ret, struct wr_err *e) {
         struct priv_client *c = calloc(1, sizeof(*c));
         if (!c)
                 return err_set(e, -ENOMEM, "out of memory");
@@ -386,9 +415,10 @@ int priv_client_new(const char *path, const char *state_dir, struct priv_client 
         pthread_condattr_destroy(&ca);
         c->path = strdup(path);
         c->state_dir = strdup(state_dir);
+        c->init_path = init_path ? strdup(init_path) : NULL;
         c->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         int r;
-        if (!c->path || !c->state_dir || c->wake < 0) {
+        if (!c->path || !c->state_dir || c->wake < 0 || (init_path && !c->init_path)) {
                 r = err_set(e, -ENOMEM, "warren-priv: out of memory or fds");
                 goto fail;
         }
@@ -436,6 +466,7 @@ void priv_client_free(struct priv_client *c) {
         pthread_mutex_destroy(&c->st_mu);
         free(c->path);
         free(c->state_dir);
+        free(c->init_path);
         free(c);
 }
 
@@ -447,8 +478,21 @@ static bool usable(const struct priv_client *c) {
 /* One request (encoded in req) and its answer of type want, while other
  * requests may be in flight: sent under mu, the answer handed over by the
  * supervisor. */
-static int call_fd(struct priv_client *c, uint8_t *req, size_t n, uint32_t want,
-                   struct priv_reply *rep, int *ret_fd, struct wr_err *e) {
+static int call_fds(struct priv_client *c, uint8_t *req, size_t n, const int *fds, size_t n_fds,
+                    uint32_t want, struct priv_reply *rep, int out_fds[2], struct wr_err *e);
+static int call(struct priv_client *c, uint8_t *req, size_t n, uint32_t want,
+                struct priv_reply *rep, struct wr_err *e) {
+        return call_fds(c, req, n, NULL, 0, want, rep, NULL, e);
+}
+
+/* call() in two halves (phase 2: a SANDBOX_START runs while warrend
+ * records the sandbox): call_send registers p (the caller's, until
+ * call_wait returned) and sends the request with fds along; call_wait
+ * waits for its answer and, for one that carries fds (SANDBOX_CREATED),
+ * hands them to out_fds (the caller's). After a call_send error there is
+ * nothing to wait for. */
+static int call_send(struct priv_client *c, uint8_t *req, size_t n, const int *fds, size_t n_fds,
+                     uint32_t want, struct pending *p, struct wr_err *e) {
         uint32_t type = ((const struct priv_hdr *) (const void *) req)->type;
         const char *name = priv_type_name(type);
         pthread_mutex_lock(&c->mu);
@@ -469,12 +513,14 @@ static int call_fd(struct priv_client *c, uint8_t *req, size_t n, uint32_t want,
                 return err_set(e, -EIO, "warren-priv is not running (see warrend's log)");
         }
         /* the id: ours, sequential */
-        struct pending p = {.id = ++c->next_id, .type = type, .want = want, .fd = -EBADF};
-        memcpy(req + offsetof(struct priv_hdr, id), &p.id, sizeof(p.id));
+        *p = (struct pending){.id = ++c->next_id, .type = type, .want = want, .fds = {-1, -1}};
+        memcpy(req + offsetof(struct priv_hdr, id), &p->id, sizeof(p->id));
         int r = 0;
         for (;;) {
-                if (send(c->sock, req, n, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t) n)
+                int sr = priv_send(c->sock, req, n, fds, n_fds, MSG_DONTWAIT);
+                if (sr == 0)
                         break;
+                errno = -sr;
                 if (errno == EAGAIN || errno == EINTR) {
                         /* the socket's buffer is full: let the supervisor
                          * read answers meanwhile */
@@ -490,17 +536,39 @@ static int call_fd(struct priv_client *c, uint8_t *req, size_t n, uint32_t want,
                 break;
         }
         if (r == 0) {
-                p.next = c->pending;
-                c->pending = &p;
-                while (!p.done)
-                        pthread_cond_wait(&c->cv, &c->mu);
-                for (struct pending **pp = &c->pending; *pp; pp = &(*pp)->next)
-                        if (*pp == &p) {
-                                *pp = p.next;
-                                break;
-                        }
-                r = p.r;
+                p->next = c->pending;
+                c->pending = p;
+                pthread_mutex_unlock(&c->mu);
+                return 0;
         }
+        if (r == -EPIPE) {
+                if (c->sock >= 0)
+                        c->sock_dead = true; /* the supervisor closes it */
+                uint64_t one = 1;
+                (void) !write(c->wake, &one, sizeof(one));
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (r == -EPIPE) {
+                pthread_mutex_lock(&c->st_mu);
+                c->st.lost++;
+                pthread_mutex_unlock(&c->st_mu);
+                return err_set(e, -EIO, "warren-priv died during %s", name ? name : "a request");
+        }
+        return err_set(e, r, "warren-priv: send: %s", strerror(-r));
+}
+
+static int call_wait(struct priv_client *c, struct pending *p, struct priv_reply *rep,
+                     int out_fds[2], struct wr_err *e) {
+        const char *name = priv_type_name(p->type);
+        pthread_mutex_lock(&c->mu);
+        while (!p->done)
+                pthread_cond_wait(&c->cv, &c->mu);
+        for (struct pending **pp = &c->pending; *pp; pp = &(*pp)->next)
+                if (*pp == p) {
+                        *pp = p->next;
+                        break;
+                }
+        int r = p->r;
         if (r == -EPIPE) {
                 if (c->sock >= 0)
                         c->sock_dead = true; /* the supervisor closes it */
@@ -516,22 +584,28 @@ static int call_fd(struct priv_client *c, uint8_t *req, size_t n, uint32_t want,
         }
         if (r == -EPROTO)
                 return err_set(e, -EPROTO, "warren-priv: unexpected answer type 0x%x to %s",
-                               p.rep.hdr.type, name ? name : "a request");
+                               p->rep.hdr.type, name ? name : "a request");
         if (r < 0)
-                return err_set(e, r, "warren-priv: send: %s", strerror(-r));
-        if (p.rep.hdr.type != want) /* a RESULT with an error instead */
-                return err_set(e, -p.rep.result.err, "%s", p.rep.result.msg);
-        *rep = p.rep;
-        if (ret_fd)
-                *ret_fd = p.fd;
-        else
-                safe_close(p.fd);
+                return err_set(e, r, "warren-priv: %s", strerror(-r));
+        if (p->rep.hdr.type != p->want) /* a RESULT with an error instead (no fds) */
+                return err_set(e, -p->rep.result.err, "%s", p->rep.result.msg);
+        if (p->n_fds) {
+                if (out_fds)
+                        memcpy(out_fds, p->fds, sizeof(p->fds));
+                else
+                        priv_close_fds(p->fds, p->n_fds);
+        }
+        *rep = p->rep;
         return 0;
 }
 
-static int call(struct priv_client *c, uint8_t *req, size_t n, uint32_t want,
-                struct priv_reply *rep, struct wr_err *e) {
-        return call_fd(c, req, n, want, rep, NULL, e);
+/* call() with fds to send along (phase 2) and, for an answer that
+ * carries some (SANDBOX_CREATED), out_fds for them (the caller's). */
+static int call_fds(struct priv_client *c, uint8_t *req, size_t n, const int *fds, size_t n_fds,
+                    uint32_t want, struct priv_reply *rep, int out_fds[2], struct wr_err *e) {
+        struct pending p;
+        int r = call_send(c, req, n, fds, n_fds, want, &p, e);
+        return r < 0 ? r : call_wait(c, &p, rep, out_fds, e);
 }
 
 /* A RESULT's error as ours. */
@@ -601,6 +675,13 @@ int priv_hello(struct priv_client *c, struct priv_hello_reply *ret, struct wr_er
         return r;
 }
 
+void priv_client_on_restart(struct priv_client *c, void (*fn)(void *userdata), void *userdata) {
+        pthread_mutex_lock(&c->mu);
+        c->on_restart = fn;
+        c->on_restart_data = userdata;
+        pthread_mutex_unlock(&c->mu);
+}
+
 void priv_client_stats(struct priv_client *c, struct priv_client_stats *ret) {
         pthread_mutex_lock(&c->st_mu);
         *ret = c->st;
@@ -668,12 +749,177 @@ int priv_net_connect(struct priv_client *c, const struct priv_target *t, uint32_
         if (n < 0)
                 return n;
         static _Thread_local struct priv_reply rep;
-        int fd = -EBADF;
-        int r = call_fd(c, req, (size_t) n, PRIV_NET_CONNECTED, &rep, &fd, e);
+        int out[2] = {-EBADF, -EBADF};
+        int r = call_fds(c, req, (size_t) n, NULL, 0, PRIV_NET_CONNECTED, &rep, out, e);
         if (r < 0)
                 return r;
-        if (fd < 0)
+        if (out[0] < 0)
                 return err_set(e, -EPROTO, "warren-priv: NET_CONNECTED without its socket");
-        *ret_fd = fd;
+        *ret_fd = out[0];
         return (int) rep.net_connected.connected;
+}
+
+/* ---- phase 2: the sandbox lifecycle ---- */
+
+/* The blob in a sealed memfd (warren-priv reads it knowing nobody can
+ * change it under it). */
+static int blob_memfd(const uint8_t *blob, size_t len, struct wr_err *e) {
+        int fd = memfd_create("warren-sandbox-config", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0)
+                return err_set(e, -errno, "warren-priv config: memfd: %m");
+        size_t off = 0;
+        while (off < len) {
+                ssize_t n = write(fd, blob + off, len - off);
+                if (n <= 0) {
+                        int r = n < 0 ? -errno : -EIO;
+                        close(fd);
+                        return err_set(e, r, "warren-priv config: write memfd: %s", strerror(-r));
+                }
+                off += (size_t) n;
+        }
+        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+                int r = -errno;
+                close(fd);
+                return err_set(e, r, "warren-priv config: seal memfd: %s", strerror(-r));
+        }
+        return fd;
+}
+
+static void created_out(const struct priv_reply *rep, const int fds[2], struct priv_sandbox *ret) {
+        ret->pid = (pid_t) rep->created.pid;
+        ret->start_time = rep->created.start_time;
+        ret->pidfd = fds[0];
+        ret->ctl_fd = fds[1];
+}
+
+/* The datagram of a config request (type) for cfg into req (*ret_n
+ * bytes) and its fds: the sealed memfd, then the bind sources (the
+ * caller closes all 1 + *ret_n_bind). */
+static int config_prep(struct priv_client *c, uint32_t type, const struct rt_sandbox_config *cfg,
+                       uint8_t req[PRIV_MSG_MAX], size_t *ret_n, int fds[1 + PRIV_BIND_MAX],
+                       size_t *ret_n_bind, struct wr_err *e) {
+        struct priv_sandbox_cfg pc;
+        uint8_t *blob = NULL;
+        size_t blob_len = 0;
+        int r = priv_cfg_encode(cfg, c->state_dir, &pc, &blob, &blob_len, e);
+        if (r < 0)
+                return r;
+        int n = priv_sandbox_cfg_encode(0, type, &pc, req, PRIV_MSG_MAX, e);
+        if (n < 0) {
+                free(blob);
+                return n;
+        }
+        fds[0] = blob_memfd(blob, blob_len, e);
+        free(blob);
+        if (fds[0] < 0)
+                return fds[0];
+        if ((r = priv_cfg_bind_open(cfg, fds + 1, ret_n_bind, e)) < 0) {
+                close(fds[0]);
+                return r;
+        }
+        *ret_n = (size_t) n;
+        return 0;
+}
+
+/* A config request (type) for cfg; *ret filled for a SANDBOX_CREATED. */
+static int config_call(struct priv_client *c, uint32_t type, const struct rt_sandbox_config *cfg,
+                       struct priv_sandbox *ret, struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int fds[1 + PRIV_BIND_MAX];
+        size_t n = 0, n_bind = 0;
+        int r = config_prep(c, type, cfg, req, &n, fds, &n_bind, e);
+        if (r < 0)
+                return r;
+        static _Thread_local struct priv_reply rep;
+        int out[2] = {-1, -1};
+        r = call_fds(c, req, n, fds, 1 + n_bind,
+                     type == PRIV_SANDBOX_START ? PRIV_RESULT : PRIV_SANDBOX_CREATED, &rep, out, e);
+        priv_close_fds(fds, 1 + n_bind);
+        if (r < 0)
+                return r;
+        if (rep.hdr.type == PRIV_RESULT)
+                return rep.result.err ? result(&rep, e) : 0;
+        if (ret)
+                created_out(&rep, out, ret);
+        else
+                priv_close_fds(out, 2);
+        return 0;
+}
+
+int priv_sandbox_create(struct priv_client *c, const struct rt_sandbox_config *cfg, bool prestart,
+                        struct priv_sandbox *ret, struct wr_err *e) {
+        return config_call(c, prestart ? PRIV_SANDBOX_PRESTART : PRIV_SANDBOX_CREATE, cfg, ret, e);
+}
+
+int priv_sandbox_start(struct priv_client *c, const struct rt_sandbox_config *cfg,
+                       struct wr_err *e) {
+        return config_call(c, PRIV_SANDBOX_START, cfg, NULL, e);
+}
+
+struct priv_start {
+        struct pending p;
+};
+
+int priv_sandbox_start_begin(struct priv_client *c, const struct rt_sandbox_config *cfg,
+                             struct priv_start **ret, struct wr_err *e) {
+        struct priv_start *st = calloc(1, sizeof(*st));
+        if (!st)
+                return err_set(e, -ENOMEM, "out of memory");
+        uint8_t req[PRIV_MSG_MAX];
+        int fds[1 + PRIV_BIND_MAX];
+        size_t n = 0, n_bind = 0;
+        int r = config_prep(c, PRIV_SANDBOX_START, cfg, req, &n, fds, &n_bind, e);
+        if (r >= 0) {
+                r = call_send(c, req, n, fds, 1 + n_bind, PRIV_RESULT, &st->p, e);
+                priv_close_fds(fds, 1 + n_bind);
+        }
+        if (r < 0) {
+                free(st);
+                return r;
+        }
+        *ret = st;
+        return 0;
+}
+
+int priv_sandbox_start_end(struct priv_client *c, struct priv_start *st, struct wr_err *e) {
+        static _Thread_local struct priv_reply rep;
+        int r = call_wait(c, &st->p, &rep, NULL, e);
+        free(st);
+        if (r < 0)
+                return r;
+        return rep.result.err ? result(&rep, e) : 0;
+}
+
+int priv_sandbox_destroy(struct priv_client *c, const struct priv_target *t, const char *peer,
+                         struct wr_err *e) {
+        struct priv_destroy d;
+        memset(&d, 0, sizeof(d));
+        d.t = *t;
+        if (peer)
+                snprintf(d.peer, sizeof(d.peer), "%s", peer);
+        d.keep_link = peer ? 0 : 1;
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_destroy_encode(0, &d, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        int r = call_result(c, req, (size_t) n, e);
+        return r < 0 ? r : 0;
+}
+
+int priv_sandbox_attach(struct priv_client *c, const struct priv_target *t, bool ctl,
+                        struct priv_sandbox *ret, struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_target_encode(0, ctl ? PRIV_CTL_CONNECT : PRIV_SANDBOX_ATTACH, t, req,
+                                   sizeof(req), e);
+        if (n < 0)
+                return n;
+        static _Thread_local struct priv_reply rep;
+        int out[2] = {-1, -1};
+        int r = call_fds(c, req, (size_t) n, NULL, 0, PRIV_SANDBOX_CREATED, &rep, out, e);
+        if (r < 0)
+                return r;
+        if (rep.hdr.type == PRIV_RESULT)
+                return result(&rep, e);
+        created_out(&rep, out, ret);
+        return 0;
 }

@@ -35,6 +35,12 @@ struct priv_client;
 int priv_client_new(const char *path, const char *state_dir, struct priv_client **ret,
                     struct wr_err *e);
 
+/* Phase 2 (docs/privsep.md): the same, and every warren-priv it starts
+ * gets --init init_path (the warren-init it runs as each sandbox's init;
+ * NULL: none, the lifecycle requests are then refused). */
+int priv_client_new_init(const char *path, const char *state_dir, const char *init_path,
+                         struct priv_client **ret, struct wr_err *e);
+
 /* Stop the supervisor, close the socket (warren-priv exits), reap it
  * (SIGKILL after 2 s) and free c. NULL ok. */
 void priv_client_free(struct priv_client *c);
@@ -57,6 +63,56 @@ int priv_sandbox_signal(struct priv_client *c, const struct priv_target *t, int 
 int priv_sandbox_freeze(struct priv_client *c, const struct priv_target *t, bool on,
                         struct wr_err *e);
 
+/* ---- phase 2: the sandbox lifecycle (docs/privsep.md) ---- */
+
+/* What warren-priv answers for a sandbox it holds: init's pid and start
+ * time, init's pidfd and a connected ctl socket (both the caller's). */
+struct priv_sandbox {
+        pid_t pid;
+        uint64_t start_time;
+        int pidfd;
+        int ctl_fd;
+};
+
+/* SANDBOX_CREATE (prestart false) or SANDBOX_PRESTART of cfg (struct
+ * rt_sandbox_config; dir below the state dir, layers below its layers/,
+ * binds opened here and passed as fds, the rest in a sealed memfd): as
+ * rt_sandbox_create / rt_sandbox_prestart, warren-priv keeping the
+ * handle. 0 with *ret, or -errno with e (nothing is left of it). */
+struct rt_sandbox_config;
+int priv_sandbox_create(struct priv_client *c, const struct rt_sandbox_config *cfg, bool prestart,
+                        struct priv_sandbox *ret, struct wr_err *e);
+
+/* SANDBOX_START of the prestarted sandbox cfg->id: as rt_sandbox_start
+ * (-ESTALE: warren-priv has no such prestart any more, or it broke). */
+int priv_sandbox_start(struct priv_client *c, const struct rt_sandbox_config *cfg,
+                       struct wr_err *e);
+
+/* priv_sandbox_start in two halves: _begin sends it (0, *ret the
+ * request in flight), _end waits for its answer and frees *ret (the
+ * caller must call it once after a successful _begin). The caller works
+ * meanwhile (records the sandbox while its root is mounted). */
+struct priv_start;
+int priv_sandbox_start_begin(struct priv_client *c, const struct rt_sandbox_config *cfg,
+                             struct priv_start **ret, struct wr_err *e);
+int priv_sandbox_start_end(struct priv_client *c, struct priv_start *st, struct wr_err *e);
+
+/* SANDBOX_DESTROY: kill, reap and remove sandbox t->id (t->pid 0: not
+ * known); peer: its veth's host end to delete with it (NULL: leave it). */
+int priv_sandbox_destroy(struct priv_client *c, const struct priv_target *t, const char *peer,
+                         struct wr_err *e);
+
+/* SANDBOX_ATTACH (ctl false) or CTL_CONNECT (ctl true) of the running
+ * sandbox t: *ret as for a create. */
+int priv_sandbox_attach(struct priv_client *c, const struct priv_target *t, bool ctl,
+                        struct priv_sandbox *ret, struct wr_err *e);
+
+/* fn(userdata) from the supervisor thread each time a warren-priv was
+ * started again after one died (not at the first start), once it
+ * answered its HELLO: the owner then names its running sandboxes to it
+ * (SANDBOX_ATTACH). fn must not block nor make requests (post work to a
+ * thread of its own). fn NULL: none. */
+void priv_client_on_restart(struct priv_client *c, void (*fn)(void *userdata), void *userdata);
 /* Phase 3, the network (priv-proto.h NFT_*, NET_CONNECT): as the nft.h
  * functions of the same names (nftab_*) with warren-priv doing them:
  * 0 or -errno with e; priv_nft_tables returns how many names (warren's

@@ -2,9 +2,11 @@
 /* warren-priv: the privileged half of warrend (docs/privsep.md). Started as
  * root by warrend with --privsep:
  *
- *   warren-priv --sock-fd N --state-dir DIR
+ *   warren-priv --sock-fd N --state-dir DIR [--init PATH]
  *               [--log-level debug|info|warn|error] [--log-format text|json]
  *
+ * --init: the warren-init it runs as each sandbox's init (phase 2,
+ * lifecycle.c; without it the lifecycle requests are refused).
  * --sock-fd: its end of a SOCK_SEQPACKET socketpair whose other end is
  * warrend's (priv-proto.h); --state-dir: warrend's state dir, the only
  * tree a request's path may name (opened once, every path resolved
@@ -16,8 +18,10 @@
  * capabilities its message set needs (keep_caps), with no_new_privs and
  * not dumpable. Exit status: 0 when
  * the socket closes (warrend is gone), 2 on a usage error. Sandboxes do
- * not depend on it: it holds no sandbox, and its death loses nothing
- * (warrend starts another). */
+ * not depend on it: it is their inits' parent (phase 2), but its death
+ * ends none (they are reparented to the host's init; warrend starts
+ * another warren-priv and names them to it with SANDBOX_ATTACH); only the
+ * warm pool's parked children end with it. */
 
 #include <dirent.h>
 #include <errno.h>
@@ -41,6 +45,7 @@
 #include "basic/log.h"
 #include "basic/rmrf.h"
 #include "priv/nft.h"
+#include "priv/priv-internal.h"
 #include "priv/priv-proto.h"
 #include "runtime/runtime.h"
 
@@ -55,10 +60,28 @@ static const cap_value_t keep_caps[] = {
         CAP_FOWNER,
         CAP_KILL,
         CAP_NET_ADMIN,
-        /* phase 3: NET_CONNECT joins a sandbox's network namespace
-         * (setns(CLONE_NEWNET) wants CAP_SYS_ADMIN over it and over our own
-         * user namespace); the nft requests need only NET_ADMIN */
+        /* phase 2, the lifecycle: clone into new namespaces, mounts and
+         * the mount table (SYS_ADMIN), uid/gid maps and the sandbox's ids
+         * (SETUID, SETGID), pivot_root
+         * (SYS_CHROOT), ownership of what the runtime makes (CHOWN,
+         * FSETID), device nodes of /dev (MKNOD), the user namespace's
+         * /proc/<pid>/ns/user of a non-dumpable helper (SYS_PTRACE: the
+         * runtime's creates run non-dumpable), and what the sandbox
+         * itself keeps (runtime/policy.c: SETPCAP, NET_BIND_SERVICE;
+         * a capability must be in the bounding set to be kept). Phase 3:
+         * NET_CONNECT joins a sandbox's network namespace (setns wants
+         * SYS_ADMIN over it and over our own user namespace); the nft
+         * requests need only NET_ADMIN. */
         CAP_SYS_ADMIN,
+        CAP_SETUID,
+        CAP_SETGID,
+        CAP_SYS_CHROOT,
+        CAP_CHOWN,
+        CAP_FSETID,
+        CAP_MKNOD,
+        CAP_SETPCAP,
+        CAP_NET_BIND_SERVICE,
+        CAP_SYS_PTRACE,
 };
 
 /* Keep only keep_caps (effective, permitted; the bounding set too, so no
@@ -97,6 +120,10 @@ static struct {
 
 /* Open dir (a path checked by priv_path_check) below the state dir as an
  * O_DIRECTORY fd: no symlink, no magic link, nothing above the state dir. */
+static int open_beneath(const char *dir, int flags);
+int priv_open_beneath(const char *path, int flags) {
+        return open_beneath(path, flags);
+}
 static int open_beneath(const char *dir, int flags) {
         struct open_how how = {
                 .flags = (uint64_t) (flags | O_DIRECTORY | O_CLOEXEC),
@@ -201,8 +228,14 @@ static void handle_drop(struct handle *h) {
  * warrend re-attaches after a restart (pid, start time and cgroup
  * membership checked) and cached. *slot: its entry (to give back with
  * target_put), -1 for a handle of this request only. */
+#define SLOT_OWNED (-2) /* phase 2: a handle warren-priv owns (priv_owned_get) */
+
 static int target_get(const struct priv_target *t, struct rt_sandbox **ret, int *slot,
                       struct priv_result *res) {
+        if ((*ret = priv_owned_get(t))) {
+                *slot = SLOT_OWNED;
+                return 0;
+        }
         pthread_mutex_lock(&mu);
         for (int i = 0; i < HANDLES_MAX; i++) {
                 struct handle *h = &handles[i];
@@ -260,6 +293,10 @@ static int target_get(const struct priv_target *t, struct rt_sandbox **ret, int 
 }
 
 static void target_put(struct rt_sandbox *sb, int slot) {
+        if (slot == SLOT_OWNED) {
+                priv_owned_put(sb);
+                return;
+        }
         if (slot < 0) {
                 rt_sandbox_free(sb);
                 return;
@@ -285,7 +322,13 @@ static void do_signal(const struct priv_signal *sg, struct priv_result *res) {
         int slot;
         if (target_get(&sg->t, &sb, &slot, res) < 0)
                 return;
-        int r = rt_sandbox_kill(sb, sg->signo);
+        /* phase 2: a sandbox it is init's parent of is killed as
+         * rt_sandbox_destroy begins (init, whose pid namespace ends with
+         * it, thawed if paused, and reaped: no cgroup freeze on v1); what
+         * runs beside it in its cgroup goes with its SANDBOX_DESTROY */
+        struct wr_err ke = {0};
+        int r = slot == SLOT_OWNED && sg->signo == SIGKILL ? rt_sandbox_kill_wait(sb, &ke)
+                                                           : rt_sandbox_kill(sb, sg->signo);
         if (r < 0) {
                 res->err = -r;
                 snprintf(res->msg, sizeof(res->msg), "signal %d to sandbox %s: %s", sg->signo,
@@ -525,12 +568,46 @@ static bool net_reply_locked(uint64_t id, uint32_t type, const struct priv_resul
         return false;
 }
 
-/* Carry out req and answer it; frees nothing. */
-static void work_run(const struct priv_req *req) {
+/* A request and the fds it came with (phase 2: the config's memfd and
+ * bind sources; none for the others). */
+struct work_item {
+        struct priv_req req;
+        int fds[PRIV_FDS_MAX];
+        size_t n_fds;
+};
+
+/* Phase 2 (types 6..11): the sandbox id a request works on, so that two
+ * for one sandbox never run at once; NULL for the other types. */
+static const char *lifecycle_id(const struct priv_req *req) {
+        switch (req->hdr.type) {
+        case PRIV_SANDBOX_CREATE:
+        case PRIV_SANDBOX_PRESTART:
+        case PRIV_SANDBOX_START:
+                return req->cfg.id;
+        case PRIV_SANDBOX_DESTROY:
+                return req->destroy.t.id;
+        case PRIV_SANDBOX_ATTACH:
+        case PRIV_CTL_CONNECT:
+                return req->target.id;
+        }
+        return NULL;
+}
+
+/* Carry out req and answer it; frees nothing (closes the item's fds). */
+static void work_run(struct work_item *item) {
+        const struct priv_req *req = &item->req;
         static _Thread_local struct priv_result res;
+        static _Thread_local struct priv_created created;
         memset(&res, 0, sizeof(res));
+        memset(&created, 0, sizeof(created));
+        int out_fds[2] = {-1, -1};
+        int kind = 0; /* 1: answer SANDBOX_CREATED with out_fds */
         uint32_t t = req->hdr.type;
-        if (t == PRIV_SANDBOX_CLEANUP)
+        const char *lid = lifecycle_id(req);
+        if (lid) {
+                kind = priv_lifecycle_run(req, item->fds, item->n_fds, &res, &created, out_fds);
+                item->n_fds = 0;
+        } else if (t == PRIV_SANDBOX_CLEANUP)
                 do_cleanup(&req->cleanup, &res);
         else if (t == PRIV_LINK_DELETE)
                 do_link_delete(&req->link, &res);
@@ -540,6 +617,7 @@ static void work_run(const struct priv_req *req) {
                 do_freeze(&req->freeze, &res);
         struct net_out no = {.fd = -EBADF};
         net_run(req, &res, &no);
+        priv_close_fds(item->fds, item->n_fds);
         log_debug("warren-priv: %s: %s", priv_type_name(t), res.err ? res.msg : "done");
         uint8_t out[PRIV_MSG_MAX];
         pthread_mutex_lock(&mu);
@@ -548,12 +626,21 @@ static void work_run(const struct priv_req *req) {
         res.served = srv.served[t];
         res.served_total = srv.served_total;
         res.refused = srv.refused;
-        if (!net_reply_locked(req->hdr.id, t, &res, &no))
+        if (kind == 1) {
+                created.served = res.served;
+                created.served_total = res.served_total;
+                created.refused = res.refused;
+                int n = priv_created_encode(req->hdr.id, &created, out, sizeof(out));
+                if (n > 0)
+                        (void) priv_send(srv.sock, out, (size_t) n, out_fds, 2, 0);
+                priv_close_fds(out_fds, 2);
+        } else if (!net_reply_locked(req->hdr.id, t, &res, &no)) {
                 (void) reply_locked(out, priv_result_encode(req->hdr.id, &res, out, sizeof(out)));
+        }
         net_out_done(&no);
-        if (t == PRIV_SANDBOX_CLEANUP)
+        if (t == PRIV_SANDBOX_CLEANUP || lid)
                 for (size_t i = 0; i < WORKERS_MAX; i++)
-                        if (!strcmp(inflight[i], req->cleanup.id)) {
+                        if (!strcmp(inflight[i], lid ? lid : req->cleanup.id)) {
                                 inflight[i][0] = 0;
                                 break;
                         }
@@ -572,13 +659,21 @@ static void *work(void *arg) {
  * to a worker. <0 when the socket is broken. */
 static int serve_one(const void *in, size_t len, int *fds, size_t n_fds) {
         static struct priv_req req;
+        static struct work_item item; /* phase 2: the fds a lifecycle request keeps */
         static struct priv_result res;
         uint8_t out[PRIV_MSG_MAX];
         struct wr_err e = {0};
         memset(&res, 0, sizeof(res));
         int r = priv_req_decode(in, len, n_fds, &req, &e);
-        /* no message of this version keeps an fd past its decoding */
-        priv_close_fds(fds, n_fds);
+        /* only a lifecycle request (phase 2) keeps its fds past the
+         * decoding: for its worker */
+        item.n_fds = 0;
+        if (r < 0 || !lifecycle_id(&req)) {
+                priv_close_fds(fds, n_fds);
+        } else {
+                memcpy(item.fds, fds, n_fds * sizeof(int));
+                item.n_fds = n_fds;
+        }
         pthread_mutex_lock(&mu);
         if (r < 0) {
                 srv.refused++;
@@ -605,29 +700,33 @@ static int serve_one(const void *in, size_t len, int *fds, size_t n_fds) {
                 pthread_mutex_unlock(&mu);
                 return r;
         }
-        while (busy >= WORKERS_MAX || (t == PRIV_SANDBOX_CLEANUP && id_inflight(req.cleanup.id)))
+        const char *lid = lifecycle_id(&req);
+        while (busy >= WORKERS_MAX || (t == PRIV_SANDBOX_CLEANUP && id_inflight(req.cleanup.id)) ||
+               (lid && id_inflight(lid)))
                 pthread_cond_wait(&cv, &mu);
-        if (t == PRIV_SANDBOX_CLEANUP)
+        if (t == PRIV_SANDBOX_CLEANUP || lid)
                 for (size_t i = 0; i < WORKERS_MAX; i++)
                         if (!inflight[i][0]) {
-                                memcpy(inflight[i], req.cleanup.id, PRIV_ID_MAX);
+                                memcpy(inflight[i], lid ? lid : req.cleanup.id, PRIV_ID_MAX);
                                 break;
                         }
         busy++;
         pthread_mutex_unlock(&mu);
-        struct priv_req *copy = malloc(sizeof(*copy));
+        struct work_item *copy = malloc(sizeof(*copy));
         pthread_attr_t attr;
         pthread_t th;
         bool started = false;
         if (copy && pthread_attr_init(&attr) == 0) {
-                *copy = req;
+                *copy = item;
+                copy->req = req;
                 (void) pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
                 started = pthread_create(&th, &attr, work, copy) == 0;
                 pthread_attr_destroy(&attr);
         }
         if (!started) {
                 /* no memory or thread: do it here */
-                work_run(copy ? copy : &req);
+                item.req = req;
+                work_run(copy ? copy : &item);
                 free(copy);
         }
         return 0;
@@ -653,8 +752,8 @@ static int close_others(void) {
 }
 
 static void usage(void) {
-        fprintf(stderr, "usage: warren-priv --sock-fd N --state-dir DIR [--log-level LEVEL] "
-                        "[--log-format text|json]\n");
+        fprintf(stderr, "usage: warren-priv --sock-fd N --state-dir DIR [--init PATH] "
+                        "[--log-level LEVEL] [--log-format text|json]\n");
         exit(2);
 }
 
@@ -664,9 +763,10 @@ int main(int argc, char **argv) {
                 {"state-dir", required_argument, NULL, 'd'},
                 {"log-level", required_argument, NULL, 'l'},
                 {"log-format", required_argument, NULL, 'f'},
+                {"init", required_argument, NULL, 'i'},
                 {0},
         };
-        const char *state_dir = NULL;
+        const char *state_dir = NULL, *init = NULL;
         int c;
         while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
                 switch (c) {
@@ -680,6 +780,9 @@ int main(int argc, char **argv) {
                 }
                 case 'd':
                         state_dir = optarg;
+                        break;
+                case 'i':
+                        init = optarg;
                         break;
                 case 'l': {
                         enum log_level lv;
@@ -721,6 +824,10 @@ int main(int argc, char **argv) {
         }
         signal(SIGPIPE, SIG_IGN);
         forward_on();
+        if (priv_lifecycle_init(state_dir, init) < 0) {
+                log_error("warren-priv: --init %s is not an absolute path", init);
+                return 2;
+        }
         int r = confine_caps();
         if (r < 0) {
                 log_error("warren-priv: dropping capabilities: %s", strerror(-r));

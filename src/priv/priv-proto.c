@@ -15,6 +15,7 @@ struct priv_msg_spec {
         uint32_t len;
         uint32_t n_fds;
         bool request;
+        uint32_t n_fds_max; /* > n_fds: up to this many (the decoder checks the exact count) */
 };
 
 static const struct priv_msg_spec table[] = {
@@ -23,6 +24,17 @@ static const struct priv_msg_spec table[] = {
         {PRIV_LINK_DELETE, "LINK_DELETE", sizeof(struct priv_link), 0, true},
         {PRIV_SANDBOX_SIGNAL, "SANDBOX_SIGNAL", sizeof(struct priv_signal), 0, true},
         {PRIV_SANDBOX_FREEZE, "SANDBOX_FREEZE", sizeof(struct priv_freeze), 0, true},
+        /* phase 2: the sandbox lifecycle */
+        {PRIV_SANDBOX_CREATE, "SANDBOX_CREATE", sizeof(struct priv_sandbox_cfg), 1, true,
+         1 + PRIV_BIND_MAX},
+        {PRIV_SANDBOX_PRESTART, "SANDBOX_PRESTART", sizeof(struct priv_sandbox_cfg), 1, true,
+         1 + PRIV_BIND_MAX},
+        {PRIV_SANDBOX_START, "SANDBOX_START", sizeof(struct priv_sandbox_cfg), 1, true,
+         1 + PRIV_BIND_MAX},
+        {PRIV_SANDBOX_DESTROY, "SANDBOX_DESTROY", sizeof(struct priv_destroy), 0, true},
+        {PRIV_SANDBOX_ATTACH, "SANDBOX_ATTACH", sizeof(struct priv_target), 0, true},
+        {PRIV_CTL_CONNECT, "CTL_CONNECT", sizeof(struct priv_target), 0, true},
+        {PRIV_SANDBOX_CREATED, "SANDBOX_CREATED", sizeof(struct priv_created), 2, false},
         {PRIV_RESULT, "RESULT", sizeof(struct priv_result), 0, false},
         {PRIV_HELLO_REPLY, "HELLO_REPLY", sizeof(struct priv_hello_reply), 0, false},
         /* phase 3, the network */
@@ -40,6 +52,10 @@ _Static_assert(sizeof(struct priv_hdr) + sizeof(struct priv_cleanup) <= PRIV_MSG
 _Static_assert(sizeof(struct priv_hdr) + sizeof(struct priv_result) <= PRIV_MSG_MAX,
                "a result fits a datagram");
 _Static_assert(PRIV_REQ_TYPES <= PRIV_SERVED_MAX, "HELLO_REPLY counts every request type");
+_Static_assert(sizeof(struct priv_sandbox_cfg) == 176 && sizeof(struct priv_destroy) == 112 &&
+                       sizeof(struct priv_created) == 40 && sizeof(struct priv_target) == 88,
+               "phase 2: no padding: every byte is checked");
+_Static_assert(1 + PRIV_BIND_MAX <= PRIV_FDS_MAX, "a config's fds fit one datagram");
 _Static_assert(sizeof(struct priv_signal) == 96 && sizeof(struct priv_freeze) == 96,
                "no padding: every byte is checked");
 _Static_assert(sizeof(struct priv_nft_apply) == PRIV_NFT_TABLE_MAX + 16 &&
@@ -163,6 +179,73 @@ static int target_check(const struct priv_target *t, const char *what, struct wr
         return 0;
 }
 
+/* ---- phase 2: the lifecycle's fixed structs ---- */
+
+/* A SANDBOX_CREATE/PRESTART/START config (its fixed part; the blob is
+ * priv-cfg.c's) that arrived with n_fds fds. */
+static int cfg_check(const struct priv_sandbox_cfg *c, const char *what, size_t n_fds,
+                     struct wr_err *e) {
+        long n = field_str(c->id, sizeof(c->id));
+        if (n < 0 || !id_ok(c->id, n))
+                return err_set(e, -EINVAL, "%s: bad sandbox id", what);
+        if (c->cgroup_mode > 2)
+                return err_set(e, -EINVAL, "%s: cgroup mode %u", what, c->cgroup_mode);
+        if (c->flags & ~PRIV_CFG_FLAGS)
+                return err_set(e, -EINVAL, "%s: unknown flags 0x%x", what, c->flags);
+        if (!all_zero(c->reserved, sizeof(c->reserved)))
+                return err_set(e, -EINVAL, "%s: reserved field set", what);
+        if (c->flags & PRIV_CFG_NET) {
+                long pl = field_str(c->net_peer, sizeof(c->net_peer));
+                if (pl < 0 || !link_ok(c->net_peer, pl))
+                        return err_set(e, -EINVAL, "%s: the veth is not a warren link name", what);
+                if (c->net_prefix < 1 || c->net_prefix > 31)
+                        return err_set(e, -EINVAL, "%s: net prefix %u (1..31)", what,
+                                       c->net_prefix);
+        } else if (!all_zero(c->net_peer, sizeof(c->net_peer)) || c->net_addr || c->net_gateway ||
+                   c->net_prefix) {
+                return err_set(e, -EINVAL, "%s: net fields without the NET flag", what);
+        }
+        if (c->uid_count ? c->uid_base == 0 || c->uid_base > UINT32_MAX - c->uid_count
+                         : c->uid_base != 0)
+                return err_set(e, -EINVAL, "%s: uid range %u+%u", what, c->uid_base, c->uid_count);
+        if (c->n_layers > PRIV_LAYERS_MAX || c->n_mounts > PRIV_BIND_MAX || c->n_bind > c->n_mounts)
+                return err_set(e, -EINVAL, "%s: %u layers, %u mounts, %u binds", what, c->n_layers,
+                               c->n_mounts, c->n_bind);
+        if (c->blob_len == 0 || c->blob_len > PRIV_CFG_BLOB_MAX)
+                return err_set(e, -EINVAL, "%s: blob of %u bytes (1..%u)", what, c->blob_len,
+                               PRIV_CFG_BLOB_MAX);
+        if (n_fds != 1 + (size_t) c->n_bind)
+                return err_set(e, -EPROTO, "%s: %zu fds (must be 1 + %u binds)", what, n_fds,
+                               c->n_bind);
+        return 0;
+}
+
+static int destroy_check(const struct priv_destroy *d, struct wr_err *e) {
+        const struct priv_target *t = &d->t;
+        if (t->pid == 0 && t->start_time == 0) {
+                /* not known: checked as a target without them */
+                struct priv_target c = *t;
+                c.pid = 2;
+                c.start_time = 1;
+                int r = target_check(&c, "SANDBOX_DESTROY", e);
+                if (r < 0)
+                        return r;
+        } else {
+                int r = target_check(t, "SANDBOX_DESTROY", e);
+                if (r < 0)
+                        return r;
+        }
+        long pl = field_str(d->peer, sizeof(d->peer));
+        if (pl < 0 || (pl > 0 && !link_ok(d->peer, pl)))
+                return err_set(e, -EINVAL, "SANDBOX_DESTROY: peer is not a warren link name");
+        if (d->keep_link > 1)
+                return err_set(e, -EINVAL, "SANDBOX_DESTROY: keep_link = %u (0 or 1)",
+                               d->keep_link);
+        if (d->reserved)
+                return err_set(e, -EINVAL, "SANDBOX_DESTROY: reserved field set");
+        return 0;
+}
+
 /* Header and table checks shared by both directions. */
 static int frame_check(const void *buf, size_t len, size_t n_fds, bool request,
                        struct priv_hdr *hdr, const struct priv_msg_spec **ret, struct wr_err *e) {
@@ -188,7 +271,7 @@ static int frame_check(const void *buf, size_t len, size_t n_fds, bool request,
         if (h.len != s->len)
                 return err_set(e, -EPROTO, "%s: payload of %u bytes (must be %u)", s->name, h.len,
                                s->len);
-        if (n_fds != s->n_fds)
+        if (n_fds < s->n_fds || n_fds > (s->n_fds_max > s->n_fds ? s->n_fds_max : s->n_fds))
                 return err_set(e, -EPROTO, "%s: %zu fds (must be %u)", s->name, n_fds, s->n_fds);
         *ret = s;
         return 0;
@@ -379,6 +462,18 @@ int priv_req_decode(const void *buf, size_t len, size_t n_fds, struct priv_req *
                         return err_set(e, -EINVAL, "SANDBOX_FREEZE: reserved field set");
                 return 0;
         }
+        case PRIV_SANDBOX_CREATE:
+        case PRIV_SANDBOX_PRESTART:
+        case PRIV_SANDBOX_START:
+                memcpy(&out->cfg, p, sizeof(out->cfg));
+                return cfg_check(&out->cfg, priv_type_name(out->hdr.type), n_fds, e);
+        case PRIV_SANDBOX_DESTROY:
+                memcpy(&out->destroy, p, sizeof(out->destroy));
+                return destroy_check(&out->destroy, e);
+        case PRIV_SANDBOX_ATTACH:
+        case PRIV_CTL_CONNECT:
+                memcpy(&out->target, p, sizeof(out->target));
+                return target_check(&out->target, priv_type_name(out->hdr.type), e);
         case PRIV_LINK_DELETE: {
                 struct priv_link *l = &out->link;
                 memcpy(l, p, sizeof(*l));
@@ -418,6 +513,14 @@ int priv_reply_decode(const void *buf, size_t len, size_t n_fds, struct priv_rep
                         return err_set(e, -EINVAL, "RESULT: errno %d", res->err);
                 if (field_str(res->msg, sizeof(res->msg)) < 0)
                         return err_set(e, -EINVAL, "RESULT: msg is not one NUL-padded string");
+                return 0;
+        }
+        if (out->hdr.type == PRIV_SANDBOX_CREATED) {
+                struct priv_created *c = &out->created;
+                memcpy(c, p, sizeof(*c));
+                if (c->pid <= 0 || c->reserved)
+                        return err_set(e, -EINVAL, "SANDBOX_CREATED: pid %d, reserved %u", c->pid,
+                                       c->reserved);
                 return 0;
         }
         struct priv_hello_reply *h = &out->hello;
@@ -622,6 +725,90 @@ int priv_net_connected_encode(uint64_t id, const struct priv_net_connected *c, v
         x.connected = c->connected ? 1 : 0;
         x.reserved = 0;
         return put(id, PRIV_NET_CONNECTED, &x, sizeof(x), buf, size);
+}
+
+/* ---- phase 2 encoders ---- */
+
+int priv_sandbox_cfg_encode(uint64_t id, uint32_t type, const struct priv_sandbox_cfg *c, void *buf,
+                            size_t size, struct wr_err *e) {
+        if (type != PRIV_SANDBOX_CREATE && type != PRIV_SANDBOX_PRESTART &&
+            type != PRIV_SANDBOX_START)
+                return err_set(e, -EINVAL, "not a config message: 0x%x", type);
+        struct priv_sandbox_cfg k = *c;
+        /* canonical: the strings NUL-padded */
+        size_t n = strnlen(c->id, sizeof(k.id) - 1);
+        memset(k.id, 0, sizeof(k.id));
+        memcpy(k.id, c->id, n);
+        n = strnlen(c->net_peer, sizeof(k.net_peer) - 1);
+        memset(k.net_peer, 0, sizeof(k.net_peer));
+        memcpy(k.net_peer, c->net_peer, n);
+        int r = cfg_check(&k, priv_type_name(type), 1 + (size_t) k.n_bind, e);
+        if (r < 0)
+                return r;
+        return put(id, type, &k, sizeof(k), buf, size);
+}
+
+int priv_destroy_encode(uint64_t id, const struct priv_destroy *d, void *buf, size_t size,
+                        struct wr_err *e) {
+        struct priv_destroy k;
+        memset(&k, 0, sizeof(k));
+        size_t n = strnlen(d->t.id, sizeof(k.t.id) - 1);
+        memcpy(k.t.id, d->t.id, n);
+        k.t.pid = d->t.pid;
+        k.t.cgroup_mode = d->t.cgroup_mode;
+        k.t.start_time = d->t.start_time;
+        n = strnlen(d->peer, sizeof(k.peer) - 1);
+        memcpy(k.peer, d->peer, n);
+        k.keep_link = d->keep_link;
+        int r = destroy_check(&k, e);
+        if (r < 0)
+                return r;
+        return put(id, PRIV_SANDBOX_DESTROY, &k, sizeof(k), buf, size);
+}
+
+int priv_target_encode(uint64_t id, uint32_t type, const struct priv_target *t, void *buf,
+                       size_t size, struct wr_err *e) {
+        if (type != PRIV_SANDBOX_ATTACH && type != PRIV_CTL_CONNECT)
+                return err_set(e, -EINVAL, "not a target message: 0x%x", type);
+        struct priv_target k;
+        int r = target_copy(t, &k, priv_type_name(type), e);
+        if (r < 0)
+                return r;
+        return put(id, type, &k, sizeof(k), buf, size);
+}
+
+int priv_created_encode(uint64_t id, const struct priv_created *c, void *buf, size_t size) {
+        struct priv_created k = *c;
+        k.reserved = 0;
+        return put(id, PRIV_SANDBOX_CREATED, &k, sizeof(k), buf, size);
+}
+
+int priv_send(int fd, const void *buf, size_t len, const int *fds, size_t n_fds, int flags) {
+        if (n_fds > PRIV_FDS_MAX)
+                return -EINVAL;
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int) * PRIV_FDS_MAX)];
+        } cbuf;
+        memset(&cbuf, 0, sizeof(cbuf));
+        struct iovec iov = {.iov_base = (void *) buf, .iov_len = len};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        if (n_fds) {
+                mh.msg_control = cbuf.buf;
+                mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+                struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+                cm->cmsg_level = SOL_SOCKET;
+                cm->cmsg_type = SCM_RIGHTS;
+                cm->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+                memcpy(CMSG_DATA(cm), fds, sizeof(int) * n_fds);
+        }
+        ssize_t n;
+        do
+                n = sendmsg(fd, &mh, flags | MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return -errno;
+        return n == (ssize_t) len ? 0 : -EMSGSIZE;
 }
 
 /* ---- the socket ---- */

@@ -62,15 +62,16 @@
 #include "basic/err.h"
 
 #define PRIV_MAGIC 0x57505231u /* "WPR1" */
-/* 2: the network messages (types 12..16), HELLO_REPLY.ip_forward */
+/* 2: the lifecycle (types 6..11) and network (12..16) messages,
+ * HELLO_REPLY.ip_forward */
 #define PRIV_VERSION 2u
 #define PRIV_MSG_MAX 4096u  /* datagram, header included */
 #define PRIV_PATH_MAX 1024u /* a path field, bytes including the NUL */
 #define PRIV_ID_MAX 72u     /* a sandbox id field: up to 64 chars + NUL, padded */
 #define PRIV_ERRMSG_MAX 256u
-#define PRIV_FDS_MAX 4u                 /* fds one datagram may carry at all */
-#define PRIV_SERVED_MAX 32u             /* counters in HELLO_REPLY: types 0..31 */
-#define PRIV_LINK_PREFIX "wr"           /* = SBX_NET_PEER_PREFIX */
+#define PRIV_FDS_MAX 65u      /* fds one datagram may carry at all (SANDBOX_CREATE: 1 + 64 binds) */
+#define PRIV_SERVED_MAX 32u   /* counters in HELLO_REPLY: types 0..31 */
+#define PRIV_LINK_PREFIX "wr" /* = SBX_NET_PEER_PREFIX */
 #define PRIV_ROOT_SANDBOXES "sandboxes" /* <state>/sandboxes/<id> */
 
 enum priv_type {
@@ -80,10 +81,19 @@ enum priv_type {
         PRIV_LINK_DELETE = 3,
         PRIV_SANDBOX_SIGNAL = 4,
         PRIV_SANDBOX_FREEZE = 5,
+        /* phase 2: the sandbox lifecycle (priv-cfg.h, docs/privsep.md) */
+        PRIV_SANDBOX_CREATE = 6,
+        PRIV_SANDBOX_PRESTART = 7,
+        PRIV_SANDBOX_START = 8,
+        PRIV_SANDBOX_DESTROY = 9,
+        PRIV_SANDBOX_ATTACH = 10,
+        PRIV_CTL_CONNECT = 11,
+        /* phase 3: the network (12..16: enum priv_net_type below) */
         PRIV_REQ_TYPES = 20, /* request types are below this (not all used: see the table) */
         /* replies */
         PRIV_RESULT = 0x81,
         PRIV_HELLO_REPLY = 0x82,
+        PRIV_SANDBOX_CREATED = 0x86, /* phase 2: + 2 fds (init's pidfd, a ctl socket) */
 };
 
 struct priv_hdr {
@@ -151,6 +161,78 @@ struct priv_hello_reply {
          * PRIV_FORWARD_* */
         uint32_t ip_forward;
         uint32_t reserved;
+};
+
+/* ---- phase 2: the sandbox lifecycle (types 6..11) ----
+ *
+ * SANDBOX_CREATE, SANDBOX_PRESTART, SANDBOX_START: struct priv_sandbox_cfg
+ * and 1 + cfg.n_bind fds: [0] a sealed memfd (F_SEAL_WRITE | SHRINK |
+ * GROW | SEAL, exactly cfg.blob_len bytes) holding the variable part of
+ * the config (priv-cfg.h: hostname, resolv.conf, the layers as
+ * "layers/..." paths, the mount table with its FILE/COPY data), then one
+ * fd per BIND entry of the table, in its order (the sources warrend
+ * opened: warren-priv never opens a bind source by path). The variable
+ * part always travels in the memfd, never in the datagram: one encoding
+ * whatever its size (the layers of a large image alone outgrow a
+ * datagram; the FILE/COPY data may be 512 KiB).
+ *   CREATE   -> SANDBOX_CREATED (rt_sandbox_create; warren-priv keeps the
+ *               handle, keyed by id, and is init's parent)
+ *   PRESTART -> SANDBOX_CREATED (rt_sandbox_prestart: pid and start time
+ *               of the parked child, which becomes init)
+ *   START    -> RESULT (rt_sandbox_start_send + _wait on the prestarted
+ *               handle of cfg.id; ESTALE: it is gone, create afresh)
+ * SANDBOX_DESTROY  struct priv_destroy -> RESULT: rt_sandbox_destroy of
+ *               the handle of id (kill, reap, veth, cgroups, dir); with
+ *               none (a restarted warren-priv) the target is attached
+ *               first when t.pid is set, and without it the host side is
+ *               cleaned up by id (as SANDBOX_CLEANUP, + the link). Idempotent.
+ * SANDBOX_ATTACH   struct priv_target -> SANDBOX_CREATED: warren-priv
+ *               re-attaches the sandbox (rt_sandbox_attach: pid, start time,
+ *               cgroup checked) and keeps the handle (a warrend or
+ *               warren-priv restart).
+ * CTL_CONNECT      struct priv_target -> SANDBOX_CREATED: another
+ *               connection to the sandbox's init (attached first if
+ *               warren-priv holds no handle for it).
+ * Every one of them answers a failure as RESULT {err}. */
+#define PRIV_ROOT_LAYERS "layers"    /* <state>/layers/sha256/<hex> */
+#define PRIV_BIND_MAX 64u            /* = RT_MOUNTS_MAX */
+#define PRIV_LAYERS_MAX 500u         /* = RT_PARK_MAX_LAYERS */
+#define PRIV_CFG_BLOB_MAX (1u << 20) /* the memfd of a config */
+
+/* priv_sandbox_cfg.flags */
+#define PRIV_CFG_UNLIMITED (1u << 0)     /* rt_sandbox_config.unlimited */
+#define PRIV_CFG_NET (1u << 1)           /* net_* hold the veth (cfg->net) */
+#define PRIV_CFG_DISK_TEMPLATE (1u << 2) /* use <state>/disk-templates */
+#define PRIV_CFG_RESOLV (1u << 3)        /* the blob holds a resolv.conf */
+#define PRIV_CFG_FLAGS                                                                             \
+        (PRIV_CFG_UNLIMITED | PRIV_CFG_NET | PRIV_CFG_DISK_TEMPLATE | PRIV_CFG_RESOLV)
+
+struct priv_sandbox_cfg {
+        char id[PRIV_ID_MAX]; /* the sandbox dir is sandboxes/<id> */
+        uint64_t memory_bytes, tmp_bytes, disk_bytes;
+        uint32_t cpu_millicores, pids_max, nofile;
+        uint32_t cgroup_mode; /* 0..2 */
+        uint32_t flags;       /* PRIV_CFG_* */
+        uint32_t uid_base, uid_count;
+        char net_peer[16];                          /* PRIV_CFG_NET: a warren link name */
+        uint32_t net_addr, net_gateway, net_prefix; /* network byte order; prefix 1..31 */
+        uint32_t n_layers, n_mounts, n_bind;
+        uint32_t blob_len; /* 1..PRIV_CFG_BLOB_MAX */
+        uint32_t reserved[2];
+};
+
+struct priv_destroy {
+        struct priv_target t; /* t.pid 0: not known (then start_time 0 too) */
+        char peer[16];        /* "" or the veth's host end to delete with it */
+        uint32_t keep_link;   /* 1: leave the veth (warrend deletes it later) */
+        uint32_t reserved;
+};
+
+struct priv_created {
+        int32_t pid; /* init's host pid (a prestart: the parked child's) */
+        uint32_t reserved;
+        uint64_t start_time;
+        uint64_t served, served_total, refused; /* as in RESULT */
 };
 
 /* ---- phase 3: the network (request types 12..19, replies 0x8c..0x93) ----
@@ -259,8 +341,9 @@ int priv_nft_names_encode(uint64_t id, const struct priv_nft_names *names, void 
 int priv_net_connected_encode(uint64_t id, const struct priv_net_connected *c, void *buf,
                               size_t size);
 
-/* How many fds a message of type carries (the table's count; 0 for an
- * unknown type). */
+/* How many fds a message of type carries (the table's count; for the
+ * config messages the least, 1: they carry 1 + n_bind; 0 for an unknown
+ * type). */
 unsigned priv_type_fds(uint32_t type);
 
 /* One decoded request. */
@@ -276,6 +359,9 @@ struct priv_req {
                 struct priv_nft_class nft_class;
                 struct priv_nft_table nft_table;
                 struct priv_net_connect net_connect;
+                struct priv_sandbox_cfg cfg; /* CREATE, PRESTART, START */
+                struct priv_destroy destroy; /* DESTROY */
+                struct priv_target target;   /* ATTACH, CTL_CONNECT */
         };
 };
 
@@ -288,6 +374,7 @@ struct priv_reply {
                 /* phase 3, the network */
                 struct priv_nft_names nft_names;
                 struct priv_net_connected net_connected;
+                struct priv_created created;
         };
 };
 
@@ -328,6 +415,19 @@ int priv_freeze_encode(uint64_t id, const struct priv_target *t, bool on, void *
 int priv_result_encode(uint64_t id, const struct priv_result *res, void *buf, size_t size);
 int priv_hello_reply_encode(uint64_t id, const struct priv_hello_reply *rep, void *buf,
                             size_t size);
+
+/* Phase 2 encoders (the config's blob and fds: priv-cfg.h). */
+int priv_sandbox_cfg_encode(uint64_t id, uint32_t type, const struct priv_sandbox_cfg *c, void *buf,
+                            size_t size, struct wr_err *e);
+int priv_destroy_encode(uint64_t id, const struct priv_destroy *d, void *buf, size_t size,
+                        struct wr_err *e);
+int priv_target_encode(uint64_t id, uint32_t type, const struct priv_target *t, void *buf,
+                       size_t size, struct wr_err *e);
+int priv_created_encode(uint64_t id, const struct priv_created *c, void *buf, size_t size);
+
+/* Send one datagram buf[0..len) with fds[0..n_fds) (SCM_RIGHTS; not
+ * closed). 0 or a negative errno. */
+int priv_send(int fd, const void *buf, size_t len, const int *fds, size_t n_fds, int flags);
 
 /* Receive one datagram from fd into buf (size bytes) with at most
  * PRIV_FDS_MAX fds into fds[]; *n_fds = how many came; flags for

@@ -434,6 +434,28 @@ int rt_sandbox_cleanup(const char *id, const char *dir, enum rt_cgroup_mode mode
 int rt_sandbox_attach(const char *id, const char *dir, pid_t pid, uint64_t start_time,
                       enum rt_cgroup_mode mode, struct rt_sandbox **ret, struct wr_err *e);
 
+/* A handle of a sandbox another process holds (warren-priv under
+ * --privsep, docs/privsep.md): built from init's pidfd and a connected
+ * ctl socket (ctl_fd, may be -1; for rt_sandbox_ctl_take) that process
+ * handed over (both taken over, closed on failure too), its pid and start time
+ * (checked again here) and net (may be NULL: the veth's host end the
+ * handle owns, for rt_sandbox_net_peer/net_disown). It reads: pid, pidfd,
+ * start time, ctl path, usage, OOM kills, frozen, reap (exit through the
+ * pidfd, as for an attached handle); the cgroups are opened for reading.
+ * It refuses every privileged act (kill, kill_wait, freeze, start,
+ * destroy: -EPERM); rt_sandbox_release only drops it. Errors: -EINVAL,
+ * -ESRCH (pid gone or another process), -ENOENT (no cgroup), -ENOMEM. */
+int rt_sandbox_adopt(const char *id, const char *dir, pid_t pid, uint64_t start_time, int pidfd,
+                     int ctl_fd, const struct rt_net *net, enum rt_cgroup_mode mode,
+                     struct rt_sandbox **ret, struct wr_err *e);
+
+/* The ctl socket rt_sandbox_adopt was given (the caller's now; once), or
+ * -ENOENT. */
+int rt_sandbox_ctl_take(struct rt_sandbox *sb);
+
+/* True for a handle of rt_sandbox_adopt. */
+bool rt_sandbox_remote(const struct rt_sandbox *sb);
+
 /* Start time of init (clock ticks since boot, as rt_sandbox_attach checks
  * it), to be recorded at create. -ESRCH once reaped. */
 int rt_sandbox_start_time(const struct rt_sandbox *sb, uint64_t *ret);

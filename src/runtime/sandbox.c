@@ -40,6 +40,8 @@ struct rt_sandbox {
         int status;
         bool destroyed;
         bool attached;       /* rt_sandbox_attach: init is not our child */
+        bool remote;         /* rt_sandbox_adopt: warren-priv holds the sandbox */
+        int ctl_fd;          /* rt_sandbox_adopt: a ctl connection handed over, not taken yet */
         uint64_t start_time; /* of init (= the child: exec keeps it); 0 = not read yet */
         int park_fd;         /* rt_sandbox_prestart: config pipe to the parked child */
         int err_rfd;         /* rt_sandbox_prestart: its error pipe */
@@ -429,6 +431,8 @@ static int start_build(const struct rt_sandbox_config *cfg, const struct rt_net 
 }
 
 static void sandbox_free_fields(struct rt_sandbox *sb) {
+        if (sb->remote)
+                closep(&sb->ctl_fd);
         closep(&sb->disk_fd);
         closep(&sb->park_fd);
         closep(&sb->err_rfd);
@@ -811,6 +815,8 @@ int rt_sandbox_start(struct rt_sandbox *sb, const struct rt_sandbox_config *cfg,
 int rt_sandbox_start_send(struct rt_sandbox *sb, const struct rt_sandbox_config *cfg,
                           struct wr_err *e) {
         int r;
+        if (sb->remote)
+                return err_set(e, -EPERM, "sandbox %s is warren-priv's: start it there", sb->id);
         if (sb->park_fd < 0 || sb->err_rfd < 0)
                 return err_set(e, -EINVAL, "start sandbox: not a prestarted sandbox");
         if ((r = park_check(sb, e)) < 0)
@@ -916,6 +922,8 @@ int rt_sandbox_oom_kills(const struct rt_sandbox *sb, uint64_t *ret) {
 /* ---- signals and teardown ---- */
 
 int rt_sandbox_freeze(struct rt_sandbox *sb, bool on, struct wr_err *e) {
+        if (sb->remote)
+                return err_set(e, -EPERM, "sandbox %s is warren-priv's: freeze it there", sb->id);
         if (!sb->cg || sb->destroyed)
                 return err_set(e, -ESRCH, "sandbox %s is gone", sb->id);
         int r = rt_cgroup_freeze(sb->cg, on);
@@ -934,6 +942,8 @@ int rt_sandbox_frozen(const struct rt_sandbox *sb) {
 }
 
 int rt_sandbox_kill(struct rt_sandbox *sb, int sig) {
+        if (sb->remote)
+                return -EPERM;
         if (sig == SIGKILL) {
                 if (sb->cg)
                         (void) rt_cgroup_kill(sb->cg, SIGKILL);
@@ -988,6 +998,8 @@ void rt_sandbox_net_disown(struct rt_sandbox *sb) {
 int rt_sandbox_kill_wait(struct rt_sandbox *sb, struct wr_err *e) {
         if (sb->destroyed)
                 return 0;
+        if (sb->remote)
+                return err_set(e, -EPERM, "sandbox %s is warren-priv's: kill it there", sb->id);
         if (!sb->reaped && sb->pidfd >= 0 && sb->attached) {
                 (void) rt_sandbox_kill(sb, SIGKILL);
                 /* not our child: wait (bounded) until the pidfd says it died */
@@ -1021,6 +1033,8 @@ int rt_sandbox_destroy(struct rt_sandbox *sb, struct wr_err *e) {
         int r;
         if (sb->destroyed)
                 return 0;
+        if (sb->remote)
+                return err_set(e, -EPERM, "sandbox %s is warren-priv's: destroy it there", sb->id);
         if ((r = rt_sandbox_kill_wait(sb, e)) < 0)
                 return r;
         if (sb->has_net) {
@@ -1070,7 +1084,7 @@ const char *rt_sandbox_net_peer(const struct rt_sandbox *sb) {
 int rt_sandbox_release(struct rt_sandbox *sb, struct wr_err *e) {
         if (sb->destroyed)
                 return 0;
-        int r = rt_sandbox_kill_wait(sb, e);
+        int r = sb->remote ? 0 : rt_sandbox_kill_wait(sb, e);
         if (r < 0)
                 return r;
         /* the writable layer's superblock goes with this last reference
@@ -1223,4 +1237,59 @@ int rt_sandbox_attach(const char *id, const char *dir, pid_t pid, uint64_t start
         sb->start_time = st;
         *ret = TAKE_PTR(sb);
         return 0;
+}
+
+/* ---- a handle of a sandbox warren-priv holds (docs/privsep.md) ---- */
+
+int rt_sandbox_adopt(const char *id, const char *dir, pid_t pid, uint64_t start_time, int pidfd,
+                     int ctl_fd, const struct rt_net *net, enum rt_cgroup_mode mode,
+                     struct rt_sandbox **ret, struct wr_err *e) {
+        _cleanup_close_ int fd = pidfd, cfd = ctl_fd;
+        if (!id || !rt_id_valid(id) || !dir || pid <= 1 || pidfd < 0 || !start_time)
+                return err_set(e, -EINVAL, "adopt sandbox: invalid id, dir, pid or pidfd");
+        _cleanup_(rt_sandbox_freep) struct rt_sandbox *sb = calloc(1, sizeof(*sb));
+        if (!sb)
+                return err_set(e, -ENOMEM, "adopt sandbox: out of memory");
+        sb->pidfd = -EBADF;
+        sb->park_fd = sb->err_rfd = sb->disk_fd = -EBADF;
+        sb->attached = sb->remote = true;
+        sb->ctl_fd = -EBADF;
+        sb->id = strdup(id);
+        sb->dir = strdup(dir);
+        sb->ctl_path = join(dir, "ctl.sock");
+        if (!sb->id || !sb->dir || !sb->ctl_path)
+                return err_set(e, -ENOMEM, "adopt sandbox: out of memory");
+        /* the pidfd names the process for good; its start time says it is
+         * the one warren-priv named (a pid reused before pidfd_open there
+         * would have failed its own checks) */
+        uint64_t st = 0;
+        int r = rt_proc_start_time(pid, &st);
+        if (r < 0 || st != start_time)
+                return err_set(e, -ESRCH, "adopt sandbox %s: pid %d is gone or another process", id,
+                               (int) pid);
+        /* read-only use: usage, OOM kills, frozen (cgroup files are 0644) */
+        r = rt_cgroup_open(id, mode, &sb->cg, e);
+        if (r < 0)
+                return err_prefix(e, r, "adopt sandbox %s", id);
+        rt_cgroup_close_join_fds(sb->cg);
+        if (net) {
+                sb->net = *net;
+                sb->has_net = true;
+        }
+        sb->pid = pid;
+        sb->start_time = st;
+        sb->pidfd = TAKE_FD(fd);
+        sb->ctl_fd = TAKE_FD(cfd);
+        *ret = TAKE_PTR(sb);
+        return 0;
+}
+
+int rt_sandbox_ctl_take(struct rt_sandbox *sb) {
+        if (!sb->remote || sb->ctl_fd < 0)
+                return -ENOENT;
+        return TAKE_FD(sb->ctl_fd);
+}
+
+bool rt_sandbox_remote(const struct rt_sandbox *sb) {
+        return sb->remote;
 }

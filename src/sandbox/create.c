@@ -344,6 +344,7 @@ struct create_state {
         const struct img_info *img;
         struct sbx *sb;            /* ours until armed */
         struct rt_sandbox *pooled; /* a warm-pool entry not handed to sb yet */
+        struct priv_start *start;  /* --privsep: its SANDBOX_START in flight */
         bool was_pooled;
         unsigned made;
         uint64_t tp[T_N];
@@ -368,6 +369,8 @@ static void create_undo(struct create_state *st, struct store_sandbox *ret,
         }
         if (st->sb)
                 sbx_egress_detach(st->sb);
+        if (st->start) /* answered before it goes */
+                (void) sbx_rt_start_wait(st->m, st->sb ? st->sb->rt : NULL, &st->start, &de);
         if (st->sb && st->sb->rt)
                 sbx_rt_destroy(st->m, st->sb->rt, &de);
         if (st->sb)
@@ -642,7 +645,7 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         if (st->pooled) {
                 sb->rt = TAKE_PTR(st->pooled);
                 struct wr_err pe = {0};
-                r = rt_sandbox_start_send(sb->rt, &cfg, &pe);
+                r = sbx_rt_start_send(m, sb->rt, &cfg, &st->start, &pe);
                 if (r < 0) {
                         /* -ESTALE: the entry broke while parked; create
                          * afresh below (same id) */
@@ -677,18 +680,18 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
                  * with init's pid and start time (both known since the
                  * prestart: a restart in between finds either init or
                  * nothing, see recovery) and load the reply. */
-                if ((r = rt_ctl_connect(rt_sandbox_ctl_path(sb->rt), &sb->ctl_fd, e)) < 0)
+                if ((r = sbx_rt_ctl_connect(m, sb->rt, &sb->ctl_fd, e)) < 0)
                         return err_prefix(e, r, "connect to warren-init");
                 if ((r = record_started(sb, e)) < 0 ||
                     (r = store_sandbox_load(m->store, sb->id, ret, e)) < 0)
                         return r;
                 st->made |= MADE_LOADED;
-                if ((r = rt_sandbox_start_wait(sb->rt, e)) < 0)
+                if ((r = sbx_rt_start_wait(m, sb->rt, &st->start, e)) < 0)
                         return r;
         } else {
-                if ((r = rt_sandbox_create(&cfg, &sb->rt, e)) < 0)
+                if ((r = sbx_rt_create(m, &cfg, false, &sb->rt, e)) < 0)
                         return r;
-                if ((r = rt_ctl_connect(rt_sandbox_ctl_path(sb->rt), &sb->ctl_fd, e)) < 0)
+                if ((r = sbx_rt_ctl_connect(m, sb->rt, &sb->ctl_fd, e)) < 0)
                         return err_prefix(e, r, "connect to warren-init");
         }
         if (spec->n_ssh && (r = sbx_ssh_start(sb, spec->ssh, spec->n_ssh, e)) < 0)

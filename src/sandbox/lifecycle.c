@@ -254,7 +254,7 @@ static void timer_cb(uv_timer_t *t) {
  * (phase 2) follows without anyone waiting for it. */
 static void reap_work(uv_work_t *w) {
         struct sbx *sb = w->data;
-        sb->teardown_r = sb->rt ? rt_sandbox_kill_wait(sb->rt, &sb->teardown_err) : 0;
+        sb->teardown_r = sb->rt ? sbx_rt_kill_wait(sb->m, sb->rt, &sb->teardown_err) : 0;
 }
 
 /* Phase 2 (worker): the veth (its host end later: sbx_net_retire), the

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/file.h>
@@ -19,6 +20,7 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "priv/client.h"
+#include "runtime/ctl.h"
 #include "runtime/runtime.h"
 
 /* --- metrics --- */
@@ -51,35 +53,240 @@ int sbx_host_cleanup(struct sbx_manager *m, const char *id, const char *dir, str
         return rt_sandbox_cleanup(id, dir, m->cgroup_mode, e);
 }
 
+/* The sandbox behind rt as warren-priv names it. -ESRCH once init is
+ * reaped. */
+static int target_of(const struct sbx_manager *m, const struct rt_sandbox *rt,
+                     struct priv_target *t);
+
 int sbx_rt_destroy(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *e) {
         if (!m->priv)
                 return rt_sandbox_destroy(rt, e);
-        /* --privsep: kill and reap here (this process is init's parent),
-         * the host side by warren-priv: the cgroups and the dir, then the
-         * veth's host end when the handle still owns it */
-        char peer[16] = "";
-        const char *p = rt_sandbox_net_peer(rt);
-        if (p)
-                snprintf(peer, sizeof(peer), "%s", p);
-        int r = rt_sandbox_release(rt, e);
+        /* --privsep: warren-priv is init's parent: it kills, reaps and
+         * removes (the veth's host end too when the handle still owns it),
+         * then this handle is dropped */
+        struct priv_target t;
+        if (target_of(m, rt, &t) < 0) {
+                /* reaped: named by id alone */
+                t.pid = 0;
+                t.start_time = 0;
+        }
+        int r = priv_sandbox_destroy(m->priv, &t, rt_sandbox_net_peer(rt), e);
         if (r < 0)
                 return r;
-        /* both, whatever the first one says (the first error is returned:
-         * the dir is retried by the caller's cleanup, a veth by the next
-         * start's sweep) */
-        r = sbx_host_cleanup(m, rt_sandbox_id(rt), rt_sandbox_dir(rt), e);
-        struct wr_err le = {0};
-        int lr = peer[0] ? sbx_link_delete(m, peer, &le) : 0;
-        if (r >= 0 && lr < 0) {
-                if (e)
-                        *e = le;
-                r = lr;
-        }
-        return r < 0 ? r : 0;
+        return rt_sandbox_release(rt, e);
 }
 
-/* The sandbox behind rt as warren-priv names it. -ESRCH once init is
- * reaped. */
+/* A handle of what warren-priv answered (its fds taken over). */
+static int adopt(struct sbx_manager *m, const struct rt_sandbox_config *cfg, const char *id,
+                 const char *dir, struct priv_sandbox *ps, struct rt_sandbox **ret,
+                 struct wr_err *e) {
+        return rt_sandbox_adopt(id, dir, ps->pid, ps->start_time, ps->pidfd, ps->ctl_fd,
+                                cfg ? cfg->net : NULL, m->cgroup_mode, ret, e);
+}
+
+int sbx_rt_create(struct sbx_manager *m, const struct rt_sandbox_config *cfg, bool prestart,
+                  struct rt_sandbox **ret, struct wr_err *e) {
+        if (!m->priv)
+                return prestart ? rt_sandbox_prestart(cfg, ret, e) : rt_sandbox_create(cfg, ret, e);
+        struct rt_sandbox_config c = *cfg;
+        c.cgroup_mode = m->cgroup_mode;
+        struct priv_sandbox ps;
+        int r = priv_sandbox_create(m->priv, &c, prestart, &ps, e);
+        if (r >= 0)
+                r = adopt(m, cfg, cfg->id, cfg->dir, &ps, ret, e);
+        if (r < 0) {
+                /* nothing of it may stay: warren-priv undid its own
+                 * failure, but one that died on the way (or a sandbox this
+                 * process cannot follow) leaves a child, cgroups and a dir,
+                 * which the next warren-priv removes by id */
+                /* it runs, but this process cannot follow it: it goes */
+                struct priv_target t = {.pid = 0};
+                struct wr_err de = {0};
+                snprintf(t.id, sizeof(t.id), "%s", cfg->id);
+                t.cgroup_mode = (uint32_t) m->cgroup_mode;
+                if (priv_sandbox_destroy(m->priv, &t, cfg->net ? cfg->net->peer : NULL, &de) < 0)
+                        log_warn("sandbox %s: %s", cfg->id, de.msg);
+        }
+        return r;
+}
+
+/* ---- a new warren-priv learns the running sandboxes ---- */
+
+struct reattach {
+        uv_work_t work;
+        struct sbx_manager *m;
+        size_t n;
+        struct priv_target t[];
+};
+
+static void reattach_work(uv_work_t *w) {
+        struct reattach *j = w->data;
+        size_t ok = 0;
+        for (size_t i = 0; i < j->n; i++) {
+                struct priv_sandbox ps;
+                struct wr_err e = {0};
+                if (priv_sandbox_attach(j->m->priv, &j->t[i], false, &ps, &e) < 0) {
+                        log_warn("sandbox %s: re-attach by the new warren-priv: %s", j->t[i].id,
+                                 e.msg);
+                        continue;
+                }
+                /* this process keeps its own pidfd and ctl connection */
+                close(ps.pidfd);
+                close(ps.ctl_fd);
+                ok++;
+        }
+        log_info("warren-priv: %zu of %zu running sandboxes re-attached", ok, j->n);
+}
+
+static void reattach_done(uv_work_t *w, int status) {
+        struct reattach *j = w->data;
+        j->m->priv_jobs--;
+        free(j);
+}
+
+/* On the loop: the running sandboxes, named to the new warren-priv on a
+ * worker. */
+static void priv_restarted_cb(uv_async_t *a) {
+        struct sbx_manager *m = a->data;
+        size_t n = 0;
+        for (struct sbx *sb = m->list; sb; sb = sb->next)
+                n += sb->state != SBX_DEAD && sb->rt;
+        if (!n || m->freeing)
+                return;
+        struct reattach *j = calloc(1, sizeof(*j) + n * sizeof(j->t[0]));
+        if (!j)
+                return;
+        j->m = m;
+        j->work.data = j;
+        for (struct sbx *sb = m->list; sb; sb = sb->next)
+                if (sb->state != SBX_DEAD && sb->rt && target_of(m, sb->rt, &j->t[j->n]) >= 0)
+                        j->n++;
+        if (uv_queue_work(m->loop, &j->work, reattach_work, reattach_done) < 0) {
+                free(j);
+                return;
+        }
+        m->priv_jobs++;
+}
+
+/* The supervisor thread: wake the loop. */
+static void priv_restarted(void *userdata) {
+        struct sbx_manager *m = userdata;
+        uv_async_send(&m->priv_restarted);
+}
+
+static void priv_restarted_closed(uv_handle_t *h) {
+        struct sbx_manager *m = h->data;
+        m->priv_restarted_open = false;
+}
+
+/* The parent of pid (/proc/<pid>/stat field 4), or -errno. */
+static pid_t parent_of(pid_t pid) {
+        char path[64], buf[512];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+                return -EIO;
+        buf[n] = 0;
+        const char *p = strrchr(buf, ')');
+        int ppid = 0;
+        if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
+                return -EIO;
+        return (pid_t) ppid;
+}
+
+/* A warm-pool entry the running warren-priv cannot start: its parked
+ * child is gone, or belongs to a warren-priv that died (then it is no
+ * child of the running one: reparented, and about to exit). */
+static bool prestart_stale(struct sbx_manager *m, struct rt_sandbox *rt) {
+        struct pollfd p = {.fd = rt_sandbox_pidfd(rt), .events = POLLIN};
+        if (p.fd < 0 || RETRY_EINTR(poll(&p, 1, 0)) != 0)
+                return true;
+        struct priv_client_stats st;
+        priv_client_stats(m->priv, &st);
+        return parent_of(rt_sandbox_pid(rt)) != st.pid;
+}
+
+int sbx_rt_start_send(struct sbx_manager *m, struct rt_sandbox *rt,
+                      const struct rt_sandbox_config *cfg, struct priv_start **ticket,
+                      struct wr_err *e) {
+        *ticket = NULL;
+        if (!m->priv)
+                return rt_sandbox_start_send(rt, cfg, e);
+        if (prestart_stale(m, rt))
+                return err_set(e, -ESTALE,
+                               "start sandbox: the prestarted sandbox is gone (its warren-priv "
+                               "is)");
+        /* warren-priv sends and waits in one request (answered once init
+         * runs): in flight while the caller records the sandbox */
+        struct rt_sandbox_config c = *cfg;
+        c.cgroup_mode = m->cgroup_mode;
+        return priv_sandbox_start_begin(m->priv, &c, ticket, e);
+}
+
+int sbx_rt_start_wait(struct sbx_manager *m, struct rt_sandbox *rt, struct priv_start **ticket,
+                      struct wr_err *e) {
+        if (!m->priv)
+                return rt_sandbox_start_wait(rt, e);
+        struct priv_start *t = *ticket;
+        *ticket = NULL;
+        return t ? priv_sandbox_start_end(m->priv, t, e) : 0;
+}
+
+int sbx_rt_attach(struct sbx_manager *m, const char *id, const char *dir, pid_t pid,
+                  uint64_t start_time, struct rt_sandbox **ret, struct wr_err *e) {
+        if (!m->priv)
+                return rt_sandbox_attach(id, dir, pid, start_time, m->cgroup_mode, ret, e);
+        struct priv_target t = {.pid = (int32_t) pid, .start_time = start_time};
+        snprintf(t.id, sizeof(t.id), "%s", id);
+        t.cgroup_mode = (uint32_t) m->cgroup_mode;
+        if (pid <= 1 || !start_time)
+                return err_set(e, -ESRCH, "attach sandbox %s: no init recorded", id);
+        struct priv_sandbox ps;
+        int r = priv_sandbox_attach(m->priv, &t, false, &ps, e);
+        if (r < 0)
+                return r;
+        return adopt(m, NULL, id, dir, &ps, ret, e);
+}
+
+int sbx_rt_ctl_connect(struct sbx_manager *m, struct rt_sandbox *rt, int *ret_fd,
+                       struct wr_err *e) {
+        if (!m->priv)
+                return rt_ctl_connect(rt_sandbox_ctl_path(rt), ret_fd, e);
+        int fd = rt_sandbox_ctl_take(rt);
+        if (fd >= 0) {
+                *ret_fd = fd;
+                return 0;
+        }
+        struct priv_target t;
+        if (target_of(m, rt, &t) < 0)
+                return err_set(e, -ESRCH, "sandbox %s is gone", rt_sandbox_id(rt));
+        struct priv_sandbox ps;
+        int r = priv_sandbox_attach(m->priv, &t, true, &ps, e);
+        if (r < 0)
+                return r;
+        close(ps.pidfd);
+        *ret_fd = ps.ctl_fd;
+        return 0;
+}
+
+int sbx_rt_kill_wait(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *e) {
+        if (!m->priv)
+                return rt_sandbox_kill_wait(rt, e);
+        /* warren-priv kills (and reaps, as init's parent); here the exit is
+         * seen through the pidfd (bounded, as for an attached handle) */
+        (void) sbx_rt_kill(m, rt, SIGKILL);
+        struct pollfd p = {.fd = rt_sandbox_pidfd(rt), .events = POLLIN};
+        if (p.fd >= 0 && RETRY_EINTR(poll(&p, 1, 5000)) == 0)
+                return err_set(e, -ETIMEDOUT, "sandbox %s: init did not exit within 5 s of SIGKILL",
+                               rt_sandbox_id(rt));
+        (void) rt_sandbox_reap(rt, NULL);
+        return 0;
+}
+
 static int target_of(const struct sbx_manager *m, const struct rt_sandbox *rt,
                      struct priv_target *t) {
         memset(t, 0, sizeof(*t));
@@ -374,6 +581,11 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
                 m->disk_templates = NULL;
         m->cgroup_mode = RT_CGROUP_AUTO;
         m->priv = cfg->priv;
+        if (m->priv && uv_async_init(m->loop, &m->priv_restarted, priv_restarted_cb) == 0) {
+                m->priv_restarted.data = m;
+                m->priv_restarted_open = true;
+                priv_client_on_restart(m->priv, priv_restarted, m);
+        }
         m->uid_lock_dir = -1;
         if (!cfg->userns_off) {
                 m->uids = calloc(1, sizeof(*m->uids));
@@ -436,8 +648,12 @@ void sbx_manager_free(struct sbx_manager *m) {
                         sbx_detach(sb);
                 }
         }
+        if (m->priv_restarted_open) {
+                priv_client_on_restart(m->priv, NULL, NULL);
+                uv_close((uv_handle_t *) &m->priv_restarted, priv_restarted_closed);
+        }
         /* Let the handle close callbacks run, which unlink and free. */
-        while (m->list || sbx_pool_busy(m) || m->net_jobs)
+        while (m->list || sbx_pool_busy(m) || m->net_jobs || m->priv_jobs || m->priv_restarted_open)
                 uv_run(m->loop, UV_RUN_ONCE);
         sbx_cleanup_stop(m);
         sbx_diskguard_free(m);

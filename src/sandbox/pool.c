@@ -74,7 +74,7 @@ static void pool_work(uv_work_t *w) {
                 .net = pe->net_slot >= 0 ? &pe->net : NULL,
         };
         sbx_uid_slot_config(pe->uid_slot, &cfg);
-        if (rt_sandbox_prestart(&cfg, &pe->rt, &job->err) >= 0) {
+        if (sbx_rt_create(m, &cfg, true, &pe->rt, &job->err) >= 0) {
                 /* the job owns the block now: its open4 element goes in here,
                  * off the loop, so that a claim without a policy does no
                  * nftables work (a policed claim deletes it first) */
@@ -90,7 +90,7 @@ static void pool_work(uv_work_t *w) {
         job->layers_failed = true;
         cfg.layers = NULL;
         cfg.n_layers = 0;
-        if (rt_sandbox_prestart(&cfg, &pe->rt, &job->err) < 0)
+        if (sbx_rt_create(m, &cfg, true, &pe->rt, &job->err) < 0)
                 pe->rt = NULL;
 }
 

@@ -40,8 +40,8 @@ static int recover_one(struct sbx_manager *m, const struct store_sandbox *row, c
         /* exec ids of this daemon must not collide with ids the previous
          * one used (init may still report their exits) */
         sb->next_exec_id = (uint64_t) store_now_ns();
-        if ((r = rt_sandbox_attach(row->id, dir, (pid_t) row->init_pid, row->init_start,
-                                   m->cgroup_mode, &sb->rt, e)) < 0)
+        if ((r = sbx_rt_attach(m, row->id, dir, (pid_t) row->init_pid, row->init_start, &sb->rt,
+                               e)) < 0)
                 return r;
         /* its uid range, taken again (released with sb) */
         sb->uid_slot = sbx_uid_slot_adopt(m, row->uid_base, row->id);
@@ -63,7 +63,7 @@ static int recover_one(struct sbx_manager *m, const struct store_sandbox *row, c
         sb->image_id = strdup(row->image_id);
         if (!sb->image_id || (row->name && !sb->name))
                 return err_set(e, -ENOMEM, "out of memory");
-        if ((r = rt_ctl_connect(rt_sandbox_ctl_path(sb->rt), &sb->ctl_fd, e)) < 0)
+        if ((r = sbx_rt_ctl_connect(m, sb->rt, &sb->ctl_fd, e)) < 0)
                 return r;
         /* warren-egress knows it again (a policy: as stored; none: OPEN)
          * with its rules and credentials (sealed: their secret values as

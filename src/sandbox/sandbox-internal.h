@@ -160,6 +160,11 @@ struct sbx_manager {
         char **pool_layers;
         enum rt_cgroup_mode cgroup_mode;
         struct priv_client *priv; /* sbx_manager_config.priv */
+        /* --privsep, phase 2: a new warren-priv (the last one died) is
+         * told of every running sandbox (SANDBOX_ATTACH, on a worker) */
+        uv_async_t priv_restarted;
+        bool priv_restarted_open;
+        unsigned priv_jobs; /* re-attach jobs running */
         /* the default network; NULL: sandboxes get only a loopback */
         struct sbx_network *net;
         /* user namespace ranges; NULL: sandboxes run without (--userns=off) */
@@ -237,6 +242,29 @@ int sbx_rt_destroy(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *
  * with --privsep (SANDBOX_SIGNAL, SANDBOX_FREEZE: it re-attaches the
  * sandbox by id, init's pid and start time), with their returns. */
 int sbx_rt_kill(struct sbx_manager *m, struct rt_sandbox *rt, int sig);
+/* Phase 2 of --privsep (docs/privsep.md): the lifecycle through
+ * warren-priv, which holds the sandboxes (init's parent); rt is then a
+ * handle of rt_sandbox_adopt (pid, pidfd, start time, cgroups to read).
+ * Without --privsep each is the runtime call it names, in process.
+ * create/prestart: rt_sandbox_create/prestart; start_send/start_wait:
+ * with --privsep one SANDBOX_START in flight between them (*ticket: the
+ * caller must start_wait once after a successful start_send, also on its
+ * failure paths, before a destroy); attach: rt_sandbox_attach (recovery); ctl_connect: a ctl
+ * connection (the one warren-priv handed over with the handle, else
+ * CTL_CONNECT); kill_wait: rt_sandbox_kill_wait (SIGKILL by warren-priv,
+ * the exit seen on the pidfd). */
+int sbx_rt_create(struct sbx_manager *m, const struct rt_sandbox_config *cfg, bool prestart,
+                  struct rt_sandbox **ret, struct wr_err *e);
+struct priv_start;
+int sbx_rt_start_send(struct sbx_manager *m, struct rt_sandbox *rt,
+                      const struct rt_sandbox_config *cfg, struct priv_start **ticket,
+                      struct wr_err *e);
+int sbx_rt_start_wait(struct sbx_manager *m, struct rt_sandbox *rt, struct priv_start **ticket,
+                      struct wr_err *e);
+int sbx_rt_attach(struct sbx_manager *m, const char *id, const char *dir, pid_t pid,
+                  uint64_t start_time, struct rt_sandbox **ret, struct wr_err *e);
+int sbx_rt_ctl_connect(struct sbx_manager *m, struct rt_sandbox *rt, int *ret_fd, struct wr_err *e);
+int sbx_rt_kill_wait(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *e);
 int sbx_rt_freeze(struct sbx_manager *m, struct rt_sandbox *rt, bool on, struct wr_err *e);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t sbx_mono_ns(void);

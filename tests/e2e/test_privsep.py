@@ -1,9 +1,10 @@
-"""Privilege separation, phase 1 (issue 16 items 1+2, docs/privsep.md):
-with --privsep warrend starts warren-priv (root, its child) and the host
-side of every sandbox teardown (cgroups, the sandbox dir, the veth's host
-end) is done by it, counted by warren-priv itself; kill -9 of warren-priv
-ends no sandbox, warrend starts another and teardowns go on through it.
-Without the flag nothing of this runs."""
+"""Privilege separation, phases 1 and 2 (issue 16 items 1+2,
+docs/privsep.md): with --privsep warrend starts warren-priv (root, its
+child), which creates, prestarts, starts and destroys every sandbox (it is
+each init's parent) and does the host side of every teardown, counted by
+warren-priv itself; kill -9 of warren-priv ends no sandbox, warrend starts
+another, which re-attaches them and teardowns go on through it. Without
+the flag nothing of this runs."""
 import glob
 import os
 import signal
@@ -90,6 +91,37 @@ def frozen(sid):
             return f.read().strip() == "1"
     raise AssertionError("no freezer for " + sid)
 LINK = 'warren_priv_requests_total{type="LINK_DELETE"}'
+CREATE = 'warren_priv_requests_total{type="SANDBOX_CREATE"}'
+PRESTART = 'warren_priv_requests_total{type="SANDBOX_PRESTART"}'
+START = 'warren_priv_requests_total{type="SANDBOX_START"}'
+DESTROY = 'warren_priv_requests_total{type="SANDBOX_DESTROY"}'
+ATTACH = 'warren_priv_requests_total{type="SANDBOX_ATTACH"}'
+
+# what warren-priv keeps (main.c keep_caps): phase 1's DAC_OVERRIDE,
+# DAC_READ_SEARCH, FOWNER, KILL, NET_ADMIN and, for the lifecycle, CHOWN,
+# FSETID, SETGID, SETUID, SETPCAP, NET_BIND_SERVICE, SYS_CHROOT,
+# SYS_PTRACE, SYS_ADMIN, MKNOD
+PRIV_CAPS = sum(1 << b for b in (1, 2, 3, 5, 12, 0, 4, 6, 7, 8, 10, 18, 19, 21, 27))
+
+
+def ppid_of(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        st = f.read()
+    return int(st[st.rindex(")") + 2:].split()[1])
+
+
+def init_pid(d, sid):
+    """The host pid of sandbox sid's init (its cgroup's first process
+    whose parent is not in the cgroup)."""
+    from test_lifecycle import sandbox_pids
+    pids = sandbox_pids({sid})
+    for p in pids:
+        try:
+            if ppid_of(p) not in pids:
+                return p
+        except OSError:
+            pass
+    return None
 
 
 @pytest.mark.parametrize("pool", [0, 1])
@@ -103,25 +135,35 @@ def test_privsep_teardown_by_warren_priv(fresh_warrend, pool):
     ppid, _, uid = privs[0]
     assert uid == 0
     # root, but with only the capabilities its message set needs
-    # (DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, KILL, NET_ADMIN; SYS_ADMIN
-    # for NET_CONNECT's setns into a sandbox's netns), no way to more
-    # (bounding set, no_new_privs)
+    # (PRIV_CAPS), no way to more (bounding set, no_new_privs)
     with open("/proc/%d/status" % ppid) as f:
         st = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
-    want = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 5) | (1 << 12) | (1 << 21)
+    want = PRIV_CAPS
     assert int(st["CapEff"], 16) == want, st["CapEff"]
     assert int(st["CapPrm"], 16) == want and int(st["CapBnd"], 16) == want
     assert int(st["CapInh"], 16) == 0 and int(st["CapAmb"], 16) == 0
     assert st["NoNewPrivs"].strip() == "1"
-    # nothing of warrend's leaks into it: stdio, its socket, the state dir
+    # nothing of warrend's leaks into it: stdio, its socket, the state
+    # dir, and its own sealed copy of warren-init (phase 2: it runs it)
     fds = {int(f): os.readlink("/proc/%d/fd/%s" % (ppid, f)) for f in os.listdir("/proc/%d/fd" % ppid)}
-    extra = sorted(v for k, v in fds.items() if k > 2)
-    assert len(extra) == 2 and extra[0] == os.path.realpath(d.state_dir) \
-        and extra[1].startswith("socket:"), fds
+    # (and what it holds of the pool's prestarted entry: its cgroups,
+    # writable layer, pidfd, park and error pipes, control socket)
+    sbx = os.path.join(os.path.realpath(d.state_dir), "sandboxes", "sb-")
+
+    def held(v):
+        return ("/warren/sb-" in v and v.startswith("/sys/fs/cgroup/")) or v.startswith(sbx) or \
+            v in ("anon_inode:[pidfd]", "anon_inode:[eventpoll]") or v.startswith("pipe:")
+    extra = sorted(v for k, v in fds.items() if k > 2 and not held(v))
+    socks = [v for v in extra if v.startswith("socket:")]
+    assert extra[:2] == ["/memfd:warren-init (deleted)", os.path.realpath(d.state_dir)] \
+        and len(socks) == len(extra) - 2 and 1 <= len(socks) <= 1 + pool, fds
     m = metrics(port)
     assert m["warren_priv_pid"] == ppid
     assert m["warren_priv_starts_total"] == 1
     assert m[CLEANUP] == 0 and m["warren_priv_refused_total"] == 0
+    if pool:
+        # the pool's entry was prestarted by warren-priv
+        assert wait_for(lambda: metrics(port)[PRESTART] >= 1)
     with wr.SandboxClient(d.unix_addr) as c:
         before = wr_links()
         sb = c.create(image="busybox:latest", entrypoint=["sleep", "infinity"])
@@ -132,6 +174,12 @@ def test_privsep_teardown_by_warren_priv(fresh_warrend, pool):
         new_links = {l for l in wr_links() - before if in_range(l, rng)}
         r = sb.exec("echo", "hello")
         assert r.stdout_text == "hello\n"
+        # phase 2: warren-priv made it (a claim of the pool's entry: its
+        # START) and is its init's parent
+        m = metrics(port)
+        assert (m[START] == 1) if pool else (m[CREATE] == 1), m
+        ipid = init_pid(d, sb.id)
+        assert ipid and ppid_of(ipid) == ppid, (ipid, ppid)
         sdir = os.path.join(d.state_dir, "sandboxes", sb.id)
         assert os.path.isdir(sdir) and cgroups_of(sb.id)
         # pause and resume: the freezer, by warren-priv
@@ -143,11 +191,14 @@ def test_privsep_teardown_by_warren_priv(fresh_warrend, pool):
         # a graceful terminate: SIGTERM to init by warren-priv, then the
         # teardown (sleep ignores nothing: it ends at SIGTERM)
         sb.terminate(grace_period_seconds=5)
-        assert metrics(port)[SIGNAL] == 1
+        # SIGTERM, then (phase 1 of the teardown) the SIGKILL before the
+        # end is recorded
+        assert metrics(port)[SIGNAL] >= 1
         assert wait_for(lambda: not os.path.exists(sdir)), "sandbox dir left behind"
         assert not cgroups_of(sb.id)
         # warren-priv did it (its own count, reported with each answer)
-        assert wait_for(lambda: metrics(port)[CLEANUP] == 1)
+        assert wait_for(lambda: metrics(port)[DESTROY] == 1)
+        assert metrics(port)[CLEANUP] == 0
         # a fresh sandbox brings its veth (a pooled one had it before
         # `before`): without one the LINK_DELETE path would go unchecked
         assert new_links or pool, "no new veth for a fresh sandbox"
@@ -169,29 +220,64 @@ def test_privsep_teardown_by_warren_priv(fresh_warrend, pool):
     for n in pooled:
         assert not cgroups_of(n), n
     # warren-priv logs each request it carried out at debug level
-    assert log.count("warren-priv: SANDBOX_CLEANUP: done") == 1 + pool, log
+    assert log.count("warren-priv: SANDBOX_DESTROY: done") == 1 + pool, log
 
 
-def test_privsep_survives_kill_of_warren_priv(fresh_warrend):
+@pytest.mark.parametrize("pool", [0, 1])
+def test_privsep_survives_kill_of_warren_priv(fresh_warrend, pool):
     port = free_port()
-    d = fresh_warrend(extra_args=["--privsep", "--admin-listen", "127.0.0.1:%d" % port])
+    d = fresh_warrend(extra_args=["--privsep", "--admin-listen", "127.0.0.1:%d" % port,
+                                  "--warm-pool", str(pool)])
     import_image(d, "busybox:latest")
     first = int(metrics(port)["warren_priv_pid"])
     with wr.SandboxClient(d.unix_addr) as c:
         sb = c.create(image="busybox:latest", entrypoint=["sleep", "infinity"])
+        ipid = init_pid(d, sb.id)
+        assert ppid_of(ipid) == first  # phase 2: warren-priv is init's parent
         os.kill(first, signal.SIGKILL)
         second = wait_for(lambda: [p for p, _, _ in priv_children(d) if p != first])
         assert second, "warren-priv was not started again"
         assert wait_for(lambda: metrics(port)["warren_priv_pid"] == second[0])
-        assert metrics(port)["warren_priv_starts_total"] == 2
-        # the sandbox did not notice
+        assert metrics(port)["warren_priv_starts_total"] == 2, d.read_log()[-6000:]
+        # warrend named its running sandbox to the new one (SANDBOX_ATTACH:
+        # it holds the handle from now on)
+        assert wait_for(lambda: metrics(port)[ATTACH] == 1)
+        assert wait_for(lambda: "1 of 1 running sandboxes re-attached" in d.read_log())
+        # the sandbox did not notice: its init runs on (an orphan now)
         assert c.get(id=sb.id).info.status == wr.SandboxStatus.RUNNING
         assert sb.exec("echo", "still").stdout_text == "still\n"
+        assert init_pid(d, sb.id) == ipid
+        # the new warren-priv serves creates (a pool entry of the dead
+        # one is gone with it: the claim creates afresh) and pause
+        sb2 = c.create(image="busybox:latest", entrypoint=["sleep", "infinity"])
+        assert ppid_of(init_pid(d, sb2.id)) == second[0]
+        assert sb2.exec("echo", "new").stdout_text == "new\n"
+        sb.pause()
+        assert frozen(sb.id)
+        sb.resume()
+        assert not frozen(sb.id)
         sdir = os.path.join(d.state_dir, "sandboxes", sb.id)
         sb.terminate()
+        sb2.terminate()
         assert wait_for(lambda: not os.path.exists(sdir))
-        assert not cgroups_of(sb.id)
-        assert wait_for(lambda: metrics(port)[CLEANUP] == 1)  # the new one's count
+        # (the second's teardown finishes after its answer, meanwhile)
+        assert wait_for(lambda: not cgroups_of(sb.id) and not cgroups_of(sb2.id))
+        # the new one's count: it re-attached the first one to destroy it
+        m = metrics(port)
+        if not pool:
+            assert wait_for(lambda: metrics(port)[DESTROY] == 2), \
+                {k: v for k, v in metrics(port).items() if "priv" in k}
+            assert m["warren_priv_lost_total"] == 0
+        else:
+            # the pool's refill may have been in flight when warren-priv
+            # died (lost, then destroyed by id by the new one), and a dead
+            # entry, claimed, is destroyed before the create starts afresh
+            assert wait_for(lambda: metrics(port)[DESTROY] >= 2)
+            assert m["warren_priv_lost_total"] <= 1
+        # nothing is left but the pool's current entry
+        sbx_root = os.path.join(d.state_dir, "sandboxes")
+        assert wait_for(lambda: len([n for n in os.listdir(sbx_root)
+                                     if n.startswith("sb-")]) == pool), os.listdir(sbx_root)
     assert "warren-priv (pid %d) exited (signal 9); starting another" % first in d.read_log()
 
 
@@ -273,7 +359,7 @@ def test_privsep_removes_a_hostile_tree(fresh_warrend):
         assert os.stat(upper[0]).st_uid != 0  # the sandbox's range, on the host
         sb.terminate()
         assert wait_for(lambda: not os.path.exists(sdir)), "sandbox dir left behind"
-        assert wait_for(lambda: metrics(port)[CLEANUP] == 1)
+        assert wait_for(lambda: metrics(port)[DESTROY] == 1)
         assert "pending" not in c.get(id=sb.id).info.status_message
     assert os.path.exists(os.path.join(outside, "keep"))
 

@@ -3,11 +3,13 @@
  * priv_req_decode (what warren-priv, which keeps root, reads from warrend)
  * and priv_reply_decode (what warrend reads back). The first byte picks the
  * decoder and how many fds the datagram claims to carry (0..PRIV_FDS_MAX).
- * Whatever is accepted carries exactly the table's fds (none for every
- * request; one with NET_CONNECTED), has its paths confined and its table
- * names warren's (re-checked), and re-encodes to the same bytes; every
- * refusal carries a message. */
+ * Whatever is accepted carries exactly the fds its type has (none but for
+ * phase 2's configs, 1 + n_bind, SANDBOX_CREATED, 2, and NET_CONNECTED,
+ * 1), has its paths confined and its table names warren's (re-checked),
+ * and re-encodes to the same bytes; every refusal carries a message. (The
+ * configs' blob: fuzz-priv-cfg.) */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -87,7 +89,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (r == 0) {
                         if (n_fds != priv_type_fds(rep.hdr.type))
                                 abort();
-                        int n = rep.hdr.type == PRIV_RESULT
+                        bool created = rep.hdr.type == PRIV_SANDBOX_CREATED;
+                        int n = created ? priv_created_encode(rep.hdr.id, &rep.created, out,
+                                                              sizeof(out))
+                                : rep.hdr.type == PRIV_RESULT
                                         ? priv_result_encode(rep.hdr.id, &rep.result, out,
                                                              sizeof(out))
                                 : rep.hdr.type == PRIV_HELLO_REPLY
@@ -104,9 +109,40 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (r == 0) {
                         struct wr_err ee = {0};
                         int n = -1;
-                        if (n_fds)
+                        uint32_t ty = req.hdr.type;
+                        bool cfg = ty == PRIV_SANDBOX_CREATE || ty == PRIV_SANDBOX_PRESTART ||
+                                   ty == PRIV_SANDBOX_START;
+                        if (n_fds != (cfg ? 1 + (size_t) req.cfg.n_bind : 0))
                                 abort();
                         switch (req.hdr.type) {
+                        /* phase 2 */
+                        case PRIV_SANDBOX_CREATE:
+                        case PRIV_SANDBOX_PRESTART:
+                        case PRIV_SANDBOX_START:
+                                if (req.cfg.n_bind > req.cfg.n_mounts ||
+                                    req.cfg.n_mounts > PRIV_BIND_MAX || req.cfg.blob_len == 0)
+                                        abort();
+                                n = priv_sandbox_cfg_encode(req.hdr.id, ty, &req.cfg, out,
+                                                            sizeof(out), &ee);
+                                break;
+                        case PRIV_SANDBOX_DESTROY:
+                                if ((req.destroy.t.pid == 0) != (req.destroy.t.start_time == 0) ||
+                                    req.destroy.t.pid == 1 || req.destroy.t.pid < 0)
+                                        abort();
+                                if (req.destroy.peer[0] &&
+                                    strncmp(req.destroy.peer, PRIV_LINK_PREFIX,
+                                            strlen(PRIV_LINK_PREFIX)) != 0)
+                                        abort();
+                                n = priv_destroy_encode(req.hdr.id, &req.destroy, out, sizeof(out),
+                                                        &ee);
+                                break;
+                        case PRIV_SANDBOX_ATTACH:
+                        case PRIV_CTL_CONNECT:
+                                if (req.target.pid <= 1 || req.target.start_time == 0)
+                                        abort();
+                                n = priv_target_encode(req.hdr.id, ty, &req.target, out,
+                                                       sizeof(out), &ee);
+                                break;
                         case PRIV_HELLO:
                                 n = priv_hello_encode(req.hdr.id, out, sizeof(out));
                                 break;
