@@ -568,13 +568,11 @@ static int call_wait(struct priv_client *c, struct pending *p, struct priv_reply
                         *pp = p->next;
                         break;
                 }
+        /* -EPIPE comes from drop_sock_locked: the supervisor closed that
+         * warren-priv's socket already. c->sock may be the next one's by
+         * now: marking it dead here killed a warren-priv just started
+         * (it saw EOF and exited) */
         int r = p->r;
-        if (r == -EPIPE) {
-                if (c->sock >= 0)
-                        c->sock_dead = true; /* the supervisor closes it */
-                uint64_t one = 1;
-                (void) !write(c->wake, &one, sizeof(one));
-        }
         pthread_mutex_unlock(&c->mu);
         if (r == -EPIPE) {
                 pthread_mutex_lock(&c->st_mu);
