@@ -475,6 +475,14 @@ static bool usable(const struct priv_client *c) {
         return c->sock >= 0 && !c->sock_dead;
 }
 
+/* A request warren-priv died during: counted, -EIO. */
+static int lost(struct priv_client *c, const char *name, struct wr_err *e) {
+        pthread_mutex_lock(&c->st_mu);
+        c->st.lost++;
+        pthread_mutex_unlock(&c->st_mu);
+        return err_set(e, -EIO, "warren-priv died during %s", name ? name : "a request");
+}
+
 /* One request (encoded in req) and its answer of type want, while other
  * requests may be in flight: sent under mu, the answer handed over by the
  * supervisor. */
@@ -548,12 +556,8 @@ static int call_send(struct priv_client *c, uint8_t *req, size_t n, const int *f
                 (void) !write(c->wake, &one, sizeof(one));
         }
         pthread_mutex_unlock(&c->mu);
-        if (r == -EPIPE) {
-                pthread_mutex_lock(&c->st_mu);
-                c->st.lost++;
-                pthread_mutex_unlock(&c->st_mu);
-                return err_set(e, -EIO, "warren-priv died during %s", name ? name : "a request");
-        }
+        if (r == -EPIPE)
+                return lost(c, name, e);
         return err_set(e, r, "warren-priv: send: %s", strerror(-r));
 }
 
@@ -574,12 +578,8 @@ static int call_wait(struct priv_client *c, struct pending *p, struct priv_reply
          * (it saw EOF and exited) */
         int r = p->r;
         pthread_mutex_unlock(&c->mu);
-        if (r == -EPIPE) {
-                pthread_mutex_lock(&c->st_mu);
-                c->st.lost++;
-                pthread_mutex_unlock(&c->st_mu);
-                return err_set(e, -EIO, "warren-priv died during %s", name ? name : "a request");
-        }
+        if (r == -EPIPE)
+                return lost(c, name, e);
         if (r == -EPROTO)
                 return err_set(e, -EPROTO, "warren-priv: unexpected answer type 0x%x to %s",
                                p->rep.hdr.type, name ? name : "a request");

@@ -521,24 +521,7 @@ static void net_run(const struct priv_req *req, struct priv_result *res, struct 
 
 /* Send one datagram with one fd (under mu). */
 static int reply_fd_locked(const void *buf, int n, int fd) {
-        if (n < 0)
-                return n;
-        union {
-                struct cmsghdr align;
-                char b[CMSG_SPACE(sizeof(int))];
-        } cb;
-        memset(&cb, 0, sizeof(cb));
-        struct iovec iov = {.iov_base = (void *) buf, .iov_len = (size_t) n};
-        struct msghdr mh = {.msg_iov = &iov,
-                            .msg_iovlen = 1,
-                            .msg_control = cb.b,
-                            .msg_controllen = sizeof(cb.b)};
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-        return sendmsg(srv.sock, &mh, MSG_NOSIGNAL) == n ? 0 : -errno;
+        return n < 0 ? n : priv_send(srv.sock, buf, (size_t) n, &fd, 1, 0);
 }
 
 /* The answer of a network request that succeeded and is not a RESULT

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,7 +53,7 @@ static void test_no_such_table(void **state) {
 static void test_batch_refused_whole(void **state) {
         (void) state;
         int p[2];
-        assert_int_equal(pipe(p), 0);
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
