@@ -89,7 +89,11 @@ enum priv_type {
         PRIV_SANDBOX_ATTACH = 10,
         PRIV_CTL_CONNECT = 11,
         /* phase 3: the network (12..16: enum priv_net_type below) */
-        PRIV_REQ_TYPES = 20, /* request types are below this (not all used: see the table) */
+        /* reserved for the blocks being built (docs/privsep.md "Next
+         * sessions"): 17..18 helper starts (warren-egress, warren-signer,
+         * warren-unpack), 19..20 volume mounts, 21..22 spawn beside a
+         * sandbox and its ssh dir, 23..24 the upper-dir reader */
+        PRIV_REQ_TYPES = 32, /* request types are below this (not all used: see the table) */
         /* replies */
         PRIV_RESULT = 0x81,
         PRIV_HELLO_REPLY = 0x82,
