@@ -1346,8 +1346,7 @@ static void test_sni_adversarial(void **state) {
         static const char *badnames[] = {"evil.com\0.github.com",
                                          "a.com\r\nX: y",
                                          "a@b.com",
-                                         "b\xc3\xbc"
-                                         "cher.de",
+                                         "b\xc3\xbc\x63her.de", /* \x63: 'c' */
                                          "foo..bar",
                                          "a b"};
         static const size_t badlens[] = {20, 12, 7, 9, 8, 3};
