@@ -44,6 +44,7 @@
 
 #include "basic/log.h"
 #include "basic/rmrf.h"
+#include "priv/deny.h"
 #include "priv/nft.h"
 #include "priv/priv-internal.h"
 #include "priv/priv-proto.h"
@@ -814,6 +815,11 @@ int main(int argc, char **argv) {
         int r = confine_caps();
         if (r < 0) {
                 log_error("warren-priv: dropping capabilities: %s", strerror(-r));
+                return 2;
+        }
+        struct wr_err de = {0};
+        if (priv_deny_load(&de) < 0) {
+                log_error("warren-priv: %s", de.msg);
                 return 2;
         }
         log_info("warren-priv %d: serving requests (protocol version %u)", (int) getpid(),

@@ -435,6 +435,17 @@ static const struct {
         (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | \
          CLONE_NEWCGROUP)
 
+bool rt_policy_allows(const char *name) {
+        static const char *const conditional[] = {"clone", "socket", "personality", NULL};
+        for (size_t i = 0; allow[i]; i++)
+                if (!strcmp(allow[i], name))
+                        return true;
+        for (size_t i = 0; conditional[i]; i++)
+                if (!strcmp(conditional[i], name))
+                        return true;
+        return false;
+}
+
 static int add(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n,
                const struct scmp_arg_cmp *cmp) {
         return seccomp_rule_add_array(ctx, action, nr, n, cmp);

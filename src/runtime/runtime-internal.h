@@ -151,6 +151,11 @@ int rt_policy_get(const struct rt_policy **ret, struct wr_err *e);
 /* Names of the capabilities a sandbox keeps, NULL-terminated. */
 extern const char *const rt_caps_keep_names[];
 
+/* Whether the sandboxes' seccomp filter allows the syscall name at all
+ * (unconditionally, or for some arguments: clone, socket, personality).
+ * warren-priv's denylist must not name any of them (src/priv/deny.h). */
+bool rt_policy_allows(const char *name);
+
 /* ---- warren-init from a sealed memfd (initfd.c) ---- */
 
 /* A sealed, executable memfd holding the file at path, loaded once per

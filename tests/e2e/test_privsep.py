@@ -143,6 +143,9 @@ def test_privsep_teardown_by_warren_priv(fresh_warrend, pool):
     assert int(st["CapPrm"], 16) == want and int(st["CapBnd"], 16) == want
     assert int(st["CapInh"], 16) == 0 and int(st["CapAmb"], 16) == 0
     assert st["NoNewPrivs"].strip() == "1"
+    # its own seccomp denylist (src/priv/deny.h; tests/unit/test-priv-deny.c
+    # proves what it denies), inherited by the sandboxes under their own
+    assert st["Seccomp"].strip() == "2" and st["Seccomp_filters"].strip() == "1", st
     # nothing of warrend's leaks into it: stdio, its socket, the state
     # dir, and its own sealed copy of warren-init (phase 2: it runs it)
     fds = {int(f): os.readlink("/proc/%d/fd/%s" % (ppid, f)) for f in os.listdir("/proc/%d/fd" % ppid)}
