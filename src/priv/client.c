@@ -961,8 +961,8 @@ int priv_volume_mount(struct priv_client *c, const char *dir, uint32_t flags, in
 int priv_volume_unmount(struct priv_client *c, const char *dir, struct wr_err *e) {
         const char *rel = below_state(c, dir);
         if (!rel)
-                return err_set(e, -EINVAL, "unmount volume: %s is not below the state dir %s",
-                               dir, c->state_dir);
+                return err_set(e, -EINVAL, "unmount volume: %s is not below the state dir %s", dir,
+                               c->state_dir);
         uint8_t req[PRIV_MSG_MAX];
         int n = priv_volume_encode(0, PRIV_VOLUME_UNMOUNT, rel, 0, req, sizeof(req), e);
         if (n < 0)

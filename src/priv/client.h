@@ -180,5 +180,4 @@ int priv_pidfd_status(int pidfd, int ms);
 
 /* SSH_DIR_PREPARE: <state>/sandboxes/<id>/ssh made, 0700, owned by the
  * agent's uid of uid_slot (-1: nobody). 0 or -errno. */
-int priv_ssh_dir_prepare(struct priv_client *c, const char *id, int32_t uid_slot,
-                         struct wr_err *e);
+int priv_ssh_dir_prepare(struct priv_client *c, const char *id, int32_t uid_slot, struct wr_err *e);

@@ -378,11 +378,11 @@ int priv_net_connected_encode(uint64_t id, const struct priv_net_connected *c, v
  *                     sandboxes/<id>/ssh (and sandboxes/<id>) mode 0700,
  *                     owned by the agent's uid of uid_slot (uids.h: the
  *                     slot's first host id; -1: "nobody"). */
-#define PRIV_ROOT_VOLUMES "volumes" /* <state>/volumes/<env>/<name> */
+#define PRIV_ROOT_VOLUMES "volumes"  /* <state>/volumes/<env>/<name> */
 #define PRIV_VOLUME_RDONLY (1u << 0) /* VOLUME_MOUNT: the ext4 mount read-only */
 #define PRIV_VOLUME_FLAGS PRIV_VOLUME_RDONLY
-#define PRIV_SPAWN_FDS 4u           /* cwd, stdin, stdout, stderr */
-#define PRIV_UID_SLOTS 4094u        /* = SBX_UIDS_SLOTS */
+#define PRIV_SPAWN_FDS 4u    /* cwd, stdin, stdout, stderr */
+#define PRIV_UID_SLOTS 4094u /* = SBX_UIDS_SLOTS */
 
 enum priv_volssh_type {
         PRIV_VOLUME_MOUNT = 19,

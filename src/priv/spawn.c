@@ -122,8 +122,7 @@ void priv_spawn_beside_run(const struct priv_spawn_beside *s, const int *fds, si
         /* the program: a closed set */
         static char *const agent_argv[] = {(char *) "ssh-agent", (char *) "-D", (char *) "-a",
                                            (char *) "agent.sock", NULL};
-        static char *const agent_env[] = {(char *) "PATH=/usr/bin:/bin", (char *) "LC_ALL=C",
-                                          NULL};
+        static char *const agent_env[] = {(char *) "PATH=/usr/bin:/bin", (char *) "LC_ALL=C", NULL};
         static char *const add_argv[] = {(char *) "ssh-add", (char *) "-q", (char *) "-", NULL};
         static char *const add_env[] = {(char *) "SSH_AUTH_SOCK=agent.sock",
                                         (char *) "PATH=/usr/bin:/bin", (char *) "LC_ALL=C", NULL};
@@ -221,8 +220,9 @@ void priv_ssh_dir_run(const struct priv_ssh_dir *d, struct priv_result *res) {
         if (d->uid_slot >= 0) {
                 uid = gid = sbx_uids_base(d->uid_slot);
         } else if (nobody(&uid, &gid) < 0) {
-                return sfail(res, -ENOENT,
-                             "managed_ssh: the host has no user \"nobody\" to run the ssh-agent as");
+                return sfail(
+                        res, -ENOENT,
+                        "managed_ssh: the host has no user \"nobody\" to run the ssh-agent as");
         }
         char p[PRIV_PATH_MAX];
         snprintf(p, sizeof(p), "%s/%s", PRIV_ROOT_SANDBOXES, d->id);

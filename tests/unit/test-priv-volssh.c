@@ -109,9 +109,8 @@ static size_t raw_volume(uint8_t *buf, uint32_t type, const char *path, uint32_t
 }
 
 static size_t raw_spawn(uint8_t *buf, const struct priv_spawn_beside *s) {
-        struct priv_hdr h = {.magic = PRIV_MAGIC,
-                             .type = PRIV_SANDBOX_SPAWN_BESIDE,
-                             .len = sizeof(*s)};
+        struct priv_hdr h = {
+                .magic = PRIV_MAGIC, .type = PRIV_SANDBOX_SPAWN_BESIDE, .len = sizeof(*s)};
         memcpy(buf, &h, sizeof(h));
         memcpy(buf + sizeof(h), s, sizeof(*s));
         return sizeof(h) + sizeof(*s);
@@ -177,8 +176,8 @@ static void test_refusals(void **state) {
         refused(buf, n - 1, 0, -EPROTO);
 
         /* SANDBOX_SPAWN_BESIDE */
-        struct priv_spawn_beside s = {.t = good_t, .kind = PRIV_BESIDE_SSH_AGENT, .uid = 5,
-                                      .gid = 5};
+        struct priv_spawn_beside s = {
+                .t = good_t, .kind = PRIV_BESIDE_SSH_AGENT, .uid = 5, .gid = 5};
         n = raw_spawn(buf, &s);
         struct priv_req req;
         assert_int_equal(priv_req_decode(buf, n, 4, &req, &e), 0);
@@ -385,8 +384,8 @@ static void test_server(void **state) {
         sh("mkdir %s/volumes/default/imglink && ln -s %s/outside/v/disk.img "
            "%s/volumes/default/imglink/disk.img",
            s.state, s.dir, s.state);
-        n = priv_volume_encode(0, PRIV_VOLUME_MOUNT, "volumes/default/imglink", 0, buf,
-                               sizeof(buf), &e);
+        n = priv_volume_encode(0, PRIV_VOLUME_MOUNT, "volumes/default/imglink", 0, buf, sizeof(buf),
+                               &e);
         result(&s, buf, (size_t) n, NULL, 0, ELOOP, &rep);
         /* volumes/ itself a symlink */
         sh("mv %s/volumes %s/volumes.real && ln -s %s/outside %s/volumes", s.state, s.state, s.dir,
