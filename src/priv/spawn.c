@@ -114,6 +114,29 @@ static int reap_later(int pidfd) {
         return -r;
 }
 
+/* The ids the agent of the sandbox whose init is t->pid runs as: the
+ * host id its root maps to, or nobody's without a user namespace. */
+static int agent_ids(const struct priv_target *t, uid_t *uid, gid_t *gid, struct priv_result *res) {
+        uint32_t root = 0;
+        int r = root_of((pid_t) t->pid, &root);
+        if (r >= 0 && root == 0)
+                r = nobody(uid, gid);
+        else if (r >= 0)
+                *uid = *gid = root;
+        if (r < 0)
+                sfail(res, r, "spawn beside %s: its root's host uid: %s", t->id, strerror(-r));
+        return r;
+}
+
+static int uid_match(const struct priv_spawn_beside *s, const struct priv_target *t, uid_t uid,
+                     gid_t gid, struct priv_result *res) {
+        if (s->uid == uid && s->gid == gid)
+                return 0;
+        sfail(res, -EPERM, "spawn beside %s: uid %u gid %u (the sandbox's agent runs as %u:%u)",
+              t->id, s->uid, s->gid, (unsigned) uid, (unsigned) gid);
+        return -EPERM;
+}
+
 void priv_spawn_beside_run(const struct priv_spawn_beside *s, const int *fds, size_t n_fds,
                            struct priv_result *res, struct priv_volssh_out *o) {
         const struct priv_target *t = &s->t;
@@ -149,6 +172,14 @@ void priv_spawn_beside_run(const struct priv_spawn_beside *s, const int *fds, si
                         return sfail(res, -EACCES,
                                      "spawn beside %s: fd %zu is not a pipe, socket or /dev/null",
                                      t->id, i);
+        /* the uid: the one the sandbox's root is on the host, or nobody
+         * (read before the target is attached, and again after: the
+         * attach proves the pid is the sandbox's init) */
+        uid_t uid = 0;
+        gid_t gid = 0;
+        int r = agent_ids(t, &uid, &gid, res);
+        if (r < 0 || (r = uid_match(s, t, uid, gid, res)) < 0)
+                return;
         /* the sandbox, as SANDBOX_SIGNAL names it */
         struct rt_sandbox *sb = priv_owned_get(t);
         bool owned = sb != NULL;
@@ -156,27 +187,12 @@ void priv_spawn_beside_run(const struct priv_spawn_beside *s, const int *fds, si
         if (!sb) {
                 char adir[PRIV_PATH_MAX];
                 snprintf(adir, sizeof(adir), "/-/%s/%s", PRIV_ROOT_SANDBOXES, t->id);
-                int r = rt_sandbox_attach(t->id, adir, (pid_t) t->pid, t->start_time,
-                                          (enum rt_cgroup_mode) t->cgroup_mode, &sb, &e);
+                r = rt_sandbox_attach(t->id, adir, (pid_t) t->pid, t->start_time,
+                                      (enum rt_cgroup_mode) t->cgroup_mode, &sb, &e);
                 if (r < 0)
                         return sfail(res, r, "%s", e.msg);
         }
-        /* the uid: the one the sandbox's root is on the host, or nobody */
-        uint32_t root = 0;
-        uid_t uid = 0;
-        gid_t gid = 0;
-        int r = root_of((pid_t) t->pid, &root);
-        if (r >= 0 && root == 0)
-                r = nobody(&uid, &gid);
-        else if (r >= 0)
-                uid = gid = root;
-        if (r < 0) {
-                sfail(res, r, "spawn beside %s: its root's host uid: %s", t->id, strerror(-r));
-        } else if (s->uid != uid || s->gid != gid) {
-                sfail(res, -EPERM,
-                      "spawn beside %s: uid %u gid %u (the sandbox's agent runs as %u:%u)", t->id,
-                      s->uid, s->gid, (unsigned) uid, (unsigned) gid);
-        } else {
+        if (agent_ids(t, &uid, &gid, res) >= 0 && uid_match(s, t, uid, gid, res) >= 0) {
                 struct rt_beside be = {.path = prog,
                                        .argv = agent ? agent_argv : add_argv,
                                        .envp = agent ? agent_env : add_env,

@@ -9,8 +9,9 @@
  * reached through a symlink (the volume dir, volumes/ itself, the env
  * dir), a disk.img that is a symlink, and an ssh dir through a symlinked
  * sandbox dir all refused with nothing mounted or made; a spawn whose cwd
- * is not the sandbox's ssh dir, or whose target is not a sandbox, refused
- * with nothing started and every fd closed. */
+ * is not the sandbox's ssh dir, whose stdio is a directory, whose uid is
+ * not the one the target's root maps to (EPERM), or whose target is not a
+ * sandbox, refused with nothing started and every fd closed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -19,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -433,15 +435,24 @@ static void test_server(void **state) {
         cwd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         int fds2[4] = {cwd, cwd, out[1], out[1]};
         result(&s, buf, (size_t) n, fds2, 4, EACCES, &rep);
-        /* right fds, but the target is this test, not a sandbox */
+        /* right fds, the target a real process without a user namespace
+         * (this test): an agent not as nobody is refused (EPERM) */
         int fds3[4] = {cwd, in[0], out[1], out[1]};
+        n = priv_spawn_beside_encode(0, &t, PRIV_BESIDE_SSH_AGENT, 5, 5, buf, sizeof(buf), &e);
+        result(&s, buf, (size_t) n, fds3, 4, EPERM, &rep);
+        assert_true(strstr(rep.result.msg, "runs as") != NULL);
+        /* as nobody: the uid passes, but this test is not a sandbox */
+        struct passwd *nb = getpwnam("nobody");
+        assert_non_null(nb);
+        n = priv_spawn_beside_encode(0, &t, PRIV_BESIDE_SSH_AGENT, nb->pw_uid,
+                                     nb->pw_gid ? nb->pw_gid : nb->pw_uid, buf, sizeof(buf), &e);
         struct priv_reply r3;
         int rf3[PRIV_FDS_MAX];
         size_t nr3 = 0;
         answer(&s, buf, (size_t) n, fds3, 4, &r3, rf3, &nr3);
         assert_int_equal(r3.hdr.type, PRIV_RESULT);
         assert_int_equal(nr3, 0);
-        assert_true(r3.result.err != 0);
+        assert_true(r3.result.err != 0 && r3.result.err != EPERM);
         close(cwd);
         close(in[1]);
         closed_there(out); /* warren-priv kept no copy: nothing runs with it */
