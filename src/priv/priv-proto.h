@@ -17,7 +17,8 @@
  * string field after its terminating NUL must be zero (one encoding per
  * message: what is accepted re-encodes to the same bytes). fds travel as
  * SCM_RIGHTS with the datagram: exactly the table's count (none for every
- * request; one with NET_CONNECTED); a message with fds where none belong, with more
+ * request; one with NET_CONNECTED; phase 3: four with SANDBOX_SPAWN_BESIDE,
+ * one with VOLUME_MOUNTED and SPAWNED); a message with fds where none belong, with more
  * than PRIV_FDS_MAX, or whose control data was truncated is refused and
  * every fd it carried is closed.
  *
