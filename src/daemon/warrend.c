@@ -622,12 +622,13 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                 .started_usec = monotonic_usec(),
                 .diag_enabled = d->cfg.enable_diag,
         };
-        r = vol_manager_new(d->state_dir, d->store, &d->ctx.volumes, e);
-        if (r < 0)
-                return err_prefix(e, r, "volumes");
         r = start_sandboxes(d, e);
         if (r < 0)
                 return r;
+        /* after warren-priv started (--privsep: it mounts the volumes) */
+        r = vol_manager_new_priv(d->state_dir, d->store, d->priv, &d->ctx.volumes, e);
+        if (r < 0)
+                return err_prefix(e, r, "volumes");
         if (d->cfg.admin_listen) {
                 d->admin_src = (struct admin_sources){
                         .store = d->store,

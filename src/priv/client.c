@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -249,6 +250,10 @@ static void net_counters(struct priv_client *c, const struct priv_reply *rep, ui
                 v = &rep->nft_names.served;
         else if (rep->hdr.type == PRIV_NET_CONNECTED)
                 v = &rep->net_connected.served;
+        else if (rep->hdr.type == PRIV_VOLUME_MOUNTED) /* phase 3, volumes and spawn-beside */
+                v = &rep->volume_mounted.served;
+        else if (rep->hdr.type == PRIV_SPAWNED)
+                v = &rep->spawned.served;
         if (!v)
                 return;
         copy_counters(c, NULL, 0, v[1], v[2]);
@@ -920,4 +925,106 @@ int priv_sandbox_attach(struct priv_client *c, const struct priv_target *t, bool
                 return result(&rep, e);
         created_out(&rep, out, ret);
         return 0;
+}
+
+/* ---- phase 3: volumes and spawn-beside ---- */
+
+/* path relative to the state dir of c, or NULL */
+static const char *below_state(const struct priv_client *c, const char *path) {
+        size_t sl = strlen(c->state_dir);
+        if (strncmp(path, c->state_dir, sl) != 0 || path[sl] != '/')
+                return NULL;
+        return path + sl + 1;
+}
+
+int priv_volume_mount(struct priv_client *c, const char *dir, uint32_t flags, int *ret_fd,
+                      struct wr_err *e) {
+        const char *rel = below_state(c, dir);
+        if (!rel)
+                return err_set(e, -EINVAL, "mount volume: %s is not below the state dir %s", dir,
+                               c->state_dir);
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_volume_encode(0, PRIV_VOLUME_MOUNT, rel, flags, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        static _Thread_local struct priv_reply rep;
+        int out[2] = {-EBADF, -EBADF};
+        int r = call_fds(c, req, (size_t) n, NULL, 0, PRIV_VOLUME_MOUNTED, &rep, out, e);
+        if (r < 0)
+                return r;
+        if (out[0] < 0)
+                return err_set(e, -EPROTO, "warren-priv: VOLUME_MOUNTED without its fd");
+        *ret_fd = out[0];
+        return 0;
+}
+
+int priv_volume_unmount(struct priv_client *c, const char *dir, struct wr_err *e) {
+        const char *rel = below_state(c, dir);
+        if (!rel)
+                return err_set(e, -EINVAL, "unmount volume: %s is not below the state dir %s", dir,
+                               c->state_dir);
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_volume_encode(0, PRIV_VOLUME_UNMOUNT, rel, 0, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        return call_result(c, req, (size_t) n, e);
+}
+
+int priv_sandbox_spawn_beside(struct priv_client *c, const struct priv_target *t, uint32_t kind,
+                              uid_t uid, gid_t gid, const int fds[4], int *ret_pidfd,
+                              pid_t *ret_pid, struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_spawn_beside_encode(0, t, kind, (uint32_t) uid, (uint32_t) gid, req,
+                                         sizeof(req), e);
+        if (n < 0)
+                return n;
+        static _Thread_local struct priv_reply rep;
+        int out[2] = {-EBADF, -EBADF};
+        int r = call_fds(c, req, (size_t) n, fds, PRIV_SPAWN_FDS, PRIV_SPAWNED, &rep, out, e);
+        if (r < 0)
+                return r;
+        if (out[0] < 0)
+                return err_set(e, -EPROTO, "warren-priv: SPAWNED without its pidfd");
+        *ret_pidfd = out[0];
+        if (ret_pid)
+                *ret_pid = (pid_t) rep.spawned.pid;
+        return 0;
+}
+
+/* linux/pidfd.h of Linux 6.15 (PIDFD_GET_INFO, PIDFD_INFO_EXIT): the
+ * first 64 bytes of struct pidfd_info */
+struct wr_pidfd_info {
+        uint64_t mask;
+        uint64_t cgroupid;
+        uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+        int32_t exit_code;
+};
+#define WR_PIDFD_GET_INFO _IOWR(0xFF, 11, struct wr_pidfd_info)
+#define WR_PIDFD_INFO_EXIT (1ull << 3)
+
+int priv_pidfd_status(int pidfd, int ms) {
+        for (int i = 0;; i++) {
+                struct wr_pidfd_info info = {.mask = WR_PIDFD_INFO_EXIT};
+                int r = ioctl(pidfd, WR_PIDFD_GET_INFO, &info);
+                if (r < 0 && errno != ESRCH)
+                        return errno == ENOTTY || errno == EINVAL ? -EOPNOTSUPP : -errno;
+                if (r == 0 && (info.mask & WR_PIDFD_INFO_EXIT))
+                        return info.exit_code;
+                if (i >= ms)
+                        return -EAGAIN;
+                struct pollfd p = {.fd = pidfd, .events = POLLIN};
+                (void) poll(&p, 1, 1);
+                if (p.revents)
+                        (void) poll(NULL, 0, 1); /* exited: its reaper records it */
+        }
+}
+
+int priv_ssh_dir_prepare(struct priv_client *c, const char *id, int32_t uid_slot,
+                         struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_ssh_dir_encode(0, id, uid_slot, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        int r = call_result(c, req, (size_t) n, e);
+        return r < 0 ? r : 0;
 }

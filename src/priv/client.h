@@ -149,3 +149,35 @@ struct priv_client_stats {
         uint64_t lost;
 };
 void priv_client_stats(struct priv_client *c, struct priv_client_stats *ret);
+
+/* ---- phase 3: volumes and spawn-beside (priv-proto.h types 19..22) ---- */
+
+/* VOLUME_MOUNT of the volume dir (absolute, below the state dir's
+ * volumes/: <state>/volumes/<env>/<name>): its image attached and mounted
+ * at dir/mnt; *ret_fd (the caller's) an O_PATH fd of the mount's root,
+ * where data/ and .staging/ exist (.staging/ emptied). 0 or -errno. */
+int priv_volume_mount(struct priv_client *c, const char *dir, uint32_t flags, int *ret_fd,
+                      struct wr_err *e);
+
+/* VOLUME_UNMOUNT of the same dir: every mount at dir/mnt detached. 1 when
+ * there was one, 0 none, or -errno. */
+int priv_volume_unmount(struct priv_client *c, const char *dir, struct wr_err *e);
+
+/* SANDBOX_SPAWN_BESIDE: run kind (enum priv_beside_kind) beside the
+ * sandbox t as uid:gid with fds[0..4) (cwd: the sandbox's ssh dir;
+ * stdin, stdout, stderr: pipes, sockets or /dev/null). *ret_pidfd (the
+ * caller's; the process is warren-priv's child, which reaps it: read its
+ * status with priv_pidfd_status) and *ret_pid (may be NULL). */
+int priv_sandbox_spawn_beside(struct priv_client *c, const struct priv_target *t, uint32_t kind,
+                              uid_t uid, gid_t gid, const int fds[4], int *ret_pidfd,
+                              pid_t *ret_pid, struct wr_err *e);
+
+/* The wait status (as waitpid's) of the exited process of pidfd, which
+ * another process reaps: polled until its exit is recorded (up to ms).
+ * -EAGAIN when it is not, -EOPNOTSUPP when the kernel has no
+ * PIDFD_INFO_EXIT (Linux < 6.15). */
+int priv_pidfd_status(int pidfd, int ms);
+
+/* SSH_DIR_PREPARE: <state>/sandboxes/<id>/ssh made, 0700, owned by the
+ * agent's uid of uid_slot (-1: nobody). 0 or -errno. */
+int priv_ssh_dir_prepare(struct priv_client *c, const char *id, int32_t uid_slot, struct wr_err *e);

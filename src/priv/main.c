@@ -552,6 +552,32 @@ static bool net_reply_locked(uint64_t id, uint32_t type, const struct priv_resul
         return false;
 }
 
+/* Phase 3: the answer of a volume or spawn request that carries an fd
+ * (VOLUME_MOUNTED, SPAWNED), under mu: true when sent (or tried). */
+static bool volssh_reply_locked(uint64_t id, uint32_t type, const struct priv_result *res,
+                                const struct priv_volssh_out *o) {
+        uint8_t out[PRIV_MSG_MAX];
+        if (res->err || o->fd < 0)
+                return false;
+        if (type == PRIV_VOLUME_MOUNT) {
+                struct priv_volume_mounted m = {.served = res->served,
+                                                .served_total = res->served_total,
+                                                .refused = res->refused};
+                (void) reply_fd_locked(out, priv_volume_mounted_encode(id, &m, out, sizeof(out)),
+                                       o->fd);
+                return true;
+        }
+        if (type == PRIV_SANDBOX_SPAWN_BESIDE) {
+                struct priv_spawned sp = {.served = res->served,
+                                          .served_total = res->served_total,
+                                          .refused = res->refused,
+                                          .pid = o->pid};
+                (void) reply_fd_locked(out, priv_spawned_encode(id, &sp, out, sizeof(out)), o->fd);
+                return true;
+        }
+        return false;
+}
+
 /* A request and the fds it came with (phase 2: the config's memfd and
  * bind sources; none for the others). */
 struct work_item {
@@ -599,6 +625,12 @@ static void work_run(struct work_item *item) {
                 do_signal(&req->signal, &res);
         else if (t == PRIV_SANDBOX_FREEZE)
                 do_freeze(&req->freeze, &res);
+        /* phase 3: volumes and spawn-beside (their fds taken) */
+        struct priv_volssh_out vo = {.fd = -EBADF};
+        if (priv_volssh_type(t)) {
+                priv_volssh_run(req, item->fds, item->n_fds, &res, &vo);
+                item->n_fds = 0;
+        }
         struct net_out no = {.fd = -EBADF};
         net_run(req, &res, &no);
         priv_close_fds(item->fds, item->n_fds);
@@ -618,10 +650,13 @@ static void work_run(struct work_item *item) {
                 if (n > 0)
                         (void) priv_send(srv.sock, out, (size_t) n, out_fds, 2, 0);
                 priv_close_fds(out_fds, 2);
-        } else if (!net_reply_locked(req->hdr.id, t, &res, &no)) {
+        } else if (!net_reply_locked(req->hdr.id, t, &res, &no) &&
+                   !volssh_reply_locked(req->hdr.id, t, &res, &vo)) {
                 (void) reply_locked(out, priv_result_encode(req->hdr.id, &res, out, sizeof(out)));
         }
         net_out_done(&no);
+        if (vo.fd >= 0)
+                close(vo.fd);
         if (t == PRIV_SANDBOX_CLEANUP || lid)
                 for (size_t i = 0; i < WORKERS_MAX; i++)
                         if (!strcmp(inflight[i], lid ? lid : req->cleanup.id)) {
@@ -652,7 +687,7 @@ static int serve_one(const void *in, size_t len, int *fds, size_t n_fds) {
         /* only a lifecycle request (phase 2) keeps its fds past the
          * decoding: for its worker */
         item.n_fds = 0;
-        if (r < 0 || !lifecycle_id(&req)) {
+        if (r < 0 || (!lifecycle_id(&req) && req.hdr.type != PRIV_SANDBOX_SPAWN_BESIDE)) {
                 priv_close_fds(fds, n_fds);
         } else {
                 memcpy(item.fds, fds, n_fds * sizeof(int));

@@ -30,3 +30,27 @@ int priv_lifecycle_run(const struct priv_req *req, int *fds, size_t n_fds, struc
  * NULL when it owns none. Give it back with priv_owned_put. */
 struct rt_sandbox *priv_owned_get(const struct priv_target *t);
 void priv_owned_put(struct rt_sandbox *sb);
+
+/* ---- phase 3: volumes and spawn-beside (types 19..22) ---- */
+
+/* What such a request answers besides a RESULT: VOLUME_MOUNTED's fd (the
+ * mount's root), SPAWNED's pidfd and pid. */
+struct priv_volssh_out {
+        int fd; /* -EBADF: none (answer the RESULT) */
+        int32_t pid;
+};
+
+/* volume.c: true for types 19..22 */
+bool priv_volssh_type(uint32_t type);
+
+/* volume.c: carry out such a request with the fds it came with (taken
+ * over: closed here). res->err set on failure; else o->fd >= 0 when the
+ * answer carries one (the caller sends and closes it). */
+void priv_volssh_run(const struct priv_req *req, int *fds, size_t n_fds, struct priv_result *res,
+                     struct priv_volssh_out *o);
+
+/* spawn.c: SANDBOX_SPAWN_BESIDE (fds: cwd, stdin, stdout, stderr; not
+ * closed here) and SSH_DIR_PREPARE. */
+void priv_spawn_beside_run(const struct priv_spawn_beside *s, const int *fds, size_t n_fds,
+                           struct priv_result *res, struct priv_volssh_out *o);
+void priv_ssh_dir_run(const struct priv_ssh_dir *d, struct priv_result *res);

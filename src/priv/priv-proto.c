@@ -45,6 +45,14 @@ static const struct priv_msg_spec table[] = {
         {PRIV_NET_CONNECT, "NET_CONNECT", sizeof(struct priv_net_connect), 0, true},
         {PRIV_NFT_NAMES, "NFT_NAMES", sizeof(struct priv_nft_names), 0, false},
         {PRIV_NET_CONNECTED, "NET_CONNECTED", sizeof(struct priv_net_connected), 1, false},
+        /* phase 3, volumes and spawn-beside */
+        {PRIV_VOLUME_MOUNT, "VOLUME_MOUNT", sizeof(struct priv_volume), 0, true},
+        {PRIV_VOLUME_UNMOUNT, "VOLUME_UNMOUNT", sizeof(struct priv_volume), 0, true},
+        {PRIV_SANDBOX_SPAWN_BESIDE, "SANDBOX_SPAWN_BESIDE", sizeof(struct priv_spawn_beside),
+         PRIV_SPAWN_FDS, true},
+        {PRIV_SSH_DIR_PREPARE, "SSH_DIR_PREPARE", sizeof(struct priv_ssh_dir), 0, true},
+        {PRIV_VOLUME_MOUNTED, "VOLUME_MOUNTED", sizeof(struct priv_volume_mounted), 1, false},
+        {PRIV_SPAWNED, "SPAWNED", sizeof(struct priv_spawned), 1, false},
 };
 
 _Static_assert(sizeof(struct priv_hdr) + sizeof(struct priv_cleanup) <= PRIV_MSG_MAX,
@@ -68,6 +76,14 @@ _Static_assert(sizeof(struct priv_nft_apply) == PRIV_NFT_TABLE_MAX + 16 &&
                "no padding: every byte is checked");
 _Static_assert(sizeof(struct priv_hdr) + sizeof(struct priv_nft_names) <= PRIV_MSG_MAX,
                "NFT_NAMES fits a datagram");
+
+_Static_assert(sizeof(struct priv_volume) == PRIV_PATH_MAX + 8 &&
+                       sizeof(struct priv_volume_mounted) == 32 &&
+                       sizeof(struct priv_spawn_beside) == sizeof(struct priv_target) + 16 &&
+                       sizeof(struct priv_spawned) == 32 &&
+                       sizeof(struct priv_ssh_dir) == PRIV_ID_MAX + 8,
+               "phase 3 (volumes, spawn-beside): no padding: every byte is checked");
+_Static_assert(PRIV_SPAWN_FDS <= PRIV_FDS_MAX, "a spawn's fds fit one datagram");
 
 static const struct priv_msg_spec *spec_of(uint32_t type) {
         for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -405,6 +421,99 @@ static int net_reply_decode(const char *p, struct priv_reply *out, struct wr_err
         return 0;
 }
 
+/* ---- phase 3: volumes and spawn-beside ---- */
+
+/* A volume name component: [A-Za-z0-9][A-Za-z0-9._-]{0,62} (vol_name_valid) */
+static bool vol_comp_ok(const char *s, size_t n) {
+        return n >= 1 && n <= 63 && id_ok(s, (long) n);
+}
+
+int priv_volume_path_check(const char *path, struct wr_err *e) {
+        int r = priv_path_check(path, PRIV_ROOT_VOLUMES, e);
+        if (r < 0)
+                return r;
+        const char *env = path + strlen(PRIV_ROOT_VOLUMES) + 1;
+        const char *slash = strchr(env, '/');
+        if (!slash || strchr(slash + 1, '/'))
+                return err_set(e, -EACCES, "path %.64s is not " PRIV_ROOT_VOLUMES "/<env>/<name>",
+                               path);
+        if (!vol_comp_ok(env, (size_t) (slash - env)) || !vol_comp_ok(slash + 1, strlen(slash + 1)))
+                return err_set(e, -EACCES, "path %.64s: <env> and <name> must be volume names",
+                               path);
+        return 0;
+}
+
+static int volume_check(const struct priv_volume *v, uint32_t type, struct wr_err *e) {
+        const char *what = priv_type_name(type);
+        if (field_str(v->path, sizeof(v->path)) < 0)
+                return err_set(e, -EINVAL, "%s: path is not one NUL-padded string", what);
+        struct wr_err pe = {0};
+        int r = priv_volume_path_check(v->path, &pe);
+        if (r < 0)
+                return err_set(e, r, "%s: %s", what, pe.msg);
+        if (v->flags & ~(type == PRIV_VOLUME_MOUNT ? PRIV_VOLUME_FLAGS : 0u))
+                return err_set(e, -EINVAL, "%s: unknown flags 0x%x", what, v->flags);
+        if (v->reserved)
+                return err_set(e, -EINVAL, "%s: reserved field set", what);
+        return 0;
+}
+
+static int spawn_check(const struct priv_spawn_beside *s, struct wr_err *e) {
+        int r = target_check(&s->t, "SANDBOX_SPAWN_BESIDE", e);
+        if (r < 0)
+                return r;
+        if (s->kind != PRIV_BESIDE_SSH_AGENT && s->kind != PRIV_BESIDE_SSH_ADD)
+                return err_set(e, -EINVAL, "SANDBOX_SPAWN_BESIDE: unknown kind %u", s->kind);
+        if (s->uid == 0 || s->gid == 0 || s->uid == UINT32_MAX || s->gid == UINT32_MAX)
+                return err_set(e, -EINVAL, "SANDBOX_SPAWN_BESIDE: uid %u gid %u (never root)",
+                               s->uid, s->gid);
+        if (s->reserved)
+                return err_set(e, -EINVAL, "SANDBOX_SPAWN_BESIDE: reserved field set");
+        return 0;
+}
+
+static int ssh_dir_check(const struct priv_ssh_dir *d, struct wr_err *e) {
+        long n = field_str(d->id, sizeof(d->id));
+        if (n < 0 || !id_ok(d->id, n))
+                return err_set(e, -EINVAL, "SSH_DIR_PREPARE: bad sandbox id");
+        if (d->uid_slot < -1 || d->uid_slot >= (int32_t) PRIV_UID_SLOTS)
+                return err_set(e, -EINVAL, "SSH_DIR_PREPARE: uid slot %d (-1..%u)", d->uid_slot,
+                               PRIV_UID_SLOTS - 1);
+        if (d->reserved)
+                return err_set(e, -EINVAL, "SSH_DIR_PREPARE: reserved field set");
+        return 0;
+}
+
+static int volssh_req_decode(const char *p, struct priv_req *out, struct wr_err *e) {
+        switch (out->hdr.type) {
+        case PRIV_VOLUME_MOUNT:
+        case PRIV_VOLUME_UNMOUNT:
+                memcpy(&out->volume, p, sizeof(out->volume));
+                return volume_check(&out->volume, out->hdr.type, e);
+        case PRIV_SANDBOX_SPAWN_BESIDE:
+                memcpy(&out->spawn, p, sizeof(out->spawn));
+                return spawn_check(&out->spawn, e);
+        case PRIV_SSH_DIR_PREPARE:
+                memcpy(&out->ssh_dir, p, sizeof(out->ssh_dir));
+                return ssh_dir_check(&out->ssh_dir, e);
+        }
+        return err_set(e, -EPROTO, "not a volume or spawn request");
+}
+
+static int volssh_reply_decode(const char *p, struct priv_reply *out, struct wr_err *e) {
+        if (out->hdr.type == PRIV_VOLUME_MOUNTED) {
+                memcpy(&out->volume_mounted, p, sizeof(out->volume_mounted));
+                if (!all_zero(out->volume_mounted.reserved, sizeof(out->volume_mounted.reserved)))
+                        return err_set(e, -EINVAL, "VOLUME_MOUNTED: reserved field set");
+                return 0;
+        }
+        memcpy(&out->spawned, p, sizeof(out->spawned));
+        if (out->spawned.pid <= 1 || out->spawned.reserved)
+                return err_set(e, -EINVAL, "SPAWNED: pid %d, reserved %u", out->spawned.pid,
+                               out->spawned.reserved);
+        return 0;
+}
+
 unsigned priv_type_fds(uint32_t type) {
         const struct priv_msg_spec *s = spec_of(type);
         return s ? s->n_fds : 0;
@@ -492,6 +601,11 @@ int priv_req_decode(const void *buf, size_t len, size_t n_fds, struct priv_req *
         case PRIV_NFT_TABLE_REMOVE:
         case PRIV_NET_CONNECT:
                 return net_req_decode(p, out, e);
+        case PRIV_VOLUME_MOUNT:
+        case PRIV_VOLUME_UNMOUNT:
+        case PRIV_SANDBOX_SPAWN_BESIDE:
+        case PRIV_SSH_DIR_PREPARE:
+                return volssh_req_decode(p, out, e);
         }
         return err_set(e, -EPROTO, "unknown request type 0x%x", out->hdr.type); /* not reached */
 }
@@ -506,6 +620,8 @@ int priv_reply_decode(const void *buf, size_t len, size_t n_fds, struct priv_rep
         const char *p = (const char *) buf + sizeof(struct priv_hdr);
         if (out->hdr.type == PRIV_NFT_NAMES || out->hdr.type == PRIV_NET_CONNECTED)
                 return net_reply_decode(p, out, e);
+        if (out->hdr.type == PRIV_VOLUME_MOUNTED || out->hdr.type == PRIV_SPAWNED)
+                return volssh_reply_decode(p, out, e);
         if (out->hdr.type == PRIV_RESULT) {
                 struct priv_result *res = &out->result;
                 memcpy(res, p, sizeof(*res));
@@ -781,6 +897,68 @@ int priv_created_encode(uint64_t id, const struct priv_created *c, void *buf, si
         struct priv_created k = *c;
         k.reserved = 0;
         return put(id, PRIV_SANDBOX_CREATED, &k, sizeof(k), buf, size);
+}
+
+/* ---- phase 3 encoders: volumes and spawn-beside ---- */
+
+int priv_volume_encode(uint64_t id, uint32_t type, const char *path, uint32_t flags, void *buf,
+                       size_t size, struct wr_err *e) {
+        if (type != PRIV_VOLUME_MOUNT && type != PRIV_VOLUME_UNMOUNT)
+                return err_set(e, -EINVAL, "not a volume message: 0x%x", type);
+        struct priv_volume v;
+        memset(&v, 0, sizeof(v));
+        size_t n = strnlen(path, sizeof(v.path));
+        if (n >= sizeof(v.path))
+                return err_set(e, -EACCES, "%s: path too long", priv_type_name(type));
+        memcpy(v.path, path, n);
+        v.flags = flags;
+        int r = volume_check(&v, type, e);
+        if (r < 0)
+                return r;
+        return put(id, type, &v, sizeof(v), buf, size);
+}
+
+int priv_spawn_beside_encode(uint64_t id, const struct priv_target *t, uint32_t kind, uint32_t uid,
+                             uint32_t gid, void *buf, size_t size, struct wr_err *e) {
+        struct priv_spawn_beside s;
+        memset(&s, 0, sizeof(s));
+        int r = target_copy(t, &s.t, "SANDBOX_SPAWN_BESIDE", e);
+        if (r < 0)
+                return r;
+        s.kind = kind;
+        s.uid = uid;
+        s.gid = gid;
+        if ((r = spawn_check(&s, e)) < 0)
+                return r;
+        return put(id, PRIV_SANDBOX_SPAWN_BESIDE, &s, sizeof(s), buf, size);
+}
+
+int priv_ssh_dir_encode(uint64_t id, const char *sandbox_id, int32_t uid_slot, void *buf,
+                        size_t size, struct wr_err *e) {
+        struct priv_ssh_dir d;
+        memset(&d, 0, sizeof(d));
+        size_t n = strnlen(sandbox_id, sizeof(d.id));
+        if (n >= sizeof(d.id))
+                return err_set(e, -EINVAL, "SSH_DIR_PREPARE: bad sandbox id");
+        memcpy(d.id, sandbox_id, n);
+        d.uid_slot = uid_slot;
+        int r = ssh_dir_check(&d, e);
+        if (r < 0)
+                return r;
+        return put(id, PRIV_SSH_DIR_PREPARE, &d, sizeof(d), buf, size);
+}
+
+int priv_volume_mounted_encode(uint64_t id, const struct priv_volume_mounted *m, void *buf,
+                               size_t size) {
+        struct priv_volume_mounted k = *m;
+        memset(k.reserved, 0, sizeof(k.reserved));
+        return put(id, PRIV_VOLUME_MOUNTED, &k, sizeof(k), buf, size);
+}
+
+int priv_spawned_encode(uint64_t id, const struct priv_spawned *s, void *buf, size_t size) {
+        struct priv_spawned k = *s;
+        k.reserved = 0;
+        return put(id, PRIV_SPAWNED, &k, sizeof(k), buf, size);
 }
 
 int priv_send(int fd, const void *buf, size_t len, const int *fds, size_t n_fds, int flags) {

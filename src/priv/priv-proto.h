@@ -17,7 +17,8 @@
  * string field after its terminating NUL must be zero (one encoding per
  * message: what is accepted re-encodes to the same bytes). fds travel as
  * SCM_RIGHTS with the datagram: exactly the table's count (none for every
- * request; one with NET_CONNECTED); a message with fds where none belong, with more
+ * request; one with NET_CONNECTED; phase 3: four with SANDBOX_SPAWN_BESIDE,
+ * one with VOLUME_MOUNTED and SPAWNED); a message with fds where none belong, with more
  * than PRIV_FDS_MAX, or whose control data was truncated is refused and
  * every fd it carried is closed.
  *
@@ -63,8 +64,10 @@
 
 #define PRIV_MAGIC 0x57505231u /* "WPR1" */
 /* 2: the lifecycle (types 6..11) and network (12..16) messages,
- * HELLO_REPLY.ip_forward */
-#define PRIV_VERSION 2u
+ * HELLO_REPLY.ip_forward
+ * 3: volumes and spawn-beside (types 19..22: VOLUME_MOUNT, VOLUME_UNMOUNT,
+ * SANDBOX_SPAWN_BESIDE, SSH_DIR_PREPARE; replies 0x93, 0x95) */
+#define PRIV_VERSION 3u
 #define PRIV_MSG_MAX 4096u  /* datagram, header included */
 #define PRIV_PATH_MAX 1024u /* a path field, bytes including the NUL */
 #define PRIV_ID_MAX 72u     /* a sandbox id field: up to 64 chars + NUL, padded */
@@ -345,6 +348,106 @@ int priv_nft_names_encode(uint64_t id, const struct priv_nft_names *names, void 
 int priv_net_connected_encode(uint64_t id, const struct priv_net_connected *c, void *buf,
                               size_t size);
 
+/* ---- phase 3: volumes and spawn-beside (request types 19..22) ----
+ *
+ *   VOLUME_MOUNT      struct priv_volume + no fd -> VOLUME_MOUNTED + 1 fd:
+ *                     the volume's image <path>/disk.img attached to a
+ *                     loop device (or the one it has) and mounted (ext4,
+ *                     nosuid, nodev, noatime; the new mount API: fsopen,
+ *                     fsmount, move_mount onto <path>/mnt by fd, no path
+ *                     followed), data/ and .staging/ made, .staging/
+ *                     emptied; the fd is an O_PATH directory fd of the
+ *                     mount's root. Whatever was mounted at <path>/mnt
+ *                     before is detached first.
+ *   VOLUME_UNMOUNT    struct priv_volume (flags 0) -> RESULT: detach every
+ *                     mount at <path>/mnt (lazily; a sandbox keeps its own
+ *                     clone). value 1: something was mounted, 0: nothing.
+ *   SANDBOX_SPAWN_BESIDE struct priv_spawn_beside + 4 fds (cwd, stdin,
+ *                     stdout, stderr) -> SPAWNED + 1 fd (the process's
+ *                     pidfd; warren-priv is its parent and reaps it: the
+ *                     exit status is read through the pidfd,
+ *                     PIDFD_GET_INFO / PIDFD_INFO_EXIT). rt_sandbox_spawn_beside
+ *                     of the target (checked as SANDBOX_SIGNAL's) with
+ *                     the program, argv and environment of kind (a closed
+ *                     set: no free argv), as uid:gid, which must be the
+ *                     host id the sandbox's root maps to (its init's
+ *                     uid_map), or "nobody" in a sandbox without a user
+ *                     namespace; the cwd fd must be the directory
+ *                     sandboxes/<id>/ssh, stdin/stdout/stderr pipes,
+ *                     sockets or /dev/null.
+ *   SSH_DIR_PREPARE   struct priv_ssh_dir -> RESULT: make
+ *                     sandboxes/<id>/ssh (and sandboxes/<id>) mode 0700,
+ *                     owned by the agent's uid of uid_slot (uids.h: the
+ *                     slot's first host id; -1: "nobody"). */
+#define PRIV_ROOT_VOLUMES "volumes"  /* <state>/volumes/<env>/<name> */
+#define PRIV_VOLUME_RDONLY (1u << 0) /* VOLUME_MOUNT: the ext4 mount read-only */
+#define PRIV_VOLUME_FLAGS PRIV_VOLUME_RDONLY
+#define PRIV_SPAWN_FDS 4u    /* cwd, stdin, stdout, stderr */
+#define PRIV_UID_SLOTS 4094u /* = SBX_UIDS_SLOTS */
+
+enum priv_volssh_type {
+        PRIV_VOLUME_MOUNT = 19,
+        PRIV_VOLUME_UNMOUNT = 20,
+        PRIV_SANDBOX_SPAWN_BESIDE = 21,
+        PRIV_SSH_DIR_PREPARE = 22,
+        /* replies */
+        PRIV_VOLUME_MOUNTED = 0x93,
+        PRIV_SPAWNED = 0x95,
+};
+
+/* What SANDBOX_SPAWN_BESIDE may run (managed SSH, src/sandbox/ssh.c):
+ * each a fixed program found in /usr/bin, /bin or /usr/local/bin, fixed
+ * argv and environment. */
+enum priv_beside_kind {
+        PRIV_BESIDE_SSH_AGENT = 1, /* ssh-agent -D -a agent.sock */
+        PRIV_BESIDE_SSH_ADD = 2,   /* SSH_AUTH_SOCK=agent.sock ssh-add -q - */
+};
+
+struct priv_volume {
+        /* "volumes/<env>/<name>": exactly three components, the last two
+         * volume names ([A-Za-z0-9][A-Za-z0-9._-]{0,62}) */
+        char path[PRIV_PATH_MAX];
+        uint32_t flags; /* VOLUME_MOUNT: PRIV_VOLUME_FLAGS; VOLUME_UNMOUNT: 0 */
+        uint32_t reserved;
+};
+
+struct priv_volume_mounted {
+        uint64_t served, served_total, refused; /* as RESULT's */
+        uint32_t reserved[2];
+};
+
+struct priv_spawn_beside {
+        struct priv_target t; /* checked as SANDBOX_SIGNAL's */
+        uint32_t kind;        /* enum priv_beside_kind */
+        uint32_t uid, gid;    /* not 0, not (uint32_t) -1 */
+        uint32_t reserved;
+};
+
+struct priv_spawned {
+        uint64_t served, served_total, refused; /* as RESULT's */
+        int32_t pid;                            /* > 1 */
+        uint32_t reserved;
+};
+
+struct priv_ssh_dir {
+        char id[PRIV_ID_MAX]; /* the sandbox: sandboxes/<id>/ssh */
+        int32_t uid_slot;     /* -1 ("nobody") or 0..PRIV_UID_SLOTS-1 */
+        uint32_t reserved;
+};
+
+/* The volume path rule of VOLUME_MOUNT/UNMOUNT: 0 or -EACCES with e. */
+int priv_volume_path_check(const char *path, struct wr_err *e);
+
+int priv_volume_encode(uint64_t id, uint32_t type, const char *path, uint32_t flags, void *buf,
+                       size_t size, struct wr_err *e);
+int priv_spawn_beside_encode(uint64_t id, const struct priv_target *t, uint32_t kind, uint32_t uid,
+                             uint32_t gid, void *buf, size_t size, struct wr_err *e);
+int priv_ssh_dir_encode(uint64_t id, const char *sandbox_id, int32_t uid_slot, void *buf,
+                        size_t size, struct wr_err *e);
+int priv_volume_mounted_encode(uint64_t id, const struct priv_volume_mounted *m, void *buf,
+                               size_t size);
+int priv_spawned_encode(uint64_t id, const struct priv_spawned *s, void *buf, size_t size);
+
 /* How many fds a message of type carries (the table's count; for the
  * config messages the least, 1: they carry 1 + n_bind; 0 for an unknown
  * type). */
@@ -366,6 +469,10 @@ struct priv_req {
                 struct priv_sandbox_cfg cfg; /* CREATE, PRESTART, START */
                 struct priv_destroy destroy; /* DESTROY */
                 struct priv_target target;   /* ATTACH, CTL_CONNECT */
+                /* phase 3, volumes and spawn-beside */
+                struct priv_volume volume; /* VOLUME_MOUNT, VOLUME_UNMOUNT */
+                struct priv_spawn_beside spawn;
+                struct priv_ssh_dir ssh_dir;
         };
 };
 
@@ -379,6 +486,9 @@ struct priv_reply {
                 struct priv_nft_names nft_names;
                 struct priv_net_connected net_connected;
                 struct priv_created created;
+                /* phase 3, volumes and spawn-beside */
+                struct priv_volume_mounted volume_mounted;
+                struct priv_spawned spawned;
         };
 };
 

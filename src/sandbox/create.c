@@ -603,7 +603,7 @@ static int create_steps(struct create_state *st, const char *ref, struct store_s
         if (spec->n_ssh) {
                 struct stat dst;
                 bool had_dir = stat(dir, &dst) == 0;
-                if ((r = sbx_ssh_dir_prepare(dir, sb->uid_slot, e)) < 0)
+                if ((r = sbx_ssh_dir_prepare_sb(sb, dir, e)) < 0)
                         return r;
                 if (!had_dir)
                         st->made |= MADE_SSH_DIR;

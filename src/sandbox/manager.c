@@ -298,6 +298,11 @@ static int target_of(const struct sbx_manager *m, const struct rt_sandbox *rt,
         return 0;
 }
 
+int sbx_priv_target(const struct sbx_manager *m, const struct rt_sandbox *rt,
+                    struct priv_target *t) {
+        return target_of(m, rt, t);
+}
+
 int sbx_rt_kill(struct sbx_manager *m, struct rt_sandbox *rt, int sig) {
         if (!m->priv)
                 return rt_sandbox_kill(rt, sig);

@@ -414,6 +414,14 @@ void sbx_exec_recover(struct sbx *sb);
  * (mode 0700): the agent's directory, bind-mounted read-only into the
  * sandbox at SBX_SSH_DIR. */
 int sbx_ssh_dir_prepare(const char *dir, int32_t uid_slot, struct wr_err *e);
+/* sbx_ssh_dir_prepare for sb (dir: its dir), by warren-priv with
+ * --privsep (SSH_DIR_PREPARE). */
+int sbx_ssh_dir_prepare_sb(struct sbx *sb, const char *dir, struct wr_err *e);
+/* The sandbox behind rt as warren-priv names it (id, init's pid and
+ * start time, cgroup mode). -ESRCH once init is reaped. */
+struct priv_target;
+int sbx_priv_target(const struct sbx_manager *m, const struct rt_sandbox *rt,
+                    struct priv_target *t);
 
 struct sbx_ssh_dest;
 /* Start sb's ssh-agent beside it and load the n keys (sb->rt running);

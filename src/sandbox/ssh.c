@@ -25,6 +25,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "priv/client.h"
 #include "sandbox/ssh.h"
 
 #define AGENT_USER "nobody"
@@ -84,16 +85,63 @@ int sbx_ssh_dir_prepare(const char *dir, int32_t uid_slot, struct wr_err *e) {
         return 0;
 }
 
+int sbx_ssh_dir_prepare_sb(struct sbx *sb, const char *dir, struct wr_err *e) {
+        if (!sb->m->priv)
+                return sbx_ssh_dir_prepare(dir, sb->uid_slot, e);
+        /* --privsep: warren-priv makes <state>/sandboxes/<id>/ssh */
+        char want[PATH_MAX];
+        int r = sbx_dir_path(sb->m, sb->id, want, sizeof(want));
+        if (r < 0 || strcmp(want, dir) != 0)
+                return err_set(e, -EINVAL, "managed_ssh: %s is not the sandbox's dir", dir);
+        r = priv_ssh_dir_prepare(sb->m->priv, sb->id, sb->uid_slot, e);
+        return r < 0 ? err_prefix(e, r, "managed_ssh") : 0;
+}
+
+/* Start b (the program of kind) beside sb: in process, or by warren-priv
+ * with --privsep (SANDBOX_SPAWN_BESIDE: warrend's adopted handle cannot
+ * spawn; warren-priv runs the same program, argv and environment, named
+ * by kind, and is its parent). */
+static int spawn(struct sbx *sb, uint32_t kind, const struct rt_beside *b, int *ret_pidfd,
+                 struct wr_err *e) {
+        if (!sb->m->priv)
+                return rt_sandbox_spawn_beside(sb->rt, b, ret_pidfd, NULL, e);
+        struct priv_target t;
+        if (sbx_priv_target(sb->m, sb->rt, &t) < 0)
+                return err_set(e, -ESRCH, "the sandbox is gone");
+        _cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null < 0)
+                return err_set(e, -errno, "open /dev/null: %m");
+        int fds[PRIV_SPAWN_FDS] = {b->cwd_fd, b->stdin_fd > 2 ? b->stdin_fd : null,
+                                   b->stdout_fd > 2 ? b->stdout_fd : null,
+                                   b->stderr_fd > 2 ? b->stderr_fd : null};
+        return priv_sandbox_spawn_beside(sb->m->priv, &t, kind, b->uid, b->gid, fds, ret_pidfd,
+                                         NULL, e);
+}
+
 /* Reap the process of pidfd (SIGKILLed first unless it exited) and close
- * it. Returns its wait status. */
-static int reap(int *pidfd) {
+ * it. Returns its wait status. With --privsep it is warren-priv's child
+ * (warren-priv reaps it): its status is read through the pidfd. */
+static int reap_status(int *pidfd, bool want_status) {
         siginfo_t si = {0};
         if (*pidfd < 0)
                 return 0;
         (void) syscall(SYS_pidfd_send_signal, *pidfd, SIGKILL, NULL, 0);
-        (void) RETRY_EINTR(waitid(P_PIDFD, (id_t) *pidfd, &si, WEXITED));
+        if (RETRY_EINTR(waitid(P_PIDFD, (id_t) *pidfd, &si, WEXITED)) < 0 && errno == ECHILD) {
+                int st = want_status ? priv_pidfd_status(*pidfd, 2000) : 0;
+                closep(pidfd);
+                if (st < 0) {
+                        log_debug("managed_ssh: exit status of a process beside: %s",
+                                  strerror(-st));
+                        return 0x7f00; /* unknown: as a failed exec */
+                }
+                return st;
+        }
         closep(pidfd);
         return si.si_code == CLD_EXITED ? si.si_status << 8 : si.si_status;
+}
+
+static int reap(int *pidfd) {
+        return reap_status(pidfd, false);
 }
 
 void sbx_ssh_reap(struct sbx *sb) {
@@ -128,7 +176,7 @@ static int add_key(struct sbx *sb, int dirfd, uid_t uid, gid_t gid, const char *
                               .stderr_fd = errp[1],
                               .uid = uid,
                               .gid = gid};
-        if ((r = rt_sandbox_spawn_beside(sb->rt, &b, &pidfd, NULL, e)) < 0)
+        if ((r = spawn(sb, PRIV_BESIDE_SSH_ADD, &b, &pidfd, e)) < 0)
                 goto out;
         closep(&in[0]);
         closep(&errp[1]);
@@ -157,7 +205,7 @@ static int add_key(struct sbx *sb, int dirfd, uid_t uid, gid_t gid, const char *
         for (char *p = msg; *p; p++)
                 if (*p == '\n' || *p == '\r' || (unsigned char) *p < 0x20)
                         *p = ' ';
-        int status = reap(&pidfd);
+        int status = reap_status(&pidfd, true);
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
                 r = err_setx(e, -EINVAL, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
                              "managed_ssh.%s: the key in the secret is not usable: %s (store a "
@@ -203,7 +251,7 @@ int sbx_ssh_start(struct sbx *sb, const struct sbx_ssh_dest *d, size_t n, struct
                 .path = agent, .argv = argv, .envp = envp, .cwd_fd = dirfd, .uid = uid, .gid = gid};
         struct timespec t0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        if ((r = rt_sandbox_spawn_beside(sb->rt, &b, &sb->ssh_pidfd, NULL, e)) < 0)
+        if ((r = spawn(sb, PRIV_BESIDE_SSH_AGENT, &b, &sb->ssh_pidfd, e)) < 0)
                 return err_prefix(e, r, "managed_ssh");
         /* ready once its socket is there */
         for (int i = 0;; i++) {

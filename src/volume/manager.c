@@ -19,6 +19,7 @@
 
 #include "basic/ext4img.h"
 #include "basic/log.h"
+#include "priv/client.h"
 #include "store/store.h"
 #include "volume/volume.h"
 
@@ -44,6 +45,9 @@ struct vol_manager {
         char *dir; /* state_dir/volumes */
         struct store *store;
         struct vol *mounted;
+        /* --privsep: the loop devices and mounts by warren-priv
+         * (VOLUME_MOUNT, VOLUME_UNMOUNT); NULL: here */
+        struct priv_client *priv;
 };
 
 bool vol_name_valid(const char *s) {
@@ -88,6 +92,20 @@ static void unmount_all(const char *path) {
                 ;
 }
 
+/* Detach whatever is mounted at dir/mnt: by warren-priv with --privsep
+ * (m->priv), else here. Best effort. */
+static void unmount_dir(const struct vol_manager *m, const char *dir) {
+        if (m && m->priv) {
+                struct wr_err e = {0};
+                if (priv_volume_unmount(m->priv, dir, &e) < 0)
+                        log_debug("volumes: unmount %s: %s", dir, e.msg);
+                return;
+        }
+        _cleanup_free_ char *mnt = NULL;
+        if (asprintf(&mnt, "%s/mnt", dir) >= 0)
+                unmount_all(mnt);
+}
+
 /* Remove every entry of the directory dfd (not following symlinks,
  * staying on its filesystem). Best effort. */
 static void empty_dir(int dfd) {
@@ -115,12 +133,14 @@ static void empty_dir(int dfd) {
         closedir(d);
 }
 
-/* Remove a volume's dir (image, mountpoint) from disk. Best effort. */
-static void dir_remove(const char *dir) {
+/* Remove a volume's dir (image, mountpoint) from disk. Best effort. m:
+ * its manager (NULL: a temp dir of a create, never mounted). */
+static void dir_remove(const struct vol_manager *m, const char *dir) {
         _cleanup_free_ char *mnt = NULL, *img = NULL;
         if (asprintf(&mnt, "%s/mnt", dir) < 0 || asprintf(&img, "%s/disk.img", dir) < 0)
                 return;
-        unmount_all(mnt);
+        if (m)
+                unmount_dir(m, dir);
         rmdir(mnt);
         unlink(img);
         rmdir(dir);
@@ -129,6 +149,25 @@ static void dir_remove(const char *dir) {
 /* Mount the volume's image at dir/mnt and open data/ and .staging/
  * (made when missing; .staging emptied: a PutFile cut short leaves its
  * temp file there). */
+/* mount_volume by warren-priv (--privsep): it mounts, makes the dirs and
+ * empties .staging; the dirs are opened here from the mount's root. */
+static int mount_volume_priv(struct priv_client *priv, const char *dir, int *ret_data,
+                             int *ret_stage, struct wr_err *e) {
+        _cleanup_close_ int root = -EBADF;
+        int r = priv_volume_mount(priv, dir, 0, &root, e);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int data =
+                openat(root, "data", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int stage =
+                openat(root, ".staging", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (data < 0 || stage < 0)
+                return err_set(e, -errno, "open the volume's dirs in %s/mnt: %m", dir);
+        *ret_data = TAKE_FD(data);
+        *ret_stage = TAKE_FD(stage);
+        return 0;
+}
+
 static int mount_volume(const char *dir, int *ret_data, int *ret_stage, struct wr_err *e) {
         _cleanup_free_ char *mnt = NULL, *img = NULL;
         if (asprintf(&mnt, "%s/mnt", dir) < 0 || asprintf(&img, "%s/disk.img", dir) < 0)
@@ -209,7 +248,8 @@ static int get_mounted(struct vol_manager *m, const char *env, const char *name,
         v->data_fd = v->stage_fd = -EBADF;
         snprintf(v->env, sizeof(v->env), "%s", env);
         snprintf(v->name, sizeof(v->name), "%s", name);
-        if ((r = mount_volume(dir, &v->data_fd, &v->stage_fd, e)) < 0) {
+        if ((r = m->priv ? mount_volume_priv(m->priv, dir, &v->data_fd, &v->stage_fd, e)
+                         : mount_volume(dir, &v->data_fd, &v->stage_fd, e)) < 0) {
                 vol_free(v);
                 return err_prefix(e, r, "mount volume %s", name);
         }
@@ -253,7 +293,7 @@ void vol_new_free(struct vol_new *n) {
         if (!n)
                 return;
         if (n->tmp)
-                dir_remove(n->tmp);
+                dir_remove(NULL, n->tmp);
         free(n->tmp);
         free(n);
 }
@@ -362,13 +402,13 @@ int vol_create_finish(struct vol_manager *m, struct vol_new *n, struct vol_info 
                 return -ENOMEM;
         /* A leftover dir of the same name has no row (recovery removes
          * those, a delete removes its row first): replace it. */
-        dir_remove(final);
+        dir_remove(m, final);
         if (rename(n->tmp, final) < 0)
                 return err_set(e, -errno, "rename %s: %m", n->tmp);
         free(n->tmp);
         n->tmp = NULL;
         if ((r = store_volume_insert(m->store, n->env, n->name, e)) < 0) {
-                dir_remove(final);
+                dir_remove(m, final);
                 return r;
         }
         return info_fill(m, n->env, n->name, ret, e);
@@ -440,7 +480,7 @@ int vol_delete(struct vol_manager *m, const char *env, const char *name, struct 
                 }
         _cleanup_free_ char *dir = NULL;
         if (vol_dir(m, env, name, NULL, &dir) == 0)
-                dir_remove(dir);
+                dir_remove(m, dir);
         return 0;
 }
 
@@ -493,12 +533,10 @@ static int recover_env(struct vol_manager *m, const char *env, struct wr_err *e)
                         store_volume_clear(&row);
                         if (r == -ENOENT) {
                                 log_debug("volumes: removing %s (no volume of that name)", dir);
-                                dir_remove(dir);
+                                /* a temp dir of a create (".new-...") was never mounted */
+                                dir_remove(vol_name_valid(de->d_name) ? m : NULL, dir);
                         } else {
-                                _cleanup_free_ char *mnt = NULL;
-                                if (asprintf(&mnt, "%s/mnt", dir) < 0)
-                                        return -ENOMEM;
-                                unmount_all(mnt);
+                                unmount_dir(m, dir);
                         }
                 }
         }
@@ -522,10 +560,16 @@ static int recover_env(struct vol_manager *m, const char *env, struct wr_err *e)
 
 int vol_manager_new(const char *state_dir, struct store *store, struct vol_manager **ret,
                     struct wr_err *e) {
+        return vol_manager_new_priv(state_dir, store, NULL, ret, e);
+}
+
+int vol_manager_new_priv(const char *state_dir, struct store *store, struct priv_client *priv,
+                         struct vol_manager **ret, struct wr_err *e) {
         struct vol_manager *m = calloc(1, sizeof(*m));
         if (!m)
                 return -ENOMEM;
         m->store = store;
+        m->priv = priv;
         if (asprintf(&m->dir, "%s/volumes", state_dir) < 0) {
                 free(m);
                 return -ENOMEM;
@@ -556,10 +600,11 @@ void vol_manager_free(struct vol_manager *m) {
         while (m->mounted) {
                 struct vol *v = m->mounted;
                 m->mounted = v->next;
-                _cleanup_free_ char *mnt = NULL;
-                if (vol_dir(m, v->env, v->name, "mnt", &mnt) == 0)
-                        unmount_all(mnt);
+                _cleanup_free_ char *dir = NULL;
+                int r = vol_dir(m, v->env, v->name, NULL, &dir);
                 vol_free(v);
+                if (r == 0)
+                        unmount_dir(m, dir);
         }
         free(m->dir);
         free(m);

@@ -63,6 +63,14 @@ struct vol_info {
 int vol_manager_new(const char *state_dir, struct store *store, struct vol_manager **ret,
                     struct wr_err *e);
 
+/* vol_manager_new with --privsep (docs/privsep.md): the loop devices
+ * and host mounts by warren-priv (priv: VOLUME_MOUNT, VOLUME_UNMOUNT;
+ * it must outlive the manager); warrend opens data/ and .staging/ from
+ * the mount's root fd it answers. priv NULL: vol_manager_new. */
+struct priv_client;
+int vol_manager_new_priv(const char *state_dir, struct store *store, struct priv_client *priv,
+                         struct vol_manager **ret, struct wr_err *e);
+
 /* Detach every host mount this manager made (lazily: sandboxes keep
  * theirs; a loop device goes when its last mount does) and free it. NULL
  * ok. */

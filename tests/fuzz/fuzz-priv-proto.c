@@ -72,6 +72,57 @@ static int net_req_encode(void) {
         abort();
 }
 
+/* ---- phase 3: volumes and spawn-beside (types 19..22) ---- */
+
+static bool volssh_req(uint32_t t) {
+        return t >= PRIV_VOLUME_MOUNT && t <= PRIV_SSH_DIR_PREPARE;
+}
+
+static int volssh_req_encode(void) {
+        struct wr_err ee = {0};
+        switch (req.hdr.type) {
+        case PRIV_VOLUME_MOUNT:
+        case PRIV_VOLUME_UNMOUNT: {
+                const char *p = req.volume.path;
+                /* volumes/<env>/<name>: three components, no . or .., no
+                 * leading dot, no symlink-free guarantee needed here */
+                int slashes = 0;
+                for (const char *c = p; *c; c++)
+                        slashes += *c == '/';
+                if (strncmp(p, "volumes/", 8) != 0 || slashes != 2 || strstr(p, "/.") ||
+                    strstr(p, "//") || (req.hdr.type == PRIV_VOLUME_UNMOUNT && req.volume.flags) ||
+                    (req.volume.flags & ~PRIV_VOLUME_FLAGS))
+                        abort();
+                return priv_volume_encode(req.hdr.id, req.hdr.type, p, req.volume.flags, out,
+                                          sizeof(out), &ee);
+        }
+        case PRIV_SANDBOX_SPAWN_BESIDE: {
+                const struct priv_spawn_beside *s = &req.spawn;
+                if (s->uid == 0 || s->gid == 0 || s->t.pid <= 1 || s->t.start_time == 0 ||
+                    (s->kind != PRIV_BESIDE_SSH_AGENT && s->kind != PRIV_BESIDE_SSH_ADD))
+                        abort();
+                return priv_spawn_beside_encode(req.hdr.id, &s->t, s->kind, s->uid, s->gid, out,
+                                                sizeof(out), &ee);
+        }
+        case PRIV_SSH_DIR_PREPARE:
+                if (req.ssh_dir.uid_slot < -1 || req.ssh_dir.uid_slot >= (int32_t) PRIV_UID_SLOTS ||
+                    strchr(req.ssh_dir.id, '/') || req.ssh_dir.id[0] == '.')
+                        abort();
+                return priv_ssh_dir_encode(req.hdr.id, req.ssh_dir.id, req.ssh_dir.uid_slot, out,
+                                           sizeof(out), &ee);
+        }
+        abort();
+}
+
+static int volssh_reply_encode(void) {
+        if (rep.hdr.type == PRIV_VOLUME_MOUNTED)
+                return priv_volume_mounted_encode(rep.hdr.id, &rep.volume_mounted, out,
+                                                  sizeof(out));
+        if (rep.hdr.type == PRIV_SPAWNED && rep.spawned.pid > 1)
+                return priv_spawned_encode(rep.hdr.id, &rep.spawned, out, sizeof(out));
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size < 1)
                 return 0;
@@ -98,6 +149,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                 : rep.hdr.type == PRIV_HELLO_REPLY
                                         ? priv_hello_reply_encode(rep.hdr.id, &rep.hello, out,
                                                                   sizeof(out))
+                                : rep.hdr.type == PRIV_VOLUME_MOUNTED ||
+                                                rep.hdr.type == PRIV_SPAWNED
+                                        ? volssh_reply_encode()
                                         : net_reply_encode();
                         if (n != (int) size || memcmp(out, buf, size) != 0)
                                 abort();
@@ -112,7 +166,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         uint32_t ty = req.hdr.type;
                         bool cfg = ty == PRIV_SANDBOX_CREATE || ty == PRIV_SANDBOX_PRESTART ||
                                    ty == PRIV_SANDBOX_START;
-                        if (n_fds != (cfg ? 1 + (size_t) req.cfg.n_bind : 0))
+                        if (n_fds != (cfg ? 1 + (size_t) req.cfg.n_bind : priv_type_fds(ty)))
+                                abort();
+                        if (volssh_req(ty) && n_fds != (ty == PRIV_SANDBOX_SPAWN_BESIDE ? 4 : 0))
                                 abort();
                         switch (req.hdr.type) {
                         /* phase 2 */
@@ -178,7 +234,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                                        req.freeze.on != 0, out, sizeof(out), &ee);
                                 break;
                         default:
-                                n = net_req_encode();
+                                n = volssh_req(ty) ? volssh_req_encode() : net_req_encode();
                         }
                         if (n != (int) size || memcmp(out, buf, size) != 0)
                                 abort();
