@@ -292,6 +292,16 @@ static int target_get(const struct priv_target *t, struct rt_sandbox **ret, int 
         return 0;
 }
 
+static void target_put(struct rt_sandbox *sb, int slot);
+int priv_target_get(const struct priv_target *t, struct rt_sandbox **ret, int *slot,
+                    struct priv_result *res) {
+        return target_get(t, ret, slot, res);
+}
+
+void priv_target_put(struct rt_sandbox *sb, int slot) {
+        target_put(sb, slot);
+}
+
 static void target_put(struct rt_sandbox *sb, int slot) {
         if (slot == SLOT_OWNED) {
                 priv_owned_put(sb);
@@ -598,6 +608,13 @@ static void work_run(struct work_item *item) {
                 do_signal(&req->signal, &res);
         else if (t == PRIV_SANDBOX_FREEZE)
                 do_freeze(&req->freeze, &res);
+        /* phase 4b: the upper-dir reader */
+        struct priv_upper_packed packed;
+        bool upper_ok = false;
+        if (t == PRIV_UPPER_PACK) {
+                upper_ok = priv_upper_run(req, item->fds, item->n_fds, &res, &packed) == 0;
+                item->n_fds = 0;
+        }
         struct net_out no = {.fd = -EBADF};
         net_run(req, &res, &no);
         priv_close_fds(item->fds, item->n_fds);
@@ -617,6 +634,12 @@ static void work_run(struct work_item *item) {
                 if (n > 0)
                         (void) priv_send(srv.sock, out, (size_t) n, out_fds, 2, 0);
                 priv_close_fds(out_fds, 2);
+        } else if (upper_ok) {
+                packed.served = res.served;
+                packed.served_total = res.served_total;
+                packed.refused = res.refused;
+                (void) reply_locked(
+                        out, priv_upper_packed_encode(req->hdr.id, &packed, out, sizeof(out)));
         } else if (!net_reply_locked(req->hdr.id, t, &res, &no)) {
                 (void) reply_locked(out, priv_result_encode(req->hdr.id, &res, out, sizeof(out)));
         }
@@ -651,7 +674,7 @@ static int serve_one(const void *in, size_t len, int *fds, size_t n_fds) {
         /* only a lifecycle request (phase 2) keeps its fds past the
          * decoding: for its worker */
         item.n_fds = 0;
-        if (r < 0 || !lifecycle_id(&req)) {
+        if (r < 0 || (!lifecycle_id(&req) && req.hdr.type != PRIV_UPPER_PACK)) {
                 priv_close_fds(fds, n_fds);
         } else {
                 memcpy(item.fds, fds, n_fds * sizeof(int));
@@ -807,6 +830,7 @@ int main(int argc, char **argv) {
         }
         signal(SIGPIPE, SIG_IGN);
         forward_on();
+        (void) priv_upper_init(); /* phase 4b: warren-upper (a warning when missing) */
         if (priv_lifecycle_init(state_dir, init) < 0) {
                 log_error("warren-priv: --init %s is not an absolute path", init);
                 return 2;
