@@ -90,9 +90,10 @@ def snapshot_layer(d, privsep):
     return layer, (None if after is None else after - before)
 
 
-def test_privsep_snapshot_by_warren_upper(fresh_warrend):
+def test_privsep_snapshot_by_warren_upper(fresh_warrend, monkeypatch):
     layer_priv, n = snapshot_layer(fresh_warrend, True)
     assert n == 1  # warren-priv packed it (warren-upper)
+    monkeypatch.delenv("WARREN_PRIVSEP", raising=False)  # the suite may run with it
     layer_plain, n0 = snapshot_layer(fresh_warrend, False)
     assert n0 is None  # no warren-priv: in process
     # the same tree gives the same layer either way (owners as the
@@ -170,5 +171,26 @@ def test_privsep_snapshot_without_userns_refused(fresh_warrend):
             assert metrics(port).get(UPPER, 0) == 0
             # nothing left frozen
             assert sh(sb, "echo alive") == "alive\n"
+        finally:
+            sb.terminate()
+
+
+def test_privsep_build_by_warren_upper(fresh_warrend):
+    """An image build's RUN steps commit their upper dirs through
+    UPPER_PACK too (build.c snapshots each step's sandbox)."""
+    port = free_port()
+    d = fresh_warrend(extra_args=["--privsep", "--admin-listen", "127.0.0.1:%d" % port])
+    import_image(d, IMAGE)
+    with wr.SandboxClient(d.unix_addr) as c:
+        before = metrics(port).get(UPPER, 0)
+        img = (wr.Image.base(IMAGE)
+               .run_commands("mkdir /b && echo one > /b/f && chmod 600 /b/f && rm /bin/vi",
+                             "echo two >> /b/f"))
+        info = c.build_image(img)
+        assert metrics(port)[UPPER] - before == 2  # one per RUN step
+        sb = c.create(image=info.id, entrypoint=["sleep", "infinity"])
+        try:
+            assert sh(sb, "cat /b/f; stat -c %a /b/f; test -e /bin/vi && echo vi || echo no") \
+                == "one\ntwo\n600\nno\n"
         finally:
             sb.terminate()
