@@ -228,7 +228,7 @@ static void handle_drop(struct handle *h) {
  * warrend re-attaches after a restart (pid, start time and cgroup
  * membership checked) and cached. *slot: its entry (to give back with
  * target_put), -1 for a handle of this request only. */
-#define SLOT_OWNED (-2) /* phase 2: a handle warren-priv owns (priv_owned_get) */
+#define SLOT_OWNED PRIV_SLOT_OWNED /* phase 2: a handle warren-priv owns (priv_owned_get) */
 
 static int target_get(const struct priv_target *t, struct rt_sandbox **ret, int *slot,
                       struct priv_result *res) {

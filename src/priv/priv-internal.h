@@ -34,6 +34,7 @@ void priv_owned_put(struct rt_sandbox *sb);
 /* main.c: the checked target of a request (a handle warren-priv owns,
  * one it attached and cached, or attached now: pid, start time, cgroup
  * checked); res filled when it fails. Give it back with priv_target_put. */
+#define PRIV_SLOT_OWNED (-2) /* *slot of priv_target_get: a handle warren-priv owns */
 int priv_target_get(const struct priv_target *t, struct rt_sandbox **ret, int *slot,
                     struct priv_result *res);
 void priv_target_put(struct rt_sandbox *sb, int slot);
