@@ -13,7 +13,8 @@
  * range only (CAP_DAC_READ_SEARCH reads the sandbox's 0600 files, nothing
  * of the host's), and over the host's namespaces none. It chroots into
  * the upper dir, sets no_new_privs and packs the tree (image.h:
- * img_pack_dir, by fd, no symlink followed, no mount crossed). The one
+ * img_pack_dir, by fd, no symlink followed, no mount crossed) under a
+ * seccomp allowlist (install_seccomp). The one
  * thing a user namespace cannot read is the trusted.* xattr that marks an
  * opaque directory: for each directory it hands the fd to warren-priv,
  * which reads that xattr alone and answers one byte. Everything else it
@@ -22,11 +23,14 @@
 #include <grp.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "basic/confine.h"
+#include "basic/macro.h"
 #include "image/image.h"
 #include "priv/priv-proto.h"
 
@@ -34,6 +38,8 @@
 #define FD_INIT 4
 #define FD_SPOOL 5
 #define FD_SOCK 6
+
+static int install_seccomp(bool kill_on_miss);
 
 /* Join the sandbox's user namespace as its root, confined to the upper dir. */
 static int enter(struct wr_err *e) {
@@ -54,7 +60,62 @@ static int enter(struct wr_err *e) {
                 return err_set(e, -errno, "chroot into the upper dir: %m");
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 return err_set(e, -errno, "no_new_privs: %m");
+        int r = install_seccomp(getenv("WARREN_UPPER_SECCOMP_KILL") != NULL);
+        if (r < 0)
+                return err_set(e, r, "seccomp: %s", strerror(-r));
         return 0;
+}
+
+/* After enter(): what the pack needs and nothing else (no exec, no open
+ * of a socket, no mount, no setns, no xattr: warren-priv reads those);
+ * anything else fails with EPERM. WARREN_UPPER_SECCOMP_KILL (tests):
+ * kill instead, to prove the list complete. */
+static int install_seccomp(bool kill_on_miss) {
+        static const int allow[] = {
+                SCMP_SYS(read),
+                SCMP_SYS(readv),
+                SCMP_SYS(pread64),
+                SCMP_SYS(write),
+                SCMP_SYS(writev),
+                SCMP_SYS(pwrite64),
+                SCMP_SYS(lseek),
+                SCMP_SYS(close),
+                SCMP_SYS(openat),
+                SCMP_SYS(fstat),
+                SCMP_SYS(newfstatat),
+                SCMP_SYS(statx),
+                SCMP_SYS(readlinkat),
+                SCMP_SYS(getdents64),
+                SCMP_SYS(fcntl),
+                SCMP_SYS(dup),
+                SCMP_SYS(brk),
+                SCMP_SYS(munmap),
+                SCMP_SYS(mremap),
+                SCMP_SYS(madvise),
+                SCMP_SYS(sendmsg),
+                SCMP_SYS(recvfrom),
+                SCMP_SYS(recvmsg),
+                SCMP_SYS(exit),
+                SCMP_SYS(exit_group),
+                SCMP_SYS(rt_sigreturn),
+                SCMP_SYS(rt_sigprocmask),
+                SCMP_SYS(futex),
+                SCMP_SYS(getrandom),
+                SCMP_SYS(clock_gettime),
+                SCMP_SYS(gettimeofday),
+                SCMP_SYS(getpid),
+                SCMP_SYS(gettid),
+                SCMP_SYS(restart_syscall),
+        };
+        int r;
+        scmp_filter_ctx ctx =
+                confine_seccomp_new(kill_on_miss ? SCMP_ACT_KILL_PROCESS : SCMP_ACT_ERRNO(EPERM),
+                                    allow, ELEMENTSOF(allow), &r);
+        if (!ctx)
+                return r;
+        r = seccomp_load(ctx);
+        seccomp_release(ctx);
+        return r;
 }
 
 /* img_pack_opaque_fn: warren-priv reads the xattr of dir_fd. */

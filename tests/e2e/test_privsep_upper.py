@@ -103,7 +103,8 @@ def test_privsep_snapshot_by_warren_upper(fresh_warrend, monkeypatch):
 
 def test_privsep_snapshot_helper_confined(fresh_warrend):
     """warren-upper runs as the sandbox's root in its user namespace,
-    chrooted, and is gone after the snapshot; a paused sandbox stays paused."""
+    chrooted, no_new_privs, under seccomp, and is gone after the snapshot;
+    a paused sandbox stays paused."""
     port = free_port()
     d = fresh_warrend(extra_args=["--privsep", "--admin-listen", "127.0.0.1:%d" % port])
     import_image(d, IMAGE)
@@ -120,7 +121,7 @@ def test_privsep_snapshot_helper_confined(fresh_warrend):
                             st = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
                         root = sorted(os.listdir("/proc/%d/root" % pid))
                         ns = os.readlink("/proc/%d/ns/user" % pid)
-                        seen.append((uid, st["Uid"].split()[0], root, ns))
+                        seen.append((uid, st, root, ns))
                     except OSError:
                         pass
             time.sleep(0.001)
@@ -149,8 +150,12 @@ def test_privsep_snapshot_helper_confined(fresh_warrend):
     assert not [p for p in children(priv) if p[1] == "warren-upper"]
     if not seen:
         pytest.skip("the pack was too quick to watch warren-upper")
-    uid, _, root, ns = seen[-1]
+    # the last sighting is past its setup (setns, chroot, seccomp)
+    done = [x for x in seen if x[1]["Seccomp"].strip() == "2"]
+    assert done, [x[1]["Seccomp"] for x in seen]
+    uid, st, root, ns = done[-1]
     assert uid != 0  # the sandbox's root: a host uid of its range
+    assert st["NoNewPrivs"].strip() == "1"
     assert ns == sb_ns  # in the sandbox's user namespace
     # chrooted into the upper dir: its root holds what the sandbox wrote
     # (and no host /usr, /proc)
