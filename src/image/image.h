@@ -223,6 +223,14 @@ int img_pack_dir(int dirfd, int out_fd, struct img_pack_stats *stats, struct wr_
  * image's own layers. id_base 0: as they are. */
 int img_pack_dir_ids(int dirfd, int out_fd, uint32_t id_base, uint32_t id_count,
                      struct img_pack_stats *stats, struct wr_err *e);
+/* img_pack_dir_ids() asking opaque(dir_fd, ud) whether a directory is
+ * opaque (1 yes, 0 no, <0 fails the pack) instead of reading its
+ * trusted.overlay.opaque xattr, which a process in a user namespace cannot
+ * (warren-upper asks warren-priv: docs/privsep.md). */
+typedef int (*img_pack_opaque_fn)(int dir_fd, void *ud);
+int img_pack_dir_opaque(int dirfd, int out_fd, uint32_t id_base, uint32_t id_count,
+                        img_pack_opaque_fn opaque, void *opaque_ud, struct img_pack_stats *stats,
+                        struct wr_err *e);
 
 /* A layer tar holding one file at absolute path (parent dirs 0755 root,
  * the file with mode, 0 = 0644; S_IFDIR in mode: a directory, 0755

@@ -50,6 +50,8 @@ struct packer {
         struct img_pack_stats *st;
         struct wr_err *e;
         uint32_t id_base, id_count; /* owners as inside the user namespace */
+        img_pack_opaque_fn opaque;  /* NULL: read the xattr here */
+        void *opaque_ud;
 };
 
 static int cmp_names(const void *a, const void *b) {
@@ -233,7 +235,14 @@ static int pack_entry(struct packer *p, struct level *lv, const char *name, int 
         char v[2];
         size_t base = lv->path_len + strlen(name) + 1; /* "a/b/" */
         *down_len = base;
-        if (fgetxattr(fd, "trusted.overlay.opaque", v, sizeof(v)) == 1 && v[0] == 'y') {
+        int opq = p->opaque ? p->opaque(fd, p->opaque_ud)
+                            : fgetxattr(fd, "trusted.overlay.opaque", v, sizeof(v)) == 1 &&
+                                      v[0] == 'y';
+        if (opq < 0) {
+                close(fd);
+                return err_set(p->e, opq, "pack %s: is it opaque: %s", p->path, strerror(-opq));
+        }
+        if (opq) {
                 if ((r = set_path(p, base, ".wh..wh..opq", "")) < 0 ||
                     (r = write_header(p, NULL, AE_IFREG, 0, NULL)) < 0) {
                         close(fd);
@@ -251,14 +260,25 @@ int img_pack_dir(int dirfd, int out_fd, struct img_pack_stats *stats, struct wr_
 
 int img_pack_dir_ids(int dirfd, int out_fd, uint32_t id_base, uint32_t id_count,
                      struct img_pack_stats *stats, struct wr_err *e) {
+        return img_pack_dir_opaque(dirfd, out_fd, id_base, id_count, NULL, NULL, stats, e);
+}
+
+int img_pack_dir_opaque(int dirfd, int out_fd, uint32_t id_base, uint32_t id_count,
+                        img_pack_opaque_fn opaque, void *opaque_ud, struct img_pack_stats *stats,
+                        struct wr_err *e) {
         struct img_pack_stats local = {0};
         struct img_pack_stats *st = stats ? stats : &local;
         *st = (struct img_pack_stats){0};
         struct stat top;
         if (fstat(dirfd, &top) < 0 || !S_ISDIR(top.st_mode))
                 return err_set(e, -ENOTDIR, "pack: not a directory");
-        struct packer p = {
-                .dev = top.st_dev, .st = st, .e = e, .id_base = id_base, .id_count = id_count};
+        struct packer p = {.dev = top.st_dev,
+                           .st = st,
+                           .e = e,
+                           .id_base = id_base,
+                           .id_count = id_count,
+                           .opaque = opaque,
+                           .opaque_ud = opaque_ud};
         struct level *levels = calloc(PACK_DEPTH_MAX + 1, sizeof(*levels));
         p.buf = malloc(PACK_BUF);
         p.a = archive_write_new();

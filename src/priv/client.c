@@ -263,6 +263,18 @@ static void net_counters(struct priv_client *c, const struct priv_reply *rep, ui
         pthread_mutex_unlock(&c->st_mu);
 }
 
+/* Phase 4b: the counters UPPER_PACKED carries. */
+static void upper_counters(struct priv_client *c, const struct priv_reply *rep, uint32_t type) {
+        if (rep->hdr.type != PRIV_UPPER_PACKED)
+                return;
+        const struct priv_upper_packed *u = &rep->upper_packed;
+        copy_counters(c, NULL, 0, u->served_total, u->refused);
+        pthread_mutex_lock(&c->st_mu);
+        if (type < PRIV_REQ_TYPES)
+                c->st.served[type] = u->served;
+        pthread_mutex_unlock(&c->st_mu);
+}
+
 /* Read every answer waiting on the socket and hand each to its request.
  * Supervisor thread only. */
 static void read_locked(struct priv_client *c) {
@@ -306,6 +318,7 @@ static void read_locked(struct priv_client *c) {
                         return;
                 }
                 net_counters(c, &rep, p->type);
+                upper_counters(c, &rep, p->type);
                 if (rep.hdr.type == PRIV_RESULT) {
                         copy_counters(c, NULL, 0, rep.result.served_total, rep.result.refused);
                         pthread_mutex_lock(&c->st_mu);
@@ -760,6 +773,22 @@ int priv_net_connect(struct priv_client *c, const struct priv_target *t, uint32_
                 return err_set(e, -EPROTO, "warren-priv: NET_CONNECTED without its socket");
         *ret_fd = out[0];
         return (int) rep.net_connected.connected;
+}
+
+/* ---- phase 4b: the upper-dir reader ---- */
+
+int priv_upper_pack(struct priv_client *c, const struct priv_target *t, int spool_fd,
+                    struct priv_upper_packed *ret, struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_upper_pack_encode(0, t, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        static _Thread_local struct priv_reply rep;
+        int r = call_fds(c, req, (size_t) n, &spool_fd, 1, PRIV_UPPER_PACKED, &rep, NULL, e);
+        if (r < 0)
+                return r;
+        *ret = rep.upper_packed;
+        return 0;
 }
 
 /* ---- phase 2: the sandbox lifecycle ---- */

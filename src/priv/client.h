@@ -135,6 +135,15 @@ int priv_net_connect(struct priv_client *c, const struct priv_target *t, uint32_
                      uint16_t port, int *ret_fd, struct wr_err *e);
 
 /* HELLO: warren-priv's own counters (a round trip). */
+/* Phase 4b, UPPER_PACK: the upper dir of the sandbox t (checked as
+ * SANDBOX_SIGNAL's) written as a layer tar to spool_fd (a regular file
+ * open for writing; not closed) by warren-upper in the sandbox's user
+ * namespace; *ret: the pack's stats (image.h: struct img_pack_stats) and
+ * warren-priv's counters. 0 or the failure with e (EPERM: the sandbox has
+ * no user namespace). Blocks: call it from a worker. */
+int priv_upper_pack(struct priv_client *c, const struct priv_target *t, int spool_fd,
+                    struct priv_upper_packed *ret, struct wr_err *e);
+
 int priv_hello(struct priv_client *c, struct priv_hello_reply *ret, struct wr_err *e);
 
 /* What warrend knows without a round trip (metrics): the running

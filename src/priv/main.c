@@ -229,7 +229,7 @@ static void handle_drop(struct handle *h) {
  * warrend re-attaches after a restart (pid, start time and cgroup
  * membership checked) and cached. *slot: its entry (to give back with
  * target_put), -1 for a handle of this request only. */
-#define SLOT_OWNED (-2) /* phase 2: a handle warren-priv owns (priv_owned_get) */
+#define SLOT_OWNED PRIV_SLOT_OWNED /* phase 2: a handle warren-priv owns (priv_owned_get) */
 
 static int target_get(const struct priv_target *t, struct rt_sandbox **ret, int *slot,
                       struct priv_result *res) {
@@ -291,6 +291,16 @@ static int target_get(const struct priv_target *t, struct rt_sandbox **ret, int 
         *slot = pick;
         pthread_mutex_unlock(&mu);
         return 0;
+}
+
+static void target_put(struct rt_sandbox *sb, int slot);
+int priv_target_get(const struct priv_target *t, struct rt_sandbox **ret, int *slot,
+                    struct priv_result *res) {
+        return target_get(t, ret, slot, res);
+}
+
+void priv_target_put(struct rt_sandbox *sb, int slot) {
+        target_put(sb, slot);
 }
 
 static void target_put(struct rt_sandbox *sb, int slot) {
@@ -627,8 +637,14 @@ static void work_run(struct work_item *item) {
                 do_freeze(&req->freeze, &res);
         /* phase 3: volumes and spawn-beside (their fds taken) */
         struct priv_volssh_out vo = {.fd = -EBADF};
+        /* phase 4b: the upper-dir reader */
+        struct priv_upper_packed packed;
+        bool upper_ok = false;
         if (priv_volssh_type(t)) {
                 priv_volssh_run(req, item->fds, item->n_fds, &res, &vo);
+                item->n_fds = 0;
+        } else if (t == PRIV_UPPER_PACK) {
+                upper_ok = priv_upper_run(req, item->fds, item->n_fds, &res, &packed) == 0;
                 item->n_fds = 0;
         }
         struct net_out no = {.fd = -EBADF};
@@ -650,6 +666,12 @@ static void work_run(struct work_item *item) {
                 if (n > 0)
                         (void) priv_send(srv.sock, out, (size_t) n, out_fds, 2, 0);
                 priv_close_fds(out_fds, 2);
+        } else if (upper_ok) {
+                packed.served = res.served;
+                packed.served_total = res.served_total;
+                packed.refused = res.refused;
+                (void) reply_locked(
+                        out, priv_upper_packed_encode(req->hdr.id, &packed, out, sizeof(out)));
         } else if (!net_reply_locked(req->hdr.id, t, &res, &no) &&
                    !volssh_reply_locked(req->hdr.id, t, &res, &vo)) {
                 (void) reply_locked(out, priv_result_encode(req->hdr.id, &res, out, sizeof(out)));
@@ -687,7 +709,8 @@ static int serve_one(const void *in, size_t len, int *fds, size_t n_fds) {
         /* only a lifecycle request (phase 2) keeps its fds past the
          * decoding: for its worker */
         item.n_fds = 0;
-        if (r < 0 || (!lifecycle_id(&req) && req.hdr.type != PRIV_SANDBOX_SPAWN_BESIDE)) {
+        if (r < 0 || (!lifecycle_id(&req) && req.hdr.type != PRIV_SANDBOX_SPAWN_BESIDE &&
+                      req.hdr.type != PRIV_UPPER_PACK)) {
                 priv_close_fds(fds, n_fds);
         } else {
                 memcpy(item.fds, fds, n_fds * sizeof(int));
@@ -843,6 +866,7 @@ int main(int argc, char **argv) {
         }
         signal(SIGPIPE, SIG_IGN);
         forward_on();
+        (void) priv_upper_init(); /* phase 4b: warren-upper (a warning when missing) */
         if (priv_lifecycle_init(state_dir, init) < 0) {
                 log_error("warren-priv: --init %s is not an absolute path", init);
                 return 2;

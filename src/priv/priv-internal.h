@@ -54,3 +54,17 @@ void priv_volssh_run(const struct priv_req *req, int *fds, size_t n_fds, struct 
 void priv_spawn_beside_run(const struct priv_spawn_beside *s, const int *fds, size_t n_fds,
                            struct priv_result *res, struct priv_volssh_out *o);
 void priv_ssh_dir_run(const struct priv_ssh_dir *d, struct priv_result *res);
+/* main.c: the checked target of a request (a handle warren-priv owns,
+ * one it attached and cached, or attached now: pid, start time, cgroup
+ * checked); res filled when it fails. Give it back with priv_target_put. */
+#define PRIV_SLOT_OWNED (-2) /* *slot of priv_target_get: a handle warren-priv owns */
+int priv_target_get(const struct priv_target *t, struct rt_sandbox **ret, int *slot,
+                    struct priv_result *res);
+void priv_target_put(struct rt_sandbox *sb, int slot);
+
+/* upper.c (phase 4b): find warren-upper next to this executable (at start). */
+int priv_upper_init(void);
+/* upper.c: carry out an UPPER_PACK with its fd (the spool; taken over).
+ * 0 with *out filled (its counters are the caller's), or <0 with res. */
+int priv_upper_run(const struct priv_req *req, int *fds, size_t n_fds, struct priv_result *res,
+                   struct priv_upper_packed *out);

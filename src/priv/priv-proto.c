@@ -53,6 +53,9 @@ static const struct priv_msg_spec table[] = {
         {PRIV_SSH_DIR_PREPARE, "SSH_DIR_PREPARE", sizeof(struct priv_ssh_dir), 0, true},
         {PRIV_VOLUME_MOUNTED, "VOLUME_MOUNTED", sizeof(struct priv_volume_mounted), 1, false},
         {PRIV_SPAWNED, "SPAWNED", sizeof(struct priv_spawned), 1, false},
+        /* phase 4b, the upper-dir reader */
+        {PRIV_UPPER_PACK, "UPPER_PACK", sizeof(struct priv_upper_pack), 1, true},
+        {PRIV_UPPER_PACKED, "UPPER_PACKED", sizeof(struct priv_upper_packed), 0, false},
 };
 
 _Static_assert(sizeof(struct priv_hdr) + sizeof(struct priv_cleanup) <= PRIV_MSG_MAX,
@@ -84,6 +87,10 @@ _Static_assert(sizeof(struct priv_volume) == PRIV_PATH_MAX + 8 &&
                        sizeof(struct priv_ssh_dir) == PRIV_ID_MAX + 8,
                "phase 3 (volumes, spawn-beside): no padding: every byte is checked");
 _Static_assert(PRIV_SPAWN_FDS <= PRIV_FDS_MAX, "a spawn's fds fit one datagram");
+_Static_assert(sizeof(struct priv_upper_pack) == sizeof(struct priv_target) + 8 &&
+                       sizeof(struct priv_upper_packed) == 64 &&
+                       sizeof(struct priv_upper_msg) == 56 + PRIV_ERRMSG_MAX,
+               "phase 4b: no padding: every byte is checked");
 
 static const struct priv_msg_spec *spec_of(uint32_t type) {
         for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -514,6 +521,70 @@ static int volssh_reply_decode(const char *p, struct priv_reply *out, struct wr_
         return 0;
 }
 
+/* ---- phase 4b: the upper-dir reader ---- */
+
+static int put(uint64_t id, uint32_t type, const void *payload, size_t plen, void *buf,
+               size_t size);
+static int target_copy(const struct priv_target *t, struct priv_target *out, const char *what,
+                       struct wr_err *e);
+
+static int upper_req_decode(const char *p, struct priv_req *out, struct wr_err *e) {
+        struct priv_upper_pack *u = &out->upper_pack;
+        memcpy(u, p, sizeof(*u));
+        int r = target_check(&u->t, "UPPER_PACK", e);
+        if (r < 0)
+                return r;
+        if (u->flags || u->reserved)
+                return err_set(e, -EINVAL, "UPPER_PACK: flags 0x%x, reserved %u (both 0)", u->flags,
+                               u->reserved);
+        return 0;
+}
+
+int priv_upper_msg_decode(const void *buf, size_t len, size_t n_fds, struct priv_upper_msg *out,
+                          struct wr_err *e) {
+        memset(out, 0, sizeof(*out));
+        if (len != sizeof(*out))
+                return err_set(e, -EPROTO, "warren-upper: datagram of %zu bytes (must be %zu)", len,
+                               sizeof(*out));
+        struct priv_upper_msg m;
+        memcpy(&m, buf, sizeof(m));
+        if (m.magic != PRIV_UPPER_MAGIC)
+                return err_set(e, -EPROTO, "warren-upper: bad magic 0x%08x", m.magic);
+        if (m.kind != PRIV_UPPER_Q_OPAQUE && m.kind != PRIV_UPPER_Q_DONE)
+                return err_set(e, -EPROTO, "warren-upper: unknown kind %u", m.kind);
+        size_t want = m.kind == PRIV_UPPER_Q_OPAQUE ? 1 : 0;
+        if (n_fds != want)
+                return err_set(e, -EPROTO, "warren-upper: %zu fds (must be %zu)", n_fds, want);
+        if (m.reserved)
+                return err_set(e, -EINVAL, "warren-upper: reserved field set");
+        if (m.err < 0 || m.err > 4095)
+                return err_set(e, -EINVAL, "warren-upper: errno %d", m.err);
+        long n = field_str(m.msg, sizeof(m.msg));
+        if (n < 0)
+                return err_set(e, -EINVAL, "warren-upper: msg is not one NUL-padded string");
+        if (m.kind == PRIV_UPPER_Q_OPAQUE &&
+            (m.err || n || m.entries || m.bytes || m.whiteouts || m.opaque || m.skipped))
+                return err_set(e, -EINVAL, "warren-upper: OPAQUE with fields set");
+        if (m.kind == PRIV_UPPER_Q_DONE && !m.err && n)
+                return err_set(e, -EINVAL, "warren-upper: a message without an error");
+        *out = m;
+        return 0;
+}
+
+int priv_upper_pack_encode(uint64_t id, const struct priv_target *t, void *buf, size_t size,
+                           struct wr_err *e) {
+        struct priv_upper_pack u = {0};
+        int r = target_copy(t, &u.t, "UPPER_PACK", e);
+        if (r < 0)
+                return r;
+        return put(id, PRIV_UPPER_PACK, &u, sizeof(u), buf, size);
+}
+
+int priv_upper_packed_encode(uint64_t id, const struct priv_upper_packed *p, void *buf,
+                             size_t size) {
+        return put(id, PRIV_UPPER_PACKED, p, sizeof(*p), buf, size);
+}
+
 unsigned priv_type_fds(uint32_t type) {
         const struct priv_msg_spec *s = spec_of(type);
         return s ? s->n_fds : 0;
@@ -606,6 +677,8 @@ int priv_req_decode(const void *buf, size_t len, size_t n_fds, struct priv_req *
         case PRIV_SANDBOX_SPAWN_BESIDE:
         case PRIV_SSH_DIR_PREPARE:
                 return volssh_req_decode(p, out, e);
+        case PRIV_UPPER_PACK:
+                return upper_req_decode(p, out, e);
         }
         return err_set(e, -EPROTO, "unknown request type 0x%x", out->hdr.type); /* not reached */
 }
@@ -622,6 +695,10 @@ int priv_reply_decode(const void *buf, size_t len, size_t n_fds, struct priv_rep
                 return net_reply_decode(p, out, e);
         if (out->hdr.type == PRIV_VOLUME_MOUNTED || out->hdr.type == PRIV_SPAWNED)
                 return volssh_reply_decode(p, out, e);
+        if (out->hdr.type == PRIV_UPPER_PACKED) {
+                memcpy(&out->upper_packed, p, sizeof(out->upper_packed));
+                return 0; /* counters and stats: any value */
+        }
         if (out->hdr.type == PRIV_RESULT) {
                 struct priv_result *res = &out->result;
                 memcpy(res, p, sizeof(*res));

@@ -66,7 +66,8 @@
 /* 2: the lifecycle (types 6..11) and network (12..16) messages,
  * HELLO_REPLY.ip_forward
  * 3: volumes and spawn-beside (types 19..22: VOLUME_MOUNT, VOLUME_UNMOUNT,
- * SANDBOX_SPAWN_BESIDE, SSH_DIR_PREPARE; replies 0x93, 0x95) */
+ * SANDBOX_SPAWN_BESIDE, SSH_DIR_PREPARE; replies 0x93, 0x95) and phase 4b,
+ * the upper-dir reader: UPPER_PACK (23), UPPER_PACKED (0x97) */
 #define PRIV_VERSION 3u
 #define PRIV_MSG_MAX 4096u  /* datagram, header included */
 #define PRIV_PATH_MAX 1024u /* a path field, bytes including the NUL */
@@ -326,6 +327,69 @@ struct priv_net_connected {
         uint32_t reserved;
 };
 
+/* ---- phase 4b: the upper-dir reader (request types 23..24, reply 0x97) ----
+ *
+ *   UPPER_PACK   struct priv_upper_pack + 1 fd (the spool: a regular file
+ *                open for writing, empty) -> UPPER_PACKED (the pack's
+ *                stats), or RESULT {err}. The target is checked as
+ *                SANDBOX_SIGNAL's; warren-priv opens the sandbox's upper dir
+ *                (sandboxes/<id>, or its disk image's) and starts a
+ *                short-lived warren-upper that joins the sandbox's user
+ *                namespace (setns through init's pidfd), becomes its root,
+ *                chroots into the upper dir and writes it as a layer tar
+ *                to the spool (image.h: img_pack_dir). Its only question
+ *                back is whether a directory is opaque (the trusted.*
+ *                xattr namespace is not readable from a user namespace):
+ *                struct priv_upper_msg over its own socket, with the
+ *                directory's fd, answered with one byte.
+ *   24           reserved: the journal's walk, save and rollback (docs). */
+enum priv_upper_type {
+        PRIV_UPPER_PACK = 23,
+        /* replies */
+        PRIV_UPPER_PACKED = 0x97,
+};
+
+struct priv_upper_pack {
+        struct priv_target t; /* checked as SANDBOX_SIGNAL's */
+        uint32_t flags;       /* 0 */
+        uint32_t reserved;
+};
+
+struct priv_upper_packed {
+        uint64_t served, served_total, refused; /* as RESULT's */
+        /* image.h: struct img_pack_stats */
+        uint64_t entries, bytes, whiteouts, opaque, skipped;
+};
+
+/* warren-upper -> warren-priv, over the helper's own SOCK_SEQPACKET
+ * socket (not the warrend socket): one datagram of exactly this size.
+ * warren-upper has read the sandbox's files: warren-priv decodes what it
+ * says with priv_upper_msg_decode and trusts no more than that. */
+#define PRIV_UPPER_MAGIC 0x57555031u /* "WUP1" */
+enum priv_upper_kind {
+        PRIV_UPPER_Q_OPAQUE = 1, /* + 1 fd, a directory: is it opaque? (answer: 1 byte, 0/1) */
+        PRIV_UPPER_Q_DONE = 2,   /* no fd: the pack ended (err, stats, msg) */
+};
+struct priv_upper_msg {
+        uint32_t magic; /* PRIV_UPPER_MAGIC */
+        uint32_t kind;  /* enum priv_upper_kind */
+        int32_t err;    /* DONE: positive errno, 0 = packed; OPAQUE: 0 */
+        uint32_t reserved;
+        uint64_t entries, bytes, whiteouts, opaque, skipped; /* DONE; OPAQUE: 0 */
+        char msg[PRIV_ERRMSG_MAX];                           /* DONE with err; else all zero */
+};
+
+int priv_upper_pack_encode(uint64_t id, const struct priv_target *t, void *buf, size_t size,
+                           struct wr_err *e);
+int priv_upper_packed_encode(uint64_t id, const struct priv_upper_packed *p, void *buf,
+                             size_t size);
+/* Pure: check one datagram from warren-upper (len bytes, n_fds fds) and
+ * copy it into *out. 0, or -EPROTO / -EINVAL with e (framing, kind, fd
+ * count, err outside 0..4095, fields that must be zero, msg not one
+ * NUL-padded string). */
+int priv_upper_msg_decode(const void *buf, size_t len, size_t n_fds, struct priv_upper_msg *out,
+                          struct wr_err *e);
+
 /* "warren" or "warren_" then 1..40 of [A-Za-z0-9_]. */
 bool priv_nft_table_ok(const char *name);
 
@@ -473,6 +537,8 @@ struct priv_req {
                 struct priv_volume volume; /* VOLUME_MOUNT, VOLUME_UNMOUNT */
                 struct priv_spawn_beside spawn;
                 struct priv_ssh_dir ssh_dir;
+                /* phase 4b, the upper-dir reader */
+                struct priv_upper_pack upper_pack;
         };
 };
 
@@ -489,6 +555,8 @@ struct priv_reply {
                 /* phase 3, volumes and spawn-beside */
                 struct priv_volume_mounted volume_mounted;
                 struct priv_spawned spawned;
+                /* phase 4b, the upper-dir reader */
+                struct priv_upper_packed upper_packed;
         };
 };
 

@@ -317,6 +317,11 @@ void rt_disk_sweep(const char *dir);
  * or in the writable layer's image (its mount is opened again for a
  * sandbox a previous warrend made). Negative errno with e filled. */
 int rt_sandbox_upper_open(struct rt_sandbox *sb, struct wr_err *e);
+/* The same from a sandbox's dir opened at dirfd (dir: its name, for
+ * messages): its disk image's upper dir (mounted once into *disk_fd, a
+ * detached mount the caller closes; -1 on entry: not yet) or its
+ * "upper[.1]". warren-priv's UPPER_PACK. */
+int rt_upper_open_at(int dirfd, const char *dir, int *disk_fd, struct wr_err *e);
 
 /* Send a signal. SIGKILL goes to every process of the sandbox (cgroup.kill
  * on v2, freeze + kill each pid + thaw on v1, and init's pidfd); any other

@@ -882,29 +882,33 @@ const char *rt_sandbox_dir(const struct rt_sandbox *sb) {
         return sb->dir;
 }
 
-int rt_sandbox_upper_open(struct rt_sandbox *sb, struct wr_err *e) {
-        if (sb->destroyed || !sb->dir)
-                return err_set(e, -ESRCH, "sandbox %s is gone", sb->id);
-        _cleanup_close_ int dirfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dirfd < 0)
-                return err_set(e, -errno, "open %s: %m", sb->dir);
-        if (sb->disk_fd < 0) {
-                int r = rt_disk_open(dirfd, sb->dir, e);
+int rt_upper_open_at(int dirfd, const char *dir, int *disk_fd, struct wr_err *e) {
+        if (*disk_fd < 0) {
+                int r = rt_disk_open(dirfd, dir, e);
                 if (r >= 0)
-                        sb->disk_fd = r;
+                        *disk_fd = r;
                 else if (r != -ENOENT)
                         return r;
         }
-        int base = sb->disk_fd >= 0 ? sb->disk_fd : dirfd;
-        const char *name = sb->disk_fd >= 0 ? RT_DISK_UPPER : "upper";
+        int base = *disk_fd >= 0 ? *disk_fd : dirfd;
+        const char *name = *disk_fd >= 0 ? RT_DISK_UPPER : "upper";
         char alt[16];
         snprintf(alt, sizeof(alt), "%s.1", name);
         int fd = openat(base, alt, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0 && errno == ENOENT)
                 fd = openat(base, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
-                return err_set(e, -errno, "open the upper dir of %s: %m", sb->dir);
+                return err_set(e, -errno, "open the upper dir of %s: %m", dir);
         return fd;
+}
+
+int rt_sandbox_upper_open(struct rt_sandbox *sb, struct wr_err *e) {
+        if (sb->destroyed || !sb->dir)
+                return err_set(e, -ESRCH, "sandbox %s is gone", sb->id);
+        _cleanup_close_ int dirfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dirfd < 0)
+                return err_set(e, -errno, "open %s: %m", sb->dir);
+        return rt_upper_open_at(dirfd, sb->dir, &sb->disk_fd, e);
 }
 
 int rt_sandbox_usage(const struct rt_sandbox *sb, struct rt_usage *u) {

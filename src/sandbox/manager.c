@@ -3,6 +3,7 @@
  * lookups, usage and metrics. */
 #include "sandbox/sandbox-internal.h"
 #include "sandbox/egress.h"
+#include "image/image.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -301,6 +302,50 @@ static int target_of(const struct sbx_manager *m, const struct rt_sandbox *rt,
 int sbx_priv_target(const struct sbx_manager *m, const struct rt_sandbox *rt,
                     struct priv_target *t) {
         return target_of(m, rt, t);
+}
+
+/* ---- phase 4b: the upper-dir reader ---- */
+
+_Static_assert(sizeof(struct sbx_upper_ref) == sizeof(struct priv_target) &&
+                       sizeof(((struct sbx_upper_ref *) 0)->id) == PRIV_ID_MAX,
+               "sbx_upper_ref mirrors priv_target");
+
+int sbx_upper_ref(struct sbx_manager *m, struct sbx *sb, const char *what,
+                  struct sbx_upper_ref *ret, struct wr_err *e) {
+        if (!m->priv)
+                return -ENOENT;
+        if (sb->uid_slot < 0)
+                return err_setx(e, -EPERM, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                "%s: sandbox %s runs without a user namespace (--userns=off): "
+                                "under --privsep its files are read only from inside its user "
+                                "namespace; start warrend without --userns=off (or without "
+                                "--privsep)",
+                                what, sb->id);
+        struct priv_target t;
+        if (target_of(m, sb->rt, &t) < 0)
+                return err_set(e, -ESRCH, "%s: sandbox %s is gone", what, sb->id);
+        memcpy(ret->id, t.id, sizeof(ret->id));
+        ret->pid = t.pid;
+        ret->cgroup_mode = t.cgroup_mode;
+        ret->start_time = t.start_time;
+        return 0;
+}
+
+int sbx_upper_pack(struct sbx_manager *m, const struct sbx_upper_ref *ref, int spool_fd,
+                   struct img_pack_stats *stats, struct wr_err *e) {
+        struct priv_target t = {
+                .pid = ref->pid, .cgroup_mode = ref->cgroup_mode, .start_time = ref->start_time};
+        memcpy(t.id, ref->id, sizeof(t.id));
+        struct priv_upper_packed p;
+        int r = priv_upper_pack(m->priv, &t, spool_fd, &p, e);
+        if (r < 0)
+                return r;
+        *stats = (struct img_pack_stats){.entries = p.entries,
+                                         .bytes = p.bytes,
+                                         .whiteouts = p.whiteouts,
+                                         .opaque = p.opaque,
+                                         .skipped = p.skipped};
+        return 0;
 }
 
 int sbx_rt_kill(struct sbx_manager *m, struct rt_sandbox *rt, int sig) {

@@ -266,6 +266,26 @@ int sbx_rt_attach(struct sbx_manager *m, const char *id, const char *dir, pid_t 
 int sbx_rt_ctl_connect(struct sbx_manager *m, struct rt_sandbox *rt, int *ret_fd, struct wr_err *e);
 int sbx_rt_kill_wait(struct sbx_manager *m, struct rt_sandbox *rt, struct wr_err *e);
 int sbx_rt_freeze(struct sbx_manager *m, struct rt_sandbox *rt, bool on, struct wr_err *e);
+
+/* Phase 4b (--privsep): the upper dir of sb is read by warren-priv's
+ * warren-upper in the sandbox's user namespace, not by warrend. The
+ * request's target (filled) for sbx_upper_pack, or FAILED_PRECONDITION
+ * naming --userns=off for a sandbox without a user namespace (what: the
+ * operation, for the message). Without --privsep: -ENOENT, nothing set
+ * (read it in process). */
+struct sbx_upper_ref {
+        char id[72]; /* = PRIV_ID_MAX */
+        int32_t pid;
+        uint32_t cgroup_mode;
+        uint64_t start_time;
+};
+int sbx_upper_ref(struct sbx_manager *m, struct sbx *sb, const char *what,
+                  struct sbx_upper_ref *ret, struct wr_err *e);
+/* UPPER_PACK: the tree as a layer tar into spool_fd (owners as the sandbox
+ * sees them, as img_pack_dir_ids with its range). From a worker. */
+struct img_pack_stats;
+int sbx_upper_pack(struct sbx_manager *m, const struct sbx_upper_ref *ref, int spool_fd,
+                   struct img_pack_stats *stats, struct wr_err *e);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t sbx_mono_ns(void);
 /* sb's overlay upper dir (O_RDONLY|O_DIRECTORY) for reading its writable

@@ -40,6 +40,8 @@ struct snap {
         struct wr_err e;
         struct img_pack_stats stats;
         uint32_t id_base; /* its user namespace range (0: none) */
+        bool priv;        /* --privsep: warren-priv's warren-upper packs (ref) */
+        struct sbx_upper_ref ref;
         uint64_t t0, t_frozen;
         sbx_snapshot_done_fn done;
         void *userdata;
@@ -90,6 +92,12 @@ static void pack_work(uv_work_t *w) {
         struct snap *s = w->data;
         /* owners as the sandbox sees them: the layer's ids are those of
          * the image's own layers, whatever range the sandbox had */
+        if (s->priv) {
+                s->r = sbx_upper_pack(s->m, &s->ref, s->spool_fd, &s->stats, &s->e);
+                if (s->r < 0)
+                        err_prefix(&s->e, s->r, "snapshot");
+                return;
+        }
         s->r = img_pack_dir_ids(s->upper_fd, s->spool_fd, s->id_base,
                                 s->id_base ? SBX_UIDS_COUNT : 0, &s->stats, &s->e);
 }
@@ -147,8 +155,13 @@ int sbx_snapshot(struct sbx_manager *m, const char *key, const char *name,
         snprintf(s->id, sizeof(s->id), "%s", sb->id);
         snprintf(s->image_id, sizeof(s->image_id), "%s", sb->image_id);
         s->id_base = sb->uid_slot >= 0 ? sbx_uids_base(sb->uid_slot) : 0;
-        s->upper_fd = sbx_upper_open(sb, "snapshot", e);
-        if (s->upper_fd < 0) {
+        r = sbx_upper_ref(m, sb, "snapshot", &s->ref, e);
+        if (r < 0 && r != -ENOENT)
+                goto fail;
+        s->priv = r == 0;
+        if (!s->priv)
+                s->upper_fd = sbx_upper_open(sb, "snapshot", e);
+        if (!s->priv && s->upper_fd < 0) {
                 r = s->upper_fd;
                 goto fail;
         }

@@ -7,7 +7,9 @@
  * phase 2's configs, 1 + n_bind, SANDBOX_CREATED, 2, and NET_CONNECTED,
  * 1), has its paths confined and its table names warren's (re-checked),
  * and re-encodes to the same bytes; every refusal carries a message. (The
- * configs' blob: fuzz-priv-cfg.) */
+ * configs' blob: fuzz-priv-cfg.) A first byte of 0xf0 or more picks phase
+ * 4b's priv_upper_msg_decode (what warren-priv reads from warren-upper,
+ * which has read a sandbox's files) with its low two bits as the fd count. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -123,10 +125,48 @@ static int volssh_reply_encode(void) {
         abort();
 }
 
+/* ---- phase 4b: the upper-dir reader ---- */
+
+static int upper_reply_encode(void) {
+        return priv_upper_packed_encode(rep.hdr.id, &rep.upper_packed, out, sizeof(out));
+}
+
+static int upper_req_encode(void) {
+        struct wr_err ee = {0};
+        const struct priv_upper_pack *u = &req.upper_pack;
+        if (u->t.pid <= 1 || u->t.start_time == 0 || u->flags || u->reserved)
+                abort();
+        return priv_upper_pack_encode(req.hdr.id, &u->t, out, sizeof(out), &ee);
+}
+
+/* warren-upper's datagrams: accepted => the fds its kind has, the fields
+ * that must be zero zero, a message only with an error. */
+static void upper_msg_one(const uint8_t *data, size_t size, size_t n_fds) {
+        static struct priv_upper_msg m;
+        struct wr_err e = {0};
+        int r = priv_upper_msg_decode(data, size, n_fds, &m, &e);
+        if (r < 0) {
+                if (e.msg[0] == '\0')
+                        abort();
+                return;
+        }
+        if (size != sizeof(m) || memcmp(&m, data, size) != 0 || m.magic != PRIV_UPPER_MAGIC ||
+            m.err < 0 || m.err > 4095 || m.reserved || m.msg[sizeof(m.msg) - 1])
+                abort();
+        if (m.kind == PRIV_UPPER_Q_OPAQUE
+                    ? n_fds != 1 || m.err || m.entries || m.msg[0]
+                    : m.kind != PRIV_UPPER_Q_DONE || n_fds != 0 || (!m.err && m.msg[0]))
+                abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size < 1)
                 return 0;
         uint8_t sel = data[0];
+        if (sel >= 0xf0) {
+                upper_msg_one(data + 1, size - 1, sel & 3);
+                return 0;
+        }
         size_t n_fds = (size_t) ((sel >> 1) % (PRIV_FDS_MAX + 1));
         data++;
         size--;
@@ -152,7 +192,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                 : rep.hdr.type == PRIV_VOLUME_MOUNTED ||
                                                 rep.hdr.type == PRIV_SPAWNED
                                         ? volssh_reply_encode()
-                                        : net_reply_encode();
+                                : rep.hdr.type == PRIV_UPPER_PACKED ? upper_reply_encode()
+                                                                    : net_reply_encode();
                         if (n != (int) size || memcmp(out, buf, size) != 0)
                                 abort();
                 } else if (e.msg[0] == '\0') {
@@ -232,6 +273,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                         abort();
                                 n = priv_freeze_encode(req.hdr.id, &req.freeze.t,
                                                        req.freeze.on != 0, out, sizeof(out), &ee);
+                                break;
+                        case PRIV_UPPER_PACK:
+                                n = upper_req_encode();
                                 break;
                         default:
                                 n = volssh_req(ty) ? volssh_req_encode() : net_req_encode();
