@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* sbx_fs_open (files.h): the one part of the file API that touches the
- * live sandboxes: a running sandbox's root fd, user and working dir, taken
- * on the loop. The operations themselves (files.c) work on that fd alone,
- * so they are unit tested and fuzzed on a plain directory. */
+ * live sandboxes: how to reach a running sandbox's init, its user and
+ * working dir, taken on the loop; sbx_fs_root: its root fd, opened by
+ * warren-init (FILE_OPEN) on the worker thread. The operations themselves
+ * (files.c) work on that fd alone, so they are unit tested and fuzzed on a
+ * plain directory. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,7 +13,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "basic/macro.h"
+#include "runtime/ctl.h"
 #include "sandbox/files.h"
 #include "sandbox/sandbox-internal.h"
 
@@ -31,29 +36,93 @@ int sbx_root_fd(struct sbx *sb) {
         return TAKE_FD(fd);
 }
 
+#define NOT_RUNNING(e, r, id)                                                                      \
+        err_setx(e, r, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,                             \
+                 "sandbox %s is not running (create a new one)", id)
+
+/* How long a worker waits for init's FILE_OPENED: init answers at once
+ * unless the sandbox took it over (then the call fails, nothing hangs). */
+#define FILE_OPEN_TIMEOUT_MS 5000
+
+static bool init_alive(int pidfd) {
+        return syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0;
+}
+
+int sbx_fs_root(struct sbx_fs *fs, struct wr_err *e) {
+        if (fs->root_fd >= 0)
+                return 0;
+        int r = 0;
+        if (fs->ctl_fd < 0) {
+                struct wr_err ce = {0};
+                r = fs->ctl_path ? rt_ctl_connect(fs->ctl_path, &fs->ctl_fd, &ce) : -ESRCH;
+                err_clear(&ce);
+                if (r < 0)
+                        return NOT_RUNNING(e, r, fs->id);
+        }
+        _cleanup_close_ int fd = -EBADF;
+        r = rt_ctl_file_open(fs->ctl_fd, 1, "/", CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY, 0, 0, 0,
+                             FILE_OPEN_TIMEOUT_MS, &fd);
+        fs->ctl_fd = safe_close(fs->ctl_fd);
+        if (r == -EOPNOTSUPP && fs->init_pid > 0) {
+                /* an init started before FILE_OPEN (a sandbox older than
+                 * this warrend): its root as the host sees it */
+                char path[64];
+                snprintf(path, sizeof(path), "/proc/%d/root", fs->init_pid);
+                fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                r = fd < 0 ? -errno : 0;
+        }
+        if (r == -ETIMEDOUT)
+                return err_setx(e, r, WR_STATUS_UNAVAILABLE, WR_FAULT_WORKLOAD,
+                                "warren-init of sandbox %s did not answer within %d s; try "
+                                "again, or restart the sandbox",
+                                fs->id, FILE_OPEN_TIMEOUT_MS / 1000);
+        if (r < 0 || !init_alive(fs->pidfd))
+                return NOT_RUNNING(e, r < 0 ? r : -ESRCH, fs->id);
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode))
+                return err_setx(e, -ENOTDIR, WR_STATUS_UNAVAILABLE, WR_FAULT_WORKLOAD,
+                                "warren-init of sandbox %s passed a root that is not a "
+                                "directory",
+                                fs->id);
+        fs->root_fd = TAKE_FD(fd);
+        return 0;
+}
+
 int sbx_fs_open(struct sbx_manager *m, const char *key, struct sbx_fs *ret, struct wr_err *e) {
-        *ret = (struct sbx_fs){.root_fd = -EBADF, .pidfd = -EBADF};
+        *ret = (struct sbx_fs){.root_fd = -EBADF, .pidfd = -EBADF, .ctl_fd = -EBADF};
         struct sbx *sb;
         int r = sbx_running(m, key, &sb, e);
         if (r < 0)
                 return r;
-        int fd = sbx_root_fd(sb);
-        if (fd < 0)
-                return err_setx(e, fd, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
-                                "sandbox %s is not running (create a new one)", sb->id);
-        ret->workdir = strdup(sb->workdir && *sb->workdir ? sb->workdir : "/");
-        if (!ret->workdir) {
-                close(fd);
+        pid_t pid = sb->rt ? rt_sandbox_pid(sb->rt) : 0;
+        if (pid <= 0 || sb->pidfd < 0 || !init_alive(sb->pidfd))
+                return NOT_RUNNING(e, -ESRCH, sb->id);
+        snprintf(ret->id, sizeof(ret->id), "%s", sb->id);
+        ret->init_pid = (int) pid;
+        if (m->priv) {
+                /* --privsep: the connection comes from warren-priv */
+                struct wr_err ce = {0};
+                r = sbx_rt_ctl_connect(m, sb->rt, &ret->ctl_fd, &ce);
+                err_clear(&ce);
+                if (r < 0) {
+                        sbx_fs_clear(ret);
+                        return NOT_RUNNING(e, r, sb->id);
+                }
+        } else if (!(ret->ctl_path = strdup(rt_sandbox_ctl_path(sb->rt)))) {
+                sbx_fs_clear(ret);
                 return err_set(e, -ENOMEM, "out of memory");
         }
-        ret->root_fd = fd;
+        ret->workdir = strdup(sb->workdir && *sb->workdir ? sb->workdir : "/");
+        if (!ret->workdir) {
+                sbx_fs_clear(ret);
+                return err_set(e, -ENOMEM, "out of memory");
+        }
         ret->pidfd = fcntl(sb->pidfd, F_DUPFD_CLOEXEC, 3);
         if (ret->pidfd < 0) {
                 r = -errno;
                 sbx_fs_clear(ret);
                 return err_set(e, r, "dup init's pidfd: %s", strerror(-r));
         }
-        snprintf(ret->id, sizeof(ret->id), "%s", sb->id);
         ret->uid = sb->uid;
         ret->gid = sb->gid;
         if (sb->uid_slot >= 0) {
