@@ -888,7 +888,10 @@ static int do_release(uint64_t id, const struct ctl_release *rl) {
  * resolved from init's own root and never out of it. The daemon gets the
  * fd and does the I/O itself; init only opens (and owns what it made). */
 static int file_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode) {
-        struct open_how how = {.flags = flags | O_CLOEXEC | O_NOCTTY,
+        /* openat2 is strict: O_PATH takes no O_NOCTTY */
+        if (!(flags & O_PATH))
+                flags |= O_NOCTTY;
+        struct open_how how = {.flags = flags | O_CLOEXEC,
                                .mode = mode,
                                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
         int fd;

@@ -51,21 +51,24 @@ static bool init_alive(int pidfd) {
 int sbx_fs_root(struct sbx_fs *fs, struct wr_err *e) {
         if (fs->root_fd >= 0)
                 return 0;
-        int r = 0;
-        if (fs->ctl_fd < 0) {
+        int r = fs->paused ? -EOPNOTSUPP : 0;
+        _cleanup_close_ int fd = -EBADF;
+        if (r == 0 && fs->ctl_fd < 0) {
                 struct wr_err ce = {0};
                 r = fs->ctl_path ? rt_ctl_connect(fs->ctl_path, &fs->ctl_fd, &ce) : -ESRCH;
                 err_clear(&ce);
                 if (r < 0)
                         return NOT_RUNNING(e, r, fs->id);
         }
-        _cleanup_close_ int fd = -EBADF;
-        r = rt_ctl_file_open(fs->ctl_fd, 1, "/", CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY, 0, 0, 0,
-                             FILE_OPEN_TIMEOUT_MS, &fd);
+        if (r == 0)
+                r = rt_ctl_file_open(fs->ctl_fd, 1, "/", CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY, 0,
+                                     0, 0, FILE_OPEN_TIMEOUT_MS, &fd);
         fs->ctl_fd = safe_close(fs->ctl_fd);
         if (r == -EOPNOTSUPP && fs->init_pid > 0) {
-                /* an init started before FILE_OPEN (a sandbox older than
-                 * this warrend): its root as the host sees it */
+                /* a paused sandbox (init is frozen) or an init started
+                 * before FILE_OPEN (a sandbox older than this warrend): its
+                 * root as the host sees it (needs host root: phase 5 has
+                 * to replace this, docs/privsep.md) */
                 char path[64];
                 snprintf(path, sizeof(path), "/proc/%d/root", fs->init_pid);
                 fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -99,7 +102,10 @@ int sbx_fs_open(struct sbx_manager *m, const char *key, struct sbx_fs *ret, stru
                 return NOT_RUNNING(e, -ESRCH, sb->id);
         snprintf(ret->id, sizeof(ret->id), "%s", sb->id);
         ret->init_pid = (int) pid;
-        if (m->priv) {
+        ret->paused = sb->paused;
+        if (sb->paused) {
+                /* its init is frozen: sbx_fs_root takes /proc/<init>/root */
+        } else if (m->priv) {
                 /* --privsep: the connection comes from warren-priv */
                 struct wr_err ce = {0};
                 r = sbx_rt_ctl_connect(m, sb->rt, &ret->ctl_fd, &ce);

@@ -62,6 +62,7 @@ struct sbx_fs {
         int ctl_fd;
         char *ctl_path; /* heap */
         int init_pid;   /* host pid of init: the /proc fallback */
+        bool paused;    /* frozen: init cannot answer; /proc/<init>/root */
         int pidfd;   /* init's: readable once the sandbox ended (-EBADF: none) */
         char id[32];
         uint32_t uid, gid; /* the sandbox's user: owner of what is made */
@@ -83,8 +84,9 @@ struct sbx_fs {
 int sbx_fs_open(struct sbx_manager *m, const char *key, struct sbx_fs *ret, struct wr_err *e);
 
 /* Take fs->root_fd from warren-init if not taken yet: FILE_OPEN "/" on a
- * files connection of its own (init/ctl-proto.h), waiting at most 5 s; an
- * init without FILE_OPEN: /proc/<init>/root. Then init must still be
+ * files connection of its own (init/ctl-proto.h), waiting at most 5 s; a
+ * paused sandbox (its init is frozen) or an init without FILE_OPEN:
+ * /proc/<init>/root. Then init must still be
  * alive (its pidfd). Any thread (the API's workers). Errors:
  * FAILED_PRECONDITION (the sandbox stopped), UNAVAILABLE (init did not
  * answer). */
