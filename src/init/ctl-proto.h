@@ -47,8 +47,11 @@
  * Events (init -> daemon, unsolicited):
  *   EXITED    hdr.id = exec id; struct ctl_exited. Sent to the connection
  *             that spawned the process, or if that one is gone to the most
- *             recently accepted live connection, or kept (bounded, oldest
- *             dropped) until a connection is accepted. The exit of a held
+ *             recently accepted live connection that made a request other
+ *             than FILE_OPEN (else the most recent one that made none yet;
+ *             never a "files connection", whose requests were all
+ *             FILE_OPEN), or kept (bounded, oldest dropped) until a
+ *             connection is accepted. The exit of a held
  *             exec is also kept with its hold (HOLDS) until RELEASE ALL.
  *
  * Holds (CTL_SPAWN_HOLD) let exec sessions survive a daemon restart: init
