@@ -61,8 +61,8 @@ int sbx_fs_root(struct sbx_fs *fs, struct wr_err *e) {
                         return NOT_RUNNING(e, r, fs->id);
         }
         if (r == 0)
-                r = rt_ctl_file_open(fs->ctl_fd, 1, "/", CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY, 0,
-                                     0, 0, FILE_OPEN_TIMEOUT_MS, &fd);
+                r = rt_ctl_file_open(fs->ctl_fd, 1, "/", CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY, 0, 0,
+                                     0, FILE_OPEN_TIMEOUT_MS, &fd);
         fs->ctl_fd = safe_close(fs->ctl_fd);
         if (r == -EOPNOTSUPP && fs->init_pid > 0) {
                 /* a paused sandbox (init is frozen) or an init started

@@ -66,8 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 struct rt_ctl_msg m;
                 int nfds = (sel >> 1) & 3;
                 if (rt_ctl_msg_decode(buf, n, nfds, &m) == 0) {
-                        if (m.type != CTL_FILE_OPENED || (m.err == 0) != (nfds == 1) ||
-                            m.err > 0)
+                        if (m.type != CTL_FILE_OPENED || (m.err == 0) != (nfds == 1) || m.err > 0)
                                 abort();
                         rt_ctl_msg_done(&m);
                 }

@@ -35,11 +35,8 @@ static size_t mk(struct ctl_file_open f, const char *path, size_t plen) {
 static int dec(uint32_t flags, uint32_t mode, uint32_t uid, uint32_t gid, const char *path,
                size_t plen) {
         struct init_req r;
-        struct ctl_file_open f = {.flags = flags,
-                                  .mode = mode,
-                                  .uid = uid,
-                                  .gid = gid,
-                                  .path_len = (uint32_t) plen};
+        struct ctl_file_open f = {
+                .flags = flags, .mode = mode, .uid = uid, .gid = gid, .path_len = (uint32_t) plen};
         int ret = init_req_decode(buf, mk(f, path, plen), &r);
         if (ret == 0) {
                 assert_int_equal(r.hdr.type, CTL_FILE_OPEN);
@@ -58,13 +55,12 @@ static void test_decode_accepts(void **state) {
         assert_int_equal(dec(CTL_FOPEN_PATH | CTL_FOPEN_NOFOLLOW, 0, 0, 0, P("/a/b")), 0);
         assert_int_equal(dec(CTL_FOPEN_READ, 0, 0, 0, P("/etc/passwd")), 0);
         assert_int_equal(dec(CTL_FOPEN_WRITE | CTL_FOPEN_TRUNC, 0, 0, 0, P("/f")), 0);
-        assert_int_equal(dec(CTL_FOPEN_WRITE | CTL_FOPEN_CREATE | CTL_FOPEN_EXCL |
-                                     CTL_FOPEN_OWNER,
+        assert_int_equal(dec(CTL_FOPEN_WRITE | CTL_FOPEN_CREATE | CTL_FOPEN_EXCL | CTL_FOPEN_OWNER,
                              07777, 1000, 1000, P("/f")),
                          0);
-        assert_int_equal(dec(CTL_FOPEN_RDWR | CTL_FOPEN_CREATE | CTL_FOPEN_EXCL, 0644, 0, 0,
-                             P("/..")),
-                         0); /* ".." is the kernel's business (RESOLVE_IN_ROOT) */
+        assert_int_equal(
+                dec(CTL_FOPEN_RDWR | CTL_FOPEN_CREATE | CTL_FOPEN_EXCL, 0644, 0, 0, P("/..")),
+                0); /* ".." is the kernel's business (RESOLVE_IN_ROOT) */
         char longest[CTL_PATH_MAX];
         memset(longest, 'a', sizeof(longest) - 1);
         longest[0] = '/';
@@ -133,8 +129,7 @@ static void test_decode_refuses(void **state) {
 
 static size_t mk_opened(int32_t err, uint32_t reserved) {
         struct ctl_file_opened o = {.err = err, .reserved = reserved};
-        struct ctl_hdr h = {
-                .magic = CTL_MAGIC, .type = CTL_FILE_OPENED, .len = sizeof(o), .id = 7};
+        struct ctl_hdr h = {.magic = CTL_MAGIC, .type = CTL_FILE_OPENED, .len = sizeof(o), .id = 7};
         memcpy(buf, &h, sizeof(h));
         memcpy(buf + sizeof(h), &o, sizeof(o));
         return sizeof(h) + sizeof(o);
