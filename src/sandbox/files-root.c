@@ -6,6 +6,9 @@
  * (files.c) work on that fd alone, so they are unit tested and fuzzed on a
  * plain directory. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +39,8 @@ int sbx_root_fd(struct sbx *sb) {
         return TAKE_FD(fd);
 }
 
+#define streq(a, b) (strcmp((a), (b)) == 0)
+
 #define NOT_RUNNING(e, r, id)                                                                      \
         err_setx(e, r, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,                             \
                  "sandbox %s is not running (create a new one)", id)
@@ -48,21 +53,101 @@ static bool init_alive(int pidfd) {
         return syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0;
 }
 
+/* Files connections kept for the next call of the same sandbox (keyed by
+ * id and init's pid, so never another sandbox's): a connection costs a
+ * round trip to warren-priv under --privsep (~1 ms, on the loop), a
+ * FILE_OPEN ~25 us. Only a connection whose last FILE_OPEN was answered
+ * goes back (nothing in flight on it); at most POOL_PER_SANDBOX per sandbox
+ * (each is one of init's 16 connection slots) and POOL_MAX in all, the
+ * oldest closed first. A sandbox that ended leaves its entries until they
+ * are pushed out or fail on use (an fd, nothing else). */
+#define POOL_MAX 64
+#define POOL_PER_SANDBOX 2
+
+static struct pooled {
+        char id[32];
+        int init_pid;
+        int fd;
+        uint64_t age;
+} pool[POOL_MAX];
+static uint64_t pool_clock;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_uint_fast64_t file_req_id = 1;
+
+static int pool_take(const char *id, int init_pid) {
+        int fd = -EBADF;
+        pthread_mutex_lock(&pool_lock);
+        for (size_t i = 0; i < POOL_MAX; i++)
+                if (pool[i].fd > 0 && pool[i].init_pid == init_pid && streq(pool[i].id, id)) {
+                        fd = pool[i].fd;
+                        pool[i] = (struct pooled){.fd = 0};
+                        break;
+                }
+        pthread_mutex_unlock(&pool_lock);
+        return fd;
+}
+
+static void pool_put(const char *id, int init_pid, int fd) {
+        int drop = -EBADF;
+        pthread_mutex_lock(&pool_lock);
+        size_t n = 0, slot = POOL_MAX, oldest = 0;
+        for (size_t i = 0; i < POOL_MAX; i++) {
+                if (pool[i].fd <= 0) {
+                        if (slot == POOL_MAX)
+                                slot = i;
+                        continue;
+                }
+                if (pool[i].init_pid == init_pid && streq(pool[i].id, id))
+                        n++;
+                if (pool[i].age < pool[oldest].age || pool[oldest].fd <= 0)
+                        oldest = i;
+        }
+        if (n >= POOL_PER_SANDBOX) {
+                drop = fd;
+        } else {
+                if (slot == POOL_MAX) {
+                        slot = oldest;
+                        drop = pool[slot].fd;
+                }
+                pool[slot] = (struct pooled){.init_pid = init_pid, .fd = fd, .age = ++pool_clock};
+                snprintf(pool[slot].id, sizeof(pool[slot].id), "%s", id);
+        }
+        pthread_mutex_unlock(&pool_lock);
+        safe_close(drop);
+}
+
 int sbx_fs_root(struct sbx_fs *fs, struct wr_err *e) {
         if (fs->root_fd >= 0)
                 return 0;
         int r = fs->paused ? -EOPNOTSUPP : 0;
         _cleanup_close_ int fd = -EBADF;
-        if (r == 0 && fs->ctl_fd < 0) {
-                struct wr_err ce = {0};
-                r = fs->ctl_path ? rt_ctl_connect(fs->ctl_path, &fs->ctl_fd, &ce) : -ESRCH;
-                err_clear(&ce);
-                if (r < 0)
-                        return NOT_RUNNING(e, r, fs->id);
+        if (r == 0 && fs->ctl_fd < 0 && (fs->ctl_fd = pool_take(fs->id, fs->init_pid)) >= 0)
+                fs->ctl_pooled = true;
+        /* a kept connection may have been closed by init meanwhile */
+        bool pooled = fs->ctl_pooled;
+        for (int attempt = 0; r == 0 && attempt < 2; attempt++) {
+                if (fs->ctl_fd < 0) {
+                        struct wr_err ce = {0};
+                        r = fs->ctl_path ? rt_ctl_connect(fs->ctl_path, &fs->ctl_fd, &ce) : -ESRCH;
+                        err_clear(&ce);
+                        if (r < 0)
+                                return NOT_RUNNING(e, r, fs->id);
+                        pooled = false;
+                }
+                r = rt_ctl_file_open(fs->ctl_fd, atomic_fetch_add(&file_req_id, 1), "/",
+                                     CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY, 0, 0, 0,
+                                     FILE_OPEN_TIMEOUT_MS, &fd);
+                if (r == 0) { /* answered: nothing in flight on it */
+                        pool_put(fs->id, fs->init_pid, TAKE_FD(fs->ctl_fd));
+                        break;
+                }
+                fs->ctl_fd = safe_close(fs->ctl_fd);
+                /* a kept connection init closed meanwhile: once more on a
+                 * new one (without --privsep; with it, the call fails) */
+                if (!pooled || !fs->ctl_path || (r != -ECONNRESET && r != -EPIPE && r != -ENOTCONN))
+                        break;
+                r = 0;
         }
-        if (r == 0)
-                r = rt_ctl_file_open(fs->ctl_fd, 1, "/", CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY, 0, 0,
-                                     0, FILE_OPEN_TIMEOUT_MS, &fd);
         fs->ctl_fd = safe_close(fs->ctl_fd);
         if (r == -EOPNOTSUPP && fs->init_pid > 0) {
                 /* a paused sandbox (init is frozen) or an init started
@@ -105,6 +190,8 @@ int sbx_fs_open(struct sbx_manager *m, const char *key, struct sbx_fs *ret, stru
         ret->paused = sb->paused;
         if (sb->paused) {
                 /* its init is frozen: sbx_fs_root takes /proc/<init>/root */
+        } else if ((ret->ctl_fd = pool_take(ret->id, ret->init_pid)) >= 0) {
+                ret->ctl_pooled = true; /* a files connection of an earlier call */
         } else if (m->priv) {
                 /* --privsep: the connection comes from warren-priv */
                 struct wr_err ce = {0};

@@ -60,10 +60,11 @@ struct sbx_fs {
          * loop (through warren-priv with --privsep), else the socket's
          * path, connected on the worker thread */
         int ctl_fd;
-        char *ctl_path; /* heap */
-        int init_pid;   /* host pid of init: the /proc fallback */
-        bool paused;    /* frozen: init cannot answer; /proc/<init>/root */
-        int pidfd;      /* init's: readable once the sandbox ended (-EBADF: none) */
+        bool ctl_pooled; /* ctl_fd was kept from an earlier call */
+        char *ctl_path;  /* heap */
+        int init_pid;    /* host pid of init: the /proc fallback */
+        bool paused;     /* frozen: init cannot answer; /proc/<init>/root */
+        int pidfd;       /* init's: readable once the sandbox ended (-EBADF: none) */
         char id[32];
         uint32_t uid, gid; /* the sandbox's user: owner of what is made */
         /* its user namespace (basic/idmap.h; 0: none): uid/gid and every
