@@ -47,12 +47,12 @@ struct rt_spawn_req {
 
 /* One decoded message from init. */
 struct rt_ctl_msg {
-        uint32_t type;        /* CTL_SPAWNED, CTL_EXITED, CTL_RESULT, CTL_PONG, CTL_LIST_REPLY */
-        uint64_t id;          /* exec id (SPAWNED, EXITED) or request id */
-        int32_t pid;          /* SPAWNED (0 on failure), EXITED */
-        int err;              /* SPAWNED, RESULT: 0 or a negative errno from init */
-        int status;           /* EXITED: wait status (WIFEXITED/WIFSIGNALED hold) */
-        struct ctl_pong pong; /* PONG */
+        uint32_t type; /* CTL_SPAWNED, CTL_EXITED, CTL_RESULT, CTL_PONG, CTL_LIST_REPLY, ... */
+        uint64_t id;   /* exec id (SPAWNED, EXITED) or request id */
+        int32_t pid;   /* SPAWNED (0 on failure), EXITED */
+        int err;       /* SPAWNED, RESULT: 0 or a negative errno from init */
+        int status;    /* EXITED: wait status (WIFEXITED/WIFSIGNALED hold) */
+        struct ctl_pong pong;        /* PONG */
         struct ctl_list_entry *list; /* LIST_REPLY: n_list entries, heap */
         size_t n_list;
         struct ctl_hold *holds; /* HOLDS_REPLY: n_holds entries, heap */
