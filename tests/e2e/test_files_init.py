@@ -23,21 +23,16 @@ def status_of(fn):
 
 
 def init_pid_of(sandbox_id):
-    """Host pid of the warren-init whose WARREN_SANDBOX_ID is sandbox_id."""
-    want = b"WARREN_SANDBOX_ID=" + sandbox_id.encode()
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open("/proc/%s/environ" % p, "rb") as f:
-                env = f.read().split(b"\0")
-            with open("/proc/%s/comm" % p) as f:
-                comm = f.read().strip()
-        except OSError:
-            continue
-        if want in env and comm == "warren-init":
-            return int(p)
-    raise AssertionError("no warren-init for " + sandbox_id)
+    """Host pid of the sandbox's init: the process of its cgroup whose
+    parent is outside it (as test_privsep.init_pid)."""
+    from test_lifecycle import sandbox_pids
+    pids = sandbox_pids({sandbox_id})
+    for p in pids:
+        with open("/proc/%d/stat" % p) as f:
+            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        if ppid not in pids:
+            return p
+    raise AssertionError("no init for " + sandbox_id)
 
 
 @pytest.fixture
