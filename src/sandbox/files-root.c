@@ -65,6 +65,7 @@ static bool init_alive(int pidfd) {
 #define POOL_PER_SANDBOX 2
 
 static struct pooled {
+        bool used;
         char id[32];
         int init_pid;
         int fd;
@@ -78,9 +79,9 @@ static int pool_take(const char *id, int init_pid) {
         int fd = -EBADF;
         pthread_mutex_lock(&pool_lock);
         for (size_t i = 0; i < POOL_MAX; i++)
-                if (pool[i].fd > 0 && pool[i].init_pid == init_pid && streq(pool[i].id, id)) {
+                if (pool[i].used && pool[i].init_pid == init_pid && streq(pool[i].id, id)) {
                         fd = pool[i].fd;
-                        pool[i] = (struct pooled){.fd = 0};
+                        pool[i] = (struct pooled){.used = false};
                         break;
                 }
         pthread_mutex_unlock(&pool_lock);
@@ -92,14 +93,14 @@ static void pool_put(const char *id, int init_pid, int fd) {
         pthread_mutex_lock(&pool_lock);
         size_t n = 0, slot = POOL_MAX, oldest = 0;
         for (size_t i = 0; i < POOL_MAX; i++) {
-                if (pool[i].fd <= 0) {
+                if (!pool[i].used) {
                         if (slot == POOL_MAX)
                                 slot = i;
                         continue;
                 }
                 if (pool[i].init_pid == init_pid && streq(pool[i].id, id))
                         n++;
-                if (pool[i].age < pool[oldest].age || pool[oldest].fd <= 0)
+                if (!pool[oldest].used || pool[i].age < pool[oldest].age)
                         oldest = i;
         }
         if (n >= POOL_PER_SANDBOX) {
@@ -109,7 +110,8 @@ static void pool_put(const char *id, int init_pid, int fd) {
                         slot = oldest;
                         drop = pool[slot].fd;
                 }
-                pool[slot] = (struct pooled){.init_pid = init_pid, .fd = fd, .age = ++pool_clock};
+                pool[slot] = (struct pooled){
+                        .used = true, .init_pid = init_pid, .fd = fd, .age = ++pool_clock};
                 snprintf(pool[slot].id, sizeof(pool[slot].id), "%s", id);
         }
         pthread_mutex_unlock(&pool_lock);
