@@ -60,7 +60,7 @@ static void finish_nomem(struct rpc_call *call) {
 static int take_fs(struct rpc_call *call, const char *field, const char *key, bool ro,
                    struct sbx_fs *fs) {
         struct api_ctx *ctx = rpc_call_server_ctx(call);
-        *fs = (struct sbx_fs){.root_fd = -EBADF, .pidfd = -EBADF};
+        *fs = (struct sbx_fs){.root_fd = -EBADF, .pidfd = -EBADF, .ctl_fd = -EBADF};
         if (!key || !*key) {
                 char m[128];
                 snprintf(m, sizeof(m), "%s: empty; give the sandbox's id or name", field);
@@ -202,6 +202,8 @@ static void job_free(struct job *j) {
 static void job_work(uv_work_t *w) {
         struct job *j = w->data;
         uint32_t uid = j->fs.uid, gid = j->fs.gid;
+        if ((j->r = sbx_fs_root(&j->fs, &j->err)) < 0)
+                return;
         switch (j->op) {
         case OP_STAT:
                 j->r = sbx_file_stat(j->fs.root_fd, "path", j->path, &j->info, &j->err);
@@ -358,6 +360,8 @@ static void read_work(uv_work_t *w) {
         struct read_state *st = w->data;
         if (!st->opened) {
                 struct stat sb;
+                if ((st->r = sbx_fs_root(&st->fs, &st->err)) < 0)
+                        return;
                 st->r = sbx_file_open_read(st->fs.root_fd, "path", st->path, &st->fd, &sb,
                                            &st->err);
                 if (st->r < 0)
@@ -506,6 +510,8 @@ static void write_work(uv_work_t *w) {
         case W_BEGIN: {
                 uint32_t uid = 0, gid = 0;
                 bool has_owner = st->user && *st->user;
+                if ((st->r = sbx_fs_root(&st->fs, &st->err)) < 0)
+                        break;
                 st->r = has_owner ? sbx_file_user(&st->fs, "meta.user", st->user, &uid, &gid,
                                                   &st->err)
                                   : 0;
@@ -723,6 +729,8 @@ static void list_free(struct rpc_call *call) {
 static void list_work(uv_work_t *w) {
         struct list_state *st = w->data;
         if (!st->l) {
+                if ((st->r = sbx_fs_root(&st->fs, &st->err)) < 0)
+                        return;
                 st->r = sbx_file_list_open(st->fs.root_fd, "path", st->path, st->recursive,
                                            st->max_depth, &st->l, &st->err);
                 if (st->r < 0)
@@ -931,6 +939,8 @@ static void watch_writable(struct rpc_call *call) {
 
 static void watch_work(uv_work_t *w) {
         struct watch_state *st = w->data;
+        if ((st->r = sbx_fs_root(&st->fs, &st->err)) < 0)
+                return;
         st->r = sbx_watch_new(st->fs.root_fd, "path", st->path, st->recursive, &st->w, &st->err);
 }
 

@@ -34,6 +34,12 @@
  *             struct ctl_taken, and (err == 0) copies of the held fds as
  *             SCM_RIGHTS, in the order of the CTL_HOLD_FD_* bits of fdmask.
  *             init keeps its own copies.
+ *   FILE_OPEN hdr.id = request id; struct ctl_file_open + path -> FILE_OPENED
+ *             (same id): struct ctl_file_opened, and (err == 0) the opened
+ *             fd as one SCM_RIGHTS fd. The path is resolved by init from its
+ *             own root, inside it (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS:
+ *             no symlink or ".." leads out). Phase 4a of privilege separation
+ *             (docs/privsep.md "Phase 4, files, as built").
  *   RELEASE   hdr.id = exec id of a hold; struct ctl_release -> RESULT.
  *             STDIN: close the held stdin write end (the daemon closed
  *             stdin: the process must see EOF). ALL: forget the hold, close
@@ -41,8 +47,11 @@
  * Events (init -> daemon, unsolicited):
  *   EXITED    hdr.id = exec id; struct ctl_exited. Sent to the connection
  *             that spawned the process, or if that one is gone to the most
- *             recently accepted live connection, or kept (bounded, oldest
- *             dropped) until a connection is accepted. The exit of a held
+ *             recently accepted live connection that made a request other
+ *             than FILE_OPEN (else the most recent one that made none yet;
+ *             never a "files connection", whose requests were all
+ *             FILE_OPEN), or kept (bounded, oldest dropped) until a
+ *             connection is accepted. The exit of a held
  *             exec is also kept with its hold (HOLDS) until RELEASE ALL.
  *
  * Holds (CTL_SPAWN_HOLD) let exec sessions survive a daemon restart: init
@@ -79,6 +88,7 @@ enum ctl_type {
         CTL_HOLDS = 7,
         CTL_TAKE = 8,
         CTL_RELEASE = 9,
+        CTL_FILE_OPEN = 10,
         /* replies and events */
         CTL_SPAWNED = 0x81,
         CTL_EXITED = 0x82,
@@ -87,6 +97,7 @@ enum ctl_type {
         CTL_LIST_REPLY = 0x85,
         CTL_HOLDS_REPLY = 0x86,
         CTL_TAKEN = 0x87,
+        CTL_FILE_OPENED = 0x88,
 };
 
 struct ctl_hdr {
@@ -224,6 +235,46 @@ struct ctl_release {
         uint32_t reserved;
 };
 
+/* FILE_OPEN: a closed set of open modes (not the O_* values). Exactly one
+ * of PATH, READ, WRITE, RDWR. CREATE needs WRITE or RDWR, and EXCL; OWNER
+ * (fchown the created file to uid:gid, ids inside the sandbox) needs
+ * CREATE. PATH allows only DIRECTORY and NOFOLLOW besides. A file opened
+ * for reading or writing must be a regular file or a directory (opened
+ * O_NONBLOCK | O_NOCTTY first, so a FIFO or a terminal never blocks init
+ * nor becomes its controlling tty; refused with EINVAL). */
+enum ctl_file_open_flags {
+        CTL_FOPEN_PATH = 1u << 0,      /* O_PATH */
+        CTL_FOPEN_READ = 1u << 1,      /* O_RDONLY */
+        CTL_FOPEN_WRITE = 1u << 2,     /* O_WRONLY */
+        CTL_FOPEN_RDWR = 1u << 3,      /* O_RDWR */
+        CTL_FOPEN_CREATE = 1u << 4,    /* O_CREAT (mode & 07777) */
+        CTL_FOPEN_EXCL = 1u << 5,      /* O_EXCL */
+        CTL_FOPEN_TRUNC = 1u << 6,     /* O_TRUNC */
+        CTL_FOPEN_DIRECTORY = 1u << 7, /* O_DIRECTORY */
+        CTL_FOPEN_NOFOLLOW = 1u << 8,  /* O_NOFOLLOW: the last component */
+        CTL_FOPEN_OWNER = 1u << 9,     /* fchown(uid, gid) after CREATE */
+        CTL_FOPEN_FLAGS_ALL = 0x3ff,
+};
+
+/* FILE_OPEN payload: this struct, then path_len bytes: the path, absolute
+ * ("/" is the sandbox's root), NUL-terminated (path_len counts the NUL, at
+ * most CTL_PATH_MAX), no other NUL. uid/gid must be 0 without OWNER, and
+ * not (uint32_t) -1 with it. */
+struct ctl_file_open {
+        uint32_t flags; /* enum ctl_file_open_flags */
+        uint32_t mode;  /* CREATE: the new file's mode, <= 07777; else 0 */
+        uint32_t uid;
+        uint32_t gid;
+        uint32_t path_len;
+        uint32_t reserved; /* 0 */
+};
+
+struct ctl_file_opened {
+        int32_t err; /* positive errno; 0 = the fd follows */
+        uint32_t reserved;
+};
+
+_Static_assert(sizeof(struct ctl_file_open) == 24, "ctl_file_open layout");
 _Static_assert(sizeof(struct ctl_hdr) == 24, "ctl_hdr layout");
 _Static_assert(sizeof(struct ctl_spawn) == 32, "ctl_spawn layout");
 _Static_assert(sizeof(struct ctl_signal) == 24, "ctl_signal layout");

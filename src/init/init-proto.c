@@ -89,6 +89,61 @@ static int decode_spawn(const char *p, size_t len, struct init_spawn *ret) {
         return 0;
 }
 
+/* The rules of enum ctl_file_open_flags (ctl-proto.h). */
+static int file_open_flags_valid(uint32_t f) {
+        if (f & ~(uint32_t) CTL_FOPEN_FLAGS_ALL)
+                return 0;
+        uint32_t acc = f & (CTL_FOPEN_PATH | CTL_FOPEN_READ | CTL_FOPEN_WRITE | CTL_FOPEN_RDWR);
+        if (acc == 0 || (acc & (acc - 1)) != 0) /* exactly one */
+                return 0;
+        if (acc == CTL_FOPEN_PATH &&
+            (f & ~(uint32_t) (CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY | CTL_FOPEN_NOFOLLOW)))
+                return 0;
+        if ((f & CTL_FOPEN_CREATE) &&
+            (!(acc & (CTL_FOPEN_WRITE | CTL_FOPEN_RDWR)) || !(f & CTL_FOPEN_EXCL)))
+                return 0;
+        if ((f & CTL_FOPEN_EXCL) && !(f & CTL_FOPEN_CREATE))
+                return 0;
+        if ((f & CTL_FOPEN_TRUNC) && !(acc & (CTL_FOPEN_WRITE | CTL_FOPEN_RDWR)))
+                return 0;
+        if ((f & CTL_FOPEN_OWNER) && !(f & CTL_FOPEN_CREATE))
+                return 0;
+        if ((f & CTL_FOPEN_DIRECTORY) && (f & (CTL_FOPEN_CREATE | CTL_FOPEN_TRUNC)))
+                return 0;
+        return 1;
+}
+
+static int decode_file_open(const char *p, size_t len, struct init_file_open *ret) {
+        struct ctl_file_open w;
+
+        if (len < sizeof(w))
+                return -EINVAL;
+        memcpy(&w, p, sizeof(w));
+        if (w.reserved != 0 || !file_open_flags_valid(w.flags))
+                return -EINVAL;
+        if (w.path_len != len - sizeof(w) || w.path_len < 2 || w.path_len > CTL_PATH_MAX)
+                return -EINVAL;
+        const char *path = p + sizeof(w);
+        if (path[0] != '/' || path[w.path_len - 1] != '\0' ||
+            memchr(path, '\0', w.path_len - 1) != NULL)
+                return -EINVAL;
+        if (w.flags & CTL_FOPEN_CREATE) {
+                if (w.mode & ~07777u)
+                        return -EINVAL;
+        } else if (w.mode != 0) {
+                return -EINVAL;
+        }
+        if (w.flags & CTL_FOPEN_OWNER) {
+                if (w.uid == UINT32_MAX || w.gid == UINT32_MAX)
+                        return -EINVAL;
+        } else if (w.uid != 0 || w.gid != 0) {
+                return -EINVAL;
+        }
+        *ret = (struct init_file_open){
+                .flags = w.flags, .mode = w.mode, .uid = w.uid, .gid = w.gid, .path = path};
+        return 0;
+}
+
 static int signo_valid(int32_t signo) {
         return signo >= 1 && signo <= SIGRTMAX;
 }
@@ -143,6 +198,8 @@ int init_req_decode(const void *buf, size_t n, struct init_req *ret) {
                     (ret->release.what & ~(uint32_t) CTL_RELEASE_WHAT_ALL))
                         return -EINVAL;
                 return 0;
+        case CTL_FILE_OPEN:
+                return decode_file_open(p, len, &ret->file_open);
         case CTL_PING:
         case CTL_LIST:
         case CTL_HOLDS:

@@ -23,6 +23,14 @@ struct init_spawn {
         uint32_t envc;
 };
 
+struct init_file_open {
+        uint32_t flags; /* enum ctl_file_open_flags, checked */
+        uint32_t mode;
+        uint32_t uid;
+        uint32_t gid;
+        const char *path; /* absolute, NUL-terminated; points into the buffer */
+};
+
 struct init_req {
         struct ctl_hdr hdr; /* valid as far as it could be read, else zeroed */
         union {
@@ -31,6 +39,7 @@ struct init_req {
                 struct ctl_resize resize;
                 struct ctl_kill_all kill_all;
                 struct ctl_release release;
+                struct init_file_open file_open;
         };
 };
 
@@ -43,6 +52,7 @@ struct init_req {
  *   -EOPNOTSUPP unknown or non-request type
  *   -EINVAL   a payload field out of range (flags, signal, strings, ...)
  *   -ENOMEM   out of memory
+ * For FILE_OPEN, ret->file_open.path points into buf.
  * ret->hdr.id and ret->hdr.type are set whenever the header's first 24 bytes
  * were present, so the caller can address its error reply. */
 int init_req_decode(const void *buf, size_t n, struct init_req *ret);

@@ -38,6 +38,7 @@
 #include <termios.h>
 #include <unistd.h>
 #include <grp.h>
+#include <linux/openat2.h>
 
 #include "basic/macro.h"
 #include "init/ctl-proto.h"
@@ -68,6 +69,8 @@ struct conn {
         int fd;          /* -1: slot free */
         uint64_t serial; /* accept order; owners refer to connections by serial */
         bool dead;
+        bool talked; /* sent a request other than FILE_OPEN */
+        bool files;  /* its first request was FILE_OPEN, and only those since */
         struct msg *head, **tail;
         unsigned qlen;
 };
@@ -200,11 +203,20 @@ static struct conn *conn_by_serial(uint64_t serial) {
         return NULL;
 }
 
+/* Where an event goes whose spawner is gone: the most recently accepted
+ * live connection that made requests, else the most recently accepted one
+ * that made none yet; never a files connection (one that only ever sent
+ * FILE_OPEN: it reads nothing else). */
 static struct conn *conn_latest(void) {
         struct conn *best = NULL;
-        for (int i = 0; i < MAX_CONNS; i++)
-                if (conns[i].fd >= 0 && !conns[i].dead && (!best || conns[i].serial > best->serial))
-                        best = &conns[i];
+        for (int i = 0; i < MAX_CONNS; i++) {
+                struct conn *c = &conns[i];
+                if (c->fd < 0 || c->dead || c->files)
+                        continue;
+                if (!best || c->talked > best->talked ||
+                    (c->talked == best->talked && c->serial > best->serial))
+                        best = c;
+        }
         return best;
 }
 
@@ -872,6 +884,86 @@ static int do_release(uint64_t id, const struct ctl_release *rl) {
         return 0;
 }
 
+/* FILE_OPEN (ctl-proto.h): open a path of the sandbox for the daemon,
+ * resolved from init's own root and never out of it. The daemon gets the
+ * fd and does the I/O itself; init only opens (and owns what it made). */
+static int file_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode) {
+        /* openat2 is strict: O_PATH takes no O_NOCTTY */
+        if (!(flags & O_PATH))
+                flags |= O_NOCTTY;
+        struct open_how how = {.flags = flags | O_CLOEXEC,
+                               .mode = mode,
+                               .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+        int fd;
+        do
+                fd = (int) syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+        while (fd < 0 && errno == EAGAIN); /* a rename raced the lookup */
+        return fd < 0 ? -errno : fd;
+}
+
+static int file_open(const struct init_file_open *f, int *ret_fd) {
+        uint64_t fl = 0;
+        if (f->flags & CTL_FOPEN_PATH)
+                fl |= O_PATH;
+        if (f->flags & CTL_FOPEN_READ)
+                fl |= O_RDONLY;
+        if (f->flags & CTL_FOPEN_WRITE)
+                fl |= O_WRONLY;
+        if (f->flags & CTL_FOPEN_RDWR)
+                fl |= O_RDWR;
+        if (f->flags & CTL_FOPEN_CREATE)
+                fl |= O_CREAT;
+        if (f->flags & CTL_FOPEN_EXCL)
+                fl |= O_EXCL;
+        if (f->flags & CTL_FOPEN_TRUNC)
+                fl |= O_TRUNC;
+        if (f->flags & CTL_FOPEN_DIRECTORY)
+                fl |= O_DIRECTORY;
+        if (f->flags & CTL_FOPEN_NOFOLLOW)
+                fl |= O_NOFOLLOW;
+        if (!(f->flags & CTL_FOPEN_PATH))
+                fl |= O_NONBLOCK; /* a FIFO must not block init */
+
+        int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return -errno;
+        int fd = file_openat2(root, f->path, fl, (fl & O_CREAT) ? 0600 : 0);
+        close(root);
+        if (fd < 0)
+                return fd;
+        if (!(f->flags & CTL_FOPEN_PATH)) {
+                struct stat st;
+                if (fstat(fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) ||
+                    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+                        close(fd);
+                        return -EINVAL;
+                }
+        }
+        if (f->flags & CTL_FOPEN_CREATE) {
+                /* the file is new (CREATE implies EXCL): its owner and the
+                 * exact mode, whatever the umask */
+                if (((f->flags & CTL_FOPEN_OWNER) && fchown(fd, f->uid, f->gid) < 0) ||
+                    fchmod(fd, f->mode) < 0) {
+                        int r = -errno;
+                        close(fd);
+                        return r;
+                }
+        }
+        *ret_fd = fd;
+        return 0;
+}
+
+static void do_file_open(struct conn *c, uint64_t id, const struct init_file_open *f) {
+        struct ctl_file_opened o = {0};
+        int fd = -1;
+        int r = file_open(f, &fd);
+        if (r < 0)
+                o.err = -r;
+        conn_send(c, CTL_FILE_OPENED, id, &o, sizeof(o), fd);
+        if (fd >= 0)
+                close(fd);
+}
+
 static void handle_one(struct conn *c, size_t n, int *fds, int nfds, bool truncated) {
         struct init_req req;
         int r;
@@ -897,6 +989,13 @@ static void handle_one(struct conn *c, size_t n, int *fds, int nfds, bool trunca
                 close_fds(fds, nfds);
                 send_result(c, req.hdr.id, -EBADF);
                 return;
+        }
+        if (req.hdr.type == CTL_FILE_OPEN) {
+                if (!c->talked)
+                        c->files = true;
+        } else {
+                c->talked = true;
+                c->files = false;
         }
 
         switch (req.hdr.type) {
@@ -931,6 +1030,9 @@ static void handle_one(struct conn *c, size_t n, int *fds, int nfds, bool trunca
         }
         case CTL_LIST:
                 do_list(c, req.hdr.id);
+                break;
+        case CTL_FILE_OPEN:
+                do_file_open(c, req.hdr.id, &req.file_open);
                 break;
         }
         init_req_done(&req);

@@ -224,6 +224,22 @@ int rt_ctl_send_release(int fd, uint64_t exec_id, uint32_t what) {
         return send_small(fd, CTL_RELEASE, exec_id, &s, sizeof(s));
 }
 
+int rt_ctl_send_file_open(int fd, uint64_t id, const char *path, uint32_t flags, uint32_t mode,
+                          uint32_t uid, uint32_t gid) {
+        size_t plen = path ? strlen(path) + 1 : 0;
+        if (!path || path[0] != '/' || plen > CTL_PATH_MAX ||
+            (flags & ~(uint32_t) CTL_FOPEN_FLAGS_ALL))
+                return -EINVAL;
+        unsigned char buf[sizeof(struct ctl_hdr) + sizeof(struct ctl_file_open) + CTL_PATH_MAX];
+        struct ctl_file_open f = {
+                .flags = flags, .mode = mode, .uid = uid, .gid = gid, .path_len = (uint32_t) plen};
+        uint32_t len = (uint32_t) (sizeof(f) + plen);
+        hdr_put(buf, CTL_FILE_OPEN, len, id);
+        memcpy(buf + sizeof(struct ctl_hdr), &f, sizeof(f));
+        memcpy(buf + sizeof(struct ctl_hdr) + sizeof(f), path, plen);
+        return send_msg(fd, buf, sizeof(struct ctl_hdr) + len, NULL, 0);
+}
+
 /* The fds a TAKEN with this mask carries: one per bit, a PTY alone. */
 static int taken_nfds(uint32_t mask) {
         if (mask & CTL_HOLD_FD_PTY)
@@ -248,7 +264,8 @@ int rt_ctl_msg_decode(const void *buf, size_t n, int nfds, struct rt_ctl_msg *re
         if (h.magic != CTL_MAGIC || h.reserved != 0 || h.len != n - sizeof(h))
                 return -EBADMSG;
         if (nfds < 0 || nfds > 4 || (nfds > 1 && h.type != CTL_TAKEN) ||
-            (nfds == 1 && h.type != CTL_SPAWNED && h.type != CTL_TAKEN))
+            (nfds == 1 && h.type != CTL_SPAWNED && h.type != CTL_TAKEN &&
+             h.type != CTL_FILE_OPENED))
                 return -EBADMSG;
 
         ret->type = h.type;
@@ -348,6 +365,16 @@ int rt_ctl_msg_decode(const void *buf, size_t n, int nfds, struct rt_ctl_msg *re
                 ret->fdmask = t.fdmask;
                 return 0;
         }
+        case CTL_FILE_OPENED: {
+                struct ctl_file_opened o;
+                if (h.len != sizeof(o))
+                        return -EBADMSG;
+                memcpy(&o, p, sizeof(o));
+                if (!errno_valid(o.err) || o.reserved || (o.err == 0) != (nfds == 1))
+                        return -EBADMSG;
+                ret->err = -o.err;
+                return 0;
+        }
         default:
                 return -EBADMSG;
         }
@@ -423,7 +450,7 @@ int rt_ctl_recv_fds(int fd, struct rt_ctl_msg *ret, int ret_fds[4], int *ret_nfd
         /* Only what the message says may come back: a pty master (with
          * SPAWNED or a PTY TAKEN) or pipes; refuse anything else init
          * might pass. */
-        for (int i = 0; r == 0 && i < nfds; i++) {
+        for (int i = 0; r == 0 && ret->type != CTL_FILE_OPENED && i < nfds; i++) {
                 bool pty = ret->type == CTL_SPAWNED || (ret->fdmask & CTL_HOLD_FD_PTY);
                 if (pty ? !is_pty_master(fds[i]) : !is_fifo(fds[i])) {
                         rt_ctl_msg_done(ret);
@@ -481,6 +508,48 @@ int rt_ctl_recv_wait(int fd, struct rt_ctl_msg *ret, int *ret_passed_fd, int tim
                         return -errno;
                 if (r == 0)
                         return -ETIMEDOUT;
+        }
+}
+
+int rt_ctl_file_open(int fd, uint64_t id, const char *path, uint32_t flags, uint32_t mode,
+                     uint32_t uid, uint32_t gid, int timeout_ms, int *ret_fd) {
+        int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+        *ret_fd = -EBADF;
+        for (;;) {
+                int r = rt_ctl_send_file_open(fd, id, path, flags, mode, uid, gid);
+                if (r != -EAGAIN)
+                        break;
+                struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+                r = RETRY_EINTR(poll(&pfd, 1, remaining(deadline)));
+                if (r < 0)
+                        return -errno;
+                if (r == 0)
+                        return -ETIMEDOUT;
+        }
+        for (;;) {
+                struct rt_ctl_msg m;
+                int pfd = -EBADF;
+                int r = rt_ctl_recv_wait(fd, &m, &pfd, remaining(deadline));
+                if (r < 0)
+                        return r;
+                uint32_t type = m.type;
+                uint64_t mid = m.id;
+                int err = m.err;
+                rt_ctl_msg_done(&m);
+                /* an init without FILE_OPEN answers RESULT; anything else
+                 * (an event) is not ours: files connections get none */
+                if (type == CTL_RESULT && mid == id) {
+                        safe_close(pfd);
+                        return err < 0 ? err : -EBADMSG;
+                }
+                if (type != CTL_FILE_OPENED || mid != id) {
+                        safe_close(pfd);
+                        continue;
+                }
+                if (err < 0)
+                        return err;
+                *ret_fd = pfd;
+                return 0;
         }
 }
 

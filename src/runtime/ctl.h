@@ -47,12 +47,12 @@ struct rt_spawn_req {
 
 /* One decoded message from init. */
 struct rt_ctl_msg {
-        uint32_t type;        /* CTL_SPAWNED, CTL_EXITED, CTL_RESULT, CTL_PONG, CTL_LIST_REPLY */
-        uint64_t id;          /* exec id (SPAWNED, EXITED) or request id */
-        int32_t pid;          /* SPAWNED (0 on failure), EXITED */
-        int err;              /* SPAWNED, RESULT: 0 or a negative errno from init */
-        int status;           /* EXITED: wait status (WIFEXITED/WIFSIGNALED hold) */
-        struct ctl_pong pong; /* PONG */
+        uint32_t type; /* CTL_SPAWNED, CTL_EXITED, CTL_RESULT, CTL_PONG, CTL_LIST_REPLY, ... */
+        uint64_t id;   /* exec id (SPAWNED, EXITED) or request id */
+        int32_t pid;   /* SPAWNED (0 on failure), EXITED */
+        int err;       /* SPAWNED, RESULT: 0 or a negative errno from init */
+        int status;    /* EXITED: wait status (WIFEXITED/WIFSIGNALED hold) */
+        struct ctl_pong pong;        /* PONG */
         struct ctl_list_entry *list; /* LIST_REPLY: n_list entries, heap */
         size_t n_list;
         struct ctl_hold *holds; /* HOLDS_REPLY: n_holds entries, heap */
@@ -103,9 +103,26 @@ int rt_ctl_send_holds(int fd, uint64_t id);
 int rt_ctl_send_take(int fd, uint64_t exec_id);
 int rt_ctl_send_release(int fd, uint64_t exec_id, uint32_t what);
 
+/* Send FILE_OPEN (ctl-proto.h): path (absolute, in the sandbox) opened by
+ * init with flags (enum ctl_file_open_flags), mode, uid/gid. Answer:
+ * FILE_OPENED with id, the fd passed when err is 0. -EINVAL for a path
+ * that is not absolute or longer than CTL_PATH_MAX, or unknown flags
+ * (init checks the rest). */
+int rt_ctl_send_file_open(int fd, uint64_t id, const char *path, uint32_t flags, uint32_t mode,
+                          uint32_t uid, uint32_t gid);
+
+/* Blocking FILE_OPEN on a connection used for nothing else (a "files
+ * connection": init routes no events to it): send, wait up to timeout_ms
+ * (-1 = forever) for FILE_OPENED with id. *ret_fd: the opened fd (CLOEXEC,
+ * the caller's; not checked: the caller fstats it). Returns 0, init's
+ * errno (-ENOENT, -ELOOP, -EXDEV: a path that would leave the root, ...),
+ * -EOPNOTSUPP (an init without FILE_OPEN), -ETIMEDOUT, -ECONNRESET. */
+int rt_ctl_file_open(int fd, uint64_t id, const char *path, uint32_t flags, uint32_t mode,
+                     uint32_t uid, uint32_t gid, int timeout_ms, int *ret_fd);
+
 /* Decode one datagram from init, strictly. nfds: how many fds came with it
- * (only a successful SPAWNED may carry one, a successful TAKEN exactly one
- * per fdmask bit). Returns 0 and fills *ret (free with rt_ctl_msg_done),
+ * (only a successful SPAWNED or FILE_OPENED may carry one, a successful
+ * TAKEN exactly one per fdmask bit). Returns 0 and fills *ret (free with rt_ctl_msg_done),
  * or -EBADMSG (malformed), -EMSGSIZE, -ENOMEM. */
 int rt_ctl_msg_decode(const void *buf, size_t n, int nfds, struct rt_ctl_msg *ret);
 

@@ -74,13 +74,15 @@ void sbx_fs_clear(struct sbx_fs *fs) {
                 return;
         safe_close(fs->root_fd);
         safe_close(fs->pidfd);
+        safe_close(fs->ctl_fd);
+        free(fs->ctl_path);
         free(fs->workdir);
         for (size_t i = 0; i < fs->n_ro_mounts; i++) {
                 free(fs->ro_mounts[i].target);
                 free(fs->ro_mounts[i].label);
         }
         free(fs->ro_mounts);
-        *fs = (struct sbx_fs){.root_fd = -EBADF, .pidfd = -EBADF};
+        *fs = (struct sbx_fs){.root_fd = -EBADF, .pidfd = -EBADF, .ctl_fd = -EBADF};
 }
 
 /* ---- paths (pure) ---- */

@@ -6,8 +6,11 @@
  * sandbox's own programs are never run for them).
  *
  * Everything starts from an O_PATH fd of the sandbox's root as its init
- * sees it (/proc/<init>/root, checked against init's pidfd), so paths are
- * resolved in the sandbox's mount namespace, its volumes included. Every
+ * sees it, opened by warren-init itself and passed back over the control
+ * protocol (FILE_OPEN "/", init/ctl-proto.h; docs/privsep.md "Phase 4,
+ * files, as built"; /proc/<init>/root only for an init older than
+ * FILE_OPEN), checked against init's pidfd, so paths are resolved in the
+ * sandbox's mount namespace, its volumes included. Every
  * lookup is openat2(root, path, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS):
  * a symlink (absolute or relative) or ".." never leads out of the root,
  * whatever the sandbox swaps meanwhile; the last component of a path is
@@ -51,8 +54,17 @@ struct sbx_fs_mount {
 /* What a file call needs of one running sandbox, taken on the loop and
  * handed to a worker thread. */
 struct sbx_fs {
-        int root_fd; /* O_PATH | O_DIRECTORY of the sandbox's root */
-        int pidfd;   /* init's: readable once the sandbox ended (-EBADF: none) */
+        int root_fd; /* O_PATH | O_DIRECTORY of the sandbox's root; -EBADF
+                      * until sbx_fs_root */
+        /* how sbx_fs_root reaches warren-init: a connection made on the
+         * loop (through warren-priv with --privsep), else the socket's
+         * path, connected on the worker thread */
+        int ctl_fd;
+        bool ctl_pooled; /* ctl_fd was kept from an earlier call */
+        char *ctl_path;  /* heap */
+        int init_pid;    /* host pid of init: the /proc fallback */
+        bool paused;     /* frozen: init cannot answer; /proc/<init>/root */
+        int pidfd;       /* init's: readable once the sandbox ended (-EBADF: none) */
         char id[32];
         uint32_t uid, gid; /* the sandbox's user: owner of what is made */
         /* its user namespace (basic/idmap.h; 0: none): uid/gid and every
@@ -64,17 +76,28 @@ struct sbx_fs {
         size_t n_ro_mounts;
 };
 
-/* Fill *ret for running sandbox key (id or name): its root fd, a pidfd
- * of its init (so that a long call, a Watch, can end with it), user,
- * working dir. Loop thread. Paused sandboxes are served (their files are
+/* Fill *ret for running sandbox key (id or name): how to reach its
+ * init (the root fd comes later: sbx_fs_root), a pidfd of its init (so
+ * that a long call, a Watch, can end with it), user, working dir. Loop
+ * thread. Paused sandboxes are served (their files are
  * there; nothing runs in them to be disturbed). Errors: NOT_FOUND,
  * FAILED_PRECONDITION (not running). *ret is the caller's: sbx_fs_clear. */
 int sbx_fs_open(struct sbx_manager *m, const char *key, struct sbx_fs *ret, struct wr_err *e);
 
+/* Take fs->root_fd from warren-init if not taken yet: FILE_OPEN "/" on a
+ * files connection of its own (init/ctl-proto.h), waiting at most 5 s; a
+ * paused sandbox (its init is frozen) or an init without FILE_OPEN:
+ * /proc/<init>/root. Then init must still be
+ * alive (its pidfd). Any thread (the API's workers). Errors:
+ * FAILED_PRECONDITION (the sandbox stopped), UNAVAILABLE (init did not
+ * answer). */
+int sbx_fs_root(struct sbx_fs *fs, struct wr_err *e);
+
 /* Record a read-only mount of fs for error messages (copies). -ENOMEM. */
 int sbx_fs_add_ro_mount(struct sbx_fs *fs, const char *target, const char *label);
 
-/* Close and free what fs holds; leaves it empty (root_fd -EBADF). NULL ok. */
+/* Close and free what fs holds; leaves it empty (root_fd, ctl_fd,
+ * pidfd -EBADF). NULL ok. */
 void sbx_fs_clear(struct sbx_fs *fs);
 
 /* ---- paths (pure) ---- */

@@ -60,7 +60,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (rt_ctl_msg_decode(buf, size, nfds, &m) == 0) {
                         if (m.err > 0 || m.err < -4095)
                                 abort();
-                        if (nfds && m.type != CTL_SPAWNED && m.type != CTL_TAKEN)
+                        if (nfds && m.type != CTL_SPAWNED && m.type != CTL_TAKEN &&
+                            m.type != CTL_FILE_OPENED)
+                                abort();
+                        if (m.type == CTL_FILE_OPENED && (m.err == 0) != (nfds == 1))
                                 abort();
                         if (nfds > 1 && m.type != CTL_TAKEN)
                                 abort();

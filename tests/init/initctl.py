@@ -31,6 +31,10 @@ SPAWN_T, SIGNAL_T, RESIZE_T, KILL_ALL_T, PING_T, LIST_T = 1, 2, 3, 4, 5, 6
 HOLDS_T, TAKE_T, RELEASE_T = 7, 8, 9
 SPAWNED, EXITED, RESULT, PONG, LIST_REPLY = 0x81, 0x82, 0x83, 0x84, 0x85
 HOLDS_REPLY, TAKEN = 0x86, 0x87
+FILE_OPEN_T, FILE_OPENED = 10, 0x88
+FOPEN = struct.Struct("=IIIIII")
+(FO_PATH, FO_READ, FO_WRITE, FO_RDWR, FO_CREATE, FO_EXCL, FO_TRUNC, FO_DIRECTORY,
+ FO_NOFOLLOW, FO_OWNER) = (1 << i for i in range(10))
 F_SETSID, F_PTY, F_HOLD = 1, 2, 4
 HOLD_EXITED, HOLD_STDIN = 1, 2
 FD_STDIN, FD_STDOUT, FD_STDERR, FD_PTY = 1, 2, 4, 8
@@ -58,6 +62,8 @@ class Msg:
             self.holds = [struct.unpack_from("=QiiII", payload, o) for o in range(0, len(payload), 24)]
         elif type_ == TAKEN:
             self.err, self.fdmask = struct.unpack("=iI", payload)
+        elif type_ == FILE_OPENED:
+            self.err, _ = struct.unpack("=iI", payload)
 
     def __repr__(self):
         return f"Msg(type={self.type:#x}, id={self.id}, payload={self.payload!r}, fds={self.fds})"
@@ -67,6 +73,13 @@ def encode_spawn(id_, argv, env=(), cwd="/", flags=0, uid=0, gid=0, cols=0, rows
     strings = b"".join(s.encode() + b"\0" for s in [cwd, *argv, *env])
     payload = SPAWN.pack(flags, uid, gid, cols, rows, len(argv), len(env), len(strings), 0) + strings
     return HDR.pack(MAGIC, SPAWN_T, len(payload), 0, id_) + payload
+
+
+def encode_file_open(id_, path, flags, mode=0, uid=0, gid=0, path_len=None, reserved=0):
+    p = path if isinstance(path, bytes) else path.encode() + b"\0"
+    payload = FOPEN.pack(flags, mode, uid, gid, len(p) if path_len is None else path_len,
+                         reserved) + p
+    return HDR.pack(MAGIC, FILE_OPEN_T, len(payload), 0, id_) + payload
 
 
 class Ctl:
@@ -219,7 +232,7 @@ class Init:
     pid+mount namespaces), "subreaper" (plain child), "seccomp" (plain child
     under install_seccomp's filter)."""
 
-    def __init__(self, mode, nofile=None):
+    def __init__(self, mode, nofile=None, root=None):
         self.mode = mode
         self.tmp = tempfile.mkdtemp(prefix="warren-init-")
         self.path = os.path.join(self.tmp, "ctl.sock")
@@ -228,6 +241,12 @@ class Init:
         self.lsock.listen(16)
         lfd = self.lsock.fileno()
         argv = ["unshare", "-fpm", "--mount-proc", INIT] if mode == "pid1" else [INIT]
+        if root:
+            # init chrooted into root (a copy of it inside): its "/" is root
+            assert mode == "pid1"
+            shutil.copy(INIT, os.path.join(root, "warren-init"))
+            os.makedirs(os.path.join(root, "proc"), exist_ok=True)
+            argv = ["unshare", "-fpm", "--mount-proc", "--root=" + root, "/warren-init"]
         self.stderr = open(os.path.join(self.tmp, "stderr"), "w+")
 
         def pre():

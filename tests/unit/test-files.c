@@ -52,6 +52,7 @@ static int setup(void **state) {
         put(f->secret, "HOST");
         f->fs = (struct sbx_fs){.root_fd = open(f->root, O_PATH | O_DIRECTORY | O_CLOEXEC),
                                 .pidfd = -EBADF,
+                                .ctl_fd = -EBADF,
                                 .uid = getuid(),
                                 .gid = getgid(),
                                 .workdir = strdup("/w")};
