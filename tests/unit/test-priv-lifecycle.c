@@ -29,6 +29,8 @@
 
 #include <cmocka.h>
 
+#include "priv-harness.h"
+
 #include "priv/priv-cfg.h"
 #include "priv/priv-proto.h"
 
@@ -48,13 +50,6 @@ static void good_cfg(struct priv_sandbox_cfg *c) {
         c->n_mounts = 2;
         c->n_bind = 1;
         c->blob_len = 100;
-}
-
-static void refused(const void *buf, size_t len, size_t n_fds, int code) {
-        struct priv_req req;
-        struct wr_err e = {0};
-        assert_int_equal(priv_req_decode(buf, len, n_fds, &req, &e), code);
-        assert_true(e.msg[0] != '\0');
 }
 
 static void test_round_trips(void **state) {
@@ -120,7 +115,7 @@ static void test_round_trips(void **state) {
                 struct priv_sandbox_cfg *p =                                                       \
                         (struct priv_sandbox_cfg *) (void *) (buf + sizeof(struct priv_hdr));      \
                 mutate;                                                                            \
-                refused(buf, (size_t) n, fds, code);                                               \
+                priv_refused(buf, (size_t) n, fds, code);                                          \
         } while (0)
 
 static void test_refusals(void **state) {
@@ -165,26 +160,26 @@ static void test_refusals(void **state) {
         struct priv_destroy d = {.t = {.id = "sb-1", .pid = 42, .start_time = 9}, .peer = "wr0a"};
         int n = priv_destroy_encode(1, &d, buf, sizeof(buf), &e);
         struct priv_destroy *pd = (struct priv_destroy *) (void *) (buf + sizeof(struct priv_hdr));
-        refused(buf, (size_t) n, 1, -EPROTO); /* an fd where none belongs */
-        pd->t.start_time = 0;                 /* a pid without its start time */
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 1, -EPROTO); /* an fd where none belongs */
+        pd->t.start_time = 0;                      /* a pid without its start time */
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         pd->t.pid = 0;
         pd->t.start_time = 9; /* a start time without its pid */
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         pd->t.pid = 1;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         n = priv_destroy_encode(1, &d, buf, sizeof(buf), &e);
         memcpy(pd->peer, "lo", 3);
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         n = priv_destroy_encode(1, &d, buf, sizeof(buf), &e);
         pd->keep_link = 2;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         n = priv_destroy_encode(1, &d, buf, sizeof(buf), &e);
         pd->reserved = 1;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         n = priv_destroy_encode(1, &d, buf, sizeof(buf), &e);
         pd->t.cgroup_mode = 3;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
 
         /* ATTACH and CTL_CONNECT: a whole target */
         struct priv_target t = {.id = "sb-1", .pid = 42, .start_time = 9};
@@ -192,24 +187,24 @@ static void test_refusals(void **state) {
                 n = priv_target_encode(1, ty, &t, buf, sizeof(buf), &e);
                 struct priv_target *pt =
                         (struct priv_target *) (void *) (buf + sizeof(struct priv_hdr));
-                refused(buf, (size_t) n, 1, -EPROTO);
+                priv_refused(buf, (size_t) n, 1, -EPROTO);
                 pt->pid = 0;
-                refused(buf, (size_t) n, 0, -EINVAL);
+                priv_refused(buf, (size_t) n, 0, -EINVAL);
                 pt->pid = 42;
                 pt->start_time = 0;
-                refused(buf, (size_t) n, 0, -EINVAL);
+                priv_refused(buf, (size_t) n, 0, -EINVAL);
                 pt->start_time = 9;
                 pt->id[0] = '-';
-                refused(buf, (size_t) n, 0, -EINVAL);
+                priv_refused(buf, (size_t) n, 0, -EINVAL);
                 /* the wrong size: a DESTROY's payload under this type */
                 n = priv_destroy_encode(1, &d, buf, sizeof(buf), &e);
                 ((struct priv_hdr *) (void *) buf)->type = ty;
-                refused(buf, (size_t) n, 0, -EPROTO);
+                priv_refused(buf, (size_t) n, 0, -EPROTO);
         }
         /* SANDBOX_CREATED is a reply, never a request */
         struct priv_created cr = {.pid = 42, .start_time = 9};
         n = priv_created_encode(1, &cr, buf, sizeof(buf));
-        refused(buf, (size_t) n, 2, -EPROTO);
+        priv_refused(buf, (size_t) n, 2, -EPROTO);
 }
 
 /* ---- the blob ---- */
@@ -353,61 +348,18 @@ static void test_blob(void **state) {
 
 /* ---- the real binary ---- */
 
-struct server {
-        char dir[64], state[96];
-        pid_t pid;
-        int sock;
-};
-
-static void server_start(struct server *s) {
-        snprintf(s->dir, sizeof(s->dir), "/tmp/wr-priv-lc.XXXXXX");
-        assert_non_null(mkdtemp(s->dir));
-        snprintf(s->state, sizeof(s->state), "%s/state", s->dir);
-        char cmd[512];
-        snprintf(cmd, sizeof(cmd),
-                 "mkdir -p %s/state/sandboxes/sb-victim %s/state/layers/sha256/l1 %s/outside && "
-                 "touch %s/state/sandboxes/sb-victim/keep",
-                 s->dir, s->dir, s->dir, s->dir);
-        assert_int_equal(system(cmd), 0);
-        int sp[2];
-        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
-        s->pid = fork();
-        assert_true(s->pid >= 0);
-        if (s->pid == 0) {
-                char fd[16];
-                snprintf(fd, sizeof(fd), "%d", sp[1]);
-                fcntl(sp[1], F_SETFD, 0);
-                /* any file serves as warren-init for what is tested here:
-                 * nothing gets as far as running it */
-                execl(priv_bin, priv_bin, "--sock-fd", fd, "--state-dir", s->state, "--init",
-                      "/bin/true", "--log-level", "error", (char *) NULL);
-                _exit(127);
-        }
-        close(sp[1]);
-        s->sock = sp[0];
+/* any file serves as warren-init for what is tested here: nothing gets as far
+ * as running it */
+static void server_start(struct priv_server *s) {
+        priv_server_start(s, priv_bin, "wr-priv-lc", "/bin/true");
+        priv_sh("mkdir -p %s/state/sandboxes/sb-victim %s/state/layers/sha256/l1 %s/outside && "
+                "touch %s/state/sandboxes/sb-victim/keep",
+                s->dir, s->dir, s->dir, s->dir);
 }
 
-static void server_stop(struct server *s) {
-        close(s->sock);
-        int st;
-        assert_int_equal(waitpid(s->pid, &st, 0), s->pid);
-        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-        char cmd[128];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", s->dir);
-        assert_int_equal(system(cmd), 0);
-}
-
-static void answer(struct server *s, const void *buf, size_t len, const int *fds, size_t n_fds,
+static void answer(struct priv_server *s, const void *buf, size_t len, const int *fds, size_t n_fds,
                    struct priv_reply *rep) {
-        assert_int_equal(priv_send(s->sock, buf, len, fds, n_fds, 0), 0);
-        uint8_t in[PRIV_MSG_MAX + 1];
-        int rfds[PRIV_FDS_MAX];
-        size_t n_rfds = 0;
-        long n = priv_recv(s->sock, in, sizeof(in), rfds, &n_rfds, 0);
-        assert_true(n > 0);
-        struct wr_err e = {0};
-        assert_int_equal(priv_reply_decode(in, (size_t) n, n_rfds, rep, &e), 0);
-        priv_close_fds(rfds, n_rfds);
+        priv_server_answer(s, buf, len, fds, n_fds, rep, NULL, NULL);
 }
 
 /* a memfd holding b; sealed or not */
@@ -431,7 +383,7 @@ static void closed_there(int p[2]) {
         close(p[0]);
 }
 
-static bool made(const struct server *s, const char *id) {
+static bool made(const struct priv_server *s, const char *id) {
         char p[256];
         snprintf(p, sizeof(p), "%s/sandboxes/%s", s->state, id);
         struct stat st;
@@ -442,7 +394,7 @@ static void test_server(void **state) {
         (void) state;
         if (geteuid() != 0)
                 skip();
-        struct server s;
+        struct priv_server s;
         server_start(&s);
         static struct blob b;
         struct priv_sandbox_cfg c;
@@ -533,7 +485,7 @@ static void test_server(void **state) {
         assert_int_equal(rep.hdr.type, PRIV_RESULT);
         assert_int_equal(rep.result.err, 0);
         assert_false(made(&s, "sb-victim"));
-        server_stop(&s);
+        priv_server_stop(&s);
 }
 
 int main(int argc, char **argv) {

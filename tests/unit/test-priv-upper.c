@@ -37,6 +37,8 @@
 
 #include <cmocka.h>
 
+#include "priv-harness.h"
+
 #include "priv/priv-proto.h"
 
 static const char *priv_bin, *upper_bin;
@@ -48,13 +50,6 @@ static void good_target(struct priv_target *t) {
         memcpy(t->id, "sb-1", 5);
         t->pid = 42;
         t->start_time = 9;
-}
-
-static void refused(const void *buf, size_t len, size_t n_fds, int code) {
-        struct priv_req req;
-        struct wr_err e = {0};
-        assert_int_equal(priv_req_decode(buf, len, n_fds, &req, &e), code);
-        assert_true(e.msg[0] != '\0');
 }
 
 static void test_round_trips(void **state) {
@@ -79,7 +74,7 @@ static void test_round_trips(void **state) {
         /* UPPER_PACKED with an fd, or sent as a request */
         struct priv_reply r2;
         assert_int_equal(priv_reply_decode(buf, (size_t) n, 1, &r2, &e), -EPROTO);
-        refused(buf, (size_t) n, 0, -EPROTO);
+        priv_refused(buf, (size_t) n, 0, -EPROTO);
 }
 
 static void test_refusals(void **state) {
@@ -91,18 +86,18 @@ static void test_refusals(void **state) {
         int n = priv_upper_pack_encode(5, &t, buf, sizeof(buf), &e);
         assert_true(n > 0);
         /* its one fd: none, two */
-        refused(buf, (size_t) n, 0, -EPROTO);
-        refused(buf, (size_t) n, 2, -EPROTO);
+        priv_refused(buf, (size_t) n, 0, -EPROTO);
+        priv_refused(buf, (size_t) n, 2, -EPROTO);
         /* short, long */
-        refused(buf, (size_t) n - 1, 1, -EPROTO);
-        refused(buf, (size_t) n + 1, 1, -EPROTO);
+        priv_refused(buf, (size_t) n - 1, 1, -EPROTO);
+        priv_refused(buf, (size_t) n + 1, 1, -EPROTO);
         struct priv_upper_pack *u = (void *) (buf + sizeof(struct priv_hdr));
         struct priv_upper_pack keep = *u;
 #define BAD(stmt, code)                                                                            \
         do {                                                                                       \
                 *u = keep;                                                                         \
                 stmt;                                                                              \
-                refused(buf, (size_t) n, 1, code);                                                 \
+                priv_refused(buf, (size_t) n, 1, code);                                            \
         } while (0)
         BAD(u->t.id[0] = 0, -EINVAL);
         BAD(u->t.id[0] = '-', -EINVAL);
@@ -183,56 +178,16 @@ static void test_upper_msg(void **state) {
 
 /* ---- the real warren-priv ---- */
 
-struct server {
-        char dir[64], state[96];
-        pid_t pid;
-        int sock;
-};
-
-static void server_start(struct server *s) {
-        snprintf(s->dir, sizeof(s->dir), "/tmp/wr-priv-up.XXXXXX");
-        assert_non_null(mkdtemp(s->dir));
-        snprintf(s->state, sizeof(s->state), "%s/state", s->dir);
-        char cmd[256];
-        snprintf(cmd, sizeof(cmd), "mkdir -p %s/state/sandboxes/sb-1/upper", s->dir);
-        assert_int_equal(system(cmd), 0);
-        int sp[2];
-        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
-        s->pid = fork();
-        assert_true(s->pid >= 0);
-        if (s->pid == 0) {
-                char fd[16];
-                snprintf(fd, sizeof(fd), "%d", sp[1]);
-                fcntl(sp[1], F_SETFD, 0);
-                execl(priv_bin, priv_bin, "--sock-fd", fd, "--state-dir", s->state, "--init",
-                      "/bin/true", "--log-level", "error", (char *) NULL);
-                _exit(127);
-        }
-        close(sp[1]);
-        s->sock = sp[0];
+/* any file serves as warren-init for what is tested here: nothing gets as far
+ * as running it */
+static void server_start(struct priv_server *s) {
+        priv_server_start(s, priv_bin, "wr-priv-up", "/bin/true");
+        priv_sh("mkdir -p %s/state/sandboxes/sb-1/upper", s->dir);
 }
 
-static void server_stop(struct server *s) {
-        close(s->sock);
-        int st;
-        assert_int_equal(waitpid(s->pid, &st, 0), s->pid);
-        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-        char cmd[128];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", s->dir);
-        assert_int_equal(system(cmd), 0);
-}
-
-static void answer(struct server *s, const void *buf, size_t len, const int *fds, size_t n_fds,
+static void answer(struct priv_server *s, const void *buf, size_t len, const int *fds, size_t n_fds,
                    struct priv_reply *rep) {
-        assert_int_equal(priv_send(s->sock, buf, len, fds, n_fds, 0), 0);
-        uint8_t in[PRIV_MSG_MAX + 1];
-        int rfds[PRIV_FDS_MAX];
-        size_t n_rfds = 0;
-        long n = priv_recv(s->sock, in, sizeof(in), rfds, &n_rfds, 0);
-        assert_true(n > 0);
-        struct wr_err e = {0};
-        assert_int_equal(priv_reply_decode(in, (size_t) n, n_rfds, rep, &e), 0);
-        priv_close_fds(rfds, n_rfds);
+        priv_server_answer(s, buf, len, fds, n_fds, rep, NULL, NULL);
 }
 
 static uint64_t start_time_of(pid_t pid) {
@@ -255,7 +210,7 @@ static uint64_t start_time_of(pid_t pid) {
 
 static void test_server(void **state) {
         (void) state;
-        struct server s;
+        struct priv_server s;
         server_start(&s);
         uint8_t buf[PRIV_MSG_MAX];
         struct priv_reply rep;
@@ -300,7 +255,7 @@ static void test_server(void **state) {
         assert_int_equal(fstat(fd, &st), 0);
         assert_int_equal(st.st_size, 0);
         close(fd);
-        server_stop(&s);
+        priv_server_stop(&s);
 }
 
 /* ---- the real warren-upper, run as warren-priv runs it ---- */

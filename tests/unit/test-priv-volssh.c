@@ -30,17 +30,12 @@
 
 #include <cmocka.h>
 
+#include "priv-harness.h"
+
 #include "basic/ext4img.h"
 #include "priv/priv-proto.h"
 
 static const char *priv_bin;
-
-static void refused(const void *buf, size_t len, size_t n_fds, int code) {
-        struct priv_req req;
-        struct wr_err e = {0};
-        assert_int_equal(priv_req_decode(buf, len, n_fds, &req, &e), code);
-        assert_true(e.msg[0] != '\0');
-}
 
 static const struct priv_target good_t = {.id = "sb-1", .pid = 42, .start_time = 9};
 
@@ -154,7 +149,7 @@ static void test_refusals(void **state) {
         for (size_t i = 0; i < sizeof(bad_paths) / sizeof(bad_paths[0]); i++) {
                 for (uint32_t t = PRIV_VOLUME_MOUNT; t <= PRIV_VOLUME_UNMOUNT; t++) {
                         size_t n = raw_volume(buf, t, bad_paths[i], 0, 0);
-                        refused(buf, n, 0, -EACCES);
+                        priv_refused(buf, n, 0, -EACCES);
                         assert_true(priv_volume_encode(1, t, bad_paths[i], 0, buf, sizeof(buf),
                                                        &e) < 0);
                 }
@@ -162,20 +157,21 @@ static void test_refusals(void **state) {
         /* a name of 64 chars: too long for a volume */
         char longp[128];
         snprintf(longp, sizeof(longp), "volumes/default/%064d", 1);
-        refused(buf, raw_volume(buf, PRIV_VOLUME_MOUNT, longp, 0, 0), 0, -EACCES);
+        priv_refused(buf, raw_volume(buf, PRIV_VOLUME_MOUNT, longp, 0, 0), 0, -EACCES);
         /* flags, reserved, fds */
-        refused(buf, raw_volume(buf, PRIV_VOLUME_MOUNT, "volumes/d/v", 2, 0), 0, -EINVAL);
-        refused(buf, raw_volume(buf, PRIV_VOLUME_UNMOUNT, "volumes/d/v", PRIV_VOLUME_RDONLY, 0), 0,
-                -EINVAL);
-        refused(buf, raw_volume(buf, PRIV_VOLUME_MOUNT, "volumes/d/v", 0, 1), 0, -EINVAL);
-        refused(buf, raw_volume(buf, PRIV_VOLUME_MOUNT, "volumes/d/v", 0, 0), 1, -EPROTO);
+        priv_refused(buf, raw_volume(buf, PRIV_VOLUME_MOUNT, "volumes/d/v", 2, 0), 0, -EINVAL);
+        priv_refused(buf,
+                     raw_volume(buf, PRIV_VOLUME_UNMOUNT, "volumes/d/v", PRIV_VOLUME_RDONLY, 0), 0,
+                     -EINVAL);
+        priv_refused(buf, raw_volume(buf, PRIV_VOLUME_MOUNT, "volumes/d/v", 0, 1), 0, -EINVAL);
+        priv_refused(buf, raw_volume(buf, PRIV_VOLUME_MOUNT, "volumes/d/v", 0, 0), 1, -EPROTO);
         /* bytes after the path's NUL */
         size_t n = raw_volume(buf, PRIV_VOLUME_MOUNT, "volumes/d/v", 0, 0);
         buf[sizeof(struct priv_hdr) + 20] = 'x';
-        refused(buf, n, 0, -EINVAL);
+        priv_refused(buf, n, 0, -EINVAL);
         /* a short datagram */
         n = raw_volume(buf, PRIV_VOLUME_MOUNT, "volumes/d/v", 0, 0);
-        refused(buf, n - 1, 0, -EPROTO);
+        priv_refused(buf, n - 1, 0, -EPROTO);
 
         /* SANDBOX_SPAWN_BESIDE */
         struct priv_spawn_beside s = {
@@ -185,110 +181,65 @@ static void test_refusals(void **state) {
         assert_int_equal(priv_req_decode(buf, n, 4, &req, &e), 0);
         for (size_t k = 0; k <= 6; k++)
                 if (k != 4)
-                        refused(buf, n, k, -EPROTO);
+                        priv_refused(buf, n, k, -EPROTO);
         struct priv_spawn_beside b = s;
         b.kind = 0;
-        refused(buf, raw_spawn(buf, &b), 4, -EINVAL);
+        priv_refused(buf, raw_spawn(buf, &b), 4, -EINVAL);
         b.kind = 3;
-        refused(buf, raw_spawn(buf, &b), 4, -EINVAL);
+        priv_refused(buf, raw_spawn(buf, &b), 4, -EINVAL);
         b = s;
         b.uid = 0;
-        refused(buf, raw_spawn(buf, &b), 4, -EINVAL);
+        priv_refused(buf, raw_spawn(buf, &b), 4, -EINVAL);
         b = s;
         b.gid = 0;
-        refused(buf, raw_spawn(buf, &b), 4, -EINVAL);
+        priv_refused(buf, raw_spawn(buf, &b), 4, -EINVAL);
         b = s;
         b.uid = UINT32_MAX;
-        refused(buf, raw_spawn(buf, &b), 4, -EINVAL);
+        priv_refused(buf, raw_spawn(buf, &b), 4, -EINVAL);
         b = s;
         b.reserved = 1;
-        refused(buf, raw_spawn(buf, &b), 4, -EINVAL);
+        priv_refused(buf, raw_spawn(buf, &b), 4, -EINVAL);
         b = s;
         b.t.pid = 1;
-        refused(buf, raw_spawn(buf, &b), 4, -EINVAL);
+        priv_refused(buf, raw_spawn(buf, &b), 4, -EINVAL);
         b = s;
         b.t.start_time = 0;
-        refused(buf, raw_spawn(buf, &b), 4, -EINVAL);
+        priv_refused(buf, raw_spawn(buf, &b), 4, -EINVAL);
         b = s;
         memcpy(b.t.id, "../x", 5);
-        refused(buf, raw_spawn(buf, &b), 4, -EINVAL);
+        priv_refused(buf, raw_spawn(buf, &b), 4, -EINVAL);
         assert_true(priv_spawn_beside_encode(1, &good_t, 9, 5, 5, buf, sizeof(buf), &e) < 0);
         assert_true(priv_spawn_beside_encode(1, &good_t, 1, 0, 5, buf, sizeof(buf), &e) < 0);
 
         /* SSH_DIR_PREPARE */
-        refused(buf, raw_ssh_dir(buf, "", -1, 0), 0, -EINVAL);
-        refused(buf, raw_ssh_dir(buf, "../x", -1, 0), 0, -EINVAL);
-        refused(buf, raw_ssh_dir(buf, "a/b", -1, 0), 0, -EINVAL);
-        refused(buf, raw_ssh_dir(buf, "sb-1", -2, 0), 0, -EINVAL);
-        refused(buf, raw_ssh_dir(buf, "sb-1", (int32_t) PRIV_UID_SLOTS, 0), 0, -EINVAL);
-        refused(buf, raw_ssh_dir(buf, "sb-1", 0, 1), 0, -EINVAL);
-        refused(buf, raw_ssh_dir(buf, "sb-1", 0, 0), 4, -EPROTO);
+        priv_refused(buf, raw_ssh_dir(buf, "", -1, 0), 0, -EINVAL);
+        priv_refused(buf, raw_ssh_dir(buf, "../x", -1, 0), 0, -EINVAL);
+        priv_refused(buf, raw_ssh_dir(buf, "a/b", -1, 0), 0, -EINVAL);
+        priv_refused(buf, raw_ssh_dir(buf, "sb-1", -2, 0), 0, -EINVAL);
+        priv_refused(buf, raw_ssh_dir(buf, "sb-1", (int32_t) PRIV_UID_SLOTS, 0), 0, -EINVAL);
+        priv_refused(buf, raw_ssh_dir(buf, "sb-1", 0, 1), 0, -EINVAL);
+        priv_refused(buf, raw_ssh_dir(buf, "sb-1", 0, 0), 4, -EPROTO);
         assert_true(priv_ssh_dir_encode(1, "sb/1", 0, buf, sizeof(buf), &e) < 0);
         assert_true(priv_ssh_dir_encode(1, "sb-1", -7, buf, sizeof(buf), &e) < 0);
 }
 
 /* ---- the real binary ---- */
 
-struct server {
-        char dir[64], state[96];
-        pid_t pid;
-        int sock;
-};
-
-static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sh(const char *fmt, ...) {
-        char cmd[2048];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(cmd, sizeof(cmd), fmt, ap);
-        va_end(ap);
-        assert_int_equal(system(cmd), 0);
-}
-
-static void server_start(struct server *s) {
-        snprintf(s->dir, sizeof(s->dir), "/tmp/wr-priv-vs.XXXXXX");
-        assert_non_null(mkdtemp(s->dir));
-        snprintf(s->state, sizeof(s->state), "%s/state", s->dir);
-        sh("mkdir -p %s/state/volumes/default/good %s/state/sandboxes/sb-1/ssh %s/outside/v "
-           "%s/outside/sb",
-           s->dir, s->dir, s->dir, s->dir);
-        int sp[2];
-        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
-        s->pid = fork();
-        assert_true(s->pid >= 0);
-        if (s->pid == 0) {
-                char fd[16];
-                snprintf(fd, sizeof(fd), "%d", sp[1]);
-                fcntl(sp[1], F_SETFD, 0);
-                execl(priv_bin, priv_bin, "--sock-fd", fd, "--state-dir", s->state, "--log-level",
-                      "error", (char *) NULL);
-                _exit(127);
-        }
-        close(sp[1]);
-        s->sock = sp[0];
-}
-
-static void server_stop(struct server *s) {
-        close(s->sock);
-        int st;
-        assert_int_equal(waitpid(s->pid, &st, 0), s->pid);
-        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-        sh("rm -rf %s", s->dir);
+static void server_start(struct priv_server *s) {
+        priv_server_start(s, priv_bin, "wr-priv-vs", NULL);
+        priv_sh("mkdir -p %s/state/volumes/default/good %s/state/sandboxes/sb-1/ssh %s/outside/v "
+                "%s/outside/sb",
+                s->dir, s->dir, s->dir, s->dir);
 }
 
 /* send, and the answer with its fds (the caller's) */
-static void answer(struct server *s, const void *buf, size_t len, const int *fds, size_t n_fds,
+static void answer(struct priv_server *s, const void *buf, size_t len, const int *fds, size_t n_fds,
                    struct priv_reply *rep, int *rfds, size_t *n_rfds) {
-        assert_int_equal(priv_send(s->sock, buf, len, fds, n_fds, 0), 0);
-        uint8_t in[PRIV_MSG_MAX + 1];
-        long n = priv_recv(s->sock, in, sizeof(in), rfds, n_rfds, 0);
-        assert_true(n > 0);
-        struct wr_err e = {0};
-        assert_int_equal(priv_reply_decode(in, (size_t) n, *n_rfds, rep, &e), 0);
+        priv_server_answer(s, buf, len, fds, n_fds, rep, rfds, n_rfds);
 }
 
 /* the answer is a RESULT with err (0: done) and no fd */
-static void result(struct server *s, const void *buf, size_t len, const int *fds, size_t n_fds,
+static void result(struct priv_server *s, const void *buf, size_t len, const int *fds, size_t n_fds,
                    int err, struct priv_reply *rep) {
         int rfds[PRIV_FDS_MAX];
         size_t n_rfds = 0;
@@ -334,7 +285,7 @@ static void test_server(void **state) {
         (void) state;
         if (geteuid() != 0)
                 skip();
-        struct server s;
+        struct priv_server s;
         server_start(&s);
         char p[256];
         uint8_t buf[PRIV_MSG_MAX];
@@ -374,24 +325,24 @@ static void test_server(void **state) {
         /* a volume dir that is a symlink (to an image outside the state dir) */
         snprintf(p, sizeof(p), "%s/outside/v/disk.img", s.dir);
         make_image(p);
-        sh("ln -s %s/outside/v %s/volumes/default/link", s.dir, s.state);
+        priv_sh("ln -s %s/outside/v %s/volumes/default/link", s.dir, s.state);
         n = priv_volume_encode(0, PRIV_VOLUME_MOUNT, "volumes/default/link", 0, buf, sizeof(buf),
                                &e);
         result(&s, buf, (size_t) n, NULL, 0, ELOOP, &rep);
         /* the env dir a symlink */
-        sh("ln -s %s/outside %s/volumes/evil", s.dir, s.state);
+        priv_sh("ln -s %s/outside %s/volumes/evil", s.dir, s.state);
         n = priv_volume_encode(0, PRIV_VOLUME_MOUNT, "volumes/evil/v", 0, buf, sizeof(buf), &e);
         result(&s, buf, (size_t) n, NULL, 0, ELOOP, &rep);
         /* disk.img a symlink to the outside image */
-        sh("mkdir %s/volumes/default/imglink && ln -s %s/outside/v/disk.img "
-           "%s/volumes/default/imglink/disk.img",
-           s.state, s.dir, s.state);
+        priv_sh("mkdir %s/volumes/default/imglink && ln -s %s/outside/v/disk.img "
+                "%s/volumes/default/imglink/disk.img",
+                s.state, s.dir, s.state);
         n = priv_volume_encode(0, PRIV_VOLUME_MOUNT, "volumes/default/imglink", 0, buf, sizeof(buf),
                                &e);
         result(&s, buf, (size_t) n, NULL, 0, ELOOP, &rep);
         /* volumes/ itself a symlink */
-        sh("mv %s/volumes %s/volumes.real && ln -s %s/outside %s/volumes", s.state, s.state, s.dir,
-           s.state);
+        priv_sh("mv %s/volumes %s/volumes.real && ln -s %s/outside %s/volumes", s.state, s.state,
+                s.dir, s.state);
         n = priv_volume_encode(0, PRIV_VOLUME_MOUNT, "volumes/x/v", 0, buf, sizeof(buf), &e);
         result(&s, buf, (size_t) n, NULL, 0, ELOOP, &rep);
         n = priv_volume_encode(0, PRIV_VOLUME_UNMOUNT, "volumes/x/v", 0, buf, sizeof(buf), &e);
@@ -406,7 +357,7 @@ static void test_server(void **state) {
 
         /* SSH_DIR_PREPARE through a symlinked sandbox dir: refused, nothing
          * made or chowned outside */
-        sh("ln -s %s/outside/sb %s/sandboxes/sb-link", s.dir, s.state);
+        priv_sh("ln -s %s/outside/sb %s/sandboxes/sb-link", s.dir, s.state);
         n = priv_ssh_dir_encode(0, "sb-link", 0, buf, sizeof(buf), &e);
         result(&s, buf, (size_t) n, NULL, 0, ELOOP, &rep);
         snprintf(p, sizeof(p), "%s/outside/sb/ssh", s.dir);
@@ -457,8 +408,8 @@ static void test_server(void **state) {
         close(in[1]);
         closed_there(out); /* warren-priv kept no copy: nothing runs with it */
         close(in[0]);
-        sh("rm -f %s/volumes && mv %s/volumes.real %s/volumes", s.state, s.state, s.state);
-        server_stop(&s);
+        priv_sh("rm -f %s/volumes && mv %s/volumes.real %s/volumes", s.state, s.state, s.state);
+        priv_server_stop(&s);
 }
 
 int main(int argc, char **argv) {

@@ -28,6 +28,8 @@
 
 #include <cmocka.h>
 
+#include "priv-harness.h"
+
 #include "basic/macro.h"
 #include "priv/client.h"
 #include "priv/priv-proto.h"
@@ -92,13 +94,6 @@ static size_t good_cleanup(uint8_t *buf) {
         return (size_t) n;
 }
 
-static void refused(const void *buf, size_t len, size_t n_fds, int code) {
-        struct priv_req req;
-        struct wr_err e = {0};
-        assert_int_equal(priv_req_decode(buf, len, n_fds, &req, &e), code);
-        assert_true(e.msg[0] != '\0');
-}
-
 static void test_malformed(void **state) {
         (void) state;
         uint8_t buf[PRIV_MSG_MAX + 16];
@@ -107,59 +102,59 @@ static void test_malformed(void **state) {
         struct priv_cleanup *c = (struct priv_cleanup *) (void *) (buf + sizeof(*h));
 
         /* sizes */
-        refused(buf, 0, 0, -EPROTO);
-        refused(buf, sizeof(*h) - 1, 0, -EPROTO);
-        refused(buf, n - 1, 0, -EPROTO);
+        priv_refused(buf, 0, 0, -EPROTO);
+        priv_refused(buf, sizeof(*h) - 1, 0, -EPROTO);
+        priv_refused(buf, n - 1, 0, -EPROTO);
         memset(buf + n, 0, 8);
-        refused(buf, n + 8, 0, -EPROTO);
-        refused(buf, PRIV_MSG_MAX + 1, 0, -EPROTO);
+        priv_refused(buf, n + 8, 0, -EPROTO);
+        priv_refused(buf, PRIV_MSG_MAX + 1, 0, -EPROTO);
         h->len = (uint32_t) (n - sizeof(*h) - 4); /* header disagrees with the datagram */
-        refused(buf, n, 0, -EPROTO);
+        priv_refused(buf, n, 0, -EPROTO);
         n = good_cleanup(buf);
         /* a HELLO with a payload */
         h->type = PRIV_HELLO;
-        refused(buf, n, 0, -EPROTO);
+        priv_refused(buf, n, 0, -EPROTO);
         n = good_cleanup(buf);
 
         /* magic, reserved, types */
         h->magic = 0x57494e31u; /* warren-init's */
-        refused(buf, n, 0, -EPROTO);
+        priv_refused(buf, n, 0, -EPROTO);
         n = good_cleanup(buf);
         h->reserved = 1;
-        refused(buf, n, 0, -EPROTO);
+        priv_refused(buf, n, 0, -EPROTO);
         n = good_cleanup(buf);
         for (uint32_t t = 0; t < 0x100; t++) {
                 if (t == PRIV_SANDBOX_CLEANUP)
                         continue;
                 h->type = t;
-                refused(buf, n, 0, -EPROTO);
+                priv_refused(buf, n, 0, -EPROTO);
         }
         h->type = 0xffffffffu;
-        refused(buf, n, 0, -EPROTO);
+        priv_refused(buf, n, 0, -EPROTO);
         n = good_cleanup(buf);
 
         /* fds where none belong */
-        refused(buf, n, 1, -EPROTO);
-        refused(buf, n, PRIV_FDS_MAX, -EPROTO);
+        priv_refused(buf, n, 1, -EPROTO);
+        priv_refused(buf, n, PRIV_FDS_MAX, -EPROTO);
 
         /* fields */
         c->cgroup_mode = 3;
-        refused(buf, n, 0, -EINVAL);
+        priv_refused(buf, n, 0, -EINVAL);
         n = good_cleanup(buf);
         c->reserved = 1;
-        refused(buf, n, 0, -EINVAL);
+        priv_refused(buf, n, 0, -EINVAL);
         n = good_cleanup(buf);
         c->id[5] = 'x'; /* garbage after the NUL */
-        refused(buf, n, 0, -EINVAL);
+        priv_refused(buf, n, 0, -EINVAL);
         n = good_cleanup(buf);
         memset(c->id, 'a', sizeof(c->id)); /* no NUL */
-        refused(buf, n, 0, -EINVAL);
+        priv_refused(buf, n, 0, -EINVAL);
         n = good_cleanup(buf);
         memcpy(c->id, "../x", 5);
-        refused(buf, n, 0, -EINVAL);
+        priv_refused(buf, n, 0, -EINVAL);
         n = good_cleanup(buf);
         memset(c->dir, 'a', sizeof(c->dir)); /* no NUL */
-        refused(buf, n, 0, -EINVAL);
+        priv_refused(buf, n, 0, -EINVAL);
 }
 
 /* the path field of a cleanup set to p, bypassing the encoder's check */
@@ -169,7 +164,7 @@ static void cleanup_path_refused(const char *p) {
         struct priv_cleanup *c = (struct priv_cleanup *) (void *) (buf + sizeof(struct priv_hdr));
         memset(c->dir, 0, sizeof(c->dir));
         memcpy(c->dir, p, strlen(p));
-        refused(buf, n, 0, -EACCES);
+        priv_refused(buf, n, 0, -EACCES);
         struct wr_err e = {0};
         assert_int_equal(priv_cleanup_encode(1, "abc", p, 0, buf, sizeof(buf), &e), -EACCES);
 }
@@ -221,15 +216,15 @@ static void test_links(void **state) {
         assert_true(n > 0);
         struct priv_link *l = (struct priv_link *) (void *) (buf + sizeof(struct priv_hdr));
         memcpy(l->name, "eth0", 5);
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         memcpy(l->name, "wr7\0x", 5); /* garbage after the NUL */
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         memset(l->name, 0, sizeof(l->name));
         memcpy(l->name, "wr7", 3);
         l->reserved[1] = 1;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         l->reserved[1] = 0;
-        refused(buf, (size_t) n, 1, -EPROTO);
+        priv_refused(buf, (size_t) n, 1, -EPROTO);
         struct priv_req req;
         assert_int_equal(priv_req_decode(buf, (size_t) n, 0, &req, &e), 0);
 }
@@ -250,29 +245,29 @@ static void test_signal_freeze(void **state) {
                 priv_signal_encode(5, &req.signal.t, req.signal.signo, again, sizeof(again), &e),
                 n);
         assert_memory_equal(again, buf, (size_t) n);
-        refused(buf, (size_t) n, 1, -EPROTO); /* an fd where none belongs */
+        priv_refused(buf, (size_t) n, 1, -EPROTO); /* an fd where none belongs */
         struct priv_signal *sg = (struct priv_signal *) (void *) (buf + sizeof(struct priv_hdr));
         sg->signo = 0;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         sg->signo = 65;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         sg->signo = SIGTERM;
         sg->reserved = 1;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         sg->reserved = 0;
         sg->t.pid = 1; /* the host's init */
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         sg->t.pid = -5;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         sg->t.pid = 4242;
         sg->t.start_time = 0; /* a reused pid would pass */
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         sg->t.start_time = 99;
         sg->t.cgroup_mode = 3;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         sg->t.cgroup_mode = 1;
         memcpy(sg->t.id, "../x", 5);
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         assert_int_equal(priv_signal_encode(5, &t, 0, buf, sizeof(buf), &e), -EINVAL);
 
         n = priv_freeze_encode(6, &t, true, buf, sizeof(buf), &e);
@@ -281,15 +276,15 @@ static void test_signal_freeze(void **state) {
         assert_int_equal(req.freeze.on, 1);
         struct priv_freeze *f = (struct priv_freeze *) (void *) (buf + sizeof(struct priv_hdr));
         f->on = 2;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         f->on = 0;
         f->reserved = 7;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         f->reserved = 0;
         /* a FREEZE payload under the SIGNAL type (same size): its fields
          * are checked as a SIGNAL's (on = 0 is signal 0) */
         ((struct priv_hdr *) (void *) buf)->type = PRIV_SANDBOX_SIGNAL;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
 }
 
 /* ---- phase 3: the network (NFT_*, NET_CONNECT) ---- */
@@ -319,7 +314,7 @@ static void test_net_decode(void **state) {
                                                again, sizeof(again), &e),
                          n);
         assert_memory_equal(again, buf, (size_t) n);
-        refused(buf, (size_t) n, 1, -EPROTO); /* an fd where none belongs */
+        priv_refused(buf, (size_t) n, 1, -EPROTO); /* an fd where none belongs */
         struct priv_nft_apply *a = (struct priv_nft_apply *) (void *) pl;
         static const char *const bad_tables[] = {
                 "filter",     "warren-x", "warren_",
@@ -329,37 +324,37 @@ static void test_net_decode(void **state) {
                 memset(a->table, 0, sizeof(a->table));
                 memcpy(a->table, bad_tables[i], strnlen(bad_tables[i], sizeof(a->table) - 1));
                 if (strlen(bad_tables[i]) < sizeof(a->table)) /* else it fits cut short */
-                        refused(buf, (size_t) n, 0, -EINVAL);
+                        priv_refused(buf, (size_t) n, 0, -EINVAL);
                 assert_int_equal(priv_nft_apply_encode(3, bad_tables[i], 0x64780000u, 16, 0, 0,
                                                        again, sizeof(again), &e),
                                  -EINVAL);
         }
         memset(a->table, 0, sizeof(a->table));
         memcpy(a->table, "warren\0x", 8); /* garbage after the NUL */
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         memset(a->table, 0, sizeof(a->table));
         memcpy(a->table, "warren", 6);
         assert_int_equal(priv_req_decode(buf, (size_t) n, 0, &req, &e), 0); /* the default */
         a->prefix = 7;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         a->prefix = 29;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         a->prefix = 16;
         a->base = 0x64780100u; /* host bits */
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         a->base = 0x7f000000u; /* 127/8 */
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         a->base = 0; /* 0/8 */
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         a->base = 0xe0000000u; /* multicast */
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         a->base = 0x64780000u;
         a->dns_port = 0; /* a proxy without a resolver */
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         a->proxy_port = 0;
         assert_int_equal(priv_req_decode(buf, (size_t) n, 0, &req, &e), 0); /* no egress */
         a->reserved = 1;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
 
         /* NFT_CLASS_SET */
         n = priv_nft_class_encode(4, "warren", 0x64600002u, 0, 1, buf, sizeof(buf), &e);
@@ -372,22 +367,22 @@ static void test_net_decode(void **state) {
                                                sizeof(again), &e),
                          n);
         assert_memory_equal(again, buf, (size_t) n);
-        refused(buf, (size_t) n, 2, -EPROTO);
+        priv_refused(buf, (size_t) n, 2, -EPROTO);
         struct priv_nft_class *c = (struct priv_nft_class *) (void *) pl;
         static const uint32_t bad_addrs[] = {0, 0x00000001u, 0x7f000001u, 0xe0000001u, 0xffffffffu};
         for (size_t i = 0; i < sizeof(bad_addrs) / sizeof(bad_addrs[0]); i++) {
                 c->addr = bad_addrs[i];
-                refused(buf, (size_t) n, 0, -EINVAL);
+                priv_refused(buf, (size_t) n, 0, -EINVAL);
         }
         c->addr = 0x64600002u;
         c->from = 3;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         c->from = 0;
         c->reserved = 1;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         c->reserved = 0;
         memcpy(c->table, "ip", 3);
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         assert_int_equal(
                 priv_nft_class_encode(4, "warren", 0x64600002u, 0, 5, buf, sizeof(buf), &e),
                 -EINVAL);
@@ -396,16 +391,16 @@ static void test_net_decode(void **state) {
         n = priv_nft_tables_encode(5, buf, sizeof(buf));
         assert_int_equal(n, sizeof(struct priv_hdr));
         assert_int_equal(priv_req_decode(buf, (size_t) n, 0, &req, &e), 0);
-        refused(buf, (size_t) n, 1, -EPROTO);
+        priv_refused(buf, (size_t) n, 1, -EPROTO);
         memset(buf + n, 0, 4);
         hdr_of(buf)->len = 4;
-        refused(buf, (size_t) n + 4, 0, -EPROTO);
+        priv_refused(buf, (size_t) n + 4, 0, -EPROTO);
         n = priv_nft_remove_encode(6, "warren_1_2", buf, sizeof(buf), &e);
         assert_true(n > 0);
         assert_int_equal(priv_req_decode(buf, (size_t) n, 0, &req, &e), 0);
         assert_string_equal(req.nft_table.table, "warren_1_2");
         memcpy(pl, "filter\0\0\0\0\0", 11);
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         assert_int_equal(priv_nft_remove_encode(6, "filter", buf, sizeof(buf), &e), -EINVAL);
 
         /* NET_CONNECT */
@@ -419,25 +414,25 @@ static void test_net_decode(void **state) {
                                                  req.net_connect.port, again, sizeof(again), &e),
                          n);
         assert_memory_equal(again, buf, (size_t) n);
-        refused(buf, (size_t) n, 1, -EPROTO);
+        priv_refused(buf, (size_t) n, 1, -EPROTO);
         struct priv_net_connect *nc = (struct priv_net_connect *) (void *) pl;
         nc->port = 0;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         nc->port = 80;
         static const uint32_t bad_dst[] = {0, 0x00010203u, 0xe0000001u, 0xf0000001u, 0xffffffffu};
         for (size_t i = 0; i < sizeof(bad_dst) / sizeof(bad_dst[0]); i++) {
                 nc->addr = bad_dst[i];
-                refused(buf, (size_t) n, 0, -EINVAL);
+                priv_refused(buf, (size_t) n, 0, -EINVAL);
         }
         nc->addr = 0x7f000001u;
         nc->reserved = 1;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         nc->reserved = 0;
         nc->t.pid = 1;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         nc->t.pid = 4242;
         nc->t.start_time = 0;
-        refused(buf, (size_t) n, 0, -EINVAL);
+        priv_refused(buf, (size_t) n, 0, -EINVAL);
         assert_int_equal(priv_net_connect_encode(7, &t, 0x7f000001u, 0, buf, sizeof(buf), &e),
                          -EINVAL);
 
@@ -485,60 +480,20 @@ static void test_net_decode(void **state) {
 
 /* ---- the real warren-priv ---- */
 
-struct server {
-        char dir[64]; /* a temp dir: state/ inside, outside/ beside it */
-        char state[96];
-        pid_t pid;
-        int sock;
-};
-
-static void sh(const char *fmt, ...) _printf_(1, 2);
-static void sh(const char *fmt, ...) {
-        char cmd[512];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(cmd, sizeof(cmd), fmt, ap);
-        va_end(ap);
-        assert_int_equal(system(cmd), 0);
-}
-
-static void server_start(struct server *s) {
-        snprintf(s->dir, sizeof(s->dir), "/tmp/wr-priv-test.XXXXXX");
-        assert_non_null(mkdtemp(s->dir));
-        snprintf(s->state, sizeof(s->state), "%s/state", s->dir);
+static void server_start(struct priv_server *s) {
+        priv_server_start(s, priv_bin, "wr-priv-test", NULL);
         /* canaries: a sandbox dir, a file outside the state dir, a symlink
          * from inside the state dir to outside */
-        sh("mkdir -p %s/state/sandboxes/victim %s/outside/x && touch %s/outside/x/keep", s->dir,
-           s->dir, s->dir);
-        sh("touch %s/state/sandboxes/victim/keep && ln -s ../../outside %s/state/sandboxes/link",
-           s->dir, s->dir);
-        int sp[2];
-        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
-        s->pid = fork();
-        assert_true(s->pid >= 0);
-        if (s->pid == 0) {
-                char fd[16];
-                snprintf(fd, sizeof(fd), "%d", sp[1]);
-                fcntl(sp[1], F_SETFD, 0);
-                execl(priv_bin, priv_bin, "--sock-fd", fd, "--state-dir", s->state, "--log-level",
-                      "error", (char *) NULL);
-                _exit(127);
-        }
-        close(sp[1]);
-        s->sock = sp[0];
-}
-
-static void server_stop(struct server *s) {
-        close(s->sock);
-        int st;
-        assert_int_equal(waitpid(s->pid, &st, 0), s->pid);
-        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* EOF: a clean exit */
-        sh("rm -rf %s", s->dir);
+        priv_sh("mkdir -p %s/state/sandboxes/victim %s/outside/x && touch %s/outside/x/keep",
+                s->dir, s->dir, s->dir);
+        priv_sh("touch %s/state/sandboxes/victim/keep && ln -s ../../outside "
+                "%s/state/sandboxes/link",
+                s->dir, s->dir);
 }
 
 /* send buf with n_fds fds, read the answer */
-static void roundtrip(struct server *s, const void *buf, size_t len, const int *fds, size_t n_fds,
-                      struct priv_reply *rep) {
+static void roundtrip(struct priv_server *s, const void *buf, size_t len, const int *fds,
+                      size_t n_fds, struct priv_reply *rep) {
         union {
                 struct cmsghdr align;
                 char b[CMSG_SPACE(sizeof(int) * 8)];
@@ -562,7 +517,7 @@ static void roundtrip(struct server *s, const void *buf, size_t len, const int *
         assert_int_equal(priv_reply_decode(in, (size_t) n, 0, rep, &e), 0);
 }
 
-static void expect_refused(struct server *s, const void *buf, size_t len, const int *fds,
+static void expect_refused(struct priv_server *s, const void *buf, size_t len, const int *fds,
                            size_t n_fds) {
         struct priv_reply rep;
         roundtrip(s, buf, len, fds, n_fds, &rep);
@@ -572,7 +527,7 @@ static void expect_refused(struct server *s, const void *buf, size_t len, const 
         assert_int_equal(rep.result.served_total, 0); /* nothing carried out */
 }
 
-static bool exists(const struct server *s, const char *rel) {
+static bool exists(const struct priv_server *s, const char *rel) {
         char p[256];
         snprintf(p, sizeof(p), "%s/%s", s->dir, rel);
         struct stat st;
@@ -583,7 +538,7 @@ static void test_server_refuses(void **state) {
         (void) state;
         if (geteuid() != 0)
                 skip();
-        struct server s;
+        struct priv_server s;
         server_start(&s);
         uint8_t buf[PRIV_MSG_MAX + 64];
         size_t refusals = 0;
@@ -709,7 +664,7 @@ static void test_server_refuses(void **state) {
         /* idempotent */
         roundtrip(&s, buf, (size_t) m, NULL, 0, &rep);
         assert_int_equal(rep.result.err, 0);
-        server_stop(&s);
+        priv_server_stop(&s);
 }
 
 /* ---- phase 3 against the real warren-priv: refusals with nothing done,
@@ -717,7 +672,7 @@ static void test_server_refuses(void **state) {
  * removed) ---- */
 
 /* send buf, read the answer with its fds (at most one kept in *ret_fd) */
-static void roundtrip_fd(struct server *s, const void *buf, size_t len, struct priv_reply *rep,
+static void roundtrip_fd(struct priv_server *s, const void *buf, size_t len, struct priv_reply *rep,
                          int *ret_fd) {
         assert_int_equal(send(s->sock, buf, len, MSG_NOSIGNAL), (ssize_t) len);
         uint8_t in[PRIV_MSG_MAX + 1];
@@ -755,7 +710,7 @@ static void test_server_net(void **state) {
         (void) state;
         if (geteuid() != 0 || system("command -v nft >/dev/null") != 0)
                 skip();
-        struct server s;
+        struct priv_server s;
         server_start(&s);
         uint8_t buf[PRIV_MSG_MAX];
         struct wr_err e = {0};
@@ -767,7 +722,7 @@ static void test_server_net(void **state) {
         snprintf(other, sizeof(other), "wrunit_keep_%d", (int) getpid());
         snprintf(net_tables[0], sizeof(net_tables[0]), "%s", mine);
         snprintf(net_tables[1], sizeof(net_tables[1]), "%s", other);
-        sh("nft add table inet %s", other);
+        priv_sh("nft add table inet %s", other);
 
         int n;
         /* a table not warren's, a range in 127/8, an fd where none belongs,
@@ -873,8 +828,8 @@ static void test_server_net(void **state) {
         assert_int_equal(rep.hello.served[PRIV_NFT_TABLES], 1);
         assert_int_equal(rep.hello.served[PRIV_NFT_TABLE_REMOVE], 1);
         assert_int_equal(rep.hello.served[PRIV_NET_CONNECT], 1);
-        sh("nft delete table inet %s", other);
-        server_stop(&s);
+        priv_sh("nft delete table inet %s", other);
+        priv_server_stop(&s);
 }
 
 /* This process's start time (field 22 of /proc/self/stat). */
@@ -948,7 +903,7 @@ static void test_client_net(void **state) {
         assert_int_equal(st.served[PRIV_NFT_TABLE_APPLY], 1);
         assert_int_equal(st.served[PRIV_NFT_TABLE_REMOVE], 1);
         priv_client_free(c);
-        sh("rm -rf %s", dir);
+        priv_sh("rm -rf %s", dir);
 }
 
 struct hello_job {
