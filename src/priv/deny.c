@@ -6,6 +6,20 @@
 #include <seccomp.h>
 #include <string.h>
 
+/* AddressSanitizer builds (make test's ASan suites) keep ptrace:
+ * LeakSanitizer stops the process's threads with it at exit, and fails
+ * fatally when it is denied. */
+#if defined(__SANITIZE_ADDRESS__)
+#define WR_DENY_KEEP_PTRACE 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WR_DENY_KEEP_PTRACE 1
+#endif
+#endif
+#ifndef WR_DENY_KEEP_PTRACE
+#define WR_DENY_KEEP_PTRACE 0
+#endif
+
 const char *const priv_deny_names[] = {
         /* kernel code */
         "init_module",
@@ -41,8 +55,10 @@ const char *const priv_deny_names[] = {
         "vhangup",
         "nfsservctl",
         "_sysctl",
-        /* other processes' memory, userfaultfd, io_uring, fanotify */
+/* other processes' memory, userfaultfd, io_uring, fanotify */
+#if !WR_DENY_KEEP_PTRACE
         "ptrace",
+#endif
         "process_vm_readv",
         "process_vm_writev",
         "userfaultfd",

@@ -352,6 +352,9 @@ static void run_upper(int upper, int pidfd, int spool, struct run *out) {
         assert_int_equal(waitpid(pid, &status, 0), pid);
         out->err = out->done.err;
         memcpy(out->msg, out->done.msg, sizeof(out->msg));
+        if (!(WIFEXITED(status) && (WEXITSTATUS(status) == 0) == (out->err == 0)))
+                fprintf(stderr, "warren-upper: status 0x%x, err %d (%s)\n", status, out->err,
+                        out->msg);
         assert_true(WIFEXITED(status) && (WEXITSTATUS(status) == 0) == (out->err == 0));
 }
 
