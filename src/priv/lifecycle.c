@@ -35,8 +35,39 @@
 static char state_dir[PATH_MAX];
 static char init_path[PATH_MAX];
 
+static uint32_t host_check;
+
+/* phase 5: a state dir that is not root's belongs to a warrend that drops
+ * to its owner (--user, docs/privsep.md): each sandbox's dir itself (not
+ * what it holds) is given to that owner, so that warrend keeps its exec
+ * spool (execs/) there. 0: root's, nothing given. */
+static uid_t dir_uid;
+static gid_t dir_gid;
+
+static void dir_give(const char *id) {
+        if (!dir_uid)
+                return;
+        char p[PRIV_PATH_MAX];
+        snprintf(p, sizeof(p), "%s/%s", PRIV_ROOT_SANDBOXES, id);
+        int fd = priv_open_beneath(p, O_PATH | O_DIRECTORY);
+        if (fd < 0 || fchownat(fd, "", dir_uid, dir_gid, AT_EMPTY_PATH) < 0)
+                log_warn("warren-priv: give %s to uid %u: %s (its exec spool will be missing)",
+                         p, (unsigned) dir_uid, strerror(fd < 0 ? -fd : errno));
+        if (fd >= 0)
+                close(fd);
+}
+
+uint32_t priv_lifecycle_host_check(void) {
+        return host_check;
+}
+
 int priv_lifecycle_init(const char *sd, const char *init) {
         snprintf(state_dir, sizeof(state_dir), "%s", sd);
+        struct stat st;
+        if (stat(state_dir, &st) == 0 && st.st_uid != 0 && st.st_gid != 0) {
+                dir_uid = st.st_uid;
+                dir_gid = st.st_gid;
+        }
         if (!init)
                 return 0;
         if (init[0] != '/' || strlen(init) >= sizeof(init_path))
@@ -45,8 +76,11 @@ int priv_lifecycle_init(const char *sd, const char *init) {
         /* the seccomp filter, capability set and warren-init's sealed memfd,
          * once, before the first create */
         struct wr_err e = {0};
-        if (rt_prepare(init_path, RT_CGROUP_AUTO, &e) < 0)
+        int r = rt_prepare(init_path, RT_CGROUP_AUTO, &e);
+        if (r < 0) {
+                host_check = (uint32_t) (-r < 4096 ? -r : EIO);
                 log_warn("warren-priv: %s (sandboxes will fail to start)", e.msg);
+        }
         return 0;
 }
 
@@ -341,6 +375,7 @@ static int do_config(const struct priv_req *req, int *fds, size_t n_fds, struct 
                 if (r < 0) {
                         ret = fail(res, r, "%s", e.msg);
                 } else {
+                        dir_give(c->id);
                         struct owned *o = owned_add(c->id, sb);
                         r = o ? answer(sb, created, out_fds, &e) : -ENOMEM;
                         if (r < 0) {

@@ -4,6 +4,11 @@ WARREN_BUILD points at the meson build dir (default: build/). Every daemon
 gets its own temporary state dir and unix socket; TCP ports are picked free
 on 127.0.0.1. Under ASan (WARREN_SANITIZED=1) a daemon that reports an
 error or a leak on exit fails the test session.
+
+WARREN_DROP=1 runs every daemon with the drop of privilege separation's
+phase 5 (docs/privsep.md): WARREN_PRIVSEP=1 and WARREN_USER=warren (the
+user is created by scripts/warren-user.sh when missing), each daemon's
+temporary dir searchable (0711) so that the user reaches its state dir.
 """
 import os
 import pathlib
@@ -19,6 +24,12 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("WARREN_BUILD", ROOT / "build"))
 SANITIZED = os.environ.get("WARREN_SANITIZED") == "1"
+DROP = os.environ.get("WARREN_DROP") == "1"
+DROP_USER = os.environ.get("WARREN_USER") or "warren"
+if DROP:
+    subprocess.run([str(ROOT / "scripts" / "warren-user.sh"), DROP_USER], check=True)
+    os.environ["WARREN_PRIVSEP"] = "1"
+    os.environ["WARREN_USER"] = DROP_USER
 
 
 def build_path(rel):
@@ -57,6 +68,8 @@ class Daemon:
 
     def __init__(self, tls=False, extra_args=(), diag=True):
         self.tmp = tempfile.mkdtemp(prefix="warren-e2e-")
+        if DROP:
+            os.chmod(self.tmp, 0o711)  # the dropped warrend reaches state/ through it
         self.state_dir = os.path.join(self.tmp, "state")
         self.sock = os.path.join(self.tmp, "warren.sock")
         self.port = free_port()
