@@ -30,6 +30,14 @@ if DROP:
     subprocess.run([str(ROOT / "scripts" / "warren-user.sh"), DROP_USER], check=True)
     os.environ["WARREN_PRIVSEP"] = "1"
     os.environ["WARREN_USER"] = DROP_USER
+    # every test's own warrend dirs (mkdtemp makes them 0700): searchable
+    _mkdtemp = tempfile.mkdtemp
+
+    def _mkdtemp_searchable(*a, **kw):
+        path = _mkdtemp(*a, **kw)
+        os.chmod(path, 0o711)
+        return path
+    tempfile.mkdtemp = _mkdtemp_searchable
 
 
 def build_path(rel):
@@ -68,7 +76,7 @@ class Daemon:
 
     def __init__(self, tls=False, extra_args=(), diag=True):
         self.tmp = tempfile.mkdtemp(prefix="warren-e2e-")
-        if DROP:
+        if DROP or "--user" in extra_args:
             os.chmod(self.tmp, 0o711)  # the dropped warrend reaches state/ through it
         self.state_dir = os.path.join(self.tmp, "state")
         self.sock = os.path.join(self.tmp, "warren.sock")
