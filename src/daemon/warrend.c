@@ -618,6 +618,21 @@ static void start_identity(struct daemon *d) {
                  d->ctx.identity_lifetime, d->ctx.identity_admin ? "admin" : "user", addr + 5);
 }
 
+/* --user: warren-priv died and this warrend, no longer root, cannot
+ * start another. Exit at once (as a kill -9 would end it): the service
+ * manager starts warrend again, as root, and the sandboxes, which run on,
+ * are recovered. */
+static void priv_lost(void *userdata) {
+        const struct daemon *d = userdata;
+        /* stopping already (a signal to the whole group reached warren-priv
+         * too): the shutdown goes on without it */
+        if (__atomic_load_n(&d->stopping, __ATOMIC_RELAXED))
+                return;
+        log_error("warren-priv died and warrend, dropped to its user (--user), cannot start "
+                  "another: exiting; start warrend again (running sandboxes are recovered)");
+        _exit(3);
+}
+
 /* The port of a TCP listen address ("tcp:H:P", "H:P"), 0 for unix: or
  * none. */
 static int addr_port(const char *addr) {
@@ -663,6 +678,34 @@ static int daemon_drop(struct daemon *d, struct wr_err *e) {
         if (r < 0)
                 return r;
         d->dropped = true;
+        priv_client_on_lost(d->priv, priv_lost, d);
+        return 0;
+}
+
+/* The event loop (once) and the RPC server on it (its TLS certificate
+ * and key read now: with --user before the drop, so that they may stay
+ * root's). */
+static int server_new(struct daemon *d, struct wr_err *e) {
+        int r;
+        if (!d->loop_ready) {
+                if ((r = uv_loop_init(&d->loop)) < 0)
+                        return err_set(e, r, "event loop: %s", uv_strerror(r));
+                d->loop_ready = true;
+        }
+        struct rpc_server_config rc = {
+                .tls_cert = d->cfg.tls_cert,
+                .tls_key = d->cfg.tls_key,
+                .ctx = &d->ctx,
+                .on_call_status = on_call_status,
+                .on_call_status_userdata = d,
+                /* every call: who is calling (tokens, environments), and
+                 * the audit record of the mutating ones */
+                .authorize = api_server_authorize,
+                .on_call_end = api_server_call_end,
+        };
+        r = rpc_server_new(&d->loop, &rc, &d->server, e);
+        if (r < 0)
+                return err_prefix(e, r, "rpc server");
         return 0;
 }
 
@@ -671,7 +714,8 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
         int r = daemon_state_dir_prepare(d->cfg.state_dir, &d->state_dir, &d->lock_fd, e);
         if (r < 0)
                 return r;
-        if (d->cfg.user && (r = daemon_drop(d, e)) < 0)
+        /* --user: the RPC server (its TLS key) before the drop */
+        if (d->cfg.user && ((r = server_new(d, e)) < 0 || (r = daemon_drop(d, e)) < 0))
                 return r;
 
         _cleanup_free_ char *db = NULL, *key = NULL;
@@ -693,10 +737,12 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
         if (r < 0)
                 return r;
 
-        r = uv_loop_init(&d->loop);
-        if (r < 0)
-                return err_set(e, r, "event loop: %s", uv_strerror(r));
-        d->loop_ready = true;
+        if (!d->loop_ready) {
+                r = uv_loop_init(&d->loop);
+                if (r < 0)
+                        return err_set(e, r, "event loop: %s", uv_strerror(r));
+                d->loop_ready = true;
+        }
         r = start_keeper(d, e);
         if (r < 0)
                 return r;
@@ -765,20 +811,8 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
         d->ctx.identity_admin = d->cfg.identity_admin;
         if ((r = api_admission_start(&d->ctx, e)) < 0)
                 return r;
-        struct rpc_server_config rc = {
-                .tls_cert = d->cfg.tls_cert,
-                .tls_key = d->cfg.tls_key,
-                .ctx = &d->ctx,
-                .on_call_status = on_call_status,
-                .on_call_status_userdata = d,
-                /* every call: who is calling (tokens, environments), and
-                 * the audit record of the mutating ones */
-                .authorize = api_server_authorize,
-                .on_call_end = api_server_call_end,
-        };
-        r = rpc_server_new(&d->loop, &rc, &d->server, e);
-        if (r < 0)
-                return err_prefix(e, r, "rpc server");
+        if (!d->server && (r = server_new(d, e)) < 0)
+                return r;
         d->ctx.server = d->server;
         r = register_services(d, e);
         if (r < 0)

@@ -141,7 +141,7 @@ def test_drop_confines_warrend(fresh_warrend, user, pool):
         assert [p for _, p, pp in roots if pp == pid] == [priv], roots
         assert len([p for _, p, pp in roots if pp == priv]) <= pool, roots
         sb.pause()
-        assert frozen(sb.id)
+        assert wait_for(lambda: frozen(sb.id))
         sb.resume()
         assert not frozen(sb.id)
         assert sb.exec("echo", "resumed").stdout_text == "resumed\n"
@@ -183,7 +183,7 @@ def test_drop_recovery_after_restart(user):
             sb = c.get(id=sb.id)
             assert sb.exec("echo", "after").stdout_text == "after\n"
             sb.pause()
-            assert frozen(sb.id)
+            assert wait_for(lambda: frozen(sb.id))
             sb.resume()
             sb.terminate()
         life.stop()  # terminate_on_exit: the pool's entry goes too
@@ -237,3 +237,35 @@ def _cmdline(pid):
             return f.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+def test_drop_warren_priv_killed(user):
+    """A dropped warrend cannot start a root warren-priv again: when it
+    dies, warrend exits (status 3) instead of retrying forever; the
+    sandbox runs on and the next warrend (root again, then dropped)
+    recovers it."""
+    from test_lifecycle import NOTHING, Restartable, leftovers, sandbox_pids
+
+    life = Restartable()
+    os.chmod(life.tmp, 0o711)
+    port = free_port()
+    try:
+        life.start(extra=drop_args(port, 0))
+        import_image(life, "busybox:latest")
+        with wr.SandboxClient(life.unix_addr) as c:
+            sb = c.create(image="busybox:latest", entrypoint=["sleep", "infinity"])
+        priv = int(metrics(port)["warren_priv_pid"])
+        os.kill(priv, signal.SIGKILL)
+        assert life.proc.wait(timeout=30) == 3
+        assert "cannot start another: exiting" in life.read_log()
+        assert sandbox_pids({sb.id}), "the sandbox did not outlive warrend"
+        port = free_port()
+        life.start(extra=drop_args(port, 0), terminate_on_exit=True)
+        with wr.SandboxClient(life.unix_addr) as c:
+            sb = c.get(id=sb.id)
+            assert sb.exec("echo", "recovered").stdout_text == "recovered\n"
+            sb.terminate()
+        life.stop()
+        assert leftovers(life, {sb.id}) == NOTHING
+    finally:
+        life.destroy()
