@@ -154,6 +154,8 @@ int drop_state_dir_own(const char *state_dir, const struct drop_user *u, struct 
                 int depth;
         } limits[] = {
                 {"sandboxes", -2}, /* warren-priv's: left as it is */
+                /* warren-fetch's chroot: root's, or the helper refuses it */
+                {"fetch-root", -2},
                 {"layers", 2},     /* layers/, sha256/ and tmp/, each layer's dir */
                 {"volumes", 1},    /* volumes/ and each volume's dir, not its files */
         };

@@ -36,7 +36,8 @@ int drop_user_lookup(const char *name, struct drop_user *ret, struct wr_err *e);
  * (warren.db and its journal files, images/, keys/, ca/, identity-api/,
  * the directory levels of layers/ and volumes/, ...), never following a
  * symlink or crossing a mount. Left alone: sandboxes/ (warren-priv's),
- * the trees inside layers/ (unpacked files keep their owners) and inside
+ * fetch-root/ (warren-fetch's chroot must stay root's), the trees inside
+ * layers/ (unpacked files keep their owners) and inside
  * volumes/<id>/ (a volume's own files). 0 or negative errno with e. */
 int drop_state_dir_own(const char *state_dir, const struct drop_user *u, struct wr_err *e);
 

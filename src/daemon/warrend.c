@@ -821,6 +821,13 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
         r = start_signals(d, e);
         if (r < 0)
                 return r;
+        if (d->cfg.user) {
+                sigset_t term;
+                sigemptyset(&term);
+                sigaddset(&term, SIGTERM);
+                sigaddset(&term, SIGINT);
+                (void) sigprocmask(SIG_UNBLOCK, &term, NULL);
+        }
 
         r = start_listeners(d, e);
         if (r < 0)
@@ -850,6 +857,14 @@ int main(int argc, char **argv) {
         }
         int r;
         log_set_level(d.cfg.log_level);
+        /* --user: the sockets exist (bound before the drop) before the
+         * handlers of SIGTERM/SIGINT do: held until start_signals */
+        sigset_t term;
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        sigaddset(&term, SIGINT);
+        if (d.cfg.user)
+                (void) sigprocmask(SIG_BLOCK, &term, NULL);
         log_set_format(d.cfg.log_format);
 
         if (geteuid() != 0) {

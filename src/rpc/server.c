@@ -1196,6 +1196,10 @@ int rpc_listen_prebind(const char *addr, unsigned flags, int *ret_fd, struct wr_
                         r = -errno;
                 if (r < 0)
                         return err_set(e, r, "listen %s: %s", addr, strerror(-r));
+                /* listening already: a client that sees the file may
+                 * connect; it is accepted once the loop runs */
+                if (listen(fd, 511) < 0)
+                        return err_set(e, -errno, "listen %s: %m", addr);
         } else {
                 const char *hp = addr;
                 if (strncmp(addr, "tls:", 4) == 0 || strncmp(addr, "tcp:", 4) == 0)
@@ -1211,7 +1215,7 @@ int rpc_listen_prebind(const char *addr, unsigned flags, int *ret_fd, struct wr_
                 (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
                 socklen_t len = ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                                          : sizeof(struct sockaddr_in);
-                if (bind(fd, (struct sockaddr *) &ss, len) < 0)
+                if (bind(fd, (struct sockaddr *) &ss, len) < 0 || listen(fd, 511) < 0)
                         return err_set(e, -errno, "listen %s: bind: %m", addr);
         }
         *ret_fd = TAKE_FD(fd);
