@@ -229,11 +229,42 @@ struct build {
         char *layer_paths[PRIV_LAYERS_MAX];
         struct rt_mount mounts[PRIV_BIND_MAX];
         struct rt_net net;
+        int here[PRIV_BIND_MAX]; /* phase 5: bind sources reopened here (bind_here) */
+        size_t n_here;
 };
 
 static void build_done(struct build *b) {
         for (size_t i = 0; i < b->v.n_layers; i++)
                 free(b->layer_paths[i]);
+        for (size_t i = 0; i < b->n_here; i++)
+                close(b->here[i]);
+}
+
+/* phase 5: a dropped warrend lives in a mount namespace of its own, and a
+ * mount of another namespace cannot be cloned (open_tree: EINVAL). The
+ * same inode, opened in ours: the fd's path (warrend's binds mirror the
+ * host's paths), opened O_PATH | O_NOFOLLOW here, accepted only when it
+ * is the very inode warrend passed (st_dev and st_ino). -1: keep fd (not
+ * dropped, or no such path here). */
+static int bind_here(int fd) {
+        if (!dir_uid)
+                return -1;
+        char link[64], path[PATH_MAX];
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, path, sizeof(path) - 1);
+        if (n <= 0 || path[0] != '/')
+                return -1;
+        path[n] = 0;
+        int here = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        struct stat a, b;
+        if (here < 0)
+                return -1;
+        if (fstat(fd, &a) < 0 || fstat(here, &b) < 0 || a.st_dev != b.st_dev ||
+            a.st_ino != b.st_ino) {
+                close(here);
+                return -1;
+        }
+        return here;
 }
 
 /* c + blob + the bind fds -> b->cfg. Layers are confined: below the state
@@ -258,11 +289,15 @@ static int build_cfg(const struct priv_sandbox_cfg *c, const char *blob, const i
         size_t k = 0;
         for (size_t i = 0; i < b->v.n_mounts; i++) {
                 const struct priv_cfg_mount *m = &b->v.mounts[i];
+                int src = m->kind == RT_MOUNT_BIND ? binds[k++] : -1;
+                int here = src >= 0 ? bind_here(src) : -1;
+                if (here >= 0)
+                        src = b->here[b->n_here++] = here;
                 b->mounts[i] = (struct rt_mount){
                         .kind = (enum rt_mount_kind) m->kind,
                         .target = m->target,
                         .flags = m->flags,
-                        .source_fd = m->kind == RT_MOUNT_BIND ? binds[k++] : -1,
+                        .source_fd = src,
                         .data = m->data,
                         .len = m->len,
                         .size = m->size,
