@@ -329,8 +329,9 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                 r = set_str(&c->egress_upstream_ca, v);
         } else if (!strcmp(key, "user")) {
                 if (!*v)
-                        return err_set(e, -EINVAL, "user: empty; name the account to drop to "
-                                                   "(e.g. warren)");
+                        return err_set(e, -EINVAL,
+                                       "user: empty; name the account to drop to "
+                                       "(e.g. warren)");
                 r = set_str(&c->user, v);
         } else if (!strcmp(key, "privsep")) {
                 if (parse_bool(v, &c->privsep) < 0)

@@ -79,8 +79,8 @@ static int own_at(int dfd, const char *name, dev_t dev, int depth, const struct 
         struct dirent *de;
         while (r == 0 && (de = readdir(d)))
                 if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-                        r = own_at(dirfd(d), de->d_name, st.st_dev, depth < 0 ? -1 : depth - 1,
-                                   u, e);
+                        r = own_at(dirfd(d), de->d_name, st.st_dev, depth < 0 ? -1 : depth - 1, u,
+                                   e);
         closedir(d);
         return r;
 }
@@ -156,8 +156,8 @@ int drop_state_dir_own(const char *state_dir, const struct drop_user *u, struct 
                 {"sandboxes", -2}, /* warren-priv's: left as it is */
                 /* warren-fetch's chroot: root's, or the helper refuses it */
                 {"fetch-root", -2},
-                {"layers", 2},     /* layers/, sha256/ and tmp/, each layer's dir */
-                {"volumes", 1},    /* volumes/ and each volume's dir, not its files */
+                {"layers", 2},  /* layers/, sha256/ and tmp/, each layer's dir */
+                {"volumes", 1}, /* volumes/ and each volume's dir, not its files */
         };
         _cleanup_close_ int dfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0)

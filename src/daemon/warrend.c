@@ -669,7 +669,8 @@ static int daemon_drop(struct daemon *d, struct wr_err *e) {
                 d->listen_fd[i] = -EBADF;
         for (size_t i = 0; i < d->cfg.n_listen; i++) {
                 const char *addr = d->cfg.listen[i];
-                if (strncmp(addr, "unix:", 5) == 0 && (r = daemon_socket_dir_prepare(addr + 5, e)) < 0)
+                if (strncmp(addr, "unix:", 5) == 0 &&
+                    (r = daemon_socket_dir_prepare(addr + 5, e)) < 0)
                         return err_prefix(e, r, "listen %s", addr);
                 if ((r = rpc_listen_prebind(addr, 0, &d->listen_fd[i], e)) < 0)
                         return r;

@@ -51,8 +51,8 @@ static void dir_give(const char *id) {
         snprintf(p, sizeof(p), "%s/%s", PRIV_ROOT_SANDBOXES, id);
         int fd = priv_open_beneath(p, O_PATH | O_DIRECTORY);
         if (fd < 0 || fchownat(fd, "", dir_uid, dir_gid, AT_EMPTY_PATH) < 0)
-                log_warn("warren-priv: give %s to uid %u: %s (its exec spool will be missing)",
-                         p, (unsigned) dir_uid, strerror(fd < 0 ? -fd : errno));
+                log_warn("warren-priv: give %s to uid %u: %s (its exec spool will be missing)", p,
+                         (unsigned) dir_uid, strerror(fd < 0 ? -fd : errno));
         if (fd >= 0)
                 close(fd);
 }
