@@ -109,6 +109,9 @@ class Daemon:
         if SANITIZED:
             env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        # a dropped warrend binds (and listens on) its sockets before the
+        # drop, long before it is ready: wait for its "ready" line too
+        self.wait_ready_line = DROP or "--user" in extra_args
         self.token = None
         try:
             self._wait_ready()
@@ -133,7 +136,8 @@ class Daemon:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("warrend exited early (%d):\n%s" % (self.proc.returncode, self.read_log()))
-            if os.path.exists(self.sock):
+            if os.path.exists(self.sock) and (not self.wait_ready_line or
+                                               " ready (state dir " in self.read_log()):
                 try:
                     with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
                         return
@@ -198,6 +202,18 @@ class Daemon:
         if rc not in (0, -signal.SIGTERM) and sig == signal.SIGTERM:
             raise RuntimeError("warrend exited with %d:\n%s" % (rc, log))
         return log
+
+
+@pytest.fixture(autouse=DROP)
+def _drop_tmp_path_searchable(request):
+    """WARREN_DROP=1: a test's tmp_path (and the dirs pytest makes above
+    it, 0700) searchable, for a state dir a test puts there."""
+    if "tmp_path" in request.fixturenames:
+        p = request.getfixturevalue("tmp_path")
+        while str(p).startswith(tempfile.gettempdir() + "/") and p != pathlib.Path(tempfile.gettempdir()):
+            os.chmod(p, os.stat(p).st_mode | 0o011)
+            p = p.parent
+    yield
 
 
 @pytest.fixture(scope="session")
