@@ -179,6 +179,15 @@ int drop_state_dir_own(const char *state_dir, const struct drop_user *u, struct 
                 for (size_t i = 0; i < ELEMENTSOF(limits); i++)
                         if (!strcmp(de->d_name, limits[i].name))
                                 depth = limits[i].depth;
+                if (depth == -2 && !strcmp(de->d_name, "sandboxes")) {
+                        /* warren-priv's, but listed by warrend (recovery
+                         * finds the dirs of sandboxes it has no row of):
+                         * root's, group u's, mode 0751 */
+                        if (fchownat(dirfd(d), "sandboxes", 0, u->gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+                            fchmodat(dirfd(d), "sandboxes", 0751, 0) < 0)
+                                r = err_set(e, -errno, "state dir: sandboxes: %m");
+                        continue;
+                }
                 if (depth == -2)
                         continue;
                 r = own_at(dirfd(d), de->d_name, st.st_dev, depth, u, e);

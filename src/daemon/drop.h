@@ -38,7 +38,8 @@ int drop_user_lookup(const char *name, struct drop_user *ret, struct wr_err *e);
  * symlink or crossing a mount. Left alone: sandboxes/ (warren-priv's),
  * fetch-root/ (warren-fetch's chroot must stay root's), the trees inside
  * layers/ (unpacked files keep their owners) and inside
- * volumes/<id>/ (a volume's own files). 0 or negative errno with e. */
+ * volumes/<id>/ (a volume's own files); sandboxes/ becomes root:u 0751
+ * (warrend lists it, warren-priv writes it). 0 or negative errno with e. */
 int drop_state_dir_own(const char *state_dir, const struct drop_user *u, struct wr_err *e);
 
 /* The drop itself (above). 0, or a negative errno with e: warrend must

@@ -113,7 +113,8 @@ def test_drop_confines_warrend(fresh_warrend, user, pool):
     # the state dir is the user's; sandboxes/ stays warren-priv's (root)
     assert os.stat(d.state_dir).st_uid == user.pw_uid
     assert os.stat(os.path.join(d.state_dir, "warren.db")).st_uid == user.pw_uid
-    assert os.stat(os.path.join(d.state_dir, "sandboxes")).st_uid == 0
+    st = os.stat(os.path.join(d.state_dir, "sandboxes"))
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (0, user.pw_gid, 0o751)
     # warren-priv is root, in the host's mount namespace
     priv = int(metrics(port)["warren_priv_pid"])
     assert ppid_of(priv) == pid
