@@ -136,8 +136,8 @@ int rpc_server_listen_flags(struct rpc_server *s, const char *addr, unsigned fla
  * replaced and its mode set as there; TCP with SO_REUSEADDR) and listen
  * (clients queue until the server accepts), for a process that binds
  * before it drops privileges (warrend --user: ports below 1024, a socket
- * in a directory it cannot write later). 0 with *ret_fd the bound socket (CLOEXEC, non-blocking),
- * or a negative errno with e. */
+ * in a directory it cannot write later). 0 with *ret_fd the bound
+ * socket (CLOEXEC, non-blocking), or a negative errno with e. */
 int rpc_listen_prebind(const char *addr, unsigned flags, int *ret_fd, struct wr_err *e);
 
 /* rpc_server_listen_flags on a socket from rpc_listen_prebind for the same
