@@ -24,6 +24,7 @@ all: build
 
 deps:
 	@scripts/deps.sh
+	@scripts/warren-user.sh
 
 $(BUILD)/build.ninja:
 	meson setup $(BUILD) --buildtype=debugoptimized >/dev/null

@@ -146,6 +146,7 @@ def main():
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     tmp = tempfile.mkdtemp(prefix="warren-bench-sb-")
+    os.chmod(tmp, 0o711)  # a warrend --user reaches its state dir through it
     sock = os.path.join(tmp, "warren.sock")
     proc = subprocess.Popen([os.path.join(build, "src/daemon/warrend"), "--state-dir",
                              os.path.join(tmp, "state"), "--listen", "unix:" + sock,

@@ -102,6 +102,10 @@ void daemon_config_usage(FILE *f) {
               "                        start warren-priv and have it do the host side of\n"
               "                        sandbox teardown (cgroups, dirs, veths), signals\n"
               "                        and the freezer\n"
+              "  --user NAME           with --privsep: after start-up (state dir, lock,\n"
+              "                        listeners, warren-priv) drop to user NAME: no\n"
+              "                        capabilities, seccomp, read-only mount namespace\n"
+              "                        but the state dir (docs/privsep.md, phase 5)\n"
               "  --egress-upstream-ca FILE  CA bundle the upstream certificates of\n"
               "                        intercepted hosts are verified against (default:\n"
               "                        the host's /etc/ssl/certs/ca-certificates.crt)\n"
@@ -323,6 +327,12 @@ static int apply(struct daemon_config *c, enum daemon_config_source src, const c
                                        v);
         } else if (!strcmp(key, "egress-upstream-ca")) {
                 r = set_str(&c->egress_upstream_ca, v);
+        } else if (!strcmp(key, "user")) {
+                if (!*v)
+                        return err_set(e, -EINVAL,
+                                       "user: empty; name the account to drop to "
+                                       "(e.g. warren)");
+                r = set_str(&c->user, v);
         } else if (!strcmp(key, "privsep")) {
                 if (parse_bool(v, &c->privsep) < 0)
                         return err_set(e, -EINVAL, "privsep = %s: expected true or false", v);
@@ -421,6 +431,7 @@ enum {
         OPT_UPSTREAM_DNS,
         OPT_NO_EGRESS,
         OPT_PRIVSEP,
+        OPT_USER,
         OPT_BUILD_MIN_FREE,
         OPT_DEFAULT_DISK,
         OPT_INSECURE_TCP_LOOPBACK,
@@ -465,6 +476,7 @@ static const struct option options[] = {
         {"upstream-dns", required_argument, NULL, OPT_UPSTREAM_DNS},
         {"no-egress", no_argument, NULL, OPT_NO_EGRESS},
         {"privsep", no_argument, NULL, OPT_PRIVSEP},
+        {"user", required_argument, NULL, OPT_USER},
         {"no-exec-spool", no_argument, NULL, OPT_NO_EXEC_SPOOL},
         {"egress-upstream-ca", required_argument, NULL, OPT_EGRESS_UPSTREAM_CA},
         {"rotate-egress-ca", no_argument, NULL, OPT_ROTATE_EGRESS_CA},
@@ -527,6 +539,9 @@ int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr
         env = getenv("WARREN_PRIVSEP");
         if (env && *env && (r = apply(c, DAEMON_CONFIG_ENV, "privsep", env, e)) < 0)
                 return err_prefix(e, r, "WARREN_PRIVSEP");
+        env = getenv("WARREN_USER");
+        if (env && *env && (r = apply(c, DAEMON_CONFIG_ENV, "user", env, e)) < 0)
+                return err_prefix(e, r, "WARREN_USER");
         env = getenv("WARREN_LOG_LEVEL");
         if (env && *env && (r = apply(c, DAEMON_CONFIG_ENV, "log-level", env, e)) < 0)
                 return err_prefix(e, r, "WARREN_LOG_LEVEL");
@@ -553,6 +568,12 @@ int daemon_config_load(struct daemon_config *c, int argc, char **argv, struct wr
         if (c->n_listen == 0 &&
             (r = add_listen(c, DAEMON_CONFIG_DEFAULT, DAEMON_DEFAULT_LISTEN, e)) < 0)
                 return r;
+        if (c->user && !c->privsep)
+                return err_set(e, -EINVAL,
+                               "--user %s needs --privsep: without warren-priv nothing would "
+                               "do the privileged work after the drop; add --privsep (or "
+                               "WARREN_PRIVSEP=1), or leave out --user",
+                               c->user);
         if (!!c->tls_cert != !!c->tls_key)
                 return err_set(e, -EINVAL, "--tls-cert and --tls-key must be given together");
         /* tcp: becomes tls: when the daemon has a certificate. */
@@ -615,5 +636,6 @@ void daemon_config_clear(struct daemon_config *c) {
         free(c->egress_upstream_ca);
         free(c->registry_config);
         free(c->docker_config);
+        free(c->user);
         *c = (struct daemon_config){0};
 }

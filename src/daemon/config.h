@@ -69,7 +69,8 @@ struct daemon_config {
         bool rotate_egress_ca;    /* --rotate-egress-ca: rotate and exit */
         bool no_egress;           /* --no-egress: warren-egress is not started */
         bool privsep;             /* --privsep: teardown, signals, freezer by warren-priv */
-        bool no_exec_spool;       /* --no-exec-spool: execs do not survive a restart */
+        char *user;         /* --user NAME (with --privsep): drop to it after start-up (phase 5) */
+        bool no_exec_spool; /* --no-exec-spool: execs do not survive a restart */
         /* the K8S compute class (docs/k8s.md): a kubeconfig (JSON) or
          * "in-cluster"; NULL = no cluster. Its namespace and the
          * warren-init image (NULL = defaults) */

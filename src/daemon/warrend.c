@@ -22,6 +22,7 @@
 #include "signer/ca.h"
 #include "daemon/admin.h"
 #include "daemon/config.h"
+#include "daemon/drop.h"
 #include "daemon/statedir.h"
 #include "image/image.h"
 #include "k8s/k8s.h"
@@ -48,6 +49,10 @@ struct daemon {
         struct keeper *keeper;    /* warren-signer keeping the secrets key; NULL: none */
         struct keeper *id_keeper; /* ... the workload-identity signing key */
         struct priv_client *priv; /* --privsep: warren-priv; NULL: none */
+        /* --user: the listeners bound before the drop, one per cfg.listen
+         * (-EBADF: taken by the server); NULL without --user */
+        int *listen_fd;
+        bool dropped; /* --user: running as that user now */
         struct img_store *images;
         struct api_ctx ctx;
         char *state_dir; /* absolute */
@@ -198,7 +203,12 @@ static int start_listeners(struct daemon *d, struct wr_err *e) {
                         if (r < 0)
                                 return err_prefix(e, r, "listen %s", addr);
                 }
-                int r = rpc_server_listen(d->server, addr, e);
+                int r;
+                if (d->listen_fd && d->listen_fd[i] >= 0) {
+                        r = rpc_server_listen_fd(d->server, addr, 0, d->listen_fd[i], e);
+                        d->listen_fd[i] = -EBADF;
+                } else
+                        r = rpc_server_listen(d->server, addr, e);
                 if (r < 0) {
                         if (!e || !e->code)
                                 err_set(e, r, "%s", strerror(-r));
@@ -274,6 +284,10 @@ static void daemon_free(struct daemon *d) {
         d->issuer = NULL;
         free(d->identity_api_dir);
         d->identity_api_dir = NULL;
+        for (size_t i = 0; d->listen_fd && i < d->cfg.n_listen; i++)
+                safe_close(d->listen_fd[i]);
+        free(d->listen_fd);
+        d->listen_fd = NULL;
         d->lock_fd = safe_close(d->lock_fd);
         free(d->state_dir);
         d->state_dir = NULL;
@@ -406,11 +420,19 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
         if (r < 0)
                 return r;
         struct wr_err he = {0};
-        if (rt_prepare(init, RT_CGROUP_AUTO, &he) < 0)
+        /* with --privsep warren-priv checks the host and holds warren-init
+         * (its rt_prepare at start, HELLO_REPLY.host_check): not warrend */
+        if (!d->cfg.privsep && rt_prepare(init, RT_CGROUP_AUTO, &he) < 0)
                 log_warn("sandboxes will not start on this host: %s", he.msg);
         char egress[PATH_MAX];
         bool have_egress = !d->cfg.no_egress && find_egress(egress, sizeof(egress)) == 0;
-        if (!have_egress && !d->cfg.no_egress)
+        if (have_egress && d->dropped) {
+                /* it confines itself from root: after the drop only
+                 * warren-priv could start it (HELPER_START, not here yet) */
+                log_warn("--user: warren-egress must start as root and warren-priv cannot start "
+                         "it yet (HELPER_START): network policies are refused");
+                have_egress = false;
+        } else if (!have_egress && !d->cfg.no_egress)
                 log_warn("warren-egress not found next to warrend or in /usr/libexec/warren (or "
                          "WARREN_EGRESS): network policies are refused");
         char signer[PATH_MAX];
@@ -419,8 +441,17 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
                 log_warn("warren-signer not found next to warrend or in /usr/libexec/warren (or "
                          "WARREN_SIGNER): no TLS interception (per-host rules and credentials "
                          "are refused)");
-        if (d->cfg.privsep && (r = start_priv(d, init, e)) < 0)
+        if (d->cfg.privsep && !d->priv && (r = start_priv(d, init, e)) < 0)
                 return r;
+        if (d->priv) {
+                struct priv_hello_reply h;
+                if (priv_hello(d->priv, &h, &he) < 0)
+                        log_warn("warren-priv: HELLO: %s", he.msg);
+                else if (h.host_check)
+                        log_warn("sandboxes will not start on this host: warren-priv's host "
+                                 "check failed (%s; its log says why)",
+                                 strerror((int) h.host_check));
+        }
         uint16_t ports[16];
         size_t n_ports = own_ports(d, ports, ELEMENTSOF(ports));
         struct sbx_manager_config mc = {
@@ -527,6 +558,12 @@ static int start_signals(struct daemon *d, struct wr_err *e) {
  * the signer keeps it. Without warren-signer warrend keeps it, and says so. */
 static int start_keeper(struct daemon *d, struct wr_err *e) {
         char signer[PATH_MAX];
+        if (d->dropped && find_signer(signer, sizeof(signer)) == 0) {
+                log_warn("--user: warren-signer must start as root (it confines itself) and "
+                         "warren-priv cannot start it yet (HELPER_START): warrend keeps the "
+                         "secrets key and the identity key in its own memory");
+                return 0;
+        }
         if (find_signer(signer, sizeof(signer)) < 0) {
                 log_warn("warren-signer not found next to warrend or in /usr/libexec/warren (or "
                          "WARREN_SIGNER): warrend keeps the secrets key in its own memory");
@@ -581,10 +618,105 @@ static void start_identity(struct daemon *d) {
                  d->ctx.identity_lifetime, d->ctx.identity_admin ? "admin" : "user", addr + 5);
 }
 
+/* --user: warren-priv died and this warrend, no longer root, cannot
+ * start another. Exit at once (as a kill -9 would end it): the service
+ * manager starts warrend again, as root, and the sandboxes, which run on,
+ * are recovered. */
+static void priv_lost(void *userdata) {
+        const struct daemon *d = userdata;
+        /* stopping already (a signal to the whole group reached warren-priv
+         * too): the shutdown goes on without it */
+        if (__atomic_load_n(&d->stopping, __ATOMIC_RELAXED))
+                return;
+        log_error("warren-priv died and warrend, dropped to its user (--user), cannot start "
+                  "another: exiting; start warrend again (running sandboxes are recovered)");
+        _exit(3);
+}
+
+/* The port of a TCP listen address ("tcp:H:P", "H:P"), 0 for unix: or
+ * none. */
+static int addr_port(const char *addr) {
+        if (!addr || strncmp(addr, "unix:", 5) == 0)
+                return 0;
+        const char *c = strrchr(addr, ':');
+        return c ? atoi(c + 1) : 0;
+}
+
+/* --user (docs/privsep.md, phase 5): what needs root happens here, as
+ * root: the state dir given to the user, warren-priv started (in the
+ * host's mount namespace, as root), the listeners bound; then the drop.
+ * Everything after runs as the user. */
+static int daemon_drop(struct daemon *d, struct wr_err *e) {
+        struct drop_user u;
+        int r = drop_user_lookup(d->cfg.user, &u, e);
+        if (r < 0)
+                return r;
+        if (addr_port(d->cfg.admin_listen) > 0 && addr_port(d->cfg.admin_listen) < 1024)
+                return err_set(e, -EINVAL,
+                               "--admin-listen %s: a port below 1024 with --user is not "
+                               "supported yet (it is bound after the drop); pick one >= 1024",
+                               d->cfg.admin_listen);
+        r = drop_state_dir_own(d->state_dir, &u, e);
+        if (r < 0)
+                return err_prefix(e, r, "--user %s", u.name);
+        char init[PATH_MAX];
+        if ((r = find_init(init, sizeof(init), e)) < 0 || (r = start_priv(d, init, e)) < 0)
+                return r;
+        d->listen_fd = malloc(sizeof(int) * (d->cfg.n_listen ? d->cfg.n_listen : 1));
+        if (!d->listen_fd)
+                return err_set(e, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < d->cfg.n_listen; i++)
+                d->listen_fd[i] = -EBADF;
+        for (size_t i = 0; i < d->cfg.n_listen; i++) {
+                const char *addr = d->cfg.listen[i];
+                if (strncmp(addr, "unix:", 5) == 0 &&
+                    (r = daemon_socket_dir_prepare(addr + 5, e)) < 0)
+                        return err_prefix(e, r, "listen %s", addr);
+                if ((r = rpc_listen_prebind(addr, 0, &d->listen_fd[i], e)) < 0)
+                        return r;
+        }
+        r = drop_apply(d->state_dir, &u, e);
+        if (r < 0)
+                return r;
+        d->dropped = true;
+        priv_client_on_lost(d->priv, priv_lost, d);
+        return 0;
+}
+
+/* The event loop (once) and the RPC server on it (its TLS certificate
+ * and key read now: with --user before the drop, so that they may stay
+ * root's). */
+static int server_new(struct daemon *d, struct wr_err *e) {
+        int r;
+        if (!d->loop_ready) {
+                if ((r = uv_loop_init(&d->loop)) < 0)
+                        return err_set(e, r, "event loop: %s", uv_strerror(r));
+                d->loop_ready = true;
+        }
+        struct rpc_server_config rc = {
+                .tls_cert = d->cfg.tls_cert,
+                .tls_key = d->cfg.tls_key,
+                .ctx = &d->ctx,
+                .on_call_status = on_call_status,
+                .on_call_status_userdata = d,
+                /* every call: who is calling (tokens, environments), and
+                 * the audit record of the mutating ones */
+                .authorize = api_server_authorize,
+                .on_call_end = api_server_call_end,
+        };
+        r = rpc_server_new(&d->loop, &rc, &d->server, e);
+        if (r < 0)
+                return err_prefix(e, r, "rpc server");
+        return 0;
+}
+
 /* Bring everything up; on failure e says why. */
 static int daemon_start(struct daemon *d, struct wr_err *e) {
         int r = daemon_state_dir_prepare(d->cfg.state_dir, &d->state_dir, &d->lock_fd, e);
         if (r < 0)
+                return r;
+        /* --user: the RPC server (its TLS key) before the drop */
+        if (d->cfg.user && ((r = server_new(d, e)) < 0 || (r = daemon_drop(d, e)) < 0))
                 return r;
 
         _cleanup_free_ char *db = NULL, *key = NULL;
@@ -606,10 +738,12 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
         if (r < 0)
                 return r;
 
-        r = uv_loop_init(&d->loop);
-        if (r < 0)
-                return err_set(e, r, "event loop: %s", uv_strerror(r));
-        d->loop_ready = true;
+        if (!d->loop_ready) {
+                r = uv_loop_init(&d->loop);
+                if (r < 0)
+                        return err_set(e, r, "event loop: %s", uv_strerror(r));
+                d->loop_ready = true;
+        }
         r = start_keeper(d, e);
         if (r < 0)
                 return r;
@@ -653,7 +787,7 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                  * it (docs/signer.md "Identity tokens"): warrend loads
                  * the public halves only */
                 char signer[PATH_MAX];
-                bool have_signer = find_signer(signer, sizeof(signer)) == 0;
+                bool have_signer = !d->dropped && find_signer(signer, sizeof(signer)) == 0;
                 if (asprintf(&kdir, "%s/keys", d->state_dir) >= 0 &&
                     (have_signer ? wid_keys_load_public(kdir, time(NULL), signer, &d->ctx.wid, &we)
                                  : wid_keys_load(kdir, time(NULL), &d->ctx.wid, &we)) < 0)
@@ -679,20 +813,8 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
         d->ctx.identity_admin = d->cfg.identity_admin;
         if ((r = api_admission_start(&d->ctx, e)) < 0)
                 return r;
-        struct rpc_server_config rc = {
-                .tls_cert = d->cfg.tls_cert,
-                .tls_key = d->cfg.tls_key,
-                .ctx = &d->ctx,
-                .on_call_status = on_call_status,
-                .on_call_status_userdata = d,
-                /* every call: who is calling (tokens, environments), and
-                 * the audit record of the mutating ones */
-                .authorize = api_server_authorize,
-                .on_call_end = api_server_call_end,
-        };
-        r = rpc_server_new(&d->loop, &rc, &d->server, e);
-        if (r < 0)
-                return err_prefix(e, r, "rpc server");
+        if (!d->server && (r = server_new(d, e)) < 0)
+                return r;
         d->ctx.server = d->server;
         r = register_services(d, e);
         if (r < 0)
@@ -701,6 +823,13 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
         r = start_signals(d, e);
         if (r < 0)
                 return r;
+        if (d->cfg.user) {
+                sigset_t term;
+                sigemptyset(&term);
+                sigaddset(&term, SIGTERM);
+                sigaddset(&term, SIGINT);
+                (void) sigprocmask(SIG_UNBLOCK, &term, NULL);
+        }
 
         r = start_listeners(d, e);
         if (r < 0)
@@ -730,6 +859,14 @@ int main(int argc, char **argv) {
         }
         int r;
         log_set_level(d.cfg.log_level);
+        /* --user: the sockets exist (bound before the drop) before the
+         * handlers of SIGTERM/SIGINT do: held until start_signals */
+        sigset_t term;
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        sigaddset(&term, SIGINT);
+        if (d.cfg.user)
+                (void) sigprocmask(SIG_BLOCK, &term, NULL);
         log_set_format(d.cfg.log_format);
 
         if (geteuid() != 0) {

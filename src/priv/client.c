@@ -44,6 +44,8 @@ struct priv_client {
         char *init_path;            /* phase 2: --init of every warren-priv; NULL: none */
         void (*on_restart)(void *); /* phase 2: after a start that is not the first */
         void *on_restart_data;
+        void (*on_lost)(void *); /* phase 5: instead of a restart (priv_client_on_lost) */
+        void *on_lost_data;
         pthread_mutex_t mu;
         pthread_cond_t cv; /* gen changed */
         pthread_t thread;
@@ -379,6 +381,16 @@ static void *supervise(void *arg) {
         while (!c->stopping) {
                 int pidfd = c->pidfd;
                 int timeout = -1;
+                if (c->pid == 0 && c->on_lost) {
+                        /* phase 5: a dropped warrend cannot start a root
+                         * warren-priv; its owner decides (warrend exits) */
+                        void (*fn)(void *) = c->on_lost;
+                        c->on_lost = NULL;
+                        pthread_mutex_unlock(&c->mu);
+                        fn(c->on_lost_data);
+                        pthread_mutex_lock(&c->mu);
+                        continue;
+                }
                 if (c->pid == 0) {
                         int64_t left = c->last_start_ms + RESTART_MIN_MS - now_ms();
                         if (left <= 0) {
@@ -689,6 +701,13 @@ int priv_hello(struct priv_client *c, struct priv_hello_reply *ret, struct wr_er
         if (r >= 0)
                 *ret = rep.hello;
         return r;
+}
+
+void priv_client_on_lost(struct priv_client *c, void (*fn)(void *userdata), void *userdata) {
+        pthread_mutex_lock(&c->mu);
+        c->on_lost = fn;
+        c->on_lost_data = userdata;
+        pthread_mutex_unlock(&c->mu);
 }
 
 void priv_client_on_restart(struct priv_client *c, void (*fn)(void *userdata), void *userdata) {

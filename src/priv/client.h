@@ -113,6 +113,12 @@ int priv_sandbox_attach(struct priv_client *c, const struct priv_target *t, bool
  * (SANDBOX_ATTACH). fn must not block nor make requests (post work to a
  * thread of its own). fn NULL: none. */
 void priv_client_on_restart(struct priv_client *c, void (*fn)(void *userdata), void *userdata);
+
+/* Phase 5: when warren-priv dies, call fn(userdata) once (on the
+ * supervisor thread, nothing locked) instead of starting another: a
+ * warrend that dropped to its user cannot start a root process. If fn
+ * returns, the supervisor restarts as before. */
+void priv_client_on_lost(struct priv_client *c, void (*fn)(void *userdata), void *userdata);
 /* Phase 3, the network (priv-proto.h NFT_*, NET_CONNECT): as the nft.h
  * functions of the same names (nftab_*) with warren-priv doing them:
  * 0 or -errno with e; priv_nft_tables returns how many names (warren's

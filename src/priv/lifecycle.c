@@ -35,8 +35,39 @@
 static char state_dir[PATH_MAX];
 static char init_path[PATH_MAX];
 
+static uint32_t host_check;
+
+/* phase 5: a state dir that is not root's belongs to a warrend that drops
+ * to its owner (--user, docs/privsep.md): each sandbox's dir itself (not
+ * what it holds) is given to that owner, so that warrend keeps its exec
+ * spool (execs/) there. 0: root's, nothing given. */
+static uid_t dir_uid;
+static gid_t dir_gid;
+
+static void dir_give(const char *id) {
+        if (!dir_uid)
+                return;
+        char p[PRIV_PATH_MAX];
+        snprintf(p, sizeof(p), "%s/%s", PRIV_ROOT_SANDBOXES, id);
+        int fd = priv_open_beneath(p, O_PATH | O_DIRECTORY);
+        if (fd < 0 || fchownat(fd, "", dir_uid, dir_gid, AT_EMPTY_PATH) < 0)
+                log_warn("warren-priv: give %s to uid %u: %s (its exec spool will be missing)", p,
+                         (unsigned) dir_uid, strerror(fd < 0 ? -fd : errno));
+        if (fd >= 0)
+                close(fd);
+}
+
+uint32_t priv_lifecycle_host_check(void) {
+        return host_check;
+}
+
 int priv_lifecycle_init(const char *sd, const char *init) {
         snprintf(state_dir, sizeof(state_dir), "%s", sd);
+        struct stat st;
+        if (stat(state_dir, &st) == 0 && st.st_uid != 0 && st.st_gid != 0) {
+                dir_uid = st.st_uid;
+                dir_gid = st.st_gid;
+        }
         if (!init)
                 return 0;
         if (init[0] != '/' || strlen(init) >= sizeof(init_path))
@@ -45,8 +76,11 @@ int priv_lifecycle_init(const char *sd, const char *init) {
         /* the seccomp filter, capability set and warren-init's sealed memfd,
          * once, before the first create */
         struct wr_err e = {0};
-        if (rt_prepare(init_path, RT_CGROUP_AUTO, &e) < 0)
+        int r = rt_prepare(init_path, RT_CGROUP_AUTO, &e);
+        if (r < 0) {
+                host_check = (uint32_t) (-r < 4096 ? -r : EIO);
                 log_warn("warren-priv: %s (sandboxes will fail to start)", e.msg);
+        }
         return 0;
 }
 
@@ -195,11 +229,42 @@ struct build {
         char *layer_paths[PRIV_LAYERS_MAX];
         struct rt_mount mounts[PRIV_BIND_MAX];
         struct rt_net net;
+        int here[PRIV_BIND_MAX]; /* phase 5: bind sources reopened here (bind_here) */
+        size_t n_here;
 };
 
 static void build_done(struct build *b) {
         for (size_t i = 0; i < b->v.n_layers; i++)
                 free(b->layer_paths[i]);
+        for (size_t i = 0; i < b->n_here; i++)
+                close(b->here[i]);
+}
+
+/* phase 5: a dropped warrend lives in a mount namespace of its own, and a
+ * mount of another namespace cannot be cloned (open_tree: EINVAL). The
+ * same inode, opened in ours: the fd's path (warrend's binds mirror the
+ * host's paths), opened O_PATH | O_NOFOLLOW here, accepted only when it
+ * is the very inode warrend passed (st_dev and st_ino). -1: keep fd (not
+ * dropped, or no such path here). */
+static int bind_here(int fd) {
+        if (!dir_uid)
+                return -1;
+        char link[64], path[PATH_MAX];
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, path, sizeof(path) - 1);
+        if (n <= 0 || path[0] != '/')
+                return -1;
+        path[n] = 0;
+        int here = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        struct stat a, b;
+        if (here < 0)
+                return -1;
+        if (fstat(fd, &a) < 0 || fstat(here, &b) < 0 || a.st_dev != b.st_dev ||
+            a.st_ino != b.st_ino) {
+                close(here);
+                return -1;
+        }
+        return here;
 }
 
 /* c + blob + the bind fds -> b->cfg. Layers are confined: below the state
@@ -224,11 +289,15 @@ static int build_cfg(const struct priv_sandbox_cfg *c, const char *blob, const i
         size_t k = 0;
         for (size_t i = 0; i < b->v.n_mounts; i++) {
                 const struct priv_cfg_mount *m = &b->v.mounts[i];
+                int src = m->kind == RT_MOUNT_BIND ? binds[k++] : -1;
+                int here = src >= 0 ? bind_here(src) : -1;
+                if (here >= 0)
+                        src = b->here[b->n_here++] = here;
                 b->mounts[i] = (struct rt_mount){
                         .kind = (enum rt_mount_kind) m->kind,
                         .target = m->target,
                         .flags = m->flags,
-                        .source_fd = m->kind == RT_MOUNT_BIND ? binds[k++] : -1,
+                        .source_fd = src,
                         .data = m->data,
                         .len = m->len,
                         .size = m->size,
@@ -341,6 +410,7 @@ static int do_config(const struct priv_req *req, int *fds, size_t n_fds, struct 
                 if (r < 0) {
                         ret = fail(res, r, "%s", e.msg);
                 } else {
+                        dir_give(c->id);
                         struct owned *o = owned_add(c->id, sb);
                         r = o ? answer(sb, created, out_fds, &e) : -ENOMEM;
                         if (r < 0) {

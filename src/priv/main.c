@@ -734,7 +734,8 @@ static int serve_one(const void *in, size_t len, int *fds, size_t n_fds) {
                 srv.served_total++;
                 struct priv_hello_reply h = {.version = PRIV_VERSION,
                                              .pid = (int32_t) getpid(),
-                                             .ip_forward = forward_state};
+                                             .ip_forward = forward_state,
+                                             .host_check = priv_lifecycle_host_check()};
                 memcpy(h.served, srv.served, sizeof(h.served));
                 h.served_total = srv.served_total;
                 h.refused = srv.refused;

@@ -17,6 +17,10 @@ int priv_open_beneath(const char *path, int flags);
 /* lifecycle.c: --state-dir and --init (must be called before serving) */
 int priv_lifecycle_init(const char *state_dir, const char *init_path);
 
+/* lifecycle.c: rt_prepare's result at start as HELLO_REPLY.host_check (0
+ * fine, else a positive errno; 0 without --init: nothing was asked) */
+uint32_t priv_lifecycle_host_check(void);
+
 /* lifecycle.c: carry out a phase-2 request (types 6..11) with the fds it
  * came with (taken over: closed here). On success with an answer of
  * SANDBOX_CREATED: 1, *created filled and out_fds[0..2) owned by the

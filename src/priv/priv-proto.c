@@ -723,9 +723,9 @@ int priv_reply_decode(const void *buf, size_t len, size_t n_fds, struct priv_rep
                                h->version, PRIV_VERSION);
         if (h->pid <= 0)
                 return err_set(e, -EINVAL, "HELLO_REPLY: pid %d", h->pid);
-        if (h->ip_forward > PRIV_FORWARD_TURNED_ON || h->reserved)
-                return err_set(e, -EINVAL, "HELLO_REPLY: ip_forward %u, reserved %u", h->ip_forward,
-                               h->reserved);
+        if (h->ip_forward > PRIV_FORWARD_TURNED_ON || h->host_check > 4095)
+                return err_set(e, -EINVAL, "HELLO_REPLY: ip_forward %u, host_check %u",
+                               h->ip_forward, h->host_check);
         return 0;
 }
 

@@ -66,8 +66,11 @@
 /* 2: the lifecycle (types 6..11) and network (12..16) messages,
  * HELLO_REPLY.ip_forward
  * 3: volumes and spawn-beside (types 19..22: VOLUME_MOUNT, VOLUME_UNMOUNT,
- * SANDBOX_SPAWN_BESIDE, SSH_DIR_PREPARE; replies 0x93, 0x95) and phase 4b,
- * the upper-dir reader: UPPER_PACK (23), UPPER_PACKED (0x97) */
+ * SANDBOX_SPAWN_BESIDE, SSH_DIR_PREPARE; replies 0x93, 0x95), phase 4b,
+ * the upper-dir reader: UPPER_PACK (23), UPPER_PACKED (0x97), and for
+ * phase 5 (warrend's drop) HELLO_REPLY's reserved word is host_check, the
+ * result of warren-priv's own rt_prepare, so that warrend need not check
+ * the host (nor hold warren-init) itself */
 #define PRIV_VERSION 3u
 #define PRIV_MSG_MAX 4096u  /* datagram, header included */
 #define PRIV_PATH_MAX 1024u /* a path field, bytes including the NUL */
@@ -168,7 +171,11 @@ struct priv_hello_reply {
         /* net.ipv4.ip_forward as warren-priv left it at its start:
          * PRIV_FORWARD_* */
         uint32_t ip_forward;
-        uint32_t reserved;
+        /* phase 5: rt_prepare's (and so rt_host_check's) result at
+         * warren-priv's start: 0 sandboxes can start here, else the
+         * positive errno it failed with (warren-priv logged the reason);
+         * warrend under --privsep runs neither itself */
+        uint32_t host_check;
 };
 
 /* ---- phase 2: the sandbox lifecycle (types 6..11) ----

@@ -1156,8 +1156,74 @@ int rpc_server_listen(struct rpc_server *s, const char *addr, struct wr_err *e) 
         return rpc_server_listen_flags(s, addr, 0, e);
 }
 
+static int listen_impl(struct rpc_server *s, const char *addr, unsigned flags, int fd,
+                       struct wr_err *e);
+
 int rpc_server_listen_flags(struct rpc_server *s, const char *addr, unsigned flags,
                             struct wr_err *e) {
+        return listen_impl(s, addr, flags, -EBADF, e);
+}
+
+int rpc_server_listen_fd(struct rpc_server *s, const char *addr, unsigned flags, int fd,
+                         struct wr_err *e) {
+        if (fd < 0)
+                return err_set(e, -EBADF, "listen %s: no socket", addr);
+        return listen_impl(s, addr, flags, fd, e);
+}
+
+int rpc_listen_prebind(const char *addr, unsigned flags, int *ret_fd, struct wr_err *e) {
+        _cleanup_close_ int fd = -EBADF;
+        if (strncmp(addr, "unix:", 5) == 0) {
+                const char *path = addr + 5;
+                if (strncmp(path, "//", 2) == 0)
+                        path += 2;
+                struct sockaddr_un sa = {.sun_family = AF_UNIX};
+                if (!*path || strlen(path) >= sizeof(sa.sun_path))
+                        return err_set(e, -EINVAL, "listen %s: bad socket path", addr);
+                snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+                int r = unix_remove_stale(path);
+                if (r < 0)
+                        return err_set(e, r, "listen %s: %s", addr,
+                                       r == -EADDRINUSE ? "another server is listening there"
+                                                        : strerror(-r));
+                fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                if (fd < 0)
+                        return err_set(e, -errno, "listen %s: socket: %m", addr);
+                mode_t old = umask(0117);
+                r = bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 ? -errno : 0;
+                umask(old);
+                if (r == 0 && chmod(path, (flags & RPC_LISTEN_SANDBOX) ? 0666 : 0660) < 0)
+                        r = -errno;
+                if (r < 0)
+                        return err_set(e, r, "listen %s: %s", addr, strerror(-r));
+                /* listening already: a client that sees the file may
+                 * connect; it is accepted once the loop runs */
+                if (listen(fd, 511) < 0)
+                        return err_set(e, -errno, "listen %s: %m", addr);
+        } else {
+                const char *hp = addr;
+                if (strncmp(addr, "tls:", 4) == 0 || strncmp(addr, "tcp:", 4) == 0)
+                        hp = addr + 4;
+                struct sockaddr_storage ss;
+                if (parse_host_port(hp, &ss) < 0)
+                        return err_set(e, -EINVAL,
+                                       "listen %s: expected HOST:PORT with a numeric host", addr);
+                fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                if (fd < 0)
+                        return err_set(e, -errno, "listen %s: socket: %m", addr);
+                int one = 1;
+                (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+                socklen_t len = ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                         : sizeof(struct sockaddr_in);
+                if (bind(fd, (struct sockaddr *) &ss, len) < 0 || listen(fd, 511) < 0)
+                        return err_set(e, -errno, "listen %s: bind: %m", addr);
+        }
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+static int listen_impl(struct rpc_server *s, const char *addr, unsigned flags, int fd,
+                       struct wr_err *e) {
         if ((flags & RPC_LISTEN_SANDBOX) && strncmp(addr, "unix:", 5) != 0)
                 return err_set(e, -EINVAL, "listen %s: a sandbox listener is a unix socket", addr);
         if (s->shutting_down)
@@ -1181,7 +1247,7 @@ int rpc_server_listen_flags(struct rpc_server *s, const char *addr, unsigned fla
                         free(l);
                         return err_set(e, -ENOMEM, "out of memory");
                 }
-                r = unix_remove_stale(path);
+                r = fd >= 0 ? 0 : unix_remove_stale(path);
                 if (r < 0) {
                         free(l->path);
                         free(l);
@@ -1197,12 +1263,17 @@ int rpc_server_listen_flags(struct rpc_server *s, const char *addr, unsigned fla
                 }
                 l->io.handle.data = l;
                 s->open_listeners++;
-                mode_t old = umask(0117);
-                r = uv_pipe_bind(&l->io.pipe, path);
-                umask(old);
                 l->sandbox = flags & RPC_LISTEN_SANDBOX;
-                if (r == 0 && chmod(path, l->sandbox ? 0666 : 0660) < 0)
-                        r = -errno;
+                if (fd >= 0) {
+                        /* bound by rpc_listen_prebind (mode set there) */
+                        r = uv_pipe_open(&l->io.pipe, fd);
+                } else {
+                        mode_t old = umask(0117);
+                        r = uv_pipe_bind(&l->io.pipe, path);
+                        umask(old);
+                        if (r == 0 && chmod(path, l->sandbox ? 0666 : 0660) < 0)
+                                r = -errno;
+                }
         } else {
                 bool tls = strncmp(addr, "tls:", 4) == 0;
                 const char *hp = addr;
@@ -1228,7 +1299,8 @@ int rpc_server_listen_flags(struct rpc_server *s, const char *addr, unsigned fla
                 }
                 l->io.handle.data = l;
                 s->open_listeners++;
-                r = uv_tcp_bind(&l->io.tcp, (struct sockaddr *) &ss, 0);
+                r = fd >= 0 ? uv_tcp_open(&l->io.tcp, fd)
+                            : uv_tcp_bind(&l->io.tcp, (struct sockaddr *) &ss, 0);
                 if (r == 0) {
                         struct sockaddr_storage bound;
                         int len = sizeof(bound);

@@ -132,6 +132,21 @@ int rpc_server_listen(struct rpc_server *s, const char *addr, struct wr_err *e);
 int rpc_server_listen_flags(struct rpc_server *s, const char *addr, unsigned flags,
                             struct wr_err *e);
 
+/* Bind addr (as rpc_server_listen takes it: a unix socket's stale file
+ * replaced and its mode set as there; TCP with SO_REUSEADDR) and listen
+ * (clients queue until the server accepts), for a process that binds
+ * before it drops privileges (warrend --user: ports below 1024, a socket
+ * in a directory it cannot write later). 0 with *ret_fd the bound
+ * socket (CLOEXEC, non-blocking), or a negative errno with e. */
+int rpc_listen_prebind(const char *addr, unsigned flags, int *ret_fd, struct wr_err *e);
+
+/* rpc_server_listen_flags on a socket from rpc_listen_prebind for the same
+ * addr and flags; on success the server owns fd (closed with the
+ * listener). On failure fd may be closed or not: the caller gives up
+ * starting (warrend exits). Returns 0 or negative errno. */
+int rpc_server_listen_fd(struct rpc_server *s, const char *addr, unsigned flags, int fd,
+                         struct wr_err *e);
+
 /* Whether a listen address (as rpc_server_listen takes it) reaches only
  * this machine: "unix:..." or a TCP/TLS host in 127.0.0.0/8, ::1 (also
  * [::1] and ::ffff:127.x.y.z) or "localhost". Anything else, including

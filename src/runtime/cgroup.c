@@ -246,7 +246,12 @@ static int setup_dirs(struct rt_cgroup *cg, const char *id, const char *root, bo
                                 return r;
                         idx = (int) cg->n - 1;
                         h->procs_fd = openat(h->dirfd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
-                        if (h->procs_fd < 0)
+                        /* an open for reading by a process that may not
+                         * write (a dropped warrend's adopted handle:
+                         * docs/privsep.md phase 5) reads, never joins */
+                        if (h->procs_fd < 0 && !create && (errno == EACCES || errno == EPERM))
+                                h->procs_fd = -EBADF;
+                        else if (h->procs_fd < 0)
                                 return err_set(e, -errno, "open %s/cgroup.procs: %m", h->path);
                 }
                 *ctrl_slot(cg, c) = idx;

@@ -653,7 +653,9 @@ int sbx_manager_new(const struct sbx_manager_config *cfg, struct sbx_manager **r
                 sbx_manager_free(m);
                 return err_set(e, r, "sandbox manager: mkdir %s", dir);
         }
-        if (geteuid() != 0) {
+        /* under --privsep the privileged half of the network is
+         * warren-priv's (a dropped warrend is not root: phase 5) */
+        if (geteuid() != 0 && !cfg->priv) {
                 log_warn("network: not root: sandboxes get no network (and will not start)");
         } else if (!cfg->sandbox_cidr || strcmp(cfg->sandbox_cidr, "none") != 0) {
                 struct sbx_network_config nc = {.state_dir = m->state_dir,

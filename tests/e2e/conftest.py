@@ -4,6 +4,11 @@ WARREN_BUILD points at the meson build dir (default: build/). Every daemon
 gets its own temporary state dir and unix socket; TCP ports are picked free
 on 127.0.0.1. Under ASan (WARREN_SANITIZED=1) a daemon that reports an
 error or a leak on exit fails the test session.
+
+WARREN_DROP=1 runs every daemon with the drop of privilege separation's
+phase 5 (docs/privsep.md): WARREN_PRIVSEP=1 and WARREN_USER=warren (the
+user is created by scripts/warren-user.sh when missing), each daemon's
+temporary dir searchable (0711) so that the user reaches its state dir.
 """
 import os
 import pathlib
@@ -19,6 +24,20 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("WARREN_BUILD", ROOT / "build"))
 SANITIZED = os.environ.get("WARREN_SANITIZED") == "1"
+DROP = os.environ.get("WARREN_DROP") == "1"
+DROP_USER = os.environ.get("WARREN_USER") or "warren"
+if DROP:
+    subprocess.run([str(ROOT / "scripts" / "warren-user.sh"), DROP_USER], check=True)
+    os.environ["WARREN_PRIVSEP"] = "1"
+    os.environ["WARREN_USER"] = DROP_USER
+    # every test's own warrend dirs (mkdtemp makes them 0700): searchable
+    _mkdtemp = tempfile.mkdtemp
+
+    def _mkdtemp_searchable(*a, **kw):
+        path = _mkdtemp(*a, **kw)
+        os.chmod(path, 0o711)
+        return path
+    tempfile.mkdtemp = _mkdtemp_searchable
 
 
 def build_path(rel):
@@ -57,6 +76,8 @@ class Daemon:
 
     def __init__(self, tls=False, extra_args=(), diag=True):
         self.tmp = tempfile.mkdtemp(prefix="warren-e2e-")
+        if DROP or "--user" in extra_args:
+            os.chmod(self.tmp, 0o711)  # the dropped warrend reaches state/ through it
         self.state_dir = os.path.join(self.tmp, "state")
         self.sock = os.path.join(self.tmp, "warren.sock")
         self.port = free_port()
@@ -88,6 +109,9 @@ class Daemon:
         if SANITIZED:
             env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        # a dropped warrend binds (and listens on) its sockets before the
+        # drop, long before it is ready: wait for its "ready" line too
+        self.wait_ready_line = DROP or "--user" in extra_args
         self.token = None
         try:
             self._wait_ready()
@@ -112,7 +136,8 @@ class Daemon:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("warrend exited early (%d):\n%s" % (self.proc.returncode, self.read_log()))
-            if os.path.exists(self.sock):
+            if os.path.exists(self.sock) and (not self.wait_ready_line or
+                                               " ready (state dir " in self.read_log()):
                 try:
                     with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
                         return
@@ -177,6 +202,18 @@ class Daemon:
         if rc not in (0, -signal.SIGTERM) and sig == signal.SIGTERM:
             raise RuntimeError("warrend exited with %d:\n%s" % (rc, log))
         return log
+
+
+@pytest.fixture(autouse=DROP)
+def _drop_tmp_path_searchable(request):
+    """WARREN_DROP=1: a test's tmp_path (and the dirs pytest makes above
+    it, 0700) searchable, for a state dir a test puts there."""
+    if "tmp_path" in request.fixturenames:
+        p = request.getfixturevalue("tmp_path")
+        while str(p).startswith(tempfile.gettempdir() + "/") and p != pathlib.Path(tempfile.gettempdir()):
+            os.chmod(p, os.stat(p).st_mode | 0o011)
+            p = p.parent
+    yield
 
 
 @pytest.fixture(scope="session")
