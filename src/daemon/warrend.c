@@ -342,6 +342,19 @@ static int find_priv(char *out, size_t size) {
         return find_helper("warren-priv", "WARREN_PRIV", "priv", out, size);
 }
 
+/* --privsep: the image store's warren-unpack through warren-priv
+ * (UNPACK_START, docs/privsep.md "Phase 3, helpers"). */
+static int unpack_by_priv(void *userdata, const char *dir, int tar_fd, int report_fd, int *ret_pid,
+                          int *ret_pidfd, struct wr_err *e) {
+        struct priv_helper ph;
+        int r = priv_unpack_start(userdata, dir, tar_fd, report_fd, &ph, e);
+        if (r < 0)
+                return r;
+        *ret_pid = (int) ph.pid;
+        *ret_pidfd = ph.pidfd;
+        return 0;
+}
+
 /* --privsep: start warren-priv (docs/privsep.md) for the sandbox manager. */
 static int start_priv(struct daemon *d, const char *init, struct wr_err *e) {
         char path[PATH_MAX];
@@ -419,7 +432,7 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
                 log_warn("warren-signer not found next to warrend or in /usr/libexec/warren (or "
                          "WARREN_SIGNER): no TLS interception (per-host rules and credentials "
                          "are refused)");
-        if (d->cfg.privsep && (r = start_priv(d, init, e)) < 0)
+        if (d->cfg.privsep && !d->priv && (r = start_priv(d, init, e)) < 0)
                 return r;
         uint16_t ports[16];
         size_t n_ports = own_ports(d, ports, ELEMENTSOF(ports));
@@ -610,6 +623,17 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
         if (r < 0)
                 return err_set(e, r, "event loop: %s", uv_strerror(r));
         d->loop_ready = true;
+        if (d->cfg.privsep) {
+                /* phase 3, helpers: warren-priv runs before the keepers and
+                 * the image store's first unpack, which it starts
+                 * (docs/privsep.md "Phase 3, helpers") */
+                char init[PATH_MAX];
+                if ((r = find_init(init, sizeof(init), e)) < 0 || (r = start_priv(d, init, e)) < 0)
+                        return r;
+                keeper_set_priv(d->priv);
+                if (d->images)
+                        img_store_set_unpack_start(d->images, unpack_by_priv, d->priv);
+        }
         r = start_keeper(d, e);
         if (r < 0)
                 return r;

@@ -496,11 +496,20 @@ static int signer_spawn(struct sbx_egress *g, int *ret_fd, struct wr_err *e) {
                 return r;
         pid_t pid;
         int sock;
-        r = signer_start(g->signer_path, "--ca-fd", memfd, &pid, &sock, e);
-        if (r < 0)
-                return r;
-        g->signer_pid = pid;
-        g->signer_pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        if (g->priv) {
+                /* --privsep: warren-priv starts it (HELPER_START) */
+                r = priv_signer_start(g->priv, PRIV_SIGNER_CA, memfd, &pid, &g->signer_pidfd,
+                                      &sock, e);
+                if (r < 0)
+                        return r;
+                g->signer_pid = pid;
+        } else {
+                r = signer_start(g->signer_path, "--ca-fd", memfd, &pid, &sock, e);
+                if (r < 0)
+                        return r;
+                g->signer_pid = pid;
+                g->signer_pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        }
         g->signer_poll = calloc(1, sizeof(*g->signer_poll));
         if (g->signer_pidfd < 0 || !g->signer_poll ||
             uv_poll_init(g->loop, g->signer_poll, g->signer_pidfd) < 0) {
@@ -562,6 +571,9 @@ static size_t host_addrs(char addrs[][INET6_ADDRSTRLEN], size_t max) {
         return n;
 }
 
+static int spawn_priv(struct sbx_egress *g, int sp[2], int sgfd, struct wr_err *e);
+static int spawn_ready(struct sbx_egress *g, struct wr_err *e);
+
 static int spawn(struct sbx_egress *g, struct wr_err *e) {
         int sp[2];
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
@@ -621,6 +633,8 @@ static int spawn(struct sbx_egress *g, struct wr_err *e) {
         }
         argv[k] = NULL;
         int keep[5] = {sp[1], g->listen_fd, g->dns_udp_fd, g->dns_tcp_fd, sgfd};
+        if (g->priv)
+                return spawn_priv(g, sp, sgfd, e);
         pid_t pid = fork();
         if (pid < 0) {
                 int r = -errno;
@@ -654,6 +668,57 @@ static int spawn(struct sbx_egress *g, struct wr_err *e) {
                 proc_forget(g);
                 return err_set(e, r, "pidfd_open: %s", strerror(-r));
         }
+        return spawn_ready(g, e);
+}
+
+/* --privsep (docs/privsep.md "Phase 3, helpers"): warren-priv starts
+ * warren-egress with the same sockets (HELPER_START {EGRESS}: the resolver,
+ * the deny ports; it lists the host's addresses itself) and is its parent;
+ * warrend watches it through the pidfd it is sent, as its own child. */
+static int spawn_priv(struct sbx_egress *g, int sp[2], int sgfd, struct wr_err *e) {
+        struct priv_helper_start h = {.kind = PRIV_HELPER_EGRESS};
+        int r = priv_upstream_parse(g->upstream, &h) < 0
+                        ? err_set(e, -EINVAL, "upstream resolver %s: not IP[:PORT]", g->upstream)
+                        : 0;
+        for (size_t i = 0; i < g->n_deny_ports && i < PRIV_HELPER_DENY_PORTS_MAX; i++)
+                h.deny_ports[h.n_deny_ports++] = g->deny_ports[i];
+        int fds[PRIV_HELPER_FDS_MAX] = {sp[1], g->listen_fd, g->dns_udp_fd, g->dns_tcp_fd};
+        size_t n = 4;
+        int ca = -EBADF;
+        if (sgfd >= 0) {
+                h.flags |= PRIV_HELPER_F_SIGNER;
+                fds[n++] = sgfd;
+                if (g->upstream_ca && r >= 0) {
+                        ca = open(g->upstream_ca, O_RDONLY | O_CLOEXEC);
+                        if (ca < 0)
+                                r = err_set(e, -errno, "--egress-upstream-ca %s: %m",
+                                            g->upstream_ca);
+                        h.flags |= PRIV_HELPER_F_UPSTREAM_CA;
+                        fds[n++] = ca;
+                }
+        }
+        struct priv_helper ph = {.pidfd = -EBADF};
+        if (r >= 0)
+                r = priv_helper_start(g->priv, &h, fds, n, &ph, e);
+        closep(&ca);
+        close(sp[1]);
+        g->intercept = sgfd >= 0 && r >= 0;
+        closep(&sgfd);
+        if (r < 0) {
+                close(sp[0]);
+                signer_forget(g);
+                return err_prefix(e, r, "warren-egress through warren-priv");
+        }
+        g->ctl_fd = sp[0];
+        g->pid = ph.pid;
+        g->pidfd = ph.pidfd;
+        return spawn_ready(g, e);
+}
+
+/* The process runs (g->pid, g->pidfd, g->ctl_fd): wait for its READY,
+ * watch it, register every sandbox again. */
+static int spawn_ready(struct sbx_egress *g, struct wr_err *e) {
+        pid_t pid = g->pid;
         struct egress_msg m;
         int r = ctl_wait(g, EGRESS_READY, 0, NULL, READY_MS, &m);
         if (r < 0) {
