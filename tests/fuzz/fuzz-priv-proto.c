@@ -4,8 +4,9 @@
  * and priv_reply_decode (what warrend reads back). The first byte picks the
  * decoder and how many fds the datagram claims to carry (0..PRIV_FDS_MAX).
  * Whatever is accepted carries exactly the fds its type has (none but for
- * phase 2's configs, 1 + n_bind, SANDBOX_CREATED, 2, and NET_CONNECTED,
- * 1), has its paths confined and its table names warren's (re-checked),
+ * phase 2's configs, 1 + n_bind, SANDBOX_CREATED, 2, NET_CONNECTED, 1,
+ * phase 3's HELPER_START, 2..6 by kind and flags, UNPACK_START, 2, and
+ * HELPER_STARTED, 1), has its paths confined and its table names warren's (re-checked),
  * and re-encodes to the same bytes; every refusal carries a message. (The
  * configs' blob: fuzz-priv-cfg.) */
 
@@ -72,6 +73,51 @@ static int net_req_encode(void) {
         abort();
 }
 
+/* ---- phase 3: the helpers ---- */
+
+/* The fds an accepted HELPER_START / UNPACK_START must carry; -1 for the
+ * other types. */
+static long helper_req_fds(void) {
+        if (req.hdr.type == PRIV_UNPACK_START)
+                return 2;
+        if (req.hdr.type != PRIV_HELPER_START)
+                return -1;
+        const struct priv_helper_start *h = &req.helper;
+        long want = h->kind == PRIV_HELPER_SIGNER ? 2
+                    : h->kind == PRIV_HELPER_EGRESS
+                            ? 4 + !!(h->flags & PRIV_HELPER_F_SIGNER) +
+                                      !!(h->flags & PRIV_HELPER_F_UPSTREAM_CA)
+                            : -2;
+        if (want < 0 || (long) priv_helper_fds(h->kind, h->flags) != want)
+                abort();
+        return want;
+}
+
+/* An accepted helper request re-checked and re-encoded. */
+static int helper_req_encode(void) {
+        struct wr_err ee = {0};
+        if (req.hdr.type == PRIV_UNPACK_START) {
+                const char *d = req.unpack.dir;
+                if (priv_path_check(d, PRIV_ROOT_LAYERS, &ee) < 0 ||
+                    strncmp(d, "layers/tmp/", 11) != 0 || strchr(d + 11, '/') ||
+                    !strcmp(d + 11, "..") || !strcmp(d + 11, ".") || req.unpack.flags)
+                        abort();
+                return priv_unpack_start_encode(req.hdr.id, d, out, sizeof(out), &ee);
+        }
+        const struct priv_helper_start *h = &req.helper;
+        if (h->kind == PRIV_HELPER_SIGNER &&
+            (h->role < 1 || h->role > 3 || h->n_deny_ports || h->upstream_port))
+                abort();
+        if (h->kind == PRIV_HELPER_EGRESS &&
+            (h->role || h->n_deny_ports > PRIV_HELPER_DENY_PORTS_MAX || h->upstream_port == 0 ||
+             (h->upstream_family != 4 && h->upstream_family != 6)))
+                abort();
+        for (uint32_t i = 0; i < PRIV_HELPER_DENY_PORTS_MAX; i++)
+                if ((i < h->n_deny_ports) != (h->deny_ports[i] != 0))
+                        abort();
+        return priv_helper_start_encode(req.hdr.id, h, out, sizeof(out), &ee);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size < 1)
                 return 0;
@@ -98,6 +144,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                 : rep.hdr.type == PRIV_HELLO_REPLY
                                         ? priv_hello_reply_encode(rep.hdr.id, &rep.hello, out,
                                                                   sizeof(out))
+                                : rep.hdr.type == PRIV_HELPER_STARTED /* phase 3 */
+                                        ? (rep.helper_started.pid <= 1 ||
+                                                           rep.helper_started.start_time == 0
+                                                   ? (abort(), 0)
+                                                   : priv_helper_started_encode(
+                                                             rep.hdr.id, &rep.helper_started,
+                                                             out, sizeof(out)))
                                         : net_reply_encode();
                         if (n != (int) size || memcmp(out, buf, size) != 0)
                                 abort();
@@ -112,7 +165,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         uint32_t ty = req.hdr.type;
                         bool cfg = ty == PRIV_SANDBOX_CREATE || ty == PRIV_SANDBOX_PRESTART ||
                                    ty == PRIV_SANDBOX_START;
-                        if (n_fds != (cfg ? 1 + (size_t) req.cfg.n_bind : 0))
+                        long hfds = helper_req_fds(); /* phase 3, the helpers */
+                        if (n_fds != (cfg           ? 1 + (size_t) req.cfg.n_bind
+                                      : hfds >= 0 ? (size_t) hfds
+                                                  : 0))
                                 abort();
                         switch (req.hdr.type) {
                         /* phase 2 */
@@ -176,6 +232,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                         abort();
                                 n = priv_freeze_encode(req.hdr.id, &req.freeze.t,
                                                        req.freeze.on != 0, out, sizeof(out), &ee);
+                                break;
+                        case PRIV_HELPER_START:
+                        case PRIV_UNPACK_START:
+                                n = helper_req_encode();
                                 break;
                         default:
                                 n = net_req_encode();
