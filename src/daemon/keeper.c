@@ -105,8 +105,8 @@ static int signer_spawn(struct keeper *k, struct wr_err *e) {
         k->by_priv = keeper_priv != NULL;
         if (k->by_priv) {
                 /* --privsep: HELPER_START {SIGNER, role} (docs/privsep.md) */
-                uint32_t role = !strcmp(k->flag, "--jws-key-fd") ? PRIV_SIGNER_JWS
-                                                                 : PRIV_SIGNER_SECRETS;
+                uint32_t role =
+                        !strcmp(k->flag, "--jws-key-fd") ? PRIV_SIGNER_JWS : PRIV_SIGNER_SECRETS;
                 r = priv_signer_start(keeper_priv, role, memfd, &pid, &k->pidfd, &k->sock, e);
                 if (r < 0)
                         return r;

@@ -41,8 +41,7 @@ static char egress_path[PATH_MAX], signer_path[PATH_MAX], unpack_path[PATH_MAX];
 
 /* name: $envvar, else next to warren-priv, ../<subdir>/ (the build tree),
  * ../libexec/warren, /usr/libexec/warren. */
-static void find(char *out, size_t size, const char *name, const char *envvar,
-                 const char *subdir) {
+static void find(char *out, size_t size, const char *name, const char *envvar, const char *subdir) {
         const char *env = getenv(envvar);
         if (env && *env) {
                 snprintf(out, size, "%s", env);
@@ -168,6 +167,8 @@ static int spawn(const char *name, char *const *argv, char *const *env, const in
                 for (int s = 1; s < NSIG; s++)
                         (void) signal(s, SIG_DFL);
                 sigprocmask(SIG_SETMASK, &none, NULL);
+                if (chdir("/") < 0) /* as uv_spawn's cwd for warren-unpack */
+                        _exit(127);
                 /* above every target first, then down into place */
                 int tmp[PRIV_HELPER_FDS_MAX];
                 for (size_t i = 0; i < n; i++)
@@ -212,8 +213,8 @@ static int spawn(const char *name, char *const *argv, char *const *env, const in
                         (void) waitpid(pid, NULL, 0);
                 if (pidfd >= 0)
                         close(pidfd);
-                return err_set(e, r < 0 ? r : -ESRCH, "%s: pidfd or start time of pid %d: %s",
-                               name, (int) pid, strerror(r < 0 ? -r : ESRCH));
+                return err_set(e, r < 0 ? r : -ESRCH, "%s: pidfd or start time of pid %d: %s", name,
+                               (int) pid, strerror(r < 0 ? -r : ESRCH));
         }
         ret->pid = pid;
         ret->start_time = st;
@@ -225,8 +226,9 @@ static int spawn(const char *name, char *const *argv, char *const *env, const in
 static int start_signer(const struct priv_helper_start *h, const int *fds,
                         struct priv_helper_started *ret, int *ret_pidfd, struct wr_err *e) {
         if (!signer_path[0])
-                return err_set(e, -ENOENT, "warren-signer not found (WARREN_SIGNER, next to "
-                                           "warren-priv, /usr/libexec/warren)");
+                return err_set(e, -ENOENT,
+                               "warren-signer not found (WARREN_SIGNER, next to "
+                               "warren-priv, /usr/libexec/warren)");
         if (!file_is(fds[0], S_IFREG))
                 return err_set(e, -EINVAL, "HELPER_START: the signer's key is not a memfd");
         if (!sock_is(fds[1], AF_UNIX, SOCK_SEQPACKET, false))
@@ -247,17 +249,18 @@ static int start_signer(const struct priv_helper_start *h, const int *fds,
                               "--log-format",
                               h->flags & PRIV_HELPER_F_JSON_LOG ? "json" : "text",
                               NULL};
-        return spawn("warren-signer", (char *const *) argv, NULL, fds, 2, false, ret, ret_pidfd,
-                     e);
+        return spawn("warren-signer", (char *const *) argv, NULL, fds, 2, false, ret, ret_pidfd, e);
 }
 
 static int start_egress(const struct priv_helper_start *h, const int *fds, size_t n_fds,
                         struct priv_helper_started *ret, int *ret_pidfd, struct wr_err *e) {
         if (!egress_path[0])
-                return err_set(e, -ENOENT, "warren-egress not found (WARREN_EGRESS, next to "
-                                           "warren-priv, /usr/libexec/warren)");
-        if (!sock_is(fds[0], AF_UNIX, SOCK_SEQPACKET, false) || !inet_sock(fds[1], SOCK_STREAM, true) ||
-            !inet_sock(fds[2], SOCK_DGRAM, false) || !inet_sock(fds[3], SOCK_STREAM, true))
+                return err_set(e, -ENOENT,
+                               "warren-egress not found (WARREN_EGRESS, next to "
+                               "warren-priv, /usr/libexec/warren)");
+        if (!sock_is(fds[0], AF_UNIX, SOCK_SEQPACKET, false) ||
+            !inet_sock(fds[1], SOCK_STREAM, true) || !inet_sock(fds[2], SOCK_DGRAM, false) ||
+            !inet_sock(fds[3], SOCK_STREAM, true))
                 return err_set(e, -EINVAL,
                                "HELPER_START: warren-egress's fds are not a SOCK_SEQPACKET ctl "
                                "socket, a listening TCP socket, a UDP and a listening TCP socket");
@@ -265,8 +268,9 @@ static int start_egress(const struct priv_helper_start *h, const int *fds, size_
         int signer_fd = -1, ca_fd = -1;
         if (h->flags & PRIV_HELPER_F_SIGNER) {
                 if (!sock_is(fds[k], AF_UNIX, SOCK_SEQPACKET, false))
-                        return err_set(e, -EINVAL, "HELPER_START: the signer's socket is not "
-                                                   "AF_UNIX SOCK_SEQPACKET");
+                        return err_set(e, -EINVAL,
+                                       "HELPER_START: the signer's socket is not "
+                                       "AF_UNIX SOCK_SEQPACKET");
                 signer_fd = (int) (3 + k++);
         }
         if (h->flags & PRIV_HELPER_F_UPSTREAM_CA) {
@@ -331,8 +335,9 @@ static int start_egress(const struct priv_helper_start *h, const int *fds, size_
 static int start_unpack(const struct priv_unpack_start *u, const int *fds,
                         struct priv_helper_started *ret, int *ret_pidfd, struct wr_err *e) {
         if (!unpack_path[0])
-                return err_set(e, -ENOENT, "warren-unpack not found (WARREN_UNPACK_HELPER, next "
-                                           "to warren-priv, /usr/libexec/warren)");
+                return err_set(e, -ENOENT,
+                               "warren-unpack not found (WARREN_UNPACK_HELPER, next "
+                               "to warren-priv, /usr/libexec/warren)");
         if (!file_is(fds[1], S_IFIFO))
                 return err_set(e, -EINVAL, "UNPACK_START: the report fd is not a pipe");
         int acc = fcntl(fds[0], F_GETFL);

@@ -467,8 +467,9 @@ static int helper_check(const struct priv_helper_start *h, size_t n_fds, struct 
                 if (h->upstream_port == 0)
                         return err_set(e, -EINVAL, "HELPER_START: upstream port 0");
                 if (h->upstream_family == 4 && !all_zero(h->upstream_addr + 4, 12))
-                        return err_set(e, -EINVAL, "HELPER_START: an IPv4 upstream with bytes "
-                                                   "after its address");
+                        return err_set(e, -EINVAL,
+                                       "HELPER_START: an IPv4 upstream with bytes "
+                                       "after its address");
                 if (all_zero(h->upstream_addr, sizeof(h->upstream_addr)))
                         return err_set(e, -EINVAL, "HELPER_START: upstream address unset");
         }
@@ -488,13 +489,11 @@ static int unpack_dir_check(const char *dir, struct wr_err *e) {
         size_t tl = strlen(PRIV_ROOT_LAYERS_TMP);
         if (strncmp(second, PRIV_ROOT_LAYERS_TMP, tl) != 0 || second[tl] != '/' ||
             strchr(second + tl + 1, '/'))
-                return err_set(e, -EACCES, "UNPACK_START: dir %.64s is not layers/tmp/<name>",
-                               dir);
+                return err_set(e, -EACCES, "UNPACK_START: dir %.64s is not layers/tmp/<name>", dir);
         return 0;
 }
 
-static int helper_req_decode(const char *p, size_t n_fds, struct priv_req *out,
-                             struct wr_err *e) {
+static int helper_req_decode(const char *p, size_t n_fds, struct priv_req *out, struct wr_err *e) {
         if (out->hdr.type == PRIV_HELPER_START) {
                 memcpy(&out->helper, p, sizeof(out->helper));
                 return helper_check(&out->helper, n_fds, e);

@@ -377,7 +377,7 @@ enum priv_signer_role {
 #define PRIV_HELPER_F_UPSTREAM_CA (1u << 1) /* EGRESS: + the upstream CA bundle's fd */
 #define PRIV_HELPER_F_JSON_LOG (1u << 2)    /* SIGNER: --log-format json */
 #define PRIV_HELPER_DENY_PORTS_MAX 16u
-#define PRIV_HELPER_FDS_MAX 6u /* EGRESS with both flags */
+#define PRIV_HELPER_FDS_MAX 6u     /* EGRESS with both flags */
 #define PRIV_ROOT_LAYERS_TMP "tmp" /* layers/tmp/<name> */
 
 struct priv_helper_start {
@@ -386,8 +386,8 @@ struct priv_helper_start {
         uint32_t flags;        /* PRIV_HELPER_F_* (EGRESS: SIGNER, UPSTREAM_CA; SIGNER: JSON_LOG) */
         uint32_t n_deny_ports; /* EGRESS: 0..16; SIGNER: 0 */
         uint16_t deny_ports[PRIV_HELPER_DENY_PORTS_MAX]; /* [0..n) 1..65535, the rest 0 */
-        uint32_t upstream_family; /* EGRESS: 4 or 6; SIGNER: 0 */
-        uint16_t upstream_port;   /* EGRESS: 1..65535 */
+        uint32_t upstream_family;                        /* EGRESS: 4 or 6; SIGNER: 0 */
+        uint16_t upstream_port;                          /* EGRESS: 1..65535 */
         uint16_t reserved16;
         uint8_t upstream_addr[16]; /* 4: the first 4 bytes (network order), the rest 0 */
         uint32_t reserved[2];

@@ -459,11 +459,15 @@ static void pid_cb(uv_poll_t *h, int status, int events) {
         struct sbx_egress *g = h->data;
         int st = 0;
         pid_t pid = g->pid;
-        (void) waitpid(pid, &st, WNOHANG);
-        log_warn("egress: warren-egress (pid %d) %s %d: restarting it (sandbox connections wait "
-                 "in the kernel meanwhile)",
-                 (int) pid, WIFSIGNALED(st) ? "killed by signal" : "exited with status",
-                 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+        if (waitpid(pid, &st, WNOHANG) != pid) /* --privsep: warren-priv's child, its log says */
+                log_warn("egress: warren-egress (pid %d) exited: restarting it (sandbox "
+                         "connections wait in the kernel meanwhile)",
+                         (int) pid);
+        else
+                log_warn("egress: warren-egress (pid %d) %s %d: restarting it (sandbox "
+                         "connections wait in the kernel meanwhile)",
+                         (int) pid, WIFSIGNALED(st) ? "killed by signal" : "exited with status",
+                         WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
         proc_forget(g);
         g->restarts++;
         spawn_schedule(g);
@@ -476,10 +480,14 @@ static void signer_pid_cb(uv_poll_t *h, int status, int events) {
         (void) events;
         struct sbx_egress *g = h->data;
         int st = 0;
-        (void) waitpid(g->signer_pid, &st, WNOHANG);
-        log_warn("egress: warren-signer (pid %d) %s %d: restarting it with warren-egress",
-                 (int) g->signer_pid, WIFSIGNALED(st) ? "killed by signal" : "exited with status",
-                 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+        if (waitpid(g->signer_pid, &st, WNOHANG) != g->signer_pid) /* --privsep */
+                log_warn("egress: warren-signer (pid %d) exited: restarting it with warren-egress",
+                         (int) g->signer_pid);
+        else
+                log_warn("egress: warren-signer (pid %d) %s %d: restarting it with warren-egress",
+                         (int) g->signer_pid,
+                         WIFSIGNALED(st) ? "killed by signal" : "exited with status",
+                         WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
         g->signer_pid = 0; /* reaped */
         uv_poll_stop(h);
         if (g->pidfd >= 0)
@@ -498,8 +506,8 @@ static int signer_spawn(struct sbx_egress *g, int *ret_fd, struct wr_err *e) {
         int sock;
         if (g->priv) {
                 /* --privsep: warren-priv starts it (HELPER_START) */
-                r = priv_signer_start(g->priv, PRIV_SIGNER_CA, memfd, &pid, &g->signer_pidfd,
-                                      &sock, e);
+                r = priv_signer_start(g->priv, PRIV_SIGNER_CA, memfd, &pid, &g->signer_pidfd, &sock,
+                                      e);
                 if (r < 0)
                         return r;
                 g->signer_pid = pid;

@@ -148,9 +148,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                         ? (rep.helper_started.pid <= 1 ||
                                                            rep.helper_started.start_time == 0
                                                    ? (abort(), 0)
-                                                   : priv_helper_started_encode(
-                                                             rep.hdr.id, &rep.helper_started,
-                                                             out, sizeof(out)))
+                                                   : priv_helper_started_encode(rep.hdr.id,
+                                                                                &rep.helper_started,
+                                                                                out, sizeof(out)))
                                         : net_reply_encode();
                         if (n != (int) size || memcmp(out, buf, size) != 0)
                                 abort();
@@ -166,7 +166,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         bool cfg = ty == PRIV_SANDBOX_CREATE || ty == PRIV_SANDBOX_PRESTART ||
                                    ty == PRIV_SANDBOX_START;
                         long hfds = helper_req_fds(); /* phase 3, the helpers */
-                        if (n_fds != (cfg           ? 1 + (size_t) req.cfg.n_bind
+                        if (n_fds != (cfg         ? 1 + (size_t) req.cfg.n_bind
                                       : hfds >= 0 ? (size_t) hfds
                                                   : 0))
                                 abort();

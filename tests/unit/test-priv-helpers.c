@@ -220,10 +220,18 @@ static void test_refusals(void **state) {
         /* UNPACK_START: a dir outside layers/tmp/, garbage after its NUL,
          * flags, fds */
         static const char *const bad_dirs[] = {
-                "sandboxes/x",       "layers/sha256/abc", "layers/tmp",
-                "layers/tmp/a/b",    "layers/tmp/..",     "layers/tmp/../sha256",
-                "/layers/tmp/x",     "layers//tmp/x",     "layers/tmpx/a",
-                "layers/tmp/a\x01b", "",                  "layers/tmp/",
+                "sandboxes/x",
+                "layers/sha256/abc",
+                "layers/tmp",
+                "layers/tmp/a/b",
+                "layers/tmp/..",
+                "layers/tmp/../sha256",
+                "/layers/tmp/x",
+                "layers//tmp/x",
+                "layers/tmpx/a",
+                "layers/tmp/a\x01b",
+                "",
+                "layers/tmp/",
         };
         struct priv_unpack_start u;
         for (size_t i = 0; i < sizeof(bad_dirs) / sizeof(bad_dirs[0]); i++) {
