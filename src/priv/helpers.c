@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "basic/hostaddr.h"
 #include "basic/log.h"
 #include "priv/priv-internal.h"
 #include "priv/priv-proto.h"
@@ -79,30 +80,6 @@ void priv_helpers_init(void) {
         log_info("warren-priv: helpers: warren-egress %s, warren-signer %s, warren-unpack %s",
                  egress_path[0] ? egress_path : "(none)", signer_path[0] ? signer_path : "(none)",
                  unpack_path[0] ? unpack_path : "(none)");
-}
-
-/* The host's own addresses (every interface but the sandboxes' wr*):
- * warren-egress's --deny-addr, as warrend listed them (egress.c). */
-static size_t host_addrs(char addrs[][INET6_ADDRSTRLEN], size_t max) {
-        struct ifaddrs *ifa = NULL;
-        size_t n = 0;
-        if (getifaddrs(&ifa) < 0)
-                return 0;
-        for (struct ifaddrs *i = ifa; i && n < max; i = i->ifa_next) {
-                if (!i->ifa_addr || strncmp(i->ifa_name, PRIV_LINK_PREFIX, 2) == 0)
-                        continue;
-                int fam = i->ifa_addr->sa_family;
-                const void *a =
-                        fam == AF_INET
-                                ? (const void *) &((struct sockaddr_in *) i->ifa_addr)->sin_addr
-                        : fam == AF_INET6
-                                ? (const void *) &((struct sockaddr_in6 *) i->ifa_addr)->sin6_addr
-                                : NULL;
-                if (a && inet_ntop(fam, a, addrs[n], INET6_ADDRSTRLEN))
-                        n++;
-        }
-        freeifaddrs(ifa);
-        return n;
 }
 
 /* fd is an AF_UNIX socket of type (listening when listening). */
@@ -290,7 +267,7 @@ static int start_egress(const struct priv_helper_start *h, const int *fds, size_
         else
                 snprintf(upstream, sizeof(upstream), "[%s]:%u", a, h->upstream_port);
         static _Thread_local char addrs[DENY_ADDRS_MAX][INET6_ADDRSTRLEN];
-        size_t na = host_addrs(addrs, DENY_ADDRS_MAX);
+        size_t na = host_addrs_list(addrs, DENY_ADDRS_MAX, PRIV_LINK_PREFIX);
         char ports[PRIV_HELPER_DENY_PORTS_MAX][8], sfd[16], cfd[40];
         const char *argv[ARGS_MAX];
         size_t n = 0;

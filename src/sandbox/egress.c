@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/hostaddr.h"
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "priv/client.h"
@@ -555,30 +556,6 @@ static void ctl_cb(uv_poll_t *h, int status, int events) {
         }
 }
 
-/* The host's own addresses (every interface but the sandboxes' wr*), for
- * --deny-addr. */
-static size_t host_addrs(char addrs[][INET6_ADDRSTRLEN], size_t max) {
-        struct ifaddrs *ifa = NULL;
-        size_t n = 0;
-        if (getifaddrs(&ifa) < 0)
-                return 0;
-        for (struct ifaddrs *i = ifa; i && n < max; i = i->ifa_next) {
-                if (!i->ifa_addr || strncmp(i->ifa_name, "wr", 2) == 0)
-                        continue;
-                int fam = i->ifa_addr->sa_family;
-                const void *a =
-                        fam == AF_INET
-                                ? (const void *) &((struct sockaddr_in *) i->ifa_addr)->sin_addr
-                        : fam == AF_INET6
-                                ? (const void *) &((struct sockaddr_in6 *) i->ifa_addr)->sin6_addr
-                                : NULL;
-                if (a && inet_ntop(fam, a, addrs[n], INET6_ADDRSTRLEN))
-                        n++;
-        }
-        freeifaddrs(ifa);
-        return n;
-}
-
 static int spawn_priv(struct sbx_egress *g, int sp[2], int sgfd, struct wr_err *e);
 static int spawn_ready(struct sbx_egress *g, struct wr_err *e);
 
@@ -591,7 +568,7 @@ static int spawn(struct sbx_egress *g, struct wr_err *e) {
         (void) setsockopt(sp[0], SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big));
         /* argv, built before the fork */
         static char addrs[64][INET6_ADDRSTRLEN];
-        size_t na = host_addrs(addrs, 64);
+        size_t na = host_addrs_list(addrs, 64, "wr");
         char fds[4][16], ports[16][8];
         snprintf(fds[0], 16, "%d", sp[1]);
         snprintf(fds[1], 16, "%d", g->listen_fd);

@@ -17,6 +17,7 @@ import pytest
 import warren as wr
 from conftest import free_port, import_image
 from test_privsep import children, metrics, priv_children, wait_for
+from test_secrets_keeper import env_value, keeper_pid as signer_pid
 from test_network import bed  # noqa: F401  (the fake internet, this module's own)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
@@ -49,13 +50,6 @@ def helpers_of(pid, comm):
     return sorted(p for p, c, _ in children(pid) if c == comm)
 
 
-def signer_pid(d, what):
-    """The newest warren-signer keeping `what` (its own log line)."""
-    pids = re.findall(r"warren-signer: ready \(pid (\d+)\), keeping the " + what, d.read_log())
-    assert pids, d.read_log()
-    return int(pids[-1])
-
-
 def egress_pid(d):
     pids = re.findall(r"warren-egress running \(pid (\d+)", d.read_log())
     assert pids, d.read_log()
@@ -66,16 +60,6 @@ def the_priv(d):
     kids = wait_for(lambda: priv_children(d))
     assert len(kids) == 1, kids
     return kids[0][0]
-
-
-def env_value(c, name):
-    sb = c.create(image=IMAGE, secrets=[wr.Secret.from_name(name)])
-    try:
-        r = sb.exec("sh", "-c", "printf %s \"$" + name + "\"")
-        assert r.exit_code == 0, r.stderr_text
-        return r.stdout_text
-    finally:
-        sb.terminate()
 
 
 def policy_holds(sb, bed):
