@@ -11,6 +11,7 @@ import re
 import shutil
 import signal
 import tempfile
+import threading
 
 import pytest
 
@@ -185,15 +186,45 @@ def test_privsep_pull_unpacks_by_warren_priv(fresh_warrend):
     reg = R.Registry()
     layout = R.Layout(tempfile.mkdtemp(prefix="warren-privsep-layout-"))
     try:
-        md, _ = layout.image([R.layer_tar([("etc/privsep", "file", b"by warren-priv\n")]),
-                              R.layer_tar([("etc/second", "file", b"two\n")])], {})
+        # two layers large enough (uncompressed) that each warren-unpack
+        # lives long enough to be seen in /proc
+        md, _ = layout.image([R.layer_tar([("etc/privsep", "file", b"by warren-priv\n"),
+                                           ("big1", "file", os.urandom(24 << 20))]),
+                              R.layer_tar([("etc/second", "file", b"two\n"),
+                                           ("big2", "file", os.urandom(24 << 20))])], {},
+                             compress=False)
         layout.tag(md, "p")
         reg.push(layout.path, "p", "test/privsep:v1")
         port = free_port()
         d = fresh_warrend(extra_args=["--privsep", "--admin-listen", "127.0.0.1:%d" % port])
         before = metrics(port)[UNPACK]
-        _, img = pull(d, "%s/test/privsep:v1" % reg.host)
+        priv = the_priv(d)
+        seen, stop = {}, threading.Event()
+
+        def watch():  # every warren-unpack seen during the pull, and its parent
+            while not stop.is_set():
+                for p in os.listdir("/proc"):
+                    if p.isdigit():
+                        try:
+                            with open("/proc/%s/comm" % p) as f:
+                                if f.read().strip() != "warren-unpack":
+                                    continue
+                        except OSError:
+                            continue
+                        pp = ppid_of(int(p))
+                        if pp:
+                            seen[int(p)] = pp
+        t = threading.Thread(target=watch)
+        t.start()
+        try:
+            _, img = pull(d, "%s/test/privsep:v1" % reg.host)
+        finally:
+            stop.set()
+            t.join()
         assert metrics(port)[UNPACK] == before + 2
+        # of this warrend's (other daemons may unpack at the same time)
+        mine = [pp for pp in seen.values() if pp in (priv, d.proc.pid)]
+        assert mine and all(pp == priv for pp in mine), (seen, priv, d.proc.pid)
         log = d.read_log()
         assert len(re.findall(r"warren-priv: started warren-unpack", log)) >= 2, log
         assert "warren-priv: UNPACK_START: done" in d.stop()
