@@ -19,6 +19,7 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "signer/signer-proto.h"
+#include "priv/client.h"
 #include "signer/spawn.h"
 #include "api/wid.h"
 #include "store/store.h"
@@ -37,7 +38,15 @@ struct keeper {
         uv_poll_t *pid_poll;
         uint32_t next_id;
         unsigned starts; /* signers started, for the log */
+        bool by_priv;    /* the running signer is warren-priv's child (--privsep) */
 };
+
+/* --privsep: warren-priv starts the signers (keeper_set_priv) */
+static struct priv_client *keeper_priv;
+
+void keeper_set_priv(struct priv_client *c) {
+        keeper_priv = c;
+}
 
 static void handle_free(uv_handle_t *h) {
         free(h);
@@ -54,7 +63,8 @@ static void signer_drop(struct keeper *k) {
                 if (k->pidfd >= 0)
                         (void) syscall(SYS_pidfd_send_signal, k->pidfd, SIGKILL, NULL, 0);
                 int status;
-                while (waitpid(k->pid, &status, 0) < 0 && errno == EINTR)
+                /* warren-priv's child (--privsep): it reaps it */
+                while (!k->by_priv && waitpid(k->pid, &status, 0) < 0 && errno == EINTR)
                         ;
         }
         k->pidfd = safe_close(k->pidfd);
@@ -67,6 +77,16 @@ static void pid_cb(uv_poll_t *h, int status, int events) {
         struct keeper *k = h->data;
         int st = 0;
         pid_t pid = k->pid;
+        if (k->by_priv) {
+                /* warren-priv's child: the pidfd is readable once it exited
+                 * (warren-priv reaps it and logs how it ended) */
+                k->pid = 0;
+                log_warn("warren-signer (%s, pid %d) exited (warren-priv's log says how); the "
+                         "next request starts a new one",
+                         k->what, (int) pid);
+                signer_drop(k);
+                return;
+        }
         if (waitpid(pid, &st, WNOHANG) != pid)
                 return;
         k->pid = 0; /* reaped */
@@ -82,11 +102,21 @@ static int signer_spawn(struct keeper *k, struct wr_err *e) {
         if (r < 0)
                 return r;
         pid_t pid;
-        r = signer_start(k->path, k->flag, memfd, &pid, &k->sock, e);
-        if (r < 0)
-                return r;
+        k->by_priv = keeper_priv != NULL;
+        if (k->by_priv) {
+                /* --privsep: HELPER_START {SIGNER, role} (docs/privsep.md) */
+                uint32_t role =
+                        !strcmp(k->flag, "--jws-key-fd") ? PRIV_SIGNER_JWS : PRIV_SIGNER_SECRETS;
+                r = priv_signer_start(keeper_priv, role, memfd, &pid, &k->pidfd, &k->sock, e);
+                if (r < 0)
+                        return r;
+        } else {
+                r = signer_start(k->path, k->flag, memfd, &pid, &k->sock, e);
+                if (r < 0)
+                        return r;
+                k->pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        }
         k->pid = pid;
-        k->pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
         k->starts++;
         log_info("warren-signer keeps the %s (pid %d)", k->what, (int) pid);
         if (!k->loop) /* stopping: reaped by signer_drop */

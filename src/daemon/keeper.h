@@ -43,6 +43,12 @@ int keeper_start_identity(uv_loop_t *loop, struct wid_keys *keys, const char *si
 /* The running signer's pid, 0 when none (tests and logs). */
 int keeper_pid(const struct keeper *k);
 
+/* --privsep (docs/privsep.md "Phase 3, helpers"): every signer started from
+ * now on is started by warren-priv (HELPER_START {SIGNER}) through c, which
+ * outlives the keepers. NULL: warrend starts them itself (the default). */
+struct priv_client;
+void keeper_set_priv(struct priv_client *c);
+
 /* warrend is stopping: stop watching the signer's pidfd on the loop (call
  * before the loop's last run; the keeper keeps serving the store). NULL
  * ok. */

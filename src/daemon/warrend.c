@@ -356,6 +356,19 @@ static int find_priv(char *out, size_t size) {
         return find_helper("warren-priv", "WARREN_PRIV", "priv", out, size);
 }
 
+/* --privsep: the image store's warren-unpack through warren-priv
+ * (UNPACK_START, docs/privsep.md "Phase 3, helpers"). */
+static int unpack_by_priv(void *userdata, const char *dir, int tar_fd, int report_fd, int *ret_pid,
+                          int *ret_pidfd, struct wr_err *e) {
+        struct priv_helper ph;
+        int r = priv_unpack_start(userdata, dir, tar_fd, report_fd, &ph, e);
+        if (r < 0)
+                return r;
+        *ret_pid = (int) ph.pid;
+        *ret_pidfd = ph.pidfd;
+        return 0;
+}
+
 /* --privsep: start warren-priv (docs/privsep.md) for the sandbox manager. */
 static int start_priv(struct daemon *d, const char *init, struct wr_err *e) {
         char path[PATH_MAX];
@@ -426,13 +439,7 @@ static int start_sandboxes(struct daemon *d, struct wr_err *e) {
                 log_warn("sandboxes will not start on this host: %s", he.msg);
         char egress[PATH_MAX];
         bool have_egress = !d->cfg.no_egress && find_egress(egress, sizeof(egress)) == 0;
-        if (have_egress && d->dropped) {
-                /* it confines itself from root: after the drop only
-                 * warren-priv could start it (HELPER_START, not here yet) */
-                log_warn("--user: warren-egress must start as root and warren-priv cannot start "
-                         "it yet (HELPER_START): network policies are refused");
-                have_egress = false;
-        } else if (!have_egress && !d->cfg.no_egress)
+        if (!have_egress && !d->cfg.no_egress)
                 log_warn("warren-egress not found next to warrend or in /usr/libexec/warren (or "
                          "WARREN_EGRESS): network policies are refused");
         char signer[PATH_MAX];
@@ -558,12 +565,6 @@ static int start_signals(struct daemon *d, struct wr_err *e) {
  * the signer keeps it. Without warren-signer warrend keeps it, and says so. */
 static int start_keeper(struct daemon *d, struct wr_err *e) {
         char signer[PATH_MAX];
-        if (d->dropped && find_signer(signer, sizeof(signer)) == 0) {
-                log_warn("--user: warren-signer must start as root (it confines itself) and "
-                         "warren-priv cannot start it yet (HELPER_START): warrend keeps the "
-                         "secrets key and the identity key in its own memory");
-                return 0;
-        }
         if (find_signer(signer, sizeof(signer)) < 0) {
                 log_warn("warren-signer not found next to warrend or in /usr/libexec/warren (or "
                          "WARREN_SIGNER): warrend keeps the secrets key in its own memory");
@@ -743,6 +744,19 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                 if (r < 0)
                         return err_set(e, r, "event loop: %s", uv_strerror(r));
                 d->loop_ready = true;
+        }
+        if (d->cfg.privsep) {
+                /* phase 3, helpers: warren-priv runs before the keepers and
+                 * the image store's first unpack, which it starts
+                 * (docs/privsep.md "Phase 3, helpers"); with --user it was
+                 * started before the drop (daemon_drop) */
+                char init[PATH_MAX];
+                if (!d->priv && ((r = find_init(init, sizeof(init), e)) < 0 ||
+                                 (r = start_priv(d, init, e)) < 0))
+                        return r;
+                keeper_set_priv(d->priv);
+                if (d->images)
+                        img_store_set_unpack_start(d->images, unpack_by_priv, d->priv);
         }
         r = start_keeper(d, e);
         if (r < 0)

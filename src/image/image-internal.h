@@ -119,6 +119,9 @@ struct img_store {
         int tmp_fd;        /* state_dir/tmp */
         struct store *db;
         char *helper;
+        /* --privsep: who starts warren-unpack instead (img_store_set_unpack_start) */
+        img_unpack_start_fn unpack_start;
+        void *unpack_start_ud;
         img_in_use_fn in_use;
         void *in_use_ud;
         struct img_pull_ctx *pull; /* registry pulls (pull.c); NULL until the first */

@@ -197,6 +197,11 @@ const char *img_store_helper(struct img_store *s) {
         return s->helper;
 }
 
+void img_store_set_unpack_start(struct img_store *s, img_unpack_start_fn fn, void *userdata) {
+        s->unpack_start = fn;
+        s->unpack_start_ud = userdata;
+}
+
 void img_store_set_in_use(struct img_store *s, img_in_use_fn fn, void *userdata) {
         s->in_use = fn;
         s->in_use_ud = userdata;

@@ -103,6 +103,16 @@ void img_store_free(struct img_store *s);
  * WARREN_LIBEXECDIR/warren-unpack. Returns 0 or -ENOMEM. */
 int img_store_set_helper(struct img_store *s, const char *path);
 
+/* --privsep (docs/privsep.md "Phase 3, helpers"): warren-unpack is started
+ * by fn instead of uv_spawn (warrend: UNPACK_START to warren-priv): dir is
+ * the absolute staging dir <state>/layers/tmp/<name> (created, empty),
+ * tar_fd its stdin, report_fd its fd 4 (both sent, not closed by fn). 0
+ * with *ret_pid and *ret_pidfd (the store's: it watches the pidfd, there is
+ * nothing to reap), or -errno with e. NULL: uv_spawn (the default). */
+typedef int (*img_unpack_start_fn)(void *userdata, const char *dir, int tar_fd, int report_fd,
+                                   int *ret_pid, int *ret_pidfd, struct wr_err *e);
+void img_store_set_unpack_start(struct img_store *s, img_unpack_start_fn fn, void *userdata);
+
 /* The helper path the store will run (for diagnostics). */
 const char *img_store_helper(struct img_store *s);
 

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "store/images.h"
@@ -22,6 +24,9 @@ struct img_layer_job {
         struct img_store *s;
         uv_loop_t *loop;
         uv_process_t proc;
+        uv_poll_t pid_poll; /* --privsep: warren-priv's child, watched by its pidfd */
+        int pidfd;
+        bool by_priv;
         uv_work_t work;
         unsigned refs; /* process handle, pending work, the logical job */
         int report_fd;
@@ -41,6 +46,7 @@ static void job_unref(struct img_layer_job *j) {
                 return;
         closep(&j->report_fd);
         closep(&j->rm_dir_fd);
+        closep(&j->pidfd);
         free(j);
 }
 
@@ -120,11 +126,28 @@ static int commit_layer(struct img_layer_job *j, const struct img_unpack_stats *
         return r < 0 ? err_prefix(&j->err, r, "record layer") : 0;
 }
 
+static void exited(struct img_layer_job *j, int64_t exit_status, int term_signal);
+
 static void on_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal) {
         struct img_layer_job *j = p->data;
         j->exited = true;
         uv_close((uv_handle_t *) p, on_close);
+        exited(j, exit_status, term_signal);
+}
 
+/* --privsep: the pidfd of warren-priv's child is readable: it exited (how
+ * is warren-priv's to log; the report says what it did). */
+static void on_pidfd(uv_poll_t *h, int status, int events) {
+        (void) status;
+        (void) events;
+        struct img_layer_job *j = h->data;
+        uv_poll_stop(h);
+        j->exited = true;
+        uv_close((uv_handle_t *) h, on_close);
+        exited(j, -1, 0);
+}
+
+static void exited(struct img_layer_job *j, int64_t exit_status, int term_signal) {
         struct img_unpack_report rep;
         bool have = read_report(j, &rep);
         if (j->cancelled) {
@@ -168,6 +191,29 @@ static void on_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal) {
                 deliver(j);
 }
 
+/* --privsep: warren-priv starts warren-unpack into layers/tmp/<name>
+ * (UNPACK_START) with the same stdin and report pipe; the job watches its
+ * pidfd instead of a uv_process_t. */
+static int unpack_by_priv(struct img_layer_job *j, int in_fd, int report_w, struct wr_err *e) {
+        struct img_store *s = j->s;
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s/layers/tmp/%s", s->state_dir, j->tmp_name);
+        int pid = 0;
+        int r = s->unpack_start(s->unpack_start_ud, dir, in_fd, report_w, &pid, &j->pidfd, e);
+        if (r < 0)
+                return err_prefix(e, r, "unpack layer");
+        j->by_priv = true;
+        j->pid_poll.data = j;
+        if ((r = uv_poll_init(j->loop, &j->pid_poll, j->pidfd)) < 0) {
+                (void) syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+                closep(&j->pidfd);
+                return err_set(e, r, "unpack layer: watch warren-unpack: %s", uv_strerror(r));
+        }
+        (void) uv_poll_start(&j->pid_poll, UV_READABLE, on_pidfd);
+        j->refs = 2; /* the poll handle and the logical job */
+        return 0;
+}
+
 int img_layer_unpack(struct img_store *s, uv_loop_t *loop, int tar_fd, const char *expected_diff_id,
                      img_layer_done_fn done, void *userdata, struct img_layer_job **ret,
                      struct wr_err *e) {
@@ -179,7 +225,7 @@ int img_layer_unpack(struct img_store *s, uv_loop_t *loop, int tar_fd, const cha
                 return err_set(e, -ENOMEM, "unpack layer: out of memory");
         j->s = s;
         j->loop = loop;
-        j->report_fd = j->rm_dir_fd = -EBADF;
+        j->report_fd = j->rm_dir_fd = j->pidfd = -EBADF;
         j->done = done;
         j->userdata = userdata;
         if (expected_diff_id)
@@ -207,6 +253,14 @@ int img_layer_unpack(struct img_store *s, uv_loop_t *loop, int tar_fd, const cha
         report_w = pfd[1];
         (void) fcntl(j->report_fd, F_SETFL, O_NONBLOCK);
 
+        if (s->unpack_start) {
+                r = unpack_by_priv(j, in_fd, report_w, e);
+                if (r < 0)
+                        goto fail;
+                if (ret)
+                        *ret = j;
+                return 0;
+        }
         char *args[] = {s->helper, NULL};
         char *env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
         uv_stdio_container_t stdio[5] = {
@@ -254,6 +308,8 @@ void img_layer_job_cancel(struct img_layer_job *j) {
         if (!j || j->cancelled || j->delivered)
                 return;
         j->cancelled = true;
-        if (!j->exited)
+        if (!j->exited && j->by_priv)
+                (void) syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+        else if (!j->exited)
                 (void) uv_process_kill(&j->proc, SIGKILL);
 }

@@ -2,6 +2,7 @@
 /* warrend's side of warren-priv (client.h). */
 #include "priv/client.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -277,6 +278,17 @@ static void upper_counters(struct priv_client *c, const struct priv_reply *rep, 
         pthread_mutex_unlock(&c->st_mu);
 }
 
+/* The counters of a HELPER_STARTED (phase 3), as a RESULT's are taken. */
+static void helper_counters(struct priv_client *c, const struct priv_reply *rep, uint32_t type) {
+        if (rep->hdr.type != PRIV_HELPER_STARTED)
+                return;
+        copy_counters(c, NULL, 0, rep->helper_started.served_total, rep->helper_started.refused);
+        pthread_mutex_lock(&c->st_mu);
+        if (type < PRIV_REQ_TYPES)
+                c->st.served[type] = rep->helper_started.served;
+        pthread_mutex_unlock(&c->st_mu);
+}
+
 /* Read every answer waiting on the socket and hand each to its request.
  * Supervisor thread only. */
 static void read_locked(struct priv_client *c) {
@@ -321,6 +333,7 @@ static void read_locked(struct priv_client *c) {
                 }
                 net_counters(c, &rep, p->type);
                 upper_counters(c, &rep, p->type);
+                helper_counters(c, &rep, p->type); /* phase 3, the helpers */
                 if (rep.hdr.type == PRIV_RESULT) {
                         copy_counters(c, NULL, 0, rep.result.served_total, rep.result.refused);
                         pthread_mutex_lock(&c->st_mu);
@@ -1075,4 +1088,113 @@ int priv_ssh_dir_prepare(struct priv_client *c, const char *id, int32_t uid_slot
                 return n;
         int r = call_result(c, req, (size_t) n, e);
         return r < 0 ? r : 0;
+}
+
+/* ---- phase 3: the helpers ---- */
+
+static int helper_call(struct priv_client *c, uint8_t *req, size_t n, const int *fds, size_t n_fds,
+                       struct priv_helper *ret, struct wr_err *e) {
+        static _Thread_local struct priv_reply rep;
+        int out[2] = {-EBADF, -EBADF};
+        int r = call_fds(c, req, n, fds, n_fds, PRIV_HELPER_STARTED, &rep, out, e);
+        if (r < 0)
+                return r;
+        if (out[0] < 0)
+                return err_set(e, -EPROTO, "warren-priv: HELPER_STARTED without its pidfd");
+        ret->pid = rep.helper_started.pid;
+        ret->start_time = rep.helper_started.start_time;
+        ret->pidfd = out[0];
+        return 0;
+}
+
+int priv_helper_start(struct priv_client *c, const struct priv_helper_start *h, const int *fds,
+                      size_t n_fds, struct priv_helper *ret, struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_helper_start_encode(0, h, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        if (n_fds != priv_helper_fds(h->kind, h->flags))
+                return err_set(e, -EINVAL, "HELPER_START: %zu fds (kind %u wants %u)", n_fds,
+                               h->kind, priv_helper_fds(h->kind, h->flags));
+        return helper_call(c, req, (size_t) n, fds, n_fds, ret, e);
+}
+
+int priv_unpack_start(struct priv_client *c, const char *dir, int tar_fd, int report_fd,
+                      struct priv_helper *ret, struct wr_err *e) {
+        size_t sl = strlen(c->state_dir);
+        if (strncmp(dir, c->state_dir, sl) != 0 || dir[sl] != '/')
+                return err_set(e, -EINVAL, "unpack: %s is not below the state dir %s", dir,
+                               c->state_dir);
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_unpack_start_encode(0, dir + sl + 1, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        int fds[2] = {tar_fd, report_fd};
+        return helper_call(c, req, (size_t) n, fds, 2, ret, e);
+}
+
+int priv_upstream_parse(const char *s, struct priv_helper_start *h) {
+        char buf[INET6_ADDRSTRLEN + 16];
+        if (strlen(s) >= sizeof(buf))
+                return -EINVAL;
+        snprintf(buf, sizeof(buf), "%s", s);
+        char *host = buf, *port = NULL;
+        if (buf[0] == '[') {
+                char *close_b = strchr(buf, ']');
+                if (!close_b)
+                        return -EINVAL;
+                *close_b = 0;
+                host = buf + 1;
+                if (close_b[1] == ':')
+                        port = close_b + 2;
+                else if (close_b[1])
+                        return -EINVAL;
+        } else if (strchr(buf, ':') == strrchr(buf, ':') && strchr(buf, ':')) {
+                port = strchr(buf, ':');
+                *port++ = 0;
+        }
+        long p = 53;
+        if (port) {
+                char *end;
+                p = strtol(port, &end, 10);
+                if (*end || p < 1 || p > 65535)
+                        return -EINVAL;
+        }
+        memset(h->upstream_addr, 0, sizeof(h->upstream_addr));
+        if (inet_pton(AF_INET, host, h->upstream_addr) == 1)
+                h->upstream_family = 4;
+        else if (inet_pton(AF_INET6, host, h->upstream_addr) == 1)
+                h->upstream_family = 6;
+        else
+                return -EINVAL;
+        h->upstream_port = (uint16_t) p;
+        return 0;
+}
+
+int priv_signer_start(struct priv_client *c, uint32_t role, int key_fd, pid_t *ret_pid,
+                      int *ret_pidfd, int *ret_sock, struct wr_err *e) {
+        int sp[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+                int r = -errno;
+                close(key_fd);
+                return err_set(e, r, "socketpair: %s", strerror(-r));
+        }
+        struct priv_helper_start h = {
+                .kind = PRIV_HELPER_SIGNER,
+                .role = role,
+                .flags = log_get_format() == LOG_FORMAT_JSON ? PRIV_HELPER_F_JSON_LOG : 0,
+        };
+        int fds[2] = {key_fd, sp[1]};
+        struct priv_helper ph;
+        int r = priv_helper_start(c, &h, fds, 2, &ph, e);
+        close(key_fd);
+        close(sp[1]);
+        if (r < 0) {
+                close(sp[0]);
+                return err_prefix(e, r, "warren-signer through warren-priv");
+        }
+        *ret_pid = ph.pid;
+        *ret_pidfd = ph.pidfd;
+        *ret_sock = sp[0];
+        return 0;
 }

@@ -140,6 +140,34 @@ int priv_nft_table_remove(struct priv_client *c, const char *table, struct wr_er
 int priv_net_connect(struct priv_client *c, const struct priv_target *t, uint32_t addr,
                      uint16_t port, int *ret_fd, struct wr_err *e);
 
+/* ---- phase 3: the helpers (priv-proto.h HELPER_START, UNPACK_START) ----
+ * warren-priv starts the helper and is its parent; the caller gets its pid,
+ * start time and pidfd (the caller's: watch it for the exit, signal it;
+ * there is nothing to reap). The fds are sent, not closed. 0 or -errno with
+ * e (nothing started). */
+struct priv_helper {
+        pid_t pid;
+        uint64_t start_time;
+        int pidfd;
+};
+int priv_helper_start(struct priv_client *c, const struct priv_helper_start *h, const int *fds,
+                      size_t n_fds, struct priv_helper *ret, struct wr_err *e);
+
+/* UNPACK_START: warren-unpack into dir (absolute, <state>/layers/tmp/<name>)
+ * with tar_fd as its stdin and report_fd as its fd 4. */
+int priv_unpack_start(struct priv_client *c, const char *dir, int tar_fd, int report_fd,
+                      struct priv_helper *ret, struct wr_err *e);
+
+/* A warren-signer of role (PRIV_SIGNER_*) keeping the key in key_fd (closed
+ * here whatever happens), as signer/spawn.h's signer_start: *ret_sock is
+ * warrend's end of its new SOCK_SEQPACKET pair, *ret_pidfd its pidfd. */
+int priv_signer_start(struct priv_client *c, uint32_t role, int key_fd, pid_t *ret_pid,
+                      int *ret_pidfd, int *ret_sock, struct wr_err *e);
+
+/* warren-egress's --upstream-dns syntax (IP, IP:PORT, [IPv6]:PORT; port 53
+ * by default) into h's upstream fields. 0 or -EINVAL. */
+int priv_upstream_parse(const char *s, struct priv_helper_start *h);
+
 /* HELLO: warren-priv's own counters (a round trip). */
 /* Phase 4b, UPPER_PACK: the upper dir of the sandbox t (checked as
  * SANDBOX_SIGNAL's) written as a layer tar to spool_fd (a regular file

@@ -621,10 +621,17 @@ static void work_run(struct work_item *item) {
         memset(&res, 0, sizeof(res));
         memset(&created, 0, sizeof(created));
         int out_fds[2] = {-1, -1};
-        int kind = 0; /* 1: answer SANDBOX_CREATED with out_fds */
+        int kind = 0; /* 1: answer SANDBOX_CREATED with out_fds; 2: HELPER_STARTED */
         uint32_t t = req->hdr.type;
         const char *lid = lifecycle_id(req);
-        if (lid) {
+        /* phase 3, the helpers */
+        static _Thread_local struct priv_helper_started hstarted;
+        memset(&hstarted, 0, sizeof(hstarted));
+        if (t == PRIV_HELPER_START || t == PRIV_UNPACK_START) {
+                if (priv_helpers_run(req, item->fds, item->n_fds, &res, &hstarted, &out_fds[0]))
+                        kind = 2;
+                item->n_fds = 0;
+        } else if (lid) {
                 kind = priv_lifecycle_run(req, item->fds, item->n_fds, &res, &created, out_fds);
                 item->n_fds = 0;
         } else if (t == PRIV_SANDBOX_CLEANUP)
@@ -666,6 +673,14 @@ static void work_run(struct work_item *item) {
                 if (n > 0)
                         (void) priv_send(srv.sock, out, (size_t) n, out_fds, 2, 0);
                 priv_close_fds(out_fds, 2);
+        } else if (kind == 2) {
+                hstarted.served = res.served;
+                hstarted.served_total = res.served_total;
+                hstarted.refused = res.refused;
+                int n = priv_helper_started_encode(req->hdr.id, &hstarted, out, sizeof(out));
+                if (n > 0)
+                        (void) priv_send(srv.sock, out, (size_t) n, out_fds, 1, 0);
+                priv_close_fds(out_fds, 1);
         } else if (upper_ok) {
                 packed.served = res.served;
                 packed.served_total = res.served_total;
@@ -709,7 +724,9 @@ static int serve_one(const void *in, size_t len, int *fds, size_t n_fds) {
         /* only a lifecycle request (phase 2) keeps its fds past the
          * decoding: for its worker */
         item.n_fds = 0;
-        if (r < 0 || (!lifecycle_id(&req) && req.hdr.type != PRIV_SANDBOX_SPAWN_BESIDE &&
+        bool helper = r >= 0 && (req.hdr.type == PRIV_HELPER_START ||
+                                 req.hdr.type == PRIV_UNPACK_START); /* phase 3 */
+        if (r < 0 || (!lifecycle_id(&req) && !helper && req.hdr.type != PRIV_SANDBOX_SPAWN_BESIDE &&
                       req.hdr.type != PRIV_UPPER_PACK)) {
                 priv_close_fds(fds, n_fds);
         } else {
@@ -868,6 +885,7 @@ int main(int argc, char **argv) {
         signal(SIGPIPE, SIG_IGN);
         forward_on();
         (void) priv_upper_init(); /* phase 4b: warren-upper (a warning when missing) */
+        priv_helpers_init();
         if (priv_lifecycle_init(state_dir, init) < 0) {
                 log_error("warren-priv: --init %s is not an absolute path", init);
                 return 2;

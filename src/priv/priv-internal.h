@@ -72,3 +72,14 @@ int priv_upper_init(void);
  * 0 with *out filled (its counters are the caller's), or <0 with res. */
 int priv_upper_run(const struct priv_req *req, int *fds, size_t n_fds, struct priv_result *res,
                    struct priv_upper_packed *out);
+
+/* helpers.c (phase 3: HELPER_START, UNPACK_START): find the helper
+ * binaries (once, at start). */
+void priv_helpers_init(void);
+
+/* helpers.c: carry out a HELPER_START or UNPACK_START with the fds it came
+ * with (taken over: closed here). 1: started, *started filled (pid, start
+ * time) and *ret_pidfd the helper's pidfd (the caller's); 0: answer res
+ * (err set, nothing started). */
+int priv_helpers_run(const struct priv_req *req, int *fds, size_t n_fds, struct priv_result *res,
+                     struct priv_helper_started *started, int *ret_pidfd);

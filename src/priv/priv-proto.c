@@ -56,6 +56,12 @@ static const struct priv_msg_spec table[] = {
         /* phase 4b, the upper-dir reader */
         {PRIV_UPPER_PACK, "UPPER_PACK", sizeof(struct priv_upper_pack), 1, true},
         {PRIV_UPPER_PACKED, "UPPER_PACKED", sizeof(struct priv_upper_packed), 0, false},
+        /* phase 3, the helpers (the exact fd count of a HELPER_START
+         * depends on its kind and flags: helper_check) */
+        {PRIV_HELPER_START, "HELPER_START", sizeof(struct priv_helper_start), 2, true,
+         PRIV_HELPER_FDS_MAX},
+        {PRIV_UNPACK_START, "UNPACK_START", sizeof(struct priv_unpack_start), 2, true},
+        {PRIV_HELPER_STARTED, "HELPER_STARTED", sizeof(struct priv_helper_started), 1, false},
 };
 
 _Static_assert(sizeof(struct priv_hdr) + sizeof(struct priv_cleanup) <= PRIV_MSG_MAX,
@@ -79,6 +85,11 @@ _Static_assert(sizeof(struct priv_nft_apply) == PRIV_NFT_TABLE_MAX + 16 &&
                "no padding: every byte is checked");
 _Static_assert(sizeof(struct priv_hdr) + sizeof(struct priv_nft_names) <= PRIV_MSG_MAX,
                "NFT_NAMES fits a datagram");
+_Static_assert(sizeof(struct priv_helper_start) == 80 &&
+                       sizeof(struct priv_unpack_start) == PRIV_PATH_MAX + 8 &&
+                       sizeof(struct priv_helper_started) == 40 &&
+                       PRIV_HELPER_FDS_MAX <= PRIV_FDS_MAX,
+               "phase 3, helpers: no padding: every byte is checked");
 
 _Static_assert(sizeof(struct priv_volume) == PRIV_PATH_MAX + 8 &&
                        sizeof(struct priv_volume_mounted) == 32 &&
@@ -585,6 +596,136 @@ int priv_upper_packed_encode(uint64_t id, const struct priv_upper_packed *p, voi
         return put(id, PRIV_UPPER_PACKED, p, sizeof(*p), buf, size);
 }
 
+static int put(uint64_t id, uint32_t type, const void *payload, size_t plen, void *buf,
+               size_t size);
+/* ---- phase 3: the helpers ---- */
+
+unsigned priv_helper_fds(uint32_t kind, uint32_t flags) {
+        if (kind == PRIV_HELPER_SIGNER)
+                return (flags & ~PRIV_HELPER_F_JSON_LOG) ? 0 : 2;
+        if (kind == PRIV_HELPER_EGRESS) {
+                if (flags & ~(PRIV_HELPER_F_SIGNER | PRIV_HELPER_F_UPSTREAM_CA))
+                        return 0;
+                return 4 + !!(flags & PRIV_HELPER_F_SIGNER) + !!(flags & PRIV_HELPER_F_UPSTREAM_CA);
+        }
+        return 0;
+}
+
+/* A HELPER_START that arrived with n_fds fds. */
+static int helper_check(const struct priv_helper_start *h, size_t n_fds, struct wr_err *e) {
+        if (h->kind != PRIV_HELPER_EGRESS && h->kind != PRIV_HELPER_SIGNER)
+                return err_set(e, -EINVAL, "HELPER_START: unknown kind %u (1 egress, 2 signer)",
+                               h->kind);
+        unsigned want = priv_helper_fds(h->kind, h->flags);
+        if (want == 0)
+                return err_set(e, -EINVAL, "HELPER_START: flags 0x%x not for kind %u", h->flags,
+                               h->kind);
+        if (h->reserved16 || !all_zero(h->reserved, sizeof(h->reserved)))
+                return err_set(e, -EINVAL, "HELPER_START: reserved field set");
+        if (h->kind == PRIV_HELPER_SIGNER) {
+                if (h->role < PRIV_SIGNER_SECRETS || h->role > PRIV_SIGNER_CA)
+                        return err_set(e, -EINVAL, "HELPER_START: signer role %u (1..3)", h->role);
+                if (h->n_deny_ports || !all_zero(h->deny_ports, sizeof(h->deny_ports)) ||
+                    h->upstream_family || h->upstream_port ||
+                    !all_zero(h->upstream_addr, sizeof(h->upstream_addr)))
+                        return err_set(e, -EINVAL, "HELPER_START: egress fields for a signer");
+        } else {
+                if (h->role)
+                        return err_set(e, -EINVAL, "HELPER_START: a role for warren-egress");
+                if (h->n_deny_ports > PRIV_HELPER_DENY_PORTS_MAX)
+                        return err_set(e, -EINVAL, "HELPER_START: %u deny ports (at most %u)",
+                                       h->n_deny_ports, PRIV_HELPER_DENY_PORTS_MAX);
+                for (uint32_t i = 0; i < PRIV_HELPER_DENY_PORTS_MAX; i++)
+                        if ((i < h->n_deny_ports) != (h->deny_ports[i] != 0))
+                                return err_set(e, -EINVAL,
+                                               "HELPER_START: deny port %u is %u (1..65535 "
+                                               "below n_deny_ports, 0 after)",
+                                               i, h->deny_ports[i]);
+                if (h->upstream_family != 4 && h->upstream_family != 6)
+                        return err_set(e, -EINVAL, "HELPER_START: upstream family %u (4 or 6)",
+                                       h->upstream_family);
+                if (h->upstream_port == 0)
+                        return err_set(e, -EINVAL, "HELPER_START: upstream port 0");
+                if (h->upstream_family == 4 && !all_zero(h->upstream_addr + 4, 12))
+                        return err_set(e, -EINVAL,
+                                       "HELPER_START: an IPv4 upstream with bytes "
+                                       "after its address");
+                if (all_zero(h->upstream_addr, sizeof(h->upstream_addr)))
+                        return err_set(e, -EINVAL, "HELPER_START: upstream address unset");
+        }
+        if (n_fds != want)
+                return err_set(e, -EPROTO, "HELPER_START: %zu fds (kind %u with flags 0x%x: %u)",
+                               n_fds, h->kind, h->flags, want);
+        return 0;
+}
+
+/* UNPACK_START's dir: layers/tmp/<one component>. */
+static int unpack_dir_check(const char *dir, struct wr_err *e) {
+        struct wr_err pe = {0};
+        int r = priv_path_check(dir, PRIV_ROOT_LAYERS, &pe);
+        if (r < 0)
+                return err_set(e, r, "UNPACK_START: %s", pe.msg);
+        const char *second = dir + strlen(PRIV_ROOT_LAYERS) + 1;
+        size_t tl = strlen(PRIV_ROOT_LAYERS_TMP);
+        if (strncmp(second, PRIV_ROOT_LAYERS_TMP, tl) != 0 || second[tl] != '/' ||
+            strchr(second + tl + 1, '/'))
+                return err_set(e, -EACCES, "UNPACK_START: dir %.64s is not layers/tmp/<name>", dir);
+        return 0;
+}
+
+static int helper_req_decode(const char *p, size_t n_fds, struct priv_req *out, struct wr_err *e) {
+        if (out->hdr.type == PRIV_HELPER_START) {
+                memcpy(&out->helper, p, sizeof(out->helper));
+                return helper_check(&out->helper, n_fds, e);
+        }
+        struct priv_unpack_start *u = &out->unpack;
+        memcpy(u, p, sizeof(*u));
+        if (field_str(u->dir, sizeof(u->dir)) < 0)
+                return err_set(e, -EINVAL, "UNPACK_START: dir is not one NUL-padded string");
+        if (u->flags || u->reserved)
+                return err_set(e, -EINVAL, "UNPACK_START: flags 0x%x, reserved %u (both 0)",
+                               u->flags, u->reserved);
+        return unpack_dir_check(u->dir, e);
+}
+
+static int helper_reply_decode(const char *p, struct priv_reply *out, struct wr_err *e) {
+        struct priv_helper_started *h = &out->helper_started;
+        memcpy(h, p, sizeof(*h));
+        if (h->pid <= 1 || h->reserved || h->start_time == 0)
+                return err_set(e, -EINVAL, "HELPER_STARTED: pid %d, reserved %u, start time %llu",
+                               h->pid, h->reserved, (unsigned long long) h->start_time);
+        return 0;
+}
+
+int priv_helper_start_encode(uint64_t id, const struct priv_helper_start *h, void *buf, size_t size,
+                             struct wr_err *e) {
+        int r = helper_check(h, priv_helper_fds(h->kind, h->flags), e);
+        if (r < 0)
+                return r;
+        return put(id, PRIV_HELPER_START, h, sizeof(*h), buf, size);
+}
+
+int priv_unpack_start_encode(uint64_t id, const char *dir, void *buf, size_t size,
+                             struct wr_err *e) {
+        struct priv_unpack_start u;
+        memset(&u, 0, sizeof(u));
+        size_t n = strlen(dir);
+        if (n >= sizeof(u.dir))
+                return err_set(e, -EINVAL, "UNPACK_START: dir too long");
+        memcpy(u.dir, dir, n);
+        int r = unpack_dir_check(u.dir, e);
+        if (r < 0)
+                return r;
+        return put(id, PRIV_UNPACK_START, &u, sizeof(u), buf, size);
+}
+
+int priv_helper_started_encode(uint64_t id, const struct priv_helper_started *h, void *buf,
+                               size_t size) {
+        struct priv_helper_started k = *h;
+        k.reserved = 0;
+        return put(id, PRIV_HELPER_STARTED, &k, sizeof(k), buf, size);
+}
+
 unsigned priv_type_fds(uint32_t type) {
         const struct priv_msg_spec *s = spec_of(type);
         return s ? s->n_fds : 0;
@@ -679,6 +820,9 @@ int priv_req_decode(const void *buf, size_t len, size_t n_fds, struct priv_req *
                 return volssh_req_decode(p, out, e);
         case PRIV_UPPER_PACK:
                 return upper_req_decode(p, out, e);
+        case PRIV_HELPER_START:
+        case PRIV_UNPACK_START:
+                return helper_req_decode(p, n_fds, out, e);
         }
         return err_set(e, -EPROTO, "unknown request type 0x%x", out->hdr.type); /* not reached */
 }
@@ -699,6 +843,8 @@ int priv_reply_decode(const void *buf, size_t len, size_t n_fds, struct priv_rep
                 memcpy(&out->upper_packed, p, sizeof(out->upper_packed));
                 return 0; /* counters and stats: any value */
         }
+        if (out->hdr.type == PRIV_HELPER_STARTED)
+                return helper_reply_decode(p, out, e);
         if (out->hdr.type == PRIV_RESULT) {
                 struct priv_result *res = &out->result;
                 memcpy(res, p, sizeof(*res));

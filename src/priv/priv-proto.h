@@ -65,7 +65,8 @@
 #define PRIV_MAGIC 0x57505231u /* "WPR1" */
 /* 2: the lifecycle (types 6..11) and network (12..16) messages,
  * HELLO_REPLY.ip_forward
- * 3: volumes and spawn-beside (types 19..22: VOLUME_MOUNT, VOLUME_UNMOUNT,
+ * 3: the helper starts (HELPER_START 17, UNPACK_START 18, reply
+ * HELPER_STARTED 0x91), volumes and spawn-beside (types 19..22: VOLUME_MOUNT, VOLUME_UNMOUNT,
  * SANDBOX_SPAWN_BESIDE, SSH_DIR_PREPARE; replies 0x93, 0x95), phase 4b,
  * the upper-dir reader: UPPER_PACK (23), UPPER_PACKED (0x97), and for
  * phase 5 (warrend's drop) HELLO_REPLY's reserved word is host_check, the
@@ -397,6 +398,99 @@ int priv_upper_packed_encode(uint64_t id, const struct priv_upper_packed *p, voi
 int priv_upper_msg_decode(const void *buf, size_t len, size_t n_fds, struct priv_upper_msg *out,
                           struct wr_err *e);
 
+/* ---- phase 3: the helpers (request types 17..18, reply 0x91) ----
+ *
+ *   HELPER_START   struct priv_helper_start + its kind's fds ->
+ *                  HELPER_STARTED + 1 fd (the helper's pidfd), or RESULT
+ *                  {err} (nothing started, nothing sent with it).
+ *                  warren-priv finds the binary itself (at its start:
+ *                  $WARREN_EGRESS / $WARREN_SIGNER, next to itself, the
+ *                  build tree, /usr/libexec/warren), builds its argv from
+ *                  the fixed fields (never a string from warrend), gives
+ *                  it exactly the fds below as 3, 4, ... (nothing else
+ *                  but 0-2) and is its parent (it reaps it).
+ *     EGRESS  fds: ctl socket (SOCK_SEQPACKET), the proxy's listening
+ *             socket, the resolver's UDP and TCP sockets, then the
+ *             signer's socket when PRIV_HELPER_F_SIGNER, then the
+ *             upstream CA bundle (a regular file opened read-only) when
+ *             PRIV_HELPER_F_UPSTREAM_CA: 4..6. Fields: the upstream
+ *             resolver (family 4/6, address, port), deny ports (the
+ *             host's own addresses, --deny-addr, warren-priv lists itself).
+ *     SIGNER  fds: the key memfd, one end of a SOCK_SEQPACKET pair
+ *             (warrend keeps the other): exactly 2. Fields: role (which
+ *             key option), PRIV_HELPER_F_JSON_LOG.
+ *   UNPACK_START   struct priv_unpack_start + 2 fds (the tar stream, the
+ *                  write end of the report pipe) -> HELPER_STARTED + its
+ *                  pidfd: warren-unpack with stdin the stream, fd 3 the
+ *                  layer staging dir (opened by warren-priv from dir,
+ *                  "layers/tmp/<name>", beneath the state dir, no
+ *                  symlinks), fd 4 the report pipe.
+ * warrend watches a helper through its pidfd (it is not its parent):
+ * warren-priv's death does not end its helpers (they are reparented to
+ * the host's init and serve on; docs/privsep.md "Phase 3, helpers"). */
+enum priv_helper_type {
+        PRIV_HELPER_START = 17,
+        PRIV_UNPACK_START = 18,
+        /* reply */
+        PRIV_HELPER_STARTED = 0x91,
+};
+
+enum priv_helper_kind {
+        PRIV_HELPER_EGRESS = 1,
+        PRIV_HELPER_SIGNER = 2,
+};
+
+/* a signer's role: the key option it is started with */
+enum priv_signer_role {
+        PRIV_SIGNER_SECRETS = 1, /* --secrets-key-fd (keeper.c) */
+        PRIV_SIGNER_JWS = 2,     /* --jws-key-fd (the identity key) */
+        PRIV_SIGNER_CA = 3,      /* --ca-fd (warren-egress's interception CA) */
+};
+
+#define PRIV_HELPER_F_SIGNER (1u << 0)      /* EGRESS: + the signer's socket */
+#define PRIV_HELPER_F_UPSTREAM_CA (1u << 1) /* EGRESS: + the upstream CA bundle's fd */
+#define PRIV_HELPER_F_JSON_LOG (1u << 2)    /* SIGNER: --log-format json */
+#define PRIV_HELPER_DENY_PORTS_MAX 16u
+#define PRIV_HELPER_FDS_MAX 6u     /* EGRESS with both flags */
+#define PRIV_ROOT_LAYERS_TMP "tmp" /* layers/tmp/<name> */
+
+struct priv_helper_start {
+        uint32_t kind;         /* enum priv_helper_kind */
+        uint32_t role;         /* SIGNER: enum priv_signer_role; EGRESS: 0 */
+        uint32_t flags;        /* PRIV_HELPER_F_* (EGRESS: SIGNER, UPSTREAM_CA; SIGNER: JSON_LOG) */
+        uint32_t n_deny_ports; /* EGRESS: 0..16; SIGNER: 0 */
+        uint16_t deny_ports[PRIV_HELPER_DENY_PORTS_MAX]; /* [0..n) 1..65535, the rest 0 */
+        uint32_t upstream_family;                        /* EGRESS: 4 or 6; SIGNER: 0 */
+        uint16_t upstream_port;                          /* EGRESS: 1..65535 */
+        uint16_t reserved16;
+        uint8_t upstream_addr[16]; /* 4: the first 4 bytes (network order), the rest 0 */
+        uint32_t reserved[2];
+};
+
+struct priv_unpack_start {
+        char dir[PRIV_PATH_MAX]; /* "layers/tmp/<name>": priv_path_check, 3 components */
+        uint32_t flags;          /* 0 */
+        uint32_t reserved;
+};
+
+struct priv_helper_started {
+        int32_t pid; /* the helper's pid (warren-priv's child) */
+        uint32_t reserved;
+        uint64_t start_time;                    /* field 22 of /proc/<pid>/stat */
+        uint64_t served, served_total, refused; /* as RESULT's */
+};
+
+/* How many fds a HELPER_START of this kind and flags carries (0: a kind
+ * or flag the decoder refuses). */
+unsigned priv_helper_fds(uint32_t kind, uint32_t flags);
+
+int priv_helper_start_encode(uint64_t id, const struct priv_helper_start *h, void *buf, size_t size,
+                             struct wr_err *e);
+int priv_unpack_start_encode(uint64_t id, const char *dir, void *buf, size_t size,
+                             struct wr_err *e);
+int priv_helper_started_encode(uint64_t id, const struct priv_helper_started *h, void *buf,
+                               size_t size);
+
 /* "warren" or "warren_" then 1..40 of [A-Za-z0-9_]. */
 bool priv_nft_table_ok(const char *name);
 
@@ -546,6 +640,9 @@ struct priv_req {
                 struct priv_ssh_dir ssh_dir;
                 /* phase 4b, the upper-dir reader */
                 struct priv_upper_pack upper_pack;
+                /* phase 3, the helpers */
+                struct priv_helper_start helper;
+                struct priv_unpack_start unpack;
         };
 };
 
@@ -564,6 +661,8 @@ struct priv_reply {
                 struct priv_spawned spawned;
                 /* phase 4b, the upper-dir reader */
                 struct priv_upper_packed upper_packed;
+                /* phase 3, the helpers */
+                struct priv_helper_started helper_started;
         };
 };
 

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/hostaddr.h"
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "priv/client.h"
@@ -459,11 +460,15 @@ static void pid_cb(uv_poll_t *h, int status, int events) {
         struct sbx_egress *g = h->data;
         int st = 0;
         pid_t pid = g->pid;
-        (void) waitpid(pid, &st, WNOHANG);
-        log_warn("egress: warren-egress (pid %d) %s %d: restarting it (sandbox connections wait "
-                 "in the kernel meanwhile)",
-                 (int) pid, WIFSIGNALED(st) ? "killed by signal" : "exited with status",
-                 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+        if (waitpid(pid, &st, WNOHANG) != pid) /* --privsep: warren-priv's child, its log says */
+                log_warn("egress: warren-egress (pid %d) exited: restarting it (sandbox "
+                         "connections wait in the kernel meanwhile)",
+                         (int) pid);
+        else
+                log_warn("egress: warren-egress (pid %d) %s %d: restarting it (sandbox "
+                         "connections wait in the kernel meanwhile)",
+                         (int) pid, WIFSIGNALED(st) ? "killed by signal" : "exited with status",
+                         WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
         proc_forget(g);
         g->restarts++;
         spawn_schedule(g);
@@ -476,10 +481,14 @@ static void signer_pid_cb(uv_poll_t *h, int status, int events) {
         (void) events;
         struct sbx_egress *g = h->data;
         int st = 0;
-        (void) waitpid(g->signer_pid, &st, WNOHANG);
-        log_warn("egress: warren-signer (pid %d) %s %d: restarting it with warren-egress",
-                 (int) g->signer_pid, WIFSIGNALED(st) ? "killed by signal" : "exited with status",
-                 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+        if (waitpid(g->signer_pid, &st, WNOHANG) != g->signer_pid) /* --privsep */
+                log_warn("egress: warren-signer (pid %d) exited: restarting it with warren-egress",
+                         (int) g->signer_pid);
+        else
+                log_warn("egress: warren-signer (pid %d) %s %d: restarting it with warren-egress",
+                         (int) g->signer_pid,
+                         WIFSIGNALED(st) ? "killed by signal" : "exited with status",
+                         WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
         g->signer_pid = 0; /* reaped */
         uv_poll_stop(h);
         if (g->pidfd >= 0)
@@ -496,11 +505,20 @@ static int signer_spawn(struct sbx_egress *g, int *ret_fd, struct wr_err *e) {
                 return r;
         pid_t pid;
         int sock;
-        r = signer_start(g->signer_path, "--ca-fd", memfd, &pid, &sock, e);
-        if (r < 0)
-                return r;
-        g->signer_pid = pid;
-        g->signer_pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        if (g->priv) {
+                /* --privsep: warren-priv starts it (HELPER_START) */
+                r = priv_signer_start(g->priv, PRIV_SIGNER_CA, memfd, &pid, &g->signer_pidfd, &sock,
+                                      e);
+                if (r < 0)
+                        return r;
+                g->signer_pid = pid;
+        } else {
+                r = signer_start(g->signer_path, "--ca-fd", memfd, &pid, &sock, e);
+                if (r < 0)
+                        return r;
+                g->signer_pid = pid;
+                g->signer_pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        }
         g->signer_poll = calloc(1, sizeof(*g->signer_poll));
         if (g->signer_pidfd < 0 || !g->signer_poll ||
             uv_poll_init(g->loop, g->signer_poll, g->signer_pidfd) < 0) {
@@ -538,29 +556,8 @@ static void ctl_cb(uv_poll_t *h, int status, int events) {
         }
 }
 
-/* The host's own addresses (every interface but the sandboxes' wr*), for
- * --deny-addr. */
-static size_t host_addrs(char addrs[][INET6_ADDRSTRLEN], size_t max) {
-        struct ifaddrs *ifa = NULL;
-        size_t n = 0;
-        if (getifaddrs(&ifa) < 0)
-                return 0;
-        for (struct ifaddrs *i = ifa; i && n < max; i = i->ifa_next) {
-                if (!i->ifa_addr || strncmp(i->ifa_name, "wr", 2) == 0)
-                        continue;
-                int fam = i->ifa_addr->sa_family;
-                const void *a =
-                        fam == AF_INET
-                                ? (const void *) &((struct sockaddr_in *) i->ifa_addr)->sin_addr
-                        : fam == AF_INET6
-                                ? (const void *) &((struct sockaddr_in6 *) i->ifa_addr)->sin6_addr
-                                : NULL;
-                if (a && inet_ntop(fam, a, addrs[n], INET6_ADDRSTRLEN))
-                        n++;
-        }
-        freeifaddrs(ifa);
-        return n;
-}
+static int spawn_priv(struct sbx_egress *g, int sp[2], int sgfd, struct wr_err *e);
+static int spawn_ready(struct sbx_egress *g, struct wr_err *e);
 
 static int spawn(struct sbx_egress *g, struct wr_err *e) {
         int sp[2];
@@ -571,7 +568,7 @@ static int spawn(struct sbx_egress *g, struct wr_err *e) {
         (void) setsockopt(sp[0], SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big));
         /* argv, built before the fork */
         static char addrs[64][INET6_ADDRSTRLEN];
-        size_t na = host_addrs(addrs, 64);
+        size_t na = host_addrs_list(addrs, 64, "wr");
         char fds[4][16], ports[16][8];
         snprintf(fds[0], 16, "%d", sp[1]);
         snprintf(fds[1], 16, "%d", g->listen_fd);
@@ -621,6 +618,8 @@ static int spawn(struct sbx_egress *g, struct wr_err *e) {
         }
         argv[k] = NULL;
         int keep[5] = {sp[1], g->listen_fd, g->dns_udp_fd, g->dns_tcp_fd, sgfd};
+        if (g->priv)
+                return spawn_priv(g, sp, sgfd, e);
         pid_t pid = fork();
         if (pid < 0) {
                 int r = -errno;
@@ -654,6 +653,57 @@ static int spawn(struct sbx_egress *g, struct wr_err *e) {
                 proc_forget(g);
                 return err_set(e, r, "pidfd_open: %s", strerror(-r));
         }
+        return spawn_ready(g, e);
+}
+
+/* --privsep (docs/privsep.md "Phase 3, helpers"): warren-priv starts
+ * warren-egress with the same sockets (HELPER_START {EGRESS}: the resolver,
+ * the deny ports; it lists the host's addresses itself) and is its parent;
+ * warrend watches it through the pidfd it is sent, as its own child. */
+static int spawn_priv(struct sbx_egress *g, int sp[2], int sgfd, struct wr_err *e) {
+        struct priv_helper_start h = {.kind = PRIV_HELPER_EGRESS};
+        int r = priv_upstream_parse(g->upstream, &h) < 0
+                        ? err_set(e, -EINVAL, "upstream resolver %s: not IP[:PORT]", g->upstream)
+                        : 0;
+        for (size_t i = 0; i < g->n_deny_ports && i < PRIV_HELPER_DENY_PORTS_MAX; i++)
+                h.deny_ports[h.n_deny_ports++] = g->deny_ports[i];
+        int fds[PRIV_HELPER_FDS_MAX] = {sp[1], g->listen_fd, g->dns_udp_fd, g->dns_tcp_fd};
+        size_t n = 4;
+        int ca = -EBADF;
+        if (sgfd >= 0) {
+                h.flags |= PRIV_HELPER_F_SIGNER;
+                fds[n++] = sgfd;
+                if (g->upstream_ca && r >= 0) {
+                        ca = open(g->upstream_ca, O_RDONLY | O_CLOEXEC);
+                        if (ca < 0)
+                                r = err_set(e, -errno, "--egress-upstream-ca %s: %m",
+                                            g->upstream_ca);
+                        h.flags |= PRIV_HELPER_F_UPSTREAM_CA;
+                        fds[n++] = ca;
+                }
+        }
+        struct priv_helper ph = {.pidfd = -EBADF};
+        if (r >= 0)
+                r = priv_helper_start(g->priv, &h, fds, n, &ph, e);
+        closep(&ca);
+        close(sp[1]);
+        g->intercept = sgfd >= 0 && r >= 0;
+        closep(&sgfd);
+        if (r < 0) {
+                close(sp[0]);
+                signer_forget(g);
+                return err_prefix(e, r, "warren-egress through warren-priv");
+        }
+        g->ctl_fd = sp[0];
+        g->pid = ph.pid;
+        g->pidfd = ph.pidfd;
+        return spawn_ready(g, e);
+}
+
+/* The process runs (g->pid, g->pidfd, g->ctl_fd): wait for its READY,
+ * watch it, register every sandbox again. */
+static int spawn_ready(struct sbx_egress *g, struct wr_err *e) {
+        pid_t pid = g->pid;
         struct egress_msg m;
         int r = ctl_wait(g, EGRESS_READY, 0, NULL, READY_MS, &m);
         if (r < 0) {

@@ -4,8 +4,9 @@
  * and priv_reply_decode (what warrend reads back). The first byte picks the
  * decoder and how many fds the datagram claims to carry (0..PRIV_FDS_MAX).
  * Whatever is accepted carries exactly the fds its type has (none but for
- * phase 2's configs, 1 + n_bind, SANDBOX_CREATED, 2, and NET_CONNECTED,
- * 1), has its paths confined and its table names warren's (re-checked),
+ * phase 2's configs, 1 + n_bind, SANDBOX_CREATED, 2, NET_CONNECTED, 1,
+ * phase 3's HELPER_START, 2..6 by kind and flags, UNPACK_START, 2, and
+ * HELPER_STARTED, 1), has its paths confined and its table names warren's (re-checked),
  * and re-encodes to the same bytes; every refusal carries a message. (The
  * configs' blob: fuzz-priv-cfg.) A first byte of 0xf0 or more picks phase
  * 4b's priv_upper_msg_decode (what warren-priv reads from warren-upper,
@@ -159,6 +160,51 @@ static void upper_msg_one(const uint8_t *data, size_t size, size_t n_fds) {
                 abort();
 }
 
+/* ---- phase 3: the helpers ---- */
+
+/* The fds an accepted HELPER_START / UNPACK_START must carry; -1 for the
+ * other types. */
+static long helper_req_fds(void) {
+        if (req.hdr.type == PRIV_UNPACK_START)
+                return 2;
+        if (req.hdr.type != PRIV_HELPER_START)
+                return -1;
+        const struct priv_helper_start *h = &req.helper;
+        long want = h->kind == PRIV_HELPER_SIGNER ? 2
+                    : h->kind == PRIV_HELPER_EGRESS
+                            ? 4 + !!(h->flags & PRIV_HELPER_F_SIGNER) +
+                                      !!(h->flags & PRIV_HELPER_F_UPSTREAM_CA)
+                            : -2;
+        if (want < 0 || (long) priv_helper_fds(h->kind, h->flags) != want)
+                abort();
+        return want;
+}
+
+/* An accepted helper request re-checked and re-encoded. */
+static int helper_req_encode(void) {
+        struct wr_err ee = {0};
+        if (req.hdr.type == PRIV_UNPACK_START) {
+                const char *d = req.unpack.dir;
+                if (priv_path_check(d, PRIV_ROOT_LAYERS, &ee) < 0 ||
+                    strncmp(d, "layers/tmp/", 11) != 0 || strchr(d + 11, '/') ||
+                    !strcmp(d + 11, "..") || !strcmp(d + 11, ".") || req.unpack.flags)
+                        abort();
+                return priv_unpack_start_encode(req.hdr.id, d, out, sizeof(out), &ee);
+        }
+        const struct priv_helper_start *h = &req.helper;
+        if (h->kind == PRIV_HELPER_SIGNER &&
+            (h->role < 1 || h->role > 3 || h->n_deny_ports || h->upstream_port))
+                abort();
+        if (h->kind == PRIV_HELPER_EGRESS &&
+            (h->role || h->n_deny_ports > PRIV_HELPER_DENY_PORTS_MAX || h->upstream_port == 0 ||
+             (h->upstream_family != 4 && h->upstream_family != 6)))
+                abort();
+        for (uint32_t i = 0; i < PRIV_HELPER_DENY_PORTS_MAX; i++)
+                if ((i < h->n_deny_ports) != (h->deny_ports[i] != 0))
+                        abort();
+        return priv_helper_start_encode(req.hdr.id, h, out, sizeof(out), &ee);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size < 1)
                 return 0;
@@ -193,7 +239,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                                 rep.hdr.type == PRIV_SPAWNED
                                         ? volssh_reply_encode()
                                 : rep.hdr.type == PRIV_UPPER_PACKED ? upper_reply_encode()
-                                                                    : net_reply_encode();
+                                : rep.hdr.type == PRIV_HELPER_STARTED /* phase 3 */
+                                        ? (rep.helper_started.pid <= 1 ||
+                                                           rep.helper_started.start_time == 0
+                                                   ? (abort(), 0)
+                                                   : priv_helper_started_encode(rep.hdr.id,
+                                                                                &rep.helper_started,
+                                                                                out, sizeof(out)))
+                                        : net_reply_encode();
                         if (n != (int) size || memcmp(out, buf, size) != 0)
                                 abort();
                 } else if (e.msg[0] == '\0') {
@@ -207,7 +260,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         uint32_t ty = req.hdr.type;
                         bool cfg = ty == PRIV_SANDBOX_CREATE || ty == PRIV_SANDBOX_PRESTART ||
                                    ty == PRIV_SANDBOX_START;
-                        if (n_fds != (cfg ? 1 + (size_t) req.cfg.n_bind : priv_type_fds(ty)))
+                        long hfds = helper_req_fds(); /* phase 3, the helpers */
+                        if (n_fds != (cfg         ? 1 + (size_t) req.cfg.n_bind
+                                      : hfds >= 0 ? (size_t) hfds
+                                                  : priv_type_fds(ty)))
                                 abort();
                         if (volssh_req(ty) && n_fds != (ty == PRIV_SANDBOX_SPAWN_BESIDE ? 4 : 0))
                                 abort();
@@ -276,6 +332,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                 break;
                         case PRIV_UPPER_PACK:
                                 n = upper_req_encode();
+                                break;
+                        case PRIV_HELPER_START:
+                        case PRIV_UNPACK_START:
+                                n = helper_req_encode();
                                 break;
                         default:
                                 n = volssh_req(ty) ? volssh_req_encode() : net_req_encode();
