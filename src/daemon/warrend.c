@@ -360,8 +360,19 @@ static int find_priv(char *out, size_t size) {
  * (UNPACK_START, docs/privsep.md "Phase 3, helpers"). */
 static int unpack_by_priv(void *userdata, const char *dir, int tar_fd, int report_fd, int *ret_pid,
                           int *ret_pidfd, struct wr_err *e) {
+        struct daemon *d = userdata;
+        if (d->dropped)
+                /* the unpacked tree is root's (the tar's owners): moving it
+                 * into layers/sha256, or removing it, needs warren-priv too
+                 * (LAYER_COMMIT / LAYER_REMOVE, docs/privsep.md "Phase 5") */
+                return err_setx(e, -EPERM, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                "image layers cannot be stored by a warrend running as --user "
+                                "%s yet (warren-priv does not commit layers: docs/privsep.md); "
+                                "pull or import with warrend started without --user, then "
+                                "restart it with --user",
+                                d->cfg.user);
         struct priv_helper ph;
-        int r = priv_unpack_start(userdata, dir, tar_fd, report_fd, &ph, e);
+        int r = priv_unpack_start(d->priv, dir, tar_fd, report_fd, &ph, e);
         if (r < 0)
                 return r;
         *ret_pid = (int) ph.pid;
@@ -756,7 +767,7 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                         return r;
                 keeper_set_priv(d->priv);
                 if (d->images)
-                        img_store_set_unpack_start(d->images, unpack_by_priv, d->priv);
+                        img_store_set_unpack_start(d->images, unpack_by_priv, d);
         }
         r = start_keeper(d, e);
         if (r < 0)

@@ -98,10 +98,32 @@ def drop_args(port, pool):
             "--warm-pool", str(pool)]
 
 
+def imported_first(life):
+    """Storing image layers under --user is not built yet (the unpacked
+    tree is root's: its move into layers/sha256 and its removal need
+    warren-priv, docs/privsep.md): import with a warrend that does not drop,
+    stop it, and let the test start the dropped one on the same state dir."""
+    life.start(extra=["--privsep"])
+    import_image(life, "busybox:latest")
+    assert life.stop() in (0, -signal.SIGTERM)
+
+
 @pytest.mark.parametrize("pool", [0, 1])
-def test_drop_confines_warrend(fresh_warrend, user, pool):
-    port = free_port()
-    d = fresh_warrend(extra_args=drop_args(port, pool))
+def test_drop_confines_warrend(user, pool):
+    from test_lifecycle import Restartable
+
+    d = Restartable()
+    os.chmod(d.tmp, 0o711)
+    try:
+        imported_first(d)
+        port = free_port()
+        d.start(extra=drop_args(port, pool), terminate_on_exit=True)
+        confines(d, user, port, pool)
+    finally:
+        d.destroy()
+
+
+def confines(d, user, port, pool):
     pid = d.proc.pid
     assert_dropped(pid, user)
     assert "dropped to user %s (uid %d gid %d)" % (USER, user.pw_uid, user.pw_gid) in d.read_log()
@@ -120,8 +142,13 @@ def test_drop_confines_warrend(fresh_warrend, user, pool):
     assert ppid_of(priv) == pid
     assert status(priv)["Uid"].split()[0] == "0"
     assert os.readlink("/proc/%d/ns/mnt" % priv) == os.readlink("/proc/self/ns/mnt")
+    # storing layers is refused, saying why, and leaves nothing behind
+    with pytest.raises(subprocess.CalledProcessError) as ei:
+        import_image(d, "other:latest")
+    assert b"FAILED_PRECONDITION" in ei.value.stderr and b"without --user" in ei.value.stderr, \
+        ei.value.stderr
+    assert os.listdir(os.path.join(d.state_dir, "layers", "tmp")) == []
 
-    import_image(d, "busybox:latest")
     with wr.SandboxClient(d.unix_addr) as c:
         sb = c.create(image="busybox:latest", entrypoint=["sleep", "infinity"])
         assert ppid_of(init_pid(d, sb.id)) == priv
@@ -168,9 +195,9 @@ def test_drop_recovery_after_restart(user):
     os.chmod(life.tmp, 0o711)
     port = free_port()
     try:
+        imported_first(life)
         life.start(extra=drop_args(port, 1))
         assert_dropped(life.proc.pid, user)
-        import_image(life, "busybox:latest")
         with wr.SandboxClient(life.unix_addr) as c:
             sb = c.create(image="busybox:latest", entrypoint=["sleep", "infinity"])
             assert sb.exec("echo", "before").stdout_text == "before\n"
@@ -251,8 +278,8 @@ def test_drop_warren_priv_killed(user):
     os.chmod(life.tmp, 0o711)
     port = free_port()
     try:
+        imported_first(life)
         life.start(extra=drop_args(port, 0))
-        import_image(life, "busybox:latest")
         with wr.SandboxClient(life.unix_addr) as c:
             sb = c.create(image="busybox:latest", entrypoint=["sleep", "infinity"])
         priv = int(metrics(port)["warren_priv_pid"])
