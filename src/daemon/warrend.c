@@ -17,6 +17,7 @@
 #include "api/api.h"
 #include "api/wid.h"
 #include "basic/err.h"
+#include "basic/helperpath.h"
 #include "basic/log.h"
 #include "daemon/keeper.h"
 #include "signer/ca.h"
@@ -297,36 +298,11 @@ static void daemon_free(struct daemon *d) {
         daemon_config_clear(&d->cfg);
 }
 
-/* A helper binary `name`: $envvar when set (it must be executable), else
- * next to warrend (installed), else in the build tree (build/src/<subdir>),
- * else the libexec dir. 0 with its path in out, or -ENOENT. */
+/* A helper binary `name` (basic/helperpath.h: $envvar, next to warrend,
+ * the build tree, the libexec dir). 0 with its path in out, or -ENOENT. */
 static int find_helper(const char *name, const char *envvar, const char *subdir, char *out,
                        size_t size) {
-        const char *env = getenv(envvar);
-        if (env && *env) {
-                snprintf(out, size, "%s", env);
-                return access(out, X_OK) == 0 ? 0 : -ENOENT;
-        }
-        char exe[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-        if (n > 0) {
-                exe[n] = 0;
-                char *slash = strrchr(exe, '/');
-                if (slash)
-                        *slash = 0;
-                for (int i = 0; i < 3; i++) {
-                        if (i == 0)
-                                snprintf(out, size, "%s/%s", exe, name);
-                        else if (i == 1)
-                                snprintf(out, size, "%s/../%s/%s", exe, subdir, name);
-                        else
-                                snprintf(out, size, "%s/../libexec/warren/%s", exe, name);
-                        if (access(out, X_OK) == 0)
-                                return 0;
-                }
-        }
-        snprintf(out, size, "/usr/libexec/warren/%s", name);
-        return access(out, X_OK) == 0 ? 0 : -ENOENT;
+        return helper_path_find(name, envvar, subdir, out, size);
 }
 
 /* The static warren-init binary (WARREN_INIT, see find_helper). */

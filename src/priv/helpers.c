@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "basic/hostaddr.h"
+#include "basic/helperpath.h"
 #include "basic/log.h"
 #include "priv/priv-internal.h"
 #include "priv/priv-proto.h"
@@ -40,36 +41,11 @@
 
 static char egress_path[PATH_MAX], signer_path[PATH_MAX], unpack_path[PATH_MAX];
 
-/* name: $envvar, else next to warren-priv, ../<subdir>/ (the build tree),
- * ../libexec/warren, /usr/libexec/warren. */
+/* name: basic/helperpath.h ($envvar, else next to warren-priv, the build
+ * tree, the libexec dirs); only an absolute path is taken (warren-priv is
+ * root: nothing relative to whatever its cwd was). "" when none. */
 static void find(char *out, size_t size, const char *name, const char *envvar, const char *subdir) {
-        const char *env = getenv(envvar);
-        if (env && *env) {
-                snprintf(out, size, "%s", env);
-                if (env[0] != '/' || access(out, X_OK) < 0)
-                        out[0] = 0;
-                return;
-        }
-        char exe[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-        if (n > 0) {
-                exe[n] = 0;
-                char *slash = strrchr(exe, '/');
-                if (slash)
-                        *slash = 0;
-                for (int i = 0; i < 3; i++) {
-                        if (i == 0)
-                                snprintf(out, size, "%s/%s", exe, name);
-                        else if (i == 1)
-                                snprintf(out, size, "%s/../%s/%s", exe, subdir, name);
-                        else
-                                snprintf(out, size, "%s/../libexec/warren/%s", exe, name);
-                        if (access(out, X_OK) == 0)
-                                return;
-                }
-        }
-        snprintf(out, size, "/usr/libexec/warren/%s", name);
-        if (access(out, X_OK) < 0)
+        if (helper_path_find(name, envvar, subdir, out, size) < 0 || out[0] != '/')
                 out[0] = 0;
 }
 
