@@ -95,3 +95,17 @@ static inline void erase_and_freep(char **s) {
                 while (_r < 0 && errno == EINTR);                                                  \
                 _r;                                                                                \
         })
+
+/* 1 in AddressSanitizer builds (gcc or clang): seccomp filters keep what
+ * LeakSanitizer's leak check at exit needs (ptrace of the process's own
+ * threads from a clone of it). */
+#if defined(__SANITIZE_ADDRESS__)
+#define WR_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WR_ASAN 1
+#endif
+#endif
+#ifndef WR_ASAN
+#define WR_ASAN 0
+#endif

@@ -2,23 +2,13 @@
 /* warren-priv's seccomp denylist (deny.h). */
 #include "priv/deny.h"
 
+#include "basic/macro.h"
+
 #include <errno.h>
 #include <seccomp.h>
 #include <string.h>
 
-/* AddressSanitizer builds (make test's ASan suites) keep ptrace:
- * LeakSanitizer stops the process's threads with it at exit, and fails
- * fatally when it is denied. */
-#if defined(__SANITIZE_ADDRESS__)
-#define WR_DENY_KEEP_PTRACE 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define WR_DENY_KEEP_PTRACE 1
-#endif
-#endif
-#ifndef WR_DENY_KEEP_PTRACE
-#define WR_DENY_KEEP_PTRACE 0
-#endif
+/* AddressSanitizer builds keep ptrace (basic/macro.h WR_ASAN). */
 
 const char *const priv_deny_names[] = {
         /* kernel code */
@@ -56,7 +46,7 @@ const char *const priv_deny_names[] = {
         "nfsservctl",
         "_sysctl",
 /* other processes' memory, userfaultfd, io_uring, fanotify */
-#if !WR_DENY_KEEP_PTRACE
+#if !WR_ASAN
         "ptrace",
 #endif
         "process_vm_readv",
