@@ -167,9 +167,14 @@ int drop_state_dir_own(const char *state_dir, const struct drop_user *u, struct 
                 return err_set(e, -errno, "state dir %s: %m", state_dir);
         if (fchown(dfd, u->uid, u->gid) < 0)
                 return err_set(e, -errno, "state dir %s: chown to %s: %m", state_dir, u->name);
-        DIR *d = fdopendir(dup(dfd));
-        if (!d)
-                return err_set(e, -errno, "state dir %s: %m", state_dir);
+        int dfd2 = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+        DIR *d = dfd2 >= 0 ? fdopendir(dfd2) : NULL;
+        if (!d) {
+                int r = -errno;
+                if (dfd2 >= 0)
+                        close(dfd2);
+                return err_set(e, r, "state dir %s: %s", state_dir, strerror(-r));
+        }
         int r = 0;
         struct dirent *de;
         while (r == 0 && (de = readdir(d))) {

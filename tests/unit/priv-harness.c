@@ -32,11 +32,19 @@ void priv_refused(const void *buf, size_t len, size_t n_fds, int code) {
         assert_true(e.msg[0] != '\0');
 }
 
-void priv_server_start(struct priv_server *s, const char *bin, const char *tag, const char *init) {
+void priv_server_dirs(struct priv_server *s, const char *tag) {
         snprintf(s->dir, sizeof(s->dir), "/tmp/%s.XXXXXX", tag);
         assert_non_null(mkdtemp(s->dir));
         snprintf(s->state, sizeof(s->state), "%s/state", s->dir);
         priv_sh("mkdir -p %s", s->state);
+}
+
+void priv_server_start(struct priv_server *s, const char *bin, const char *tag, const char *init) {
+        priv_server_dirs(s, tag);
+        priv_server_exec(s, bin, init);
+}
+
+void priv_server_exec(struct priv_server *s, const char *bin, const char *init) {
         int sp[2];
         assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
         s->pid = fork();

@@ -26,6 +26,12 @@ struct priv_server {
  * only the state dir itself at start). */
 void priv_server_start(struct priv_server *s, const char *bin, const char *tag, const char *init);
 
+/* The two halves of priv_server_start, for a test whose layout must exist
+ * before warren-priv starts (e.g. helper binaries it looks up at start):
+ * make <dir>/state, then exec. */
+void priv_server_dirs(struct priv_server *s, const char *tag);
+void priv_server_exec(struct priv_server *s, const char *bin, const char *init);
+
 /* Close our end (warren-priv sees EOF), expect a clean exit 0, remove dir. */
 void priv_server_stop(struct priv_server *s);
 

@@ -31,6 +31,8 @@
 
 #include <cmocka.h>
 
+#include "priv-harness.h"
+
 #include "priv/priv-proto.h"
 
 static const char *priv_bin;
@@ -61,17 +63,10 @@ static size_t raw(uint32_t type, const void *p, size_t plen, uint8_t *buf) {
         return sizeof(hdr) + plen;
 }
 
-static void refused(const void *buf, size_t len, size_t n_fds, int code) {
-        struct priv_req req;
-        struct wr_err e = {0};
-        assert_int_equal(priv_req_decode(buf, len, n_fds, &req, &e), code);
-        assert_true(e.msg[0] != '\0');
-}
-
 static void helper_refused(const struct priv_helper_start *h, size_t n_fds, int code) {
         uint8_t buf[PRIV_MSG_MAX];
         size_t n = raw(PRIV_HELPER_START, h, sizeof(*h), buf);
-        refused(buf, n, n_fds, code);
+        priv_refused(buf, n, n_fds, code);
         struct wr_err e = {0};
         if (code != -EPROTO) /* a field: the encoder refuses it too (it sends the kind's count) */
                 assert_true(priv_helper_start_encode(1, h, buf, sizeof(buf), &e) < 0);
@@ -80,7 +75,7 @@ static void helper_refused(const struct priv_helper_start *h, size_t n_fds, int 
 static void unpack_refused_raw(const struct priv_unpack_start *u, size_t n_fds, int code) {
         uint8_t buf[PRIV_MSG_MAX];
         size_t n = raw(PRIV_UNPACK_START, u, sizeof(*u), buf);
-        refused(buf, n, n_fds, code);
+        priv_refused(buf, n, n_fds, code);
 }
 
 static void test_round_trips(void **state) {
@@ -271,7 +266,7 @@ static void test_refusals(void **state) {
         int n = priv_helper_started_encode(3, &st, buf, sizeof(buf));
         assert_int_equal(priv_reply_decode(buf, (size_t) n, 0, &rep, &e), -EPROTO);
         assert_int_equal(priv_reply_decode(buf, (size_t) n, 2, &rep, &e), -EPROTO);
-        refused(buf, (size_t) n, 1, -EPROTO);
+        priv_refused(buf, (size_t) n, 1, -EPROTO);
         st.pid = 1;
         n = priv_helper_started_encode(3, &st, buf, sizeof(buf));
         assert_int_equal(priv_reply_decode(buf, (size_t) n, 1, &rep, &e), -EINVAL);
@@ -280,81 +275,48 @@ static void test_refusals(void **state) {
         n = priv_helper_started_encode(3, &st, buf, sizeof(buf));
         assert_int_equal(priv_reply_decode(buf, (size_t) n, 1, &rep, &e), -EINVAL);
         n = priv_hello_encode(1, buf, sizeof(buf));
-        refused(buf, (size_t) n, 1, -EPROTO);
+        priv_refused(buf, (size_t) n, 1, -EPROTO);
         /* a short or long HELPER_START */
         good_signer(&h);
         size_t len = raw(PRIV_HELPER_START, &h, sizeof(h), buf);
-        refused(buf, len - 1, 2, -EPROTO);
+        priv_refused(buf, len - 1, 2, -EPROTO);
 }
 
 /* ---- the real binary ---- */
 
-struct server {
-        char dir[64], state[96], log[128];
-        pid_t pid;
-        int sock;
-};
-
-static void server_start(struct server *s) {
-        snprintf(s->dir, sizeof(s->dir), "/tmp/wr-priv-hl.XXXXXX");
-        assert_non_null(mkdtemp(s->dir));
-        snprintf(s->state, sizeof(s->state), "%s/state", s->dir);
-        snprintf(s->log, sizeof(s->log), "%s/started", s->dir);
-        char cmd[1024];
-        /* the fake helper: records its argv and whether fds 3 and 4 are
-         * open (warren-priv runs it as each of the three) */
-        snprintf(cmd, sizeof(cmd),
-                 "mkdir -p %s/state/layers/tmp/unpack-ok %s/state/layers/sha256 %s/outside && "
-                 "ln -s ../../outside %s/state/layers/tmp/unpack-evil && "
-                 "printf '#!/bin/sh\\na=\"$*\"; set -- /proc/$$/fd/*; "
-                 "echo \"$0 $a fds: $* .\" >> %s\\n' > %s/helper && chmod 755 %s/helper",
-                 s->dir, s->dir, s->dir, s->dir, s->log, s->dir, s->dir);
-        assert_int_equal(system(cmd), 0);
-        char helper[128];
-        snprintf(helper, sizeof(helper), "%s/helper", s->dir);
-        int sp[2];
-        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
-        s->pid = fork();
-        assert_true(s->pid >= 0);
-        if (s->pid == 0) {
-                char fd[16];
-                snprintf(fd, sizeof(fd), "%d", sp[1]);
-                fcntl(sp[1], F_SETFD, 0);
-                setenv("WARREN_EGRESS", helper, 1);
-                setenv("WARREN_SIGNER", helper, 1);
-                setenv("WARREN_UNPACK_HELPER", helper, 1);
-                execl(priv_bin, priv_bin, "--sock-fd", fd, "--state-dir", s->state, "--init",
-                      "/bin/true", "--log-level", "error", (char *) NULL);
-                _exit(127);
-        }
-        close(sp[1]);
-        s->sock = sp[0];
+/* The log the fake helper appends to (one line per start). */
+static const char *log_of(const struct priv_server *s) {
+        static char log[160];
+        snprintf(log, sizeof(log), "%s/started", s->dir);
+        return log;
 }
 
-static void server_stop(struct server *s) {
-        close(s->sock);
-        int st;
-        assert_int_equal(waitpid(s->pid, &st, 0), s->pid);
-        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-        char cmd[128];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", s->dir);
-        assert_int_equal(system(cmd), 0);
+static void server_start(struct priv_server *s) {
+        priv_server_dirs(s, "wr-priv-hl");
+        /* the fake helper: records its argv and whether fds 3 and 4 are
+         * open (warren-priv runs it as each of the three; it looks them up
+         * at start, so they exist first) */
+        priv_sh("mkdir -p %s/state/layers/tmp/unpack-ok %s/state/layers/sha256 %s/outside && "
+                "ln -s ../../outside %s/state/layers/tmp/unpack-evil && "
+                "printf '#!/bin/sh\\na=\"$*\"; set -- /proc/$$/fd/*; "
+                "echo \"$0 $a fds: $* .\" >> %s\\n' > %s/helper && chmod 755 %s/helper",
+                s->dir, s->dir, s->dir, s->dir, log_of(s), s->dir, s->dir);
+        char helper[128];
+        snprintf(helper, sizeof(helper), "%s/helper", s->dir);
+        setenv("WARREN_EGRESS", helper, 1);
+        setenv("WARREN_SIGNER", helper, 1);
+        setenv("WARREN_UNPACK_HELPER", helper, 1);
+        priv_server_exec(s, priv_bin, "/bin/true");
 }
 
 /* Send, and the answer (its fds into rfds). */
-static void answer(struct server *s, const void *buf, size_t len, const int *fds, size_t n_fds,
+static void answer(struct priv_server *s, const void *buf, size_t len, const int *fds, size_t n_fds,
                    struct priv_reply *rep, int rfds[PRIV_FDS_MAX], size_t *n_rfds) {
-        assert_int_equal(priv_send(s->sock, buf, len, fds, n_fds, 0), 0);
-        uint8_t in[PRIV_MSG_MAX + 1];
-        *n_rfds = 0;
-        long n = priv_recv(s->sock, in, sizeof(in), rfds, n_rfds, 0);
-        assert_true(n > 0);
-        struct wr_err e = {0};
-        assert_int_equal(priv_reply_decode(in, (size_t) n, *n_rfds, rep, &e), 0);
+        priv_server_answer(s, buf, len, fds, n_fds, rep, rfds, n_rfds);
 }
 
 /* A refusal: a RESULT with err, no fds, nothing started. */
-static void refused_there(struct server *s, const void *buf, size_t len, const int *fds,
+static void refused_there(struct priv_server *s, const void *buf, size_t len, const int *fds,
                           size_t n_fds, int err) {
         struct priv_reply rep;
         int rfds[PRIV_FDS_MAX];
@@ -365,7 +327,7 @@ static void refused_there(struct server *s, const void *buf, size_t len, const i
         if (err)
                 assert_int_equal(rep.result.err, err);
         struct stat st;
-        assert_int_equal(lstat(s->log, &st), -1);
+        assert_int_equal(lstat(log_of(s), &st), -1);
 }
 
 /* the read end of a pipe sees EOF once warren-priv closed its copy of the
@@ -385,9 +347,9 @@ static int memfd(void) {
 }
 
 /* the fake helper's line, once it ran */
-static void started_line(struct server *s, char *out, size_t size) {
+static void started_line(struct priv_server *s, char *out, size_t size) {
         for (int i = 0; i < 500; i++) {
-                FILE *f = fopen(s->log, "r");
+                FILE *f = fopen(log_of(s), "r");
                 if (f) {
                         bool got = fgets(out, (int) size, f) != NULL;
                         fclose(f);
@@ -419,7 +381,7 @@ static void test_server(void **state) {
         (void) state;
         if (geteuid() != 0)
                 skip();
-        struct server s;
+        struct priv_server s;
         server_start(&s);
         uint8_t buf[PRIV_MSG_MAX];
         struct wr_err e = {0};
@@ -525,7 +487,7 @@ static void test_server(void **state) {
         started_line(&s, line, sizeof(line));
         assert_non_null(strstr(line, " --jws-key-fd 3 --sock-fd 4 --log-level info"));
         fds_are(line);
-        assert_int_equal(unlink(s.log), 0);
+        assert_int_equal(unlink(log_of(&s)), 0);
 
         /* and an unpack into layers/tmp/unpack-ok */
         n = (size_t) priv_unpack_start_encode(1, "layers/tmp/unpack-ok", buf, sizeof(buf), &e);
@@ -540,7 +502,7 @@ static void test_server(void **state) {
         close(p[1]);
         started_line(&s, line, sizeof(line));
         fds_are(line);
-        server_stop(&s);
+        priv_server_stop(&s);
 }
 
 int main(int argc, char **argv) {
