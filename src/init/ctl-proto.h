@@ -40,6 +40,16 @@
  *             own root, inside it (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS:
  *             no symlink or ".." leads out). Phase 4a of privilege separation
  *             (docs/privsep.md "Phase 4, files, as built").
+ *   FILE_MKDIR, FILE_REMOVE, FILE_RENAME, FILE_SYMLINK
+ *             hdr.id = request id; struct ctl_file_op + its paths -> RESULT
+ *             (same id). Done by init itself, as the sandbox's root inside
+ *             the sandbox, every path resolved like FILE_OPEN's; the last
+ *             component is handled with *at() calls on its parent's fd that
+ *             never follow it (phase 4a-2, docs/privsep.md).
+ *   FILE_LIST hdr.id = request id; struct ctl_file_op + path -> FILE_LISTED
+ *             (same id): struct ctl_file_listed, and (err == 0) a sealed
+ *             memfd holding `count` entries (struct ctl_file_entry + name +
+ *             link target each), one directory level, unsorted.
  *   RELEASE   hdr.id = exec id of a hold; struct ctl_release -> RESULT.
  *             STDIN: close the held stdin write end (the daemon closed
  *             stdin: the process must see EOF). ALL: forget the hold, close
@@ -89,6 +99,11 @@ enum ctl_type {
         CTL_TAKE = 8,
         CTL_RELEASE = 9,
         CTL_FILE_OPEN = 10,
+        CTL_FILE_MKDIR = 11,   /* phase 4a-2: struct ctl_file_op + path -> RESULT */
+        CTL_FILE_REMOVE = 12,  /* struct ctl_file_op + path -> RESULT */
+        CTL_FILE_RENAME = 13,  /* struct ctl_file_op + from + to -> RESULT */
+        CTL_FILE_SYMLINK = 14, /* struct ctl_file_op + path + target -> RESULT */
+        CTL_FILE_LIST = 15,    /* struct ctl_file_op + path -> FILE_LISTED + memfd */
         /* replies and events */
         CTL_SPAWNED = 0x81,
         CTL_EXITED = 0x82,
@@ -98,6 +113,7 @@ enum ctl_type {
         CTL_HOLDS_REPLY = 0x86,
         CTL_TAKEN = 0x87,
         CTL_FILE_OPENED = 0x88,
+        CTL_FILE_LISTED = 0x89,
 };
 
 struct ctl_hdr {
@@ -274,6 +290,83 @@ struct ctl_file_opened {
         uint32_t reserved;
 };
 
+/* FILE_MKDIR .. FILE_LIST (phase 4a-2). Each type takes a closed set of
+ * flags (below); every other field must be 0 unless the type uses it. */
+enum ctl_file_op_flags {
+        /* MKDIR, SYMLINK: fchown the new entry to uid:gid (ids inside the
+         * sandbox); without it the entry is init's (the sandbox's root) */
+        CTL_FOP_OWNER = 1u << 0,
+        /* MKDIR: make missing parents too (0755, same owner); an existing
+         * directory at path is then success */
+        CTL_FOP_PARENTS = 1u << 1,
+        /* REMOVE: a directory and everything under it (never following a
+         * symlink, never entering another mount: EBUSY) */
+        CTL_FOP_RECURSIVE = 1u << 2,
+        /* RENAME: EEXIST when to exists (renameat2 RENAME_NOREPLACE) */
+        CTL_FOP_NOREPLACE = 1u << 3,
+        /* RENAME: from must be the inode dev:ino (ESTALE otherwise): the
+         * daemon's temp file, not what the sandbox put at its name */
+        CTL_FOP_EXPECT = 1u << 4,
+        /* LIST: the last component must be a directory, not a symlink to
+         * one (the daemon's recursion never follows symlinks) */
+        CTL_FOP_NOFOLLOW = 1u << 5,
+        CTL_FOP_FLAGS_ALL = 0x3f,
+};
+
+/* Payload of FILE_MKDIR .. FILE_LIST: this struct, then path_len bytes
+ * (an absolute path, NUL-terminated, no other NUL, at most CTL_PATH_MAX),
+ * then path2_len bytes (RENAME: the destination, absolute; SYMLINK: the
+ * link's target, any bytes but NUL, not empty; both NUL-terminated, at most
+ * CTL_PATH_MAX; other types: 0). The flags each type takes:
+ *   MKDIR   OWNER, PARENTS; mode <= 07777 (exactly, no umask)
+ *   REMOVE  RECURSIVE
+ *   RENAME  NOREPLACE, EXPECT (then dev and ino; else both 0)
+ *   SYMLINK OWNER
+ *   LIST    NOFOLLOW
+ * uid/gid: with OWNER, not (uint32_t) -1; else 0. mode: MKDIR only. */
+struct ctl_file_op {
+        uint32_t flags; /* enum ctl_file_op_flags */
+        uint32_t mode;
+        uint32_t uid;
+        uint32_t gid;
+        uint32_t path_len;
+        uint32_t path2_len;
+        uint64_t dev; /* RENAME with EXPECT: st_dev of from, as init sees it */
+        uint64_t ino;
+};
+
+/* FILE_LIST's answer. count <= CTL_FILE_LIST_MAX; fs_type is the listed
+ * directory's statfs f_type (the daemon refuses or skips kernel file
+ * systems); truncated: the directory held more entries than count. */
+struct ctl_file_listed {
+        int32_t err; /* positive errno; 0 = the memfd follows */
+        uint32_t count;
+        uint64_t fs_type;
+        uint32_t truncated; /* 0 or 1 */
+        uint32_t reserved;
+};
+
+/* One entry in FILE_LISTED's memfd: this struct, then name_len bytes of
+ * the name (no NUL, no '/', not "." or "..", 1..255 bytes), then link_len
+ * bytes of a symlink's target (0 for anything else; at most
+ * CTL_PATH_MAX - 1). Ids as init sees them (inside the sandbox's user
+ * namespace). */
+struct ctl_file_entry {
+        uint32_t mode; /* st_mode: type and permission bits */
+        uint32_t uid;
+        uint32_t gid;
+        uint16_t name_len;
+        uint16_t link_len;
+        uint64_t size;
+        int64_t mtime_ns;
+};
+
+#define CTL_FILE_LIST_MAX 65536u /* entries in one FILE_LISTED */
+#define CTL_FILE_NAME_MAX 255u
+
+_Static_assert(sizeof(struct ctl_file_op) == 40, "ctl_file_op layout");
+_Static_assert(sizeof(struct ctl_file_listed) == 24, "ctl_file_listed layout");
+_Static_assert(sizeof(struct ctl_file_entry) == 32, "ctl_file_entry layout");
 _Static_assert(sizeof(struct ctl_file_open) == 24, "ctl_file_open layout");
 _Static_assert(sizeof(struct ctl_hdr) == 24, "ctl_hdr layout");
 _Static_assert(sizeof(struct ctl_spawn) == 32, "ctl_spawn layout");

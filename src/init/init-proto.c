@@ -3,6 +3,7 @@
  * checked before it is used; nothing is trusted, not even the daemon. */
 
 #include <errno.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +145,67 @@ static int decode_file_open(const char *p, size_t len, struct init_file_open *re
         return 0;
 }
 
+/* The flags each of FILE_MKDIR .. FILE_LIST takes (ctl-proto.h). */
+static uint32_t file_op_flags(uint32_t type) {
+        switch (type) {
+        case CTL_FILE_MKDIR:
+                return CTL_FOP_OWNER | CTL_FOP_PARENTS;
+        case CTL_FILE_REMOVE:
+                return CTL_FOP_RECURSIVE;
+        case CTL_FILE_RENAME:
+                return CTL_FOP_NOREPLACE | CTL_FOP_EXPECT;
+        case CTL_FILE_SYMLINK:
+                return CTL_FOP_OWNER;
+        default: /* CTL_FILE_LIST */
+                return CTL_FOP_NOFOLLOW;
+        }
+}
+
+/* One NUL-terminated string of exactly len bytes at p: no other NUL,
+ * 2..CTL_PATH_MAX bytes, absolute when abs. */
+static bool str_valid(const char *p, uint32_t len, bool abs) {
+        if (len < 2 || len > CTL_PATH_MAX || p[len - 1] != '\0' || memchr(p, '\0', len - 1))
+                return false;
+        return !abs || p[0] == '/';
+}
+
+static int decode_file_op(uint32_t type, const char *p, size_t len, struct init_file_op *ret) {
+        struct ctl_file_op w;
+
+        if (len < sizeof(w))
+                return -EINVAL;
+        memcpy(&w, p, sizeof(w));
+        if (w.flags & ~file_op_flags(type))
+                return -EINVAL;
+        if ((uint64_t) w.path_len + w.path2_len != len - sizeof(w))
+                return -EINVAL;
+        const char *path = p + sizeof(w), *path2 = path + w.path_len;
+        if (!str_valid(path, w.path_len, true))
+                return -EINVAL;
+        bool two = type == CTL_FILE_RENAME || type == CTL_FILE_SYMLINK;
+        if (two ? !str_valid(path2, w.path2_len, type == CTL_FILE_RENAME) : w.path2_len != 0)
+                return -EINVAL;
+        if (type == CTL_FILE_MKDIR ? (w.mode & ~07777u) != 0 : w.mode != 0)
+                return -EINVAL;
+        if (w.flags & CTL_FOP_OWNER) {
+                if (w.uid == UINT32_MAX || w.gid == UINT32_MAX)
+                        return -EINVAL;
+        } else if (w.uid != 0 || w.gid != 0) {
+                return -EINVAL;
+        }
+        if (!(w.flags & CTL_FOP_EXPECT) && (w.dev != 0 || w.ino != 0))
+                return -EINVAL;
+        *ret = (struct init_file_op){.flags = w.flags,
+                                     .mode = w.mode,
+                                     .uid = w.uid,
+                                     .gid = w.gid,
+                                     .dev = w.dev,
+                                     .ino = w.ino,
+                                     .path = path,
+                                     .path2 = two ? path2 : NULL};
+        return 0;
+}
+
 static int signo_valid(int32_t signo) {
         return signo >= 1 && signo <= SIGRTMAX;
 }
@@ -200,6 +262,12 @@ int init_req_decode(const void *buf, size_t n, struct init_req *ret) {
                 return 0;
         case CTL_FILE_OPEN:
                 return decode_file_open(p, len, &ret->file_open);
+        case CTL_FILE_MKDIR:
+        case CTL_FILE_REMOVE:
+        case CTL_FILE_RENAME:
+        case CTL_FILE_SYMLINK:
+        case CTL_FILE_LIST:
+                return decode_file_op(ret->hdr.type, p, len, &ret->file_op);
         case CTL_PING:
         case CTL_LIST:
         case CTL_HOLDS:

@@ -31,6 +31,17 @@ struct init_file_open {
         const char *path; /* absolute, NUL-terminated; points into the buffer */
 };
 
+/* FILE_MKDIR .. FILE_LIST, checked against the type's rules (ctl-proto.h). */
+struct init_file_op {
+        uint32_t flags; /* enum ctl_file_op_flags */
+        uint32_t mode;
+        uint32_t uid;
+        uint32_t gid;
+        uint64_t dev, ino;
+        const char *path;  /* absolute, NUL-terminated; points into the buffer */
+        const char *path2; /* RENAME: to (absolute); SYMLINK: the target; else NULL */
+};
+
 struct init_req {
         struct ctl_hdr hdr; /* valid as far as it could be read, else zeroed */
         union {
@@ -40,6 +51,7 @@ struct init_req {
                 struct ctl_kill_all kill_all;
                 struct ctl_release release;
                 struct init_file_open file_open;
+                struct init_file_op file_op; /* FILE_MKDIR .. FILE_LIST */
         };
 };
 
@@ -52,7 +64,8 @@ struct init_req {
  *   -EOPNOTSUPP unknown or non-request type
  *   -EINVAL   a payload field out of range (flags, signal, strings, ...)
  *   -ENOMEM   out of memory
- * For FILE_OPEN, ret->file_open.path points into buf.
+ * For FILE_OPEN, ret->file_open.path points into buf; for FILE_MKDIR ..
+ * FILE_LIST, ret->file_op.path and .path2 do.
  * ret->hdr.id and ret->hdr.type are set whenever the header's first 24 bytes
  * were present, so the caller can address its error reply. */
 int init_req_decode(const void *buf, size_t n, struct init_req *ret);

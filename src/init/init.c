@@ -42,6 +42,7 @@
 
 #include "basic/macro.h"
 #include "init/ctl-proto.h"
+#include "init/file-ops.h"
 #include "init/init-proto.h"
 
 #define LISTEN_FD 3
@@ -884,84 +885,49 @@ static int do_release(uint64_t id, const struct ctl_release *rl) {
         return 0;
 }
 
-/* FILE_OPEN (ctl-proto.h): open a path of the sandbox for the daemon,
- * resolved from init's own root and never out of it. The daemon gets the
- * fd and does the I/O itself; init only opens (and owns what it made). */
-static int file_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode) {
-        /* openat2 is strict: O_PATH takes no O_NOCTTY */
-        if (!(flags & O_PATH))
-                flags |= O_NOCTTY;
-        struct open_how how = {.flags = flags | O_CLOEXEC,
-                               .mode = mode,
-                               .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-        int fd;
-        do
-                fd = (int) syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-        while (fd < 0 && errno == EAGAIN); /* a rename raced the lookup */
-        return fd < 0 ? -errno : fd;
-}
-
-static int file_open(const struct init_file_open *f, int *ret_fd) {
-        uint64_t fl = 0;
-        if (f->flags & CTL_FOPEN_PATH)
-                fl |= O_PATH;
-        if (f->flags & CTL_FOPEN_READ)
-                fl |= O_RDONLY;
-        if (f->flags & CTL_FOPEN_WRITE)
-                fl |= O_WRONLY;
-        if (f->flags & CTL_FOPEN_RDWR)
-                fl |= O_RDWR;
-        if (f->flags & CTL_FOPEN_CREATE)
-                fl |= O_CREAT;
-        if (f->flags & CTL_FOPEN_EXCL)
-                fl |= O_EXCL;
-        if (f->flags & CTL_FOPEN_TRUNC)
-                fl |= O_TRUNC;
-        if (f->flags & CTL_FOPEN_DIRECTORY)
-                fl |= O_DIRECTORY;
-        if (f->flags & CTL_FOPEN_NOFOLLOW)
-                fl |= O_NOFOLLOW;
-        if (!(f->flags & CTL_FOPEN_PATH))
-                fl |= O_NONBLOCK; /* a FIFO must not block init */
-
-        int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (root < 0)
-                return -errno;
-        int fd = file_openat2(root, f->path, fl, (fl & O_CREAT) ? 0600 : 0);
-        close(root);
-        if (fd < 0)
-                return fd;
-        if (!(f->flags & CTL_FOPEN_PATH)) {
-                struct stat st;
-                if (fstat(fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) ||
-                    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
-                        close(fd);
-                        return -EINVAL;
-                }
-        }
-        if (f->flags & CTL_FOPEN_CREATE) {
-                /* the file is new (CREATE implies EXCL): its owner and the
-                 * exact mode, whatever the umask */
-                if (((f->flags & CTL_FOPEN_OWNER) && fchown(fd, f->uid, f->gid) < 0) ||
-                    fchmod(fd, f->mode) < 0) {
-                        int r = -errno;
-                        close(fd);
-                        return r;
-                }
-        }
-        *ret_fd = fd;
-        return 0;
-}
-
 static void do_file_open(struct conn *c, uint64_t id, const struct init_file_open *f) {
         struct ctl_file_opened o = {0};
         int fd = -1;
-        int r = file_open(f, &fd);
+        int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        int r = root < 0 ? -errno : init_fop_open(root, f, &fd);
+        if (root >= 0)
+                close(root);
         if (r < 0)
                 o.err = -r;
         conn_send(c, CTL_FILE_OPENED, id, &o, sizeof(o), fd);
         if (fd >= 0)
                 close(fd);
+}
+
+/* FILE_MKDIR .. FILE_LIST (ctl-proto.h, file-ops.h): done here, as the
+ * sandbox's root inside the sandbox, resolved from init's own root. The
+ * work is synchronous: a big recursive REMOVE holds init's loop for its
+ * length (the daemon waits at most 5 s per request). */
+static void do_file_op(struct conn *c, uint64_t id, uint32_t type, const struct init_file_op *op) {
+        int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0) {
+                int r = -errno;
+                if (type == CTL_FILE_LIST) {
+                        struct ctl_file_listed l = {.err = -r};
+                        conn_send(c, CTL_FILE_LISTED, id, &l, sizeof(l), -1);
+                } else {
+                        send_result(c, id, r);
+                }
+                return;
+        }
+        if (type == CTL_FILE_LIST) {
+                struct ctl_file_listed l;
+                int mfd = -1;
+                int r = init_fop_list(root, op, &l, &mfd);
+                if (r < 0)
+                        l = (struct ctl_file_listed){.err = -r};
+                conn_send(c, CTL_FILE_LISTED, id, &l, sizeof(l), mfd);
+                if (mfd >= 0)
+                        close(mfd);
+        } else {
+                send_result(c, id, init_fop_do(root, type, op));
+        }
+        close(root);
 }
 
 static void handle_one(struct conn *c, size_t n, int *fds, int nfds, bool truncated) {
@@ -990,7 +956,9 @@ static void handle_one(struct conn *c, size_t n, int *fds, int nfds, bool trunca
                 send_result(c, req.hdr.id, -EBADF);
                 return;
         }
-        if (req.hdr.type == CTL_FILE_OPEN) {
+        bool file_req = req.hdr.type == CTL_FILE_OPEN ||
+                        (req.hdr.type >= CTL_FILE_MKDIR && req.hdr.type <= CTL_FILE_LIST);
+        if (file_req) {
                 if (!c->talked)
                         c->files = true;
         } else {
@@ -1033,6 +1001,13 @@ static void handle_one(struct conn *c, size_t n, int *fds, int nfds, bool trunca
                 break;
         case CTL_FILE_OPEN:
                 do_file_open(c, req.hdr.id, &req.file_open);
+                break;
+        case CTL_FILE_MKDIR:
+        case CTL_FILE_REMOVE:
+        case CTL_FILE_RENAME:
+        case CTL_FILE_SYMLINK:
+        case CTL_FILE_LIST:
+                do_file_op(c, req.hdr.id, req.hdr.type, &req.file_op);
                 break;
         }
         init_req_done(&req);

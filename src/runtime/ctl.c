@@ -240,6 +240,60 @@ int rt_ctl_send_file_open(int fd, uint64_t id, const char *path, uint32_t flags,
         return send_msg(fd, buf, sizeof(struct ctl_hdr) + len, NULL, 0);
 }
 
+int rt_ctl_send_file_op(int fd, uint64_t id, uint32_t type, uint32_t flags, uint32_t mode,
+                        uint32_t uid, uint32_t gid, const char *path, const char *path2,
+                        uint64_t dev, uint64_t ino) {
+        size_t plen = path ? strlen(path) + 1 : 0, p2len = path2 ? strlen(path2) + 1 : 0;
+        if (type < CTL_FILE_MKDIR || type > CTL_FILE_LIST || !path || path[0] != '/' ||
+            plen > CTL_PATH_MAX || p2len > CTL_PATH_MAX ||
+            (flags & ~(uint32_t) CTL_FOP_FLAGS_ALL))
+                return -EINVAL;
+        _cleanup_free_ unsigned char *buf =
+                malloc(sizeof(struct ctl_hdr) + sizeof(struct ctl_file_op) + 2 * CTL_PATH_MAX);
+        if (!buf)
+                return -ENOMEM;
+        struct ctl_file_op f = {.flags = flags,
+                                .mode = mode,
+                                .uid = uid,
+                                .gid = gid,
+                                .path_len = (uint32_t) plen,
+                                .path2_len = (uint32_t) p2len,
+                                .dev = dev,
+                                .ino = ino};
+        uint32_t len = (uint32_t) (sizeof(f) + plen + p2len);
+        hdr_put(buf, type, len, id);
+        unsigned char *p = buf + sizeof(struct ctl_hdr);
+        memcpy(p, &f, sizeof(f));
+        memcpy(p + sizeof(f), path, plen);
+        if (p2len)
+                memcpy(p + sizeof(f) + plen, path2, p2len);
+        return send_msg(fd, buf, sizeof(struct ctl_hdr) + len, NULL, 0);
+}
+
+int rt_ctl_file_entry_next(const void *buf, size_t len, size_t *pos,
+                           struct rt_ctl_file_entry *ret) {
+        const char *b = buf;
+        if (*pos == len)
+                return 0;
+        if (*pos > len || len - *pos < sizeof(ret->e))
+                return -EBADMSG;
+        memcpy(&ret->e, b + *pos, sizeof(ret->e));
+        size_t nl = ret->e.name_len, ll = ret->e.link_len;
+        size_t at = *pos + sizeof(ret->e);
+        if (nl == 0 || nl > CTL_FILE_NAME_MAX || ll > CTL_PATH_MAX - 1 || len - at < nl + ll)
+                return -EBADMSG;
+        const char *name = b + at, *link = name + nl;
+        if (memchr(name, '/', nl) || memchr(name, 0, nl) || (nl == 1 && name[0] == '.') ||
+            (nl == 2 && name[0] == '.' && name[1] == '.'))
+                return -EBADMSG;
+        if (ll && (!S_ISLNK(ret->e.mode) || memchr(link, 0, ll)))
+                return -EBADMSG;
+        ret->name = name;
+        ret->link = link;
+        *pos = at + nl + ll;
+        return 1;
+}
+
 /* The fds a TAKEN with this mask carries: one per bit, a PTY alone. */
 static int taken_nfds(uint32_t mask) {
         if (mask & CTL_HOLD_FD_PTY)
@@ -265,7 +319,7 @@ int rt_ctl_msg_decode(const void *buf, size_t n, int nfds, struct rt_ctl_msg *re
                 return -EBADMSG;
         if (nfds < 0 || nfds > 4 || (nfds > 1 && h.type != CTL_TAKEN) ||
             (nfds == 1 && h.type != CTL_SPAWNED && h.type != CTL_TAKEN &&
-             h.type != CTL_FILE_OPENED))
+             h.type != CTL_FILE_OPENED && h.type != CTL_FILE_LISTED))
                 return -EBADMSG;
 
         ret->type = h.type;
@@ -375,6 +429,19 @@ int rt_ctl_msg_decode(const void *buf, size_t n, int nfds, struct rt_ctl_msg *re
                 ret->err = -o.err;
                 return 0;
         }
+        case CTL_FILE_LISTED: {
+                struct ctl_file_listed l;
+                if (h.len != sizeof(l))
+                        return -EBADMSG;
+                memcpy(&l, p, sizeof(l));
+                if (!errno_valid(l.err) || l.reserved || l.truncated > 1 ||
+                    l.count > CTL_FILE_LIST_MAX || (l.err == 0) != (nfds == 1) ||
+                    (l.err && (l.count || l.fs_type || l.truncated)))
+                        return -EBADMSG;
+                ret->err = -l.err;
+                ret->listed = l;
+                return 0;
+        }
         default:
                 return -EBADMSG;
         }
@@ -450,7 +517,16 @@ int rt_ctl_recv_fds(int fd, struct rt_ctl_msg *ret, int ret_fds[4], int *ret_nfd
         /* Only what the message says may come back: a pty master (with
          * SPAWNED or a PTY TAKEN) or pipes; refuse anything else init
          * might pass. */
-        for (int i = 0; r == 0 && ret->type != CTL_FILE_OPENED && i < nfds; i++) {
+        if (r == 0 && ret->type == CTL_FILE_LISTED && nfds == 1) {
+                /* a memfd init sealed: nothing changes it while it is read */
+                int seals = fcntl(fds[0], F_GET_SEALS);
+                int need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+                if (seals < 0 || (seals & need) != need)
+                        r = -EBADMSG;
+        }
+        for (int i = 0; r == 0 && ret->type != CTL_FILE_OPENED && ret->type != CTL_FILE_LISTED &&
+                        i < nfds;
+             i++) {
                 bool pty = ret->type == CTL_SPAWNED || (ret->fdmask & CTL_HOLD_FD_PTY);
                 if (pty ? !is_pty_master(fds[i]) : !is_fifo(fds[i])) {
                         rt_ctl_msg_done(ret);
@@ -511,14 +587,37 @@ int rt_ctl_recv_wait(int fd, struct rt_ctl_msg *ret, int *ret_passed_fd, int tim
         }
 }
 
-int rt_ctl_file_open(int fd, uint64_t id, const char *path, uint32_t flags, uint32_t mode,
-                     uint32_t uid, uint32_t gid, int timeout_ms, int *ret_fd) {
+/* What one files request sends (rt_ctl_file_open, rt_ctl_file_op). */
+struct file_req {
+        uint32_t type; /* CTL_FILE_OPEN .. CTL_FILE_LIST */
+        uint32_t flags, mode, uid, gid;
+        const char *path, *path2;
+        uint64_t dev, ino;
+};
+
+static int file_req_send(int fd, uint64_t id, const struct file_req *q) {
+        if (q->type == CTL_FILE_OPEN)
+                return rt_ctl_send_file_open(fd, id, q->path, q->flags, q->mode, q->uid, q->gid);
+        return rt_ctl_send_file_op(fd, id, q->type, q->flags, q->mode, q->uid, q->gid, q->path,
+                                   q->path2, q->dev, q->ino);
+}
+
+/* Send q and wait for its answer (FILE_OPENED, FILE_LISTED or RESULT with
+ * id): *ret_msg, *ret_fd the fd it carried. */
+static int file_call(int fd, uint64_t id, const struct file_req *q, int timeout_ms,
+                     struct rt_ctl_msg *ret_msg, int *ret_fd) {
         int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+        uint32_t want = q->type == CTL_FILE_OPEN   ? CTL_FILE_OPENED
+                        : q->type == CTL_FILE_LIST ? CTL_FILE_LISTED
+                                                   : CTL_RESULT;
         *ret_fd = -EBADF;
         for (;;) {
-                int r = rt_ctl_send_file_open(fd, id, path, flags, mode, uid, gid);
-                if (r != -EAGAIN)
+                int r = file_req_send(fd, id, q);
+                if (r != -EAGAIN) {
+                        if (r < 0)
+                                return r;
                         break;
+                }
                 struct pollfd pfd = {.fd = fd, .events = POLLOUT};
                 r = RETRY_EINTR(poll(&pfd, 1, remaining(deadline)));
                 if (r < 0)
@@ -532,25 +631,66 @@ int rt_ctl_file_open(int fd, uint64_t id, const char *path, uint32_t flags, uint
                 int r = rt_ctl_recv_wait(fd, &m, &pfd, remaining(deadline));
                 if (r < 0)
                         return r;
-                uint32_t type = m.type;
-                uint64_t mid = m.id;
-                int err = m.err;
                 rt_ctl_msg_done(&m);
-                /* an init without FILE_OPEN answers RESULT; anything else
+                /* an init without the type answers RESULT; anything else
                  * (an event) is not ours: files connections get none */
-                if (type == CTL_RESULT && mid == id) {
+                if (m.type == CTL_RESULT && m.id == id && want != CTL_RESULT) {
                         safe_close(pfd);
-                        return err < 0 ? err : -EBADMSG;
+                        return m.err < 0 ? m.err : -EBADMSG;
                 }
-                if (type != CTL_FILE_OPENED || mid != id) {
+                if (m.type != want || m.id != id) {
                         safe_close(pfd);
                         continue;
                 }
-                if (err < 0)
-                        return err;
+                *ret_msg = m;
+                if (m.err < 0) {
+                        safe_close(pfd);
+                        return m.err;
+                }
                 *ret_fd = pfd;
                 return 0;
         }
+}
+
+int rt_ctl_file_open(int fd, uint64_t id, const char *path, uint32_t flags, uint32_t mode,
+                     uint32_t uid, uint32_t gid, int timeout_ms, int *ret_fd) {
+        struct file_req q = {.type = CTL_FILE_OPEN,
+                             .flags = flags,
+                             .mode = mode,
+                             .uid = uid,
+                             .gid = gid,
+                             .path = path};
+        struct rt_ctl_msg m;
+        return file_call(fd, id, &q, timeout_ms, &m, ret_fd);
+}
+
+int rt_ctl_file_op(int fd, uint64_t id, uint32_t type, uint32_t flags, uint32_t mode, uint32_t uid,
+                   uint32_t gid, const char *path, const char *path2, uint64_t dev, uint64_t ino,
+                   int timeout_ms, struct ctl_file_listed *ret_listed, int *ret_memfd) {
+        if (type < CTL_FILE_MKDIR || type > CTL_FILE_LIST ||
+            (type == CTL_FILE_LIST) != (ret_listed && ret_memfd))
+                return -EINVAL;
+        struct file_req q = {.type = type,
+                             .flags = flags,
+                             .mode = mode,
+                             .uid = uid,
+                             .gid = gid,
+                             .path = path,
+                             .path2 = path2,
+                             .dev = dev,
+                             .ino = ino};
+        struct rt_ctl_msg m;
+        int pfd = -EBADF;
+        int r = file_call(fd, id, &q, timeout_ms, &m, &pfd);
+        if (r < 0)
+                return r;
+        if (type == CTL_FILE_LIST) {
+                *ret_listed = m.listed;
+                *ret_memfd = pfd;
+        } else {
+                safe_close(pfd);
+        }
+        return 0;
 }
 
 /* Send with waiting for POLLOUT on a non-blocking socket. */

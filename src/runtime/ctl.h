@@ -58,6 +58,14 @@ struct rt_ctl_msg {
         struct ctl_hold *holds; /* HOLDS_REPLY: n_holds entries, heap */
         size_t n_holds;
         uint32_t fdmask; /* TAKEN (err 0): enum ctl_hold_fd, the fds that came */
+        struct ctl_file_listed listed; /* FILE_LISTED (err is also in .err) */
+};
+
+/* One entry of a FILE_LISTED memfd (rt_ctl_file_entry_next). */
+struct rt_ctl_file_entry {
+        struct ctl_file_entry e;
+        const char *name; /* name_len bytes (no NUL); points into the buffer */
+        const char *link; /* link_len bytes (no NUL); points into the buffer */
 };
 
 /* Connect to the control socket at path. *ret_fd is SOCK_SEQPACKET,
@@ -120,8 +128,35 @@ int rt_ctl_send_file_open(int fd, uint64_t id, const char *path, uint32_t flags,
 int rt_ctl_file_open(int fd, uint64_t id, const char *path, uint32_t flags, uint32_t mode,
                      uint32_t uid, uint32_t gid, int timeout_ms, int *ret_fd);
 
+/* Send FILE_MKDIR .. FILE_LIST (type) with id: flags (enum
+ * ctl_file_op_flags), mode, uid/gid, path (absolute), path2 (RENAME's to,
+ * SYMLINK's target, else NULL), dev/ino (RENAME with EXPECT). Answer: RESULT
+ * (FILE_LISTED for LIST) with id. -EINVAL for what init would refuse that
+ * is cheap to see here (a path not absolute or too long, unknown flags). */
+int rt_ctl_send_file_op(int fd, uint64_t id, uint32_t type, uint32_t flags, uint32_t mode,
+                        uint32_t uid, uint32_t gid, const char *path, const char *path2,
+                        uint64_t dev, uint64_t ino);
+
+/* Blocking FILE_MKDIR .. FILE_LIST on a files connection (as
+ * rt_ctl_file_open): send, wait up to timeout_ms for the answer with id.
+ * Returns 0 or init's errno (negative), -EOPNOTSUPP (an init without the
+ * type), -ETIMEDOUT, -ECONNRESET. FILE_LIST: *ret_listed and *ret_memfd
+ * (a sealed memfd, CLOEXEC, the caller's; pass NULLs for other types). */
+int rt_ctl_file_op(int fd, uint64_t id, uint32_t type, uint32_t flags, uint32_t mode, uint32_t uid,
+                   uint32_t gid, const char *path, const char *path2, uint64_t dev, uint64_t ino,
+                   int timeout_ms, struct ctl_file_listed *ret_listed, int *ret_memfd);
+
+/* Decode the entry at *pos of a FILE_LISTED memfd's bytes buf[0..len)
+ * (pure; the sandbox wrote them): returns 1 and fills *ret (pointing into
+ * buf) and advances *pos, 0 at the end (*pos == len), -EBADMSG for a
+ * truncated entry, a name that is empty, longer than CTL_FILE_NAME_MAX,
+ * "." or "..", or holds '/' or NUL, a link target on anything but a
+ * symlink, or one with a NUL or longer than CTL_PATH_MAX - 1. */
+int rt_ctl_file_entry_next(const void *buf, size_t len, size_t *pos,
+                           struct rt_ctl_file_entry *ret);
+
 /* Decode one datagram from init, strictly. nfds: how many fds came with it
- * (only a successful SPAWNED or FILE_OPENED may carry one, a successful
+ * (only a successful SPAWNED, FILE_OPENED or FILE_LISTED may carry one, a successful
  * TAKEN exactly one per fdmask bit). Returns 0 and fills *ret (free with rt_ctl_msg_done),
  * or -EBADMSG (malformed), -EMSGSIZE, -ENOMEM. */
 int rt_ctl_msg_decode(const void *buf, size_t n, int nfds, struct rt_ctl_msg *ret);
