@@ -60,7 +60,8 @@ static void finish_nomem(struct rpc_call *call) {
 static int take_fs(struct rpc_call *call, const char *field, const char *key, bool ro,
                    struct sbx_fs *fs) {
         struct api_ctx *ctx = rpc_call_server_ctx(call);
-        *fs = (struct sbx_fs){.root_fd = -EBADF, .pidfd = -EBADF, .ctl_fd = -EBADF};
+        *fs = (struct sbx_fs){
+                .root_fd = -EBADF, .pidfd = -EBADF, .ctl_fd = -EBADF, .files_fd = -EBADF};
         if (!key || !*key) {
                 char m[128];
                 snprintf(m, sizeof(m), "%s: empty; give the sandbox's id or name", field);
@@ -206,7 +207,7 @@ static void job_work(uv_work_t *w) {
                 return;
         switch (j->op) {
         case OP_STAT:
-                j->r = sbx_file_stat(j->fs.root_fd, "path", j->path, &j->info, &j->err);
+                j->r = sbx_file_stat(&j->fs, "path", j->path, &j->info, &j->err);
                 break;
         case OP_REMOVE:
                 j->r = sbx_file_remove(&j->fs, "path", j->path, j->flag, &j->err);
@@ -362,8 +363,9 @@ static void read_work(uv_work_t *w) {
                 struct stat sb;
                 if ((st->r = sbx_fs_root(&st->fs, &st->err)) < 0)
                         return;
-                st->r = sbx_file_open_read(st->fs.root_fd, "path", st->path, &st->fd, &sb,
+                st->r = sbx_file_open_read(&st->fs, "path", st->path, &st->fd, &sb,
                                            &st->err);
+                sbx_fs_ctl_release(&st->fs); /* the data comes through st->fd */
                 if (st->r < 0)
                         return;
                 uint64_t size = (uint64_t) sb.st_size;
@@ -731,7 +733,7 @@ static void list_work(uv_work_t *w) {
         if (!st->l) {
                 if ((st->r = sbx_fs_root(&st->fs, &st->err)) < 0)
                         return;
-                st->r = sbx_file_list_open(st->fs.root_fd, "path", st->path, st->recursive,
+                st->r = sbx_file_list_open(&st->fs, "path", st->path, st->recursive,
                                            st->max_depth, &st->l, &st->err);
                 if (st->r < 0)
                         return;
@@ -942,6 +944,7 @@ static void watch_work(uv_work_t *w) {
         if ((st->r = sbx_fs_root(&st->fs, &st->err)) < 0)
                 return;
         st->r = sbx_watch_new(st->fs.root_fd, "path", st->path, st->recursive, &st->w, &st->err);
+        sbx_fs_ctl_release(&st->fs);
 }
 
 static void watch_done(uv_work_t *w, int status) {

@@ -310,7 +310,12 @@ enum ctl_file_op_flags {
         /* LIST: the last component must be a directory, not a symlink to
          * one (the daemon's recursion never follows symlinks) */
         CTL_FOP_NOFOLLOW = 1u << 5,
-        CTL_FOP_FLAGS_ALL = 0x3f,
+        /* RENAME: before the rename, from (a regular file: EINVAL
+         * otherwise) gets mode exactly; with EXPECT, checked first. The
+         * daemon's writes: a temp file made 0600 gets its final mode (set-id
+         * bits included) only once its data is written */
+        CTL_FOP_CHMOD = 1u << 6,
+        CTL_FOP_FLAGS_ALL = 0x7f,
 };
 
 /* Payload of FILE_MKDIR .. FILE_LIST: this struct, then path_len bytes
@@ -320,10 +325,12 @@ enum ctl_file_op_flags {
  * CTL_PATH_MAX; other types: 0). The flags each type takes:
  *   MKDIR   OWNER, PARENTS; mode <= 07777 (exactly, no umask)
  *   REMOVE  RECURSIVE
- *   RENAME  NOREPLACE, EXPECT (then dev and ino; else both 0)
+ *   RENAME  NOREPLACE, EXPECT (then dev and ino; else both 0), CHMOD (then
+ *           mode <= 07777)
  *   SYMLINK OWNER
  *   LIST    NOFOLLOW
- * uid/gid: with OWNER, not (uint32_t) -1; else 0. mode: MKDIR only. */
+ * uid/gid: with OWNER, not (uint32_t) -1; else 0. mode: MKDIR, RENAME with
+ * CHMOD; else 0. */
 struct ctl_file_op {
         uint32_t flags; /* enum ctl_file_op_flags */
         uint32_t mode;

@@ -198,9 +198,13 @@ static int do_mkdir(int root, const struct init_file_op *op) {
                 return d;
         r = mkdir_owned(d, leaf, op->mode, op->flags & CTL_FOP_OWNER, op->uid, op->gid);
         if (r == -EEXIST && (op->flags & CTL_FOP_PARENTS)) {
-                struct stat st;
-                if (fstatat(d, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-                        r = 0;
+                /* a directory there (or a symlink to one inside the root,
+                 * as the lookup of a parent takes it): done; a dangling
+                 * symlink or a file: that lookup's error */
+                int x = resolve(root, op->path, O_PATH | O_DIRECTORY, 0);
+                r = x < 0 ? x : 0;
+                if (x >= 0)
+                        close(x);
         }
         close(d);
         return r;
@@ -242,6 +246,25 @@ static int do_rename(int root, const struct init_file_op *op) {
                         r = -errno;
                 else if ((uint64_t) st.st_dev != op->dev || (uint64_t) st.st_ino != op->ino)
                         r = -ESTALE;
+        }
+        if (r == 0 && (op->flags & CTL_FOP_CHMOD)) {
+                /* a regular file (never a symlink's target): its inode */
+                int f = child(fd, fleaf, O_PATH);
+                struct stat fst;
+                char p[64];
+                if (f < 0)
+                        r = f;
+                else if (fstat(f, &fst) < 0)
+                        r = -errno;
+                else if (!S_ISREG(fst.st_mode) ||
+                         ((op->flags & CTL_FOP_EXPECT) && ((uint64_t) fst.st_dev != op->dev ||
+                                                           (uint64_t) fst.st_ino != op->ino)))
+                        r = S_ISREG(fst.st_mode) ? -ESTALE : -EINVAL;
+                else if (snprintf(p, sizeof(p), "/proc/self/fd/%d", f) > 0 &&
+                         chmod(p, op->mode) < 0)
+                        r = -errno;
+                if (f >= 0)
+                        close(f);
         }
         if (r == 0 && syscall(SYS_renameat2, fd, fleaf, td, tleaf,
                               (op->flags & CTL_FOP_NOREPLACE) ? RENAME_NOREPLACE : 0) < 0)

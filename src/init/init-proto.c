@@ -153,7 +153,7 @@ static uint32_t file_op_flags(uint32_t type) {
         case CTL_FILE_REMOVE:
                 return CTL_FOP_RECURSIVE;
         case CTL_FILE_RENAME:
-                return CTL_FOP_NOREPLACE | CTL_FOP_EXPECT;
+                return CTL_FOP_NOREPLACE | CTL_FOP_EXPECT | CTL_FOP_CHMOD;
         case CTL_FILE_SYMLINK:
                 return CTL_FOP_OWNER;
         default: /* CTL_FILE_LIST */
@@ -185,7 +185,8 @@ static int decode_file_op(uint32_t type, const char *p, size_t len, struct init_
         bool two = type == CTL_FILE_RENAME || type == CTL_FILE_SYMLINK;
         if (two ? !str_valid(path2, w.path2_len, type == CTL_FILE_RENAME) : w.path2_len != 0)
                 return -EINVAL;
-        if (type == CTL_FILE_MKDIR ? (w.mode & ~07777u) != 0 : w.mode != 0)
+        bool has_mode = type == CTL_FILE_MKDIR || (w.flags & CTL_FOP_CHMOD);
+        if (has_mode ? (w.mode & ~07777u) != 0 : w.mode != 0)
                 return -EINVAL;
         if (w.flags & CTL_FOP_OWNER) {
                 if (w.uid == UINT32_MAX || w.gid == UINT32_MAX)

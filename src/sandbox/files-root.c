@@ -139,8 +139,11 @@ int sbx_fs_root(struct sbx_fs *fs, struct wr_err *e) {
                 r = rt_ctl_file_open(fs->ctl_fd, atomic_fetch_add(&file_req_id, 1), "/",
                                      CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY, 0, 0, 0,
                                      FILE_OPEN_TIMEOUT_MS, &fd);
-                if (r == 0) { /* answered: nothing in flight on it */
-                        pool_put(fs->id, fs->init_pid, TAKE_FD(fs->ctl_fd));
+                if (r == 0) {
+                        /* answered: the operations of this call go through
+                         * it, then it goes back to the pool (sbx_fs_clear) */
+                        fs->files_fd = TAKE_FD(fs->ctl_fd);
+                        fs->ctl_put = pool_put;
                         break;
                 }
                 fs->ctl_fd = safe_close(fs->ctl_fd);
@@ -154,12 +157,20 @@ int sbx_fs_root(struct sbx_fs *fs, struct wr_err *e) {
         if (r == -EOPNOTSUPP && fs->init_pid > 0) {
                 /* a paused sandbox (init is frozen) or an init started
                  * before FILE_OPEN (a sandbox older than this warrend): its
-                 * root as the host sees it (needs host root: phase 5 has
-                 * to replace this, docs/privsep.md) */
+                 * root as the host sees it, and the operations done by
+                 * warrend itself (needs host root: a dropped warrend
+                 * cannot open it) */
                 char path[64];
                 snprintf(path, sizeof(path), "/proc/%d/root", fs->init_pid);
                 fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
                 r = fd < 0 ? -errno : 0;
+                if ((r == -EACCES || r == -EPERM) && fs->paused && init_alive(fs->pidfd))
+                        return err_setx(e, r, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                        "sandbox %s is paused: its warren-init is frozen and "
+                                        "cannot open its files, and this warrend runs without "
+                                        "privileges (--user); resume it first (ResumeSandbox, "
+                                        "sandbox.resume(), `warren sandbox resume %s`)",
+                                        fs->id, fs->id);
         }
         if (r == -ETIMEDOUT)
                 return err_setx(e, r, WR_STATUS_UNAVAILABLE, WR_FAULT_WORKLOAD,
@@ -179,7 +190,8 @@ int sbx_fs_root(struct sbx_fs *fs, struct wr_err *e) {
 }
 
 int sbx_fs_open(struct sbx_manager *m, const char *key, struct sbx_fs *ret, struct wr_err *e) {
-        *ret = (struct sbx_fs){.root_fd = -EBADF, .pidfd = -EBADF, .ctl_fd = -EBADF};
+        *ret = (struct sbx_fs){
+                .root_fd = -EBADF, .pidfd = -EBADF, .ctl_fd = -EBADF, .files_fd = -EBADF};
         struct sbx *sb;
         int r = sbx_running(m, key, &sb, e);
         if (r < 0)

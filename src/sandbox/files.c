@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <sys/inotify.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -30,7 +32,8 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
-#include "basic/rmrf.h"
+#include "init/file-ops.h"
+#include "runtime/ctl.h"
 #include "sandbox/user.h"
 
 #define streq(a, b) (strcmp((a), (b)) == 0)
@@ -69,12 +72,23 @@ int sbx_fs_add_ro_mount(struct sbx_fs *fs, const char *target, const char *label
         return 0;
 }
 
+void sbx_fs_ctl_release(struct sbx_fs *fs) {
+        if (!fs)
+                return;
+        if (fs->files_fd >= 0 && fs->ctl_put && !fs->ctl_broken)
+                fs->ctl_put(fs->id, fs->init_pid, fs->files_fd);
+        else
+                safe_close(fs->files_fd);
+        fs->files_fd = -EBADF;
+}
+
 void sbx_fs_clear(struct sbx_fs *fs) {
         if (!fs)
                 return;
         safe_close(fs->root_fd);
         safe_close(fs->pidfd);
         safe_close(fs->ctl_fd);
+        sbx_fs_ctl_release(fs);
         free(fs->ctl_path);
         free(fs->workdir);
         for (size_t i = 0; i < fs->n_ro_mounts; i++) {
@@ -82,7 +96,8 @@ void sbx_fs_clear(struct sbx_fs *fs) {
                 free(fs->ro_mounts[i].label);
         }
         free(fs->ro_mounts);
-        *fs = (struct sbx_fs){.root_fd = -EBADF, .pidfd = -EBADF, .ctl_fd = -EBADF};
+        *fs = (struct sbx_fs){
+                .root_fd = -EBADF, .pidfd = -EBADF, .ctl_fd = -EBADF, .files_fd = -EBADF};
 }
 
 /* ---- paths (pure) ---- */
@@ -178,6 +193,11 @@ static int openat2_in(int dirfd, const char *path, uint64_t flags, uint64_t reso
         return fd < 0 ? -errno : fd;
 }
 
+/* Open path of the sandbox (init/ctl-proto.h's FILE_OPEN flags), through
+ * warren-init or locally (below). */
+static int fs_open(const struct sbx_fs *fs, const char *path, uint32_t flags, uint32_t mode,
+                   uint32_t uid, uint32_t gid);
+
 /* The name of a kernel file system the file API refuses, or NULL. */
 static const char *kernel_fs(unsigned long type) {
         switch (type) {
@@ -221,6 +241,19 @@ static const char *kernel_fs(unsigned long type) {
         }
 }
 
+/* Refuse a file system type that is a kernel one. */
+static int fs_type_check(unsigned long type, const char *field, const char *path,
+                         struct wr_err *e) {
+        const char *k = kernel_fs(type);
+        if (k)
+                return PRECONDITION(e, -EPERM,
+                                    "%s: \"%.*s\" is on the sandbox's %s file system (kernel "
+                                    "state, not files); the file API serves files only: run a "
+                                    "command in the sandbox to read it",
+                                    field, SHOW(path), k);
+        return 0;
+}
+
 /* Refuse fd when it is on a kernel file system. sf may be NULL. */
 static int fs_check(int fd, const char *field, const char *path, struct statfs *sf,
                     struct wr_err *e) {
@@ -229,14 +262,7 @@ static int fs_check(int fd, const char *field, const char *path, struct statfs *
                 sf = &buf;
         if (fstatfs(fd, sf) < 0)
                 return err_set(e, -errno, "%s: statfs \"%.*s\": %m", field, SHOW(path));
-        const char *k = kernel_fs((unsigned long) sf->f_type);
-        if (k)
-                return PRECONDITION(e, -EPERM,
-                                    "%s: \"%.*s\" is on the sandbox's %s file system (kernel "
-                                    "state, not files); the file API serves files only: run a "
-                                    "command in the sandbox to read it",
-                                    field, SHOW(path), k);
-        return 0;
+        return fs_type_check((unsigned long) sf->f_type, field, path, e);
 }
 
 static int mnt_id_of(int fd, uint64_t *ret) {
@@ -256,8 +282,9 @@ static int read_only(const struct sbx_fs *fs, int dir_fd, const char *field, con
         uint64_t id = 0, mid = 0;
         if (mnt_id_of(dir_fd, &id) == 0)
                 for (size_t i = 0; i < fs->n_ro_mounts; i++) {
-                        _cleanup_close_ int m = openat2_in(fs->root_fd, fs->ro_mounts[i].target,
-                                                           O_PATH | O_DIRECTORY, RESOLVE);
+                        _cleanup_close_ int m = fs_open(fs, fs->ro_mounts[i].target,
+                                                        CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY, 0,
+                                                        0, 0);
                         if (m >= 0 && mnt_id_of(m, &mid) == 0 && mid == id)
                                 return PRECONDITION(
                                         e, -EROFS,
@@ -315,6 +342,19 @@ static int path_err(int r, const char *field, const char *path, struct wr_err *e
         case -EACCES:
         case -EPERM:
                 return PRECONDITION(e, r, "%s: \"%.*s\": %s", field, SHOW(path), strerror(-r));
+        case -ETIMEDOUT:
+                return err_setx(e, r, WR_STATUS_UNAVAILABLE, WR_FAULT_WORKLOAD,
+                                "%s: \"%.*s\": the sandbox's warren-init did not answer "
+                                "within 5 s; try again, or restart the sandbox",
+                                field, SHOW(path));
+        case -ECONNRESET:
+        case -EPIPE:
+        case -ENOTCONN:
+        case -EBADMSG:
+                return err_setx(e, r, WR_STATUS_UNAVAILABLE, WR_FAULT_WORKLOAD,
+                                "%s: \"%.*s\": the sandbox's warren-init %s; try again", field,
+                                SHOW(path),
+                                r == -EBADMSG ? "sent a malformed answer" : "closed the connection");
         default:
                 return err_set(e, r, "%s: \"%.*s\": %s", field, SHOW(path), strerror(-r));
         }
@@ -322,8 +362,9 @@ static int path_err(int r, const char *field, const char *path, struct wr_err *e
 
 /* Open directory dir (absolute, final symlink followed inside the root)
  * O_PATH, checked not to be on a kernel file system. */
-static int dir_open(int root_fd, const char *field, const char *dir, struct wr_err *e) {
-        _cleanup_close_ int fd = openat2_in(root_fd, dir, O_PATH | O_DIRECTORY, RESOLVE);
+static int dir_open(const struct sbx_fs *fs, const char *field, const char *dir,
+                    struct wr_err *e) {
+        _cleanup_close_ int fd = fs_open(fs, dir, CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY, 0, 0, 0);
         if (fd < 0)
                 return path_err(fd, field, dir, e);
         int r = fs_check(fd, field, dir, NULL, e);
@@ -382,75 +423,145 @@ static void as_host_root(const struct sbx_fs *fs) {
                 r_;                                                                                \
         })
 
-/* Make dir name owned by uid:gid (ids inside the sandbox: fs's map). */
-static int mkdir_owned(const struct sbx_fs *fs, int parent, const char *name, mode_t mode,
-                       uint32_t uid, uint32_t gid) {
-        if (AS_SANDBOX_ROOT(fs, mkdirat(parent, name, 0700)) < 0)
-                return -errno;
-        _cleanup_close_ int d = openat2_in(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
-                                           RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV);
-        if (d < 0)
-                return d;
-        if (fchown(d, wr_id_host(uid, fs->id_base, fs->id_count),
-                   wr_id_host(gid, fs->id_base, fs->id_count)) < 0 ||
-            fchmod(d, mode) < 0)
-                return -errno;
-        return 0;
+/* ---- the way to the sandbox's files ---- */
+
+/* How long one request to warren-init may take: it answers at once
+ * unless the sandbox took it over, or a recursive remove is big. */
+#define FILE_OP_TIMEOUT_MS 5000
+
+static atomic_uint_fast64_t op_req_id = 1;
+
+/* warren-init does the operation (a files connection), or warrend on
+ * root_fd (no connection: a paused sandbox, an init without the message,
+ * the unit tests). */
+static bool remote(const struct sbx_fs *fs) {
+        return fs->files_fd >= 0;
+}
+
+/* A request that failed midway leaves the connection out of the pool
+ * (a late answer would wait in it). fs is the worker's own (files.h):
+ * only this flag changes. */
+static int ctl_done(const struct sbx_fs *fs, int r) {
+        if (r == -ETIMEDOUT || r == -ECONNRESET || r == -EPIPE || r == -ENOTCONN ||
+            r == -EBADMSG || r == -ENOMEM)
+                ((struct sbx_fs *) fs)->ctl_broken = true;
+        return r;
+}
+
+/* Ids as the side that uses them wants: init takes ids inside the
+ * sandbox, warrend's own calls host ids. */
+static uint32_t id_for(const struct sbx_fs *fs, uint32_t id) {
+        return remote(fs) ? id : wr_id_host(id, fs->id_base, fs->id_count);
+}
+
+static int fs_open(const struct sbx_fs *fs, const char *path, uint32_t flags, uint32_t mode,
+                   uint32_t uid, uint32_t gid) {
+        int fd = -EBADF, r;
+        if (flags & CTL_FOPEN_OWNER) {
+                uid = id_for(fs, uid);
+                gid = id_for(fs, gid);
+        }
+        if (remote(fs)) {
+                r = ctl_done(fs, rt_ctl_file_open(fs->files_fd, atomic_fetch_add(&op_req_id, 1),
+                                                  path, flags, mode, uid, gid,
+                                                  FILE_OP_TIMEOUT_MS, &fd));
+        } else {
+                struct init_file_open f = {
+                        .flags = flags, .mode = mode, .uid = uid, .gid = gid, .path = path};
+                r = AS_SANDBOX_ROOT(fs, init_fop_open(fs->root_fd, &f, &fd));
+        }
+        return r < 0 ? r : fd;
+}
+
+/* FILE_MKDIR .. FILE_SYMLINK (type), uid/gid ids inside the sandbox. */
+static int fs_op(const struct sbx_fs *fs, uint32_t type, uint32_t flags, uint32_t mode,
+                 uint32_t uid, uint32_t gid, const char *path, const char *path2, uint64_t dev,
+                 uint64_t ino) {
+        if (!(flags & CTL_FOP_OWNER))
+                uid = gid = 0;
+        if (remote(fs)) {
+                int r = ctl_done(fs, rt_ctl_file_op(fs->files_fd, atomic_fetch_add(&op_req_id, 1),
+                                                    type, flags, mode, uid, gid, path, path2, dev,
+                                                    ino, FILE_OP_TIMEOUT_MS, NULL, NULL));
+                /* an init older than these messages: warrend on the root
+                 * init opened (works while warrend is host root) */
+                if (r != -EOPNOTSUPP || fs->root_fd < 0)
+                        return r;
+        }
+        if (flags & CTL_FOP_OWNER) {
+                uid = wr_id_host(uid, fs->id_base, fs->id_count);
+                gid = wr_id_host(gid, fs->id_base, fs->id_count);
+        }
+        struct init_file_op op = {.flags = flags,
+                                  .mode = mode,
+                                  .uid = uid,
+                                  .gid = gid,
+                                  .dev = dev,
+                                  .ino = ino,
+                                  .path = path,
+                                  .path2 = path2};
+        return AS_SANDBOX_ROOT(fs, init_fop_do(fs->root_fd, type, &op));
+}
+
+/* FILE_LIST of path: *ret, *ret_memfd; *ids_inside: the entries' ids are
+ * the sandbox's (init's view), not the host's. */
+static int fs_list(const struct sbx_fs *fs, const char *path, uint32_t flags,
+                   struct ctl_file_listed *ret, int *ret_memfd, bool *ids_inside) {
+        *ids_inside = false;
+        if (remote(fs)) {
+                int r = ctl_done(fs, rt_ctl_file_op(fs->files_fd, atomic_fetch_add(&op_req_id, 1),
+                                                    CTL_FILE_LIST, flags, 0, 0, 0, path, NULL, 0,
+                                                    0, FILE_OP_TIMEOUT_MS, ret, ret_memfd));
+                if (r != -EOPNOTSUPP || fs->root_fd < 0) {
+                        *ids_inside = true;
+                        return r;
+                }
+        }
+        struct init_file_op op = {.flags = flags, .path = path};
+        return init_fop_list(fs->root_fd, &op, ret, ret_memfd);
+}
+
+/* path/leaf: dir (absolute) joined with a name. heap. */
+static char *join(const char *dir, const char *leaf) {
+        char *p;
+        return asprintf(&p, "%s%s%s", dir, streq(dir, "/") ? "" : "/", leaf) < 0 ? NULL : p;
 }
 
 /* Open directory dir O_PATH, making missing components (0755,
- * uid:gid), each in its parent, each reached from the root again. */
+ * uid:gid) first. */
 static int dir_make(const struct sbx_fs *fs, const char *field, const char *dir, uint32_t uid,
                     uint32_t gid, struct wr_err *e) {
-        int fd = openat2_in(fs->root_fd, dir, O_PATH | O_DIRECTORY, RESOLVE);
-        if (fd != -ENOENT) {
-                if (fd < 0)
-                        return path_err(fd, field, dir, e);
-                int r = fs_check(fd, field, dir, NULL, e);
-                if (r < 0) {
-                        close(fd);
-                        return r;
+        int fd = fs_open(fs, dir, CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY, 0, 0, 0);
+        if (fd == -ENOENT) {
+                int r = fs_op(fs, CTL_FILE_MKDIR, CTL_FOP_OWNER | CTL_FOP_PARENTS, 0755, uid, gid,
+                              dir, NULL, 0, 0);
+                if (r == -EROFS) {
+                        /* name the mount: the nearest directory there is */
+                        _cleanup_free_ char *up = strdup(dir);
+                        if (!up)
+                                return err_set(e, -ENOMEM, "out of memory");
+                        for (char *sl; (sl = strrchr(up, '/'));) {
+                                sl[sl == up ? 1 : 0] = 0;
+                                _cleanup_close_ int a = fs_open(
+                                        fs, up, CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY, 0, 0, 0);
+                                if (a >= 0)
+                                        return read_only(fs, a, field, dir, e);
+                                if (sl == up)
+                                        break;
+                        }
                 }
-                return fd;
+                if (r < 0)
+                        return path_err(r, field, dir, e);
+                fd = fs_open(fs, dir, CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY, 0, 0, 0);
         }
-        _cleanup_free_ char *prefix = strdup(dir);
-        if (!prefix)
-                return err_set(e, -ENOMEM, "out of memory");
-        _cleanup_close_ int parent = openat2_in(fs->root_fd, "/", O_PATH | O_DIRECTORY, RESOLVE);
-        if (parent < 0)
-                return path_err(parent, field, "/", e);
-        size_t len = strlen(prefix);
-        for (size_t i = 0; i < len;) {
-                while (i < len && prefix[i] == '/')
-                        i++;
-                if (i >= len)
-                        break;
-                size_t n = strcspn(prefix + i, "/");
-                char saved = prefix[i + n];
-                prefix[i + n] = 0;
-                int sub = openat2_in(fs->root_fd, prefix, O_PATH | O_DIRECTORY, RESOLVE);
-                if (sub == -ENOENT) {
-                        int r = dir_writable(fs, parent, field, prefix, e);
-                        if (r < 0)
-                                return r;
-                        r = mkdir_owned(fs, parent, prefix + i, 0755, uid, gid);
-                        if (r < 0 && r != -EEXIST)
-                                return path_err(r, field, prefix, e);
-                        sub = openat2_in(fs->root_fd, prefix, O_PATH | O_DIRECTORY, RESOLVE);
-                }
-                if (sub < 0)
-                        return path_err(sub, field, prefix, e);
-                int r = fs_check(sub, field, prefix, NULL, e);
-                if (r < 0) {
-                        close(sub);
-                        return r;
-                }
-                safe_close(parent);
-                parent = sub;
-                prefix[i + n] = saved;
-                i += n;
+        if (fd < 0)
+                return path_err(fd, field, dir, e);
+        int r = fs_check(fd, field, dir, NULL, e);
+        if (r < 0) {
+                close(fd);
+                return r;
         }
-        return TAKE_FD(parent);
+        return fd;
 }
 
 static enum sbx_file_kind kind_of(mode_t m) {
@@ -460,7 +571,8 @@ static enum sbx_file_kind kind_of(mode_t m) {
                             : SBX_FILE_OTHER;
 }
 
-/* Fill ret from st; a symlink's target read from dir_fd/name. */
+/* Fill ret from st; a symlink's target read from dir_fd/name (an O_PATH
+ * fd of the symlink itself and "" work too). */
 static int info_fill(const char *path, const struct stat *st, int dir_fd, const char *name,
                      struct sbx_file_info *ret) {
         *ret = (struct sbx_file_info){
@@ -500,13 +612,42 @@ void sbx_file_infos_free(struct sbx_file_info *f, size_t n) {
         free(f);
 }
 
+/* abs without trailing slashes (so that O_NOFOLLOW applies to its last
+ * component); "/" stays. heap. */
+static char *strip(const char *abs) {
+        char *p = strdup(abs);
+        for (size_t n = p ? strlen(p) : 0; n > 1 && p[n - 1] == '/';)
+                p[--n] = 0;
+        return p;
+}
+
+/* The entry at abs itself (a final symlink not followed): an O_PATH fd
+ * and its stat, checked not to be on a kernel file system. */
+static int entry_open(const struct sbx_fs *fs, const char *field, const char *abs, struct stat *st,
+                      struct wr_err *e) {
+        _cleanup_free_ char *p = strip(abs);
+        if (!p)
+                return err_set(e, -ENOMEM, "out of memory");
+        _cleanup_close_ int fd = fs_open(fs, p, CTL_FOPEN_PATH | CTL_FOPEN_NOFOLLOW, 0, 0, 0);
+        if (fd < 0)
+                return fd == -ENOENT ? -ENOENT : path_err(fd, field, abs, e);
+        int r = fs_check(fd, field, abs, NULL, e);
+        if (r < 0)
+                return r;
+        if (fstat(fd, st) < 0)
+                return err_set(e, -errno, "%s: stat: %m", field);
+        return TAKE_FD(fd);
+}
+
 /* ---- read, stat ---- */
 
-int sbx_file_open_read(int root_fd, const char *field, const char *abs, int *ret_fd,
+int sbx_file_open_read(const struct sbx_fs *fs, const char *field, const char *abs, int *ret_fd,
                        struct stat *st, struct wr_err *e) {
-        /* O_PATH: a FIFO or a device is not opened at all (no side effect,
-         * never blocks); the checks run on the inode the fd pins. */
-        _cleanup_close_ int p = openat2_in(root_fd, abs, O_PATH, RESOLVE);
+        /* O_PATH first: a FIFO or a device is not opened at all (no side
+         * effect, never blocks); the checks run on the inode the fd pins;
+         * then opened for reading (by init: no permission of warrend's
+         * own is needed to read it), and must be that same inode */
+        _cleanup_close_ int p = fs_open(fs, abs, CTL_FOPEN_PATH, 0, 0, 0);
         if (p < 0)
                 return path_err(p, field, abs, e);
         int r = fs_check(p, field, abs, NULL, e);
@@ -523,44 +664,42 @@ int sbx_file_open_read(int root_fd, const char *field, const char *abs, int *ret
                                     "%s: \"%.*s\" is not a regular file (a device, FIFO or "
                                     "socket); the file API reads regular files only",
                                     field, SHOW(abs));
-        int fd = reopen(p, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+        _cleanup_close_ int fd = fs_open(fs, abs, CTL_FOPEN_READ, 0, 0, 0);
         if (fd < 0)
                 return path_err(fd, field, abs, e);
-        *ret_fd = fd;
+        struct stat again;
+        if (fstat(fd, &again) < 0 || again.st_dev != st->st_dev || again.st_ino != st->st_ino)
+                return err_setx(e, -ESTALE, WR_STATUS_ABORTED, WR_FAULT_CLIENT,
+                                "%s: \"%.*s\" was replaced by the sandbox meanwhile; read again",
+                                field, SHOW(abs));
+        *st = again;
+        *ret_fd = TAKE_FD(fd);
         return 0;
 }
 
-int sbx_file_stat(int root_fd, const char *field, const char *abs, struct sbx_file_info *ret,
-                  struct wr_err *e) {
+int sbx_file_stat(const struct sbx_fs *fs, const char *field, const char *abs,
+                  struct sbx_file_info *ret, struct wr_err *e) {
         struct stat st;
-        _cleanup_free_ char *dir = NULL, *leaf = NULL;
         /* "/" (and "/.", "/..") is the root itself */
         size_t n = strspn(abs, "/");
         if (!abs[n] || streq(abs + n, ".") || streq(abs + n, "..")) {
-                _cleanup_close_ int fd = dir_open(root_fd, field, abs, e);
+                _cleanup_close_ int fd = dir_open(fs, field, abs, e);
                 if (fd < 0)
                         return fd;
                 if (fstat(fd, &st) < 0)
                         return err_set(e, -errno, "%s: stat: %m", field);
                 return info_fill(abs, &st, -EBADF, NULL, ret) < 0 ? -ENOMEM : 0;
         }
+        _cleanup_free_ char *dir = NULL, *leaf = NULL;
         int r = sbx_file_path_split(field, abs, &dir, &leaf, e);
         if (r < 0)
                 return r;
-        _cleanup_close_ int d = dir_open(root_fd, field, dir, e);
-        if (d < 0)
-                return d;
-        if (fstatat(d, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return path_err(-errno, field, abs, e);
-        if (S_ISDIR(st.st_mode)) {
-                /* a mount point of a kernel file system: refused as its
-                 * contents are */
-                _cleanup_close_ int sub = openat2_in(d, leaf, O_PATH | O_DIRECTORY | O_NOFOLLOW,
-                                                     RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
-                if (sub >= 0 && (r = fs_check(sub, field, abs, NULL, e)) < 0)
-                        return r;
-        }
-        return info_fill(abs, &st, d, leaf, ret) < 0 ? err_set(e, -ENOMEM, "out of memory") : 0;
+        _cleanup_close_ int fd = entry_open(fs, field, abs, &st, e);
+        if (fd == -ENOENT)
+                return path_err(fd, field, abs, e);
+        if (fd < 0)
+                return fd;
+        return info_fill(abs, &st, fd, "", ret) < 0 ? err_set(e, -ENOMEM, "out of memory") : 0;
 }
 
 /* ---- remove, mkdir, rename ---- */
@@ -571,23 +710,15 @@ int sbx_file_remove(const struct sbx_fs *fs, const char *field, const char *abs,
         int r = sbx_file_path_split(field, abs, &dir, &leaf, e);
         if (r < 0)
                 return r;
-        _cleanup_close_ int d = dir_open(fs->root_fd, field, dir, e);
+        _cleanup_close_ int d = dir_open(fs, field, dir, e);
         if (d < 0)
                 return d;
         if ((r = dir_writable(fs, d, field, abs, e)) < 0)
                 return r;
-        struct stat st;
-        if (fstatat(d, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return path_err(-errno, field, abs, e);
-        if (unlinkat(d, leaf, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) == 0)
-                return 0;
-        r = -errno;
-        if ((r == -ENOTEMPTY || r == -EEXIST) && recursive) {
-                r = rm_rf_at(d, leaf);
-                if (r == 0)
-                        return 0;
-        }
+        r = fs_op(fs, CTL_FILE_REMOVE, recursive ? CTL_FOP_RECURSIVE : 0, 0, 0, 0, abs, NULL, 0, 0);
         switch (r) {
+        case 0:
+                return 0;
         case -ENOTEMPTY:
         case -EEXIST:
                 return PRECONDITION(e, -ENOTEMPTY,
@@ -612,27 +743,29 @@ int sbx_file_mkdir(const struct sbx_fs *fs, const char *field, const char *abs, 
         if (r < 0)
                 return r;
         _cleanup_close_ int d = parents ? dir_make(fs, field, dir, uid, gid, e)
-                                        : dir_open(fs->root_fd, field, dir, e);
+                                        : dir_open(fs, field, dir, e);
         if (d < 0)
                 return d;
         struct stat st;
-        if (fstatat(d, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        _cleanup_close_ int x = entry_open(fs, field, abs, &st, e);
+        if (x >= 0) {
                 if (parents && S_ISDIR(st.st_mode))
-                        return info_fill(abs, &st, d, leaf, ret) < 0 ? -ENOMEM : 0;
+                        return info_fill(abs, &st, x, "", ret) < 0 ? -ENOMEM : 0;
                 return err_setx(e, -EEXIST, WR_STATUS_ALREADY_EXISTS, WR_FAULT_CLIENT,
                                 "%s: \"%.*s\" exists", field, SHOW(abs));
         }
+        if (x != -ENOENT)
+                return x;
         if ((r = dir_writable(fs, d, field, abs, e)) < 0)
                 return r;
-        r = mkdir_owned(fs, d, leaf, (mode & 07777) ? (mode & 07777) : 0755, uid, gid);
+        r = fs_op(fs, CTL_FILE_MKDIR, CTL_FOP_OWNER, (mode & 07777) ? (mode & 07777) : 0755, uid,
+                  gid, abs, NULL, 0, 0);
         if (r == -EEXIST)
                 return err_setx(e, -EEXIST, WR_STATUS_ALREADY_EXISTS, WR_FAULT_CLIENT,
                                 "%s: \"%.*s\" exists", field, SHOW(abs));
         if (r < 0)
                 return path_err(r, field, abs, e);
-        if (fstatat(d, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return path_err(-errno, field, abs, e);
-        return info_fill(abs, &st, d, leaf, ret) < 0 ? err_set(e, -ENOMEM, "out of memory") : 0;
+        return sbx_file_stat(fs, field, abs, ret, e);
 }
 
 int sbx_file_rename(const struct sbx_fs *fs, const char *from, const char *to, bool no_replace,
@@ -641,51 +774,47 @@ int sbx_file_rename(const struct sbx_fs *fs, const char *from, const char *to, b
         int r = sbx_file_path_split("from", from, &fdir, &fleaf, e);
         if (r < 0 || (r = sbx_file_path_split("to", to, &tdir, &tleaf, e)) < 0)
                 return r;
-        _cleanup_close_ int fd = dir_open(fs->root_fd, "from", fdir, e);
+        _cleanup_close_ int fd = dir_open(fs, "from", fdir, e);
         if (fd < 0)
                 return fd;
-        _cleanup_close_ int td = dir_open(fs->root_fd, "to", tdir, e);
+        _cleanup_close_ int td = dir_open(fs, "to", tdir, e);
         if (td < 0)
                 return td;
         if ((r = dir_writable(fs, fd, "from", from, e)) < 0 ||
             (r = dir_writable(fs, td, "to", to, e)) < 0)
                 return r;
-        if (AS_SANDBOX_ROOT(
-                    fs, renameat2(fd, fleaf, td, tleaf, no_replace ? RENAME_NOREPLACE : 0)) < 0) {
-                r = -errno;
-                switch (r) {
-                case -EXDEV:
-                        return PRECONDITION(e, r,
-                                            "to: \"%.*s\" is on another mount than from (e.g. a "
-                                            "volume and the sandbox's root); copy and remove "
-                                            "instead",
-                                            SHOW(to));
-                case -EEXIST:
-                        return err_setx(e, r, WR_STATUS_ALREADY_EXISTS, WR_FAULT_CLIENT,
-                                        "to: \"%.*s\" exists (no_replace)", SHOW(to));
-                case -ENOTEMPTY:
-                        return PRECONDITION(e, r, "to: \"%.*s\" is a directory that is not empty",
-                                            SHOW(to));
-                case -EISDIR:
-                case -ENOTDIR:
-                        return PRECONDITION(e, r,
-                                            "to: \"%.*s\" and from are not both directories "
-                                            "(or both not)",
-                                            SHOW(to));
-                case -EINVAL:
-                        return INVALID(e, "to: \"%.*s\" is inside from", SHOW(to));
-                case -EBUSY:
-                        return PRECONDITION(e, r, "from: \"%.*s\" is a mount point", SHOW(from));
-                case -ENOENT:
-                        return path_err(r, "from", from, e);
-                default:
-                        return path_err(r, "to", to, e);
-                }
+        r = fs_op(fs, CTL_FILE_RENAME, no_replace ? CTL_FOP_NOREPLACE : 0, 0, 0, 0, from, to, 0, 0);
+        switch (r) {
+        case 0:
+                break;
+        case -EXDEV:
+                return PRECONDITION(e, r,
+                                    "to: \"%.*s\" is on another mount than from (e.g. a "
+                                    "volume and the sandbox's root); copy and remove "
+                                    "instead",
+                                    SHOW(to));
+        case -EEXIST:
+                return err_setx(e, r, WR_STATUS_ALREADY_EXISTS, WR_FAULT_CLIENT,
+                                "to: \"%.*s\" exists (no_replace)", SHOW(to));
+        case -ENOTEMPTY:
+                return PRECONDITION(e, r, "to: \"%.*s\" is a directory that is not empty",
+                                    SHOW(to));
+        case -EISDIR:
+        case -ENOTDIR:
+                return PRECONDITION(e, r,
+                                    "to: \"%.*s\" and from are not both directories "
+                                    "(or both not)",
+                                    SHOW(to));
+        case -EINVAL:
+                return INVALID(e, "to: \"%.*s\" is inside from", SHOW(to));
+        case -EBUSY:
+                return PRECONDITION(e, r, "from: \"%.*s\" is a mount point", SHOW(from));
+        case -ENOENT:
+                return path_err(r, "from", from, e);
+        default:
+                return path_err(r, "to", to, e);
         }
-        struct stat st;
-        if (fstatat(td, tleaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return path_err(-errno, "to", to, e);
-        return info_fill(to, &st, td, tleaf, ret) < 0 ? err_set(e, -ENOMEM, "out of memory") : 0;
+        return sbx_file_stat(fs, "to", to, ret, e);
 }
 
 int sbx_file_user(const struct sbx_fs *fs, const char *field, const char *spec, uint32_t *uid,
@@ -705,9 +834,8 @@ static void tmp_name(char *buf, size_t size, int tries);
 
 struct sbx_file_write {
         const struct sbx_fs *fs;
-        int dir_fd, fd;
-        char *path, *leaf;
-        char tmp[48];
+        int dir_fd, fd; /* dir_fd: O_PATH of the target's directory */
+        char *path, *dir, *tmp_path;
         mode_t mode;
         uint32_t uid, gid;
         uint64_t size, flushed;
@@ -722,16 +850,37 @@ void sbx_file_write_free(struct sbx_file_write *w) {
         if (!w)
                 return;
         if (w->fd >= 0 && !w->committed)
-                (void) unlinkat(w->dir_fd, w->tmp, 0);
+                (void) fs_op(w->fs, CTL_FILE_REMOVE, 0, 0, 0, 0, w->tmp_path, NULL, 0, 0);
         safe_close(w->fd);
         safe_close(w->dir_fd);
         free(w->path);
-        free(w->leaf);
+        free(w->dir);
+        free(w->tmp_path);
         free(w);
 }
 
 static void writep(struct sbx_file_write **w) {
         sbx_file_write_free(*w);
+}
+
+/* What is at abs before a write or symlink replaces it: a regular file
+ * (1, *st filled), a symlink (2), nothing (0); a directory, a device, FIFO
+ * or socket are refused. */
+static int replaced(const struct sbx_fs *fs, const char *field, const char *abs, struct stat *st,
+                    struct wr_err *e) {
+        _cleanup_close_ int x = entry_open(fs, field, abs, st, e);
+        if (x == -ENOENT)
+                return 0;
+        if (x < 0)
+                return x;
+        if (S_ISDIR(st->st_mode))
+                return PRECONDITION(e, -EISDIR, "%s: \"%.*s\" is a directory", field, SHOW(abs));
+        if (!S_ISREG(st->st_mode) && !S_ISLNK(st->st_mode))
+                return PRECONDITION(e, -EINVAL,
+                                    "%s: \"%.*s\" is a device, FIFO or socket; remove it first "
+                                    "to put a file there",
+                                    field, SHOW(abs));
+        return S_ISREG(st->st_mode) ? 1 : 2;
 }
 
 int sbx_file_write_begin(const struct sbx_fs *fs, const char *field, const char *abs, mode_t mode,
@@ -742,8 +891,8 @@ int sbx_file_write_begin(const struct sbx_fs *fs, const char *field, const char 
                 return err_set(e, -ENOMEM, "out of memory");
         w->fs = fs;
         w->dir_fd = w->fd = -EBADF;
-        _cleanup_free_ char *dir = NULL;
-        int r = sbx_file_path_split(field, abs, &dir, &w->leaf, e);
+        _cleanup_free_ char *leaf = NULL;
+        int r = sbx_file_path_split(field, abs, &w->dir, &leaf, e);
         if (r < 0)
                 return r;
         if (!(w->path = strdup(abs)))
@@ -751,7 +900,7 @@ int sbx_file_write_begin(const struct sbx_fs *fs, const char *field, const char 
         w->uid = has_owner ? uid : fs->uid;
         w->gid = has_owner ? gid : fs->gid;
         w->mode = (mode & 07777) ? (mode & 07777) : 0644;
-        if ((w->dir_fd = dir_make(fs, field, dir, w->uid, w->gid, e)) < 0)
+        if ((w->dir_fd = dir_make(fs, field, w->dir, w->uid, w->gid, e)) < 0)
                 return w->dir_fd;
         struct statfs sf;
         if ((r = fs_check(w->dir_fd, field, abs, &sf, e)) < 0)
@@ -763,36 +912,34 @@ int sbx_file_write_begin(const struct sbx_fs *fs, const char *field, const char 
         w->durable = sf.f_type != OVERLAYFS_SUPER_MAGIC && sf.f_type != TMPFS_MAGIC &&
                      sf.f_type != RAMFS_MAGIC;
         struct stat st;
-        if (fstatat(w->dir_fd, w->leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-                if (S_ISDIR(st.st_mode))
-                        return PRECONDITION(e, -EISDIR, "%s: \"%.*s\" is a directory", field,
-                                            SHOW(abs));
-                if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
-                        return PRECONDITION(e, -EINVAL,
-                                            "%s: \"%.*s\" is a device, FIFO or socket; remove "
-                                            "it first to put a file there",
-                                            field, SHOW(abs));
-                if (S_ISREG(st.st_mode)) {
-                        if (!(mode & 07777))
-                                w->mode = st.st_mode & 07777;
-                        if (!has_owner) {
-                                w->uid = wr_id_inside(st.st_uid, fs->id_base, fs->id_count);
-                                w->gid = wr_id_inside(st.st_gid, fs->id_base, fs->id_count);
-                        }
+        if ((r = replaced(fs, field, abs, &st, e)) < 0)
+                return r;
+        if (r == 1) {
+                if (!(mode & 07777))
+                        w->mode = st.st_mode & 07777;
+                if (!has_owner) {
+                        w->uid = wr_id_inside(st.st_uid, fs->id_base, fs->id_count);
+                        w->gid = wr_id_inside(st.st_gid, fs->id_base, fs->id_count);
                 }
         }
+        /* the temp file: made by init (or as the sandbox's root), owned
+         * already, 0600 until the commit gives it its mode (so set-id bits
+         * are not cleared by the writes) */
         for (int tries = 0; w->fd < 0; tries++) {
-                tmp_name(w->tmp, sizeof(w->tmp), tries);
-                /* O_EXCL: never follows a symlink at the name */
-                w->fd = AS_SANDBOX_ROOT(
-                        fs, openat(w->dir_fd, w->tmp,
-                                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-                if (w->fd < 0 && (errno != EEXIST || tries > 8)) {
-                        r = -errno;
-                        w->fd = -EBADF;
+                char tmp[48];
+                tmp_name(tmp, sizeof(tmp), tries);
+                free(w->tmp_path);
+                if (!(w->tmp_path = join(w->dir, tmp)))
+                        return err_set(e, -ENOMEM, "out of memory");
+                /* EXCL: never follows a symlink at the name */
+                r = fs_open(fs, w->tmp_path,
+                            CTL_FOPEN_WRITE | CTL_FOPEN_CREATE | CTL_FOPEN_EXCL | CTL_FOPEN_OWNER,
+                            0600, w->uid, w->gid);
+                if (r >= 0)
+                        w->fd = r;
+                else if (r != -EEXIST || tries > 8)
                         return r == -EROFS ? read_only(fs, w->dir_fd, field, abs, e)
                                            : path_err(r, field, abs, e);
-                }
         }
         *ret = TAKE_PTR(w);
         return 0;
@@ -819,33 +966,31 @@ int sbx_file_write_data(struct sbx_file_write *w, const void *buf, size_t n, str
 }
 
 int sbx_file_write_commit(struct sbx_file_write *w, struct sbx_file_info *ret, struct wr_err *e) {
-        /* chown first: it clears set-id bits the mode may ask for */
         const struct sbx_fs *fs = w->fs;
-        if (fchown(w->fd, wr_id_host(w->uid, fs->id_base, fs->id_count),
-                   wr_id_host(w->gid, fs->id_base, fs->id_count)) < 0 ||
-            fchmod(w->fd, w->mode) < 0)
-                return err_set(e, -errno, "meta: owner and mode of \"%.*s\": %m", SHOW(w->path));
         if (w->durable && fsync(w->fd) < 0)
                 return path_err(-errno, "data", w->path, e);
-        /* the temp name must still be our file (the sandbox may have
-         * moved it): else the rename would put its object in place */
-        struct stat a, b;
-        if (fstat(w->fd, &a) < 0 || fstatat(w->dir_fd, w->tmp, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
-            a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+        /* its mode, then the rename: both only while the temp name is
+         * still our file (the sandbox may have moved it: else its object
+         * would be put in place) */
+        struct stat a;
+        if (fstat(w->fd, &a) < 0)
+                return err_set(e, -errno, "stat: %m");
+        int r = fs_op(fs, CTL_FILE_RENAME, CTL_FOP_EXPECT | CTL_FOP_CHMOD, w->mode, 0, 0,
+                      w->tmp_path, w->path, (uint64_t) a.st_dev, (uint64_t) a.st_ino);
+        if (r == -ESTALE || r == -ENOENT)
                 return err_setx(e, -ESTALE, WR_STATUS_ABORTED, WR_FAULT_CLIENT,
                                 "meta.path: the temp file of \"%.*s\" was moved by the "
                                 "sandbox meanwhile; write again",
                                 SHOW(w->path));
-        if (AS_SANDBOX_ROOT(fs, renameat(w->dir_fd, w->tmp, w->dir_fd, w->leaf)) < 0) {
-                int r = -errno;
-                if (r == -EISDIR || r == -ENOTEMPTY || r == -EEXIST)
-                        return PRECONDITION(e, -EISDIR, "meta.path: \"%.*s\" is a directory",
-                                            SHOW(w->path));
+        if (r == -EISDIR || r == -ENOTEMPTY || r == -EEXIST)
+                return PRECONDITION(e, -EISDIR, "meta.path: \"%.*s\" is a directory",
+                                    SHOW(w->path));
+        if (r < 0)
                 return path_err(r, "meta.path", w->path, e);
-        }
         w->committed = true;
         if (w->durable) {
-                _cleanup_close_ int d = reopen(w->dir_fd, O_RDONLY | O_DIRECTORY);
+                _cleanup_close_ int d =
+                        fs_open(fs, w->dir, CTL_FOPEN_READ | CTL_FOPEN_DIRECTORY, 0, 0, 0);
                 if (d >= 0)
                         (void) fsync(d);
         }
@@ -870,8 +1015,9 @@ int sbx_file_symlink(const struct sbx_fs *fs, const char *field, const char *abs
         int r = sbx_file_path_split(field, abs, &dir, &leaf, e);
         if (r < 0)
                 return r;
-        if (!*target || strlen(target) > SBX_FILE_PATH_MAX)
-                return INVALID(e, "meta.symlink_target: give 1 to %d bytes", SBX_FILE_PATH_MAX);
+        if (!*target || strlen(target) > SBX_FILE_PATH_MAX - 1)
+                return INVALID(e, "meta.symlink_target: give 1 to %d bytes",
+                               SBX_FILE_PATH_MAX - 1);
         if (!has_owner) {
                 uid = fs->uid;
                 gid = fs->gid;
@@ -882,117 +1028,154 @@ int sbx_file_symlink(const struct sbx_fs *fs, const char *field, const char *abs
         if ((r = dir_writable(fs, d, field, abs, e)) < 0)
                 return r;
         struct stat st;
-        if (fstatat(d, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-                if (S_ISDIR(st.st_mode))
-                        return PRECONDITION(e, -EISDIR, "%s: \"%.*s\" is a directory", field,
-                                            SHOW(abs));
-                if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
-                        return PRECONDITION(e, -EINVAL,
-                                            "%s: \"%.*s\" is a device, FIFO or socket; remove "
-                                            "it first",
-                                            field, SHOW(abs));
-                if (!has_owner) {
-                        uid = wr_id_inside(st.st_uid, fs->id_base, fs->id_count);
-                        gid = wr_id_inside(st.st_gid, fs->id_base, fs->id_count);
-                }
+        if ((r = replaced(fs, field, abs, &st, e)) < 0)
+                return r;
+        if (r > 0 && !has_owner) {
+                uid = wr_id_inside(st.st_uid, fs->id_base, fs->id_count);
+                gid = wr_id_inside(st.st_gid, fs->id_base, fs->id_count);
         }
-        char tmp[48];
+        _cleanup_free_ char *tmp_path = NULL;
         for (int tries = 0;; tries++) {
+                char tmp[48];
                 tmp_name(tmp, sizeof(tmp), tries);
-                if (AS_SANDBOX_ROOT(fs, symlinkat(target, d, tmp)) == 0)
+                free(tmp_path);
+                if (!(tmp_path = join(dir, tmp)))
+                        return err_set(e, -ENOMEM, "out of memory");
+                r = fs_op(fs, CTL_FILE_SYMLINK, CTL_FOP_OWNER, 0, uid, gid, tmp_path, target, 0,
+                          0);
+                if (r == 0)
                         break;
-                if (errno != EEXIST || tries > 8)
-                        return path_err(-errno, field, abs, e);
+                if (r != -EEXIST || tries > 8)
+                        return path_err(r, field, abs, e);
         }
-        if (fchownat(d, tmp, wr_id_host(uid, fs->id_base, fs->id_count),
-                     wr_id_host(gid, fs->id_base, fs->id_count), AT_SYMLINK_NOFOLLOW) < 0 ||
-            AS_SANDBOX_ROOT(fs, renameat(d, tmp, d, leaf)) < 0) {
-                r = -errno;
-                (void) unlinkat(d, tmp, 0);
+        if ((r = fs_op(fs, CTL_FILE_RENAME, 0, 0, 0, 0, tmp_path, abs, 0, 0)) < 0) {
+                (void) fs_op(fs, CTL_FILE_REMOVE, 0, 0, 0, 0, tmp_path, NULL, 0, 0);
                 return path_err(r, field, abs, e);
         }
-        if (fstatat(d, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return path_err(-errno, field, abs, e);
-        return info_fill(abs, &st, d, leaf, ret) < 0 ? err_set(e, -ENOMEM, "out of memory") : 0;
+        return sbx_file_stat(fs, field, abs, ret, e);
 }
 
 /* ---- listing ---- */
 
+/* Each directory is one FILE_LIST: its entries come in a sealed memfd
+ * (decoded strictly: the sandbox wrote them, rt_ctl_file_entry_next),
+ * are copied out, sorted, and handed out in batches; a recursive listing
+ * keeps one frame per directory level. */
+
+struct lentry {
+        char *name, *link;
+        struct stat st; /* mode, ids (the host's), size, mtime */
+};
+
 struct frame {
-        int fd; /* O_RDONLY | O_DIRECTORY */
         char *path;
-        char **names;
+        struct lentry *ents;
         size_t n, i;
         unsigned depth;
 };
 
 struct sbx_file_list {
+        const struct sbx_fs *fs;
         struct frame stack[SBX_FILE_LIST_DEPTH_MAX + 1];
         size_t depth; /* frames in use */
         unsigned max_depth;
         bool recursive;
 };
 
-static int name_cmp(const void *a, const void *b) {
-        return strcmp(*(char *const *) a, *(char *const *) b);
+static int lentry_cmp(const void *a, const void *b) {
+        return strcmp(((const struct lentry *) a)->name, ((const struct lentry *) b)->name);
 }
 
 static void frame_clear(struct frame *f) {
-        safe_close(f->fd);
         free(f->path);
-        for (size_t i = 0; i < f->n; i++)
-                free(f->names[i]);
-        free(f->names);
-        *f = (struct frame){.fd = -EBADF};
+        for (size_t i = 0; i < f->n; i++) {
+                free(f->ents[i].name);
+                free(f->ents[i].link);
+        }
+        free(f->ents);
+        *f = (struct frame){0};
 }
 
-/* Push a frame for directory fd (taken) at path (copied). */
-static int frame_push(struct sbx_file_list *l, int fd, const char *path, unsigned depth) {
+/* The entries of a FILE_LISTED memfd (count of them) into f. */
+static int entries_read(const struct sbx_fs *fs, int memfd, uint32_t count, bool ids_inside,
+                        struct frame *f) {
+        struct stat mst;
+        if (fstat(memfd, &mst) < 0)
+                return -errno;
+        size_t len = (size_t) mst.st_size;
+        /* at most CTL_FILE_LIST_MAX entries of at most 32 + 255 + 4095 bytes */
+        if (mst.st_size < 0 || len > (size_t) count * (sizeof(struct ctl_file_entry) +
+                                                       CTL_FILE_NAME_MAX + CTL_PATH_MAX))
+                return -EBADMSG;
+        if (count == 0)
+                return len == 0 ? 0 : -EBADMSG;
+        void *map = mmap(NULL, len ? len : 1, PROT_READ, MAP_PRIVATE, memfd, 0);
+        if (map == MAP_FAILED)
+                return -errno;
+        f->ents = calloc(count, sizeof(*f->ents));
+        int r = f->ents ? 0 : -ENOMEM;
+        size_t pos = 0;
+        struct rt_ctl_file_entry x;
+        while (r == 0 && f->n < count) {
+                int k = rt_ctl_file_entry_next(map, len, &pos, &x);
+                if (k <= 0) {
+                        r = k < 0 ? k : -EBADMSG; /* fewer than count */
+                        break;
+                }
+                struct lentry *le = &f->ents[f->n];
+                le->st = (struct stat){
+                        .st_mode = x.e.mode,
+                        .st_uid = ids_inside ? wr_id_host(x.e.uid, fs->id_base, fs->id_count)
+                                             : x.e.uid,
+                        .st_gid = ids_inside ? wr_id_host(x.e.gid, fs->id_base, fs->id_count)
+                                             : x.e.gid,
+                        .st_size = (off_t) x.e.size,
+                };
+                le->st.st_mtim.tv_sec = x.e.mtime_ns / 1000000000LL;
+                le->st.st_mtim.tv_nsec = x.e.mtime_ns % 1000000000LL;
+                if (le->st.st_mtim.tv_nsec < 0) {
+                        le->st.st_mtim.tv_sec--;
+                        le->st.st_mtim.tv_nsec += 1000000000LL;
+                }
+                le->name = strndup(x.name, x.e.name_len);
+                le->link = S_ISLNK(x.e.mode) ? strndup(x.link, x.e.link_len) : NULL;
+                f->n++;
+                if (!le->name || (S_ISLNK(x.e.mode) && !le->link))
+                        r = -ENOMEM;
+        }
+        if (r == 0 && pos != len)
+                r = -EBADMSG; /* more than count */
+        munmap(map, len ? len : 1);
+        return r;
+}
+
+/* Push a frame for directory path at depth: 0, 1 when it is on a kernel
+ * file system (not entered), or a negative errno (ret_type: its fs). */
+static int frame_push(struct sbx_file_list *l, const char *path, unsigned depth, bool top,
+                      unsigned long *ret_type) {
+        struct ctl_file_listed li;
+        bool inside;
+        _cleanup_close_ int memfd = -EBADF;
+        int r = fs_list(l->fs, path, top ? 0 : CTL_FOP_NOFOLLOW, &li, &memfd, &inside);
+        if (r < 0)
+                return r;
+        *ret_type = (unsigned long) li.fs_type;
+        if (kernel_fs((unsigned long) li.fs_type))
+                return 1;
+        if (top && li.truncated)
+                return -EFBIG;
         struct frame *f = &l->stack[l->depth];
-        *f = (struct frame){.fd = fd, .depth = depth};
+        *f = (struct frame){.depth = depth};
         if (!(f->path = strdup(path))) {
                 frame_clear(f);
                 return -ENOMEM;
         }
-        int dup_fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dup_fd < 0) {
-                frame_clear(f);
-                return -errno;
-        }
-        DIR *d = fdopendir(dup_fd);
-        if (!d) {
-                close(dup_fd);
-                frame_clear(f);
-                return -errno;
-        }
-        size_t cap = 0;
-        int r = 0;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                if (f->n == cap) {
-                        cap = cap ? cap * 2 : 32;
-                        char **nn = realloc(f->names, cap * sizeof(*nn));
-                        if (!nn) {
-                                r = -ENOMEM;
-                                break;
-                        }
-                        f->names = nn;
-                }
-                if (!(f->names[f->n] = strdup(de->d_name))) {
-                        r = -ENOMEM;
-                        break;
-                }
-                f->n++;
-        }
-        closedir(d);
-        if (r < 0) {
+        if ((r = entries_read(l->fs, memfd, li.count, inside, f)) < 0) {
                 frame_clear(f);
                 return r;
         }
         if (f->n > 1)
-                qsort(f->names, f->n, sizeof(*f->names), name_cmp);
+                qsort(f->ents, f->n, sizeof(*f->ents), lentry_cmp);
         l->depth++;
         return 0;
 }
@@ -1005,36 +1188,35 @@ void sbx_file_list_free(struct sbx_file_list *l) {
         free(l);
 }
 
-int sbx_file_list_open(int root_fd, const char *field, const char *abs, bool recursive,
-                       unsigned max_depth, struct sbx_file_list **ret, struct wr_err *e) {
-        _cleanup_close_ int p = dir_open(root_fd, field, abs, e);
-        if (p < 0)
-                return p;
-        int fd = reopen(p, O_RDONLY | O_DIRECTORY);
-        if (fd < 0)
-                return path_err(fd, field, abs, e);
+int sbx_file_list_open(const struct sbx_fs *fs, const char *field, const char *abs,
+                       bool recursive, unsigned max_depth, struct sbx_file_list **ret,
+                       struct wr_err *e) {
         struct sbx_file_list *l = calloc(1, sizeof(*l));
-        if (!l) {
-                close(fd);
+        if (!l)
                 return err_set(e, -ENOMEM, "out of memory");
-        }
+        l->fs = fs;
         l->recursive = recursive;
         l->max_depth = max_depth && max_depth < SBX_FILE_LIST_DEPTH_MAX ? max_depth
                                                                         : SBX_FILE_LIST_DEPTH_MAX;
         /* "/a/b/" lists as "/a/b" */
-        _cleanup_free_ char *base = strdup(abs);
+        _cleanup_free_ char *base = strip(abs);
         if (!base) {
-                close(fd);
                 sbx_file_list_free(l);
                 return err_set(e, -ENOMEM, "out of memory");
         }
-        for (size_t n = strlen(base); n > 1 && base[n - 1] == '/';)
-                base[--n] = 0;
-        int r = frame_push(l, fd, base, 0);
-        if (r < 0) {
+        unsigned long type = 0;
+        int r = frame_push(l, base, 0, true, &type);
+        if (r != 0)
                 sbx_file_list_free(l);
+        if (r == 1)
+                return fs_type_check(type, field, abs, e);
+        if (r == -EFBIG)
+                return err_setx(e, r, WR_STATUS_RESOURCE_EXHAUSTED, WR_FAULT_CLIENT,
+                                "%s: \"%.*s\" holds more than %u entries; list a smaller "
+                                "directory, or run a command in the sandbox",
+                                field, SHOW(abs), CTL_FILE_LIST_MAX);
+        if (r < 0)
                 return path_err(r, field, abs, e);
-        }
         *ret = l;
         return 0;
 }
@@ -1053,43 +1235,38 @@ int sbx_file_list_next(struct sbx_file_list *l, size_t max, struct sbx_file_info
                         l->depth--;
                         continue;
                 }
-                const char *name = f->names[f->i++];
-                _cleanup_free_ char *path = NULL;
-                bool root = streq(f->path, "/");
-                if (asprintf(&path, "%s%s%s", f->path, root ? "" : "/", name) < 0) {
+                const struct lentry *le = &f->ents[f->i++];
+                unsigned depth = f->depth;
+                _cleanup_free_ char *path = join(f->path, le->name);
+                if (!path) {
                         r = -ENOMEM;
                         break;
                 }
-                struct stat st;
-                if (fstatat(f->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                        continue; /* gone meanwhile */
-                if ((r = info_fill(path, &st, f->fd, name, &out[n])) < 0)
+                if ((r = info_fill(path, &le->st, -EBADF, NULL, &out[n])) < 0)
                         break;
+                if (le->link && !(out[n].link = strdup(le->link))) {
+                        n++;
+                        r = -ENOMEM;
+                        break;
+                }
                 n++;
-                if (!l->recursive || !S_ISDIR(st.st_mode) || f->depth + 1 >= l->max_depth ||
+                if (!l->recursive || !S_ISDIR(le->st.st_mode) || depth + 1 >= l->max_depth ||
                     l->depth > SBX_FILE_LIST_DEPTH_MAX)
                         continue;
-                /* enter it: never through a symlink (swapped in since the
-                 * stat: refused by the kernel), never into a kernel fs */
-                int sub = openat2_in(f->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
-                                     RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
-                if (sub < 0)
-                        continue;
-                struct statfs sf;
-                if (fstatfs(sub, &sf) < 0 || kernel_fs((unsigned long) sf.f_type)) {
-                        close(sub);
-                        continue;
-                }
-                if ((r = frame_push(l, sub, path, f->depth + 1)) < 0 && r != -ENOMEM) {
-                        r = 0; /* unreadable: listed, not entered */
-                        continue;
-                }
-                if (r < 0)
+                /* enter it: never through a symlink (swapped in since it was
+                 * listed: refused by init), never into a kernel fs */
+                unsigned long type;
+                int k = frame_push(l, path, depth + 1, false, &type);
+                if (k == -ENOMEM || k == -ETIMEDOUT || k == -ECONNRESET || k == -EPIPE) {
+                        r = k;
                         break;
+                }
+                /* else: unreadable or a kernel fs: listed, not entered */
         }
         if (r < 0) {
                 sbx_file_infos_free(out, n);
-                return err_set(e, r, "list: %s", strerror(-r));
+                return r == -ENOMEM ? err_set(e, r, "list: out of memory")
+                                    : path_err(r, "path", l->stack[0].path ? l->stack[0].path : "/", e);
         }
         *ret = out;
         *n_ret = n;
@@ -1250,7 +1427,9 @@ int sbx_watch_new(int root_fd, const char *field, const char *abs, bool recursiv
                 return err_set(e, -ENOMEM, "out of memory");
         w->ifd = w->root_fd = -EBADF;
         w->recursive = recursive;
-        _cleanup_close_ int p = dir_open(root_fd, field, abs, e);
+        /* warrend's own lookup on root_fd (files.h: what others may read) */
+        const struct sbx_fs own = {.root_fd = root_fd, .files_fd = -EBADF};
+        _cleanup_close_ int p = dir_open(&own, field, abs, e);
         if (p < 0)
                 return p;
         if ((w->root_fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 3)) < 0)

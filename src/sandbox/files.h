@@ -2,16 +2,23 @@
 #pragma once
 
 /* sandbox/files: the file operations of the Files service
- * (docs/files.md) on a running sandbox, done by warrend itself (the
- * sandbox's own programs are never run for them).
+ * (docs/files.md) on a running sandbox (the sandbox's own programs are
+ * never run for them).
  *
- * Everything starts from an O_PATH fd of the sandbox's root as its init
- * sees it, opened by warren-init itself and passed back over the control
- * protocol (FILE_OPEN "/", init/ctl-proto.h; docs/privsep.md "Phase 4,
- * files, as built"; /proc/<init>/root only for an init older than
- * FILE_OPEN), checked against init's pidfd, so paths are resolved in the
- * sandbox's mount namespace, its volumes included. Every
- * lookup is openat2(root, path, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS):
+ * Who does what (docs/privsep.md "Phase 4, files, as built"): warren-init,
+ * as the sandbox's root inside the sandbox, opens files for warrend
+ * (FILE_OPEN) and makes the changes (FILE_MKDIR, FILE_REMOVE, FILE_RENAME,
+ * FILE_SYMLINK) and reads directories (FILE_LIST) over a files connection
+ * of the call (init/ctl-proto.h, init/file-ops.h); warrend reads and writes
+ * the data through the fds init opened (no permission is checked again on
+ * an open fd), checks them (fstat, fstatfs: kernel file systems, read-only
+ * mounts, durable mounts) and builds the answers. Without a connection
+ * (a paused sandbox, whose init is frozen, or an init older than
+ * FILE_MKDIR..: /proc/<init>/root, possible only while warrend is host
+ * root; the unit tests: a plain directory) the same operations
+ * (init/file-ops.c) run in warrend on root_fd.
+ *
+ * Every lookup is openat2(root, path, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS):
  * a symlink (absolute or relative) or ".." never leads out of the root,
  * whatever the sandbox swaps meanwhile; the last component of a path is
  * handled with *at() calls on its parent's fd that do not follow it.
@@ -25,8 +32,9 @@
  *
  * sbx_fs_open runs on the loop thread; every other function here touches
  * no daemon state and may run on any thread (the API runs them on libuv's
- * worker threads). Library code: logs at debug only. Errors fill e with
- * the field ("path", "meta.path", "from"...) and the fix. */
+ * worker threads), one thread per struct sbx_fs at a time. Library code:
+ * logs at debug only. Errors fill e with the field ("path", "meta.path",
+ * "from"...) and the fix. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -61,6 +69,14 @@ struct sbx_fs {
          * path, connected on the worker thread */
         int ctl_fd;
         bool ctl_pooled; /* ctl_fd was kept from an earlier call */
+        /* the files connection of this call, once sbx_fs_root took the
+         * root through it (-EBADF: none, the operations run in warrend on
+         * root_fd); ctl_broken: a request failed midway (not kept) */
+        int files_fd;
+        bool ctl_broken;
+        /* gives files_fd back for the sandbox's next call (sbx_fs_clear);
+         * NULL: closed */
+        void (*ctl_put)(const char *id, int init_pid, int fd);
         char *ctl_path;  /* heap */
         int init_pid;    /* host pid of init: the /proc fallback */
         bool paused;     /* frozen: init cannot answer; /proc/<init>/root */
@@ -85,19 +101,26 @@ struct sbx_fs {
 int sbx_fs_open(struct sbx_manager *m, const char *key, struct sbx_fs *ret, struct wr_err *e);
 
 /* Take fs->root_fd from warren-init if not taken yet: FILE_OPEN "/" on a
- * files connection of its own (init/ctl-proto.h), waiting at most 5 s; a
- * paused sandbox (its init is frozen) or an init without FILE_OPEN:
- * /proc/<init>/root. Then init must still be
- * alive (its pidfd). Any thread (the API's workers). Errors:
- * FAILED_PRECONDITION (the sandbox stopped), UNAVAILABLE (init did not
- * answer). */
+ * files connection of its own (init/ctl-proto.h), waiting at most 5 s,
+ * the connection kept in fs->files_fd for the operations; a paused
+ * sandbox (its init is frozen) or an init without FILE_OPEN:
+ * /proc/<init>/root. Then init must still be alive (its pidfd). Any
+ * thread (the API's workers). Errors: FAILED_PRECONDITION (the sandbox
+ * stopped; paused while this warrend cannot open /proc/<init>/root, i.e.
+ * runs as --user: "resume it"), UNAVAILABLE (init did not answer). */
 int sbx_fs_root(struct sbx_fs *fs, struct wr_err *e);
+
+/* Give fs's files connection back now (a Read or Watch that needs no
+ * more of init; each connection is one of init's 16 slots): the
+ * operations that follow run in warrend on root_fd. NULL ok. */
+void sbx_fs_ctl_release(struct sbx_fs *fs);
 
 /* Record a read-only mount of fs for error messages (copies). -ENOMEM. */
 int sbx_fs_add_ro_mount(struct sbx_fs *fs, const char *target, const char *label);
 
-/* Close and free what fs holds; leaves it empty (root_fd, ctl_fd,
- * pidfd -EBADF). NULL ok. */
+/* Close and free what fs holds (files_fd goes back through ctl_put unless
+ * broken); leaves it empty (root_fd, ctl_fd, files_fd, pidfd -EBADF).
+ * NULL ok. */
 void sbx_fs_clear(struct sbx_fs *fs);
 
 /* ---- paths (pure) ---- */
@@ -151,12 +174,12 @@ void sbx_file_infos_free(struct sbx_file_info *f, size_t n);
  * else: -EINVAL, both FAILED_PRECONDITION; the final symlink is followed
  * inside the root). *ret_fd (O_RDONLY, the caller's) and its stat in *st.
  * -ENOENT (NOT_FOUND). */
-int sbx_file_open_read(int root_fd, const char *field, const char *abs, int *ret_fd,
+int sbx_file_open_read(const struct sbx_fs *fs, const char *field, const char *abs, int *ret_fd,
                        struct stat *st, struct wr_err *e);
 
 /* Describe abs without following a final symlink; ret->path = abs. */
-int sbx_file_stat(int root_fd, const char *field, const char *abs, struct sbx_file_info *ret,
-                  struct wr_err *e);
+int sbx_file_stat(const struct sbx_fs *fs, const char *field, const char *abs,
+                  struct sbx_file_info *ret, struct wr_err *e);
 
 /* Remove abs: a file, symlink or empty directory; with recursive a tree
  * (never following symlinks, never entering another mount: a volume's
@@ -225,9 +248,13 @@ struct sbx_file_list;
  * recursive: the tree under it, depth-first in path order, at most
  * max_depth levels (0 = SBX_FILE_LIST_DEPTH_MAX); symlinks are not
  * followed, kernel file systems are listed but not entered. -ENOENT,
- * -ENOTDIR. *ret is the caller's (sbx_file_list_free). */
-int sbx_file_list_open(int root_fd, const char *field, const char *abs, bool recursive,
-                       unsigned max_depth, struct sbx_file_list **ret, struct wr_err *e);
+ * -ENOTDIR. Each directory is one FILE_LIST (at most CTL_FILE_LIST_MAX
+ * entries: more is -EFBIG, RESOURCE_EXHAUSTED, for the top; a directory
+ * below is listed up to there). *ret is the caller's (sbx_file_list_free);
+ * fs must outlive it. */
+int sbx_file_list_open(const struct sbx_fs *fs, const char *field, const char *abs,
+                       bool recursive, unsigned max_depth, struct sbx_file_list **ret,
+                       struct wr_err *e);
 
 /* The next at most max entries into *ret (caller: sbx_file_infos_free)
  * of *n_ret; 0 entries = the end. Paths are abs joined with the entry's
@@ -262,7 +289,8 @@ struct sbx_watch;
 
 /* Watch directory abs (recursive: and every directory under it, new ones
  * as they come, at most SBX_WATCH_DIRS_MAX: -ENOSPC RESOURCE_EXHAUSTED
- * past it). Its inotify fd (sbx_watch_fd) is non-blocking: poll it and
+ * past it) on root_fd, by warrend itself: without host root it watches
+ * only directories others may read (docs/privsep.md). Its inotify fd (sbx_watch_fd) is non-blocking: poll it and
  * call sbx_watch_read. *ret is the caller's (sbx_watch_free). */
 int sbx_watch_new(int root_fd, const char *field, const char *abs, bool recursive,
                   struct sbx_watch **ret, struct wr_err *e);

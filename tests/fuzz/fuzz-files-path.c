@@ -110,17 +110,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *buf, size_t size) {
         }
         int fd = -1;
         struct stat st;
-        if (sbx_file_open_read(root_fd, "path", abs, &fd, &st, &e) == 0) {
+        /* no control connection: the operations run here on root_fd
+         * (init/file-ops.c, the code warren-init runs) */
+        const struct sbx_fs fs = {.root_fd = root_fd, .files_fd = -1, .ctl_fd = -1, .pidfd = -1};
+        if (sbx_file_open_read(&fs, "path", abs, &fd, &st, &e) == 0) {
                 struct stat real;
                 if (fstat(fd, &real) < 0 || is_canary(&real) || !S_ISREG(real.st_mode))
                         abort();
                 close(fd);
         }
         struct sbx_file_info fi = {0};
-        if (sbx_file_stat(root_fd, "path", abs, &fi, &e) == 0)
+        if (sbx_file_stat(&fs, "path", abs, &fi, &e) == 0)
                 sbx_file_info_clear(&fi);
         struct sbx_file_list *l = NULL;
-        if (sbx_file_list_open(root_fd, "path", abs, true, 3, &l, &e) == 0) {
+        if (sbx_file_list_open(&fs, "path", abs, true, 3, &l, &e) == 0) {
                 struct sbx_file_info *es = NULL;
                 size_t n = 0;
                 if (sbx_file_list_next(l, 64, &es, &n, &e) == 0)

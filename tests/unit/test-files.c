@@ -53,6 +53,7 @@ static int setup(void **state) {
         f->fs = (struct sbx_fs){.root_fd = open(f->root, O_PATH | O_DIRECTORY | O_CLOEXEC),
                                 .pidfd = -EBADF,
                                 .ctl_fd = -EBADF,
+                                .files_fd = -EBADF,
                                 .uid = getuid(),
                                 .gid = getgid(),
                                 .workdir = strdup("/w")};
@@ -138,30 +139,30 @@ static void test_reads_stay_inside(void **state) {
         assert_int_equal(mkfifo(in_root(f, "/fifo"), 0644), 0);
         int fd = -1;
         struct stat st;
-        assert_int_equal(sbx_file_open_read(f->fs.root_fd, "path", "/abs", &fd, &st, &e), -ENOENT);
-        assert_int_equal(sbx_file_open_read(f->fs.root_fd, "path", "/rel", &fd, &st, &e), -ENOENT);
-        assert_int_equal(sbx_file_open_read(f->fs.root_fd, "path", "/outdir/secret", &fd, &st, &e),
+        assert_int_equal(sbx_file_open_read(&f->fs, "path", "/abs", &fd, &st, &e), -ENOENT);
+        assert_int_equal(sbx_file_open_read(&f->fs, "path", "/rel", &fd, &st, &e), -ENOENT);
+        assert_int_equal(sbx_file_open_read(&f->fs, "path", "/outdir/secret", &fd, &st, &e),
                          -ENOENT);
         assert_int_equal(
-                sbx_file_open_read(f->fs.root_fd, "path", "/../../outside/secret", &fd, &st, &e),
+                sbx_file_open_read(&f->fs, "path", "/../../outside/secret", &fd, &st, &e),
                 -ENOENT);
-        assert_int_equal(sbx_file_open_read(f->fs.root_fd, "path", "/loop1", &fd, &st, &e), -ELOOP);
-        assert_int_equal(sbx_file_open_read(f->fs.root_fd, "path", "/fifo", &fd, &st, &e), -EINVAL);
-        assert_int_equal(sbx_file_open_read(f->fs.root_fd, "path", "/etc", &fd, &st, &e), -EISDIR);
+        assert_int_equal(sbx_file_open_read(&f->fs, "path", "/loop1", &fd, &st, &e), -ELOOP);
+        assert_int_equal(sbx_file_open_read(&f->fs, "path", "/fifo", &fd, &st, &e), -EINVAL);
+        assert_int_equal(sbx_file_open_read(&f->fs, "path", "/etc", &fd, &st, &e), -EISDIR);
         /* through "/" and ".." : the sandbox's own file */
         assert_int_equal(
-                sbx_file_open_read(f->fs.root_fd, "path", "/up/../up/etc/hostname", &fd, &st, &e),
+                sbx_file_open_read(&f->fs, "path", "/up/../up/etc/hostname", &fd, &st, &e),
                 0);
         char buf[16] = {0};
         assert_int_equal(read(fd, buf, sizeof(buf)), 7);
         assert_string_equal(buf, "sandbox");
         close(fd);
         struct sbx_file_info fi = {0};
-        assert_int_equal(sbx_file_stat(f->fs.root_fd, "path", "/abs", &fi, &e), 0);
+        assert_int_equal(sbx_file_stat(&f->fs, "path", "/abs", &fi, &e), 0);
         assert_int_equal(fi.kind, SBX_FILE_SYMLINK);
         assert_string_equal(fi.link, f->secret);
         sbx_file_info_clear(&fi);
-        assert_int_equal(sbx_file_stat(f->fs.root_fd, "path", "/fifo", &fi, &e), 0);
+        assert_int_equal(sbx_file_stat(&f->fs, "path", "/fifo", &fi, &e), 0);
         assert_int_equal(fi.kind, SBX_FILE_OTHER);
         sbx_file_info_clear(&fi);
 }
@@ -209,7 +210,7 @@ static void test_writes_stay_inside(void **state) {
         assert_int_equal(sbx_file_write_data(w, "zz", 2, &e), 0);
         sbx_file_write_free(w);
         struct sbx_file_list *l = NULL;
-        assert_int_equal(sbx_file_list_open(f->fs.root_fd, "p", "/a", false, 0, &l, &e), 0);
+        assert_int_equal(sbx_file_list_open(&f->fs, "p", "/a", false, 0, &l, &e), 0);
         struct sbx_file_info *es = NULL;
         size_t n = 0;
         assert_int_equal(sbx_file_list_next(l, 10, &es, &n, &e), 0);
@@ -234,7 +235,7 @@ static void test_list_remove_rename(void **state) {
         put(in_root(f, "/t/a"), "2");
         assert_int_equal(symlink(f->outside, in_root(f, "/t/c")), 0);
         struct sbx_file_list *l = NULL;
-        assert_int_equal(sbx_file_list_open(f->fs.root_fd, "p", "/t/", true, 0, &l, &e), 0);
+        assert_int_equal(sbx_file_list_open(&f->fs, "p", "/t/", true, 0, &l, &e), 0);
         struct sbx_file_info *es = NULL;
         size_t n = 0;
         assert_int_equal(sbx_file_list_next(l, 2, &es, &n, &e), 0);
