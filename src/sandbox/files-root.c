@@ -49,8 +49,9 @@ int sbx_root_fd(struct sbx *sb) {
  * unless the sandbox took it over (then the call fails, nothing hangs). */
 #define FILE_OPEN_TIMEOUT_MS 5000
 
+/* EPERM: alive, but a dropped warrend (--user) may not signal it. */
 static bool init_alive(int pidfd) {
-        return syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0;
+        return syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0 || errno == EPERM;
 }
 
 /* Files connections kept for the next call of the same sandbox (keyed by
