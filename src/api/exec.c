@@ -22,6 +22,7 @@
 #include "k8s/k8s.h"
 #include "sandbox/exec.h"
 #include "sandbox/journal.h"
+#include "sandbox/user.h"
 #include "warren/v1/sandboxes.pb-c.h"
 
 struct exec_call {
@@ -32,6 +33,11 @@ struct exec_call {
          * the request, kept until then; requests are paused meanwhile */
         Warren__V1__ExecStart *pending;
         bool half_closed;
+        /* start.user as looked up on a worker (sbx_exec_user_lookup),
+         * before the journal's walk and the start */
+        bool has_user;
+        struct sbx_user user;
+        char id[32];
 };
 
 static void on_started(struct sbx_exec *x, int pid, const char *exec_id, void *userdata) {
@@ -223,6 +229,7 @@ static int exec_start_now(struct api_ctx *ctx, const Warren__V1__ExecStart *star
         if (r < 0)
                 return r;
         spec.sandbox = id;
+        spec.resolved_user = ec->has_user ? &ec->user : NULL;
         return sbx_exec_start(ctx->sandboxes, &spec, &exec_callbacks, ec, &ec->x, e);
 }
 
@@ -283,20 +290,12 @@ static int exec_k8s_refusal(struct api_ctx *ctx, const char *id, int r, struct w
         return r;
 }
 
-static int exec_start(struct rpc_call *call, struct api_ctx *ctx,
-                      const Warren__V1__ExecStart *start, struct exec_call *ec, struct wr_err *e) {
-        /* validated and resolved once; a journaled start waits for the walk */
-        _cleanup_(api_exec_vectors_free) struct api_exec_vectors v = {0};
-        struct sbx_exec_spec spec;
-        char id[32];
-        int r = api_exec_start_spec(start, &spec, &v, e);
-        if (r < 0 || (r = api_own_sandbox_id(call, start->sandbox, id, sizeof(id), e)) < 0)
-                return r;
-        if (!start->journal && !sbx_journal_all(ctx->sandboxes, id)) {
-                spec.sandbox = id;
-                r = sbx_exec_start(ctx->sandboxes, &spec, &exec_callbacks, ec, &ec->x, e);
-                return r < 0 ? exec_k8s_refusal(ctx, id, r, e) : r;
-        }
+/* Keep a copy of start in ec->pending (the call waits for a lookup or
+ * the journal's walk); env values are wiped with it (pending_free). */
+static int pending_keep(struct exec_call *ec, const Warren__V1__ExecStart *start,
+                        struct wr_err *e) {
+        if (ec->pending)
+                return 0; /* kept already: start is ec->pending */
         size_t len = protobuf_c_message_get_packed_size(&start->base);
         _cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
         if (!buf)
@@ -306,6 +305,28 @@ static int exec_start(struct rpc_call *call, struct api_ctx *ctx,
         explicit_bzero(buf, len);
         if (!ec->pending)
                 return err_set(e, -ENOMEM, "out of memory");
+        return 0;
+}
+
+/* start (its user looked up, or none to look up): journaled, or now.
+ * Returns 1 when the journal's walk took the call over (ec->pending is
+ * the journal's then), 0 when started, or a negative errno. */
+static int exec_start_user_known(struct rpc_call *call, struct api_ctx *ctx,
+                                 const Warren__V1__ExecStart *start, const char *id,
+                                 struct exec_call *ec, struct wr_err *e) {
+        _cleanup_(api_exec_vectors_free) struct api_exec_vectors v = {0};
+        struct sbx_exec_spec spec;
+        int r = api_exec_start_spec(start, &spec, &v, e);
+        if (r < 0)
+                return r;
+        if (!start->journal && !sbx_journal_all(ctx->sandboxes, id)) {
+                spec.sandbox = id;
+                spec.resolved_user = ec->has_user ? &ec->user : NULL;
+                r = sbx_exec_start(ctx->sandboxes, &spec, &exec_callbacks, ec, &ec->x, e);
+                return r < 0 ? exec_k8s_refusal(ctx, id, r, e) : 0;
+        }
+        if ((r = pending_keep(ec, start, e)) < 0)
+                return r;
         rpc_call_ref(ec->call);
         if ((r = sbx_journal_begin(ctx->sandboxes, id, journal_begun, ec, e)) < 0) {
                 rpc_call_unref(ec->call);
@@ -313,7 +334,67 @@ static int exec_start(struct rpc_call *call, struct api_ctx *ctx,
                 return r;
         }
         rpc_call_pause_recv(ec->call);
-        return 0;
+        return 1;
+}
+
+/* start.user found (or not) on a worker: the start goes on. */
+static void user_found(int r, const struct sbx_user *u, const struct wr_err *ue, void *userdata) {
+        struct exec_call *ec = userdata;
+        struct rpc_call *call = ec->call;
+        struct api_ctx *ctx = rpc_call_server_ctx(call);
+        struct wr_err e = {0};
+        bool journaled = false;
+        if (rpc_call_is_done(call)) {
+                /* the client went away meanwhile */
+        } else if (r < 0) {
+                ec->finished = true;
+                rpc_call_finish_err(call, ue);
+        } else {
+                ec->user = *u;
+                ec->has_user = true;
+                r = exec_start_user_known(call, ctx, ec->pending, ec->id, ec, &e);
+                journaled = r == 1;
+                if (r < 0) {
+                        ec->finished = true;
+                        if (err_status(&e) == WR_STATUS_INTERNAL)
+                                log_error("Exec: %s", e.msg);
+                        rpc_call_finish_err(call, &e);
+                } else if (r == 0) {
+                        rpc_call_resume_recv(call);
+                        if (ec->half_closed)
+                                sbx_exec_close_stdin(ec->x);
+                }
+        }
+        if (!journaled)
+                pending_free(ec);
+        rpc_call_unref(call);
+}
+
+static int exec_start(struct rpc_call *call, struct api_ctx *ctx,
+                      const Warren__V1__ExecStart *start, struct exec_call *ec, struct wr_err *e) {
+        /* validated and resolved once; a named user is looked up on a
+         * worker first, a journaled start waits for the walk */
+        _cleanup_(api_exec_vectors_free) struct api_exec_vectors v = {0};
+        struct sbx_exec_spec spec;
+        char id[32];
+        int r = api_exec_start_spec(start, &spec, &v, e);
+        if (r < 0 || (r = api_own_sandbox_id(call, start->sandbox, id, sizeof(id), e)) < 0)
+                return r;
+        r = sbx_exec_user_lookup(ctx->sandboxes, id, start->user, user_found, ec, e);
+        if (r < 0)
+                return exec_k8s_refusal(ctx, id, r, e);
+        if (r == 0) {
+                snprintf(ec->id, sizeof(ec->id), "%s", id);
+                rpc_call_ref(ec->call);
+                if ((r = pending_keep(ec, start, e)) < 0) {
+                        /* the lookup runs on; user_found finds the call done */
+                        return r;
+                }
+                rpc_call_pause_recv(ec->call);
+                return 0;
+        }
+        r = exec_start_user_known(call, ctx, start, id, ec, e);
+        return r < 0 ? r : 0;
 }
 
 static int exec_attach(struct rpc_call *call, struct api_ctx *ctx, const Warren__V1__ExecAttach *a,

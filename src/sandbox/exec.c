@@ -78,6 +78,7 @@
 #include "sandbox/exec-log.h"
 #include "sandbox/exec-spool.h"
 #include "sandbox/sandbox-internal.h"
+#include "sandbox/files.h"
 #include "sandbox/user.h"
 #include "store/store.h"
 
@@ -1158,6 +1159,78 @@ static int open_pipes(struct sbx_exec *x, uv_loop_t *loop, int child[3]) {
         return 0;
 }
 
+/* ---- user lookup (sbx_exec_user_lookup) ---- */
+
+struct user_job {
+        uv_work_t w;
+        struct sbx_fs fs;
+        char *spec;
+        struct sbx_user user;
+        struct wr_err err;
+        int r;
+        sbx_exec_user_cb cb;
+        void *userdata;
+};
+
+static void user_work(uv_work_t *w) {
+        struct user_job *j = w->data;
+        if ((j->r = sbx_fs_root(&j->fs, &j->err)) < 0)
+                return;
+        struct sbx_etc etc;
+        if ((j->r = sbx_file_etc(&j->fs, &etc)) < 0) {
+                err_setx(&j->err, j->r, WR_STATUS_UNAVAILABLE, WR_FAULT_WORKLOAD,
+                         "start.user: warren-init of sandbox %s did not answer while its "
+                         "/etc/passwd was read; try again, or give a numeric uid:gid",
+                         j->fs.id);
+                return;
+        }
+        j->r = sbx_user_resolve_etc(&etc, j->spec, "start.user", &j->user, &j->err);
+        sbx_etc_clear(&etc);
+}
+
+static void user_done(uv_work_t *w, int status) {
+        struct user_job *j = w->data;
+        if (status < 0 && j->r == 0)
+                j->r = err_set(&j->err, status, "start.user: lookup cancelled");
+        j->cb(j->r, j->r < 0 ? NULL : &j->user, &j->err, j->userdata);
+        sbx_fs_clear(&j->fs);
+        err_clear(&j->err);
+        free(j->spec);
+        free(j);
+}
+
+int sbx_exec_user_lookup(struct sbx_manager *m, const char *sandbox, const char *user,
+                         sbx_exec_user_cb cb, void *userdata, struct wr_err *e) {
+        struct sbx *sb;
+        if (!user || !*user)
+                return 1;
+        int r = running_exec(m, sandbox, true, &sb, e);
+        if (r < 0)
+                return r;
+        if (sb->remote || sb->paused)
+                return 1;
+        struct user_job *j = calloc(1, sizeof(*j));
+        if (!j || !(j->spec = strdup(user))) {
+                free(j);
+                return err_set(e, -ENOMEM, "exec: out of memory");
+        }
+        if ((r = sbx_fs_open(m, sb->id, &j->fs, e)) < 0) {
+                free(j->spec);
+                free(j);
+                return r;
+        }
+        j->cb = cb;
+        j->userdata = userdata;
+        j->w.data = j;
+        if ((r = uv_queue_work(m->loop, &j->w, user_work, user_done)) < 0) {
+                sbx_fs_clear(&j->fs);
+                free(j->spec);
+                free(j);
+                return err_set(e, r, "exec: queue the user lookup: %s", uv_strerror(r));
+        }
+        return 0;
+}
+
 int sbx_exec_start(struct sbx_manager *m, const struct sbx_exec_spec *spec,
                    const struct sbx_exec_callbacks *cb, void *userdata, struct sbx_exec **ret,
                    struct wr_err *e) {
@@ -1196,6 +1269,8 @@ int sbx_exec_start(struct sbx_manager *m, const struct sbx_exec_spec *spec,
                                         "start.user: uid/gid out of range");
                 user.uid = (uint32_t) u;
                 user.gid = strchr(spec->user, ':') ? (uint32_t) g : (uint32_t) u;
+        } else if (spec->user && *spec->user && spec->resolved_user) {
+                user = *spec->resolved_user;
         } else if (spec->user && *spec->user) {
                 _cleanup_close_ int root_fd = sbx_root_fd(sb);
                 if (root_fd < 0)

@@ -34,6 +34,7 @@
 
 struct sbx_manager;
 struct sbx_exec;
+struct sbx_user;
 struct sbx_output; /* a piece of an exec's output log */
 
 enum sbx_stream {
@@ -65,6 +66,10 @@ struct sbx_exec_spec {
         bool detach;         /* keep running when the client lets go */
         uint16_t cols, rows; /* PTY window at start; 0 = init's default */
         double timeout_secs; /* SIGKILL of the process group after it; 0 = none; 0..1e7 */
+        /* user as sbx_exec_user_lookup found it (on a worker, through
+         * warren-init); NULL: sbx_exec_start looks user up itself, on the
+         * loop, through /proc/<init>/root (needs host root: builds) */
+        const struct sbx_user *resolved_user;
 };
 
 /* Which exec to attach to (ExecAttach). Borrowed for the call. */
@@ -121,6 +126,24 @@ void sbx_output_hold(struct sbx_output *buf);
 
 /* Let go of a hold; takes void * to serve as a release callback. */
 void sbx_output_release(void *buf);
+
+/* Called on the loop thread with what sbx_exec_user_lookup found: r 0
+ * and *u, or a negative errno and e (INVALID_ARGUMENT: no such user;
+ * FAILED_PRECONDITION: the sandbox stopped; UNAVAILABLE: its init did not
+ * answer). u and e are borrowed for the call. */
+typedef void (*sbx_exec_user_cb)(int r, const struct sbx_user *u, const struct wr_err *e,
+                                 void *userdata);
+
+/* Look user ("NAME", "UID", "NAME:GROUP", "UID:GID") up in the running
+ * sandbox's /etc/passwd and /etc/group, opened for reading by its
+ * warren-init (FILE_OPEN on a files connection, files.h) on a worker
+ * thread, never on the loop: init may be the workload's to stall. Returns
+ * 0 (cb follows on the loop, exactly once: a work item of its loop), 1 when nothing is to be looked up here (no user;
+ * a K8S sandbox or a paused one: sbx_exec_start decides), or a negative
+ * errno with e (NOT_FOUND, FAILED_PRECONDITION as sbx_exec_start). Loop
+ * thread. */
+int sbx_exec_user_lookup(struct sbx_manager *m, const char *sandbox, const char *user,
+                         sbx_exec_user_cb cb, void *userdata, struct wr_err *e);
 
 /* Start spec->argv in the running sandbox spec->sandbox, with cb/userdata
  * as the attached client. The spec must satisfy the constraints stated in

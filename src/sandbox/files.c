@@ -817,10 +817,55 @@ int sbx_file_rename(const struct sbx_fs *fs, const char *from, const char *to, b
         return sbx_file_stat(fs, "to", to, ret, e);
 }
 
+/* One of the sandbox's etc files opened for reading by init (a regular
+ * file: anything else is left out, as a missing one): its length (*ret
+ * heap) or a negative errno. */
+static ssize_t etc_read(const struct sbx_fs *fs, const char *path, char **ret) {
+        *ret = NULL;
+        _cleanup_close_ int p = fs_open(fs, path, CTL_FOPEN_PATH, 0, 0, 0);
+        struct stat st;
+        if (p < 0)
+                return p == -ENOENT ? -ENOENT : p;
+        if (fstat(p, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD; /* a FIFO, a directory: never opened */
+        _cleanup_close_ int fd = fs_open(fs, path, CTL_FOPEN_READ, 0, 0, 0);
+        if (fd < 0)
+                return fd == -EINVAL ? -EBADFD : fd;
+        return sbx_etc_read(fd, ret);
+}
+
+int sbx_file_etc(const struct sbx_fs *fs, struct sbx_etc *ret) {
+        *ret = (struct sbx_etc){0};
+        ret->passwd_len = etc_read(fs, "/etc/passwd", &ret->passwd);
+        ret->group_len = etc_read(fs, "/etc/group", &ret->group);
+        /* an init that does not answer: the caller says so */
+        ssize_t n = ret->passwd_len;
+        if (n == -ETIMEDOUT || n == -ECONNRESET || n == -EPIPE || n == -EBADMSG) {
+                sbx_etc_clear(ret);
+                return (int) n;
+        }
+        return 0;
+}
+
+void sbx_etc_clear(struct sbx_etc *etc) {
+        if (!etc)
+                return;
+        free(etc->passwd);
+        free(etc->group);
+        *etc = (struct sbx_etc){0};
+}
+
 int sbx_file_user(const struct sbx_fs *fs, const char *field, const char *spec, uint32_t *uid,
                   uint32_t *gid, struct wr_err *e) {
+        struct sbx_etc etc;
         struct sbx_user u;
-        int r = sbx_user_resolve(&fs->root_fd, 1, spec, field, &u, e);
+        int r = sbx_file_etc(fs, &etc);
+        if (r < 0)
+                return path_err(r, field, "/etc/passwd", e);
+        r = sbx_user_resolve_etc(&etc, spec, field, &u, e);
+        sbx_etc_clear(&etc);
         if (r < 0)
                 return r;
         *uid = u.uid;

@@ -202,9 +202,20 @@ int sbx_file_rename(const struct sbx_fs *fs, const char *from, const char *to, b
                     struct sbx_file_info *ret, struct wr_err *e);
 
 /* Resolve a user spec ("NAME", "UID", "NAME:GROUP", "UID:GID") in the
- * sandbox's /etc/passwd and /etc/group (sandbox/user.h). */
+ * sandbox's /etc/passwd and /etc/group (sandbox/user.h), opened for
+ * reading by init (sbx_file_etc). */
 int sbx_file_user(const struct sbx_fs *fs, const char *field, const char *spec, uint32_t *uid,
                   uint32_t *gid, struct wr_err *e);
+
+struct sbx_etc;
+
+/* The sandbox's /etc/passwd and /etc/group into *ret (sandbox/user.h;
+ * each missing, or not a regular file: its _len -ENOENT / -EBADFD), each
+ * opened for reading by warren-init (FILE_OPEN READ: nothing of warrend's
+ * own permissions needed). 0, or -ETIMEDOUT / -ECONNRESET when init does
+ * not answer (nothing to free then). Free with sbx_etc_clear. */
+int sbx_file_etc(const struct sbx_fs *fs, struct sbx_etc *ret);
+void sbx_etc_clear(struct sbx_etc *etc);
 
 /* Make abs a symlink to target (bytes as given, never followed), owned
  * like sbx_file_write_begin's files, atomically replacing a file or

@@ -137,6 +137,10 @@ static ssize_t read_etc(int root_fd, const char *path, char **ret) {
         _cleanup_close_ int fd = (int) syscall(SYS_openat2, root_fd, path, &how, sizeof(how));
         if (fd < 0)
                 return errno == ENOENT ? -ENOENT : errno == ENXIO ? -EBADFD : -errno;
+        return sbx_etc_read(fd, ret);
+}
+
+ssize_t sbx_etc_read(int fd, char **ret) {
         struct stat st;
         if (fstat(fd, &st) < 0)
                 return -errno;
@@ -176,8 +180,28 @@ static bool etc_opaque(int root_fd) {
 /* Look a name (or uid) up in etc/passwd (group: etc/group) of the first
  * tree in roots that has the file, as overlayfs would show it: a
  * whiteout or an opaque etc/ ends the search. */
-static int lookup(const int *roots, size_t n_roots, bool group, const char *name, uint32_t id,
+/* Where etc/passwd and etc/group come from: trees (roots), or the
+ * files' contents read already (etc). */
+struct etc_src {
+        const int *roots;
+        size_t n_roots;
+        const struct sbx_etc *etc;
+};
+
+static int lookup(const struct etc_src *src, bool group, const char *name, uint32_t id,
                   struct sbx_user *u, uint32_t *gid) {
+        if (src->etc) {
+                const char *buf = group ? src->etc->group : src->etc->passwd;
+                ssize_t n = group ? src->etc->group_len : src->etc->passwd_len;
+                if (n == -ENOENT || n == -EBADFD)
+                        return 0;
+                if (n < 0)
+                        return (int) n;
+                return group ? sbx_group_find(buf, (size_t) n, name, gid)
+                             : sbx_passwd_find(buf, (size_t) n, name, id, u);
+        }
+        const int *roots = src->roots;
+        size_t n_roots = src->n_roots;
         for (size_t i = 0; i < n_roots; i++) {
                 _cleanup_free_ char *buf = NULL;
                 ssize_t n = read_etc(roots[i], group ? "etc/group" : "etc/passwd", &buf);
@@ -196,8 +220,23 @@ static int lookup(const int *roots, size_t n_roots, bool group, const char *name
         return 0;
 }
 
+static int resolve(const struct etc_src *src, const char *spec, const char *what,
+                   struct sbx_user *ret, struct wr_err *e);
+
 int sbx_user_resolve(const int *roots, size_t n_roots, const char *spec, const char *what,
                      struct sbx_user *ret, struct wr_err *e) {
+        struct etc_src src = {.roots = roots, .n_roots = n_roots};
+        return resolve(&src, spec, what, ret, e);
+}
+
+int sbx_user_resolve_etc(const struct sbx_etc *etc, const char *spec, const char *what,
+                         struct sbx_user *ret, struct wr_err *e) {
+        struct etc_src src = {.etc = etc};
+        return resolve(&src, spec, what, ret, e);
+}
+
+static int resolve(const struct etc_src *src, const char *spec, const char *what,
+                   struct sbx_user *ret, struct wr_err *e) {
         *ret = (struct sbx_user){0};
         if (!spec || !*spec)
                 return 0;
@@ -218,7 +257,7 @@ int sbx_user_resolve(const int *roots, size_t n_roots, const char *spec, const c
         struct sbx_user pw = {0};
         int r;
         if (parse_id(name, ul, &uid)) {
-                r = lookup(roots, n_roots, false, NULL, uid, &pw, NULL);
+                r = lookup(src, false, NULL, uid, &pw, NULL);
                 if (r < 0)
                         return err_set(e, r, "%s: reading the sandbox's /etc/passwd", what);
                 ret->uid = uid;
@@ -226,7 +265,7 @@ int sbx_user_resolve(const int *roots, size_t n_roots, const char *spec, const c
                 if (r)
                         memcpy(ret->home, pw.home, sizeof(ret->home));
         } else {
-                r = lookup(roots, n_roots, false, name, 0, &pw, NULL);
+                r = lookup(src, false, name, 0, &pw, NULL);
                 if (r < 0)
                         return err_set(e, r, "%s: reading the sandbox's /etc/passwd", what);
                 if (r == 0 && strcmp(name, "root") == 0)
@@ -242,7 +281,7 @@ int sbx_user_resolve(const int *roots, size_t n_roots, const char *spec, const c
         if (gs) {
                 uint32_t gid;
                 if (!parse_id(gs, strlen(gs), &gid)) {
-                        r = lookup(roots, n_roots, true, gs, 0, NULL, &gid);
+                        r = lookup(src, true, gs, 0, NULL, &gid);
                         if (r < 0)
                                 return err_set(e, r, "%s: reading the sandbox's /etc/group", what);
                         if (r == 0)

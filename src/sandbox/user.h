@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "basic/err.h"
 
@@ -41,3 +42,23 @@ int sbx_group_find(const char *buf, size_t len, const char *name, uint32_t *gid)
  * "start.user"); I/O errors as they are. */
 int sbx_user_resolve(const int *roots, size_t n_roots, const char *spec, const char *what,
                      struct sbx_user *ret, struct wr_err *e);
+
+/* A sandbox's /etc/passwd and /etc/group as read already (from fds
+ * warren-init opened: sbx_etc_read): each a heap buffer of _len bytes,
+ * or NULL with _len a negative errno (-ENOENT: no such file). */
+struct sbx_etc {
+        char *passwd;
+        ssize_t passwd_len;
+        char *group;
+        ssize_t group_len;
+};
+
+/* Read a regular file's fd (at most SBX_USER_FILE_MAX bytes) into *ret
+ * (heap). Returns the length, -EBADFD (not a regular file), -EFBIG,
+ * -ENOMEM. */
+ssize_t sbx_etc_read(int fd, char **ret);
+
+/* sbx_user_resolve on files read already (a running sandbox's, opened by
+ * its init). Same rules and errors. */
+int sbx_user_resolve_etc(const struct sbx_etc *etc, const char *spec, const char *what,
+                         struct sbx_user *ret, struct wr_err *e);
