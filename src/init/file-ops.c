@@ -24,6 +24,10 @@
 /* a path, its parent and leaf split apart (one byte more) */
 #define FOP_BUF (CTL_PATH_MAX + 2)
 
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452
+#endif
+
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
 #endif
@@ -260,9 +264,13 @@ static int do_rename(int root, const struct init_file_op *op) {
                          ((op->flags & CTL_FOP_EXPECT) && ((uint64_t) fst.st_dev != op->dev ||
                                                            (uint64_t) fst.st_ino != op->ino)))
                         r = S_ISREG(fst.st_mode) ? -ESTALE : -EINVAL;
-                else if (snprintf(p, sizeof(p), "/proc/self/fd/%d", f) > 0 &&
-                         chmod(p, op->mode) < 0)
+                else if (syscall(SYS_fchmodat2, f, "", op->mode, AT_EMPTY_PATH) < 0) {
+                        /* fchmodat2 (Linux 6.6) takes the O_PATH fd itself;
+                         * before it, through /proc */
                         r = -errno;
+                        if (r == -ENOSYS && snprintf(p, sizeof(p), "/proc/self/fd/%d", f) > 0)
+                                r = chmod(p, op->mode) < 0 ? -errno : 0;
+                }
                 if (f >= 0)
                         close(f);
         }
