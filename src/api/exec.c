@@ -314,15 +314,9 @@ static int pending_keep(struct exec_call *ec, const Warren__V1__ExecStart *start
 static int exec_start_user_known(struct rpc_call *call, struct api_ctx *ctx,
                                  const Warren__V1__ExecStart *start, const char *id,
                                  struct exec_call *ec, struct wr_err *e) {
-        _cleanup_(api_exec_vectors_free) struct api_exec_vectors v = {0};
-        struct sbx_exec_spec spec;
-        int r = api_exec_start_spec(start, &spec, &v, e);
-        if (r < 0)
-                return r;
+        int r;
         if (!start->journal && !sbx_journal_all(ctx->sandboxes, id)) {
-                spec.sandbox = id;
-                spec.resolved_user = ec->has_user ? &ec->user : NULL;
-                r = sbx_exec_start(ctx->sandboxes, &spec, &exec_callbacks, ec, &ec->x, e);
+                r = exec_start_now(ctx, start, id, ec, e);
                 return r < 0 ? exec_k8s_refusal(ctx, id, r, e) : 0;
         }
         if ((r = pending_keep(ec, start, e)) < 0)

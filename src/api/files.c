@@ -363,8 +363,7 @@ static void read_work(uv_work_t *w) {
                 struct stat sb;
                 if ((st->r = sbx_fs_root(&st->fs, &st->err)) < 0)
                         return;
-                st->r = sbx_file_open_read(&st->fs, "path", st->path, &st->fd, &sb,
-                                           &st->err);
+                st->r = sbx_file_open_read(&st->fs, "path", st->path, &st->fd, &sb, &st->err);
                 sbx_fs_ctl_release(&st->fs); /* the data comes through st->fd */
                 if (st->r < 0)
                         return;
@@ -733,8 +732,8 @@ static void list_work(uv_work_t *w) {
         if (!st->l) {
                 if ((st->r = sbx_fs_root(&st->fs, &st->err)) < 0)
                         return;
-                st->r = sbx_file_list_open(&st->fs, "path", st->path, st->recursive,
-                                           st->max_depth, &st->l, &st->err);
+                st->r = sbx_file_list_open(&st->fs, "path", st->path, st->recursive, st->max_depth,
+                                           &st->l, &st->err);
                 if (st->r < 0)
                         return;
         }

@@ -173,8 +173,8 @@ static int parents_make(int root, const char *dir, const struct init_file_op *op
                         prefix[i] = c;
                         if (p < 0)
                                 return p;
-                        int r = mkdir_owned(p, prefix + i, 0755, op->flags & CTL_FOP_OWNER,
-                                            op->uid, op->gid);
+                        int r = mkdir_owned(p, prefix + i, 0755, op->flags & CTL_FOP_OWNER, op->uid,
+                                            op->gid);
                         close(p);
                         if (r < 0 && r != -EEXIST)
                                 return r;
@@ -261,8 +261,8 @@ static int do_rename(int root, const struct init_file_op *op) {
                 else if (fstat(f, &fst) < 0)
                         r = -errno;
                 else if (!S_ISREG(fst.st_mode) ||
-                         ((op->flags & CTL_FOP_EXPECT) && ((uint64_t) fst.st_dev != op->dev ||
-                                                           (uint64_t) fst.st_ino != op->ino)))
+                         ((op->flags & CTL_FOP_EXPECT) &&
+                          ((uint64_t) fst.st_dev != op->dev || (uint64_t) fst.st_ino != op->ino)))
                         r = S_ISREG(fst.st_mode) ? -ESTALE : -EINVAL;
                 else if (syscall(SYS_fchmodat2, f, "", op->mode, AT_EMPTY_PATH) < 0) {
                         /* fchmodat2 (Linux 6.6) takes the O_PATH fd itself;
@@ -336,8 +336,7 @@ int init_fop_list(int root, const struct init_file_op *op, struct ctl_file_liste
                   int *ret_memfd) {
         *ret = (struct ctl_file_listed){0};
         int fd = resolve(root, op->path,
-                         O_RDONLY | O_DIRECTORY |
-                                 ((op->flags & CTL_FOP_NOFOLLOW) ? O_NOFOLLOW : 0),
+                         O_RDONLY | O_DIRECTORY | ((op->flags & CTL_FOP_NOFOLLOW) ? O_NOFOLLOW : 0),
                          0);
         if (fd < 0)
                 return fd;
@@ -371,8 +370,7 @@ int init_fop_list(int root, const struct init_file_op *op, struct ctl_file_liste
                 }
                 char link[CTL_PATH_MAX];
                 ssize_t ll = 0;
-                if (S_ISLNK(st.st_mode) &&
-                    (ll = readlinkat(fd, name, link, sizeof(link) - 1)) < 0)
+                if (S_ISLNK(st.st_mode) && (ll = readlinkat(fd, name, link, sizeof(link) - 1)) < 0)
                         ll = 0;
                 struct ctl_file_entry e = {
                         .mode = st.st_mode,
@@ -381,8 +379,7 @@ int init_fop_list(int root, const struct init_file_op *op, struct ctl_file_liste
                         .name_len = (uint16_t) nl,
                         .link_len = (uint16_t) ll,
                         .size = (uint64_t) st.st_size,
-                        .mtime_ns = (int64_t) st.st_mtim.tv_sec * 1000000000LL +
-                                    st.st_mtim.tv_nsec,
+                        .mtime_ns = (int64_t) st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,
                 };
                 size_t need = sizeof(e) + nl + (size_t) ll;
                 if (used + need > LIST_BUF) {
@@ -398,8 +395,8 @@ int init_fop_list(int root, const struct init_file_op *op, struct ctl_file_liste
         }
         if (r == 0 && used)
                 r = write_all(mfd, out, used);
-        if (r == 0 && fcntl(mfd, F_ADD_SEALS,
-                            F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+        if (r == 0 &&
+            fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
                 r = -errno;
         if (dir)
                 closedir(dir);

@@ -245,8 +245,7 @@ int rt_ctl_send_file_op(int fd, uint64_t id, uint32_t type, uint32_t flags, uint
                         uint64_t dev, uint64_t ino) {
         size_t plen = path ? strlen(path) + 1 : 0, p2len = path2 ? strlen(path2) + 1 : 0;
         if (type < CTL_FILE_MKDIR || type > CTL_FILE_LIST || !path || path[0] != '/' ||
-            plen > CTL_PATH_MAX || p2len > CTL_PATH_MAX ||
-            (flags & ~(uint32_t) CTL_FOP_FLAGS_ALL))
+            plen > CTL_PATH_MAX || p2len > CTL_PATH_MAX || (flags & ~(uint32_t) CTL_FOP_FLAGS_ALL))
                 return -EINVAL;
         _cleanup_free_ unsigned char *buf =
                 malloc(sizeof(struct ctl_hdr) + sizeof(struct ctl_file_op) + 2 * CTL_PATH_MAX);
@@ -524,8 +523,8 @@ int rt_ctl_recv_fds(int fd, struct rt_ctl_msg *ret, int ret_fds[4], int *ret_nfd
                 if (seals < 0 || (seals & need) != need)
                         r = -EBADMSG;
         }
-        for (int i = 0; r == 0 && ret->type != CTL_FILE_OPENED && ret->type != CTL_FILE_LISTED &&
-                        i < nfds;
+        for (int i = 0;
+             r == 0 && ret->type != CTL_FILE_OPENED && ret->type != CTL_FILE_LISTED && i < nfds;
              i++) {
                 bool pty = ret->type == CTL_SPAWNED || (ret->fdmask & CTL_HOLD_FD_PTY);
                 if (pty ? !is_pty_master(fds[i]) : !is_fifo(fds[i])) {

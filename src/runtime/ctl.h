@@ -57,7 +57,7 @@ struct rt_ctl_msg {
         size_t n_list;
         struct ctl_hold *holds; /* HOLDS_REPLY: n_holds entries, heap */
         size_t n_holds;
-        uint32_t fdmask; /* TAKEN (err 0): enum ctl_hold_fd, the fds that came */
+        uint32_t fdmask;               /* TAKEN (err 0): enum ctl_hold_fd, the fds that came */
         struct ctl_file_listed listed; /* FILE_LISTED (err is also in .err) */
 };
 
@@ -152,8 +152,7 @@ int rt_ctl_file_op(int fd, uint64_t id, uint32_t type, uint32_t flags, uint32_t 
  * truncated entry, a name that is empty, longer than CTL_FILE_NAME_MAX,
  * "." or "..", or holds '/' or NUL, a link target on anything but a
  * symlink, or one with a NUL or longer than CTL_PATH_MAX - 1. */
-int rt_ctl_file_entry_next(const void *buf, size_t len, size_t *pos,
-                           struct rt_ctl_file_entry *ret);
+int rt_ctl_file_entry_next(const void *buf, size_t len, size_t *pos, struct rt_ctl_file_entry *ret);
 
 /* Decode one datagram from init, strictly. nfds: how many fds came with it
  * (only a successful SPAWNED, FILE_OPENED or FILE_LISTED may carry one, a successful

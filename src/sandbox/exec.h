@@ -138,10 +138,9 @@ typedef void (*sbx_exec_user_cb)(int r, const struct sbx_user *u, const struct w
  * sandbox's /etc/passwd and /etc/group, opened for reading by its
  * warren-init (FILE_OPEN on a files connection, files.h) on a worker
  * thread, never on the loop: init may be the workload's to stall. Returns
- * 0 (cb follows on the loop, exactly once: a work item of its loop), 1 when nothing is to be looked up here (no user;
- * a K8S sandbox or a paused one: sbx_exec_start decides), or a negative
- * errno with e (NOT_FOUND, FAILED_PRECONDITION as sbx_exec_start). Loop
- * thread. */
+ * 0 (cb follows on the loop, exactly once: a work item of its loop), 1 when nothing is to be looked
+ * up here (no user; a K8S sandbox or a paused one: sbx_exec_start decides), or a negative errno
+ * with e (NOT_FOUND, FAILED_PRECONDITION as sbx_exec_start). Loop thread. */
 int sbx_exec_user_lookup(struct sbx_manager *m, const char *sandbox, const char *user,
                          sbx_exec_user_cb cb, void *userdata, struct wr_err *e);
 

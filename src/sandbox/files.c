@@ -282,9 +282,9 @@ static int read_only(const struct sbx_fs *fs, int dir_fd, const char *field, con
         uint64_t id = 0, mid = 0;
         if (mnt_id_of(dir_fd, &id) == 0)
                 for (size_t i = 0; i < fs->n_ro_mounts; i++) {
-                        _cleanup_close_ int m = fs_open(fs, fs->ro_mounts[i].target,
-                                                        CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY, 0,
-                                                        0, 0);
+                        _cleanup_close_ int m =
+                                fs_open(fs, fs->ro_mounts[i].target,
+                                        CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY, 0, 0, 0);
                         if (m >= 0 && mnt_id_of(m, &mid) == 0 && mid == id)
                                 return PRECONDITION(
                                         e, -EROFS,
@@ -351,10 +351,10 @@ static int path_err(int r, const char *field, const char *path, struct wr_err *e
         case -EPIPE:
         case -ENOTCONN:
         case -EBADMSG:
-                return err_setx(e, r, WR_STATUS_UNAVAILABLE, WR_FAULT_WORKLOAD,
-                                "%s: \"%.*s\": the sandbox's warren-init %s; try again", field,
-                                SHOW(path),
-                                r == -EBADMSG ? "sent a malformed answer" : "closed the connection");
+                return err_setx(
+                        e, r, WR_STATUS_UNAVAILABLE, WR_FAULT_WORKLOAD,
+                        "%s: \"%.*s\": the sandbox's warren-init %s; try again", field, SHOW(path),
+                        r == -EBADMSG ? "sent a malformed answer" : "closed the connection");
         default:
                 return err_set(e, r, "%s: \"%.*s\": %s", field, SHOW(path), strerror(-r));
         }
@@ -362,8 +362,7 @@ static int path_err(int r, const char *field, const char *path, struct wr_err *e
 
 /* Open directory dir (absolute, final symlink followed inside the root)
  * O_PATH, checked not to be on a kernel file system. */
-static int dir_open(const struct sbx_fs *fs, const char *field, const char *dir,
-                    struct wr_err *e) {
+static int dir_open(const struct sbx_fs *fs, const char *field, const char *dir, struct wr_err *e) {
         _cleanup_close_ int fd = fs_open(fs, dir, CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY, 0, 0, 0);
         if (fd < 0)
                 return path_err(fd, field, dir, e);
@@ -442,8 +441,8 @@ static bool remote(const struct sbx_fs *fs) {
  * (a late answer would wait in it). fs is the worker's own (files.h):
  * only this flag changes. */
 static int ctl_done(const struct sbx_fs *fs, int r) {
-        if (r == -ETIMEDOUT || r == -ECONNRESET || r == -EPIPE || r == -ENOTCONN ||
-            r == -EBADMSG || r == -ENOMEM)
+        if (r == -ETIMEDOUT || r == -ECONNRESET || r == -EPIPE || r == -ENOTCONN || r == -EBADMSG ||
+            r == -ENOMEM)
                 ((struct sbx_fs *) fs)->ctl_broken = true;
         return r;
 }
@@ -462,9 +461,9 @@ static int fs_open(const struct sbx_fs *fs, const char *path, uint32_t flags, ui
                 gid = id_for(fs, gid);
         }
         if (remote(fs)) {
-                r = ctl_done(fs, rt_ctl_file_open(fs->files_fd, atomic_fetch_add(&op_req_id, 1),
-                                                  path, flags, mode, uid, gid,
-                                                  FILE_OP_TIMEOUT_MS, &fd));
+                r = ctl_done(fs,
+                             rt_ctl_file_open(fs->files_fd, atomic_fetch_add(&op_req_id, 1), path,
+                                              flags, mode, uid, gid, FILE_OP_TIMEOUT_MS, &fd));
         } else {
                 struct init_file_open f = {
                         .flags = flags, .mode = mode, .uid = uid, .gid = gid, .path = path};
@@ -510,8 +509,8 @@ static int fs_list(const struct sbx_fs *fs, const char *path, uint32_t flags,
         *ids_inside = false;
         if (remote(fs)) {
                 int r = ctl_done(fs, rt_ctl_file_op(fs->files_fd, atomic_fetch_add(&op_req_id, 1),
-                                                    CTL_FILE_LIST, flags, 0, 0, 0, path, NULL, 0,
-                                                    0, FILE_OP_TIMEOUT_MS, ret, ret_memfd));
+                                                    CTL_FILE_LIST, flags, 0, 0, 0, path, NULL, 0, 0,
+                                                    FILE_OP_TIMEOUT_MS, ret, ret_memfd));
                 if (r != -EOPNOTSUPP || fs->root_fd < 0) {
                         *ids_inside = true;
                         return r;
@@ -742,8 +741,8 @@ int sbx_file_mkdir(const struct sbx_fs *fs, const char *field, const char *abs, 
         int r = sbx_file_path_split(field, abs, &dir, &leaf, e);
         if (r < 0)
                 return r;
-        _cleanup_close_ int d = parents ? dir_make(fs, field, dir, uid, gid, e)
-                                        : dir_open(fs, field, dir, e);
+        _cleanup_close_ int d =
+                parents ? dir_make(fs, field, dir, uid, gid, e) : dir_open(fs, field, dir, e);
         if (d < 0)
                 return d;
         struct stat st;
@@ -1061,8 +1060,7 @@ int sbx_file_symlink(const struct sbx_fs *fs, const char *field, const char *abs
         if (r < 0)
                 return r;
         if (!*target || strlen(target) > SBX_FILE_PATH_MAX - 1)
-                return INVALID(e, "meta.symlink_target: give 1 to %d bytes",
-                               SBX_FILE_PATH_MAX - 1);
+                return INVALID(e, "meta.symlink_target: give 1 to %d bytes", SBX_FILE_PATH_MAX - 1);
         if (!has_owner) {
                 uid = fs->uid;
                 gid = fs->gid;
@@ -1086,8 +1084,7 @@ int sbx_file_symlink(const struct sbx_fs *fs, const char *field, const char *abs
                 free(tmp_path);
                 if (!(tmp_path = join(dir, tmp)))
                         return err_set(e, -ENOMEM, "out of memory");
-                r = fs_op(fs, CTL_FILE_SYMLINK, CTL_FOP_OWNER, 0, uid, gid, tmp_path, target, 0,
-                          0);
+                r = fs_op(fs, CTL_FILE_SYMLINK, CTL_FOP_OWNER, 0, uid, gid, tmp_path, target, 0, 0);
                 if (r == 0)
                         break;
                 if (r != -EEXIST || tries > 8)
@@ -1233,9 +1230,8 @@ void sbx_file_list_free(struct sbx_file_list *l) {
         free(l);
 }
 
-int sbx_file_list_open(const struct sbx_fs *fs, const char *field, const char *abs,
-                       bool recursive, unsigned max_depth, struct sbx_file_list **ret,
-                       struct wr_err *e) {
+int sbx_file_list_open(const struct sbx_fs *fs, const char *field, const char *abs, bool recursive,
+                       unsigned max_depth, struct sbx_file_list **ret, struct wr_err *e) {
         struct sbx_file_list *l = calloc(1, sizeof(*l));
         if (!l)
                 return err_set(e, -ENOMEM, "out of memory");
@@ -1310,8 +1306,9 @@ int sbx_file_list_next(struct sbx_file_list *l, size_t max, struct sbx_file_info
         }
         if (r < 0) {
                 sbx_file_infos_free(out, n);
-                return r == -ENOMEM ? err_set(e, r, "list: out of memory")
-                                    : path_err(r, "path", l->stack[0].path ? l->stack[0].path : "/", e);
+                return r == -ENOMEM
+                               ? err_set(e, r, "list: out of memory")
+                               : path_err(r, "path", l->stack[0].path ? l->stack[0].path : "/", e);
         }
         *ret = out;
         *n_ret = n;

@@ -77,10 +77,10 @@ struct sbx_fs {
         /* gives files_fd back for the sandbox's next call (sbx_fs_clear);
          * NULL: closed */
         void (*ctl_put)(const char *id, int init_pid, int fd);
-        char *ctl_path;  /* heap */
-        int init_pid;    /* host pid of init: the /proc fallback */
-        bool paused;     /* frozen: init cannot answer; /proc/<init>/root */
-        int pidfd;       /* init's: readable once the sandbox ended (-EBADF: none) */
+        char *ctl_path; /* heap */
+        int init_pid;   /* host pid of init: the /proc fallback */
+        bool paused;    /* frozen: init cannot answer; /proc/<init>/root */
+        int pidfd;      /* init's: readable once the sandbox ended (-EBADF: none) */
         char id[32];
         uint32_t uid, gid; /* the sandbox's user: owner of what is made */
         /* its user namespace (basic/idmap.h; 0: none): uid/gid and every
@@ -263,9 +263,8 @@ struct sbx_file_list;
  * entries: more is -EFBIG, RESOURCE_EXHAUSTED, for the top; a directory
  * below is listed up to there). *ret is the caller's (sbx_file_list_free);
  * fs must outlive it. */
-int sbx_file_list_open(const struct sbx_fs *fs, const char *field, const char *abs,
-                       bool recursive, unsigned max_depth, struct sbx_file_list **ret,
-                       struct wr_err *e);
+int sbx_file_list_open(const struct sbx_fs *fs, const char *field, const char *abs, bool recursive,
+                       unsigned max_depth, struct sbx_file_list **ret, struct wr_err *e);
 
 /* The next at most max entries into *ret (caller: sbx_file_infos_free)
  * of *n_ret; 0 entries = the end. Paths are abs joined with the entry's
@@ -301,8 +300,8 @@ struct sbx_watch;
 /* Watch directory abs (recursive: and every directory under it, new ones
  * as they come, at most SBX_WATCH_DIRS_MAX: -ENOSPC RESOURCE_EXHAUSTED
  * past it) on root_fd, by warrend itself: without host root it watches
- * only directories others may read (docs/privsep.md). Its inotify fd (sbx_watch_fd) is non-blocking: poll it and
- * call sbx_watch_read. *ret is the caller's (sbx_watch_free). */
+ * only directories others may read (docs/privsep.md). Its inotify fd (sbx_watch_fd) is
+ * non-blocking: poll it and call sbx_watch_read. *ret is the caller's (sbx_watch_free). */
 int sbx_watch_new(int root_fd, const char *field, const char *abs, bool recursive,
                   struct sbx_watch **ret, struct wr_err *e);
 

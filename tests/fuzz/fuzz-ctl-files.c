@@ -107,9 +107,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!buf)
                 return 0;
         struct ctl_hdr h = {.magic = CTL_MAGIC,
-                            .type = (sel & 1)     ? req_type
+                            .type = (sel & 1)   ? req_type
                                     : (sel & 8) ? CTL_FILE_LISTED
-                                                  : CTL_FILE_OPENED,
+                                                : CTL_FILE_OPENED,
                             .len = (uint32_t) size,
                             .id = 3};
         memcpy(buf, &h, sizeof(h));

@@ -202,8 +202,8 @@ static void test_encode_round_trip(void **state) {
 
 /* ---- FILE_MKDIR .. FILE_LIST ---- */
 
-static unsigned char obuf[sizeof(struct ctl_hdr) + sizeof(struct ctl_file_op) + 2 * CTL_PATH_MAX +
-                          64];
+static unsigned char
+        obuf[sizeof(struct ctl_hdr) + sizeof(struct ctl_file_op) + 2 * CTL_PATH_MAX + 64];
 
 /* A request datagram: header, op, p (pl bytes), p2 (p2l bytes). */
 static size_t mk_op(uint32_t type, struct ctl_file_op o, const char *p, size_t pl, const char *p2,
@@ -263,10 +263,10 @@ static void test_op_decode_accepts(void **state) {
                          0);
         assert_int_equal(dec_op(OP(REMOVE, .flags = CTL_FOP_RECURSIVE, .p = P("/a"))), 0);
         assert_int_equal(dec_op(OP(RENAME, .p = P("/a"), .p2 = P("/b"))), 0);
-        assert_int_equal(dec_op(OP(RENAME,
-                                   .flags = CTL_FOP_NOREPLACE | CTL_FOP_EXPECT | CTL_FOP_CHMOD,
-                                   .mode = 04755, .p = P("/a"), .p2 = P("/b"), .dev = 3, .ino = 9)),
-                         0);
+        assert_int_equal(
+                dec_op(OP(RENAME, .flags = CTL_FOP_NOREPLACE | CTL_FOP_EXPECT | CTL_FOP_CHMOD,
+                          .mode = 04755, .p = P("/a"), .p2 = P("/b"), .dev = 3, .ino = 9)),
+                0);
         assert_int_equal(dec_op(OP(SYMLINK, .p = P("/l"), .p2 = P("../x"))), 0); /* any target */
         assert_int_equal(dec_op(OP(SYMLINK, .flags = CTL_FOP_OWNER, .uid = 1, .gid = 2,
                                    .p = P("/l"), .p2 = P("/etc/passwd"))),
@@ -282,9 +282,9 @@ static void test_op_decode_refuses(void **state) {
         assert_int_equal(dec_op(OP(REMOVE, .flags = CTL_FOP_PARENTS, .p = P("/a"))), -EINVAL);
         assert_int_equal(dec_op(OP(RENAME, .flags = CTL_FOP_OWNER, .p = P("/a"), .p2 = P("/b"))),
                          -EINVAL);
-        assert_int_equal(dec_op(OP(SYMLINK, .flags = CTL_FOP_NOREPLACE, .p = P("/a"),
-                                   .p2 = P("b"))),
-                         -EINVAL);
+        assert_int_equal(
+                dec_op(OP(SYMLINK, .flags = CTL_FOP_NOREPLACE, .p = P("/a"), .p2 = P("b"))),
+                -EINVAL);
         assert_int_equal(dec_op(OP(LIST, .flags = CTL_FOP_RECURSIVE, .p = P("/a"))), -EINVAL);
         assert_int_equal(dec_op(OP(LIST, .flags = 1u << 7, .p = P("/a"))), -EINVAL);
         assert_int_equal(dec_op(OP(MKDIR, .flags = 0x80000000u, .p = P("/a"))), -EINVAL);
@@ -299,11 +299,10 @@ static void test_op_decode_refuses(void **state) {
         /* ids: only with OWNER, never -1 */
         assert_int_equal(dec_op(OP(MKDIR, .uid = 1, .p = P("/a"))), -EINVAL);
         assert_int_equal(dec_op(OP(REMOVE, .gid = 1, .p = P("/a"))), -EINVAL);
-        assert_int_equal(dec_op(OP(MKDIR, .flags = CTL_FOP_OWNER, .uid = UINT32_MAX,
-                                   .p = P("/a"))),
+        assert_int_equal(dec_op(OP(MKDIR, .flags = CTL_FOP_OWNER, .uid = UINT32_MAX, .p = P("/a"))),
                          -EINVAL);
-        assert_int_equal(dec_op(OP(SYMLINK, .flags = CTL_FOP_OWNER, .gid = UINT32_MAX,
-                                   .p = P("/a"), .p2 = P("b"))),
+        assert_int_equal(dec_op(OP(SYMLINK, .flags = CTL_FOP_OWNER, .gid = UINT32_MAX, .p = P("/a"),
+                                   .p2 = P("b"))),
                          -EINVAL);
         /* dev/ino only with EXPECT */
         assert_int_equal(dec_op(OP(RENAME, .p = P("/a"), .p2 = P("/b"), .ino = 1)), -EINVAL);
@@ -364,39 +363,38 @@ static void test_daemon_decode_listed(void **state) {
         assert_int_equal(rt_ctl_msg_decode(buf, mk_listed(ok), 1, &m), 0);
         assert_int_equal(m.type, CTL_FILE_LISTED);
         assert_int_equal(m.listed.count, 3);
-        assert_int_equal(rt_ctl_msg_decode(buf, mk_listed((struct ctl_file_listed){.err = ENOTDIR}),
-                                           0, &m),
-                         0);
+        assert_int_equal(
+                rt_ctl_msg_decode(buf, mk_listed((struct ctl_file_listed){.err = ENOTDIR}), 0, &m),
+                0);
         assert_int_equal(m.err, -ENOTDIR);
         /* the memfd: with success only, exactly one */
         assert_int_equal(rt_ctl_msg_decode(buf, mk_listed(ok), 0, &m), -EBADMSG);
         assert_int_equal(rt_ctl_msg_decode(buf, mk_listed(ok), 2, &m), -EBADMSG);
-        assert_int_equal(rt_ctl_msg_decode(buf, mk_listed((struct ctl_file_listed){.err = ENOENT}),
-                                           1, &m),
-                         -EBADMSG);
+        assert_int_equal(
+                rt_ctl_msg_decode(buf, mk_listed((struct ctl_file_listed){.err = ENOENT}), 1, &m),
+                -EBADMSG);
         /* a failure with a count, a type or truncated; bad errno, count,
          * truncated, reserved, size */
-        assert_int_equal(rt_ctl_msg_decode(
-                                 buf, mk_listed((struct ctl_file_listed){.err = 2, .count = 1}), 0,
-                                 &m),
-                         -EBADMSG);
-        assert_int_equal(rt_ctl_msg_decode(
-                                 buf, mk_listed((struct ctl_file_listed){.err = 2, .fs_type = 1}),
-                                 0, &m),
-                         -EBADMSG);
-        assert_int_equal(rt_ctl_msg_decode(
-                                 buf,
-                                 mk_listed((struct ctl_file_listed){.err = 2, .truncated = 1}), 0,
-                                 &m),
-                         -EBADMSG);
-        assert_int_equal(rt_ctl_msg_decode(buf, mk_listed((struct ctl_file_listed){.err = -5}), 0,
-                                           &m),
-                         -EBADMSG);
-        assert_int_equal(rt_ctl_msg_decode(buf,
-                                           mk_listed((struct ctl_file_listed){
-                                                   .count = CTL_FILE_LIST_MAX + 1}),
-                                           1, &m),
-                         -EBADMSG);
+        assert_int_equal(
+                rt_ctl_msg_decode(buf, mk_listed((struct ctl_file_listed){.err = 2, .count = 1}), 0,
+                                  &m),
+                -EBADMSG);
+        assert_int_equal(
+                rt_ctl_msg_decode(buf, mk_listed((struct ctl_file_listed){.err = 2, .fs_type = 1}),
+                                  0, &m),
+                -EBADMSG);
+        assert_int_equal(
+                rt_ctl_msg_decode(
+                        buf, mk_listed((struct ctl_file_listed){.err = 2, .truncated = 1}), 0, &m),
+                -EBADMSG);
+        assert_int_equal(
+                rt_ctl_msg_decode(buf, mk_listed((struct ctl_file_listed){.err = -5}), 0, &m),
+                -EBADMSG);
+        assert_int_equal(
+                rt_ctl_msg_decode(
+                        buf, mk_listed((struct ctl_file_listed){.count = CTL_FILE_LIST_MAX + 1}), 1,
+                        &m),
+                -EBADMSG);
         assert_int_equal(
                 rt_ctl_msg_decode(buf, mk_listed((struct ctl_file_listed){.truncated = 2}), 1, &m),
                 -EBADMSG);
@@ -780,8 +778,9 @@ static void test_real_init_round_trips(void **state) {
         for (int i = 0; i < N; i++) {
                 int64_t a = now_ns();
                 int fd = -1;
-                assert_int_equal(rt_ctl_file_open(ri.fd, 20, "/", CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY,
-                                                  0, 0, 0, 5000, &fd),
+                assert_int_equal(rt_ctl_file_open(ri.fd, 20, "/",
+                                                  CTL_FOPEN_PATH | CTL_FOPEN_DIRECTORY, 0, 0, 0,
+                                                  5000, &fd),
                                  0);
                 close(fd);
                 int64_t b = now_ns();
@@ -800,9 +799,9 @@ static void test_real_init_round_trips(void **state) {
                                     "/bench.tmp", "/bench", st.st_dev, st.st_ino),
                                  0);
                 int64_t d = now_ns();
-                assert_int_equal(rt_ctl_file_open(ri.fd, 22, "/bench", CTL_FOPEN_READ, 0, 0, 0,
-                                                  5000, &fd),
-                                 0);
+                assert_int_equal(
+                        rt_ctl_file_open(ri.fd, 22, "/bench", CTL_FOPEN_READ, 0, 0, 0, 5000, &fd),
+                        0);
                 close(fd);
                 int64_t e2 = now_ns();
                 struct ctl_file_listed li;

@@ -143,16 +143,14 @@ static void test_reads_stay_inside(void **state) {
         assert_int_equal(sbx_file_open_read(&f->fs, "path", "/rel", &fd, &st, &e), -ENOENT);
         assert_int_equal(sbx_file_open_read(&f->fs, "path", "/outdir/secret", &fd, &st, &e),
                          -ENOENT);
-        assert_int_equal(
-                sbx_file_open_read(&f->fs, "path", "/../../outside/secret", &fd, &st, &e),
-                -ENOENT);
+        assert_int_equal(sbx_file_open_read(&f->fs, "path", "/../../outside/secret", &fd, &st, &e),
+                         -ENOENT);
         assert_int_equal(sbx_file_open_read(&f->fs, "path", "/loop1", &fd, &st, &e), -ELOOP);
         assert_int_equal(sbx_file_open_read(&f->fs, "path", "/fifo", &fd, &st, &e), -EINVAL);
         assert_int_equal(sbx_file_open_read(&f->fs, "path", "/etc", &fd, &st, &e), -EISDIR);
         /* through "/" and ".." : the sandbox's own file */
-        assert_int_equal(
-                sbx_file_open_read(&f->fs, "path", "/up/../up/etc/hostname", &fd, &st, &e),
-                0);
+        assert_int_equal(sbx_file_open_read(&f->fs, "path", "/up/../up/etc/hostname", &fd, &st, &e),
+                         0);
         char buf[16] = {0};
         assert_int_equal(read(fd, buf, sizeof(buf)), 7);
         assert_string_equal(buf, "sandbox");
