@@ -197,3 +197,47 @@ def test_files_connection_gets_no_events(rooted):
     files.s.setblocking(False)
     with pytest.raises(BlockingIOError):
         files.s.recv(65536)
+
+
+def encode_file_op(id_, type_, path, path2=None, flags=0, mode=0, uid=0, gid=0):
+    """FILE_MKDIR .. FILE_LIST (types 11..15): struct ctl_file_op + strings."""
+    import struct
+    p = path.encode() + b"\0"
+    p2 = path2.encode() + b"\0" if path2 is not None else b""
+    payload = struct.pack("=IIIIIIQQ", flags, mode, uid, gid, len(p), len(p2), 0, 0) + p + p2
+    return HDR.pack(MAGIC, type_, len(payload), 0, id_) + payload
+
+
+FILE_MKDIR_T, FILE_REMOVE_T, FILE_LIST_T, FILE_LISTED = 11, 12, 15, 0x89
+
+
+def test_file_ops_connection_gets_no_events(rooted):
+    """A connection whose requests were all file requests (here FILE_MKDIR,
+    FILE_LIST, FILE_REMOVE: phase 4a-2) is a files connection: an exit
+    whose spawner is gone goes to one that talked, never to it."""
+    shutil.copy("/bin/busybox", os.path.join(rooted.root, "busybox"))  # static
+    c1 = rooted.connect()
+    fds = [os.open("/dev/null", os.O_RDWR) for _ in range(3)]
+    assert c1.spawn(1, ["/busybox", "sleep", "0.5"], stdio=fds).err == 0
+    for fd in fds:
+        os.close(fd)
+    talker = rooted.connect()
+    talker.send(PING_T, 1)
+    talker.wait(PONG, 1)
+    files = rooted.connect()
+    files.send_raw(encode_file_op(2, FILE_MKDIR_T, "/made", mode=0o750))
+    assert files.wait(RESULT, 2).err == 0
+    assert stat.S_IMODE(os.lstat(os.path.join(rooted.root, "made")).st_mode) == 0o750
+    files.send_raw(encode_file_op(3, FILE_LIST_T, "/"))
+    m = files.wait(FILE_LISTED, 3)
+    assert len(m.fds) == 1
+    for fd in m.fds:
+        os.close(fd)
+    files.send_raw(encode_file_op(4, FILE_REMOVE_T, "/made"))
+    assert files.wait(RESULT, 4).err == 0
+    assert not os.path.exists(os.path.join(rooted.root, "made"))
+    c1.close()
+    assert talker.wait(EXITED, 1, timeout=5).status == 0
+    files.s.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        files.s.recv(65536)
