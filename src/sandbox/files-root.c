@@ -76,6 +76,51 @@ static uint64_t pool_clock;
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_uint_fast64_t file_req_id = 1;
 
+/* Connections held by calls in progress, per sandbox: each is one of its
+ * init's 16 slots (init/init.c MAX_CONNS), which its exec sessions and a
+ * restarted warrend need too; a call past HELD_PER_SANDBOX is refused
+ * (RESOURCE_EXHAUSTED) instead of taking them all. Under pool_lock. */
+#define HELD_PER_SANDBOX 8
+#define HELD_MAX 256
+
+static struct held {
+        unsigned n; /* 0: free */
+        char id[32];
+        int init_pid;
+} held[HELD_MAX];
+
+static bool held_take(const char *id, int init_pid) {
+        bool ok = true;
+        pthread_mutex_lock(&pool_lock);
+        struct held *h = NULL, *free_slot = NULL;
+        for (size_t i = 0; i < HELD_MAX; i++) {
+                if (held[i].n && held[i].init_pid == init_pid && streq(held[i].id, id))
+                        h = &held[i];
+                else if (!held[i].n && !free_slot)
+                        free_slot = &held[i];
+        }
+        if (h && h->n >= HELD_PER_SANDBOX) {
+                ok = false;
+        } else if (h) {
+                h->n++;
+        } else if (free_slot) { /* a full table counts nothing: never refuses */
+                *free_slot = (struct held){.n = 1, .init_pid = init_pid};
+                snprintf(free_slot->id, sizeof(free_slot->id), "%s", id);
+        }
+        pthread_mutex_unlock(&pool_lock);
+        return ok;
+}
+
+static void held_drop(const char *id, int init_pid) {
+        pthread_mutex_lock(&pool_lock);
+        for (size_t i = 0; i < HELD_MAX; i++)
+                if (held[i].n && held[i].init_pid == init_pid && streq(held[i].id, id)) {
+                        held[i].n--;
+                        break;
+                }
+        pthread_mutex_unlock(&pool_lock);
+}
+
 static int pool_take(const char *id, int init_pid) {
         int fd = -EBADF;
         pthread_mutex_lock(&pool_lock);
@@ -90,6 +135,8 @@ static int pool_take(const char *id, int init_pid) {
 }
 
 static void pool_put(const char *id, int init_pid, int fd) {
+        if (fd < 0)
+                return;
         int drop = -EBADF;
         pthread_mutex_lock(&pool_lock);
         size_t n = 0, slot = POOL_MAX, oldest = 0;
@@ -119,6 +166,13 @@ static void pool_put(const char *id, int init_pid, int fd) {
         safe_close(drop);
 }
 
+/* sbx_fs.ctl_put: the call is done with its connection: kept for the
+ * next call (fd >= 0) or not, and its hold dropped. */
+static void ctl_put(const char *id, int init_pid, int fd) {
+        pool_put(id, init_pid, fd);
+        held_drop(id, init_pid);
+}
+
 int sbx_fs_root(struct sbx_fs *fs, struct wr_err *e) {
         if (fs->root_fd >= 0)
                 return 0;
@@ -144,7 +198,6 @@ int sbx_fs_root(struct sbx_fs *fs, struct wr_err *e) {
                         /* answered: the operations of this call go through
                          * it, then it goes back to the pool (sbx_fs_clear) */
                         fs->files_fd = TAKE_FD(fs->ctl_fd);
-                        fs->ctl_put = pool_put;
                         break;
                 }
                 fs->ctl_fd = safe_close(fs->ctl_fd);
@@ -203,6 +256,16 @@ int sbx_fs_open(struct sbx_manager *m, const char *key, struct sbx_fs *ret, stru
         snprintf(ret->id, sizeof(ret->id), "%s", sb->id);
         ret->init_pid = (int) pid;
         ret->paused = sb->paused;
+        if (!sb->paused) {
+                if (!held_take(ret->id, ret->init_pid))
+                        return err_setx(e, -EBUSY, WR_STATUS_RESOURCE_EXHAUSTED,
+                                        WR_FAULT_CLIENT,
+                                        "sandbox %s has %d file calls in progress (each holds "
+                                        "one of its init's connections); wait for one to end "
+                                        "and retry",
+                                        sb->id, HELD_PER_SANDBOX);
+                ret->ctl_put = ctl_put; /* sbx_fs_clear drops the hold */
+        }
         if (sb->paused) {
                 /* its init is frozen: sbx_fs_root takes /proc/<init>/root */
         } else if ((ret->ctl_fd = pool_take(ret->id, ret->init_pid)) >= 0) {

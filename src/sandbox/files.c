@@ -75,10 +75,13 @@ int sbx_fs_add_ro_mount(struct sbx_fs *fs, const char *target, const char *label
 void sbx_fs_ctl_release(struct sbx_fs *fs) {
         if (!fs)
                 return;
-        if (fs->files_fd >= 0 && fs->ctl_put && !fs->ctl_broken)
+        if (fs->ctl_broken)
+                fs->files_fd = safe_close(fs->files_fd);
+        if (fs->ctl_put) /* takes files_fd (or nothing) and ends the hold */
                 fs->ctl_put(fs->id, fs->init_pid, fs->files_fd);
         else
                 safe_close(fs->files_fd);
+        fs->ctl_put = NULL;
         fs->files_fd = -EBADF;
 }
 

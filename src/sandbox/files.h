@@ -74,8 +74,10 @@ struct sbx_fs {
          * root_fd); ctl_broken: a request failed midway (not kept) */
         int files_fd;
         bool ctl_broken;
-        /* gives files_fd back for the sandbox's next call (sbx_fs_clear);
-         * NULL: closed */
+        /* the call is done with init (sbx_fs_ctl_release, sbx_fs_clear):
+         * takes files_fd for the sandbox's next call (-EBADF: none) and
+         * ends the call's hold on one of init's connections (sbx_fs_open
+         * refuses a sandbox's 9th call at once); NULL: nothing held */
         void (*ctl_put)(const char *id, int init_pid, int fd);
         char *ctl_path; /* heap */
         int init_pid;   /* host pid of init: the /proc fallback */

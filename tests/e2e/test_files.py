@@ -252,6 +252,35 @@ def test_paused_sandbox_files_still_work(sb):
     assert sh(sb, "cat /workspace/p") == "while paused"
 
 
+def test_concurrent_file_calls_are_bounded(sb):
+    """A file call in progress holds one of the sandbox's warren-init
+    connections (16 in all, which exec sessions need too): the 9th at
+    once is RESOURCE_EXHAUSTED naming the fix; once they end, calls and
+    execs work as before."""
+    ws = []
+    try:
+        for i in range(8):
+            w = sb.files.open("/workspace/c%d" % i, "wb")  # its meta is sent now
+            w.write(b"x")
+            ws.append(w)
+        deadline = time.monotonic() + 10
+        while True:  # the eight metas reach warrend
+            e = status_of(lambda: sb.files.stat("/workspace"))
+            if e == Status.RESOURCE_EXHAUSTED or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        e = error_of(lambda: sb.files.write("/workspace/ninth", b"y"))
+        assert e.status == Status.RESOURCE_EXHAUSTED, e
+        assert "file calls in progress" in e.message and "retry" in e.message, e.message
+        assert sh(sb, "echo exec-ok").strip() == "exec-ok"  # init still serves execs
+    finally:
+        for w in ws:
+            w.close()
+    sb.files.write("/workspace/ninth", b"y")
+    assert sb.files.read("/workspace/ninth") == b"y"
+    assert sh(sb, "cat /workspace/c0 /workspace/c7").strip() == "xx"
+
+
 def test_terminated_sandbox_refused(client):
     s = client.create(image=IMAGE)
     s.terminate()
