@@ -178,9 +178,9 @@ def test_file_open_refuses_fds_and_short_payload(rooted):
     assert c.wait(RESULT, 3).err == errno.EINVAL
 
 
-def test_files_connection_gets_no_events(rooted):
-    """An exit whose spawner is gone goes to a connection that talked, never
-    to one that only sent FILE_OPEN, even a later one."""
+def spawner_and_talker(rooted):
+    """A connection that spawned a short sleep (closed by the caller to
+    orphan its exit) and a later one that talked (PING)."""
     shutil.copy("/bin/busybox", os.path.join(rooted.root, "busybox"))  # static
     c1 = rooted.connect()
     fds = [os.open("/dev/null", os.O_RDWR) for _ in range(3)]
@@ -190,6 +190,13 @@ def test_files_connection_gets_no_events(rooted):
     talker = rooted.connect()
     talker.send(PING_T, 1)
     talker.wait(PONG, 1)
+    return c1, talker
+
+
+def test_files_connection_gets_no_events(rooted):
+    """An exit whose spawner is gone goes to a connection that talked, never
+    to one that only sent FILE_OPEN, even a later one."""
+    c1, talker = spawner_and_talker(rooted)
     files = rooted.connect()
     assert fopen(files, 1, "/", FO_PATH)[0] == 0
     c1.close()
@@ -215,15 +222,7 @@ def test_file_ops_connection_gets_no_events(rooted):
     """A connection whose requests were all file requests (here FILE_MKDIR,
     FILE_LIST, FILE_REMOVE: phase 4a-2) is a files connection: an exit
     whose spawner is gone goes to one that talked, never to it."""
-    shutil.copy("/bin/busybox", os.path.join(rooted.root, "busybox"))  # static
-    c1 = rooted.connect()
-    fds = [os.open("/dev/null", os.O_RDWR) for _ in range(3)]
-    assert c1.spawn(1, ["/busybox", "sleep", "0.5"], stdio=fds).err == 0
-    for fd in fds:
-        os.close(fd)
-    talker = rooted.connect()
-    talker.send(PING_T, 1)
-    talker.wait(PONG, 1)
+    c1, talker = spawner_and_talker(rooted)
     files = rooted.connect()
     files.send_raw(encode_file_op(2, FILE_MKDIR_T, "/made", mode=0o750))
     assert files.wait(RESULT, 2).err == 0
