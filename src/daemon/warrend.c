@@ -53,6 +53,7 @@ struct daemon {
         /* --user: the listeners bound before the drop, one per cfg.listen
          * (-EBADF: taken by the server); NULL without --user */
         int *listen_fd;
+        int admin_fd; /* --user: --admin-listen bound before the drop, or -EBADF */
         bool dropped; /* --user: running as that user now */
         struct img_store *images;
         struct api_ctx ctx;
@@ -287,6 +288,7 @@ static void daemon_free(struct daemon *d) {
         d->identity_api_dir = NULL;
         for (size_t i = 0; d->listen_fd && i < d->cfg.n_listen; i++)
                 safe_close(d->listen_fd[i]);
+        d->admin_fd = safe_close(d->admin_fd);
         free(d->listen_fd);
         d->listen_fd = NULL;
         d->lock_fd = safe_close(d->lock_fd);
@@ -621,15 +623,6 @@ static void priv_lost(void *userdata) {
         _exit(3);
 }
 
-/* The port of a TCP listen address ("tcp:H:P", "H:P"), 0 for unix: or
- * none. */
-static int addr_port(const char *addr) {
-        if (!addr || strncmp(addr, "unix:", 5) == 0)
-                return 0;
-        const char *c = strrchr(addr, ':');
-        return c ? atoi(c + 1) : 0;
-}
-
 /* --user (docs/privsep.md, phase 5): what needs root happens here, as
  * root: the state dir given to the user, warren-priv started (in the
  * host's mount namespace, as root), the listeners bound; then the drop.
@@ -639,11 +632,6 @@ static int daemon_drop(struct daemon *d, struct wr_err *e) {
         int r = drop_user_lookup(d->cfg.user, &u, e);
         if (r < 0)
                 return r;
-        if (addr_port(d->cfg.admin_listen) > 0 && addr_port(d->cfg.admin_listen) < 1024)
-                return err_set(e, -EINVAL,
-                               "--admin-listen %s: a port below 1024 with --user is not "
-                               "supported yet (it is bound after the drop); pick one >= 1024",
-                               d->cfg.admin_listen);
         r = drop_state_dir_own(d->state_dir, &u, e);
         if (r < 0)
                 return err_prefix(e, r, "--user %s", u.name);
@@ -662,6 +650,13 @@ static int daemon_drop(struct daemon *d, struct wr_err *e) {
                         return err_prefix(e, r, "listen %s", addr);
                 if ((r = rpc_listen_prebind(addr, 0, &d->listen_fd[i], e)) < 0)
                         return r;
+        }
+        /* the metrics listener too (a port below 1024 needs root); a port
+         * in use is logged, not fatal, as without --user */
+        if (d->cfg.admin_listen) {
+                struct wr_err ae = {0};
+                if (admin_prebind(d->cfg.admin_listen, &d->admin_fd, &ae) < 0)
+                        log_error("admin listener %s: not served: %s", d->cfg.admin_listen, ae.msg);
         }
         r = drop_apply(d->state_dir, &u, e);
         if (r < 0)
@@ -775,7 +770,11 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                 };
                 /* Metrics are auxiliary: a port in use is logged, not fatal. */
                 struct wr_err ae = {0};
-                if (admin_start(&d->loop, d->cfg.admin_listen, &d->admin_src, &d->admin, &ae) < 0)
+                int afd = TAKE_FD(d->admin_fd);
+                if (d->dropped && afd < 0) /* not bound before the drop: logged then */
+                        ;
+                else if (admin_start(&d->loop, d->cfg.admin_listen, afd, &d->admin_src, &d->admin,
+                                     &ae) < 0)
                         log_error("admin listener %s: not served: %s", d->cfg.admin_listen, ae.msg);
         }
         /* Workload identity federation: keys in state_dir/keys, iss the
@@ -840,7 +839,7 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
 }
 
 int main(int argc, char **argv) {
-        struct daemon d = {.lock_fd = -EBADF};
+        struct daemon d = {.lock_fd = -EBADF, .admin_fd = -EBADF};
         struct wr_err e = {0};
 
         if (daemon_config_load(&d.cfg, argc, argv, &e) < 0) {

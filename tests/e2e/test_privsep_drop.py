@@ -11,6 +11,7 @@ import os
 import pwd
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 
@@ -257,6 +258,37 @@ def test_user_state_dir_unreachable(user):
                     _cmdline(pp).startswith("%s/closed" % top)]
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+def _free_low_port():
+    """A free TCP port of 127.0.0.1 below 1024 (only root may bind it)."""
+    for port in range(1023, 900, -1):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.skip("no free port below 1024 on 127.0.0.1")
+
+
+def test_drop_admin_listen_below_1024(user):
+    """--admin-listen below 1024 under --user: bound as root before the
+    drop, served by the dropped warrend."""
+    from test_lifecycle import Restartable
+
+    d = Restartable()
+    os.chmod(d.tmp, 0o711)
+    try:
+        port = _free_low_port()
+        d.start(extra=["--privsep", "--user", USER, "--admin-listen", "127.0.0.1:%d" % port],
+                terminate_on_exit=True)
+        assert_dropped(d.proc.pid, user)
+        assert int(metrics(port)["warren_priv_pid"]) > 0
+        assert "not served" not in d.read_log()
+        assert "admin listener 127.0.0.1:%d: serving" % port in d.read_log()
+    finally:
+        d.destroy()
 
 
 def _cmdline(pid):
