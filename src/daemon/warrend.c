@@ -366,7 +366,9 @@ static int start_priv(struct daemon *d, const char *init, struct wr_err *e) {
                                "--privsep: warren-priv not found next to warrend or in "
                                "/usr/libexec/warren; build it (make build) or set WARREN_PRIV");
         /* it creates the sandboxes: it runs warren-init itself (phase 2) */
-        int r = priv_client_new_init(path, d->state_dir, init, &d->priv, e);
+        /* --user: the supervisor thread is started after the drop */
+        int r = (d->cfg.user ? priv_client_new_held : priv_client_new_init)(path, d->state_dir, init,
+                                                                            &d->priv, e);
         if (r < 0)
                 return err_prefix(e, r, "--privsep");
         return 0;
@@ -663,6 +665,8 @@ static int daemon_drop(struct daemon *d, struct wr_err *e) {
                 return r;
         d->dropped = true;
         priv_client_on_lost(d->priv, priv_lost, d);
+        if ((r = priv_client_supervise(d->priv, e)) < 0)
+                return r;
         return 0;
 }
 

@@ -41,6 +41,18 @@ int priv_client_new(const char *path, const char *state_dir, struct priv_client 
 int priv_client_new_init(const char *path, const char *state_dir, const char *init_path,
                          struct priv_client **ret, struct wr_err *e);
 
+/* Phase 5 (warrend --user): the same as priv_client_new_init, but no
+ * supervisor thread yet, so that the thread is born after the drop (in
+ * warrend's own mount namespace, with the emptied bounding set: unshare
+ * and the bounding set are per thread). Nothing but the start's HELLO may
+ * be asked until priv_client_supervise. */
+int priv_client_new_held(const char *path, const char *state_dir, const char *init_path,
+                         struct priv_client **ret, struct wr_err *e);
+
+/* Start the supervisor thread of a client from priv_client_new_held (0
+ * when it runs already). 0 or -errno with e. */
+int priv_client_supervise(struct priv_client *c, struct wr_err *e);
+
 /* Stop the supervisor, close the socket (warren-priv exits), reap it
  * (SIGKILL after 2 s) and free c. NULL ok. */
 void priv_client_free(struct priv_client *c);

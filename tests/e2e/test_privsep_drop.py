@@ -55,8 +55,11 @@ def assert_dropped(pid, pw):
             assert int(st[cap], 16) == 0, (t, cap, st[cap])
         assert st["NoNewPrivs"] == "1", t
         assert st["Seccomp"] == "2", t
-    # the bounding set: the main thread (/proc/PID/status) is empty
-    assert int(status(pid)["CapBnd"], 16) == 0
+        # every thread: an empty bounding set and warrend's own mount
+        # namespace (warren-priv's supervisor is started after the drop)
+        assert int(st["CapBnd"], 16) == 0, (t, st["CapBnd"])
+        assert os.readlink("/proc/%d/task/%d/ns/mnt" % (pid, t)) != \
+            os.readlink("/proc/self/ns/mnt"), t
 
 
 def process_tree(root):
