@@ -339,16 +339,6 @@ static int find_priv(char *out, size_t size) {
 static int unpack_by_priv(void *userdata, const char *dir, int tar_fd, int report_fd, int *ret_pid,
                           int *ret_pidfd, struct wr_err *e) {
         struct daemon *d = userdata;
-        if (d->dropped)
-                /* the unpacked tree is root's (the tar's owners): moving it
-                 * into layers/sha256, or removing it, needs warren-priv too
-                 * (LAYER_COMMIT / LAYER_REMOVE, docs/privsep.md "Phase 5") */
-                return err_setx(e, -EPERM, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
-                                "image layers cannot be stored by a warrend running as --user "
-                                "%s yet (warren-priv does not commit layers: docs/privsep.md); "
-                                "pull or import with warrend started without --user, then "
-                                "restart it with --user",
-                                d->cfg.user);
         struct priv_helper ph;
         int r = priv_unpack_start(d->priv, dir, tar_fd, report_fd, &ph, e);
         if (r < 0)
@@ -356,6 +346,22 @@ static int unpack_by_priv(void *userdata, const char *dir, int tar_fd, int repor
         *ret_pid = (int) ph.pid;
         *ret_pidfd = ph.pidfd;
         return 0;
+}
+
+/* --privsep: the unpacked trees carry the tar's owners (the top dir is
+ * usually root's), so warren-priv moves and removes them (LAYER_COMMIT,
+ * LAYER_REMOVE: docs/privsep.md "Phase 5, layers, as built"); with or
+ * without --user, one path. */
+static int layer_commit_by_priv(void *userdata, const char *tmp_name, const char *hex,
+                                struct wr_err *e) {
+        struct daemon *d = userdata;
+        return priv_layer_commit(d->priv, tmp_name, hex, e);
+}
+
+static int layer_remove_by_priv(void *userdata, bool tmp, const char *name, struct wr_err *e) {
+        struct daemon *d = userdata;
+        return priv_layer_remove(d->priv, tmp ? PRIV_LAYER_DIR_TMP : PRIV_LAYER_DIR_SHA256, name,
+                                 e);
 }
 
 /* --privsep: start warren-priv (docs/privsep.md) for the sandbox manager. */
@@ -718,9 +724,29 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                 return err_set(e, r, "out of memory");
         log_debug("store %s at schema version %d", db, store_schema_version(d->store));
 
-        r = img_store_open(d->state_dir, d->store, &d->images, e);
+        if (d->cfg.privsep) {
+                /* phase 3, helpers: warren-priv runs before the keepers and
+                 * the image store, whose unpacks it starts and (phase 5)
+                 * whose layer trees it moves and removes, from the store's
+                 * start-up collection on (docs/privsep.md "Phase 3,
+                 * helpers", "Phase 5, layers"); with --user it was started
+                 * before the drop (daemon_drop) */
+                char init[PATH_MAX];
+                if (!d->priv && ((r = find_init(init, sizeof(init), e)) < 0 ||
+                                 (r = start_priv(d, init, e)) < 0))
+                        return r;
+                keeper_set_priv(d->priv);
+        }
+        const struct img_layer_ops layer_ops = {
+                .commit = layer_commit_by_priv,
+                .remove = layer_remove_by_priv,
+                .userdata = d,
+        };
+        r = img_store_open_ops(d->state_dir, d->store, d->priv ? &layer_ops : NULL, &d->images, e);
         if (r < 0)
                 return err_prefix(e, r, "image store");
+        if (d->priv)
+                img_store_set_unpack_start(d->images, unpack_by_priv, d);
         r = daemon_pull_configure(d, e);
         if (r < 0)
                 return r;
@@ -730,19 +756,6 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                 if (r < 0)
                         return err_set(e, r, "event loop: %s", uv_strerror(r));
                 d->loop_ready = true;
-        }
-        if (d->cfg.privsep) {
-                /* phase 3, helpers: warren-priv runs before the keepers and
-                 * the image store's first unpack, which it starts
-                 * (docs/privsep.md "Phase 3, helpers"); with --user it was
-                 * started before the drop (daemon_drop) */
-                char init[PATH_MAX];
-                if (!d->priv && ((r = find_init(init, sizeof(init), e)) < 0 ||
-                                 (r = start_priv(d, init, e)) < 0))
-                        return r;
-                keeper_set_priv(d->priv);
-                if (d->images)
-                        img_store_set_unpack_start(d->images, unpack_by_priv, d);
         }
         r = start_keeper(d, e);
         if (r < 0)

@@ -1215,3 +1215,22 @@ int priv_signer_start(struct priv_client *c, uint32_t role, int key_fd, pid_t *r
         *ret_sock = sp[0];
         return 0;
 }
+
+/* ---- phase 5: layer storage ---- */
+
+int priv_layer_commit(struct priv_client *c, const char *tmp_name, const char *hex,
+                      struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_layer_commit_encode(0, tmp_name, hex, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        return call_result(c, req, (size_t) n, e);
+}
+
+int priv_layer_remove(struct priv_client *c, uint32_t dir, const char *name, struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_layer_remove_encode(0, dir, name, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        return call_result(c, req, (size_t) n, e);
+}
