@@ -409,8 +409,12 @@ def life():
     from test_lifecycle import Restartable
     from conftest import import_image
     d = Restartable()
-    d.start(extra=["--exec-log-size", "320M"])
-    import_image(d, "busybox:latest")
+    try:
+        d.start(extra=["--exec-log-size", "320M"])
+        import_image(d, "busybox:latest")
+    except BaseException:
+        d.destroy()
+        raise
     yield d
     if os.environ.get("WARREN_TEST_KEEP_LOG"):
         shutil.copy(d.log_path, os.environ["WARREN_TEST_KEEP_LOG"])
