@@ -54,6 +54,11 @@ struct jr_exec {
         int busy;             /* workers reading pre */
         struct work *waiting; /* requests for after that walk */
         struct jt_tree pre;
+        /* --privsep: the session of the walk before, kept while the exec
+         * runs for the walk after it (no warren-upper to start at its
+         * exit: the walk follows the exit by a walk's time, as in
+         * process) */
+        int sock;
         struct jt_change *changes;
         size_t n_changes;
         bool complete;
@@ -89,6 +94,7 @@ static void jr_exec_free(struct jr_exec *x) {
                 return;
         jt_tree_free(&x->pre);
         jt_changes_free(x->changes, x->n_changes);
+        safe_close(x->sock);
         free(x);
 }
 
@@ -471,11 +477,27 @@ static void work_run(uv_work_t *req) {
         struct work *w = req->data;
         struct sbx_journal *j = w->j;
         w->t_ns = sbx_mono_ns();
+        if (j->priv && w->sock >= 0) {
+                /* the session kept from the walk before (W_END) */
+                work_run_kind(w, j);
+                if (w->r >= 0)
+                        goto out;
+                w->sock = safe_close(w->sock); /* broken meanwhile: once more, afresh */
+                w->e = (struct wr_err){0};
+                jt_tree_free(&w->tree);
+                jt_changes_free(w->changes, w->n_changes);
+                w->changes = NULL;
+                w->n_changes = 0;
+        }
         if (j->priv && (w->sock = jup_open(j->m, &j->ref, &w->e)) < 0)
                 w->r = err_prefix(&w->e, w->sock, "journal");
         else
                 work_run_kind(w, j);
-        w->sock = safe_close(w->sock); /* warren-upper exits */
+out:
+        /* warren-upper exits when its session closes; a walk before an
+         * exec keeps it for the walk after (work_done) */
+        if (w->kind != W_BEGIN || w->r < 0)
+                w->sock = safe_close(w->sock);
         w->t_ns = sbx_mono_ns() - w->t_ns;
 }
 
@@ -532,6 +554,7 @@ static void work_done(uv_work_t *req, int status) {
                 nx->state = JR_BEGUN;
                 nx->pre = w->tree;
                 w->tree = (struct jt_tree){0};
+                nx->sock = TAKE_FD(w->sock);
                 nx->next = j->execs;
                 j->execs = nx;
                 trim(j);
@@ -712,6 +735,7 @@ void sbx_journal_exec_ended(struct sbx *sb, const char *exec_id) {
         if (!w)
                 goto fail;
         w->x = x;
+        w->sock = TAKE_FD(x->sock);
         x->ending = true;
         x->busy++;
         if (queue(j, w, &e) < 0) {
