@@ -608,9 +608,13 @@ int jt_tree_decode(const void *buf, size_t len, size_t max_entries, struct jt_tr
                 };
                 if (get16(p + 6) || get32(p + 20) || type < JT_FILE || type > JT_WHITEOUT ||
                     opaque > 1 || (opaque && type != JT_DIR) || !mode_fits(type, x.mode) ||
-                    x.uid > 65535 || x.gid > 65535 || (ll && type != JT_LINK) || ll > WALK_PATH ||
-                    (size_t) (end - p) - WIRE_ENT < (size_t) pl + ll) {
+                    x.uid > 65535 || x.gid > 65535 || (ll && type != JT_LINK) || ll > WALK_PATH) {
                         r = err_set(e, -EINVAL, "journal walk: entry %llu refused",
+                                    (unsigned long long) i);
+                        goto fail;
+                }
+                if ((size_t) (end - p) - WIRE_ENT < (size_t) pl + ll) {
+                        r = err_set(e, -EPROTO, "journal walk: entry %llu cut short",
                                     (unsigned long long) i);
                         goto fail;
                 }
