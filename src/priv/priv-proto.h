@@ -71,8 +71,10 @@
  * the upper-dir reader: UPPER_PACK (23), UPPER_PACKED (0x97), and for
  * phase 5 (warrend's drop) HELLO_REPLY's reserved word is host_check, the
  * result of warren-priv's own rt_prepare, so that warrend need not check
- * the host (nor hold warren-init) itself */
-#define PRIV_VERSION 3u
+ * the host (nor hold warren-init) itself
+ * 4: phase 4b-2, the journal's session with warren-upper: UPPER_SESSION
+ * (24) and its reply UPPER_SESSION_STARTED (0x99, 1 fd) */
+#define PRIV_VERSION 4u
 #define PRIV_MSG_MAX 4096u  /* datagram, header included */
 #define PRIV_PATH_MAX 1024u /* a path field, bytes including the NUL */
 #define PRIV_ID_MAX 72u     /* a sandbox id field: up to 64 chars + NUL, padded */
@@ -100,7 +102,8 @@ enum priv_type {
         /* reserved for the blocks being built (docs/privsep.md "Next
          * sessions"): 17..18 helper starts (warren-egress, warren-signer,
          * warren-unpack), 19..20 volume mounts, 21..22 spawn beside a
-         * sandbox and its ssh dir, 23..24 the upper-dir reader */
+         * sandbox and its ssh dir, 23..24 the upper-dir reader (24: the
+         * journal's session, phase 4b-2) */
         PRIV_REQ_TYPES = 32, /* request types are below this (not all used: see the table) */
         /* replies */
         PRIV_RESULT = 0x81,

@@ -9,6 +9,7 @@ a deleted image dir recreated); a dropped warrend (--privsep --user
 warren), which cannot read the upper dir at all, journals and rolls back;
 a sandbox without a user namespace is refused with FAILED_PRECONDITION
 naming --userns=off."""
+import contextlib
 import os
 import signal
 
@@ -32,6 +33,19 @@ CHECK = ("cat /w/bob/f /w/k; stat -c '%u:%g %a' /w/bob /w/bob/f /w/k; readlink /
          "stat -c %a /root")
 WANT = ("secret\nkeep\n1234:1234 700\n1234:1234 600\n0:0 640\n/etc/passwd\nbob\nk\nlink\n"
         "no-g\nbusybox\nroot:x:0:\nnogroup:x:65534:\n700\n")
+
+
+@contextlib.contextmanager
+def own_flags():
+    """These tests pick each daemon's flags themselves (the drop too):
+    without WARREN_DROP's environment (WARREN_PRIVSEP, WARREN_USER), which
+    would also drop the daemon that imports the image (storing layers
+    under --user is not built: docs/privsep.md, LAYER_COMMIT)."""
+    saved = {k: os.environ.pop(k) for k in ("WARREN_PRIVSEP", "WARREN_USER") if k in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
 
 
 def sh(sb, cmd, **kw):
@@ -67,7 +81,8 @@ def test_journal_same_with_and_without_privsep(fresh_warrend):
     for privsep in (False, True):
         port = free_port()
         args = ["--admin-listen", "127.0.0.1:%d" % port] + (["--privsep"] if privsep else [])
-        d = fresh_warrend(extra_args=args)
+        with own_flags():
+            d = fresh_warrend(extra_args=args)
         import_image(d, IMAGE)
         with wr.SandboxClient(d.unix_addr) as c:
             kinds, tree = journal_round(c)
@@ -85,8 +100,9 @@ def test_journal_same_with_and_without_privsep(fresh_warrend):
 
 def test_journal_without_userns_refused(fresh_warrend):
     port = free_port()
-    d = fresh_warrend(extra_args=["--privsep", "--userns", "off",
-                                  "--admin-listen", "127.0.0.1:%d" % port])
+    with own_flags():
+        d = fresh_warrend(extra_args=["--privsep", "--userns", "off",
+                                      "--admin-listen", "127.0.0.1:%d" % port])
     import_image(d, IMAGE)
     with wr.SandboxClient(d.unix_addr) as c:
         sb = c.create(image=IMAGE, entrypoint=["sleep", "infinity"])
@@ -116,7 +132,8 @@ def test_journal_dropped(tmp_path):
     os.chmod(life.tmp, 0o711)
     port = free_port()
     try:
-        imported_first(life)
+        with own_flags():
+            imported_first(life)
         life.start(extra=drop_args(port, 0), terminate_on_exit=True)
         assert_dropped(life.proc.pid, pw)
         with wr.SandboxClient(life.unix_addr) as c:
