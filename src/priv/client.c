@@ -846,8 +846,9 @@ int priv_upper_session(struct priv_client *c, const struct priv_target *t, int *
         socklen_t tl = sizeof(type);
         if (getsockopt(out[0], SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_SEQPACKET) {
                 close(out[0]);
-                return err_set(e, -EPROTO, "warren-priv: UPPER_SESSION_STARTED with an fd that is "
-                                           "not a SOCK_SEQPACKET socket");
+                return err_set(e, -EPROTO,
+                               "warren-priv: UPPER_SESSION_STARTED with an fd that is "
+                               "not a SOCK_SEQPACKET socket");
         }
         *ret_sock = out[0];
         if (ret_pid)
@@ -875,8 +876,9 @@ int priv_upper_call(int sock, const struct priv_upper_op *op, int fd, int timeou
         size_t n_fds = 0;
         long n = priv_recv(sock, buf, sizeof(buf), fds, &n_fds, MSG_DONTWAIT);
         if (n <= 0)
-                return err_set(e, n < 0 ? (int) n : -EIO, "warren-upper ended without an answer%s%s",
-                               n < 0 ? ": " : "", n < 0 ? strerror((int) -n) : "");
+                return err_set(e, n < 0 ? (int) n : -EIO,
+                               "warren-upper ended without an answer%s%s", n < 0 ? ": " : "",
+                               n < 0 ? strerror((int) -n) : "");
         struct wr_err de = {0};
         if ((r = priv_upper_reply_decode(buf, (size_t) n, n_fds, rep, &de)) < 0) {
                 priv_close_fds(fds, n_fds);
@@ -885,8 +887,9 @@ int priv_upper_call(int sock, const struct priv_upper_op *op, int fd, int timeou
         if (rep->kind == PRIV_UPPER_R_DONE && rep->err)
                 return err_set(e, -rep->err, "%s", rep->msg);
         bool want_fd = op->op == PRIV_UPPER_OP_OPEN, want_walk = op->op == PRIV_UPPER_OP_WALK;
-        if (rep->kind != (want_fd ? PRIV_UPPER_R_OPENED
-                                  : want_walk ? PRIV_UPPER_R_WALKED : PRIV_UPPER_R_DONE)) {
+        if (rep->kind != (want_fd     ? PRIV_UPPER_R_OPENED
+                          : want_walk ? PRIV_UPPER_R_WALKED
+                                      : PRIV_UPPER_R_DONE)) {
                 priv_close_fds(fds, n_fds);
                 return err_set(e, -EPROTO, "warren-upper: answer %u to request %u", rep->kind,
                                op->op);

@@ -691,10 +691,9 @@ static void work_run(struct work_item *item) {
                 ustarted.served = res.served;
                 ustarted.served_total = res.served_total;
                 ustarted.refused = res.refused;
-                (void) reply_fd_locked(out,
-                                       priv_upper_started_encode(req->hdr.id, &ustarted, out,
-                                                                 sizeof(out)),
-                                       session_fd);
+                (void) reply_fd_locked(
+                        out, priv_upper_started_encode(req->hdr.id, &ustarted, out, sizeof(out)),
+                        session_fd);
         } else if (upper_ok) {
                 packed.served = res.served;
                 packed.served_total = res.served_total;

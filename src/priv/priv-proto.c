@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "basic/relpath.h"
+
 /* The closed message set: each type, its payload size, the fds it
  * carries and which direction it goes. */
 struct priv_msg_spec {
@@ -642,21 +644,6 @@ int priv_upper_started_encode(uint64_t id, const struct priv_upper_started *s, v
         return put(id, PRIV_UPPER_SESSION_STARTED, s, sizeof(*s), buf, size);
 }
 
-/* A session path: 1..4095 bytes, relative, no empty, "." or ".."
- * component (any other byte). */
-static bool upper_path_ok(const char *p, long n) {
-        if (n <= 0 || p[0] == '/' || p[n - 1] == '/')
-                return false;
-        for (const char *c = p; c < p + n;) {
-                const char *end = memchr(c, '/', (size_t) (p + n - c));
-                size_t l = end ? (size_t) (end - c) : (size_t) (p + n - c);
-                if (l == 0 || (l == 1 && c[0] == '.') || (l == 2 && c[0] == '.' && c[1] == '.'))
-                        return false;
-                c += l + 1;
-        }
-        return true;
-}
-
 int priv_upper_op_decode(const void *buf, size_t len, size_t n_fds, struct priv_upper_op *out,
                          struct wr_err *e) {
         memset(out, 0, sizeof(*out));
@@ -688,14 +675,16 @@ int priv_upper_op_decode(const void *buf, size_t len, size_t n_fds, struct priv_
         bool attrs = m->op == PRIV_UPPER_OP_MKDIR || m->op == PRIV_UPPER_OP_ATTRS ||
                      m->op == PRIV_UPPER_OP_PUT;
         bool ids = attrs || m->op == PRIV_UPPER_OP_SYMLINK;
-        if (m->op == PRIV_UPPER_OP_WALK ? np != 0 : !upper_path_ok(m->path, np)) {
+        if (m->op == PRIV_UPPER_OP_WALK
+                    ? np != 0
+                    : !wr_relpath_ok(m->path, (size_t) np, PRIV_UPPER_PATH_MAX - 1)) {
                 err_set(e, r, "session: path not confined (relative, no empty, . or .. component)");
                 goto fail;
         }
-        if ((m->op != PRIV_UPPER_OP_SYMLINK && nl) || m->reserved ||
-            (!attrs && m->mode) || m->mode > 07777 ||
-            (!ids && (m->uid || m->gid)) || m->uid >= PRIV_UPPER_IDS || m->gid >= PRIV_UPPER_IDS ||
-            (m->op != PRIV_UPPER_OP_PUT && m->mtime_ns) || m->mtime_ns < 0) {
+        if ((m->op != PRIV_UPPER_OP_SYMLINK && nl) || m->reserved || (!attrs && m->mode) ||
+            m->mode > 07777 || (!ids && (m->uid || m->gid)) || m->uid >= PRIV_UPPER_IDS ||
+            m->gid >= PRIV_UPPER_IDS || (m->op != PRIV_UPPER_OP_PUT && m->mtime_ns) ||
+            m->mtime_ns < 0) {
                 err_set(e, r, "session: request %u: a field out of range or not its kind's", m->op);
                 goto fail;
         }
@@ -730,8 +719,8 @@ int priv_upper_op_encode(const struct priv_upper_op *op, struct priv_upper_op *b
         return 0;
 }
 
-int priv_upper_reply_decode(const void *buf, size_t len, size_t n_fds,
-                            struct priv_upper_reply *out, struct wr_err *e) {
+int priv_upper_reply_decode(const void *buf, size_t len, size_t n_fds, struct priv_upper_reply *out,
+                            struct wr_err *e) {
         memset(out, 0, sizeof(*out));
         if (len != sizeof(*out))
                 return err_set(e, -EPROTO, "warren-upper: answer of %zu bytes (must be %zu)", len,
@@ -750,14 +739,15 @@ int priv_upper_reply_decode(const void *buf, size_t len, size_t n_fds,
                 return err_set(e, -EINVAL, "warren-upper: errno %d in answer %u", m.err, m.kind);
         long n = field_str(m.msg, sizeof(m.msg));
         if (n < 0 || (n && !m.err))
-                return err_set(e, -EINVAL, "warren-upper: answer's msg is not one NUL-padded "
-                                           "string after an error");
-        if (m.kind != PRIV_UPPER_R_WALKED ? (m.truncated || m.len || m.n)
-                                          : (m.truncated > 1 || m.len > PRIV_UPPER_WALK_MAX ||
-                                             m.n > m.len))
-                return err_set(e, -EINVAL, "warren-upper: answer %u: len %llu, n %llu, truncated %u",
-                               m.kind, (unsigned long long) m.len, (unsigned long long) m.n,
-                               m.truncated);
+                return err_set(e, -EINVAL,
+                               "warren-upper: answer's msg is not one NUL-padded "
+                               "string after an error");
+        if (m.kind != PRIV_UPPER_R_WALKED
+                    ? (m.truncated || m.len || m.n)
+                    : (m.truncated > 1 || m.len > PRIV_UPPER_WALK_MAX || m.n > m.len))
+                return err_set(e, -EINVAL,
+                               "warren-upper: answer %u: len %llu, n %llu, truncated %u", m.kind,
+                               (unsigned long long) m.len, (unsigned long long) m.n, m.truncated);
         *out = m;
         return 0;
 }

@@ -476,12 +476,12 @@ enum priv_upper_op_kind {
         PRIV_UPPER_OP_SYMLINK = 7,
 };
 struct priv_upper_op {
-        uint32_t magic; /* PRIV_UPPER_OP_MAGIC */
-        uint32_t op;    /* enum priv_upper_op_kind */
-        uint32_t mode;  /* MKDIR, ATTRS, PUT: 0..07777; else 0 */
+        uint32_t magic;    /* PRIV_UPPER_OP_MAGIC */
+        uint32_t op;       /* enum priv_upper_op_kind */
+        uint32_t mode;     /* MKDIR, ATTRS, PUT: 0..07777; else 0 */
         uint32_t uid, gid; /* MKDIR, ATTRS, PUT, SYMLINK: < PRIV_UPPER_IDS; else 0 */
         uint32_t reserved;
-        int64_t mtime_ns; /* PUT: >= 0; else 0 */
+        int64_t mtime_ns;               /* PUT: >= 0; else 0 */
         char path[PRIV_UPPER_PATH_MAX]; /* WALK: empty; else a path as above */
         char link[PRIV_UPPER_PATH_MAX]; /* SYMLINK: the target (may be empty); else empty */
 };
@@ -495,9 +495,9 @@ enum priv_upper_reply_kind {
         PRIV_UPPER_R_OPENED = 3, /* 1 fd */
 };
 struct priv_upper_reply {
-        uint32_t magic; /* PRIV_UPPER_REPLY_MAGIC */
-        uint32_t kind;  /* enum priv_upper_reply_kind */
-        int32_t err;    /* DONE: positive errno or 0; else 0 */
+        uint32_t magic;     /* PRIV_UPPER_REPLY_MAGIC */
+        uint32_t kind;      /* enum priv_upper_reply_kind */
+        int32_t err;        /* DONE: positive errno or 0; else 0 */
         uint32_t truncated; /* WALKED: 0/1; else 0 */
         uint64_t len, n;    /* WALKED: bytes written (<= PRIV_UPPER_WALK_MAX), entries; else 0 */
         char msg[PRIV_ERRMSG_MAX]; /* DONE with err: what failed; else all zero */
@@ -517,8 +517,8 @@ int priv_upper_op_decode(const void *buf, size_t len, size_t n_fds, struct priv_
  * n_fds fds) and copy it into *out. 0, or -EPROTO / -EINVAL with e
  * (framing, kind, fd count, errno outside 0..4095, fields its kind does
  * not use, msg not one NUL-padded string or set without an error). */
-int priv_upper_reply_decode(const void *buf, size_t len, size_t n_fds,
-                            struct priv_upper_reply *out, struct wr_err *e);
+int priv_upper_reply_decode(const void *buf, size_t len, size_t n_fds, struct priv_upper_reply *out,
+                            struct wr_err *e);
 
 /* ---- phase 3: the helpers (request types 17..18, reply 0x91) ----
  *

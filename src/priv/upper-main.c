@@ -133,9 +133,9 @@ static int install_seccomp(bool kill_on_miss) {
          * writes through the sandbox's root, and the memory of a large
          * walk (mmap without PROT_EXEC) */
         static const int allow_session[] = {
-                SCMP_SYS(openat2),  SCMP_SYS(mkdirat),  SCMP_SYS(unlinkat),
-                SCMP_SYS(renameat), SCMP_SYS(renameat2), SCMP_SYS(symlinkat),
-                SCMP_SYS(fchownat), SCMP_SYS(fchown),   SCMP_SYS(fchmod),
+                SCMP_SYS(openat2),   SCMP_SYS(mkdirat),         SCMP_SYS(unlinkat),
+                SCMP_SYS(renameat),  SCMP_SYS(renameat2),       SCMP_SYS(symlinkat),
+                SCMP_SYS(fchownat),  SCMP_SYS(fchown),          SCMP_SYS(fchmod),
                 SCMP_SYS(utimensat), SCMP_SYS(copy_file_range),
         };
         int r;

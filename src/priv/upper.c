@@ -134,8 +134,9 @@ static int converse(int sock, dev_t dev, struct priv_upper_msg *done, struct pri
                 }
                 if (m.kind == PRIV_UPPER_Q_DONE) {
                         if (!done)
-                                return fail(res, -EPROTO, "refused from warren-upper: DONE in "
-                                                          "a session");
+                                return fail(res, -EPROTO,
+                                            "refused from warren-upper: DONE in "
+                                            "a session");
                         *done = m;
                         return 0;
                 }
@@ -163,8 +164,8 @@ static int converse(int sock, dev_t dev, struct priv_upper_msg *done, struct pri
  * (a sandbox attached after a restart: its disk image found on its loop
  * device and mounted for this request; *dirfd and *disk hold what that
  * opened, the caller's to close). *ust: the upper dir's stat. */
-static int open_target(const struct priv_target *t, int *pidfd, int *upper, int *dirfd,
-                       int *disk, struct stat *ust, struct priv_result *res) {
+static int open_target(const struct priv_target *t, int *pidfd, int *upper, int *dirfd, int *disk,
+                       struct stat *ust, struct priv_result *res) {
         struct rt_sandbox *sb = NULL;
         int slot;
         struct wr_err e = {0};

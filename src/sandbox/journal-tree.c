@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
+#include "basic/relpath.h"
 #include "basic/rmrf.h"
 
 #define WALK_DEPTH 256
@@ -538,19 +539,6 @@ int jt_tree_encode(const struct jt_tree *t, uint8_t **ret, size_t *len) {
         return 0;
 }
 
-static bool wire_path_ok(const char *p, size_t n) {
-        if (n == 0 || n > WALK_PATH || p[0] == '/' || p[n - 1] == '/' || memchr(p, 0, n))
-                return false;
-        for (const char *c = p; c < p + n;) {
-                const char *end = memchr(c, '/', (size_t) (p + n - c));
-                size_t l = end ? (size_t) (end - c) : (size_t) (p + n - c);
-                if (l == 0 || (l == 1 && c[0] == '.') || (l == 2 && c[0] == '.' && c[1] == '.'))
-                        return false;
-                c += l + 1;
-        }
-        return true;
-}
-
 static bool mode_fits(uint8_t type, uint32_t mode) {
         switch (type) {
         case JT_FILE:
@@ -619,7 +607,7 @@ int jt_tree_decode(const void *buf, size_t len, size_t max_entries, struct jt_tr
                         goto fail;
                 }
                 const char *path = (const char *) p + WIRE_ENT, *link = path + pl;
-                if (!wire_path_ok(path, pl) || memchr(link, 0, ll)) {
+                if (!wr_relpath_ok(path, pl, WALK_PATH) || memchr(link, 0, ll)) {
                         r = err_set(e, -EINVAL, "journal walk: entry %llu: path refused",
                                     (unsigned long long) i);
                         goto fail;
@@ -786,9 +774,9 @@ int jt_op_put(int root_fd, const char *path, int src_fd, const struct jt_attrs *
         if (dst < 0)
                 return -errno;
         int r = jt_copy_fd(src_fd, dst);
-        struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT},
-                                 {.tv_sec = a->mtime_ns / 1000000000,
-                                  .tv_nsec = a->mtime_ns % 1000000000}};
+        struct timespec ts[2] = {
+                {.tv_nsec = UTIME_OMIT},
+                {.tv_sec = a->mtime_ns / 1000000000, .tv_nsec = a->mtime_ns % 1000000000}};
         if (r == 0 && (r = set_attrs_fd(dst, a)) == 0 && futimens(dst, ts) < 0)
                 r = -errno;
         if (r == 0 && renameat(d, tmp, d, name) < 0)

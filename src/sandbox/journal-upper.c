@@ -57,7 +57,8 @@ int jup_walk(int sock, struct jt_tree *out, struct wr_err *e) {
                 return err_prefix(e, r, "journal: refused from warren-upper");
         if (out->n != rep.n || out->truncated != !!rep.truncated) {
                 jt_tree_free(out);
-                return err_set(e, -EPROTO, "journal: warren-upper's walk disagrees with its answer");
+                return err_set(e, -EPROTO,
+                               "journal: warren-upper's walk disagrees with its answer");
         }
         return 0;
 }

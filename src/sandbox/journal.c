@@ -388,7 +388,7 @@ struct work {
         size_t n_changes;
         struct names keep; /* object names kept journals need (begin: gc) */
         int root_fd;
-        int sock; /* --privsep: the session with warren-upper */
+        int sock;      /* --privsep: the session with warren-upper */
         uint64_t t_ns; /* on the worker */
         bool force, froze, complete;
         int r;
@@ -432,8 +432,8 @@ static int io_open(struct work *w, const char *path) {
 static int io_write(struct work *w, uint32_t op, const char *path, const struct jt_state *s,
                     int src_fd) {
         uint32_t base = w->j->id_base, n = base ? SBX_UIDS_COUNT : 0;
-        struct jt_attrs a = {.mode = s->mode, .uid = s->uid, .gid = s->gid,
-                             .mtime_ns = s->mtime_ns};
+        struct jt_attrs a = {
+                .mode = s->mode, .uid = s->uid, .gid = s->gid, .mtime_ns = s->mtime_ns};
         if (w->j->priv) {
                 struct wr_err e = {0};
                 return jup_op(w->sock, op, path, &a, s->link ? s->link : "", src_fd, &e);
@@ -984,8 +984,7 @@ static int apply(struct work *w) {
                 if (gone && !strncmp(c->path, gone, gone_len) && c->path[gone_len] == '/')
                         continue;
                 if ((r = io_write(w, PRIV_UPPER_OP_REMOVE, c->path, &c->before, -1)) < 0)
-                        return err_set(&w->e, r, "rollback: remove /%s: %s", c->path,
-                                       strerror(-r));
+                        return err_set(&w->e, r, "rollback: remove /%s: %s", c->path, strerror(-r));
                 gone = c->path;
                 gone_len = strlen(gone);
         }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* See test-priv-upper-ns.h. */
+#include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -14,7 +15,10 @@
 
 #include <cmocka.h>
 
+#include "priv-harness.h"
 #include "test-priv-upper-ns.h"
+
+#include "priv/priv-proto.h"
 
 pid_t upper_test_userns_child(unsigned base, int *pidfd) {
         int go[2], ready[2];
@@ -69,4 +73,36 @@ uint64_t upper_test_start_time(pid_t pid) {
                         break;
                 }
         return v;
+}
+
+void upper_test_target(struct priv_target *t) {
+        memset(t, 0, sizeof(*t));
+        memcpy(t->id, "sb-1", 5);
+        t->pid = 42;
+        t->start_time = 9;
+}
+
+_Static_assert(sizeof(struct priv_upper_pack) == sizeof(struct priv_upper_session),
+               "UPPER_PACK and UPPER_SESSION: {target, flags, reserved}");
+
+void upper_test_target_refusals(uint8_t *buf, size_t n, size_t n_fds) {
+        struct priv_upper_pack *u = (void *) (buf + sizeof(struct priv_hdr));
+        struct priv_upper_pack keep = *u;
+#define BAD(stmt, code)                                                                            \
+        do {                                                                                       \
+                *u = keep;                                                                         \
+                stmt;                                                                              \
+                priv_refused(buf, n, n_fds, code);                                                 \
+        } while (0)
+        BAD(u->t.id[0] = 0, -EINVAL);
+        BAD(u->t.id[0] = '-', -EINVAL);
+        BAD(u->t.id[6] = 'x', -EINVAL); /* garbage after the NUL */
+        BAD(u->t.pid = 1, -EINVAL);
+        BAD(u->t.pid = -5, -EINVAL);
+        BAD(u->t.start_time = 0, -EINVAL);
+        BAD(u->t.cgroup_mode = 3, -EINVAL);
+        BAD(u->flags = 1, -EINVAL);
+        BAD(u->reserved = 1, -EINVAL);
+#undef BAD
+        *u = keep;
 }

@@ -50,13 +50,6 @@ static const char *priv_bin, *upper_bin;
 
 #define BASE 310000u
 
-static void good_target(struct priv_target *t) {
-        memset(t, 0, sizeof(*t));
-        memcpy(t->id, "sb-1", 5);
-        t->pid = 42;
-        t->start_time = 9;
-}
-
 /* ---- UPPER_SESSION / UPPER_SESSION_STARTED ---- */
 
 static void test_session_msgs(void **state) {
@@ -66,7 +59,7 @@ static void test_session_msgs(void **state) {
         struct priv_reply rep;
         struct wr_err e = {0};
         struct priv_target t;
-        good_target(&t);
+        upper_test_target(&t);
         int n = priv_upper_session_encode(5, &t, buf, sizeof(buf), &e);
         assert_true(n > 0);
         assert_int_equal(priv_req_decode(buf, (size_t) n, 0, &req, &e), 0);
@@ -79,22 +72,7 @@ static void test_session_msgs(void **state) {
         priv_refused(buf, (size_t) n, 1, -EPROTO);
         priv_refused(buf, (size_t) n - 1, 0, -EPROTO);
         priv_refused(buf, (size_t) n + 1, 0, -EPROTO);
-        struct priv_upper_session *u = (void *) (buf + sizeof(struct priv_hdr));
-        struct priv_upper_session keep = *u;
-#define BAD(stmt, code)                                                                            \
-        do {                                                                                       \
-                *u = keep;                                                                         \
-                stmt;                                                                              \
-                priv_refused(buf, (size_t) n, 0, code);                                            \
-        } while (0)
-        BAD(u->t.id[0] = 0, -EINVAL);
-        BAD(u->t.id[6] = 'x', -EINVAL);
-        BAD(u->t.pid = 1, -EINVAL);
-        BAD(u->t.start_time = 0, -EINVAL);
-        BAD(u->t.cgroup_mode = 3, -EINVAL);
-        BAD(u->flags = 1, -EINVAL);
-        BAD(u->reserved = 1, -EINVAL);
-#undef BAD
+        upper_test_target_refusals(buf, (size_t) n, 0);
         t.pid = 0;
         assert_int_equal(priv_upper_session_encode(5, &t, buf, sizeof(buf), &e), -EINVAL);
 
@@ -168,7 +146,7 @@ static void test_ops(void **state) {
         assert_int_equal(op_decode(op_of(PRIV_UPPER_OP_OPEN, "a"), 1), -EPROTO);
         assert_int_equal(op_decode(op_of(PRIV_UPPER_OP_REMOVE, "a"), 1), -EPROTO);
         /* paths */
-        static const char *const bad[] = {"",   "/a",  "a/",   "a//b", ".",   "..",
+        static const char *const bad[] = {"",    "/a",  "a/",   "a//b", ".",     "..",
                                           "./a", "a/.", "../a", "a/..", "a/../b"};
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
                 assert_int_equal(op_decode(op_of(PRIV_UPPER_OP_REMOVE, bad[i]), 0), -EINVAL);
@@ -380,19 +358,19 @@ static void test_tree_wire(void **state) {
                 c[off] = (uint8_t) (val);                                                          \
                 assert_int_equal(tree_decode(c, len), code);                                       \
         } while (0)
-        BAD(0, 'X', -EPROTO);         /* magic */
-        BAD(4, 2, -EPROTO);           /* version */
-        BAD(8, 200, -EPROTO);         /* n beyond the bytes */
-        BAD(16, 2, -EPROTO);          /* truncated 0/1 */
-        BAD(20, 1, -EPROTO);          /* reserved */
-        BAD(24 + 0, 0, -EINVAL);      /* type ABSENT */
-        BAD(24 + 0, 6, -EINVAL);      /* unknown type */
-        BAD(24 + 0, JT_FILE, -EINVAL); /* a dir's mode on a file */
-        BAD(24 + 1, 2, -EINVAL);      /* opaque 0/1 */
-        BAD(24 + 6, 1, -EINVAL);      /* reserved */
-        BAD(24 + 20, 1, -EINVAL);     /* reserved */
-        BAD(24 + 14, 1, -EINVAL);     /* uid 65536 + 7 */
-        BAD(24 + 64 + 1, 0, -EINVAL); /* the first entry's path "a" -> NUL */
+        BAD(0, 'X', -EPROTO);           /* magic */
+        BAD(4, 2, -EPROTO);             /* version */
+        BAD(8, 200, -EPROTO);           /* n beyond the bytes */
+        BAD(16, 2, -EPROTO);            /* truncated 0/1 */
+        BAD(20, 1, -EPROTO);            /* reserved */
+        BAD(24 + 0, 0, -EINVAL);        /* type ABSENT */
+        BAD(24 + 0, 6, -EINVAL);        /* unknown type */
+        BAD(24 + 0, JT_FILE, -EINVAL);  /* a dir's mode on a file */
+        BAD(24 + 1, 2, -EINVAL);        /* opaque 0/1 */
+        BAD(24 + 6, 1, -EINVAL);        /* reserved */
+        BAD(24 + 20, 1, -EINVAL);       /* reserved */
+        BAD(24 + 14, 1, -EINVAL);       /* uid 65536 + 7 */
+        BAD(24 + 64 + 1, 0, -EINVAL);   /* the first entry's path "a" -> NUL */
         BAD(24 + 64 + 1, '/', -EINVAL); /* "/" */
         BAD(24 + 64 + 1, 'c', -EINVAL); /* "c" then "a/f": out of order */
         /* the second entry (a file at 24+65): opaque on a non-directory */
@@ -455,7 +433,7 @@ static void test_server(void **state) {
         struct priv_reply rep;
         struct wr_err e = {0};
         struct priv_target t;
-        good_target(&t);
+        upper_test_target(&t);
         int n = priv_upper_session_encode(1, &t, buf, sizeof(buf), &e);
         /* an fd where none belongs: refused undecoded, the fd closed */
         int p[2];
@@ -652,10 +630,8 @@ static void test_upper_session(void **state) {
         assert_int_equal(fcntl(fd, F_GETFL) & O_ACCMODE, O_RDONLY);
         close(fd);
         assert_int_equal(call(&s, PRIV_UPPER_OP_OPEN, "bob", 0, 0, NULL, -1, &fd, NULL), -EINVAL);
-        assert_int_equal(call(&s, PRIV_UPPER_OP_OPEN, "host", 0, 0, NULL, -1, &fd, NULL),
-                         -EACCES);
-        assert_int_equal(call(&s, PRIV_UPPER_OP_OPEN, "nope", 0, 0, NULL, -1, &fd, NULL),
-                         -ENOENT);
+        assert_int_equal(call(&s, PRIV_UPPER_OP_OPEN, "host", 0, 0, NULL, -1, &fd, NULL), -EACCES);
+        assert_int_equal(call(&s, PRIV_UPPER_OP_OPEN, "nope", 0, 0, NULL, -1, &fd, NULL), -ENOENT);
 
         /* the writes, through the root, ids mapped into the range */
         assert_int_equal(call(&s, PRIV_UPPER_OP_MKDIR, "w/d", 0750, 5, NULL, -1, NULL, NULL), 0);
@@ -676,8 +652,8 @@ static void test_upper_session(void **state) {
         assert_int_equal(st.st_mtim.tv_nsec, 123456789);
         assert_int_equal(call(&s, PRIV_UPPER_OP_ATTRS, "w/file", 0600, 9, NULL, -1, NULL, NULL), 0);
         owner_is(p, 9, 0600);
-        assert_int_equal(
-                call(&s, PRIV_UPPER_OP_SYMLINK, "w/l", 0, 8, "/target", -1, NULL, NULL), 0);
+        assert_int_equal(call(&s, PRIV_UPPER_OP_SYMLINK, "w/l", 0, 8, "/target", -1, NULL, NULL),
+                         0);
         snprintf(p, sizeof(p), "%s/root/w/l", dir);
         owner_is(p, 8, 0);
         char target[64] = {0};

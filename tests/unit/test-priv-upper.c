@@ -46,13 +46,6 @@ static const char *priv_bin, *upper_bin;
 
 #define BASE 300000u
 
-static void good_target(struct priv_target *t) {
-        memset(t, 0, sizeof(*t));
-        memcpy(t->id, "sb-1", 5);
-        t->pid = 42;
-        t->start_time = 9;
-}
-
 static void test_round_trips(void **state) {
         (void) state;
         uint8_t buf[PRIV_MSG_MAX];
@@ -60,7 +53,7 @@ static void test_round_trips(void **state) {
         struct priv_reply rep;
         struct wr_err e = {0};
         struct priv_target t;
-        good_target(&t);
+        upper_test_target(&t);
         int n = priv_upper_pack_encode(5, &t, buf, sizeof(buf), &e);
         assert_true(n > 0);
         assert_int_equal(priv_req_decode(buf, (size_t) n, 1, &req, &e), 0);
@@ -83,7 +76,7 @@ static void test_refusals(void **state) {
         uint8_t buf[PRIV_MSG_MAX];
         struct wr_err e = {0};
         struct priv_target t;
-        good_target(&t);
+        upper_test_target(&t);
         int n = priv_upper_pack_encode(5, &t, buf, sizeof(buf), &e);
         assert_true(n > 0);
         /* its one fd: none, two */
@@ -92,24 +85,7 @@ static void test_refusals(void **state) {
         /* short, long */
         priv_refused(buf, (size_t) n - 1, 1, -EPROTO);
         priv_refused(buf, (size_t) n + 1, 1, -EPROTO);
-        struct priv_upper_pack *u = (void *) (buf + sizeof(struct priv_hdr));
-        struct priv_upper_pack keep = *u;
-#define BAD(stmt, code)                                                                            \
-        do {                                                                                       \
-                *u = keep;                                                                         \
-                stmt;                                                                              \
-                priv_refused(buf, (size_t) n, 1, code);                                            \
-        } while (0)
-        BAD(u->t.id[0] = 0, -EINVAL);
-        BAD(u->t.id[0] = '-', -EINVAL);
-        BAD(u->t.id[6] = 'x', -EINVAL); /* garbage after the NUL */
-        BAD(u->t.pid = 1, -EINVAL);
-        BAD(u->t.pid = -5, -EINVAL);
-        BAD(u->t.start_time = 0, -EINVAL);
-        BAD(u->t.cgroup_mode = 3, -EINVAL);
-        BAD(u->flags = 1, -EINVAL);
-        BAD(u->reserved = 1, -EINVAL);
-#undef BAD
+        upper_test_target_refusals(buf, (size_t) n, 1);
         /* the encoder refuses what the decoder would */
         t.pid = 1;
         assert_int_equal(priv_upper_pack_encode(5, &t, buf, sizeof(buf), &e), -EINVAL);
@@ -199,7 +175,7 @@ static void test_server(void **state) {
         struct priv_reply rep;
         struct wr_err e = {0};
         struct priv_target t;
-        good_target(&t);
+        upper_test_target(&t);
         int n = priv_upper_pack_encode(1, &t, buf, sizeof(buf), &e);
         /* no fd: refused undecoded */
         answer(&s, buf, (size_t) n, NULL, 0, &rep);
