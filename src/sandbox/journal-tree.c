@@ -737,15 +737,16 @@ int jt_op_remove(int root_fd, const char *path) {
         return rm_rf_at(d, name);
 }
 
+/* Owner and mode of name in dir d (not followed). */
+static int attrs_at(int d, const char *name, const struct jt_attrs *a) {
+        _cleanup_close_ int fd = openat(d, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        return fd < 0 ? -errno : set_attrs_fd(fd, a);
+}
+
 int jt_op_attrs(int root_fd, const char *path, const struct jt_attrs *a) {
         const char *name;
         _cleanup_close_ int d = parent_fd(root_fd, path, &name);
-        if (d < 0)
-                return d;
-        _cleanup_close_ int fd = openat(d, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        return set_attrs_fd(fd, a);
+        return d < 0 ? d : attrs_at(d, name, a);
 }
 
 int jt_op_mkdir(int root_fd, const char *path, const struct jt_attrs *a) {
@@ -755,11 +756,7 @@ int jt_op_mkdir(int root_fd, const char *path, const struct jt_attrs *a) {
                 return d;
         if (mkdirat(d, name, 0700) < 0 && errno != EEXIST)
                 return -errno;
-        _cleanup_close_ int fd =
-                openat(d, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        return set_attrs_fd(fd, a);
+        return attrs_at(d, name, a);
 }
 
 int jt_op_put(int root_fd, const char *path, int src_fd, const struct jt_attrs *a) {
