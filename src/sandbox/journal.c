@@ -11,6 +11,11 @@
  *   rollback (loop) checks, freeze -> (worker) walk now, compare every
  *           changed path with its state after the exec, restore the
  *           state before through the sandbox's root -> (loop) thaw
+ *
+ * The upper dir is reached through io_walk / io_open / io_write: in
+ * process (warrend's own fds, host ids), or under --privsep through a
+ * warren-upper session opened on the worker for the work (the sandbox's
+ * ids; the walk before an exec keeps its session for the walk after).
  */
 #include "sandbox/journal.h"
 
