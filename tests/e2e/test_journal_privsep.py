@@ -39,8 +39,8 @@ WANT = ("secret\nkeep\n1234:1234 700\n1234:1234 600\n0:0 640\n/etc/passwd\nbob\n
 def own_flags():
     """These tests pick each daemon's flags themselves (the drop too):
     without WARREN_DROP's environment (WARREN_PRIVSEP, WARREN_USER), which
-    would also drop the daemon that imports the image (storing layers
-    under --user is not built: docs/privsep.md, LAYER_COMMIT)."""
+    would turn the in-process daemon they compare with into a dropped
+    one."""
     saved = {k: os.environ.pop(k) for k in ("WARREN_PRIVSEP", "WARREN_USER") if k in os.environ}
     try:
         yield
@@ -118,10 +118,9 @@ def test_journal_without_userns_refused(fresh_warrend):
 def test_journal_dropped(tmp_path):
     """warrend --privsep --user warren: the upper dir is not readable by
     warrend (it is the sandbox's, 0700 dirs of its users inside), yet the
-    journal works (images are imported before the drop: storing layers
-    dropped is another helper's work, test_privsep_drop.imported_first)."""
+    journal works."""
     from test_lifecycle import Restartable
-    from test_privsep_drop import USER, assert_dropped, drop_args, imported_first
+    from test_privsep_drop import USER, assert_dropped, started_dropped
     import pwd
     import subprocess
     from conftest import ROOT
@@ -132,9 +131,7 @@ def test_journal_dropped(tmp_path):
     os.chmod(life.tmp, 0o711)
     port = free_port()
     try:
-        with own_flags():
-            imported_first(life)
-        life.start(extra=drop_args(port, 0), terminate_on_exit=True)
+        started_dropped(life, port, 0, terminate_on_exit=True)
         assert_dropped(life.proc.pid, pw)
         with wr.SandboxClient(life.unix_addr) as c:
             kinds, tree = journal_round(c)
