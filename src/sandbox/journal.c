@@ -487,6 +487,9 @@ static void work_run(uv_work_t *req) {
                 work_run_kind(w, j);
                 if (w->r >= 0)
                         goto out;
+                log_debug("sandbox %s: journal: the kept warren-upper session failed (%s); "
+                          "once more with a fresh session",
+                          j->sb_id, w->e.msg);
                 w->sock = safe_close(w->sock); /* broken meanwhile: once more, afresh */
                 w->e = (struct wr_err){0};
                 jt_tree_free(&w->tree);

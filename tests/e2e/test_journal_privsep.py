@@ -8,10 +8,13 @@ warrend; the changes and the rollback are the same as without the flag
 a deleted image dir recreated); a dropped warrend (--privsep --user
 warren), which cannot read the upper dir at all, journals and rolls back;
 a sandbox without a user namespace is refused with FAILED_PRECONDITION
-naming --userns=off."""
+naming --userns=off; a kill -9 of warren-priv while a journaled exec runs
+loses nothing of its journal."""
 import contextlib
 import os
 import signal
+import threading
+import time
 
 import pytest
 
@@ -142,3 +145,46 @@ def test_journal_dropped(tmp_path):
         assert life.stop() in (0, -signal.SIGTERM)
     finally:
         life.destroy()
+
+
+def test_journal_survives_kill_of_warren_priv(fresh_warrend):
+    """kill -9 of warren-priv while a journaled exec runs: the session kept
+    for the walk after it lost its warren-priv (its OPAQUE questions go
+    nowhere); the walk after is made by a fresh session of the next
+    warren-priv, and the changes and the rollback are whole."""
+    from test_privsep import wait_for
+    port = free_port()
+    with own_flags():
+        d = fresh_warrend(extra_args=["--privsep", "--admin-listen", "127.0.0.1:%d" % port])
+    import_image(d, IMAGE)
+    first = int(metrics(port)["warren_priv_pid"])
+    with wr.SandboxClient(d.unix_addr) as c:
+        sb = c.create(image=IMAGE, entrypoint=["sleep", "infinity"])
+        try:
+            sh(sb, "mkdir -p /w/dir && echo old > /w/f")
+            box = {}
+
+            def run():
+                box["r"] = sb.exec("sh", "-c", "sleep 2; echo new > /w/f; mkdir /w/dir/sub",
+                                   journal=True)
+
+            t = threading.Thread(target=run)
+            t.start()
+            time.sleep(0.8)
+            os.kill(first, signal.SIGKILL)
+            assert wait_for(lambda: int(metrics(port).get("warren_priv_pid", 0)) not in
+                            (0, first))
+            t.join(30)
+            r = box["r"]
+            assert r.exit_code == 0
+            # the walk after the exec: the kept session failed, a fresh one
+            # of the next warren-priv made it
+            assert wait_for(lambda: "once more with a fresh session" in d.read_log())
+            ch = sb.changes(r.exec_id)
+            assert ch.complete
+            assert sorted((x.path, x.kind) for x in ch) == [("/w/dir/sub", "created"),
+                                                             ("/w/f", "modified")]
+            sb.rollback(r.exec_id)
+            assert sh(sb, "cat /w/f; ls /w/dir | wc -l").stdout_text == "old\n0\n"
+        finally:
+            sb.terminate()
