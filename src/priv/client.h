@@ -190,6 +190,23 @@ int priv_upstream_parse(const char *s, struct priv_helper_start *h);
 int priv_upper_pack(struct priv_client *c, const struct priv_target *t, int spool_fd,
                     struct priv_upper_packed *ret, struct wr_err *e);
 
+/* Phase 4b-2, UPPER_SESSION: a warren-upper for the sandbox t (checked as
+ * SANDBOX_SIGNAL's) in its user namespace; *ret_sock (the caller's)
+ * speaks the session's messages (priv_upper_call); closing it ends the
+ * helper. *ret_pid (may be NULL): the helper's pid. 0 or -errno with e.
+ * Blocks: call it from a worker. */
+int priv_upper_session(struct priv_client *c, const struct priv_target *t, int *ret_sock,
+                       pid_t *ret_pid, struct wr_err *e);
+
+/* One request of the session: op (encoded with priv_upper_op_encode: a
+ * field it refuses is -EINVAL) with fd (WALK, PUT; else -1; not closed),
+ * its answer decoded into *rep within timeout_ms. OPEN: *ret_fd the
+ * file's fd (the caller's; not checked here beyond what the decoder
+ * does). 0, the request's own failure (DONE {err}: -err with its msg), or
+ * -EPROTO / -ETIMEDOUT / -EIO (the session is broken: close it). */
+int priv_upper_call(int sock, const struct priv_upper_op *op, int fd, int timeout_ms,
+                    struct priv_upper_reply *rep, int *ret_fd, struct wr_err *e);
+
 int priv_hello(struct priv_client *c, struct priv_hello_reply *ret, struct wr_err *e);
 
 /* What warrend knows without a round trip (metrics): the running

@@ -656,6 +656,12 @@ static void work_run(struct work_item *item) {
         } else if (priv_layer_type(t)) {
                 priv_layer_run(req, &res); /* phase 5: layer storage */
         }
+        /* phase 4b-2: the journal's session */
+        struct priv_upper_started ustarted = {0};
+        int session_fd = -EBADF;
+        if (t == PRIV_UPPER_SESSION &&
+            priv_upper_session_run(req, &res, &ustarted, &session_fd) < 0)
+                session_fd = -EBADF;
         struct net_out no = {.fd = -EBADF};
         net_run(req, &res, &no);
         priv_close_fds(item->fds, item->n_fds);
@@ -683,6 +689,13 @@ static void work_run(struct work_item *item) {
                 if (n > 0)
                         (void) priv_send(srv.sock, out, (size_t) n, out_fds, 1, 0);
                 priv_close_fds(out_fds, 1);
+        } else if (session_fd >= 0) {
+                ustarted.served = res.served;
+                ustarted.served_total = res.served_total;
+                ustarted.refused = res.refused;
+                (void) reply_fd_locked(
+                        out, priv_upper_started_encode(req->hdr.id, &ustarted, out, sizeof(out)),
+                        session_fd);
         } else if (upper_ok) {
                 packed.served = res.served;
                 packed.served_total = res.served_total;
@@ -696,6 +709,8 @@ static void work_run(struct work_item *item) {
         net_out_done(&no);
         if (vo.fd >= 0)
                 close(vo.fd);
+        if (session_fd >= 0)
+                close(session_fd);
         if (t == PRIV_SANDBOX_CLEANUP || lid)
                 for (size_t i = 0; i < WORKERS_MAX; i++)
                         if (!strcmp(inflight[i], lid ? lid : req->cleanup.id)) {

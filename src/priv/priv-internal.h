@@ -72,6 +72,12 @@ int priv_upper_init(void);
  * 0 with *out filled (its counters are the caller's), or <0 with res. */
 int priv_upper_run(const struct priv_req *req, int *fds, size_t n_fds, struct priv_result *res,
                    struct priv_upper_packed *out);
+/* upper.c (phase 4b-2): carry out an UPPER_SESSION: warren-upper started
+ * in session mode, a thread of its own answering its OPAQUE questions and
+ * reaping it; *ret_fd: warrend's end of the session socket (the caller
+ * sends it with the answer and closes it). 0 or the failure in res. */
+int priv_upper_session_run(const struct priv_req *req, struct priv_result *res,
+                           struct priv_upper_started *out, int *ret_fd);
 
 /* helpers.c (phase 3: HELPER_START, UNPACK_START): find the helper
  * binaries (once, at start). */

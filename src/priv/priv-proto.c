@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "basic/relpath.h"
+
 /* The closed message set: each type, its payload size, the fds it
  * carries and which direction it goes. */
 struct priv_msg_spec {
@@ -56,6 +58,10 @@ static const struct priv_msg_spec table[] = {
         /* phase 4b, the upper-dir reader */
         {PRIV_UPPER_PACK, "UPPER_PACK", sizeof(struct priv_upper_pack), 1, true},
         {PRIV_UPPER_PACKED, "UPPER_PACKED", sizeof(struct priv_upper_packed), 0, false},
+        /* phase 4b-2, the journal's session */
+        {PRIV_UPPER_SESSION, "UPPER_SESSION", sizeof(struct priv_upper_session), 0, true},
+        {PRIV_UPPER_SESSION_STARTED, "UPPER_SESSION_STARTED", sizeof(struct priv_upper_started), 1,
+         false},
         /* phase 3, the helpers (the exact fd count of a HELPER_START
          * depends on its kind and flags: helper_check) */
         {PRIV_HELPER_START, "HELPER_START", sizeof(struct priv_helper_start), 2, true,
@@ -105,6 +111,11 @@ _Static_assert(sizeof(struct priv_upper_pack) == sizeof(struct priv_target) + 8 
                        sizeof(struct priv_upper_packed) == 64 &&
                        sizeof(struct priv_upper_msg) == 56 + PRIV_ERRMSG_MAX,
                "phase 4b: no padding: every byte is checked");
+_Static_assert(sizeof(struct priv_upper_session) == sizeof(struct priv_target) + 8 &&
+                       sizeof(struct priv_upper_started) == 32 &&
+                       sizeof(struct priv_upper_op) == 32 + 2 * PRIV_UPPER_PATH_MAX &&
+                       sizeof(struct priv_upper_reply) == 32 + PRIV_ERRMSG_MAX,
+               "phase 4b-2: no padding: every byte is checked");
 
 _Static_assert(sizeof(struct priv_layer_commit) == 2 * PRIV_LAYER_NAME_MAX + 8 &&
                        sizeof(struct priv_layer_remove) == PRIV_LAYER_NAME_MAX + 8,
@@ -603,6 +614,151 @@ int priv_upper_packed_encode(uint64_t id, const struct priv_upper_packed *p, voi
         return put(id, PRIV_UPPER_PACKED, p, sizeof(*p), buf, size);
 }
 
+/* ---- phase 4b-2: the journal's session ---- */
+
+static int upper_session_decode(const char *p, struct priv_req *out, struct wr_err *e) {
+        struct priv_upper_session *u = &out->upper_session;
+        memcpy(u, p, sizeof(*u));
+        int r = target_check(&u->t, "UPPER_SESSION", e);
+        if (r < 0)
+                return r;
+        if (u->flags || u->reserved)
+                return err_set(e, -EINVAL, "UPPER_SESSION: flags 0x%x, reserved %u (both 0)",
+                               u->flags, u->reserved);
+        return 0;
+}
+
+static int upper_started_decode(const char *p, struct priv_reply *out, struct wr_err *e) {
+        struct priv_upper_started *s = &out->upper_started;
+        memcpy(s, p, sizeof(*s));
+        if (s->pid <= 1 || s->reserved)
+                return err_set(e, -EINVAL, "UPPER_SESSION_STARTED: pid %d, reserved %u", s->pid,
+                               s->reserved);
+        return 0;
+}
+
+int priv_upper_session_encode(uint64_t id, const struct priv_target *t, void *buf, size_t size,
+                              struct wr_err *e) {
+        struct priv_upper_session u = {0};
+        int r = target_copy(t, &u.t, "UPPER_SESSION", e);
+        if (r < 0)
+                return r;
+        return put(id, PRIV_UPPER_SESSION, &u, sizeof(u), buf, size);
+}
+
+int priv_upper_started_encode(uint64_t id, const struct priv_upper_started *s, void *buf,
+                              size_t size) {
+        return put(id, PRIV_UPPER_SESSION_STARTED, s, sizeof(*s), buf, size);
+}
+
+int priv_upper_op_decode(const void *buf, size_t len, size_t n_fds, struct priv_upper_op *out,
+                         struct wr_err *e) {
+        memset(out, 0, sizeof(*out));
+        if (len != sizeof(*out))
+                return err_set(e, -EPROTO, "session: datagram of %zu bytes (must be %zu)", len,
+                               sizeof(*out));
+        struct priv_upper_op *m = out;
+        memcpy(m, buf, sizeof(*m));
+        int r = -EPROTO;
+        if (m->magic != PRIV_UPPER_OP_MAGIC) {
+                err_set(e, r, "session: bad magic 0x%08x", m->magic);
+                goto fail;
+        }
+        if (m->op < PRIV_UPPER_OP_WALK || m->op > PRIV_UPPER_OP_SYMLINK) {
+                err_set(e, r, "session: unknown request %u", m->op);
+                goto fail;
+        }
+        size_t want = m->op == PRIV_UPPER_OP_WALK || m->op == PRIV_UPPER_OP_PUT;
+        if (n_fds != want) {
+                err_set(e, r, "session: request %u with %zu fds (must be %zu)", m->op, n_fds, want);
+                goto fail;
+        }
+        r = -EINVAL;
+        long np = field_str(m->path, sizeof(m->path)), nl = field_str(m->link, sizeof(m->link));
+        if (np < 0 || nl < 0) {
+                err_set(e, r, "session: a path is not one NUL-padded string");
+                goto fail;
+        }
+        bool attrs = m->op == PRIV_UPPER_OP_MKDIR || m->op == PRIV_UPPER_OP_ATTRS ||
+                     m->op == PRIV_UPPER_OP_PUT;
+        bool ids = attrs || m->op == PRIV_UPPER_OP_SYMLINK;
+        if (m->op == PRIV_UPPER_OP_WALK
+                    ? np != 0
+                    : !wr_relpath_ok(m->path, (size_t) np, PRIV_UPPER_PATH_MAX - 1)) {
+                err_set(e, r, "session: path not confined (relative, no empty, . or .. component)");
+                goto fail;
+        }
+        if ((m->op != PRIV_UPPER_OP_SYMLINK && nl) || m->reserved || (!attrs && m->mode) ||
+            m->mode > 07777 || (!ids && (m->uid || m->gid)) || m->uid >= PRIV_UPPER_IDS ||
+            m->gid >= PRIV_UPPER_IDS || (m->op != PRIV_UPPER_OP_PUT && m->mtime_ns) ||
+            m->mtime_ns < 0) {
+                err_set(e, r, "session: request %u: a field out of range or not its kind's", m->op);
+                goto fail;
+        }
+        return 0;
+fail:
+        memset(out, 0, sizeof(*out));
+        return r;
+}
+
+int priv_upper_op_encode(const struct priv_upper_op *op, struct priv_upper_op *buf,
+                         struct wr_err *e) {
+        struct priv_upper_op m = {0};
+        m.magic = PRIV_UPPER_OP_MAGIC;
+        m.op = op->op;
+        m.mode = op->mode;
+        m.uid = op->uid;
+        m.gid = op->gid;
+        m.mtime_ns = op->mtime_ns;
+        size_t np = strnlen(op->path, sizeof(op->path)), nl = strnlen(op->link, sizeof(op->link));
+        if (np == sizeof(op->path) || nl == sizeof(op->link))
+                return err_set(e, -EINVAL, "session: a path of %zu bytes or more",
+                               sizeof(op->path));
+        memcpy(m.path, op->path, np);
+        memcpy(m.link, op->link, nl);
+        struct priv_upper_op check;
+        int r = priv_upper_op_decode(&m, sizeof(m),
+                                     op->op == PRIV_UPPER_OP_WALK || op->op == PRIV_UPPER_OP_PUT,
+                                     &check, e);
+        if (r < 0)
+                return r;
+        *buf = m;
+        return 0;
+}
+
+int priv_upper_reply_decode(const void *buf, size_t len, size_t n_fds, struct priv_upper_reply *out,
+                            struct wr_err *e) {
+        memset(out, 0, sizeof(*out));
+        if (len != sizeof(*out))
+                return err_set(e, -EPROTO, "warren-upper: answer of %zu bytes (must be %zu)", len,
+                               sizeof(*out));
+        struct priv_upper_reply m;
+        memcpy(&m, buf, sizeof(m));
+        if (m.magic != PRIV_UPPER_REPLY_MAGIC)
+                return err_set(e, -EPROTO, "warren-upper: bad answer magic 0x%08x", m.magic);
+        if (m.kind < PRIV_UPPER_R_DONE || m.kind > PRIV_UPPER_R_OPENED)
+                return err_set(e, -EPROTO, "warren-upper: unknown answer %u", m.kind);
+        size_t want = m.kind == PRIV_UPPER_R_OPENED;
+        if (n_fds != want)
+                return err_set(e, -EPROTO, "warren-upper: answer %u with %zu fds (must be %zu)",
+                               m.kind, n_fds, want);
+        if (m.err < 0 || m.err > 4095 || (m.err && m.kind != PRIV_UPPER_R_DONE))
+                return err_set(e, -EINVAL, "warren-upper: errno %d in answer %u", m.err, m.kind);
+        long n = field_str(m.msg, sizeof(m.msg));
+        if (n < 0 || (n && !m.err))
+                return err_set(e, -EINVAL,
+                               "warren-upper: answer's msg is not one NUL-padded "
+                               "string after an error");
+        if (m.kind != PRIV_UPPER_R_WALKED
+                    ? (m.truncated || m.len || m.n)
+                    : (m.truncated > 1 || m.len > PRIV_UPPER_WALK_MAX || m.n > m.len))
+                return err_set(e, -EINVAL,
+                               "warren-upper: answer %u: len %llu, n %llu, truncated %u", m.kind,
+                               (unsigned long long) m.len, (unsigned long long) m.n, m.truncated);
+        *out = m;
+        return 0;
+}
+
 static int put(uint64_t id, uint32_t type, const void *payload, size_t plen, void *buf,
                size_t size);
 /* ---- phase 3: the helpers ---- */
@@ -829,6 +985,8 @@ int priv_req_decode(const void *buf, size_t len, size_t n_fds, struct priv_req *
                 return volssh_req_decode(p, out, e);
         case PRIV_UPPER_PACK:
                 return upper_req_decode(p, out, e);
+        case PRIV_UPPER_SESSION:
+                return upper_session_decode(p, out, e);
         case PRIV_HELPER_START:
         case PRIV_UNPACK_START:
                 return helper_req_decode(p, n_fds, out, e);
@@ -857,6 +1015,8 @@ int priv_reply_decode(const void *buf, size_t len, size_t n_fds, struct priv_rep
         }
         if (out->hdr.type == PRIV_HELPER_STARTED)
                 return helper_reply_decode(p, out, e);
+        if (out->hdr.type == PRIV_UPPER_SESSION_STARTED)
+                return upper_started_decode(p, out, e);
         if (out->hdr.type == PRIV_RESULT) {
                 struct priv_result *res = &out->result;
                 memcpy(res, p, sizeof(*res));
