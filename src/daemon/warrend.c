@@ -26,6 +26,7 @@
 #include "daemon/drop.h"
 #include "daemon/statedir.h"
 #include "image/image.h"
+#include "image/fetch.h"
 #include "k8s/k8s.h"
 #include "image/pull.h"
 #include "priv/client.h"
@@ -354,6 +355,16 @@ static int unpack_by_priv(void *userdata, const char *dir, int tar_fd, int repor
         *ret_pid = (int) ph.pid;
         *ret_pidfd = ph.pidfd;
         return 0;
+}
+
+/* --privsep: every pull's warren-fetch through warren-priv (HELPER_START
+ * FETCH, docs/privsep.md "warren-fetch started by warren-priv"): it
+ * confines itself from root, in a chroot that must stay root's. */
+static int fetch_by_priv(void *userdata, int sock, int registry_config_fd, int docker_config_fd,
+                         bool loopback_only, pid_t *ret_pid, int *ret_pidfd, struct wr_err *e) {
+        struct daemon *d = userdata;
+        return priv_fetch_start(d->priv, sock, registry_config_fd, docker_config_fd, loopback_only,
+                                ret_pid, ret_pidfd, e);
 }
 
 /* --privsep: start warren-priv (docs/privsep.md) for the sandbox manager. */
@@ -744,6 +755,7 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                 keeper_set_priv(d->priv);
                 if (d->images)
                         img_store_set_unpack_start(d->images, unpack_by_priv, d);
+                img_fetcher_set_start(fetch_by_priv, d);
         }
         r = start_keeper(d, e);
         if (r < 0)
