@@ -51,10 +51,16 @@ static uv_handle_t *proc_handle(struct img_fetcher *f) {
 static void kill_it(struct img_fetcher *f) {
         if (f->exited)
                 return;
-        if (!f->by_priv)
+        if (!f->by_priv) {
                 (void) uv_process_kill(&f->proc, SIGKILL); /* exit_cb closes the handle */
-        else if (f->pidfd >= 0)
+                return;
+        }
+        /* warren-priv's child: a dropped warrend may not signal it (another
+         * uid); warren-priv kills it once our end is shut down */
+        if (f->pidfd >= 0)
                 (void) syscall(SYS_pidfd_send_signal, f->pidfd, SIGKILL, NULL, 0);
+        if (f->sock >= 0)
+                (void) shutdown(f->sock, SHUT_RDWR);
 }
 
 /* One receive buffer for every helper: all run on the loop thread and a

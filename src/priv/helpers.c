@@ -18,6 +18,7 @@
 #include <ifaddrs.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -109,11 +110,37 @@ static bool file_is(int fd, mode_t fmt) {
 
 struct reap_arg {
         pid_t pid;
+        int watch; /* -1, or a dup of the helper's end of its socket (warren-fetch) */
         char name[32];
 };
 
+/* Until pid exits: when warrend's end of the watched socket closes (or
+ * is shut down), the helper is killed. A dropped warrend cannot signal
+ * warren-fetch (another uid): closing its end is how it ends one, and a
+ * helper that does not exit at EOF (a compromised one) is killed here. */
+static void watch_peer(struct reap_arg *a) {
+        int pidfd = (int) syscall(SYS_pidfd_open, a->pid, 0);
+        struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN}, {.fd = a->watch, .events = POLLRDHUP}};
+        while (pidfd >= 0) {
+                int n = poll(p, 2, -1);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 || p[0].revents)
+                        break;
+                if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) {
+                        (void) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+                        break;
+                }
+        }
+        if (pidfd >= 0)
+                close(pidfd);
+        close(a->watch);
+}
+
 static void *reap(void *p) {
         struct reap_arg *a = p;
+        if (a->watch >= 0)
+                watch_peer(a);
         siginfo_t si;
         memset(&si, 0, sizeof(si));
         while (waitid(P_PID, (id_t) a->pid, &si, WEXITED) < 0 && errno == EINTR)
@@ -129,8 +156,8 @@ static void *reap(void *p) {
  * in[i] becomes fd first + i (an unpack: in[0] is its stdin, first 3
  * for the rest); closes nothing of in. 0 with *ret. */
 static int spawn(const char *name, char *const *argv, char *const *env, const int *in, size_t n,
-                 bool stdin_first, struct priv_helper_started *ret, int *ret_pidfd,
-                 struct wr_err *e) {
+                 bool stdin_first, bool watch_first, struct priv_helper_started *ret,
+                 int *ret_pidfd, struct wr_err *e) {
         int target[PRIV_HELPER_FDS_MAX];
         for (size_t i = 0; i < n; i++)
                 target[i] = stdin_first ? (i == 0 ? 0 : (int) (2 + i)) : (int) (3 + i);
@@ -174,12 +201,15 @@ static int spawn(const char *name, char *const *argv, char *const *env, const in
         bool reaper = false;
         if (a && pthread_attr_init(&attr) == 0) {
                 a->pid = pid;
+                a->watch = watch_first ? fcntl(in[0], F_DUPFD_CLOEXEC, 3) : -1;
                 snprintf(a->name, sizeof(a->name), "%s", name);
                 (void) pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
                 reaper = pthread_create(&th, &attr, reap, a) == 0;
                 pthread_attr_destroy(&attr);
         }
         if (!reaper) {
+                if (a && a->watch >= 0)
+                        close(a->watch);
                 free(a);
                 r = r < 0 ? r : -ENOMEM;
         }
@@ -225,7 +255,8 @@ static int start_signer(const struct priv_helper_start *h, const int *fds,
                               "--log-format",
                               h->flags & PRIV_HELPER_F_JSON_LOG ? "json" : "text",
                               NULL};
-        return spawn("warren-signer", (char *const *) argv, NULL, fds, 2, false, ret, ret_pidfd, e);
+        return spawn("warren-signer", (char *const *) argv, NULL, fds, 2, false, false, ret, ret_pidfd,
+                     e);
 }
 
 static int start_egress(const struct priv_helper_start *h, const int *fds, size_t n_fds,
@@ -304,8 +335,8 @@ static int start_egress(const struct priv_helper_start *h, const int *fds, size_
                 }
         }
         argv[n] = NULL;
-        return spawn("warren-egress", (char *const *) argv, NULL, fds, n_fds, false, ret, ret_pidfd,
-                     e);
+        return spawn("warren-egress", (char *const *) argv, NULL, fds, n_fds, false, false, ret,
+                     ret_pidfd, e);
 }
 
 /* A memfd sealed against writes and growth (what fetch.c's config_memfd
@@ -370,8 +401,9 @@ static int start_fetch(const struct priv_helper_start *h, const int *fds, size_t
                 argv[n++] = "--seccomp-strict";
         argv[n] = NULL;
         char *const env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-        return spawn("warren-fetch", (char *const *) argv, env, fds, n_fds, false, ret, ret_pidfd,
-                     e);
+        /* killed when warrend's end of its socket closes (watch_peer) */
+        return spawn("warren-fetch", (char *const *) argv, env, fds, n_fds, false, true, ret,
+                     ret_pidfd, e);
 }
 
 static int start_unpack(const struct priv_unpack_start *u, const int *fds,
@@ -391,7 +423,7 @@ static int start_unpack(const struct priv_unpack_start *u, const int *fds,
         int in[3] = {fds[0], dir, fds[1]};
         char *const argv[] = {unpack_path, NULL};
         char *const env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-        int r = spawn("warren-unpack", argv, env, in, 3, true, ret, ret_pidfd, e);
+        int r = spawn("warren-unpack", argv, env, in, 3, true, false, ret, ret_pidfd, e);
         close(dir);
         return r;
 }
