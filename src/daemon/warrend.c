@@ -655,6 +655,18 @@ static int daemon_drop(struct daemon *d, struct wr_err *e) {
                                "--admin-listen %s: a port below 1024 with --user is not "
                                "supported yet (it is bound after the drop); pick one >= 1024",
                                d->cfg.admin_listen);
+        /* the workload identity key, when missing or due, made now (root:
+         * `warren-signer --jws-key-make`, as without --user) and given to
+         * u with keys/ below: the dropped warrend execs nothing itself and
+         * its signer is warren-priv's child (docs/privsep.md "The identity
+         * key under --user") */
+        char signer[PATH_MAX];
+        _cleanup_free_ char *kdir = NULL;
+        struct wr_err we = {0};
+        if (find_signer(signer, sizeof(signer)) == 0 &&
+            asprintf(&kdir, "%s/keys", d->state_dir) >= 0 &&
+            wid_keys_make_due(kdir, time(NULL), signer, &we) < 0)
+                log_warn("workload identity: %s", we.msg);
         r = drop_state_dir_own(d->state_dir, &u, e);
         if (r < 0)
                 return err_prefix(e, r, "--user %s", u.name);
@@ -800,9 +812,12 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                  * it (docs/signer.md "Identity tokens"): warrend loads
                  * the public halves only */
                 char signer[PATH_MAX];
-                bool have_signer = !d->dropped && find_signer(signer, sizeof(signer)) == 0;
+                bool have_signer = find_signer(signer, sizeof(signer)) == 0;
+                /* dropped: the key was made before the drop (daemon_drop),
+                 * and its signer is started through warren-priv */
+                const char *maker = d->dropped ? NULL : signer;
                 if (asprintf(&kdir, "%s/keys", d->state_dir) >= 0 &&
-                    (have_signer ? wid_keys_load_public(kdir, time(NULL), signer, &d->ctx.wid, &we)
+                    (have_signer ? wid_keys_load_public(kdir, time(NULL), maker, &d->ctx.wid, &we)
                                  : wid_keys_load(kdir, time(NULL), &d->ctx.wid, &we)) < 0)
                         log_warn("workload identity: %s", we.msg);
                 if (d->ctx.wid && have_signer &&
