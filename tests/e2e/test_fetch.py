@@ -339,6 +339,19 @@ def test_helper_cannot_write_exec_or_regain_root(tmp_path):
 # --- kill -9 of the helper ---------------------------------------------------
 
 def test_kill9_helper_mid_pull_fails_cleanly_next_pull_works(daemon, hostile):
+    kill9_mid_pull(daemon, hostile)
+
+
+def test_kill9_helper_mid_pull_privsep(fresh_warrend, hostile):
+    """The same with --privsep: warren-fetch is warren-priv's child
+    (HELPER_START FETCH); warrend sees its death through its pidfd."""
+    d = fresh_warrend(extra_args=["--privsep"])
+    pid = kill9_mid_pull(d, hostile)
+    assert fetch_parent(d) != d.proc.pid
+    assert "warren-priv: started warren-fetch (pid %d)" % pid in d.read_log()
+
+
+def kill9_mid_pull(daemon, hostile):
     call, pid, img, ref, msgs = stalled_pull(daemon, hostile)
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 20
@@ -366,6 +379,7 @@ def test_kill9_helper_mid_pull_fails_cleanly_next_pull_works(daemon, hostile):
     assert list(image.layers) == [sha(img.layers[0])]
     assert entries(daemon, "layers/tmp") == [] and entries(daemon, "tmp") == []
     assert daemon.proc.poll() is None
+    return pid
 
 
 # --- hostile registry responses -----------------------------------------------
