@@ -71,7 +71,8 @@
  * the upper-dir reader: UPPER_PACK (23), UPPER_PACKED (0x97), and for
  * phase 5 (warrend's drop) HELLO_REPLY's reserved word is host_check, the
  * result of warren-priv's own rt_prepare, so that warrend need not check
- * the host (nor hold warren-init) itself */
+ * the host (nor hold warren-init) itself
+ * 4: HELPER_START kind FETCH (3, warren-fetch) */
 #define PRIV_VERSION 4u
 #define PRIV_MSG_MAX 4096u  /* datagram, header included */
 #define PRIV_PATH_MAX 1024u /* a path field, bytes including the NUL */
