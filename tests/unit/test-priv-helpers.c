@@ -11,7 +11,11 @@
  * WARREN_UNPACK_HELPER) and every fd closed, refusing fds of the wrong
  * kind and a staging dir through a symlink, then starting a signer and
  * an unpack (the controls: argv built by warren-priv, fds 3 and 4, a
- * pidfd in the answer). */
+ * pidfd in the answer). HELPER_START FETCH (3): its refusals (a role,
+ * egress fields, other kinds' flags, fds against its flags; through the
+ * binary a pipe or a listening socket for its socket, an unsealed
+ * memfd for a config), the control (argv, fds 3-5, its chroot prepared)
+ * and its kill by warren-priv once our end of its socket closes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -352,14 +356,20 @@ static void server_start(struct priv_server *s) {
         priv_sh("mkdir -p %s/state/layers/tmp/unpack-ok %s/state/layers/sha256 %s/outside && "
                 "ln -s ../../outside %s/state/layers/tmp/unpack-evil && "
                 "printf '#!/bin/sh\\na=\"$*\"; set -- /proc/$$/fd/*; "
-                "echo \"$0 $a fds: $* .\" >> %s\\n' > %s/helper && chmod 755 %s/helper",
-                s->dir, s->dir, s->dir, s->dir, log_of(s), s->dir, s->dir);
+                "echo \"$0 $a fds: $* .\" >> %s\\n' > %s/helper && chmod 755 %s/helper && "
+                "{ cat %s/helper; echo 'exec sleep 30'; } > %s/fetch && chmod 755 %s/fetch",
+                s->dir, s->dir, s->dir, s->dir, log_of(s), s->dir, s->dir, s->dir, s->dir,
+                s->dir);
         char helper[128];
         snprintf(helper, sizeof(helper), "%s/helper", s->dir);
         setenv("WARREN_EGRESS", helper, 1);
         setenv("WARREN_SIGNER", helper, 1);
         setenv("WARREN_UNPACK_HELPER", helper, 1);
-        setenv("WARREN_FETCH_HELPER", helper, 1);
+        /* warren-fetch's fake lingers after it recorded its start: warren-priv
+         * must kill it once our end of its socket is gone */
+        char fetch[128];
+        snprintf(fetch, sizeof(fetch), "%s/fetch", s->dir);
+        setenv("WARREN_FETCH_HELPER", fetch, 1);
         /* warren-fetch's chroot: <state>/fetch-root, made by warren-priv */
         unsetenv("WARREN_FETCH_ROOT");
         unsetenv("WARREN_FETCH_USER");
@@ -606,12 +616,17 @@ static void test_server(void **state) {
         answer(&s, buf, n, fds, 3, &rep, rfds, &n_rfds);
         assert_int_equal(rep.hdr.type, PRIV_HELPER_STARTED);
         assert_int_equal(n_rfds, 1);
-        close(rfds[0]);
-        close(sp[0]);
         close(sp[1]);
         close(fds[1]);
         close(fds[2]);
+        /* our end stays open until it ran: warren-priv kills a warren-fetch
+         * whose other end is gone, as it does now (it would sleep 30 s) */
         started_line(&s, line, sizeof(line));
+        pf.fd = rfds[0];
+        assert_int_equal(poll(&pf, 1, 0), 0);
+        close(sp[0]);
+        assert_int_equal(poll(&pf, 1, 5000), 1);
+        close(rfds[0]);
         char want[256];
         snprintf(want, sizeof(want),
                  " --sock-fd 3 --registry-config-fd 4 --docker-config-fd 5 --loopback-only "
