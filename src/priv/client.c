@@ -443,8 +443,18 @@ int priv_client_new(const char *path, const char *state_dir, struct priv_client 
         return priv_client_new_init(path, state_dir, NULL, ret, e);
 }
 
-int priv_client_new_init(const char *path, const char *state_dir, const char *init_path,
-                         struct priv_client **ret, struct wr_err *e) {
+int priv_client_supervise(struct priv_client *c, struct wr_err *e) {
+        if (c->thread_started)
+                return 0;
+        int r = -pthread_create(&c->thread, NULL, supervise, c);
+        if (r < 0)
+                return err_set(e, r, "warren-priv: supervisor thread: %s", strerror(-r));
+        c->thread_started = true;
+        return 0;
+}
+
+static int client_new(const char *path, const char *state_dir, const char *init_path,
+                      bool supervised, struct priv_client **ret, struct wr_err *e) {
         struct priv_client *c = calloc(1, sizeof(*c));
         if (!c)
                 return err_set(e, -ENOMEM, "out of memory");
@@ -470,16 +480,23 @@ int priv_client_new_init(const char *path, const char *state_dir, const char *in
         pthread_mutex_unlock(&c->mu);
         if (r < 0)
                 goto fail;
-        if ((r = -pthread_create(&c->thread, NULL, supervise, c)) < 0) {
-                err_set(e, r, "warren-priv: supervisor thread: %s", strerror(-r));
+        if (supervised && (r = priv_client_supervise(c, e)) < 0)
                 goto fail;
-        }
-        c->thread_started = true;
         *ret = c;
         return 0;
 fail:
         priv_client_free(c);
         return r;
+}
+
+int priv_client_new_init(const char *path, const char *state_dir, const char *init_path,
+                         struct priv_client **ret, struct wr_err *e) {
+        return client_new(path, state_dir, init_path, true, ret, e);
+}
+
+int priv_client_new_held(const char *path, const char *state_dir, const char *init_path,
+                         struct priv_client **ret, struct wr_err *e) {
+        return client_new(path, state_dir, init_path, false, ret, e);
 }
 
 void priv_client_free(struct priv_client *c) {
@@ -1220,4 +1237,23 @@ int priv_fetch_start(struct priv_client *c, int sock, int registry_config_fd, in
         *ret_pid = ph.pid;
         *ret_pidfd = ph.pidfd;
         return 0;
+}
+
+/* ---- phase 5: layer storage ---- */
+
+int priv_layer_commit(struct priv_client *c, const char *tmp_name, const char *hex,
+                      struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_layer_commit_encode(0, tmp_name, hex, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        return call_result(c, req, (size_t) n, e);
+}
+
+int priv_layer_remove(struct priv_client *c, uint32_t dir, const char *name, struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_layer_remove_encode(0, dir, name, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        return call_result(c, req, (size_t) n, e);
 }

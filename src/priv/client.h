@@ -41,6 +41,18 @@ int priv_client_new(const char *path, const char *state_dir, struct priv_client 
 int priv_client_new_init(const char *path, const char *state_dir, const char *init_path,
                          struct priv_client **ret, struct wr_err *e);
 
+/* Phase 5 (warrend --user): the same as priv_client_new_init, but no
+ * supervisor thread yet, so that the thread is born after the drop (in
+ * warrend's own mount namespace, with the emptied bounding set: unshare
+ * and the bounding set are per thread). Nothing but the start's HELLO may
+ * be asked until priv_client_supervise. */
+int priv_client_new_held(const char *path, const char *state_dir, const char *init_path,
+                         struct priv_client **ret, struct wr_err *e);
+
+/* Start the supervisor thread of a client from priv_client_new_held (0
+ * when it runs already). 0 or -errno with e. */
+int priv_client_supervise(struct priv_client *c, struct wr_err *e);
+
 /* Stop the supervisor, close the socket (warren-priv exits), reap it
  * (SIGKILL after 2 s) and free c. NULL ok. */
 void priv_client_free(struct priv_client *c);
@@ -231,3 +243,18 @@ int priv_pidfd_status(int pidfd, int ms);
 /* SSH_DIR_PREPARE: <state>/sandboxes/<id>/ssh made, 0700, owned by the
  * agent's uid of uid_slot (-1: nobody). 0 or -errno. */
 int priv_ssh_dir_prepare(struct priv_client *c, const char *id, int32_t uid_slot, struct wr_err *e);
+
+/* ---- phase 5: layer storage (priv-proto.h types 25..26) ---- */
+
+/* LAYER_COMMIT: <state>/layers/tmp/<tmp_name> moved to
+ * <state>/layers/sha256/<hex> (RENAME_NOREPLACE) by warren-priv.
+ * PRIV_LAYER_MOVED, PRIV_LAYER_EXISTED (the tmp tree stays: remove it),
+ * PRIV_LAYER_ROOT_SSH (refused: the tree holds /root/.ssh; nothing
+ * moved), or -errno with e (-EINVAL: a name the decoder would refuse). */
+int priv_layer_commit(struct priv_client *c, const char *tmp_name, const char *hex,
+                      struct wr_err *e);
+
+/* LAYER_REMOVE: <state>/layers/tmp/<name> (dir PRIV_LAYER_DIR_TMP) or
+ * <state>/layers/sha256/<name> (PRIV_LAYER_DIR_SHA256) removed by
+ * warren-priv. 1 removed, 0 there was none, or -errno with e. */
+int priv_layer_remove(struct priv_client *c, uint32_t dir, const char *name, struct wr_err *e);

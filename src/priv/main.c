@@ -653,6 +653,8 @@ static void work_run(struct work_item *item) {
         } else if (t == PRIV_UPPER_PACK) {
                 upper_ok = priv_upper_run(req, item->fds, item->n_fds, &res, &packed) == 0;
                 item->n_fds = 0;
+        } else if (priv_layer_type(t)) {
+                priv_layer_run(req, &res); /* phase 5: layer storage */
         }
         struct net_out no = {.fd = -EBADF};
         net_run(req, &res, &no);

@@ -83,3 +83,9 @@ void priv_helpers_init(const char *state_dir);
  * (err set, nothing started). */
 int priv_helpers_run(const struct priv_req *req, int *fds, size_t n_fds, struct priv_result *res,
                      struct priv_helper_started *started, int *ret_pidfd);
+
+/* layer.c (phase 5: LAYER_COMMIT, LAYER_REMOVE): true for types 25..26 */
+bool priv_layer_type(uint32_t type);
+/* layer.c: carry out such a request (no fds); res->value / res->err set
+ * as priv-proto.h says. */
+void priv_layer_run(const struct priv_req *req, struct priv_result *res);

@@ -62,6 +62,9 @@ static const struct priv_msg_spec table[] = {
          PRIV_HELPER_FDS_MAX},
         {PRIV_UNPACK_START, "UNPACK_START", sizeof(struct priv_unpack_start), 2, true},
         {PRIV_HELPER_STARTED, "HELPER_STARTED", sizeof(struct priv_helper_started), 1, false},
+        /* phase 5, layer storage */
+        {PRIV_LAYER_COMMIT, "LAYER_COMMIT", sizeof(struct priv_layer_commit), 0, true},
+        {PRIV_LAYER_REMOVE, "LAYER_REMOVE", sizeof(struct priv_layer_remove), 0, true},
 };
 
 _Static_assert(sizeof(struct priv_hdr) + sizeof(struct priv_cleanup) <= PRIV_MSG_MAX,
@@ -102,6 +105,10 @@ _Static_assert(sizeof(struct priv_upper_pack) == sizeof(struct priv_target) + 8 
                        sizeof(struct priv_upper_packed) == 64 &&
                        sizeof(struct priv_upper_msg) == 56 + PRIV_ERRMSG_MAX,
                "phase 4b: no padding: every byte is checked");
+
+_Static_assert(sizeof(struct priv_layer_commit) == 2 * PRIV_LAYER_NAME_MAX + 8 &&
+                       sizeof(struct priv_layer_remove) == PRIV_LAYER_NAME_MAX + 8,
+               "phase 5, layers: no padding: every byte is checked");
 
 static const struct priv_msg_spec *spec_of(uint32_t type) {
         for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -749,6 +756,8 @@ unsigned priv_type_fds(uint32_t type) {
         return s ? s->n_fds : 0;
 }
 
+static int layer_req_decode(const char *p, struct priv_req *out, struct wr_err *e);
+
 int priv_req_decode(const void *buf, size_t len, size_t n_fds, struct priv_req *out,
                     struct wr_err *e) {
         const struct priv_msg_spec *s;
@@ -841,6 +850,9 @@ int priv_req_decode(const void *buf, size_t len, size_t n_fds, struct priv_req *
         case PRIV_HELPER_START:
         case PRIV_UNPACK_START:
                 return helper_req_decode(p, n_fds, out, e);
+        case PRIV_LAYER_COMMIT:
+        case PRIV_LAYER_REMOVE:
+                return layer_req_decode(p, out, e);
         }
         return err_set(e, -EPROTO, "unknown request type 0x%x", out->hdr.type); /* not reached */
 }
@@ -1283,4 +1295,109 @@ long priv_recv(int fd, void *buf, size_t size, int fds[PRIV_FDS_MAX], size_t *n_
                 return -EMSGSIZE;
         }
         return (long) n;
+}
+
+/* ---- phase 5: layer storage ---- */
+
+static bool lower_hex(const char *s, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+                        return false;
+        return true;
+}
+
+bool priv_layer_hex_ok(const char *name) {
+        return strlen(name) == PRIV_LAYER_HEX && lower_hex(name, PRIV_LAYER_HEX);
+}
+
+bool priv_layer_tmp_name_ok(const char *name) {
+        static const char *const prefixes[] = {"unpack-", "del-"};
+        for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+                size_t pl = strlen(prefixes[i]);
+                if (!strncmp(name, prefixes[i], pl) && strlen(name + pl) == 16 &&
+                    lower_hex(name + pl, 16))
+                        return true;
+        }
+        return false;
+}
+
+/* The fields of a LAYER_COMMIT or LAYER_REMOVE (encoders and decoder). */
+static int layer_check(uint32_t type, const struct priv_req *r, struct wr_err *e) {
+        if (type == PRIV_LAYER_COMMIT) {
+                const struct priv_layer_commit *c = &r->layer_commit;
+                if (field_str(c->tmp, sizeof(c->tmp)) < 0 || field_str(c->hex, sizeof(c->hex)) < 0)
+                        return err_set(e, -EINVAL,
+                                       "LAYER_COMMIT: a name is not one NUL-padded string");
+                if (c->flags || c->reserved)
+                        return err_set(e, -EINVAL, "LAYER_COMMIT: flags 0x%x, reserved %u (both 0)",
+                                       c->flags, c->reserved);
+                if (!priv_layer_tmp_name_ok(c->tmp))
+                        return err_set(e, -EACCES,
+                                       "LAYER_COMMIT: %.40s is not a staging name "
+                                       "(unpack-|del- and 16 hex digits)",
+                                       c->tmp);
+                if (!priv_layer_hex_ok(c->hex))
+                        return err_set(e, -EACCES,
+                                       "LAYER_COMMIT: %.72s is not 64 lower-case hex digits",
+                                       c->hex);
+                return 0;
+        }
+        const struct priv_layer_remove *m = &r->layer_remove;
+        if (field_str(m->name, sizeof(m->name)) < 0)
+                return err_set(e, -EINVAL, "LAYER_REMOVE: name is not one NUL-padded string");
+        if (m->reserved)
+                return err_set(e, -EINVAL, "LAYER_REMOVE: reserved %u (0)", m->reserved);
+        if (m->dir == PRIV_LAYER_DIR_TMP && !priv_layer_tmp_name_ok(m->name))
+                return err_set(e, -EACCES,
+                               "LAYER_REMOVE: %.40s is not a staging name "
+                               "(unpack-|del- and 16 hex digits)",
+                               m->name);
+        if (m->dir == PRIV_LAYER_DIR_SHA256 && !priv_layer_hex_ok(m->name))
+                return err_set(e, -EACCES, "LAYER_REMOVE: %.72s is not 64 lower-case hex digits",
+                               m->name);
+        if (m->dir != PRIV_LAYER_DIR_TMP && m->dir != PRIV_LAYER_DIR_SHA256)
+                return err_set(e, -EINVAL, "LAYER_REMOVE: dir %u (1 tmp, 2 sha256)", m->dir);
+        return 0;
+}
+
+static int layer_req_decode(const char *p, struct priv_req *out, struct wr_err *e) {
+        if (out->hdr.type == PRIV_LAYER_COMMIT)
+                memcpy(&out->layer_commit, p, sizeof(out->layer_commit));
+        else
+                memcpy(&out->layer_remove, p, sizeof(out->layer_remove));
+        return layer_check(out->hdr.type, out, e);
+}
+
+/* name into a zeroed field of PRIV_LAYER_NAME_MAX: false when too long */
+static bool layer_name_put(char *field, const char *name) {
+        size_t n = strlen(name);
+        if (n >= PRIV_LAYER_NAME_MAX)
+                return false;
+        memcpy(field, name, n);
+        return true;
+}
+
+int priv_layer_commit_encode(uint64_t id, const char *tmp, const char *hex, void *buf, size_t size,
+                             struct wr_err *e) {
+        static _Thread_local struct priv_req r;
+        memset(&r, 0, sizeof(r));
+        if (!layer_name_put(r.layer_commit.tmp, tmp) || !layer_name_put(r.layer_commit.hex, hex))
+                return err_set(e, -EINVAL, "LAYER_COMMIT: a name is too long");
+        int k = layer_check(PRIV_LAYER_COMMIT, &r, e);
+        if (k < 0)
+                return -EINVAL;
+        return put(id, PRIV_LAYER_COMMIT, &r.layer_commit, sizeof(r.layer_commit), buf, size);
+}
+
+int priv_layer_remove_encode(uint64_t id, uint32_t dir, const char *name, void *buf, size_t size,
+                             struct wr_err *e) {
+        static _Thread_local struct priv_req r;
+        memset(&r, 0, sizeof(r));
+        r.layer_remove.dir = dir;
+        if (!layer_name_put(r.layer_remove.name, name))
+                return err_set(e, -EINVAL, "LAYER_REMOVE: name too long");
+        int k = layer_check(PRIV_LAYER_REMOVE, &r, e);
+        if (k < 0)
+                return -EINVAL;
+        return put(id, PRIV_LAYER_REMOVE, &r.layer_remove, sizeof(r.layer_remove), buf, size);
 }

@@ -632,6 +632,71 @@ int priv_volume_mounted_encode(uint64_t id, const struct priv_volume_mounted *m,
                                size_t size);
 int priv_spawned_encode(uint64_t id, const struct priv_spawned *s, void *buf, size_t size);
 
+/* ---- phase 5: layer storage (request types 25..26, PRIV_VERSION 4;
+ * docs/privsep.md "Phase 5, layers, as built") ----
+ *
+ * warren-unpack writes a layer with the tar's owners (its top directory is
+ * usually root's), so a warrend running as --user cannot move it into
+ * place or remove it. Both work on <state>/layers, opened beneath the
+ * state dir (RESOLVE_BENEATH | NO_SYMLINKS | NO_MAGICLINKS); names are
+ * single components, checked strictly.
+ *   LAYER_COMMIT  struct priv_layer_commit -> RESULT. renameat2(
+ *                 layers/tmp/<tmp>, layers/sha256/<hex>, RENAME_NOREPLACE)
+ *                 of a directory (not a symlink) whose tree holds no
+ *                 /root/.ssh (resolved inside it, as the store checks).
+ *                 value 0: moved; 1: layers/sha256/<hex> was there already
+ *                 (the tmp tree is left for a LAYER_REMOVE); 2: refused,
+ *                 the tree holds /root/.ssh (nothing moved).
+ *   LAYER_REMOVE  struct priv_layer_remove -> RESULT. Remove
+ *                 layers/tmp/<name> (rm_rf_at), or layers/sha256/<hex>
+ *                 (renamed to layers/tmp/del-<random> first, so that a
+ *                 half-removed layer is never visible). value 1: removed,
+ *                 0: there was none. */
+enum priv_layer_type {
+        PRIV_LAYER_COMMIT = 25,
+        PRIV_LAYER_REMOVE = 26,
+};
+
+#define PRIV_LAYER_HEX 64u      /* hex digits of a sha256 */
+#define PRIV_LAYER_NAME_MAX 72u /* a name field, NUL included, zero padded */
+
+/* LAYER_REMOVE.dir */
+enum priv_layer_dir {
+        PRIV_LAYER_DIR_TMP = 1,    /* layers/tmp/<name>: priv_layer_tmp_name_ok */
+        PRIV_LAYER_DIR_SHA256 = 2, /* layers/sha256/<hex>: priv_layer_hex_ok */
+};
+
+/* LAYER_COMMIT's answers (RESULT.value) */
+enum priv_layer_committed {
+        PRIV_LAYER_MOVED = 0,
+        PRIV_LAYER_EXISTED = 1,
+        PRIV_LAYER_ROOT_SSH = 2,
+};
+
+struct priv_layer_commit {
+        char tmp[PRIV_LAYER_NAME_MAX]; /* layers/tmp/<tmp>: priv_layer_tmp_name_ok */
+        char hex[PRIV_LAYER_NAME_MAX]; /* layers/sha256/<hex>: priv_layer_hex_ok */
+        uint32_t flags;                /* 0 */
+        uint32_t reserved;
+};
+
+struct priv_layer_remove {
+        uint32_t dir; /* enum priv_layer_dir */
+        uint32_t reserved;
+        char name[PRIV_LAYER_NAME_MAX];
+};
+
+/* The staging names the image store makes (src/image/layer.c, image.c):
+ * "unpack-" or "del-" and 16 lower-case hex digits. */
+bool priv_layer_tmp_name_ok(const char *name);
+/* A layer dir's name: 64 lower-case hex digits. */
+bool priv_layer_hex_ok(const char *name);
+
+int priv_layer_commit_encode(uint64_t id, const char *tmp, const char *hex, void *buf, size_t size,
+                             struct wr_err *e);
+int priv_layer_remove_encode(uint64_t id, uint32_t dir, const char *name, void *buf, size_t size,
+                             struct wr_err *e);
+
 /* How many fds a message of type carries (the table's count; for the
  * config messages the least, 1: they carry 1 + n_bind; 0 for an unknown
  * type). */
@@ -662,6 +727,9 @@ struct priv_req {
                 /* phase 3, the helpers */
                 struct priv_helper_start helper;
                 struct priv_unpack_start unpack;
+                /* phase 5, layer storage */
+                struct priv_layer_commit layer_commit;
+                struct priv_layer_remove layer_remove;
         };
 };
 

@@ -6,7 +6,8 @@
  * Whatever is accepted carries exactly the fds its type has (none but for
  * phase 2's configs, 1 + n_bind, SANDBOX_CREATED, 2, NET_CONNECTED, 1,
  * phase 3's HELPER_START, 1..6 by kind and flags, UNPACK_START, 2, and
- * HELPER_STARTED, 1), has its paths confined and its table names warren's (re-checked),
+ * HELPER_STARTED, 1; phase 5's LAYER_COMMIT and LAYER_REMOVE none, their
+ * names single components of the store's forms), has its paths confined and its table names warren's (re-checked),
  * and re-encodes to the same bytes; every refusal carries a message. (The
  * configs' blob: fuzz-priv-cfg.) A first byte of 0xf0 or more picks phase
  * 4b's priv_upper_msg_decode (what warren-priv reads from warren-upper,
@@ -215,6 +216,40 @@ static int helper_req_encode(void) {
         return priv_helper_start_encode(req.hdr.id, h, out, sizeof(out), &ee);
 }
 
+/* ---- phase 5: layer storage ---- */
+
+/* A name the decoder let through: one component, no "..", its form
+ * (re-checked by hand, not by the function the decoder used). */
+static void layer_name_check(const char *name, bool tmp) {
+        size_t n = strlen(name);
+        if (strchr(name, '/') || strstr(name, "..") || n == 0)
+                abort();
+        if (tmp ? !((n == 23 && !strncmp(name, "unpack-", 7)) || (n == 20 && !strncmp(name, "del-", 4)))
+                : n != PRIV_LAYER_HEX)
+                abort();
+        for (const char *c = tmp ? strchr(name, '-') + 1 : name; *c; c++)
+                if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
+                        abort();
+}
+
+/* An accepted LAYER_COMMIT / LAYER_REMOVE re-checked and re-encoded. */
+static int layer_req_encode(void) {
+        struct wr_err ee = {0};
+        if (req.hdr.type == PRIV_LAYER_COMMIT) {
+                if (req.layer_commit.flags || req.layer_commit.reserved)
+                        abort();
+                layer_name_check(req.layer_commit.tmp, true);
+                layer_name_check(req.layer_commit.hex, false);
+                return priv_layer_commit_encode(req.hdr.id, req.layer_commit.tmp,
+                                                req.layer_commit.hex, out, sizeof(out), &ee);
+        }
+        const struct priv_layer_remove *m = &req.layer_remove;
+        if ((m->dir != PRIV_LAYER_DIR_TMP && m->dir != PRIV_LAYER_DIR_SHA256) || m->reserved)
+                abort();
+        layer_name_check(m->name, m->dir == PRIV_LAYER_DIR_TMP);
+        return priv_layer_remove_encode(req.hdr.id, m->dir, m->name, out, sizeof(out), &ee);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size < 1)
                 return 0;
@@ -346,6 +381,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         case PRIV_HELPER_START:
                         case PRIV_UNPACK_START:
                                 n = helper_req_encode();
+                                break;
+                        case PRIV_LAYER_COMMIT: /* phase 5 */
+                        case PRIV_LAYER_REMOVE:
+                                n = layer_req_encode();
                                 break;
                         default:
                                 n = volssh_req(ty) ? volssh_req_encode() : net_req_encode();
