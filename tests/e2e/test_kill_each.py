@@ -11,10 +11,8 @@ the pull fails cleanly and the next one works. (warren-egress killed
 mid-transfer: tests/e2e/test_egress_policy.py, with the fake internet;
 more of warren-fetch: tests/e2e/test_fetch.py.)
 
-WARREN_DROP=1 (--user): the image is imported by a warrend that does not
-drop first (storing layers under --user needs LAYER_COMMIT,
-docs/privsep.md); a dropped warrend whose warren-priv is killed exits
-(status 3) and the next one, started as root, recovers."""
+WARREN_DROP=1 (--user): a dropped warrend whose warren-priv is killed
+exits (status 3) and the next one, started as root, recovers."""
 import os
 import re
 import signal
@@ -94,27 +92,19 @@ def kill_fetch_mid_pull(life, c, sb, pids):
         check_all(c, sb, pids)
         hostile.stall.clear()
         hostile.release.set()
-        if not DROP:  # under --user a layer is not stored yet (LAYER_COMMIT)
-            assert list(registry_pull(life, ref).layers) == [sha(img.layers[0])]
+        assert list(registry_pull(life, ref).layers) == [sha(img.layers[0])]
     finally:
         hostile.stop()
 
 
-def test_kill_each_process_in_turn(monkeypatch):
+def test_kill_each_process_in_turn():
     life = Restartable()
     port = free_port()
     extra = ["--admin-listen", "127.0.0.1:%d" % port, "--privsep"]
     sb, pids = None, []
     try:
-        if DROP:  # imported by a warrend that does not drop (see above)
-            with monkeypatch.context() as m:
-                m.delenv("WARREN_USER", raising=False)
-                life.start(extra=extra)
-                import_image(life, IMAGE)
-                life.stop()
         life.start(extra=extra)
-        if not DROP:
-            import_image(life, IMAGE)
+        import_image(life, IMAGE)
         with wr.SandboxClient(life.unix_addr) as c:
             c.set_secret("KILL_EACH", SECRET)
             sb = c.create(image=IMAGE, entrypoint=["sleep", "infinity"],
