@@ -223,7 +223,7 @@ static int make_due(const char *dir, int64_t now, const char *maker, bool public
         names_free(names, n);
         if (n > 0 && now - newest < WID_KEY_ROTATE_SEC)
                 return 0;
-        return maker ? key_make_outside(maker, dir, now, e)
+        return maker         ? key_make_outside(maker, dir, now, e)
                : public_only ? 0
                              : key_make(dir, now, e);
 }

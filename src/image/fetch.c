@@ -19,7 +19,7 @@
 
 struct img_fetcher {
         uv_loop_t *loop;
-        uv_process_t proc; /* our child, or (by_priv) ... */
+        uv_process_t proc;  /* our child, or (by_priv) ... */
         uv_poll_t pid_poll; /* ... warren-priv's: its pidfd, readable once it exited */
         int pidfd;
         bool by_priv;
@@ -298,8 +298,8 @@ static int spawn_here(struct img_fetcher *f, const struct img_fetcher_opts *o, i
 }
 
 /* warren-fetch started by start_fn (--privsep): watched through its pidfd. */
-static int start_by(struct img_fetcher *f, const struct img_fetcher_opts *o, int theirs,
-                    int rc_fd, int dc_fd, struct wr_err *e) {
+static int start_by(struct img_fetcher *f, const struct img_fetcher_opts *o, int theirs, int rc_fd,
+                    int dc_fd, struct wr_err *e) {
         pid_t pid = 0;
         int pidfd = -EBADF;
         int r = start_fn(start_ud, theirs, rc_fd, dc_fd, o->loopback_only, &pid, &pidfd, e);

@@ -120,7 +120,8 @@ struct reap_arg {
  * helper that does not exit at EOF (a compromised one) is killed here. */
 static void watch_peer(struct reap_arg *a) {
         int pidfd = (int) syscall(SYS_pidfd_open, a->pid, 0);
-        struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN}, {.fd = a->watch, .events = POLLRDHUP}};
+        struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN},
+                              {.fd = a->watch, .events = POLLRDHUP}};
         while (pidfd >= 0) {
                 int n = poll(p, 2, -1);
                 if (n < 0 && errno == EINTR)
@@ -255,8 +256,8 @@ static int start_signer(const struct priv_helper_start *h, const int *fds,
                               "--log-format",
                               h->flags & PRIV_HELPER_F_JSON_LOG ? "json" : "text",
                               NULL};
-        return spawn("warren-signer", (char *const *) argv, NULL, fds, 2, false, false, ret, ret_pidfd,
-                     e);
+        return spawn("warren-signer", (char *const *) argv, NULL, fds, 2, false, false, ret,
+                     ret_pidfd, e);
 }
 
 static int start_egress(const struct priv_helper_start *h, const int *fds, size_t n_fds,

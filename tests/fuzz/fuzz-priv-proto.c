@@ -171,14 +171,13 @@ static long helper_req_fds(void) {
         if (req.hdr.type != PRIV_HELPER_START)
                 return -1;
         const struct priv_helper_start *h = &req.helper;
-        long want = h->kind == PRIV_HELPER_SIGNER ? 2
-                    : h->kind == PRIV_HELPER_EGRESS
-                            ? 4 + !!(h->flags & PRIV_HELPER_F_SIGNER) +
-                                      !!(h->flags & PRIV_HELPER_F_UPSTREAM_CA)
-                    : h->kind == PRIV_HELPER_FETCH
-                            ? 1 + !!(h->flags & PRIV_HELPER_F_REGISTRY_CONFIG) +
-                                      !!(h->flags & PRIV_HELPER_F_DOCKER_CONFIG)
-                            : -2;
+        long want =
+                h->kind == PRIV_HELPER_SIGNER   ? 2
+                : h->kind == PRIV_HELPER_EGRESS ? 4 + !!(h->flags & PRIV_HELPER_F_SIGNER) +
+                                                          !!(h->flags & PRIV_HELPER_F_UPSTREAM_CA)
+                : h->kind == PRIV_HELPER_FETCH ? 1 + !!(h->flags & PRIV_HELPER_F_REGISTRY_CONFIG) +
+                                                         !!(h->flags & PRIV_HELPER_F_DOCKER_CONFIG)
+                                               : -2;
         if (want < 0 || (long) priv_helper_fds(h->kind, h->flags) != want)
                 abort();
         return want;

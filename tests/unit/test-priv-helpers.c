@@ -358,8 +358,7 @@ static void server_start(struct priv_server *s) {
                 "printf '#!/bin/sh\\na=\"$*\"; set -- /proc/$$/fd/*; "
                 "echo \"$0 $a fds: $* .\" >> %s\\n' > %s/helper && chmod 755 %s/helper && "
                 "{ cat %s/helper; echo 'exec sleep 30'; } > %s/fetch && chmod 755 %s/fetch",
-                s->dir, s->dir, s->dir, s->dir, log_of(s), s->dir, s->dir, s->dir, s->dir,
-                s->dir);
+                s->dir, s->dir, s->dir, s->dir, log_of(s), s->dir, s->dir, s->dir, s->dir, s->dir);
         char helper[128];
         snprintf(helper, sizeof(helper), "%s/helper", s->dir);
         setenv("WARREN_EGRESS", helper, 1);
