@@ -435,25 +435,52 @@ static void listener_closed(uv_handle_t *h) {
         admin_maybe_free(a);
 }
 
-int admin_start(uv_loop_t *loop, const char *hostport, const struct admin_sources *src,
-                struct admin **ret, struct wr_err *e) {
+int admin_prebind(const char *hostport, int *ret_fd, struct wr_err *e) {
         struct sockaddr_storage ss = {0};
         int r = parse_hostport(hostport, &ss, e);
         if (r < 0)
                 return r;
+        _cleanup_close_ int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return err_set(e, -errno, "admin listener %s: socket: %m", hostport);
+        int one = 1;
+        (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        socklen_t len = ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                 : sizeof(struct sockaddr_in);
+        if (bind(fd, (struct sockaddr *) &ss, len) < 0 || listen(fd, 64) < 0)
+                return err_set(e, -errno, "admin listener %s: %m", hostport);
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int admin_start(uv_loop_t *loop, const char *hostport, int fd, const struct admin_sources *src,
+                struct admin **ret, struct wr_err *e) {
+        struct sockaddr_storage ss = {0};
+        int r = fd >= 0 ? 0 : parse_hostport(hostport, &ss, e);
+        if (r < 0)
+                return r;
         struct admin *a = calloc(1, sizeof(*a));
-        if (!a)
+        if (!a) {
+                safe_close(fd);
                 return err_set(e, -ENOMEM, "admin: out of memory");
+        }
         a->loop = loop;
         a->src = src;
         r = uv_tcp_init(loop, &a->listener);
         if (r < 0) {
                 free(a);
+                safe_close(fd);
                 return err_set(e, r, "admin listener %s: %s", hostport, uv_strerror(r));
         }
         a->listener.data = a;
         a->open = 1;
-        r = uv_tcp_bind(&a->listener, (const struct sockaddr *) &ss, 0);
+        if (fd >= 0) {
+                /* a socket bound before the drop (admin_prebind), taken over */
+                r = uv_tcp_open(&a->listener, fd);
+                if (r < 0)
+                        safe_close(fd);
+        } else
+                r = uv_tcp_bind(&a->listener, (const struct sockaddr *) &ss, 0);
         if (r == 0)
                 r = uv_listen((uv_stream_t *) &a->listener, 64, on_connection);
         if (r < 0) {

@@ -30,10 +30,17 @@ struct admin_sources {
         void *well_known_userdata;
 };
 
+/* Bind and listen on hostport now (a socket, non-blocking, close-on-exec,
+ * in *ret_fd): warrend --user does this as root before the drop, so that a
+ * port below 1024 can be served. 0 or a negative errno with e filled. */
+int admin_prebind(const char *hostport, int *ret_fd, struct wr_err *e);
+
 /* Listen on hostport ("127.0.0.1:9090", "[::1]:9090", port 0 = any free
- * one). src must outlive the admin. Returns 0 or a negative errno with e
- * filled; *ret is the caller's (admin_close). */
-int admin_start(uv_loop_t *loop, const char *hostport, const struct admin_sources *src,
+ * one), or serve fd (>= 0: a listening socket from admin_prebind, taken
+ * over, hostport then only names it in messages). src must outlive the
+ * admin. Returns 0 or a negative errno with e filled; *ret is the
+ * caller's (admin_close). On failure an fd given is closed too. */
+int admin_start(uv_loop_t *loop, const char *hostport, int fd, const struct admin_sources *src,
                 struct admin **ret, struct wr_err *e);
 
 /* The port actually bound. */

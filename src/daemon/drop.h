@@ -10,8 +10,8 @@
  *   except the state dir, /dev and /proc; supplementary groups cleared,
  *   setresgid/setresuid to NAME; the bounding, ambient, inheritable,
  *   permitted and effective sets empty; no_new_privs; not dumpable; a
- *   seccomp filter (every thread) refusing mount, namespaces, ptrace, bpf,
- *   modules, kexec, keyrings, ... with EPERM.
+ *   seccomp allowlist (every thread; anything else EPERM: mount,
+ *   namespaces, ptrace, bpf, modules, kexec, keyrings, ...).
  *
  * Root required; call once, from the main thread, before any thread
  * other than warren-priv's supervisor exists. */

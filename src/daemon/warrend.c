@@ -26,6 +26,7 @@
 #include "daemon/drop.h"
 #include "daemon/statedir.h"
 #include "image/image.h"
+#include "image/fetch.h"
 #include "k8s/k8s.h"
 #include "image/pull.h"
 #include "priv/client.h"
@@ -53,6 +54,7 @@ struct daemon {
         /* --user: the listeners bound before the drop, one per cfg.listen
          * (-EBADF: taken by the server); NULL without --user */
         int *listen_fd;
+        int admin_fd; /* --user: --admin-listen bound before the drop, or -EBADF */
         bool dropped; /* --user: running as that user now */
         struct img_store *images;
         struct api_ctx ctx;
@@ -287,6 +289,7 @@ static void daemon_free(struct daemon *d) {
         d->identity_api_dir = NULL;
         for (size_t i = 0; d->listen_fd && i < d->cfg.n_listen; i++)
                 safe_close(d->listen_fd[i]);
+        d->admin_fd = safe_close(d->admin_fd);
         free(d->listen_fd);
         d->listen_fd = NULL;
         d->lock_fd = safe_close(d->lock_fd);
@@ -337,16 +340,6 @@ static int find_priv(char *out, size_t size) {
 static int unpack_by_priv(void *userdata, const char *dir, int tar_fd, int report_fd, int *ret_pid,
                           int *ret_pidfd, struct wr_err *e) {
         struct daemon *d = userdata;
-        if (d->dropped)
-                /* the unpacked tree is root's (the tar's owners): moving it
-                 * into layers/sha256, or removing it, needs warren-priv too
-                 * (LAYER_COMMIT / LAYER_REMOVE, docs/privsep.md "Phase 5") */
-                return err_setx(e, -EPERM, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
-                                "image layers cannot be stored by a warrend running as --user "
-                                "%s yet (warren-priv does not commit layers: docs/privsep.md); "
-                                "pull or import with warrend started without --user, then "
-                                "restart it with --user",
-                                d->cfg.user);
         struct priv_helper ph;
         int r = priv_unpack_start(d->priv, dir, tar_fd, report_fd, &ph, e);
         if (r < 0)
@@ -354,6 +347,32 @@ static int unpack_by_priv(void *userdata, const char *dir, int tar_fd, int repor
         *ret_pid = (int) ph.pid;
         *ret_pidfd = ph.pidfd;
         return 0;
+}
+
+/* --privsep: every pull's warren-fetch through warren-priv (HELPER_START
+ * FETCH, docs/privsep.md "warren-fetch started by warren-priv"): it
+ * confines itself from root, in a chroot that must stay root's. */
+static int fetch_by_priv(void *userdata, int sock, int registry_config_fd, int docker_config_fd,
+                         bool loopback_only, pid_t *ret_pid, int *ret_pidfd, struct wr_err *e) {
+        struct daemon *d = userdata;
+        return priv_fetch_start(d->priv, sock, registry_config_fd, docker_config_fd, loopback_only,
+                                ret_pid, ret_pidfd, e);
+}
+
+/* --privsep: the unpacked trees carry the tar's owners (the top dir is
+ * usually root's), so warren-priv moves and removes them (LAYER_COMMIT,
+ * LAYER_REMOVE: docs/privsep.md "Phase 5, layers, as built"); with or
+ * without --user, one path. */
+static int layer_commit_by_priv(void *userdata, const char *tmp_name, const char *hex,
+                                struct wr_err *e) {
+        struct daemon *d = userdata;
+        return priv_layer_commit(d->priv, tmp_name, hex, e);
+}
+
+static int layer_remove_by_priv(void *userdata, bool tmp, const char *name, struct wr_err *e) {
+        struct daemon *d = userdata;
+        return priv_layer_remove(d->priv, tmp ? PRIV_LAYER_DIR_TMP : PRIV_LAYER_DIR_SHA256, name,
+                                 e);
 }
 
 /* --privsep: start warren-priv (docs/privsep.md) for the sandbox manager. */
@@ -364,7 +383,9 @@ static int start_priv(struct daemon *d, const char *init, struct wr_err *e) {
                                "--privsep: warren-priv not found next to warrend or in "
                                "/usr/libexec/warren; build it (make build) or set WARREN_PRIV");
         /* it creates the sandboxes: it runs warren-init itself (phase 2) */
-        int r = priv_client_new_init(path, d->state_dir, init, &d->priv, e);
+        /* --user: the supervisor thread is started after the drop */
+        int r = (d->cfg.user ? priv_client_new_held : priv_client_new_init)(path, d->state_dir, init,
+                                                                            &d->priv, e);
         if (r < 0)
                 return err_prefix(e, r, "--privsep");
         return 0;
@@ -621,15 +642,6 @@ static void priv_lost(void *userdata) {
         _exit(3);
 }
 
-/* The port of a TCP listen address ("tcp:H:P", "H:P"), 0 for unix: or
- * none. */
-static int addr_port(const char *addr) {
-        if (!addr || strncmp(addr, "unix:", 5) == 0)
-                return 0;
-        const char *c = strrchr(addr, ':');
-        return c ? atoi(c + 1) : 0;
-}
-
 /* --user (docs/privsep.md, phase 5): what needs root happens here, as
  * root: the state dir given to the user, warren-priv started (in the
  * host's mount namespace, as root), the listeners bound; then the drop.
@@ -639,11 +651,18 @@ static int daemon_drop(struct daemon *d, struct wr_err *e) {
         int r = drop_user_lookup(d->cfg.user, &u, e);
         if (r < 0)
                 return r;
-        if (addr_port(d->cfg.admin_listen) > 0 && addr_port(d->cfg.admin_listen) < 1024)
-                return err_set(e, -EINVAL,
-                               "--admin-listen %s: a port below 1024 with --user is not "
-                               "supported yet (it is bound after the drop); pick one >= 1024",
-                               d->cfg.admin_listen);
+        /* the workload identity key, when missing or due, made now (root:
+         * `warren-signer --jws-key-make`, as without --user) and given to
+         * u with keys/ below: the dropped warrend execs nothing itself and
+         * its signer is warren-priv's child (docs/privsep.md "The identity
+         * key under --user") */
+        char signer[PATH_MAX];
+        _cleanup_free_ char *kdir = NULL;
+        struct wr_err we = {0};
+        if (find_signer(signer, sizeof(signer)) == 0 &&
+            asprintf(&kdir, "%s/keys", d->state_dir) >= 0 &&
+            wid_keys_make_due(kdir, time(NULL), signer, &we) < 0)
+                log_warn("workload identity: %s", we.msg);
         r = drop_state_dir_own(d->state_dir, &u, e);
         if (r < 0)
                 return err_prefix(e, r, "--user %s", u.name);
@@ -663,11 +682,20 @@ static int daemon_drop(struct daemon *d, struct wr_err *e) {
                 if ((r = rpc_listen_prebind(addr, 0, &d->listen_fd[i], e)) < 0)
                         return r;
         }
+        /* the metrics listener too (a port below 1024 needs root); a port
+         * in use is logged, not fatal, as without --user */
+        if (d->cfg.admin_listen) {
+                struct wr_err ae = {0};
+                if (admin_prebind(d->cfg.admin_listen, &d->admin_fd, &ae) < 0)
+                        log_error("admin listener %s: not served: %s", d->cfg.admin_listen, ae.msg);
+        }
         r = drop_apply(d->state_dir, &u, e);
         if (r < 0)
                 return r;
         d->dropped = true;
         priv_client_on_lost(d->priv, priv_lost, d);
+        if ((r = priv_client_supervise(d->priv, e)) < 0)
+                return r;
         return 0;
 }
 
@@ -719,9 +747,31 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                 return err_set(e, r, "out of memory");
         log_debug("store %s at schema version %d", db, store_schema_version(d->store));
 
-        r = img_store_open(d->state_dir, d->store, &d->images, e);
+        if (d->cfg.privsep) {
+                /* phase 3, helpers: warren-priv runs before the keepers and
+                 * the image store, whose unpacks it starts and (phase 5)
+                 * whose layer trees it moves and removes, from the store's
+                 * start-up collection on (docs/privsep.md "Phase 3,
+                 * helpers", "Phase 5, layers"); with --user it was started
+                 * before the drop (daemon_drop) */
+                char init[PATH_MAX];
+                if (!d->priv && ((r = find_init(init, sizeof(init), e)) < 0 ||
+                                 (r = start_priv(d, init, e)) < 0))
+                        return r;
+                keeper_set_priv(d->priv);
+        }
+        const struct img_layer_ops layer_ops = {
+                .commit = layer_commit_by_priv,
+                .remove = layer_remove_by_priv,
+                .userdata = d,
+        };
+        r = img_store_open_ops(d->state_dir, d->store, d->priv ? &layer_ops : NULL, &d->images, e);
         if (r < 0)
                 return err_prefix(e, r, "image store");
+        if (d->priv) {
+                img_store_set_unpack_start(d->images, unpack_by_priv, d);
+                img_fetcher_set_start(fetch_by_priv, d);
+        }
         r = daemon_pull_configure(d, e);
         if (r < 0)
                 return r;
@@ -731,19 +781,6 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                 if (r < 0)
                         return err_set(e, r, "event loop: %s", uv_strerror(r));
                 d->loop_ready = true;
-        }
-        if (d->cfg.privsep) {
-                /* phase 3, helpers: warren-priv runs before the keepers and
-                 * the image store's first unpack, which it starts
-                 * (docs/privsep.md "Phase 3, helpers"); with --user it was
-                 * started before the drop (daemon_drop) */
-                char init[PATH_MAX];
-                if (!d->priv && ((r = find_init(init, sizeof(init), e)) < 0 ||
-                                 (r = start_priv(d, init, e)) < 0))
-                        return r;
-                keeper_set_priv(d->priv);
-                if (d->images)
-                        img_store_set_unpack_start(d->images, unpack_by_priv, d);
         }
         r = start_keeper(d, e);
         if (r < 0)
@@ -775,7 +812,11 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                 };
                 /* Metrics are auxiliary: a port in use is logged, not fatal. */
                 struct wr_err ae = {0};
-                if (admin_start(&d->loop, d->cfg.admin_listen, &d->admin_src, &d->admin, &ae) < 0)
+                int afd = TAKE_FD(d->admin_fd);
+                if (d->dropped && afd < 0) /* not bound before the drop: logged then */
+                        ;
+                else if (admin_start(&d->loop, d->cfg.admin_listen, afd, &d->admin_src, &d->admin,
+                                     &ae) < 0)
                         log_error("admin listener %s: not served: %s", d->cfg.admin_listen, ae.msg);
         }
         /* Workload identity federation: keys in state_dir/keys, iss the
@@ -788,9 +829,12 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                  * it (docs/signer.md "Identity tokens"): warrend loads
                  * the public halves only */
                 char signer[PATH_MAX];
-                bool have_signer = !d->dropped && find_signer(signer, sizeof(signer)) == 0;
+                bool have_signer = find_signer(signer, sizeof(signer)) == 0;
+                /* dropped: the key was made before the drop (daemon_drop),
+                 * and its signer is started through warren-priv */
+                const char *maker = d->dropped ? NULL : signer;
                 if (asprintf(&kdir, "%s/keys", d->state_dir) >= 0 &&
-                    (have_signer ? wid_keys_load_public(kdir, time(NULL), signer, &d->ctx.wid, &we)
+                    (have_signer ? wid_keys_load_public(kdir, time(NULL), maker, &d->ctx.wid, &we)
                                  : wid_keys_load(kdir, time(NULL), &d->ctx.wid, &we)) < 0)
                         log_warn("workload identity: %s", we.msg);
                 if (d->ctx.wid && have_signer &&
@@ -840,7 +884,7 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
 }
 
 int main(int argc, char **argv) {
-        struct daemon d = {.lock_fd = -EBADF};
+        struct daemon d = {.lock_fd = -EBADF, .admin_fd = -EBADF};
         struct wr_err e = {0};
 
         if (daemon_config_load(&d.cfg, argc, argv, &e) < 0) {

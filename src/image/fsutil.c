@@ -26,7 +26,7 @@ void img_random_name(char *buf) {
                 snprintf(buf + 2 * i, 3, "%02x", b[i]);
 }
 
-bool img_rootfs_has_root_ssh(int root_fd) {
+int img_rootfs_root_ssh(int root_fd) {
         struct open_how how = {
                 .flags = O_PATH | O_CLOEXEC,
                 .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
@@ -34,11 +34,17 @@ bool img_rootfs_has_root_ssh(int root_fd) {
         int fd = (int) syscall(SYS_openat2, root_fd, "root/.ssh", &how, sizeof(how));
         if (fd >= 0) {
                 close(fd);
-                return true;
+                return 1;
         }
         /* ENOENT/ENOTDIR: absent. Anything odd (ELOOP...) counts as present:
-         * refusing is the safe answer. */
+         * refusing is the safe answer; EACCES is told apart for the caller */
+        if (errno == EACCES)
+                return -EACCES;
         return errno != ENOENT && errno != ENOTDIR;
+}
+
+bool img_rootfs_has_root_ssh(int root_fd) {
+        return img_rootfs_root_ssh(root_fd) != 0;
 }
 
 int img_mkdir_p(const char *path, mode_t mode) {

@@ -122,6 +122,7 @@ struct img_store {
         /* --privsep: who starts warren-unpack instead (img_store_set_unpack_start) */
         img_unpack_start_fn unpack_start;
         void *unpack_start_ud;
+        struct img_layer_ops ops; /* --privsep: warren-priv moves/removes layer trees */
         img_in_use_fn in_use;
         void *in_use_ud;
         struct img_pull_ctx *pull; /* registry pulls (pull.c); NULL until the first */
@@ -131,6 +132,15 @@ struct img_store {
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct img_store *, img_store_free);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct img_info *, img_info_free);
+
+/* Remove layers/tmp/<name> (ops.remove, else rm_rf_at): 0 or -errno.
+ * Any thread. */
+int img_layer_tmp_remove(struct img_store *s, const char *name);
+
+/* img_rootfs_has_root_ssh() that tells a tree it cannot look into
+ * (-EACCES: a directory of the tar's owners) from one it can: 1 present,
+ * 0 absent, -EACCES. */
+int img_rootfs_root_ssh(int root_fd);
 
 /* Remove a layer nobody uses: its row, then its directory (renamed into
  * layers/tmp first). 0, -EBUSY when an image uses it, or -errno. */

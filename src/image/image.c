@@ -74,7 +74,8 @@ static void find_helper(struct img_store *s) {
         s->helper = strdup(WARREN_LIBEXECDIR "/warren-unpack");
 }
 
-static int clear_dir(int dfd) {
+/* Empty dfd (layers/tmp: through img_layer_tmp_remove, s given). */
+static int clear_dir(struct img_store *s, int dfd) {
         DIR *d = fdopendir(fcntl(dfd, F_DUPFD_CLOEXEC, 3));
         if (!d)
                 return -errno;
@@ -83,7 +84,7 @@ static int clear_dir(int dfd) {
         while ((de = readdir(d))) {
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
                         continue;
-                int q = rm_rf_at(dfd, de->d_name);
+                int q = s ? img_layer_tmp_remove(s, de->d_name) : rm_rf_at(dfd, de->d_name);
                 if (q < 0 && r == 0)
                         r = q;
         }
@@ -91,11 +92,53 @@ static int clear_dir(int dfd) {
         return r;
 }
 
+/* ops.remove (when set) of layers/tmp/<name> or layers/sha256/<name>:
+ * its answer, or -EOPNOTSUPP when the store does it itself (no ops, or a
+ * name the ops do not take: not one the store made). */
+static int ops_remove(struct img_store *s, bool tmp, const char *name, struct wr_err *e) {
+        if (!s->ops.remove)
+                return -EOPNOTSUPP;
+        struct wr_err oe = {0};
+        int r = s->ops.remove(s->ops.userdata, tmp, name, &oe);
+        if (r == -EINVAL)
+                return -EOPNOTSUPP;
+        if (r < 0 && e)
+                *e = oe;
+        return r;
+}
+
+int img_layer_tmp_remove(struct img_store *s, const char *name) {
+        int r = ops_remove(s, true, name, NULL);
+        if (r == -EOPNOTSUPP)
+                return rm_rf_at(s->layers_tmp_fd, name);
+        return r < 0 ? r : 0;
+}
+
+/* Remove layers/sha256/<name>: renamed into layers/tmp first (a
+ * half-removed layer is never visible), then removed. 0 (also when it
+ * was not there) or -errno with e. */
+static int layer_dir_remove(struct img_store *s, const char *name, struct wr_err *e) {
+        int r = ops_remove(s, false, name, e);
+        if (r != -EOPNOTSUPP)
+                return r < 0 ? err_prefix(e, r, "remove layer %s", name) : 0;
+        char tmp[32] = "del-";
+        img_random_name(tmp + 4);
+        if (renameat(s->layers_fd, name, s->layers_tmp_fd, tmp) < 0) {
+                if (errno == ENOENT)
+                        return 0;
+                return err_set(e, -errno, "remove layer %s: %m", name);
+        }
+        r = rm_rf_at(s->layers_tmp_fd, tmp);
+        if (r < 0)
+                return err_set(e, r, "remove layer %s: %s", name, strerror(-r));
+        return 0;
+}
+
 /* Start-up garbage collection (see img_store_open). */
 static int gc(struct img_store *s, struct wr_err *e) {
-        int r = clear_dir(s->layers_tmp_fd);
+        int r = clear_dir(s, s->layers_tmp_fd);
         if (r >= 0)
-                r = clear_dir(s->tmp_fd);
+                r = clear_dir(NULL, s->tmp_fd);
         if (r < 0)
                 return err_set(e, r, "clean temporary directories: %s", strerror(-r));
 
@@ -124,7 +167,7 @@ static int gc(struct img_store *s, struct wr_err *e) {
                                     store_layer_refcount(s->db, digest, NULL) > 0)
                                         known = true;
                         if (!known)
-                                (void) rm_rf_at(s->layers_fd, de->d_name);
+                                (void) layer_dir_remove(s, de->d_name, NULL);
                 }
                 closedir(d);
         }
@@ -134,6 +177,11 @@ static int gc(struct img_store *s, struct wr_err *e) {
 
 int img_store_open(const char *state_dir, struct store *db, struct img_store **ret,
                    struct wr_err *e) {
+        return img_store_open_ops(state_dir, db, NULL, ret, e);
+}
+
+int img_store_open_ops(const char *state_dir, struct store *db, const struct img_layer_ops *ops,
+                       struct img_store **ret, struct wr_err *e) {
         if (!state_dir || state_dir[0] != '/' || !db)
                 return err_set(e, -EINVAL, "open image store: absolute state dir and db required");
         _cleanup_(img_store_freep) struct img_store *s = calloc(1, sizeof(*s));
@@ -141,6 +189,8 @@ int img_store_open(const char *state_dir, struct store *db, struct img_store **r
                 return err_set(e, -ENOMEM, "open image store: out of memory");
         s->layers_fd = s->layers_tmp_fd = s->tmp_fd = -EBADF;
         s->db = db;
+        if (ops)
+                s->ops = *ops;
         s->state_dir = strdup(state_dir);
         int r = s->state_dir ? 0 : -ENOMEM;
         _cleanup_close_ int state_fd = -EBADF, layers_root = -EBADF;
@@ -558,17 +608,7 @@ int img_layer_remove_unused(struct img_store *s, const char *diff_id, struct wr_
         int r = store_layer_delete(s->db, diff_id, e);
         if (r < 0 && r != -ENOENT)
                 return r;
-        char tmp[32] = "del-";
-        img_random_name(tmp + 4);
-        if (renameat(s->layers_fd, diff_id + 7, s->layers_tmp_fd, tmp) < 0) {
-                if (errno == ENOENT)
-                        return 0;
-                return err_set(e, -errno, "remove layer %s: %m", diff_id);
-        }
-        r = rm_rf_at(s->layers_tmp_fd, tmp);
-        if (r < 0)
-                return err_set(e, r, "remove layer %s: %s", diff_id, strerror(-r));
-        return 0;
+        return layer_dir_remove(s, diff_id + 7, e);
 }
 
 int img_store_delete(struct img_store *s, const char *name_or_id, struct wr_err *e) {
@@ -637,12 +677,17 @@ int img_store_commit_image(struct img_store *s, const char *name, const struct i
                         return r;
                 size += l.size;
                 store_layer_clear(&l);
+                /* O_PATH: the layer's top dir has the tar's mode and owner */
                 int fd = openat(s->layers_fd, diff_ids[i] + 7,
-                                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                                O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (fd < 0)
                         return err_set(e, -errno, "open layer %s: %m", diff_ids[i]);
-                bool ssh = img_rootfs_has_root_ssh(fd);
+                int ssh = img_rootfs_root_ssh(fd);
                 fd = safe_close(fd);
+                /* a tree this process cannot look into (a dropped warrend):
+                 * ops.commit checked it as it stored the layer */
+                if (ssh == -EACCES && s->ops.commit)
+                        ssh = 0;
                 if (ssh)
                         return err_setx(e, -EPERM, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
                                         "the image contains /root/.ssh (layer %.19s...): "

@@ -93,6 +93,29 @@ typedef bool (*img_in_use_fn)(const char *id, void *userdata);
 int img_store_open(const char *state_dir, struct store *db, struct img_store **ret,
                    struct wr_err *e);
 
+/* --privsep (docs/privsep.md "Phase 5, layers, as built"): who moves and
+ * removes the layer trees, which warren-unpack wrote with the tar's
+ * owners (a warrend running as --user cannot: warren-priv's LAYER_COMMIT
+ * and LAYER_REMOVE). Called on the loop thread or a thread-pool thread.
+ *   commit  layers/tmp/<tmp_name> to layers/sha256/<hex>: 0 moved, 1 the
+ *           layer was there (tmp left), 2 refused: the tree holds
+ *           /root/.ssh (nothing moved), or -errno with e;
+ *   remove  layers/tmp/<name> (tmp) or layers/sha256/<name> (!tmp, hex):
+ *           1 removed, 0 none, or -errno with e (-EINVAL: a name it does
+ *           not take; the store then removes that one itself).
+ * With ops every stored layer was checked for /root/.ssh by commit, which
+ * sees what the store may not (a directory of the tar's owners). */
+struct img_layer_ops {
+        int (*commit)(void *userdata, const char *tmp_name, const char *hex, struct wr_err *e);
+        int (*remove)(void *userdata, bool tmp, const char *name, struct wr_err *e);
+        void *userdata;
+};
+
+/* img_store_open() with ops (copied; NULL = in process, as
+ * img_store_open), used from the start-up garbage collection on. */
+int img_store_open_ops(const char *state_dir, struct store *db, const struct img_layer_ops *ops,
+                       struct img_store **ret, struct wr_err *e);
+
 /* Free the store. Running imports and layer jobs must have been freed
  * first (their helpers are killed then). NULL is fine. */
 void img_store_free(struct img_store *s);

@@ -59,15 +59,23 @@ static void deliver(struct img_layer_job *j) {
         job_unref(j); /* the logical job */
 }
 
+/* The job's tmp tree: through the store's ops (--privsep: warren-priv's
+ * LAYER_REMOVE) or here, from the dup of layers/tmp. Any thread. */
+static void tmp_remove(struct img_layer_job *j) {
+        if (j->s->ops.remove)
+                (void) img_layer_tmp_remove(j->s, j->tmp_name);
+        else
+                (void) rm_rf_at(j->rm_dir_fd, j->tmp_name);
+}
+
 static void rm_work(uv_work_t *w) {
-        struct img_layer_job *j = w->data;
-        (void) rm_rf_at(j->rm_dir_fd, j->tmp_name);
+        tmp_remove(w->data);
 }
 
 static void rm_after(uv_work_t *w, int status) {
         struct img_layer_job *j = w->data;
         if (status < 0) /* cancelled before it ran: remove here */
-                (void) rm_rf_at(j->rm_dir_fd, j->tmp_name);
+                tmp_remove(j);
         deliver(j);
         job_unref(j); /* the work */
 }
@@ -78,7 +86,7 @@ static void remove_then_deliver(struct img_layer_job *j) {
         j->refs++;
         if (uv_queue_work(j->loop, &j->work, rm_work, rm_after) < 0) {
                 j->refs--;
-                (void) rm_rf_at(j->rm_dir_fd, j->tmp_name);
+                tmp_remove(j);
                 deliver(j);
         }
 }
@@ -97,18 +105,41 @@ static bool read_report(struct img_layer_job *j, struct img_unpack_report *rep) 
         return true;
 }
 
+/* Move the tree into layers/sha256/<hex>: 0 moved, 1 an identical layer
+ * is there already (ours stays in layers/tmp), or -errno with j->err
+ * (FAILED_PRECONDITION: the ops found /root/.ssh in it). */
+static int move_layer(struct img_layer_job *j) {
+        struct img_store *s = j->s;
+        const char *hex = j->diff_id + 7;
+        if (!s->ops.commit) {
+                if (renameat2(s->layers_tmp_fd, j->tmp_name, s->layers_fd, hex,
+                              RENAME_NOREPLACE) == 0)
+                        return 0;
+                if (errno == EEXIST)
+                        return 1;
+                return err_set(&j->err, -errno, "store layer %s: %m", j->diff_id);
+        }
+        int r = s->ops.commit(s->ops.userdata, j->tmp_name, hex, &j->err);
+        if (r < 0)
+                return err_prefix(&j->err, r, "store layer %s", j->diff_id);
+        if (r == 2) /* the message of img_store_commit_image's own check */
+                return err_setx(&j->err, -EPERM, WR_STATUS_FAILED_PRECONDITION, WR_FAULT_CLIENT,
+                                "the image contains /root/.ssh (layer %.19s...): "
+                                "images containing /root/.ssh are refused",
+                                j->diff_id);
+        return r == 1 ? 1 : 0;
+}
+
 /* Move the unpacked tree into place and record the layer. */
 static int commit_layer(struct img_layer_job *j, const struct img_unpack_stats *st,
                         bool *ret_keep_tmp) {
         struct img_store *s = j->s;
         const char *hex = j->diff_id + 7;
-        *ret_keep_tmp = false;
-        int r = 0;
-        if (renameat2(s->layers_tmp_fd, j->tmp_name, s->layers_fd, hex, RENAME_NOREPLACE) < 0) {
-                if (errno != EEXIST)
-                        return err_set(&j->err, -errno, "store layer %s: %m", j->diff_id);
-                *ret_keep_tmp = true; /* an identical layer is there already: drop ours */
-        }
+        *ret_keep_tmp = true; /* until it moved: removed by the caller */
+        int r = move_layer(j);
+        if (r < 0)
+                return r;
+        *ret_keep_tmp = r == 1; /* an identical layer is there already: drop ours */
         char path[128];
         snprintf(path, sizeof(path), "layers/sha256/%s", hex);
         struct store_layer l = {
@@ -120,7 +151,9 @@ static int commit_layer(struct img_layer_job *j, const struct img_unpack_stats *
         r = store_layer_insert(s->db, &l, &j->err);
         if (r < 0 && !*ret_keep_tmp) {
                 /* no row for the tree we just placed: take it back out */
-                if (renameat(s->layers_fd, hex, s->layers_tmp_fd, j->tmp_name) == 0)
+                if (s->ops.remove)
+                        (void) s->ops.remove(s->ops.userdata, false, hex, NULL);
+                else if (renameat(s->layers_fd, hex, s->layers_tmp_fd, j->tmp_name) == 0)
                         *ret_keep_tmp = true;
         }
         return r < 0 ? err_prefix(&j->err, r, "record layer") : 0;
@@ -183,7 +216,7 @@ static void exited(struct img_layer_job *j, int64_t exit_status, int term_signal
                 remove_then_deliver(j);
                 return;
         }
-        bool drop_tmp = false;
+        bool drop_tmp = true;
         j->result = commit_layer(j, &rep.stats, &drop_tmp);
         if (drop_tmp)
                 remove_then_deliver(j);
@@ -288,7 +321,7 @@ int img_layer_unpack(struct img_store *s, uv_loop_t *loop, int tar_fd, const cha
                 j->refs = 1;
                 j->delivered = true;
                 j->cancelled = true;
-                (void) rm_rf_at(s->layers_tmp_fd, j->tmp_name);
+                (void) img_layer_tmp_remove(s, j->tmp_name);
                 uv_close((uv_handle_t *) &j->proc, on_close);
                 return r;
         }
@@ -297,7 +330,7 @@ int img_layer_unpack(struct img_store *s, uv_loop_t *loop, int tar_fd, const cha
                 *ret = j;
         return 0;
 fail:
-        (void) rm_rf_at(s->layers_tmp_fd, j->tmp_name);
+        (void) img_layer_tmp_remove(s, j->tmp_name);
         closep(&j->report_fd);
         closep(&j->rm_dir_fd);
         free(j);

@@ -268,13 +268,17 @@ static void net_counters(struct priv_client *c, const struct priv_reply *rep, ui
 
 /* Phase 4b: the counters UPPER_PACKED carries. */
 static void upper_counters(struct priv_client *c, const struct priv_reply *rep, uint32_t type) {
-        if (rep->hdr.type != PRIV_UPPER_PACKED)
+        const uint64_t *v = NULL;
+        if (rep->hdr.type == PRIV_UPPER_PACKED)
+                v = &rep->upper_packed.served;
+        else if (rep->hdr.type == PRIV_UPPER_SESSION_STARTED) /* 4b-2 */
+                v = &rep->upper_started.served;
+        if (!v)
                 return;
-        const struct priv_upper_packed *u = &rep->upper_packed;
-        copy_counters(c, NULL, 0, u->served_total, u->refused);
+        copy_counters(c, NULL, 0, v[1], v[2]);
         pthread_mutex_lock(&c->st_mu);
         if (type < PRIV_REQ_TYPES)
-                c->st.served[type] = u->served;
+                c->st.served[type] = v[0];
         pthread_mutex_unlock(&c->st_mu);
 }
 
@@ -443,8 +447,18 @@ int priv_client_new(const char *path, const char *state_dir, struct priv_client 
         return priv_client_new_init(path, state_dir, NULL, ret, e);
 }
 
-int priv_client_new_init(const char *path, const char *state_dir, const char *init_path,
-                         struct priv_client **ret, struct wr_err *e) {
+int priv_client_supervise(struct priv_client *c, struct wr_err *e) {
+        if (c->thread_started)
+                return 0;
+        int r = -pthread_create(&c->thread, NULL, supervise, c);
+        if (r < 0)
+                return err_set(e, r, "warren-priv: supervisor thread: %s", strerror(-r));
+        c->thread_started = true;
+        return 0;
+}
+
+static int client_new(const char *path, const char *state_dir, const char *init_path,
+                      bool supervised, struct priv_client **ret, struct wr_err *e) {
         struct priv_client *c = calloc(1, sizeof(*c));
         if (!c)
                 return err_set(e, -ENOMEM, "out of memory");
@@ -470,16 +484,23 @@ int priv_client_new_init(const char *path, const char *state_dir, const char *in
         pthread_mutex_unlock(&c->mu);
         if (r < 0)
                 goto fail;
-        if ((r = -pthread_create(&c->thread, NULL, supervise, c)) < 0) {
-                err_set(e, r, "warren-priv: supervisor thread: %s", strerror(-r));
+        if (supervised && (r = priv_client_supervise(c, e)) < 0)
                 goto fail;
-        }
-        c->thread_started = true;
         *ret = c;
         return 0;
 fail:
         priv_client_free(c);
         return r;
+}
+
+int priv_client_new_init(const char *path, const char *state_dir, const char *init_path,
+                         struct priv_client **ret, struct wr_err *e) {
+        return client_new(path, state_dir, init_path, true, ret, e);
+}
+
+int priv_client_new_held(const char *path, const char *state_dir, const char *init_path,
+                         struct priv_client **ret, struct wr_err *e) {
+        return client_new(path, state_dir, init_path, false, ret, e);
 }
 
 void priv_client_free(struct priv_client *c) {
@@ -820,6 +841,82 @@ int priv_upper_pack(struct priv_client *c, const struct priv_target *t, int spoo
         if (r < 0)
                 return r;
         *ret = rep.upper_packed;
+        return 0;
+}
+
+/* ---- phase 4b-2: the journal's session ---- */
+
+int priv_upper_session(struct priv_client *c, const struct priv_target *t, int *ret_sock,
+                       pid_t *ret_pid, struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_upper_session_encode(0, t, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        static _Thread_local struct priv_reply rep;
+        int out[2] = {-EBADF, -EBADF};
+        int r = call_fds(c, req, (size_t) n, NULL, 0, PRIV_UPPER_SESSION_STARTED, &rep, out, e);
+        if (r < 0)
+                return r;
+        if (out[0] < 0)
+                return err_set(e, -EPROTO, "warren-priv: UPPER_SESSION_STARTED without its socket");
+        int type = 0;
+        socklen_t tl = sizeof(type);
+        if (getsockopt(out[0], SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_SEQPACKET) {
+                close(out[0]);
+                return err_set(e, -EPROTO,
+                               "warren-priv: UPPER_SESSION_STARTED with an fd that is "
+                               "not a SOCK_SEQPACKET socket");
+        }
+        *ret_sock = out[0];
+        if (ret_pid)
+                *ret_pid = rep.upper_started.pid;
+        return 0;
+}
+
+int priv_upper_call(int sock, const struct priv_upper_op *op, int fd, int timeout_ms,
+                    struct priv_upper_reply *rep, int *ret_fd, struct wr_err *e) {
+        static _Thread_local struct priv_upper_op m;
+        int r = priv_upper_op_encode(op, &m, e);
+        if (r < 0)
+                return r;
+        if ((r = priv_send(sock, &m, sizeof(m), fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0,
+                           MSG_NOSIGNAL)) < 0)
+                return err_set(e, r, "warren-upper: send: %s", strerror(-r));
+        struct pollfd pfd = {.fd = sock, .events = POLLIN};
+        int pr;
+        while ((pr = poll(&pfd, 1, timeout_ms)) < 0 && errno == EINTR)
+                ;
+        if (pr == 0)
+                return err_set(e, -ETIMEDOUT, "warren-upper: no answer in %d ms", timeout_ms);
+        uint8_t buf[sizeof(struct priv_upper_reply) + 1];
+        int fds[PRIV_FDS_MAX];
+        size_t n_fds = 0;
+        long n = priv_recv(sock, buf, sizeof(buf), fds, &n_fds, MSG_DONTWAIT);
+        if (n <= 0)
+                return err_set(e, n < 0 ? (int) n : -EIO,
+                               "warren-upper ended without an answer%s%s", n < 0 ? ": " : "",
+                               n < 0 ? strerror((int) -n) : "");
+        struct wr_err de = {0};
+        if ((r = priv_upper_reply_decode(buf, (size_t) n, n_fds, rep, &de)) < 0) {
+                priv_close_fds(fds, n_fds);
+                return err_set(e, r, "refused from %s", de.msg);
+        }
+        if (rep->kind == PRIV_UPPER_R_DONE && rep->err)
+                return err_set(e, -rep->err, "%s", rep->msg);
+        bool want_fd = op->op == PRIV_UPPER_OP_OPEN, want_walk = op->op == PRIV_UPPER_OP_WALK;
+        if (rep->kind != (want_fd     ? PRIV_UPPER_R_OPENED
+                          : want_walk ? PRIV_UPPER_R_WALKED
+                                      : PRIV_UPPER_R_DONE)) {
+                priv_close_fds(fds, n_fds);
+                return err_set(e, -EPROTO, "warren-upper: answer %u to request %u", rep->kind,
+                               op->op);
+        }
+        if (want_fd) {
+                if (ret_fd)
+                        *ret_fd = fds[0];
+                else
+                        close(fds[0]);
+        }
         return 0;
 }
 
@@ -1197,4 +1294,46 @@ int priv_signer_start(struct priv_client *c, uint32_t role, int key_fd, pid_t *r
         *ret_pidfd = ph.pidfd;
         *ret_sock = sp[0];
         return 0;
+}
+
+int priv_fetch_start(struct priv_client *c, int sock, int registry_config_fd, int docker_config_fd,
+                     bool loopback_only, pid_t *ret_pid, int *ret_pidfd, struct wr_err *e) {
+        struct priv_helper_start h = {
+                .kind = PRIV_HELPER_FETCH,
+                .flags = (registry_config_fd >= 0 ? PRIV_HELPER_F_REGISTRY_CONFIG : 0) |
+                         (docker_config_fd >= 0 ? PRIV_HELPER_F_DOCKER_CONFIG : 0) |
+                         (loopback_only ? PRIV_HELPER_F_LOOPBACK_ONLY : 0),
+        };
+        int fds[3] = {sock};
+        size_t n = 1;
+        if (registry_config_fd >= 0)
+                fds[n++] = registry_config_fd;
+        if (docker_config_fd >= 0)
+                fds[n++] = docker_config_fd;
+        struct priv_helper ph;
+        int r = priv_helper_start(c, &h, fds, n, &ph, e);
+        if (r < 0)
+                return err_prefix(e, r, "warren-fetch through warren-priv");
+        *ret_pid = ph.pid;
+        *ret_pidfd = ph.pidfd;
+        return 0;
+}
+
+/* ---- phase 5: layer storage ---- */
+
+int priv_layer_commit(struct priv_client *c, const char *tmp_name, const char *hex,
+                      struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_layer_commit_encode(0, tmp_name, hex, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        return call_result(c, req, (size_t) n, e);
+}
+
+int priv_layer_remove(struct priv_client *c, uint32_t dir, const char *name, struct wr_err *e) {
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_layer_remove_encode(0, dir, name, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        return call_result(c, req, (size_t) n, e);
 }

@@ -41,6 +41,18 @@ int priv_client_new(const char *path, const char *state_dir, struct priv_client 
 int priv_client_new_init(const char *path, const char *state_dir, const char *init_path,
                          struct priv_client **ret, struct wr_err *e);
 
+/* Phase 5 (warrend --user): the same as priv_client_new_init, but no
+ * supervisor thread yet, so that the thread is born after the drop (in
+ * warrend's own mount namespace, with the emptied bounding set: unshare
+ * and the bounding set are per thread). Nothing but the start's HELLO may
+ * be asked until priv_client_supervise. */
+int priv_client_new_held(const char *path, const char *state_dir, const char *init_path,
+                         struct priv_client **ret, struct wr_err *e);
+
+/* Start the supervisor thread of a client from priv_client_new_held (0
+ * when it runs already). 0 or -errno with e. */
+int priv_client_supervise(struct priv_client *c, struct wr_err *e);
+
 /* Stop the supervisor, close the socket (warren-priv exits), reap it
  * (SIGKILL after 2 s) and free c. NULL ok. */
 void priv_client_free(struct priv_client *c);
@@ -164,6 +176,13 @@ int priv_unpack_start(struct priv_client *c, const char *dir, int tar_fd, int re
 int priv_signer_start(struct priv_client *c, uint32_t role, int key_fd, pid_t *ret_pid,
                       int *ret_pidfd, int *ret_sock, struct wr_err *e);
 
+/* HELPER_START FETCH: warren-fetch with sock (warrend keeps the other end
+ * of its SOCK_SEQPACKET pair) and the configs' sealed memfds (-1: none),
+ * --loopback-only when loopback_only; it is bound with REQ_BIND. The fds
+ * are sent, not closed. *ret_pidfd: the caller's. 0 or -errno with e. */
+int priv_fetch_start(struct priv_client *c, int sock, int registry_config_fd, int docker_config_fd,
+                     bool loopback_only, pid_t *ret_pid, int *ret_pidfd, struct wr_err *e);
+
 /* warren-egress's --upstream-dns syntax (IP, IP:PORT, [IPv6]:PORT; port 53
  * by default) into h's upstream fields. 0 or -EINVAL. */
 int priv_upstream_parse(const char *s, struct priv_helper_start *h);
@@ -177,6 +196,23 @@ int priv_upstream_parse(const char *s, struct priv_helper_start *h);
  * no user namespace). Blocks: call it from a worker. */
 int priv_upper_pack(struct priv_client *c, const struct priv_target *t, int spool_fd,
                     struct priv_upper_packed *ret, struct wr_err *e);
+
+/* Phase 4b-2, UPPER_SESSION: a warren-upper for the sandbox t (checked as
+ * SANDBOX_SIGNAL's) in its user namespace; *ret_sock (the caller's)
+ * speaks the session's messages (priv_upper_call); closing it ends the
+ * helper. *ret_pid (may be NULL): the helper's pid. 0 or -errno with e.
+ * Blocks: call it from a worker. */
+int priv_upper_session(struct priv_client *c, const struct priv_target *t, int *ret_sock,
+                       pid_t *ret_pid, struct wr_err *e);
+
+/* One request of the session: op (encoded with priv_upper_op_encode: a
+ * field it refuses is -EINVAL) with fd (WALK, PUT; else -1; not closed),
+ * its answer decoded into *rep within timeout_ms. OPEN: *ret_fd the
+ * file's fd (the caller's; not checked here beyond what the decoder
+ * does). 0, the request's own failure (DONE {err}: -err with its msg), or
+ * -EPROTO / -ETIMEDOUT / -EIO (the session is broken: close it). */
+int priv_upper_call(int sock, const struct priv_upper_op *op, int fd, int timeout_ms,
+                    struct priv_upper_reply *rep, int *ret_fd, struct wr_err *e);
 
 int priv_hello(struct priv_client *c, struct priv_hello_reply *ret, struct wr_err *e);
 
@@ -224,3 +260,18 @@ int priv_pidfd_status(int pidfd, int ms);
 /* SSH_DIR_PREPARE: <state>/sandboxes/<id>/ssh made, 0700, owned by the
  * agent's uid of uid_slot (-1: nobody). 0 or -errno. */
 int priv_ssh_dir_prepare(struct priv_client *c, const char *id, int32_t uid_slot, struct wr_err *e);
+
+/* ---- phase 5: layer storage (priv-proto.h types 25..26) ---- */
+
+/* LAYER_COMMIT: <state>/layers/tmp/<tmp_name> moved to
+ * <state>/layers/sha256/<hex> (RENAME_NOREPLACE) by warren-priv.
+ * PRIV_LAYER_MOVED, PRIV_LAYER_EXISTED (the tmp tree stays: remove it),
+ * PRIV_LAYER_ROOT_SSH (refused: the tree holds /root/.ssh; nothing
+ * moved), or -errno with e (-EINVAL: a name the decoder would refuse). */
+int priv_layer_commit(struct priv_client *c, const char *tmp_name, const char *hex,
+                      struct wr_err *e);
+
+/* LAYER_REMOVE: <state>/layers/tmp/<name> (dir PRIV_LAYER_DIR_TMP) or
+ * <state>/layers/sha256/<name> (PRIV_LAYER_DIR_SHA256) removed by
+ * warren-priv. 1 removed, 0 there was none, or -errno with e. */
+int priv_layer_remove(struct priv_client *c, uint32_t dir, const char *name, struct wr_err *e);

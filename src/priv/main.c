@@ -653,7 +653,15 @@ static void work_run(struct work_item *item) {
         } else if (t == PRIV_UPPER_PACK) {
                 upper_ok = priv_upper_run(req, item->fds, item->n_fds, &res, &packed) == 0;
                 item->n_fds = 0;
+        } else if (priv_layer_type(t)) {
+                priv_layer_run(req, &res); /* phase 5: layer storage */
         }
+        /* phase 4b-2: the journal's session */
+        struct priv_upper_started ustarted = {0};
+        int session_fd = -EBADF;
+        if (t == PRIV_UPPER_SESSION &&
+            priv_upper_session_run(req, &res, &ustarted, &session_fd) < 0)
+                session_fd = -EBADF;
         struct net_out no = {.fd = -EBADF};
         net_run(req, &res, &no);
         priv_close_fds(item->fds, item->n_fds);
@@ -681,6 +689,13 @@ static void work_run(struct work_item *item) {
                 if (n > 0)
                         (void) priv_send(srv.sock, out, (size_t) n, out_fds, 1, 0);
                 priv_close_fds(out_fds, 1);
+        } else if (session_fd >= 0) {
+                ustarted.served = res.served;
+                ustarted.served_total = res.served_total;
+                ustarted.refused = res.refused;
+                (void) reply_fd_locked(
+                        out, priv_upper_started_encode(req->hdr.id, &ustarted, out, sizeof(out)),
+                        session_fd);
         } else if (upper_ok) {
                 packed.served = res.served;
                 packed.served_total = res.served_total;
@@ -694,6 +709,8 @@ static void work_run(struct work_item *item) {
         net_out_done(&no);
         if (vo.fd >= 0)
                 close(vo.fd);
+        if (session_fd >= 0)
+                close(session_fd);
         if (t == PRIV_SANDBOX_CLEANUP || lid)
                 for (size_t i = 0; i < WORKERS_MAX; i++)
                         if (!strcmp(inflight[i], lid ? lid : req->cleanup.id)) {
@@ -885,7 +902,7 @@ int main(int argc, char **argv) {
         signal(SIGPIPE, SIG_IGN);
         forward_on();
         (void) priv_upper_init(); /* phase 4b: warren-upper (a warning when missing) */
-        priv_helpers_init();
+        priv_helpers_init(state_dir);
         if (priv_lifecycle_init(state_dir, init) < 0) {
                 log_error("warren-priv: --init %s is not an absolute path", init);
                 return 2;

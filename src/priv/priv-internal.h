@@ -72,10 +72,16 @@ int priv_upper_init(void);
  * 0 with *out filled (its counters are the caller's), or <0 with res. */
 int priv_upper_run(const struct priv_req *req, int *fds, size_t n_fds, struct priv_result *res,
                    struct priv_upper_packed *out);
+/* upper.c (phase 4b-2): carry out an UPPER_SESSION: warren-upper started
+ * in session mode, a thread of its own answering its OPAQUE questions and
+ * reaping it; *ret_fd: warrend's end of the session socket (the caller
+ * sends it with the answer and closes it). 0 or the failure in res. */
+int priv_upper_session_run(const struct priv_req *req, struct priv_result *res,
+                           struct priv_upper_started *out, int *ret_fd);
 
 /* helpers.c (phase 3: HELPER_START, UNPACK_START): find the helper
- * binaries (once, at start). */
-void priv_helpers_init(void);
+ * binaries and warren-fetch's chroot (once, at start). */
+void priv_helpers_init(const char *state_dir);
 
 /* helpers.c: carry out a HELPER_START or UNPACK_START with the fds it came
  * with (taken over: closed here). 1: started, *started filled (pid, start
@@ -83,3 +89,9 @@ void priv_helpers_init(void);
  * (err set, nothing started). */
 int priv_helpers_run(const struct priv_req *req, int *fds, size_t n_fds, struct priv_result *res,
                      struct priv_helper_started *started, int *ret_pidfd);
+
+/* layer.c (phase 5: LAYER_COMMIT, LAYER_REMOVE): true for types 25..26 */
+bool priv_layer_type(uint32_t type);
+/* layer.c: carry out such a request (no fds); res->value / res->err set
+ * as priv-proto.h says. */
+void priv_layer_run(const struct priv_req *req, struct priv_result *res);

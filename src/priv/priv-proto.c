@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "basic/relpath.h"
+
 /* The closed message set: each type, its payload size, the fds it
  * carries and which direction it goes. */
 struct priv_msg_spec {
@@ -56,12 +58,19 @@ static const struct priv_msg_spec table[] = {
         /* phase 4b, the upper-dir reader */
         {PRIV_UPPER_PACK, "UPPER_PACK", sizeof(struct priv_upper_pack), 1, true},
         {PRIV_UPPER_PACKED, "UPPER_PACKED", sizeof(struct priv_upper_packed), 0, false},
+        /* phase 4b-2, the journal's session */
+        {PRIV_UPPER_SESSION, "UPPER_SESSION", sizeof(struct priv_upper_session), 0, true},
+        {PRIV_UPPER_SESSION_STARTED, "UPPER_SESSION_STARTED", sizeof(struct priv_upper_started), 1,
+         false},
         /* phase 3, the helpers (the exact fd count of a HELPER_START
          * depends on its kind and flags: helper_check) */
-        {PRIV_HELPER_START, "HELPER_START", sizeof(struct priv_helper_start), 2, true,
+        {PRIV_HELPER_START, "HELPER_START", sizeof(struct priv_helper_start), 1, true,
          PRIV_HELPER_FDS_MAX},
         {PRIV_UNPACK_START, "UNPACK_START", sizeof(struct priv_unpack_start), 2, true},
         {PRIV_HELPER_STARTED, "HELPER_STARTED", sizeof(struct priv_helper_started), 1, false},
+        /* phase 5, layer storage */
+        {PRIV_LAYER_COMMIT, "LAYER_COMMIT", sizeof(struct priv_layer_commit), 0, true},
+        {PRIV_LAYER_REMOVE, "LAYER_REMOVE", sizeof(struct priv_layer_remove), 0, true},
 };
 
 _Static_assert(sizeof(struct priv_hdr) + sizeof(struct priv_cleanup) <= PRIV_MSG_MAX,
@@ -102,6 +111,15 @@ _Static_assert(sizeof(struct priv_upper_pack) == sizeof(struct priv_target) + 8 
                        sizeof(struct priv_upper_packed) == 64 &&
                        sizeof(struct priv_upper_msg) == 56 + PRIV_ERRMSG_MAX,
                "phase 4b: no padding: every byte is checked");
+_Static_assert(sizeof(struct priv_upper_session) == sizeof(struct priv_target) + 8 &&
+                       sizeof(struct priv_upper_started) == 32 &&
+                       sizeof(struct priv_upper_op) == 32 + 2 * PRIV_UPPER_PATH_MAX &&
+                       sizeof(struct priv_upper_reply) == 32 + PRIV_ERRMSG_MAX,
+               "phase 4b-2: no padding: every byte is checked");
+
+_Static_assert(sizeof(struct priv_layer_commit) == 2 * PRIV_LAYER_NAME_MAX + 8 &&
+                       sizeof(struct priv_layer_remove) == PRIV_LAYER_NAME_MAX + 8,
+               "phase 5, layers: no padding: every byte is checked");
 
 static const struct priv_msg_spec *spec_of(uint32_t type) {
         for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -596,6 +614,151 @@ int priv_upper_packed_encode(uint64_t id, const struct priv_upper_packed *p, voi
         return put(id, PRIV_UPPER_PACKED, p, sizeof(*p), buf, size);
 }
 
+/* ---- phase 4b-2: the journal's session ---- */
+
+static int upper_session_decode(const char *p, struct priv_req *out, struct wr_err *e) {
+        struct priv_upper_session *u = &out->upper_session;
+        memcpy(u, p, sizeof(*u));
+        int r = target_check(&u->t, "UPPER_SESSION", e);
+        if (r < 0)
+                return r;
+        if (u->flags || u->reserved)
+                return err_set(e, -EINVAL, "UPPER_SESSION: flags 0x%x, reserved %u (both 0)",
+                               u->flags, u->reserved);
+        return 0;
+}
+
+static int upper_started_decode(const char *p, struct priv_reply *out, struct wr_err *e) {
+        struct priv_upper_started *s = &out->upper_started;
+        memcpy(s, p, sizeof(*s));
+        if (s->pid <= 1 || s->reserved)
+                return err_set(e, -EINVAL, "UPPER_SESSION_STARTED: pid %d, reserved %u", s->pid,
+                               s->reserved);
+        return 0;
+}
+
+int priv_upper_session_encode(uint64_t id, const struct priv_target *t, void *buf, size_t size,
+                              struct wr_err *e) {
+        struct priv_upper_session u = {0};
+        int r = target_copy(t, &u.t, "UPPER_SESSION", e);
+        if (r < 0)
+                return r;
+        return put(id, PRIV_UPPER_SESSION, &u, sizeof(u), buf, size);
+}
+
+int priv_upper_started_encode(uint64_t id, const struct priv_upper_started *s, void *buf,
+                              size_t size) {
+        return put(id, PRIV_UPPER_SESSION_STARTED, s, sizeof(*s), buf, size);
+}
+
+int priv_upper_op_decode(const void *buf, size_t len, size_t n_fds, struct priv_upper_op *out,
+                         struct wr_err *e) {
+        memset(out, 0, sizeof(*out));
+        if (len != sizeof(*out))
+                return err_set(e, -EPROTO, "session: datagram of %zu bytes (must be %zu)", len,
+                               sizeof(*out));
+        struct priv_upper_op *m = out;
+        memcpy(m, buf, sizeof(*m));
+        int r = -EPROTO;
+        if (m->magic != PRIV_UPPER_OP_MAGIC) {
+                err_set(e, r, "session: bad magic 0x%08x", m->magic);
+                goto fail;
+        }
+        if (m->op < PRIV_UPPER_OP_WALK || m->op > PRIV_UPPER_OP_SYMLINK) {
+                err_set(e, r, "session: unknown request %u", m->op);
+                goto fail;
+        }
+        size_t want = m->op == PRIV_UPPER_OP_WALK || m->op == PRIV_UPPER_OP_PUT;
+        if (n_fds != want) {
+                err_set(e, r, "session: request %u with %zu fds (must be %zu)", m->op, n_fds, want);
+                goto fail;
+        }
+        r = -EINVAL;
+        long np = field_str(m->path, sizeof(m->path)), nl = field_str(m->link, sizeof(m->link));
+        if (np < 0 || nl < 0) {
+                err_set(e, r, "session: a path is not one NUL-padded string");
+                goto fail;
+        }
+        bool attrs = m->op == PRIV_UPPER_OP_MKDIR || m->op == PRIV_UPPER_OP_ATTRS ||
+                     m->op == PRIV_UPPER_OP_PUT;
+        bool ids = attrs || m->op == PRIV_UPPER_OP_SYMLINK;
+        if (m->op == PRIV_UPPER_OP_WALK
+                    ? np != 0
+                    : !wr_relpath_ok(m->path, (size_t) np, PRIV_UPPER_PATH_MAX - 1)) {
+                err_set(e, r, "session: path not confined (relative, no empty, . or .. component)");
+                goto fail;
+        }
+        if ((m->op != PRIV_UPPER_OP_SYMLINK && nl) || m->reserved || (!attrs && m->mode) ||
+            m->mode > 07777 || (!ids && (m->uid || m->gid)) || m->uid >= PRIV_UPPER_IDS ||
+            m->gid >= PRIV_UPPER_IDS || (m->op != PRIV_UPPER_OP_PUT && m->mtime_ns) ||
+            m->mtime_ns < 0) {
+                err_set(e, r, "session: request %u: a field out of range or not its kind's", m->op);
+                goto fail;
+        }
+        return 0;
+fail:
+        memset(out, 0, sizeof(*out));
+        return r;
+}
+
+int priv_upper_op_encode(const struct priv_upper_op *op, struct priv_upper_op *buf,
+                         struct wr_err *e) {
+        struct priv_upper_op m = {0};
+        m.magic = PRIV_UPPER_OP_MAGIC;
+        m.op = op->op;
+        m.mode = op->mode;
+        m.uid = op->uid;
+        m.gid = op->gid;
+        m.mtime_ns = op->mtime_ns;
+        size_t np = strnlen(op->path, sizeof(op->path)), nl = strnlen(op->link, sizeof(op->link));
+        if (np == sizeof(op->path) || nl == sizeof(op->link))
+                return err_set(e, -EINVAL, "session: a path of %zu bytes or more",
+                               sizeof(op->path));
+        memcpy(m.path, op->path, np);
+        memcpy(m.link, op->link, nl);
+        struct priv_upper_op check;
+        int r = priv_upper_op_decode(&m, sizeof(m),
+                                     op->op == PRIV_UPPER_OP_WALK || op->op == PRIV_UPPER_OP_PUT,
+                                     &check, e);
+        if (r < 0)
+                return r;
+        *buf = m;
+        return 0;
+}
+
+int priv_upper_reply_decode(const void *buf, size_t len, size_t n_fds, struct priv_upper_reply *out,
+                            struct wr_err *e) {
+        memset(out, 0, sizeof(*out));
+        if (len != sizeof(*out))
+                return err_set(e, -EPROTO, "warren-upper: answer of %zu bytes (must be %zu)", len,
+                               sizeof(*out));
+        struct priv_upper_reply m;
+        memcpy(&m, buf, sizeof(m));
+        if (m.magic != PRIV_UPPER_REPLY_MAGIC)
+                return err_set(e, -EPROTO, "warren-upper: bad answer magic 0x%08x", m.magic);
+        if (m.kind < PRIV_UPPER_R_DONE || m.kind > PRIV_UPPER_R_OPENED)
+                return err_set(e, -EPROTO, "warren-upper: unknown answer %u", m.kind);
+        size_t want = m.kind == PRIV_UPPER_R_OPENED;
+        if (n_fds != want)
+                return err_set(e, -EPROTO, "warren-upper: answer %u with %zu fds (must be %zu)",
+                               m.kind, n_fds, want);
+        if (m.err < 0 || m.err > 4095 || (m.err && m.kind != PRIV_UPPER_R_DONE))
+                return err_set(e, -EINVAL, "warren-upper: errno %d in answer %u", m.err, m.kind);
+        long n = field_str(m.msg, sizeof(m.msg));
+        if (n < 0 || (n && !m.err))
+                return err_set(e, -EINVAL,
+                               "warren-upper: answer's msg is not one NUL-padded "
+                               "string after an error");
+        if (m.kind != PRIV_UPPER_R_WALKED
+                    ? (m.truncated || m.len || m.n)
+                    : (m.truncated > 1 || m.len > PRIV_UPPER_WALK_MAX || m.n > m.len))
+                return err_set(e, -EINVAL,
+                               "warren-upper: answer %u: len %llu, n %llu, truncated %u", m.kind,
+                               (unsigned long long) m.len, (unsigned long long) m.n, m.truncated);
+        *out = m;
+        return 0;
+}
+
 static int put(uint64_t id, uint32_t type, const void *payload, size_t plen, void *buf,
                size_t size);
 /* ---- phase 3: the helpers ---- */
@@ -608,13 +771,28 @@ unsigned priv_helper_fds(uint32_t kind, uint32_t flags) {
                         return 0;
                 return 4 + !!(flags & PRIV_HELPER_F_SIGNER) + !!(flags & PRIV_HELPER_F_UPSTREAM_CA);
         }
+        if (kind == PRIV_HELPER_FETCH) {
+                if (flags & ~(PRIV_HELPER_F_REGISTRY_CONFIG | PRIV_HELPER_F_DOCKER_CONFIG |
+                              PRIV_HELPER_F_LOOPBACK_ONLY))
+                        return 0;
+                return 1 + !!(flags & PRIV_HELPER_F_REGISTRY_CONFIG) +
+                       !!(flags & PRIV_HELPER_F_DOCKER_CONFIG);
+        }
         return 0;
+}
+
+static bool egress_fields_zero(const struct priv_helper_start *h) {
+        return !h->n_deny_ports && all_zero(h->deny_ports, sizeof(h->deny_ports)) &&
+               !h->upstream_family && !h->upstream_port &&
+               all_zero(h->upstream_addr, sizeof(h->upstream_addr));
 }
 
 /* A HELPER_START that arrived with n_fds fds. */
 static int helper_check(const struct priv_helper_start *h, size_t n_fds, struct wr_err *e) {
-        if (h->kind != PRIV_HELPER_EGRESS && h->kind != PRIV_HELPER_SIGNER)
-                return err_set(e, -EINVAL, "HELPER_START: unknown kind %u (1 egress, 2 signer)",
+        if (h->kind != PRIV_HELPER_EGRESS && h->kind != PRIV_HELPER_SIGNER &&
+            h->kind != PRIV_HELPER_FETCH)
+                return err_set(e, -EINVAL,
+                               "HELPER_START: unknown kind %u (1 egress, 2 signer, 3 fetch)",
                                h->kind);
         unsigned want = priv_helper_fds(h->kind, h->flags);
         if (want == 0)
@@ -622,12 +800,15 @@ static int helper_check(const struct priv_helper_start *h, size_t n_fds, struct 
                                h->kind);
         if (h->reserved16 || !all_zero(h->reserved, sizeof(h->reserved)))
                 return err_set(e, -EINVAL, "HELPER_START: reserved field set");
-        if (h->kind == PRIV_HELPER_SIGNER) {
+        if (h->kind == PRIV_HELPER_FETCH) {
+                if (h->role)
+                        return err_set(e, -EINVAL, "HELPER_START: a role for warren-fetch");
+                if (!egress_fields_zero(h))
+                        return err_set(e, -EINVAL, "HELPER_START: egress fields for warren-fetch");
+        } else if (h->kind == PRIV_HELPER_SIGNER) {
                 if (h->role < PRIV_SIGNER_SECRETS || h->role > PRIV_SIGNER_CA)
                         return err_set(e, -EINVAL, "HELPER_START: signer role %u (1..3)", h->role);
-                if (h->n_deny_ports || !all_zero(h->deny_ports, sizeof(h->deny_ports)) ||
-                    h->upstream_family || h->upstream_port ||
-                    !all_zero(h->upstream_addr, sizeof(h->upstream_addr)))
+                if (!egress_fields_zero(h))
                         return err_set(e, -EINVAL, "HELPER_START: egress fields for a signer");
         } else {
                 if (h->role)
@@ -731,6 +912,8 @@ unsigned priv_type_fds(uint32_t type) {
         return s ? s->n_fds : 0;
 }
 
+static int layer_req_decode(const char *p, struct priv_req *out, struct wr_err *e);
+
 int priv_req_decode(const void *buf, size_t len, size_t n_fds, struct priv_req *out,
                     struct wr_err *e) {
         const struct priv_msg_spec *s;
@@ -820,9 +1003,14 @@ int priv_req_decode(const void *buf, size_t len, size_t n_fds, struct priv_req *
                 return volssh_req_decode(p, out, e);
         case PRIV_UPPER_PACK:
                 return upper_req_decode(p, out, e);
+        case PRIV_UPPER_SESSION:
+                return upper_session_decode(p, out, e);
         case PRIV_HELPER_START:
         case PRIV_UNPACK_START:
                 return helper_req_decode(p, n_fds, out, e);
+        case PRIV_LAYER_COMMIT:
+        case PRIV_LAYER_REMOVE:
+                return layer_req_decode(p, out, e);
         }
         return err_set(e, -EPROTO, "unknown request type 0x%x", out->hdr.type); /* not reached */
 }
@@ -845,6 +1033,8 @@ int priv_reply_decode(const void *buf, size_t len, size_t n_fds, struct priv_rep
         }
         if (out->hdr.type == PRIV_HELPER_STARTED)
                 return helper_reply_decode(p, out, e);
+        if (out->hdr.type == PRIV_UPPER_SESSION_STARTED)
+                return upper_started_decode(p, out, e);
         if (out->hdr.type == PRIV_RESULT) {
                 struct priv_result *res = &out->result;
                 memcpy(res, p, sizeof(*res));
@@ -1265,4 +1455,109 @@ long priv_recv(int fd, void *buf, size_t size, int fds[PRIV_FDS_MAX], size_t *n_
                 return -EMSGSIZE;
         }
         return (long) n;
+}
+
+/* ---- phase 5: layer storage ---- */
+
+static bool lower_hex(const char *s, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+                        return false;
+        return true;
+}
+
+bool priv_layer_hex_ok(const char *name) {
+        return strlen(name) == PRIV_LAYER_HEX && lower_hex(name, PRIV_LAYER_HEX);
+}
+
+bool priv_layer_tmp_name_ok(const char *name) {
+        static const char *const prefixes[] = {"unpack-", "del-"};
+        for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+                size_t pl = strlen(prefixes[i]);
+                if (!strncmp(name, prefixes[i], pl) && strlen(name + pl) == 16 &&
+                    lower_hex(name + pl, 16))
+                        return true;
+        }
+        return false;
+}
+
+/* The fields of a LAYER_COMMIT or LAYER_REMOVE (encoders and decoder). */
+static int layer_check(uint32_t type, const struct priv_req *r, struct wr_err *e) {
+        if (type == PRIV_LAYER_COMMIT) {
+                const struct priv_layer_commit *c = &r->layer_commit;
+                if (field_str(c->tmp, sizeof(c->tmp)) < 0 || field_str(c->hex, sizeof(c->hex)) < 0)
+                        return err_set(e, -EINVAL,
+                                       "LAYER_COMMIT: a name is not one NUL-padded string");
+                if (c->flags || c->reserved)
+                        return err_set(e, -EINVAL, "LAYER_COMMIT: flags 0x%x, reserved %u (both 0)",
+                                       c->flags, c->reserved);
+                if (!priv_layer_tmp_name_ok(c->tmp))
+                        return err_set(e, -EACCES,
+                                       "LAYER_COMMIT: %.40s is not a staging name "
+                                       "(unpack-|del- and 16 hex digits)",
+                                       c->tmp);
+                if (!priv_layer_hex_ok(c->hex))
+                        return err_set(e, -EACCES,
+                                       "LAYER_COMMIT: %.72s is not 64 lower-case hex digits",
+                                       c->hex);
+                return 0;
+        }
+        const struct priv_layer_remove *m = &r->layer_remove;
+        if (field_str(m->name, sizeof(m->name)) < 0)
+                return err_set(e, -EINVAL, "LAYER_REMOVE: name is not one NUL-padded string");
+        if (m->reserved)
+                return err_set(e, -EINVAL, "LAYER_REMOVE: reserved %u (0)", m->reserved);
+        if (m->dir == PRIV_LAYER_DIR_TMP && !priv_layer_tmp_name_ok(m->name))
+                return err_set(e, -EACCES,
+                               "LAYER_REMOVE: %.40s is not a staging name "
+                               "(unpack-|del- and 16 hex digits)",
+                               m->name);
+        if (m->dir == PRIV_LAYER_DIR_SHA256 && !priv_layer_hex_ok(m->name))
+                return err_set(e, -EACCES, "LAYER_REMOVE: %.72s is not 64 lower-case hex digits",
+                               m->name);
+        if (m->dir != PRIV_LAYER_DIR_TMP && m->dir != PRIV_LAYER_DIR_SHA256)
+                return err_set(e, -EINVAL, "LAYER_REMOVE: dir %u (1 tmp, 2 sha256)", m->dir);
+        return 0;
+}
+
+static int layer_req_decode(const char *p, struct priv_req *out, struct wr_err *e) {
+        if (out->hdr.type == PRIV_LAYER_COMMIT)
+                memcpy(&out->layer_commit, p, sizeof(out->layer_commit));
+        else
+                memcpy(&out->layer_remove, p, sizeof(out->layer_remove));
+        return layer_check(out->hdr.type, out, e);
+}
+
+/* name into a zeroed field of PRIV_LAYER_NAME_MAX: false when too long */
+static bool layer_name_put(char *field, const char *name) {
+        size_t n = strlen(name);
+        if (n >= PRIV_LAYER_NAME_MAX)
+                return false;
+        memcpy(field, name, n);
+        return true;
+}
+
+int priv_layer_commit_encode(uint64_t id, const char *tmp, const char *hex, void *buf, size_t size,
+                             struct wr_err *e) {
+        static _Thread_local struct priv_req r;
+        memset(&r, 0, sizeof(r));
+        if (!layer_name_put(r.layer_commit.tmp, tmp) || !layer_name_put(r.layer_commit.hex, hex))
+                return err_set(e, -EINVAL, "LAYER_COMMIT: a name is too long");
+        int k = layer_check(PRIV_LAYER_COMMIT, &r, e);
+        if (k < 0)
+                return -EINVAL;
+        return put(id, PRIV_LAYER_COMMIT, &r.layer_commit, sizeof(r.layer_commit), buf, size);
+}
+
+int priv_layer_remove_encode(uint64_t id, uint32_t dir, const char *name, void *buf, size_t size,
+                             struct wr_err *e) {
+        static _Thread_local struct priv_req r;
+        memset(&r, 0, sizeof(r));
+        r.layer_remove.dir = dir;
+        if (!layer_name_put(r.layer_remove.name, name))
+                return err_set(e, -EINVAL, "LAYER_REMOVE: name too long");
+        int k = layer_check(PRIV_LAYER_REMOVE, &r, e);
+        if (k < 0)
+                return -EINVAL;
+        return put(id, PRIV_LAYER_REMOVE, &r.layer_remove, sizeof(r.layer_remove), buf, size);
 }

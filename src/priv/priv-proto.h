@@ -71,8 +71,12 @@
  * the upper-dir reader: UPPER_PACK (23), UPPER_PACKED (0x97), and for
  * phase 5 (warrend's drop) HELLO_REPLY's reserved word is host_check, the
  * result of warren-priv's own rt_prepare, so that warrend need not check
- * the host (nor hold warren-init) itself */
-#define PRIV_VERSION 3u
+ * the host (nor hold warren-init) itself
+ * 4: phase 5's layer storage (LAYER_COMMIT 25, LAYER_REMOVE 26), phase
+ * 4b-2, the journal's session with warren-upper: UPPER_SESSION (24) and
+ * its reply UPPER_SESSION_STARTED (0x99, 1 fd), and HELPER_START kind
+ * FETCH (3, warren-fetch) */
+#define PRIV_VERSION 4u
 #define PRIV_MSG_MAX 4096u  /* datagram, header included */
 #define PRIV_PATH_MAX 1024u /* a path field, bytes including the NUL */
 #define PRIV_ID_MAX 72u     /* a sandbox id field: up to 64 chars + NUL, padded */
@@ -100,7 +104,8 @@ enum priv_type {
         /* reserved for the blocks being built (docs/privsep.md "Next
          * sessions"): 17..18 helper starts (warren-egress, warren-signer,
          * warren-unpack), 19..20 volume mounts, 21..22 spawn beside a
-         * sandbox and its ssh dir, 23..24 the upper-dir reader */
+         * sandbox and its ssh dir, 23..24 the upper-dir reader (24: the
+         * journal's session, phase 4b-2) */
         PRIV_REQ_TYPES = 32, /* request types are below this (not all used: see the table) */
         /* replies */
         PRIV_RESULT = 0x81,
@@ -350,7 +355,7 @@ struct priv_net_connected {
  *                xattr namespace is not readable from a user namespace):
  *                struct priv_upper_msg over its own socket, with the
  *                directory's fd, answered with one byte.
- *   24           reserved: the journal's walk, save and rollback (docs). */
+ *   24           UPPER_SESSION: the journal's (below). */
 enum priv_upper_type {
         PRIV_UPPER_PACK = 23,
         /* replies */
@@ -398,6 +403,125 @@ int priv_upper_packed_encode(uint64_t id, const struct priv_upper_packed *p, voi
 int priv_upper_msg_decode(const void *buf, size_t len, size_t n_fds, struct priv_upper_msg *out,
                           struct wr_err *e);
 
+/* ---- phase 4b-2: the journal's session (request type 24, reply 0x99) ----
+ *
+ *   UPPER_SESSION  struct priv_upper_session -> UPPER_SESSION_STARTED + 1
+ *                  fd (warrend's end of a SOCK_SEQPACKET socket to a
+ *                  warren-upper started for it), or RESULT {err}. The
+ *                  target is checked as SANDBOX_SIGNAL's; warren-upper is
+ *                  started as for UPPER_PACK (the sandbox's user namespace,
+ *                  its root, chrooted into the upper dir, seccomp) and
+ *                  also holds the sandbox's root as init sees it
+ *                  (/proc/<init>/root, opened by warren-priv) for the
+ *                  rollback's writes. warren-priv answers its OPAQUE
+ *                  questions on a thread until it exits (when warrend
+ *                  closes its end). warrend then speaks the session's own
+ *                  closed message set to it: struct priv_upper_op, each
+ *                  answered by one struct priv_upper_reply. */
+enum priv_upper_session_type {
+        PRIV_UPPER_SESSION = 24,
+        /* replies */
+        PRIV_UPPER_SESSION_STARTED = 0x99,
+};
+
+struct priv_upper_session {
+        struct priv_target t; /* checked as SANDBOX_SIGNAL's */
+        uint32_t flags;       /* 0 */
+        uint32_t reserved;
+};
+
+struct priv_upper_started {
+        uint64_t served, served_total, refused; /* as RESULT's */
+        int32_t pid;                            /* warren-upper's, > 1 */
+        uint32_t reserved;
+};
+
+int priv_upper_session_encode(uint64_t id, const struct priv_target *t, void *buf, size_t size,
+                              struct wr_err *e);
+int priv_upper_started_encode(uint64_t id, const struct priv_upper_started *s, void *buf,
+                              size_t size);
+
+/* The session: warrend -> warren-upper, one datagram of exactly
+ * sizeof(struct priv_upper_op) per request, answered in order by one
+ * struct priv_upper_reply. Paths are relative to the sandbox's root (the
+ * upper dir for OPEN): no leading '/', no empty, "." or ".." component,
+ * 1..4095 bytes (any other byte: names come from the sandbox). Ids are
+ * the sandbox's own (inside its user namespace: 0..65535).
+ *   WALK     + 1 fd (a regular file open for writing, empty) -> WALKED
+ *            {len, n, truncated}: journal-tree.h's jt_walk of the upper
+ *            dir, encoded by jt_tree_encode into the fd (len bytes).
+ *   OPEN     path -> OPENED + 1 fd: the regular file path of the upper dir
+ *            opened read-only (openat2 BENEATH, no symlink, no mount
+ *            crossed, O_NONBLOCK): its bytes for the journal's store.
+ *   REMOVE   path -> DONE: path removed from the sandbox's root, with
+ *            everything below it (a missing parent: done).
+ *   MKDIR    path, mode, uid, gid -> DONE: made (0700) when missing, then
+ *            owner and mode set.
+ *   ATTRS    path, mode, uid, gid -> DONE: owner and mode set.
+ *   PUT      path, mode, uid, gid, mtime_ns + 1 fd (the bytes: a regular
+ *            file open for reading) -> DONE: a new file with those bytes
+ *            and attributes renamed over path.
+ *   SYMLINK  path, link, uid, gid -> DONE: a new symlink to link renamed
+ *            over path.
+ * A failed request is DONE {err, msg}; a request that cannot be decoded
+ * ends the session (warren-upper answers DONE {EPROTO} and exits). */
+#define PRIV_UPPER_OP_MAGIC 0x57555331u /* "WUS1" */
+#define PRIV_UPPER_PATH_MAX 4096u       /* a path or link field, with its NUL */
+#define PRIV_UPPER_IDS 65536u           /* ids inside: 0..PRIV_UPPER_IDS-1 */
+enum priv_upper_op_kind {
+        PRIV_UPPER_OP_WALK = 1,
+        PRIV_UPPER_OP_OPEN = 2,
+        PRIV_UPPER_OP_REMOVE = 3,
+        PRIV_UPPER_OP_MKDIR = 4,
+        PRIV_UPPER_OP_ATTRS = 5,
+        PRIV_UPPER_OP_PUT = 6,
+        PRIV_UPPER_OP_SYMLINK = 7,
+};
+struct priv_upper_op {
+        uint32_t magic;    /* PRIV_UPPER_OP_MAGIC */
+        uint32_t op;       /* enum priv_upper_op_kind */
+        uint32_t mode;     /* MKDIR, ATTRS, PUT: 0..07777; else 0 */
+        uint32_t uid, gid; /* MKDIR, ATTRS, PUT, SYMLINK: < PRIV_UPPER_IDS; else 0 */
+        uint32_t reserved;
+        int64_t mtime_ns;               /* PUT: >= 0; else 0 */
+        char path[PRIV_UPPER_PATH_MAX]; /* WALK: empty; else a path as above */
+        char link[PRIV_UPPER_PATH_MAX]; /* SYMLINK: the target (may be empty); else empty */
+};
+
+/* warren-upper -> warrend: the answer to one priv_upper_op. */
+#define PRIV_UPPER_REPLY_MAGIC 0x57555232u /* "WUR2" */
+#define PRIV_UPPER_WALK_MAX (1ull << 31)   /* WALKED.len at most */
+enum priv_upper_reply_kind {
+        PRIV_UPPER_R_DONE = 1,   /* no fd: err 0 done, else failed (msg) */
+        PRIV_UPPER_R_WALKED = 2, /* no fd: len, n, truncated */
+        PRIV_UPPER_R_OPENED = 3, /* 1 fd */
+};
+struct priv_upper_reply {
+        uint32_t magic;     /* PRIV_UPPER_REPLY_MAGIC */
+        uint32_t kind;      /* enum priv_upper_reply_kind */
+        int32_t err;        /* DONE: positive errno or 0; else 0 */
+        uint32_t truncated; /* WALKED: 0/1; else 0 */
+        uint64_t len, n;    /* WALKED: bytes written (<= PRIV_UPPER_WALK_MAX), entries; else 0 */
+        char msg[PRIV_ERRMSG_MAX]; /* DONE with err: what failed; else all zero */
+};
+
+/* The datagram of a session request into *buf (exactly its size); 0, or
+ * -EINVAL with e (a field priv_upper_op_decode would refuse). */
+int priv_upper_op_encode(const struct priv_upper_op *op, struct priv_upper_op *buf,
+                         struct wr_err *e);
+/* Pure (warren-upper's side): check one session request (len bytes, n_fds
+ * fds) and copy it into *out. 0, or -EPROTO (size, magic, kind, fd count)
+ * / -EINVAL (a field: a path as above, padding, mode, ids, fields its
+ * kind does not use) with e. */
+int priv_upper_op_decode(const void *buf, size_t len, size_t n_fds, struct priv_upper_op *out,
+                         struct wr_err *e);
+/* Pure (warrend's side): check one answer from warren-upper (len bytes,
+ * n_fds fds) and copy it into *out. 0, or -EPROTO / -EINVAL with e
+ * (framing, kind, fd count, errno outside 0..4095, fields its kind does
+ * not use, msg not one NUL-padded string or set without an error). */
+int priv_upper_reply_decode(const void *buf, size_t len, size_t n_fds, struct priv_upper_reply *out,
+                            struct wr_err *e);
+
 /* ---- phase 3: the helpers (request types 17..18, reply 0x91) ----
  *
  *   HELPER_START   struct priv_helper_start + its kind's fds ->
@@ -419,6 +543,19 @@ int priv_upper_msg_decode(const void *buf, size_t len, size_t n_fds, struct priv
  *     SIGNER  fds: the key memfd, one end of a SOCK_SEQPACKET pair
  *             (warrend keeps the other): exactly 2. Fields: role (which
  *             key option), PRIV_HELPER_F_JSON_LOG.
+ *     FETCH   (PRIV_VERSION 4) fds: one end of a SOCK_SEQPACKET pair
+ *             (warrend keeps the other), then the registry config's
+ *             sealed memfd when PRIV_HELPER_F_REGISTRY_CONFIG, then the
+ *             docker config's when PRIV_HELPER_F_DOCKER_CONFIG: 1..3.
+ *             Fields: flags only (PRIV_HELPER_F_LOOPBACK_ONLY); every
+ *             other field 0. warren-fetch is started without --ref (it
+ *             is bound by REQ_BIND on its socket), its configs named by
+ *             warrend's options, its chroot warren-priv's own
+ *             ($WARREN_FETCH_ROOT of its start, else
+ *             <state>/fetch-root, prepared by warren-priv before each
+ *             start), --uid and --seccomp-strict from warren-priv's
+ *             environment at its start ($WARREN_FETCH_USER,
+ *             $WARREN_FETCH_SECCOMP_STRICT=1).
  *   UNPACK_START   struct priv_unpack_start + 2 fds (the tar stream, the
  *                  write end of the report pipe) -> HELPER_STARTED + its
  *                  pidfd: warren-unpack with stdin the stream, fd 3 the
@@ -438,6 +575,7 @@ enum priv_helper_type {
 enum priv_helper_kind {
         PRIV_HELPER_EGRESS = 1,
         PRIV_HELPER_SIGNER = 2,
+        PRIV_HELPER_FETCH = 3, /* warren-fetch (PRIV_VERSION 4) */
 };
 
 /* a signer's role: the key option it is started with */
@@ -450,15 +588,19 @@ enum priv_signer_role {
 #define PRIV_HELPER_F_SIGNER (1u << 0)      /* EGRESS: + the signer's socket */
 #define PRIV_HELPER_F_UPSTREAM_CA (1u << 1) /* EGRESS: + the upstream CA bundle's fd */
 #define PRIV_HELPER_F_JSON_LOG (1u << 2)    /* SIGNER: --log-format json */
+#define PRIV_HELPER_F_REGISTRY_CONFIG (1u << 3) /* FETCH: + the registry config's memfd */
+#define PRIV_HELPER_F_DOCKER_CONFIG (1u << 4)   /* FETCH: + the docker config's memfd */
+#define PRIV_HELPER_F_LOOPBACK_ONLY (1u << 5)   /* FETCH: --loopback-only */
 #define PRIV_HELPER_DENY_PORTS_MAX 16u
 #define PRIV_HELPER_FDS_MAX 6u     /* EGRESS with both flags */
 #define PRIV_ROOT_LAYERS_TMP "tmp" /* layers/tmp/<name> */
 
 struct priv_helper_start {
         uint32_t kind;         /* enum priv_helper_kind */
-        uint32_t role;         /* SIGNER: enum priv_signer_role; EGRESS: 0 */
-        uint32_t flags;        /* PRIV_HELPER_F_* (EGRESS: SIGNER, UPSTREAM_CA; SIGNER: JSON_LOG) */
-        uint32_t n_deny_ports; /* EGRESS: 0..16; SIGNER: 0 */
+        uint32_t role;         /* SIGNER: enum priv_signer_role; EGRESS, FETCH: 0 */
+        uint32_t flags;        /* PRIV_HELPER_F_* (EGRESS: SIGNER, UPSTREAM_CA; SIGNER: JSON_LOG;
+                                * FETCH: REGISTRY_CONFIG, DOCKER_CONFIG, LOOPBACK_ONLY) */
+        uint32_t n_deny_ports; /* EGRESS: 0..16; SIGNER, FETCH: 0 (and every egress field) */
         uint16_t deny_ports[PRIV_HELPER_DENY_PORTS_MAX]; /* [0..n) 1..65535, the rest 0 */
         uint32_t upstream_family;                        /* EGRESS: 4 or 6; SIGNER: 0 */
         uint16_t upstream_port;                          /* EGRESS: 1..65535 */
@@ -613,6 +755,71 @@ int priv_volume_mounted_encode(uint64_t id, const struct priv_volume_mounted *m,
                                size_t size);
 int priv_spawned_encode(uint64_t id, const struct priv_spawned *s, void *buf, size_t size);
 
+/* ---- phase 5: layer storage (request types 25..26, PRIV_VERSION 4;
+ * docs/privsep.md "Phase 5, layers, as built") ----
+ *
+ * warren-unpack writes a layer with the tar's owners (its top directory is
+ * usually root's), so a warrend running as --user cannot move it into
+ * place or remove it. Both work on <state>/layers, opened beneath the
+ * state dir (RESOLVE_BENEATH | NO_SYMLINKS | NO_MAGICLINKS); names are
+ * single components, checked strictly.
+ *   LAYER_COMMIT  struct priv_layer_commit -> RESULT. renameat2(
+ *                 layers/tmp/<tmp>, layers/sha256/<hex>, RENAME_NOREPLACE)
+ *                 of a directory (not a symlink) whose tree holds no
+ *                 /root/.ssh (resolved inside it, as the store checks).
+ *                 value 0: moved; 1: layers/sha256/<hex> was there already
+ *                 (the tmp tree is left for a LAYER_REMOVE); 2: refused,
+ *                 the tree holds /root/.ssh (nothing moved).
+ *   LAYER_REMOVE  struct priv_layer_remove -> RESULT. Remove
+ *                 layers/tmp/<name> (rm_rf_at), or layers/sha256/<hex>
+ *                 (renamed to layers/tmp/del-<random> first, so that a
+ *                 half-removed layer is never visible). value 1: removed,
+ *                 0: there was none. */
+enum priv_layer_type {
+        PRIV_LAYER_COMMIT = 25,
+        PRIV_LAYER_REMOVE = 26,
+};
+
+#define PRIV_LAYER_HEX 64u      /* hex digits of a sha256 */
+#define PRIV_LAYER_NAME_MAX 72u /* a name field, NUL included, zero padded */
+
+/* LAYER_REMOVE.dir */
+enum priv_layer_dir {
+        PRIV_LAYER_DIR_TMP = 1,    /* layers/tmp/<name>: priv_layer_tmp_name_ok */
+        PRIV_LAYER_DIR_SHA256 = 2, /* layers/sha256/<hex>: priv_layer_hex_ok */
+};
+
+/* LAYER_COMMIT's answers (RESULT.value) */
+enum priv_layer_committed {
+        PRIV_LAYER_MOVED = 0,
+        PRIV_LAYER_EXISTED = 1,
+        PRIV_LAYER_ROOT_SSH = 2,
+};
+
+struct priv_layer_commit {
+        char tmp[PRIV_LAYER_NAME_MAX]; /* layers/tmp/<tmp>: priv_layer_tmp_name_ok */
+        char hex[PRIV_LAYER_NAME_MAX]; /* layers/sha256/<hex>: priv_layer_hex_ok */
+        uint32_t flags;                /* 0 */
+        uint32_t reserved;
+};
+
+struct priv_layer_remove {
+        uint32_t dir; /* enum priv_layer_dir */
+        uint32_t reserved;
+        char name[PRIV_LAYER_NAME_MAX];
+};
+
+/* The staging names the image store makes (src/image/layer.c, image.c):
+ * "unpack-" or "del-" and 16 lower-case hex digits. */
+bool priv_layer_tmp_name_ok(const char *name);
+/* A layer dir's name: 64 lower-case hex digits. */
+bool priv_layer_hex_ok(const char *name);
+
+int priv_layer_commit_encode(uint64_t id, const char *tmp, const char *hex, void *buf, size_t size,
+                             struct wr_err *e);
+int priv_layer_remove_encode(uint64_t id, uint32_t dir, const char *name, void *buf, size_t size,
+                             struct wr_err *e);
+
 /* How many fds a message of type carries (the table's count; for the
  * config messages the least, 1: they carry 1 + n_bind; 0 for an unknown
  * type). */
@@ -640,9 +847,13 @@ struct priv_req {
                 struct priv_ssh_dir ssh_dir;
                 /* phase 4b, the upper-dir reader */
                 struct priv_upper_pack upper_pack;
+                struct priv_upper_session upper_session; /* 4b-2, the journal */
                 /* phase 3, the helpers */
                 struct priv_helper_start helper;
                 struct priv_unpack_start unpack;
+                /* phase 5, layer storage */
+                struct priv_layer_commit layer_commit;
+                struct priv_layer_remove layer_remove;
         };
 };
 
@@ -661,6 +872,7 @@ struct priv_reply {
                 struct priv_spawned spawned;
                 /* phase 4b, the upper-dir reader */
                 struct priv_upper_packed upper_packed;
+                struct priv_upper_started upper_started; /* 4b-2, the journal */
                 /* phase 3, the helpers */
                 struct priv_helper_started helper_started;
         };

@@ -20,7 +20,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <time.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -65,23 +68,24 @@ static int fail(struct priv_result *res, int r, const char *fmt, ...) {
         return r;
 }
 
-/* Start warren-upper with fds[0..4) as its 3..6 and nothing else open
- * (posix_spawn: CLONE_VM | CLONE_VFORK, no copy of this process's page
- * tables; an empty signal mask and default handlers). Its pid or <0. */
-static pid_t spawn_upper(const int fds[4]) {
-        int high[4] = {-1, -1, -1, -1};
+/* Start warren-upper (argv[1] = mode, or none) with fds[0..n) as its
+ * 3..3+n and nothing else open (posix_spawn: CLONE_VM | CLONE_VFORK, no
+ * copy of this process's page tables; an empty signal mask and default
+ * handlers). Its pid or <0. */
+static pid_t spawn_upper(const int *fds, int n, const char *mode) {
+        int high[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
         pid_t pid = -1;
-        int r = 0;
-        for (int i = 0; i < 4 && r == 0; i++)
+        int r = n <= 8 ? 0 : -EINVAL;
+        for (int i = 0; i < n && r == 0; i++)
                 if ((high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 16)) < 0)
                         r = -errno;
         posix_spawn_file_actions_t fa;
         posix_spawnattr_t at;
         if (r == 0 && (r = -posix_spawn_file_actions_init(&fa)) == 0) {
-                for (int i = 0; i < 4 && r == 0; i++)
+                for (int i = 0; i < n && r == 0; i++)
                         r = -posix_spawn_file_actions_adddup2(&fa, high[i], 3 + i);
                 if (r == 0)
-                        r = -posix_spawn_file_actions_addclosefrom_np(&fa, 7);
+                        r = -posix_spawn_file_actions_addclosefrom_np(&fa, 3 + n);
                 if (r == 0 && (r = -posix_spawnattr_init(&at)) == 0) {
                         sigset_t none, all;
                         sigemptyset(&none);
@@ -90,21 +94,22 @@ static pid_t spawn_upper(const int fds[4]) {
                         (void) posix_spawnattr_setsigdefault(&at, &all);
                         (void) posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK |
                                                                      POSIX_SPAWN_SETSIGDEF);
-                        char *argv[] = {"warren-upper", NULL};
+                        char *argv[] = {"warren-upper", (char *) mode, NULL};
                         char *envp[] = {NULL};
                         r = -posix_spawn(&pid, upper_path, &fa, &at, argv, envp);
                         posix_spawnattr_destroy(&at);
                 }
                 posix_spawn_file_actions_destroy(&fa);
         }
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < n; i++)
                 if (high[i] >= 0)
                         close(high[i]);
         return r < 0 ? r : pid;
 }
 
 /* Answer warren-upper's questions until its DONE; *done filled; *first:
- * when its first message came. */
+ * when its first message came. done NULL (a session): until it closes
+ * the socket (0), a DONE being refused. */
 static int converse(int sock, dev_t dev, struct priv_upper_msg *done, struct priv_result *res,
                     double *first) {
         for (;;) {
@@ -114,6 +119,8 @@ static int converse(int sock, dev_t dev, struct priv_upper_msg *done, struct pri
                 long n = priv_recv(sock, buf, sizeof(buf), fds, &n_fds, 0);
                 if (*first == 0)
                         *first = now_ms();
+                if (n == 0 && !done)
+                        return 0;
                 if (n <= 0)
                         return fail(res, n < 0 ? (int) n : -EIO,
                                     "warren-upper ended without an answer%s%s", n < 0 ? ": " : "",
@@ -126,6 +133,10 @@ static int converse(int sock, dev_t dev, struct priv_upper_msg *done, struct pri
                         return fail(res, -EPROTO, "refused from warren-upper: %s", e.msg);
                 }
                 if (m.kind == PRIV_UPPER_Q_DONE) {
+                        if (!done)
+                                return fail(res, -EPROTO,
+                                            "refused from warren-upper: DONE in "
+                                            "a session");
                         *done = m;
                         return 0;
                 }
@@ -147,6 +158,41 @@ static int converse(int sock, dev_t dev, struct priv_upper_msg *done, struct pri
         }
 }
 
+/* The target t, checked: a dup of its init's pidfd (all the helper needs
+ * of it) and its upper dir: through the handle when warren-priv owns it
+ * (its disk image's mount is kept there), else opened from the state dir
+ * (a sandbox attached after a restart: its disk image found on its loop
+ * device and mounted for this request; *dirfd and *disk hold what that
+ * opened, the caller's to close). *ust: the upper dir's stat. */
+static int open_target(const struct priv_target *t, int *pidfd, int *upper, int *dirfd, int *disk,
+                       struct stat *ust, struct priv_result *res) {
+        struct rt_sandbox *sb = NULL;
+        int slot;
+        struct wr_err e = {0};
+        if (priv_target_get(t, &sb, &slot, res) < 0)
+                return -res->err;
+        int pf = rt_sandbox_pidfd(sb);
+        *pidfd = pf >= 0 ? fcntl(pf, F_DUPFD_CLOEXEC, 3) : -ESRCH;
+        if (*pidfd >= 0 && slot == PRIV_SLOT_OWNED)
+                *upper = rt_sandbox_upper_open(sb, &e);
+        priv_target_put(sb, slot);
+        if (*pidfd < 0)
+                return fail(res, -ESRCH, "sandbox %s is gone", t->id);
+        if (*upper == -EBADF) {
+                char dir[PRIV_PATH_MAX];
+                snprintf(dir, sizeof(dir), "%s/%s", PRIV_ROOT_SANDBOXES, t->id);
+                if ((*dirfd = priv_open_beneath(dir, O_RDONLY)) < 0)
+                        return fail(res, *dirfd, "open %s: %s", dir, strerror(-*dirfd));
+                *disk = -1;
+                *upper = rt_upper_open_at(*dirfd, dir, disk, &e);
+        }
+        if (*upper < 0)
+                return fail(res, *upper, "%s", e.msg);
+        if (fstat(*upper, ust) < 0)
+                return fail(res, -errno, "stat the upper dir of %s: %m", t->id);
+        return 0;
+}
+
 int priv_upper_run(const struct priv_req *req, int *fds, size_t n_fds, struct priv_result *res,
                    struct priv_upper_packed *out) {
         const struct priv_upper_pack *u = &req->upper_pack;
@@ -158,42 +204,16 @@ int priv_upper_run(const struct priv_req *req, int *fds, size_t n_fds, struct pr
                 return fail(res, -EBADF,
                             "UPPER_PACK: the spool is not a regular file open for "
                             "writing");
-        /* the target, checked; its pidfd is all the helper needs of it,
-         * and its upper dir: through the handle when warren-priv owns it
-         * (its disk image's mount is kept there), else opened from the
-         * state dir (a sandbox attached after a restart: its disk image
-         * found on its loop device and mounted for this request) */
-        struct rt_sandbox *sb = NULL;
-        int slot;
-        struct wr_err e = {0};
-        if (priv_target_get(&u->t, &sb, &slot, res) < 0)
-                return -res->err;
-        int pf = rt_sandbox_pidfd(sb);
-        pidfd = pf >= 0 ? fcntl(pf, F_DUPFD_CLOEXEC, 3) : -ESRCH;
-        if (pidfd >= 0 && slot == PRIV_SLOT_OWNED)
-                upper = rt_sandbox_upper_open(sb, &e);
-        priv_target_put(sb, slot);
-        if (pidfd < 0)
-                return fail(res, -ESRCH, "sandbox %s is gone", u->t.id);
-        if (upper == -EBADF) {
-                char dir[PRIV_PATH_MAX];
-                snprintf(dir, sizeof(dir), "%s/%s", PRIV_ROOT_SANDBOXES, u->t.id);
-                if ((dirfd = priv_open_beneath(dir, O_RDONLY)) < 0)
-                        return fail(res, dirfd, "open %s: %s", dir, strerror(-dirfd));
-                disk = -1;
-                upper = rt_upper_open_at(dirfd, dir, &disk, &e);
-        }
-        if (upper < 0)
-                return fail(res, upper, "%s", e.msg);
         struct stat ust;
-        if (fstat(upper, &ust) < 0)
-                return fail(res, -errno, "stat the upper dir of %s: %m", u->t.id);
+        int r0 = open_target(&u->t, &pidfd, &upper, &dirfd, &disk, &ust, res);
+        if (r0 < 0)
+                return r0;
         int sp[2];
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
                 return fail(res, -errno, "UPPER_PACK: socketpair: %m");
         int cfds[4] = {upper, pidfd, spool, sp[1]};
         double t0 = now_ms(), t1 = 0;
-        pid_t pid = spawn_upper(cfds);
+        pid_t pid = spawn_upper(cfds, 4, NULL);
         close(sp[1]);
         if (pid < 0) {
                 close(sp[0]);
@@ -222,5 +242,96 @@ int priv_upper_run(const struct priv_req *req, int *fds, size_t n_fds, struct pr
                                           .whiteouts = done.whiteouts,
                                           .opaque = done.opaque,
                                           .skipped = done.skipped};
+        return 0;
+}
+
+/* ---- phase 4b-2: the journal's session ---- */
+
+struct session {
+        int sock; /* warren-upper's questions */
+        pid_t pid;
+        dev_t dev;
+        char id[PRIV_ID_MAX];
+};
+
+/* Answer the session's OPAQUE questions until warren-upper closes its
+ * socket (it exits when warrend closes the session), then reap it. */
+static void *session_thread(void *arg) {
+        struct session *s = arg;
+        struct priv_result res = {0};
+        double first = 0, t0 = now_ms();
+        int r = converse(s->sock, s->dev, NULL, &res, &first);
+        close(s->sock);
+        if (r < 0) {
+                log_warn("warren-priv: UPPER_SESSION %s: %s; killing warren-upper", s->id, res.msg);
+                (void) kill(s->pid, SIGKILL);
+        }
+        int status = 0;
+        while (waitpid(s->pid, &status, 0) < 0 && errno == EINTR)
+                ;
+        log_debug("warren-priv: UPPER_SESSION %s: warren-upper %d ended after %.2f ms (status "
+                  "0x%x)",
+                  s->id, (int) s->pid, now_ms() - t0, status);
+        free(s);
+        return NULL;
+}
+
+int priv_upper_session_run(const struct priv_req *req, struct priv_result *res,
+                           struct priv_upper_started *out, int *ret_fd) {
+        const struct priv_upper_session *u = &req->upper_session;
+        _cleanup_close_ int pidfd = -EBADF, dirfd = -EBADF, upper = -EBADF, disk = -EBADF,
+                            root = -EBADF;
+        struct stat ust;
+        int r = open_target(&u->t, &pidfd, &upper, &dirfd, &disk, &ust, res);
+        if (r < 0)
+                return r;
+        /* the sandbox's root as its init sees it, for the rollback's
+         * writes; the pidfd proves the pid was that init's all along */
+        char p[64];
+        snprintf(p, sizeof(p), "/proc/%d/root", (int) u->t.pid);
+        root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return fail(res, -errno, "UPPER_SESSION: open %s: %m", p);
+        if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0)
+                return fail(res, -ESRCH, "sandbox %s is gone", u->t.id);
+        int q[2] = {-1, -1}, w[2] = {-1, -1};
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, q) < 0 ||
+            socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, w) < 0) {
+                r = fail(res, -errno, "UPPER_SESSION: socketpair: %m");
+                priv_close_fds(q, q[0] >= 0 ? 2 : 0);
+                return r;
+        }
+        struct session *s = calloc(1, sizeof(*s));
+        int cfds[5] = {upper, pidfd, root, q[1], w[1]};
+        pid_t pid = s ? spawn_upper(cfds, 5, "session") : -ENOMEM;
+        close(q[1]);
+        close(w[1]);
+        if (pid < 0) {
+                close(q[0]);
+                close(w[0]);
+                free(s);
+                return fail(res, pid, "UPPER_SESSION: start %s: %s", upper_path, strerror(-pid));
+        }
+        *s = (struct session){.sock = q[0], .pid = pid, .dev = ust.st_dev};
+        memcpy(s->id, u->t.id, sizeof(s->id));
+        pthread_attr_t attr;
+        pthread_t th;
+        bool started = pthread_attr_init(&attr) == 0;
+        if (started) {
+                (void) pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+                started = pthread_create(&th, &attr, session_thread, s) == 0;
+                pthread_attr_destroy(&attr);
+        }
+        if (!started) {
+                (void) kill(pid, SIGKILL);
+                while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                close(q[0]);
+                close(w[0]);
+                free(s);
+                return fail(res, -EAGAIN, "UPPER_SESSION: no thread for warren-upper");
+        }
+        *out = (struct priv_upper_started){.pid = pid};
+        *ret_fd = w[0];
         return 0;
 }

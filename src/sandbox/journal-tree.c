@@ -7,15 +7,19 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include "basic/macro.h"
+#include "basic/relpath.h"
+#include "basic/rmrf.h"
 
 #define WALK_DEPTH 256
 #define WALK_PATH 4095
@@ -50,7 +54,8 @@ static char *read_link(int dir, const char *name) {
         return strdup(buf);
 }
 
-static bool opaque_dir(int fd) {
+static int opaque_dir(int fd, void *ud) {
+        (void) ud;
         char v[4];
         ssize_t n = fgetxattr(fd, "trusted.overlay.opaque", v, sizeof(v));
         return n == 1 && v[0] == 'y';
@@ -98,6 +103,11 @@ static int cmp_ent(const void *a, const void *b) {
 }
 
 int jt_walk(int root_fd, size_t max_entries, struct jt_tree *out, struct wr_err *e) {
+        return jt_walk_opaque(root_fd, max_entries, opaque_dir, NULL, out, e);
+}
+
+int jt_walk_opaque(int root_fd, size_t max_entries, jt_opaque_fn opaque, void *ud,
+                   struct jt_tree *out, struct wr_err *e) {
         struct frame stack[WALK_DEPTH];
         size_t depth = 0;
         char path[WALK_PATH + 1];
@@ -166,7 +176,14 @@ int jt_walk(int root_fd, size_t max_entries, struct jt_tree *out, struct wr_err 
                                 }
                         }
                         if (cfd >= 0) {
-                                out->v[out->n - 1].opaque = opaque_dir(cfd);
+                                int o = opaque(cfd, ud);
+                                if (o < 0) {
+                                        close(cfd);
+                                        r = err_set(e, o, "journal: is %s opaque: %s", path,
+                                                    strerror(-o));
+                                        break;
+                                }
+                                out->v[out->n - 1].opaque = o > 0;
                                 if (depth == WALK_DEPTH) {
                                         out->truncated = true;
                                         close(cfd);
@@ -267,7 +284,7 @@ int jt_layer_lookup(int layer_fd, const char *path, struct jt_state *st) {
                 int next = openat(cur, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (next < 0)
                         return below_hidden ? -ENOENT : 0;
-                if (opaque_dir(next))
+                if (opaque_dir(next, NULL) > 0)
                         below_hidden = true;
                 close(cur);
                 cur = next;
@@ -452,4 +469,334 @@ void jt_object_name(uint64_t dev, uint64_t ino, int64_t ctime_ns, uint64_t size,
                     size_t size_buf) {
         snprintf(buf, size_buf, "%" PRIu64 "-%" PRIu64 "-%" PRId64 "-%" PRIu64, dev, ino, ctime_ns,
                  size);
+}
+
+/* --- the walk on the wire --- */
+
+#define WIRE_HDR 24
+#define WIRE_ENT 64
+
+static void put32(uint8_t *p, uint32_t v) {
+        memcpy(p, &v, 4);
+}
+static void put64(uint8_t *p, uint64_t v) {
+        memcpy(p, &v, 8);
+}
+static uint32_t get32(const uint8_t *p) {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        return v;
+}
+static uint64_t get64(const uint8_t *p) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        return v;
+}
+static uint16_t get16(const uint8_t *p) {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        return v;
+}
+
+int jt_tree_encode(const struct jt_tree *t, uint8_t **ret, size_t *len) {
+        size_t n = WIRE_HDR;
+        for (size_t i = 0; i < t->n; i++) {
+                size_t pl = strlen(t->v[i].path), ll = t->v[i].link ? strlen(t->v[i].link) : 0;
+                if (pl == 0 || pl > WALK_PATH || ll > WALK_PATH)
+                        return -EINVAL;
+                n += WIRE_ENT + pl + ll;
+        }
+        uint8_t *b = calloc(1, n), *p = b + WIRE_HDR;
+        if (!b)
+                return -ENOMEM;
+        put32(b, JT_WIRE_MAGIC);
+        put32(b + 4, 1);
+        put64(b + 8, t->n);
+        put32(b + 16, t->truncated ? 1 : 0);
+        for (size_t i = 0; i < t->n; i++) {
+                const struct jt_ent *x = &t->v[i];
+                uint16_t pl = (uint16_t) strlen(x->path),
+                         ll = (uint16_t) (x->link ? strlen(x->link) : 0);
+                p[0] = x->type;
+                p[1] = x->opaque;
+                memcpy(p + 2, &pl, 2);
+                memcpy(p + 4, &ll, 2);
+                put32(p + 8, x->mode);
+                put32(p + 12, x->uid);
+                put32(p + 16, x->gid);
+                put64(p + 24, x->dev);
+                put64(p + 32, x->ino);
+                put64(p + 40, x->size);
+                put64(p + 48, (uint64_t) x->mtime_ns);
+                put64(p + 56, (uint64_t) x->ctime_ns);
+                memcpy(p + WIRE_ENT, x->path, pl);
+                if (ll)
+                        memcpy(p + WIRE_ENT + pl, x->link, ll);
+                p += WIRE_ENT + pl + ll;
+        }
+        *ret = b;
+        *len = n;
+        return 0;
+}
+
+static bool mode_fits(uint8_t type, uint32_t mode) {
+        switch (type) {
+        case JT_FILE:
+                return S_ISREG(mode);
+        case JT_DIR:
+                return S_ISDIR(mode);
+        case JT_LINK:
+                return S_ISLNK(mode);
+        case JT_WHITEOUT:
+                return S_ISCHR(mode);
+        case JT_OTHER:
+                return S_ISCHR(mode) || S_ISBLK(mode) || S_ISFIFO(mode) || S_ISSOCK(mode);
+        }
+        return false;
+}
+
+int jt_tree_decode(const void *buf, size_t len, size_t max_entries, struct jt_tree *out,
+                   struct wr_err *e) {
+        const uint8_t *b = buf, *end = b + len, *p = b + WIRE_HDR;
+        out->v = NULL;
+        out->n = out->cap = 0;
+        out->truncated = false;
+        if (len < WIRE_HDR)
+                return err_set(e, -EPROTO, "journal walk: %zu bytes", len);
+        uint64_t n = get64(b + 8);
+        uint32_t trunc = get32(b + 16);
+        if (get32(b) != JT_WIRE_MAGIC || get32(b + 4) != 1 || trunc > 1 || get32(b + 20))
+                return err_set(e, -EPROTO, "journal walk: bad header");
+        if (n > max_entries || n > (len - WIRE_HDR) / WIRE_ENT)
+                return err_set(e, -EPROTO, "journal walk: %llu entries", (unsigned long long) n);
+        int r = 0;
+        if (n && !(out->v = calloc(n, sizeof(*out->v))))
+                return err_set(e, -ENOMEM, "journal walk: out of memory");
+        out->cap = n;
+        out->truncated = trunc;
+        for (uint64_t i = 0; i < n; i++) {
+                if ((size_t) (end - p) < WIRE_ENT) {
+                        r = err_set(e, -EPROTO, "journal walk: entry %llu cut short",
+                                    (unsigned long long) i);
+                        goto fail;
+                }
+                uint8_t type = p[0], opaque = p[1];
+                uint16_t pl = get16(p + 2), ll = get16(p + 4);
+                struct jt_ent x = {
+                        .type = type,
+                        .opaque = opaque,
+                        .mode = get32(p + 8),
+                        .uid = get32(p + 12),
+                        .gid = get32(p + 16),
+                        .dev = get64(p + 24),
+                        .ino = get64(p + 32),
+                        .size = get64(p + 40),
+                        .mtime_ns = (int64_t) get64(p + 48),
+                        .ctime_ns = (int64_t) get64(p + 56),
+                };
+                if (get16(p + 6) || get32(p + 20) || type < JT_FILE || type > JT_WHITEOUT ||
+                    opaque > 1 || (opaque && type != JT_DIR) || !mode_fits(type, x.mode) ||
+                    x.uid > 65535 || x.gid > 65535 || (ll && type != JT_LINK) || ll > WALK_PATH) {
+                        r = err_set(e, -EINVAL, "journal walk: entry %llu refused",
+                                    (unsigned long long) i);
+                        goto fail;
+                }
+                if ((size_t) (end - p) - WIRE_ENT < (size_t) pl + ll) {
+                        r = err_set(e, -EPROTO, "journal walk: entry %llu cut short",
+                                    (unsigned long long) i);
+                        goto fail;
+                }
+                const char *path = (const char *) p + WIRE_ENT, *link = path + pl;
+                if (!wr_relpath_ok(path, pl, WALK_PATH) || memchr(link, 0, ll)) {
+                        r = err_set(e, -EINVAL, "journal walk: entry %llu: path refused",
+                                    (unsigned long long) i);
+                        goto fail;
+                }
+                if (!(x.path = strndup(path, pl)) ||
+                    (type == JT_LINK && !(x.link = strndup(link, ll)))) {
+                        free(x.path);
+                        r = err_set(e, -ENOMEM, "journal walk: out of memory");
+                        goto fail;
+                }
+                out->v[out->n++] = x;
+                if (out->n > 1 && strcmp(out->v[out->n - 2].path, x.path) >= 0) {
+                        r = err_set(e, -EINVAL, "journal walk: entry %llu out of order",
+                                    (unsigned long long) i);
+                        goto fail;
+                }
+                p += WIRE_ENT + pl + ll;
+        }
+        if (p != end) {
+                r = err_set(e, -EPROTO, "journal walk: %zu bytes after the last entry",
+                            (size_t) (end - p));
+                goto fail;
+        }
+        return 0;
+fail : {
+        uint32_t base = out->id_base, count = out->id_count;
+        jt_tree_free(out);
+        out->id_base = base;
+        out->id_count = count;
+        return r;
+}
+}
+
+/* --- a rollback's writes --- */
+
+static int sys_openat2(int dirfd, const char *path, uint64_t flags, uint64_t resolve) {
+        struct open_how how = {.flags = flags, .resolve = resolve};
+        int fd = (int) syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+        return fd < 0 ? -errno : fd;
+}
+
+int jt_copy_fd(int from, int to) {
+        for (;;) {
+                ssize_t n = copy_file_range(from, NULL, to, NULL, 1 << 30, 0);
+                if (n == 0)
+                        return 0;
+                if (n > 0)
+                        continue;
+                if (errno == EINTR)
+                        continue;
+                if (errno != EXDEV && errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL &&
+                    errno != EPERM)
+                        return -errno;
+                break;
+        }
+        char buf[65536];
+        for (;;) {
+                ssize_t n = read(from, buf, sizeof(buf));
+                if (n == 0)
+                        return 0;
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                for (ssize_t off = 0; off < n;) {
+                        ssize_t w = write(to, buf + off, (size_t) (n - off));
+                        if (w < 0) {
+                                if (errno == EINTR)
+                                        continue;
+                                return -errno;
+                        }
+                        off += w;
+                }
+        }
+}
+
+int jt_open_file(int upper_fd, const char *path) {
+        int fd = sys_openat2(upper_fd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                             RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+                                     RESOLVE_NO_XDEV);
+        struct stat st;
+        if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+                close(fd);
+                return -EINVAL;
+        }
+        return fd;
+}
+
+/* The parent dir of path in the root (O_RDONLY, a directory); *name
+ * points at the last component. */
+static int parent_fd(int root_fd, const char *path, const char **name) {
+        const char *slash = strrchr(path, '/');
+        char dir[PATH_MAX];
+        if (!slash) {
+                *name = path;
+                snprintf(dir, sizeof(dir), ".");
+        } else {
+                if ((size_t) (slash - path) >= sizeof(dir))
+                        return -ENAMETOOLONG;
+                memcpy(dir, path, (size_t) (slash - path));
+                dir[slash - path] = 0;
+                *name = slash + 1;
+        }
+        return sys_openat2(root_fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                           RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV |
+                                   RESOLVE_NO_SYMLINKS);
+}
+
+static int set_attrs_fd(int fd, const struct jt_attrs *a) {
+        if (fchown(fd, a->uid, a->gid) < 0 || fchmod(fd, a->mode & 07777) < 0)
+                return -errno;
+        return 0;
+}
+
+static void tmp_name(char *buf, size_t size) {
+        snprintf(buf, size, ".warren-rollback-%d-%lx", (int) getpid(), (unsigned long) random());
+}
+
+int jt_op_remove(int root_fd, const char *path) {
+        const char *name;
+        _cleanup_close_ int d = parent_fd(root_fd, path, &name);
+        if (d == -ENOENT)
+                return 0;
+        if (d < 0)
+                return d;
+        return rm_rf_at(d, name);
+}
+
+/* Owner and mode of name in dir d (not followed). */
+static int attrs_at(int d, const char *name, const struct jt_attrs *a) {
+        _cleanup_close_ int fd = openat(d, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        return fd < 0 ? -errno : set_attrs_fd(fd, a);
+}
+
+int jt_op_attrs(int root_fd, const char *path, const struct jt_attrs *a) {
+        const char *name;
+        _cleanup_close_ int d = parent_fd(root_fd, path, &name);
+        return d < 0 ? d : attrs_at(d, name, a);
+}
+
+int jt_op_mkdir(int root_fd, const char *path, const struct jt_attrs *a) {
+        const char *name;
+        _cleanup_close_ int d = parent_fd(root_fd, path, &name);
+        if (d < 0)
+                return d;
+        if (mkdirat(d, name, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        return attrs_at(d, name, a);
+}
+
+int jt_op_put(int root_fd, const char *path, int src_fd, const struct jt_attrs *a) {
+        const char *name;
+        _cleanup_close_ int d = parent_fd(root_fd, path, &name);
+        if (d < 0)
+                return d;
+        char tmp[64];
+        tmp_name(tmp, sizeof(tmp));
+        _cleanup_close_ int dst =
+                openat(d, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (dst < 0)
+                return -errno;
+        int r = jt_copy_fd(src_fd, dst);
+        struct timespec ts[2] = {
+                {.tv_nsec = UTIME_OMIT},
+                {.tv_sec = a->mtime_ns / 1000000000, .tv_nsec = a->mtime_ns % 1000000000}};
+        if (r == 0 && (r = set_attrs_fd(dst, a)) == 0 && futimens(dst, ts) < 0)
+                r = -errno;
+        if (r == 0 && renameat(d, tmp, d, name) < 0)
+                r = -errno;
+        if (r < 0)
+                (void) unlinkat(d, tmp, 0);
+        return r;
+}
+
+int jt_op_symlink(int root_fd, const char *path, const char *target, const struct jt_attrs *a) {
+        const char *name;
+        _cleanup_close_ int d = parent_fd(root_fd, path, &name);
+        if (d < 0)
+                return d;
+        char tmp[64];
+        tmp_name(tmp, sizeof(tmp));
+        if (symlinkat(target, d, tmp) < 0)
+                return -errno;
+        if (fchownat(d, tmp, a->uid, a->gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+            renameat(d, tmp, d, name) < 0) {
+                int r = -errno;
+                (void) unlinkat(d, tmp, 0);
+                return r;
+        }
+        return 0;
 }

@@ -58,6 +58,9 @@ struct jt_tree {
         uint32_t id_base, id_count;
 };
 
+/* entries of one journal walk at most */
+#define JT_WALK_MAX 1000000
+
 /* Walk the directory root_fd (not closed) and everything below it, up to
  * max_entries entries, depth 256 and paths of 4095 bytes (beyond: skipped,
  * out->truncated). Reads each directory's opaque mark and each symlink's
@@ -65,7 +68,59 @@ struct jt_tree {
  * read. out must be zeroed; free with jt_tree_free (also after errors). */
 int jt_walk(int root_fd, size_t max_entries, struct jt_tree *out, struct wr_err *e);
 
+/* jt_walk with each directory's opacity answered by opaque(dir_fd, ud):
+ * 1 opaque, 0 not, < 0 the walk fails with it (warren-upper, which cannot
+ * read trusted.* xattrs from a user namespace, asks warren-priv). */
+typedef int (*jt_opaque_fn)(int dir_fd, void *ud);
+int jt_walk_opaque(int root_fd, size_t max_entries, jt_opaque_fn opaque, void *ud,
+                   struct jt_tree *out, struct wr_err *e);
+
 void jt_tree_free(struct jt_tree *t);
+
+/* The walk on the wire (warren-upper -> warrend, docs/privsep.md "Phase
+ * 4b-2"): a header {magic "WJT1", version 1, n (u64), truncated (u32),
+ * reserved 0}, then per entry {type, opaque, path_len (u16), link_len
+ * (u16), reserved 0 (u16), mode, uid, gid, reserved 0 (u32), dev, ino,
+ * size, mtime_ns, ctime_ns} and its path and link bytes (no NULs).
+ * jt_tree_encode: t (sorted, as jt_walk made it) into a malloc'd *ret of
+ * *len bytes; -ENOMEM or -EINVAL (an entry the decoder would refuse). */
+#define JT_WIRE_MAGIC 0x31544a57u
+int jt_tree_encode(const struct jt_tree *t, uint8_t **ret, size_t *len);
+/* Pure: decode buf[0..len) into out (zeroed; its id fields untouched).
+ * Refused (-EPROTO / -EINVAL with e, out freed): a short or long buffer,
+ * magic, version, reserved bytes, more than max_entries entries, an
+ * unknown type, a mode whose file type is not the entry's, opaque on a
+ * non-directory, ids >= 65536, a path of 0 or more than 4095 bytes that
+ * is absolute, ends in '/', has an empty, "." or ".." component or a NUL,
+ * a link on a non-symlink or over 4095 bytes or with a NUL, paths not in
+ * strictly increasing strcmp order. */
+int jt_tree_decode(const void *buf, size_t len, size_t max_entries, struct jt_tree *out,
+                   struct wr_err *e);
+
+/* --- a rollback's writes, through a sandbox's root (root_fd: O_PATH of
+ * the root as init sees it; every lookup openat2 RESOLVE_IN_ROOT, no
+ * symlink, no mount crossed). Ids and modes as given (the caller maps
+ * them: host ids in warrend, ids inside in warren-upper). 0 or -errno. */
+struct jt_attrs {
+        uint32_t mode, uid, gid;
+        int64_t mtime_ns; /* jt_op_put only */
+};
+/* path and everything below it removed; a missing parent: 0. */
+int jt_op_remove(int root_fd, const char *path);
+/* path made (0700) when missing, then jt_op_attrs. */
+int jt_op_mkdir(int root_fd, const char *path, const struct jt_attrs *a);
+/* owner and mode of path (not followed when a symlink). */
+int jt_op_attrs(int root_fd, const char *path, const struct jt_attrs *a);
+/* A new file with src_fd's bytes, owner, mode and mtime renamed over path. */
+int jt_op_put(int root_fd, const char *path, int src_fd, const struct jt_attrs *a);
+/* A new symlink to target, owned as a, renamed over path. */
+int jt_op_symlink(int root_fd, const char *path, const char *target, const struct jt_attrs *a);
+/* The regular file path below upper_fd opened read-only (openat2 BENEATH,
+ * no symlink, no mount crossed, O_NONBLOCK): its fd or -errno (-EINVAL
+ * not a regular file). */
+int jt_open_file(int upper_fd, const char *path);
+/* Copy from -> to (regular files, from their offsets). 0 or -errno. */
+int jt_copy_fd(int from, int to);
 
 /* The entry for path, or NULL (binary search). */
 const struct jt_ent *jt_find(const struct jt_tree *t, const char *path);

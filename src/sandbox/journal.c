@@ -11,6 +11,11 @@
  *   rollback (loop) checks, freeze -> (worker) walk now, compare every
  *           changed path with its state after the exec, restore the
  *           state before through the sandbox's root -> (loop) thaw
+ *
+ * The upper dir is reached through io_walk / io_open / io_write: in
+ * process (warrend's own fds, host ids), or under --privsep through a
+ * warren-upper session opened on the worker for the work (the sandbox's
+ * ids; the walk before an exec keeps its session for the walk after).
  */
 #include "sandbox/journal.h"
 
@@ -31,12 +36,14 @@
 #include "basic/macro.h"
 #include "basic/rmrf.h"
 #include "image/image.h"
+#include "priv/priv-proto.h"
+#include "sandbox/journal-upper.h"
 #include "sandbox/sandbox-internal.h"
 
 /* what the object store may hold per sandbox */
 #define OBJ_BUDGET (512ull << 20)
 /* entries of one walk */
-#define WALK_MAX 1000000
+#define WALK_MAX JT_WALK_MAX
 
 enum jr_state { JR_BEGUN, JR_RUNNING, JR_ENDED, JR_ROLLED_BACK };
 
@@ -52,6 +59,11 @@ struct jr_exec {
         int busy;             /* workers reading pre */
         struct work *waiting; /* requests for after that walk */
         struct jt_tree pre;
+        /* --privsep: the session of the walk before, kept while the exec
+         * runs for the walk after it (no warren-upper to start at its
+         * exit: the walk follows the exit by a walk's time, as in
+         * process) */
+        int sock;
         struct jt_change *changes;
         size_t n_changes;
         bool complete;
@@ -66,6 +78,10 @@ struct sbx_journal {
         int upper_fd, obj_fd;
         uint32_t id_base; /* its user namespace range (0: none): owners in
                            * the journal are ids inside */
+        /* --privsep (phase 4b-2): the upper dir is read and written by
+         * warren-upper sessions (journal-upper.h), upper_fd unused */
+        bool priv;
+        struct sbx_upper_ref ref;
         int *lower_fds;
         size_t n_lower;
         struct jr_exec *execs;
@@ -83,6 +99,7 @@ static void jr_exec_free(struct jr_exec *x) {
                 return;
         jt_tree_free(&x->pre);
         jt_changes_free(x->changes, x->n_changes);
+        safe_close(x->sock);
         free(x);
 }
 
@@ -128,9 +145,12 @@ static int journal_get(struct sbx *sb, struct sbx_journal **ret, struct wr_err *
         j->upper_fd = j->obj_fd = -EBADF;
         snprintf(j->sb_id, sizeof(j->sb_id), "%s", sb->id);
         j->id_base = sb->uid_slot >= 0 ? sbx_uids_base(sb->uid_slot) : 0;
-        int r;
-        j->upper_fd = sbx_upper_open(sb, "journal", e);
-        if (j->upper_fd < 0) {
+        int r = sbx_upper_ref(m, sb, "journal", &j->ref, e);
+        if (r == 0)
+                j->priv = true;
+        else if (r != -ENOENT)
+                goto fail;
+        else if ((j->upper_fd = sbx_upper_open(sb, "journal", e)) < 0) {
                 r = j->upper_fd;
                 goto fail;
         }
@@ -223,42 +243,6 @@ static void unbusy(struct jr_exec *x) {
 
 /* --- the object store --- */
 
-/* Copy from -> to (both regular files). */
-static int copy_fd(int from, int to) {
-        for (;;) {
-                ssize_t n = copy_file_range(from, NULL, to, NULL, 1 << 30, 0);
-                if (n == 0)
-                        return 0;
-                if (n > 0)
-                        continue;
-                if (errno == EINTR)
-                        continue;
-                if (errno != EXDEV && errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL)
-                        return -errno;
-                break;
-        }
-        char buf[65536];
-        for (;;) {
-                ssize_t n = read(from, buf, sizeof(buf));
-                if (n == 0)
-                        return 0;
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                for (ssize_t off = 0; off < n;) {
-                        ssize_t w = write(to, buf + off, (size_t) (n - off));
-                        if (w < 0) {
-                                if (errno == EINTR)
-                                        continue;
-                                return -errno;
-                        }
-                        off += w;
-                }
-        }
-}
-
 /* The object store's names, sorted (one readdir instead of a stat per
  * file); each name carries its size (jt_object_name). */
 struct names {
@@ -333,7 +317,10 @@ static int list_store(int obj_fd, struct names *out, uint64_t *bytes) {
  * store lacks, as far as the budget goes; marks what is saved. Before
  * that, over half the budget, drop objects that neither a kept journal
  * (keep) nor a current file needs. */
-static void save_objects(int upper_fd, int obj_fd, struct jt_tree *t, const struct names *keep) {
+struct work;
+static int io_open(struct work *w, const char *path);
+
+static void save_objects(struct work *w, int obj_fd, struct jt_tree *t, const struct names *keep) {
         struct names have = {0}, want = {0};
         uint64_t used = 0;
         if (list_store(obj_fd, &have, &used) < 0)
@@ -366,16 +353,16 @@ static void save_objects(int upper_fd, int obj_fd, struct jt_tree *t, const stru
                 }
                 if (used + x->size > OBJ_BUDGET)
                         continue;
-                _cleanup_close_ int src = sys_openat2(
-                        upper_fd, x->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-                                RESOLVE_NO_XDEV);
+                _cleanup_close_ int src = io_open(w, x->path);
+                if (src == -EPROTO || src == -ETIMEDOUT || src == -EIO)
+                        break; /* the session broke: nothing more saved */
                 if (src < 0 || fstat(src, &st) < 0 || !S_ISREG(st.st_mode) || st.st_ino != x->ino ||
+                    st.st_dev != x->dev ||
                     st.st_ctim.tv_sec * 1000000000ll + st.st_ctim.tv_nsec != x->ctime_ns)
                         continue; /* changed since the walk: not this version */
                 _cleanup_close_ int dst =
                         openat(obj_fd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
-                if (dst < 0 || copy_fd(src, dst) < 0)
+                if (dst < 0 || jt_copy_fd(src, dst) < 0)
                         continue;
                 char fdpath[64];
                 snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", dst);
@@ -406,6 +393,7 @@ struct work {
         size_t n_changes;
         struct names keep; /* object names kept journals need (begin: gc) */
         int root_fd;
+        int sock;      /* --privsep: the session with warren-upper */
         uint64_t t_ns; /* on the worker */
         bool force, froze, complete;
         int r;
@@ -419,16 +407,61 @@ static void work_free(struct work *w) {
         jt_changes_free(w->changes, w->n_changes);
         names_free(&w->keep);
         safe_close(w->root_fd);
+        safe_close(w->sock);
         free(w);
 }
 
+/* --- the upper dir: in process, or through warren-upper (--privsep) --- */
+
+/* A walk of the upper dir into t (zeroed); owners as ids inside. */
+static int io_walk(struct work *w, struct jt_tree *t) {
+        if (w->j->priv)
+                return jup_walk(w->sock, t, &w->e);
+        t->id_base = w->j->id_base;
+        t->id_count = w->j->id_base ? SBX_UIDS_COUNT : 0;
+        return jt_walk(w->j->upper_fd, WALK_MAX, t, &w->e);
+}
+
+/* A regular file of the upper dir, read-only (checked by the caller). */
+static int io_open(struct work *w, const char *path) {
+        if (w->j->priv) {
+                struct wr_err e = {0};
+                return jup_open_file(w->sock, path, &e);
+        }
+        return jt_open_file(w->j->upper_fd, path);
+}
+
+/* One of the rollback's writes (PRIV_UPPER_OP_*) of path to its state s
+ * (src_fd: PUT's bytes), through the sandbox's root: in process with the
+ * ids mapped to the host's, or by warren-upper with the sandbox's own. */
+static int io_write(struct work *w, uint32_t op, const char *path, const struct jt_state *s,
+                    int src_fd) {
+        uint32_t base = w->j->id_base, n = base ? SBX_UIDS_COUNT : 0;
+        struct jt_attrs a = {
+                .mode = s->mode, .uid = s->uid, .gid = s->gid, .mtime_ns = s->mtime_ns};
+        if (w->j->priv) {
+                struct wr_err e = {0};
+                return jup_op(w->sock, op, path, &a, s->link ? s->link : "", src_fd, &e);
+        }
+        a.uid = wr_id_host(s->uid, base, n);
+        a.gid = wr_id_host(s->gid, base, n);
+        switch (op) {
+        case PRIV_UPPER_OP_REMOVE:
+                return jt_op_remove(w->root_fd, path);
+        case PRIV_UPPER_OP_MKDIR:
+                return jt_op_mkdir(w->root_fd, path, &a);
+        case PRIV_UPPER_OP_ATTRS:
+                return jt_op_attrs(w->root_fd, path, &a);
+        case PRIV_UPPER_OP_PUT:
+                return jt_op_put(w->root_fd, path, src_fd, &a);
+        case PRIV_UPPER_OP_SYMLINK:
+                return jt_op_symlink(w->root_fd, path, s->link ? s->link : "", &a);
+        }
+        return -EINVAL;
+}
+
 static int walk_upper(struct work *w) {
-        w->tree.id_base = w->j->id_base;
-        w->tree.id_count = w->j->id_base ? SBX_UIDS_COUNT : 0;
-        int r = jt_walk(w->j->upper_fd, WALK_MAX, &w->tree, &w->e);
-        if (r < 0)
-                return r;
-        return 0;
+        return io_walk(w, &w->tree);
 }
 
 static bool changes_complete(const struct jt_change *v, size_t n) {
@@ -449,7 +482,30 @@ static void work_run(uv_work_t *req) {
         struct work *w = req->data;
         struct sbx_journal *j = w->j;
         w->t_ns = sbx_mono_ns();
-        work_run_kind(w, j);
+        if (j->priv && w->sock >= 0) {
+                /* the session kept from the walk before (W_END) */
+                work_run_kind(w, j);
+                if (w->r >= 0)
+                        goto out;
+                log_debug("sandbox %s: journal: the kept warren-upper session failed (%s); "
+                          "once more with a fresh session",
+                          j->sb_id, w->e.msg);
+                w->sock = safe_close(w->sock); /* broken meanwhile: once more, afresh */
+                w->e = (struct wr_err){0};
+                jt_tree_free(&w->tree);
+                jt_changes_free(w->changes, w->n_changes);
+                w->changes = NULL;
+                w->n_changes = 0;
+        }
+        if (j->priv && (w->sock = jup_open(j->m, &j->ref, &w->e)) < 0)
+                w->r = err_prefix(&w->e, w->sock, "journal");
+        else
+                work_run_kind(w, j);
+out:
+        /* warren-upper exits when its session closes; a walk before an
+         * exec keeps it for the walk after (work_done) */
+        if (w->kind != W_BEGIN || w->r < 0)
+                w->sock = safe_close(w->sock);
         w->t_ns = sbx_mono_ns() - w->t_ns;
 }
 
@@ -458,7 +514,7 @@ static void work_run_kind(struct work *w, struct sbx_journal *j) {
         case W_BEGIN:
                 if ((w->r = walk_upper(w)) < 0)
                         return;
-                save_objects(j->upper_fd, j->obj_fd, &w->tree, &w->keep);
+                save_objects(w, j->obj_fd, &w->tree, &w->keep);
                 return;
         case W_END:
         case W_CHANGES:
@@ -506,6 +562,7 @@ static void work_done(uv_work_t *req, int status) {
                 nx->state = JR_BEGUN;
                 nx->pre = w->tree;
                 w->tree = (struct jt_tree){0};
+                nx->sock = TAKE_FD(w->sock);
                 nx->next = j->execs;
                 j->execs = nx;
                 trim(j);
@@ -604,6 +661,7 @@ static struct work *work_new(enum work_kind kind) {
         if (w) {
                 w->kind = kind;
                 w->root_fd = -EBADF;
+                w->sock = -EBADF;
         }
         return w;
 }
@@ -685,6 +743,7 @@ void sbx_journal_exec_ended(struct sbx *sb, const char *exec_id) {
         if (!w)
                 goto fail;
         w->x = x;
+        w->sock = TAKE_FD(x->sock);
         x->ending = true;
         x->busy++;
         if (queue(j, w, &e) < 0) {
@@ -814,8 +873,10 @@ int sbx_journal_rollback(struct sbx_manager *m, const char *sandbox, const char 
         w->force = force;
         w->fn = (void *) fn;
         w->userdata = userdata;
-        w->root_fd = sbx_root_fd(sb);
-        if (w->root_fd < 0) {
+        /* the sandbox's root: warren-priv opens it for warren-upper
+         * (--privsep), else warrend itself */
+        w->root_fd = j->priv ? -EBADF : sbx_root_fd(sb);
+        if (!j->priv && w->root_fd < 0) {
                 r = err_set(e, w->root_fd, "journal: the sandbox's root: %s",
                             strerror(-w->root_fd));
                 work_free(w);
@@ -849,37 +910,6 @@ int sbx_journal_rollback(struct sbx_manager *m, const char *sandbox, const char 
 
 /* --- rollback on the worker --- */
 
-/* The parent dir of path in the sandbox (O_PATH), never leaving its root
- * or the root's mount; *name points at the last component. */
-static int parent_fd(int root_fd, const char *path, const char **name) {
-        const char *slash = strrchr(path, '/');
-        char dir[PATH_MAX];
-        if (!slash) {
-                *name = path;
-                snprintf(dir, sizeof(dir), ".");
-        } else {
-                if ((size_t) (slash - path) >= sizeof(dir))
-                        return -ENAMETOOLONG;
-                memcpy(dir, path, (size_t) (slash - path));
-                dir[slash - path] = 0;
-                *name = slash + 1;
-        }
-        int fd = sys_openat2(root_fd, dir, O_PATH | O_DIRECTORY | O_CLOEXEC,
-                             RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV |
-                                     RESOLVE_NO_SYMLINKS);
-        return fd < 0 ? -errno : fd;
-}
-
-/* Owner and mode of s (ids inside the sandbox; on the host, in its range
- * from id_base). */
-static int set_attrs_fd(int fd, const struct jt_state *s, uint32_t id_base) {
-        uint32_t n = id_base ? SBX_UIDS_COUNT : 0;
-        if (fchown(fd, wr_id_host(s->uid, id_base, n), wr_id_host(s->gid, id_base, n)) < 0 ||
-            fchmod(fd, s->mode & 07777) < 0)
-                return -errno;
-        return 0;
-}
-
 /* The bytes path had before: the object store or its read-only layer. */
 static int source_fd(struct work *w, const struct jt_change *c) {
         const struct jt_state *b = &c->before;
@@ -898,69 +928,10 @@ static int source_fd(struct work *w, const struct jt_change *c) {
         return fd < 0 ? -errno : fd;
 }
 
-static int restore_file(struct work *w, int dir, const char *name, const struct jt_change *c) {
-        _cleanup_close_ int src = source_fd(w, c);
-        if (src < 0)
-                return src;
-        char tmp[64];
-        snprintf(tmp, sizeof(tmp), ".warren-rollback-%d-%lx", (int) getpid(),
-                 (unsigned long) random());
-        /* O_PATH dir fds cannot create files: reopen it */
-        _cleanup_close_ int d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (d < 0)
-                return -errno;
-        _cleanup_close_ int dst =
-                openat(d, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (dst < 0)
-                return -errno;
-        int r = copy_fd(src, dst);
-        struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT},
-                                 {.tv_sec = c->before.mtime_ns / 1000000000,
-                                  .tv_nsec = c->before.mtime_ns % 1000000000}};
-        if (r == 0 && (r = set_attrs_fd(dst, &c->before, w->j->id_base)) == 0 &&
-            futimens(dst, ts) < 0)
-                r = -errno;
-        if (r == 0 && renameat(d, tmp, d, name) < 0)
-                r = -errno;
-        if (r < 0)
-                (void) unlinkat(d, tmp, 0);
-        return r;
-}
-
-static int restore_link(int dir, const char *name, const struct jt_change *c, uint32_t id_base) {
-        _cleanup_close_ int d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (d < 0)
-                return -errno;
-        char tmp[64];
-        snprintf(tmp, sizeof(tmp), ".warren-rollback-%d-%lx", (int) getpid(),
-                 (unsigned long) random());
-        if (symlinkat(c->before.link ? c->before.link : "", d, tmp) < 0)
-                return -errno;
-        uint32_t n = id_base ? SBX_UIDS_COUNT : 0;
-        if (fchownat(d, tmp, wr_id_host(c->before.uid, id_base, n),
-                     wr_id_host(c->before.gid, id_base, n), AT_SYMLINK_NOFOLLOW) < 0 ||
-            renameat(d, tmp, d, name) < 0) {
-                int r = -errno;
-                (void) unlinkat(d, tmp, 0);
-                return r;
-        }
-        return 0;
-}
-
-static int restore_attrs(int dir, const char *name, const struct jt_state *s, uint32_t id_base) {
-        int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        int r = set_attrs_fd(fd, s, id_base);
-        close(fd);
-        return r;
-}
-
 static int apply(struct work *w) {
         struct jr_exec *x = w->x;
-        struct jt_tree now = {.id_base = w->j->id_base,
-                              .id_count = w->j->id_base ? SBX_UIDS_COUNT : 0};
-        int r = jt_walk(w->j->upper_fd, WALK_MAX, &now, &w->e);
+        struct jt_tree now = {0};
+        int r = io_walk(w, &now);
         if (r < 0) {
                 jt_tree_free(&now);
                 return r;
@@ -1020,16 +991,8 @@ static int apply(struct work *w) {
                         continue;
                 if (gone && !strncmp(c->path, gone, gone_len) && c->path[gone_len] == '/')
                         continue;
-                const char *name;
-                _cleanup_close_ int dir = parent_fd(w->root_fd, c->path, &name);
-                if (dir == -ENOENT)
-                        continue;
-                if (dir < 0)
-                        return err_set(&w->e, dir, "rollback: /%s: %s", c->path, strerror(-dir));
-                _cleanup_close_ int d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (d < 0 || (r = rm_rf_at(d, name)) < 0)
-                        return err_set(&w->e, d < 0 ? -errno : r, "rollback: remove /%s: %s",
-                                       c->path, strerror(d < 0 ? errno : -r));
+                if ((r = io_write(w, PRIV_UPPER_OP_REMOVE, c->path, &c->before, -1)) < 0)
+                        return err_set(&w->e, r, "rollback: remove /%s: %s", c->path, strerror(-r));
                 gone = c->path;
                 gone_len = strlen(gone);
         }
@@ -1038,29 +1001,25 @@ static int apply(struct work *w) {
                 const struct jt_change *c = &x->changes[i];
                 if (c->before.type == JT_ABSENT)
                         continue;
-                const char *name;
-                _cleanup_close_ int dir = parent_fd(w->root_fd, c->path, &name);
-                if (dir < 0)
-                        return err_set(&w->e, dir, "rollback: /%s: %s", c->path, strerror(-dir));
                 bool content =
                         (c->kinds & (JT_MODIFIED | JT_DELETED)) || c->before.type != c->after.type;
                 switch (c->before.type) {
                 case JT_DIR:
-                        if (content) {
-                                _cleanup_close_ int d =
-                                        openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                                if (d < 0 || (mkdirat(d, name, 0700) < 0 && errno != EEXIST))
-                                        r = -errno;
-                        }
-                        if (r == 0)
-                                r = restore_attrs(dir, name, &c->before, w->j->id_base);
+                        r = io_write(w, content ? PRIV_UPPER_OP_MKDIR : PRIV_UPPER_OP_ATTRS,
+                                     c->path, &c->before, -1);
                         break;
                 case JT_FILE:
-                        r = content ? restore_file(w, dir, name, c)
-                                    : restore_attrs(dir, name, &c->before, w->j->id_base);
+                        if (content) {
+                                _cleanup_close_ int src = source_fd(w, c);
+                                r = src < 0 ? src
+                                            : io_write(w, PRIV_UPPER_OP_PUT, c->path, &c->before,
+                                                       src);
+                        } else
+                                r = io_write(w, PRIV_UPPER_OP_ATTRS, c->path, &c->before, -1);
                         break;
                 case JT_LINK:
-                        r = content ? restore_link(dir, name, c, w->j->id_base) : 0;
+                        r = content ? io_write(w, PRIV_UPPER_OP_SYMLINK, c->path, &c->before, -1)
+                                    : 0;
                         break;
                 default:
                         r = 0;

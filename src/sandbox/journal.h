@@ -12,6 +12,11 @@
  * copied), which is what RollbackExec writes back; files of the image's
  * read-only layers need no copy (they never change).
  *
+ * Under --privsep warrend touches none of the writable layer itself:
+ * every walk, file read and rollback write goes through a warren-upper
+ * session in the sandbox's user namespace (journal-upper.h, UPPER_SESSION;
+ * docs/privsep.md "Phase 4b-2"), the same decisions made here either way.
+ *
  * What it sees: the writable layer only (not /tmp and /run, which are
  * tmpfs, nor volumes), every process's changes between the exec's start
  * and its exit (a concurrent exec's changes to the same files count for

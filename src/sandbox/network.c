@@ -282,7 +282,7 @@ static int range_pick(struct sbx_network *n, const struct sbx_network_config *cf
                                 return err_set(e, n->lock_fd, "lock the sandbox range: %s",
                                                strerror(-n->lock_fd));
                 }
-                if (r < 0)
+                if (r < 0 || n->lock_fd < 0) /* none locked (r: the last check's 0) */
                         return err_set(e, -EBUSY,
                                        "every default sandbox range (100.96.0.0/16 .. "
                                        "100.111.0.0/16) is held by another warrend: pick one "

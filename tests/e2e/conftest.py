@@ -71,6 +71,30 @@ def make_tls_cert(directory):
     return str(ca_crt), str(crt), str(key)
 
 
+# Every warrend a test starts (Daemon, test_lifecycle.Restartable): a
+# safety net stops the ones still running when the session ends (a fixture
+# whose setup failed after the start never reaches its teardown).
+_STARTED = []
+
+
+def started(proc):
+    _STARTED.append(proc)
+    return proc
+
+
+def pytest_sessionfinish(session, exitstatus):
+    left = [p for p in _STARTED if p.poll() is None]
+    for p in left:
+        print("\nwarning: warrend pid %d still running at the end of the session: stopped" % p.pid)
+        p.terminate()
+    for p in left:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
 class Daemon:
     """One running warrend."""
 
@@ -108,7 +132,8 @@ class Daemon:
         env.setdefault("WARREN_TERMINATE_ON_EXIT", "1")
         if SANITIZED:
             env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.proc = started(subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
+                                             env=env))
         # a dropped warrend binds (and listens on) its sockets before the
         # drop, long before it is ready: wait for its "ready" line too
         self.wait_ready_line = DROP or "--user" in extra_args

@@ -409,8 +409,12 @@ def life():
     from test_lifecycle import Restartable
     from conftest import import_image
     d = Restartable()
-    d.start(extra=["--exec-log-size", "320M"])
-    import_image(d, "busybox:latest")
+    try:
+        d.start(extra=["--exec-log-size", "320M"])
+        import_image(d, "busybox:latest")
+    except BaseException:
+        d.destroy()
+        raise
     yield d
     if os.environ.get("WARREN_TEST_KEEP_LOG"):
         shutil.copy(d.log_path, os.environ["WARREN_TEST_KEEP_LOG"])
@@ -702,8 +706,9 @@ def test_unattached_nondetached_exec_killed_after_grace(life):
 
 def test_interleaved_streams_replayed_after_restart(life):
     """stdout and stderr interleaved, across a kill -9: an attach from 0
-    after the restart gives each byte on its own stream, in the order it
-    was read (the spool records a run per switch of stream)."""
+    after the restart gives each byte on its own stream, each stream in
+    order, in the runs it was read in (the spool records a run per switch
+    of stream)."""
     with wr.SandboxClient(life.unix_addr) as c:
         sb = c.create(image="busybox:latest")
         sb_id = sb.id
@@ -729,13 +734,14 @@ def test_interleaved_streams_replayed_after_restart(life):
         err = b"".join(d for k, d in seq if k == "e")
         assert out == b"".join(b"out%d\n" % i for i in range(300))
         assert err == b"".join(b"err%d\n" % i for i in range(300))
-        # order: every errN comes after outN (it was written after it)
-        pos, where = 0, {}
-        for k, d in seq:
-            for line in d.splitlines():
-                where[(k, line)] = pos
-                pos += 1
-        assert all(where[("o", b"out%d" % i)] < where[("e", b"err%d" % i)] for i in range(300))
+        # the replay keeps the runs as they were read: one per switch of
+        # stream (never two runs of one stream in a row), many of them (the
+        # exec interleaved them for ~1 s). Not asserted: errN after outN
+        # everywhere: they are two pipes, and whatever both held while
+        # warrend was down (or the machine was busy) is read in either order
+        runs = [k for k, _ in seq]
+        assert all(a != b for a, b in zip(runs, runs[1:])), runs
+        assert len(runs) >= 10, runs
         sb.terminate(grace_period_seconds=1)
 
 

@@ -18,7 +18,7 @@ import time
 import pytest
 
 import warren as wr
-from conftest import SANITIZED, WARREND, free_port, import_image
+from conftest import SANITIZED, WARREND, free_port, import_image, started
 
 
 class Restartable:
@@ -46,7 +46,7 @@ class Restartable:
         log.write(b"\n=== start %d ===\n" % self.starts)
         log.flush()
         self.starts += 1
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.proc = started(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env))
         log.close()
         # ready: this start's "ready" line (a connect to the port is not
         # enough: after a kill -9, a child the old warrend was cloning may
@@ -174,8 +174,12 @@ def status_of(c, sid):
 @pytest.fixture
 def life():
     d = Restartable()
-    d.start()
-    import_image(d, "busybox:latest")
+    try:
+        d.start()
+        import_image(d, "busybox:latest")
+    except BaseException:
+        d.destroy()
+        raise
     yield d
     d.destroy()
 

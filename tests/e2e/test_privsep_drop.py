@@ -11,6 +11,7 @@ import os
 import pwd
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 
@@ -54,8 +55,11 @@ def assert_dropped(pid, pw):
             assert int(st[cap], 16) == 0, (t, cap, st[cap])
         assert st["NoNewPrivs"] == "1", t
         assert st["Seccomp"] == "2", t
-    # the bounding set: the main thread (/proc/PID/status) is empty
-    assert int(status(pid)["CapBnd"], 16) == 0
+        # every thread: an empty bounding set and warrend's own mount
+        # namespace (warren-priv's supervisor is started after the drop)
+        assert int(st["CapBnd"], 16) == 0, (t, st["CapBnd"])
+        assert os.readlink("/proc/%d/task/%d/ns/mnt" % (pid, t)) != \
+            os.readlink("/proc/self/ns/mnt"), t
 
 
 def process_tree(root):
@@ -98,14 +102,12 @@ def drop_args(port, pool):
             "--warm-pool", str(pool)]
 
 
-def imported_first(life):
-    """Storing image layers under --user is not built yet (the unpacked
-    tree is root's: its move into layers/sha256 and its removal need
-    warren-priv, docs/privsep.md): import with a warrend that does not drop,
-    stop it, and let the test start the dropped one on the same state dir."""
-    life.start(extra=["--privsep"])
+def started_dropped(life, port, pool, terminate_on_exit=False):
+    """Start life dropped and import busybox:latest into it: the dropped
+    warrend stores layers itself (warren-priv moves and removes the
+    trees: docs/privsep.md "Phase 5, layers, as built")."""
+    life.start(extra=drop_args(port, pool), terminate_on_exit=terminate_on_exit)
     import_image(life, "busybox:latest")
-    assert life.stop() in (0, -signal.SIGTERM)
 
 
 @pytest.mark.parametrize("pool", [0, 1])
@@ -115,9 +117,8 @@ def test_drop_confines_warrend(user, pool):
     d = Restartable()
     os.chmod(d.tmp, 0o711)
     try:
-        imported_first(d)
         port = free_port()
-        d.start(extra=drop_args(port, pool), terminate_on_exit=True)
+        started_dropped(d, port, pool, terminate_on_exit=True)
         confines(d, user, port, pool)
     finally:
         d.destroy()
@@ -142,11 +143,11 @@ def confines(d, user, port, pool):
     assert ppid_of(priv) == pid
     assert status(priv)["Uid"].split()[0] == "0"
     assert os.readlink("/proc/%d/ns/mnt" % priv) == os.readlink("/proc/self/ns/mnt")
-    # storing layers is refused, saying why, and leaves nothing behind
-    with pytest.raises(subprocess.CalledProcessError) as ei:
-        import_image(d, "other:latest")
-    assert b"FAILED_PRECONDITION" in ei.value.stderr and b"without --user" in ei.value.stderr, \
-        ei.value.stderr
+    # layers stored dropped: the tree keeps the tar's owners (root's), the
+    # store's levels are the user's, nothing is left in staging
+    layers = os.path.join(d.state_dir, "layers", "sha256")
+    assert os.stat(layers).st_uid == user.pw_uid
+    assert {os.stat(os.path.join(layers, x)).st_uid for x in os.listdir(layers)} == {0}
     assert os.listdir(os.path.join(d.state_dir, "layers", "tmp")) == []
 
     with wr.SandboxClient(d.unix_addr) as c:
@@ -195,8 +196,7 @@ def test_drop_recovery_after_restart(user):
     os.chmod(life.tmp, 0o711)
     port = free_port()
     try:
-        imported_first(life)
-        life.start(extra=drop_args(port, 1))
+        started_dropped(life, port, 1)
         assert_dropped(life.proc.pid, user)
         with wr.SandboxClient(life.unix_addr) as c:
             sb = c.create(image="busybox:latest", entrypoint=["sleep", "infinity"])
@@ -259,6 +259,37 @@ def test_user_state_dir_unreachable(user):
         shutil.rmtree(top, ignore_errors=True)
 
 
+def _free_low_port():
+    """A free TCP port of 127.0.0.1 below 1024 (only root may bind it)."""
+    for port in range(1023, 900, -1):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.skip("no free port below 1024 on 127.0.0.1")
+
+
+def test_drop_admin_listen_below_1024(user):
+    """--admin-listen below 1024 under --user: bound as root before the
+    drop, served by the dropped warrend."""
+    from test_lifecycle import Restartable
+
+    d = Restartable()
+    os.chmod(d.tmp, 0o711)
+    try:
+        port = _free_low_port()
+        d.start(extra=["--privsep", "--user", USER, "--admin-listen", "127.0.0.1:%d" % port],
+                terminate_on_exit=True)
+        assert_dropped(d.proc.pid, user)
+        assert int(metrics(port)["warren_priv_pid"]) > 0
+        assert "not served" not in d.read_log()
+        assert "admin listener 127.0.0.1:%d: serving" % port in d.read_log()
+    finally:
+        d.destroy()
+
+
 def _cmdline(pid):
     try:
         with open("/proc/%s/cmdline" % pid, "rb") as f:
@@ -278,8 +309,7 @@ def test_drop_warren_priv_killed(user):
     os.chmod(life.tmp, 0o711)
     port = free_port()
     try:
-        imported_first(life)
-        life.start(extra=drop_args(port, 0))
+        started_dropped(life, port, 0)
         with wr.SandboxClient(life.unix_addr) as c:
             sb = c.create(image="busybox:latest", entrypoint=["sleep", "infinity"])
         priv = int(metrics(port)["warren_priv_pid"])

@@ -5,16 +5,22 @@
  * decoder and how many fds the datagram claims to carry (0..PRIV_FDS_MAX).
  * Whatever is accepted carries exactly the fds its type has (none but for
  * phase 2's configs, 1 + n_bind, SANDBOX_CREATED, 2, NET_CONNECTED, 1,
- * phase 3's HELPER_START, 2..6 by kind and flags, UNPACK_START, 2, and
- * HELPER_STARTED, 1), has its paths confined and its table names warren's (re-checked),
+ * phase 3's HELPER_START, 1..6 by kind and flags, UNPACK_START, 2, and
+ * HELPER_STARTED, 1; phase 5's LAYER_COMMIT and LAYER_REMOVE none, their
+ * names single components of the store's forms), has its paths confined and its table names warren's (re-checked),
  * and re-encodes to the same bytes; every refusal carries a message. (The
  * configs' blob: fuzz-priv-cfg.) A first byte of 0xf0 or more picks phase
  * 4b's priv_upper_msg_decode (what warren-priv reads from warren-upper,
- * which has read a sandbox's files) with its low two bits as the fd count. */
+ * which has read a sandbox's files) with its low two bits as the fd count;
+ * 0xf4..0xf7 phase 4b-2's priv_upper_op_decode (what warren-upper reads
+ * from warrend in a journal session) and 0xf8..0xfb its
+ * priv_upper_reply_decode (what warrend reads back), the same way. (The
+ * journal's walk on the wire: fuzz-journal-walk.) */
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -160,6 +166,73 @@ static void upper_msg_one(const uint8_t *data, size_t size, size_t n_fds) {
                 abort();
 }
 
+/* ---- phase 4b-2: the journal's session ---- */
+
+static int session_req_encode(void) {
+        struct wr_err ee = {0};
+        const struct priv_upper_session *u = &req.upper_session;
+        if (u->t.pid <= 1 || u->t.start_time == 0 || u->flags || u->reserved)
+                abort();
+        return priv_upper_session_encode(req.hdr.id, &u->t, out, sizeof(out), &ee);
+}
+
+static int session_reply_encode(void) {
+        if (rep.upper_started.pid <= 1 || rep.upper_started.reserved)
+                abort();
+        return priv_upper_started_encode(rep.hdr.id, &rep.upper_started, out, sizeof(out));
+}
+
+/* A confined session path (any byte but NUL and '/'), re-checked. */
+static bool session_path_ok(const char *p) {
+        size_t n = strlen(p);
+        if (n == 0 || p[0] == '/' || p[n - 1] == '/' || strstr(p, "//"))
+                return false;
+        char buf[PRIV_UPPER_PATH_MAX + 2];
+        snprintf(buf, sizeof(buf), "/%s/", p);
+        return !strstr(buf, "/../") && !strstr(buf, "/./");
+}
+
+/* A session request: accepted => its kind's fds, a confined path (none
+ * for WALK), ids inside, only its kind's fields, the same bytes again. */
+static void session_op_one(const uint8_t *data, size_t size, size_t n_fds) {
+        static struct priv_upper_op m, again;
+        struct wr_err e = {0};
+        int r = priv_upper_op_decode(data, size, n_fds, &m, &e);
+        if (r < 0) {
+                if (e.msg[0] == '\0')
+                        abort();
+                return;
+        }
+        bool walk = m.op == PRIV_UPPER_OP_WALK, put = m.op == PRIV_UPPER_OP_PUT;
+        if (size != sizeof(m) || memcmp(&m, data, size) != 0 || n_fds != (size_t) (walk || put) ||
+            (walk ? m.path[0] != 0 : !session_path_ok(m.path)) || m.uid >= PRIV_UPPER_IDS ||
+            m.gid >= PRIV_UPPER_IDS || m.mode > 07777 || (!put && m.mtime_ns) ||
+            (m.op != PRIV_UPPER_OP_SYMLINK && m.link[0]))
+                abort();
+        if (priv_upper_op_encode(&m, &again, &e) < 0 || memcmp(&again, data, size) != 0)
+                abort();
+}
+
+/* An answer of warren-upper: accepted => OPENED alone carries an fd, an
+ * error only on DONE, WALKED's fields only on WALKED. */
+static void session_reply_one(const uint8_t *data, size_t size, size_t n_fds) {
+        static struct priv_upper_reply m;
+        struct wr_err e = {0};
+        int r = priv_upper_reply_decode(data, size, n_fds, &m, &e);
+        if (r < 0) {
+                if (e.msg[0] == '\0')
+                        abort();
+                return;
+        }
+        if (size != sizeof(m) || memcmp(&m, data, size) != 0 ||
+            n_fds != (size_t) (m.kind == PRIV_UPPER_R_OPENED) || m.err < 0 || m.err > 4095 ||
+            (m.err && m.kind != PRIV_UPPER_R_DONE) || (!m.err && m.msg[0]) ||
+            m.msg[sizeof(m.msg) - 1] ||
+            (m.kind != PRIV_UPPER_R_WALKED && (m.len || m.n || m.truncated)) ||
+            m.len > PRIV_UPPER_WALK_MAX)
+                abort();
+}
+
 /* ---- phase 3: the helpers ---- */
 
 /* The fds an accepted HELPER_START / UNPACK_START must carry; -1 for the
@@ -170,11 +243,13 @@ static long helper_req_fds(void) {
         if (req.hdr.type != PRIV_HELPER_START)
                 return -1;
         const struct priv_helper_start *h = &req.helper;
-        long want = h->kind == PRIV_HELPER_SIGNER ? 2
-                    : h->kind == PRIV_HELPER_EGRESS
-                            ? 4 + !!(h->flags & PRIV_HELPER_F_SIGNER) +
-                                      !!(h->flags & PRIV_HELPER_F_UPSTREAM_CA)
-                            : -2;
+        long want =
+                h->kind == PRIV_HELPER_SIGNER   ? 2
+                : h->kind == PRIV_HELPER_EGRESS ? 4 + !!(h->flags & PRIV_HELPER_F_SIGNER) +
+                                                          !!(h->flags & PRIV_HELPER_F_UPSTREAM_CA)
+                : h->kind == PRIV_HELPER_FETCH ? 1 + !!(h->flags & PRIV_HELPER_F_REGISTRY_CONFIG) +
+                                                         !!(h->flags & PRIV_HELPER_F_DOCKER_CONFIG)
+                                               : -2;
         if (want < 0 || (long) priv_helper_fds(h->kind, h->flags) != want)
                 abort();
         return want;
@@ -195,6 +270,13 @@ static int helper_req_encode(void) {
         if (h->kind == PRIV_HELPER_SIGNER &&
             (h->role < 1 || h->role > 3 || h->n_deny_ports || h->upstream_port))
                 abort();
+        /* warren-fetch: flags only, no role, no egress field */
+        if (h->kind == PRIV_HELPER_FETCH &&
+            (h->role || h->n_deny_ports || h->upstream_family || h->upstream_port ||
+             h->deny_ports[0] || h->upstream_addr[0] ||
+             (h->flags & ~(PRIV_HELPER_F_REGISTRY_CONFIG | PRIV_HELPER_F_DOCKER_CONFIG |
+                           PRIV_HELPER_F_LOOPBACK_ONLY))))
+                abort();
         if (h->kind == PRIV_HELPER_EGRESS &&
             (h->role || h->n_deny_ports > PRIV_HELPER_DENY_PORTS_MAX || h->upstream_port == 0 ||
              (h->upstream_family != 4 && h->upstream_family != 6)))
@@ -205,12 +287,51 @@ static int helper_req_encode(void) {
         return priv_helper_start_encode(req.hdr.id, h, out, sizeof(out), &ee);
 }
 
+/* ---- phase 5: layer storage ---- */
+
+/* A name the decoder let through: one component, no "..", its form
+ * (re-checked by hand, not by the function the decoder used). */
+static void layer_name_check(const char *name, bool tmp) {
+        size_t n = strlen(name);
+        if (strchr(name, '/') || strstr(name, "..") || n == 0)
+                abort();
+        if (tmp ? !((n == 23 && !strncmp(name, "unpack-", 7)) || (n == 20 && !strncmp(name, "del-", 4)))
+                : n != PRIV_LAYER_HEX)
+                abort();
+        for (const char *c = tmp ? strchr(name, '-') + 1 : name; *c; c++)
+                if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
+                        abort();
+}
+
+/* An accepted LAYER_COMMIT / LAYER_REMOVE re-checked and re-encoded. */
+static int layer_req_encode(void) {
+        struct wr_err ee = {0};
+        if (req.hdr.type == PRIV_LAYER_COMMIT) {
+                if (req.layer_commit.flags || req.layer_commit.reserved)
+                        abort();
+                layer_name_check(req.layer_commit.tmp, true);
+                layer_name_check(req.layer_commit.hex, false);
+                return priv_layer_commit_encode(req.hdr.id, req.layer_commit.tmp,
+                                                req.layer_commit.hex, out, sizeof(out), &ee);
+        }
+        const struct priv_layer_remove *m = &req.layer_remove;
+        if ((m->dir != PRIV_LAYER_DIR_TMP && m->dir != PRIV_LAYER_DIR_SHA256) || m->reserved)
+                abort();
+        layer_name_check(m->name, m->dir == PRIV_LAYER_DIR_TMP);
+        return priv_layer_remove_encode(req.hdr.id, m->dir, m->name, out, sizeof(out), &ee);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size < 1)
                 return 0;
         uint8_t sel = data[0];
         if (sel >= 0xf0) {
-                upper_msg_one(data + 1, size - 1, sel & 3);
+                if (sel < 0xf4)
+                        upper_msg_one(data + 1, size - 1, sel & 3);
+                else if (sel < 0xf8)
+                        session_op_one(data + 1, size - 1, sel & 3);
+                else if (sel < 0xfc)
+                        session_reply_one(data + 1, size - 1, sel & 3);
                 return 0;
         }
         size_t n_fds = (size_t) ((sel >> 1) % (PRIV_FDS_MAX + 1));
@@ -239,6 +360,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                                 rep.hdr.type == PRIV_SPAWNED
                                         ? volssh_reply_encode()
                                 : rep.hdr.type == PRIV_UPPER_PACKED ? upper_reply_encode()
+                                : rep.hdr.type == PRIV_UPPER_SESSION_STARTED
+                                        ? session_reply_encode()
                                 : rep.hdr.type == PRIV_HELPER_STARTED /* phase 3 */
                                         ? (rep.helper_started.pid <= 1 ||
                                                            rep.helper_started.start_time == 0
@@ -333,9 +456,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         case PRIV_UPPER_PACK:
                                 n = upper_req_encode();
                                 break;
+                        case PRIV_UPPER_SESSION: /* phase 4b-2 */
+                                n = session_req_encode();
+                                break;
                         case PRIV_HELPER_START:
                         case PRIV_UNPACK_START:
                                 n = helper_req_encode();
+                                break;
+                        case PRIV_LAYER_COMMIT: /* phase 5 */
+                        case PRIV_LAYER_REMOVE:
+                                n = layer_req_encode();
                                 break;
                         default:
                                 n = volssh_req(ty) ? volssh_req_encode() : net_req_encode();

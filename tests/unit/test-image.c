@@ -1173,6 +1173,115 @@ static void test_store_import(void **state) {
         assert_int_equal(count_entries(f, "layers/tmp"), 0);
 }
 
+/* --privsep's layer ops (docs/privsep.md "Phase 5, layers"), faked here:
+ * they do what warren-priv does, in process, and count what was asked. */
+struct fake_ops {
+        int tmp_fd, sha_fd;
+        int commits, existed, removes_tmp, removes_sha, refused_names;
+        bool root_ssh; /* answer 2: the tree holds /root/.ssh */
+};
+
+static bool store_name(const char *n, bool tmp) {
+        size_t l = strlen(n);
+        if (tmp)
+                return (l == 23 && !strncmp(n, "unpack-", 7)) || (l == 20 && !strncmp(n, "del-", 4));
+        return l == 64 && strspn(n, "0123456789abcdef") == 64;
+}
+
+static int fake_commit(void *ud, const char *tmp_name, const char *hex, struct wr_err *e) {
+        struct fake_ops *o = ud;
+        (void) e;
+        assert_true(store_name(tmp_name, true) && store_name(hex, false));
+        o->commits++;
+        if (o->root_ssh)
+                return 2;
+        if (renameat2(o->tmp_fd, tmp_name, o->sha_fd, hex, RENAME_NOREPLACE) == 0)
+                return 0;
+        assert_int_equal(errno, EEXIST);
+        o->existed++;
+        return 1;
+}
+
+static int fake_remove(void *ud, bool tmp, const char *name, struct wr_err *e) {
+        struct fake_ops *o = ud;
+        (void) e;
+        if (!store_name(name, tmp)) {
+                o->refused_names++;
+                return -EINVAL; /* the encoder's answer: the store does it */
+        }
+        *(tmp ? &o->removes_tmp : &o->removes_sha) += 1;
+        int fd = tmp ? o->tmp_fd : o->sha_fd;
+        if (faccessat(fd, name, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+                return 0;
+        assert_int_equal(rm_rf_at(fd, name), 0);
+        return 1;
+}
+
+static void test_store_layer_ops(void **state) {
+        struct fixture *f = *state;
+        char p[800];
+        /* leftovers: a staging tree, junk, a layer dir no row knows */
+        snprintf(p, sizeof(p), "mkdir -p %s/layers/tmp/unpack-0123456789abcdef/a "
+                 "%s/layers/tmp/junk %s/layers/sha256/%064d",
+                 f->state, f->state, f->state, 7);
+        assert_int_equal(system(p), 0);
+        struct fake_ops o = {0};
+        snprintf(p, sizeof(p), "%s/layers/tmp", f->state);
+        o.tmp_fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        snprintf(p, sizeof(p), "%s/layers/sha256", f->state);
+        o.sha_fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(o.tmp_fd >= 0 && o.sha_fd >= 0);
+        const struct img_layer_ops ops = {.commit = fake_commit, .remove = fake_remove, .userdata = &o};
+        img_store_free(f->s);
+        struct wr_err e = {0};
+        if (img_store_open_ops(f->state, f->db, &ops, &f->s, &e) < 0)
+                fail_msg("img_store_open_ops: %s", e.msg);
+        /* the start-up collection went through the ops; junk in process */
+        assert_int_equal(o.removes_tmp, 1);
+        assert_int_equal(o.removes_sha, 1);
+        assert_int_equal(o.refused_names, 1);
+        assert_int_equal(count_entries(f, "layers/tmp"), 0);
+        assert_int_equal(count_entries(f, "layers/sha256"), 0);
+
+        char tar[512];
+        path_at(tar, sizeof(tar), "good.tar");
+        write_tar(tar, good, ELEMENTSOF(good), TAR_PLAIN);
+        struct result a, b;
+        if (import_file(f, tar, "ops/a", NULL, &a) < 0)
+                fail_msg("import: %s", a.e.msg);
+        assert_int_equal(o.commits, 1);
+        assert_int_equal(count_entries(f, "layers/sha256"), 1);
+        /* the same layer again: there already, the copy removed by the ops */
+        assert_int_equal(import_file(f, tar, "ops/b", NULL, &b), 0);
+        assert_int_equal(o.commits, 2);
+        assert_int_equal(o.existed, 1);
+        assert_int_equal(o.removes_tmp, 2);
+        assert_int_equal(count_entries(f, "layers/tmp"), 0);
+        /* the ops find /root/.ssh: FAILED_PRECONDITION, nothing kept */
+        static const struct tent other[] = {
+                {.path = "./", .type = S_IFDIR, .perm = 0755},
+                {.path = "./f", .type = S_IFREG, .data = "other"},
+        };
+        path_at(tar, sizeof(tar), "other.tar");
+        write_tar(tar, other, ELEMENTSOF(other), TAR_PLAIN);
+        o.root_ssh = true;
+        assert_true(import_file(f, tar, "ops/c", NULL, &b) < 0);
+        assert_int_equal(err_status(&b.e), WR_STATUS_FAILED_PRECONDITION);
+        assert_non_null(strstr(b.e.msg, "/root/.ssh"));
+        assert_int_equal(o.removes_tmp, 3);
+        assert_int_equal(count_entries(f, "layers/tmp"), 0);
+        assert_int_equal(count_entries(f, "layers/sha256"), 1);
+        /* delete: the last image using the layer removes it through the ops */
+        assert_int_equal(img_store_delete(f->s, a.id, &e), 0);
+        assert_int_equal(o.removes_sha, 2);
+        assert_int_equal(count_entries(f, "layers/sha256"), 0);
+        assert_int_equal(count_entries(f, "layers/tmp"), 0);
+        img_store_free(f->s);
+        f->s = NULL;
+        close(o.tmp_fd);
+        close(o.sha_fd);
+}
+
 static bool always_used(const char *id, void *ud) {
         *(int *) ud += 1;
         return true;
@@ -1491,6 +1600,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_unpack_compressed_same_diff_id, setup_tmp,
                                                 teardown_tmp),
                 cmocka_unit_test_setup_teardown(test_store_import, setup_store, teardown_store),
+                cmocka_unit_test_setup_teardown(test_store_layer_ops, setup_store,
+                                                teardown_store),
                 cmocka_unit_test_setup_teardown(test_store_delete_in_use, setup_store,
                                                 teardown_store),
                 cmocka_unit_test_setup_teardown(test_store_import_hostile, setup_store,

@@ -38,19 +38,13 @@
 #include <cmocka.h>
 
 #include "priv-harness.h"
+#include "test-priv-upper-ns.h"
 
 #include "priv/priv-proto.h"
 
 static const char *priv_bin, *upper_bin;
 
 #define BASE 300000u
-
-static void good_target(struct priv_target *t) {
-        memset(t, 0, sizeof(*t));
-        memcpy(t->id, "sb-1", 5);
-        t->pid = 42;
-        t->start_time = 9;
-}
 
 static void test_round_trips(void **state) {
         (void) state;
@@ -59,7 +53,7 @@ static void test_round_trips(void **state) {
         struct priv_reply rep;
         struct wr_err e = {0};
         struct priv_target t;
-        good_target(&t);
+        upper_test_target(&t);
         int n = priv_upper_pack_encode(5, &t, buf, sizeof(buf), &e);
         assert_true(n > 0);
         assert_int_equal(priv_req_decode(buf, (size_t) n, 1, &req, &e), 0);
@@ -82,7 +76,7 @@ static void test_refusals(void **state) {
         uint8_t buf[PRIV_MSG_MAX];
         struct wr_err e = {0};
         struct priv_target t;
-        good_target(&t);
+        upper_test_target(&t);
         int n = priv_upper_pack_encode(5, &t, buf, sizeof(buf), &e);
         assert_true(n > 0);
         /* its one fd: none, two */
@@ -91,24 +85,7 @@ static void test_refusals(void **state) {
         /* short, long */
         priv_refused(buf, (size_t) n - 1, 1, -EPROTO);
         priv_refused(buf, (size_t) n + 1, 1, -EPROTO);
-        struct priv_upper_pack *u = (void *) (buf + sizeof(struct priv_hdr));
-        struct priv_upper_pack keep = *u;
-#define BAD(stmt, code)                                                                            \
-        do {                                                                                       \
-                *u = keep;                                                                         \
-                stmt;                                                                              \
-                priv_refused(buf, (size_t) n, 1, code);                                            \
-        } while (0)
-        BAD(u->t.id[0] = 0, -EINVAL);
-        BAD(u->t.id[0] = '-', -EINVAL);
-        BAD(u->t.id[6] = 'x', -EINVAL); /* garbage after the NUL */
-        BAD(u->t.pid = 1, -EINVAL);
-        BAD(u->t.pid = -5, -EINVAL);
-        BAD(u->t.start_time = 0, -EINVAL);
-        BAD(u->t.cgroup_mode = 3, -EINVAL);
-        BAD(u->flags = 1, -EINVAL);
-        BAD(u->reserved = 1, -EINVAL);
-#undef BAD
+        upper_test_target_refusals(buf, (size_t) n, 1);
         /* the encoder refuses what the decoder would */
         t.pid = 1;
         assert_int_equal(priv_upper_pack_encode(5, &t, buf, sizeof(buf), &e), -EINVAL);
@@ -190,24 +167,6 @@ static void answer(struct priv_server *s, const void *buf, size_t len, const int
         priv_server_answer(s, buf, len, fds, n_fds, rep, NULL, NULL);
 }
 
-static uint64_t start_time_of(pid_t pid) {
-        char p[64], buf[1024];
-        snprintf(p, sizeof(p), "/proc/%d/stat", (int) pid);
-        FILE *f = fopen(p, "r");
-        assert_non_null(f);
-        assert_non_null(fgets(buf, sizeof(buf), f));
-        fclose(f);
-        char *s = strrchr(buf, ')');
-        unsigned long long v = 0;
-        int field = 2;
-        for (char *tok = strtok(s + 2, " "); tok; tok = strtok(NULL, " "))
-                if (++field == 22) {
-                        v = strtoull(tok, NULL, 10);
-                        break;
-                }
-        return v;
-}
-
 static void test_server(void **state) {
         (void) state;
         struct priv_server s;
@@ -216,7 +175,7 @@ static void test_server(void **state) {
         struct priv_reply rep;
         struct wr_err e = {0};
         struct priv_target t;
-        good_target(&t);
+        upper_test_target(&t);
         int n = priv_upper_pack_encode(1, &t, buf, sizeof(buf), &e);
         /* no fd: refused undecoded */
         answer(&s, buf, (size_t) n, NULL, 0, &rep);
@@ -245,7 +204,7 @@ static void test_server(void **state) {
         /* a target that is no sandbox's init (this test: not in a
          * warren cgroup): ESRCH-like failure, nothing written */
         t.pid = (int32_t) getpid();
-        t.start_time = start_time_of(getpid());
+        t.start_time = upper_test_start_time(getpid());
         n = priv_upper_pack_encode(2, &t, buf, sizeof(buf), &e);
         answer(&s, buf, (size_t) n, &fd, 1, &rep);
         assert_int_equal(rep.hdr.type, PRIV_RESULT);
@@ -259,45 +218,6 @@ static void test_server(void **state) {
 }
 
 /* ---- the real warren-upper, run as warren-priv runs it ---- */
-
-/* A child in a user namespace of its own (0..65535 = BASE..), parked;
- * its pidfd in *pidfd. */
-static pid_t userns_child(int *pidfd) {
-        int go[2], ready[2];
-        assert_int_equal(pipe(go), 0);
-        assert_int_equal(pipe(ready), 0);
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-                close(go[1]);
-                close(ready[0]);
-                if (unshare(CLONE_NEWUSER) < 0)
-                        _exit(1);
-                (void) !write(ready[1], "r", 1);
-                char c;
-                (void) !read(go[0], &c, 1); /* until the test ends */
-                _exit(0);
-        }
-        close(go[0]);
-        close(ready[1]);
-        char c;
-        assert_int_equal(read(ready[0], &c, 1), 1);
-        close(ready[0]);
-        char path[64], map[64];
-        snprintf(map, sizeof(map), "0 %u 65536\n", BASE);
-        static const char *files[] = {"uid_map", "gid_map"};
-        for (int i = 0; i < 2; i++) {
-                snprintf(path, sizeof(path), "/proc/%d/%s", (int) pid, files[i]);
-                int f = open(path, O_WRONLY | O_CLOEXEC);
-                assert_true(f >= 0);
-                assert_int_equal(write(f, map, strlen(map)), (ssize_t) strlen(map));
-                close(f);
-        }
-        *pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
-        assert_true(*pidfd >= 0);
-        (void) go[1]; /* closed by the caller's kill */
-        return pid;
-}
 
 struct run {
         int err;
@@ -396,7 +316,7 @@ static void test_upper_binary(void **state) {
                 skip(); /* no trusted xattrs on /tmp */
         }
         int pidfd;
-        pid_t child = userns_child(&pidfd);
+        pid_t child = upper_test_userns_child(BASE, &pidfd);
         char p[128];
         snprintf(p, sizeof(p), "%s/up", dir);
         int upper = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
