@@ -18,21 +18,8 @@ from warren._proto.warren.v1 import sandboxes_pb2_grpc
 
 
 @pytest.fixture(scope="module")
-def exec_daemon(request):
-    """The session's sandbox_daemon; under WARREN_DROP a dropped warrend of
-    this module whose image was imported before the drop (drop_harness.py)."""
-    from conftest import DROP
-    if not DROP:
-        yield request.getfixturevalue("sandbox_daemon")
-        return
-    from drop_harness import imported_then_dropped
-    with imported_then_dropped([("busybox:latest", None)]) as dd:
-        yield dd
-
-
-@pytest.fixture(scope="module")
-def client(exec_daemon):
-    with wr.SandboxClient(exec_daemon.unix_addr) as c:
+def client(sandbox_daemon):
+    with wr.SandboxClient(sandbox_daemon.unix_addr) as c:
         yield c
 
 
@@ -216,7 +203,7 @@ def _id(sandbox, user):
     return r.stdout_text.split()
 
 
-def test_exec_as_user(sandbox, exec_daemon):
+def test_exec_as_user(sandbox, sandbox_daemon):
     # Names from the sandbox's own /etc/passwd and /etc/group, numbers as is.
     assert _id(sandbox, None) == ["0", "0", "/root"]
     assert _id(sandbox, "nobody") == ["65534", "65534", "/nonexistent"]
@@ -232,7 +219,7 @@ def test_exec_as_user(sandbox, exec_daemon):
     r = sandbox.exec("sh", "-c", "echo $HOME", user="nobody", env={"HOME": "/tmp"})
     assert r.stdout_text.strip() == "/tmp"
     # The CLI: -u.
-    out = subprocess.run([WARREN_CLI, "--addr", exec_daemon.unix_addr, "exec", "-u",
+    out = subprocess.run([WARREN_CLI, "--addr", sandbox_daemon.unix_addr, "exec", "-u",
                           "nobody", sandbox.id, "--", "id", "-u"], capture_output=True,
                          text=True, timeout=30)
     assert out.returncode == 0 and out.stdout.strip() == "65534", out.stderr

@@ -14,15 +14,6 @@ from warren import Status, WarrenError
 IMAGE = "busybox:latest"
 
 
-@pytest.fixture(scope="module")
-def d():
-    """conftest's `d`; under WARREN_DROP its image imported before the drop
-    (drop_harness.py)."""
-    from drop_harness import module_daemon
-    with module_daemon([(IMAGE, None)]) as dd:
-        yield dd
-
-
 def status_of(fn):
     try:
         fn()
