@@ -90,6 +90,11 @@ static int decode_spawn(const char *p, size_t len, struct init_spawn *ret) {
         return 0;
 }
 
+/* An owner's ids: with OWNER never (uint32_t) -1, without it both 0. */
+static bool owner_valid(bool owner, uint32_t uid, uint32_t gid) {
+        return owner ? uid != UINT32_MAX && gid != UINT32_MAX : uid == 0 && gid == 0;
+}
+
 /* The rules of enum ctl_file_open_flags (ctl-proto.h). */
 static int file_open_flags_valid(uint32_t f) {
         if (f & ~(uint32_t) CTL_FOPEN_FLAGS_ALL)
@@ -134,12 +139,8 @@ static int decode_file_open(const char *p, size_t len, struct init_file_open *re
         } else if (w.mode != 0) {
                 return -EINVAL;
         }
-        if (w.flags & CTL_FOPEN_OWNER) {
-                if (w.uid == UINT32_MAX || w.gid == UINT32_MAX)
-                        return -EINVAL;
-        } else if (w.uid != 0 || w.gid != 0) {
+        if (!owner_valid(w.flags & CTL_FOPEN_OWNER, w.uid, w.gid))
                 return -EINVAL;
-        }
         *ret = (struct init_file_open){
                 .flags = w.flags, .mode = w.mode, .uid = w.uid, .gid = w.gid, .path = path};
         return 0;
@@ -188,12 +189,8 @@ static int decode_file_op(uint32_t type, const char *p, size_t len, struct init_
         bool has_mode = type == CTL_FILE_MKDIR || (w.flags & CTL_FOP_CHMOD);
         if (has_mode ? (w.mode & ~07777u) != 0 : w.mode != 0)
                 return -EINVAL;
-        if (w.flags & CTL_FOP_OWNER) {
-                if (w.uid == UINT32_MAX || w.gid == UINT32_MAX)
-                        return -EINVAL;
-        } else if (w.uid != 0 || w.gid != 0) {
+        if (!owner_valid(w.flags & CTL_FOP_OWNER, w.uid, w.gid))
                 return -EINVAL;
-        }
         if (!(w.flags & CTL_FOP_EXPECT) && (w.dev != 0 || w.ino != 0))
                 return -EINVAL;
         *ret = (struct init_file_op){.flags = w.flags,
