@@ -1269,15 +1269,15 @@ int sbx_exec_start(struct sbx_manager *m, const struct sbx_exec_spec *spec,
                                         "start.user: uid/gid out of range");
                 user.uid = (uint32_t) u;
                 user.gid = strchr(spec->user, ':') ? (uint32_t) g : (uint32_t) u;
-        } else if (spec->user && *spec->user && spec->resolved_user) {
-                user = *spec->resolved_user;
         } else if (spec->user && *spec->user) {
-                _cleanup_close_ int root_fd = sbx_root_fd(sb);
-                if (root_fd < 0)
-                        return err_set(e, root_fd, "start.user: opening the sandbox's root");
-                r = sbx_user_resolve(&root_fd, 1, spec->user, "start.user", &user, e);
-                if (r < 0)
-                        return r;
+                /* looked up on a worker through warren-init already
+                 * (sbx_exec_user_lookup): never on the loop */
+                if (!spec->resolved_user)
+                        return err_setx(e, -EINVAL, WR_STATUS_INTERNAL, WR_FAULT_SERVICE,
+                                        "start.user: \"%s\" was not looked up "
+                                        "(sbx_exec_user_lookup)",
+                                        spec->user);
+                user = *spec->resolved_user;
         }
         if (build_env(sb, spec, &user, &env) < 0)
                 return err_set(e, -ENOMEM, "exec: out of memory");

@@ -67,8 +67,8 @@ struct sbx_exec_spec {
         uint16_t cols, rows; /* PTY window at start; 0 = init's default */
         double timeout_secs; /* SIGKILL of the process group after it; 0 = none; 0..1e7 */
         /* user as sbx_exec_user_lookup found it (on a worker, through
-         * warren-init); NULL: sbx_exec_start looks user up itself, on the
-         * loop, through /proc/<init>/root (needs host root: builds) */
+         * warren-init); required with a user on a sandbox of this host
+         * (INTERNAL without it: nothing is looked up on the loop) */
         const struct sbx_user *resolved_user;
 };
 
