@@ -225,6 +225,22 @@ def test_exec_as_user(sandbox, sandbox_daemon):
     assert out.returncode == 0 and out.stdout.strip() == "65534", out.stderr
 
 
+def test_exec_as_user_looked_up_before_the_journal_and_stdin(sandbox):
+    """A named user is looked up on a worker through warren-init before the
+    start (docs/privsep.md "Phase 4a-2"): a journaled exec waits for it and
+    then for the journal's walk; stdin sent meanwhile is not lost."""
+    r = sandbox.exec("sh", "-c", "id -u; echo $HOME; touch /tmp/j", user="nobody", journal=True)
+    assert r.exit_code == 0, r.stderr_text
+    assert r.stdout_text.split() == ["65534", "/nonexistent"]
+    with pytest.raises(wr.WarrenError) as ei:
+        sandbox.exec("id", user="nosuch", journal=True)
+    assert ei.value.status == wr.Status.INVALID_ARGUMENT and "nosuch" in ei.value.message
+    p = sandbox.exec_start("cat", user="nobody")
+    p.write_stdin("piped")
+    p.close_stdin()
+    assert p.wait().stdout_text == "piped"
+
+
 def test_exec_user_errors_name_the_field(sandbox):
     for user, words in [("ghost", "no user"), ("nobody:ghosts", "no group"),
                         ("a:b:c", "not a user"), (":0", "not a user"), ("0:", "not a user"),
