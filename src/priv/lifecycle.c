@@ -44,7 +44,7 @@ static uint32_t host_check;
 static uid_t dir_uid;
 static gid_t dir_gid;
 
-static void dir_give(const char *id) {
+void priv_sandbox_dir_give(const char *id) {
         if (!dir_uid)
                 return;
         char p[PRIV_PATH_MAX];
@@ -55,6 +55,13 @@ static void dir_give(const char *id) {
                          (unsigned) dir_uid, strerror(fd < 0 ? -fd : errno));
         if (fd >= 0)
                 close(fd);
+}
+
+bool priv_drop_gid(gid_t *ret) {
+        if (!dir_uid)
+                return false;
+        *ret = dir_gid;
+        return true;
 }
 
 uint32_t priv_lifecycle_host_check(void) {
@@ -410,7 +417,7 @@ static int do_config(const struct priv_req *req, int *fds, size_t n_fds, struct 
                 if (r < 0) {
                         ret = fail(res, r, "%s", e.msg);
                 } else {
-                        dir_give(c->id);
+                        priv_sandbox_dir_give(c->id);
                         struct owned *o = owned_add(c->id, sb);
                         r = o ? answer(sb, created, out_fds, &e) : -ENOMEM;
                         if (r < 0) {

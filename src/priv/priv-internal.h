@@ -21,6 +21,16 @@ int priv_lifecycle_init(const char *state_dir, const char *init_path);
  * fine, else a positive errno; 0 without --init: nothing was asked) */
 uint32_t priv_lifecycle_host_check(void);
 
+/* lifecycle.c: phase 5: give sandboxes/<id> itself (not what it holds)
+ * to the state dir's owner when that is not root (a warrend that drops
+ * to it): its exec spool, and the paths through it warrend opens (bind
+ * sources such as the managed ssh dir). A failure is logged. */
+void priv_sandbox_dir_give(const char *id);
+
+/* lifecycle.c: phase 5: true and *ret the group of the state dir's owner
+ * when warrend drops to it (the state dir is not root's). */
+bool priv_drop_gid(gid_t *ret);
+
 /* lifecycle.c: carry out a phase-2 request (types 6..11) with the fds it
  * came with (taken over: closed here). On success with an answer of
  * SANDBOX_CREATED: 1, *created filled and out_fds[0..2) owned by the

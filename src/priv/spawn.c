@@ -255,6 +255,9 @@ void priv_ssh_dir_run(const struct priv_ssh_dir *d, struct priv_result *res) {
                         return sfail(res, -err, "managed_ssh: mkdir %s: %s", p, strerror(err));
                 }
                 close(root);
+                /* made here, before the create: the dropped warrend must
+                 * reach sandboxes/<id>/ssh through it (the bind source) */
+                priv_sandbox_dir_give(d->id);
                 dfd = priv_open_beneath(p, O_RDONLY);
         }
         if (dfd < 0)
@@ -269,7 +272,11 @@ void priv_ssh_dir_run(const struct priv_ssh_dir *d, struct priv_result *res) {
         int sshfd = priv_open_beneath(p, O_RDONLY);
         if (sshfd < 0)
                 return sfail(res, sshfd, "managed_ssh: open %s: %s", p, strerror(-sshfd));
-        if (fchown(sshfd, uid, gid) < 0 || fchmod(sshfd, 0700) < 0)
+        /* a dropped warrend (phase 5) gets search access through its group
+         * (the agent's readiness: agent.sock appearing in it) */
+        gid_t wgid;
+        bool dropped = priv_drop_gid(&wgid);
+        if (fchown(sshfd, uid, dropped ? wgid : gid) < 0 || fchmod(sshfd, dropped ? 0710 : 0700) < 0)
                 sfail(res, -errno, "managed_ssh: prepare %s: %m", p);
         close(sshfd);
 }

@@ -241,7 +241,9 @@ int sbx_ssh_start(struct sbx *sb, const struct sbx_ssh_dest *d, size_t n, struct
                                 "(apt-get install openssh-client)");
         char path[PATH_MAX];
         snprintf(path, sizeof(path), "%s/ssh", rt_sandbox_dir(sb->rt));
-        _cleanup_close_ int dirfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        /* O_PATH: a dropped warrend (phase 5) may only search the dir
+         * (warren-priv gives it 0710 to warrend's group) */
+        _cleanup_close_ int dirfd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dirfd < 0)
                 return err_set(e, -errno, "managed_ssh: open %s: %m", path);
         char *const argv[] = {(char *) "ssh-agent", (char *) "-D", (char *) "-a",
