@@ -1602,7 +1602,8 @@ static int volfile_check(uint32_t type, const struct priv_volfile *v, struct wr_
         bool has_mode = v->op == PRIV_VOLFILE_PUT || v->op == PRIV_VOLFILE_COMMIT;
         if (v->mode > (has_mode ? 07777u : 0u))
                 return err_set(e, -EINVAL, "%s: mode 0%o", what, v->mode);
-        bool root_ok = v->op == PRIV_VOLFILE_STAT || v->op == PRIV_VOLFILE_LS;
+        bool root_ok = v->op == PRIV_VOLFILE_STAT || v->op == PRIV_VOLFILE_LS ||
+                       v->op == PRIV_VOLFILE_ABORT;
         if (v->path_len > PRIV_VOLFILE_PATH_MAX || (!root_ok && v->path_len == 0) ||
             (v->op == PRIV_VOLFILE_ABORT && v->path_len != 0))
                 return err_set(e, -EINVAL, "%s: path_len %u", what, v->path_len);
