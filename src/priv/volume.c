@@ -240,6 +240,15 @@ static int do_unmount(const struct priv_volume *v, struct priv_result *res) {
         if (m < 0)
                 log_debug("warren-priv: unmount volume %s in warrend's mount namespace: %s",
                           v->path, strerror(-m));
+        /* phase 5: the empty mount point goes too (made again by the next
+         * VOLUME_MOUNT). A dropped warrend's namespace may hold a copy of
+         * a mount it inherited at its start, hidden beneath its bind of the
+         * state dir where no unmount reaches it; removing the dentry here
+         * detaches every mount on it in every namespace (and frees the
+         * loop device), so that warrend can remove the volume dir. Still
+         * mounted here (EBUSY) or already gone: left as it is. */
+        if (n >= 0)
+                (void) unlinkat(dfd, "mnt", AT_REMOVEDIR);
         close(dfd);
         if (n < 0)
                 return vfail(res, n, "unmount volume %s: %s", v->path, strerror(-n));
