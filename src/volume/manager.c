@@ -622,6 +622,16 @@ static int priv_dir(struct vol_manager *m, const char *env, const char *name, ch
         return vol_dir(m, env, name, NULL, ret);
 }
 
+/* A VOLFILE_STATED answer for path as the file API reports it. */
+static int stated_file(const struct priv_volfile_stated *st, const char *path,
+                       struct vol_file *ret) {
+        *ret = (struct vol_file){.kind = (enum vol_file_kind) st->kind,
+                                 .size = st->size,
+                                 .mode = (mode_t) st->mode,
+                                 .mtime_ns = st->mtime_ns};
+        return vol_path_normalize(path, &ret->path);
+}
+
 /* A put's end through warren-priv (struct vol_put_ops). */
 struct put_remote {
         struct priv_client *priv;
@@ -636,12 +646,7 @@ static int put_remote_commit(void *data, const char *tmp, const char *path, mode
                              &rep, NULL, e);
         if (r < 0)
                 return r;
-        const struct priv_volfile_stated *st = &rep.volfile_stated;
-        *ret = (struct vol_file){.kind = (enum vol_file_kind) st->kind,
-                                 .size = st->size,
-                                 .mode = (mode_t) st->mode,
-                                 .mtime_ns = st->mtime_ns};
-        return vol_path_normalize(path, &ret->path);
+        return stated_file(&rep.volfile_stated, path, ret);
 }
 
 static void put_remote_abort(void *data, const char *tmp) {
@@ -737,12 +742,7 @@ int vol_file_stat_in(struct vol_manager *m, const char *env, const char *name, c
         if ((r = priv_volfile(m->priv, dir, PRIV_VOLFILE_STAT, path, NULL, 0, 0, NULL, &rep, NULL,
                               e)) < 0)
                 return r;
-        const struct priv_volfile_stated *st = &rep.volfile_stated;
-        *ret = (struct vol_file){.kind = (enum vol_file_kind) st->kind,
-                                 .size = st->size,
-                                 .mode = (mode_t) st->mode,
-                                 .mtime_ns = st->mtime_ns};
-        return vol_path_normalize(path, &ret->path);
+        return stated_file(&rep.volfile_stated, path, ret);
 }
 
 int vol_file_remove_in(struct vol_manager *m, const char *env, const char *name, const char *path,
