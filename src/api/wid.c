@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,21 +209,38 @@ static int key_make_outside(const char *maker, const char *dir, int64_t now, str
         return 0;
 }
 
-static int keys_load(const char *dir, int64_t now, const char *maker, struct wid_keys **ret,
-                     struct wr_err *e) {
+/* Make a key in dir when it has none or its newest is due for rotation:
+ * by maker (warren-signer) when set, else here unless public_only (then
+ * none is made). 0 or -errno with e. */
+static int make_due(const char *dir, int64_t now, const char *maker, bool public_only,
+                    struct wr_err *e) {
         char **names = NULL;
         size_t n = 0;
         int r = list_keys(dir, &names, &n);
         if (r < 0)
                 return err_set(e, r, "identity keys in %s: %s", dir, strerror(-r));
         int64_t newest = n ? strtoll(names[0] + 9, NULL, 10) : 0;
-        if (n == 0 || now - newest >= WID_KEY_ROTATE_SEC) {
-                names_free(names, n);
-                if ((r = maker ? key_make_outside(maker, dir, now, e) : key_make(dir, now, e)) < 0)
-                        return r;
-                if ((r = list_keys(dir, &names, &n)) < 0)
-                        return err_set(e, r, "identity keys in %s: %s", dir, strerror(-r));
-        }
+        names_free(names, n);
+        if (n > 0 && now - newest < WID_KEY_ROTATE_SEC)
+                return 0;
+        return maker         ? key_make_outside(maker, dir, now, e)
+               : public_only ? 0
+                             : key_make(dir, now, e);
+}
+
+int wid_keys_make_due(const char *dir, int64_t now, const char *maker, struct wr_err *e) {
+        return make_due(dir, now, maker, true, e);
+}
+
+static int keys_load(const char *dir, int64_t now, const char *maker, bool public_only,
+                     struct wid_keys **ret, struct wr_err *e) {
+        char **names = NULL;
+        size_t n = 0;
+        int r = make_due(dir, now, maker, public_only, e);
+        if (r < 0)
+                return r;
+        if ((r = list_keys(dir, &names, &n)) < 0)
+                return err_set(e, r, "identity keys in %s: %s", dir, strerror(-r));
         struct wid_keys *k = calloc(1, sizeof(*k));
         if (!k) {
                 names_free(names, n);
@@ -234,7 +252,7 @@ static int keys_load(const char *dir, int64_t now, const char *maker, struct wid
                 snprintf(pub, sizeof(pub), "%s/%.*s.pub", dir, (int) strlen(names[i]) - 4,
                          names[i]);
                 EVP_PKEY *pkey = NULL;
-                FILE *f = maker ? fopen(pub, "re") : NULL;
+                FILE *f = public_only ? fopen(pub, "re") : NULL;
                 if (f) { /* public half only */
                         pkey = PEM_read_PUBKEY(f, NULL, NULL, NULL);
                         fclose(f);
@@ -269,18 +287,18 @@ static int keys_load(const char *dir, int64_t now, const char *maker, struct wid
                 return k->n ? err_set(e, -ENOMEM, "out of memory")
                             : err_set(e, -EIO, "identity keys in %s: none loads", dir);
         }
-        k->public_only = maker != NULL; /* wid_keys_set_signer installs the signer */
+        k->public_only = public_only; /* wid_keys_set_signer installs the signer */
         *ret = k;
         return 0;
 }
 
 int wid_keys_load(const char *dir, int64_t now, struct wid_keys **ret, struct wr_err *e) {
-        return keys_load(dir, now, NULL, ret, e);
+        return keys_load(dir, now, NULL, false, ret, e);
 }
 
 int wid_keys_load_public(const char *dir, int64_t now, const char *maker, struct wid_keys **ret,
                          struct wr_err *e) {
-        return keys_load(dir, now, maker, ret, e);
+        return keys_load(dir, now, maker, true, ret, e);
 }
 
 void wid_keys_free(struct wid_keys *k) {

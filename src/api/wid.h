@@ -31,10 +31,17 @@ int wid_keys_load(const char *dir, int64_t now, struct wid_keys **ret, struct wr
  * from the private key once for a key that has none), for a process that
  * will not sign: new keys are made by `maker --jws-key-make PATH`
  * (warren-signer), so their private halves never enter this process.
- * wid_mint fails until wid_keys_set_signer. */
+ * wid_mint fails until wid_keys_set_signer. maker NULL: none is made
+ * (a dropped warrend: made before the drop, wid_keys_make_due). */
 int wid_keys_load_public(const char *dir, int64_t now, const char *maker, struct wid_keys **ret,
                          struct wr_err *e);
 void wid_keys_free(struct wid_keys *k);
+
+/* Make a key in dir with `maker --jws-key-make PATH` when it has none or
+ * its newest is due for rotation, and nothing else (warrend --user: at
+ * start-up, still root, before the state dir is given to the user). 0 or
+ * -errno with e. */
+int wid_keys_make_due(const char *dir, int64_t now, const char *maker, struct wr_err *e);
 
 /* The kid of the signing key. */
 const char *wid_keys_kid(const struct wid_keys *k);

@@ -26,6 +26,7 @@
 #include "daemon/drop.h"
 #include "daemon/statedir.h"
 #include "image/image.h"
+#include "image/fetch.h"
 #include "k8s/k8s.h"
 #include "image/pull.h"
 #include "priv/client.h"
@@ -348,6 +349,16 @@ static int unpack_by_priv(void *userdata, const char *dir, int tar_fd, int repor
         return 0;
 }
 
+/* --privsep: every pull's warren-fetch through warren-priv (HELPER_START
+ * FETCH, docs/privsep.md "warren-fetch started by warren-priv"): it
+ * confines itself from root, in a chroot that must stay root's. */
+static int fetch_by_priv(void *userdata, int sock, int registry_config_fd, int docker_config_fd,
+                         bool loopback_only, pid_t *ret_pid, int *ret_pidfd, struct wr_err *e) {
+        struct daemon *d = userdata;
+        return priv_fetch_start(d->priv, sock, registry_config_fd, docker_config_fd, loopback_only,
+                                ret_pid, ret_pidfd, e);
+}
+
 /* --privsep: the unpacked trees carry the tar's owners (the top dir is
  * usually root's), so warren-priv moves and removes them (LAYER_COMMIT,
  * LAYER_REMOVE: docs/privsep.md "Phase 5, layers, as built"); with or
@@ -640,6 +651,18 @@ static int daemon_drop(struct daemon *d, struct wr_err *e) {
         int r = drop_user_lookup(d->cfg.user, &u, e);
         if (r < 0)
                 return r;
+        /* the workload identity key, when missing or due, made now (root:
+         * `warren-signer --jws-key-make`, as without --user) and given to
+         * u with keys/ below: the dropped warrend execs nothing itself and
+         * its signer is warren-priv's child (docs/privsep.md "The identity
+         * key under --user") */
+        char signer[PATH_MAX];
+        _cleanup_free_ char *kdir = NULL;
+        struct wr_err we = {0};
+        if (find_signer(signer, sizeof(signer)) == 0 &&
+            asprintf(&kdir, "%s/keys", d->state_dir) >= 0 &&
+            wid_keys_make_due(kdir, time(NULL), signer, &we) < 0)
+                log_warn("workload identity: %s", we.msg);
         r = drop_state_dir_own(d->state_dir, &u, e);
         if (r < 0)
                 return err_prefix(e, r, "--user %s", u.name);
@@ -745,8 +768,10 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
         r = img_store_open_ops(d->state_dir, d->store, d->priv ? &layer_ops : NULL, &d->images, e);
         if (r < 0)
                 return err_prefix(e, r, "image store");
-        if (d->priv)
+        if (d->priv) {
                 img_store_set_unpack_start(d->images, unpack_by_priv, d);
+                img_fetcher_set_start(fetch_by_priv, d);
+        }
         r = daemon_pull_configure(d, e);
         if (r < 0)
                 return r;
@@ -804,9 +829,12 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                  * it (docs/signer.md "Identity tokens"): warrend loads
                  * the public halves only */
                 char signer[PATH_MAX];
-                bool have_signer = !d->dropped && find_signer(signer, sizeof(signer)) == 0;
+                bool have_signer = find_signer(signer, sizeof(signer)) == 0;
+                /* dropped: the key was made before the drop (daemon_drop),
+                 * and its signer is started through warren-priv */
+                const char *maker = d->dropped ? NULL : signer;
                 if (asprintf(&kdir, "%s/keys", d->state_dir) >= 0 &&
-                    (have_signer ? wid_keys_load_public(kdir, time(NULL), signer, &d->ctx.wid, &we)
+                    (have_signer ? wid_keys_load_public(kdir, time(NULL), maker, &d->ctx.wid, &we)
                                  : wid_keys_load(kdir, time(NULL), &d->ctx.wid, &we)) < 0)
                         log_warn("workload identity: %s", we.msg);
                 if (d->ctx.wid && have_signer &&

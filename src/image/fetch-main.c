@@ -7,8 +7,9 @@
  *                [--loopback-only] [--uid USER] [--gid GROUP] [--root DIR]
  *                [--seccomp-strict]
  *
- * Started as root by warrend for one pull job (src/image/fetch.c) and gone
- * when the job ends. --sock-fd is its end of a SOCK_SEQPACKET socketpair
+ * Started as root by warrend for one pull job (src/image/fetch.c), or
+ * with --privsep by warren-priv (HELPER_START FETCH, src/priv/helpers.c:
+ * no --ref, no config names), and gone when the job ends. --sock-fd is its end of a SOCK_SEQPACKET socketpair
  * (fetch-proto.h): warrend asks for a manifest, a config, a blob (passing
  * the fd to write it into); the helper answers with fixed-size reports.
  * --ref is the reference warrend resolved (registry and repository);

@@ -6,7 +6,8 @@
  * etc/resolv.conf (copies of the host's) and an etc/nsswitch.conf
  * ("hosts: files dns") for name resolution. warrend prepares it (one per
  * state dir: <state_dir>/fetch-root, so one writer) before it starts a
- * helper; the helper only checks it. */
+ * helper, or with --privsep warren-priv does (under a mutex of its own);
+ * the helper only checks it. */
 
 #include "basic/err.h"
 

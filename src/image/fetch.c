@@ -10,17 +10,22 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "basic/log.h"
 #include "image/fetch-root.h"
 #include "image/registry-internal.h"
 
 struct img_fetcher {
         uv_loop_t *loop;
-        uv_process_t proc;
+        uv_process_t proc;  /* our child, or (by_priv) ... */
+        uv_poll_t pid_poll; /* ... warren-priv's: its pidfd, readable once it exited */
+        int pidfd;
+        bool by_priv;
         uv_poll_t poll;
         int sock;      /* warrend's end */
-        unsigned refs; /* proc handle, poll handle, the owner */
+        unsigned refs; /* proc (or pid_poll) handle, poll handle, the owner */
         bool exited, closed, dead_told, polling, poll_inited;
         int64_t exit_status;
         int term_signal;
@@ -29,6 +34,34 @@ struct img_fetcher {
         img_fetcher_dead_fn on_dead;
         void *userdata;
 };
+
+static img_fetch_start_fn start_fn;
+static void *start_ud;
+
+void img_fetcher_set_start(img_fetch_start_fn fn, void *userdata) {
+        start_fn = fn;
+        start_ud = userdata;
+}
+
+/* The process handle: our child's, or the pidfd's poll (warren-priv's child). */
+static uv_handle_t *proc_handle(struct img_fetcher *f) {
+        return f->by_priv ? (uv_handle_t *) &f->pid_poll : (uv_handle_t *) &f->proc;
+}
+
+static void kill_it(struct img_fetcher *f) {
+        if (f->exited)
+                return;
+        if (!f->by_priv) {
+                (void) uv_process_kill(&f->proc, SIGKILL); /* exit_cb closes the handle */
+                return;
+        }
+        /* warren-priv's child: a dropped warrend may not signal it (another
+         * uid); warren-priv kills it once our end is shut down */
+        if (f->pidfd >= 0)
+                (void) syscall(SYS_pidfd_send_signal, f->pidfd, SIGKILL, NULL, 0);
+        if (f->sock >= 0)
+                (void) shutdown(f->sock, SHUT_RDWR);
+}
 
 /* One receive buffer for every helper: all run on the loop thread and a
  * message is handled before the next is read. */
@@ -52,6 +85,8 @@ static void unref(struct img_fetcher *f) {
         if (--f->refs > 0)
                 return;
         closep(&f->sock);
+        if (f->by_priv)
+                closep(&f->pidfd);
         free(f);
 }
 
@@ -93,8 +128,7 @@ static bool drain(struct img_fetcher *f) {
                                  "registry helper warren-fetch (pid %d) sent a malformed message "
                                  "(%zd bytes); killed",
                                  (int) f->pid, n);
-                        if (!f->exited)
-                                (void) uv_process_kill(&f->proc, SIGKILL);
+                        kill_it(f);
                         tell_dead(f, &e);
                         return false;
                 }
@@ -114,26 +148,48 @@ static void on_readable(uv_poll_t *p, int status, int events) {
         }
 }
 
+/* The helper exited: report it unless its last answers say it is done. */
+static void exited(struct img_fetcher *f) {
+        if (!drain(f))
+                return;
+        struct wr_err e = {0};
+        if (f->by_priv) /* warren-priv reaped it and logged how it ended */
+                err_setx(&e, -ECONNRESET, WR_STATUS_UNAVAILABLE, WR_FAULT_SERVICE,
+                         "registry helper warren-fetch (pid %d) ended during the pull (killed "
+                         "or exited: warren-priv's log says how); nothing was stored, pull again",
+                         (int) f->pid);
+        else if (f->term_signal)
+                err_setx(&e, -ECONNRESET, WR_STATUS_UNAVAILABLE, WR_FAULT_SERVICE,
+                         "registry helper warren-fetch (pid %d) was killed by signal %d (%s) "
+                         "during the pull; nothing was stored, pull again",
+                         (int) f->pid, f->term_signal, strsignal(f->term_signal));
+        else
+                err_setx(&e, -ECONNRESET, WR_STATUS_INTERNAL, WR_FAULT_SERVICE,
+                         "registry helper warren-fetch (pid %d) exited with status %d during the "
+                         "pull (its reason is in warrend's log)",
+                         (int) f->pid, (int) f->exit_status);
+        tell_dead(f, &e);
+}
+
 static void on_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal) {
         struct img_fetcher *f = p->data;
         f->exited = true;
         f->exit_status = exit_status;
         f->term_signal = term_signal;
         uv_close((uv_handle_t *) p, on_close);
-        if (!drain(f))
+        exited(f);
+}
+
+static void on_pidfd(uv_poll_t *p, int status, int events) {
+        (void) status;
+        (void) events;
+        struct img_fetcher *f = p->data;
+        if (f->exited)
                 return;
-        struct wr_err e = {0};
-        if (term_signal)
-                err_setx(&e, -ECONNRESET, WR_STATUS_UNAVAILABLE, WR_FAULT_SERVICE,
-                         "registry helper warren-fetch (pid %d) was killed by signal %d (%s) "
-                         "during the pull; nothing was stored, pull again",
-                         (int) f->pid, term_signal, strsignal(term_signal));
-        else
-                err_setx(&e, -ECONNRESET, WR_STATUS_INTERNAL, WR_FAULT_SERVICE,
-                         "registry helper warren-fetch (pid %d) exited with status %d during the "
-                         "pull (its reason is in warrend's log)",
-                         (int) f->pid, (int) exit_status);
-        tell_dead(f, &e);
+        f->exited = true;
+        uv_poll_stop(p);
+        uv_close((uv_handle_t *) p, on_close);
+        exited(f);
 }
 
 /* A memfd holding the bytes of config file path (flag names it), sealed
@@ -170,35 +226,10 @@ static int config_memfd(const char *flag, const char *path, int *ret, struct wr_
         return 0;
 }
 
-int img_fetcher_start(uv_loop_t *loop, const struct img_fetcher_opts *o, img_fetcher_msg_fn on_msg,
-                      img_fetcher_dead_fn on_dead, void *userdata, struct img_fetcher **ret,
-                      struct wr_err *e) {
-        _cleanup_close_ int rc_fd = -EBADF, dc_fd = -EBADF, theirs = -EBADF;
-        int r = img_fetch_root_prepare(o->root, e);
-        if (r < 0)
-                return err_prefix(e, r, "registry helper's root");
-        r = config_memfd("--registry-config", o->registry_config, &rc_fd, e);
-        if (r >= 0)
-                r = config_memfd("--docker-config", o->docker_config, &dc_fd, e);
-        if (r < 0)
-                return r;
-        struct img_fetcher *f = calloc(1, sizeof(*f));
-        if (!f)
-                return err_set(e, -ENOMEM, "pull: out of memory");
-        f->loop = loop;
-        f->sock = -EBADF;
-        f->on_msg = on_msg;
-        f->on_dead = on_dead;
-        f->userdata = userdata;
-        int sp[2];
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
-                r = err_set(e, -errno, "pull: socketpair: %m");
-                free(f);
-                return r;
-        }
-        f->sock = sp[0];
-        theirs = sp[1];
-
+/* warren-fetch as our child (without --privsep). On failure f is freed
+ * (its handle closed). */
+static int spawn_here(struct img_fetcher *f, const struct img_fetcher_opts *o, int theirs,
+                      int rc_fd, int dc_fd, struct wr_err *e) {
         char *args[24];
         int n = 0;
         args[n++] = (char *) o->helper;
@@ -254,7 +285,7 @@ int img_fetcher_start(uv_loop_t *loop, const struct img_fetcher_opts *o, img_fet
                 .stdio = stdio,
         };
         f->proc.data = f;
-        r = uv_spawn(loop, &f->proc, &opts);
+        int r = uv_spawn(f->loop, &f->proc, &opts);
         if (r < 0) {
                 err_setx(e, r, WR_STATUS_INTERNAL, WR_FAULT_SERVICE,
                          "pull: start registry helper %s: %s", o->helper, uv_strerror(r));
@@ -263,7 +294,78 @@ int img_fetcher_start(uv_loop_t *loop, const struct img_fetcher_opts *o, img_fet
                 uv_close((uv_handle_t *) &f->proc, on_close);
                 return r;
         }
-        f->pid = f->proc.pid;
+        return 0;
+}
+
+/* warren-fetch started by start_fn (--privsep): watched through its pidfd. */
+static int start_by(struct img_fetcher *f, const struct img_fetcher_opts *o, int theirs, int rc_fd,
+                    int dc_fd, struct wr_err *e) {
+        pid_t pid = 0;
+        int pidfd = -EBADF;
+        int r = start_fn(start_ud, theirs, rc_fd, dc_fd, o->loopback_only, &pid, &pidfd, e);
+        if (r < 0)
+                return err_prefix(e, r, "pull: start registry helper");
+        f->pid_poll.data = f;
+        if (uv_poll_init(f->loop, &f->pid_poll, pidfd) < 0) {
+                (void) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+                close(pidfd);
+                return err_set(e, -EIO, "pull: watch registry helper warren-fetch (pid %d)",
+                               (int) pid);
+        }
+        f->by_priv = true;
+        f->pid = pid;
+        f->pidfd = pidfd;
+        /* a start that fails leaves the handle open: its exit closes it */
+        if (uv_poll_start(&f->pid_poll, UV_READABLE, on_pidfd) < 0)
+                log_warn("pull: registry helper warren-fetch (pid %d): its exit is not watched",
+                         (int) pid);
+        return 0;
+}
+
+int img_fetcher_start(uv_loop_t *loop, const struct img_fetcher_opts *o, img_fetcher_msg_fn on_msg,
+                      img_fetcher_dead_fn on_dead, void *userdata, struct img_fetcher **ret,
+                      struct wr_err *e) {
+        _cleanup_close_ int rc_fd = -EBADF, dc_fd = -EBADF, theirs = -EBADF;
+        /* by warren-priv (start_fn), the chroot is its own to prepare */
+        int r = start_fn ? 0 : img_fetch_root_prepare(o->root, e);
+        if (r < 0)
+                return err_prefix(e, r, "registry helper's root");
+        r = config_memfd("--registry-config", o->registry_config, &rc_fd, e);
+        if (r >= 0)
+                r = config_memfd("--docker-config", o->docker_config, &dc_fd, e);
+        if (r < 0)
+                return r;
+        struct img_fetcher *f = calloc(1, sizeof(*f));
+        if (!f)
+                return err_set(e, -ENOMEM, "pull: out of memory");
+        f->loop = loop;
+        f->sock = -EBADF;
+        f->pidfd = -EBADF;
+        f->on_msg = on_msg;
+        f->on_dead = on_dead;
+        f->userdata = userdata;
+        int sp[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+                r = err_set(e, -errno, "pull: socketpair: %m");
+                free(f);
+                return r;
+        }
+        f->sock = sp[0];
+        theirs = sp[1];
+
+        if (start_fn) {
+                r = start_by(f, o, theirs, rc_fd, dc_fd, e);
+                if (r < 0) {
+                        closep(&f->sock);
+                        free(f);
+                        return r;
+                }
+        } else {
+                r = spawn_here(f, o, theirs, rc_fd, dc_fd, e);
+                if (r < 0)
+                        return r;
+                f->pid = f->proc.pid;
+        }
         f->refs = 2; /* the process handle and the owner */
         f->poll.data = f;
         if (uv_poll_init(loop, &f->poll, f->sock) == 0) {
@@ -339,8 +441,7 @@ void img_fetcher_retarget(struct img_fetcher *f, img_fetcher_msg_fn on_msg,
 }
 
 void img_fetcher_set_background(struct img_fetcher *f, bool on) {
-        uv_handle_t *hs[] = {(uv_handle_t *) &f->proc,
-                             f->poll_inited ? (uv_handle_t *) &f->poll : NULL};
+        uv_handle_t *hs[] = {proc_handle(f), f->poll_inited ? (uv_handle_t *) &f->poll : NULL};
         for (size_t i = 0; i < ELEMENTSOF(hs); i++)
                 if (hs[i] && !uv_is_closing(hs[i])) {
                         if (on)
@@ -360,8 +461,7 @@ void img_fetcher_free(struct img_fetcher *f) {
         /* referenced again: the loop runs until the exit is reaped */
         img_fetcher_set_background(f, false);
         f->closed = true;
-        if (!f->exited)
-                (void) uv_process_kill(&f->proc, SIGKILL); /* exit_cb closes the handle */
+        kill_it(f); /* its exit callback closes the process handle */
         if (f->polling)
                 uv_poll_stop(&f->poll);
         if (f->poll_inited)

@@ -83,6 +83,21 @@ pid_t img_fetcher_pid(const struct img_fetcher *f);
  * callbacks. */
 void img_fetcher_free(struct img_fetcher *f);
 
+/* --privsep: who starts warren-fetch instead of this process (warren-priv,
+ * HELPER_START FETCH; docs/privsep.md "warren-fetch started by
+ * warren-priv"): sock is the helper's end of its socket, the config fds
+ * sealed memfds or -1; it prepares the helper's chroot and finds the
+ * binary itself (o->helper and o->root are not used). 0 with *ret_pid and
+ * *ret_pidfd (the caller's: watched for the exit, signalled to kill), or
+ * -errno with e. The fds stay the caller's. */
+typedef int (*img_fetch_start_fn)(void *userdata, int sock, int registry_config_fd,
+                                  int docker_config_fd, bool loopback_only, pid_t *ret_pid,
+                                  int *ret_pidfd, struct wr_err *e);
+
+/* Every later img_fetcher_start goes through fn (NULL: spawned here again).
+ * Set once, on the loop thread, before the first pull. */
+void img_fetcher_set_start(img_fetch_start_fn fn, void *userdata);
+
 /* The warren-fetch next to the warren-unpack at unpack_helper
  * (WARREN_FETCH_HELPER overrides), into out. */
 void img_fetcher_find(const char *unpack_helper, char *out, size_t size);

@@ -923,7 +923,8 @@ static void on_spare_dead(struct img_fetcher *f, const struct wr_err *e, void *u
         spare_drop(ctx);
 }
 
-/* WARREN_FETCH_ROOT, else <state_dir>/fetch-root (one writer: this warrend) */
+/* WARREN_FETCH_ROOT, else <state_dir>/fetch-root (one writer: this warrend;
+ * with --privsep warren-priv, which picks it the same way) */
 static const char *fetch_root(struct img_pull_ctx *ctx) {
         static char buf[PATH_MAX];
         const char *env = getenv("WARREN_FETCH_ROOT");

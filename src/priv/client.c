@@ -1301,6 +1301,29 @@ int priv_signer_start(struct priv_client *c, uint32_t role, int key_fd, pid_t *r
         return 0;
 }
 
+int priv_fetch_start(struct priv_client *c, int sock, int registry_config_fd, int docker_config_fd,
+                     bool loopback_only, pid_t *ret_pid, int *ret_pidfd, struct wr_err *e) {
+        struct priv_helper_start h = {
+                .kind = PRIV_HELPER_FETCH,
+                .flags = (registry_config_fd >= 0 ? PRIV_HELPER_F_REGISTRY_CONFIG : 0) |
+                         (docker_config_fd >= 0 ? PRIV_HELPER_F_DOCKER_CONFIG : 0) |
+                         (loopback_only ? PRIV_HELPER_F_LOOPBACK_ONLY : 0),
+        };
+        int fds[3] = {sock};
+        size_t n = 1;
+        if (registry_config_fd >= 0)
+                fds[n++] = registry_config_fd;
+        if (docker_config_fd >= 0)
+                fds[n++] = docker_config_fd;
+        struct priv_helper ph;
+        int r = priv_helper_start(c, &h, fds, n, &ph, e);
+        if (r < 0)
+                return err_prefix(e, r, "warren-fetch through warren-priv");
+        *ret_pid = ph.pid;
+        *ret_pidfd = ph.pidfd;
+        return 0;
+}
+
 /* ---- phase 5: layer storage ---- */
 
 int priv_layer_commit(struct priv_client *c, const char *tmp_name, const char *hex,

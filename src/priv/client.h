@@ -176,6 +176,13 @@ int priv_unpack_start(struct priv_client *c, const char *dir, int tar_fd, int re
 int priv_signer_start(struct priv_client *c, uint32_t role, int key_fd, pid_t *ret_pid,
                       int *ret_pidfd, int *ret_sock, struct wr_err *e);
 
+/* HELPER_START FETCH: warren-fetch with sock (warrend keeps the other end
+ * of its SOCK_SEQPACKET pair) and the configs' sealed memfds (-1: none),
+ * --loopback-only when loopback_only; it is bound with REQ_BIND. The fds
+ * are sent, not closed. *ret_pidfd: the caller's. 0 or -errno with e. */
+int priv_fetch_start(struct priv_client *c, int sock, int registry_config_fd, int docker_config_fd,
+                     bool loopback_only, pid_t *ret_pid, int *ret_pidfd, struct wr_err *e);
+
 /* warren-egress's --upstream-dns syntax (IP, IP:PORT, [IPv6]:PORT; port 53
  * by default) into h's upstream fields. 0 or -EINVAL. */
 int priv_upstream_parse(const char *s, struct priv_helper_start *h);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* warren-priv, phase 3: the helper processes it starts for warrend
- * (HELPER_START: warren-egress, warren-signer; UNPACK_START:
+ * (HELPER_START: warren-egress, warren-signer, warren-fetch; UNPACK_START:
  * warren-unpack; priv-proto.h, docs/privsep.md "Phase 3, helpers").
  *
  * The binaries are found once, at start, as warrend finds them ($WARREN_EGRESS,
@@ -18,6 +18,7 @@
 #include <ifaddrs.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,12 +27,14 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "basic/hostaddr.h"
 #include "basic/helperpath.h"
 #include "basic/log.h"
+#include "image/fetch-root.h"
 #include "priv/priv-internal.h"
 #include "priv/priv-proto.h"
 #include "runtime/runtime.h"
@@ -40,6 +43,13 @@
 #define DENY_ADDRS_MAX 64
 
 static char egress_path[PATH_MAX], signer_path[PATH_MAX], unpack_path[PATH_MAX];
+/* warren-fetch: its binary, its chroot and the environment's settings of
+ * warren-priv's start (never a request's) */
+static char fetch_path[PATH_MAX], fetch_root[PATH_MAX], fetch_user[64];
+static bool fetch_strict;
+/* fetch-root.c writes the chroot's etc/ with temp files named by pid: one
+ * writer at a time among warren-priv's worker threads */
+static pthread_mutex_t fetch_root_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* name: basic/helperpath.h ($envvar, else next to warren-priv, the build
  * tree, the libexec dirs); only an absolute path is taken (warren-priv is
@@ -49,13 +59,27 @@ static void find(char *out, size_t size, const char *name, const char *envvar, c
                 out[0] = 0;
 }
 
-void priv_helpers_init(void) {
+void priv_helpers_init(const char *state_dir) {
         find(egress_path, sizeof(egress_path), "warren-egress", "WARREN_EGRESS", "egress");
         find(signer_path, sizeof(signer_path), "warren-signer", "WARREN_SIGNER", "signer");
         find(unpack_path, sizeof(unpack_path), "warren-unpack", "WARREN_UNPACK_HELPER", "image");
-        log_info("warren-priv: helpers: warren-egress %s, warren-signer %s, warren-unpack %s",
+        find(fetch_path, sizeof(fetch_path), "warren-fetch", "WARREN_FETCH_HELPER", "image");
+        /* as warrend's pull.c: $WARREN_FETCH_ROOT, else <state>/fetch-root */
+        const char *root = getenv("WARREN_FETCH_ROOT");
+        if (root && root[0] == '/')
+                snprintf(fetch_root, sizeof(fetch_root), "%s", root);
+        else
+                snprintf(fetch_root, sizeof(fetch_root), "%s/fetch-root", state_dir);
+        const char *user = getenv("WARREN_FETCH_USER");
+        if (user && *user && strlen(user) < sizeof(fetch_user))
+                snprintf(fetch_user, sizeof(fetch_user), "%s", user);
+        const char *strict = getenv("WARREN_FETCH_SECCOMP_STRICT");
+        fetch_strict = strict && !strcmp(strict, "1");
+        log_info("warren-priv: helpers: warren-egress %s, warren-signer %s, warren-unpack %s, "
+                 "warren-fetch %s (root %s)",
                  egress_path[0] ? egress_path : "(none)", signer_path[0] ? signer_path : "(none)",
-                 unpack_path[0] ? unpack_path : "(none)");
+                 unpack_path[0] ? unpack_path : "(none)", fetch_path[0] ? fetch_path : "(none)",
+                 fetch_root);
 }
 
 /* fd is an AF_UNIX socket of type (listening when listening). */
@@ -86,11 +110,38 @@ static bool file_is(int fd, mode_t fmt) {
 
 struct reap_arg {
         pid_t pid;
+        int watch; /* -1, or a dup of the helper's end of its socket (warren-fetch) */
         char name[32];
 };
 
+/* Until pid exits: when warrend's end of the watched socket closes (or
+ * is shut down), the helper is killed. A dropped warrend cannot signal
+ * warren-fetch (another uid): closing its end is how it ends one, and a
+ * helper that does not exit at EOF (a compromised one) is killed here. */
+static void watch_peer(struct reap_arg *a) {
+        int pidfd = (int) syscall(SYS_pidfd_open, a->pid, 0);
+        struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN},
+                              {.fd = a->watch, .events = POLLRDHUP}};
+        while (pidfd >= 0) {
+                int n = poll(p, 2, -1);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 || p[0].revents)
+                        break;
+                if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) {
+                        (void) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+                        break;
+                }
+        }
+        if (pidfd >= 0)
+                close(pidfd);
+        close(a->watch);
+}
+
 static void *reap(void *p) {
         struct reap_arg *a = p;
+        if (a->watch >= 0)
+                watch_peer(a);
         siginfo_t si;
         memset(&si, 0, sizeof(si));
         while (waitid(P_PID, (id_t) a->pid, &si, WEXITED) < 0 && errno == EINTR)
@@ -106,8 +157,8 @@ static void *reap(void *p) {
  * in[i] becomes fd first + i (an unpack: in[0] is its stdin, first 3
  * for the rest); closes nothing of in. 0 with *ret. */
 static int spawn(const char *name, char *const *argv, char *const *env, const int *in, size_t n,
-                 bool stdin_first, struct priv_helper_started *ret, int *ret_pidfd,
-                 struct wr_err *e) {
+                 bool stdin_first, bool watch_first, struct priv_helper_started *ret,
+                 int *ret_pidfd, struct wr_err *e) {
         int target[PRIV_HELPER_FDS_MAX];
         for (size_t i = 0; i < n; i++)
                 target[i] = stdin_first ? (i == 0 ? 0 : (int) (2 + i)) : (int) (3 + i);
@@ -151,12 +202,15 @@ static int spawn(const char *name, char *const *argv, char *const *env, const in
         bool reaper = false;
         if (a && pthread_attr_init(&attr) == 0) {
                 a->pid = pid;
+                a->watch = watch_first ? fcntl(in[0], F_DUPFD_CLOEXEC, 3) : -1;
                 snprintf(a->name, sizeof(a->name), "%s", name);
                 (void) pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
                 reaper = pthread_create(&th, &attr, reap, a) == 0;
                 pthread_attr_destroy(&attr);
         }
         if (!reaper) {
+                if (a && a->watch >= 0)
+                        close(a->watch);
                 free(a);
                 r = r < 0 ? r : -ENOMEM;
         }
@@ -202,7 +256,8 @@ static int start_signer(const struct priv_helper_start *h, const int *fds,
                               "--log-format",
                               h->flags & PRIV_HELPER_F_JSON_LOG ? "json" : "text",
                               NULL};
-        return spawn("warren-signer", (char *const *) argv, NULL, fds, 2, false, ret, ret_pidfd, e);
+        return spawn("warren-signer", (char *const *) argv, NULL, fds, 2, false, false, ret,
+                     ret_pidfd, e);
 }
 
 static int start_egress(const struct priv_helper_start *h, const int *fds, size_t n_fds,
@@ -281,8 +336,75 @@ static int start_egress(const struct priv_helper_start *h, const int *fds, size_
                 }
         }
         argv[n] = NULL;
-        return spawn("warren-egress", (char *const *) argv, NULL, fds, n_fds, false, ret, ret_pidfd,
-                     e);
+        return spawn("warren-egress", (char *const *) argv, NULL, fds, n_fds, false, false, ret,
+                     ret_pidfd, e);
+}
+
+/* A memfd sealed against writes and growth (what fetch.c's config_memfd
+ * makes): warren-fetch truncates it once read, so never a file of the
+ * host's. */
+static bool sealed_memfd(int fd) {
+        int seals = fcntl(fd, F_GET_SEALS);
+        return file_is(fd, S_IFREG) && seals >= 0 &&
+               (seals & (F_SEAL_WRITE | F_SEAL_GROW)) == (F_SEAL_WRITE | F_SEAL_GROW);
+}
+
+static int start_fetch(const struct priv_helper_start *h, const int *fds, size_t n_fds,
+                       struct priv_helper_started *ret, int *ret_pidfd, struct wr_err *e) {
+        if (!fetch_path[0])
+                return err_set(e, -ENOENT,
+                               "warren-fetch not found (WARREN_FETCH_HELPER, next to "
+                               "warren-priv, /usr/libexec/warren)");
+        struct sockaddr_un peer;
+        socklen_t pl = sizeof(peer);
+        if (!sock_is(fds[0], AF_UNIX, SOCK_SEQPACKET, false) ||
+            getpeername(fds[0], (struct sockaddr *) &peer, &pl) < 0)
+                return err_set(e, -EINVAL,
+                               "HELPER_START: warren-fetch's socket is not a connected AF_UNIX "
+                               "SOCK_SEQPACKET socket");
+        for (size_t i = 1; i < n_fds; i++)
+                if (!sealed_memfd(fds[i]))
+                        return err_set(e, -EINVAL,
+                                       "HELPER_START: warren-fetch's config fd %zu is not a "
+                                       "sealed memfd",
+                                       i);
+        pthread_mutex_lock(&fetch_root_lock);
+        int r = img_fetch_root_prepare(fetch_root, e);
+        pthread_mutex_unlock(&fetch_root_lock);
+        if (r < 0)
+                return err_prefix(e, r, "warren-fetch's root");
+        const char *argv[ARGS_MAX];
+        size_t n = 0, k = 1;
+        static const char *const fdname[] = {"3", "4", "5"};
+        argv[n++] = fetch_path;
+        argv[n++] = "--sock-fd";
+        argv[n++] = "3";
+        /* the configs are named by warrend's options (no path from warrend) */
+        if (h->flags & PRIV_HELPER_F_REGISTRY_CONFIG) {
+                argv[n++] = "--registry-config-fd";
+                argv[n++] = fdname[k++];
+        }
+        if (h->flags & PRIV_HELPER_F_DOCKER_CONFIG) {
+                argv[n++] = "--docker-config-fd";
+                argv[n++] = fdname[k++];
+        }
+        if (k != n_fds) /* the decoder counted them */
+                return err_set(e, -EPROTO, "HELPER_START: %zu fds", n_fds);
+        if (h->flags & PRIV_HELPER_F_LOOPBACK_ONLY)
+                argv[n++] = "--loopback-only";
+        if (fetch_user[0]) {
+                argv[n++] = "--uid";
+                argv[n++] = fetch_user;
+        }
+        argv[n++] = "--root";
+        argv[n++] = fetch_root;
+        if (fetch_strict)
+                argv[n++] = "--seccomp-strict";
+        argv[n] = NULL;
+        char *const env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+        /* killed when warrend's end of its socket closes (watch_peer) */
+        return spawn("warren-fetch", (char *const *) argv, env, fds, n_fds, false, true, ret,
+                     ret_pidfd, e);
 }
 
 static int start_unpack(const struct priv_unpack_start *u, const int *fds,
@@ -302,7 +424,7 @@ static int start_unpack(const struct priv_unpack_start *u, const int *fds,
         int in[3] = {fds[0], dir, fds[1]};
         char *const argv[] = {unpack_path, NULL};
         char *const env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-        int r = spawn("warren-unpack", argv, env, in, 3, true, ret, ret_pidfd, e);
+        int r = spawn("warren-unpack", argv, env, in, 3, true, false, ret, ret_pidfd, e);
         close(dir);
         return r;
 }
@@ -316,6 +438,8 @@ int priv_helpers_run(const struct priv_req *req, int *fds, size_t n_fds, struct 
                 r = start_unpack(&req->unpack, fds, started, ret_pidfd, &e);
         else if (req->helper.kind == PRIV_HELPER_SIGNER)
                 r = start_signer(&req->helper, fds, started, ret_pidfd, &e);
+        else if (req->helper.kind == PRIV_HELPER_FETCH)
+                r = start_fetch(&req->helper, fds, n_fds, started, ret_pidfd, &e);
         else
                 r = start_egress(&req->helper, fds, n_fds, started, ret_pidfd, &e);
         priv_close_fds(fds, n_fds);

@@ -934,7 +934,7 @@ int main(int argc, char **argv) {
         signal(SIGPIPE, SIG_IGN);
         forward_on();
         (void) priv_upper_init(); /* phase 4b: warren-upper (a warning when missing) */
-        priv_helpers_init();
+        priv_helpers_init(state_dir);
         if (priv_lifecycle_init(state_dir, init) < 0) {
                 log_error("warren-priv: --init %s is not an absolute path", init);
                 return 2;

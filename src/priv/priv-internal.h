@@ -80,8 +80,8 @@ int priv_upper_session_run(const struct priv_req *req, struct priv_result *res,
                            struct priv_upper_started *out, int *ret_fd);
 
 /* helpers.c (phase 3: HELPER_START, UNPACK_START): find the helper
- * binaries (once, at start). */
-void priv_helpers_init(void);
+ * binaries and warren-fetch's chroot (once, at start). */
+void priv_helpers_init(const char *state_dir);
 
 /* helpers.c: carry out a HELPER_START or UNPACK_START with the fds it came
  * with (taken over: closed here). 1: started, *started filled (pid, start

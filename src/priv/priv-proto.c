@@ -65,7 +65,7 @@ static const struct priv_msg_spec table[] = {
          false},
         /* phase 3, the helpers (the exact fd count of a HELPER_START
          * depends on its kind and flags: helper_check) */
-        {PRIV_HELPER_START, "HELPER_START", sizeof(struct priv_helper_start), 2, true,
+        {PRIV_HELPER_START, "HELPER_START", sizeof(struct priv_helper_start), 1, true,
          PRIV_HELPER_FDS_MAX},
         {PRIV_UNPACK_START, "UNPACK_START", sizeof(struct priv_unpack_start), 2, true},
         {PRIV_HELPER_STARTED, "HELPER_STARTED", sizeof(struct priv_helper_started), 1, false},
@@ -779,13 +779,28 @@ unsigned priv_helper_fds(uint32_t kind, uint32_t flags) {
                         return 0;
                 return 4 + !!(flags & PRIV_HELPER_F_SIGNER) + !!(flags & PRIV_HELPER_F_UPSTREAM_CA);
         }
+        if (kind == PRIV_HELPER_FETCH) {
+                if (flags & ~(PRIV_HELPER_F_REGISTRY_CONFIG | PRIV_HELPER_F_DOCKER_CONFIG |
+                              PRIV_HELPER_F_LOOPBACK_ONLY))
+                        return 0;
+                return 1 + !!(flags & PRIV_HELPER_F_REGISTRY_CONFIG) +
+                       !!(flags & PRIV_HELPER_F_DOCKER_CONFIG);
+        }
         return 0;
+}
+
+static bool egress_fields_zero(const struct priv_helper_start *h) {
+        return !h->n_deny_ports && all_zero(h->deny_ports, sizeof(h->deny_ports)) &&
+               !h->upstream_family && !h->upstream_port &&
+               all_zero(h->upstream_addr, sizeof(h->upstream_addr));
 }
 
 /* A HELPER_START that arrived with n_fds fds. */
 static int helper_check(const struct priv_helper_start *h, size_t n_fds, struct wr_err *e) {
-        if (h->kind != PRIV_HELPER_EGRESS && h->kind != PRIV_HELPER_SIGNER)
-                return err_set(e, -EINVAL, "HELPER_START: unknown kind %u (1 egress, 2 signer)",
+        if (h->kind != PRIV_HELPER_EGRESS && h->kind != PRIV_HELPER_SIGNER &&
+            h->kind != PRIV_HELPER_FETCH)
+                return err_set(e, -EINVAL,
+                               "HELPER_START: unknown kind %u (1 egress, 2 signer, 3 fetch)",
                                h->kind);
         unsigned want = priv_helper_fds(h->kind, h->flags);
         if (want == 0)
@@ -793,12 +808,15 @@ static int helper_check(const struct priv_helper_start *h, size_t n_fds, struct 
                                h->kind);
         if (h->reserved16 || !all_zero(h->reserved, sizeof(h->reserved)))
                 return err_set(e, -EINVAL, "HELPER_START: reserved field set");
-        if (h->kind == PRIV_HELPER_SIGNER) {
+        if (h->kind == PRIV_HELPER_FETCH) {
+                if (h->role)
+                        return err_set(e, -EINVAL, "HELPER_START: a role for warren-fetch");
+                if (!egress_fields_zero(h))
+                        return err_set(e, -EINVAL, "HELPER_START: egress fields for warren-fetch");
+        } else if (h->kind == PRIV_HELPER_SIGNER) {
                 if (h->role < PRIV_SIGNER_SECRETS || h->role > PRIV_SIGNER_CA)
                         return err_set(e, -EINVAL, "HELPER_START: signer role %u (1..3)", h->role);
-                if (h->n_deny_ports || !all_zero(h->deny_ports, sizeof(h->deny_ports)) ||
-                    h->upstream_family || h->upstream_port ||
-                    !all_zero(h->upstream_addr, sizeof(h->upstream_addr)))
+                if (!egress_fields_zero(h))
                         return err_set(e, -EINVAL, "HELPER_START: egress fields for a signer");
         } else {
                 if (h->role)

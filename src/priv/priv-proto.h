@@ -72,10 +72,11 @@
  * phase 5 (warrend's drop) HELLO_REPLY's reserved word is host_check, the
  * result of warren-priv's own rt_prepare, so that warrend need not check
  * the host (nor hold warren-init) itself
- * 4: phase 5's layer storage (LAYER_COMMIT 25, LAYER_REMOVE 26) and phase
+ * 4: phase 5's layer storage (LAYER_COMMIT 25, LAYER_REMOVE 26), phase
  * 4b-2, the journal's session with warren-upper: UPPER_SESSION (24) and
- * its reply UPPER_SESSION_STARTED (0x99, 1 fd); phase 5's volume files
- * (VOLFILE_OPEN 27, VOLFILE_OP 28, VOLFILE_LIST 29; replies 0x9b..0x9d) */
+ * its reply UPPER_SESSION_STARTED (0x99, 1 fd), HELPER_START kind FETCH
+ * (3, warren-fetch), and phase 5's volume files (VOLFILE_OPEN 27,
+ * VOLFILE_OP 28, VOLFILE_LIST 29; replies 0x9b..0x9d) */
 #define PRIV_VERSION 4u
 #define PRIV_MSG_MAX 4096u  /* datagram, header included */
 #define PRIV_PATH_MAX 1024u /* a path field, bytes including the NUL */
@@ -543,6 +544,19 @@ int priv_upper_reply_decode(const void *buf, size_t len, size_t n_fds, struct pr
  *     SIGNER  fds: the key memfd, one end of a SOCK_SEQPACKET pair
  *             (warrend keeps the other): exactly 2. Fields: role (which
  *             key option), PRIV_HELPER_F_JSON_LOG.
+ *     FETCH   (PRIV_VERSION 4) fds: one end of a SOCK_SEQPACKET pair
+ *             (warrend keeps the other), then the registry config's
+ *             sealed memfd when PRIV_HELPER_F_REGISTRY_CONFIG, then the
+ *             docker config's when PRIV_HELPER_F_DOCKER_CONFIG: 1..3.
+ *             Fields: flags only (PRIV_HELPER_F_LOOPBACK_ONLY); every
+ *             other field 0. warren-fetch is started without --ref (it
+ *             is bound by REQ_BIND on its socket), its configs named by
+ *             warrend's options, its chroot warren-priv's own
+ *             ($WARREN_FETCH_ROOT of its start, else
+ *             <state>/fetch-root, prepared by warren-priv before each
+ *             start), --uid and --seccomp-strict from warren-priv's
+ *             environment at its start ($WARREN_FETCH_USER,
+ *             $WARREN_FETCH_SECCOMP_STRICT=1).
  *   UNPACK_START   struct priv_unpack_start + 2 fds (the tar stream, the
  *                  write end of the report pipe) -> HELPER_STARTED + its
  *                  pidfd: warren-unpack with stdin the stream, fd 3 the
@@ -562,6 +576,7 @@ enum priv_helper_type {
 enum priv_helper_kind {
         PRIV_HELPER_EGRESS = 1,
         PRIV_HELPER_SIGNER = 2,
+        PRIV_HELPER_FETCH = 3, /* warren-fetch (PRIV_VERSION 4) */
 };
 
 /* a signer's role: the key option it is started with */
@@ -574,15 +589,19 @@ enum priv_signer_role {
 #define PRIV_HELPER_F_SIGNER (1u << 0)      /* EGRESS: + the signer's socket */
 #define PRIV_HELPER_F_UPSTREAM_CA (1u << 1) /* EGRESS: + the upstream CA bundle's fd */
 #define PRIV_HELPER_F_JSON_LOG (1u << 2)    /* SIGNER: --log-format json */
+#define PRIV_HELPER_F_REGISTRY_CONFIG (1u << 3) /* FETCH: + the registry config's memfd */
+#define PRIV_HELPER_F_DOCKER_CONFIG (1u << 4)   /* FETCH: + the docker config's memfd */
+#define PRIV_HELPER_F_LOOPBACK_ONLY (1u << 5)   /* FETCH: --loopback-only */
 #define PRIV_HELPER_DENY_PORTS_MAX 16u
 #define PRIV_HELPER_FDS_MAX 6u     /* EGRESS with both flags */
 #define PRIV_ROOT_LAYERS_TMP "tmp" /* layers/tmp/<name> */
 
 struct priv_helper_start {
         uint32_t kind;         /* enum priv_helper_kind */
-        uint32_t role;         /* SIGNER: enum priv_signer_role; EGRESS: 0 */
-        uint32_t flags;        /* PRIV_HELPER_F_* (EGRESS: SIGNER, UPSTREAM_CA; SIGNER: JSON_LOG) */
-        uint32_t n_deny_ports; /* EGRESS: 0..16; SIGNER: 0 */
+        uint32_t role;         /* SIGNER: enum priv_signer_role; EGRESS, FETCH: 0 */
+        uint32_t flags;        /* PRIV_HELPER_F_* (EGRESS: SIGNER, UPSTREAM_CA; SIGNER: JSON_LOG;
+                                * FETCH: REGISTRY_CONFIG, DOCKER_CONFIG, LOOPBACK_ONLY) */
+        uint32_t n_deny_ports; /* EGRESS: 0..16; SIGNER, FETCH: 0 (and every egress field) */
         uint16_t deny_ports[PRIV_HELPER_DENY_PORTS_MAX]; /* [0..n) 1..65535, the rest 0 */
         uint32_t upstream_family;                        /* EGRESS: 4 or 6; SIGNER: 0 */
         uint16_t upstream_port;                          /* EGRESS: 1..65535 */

@@ -186,6 +186,18 @@ def children(pid, comm):
     return out
 
 
+def fetch_parent(d):
+    """Who starts warren-fetch: with --privsep warren-priv (warrend's child,
+    HELPER_START FETCH), else warrend itself."""
+    privs = children(d.proc.pid, "warren-priv")
+    return privs[0] if privs else d.proc.pid
+
+
+def fetchers(d):
+    """The running warren-fetch helpers of d."""
+    return children(fetch_parent(d), "warren-fetch")
+
+
 def stalled_pull(d, hostile):
     """Start a pull whose only layer stalls half-way; returns (call, the
     warren-fetch pid) once the helper is mid-download."""
@@ -197,8 +209,8 @@ def stalled_pull(d, hostile):
     threading.Thread(target=lambda: msgs.extend(_drain(call)), daemon=True).start()
     assert hostile.stalled.wait(20), d.read_log()
     # the pull's helper holds the blob file; a spare waits for the next pull
-    pids = [p for p in children(d.proc.pid, "warren-fetch") if blob_fds(d, p)]
-    assert len(pids) == 1, (pids, children(d.proc.pid, "warren-fetch"))
+    pids = [p for p in fetchers(d) if blob_fds(d, p)]
+    assert len(pids) == 1, (pids, fetchers(d))
     return call, pids[0], img, ref, msgs
 
 
@@ -233,10 +245,10 @@ def test_spare_helper_confined_and_replaced(daemon, hostile):
     pull(daemon, ref)
     # the pull's own helper is killed when the pull ends; the spare stays
     deadline = time.monotonic() + 10
-    while len(children(daemon.proc.pid, "warren-fetch")) != 1:
-        assert time.monotonic() < deadline, children(daemon.proc.pid, "warren-fetch")
+    while len(fetchers(daemon)) != 1:
+        assert time.monotonic() < deadline, fetchers(daemon)
         time.sleep(0.05)
-    spares = children(daemon.proc.pid, "warren-fetch")
+    spares = fetchers(daemon)
     with open("/proc/%d/status" % spares[0]) as f:
         st = f.read()
     assert "Seccomp:\t2" in st and "CapEff:\t0000000000000000" in st and "\nUid:\t0" not in st
@@ -327,6 +339,19 @@ def test_helper_cannot_write_exec_or_regain_root(tmp_path):
 # --- kill -9 of the helper ---------------------------------------------------
 
 def test_kill9_helper_mid_pull_fails_cleanly_next_pull_works(daemon, hostile):
+    kill9_mid_pull(daemon, hostile)
+
+
+def test_kill9_helper_mid_pull_privsep(fresh_warrend, hostile):
+    """The same with --privsep: warren-fetch is warren-priv's child
+    (HELPER_START FETCH); warrend sees its death through its pidfd."""
+    d = fresh_warrend(extra_args=["--privsep"])
+    pid = kill9_mid_pull(d, hostile)
+    assert fetch_parent(d) != d.proc.pid
+    assert "warren-priv: started warren-fetch (pid %d)" % pid in d.read_log()
+
+
+def kill9_mid_pull(daemon, hostile):
     call, pid, img, ref, msgs = stalled_pull(daemon, hostile)
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 20
@@ -335,11 +360,18 @@ def test_kill9_helper_mid_pull_fails_cleanly_next_pull_works(daemon, hostile):
         time.sleep(0.05)
     err = [m for m in msgs if isinstance(m, grpc.RpcError)][0]
     assert err.code() == grpc.StatusCode.UNAVAILABLE, err.details()
-    assert "warren-fetch (pid %d) was killed by signal 9" % pid in err.details()
+    if fetch_parent(daemon) == daemon.proc.pid:
+        assert "warren-fetch (pid %d) was killed by signal 9" % pid in err.details()
+    else:  # warren-priv's child: warrend sees its pidfd, warren-priv logs the signal
+        assert "warren-fetch (pid %d) ended during the pull" % pid in err.details()
+        wait = time.monotonic() + 10
+        while "warren-fetch (pid %d) killed by signal 9" % pid not in daemon.read_log():
+            assert time.monotonic() < wait, daemon.read_log()[-3000:]
+            time.sleep(0.05)
     assert "nothing was stored" in err.details()
     assert_nothing_stored(daemon)
-    assert pid not in children(daemon.proc.pid, "warren-fetch")
-    assert not any(blob_fds(daemon, p) for p in children(daemon.proc.pid, "warren-fetch"))
+    assert pid not in fetchers(daemon)
+    assert not any(blob_fds(daemon, p) for p in fetchers(daemon))
     # the registry recovers; the next pull gets a new helper and completes
     hostile.stall.clear()
     hostile.release.set()
@@ -347,6 +379,7 @@ def test_kill9_helper_mid_pull_fails_cleanly_next_pull_works(daemon, hostile):
     assert list(image.layers) == [sha(img.layers[0])]
     assert entries(daemon, "layers/tmp") == [] and entries(daemon, "tmp") == []
     assert daemon.proc.poll() is None
+    return pid
 
 
 # --- hostile registry responses -----------------------------------------------
@@ -437,6 +470,6 @@ def test_helper_breaking_the_protocol_is_killed(fresh_warrend, monkeypatch, tmp_
     liars = [int(x) for x in (tmp_path / "layers.json.liars").read_text().split()]
     assert liars
     deadline = time.monotonic() + 10
-    while [p for p in liars if p in children(d.proc.pid, os.path.basename(sys.executable)[:15])]:
+    while [p for p in liars if p in children(fetch_parent(d), os.path.basename(sys.executable)[:15])]:
         assert time.monotonic() < deadline, liars
         time.sleep(0.05)

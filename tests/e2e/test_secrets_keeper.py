@@ -16,7 +16,7 @@ import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 import warren as wr
-from conftest import SANITIZED, Daemon, import_image
+from conftest import DROP, SANITIZED, Daemon, import_image
 
 IMAGE = "busybox:latest"
 CANARY = "canary-keeper-3c9e1b"
@@ -201,6 +201,19 @@ def identity_scalar(d):
     return key.private_numbers().private_value.to_bytes(32, "big")
 
 
+def key_fds(pid):
+    """pid's fds on an identity key: its memfd, or a key file."""
+    out = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            t = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if "identity-key" in t or re.search(r"/keys/identity-\d+\.pem", t):
+            out.append(t)
+    return out
+
+
 def test_identity_key_kept_by_its_signer_and_tokens_verify_after_a_kill():
     jwt = pytest.importorskip("jwt")
     import urllib.request
@@ -225,6 +238,18 @@ def test_identity_key_kept_by_its_signer_and_tokens_verify_after_a_kill():
             if not SANITIZED:
                 assert scalar in readable_memory(keeper_pid(d, "identity key"))
                 assert scalar not in readable_memory(d.proc.pid)
+            # nor do its fds: no key memfd, no key file open
+            assert not key_fds(d.proc.pid), key_fds(d.proc.pid)
+            if DROP:  # --user: made before the drop, kept by warren-priv's child
+                assert "in its own memory" not in d.read_log()
+                with open("/proc/%d/stat" % keeper_pid(d, "identity key")) as f:
+                    st = f.read()
+                ppid = int(st[st.rindex(")") + 2:].split()[1])
+                assert ppid != d.proc.pid
+                with open("/proc/%d/comm" % ppid) as f:
+                    assert f.read().strip() == "warren-priv"
+                kdir = os.path.join(d.state_dir, "keys")
+                assert {os.stat(os.path.join(kdir, f)).st_uid for f in os.listdir(kdir)} != {0}
             old = keeper_pid(d, "identity key")
             os.kill(old, signal.SIGKILL)
             deadline = time.monotonic() + 10

@@ -5,7 +5,7 @@
  * decoder and how many fds the datagram claims to carry (0..PRIV_FDS_MAX).
  * Whatever is accepted carries exactly the fds its type has (none but for
  * phase 2's configs, 1 + n_bind, SANDBOX_CREATED, 2, NET_CONNECTED, 1,
- * phase 3's HELPER_START, 2..6 by kind and flags, UNPACK_START, 2, and
+ * phase 3's HELPER_START, 1..6 by kind and flags, UNPACK_START, 2, and
  * HELPER_STARTED, 1; phase 5's LAYER_COMMIT and LAYER_REMOVE none, their
  * names single components of the store's forms), has its paths confined and its table names warren's (re-checked),
  * and re-encodes to the same bytes; every refusal carries a message. (The
@@ -248,11 +248,13 @@ static long helper_req_fds(void) {
         if (req.hdr.type != PRIV_HELPER_START)
                 return -1;
         const struct priv_helper_start *h = &req.helper;
-        long want = h->kind == PRIV_HELPER_SIGNER ? 2
-                    : h->kind == PRIV_HELPER_EGRESS
-                            ? 4 + !!(h->flags & PRIV_HELPER_F_SIGNER) +
-                                      !!(h->flags & PRIV_HELPER_F_UPSTREAM_CA)
-                            : -2;
+        long want =
+                h->kind == PRIV_HELPER_SIGNER   ? 2
+                : h->kind == PRIV_HELPER_EGRESS ? 4 + !!(h->flags & PRIV_HELPER_F_SIGNER) +
+                                                          !!(h->flags & PRIV_HELPER_F_UPSTREAM_CA)
+                : h->kind == PRIV_HELPER_FETCH ? 1 + !!(h->flags & PRIV_HELPER_F_REGISTRY_CONFIG) +
+                                                         !!(h->flags & PRIV_HELPER_F_DOCKER_CONFIG)
+                                               : -2;
         if (want < 0 || (long) priv_helper_fds(h->kind, h->flags) != want)
                 abort();
         return want;
@@ -272,6 +274,13 @@ static int helper_req_encode(void) {
         const struct priv_helper_start *h = &req.helper;
         if (h->kind == PRIV_HELPER_SIGNER &&
             (h->role < 1 || h->role > 3 || h->n_deny_ports || h->upstream_port))
+                abort();
+        /* warren-fetch: flags only, no role, no egress field */
+        if (h->kind == PRIV_HELPER_FETCH &&
+            (h->role || h->n_deny_ports || h->upstream_family || h->upstream_port ||
+             h->deny_ports[0] || h->upstream_addr[0] ||
+             (h->flags & ~(PRIV_HELPER_F_REGISTRY_CONFIG | PRIV_HELPER_F_DOCKER_CONFIG |
+                           PRIV_HELPER_F_LOOPBACK_ONLY))))
                 abort();
         if (h->kind == PRIV_HELPER_EGRESS &&
             (h->role || h->n_deny_ports > PRIV_HELPER_DENY_PORTS_MAX || h->upstream_port == 0 ||

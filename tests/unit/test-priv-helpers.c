@@ -11,7 +11,11 @@
  * WARREN_UNPACK_HELPER) and every fd closed, refusing fds of the wrong
  * kind and a staging dir through a symlink, then starting a signer and
  * an unpack (the controls: argv built by warren-priv, fds 3 and 4, a
- * pidfd in the answer). */
+ * pidfd in the answer). HELPER_START FETCH (3): its refusals (a role,
+ * egress fields, other kinds' flags, fds against its flags; through the
+ * binary a pipe or a listening socket for its socket, an unsealed
+ * memfd for a config), the control (argv, fds 3-5, its chroot prepared)
+ * and its kill by warren-priv once our end of its socket closes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -25,6 +29,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,6 +46,12 @@ static void good_signer(struct priv_helper_start *h) {
         memset(h, 0, sizeof(*h));
         h->kind = PRIV_HELPER_SIGNER;
         h->role = PRIV_SIGNER_SECRETS;
+}
+
+static void good_fetch(struct priv_helper_start *h) {
+        memset(h, 0, sizeof(*h));
+        h->kind = PRIV_HELPER_FETCH;
+        h->flags = PRIV_HELPER_F_REGISTRY_CONFIG | PRIV_HELPER_F_LOOPBACK_ONLY;
 }
 
 static void good_egress(struct priv_helper_start *h) {
@@ -115,6 +126,20 @@ static void test_round_trips(void **state) {
         int n = priv_helper_start_encode(9, &h, buf, sizeof(buf), &e);
         assert_int_equal(priv_req_decode(buf, (size_t) n, 5, &req, &e), 0);
 
+        /* warren-fetch: its socket, then each config's memfd (1..3 fds) */
+        good_fetch(&h);
+        for (uint32_t f = 0; f < 8; f++) {
+                h.flags = (f & 1 ? PRIV_HELPER_F_REGISTRY_CONFIG : 0) |
+                          (f & 2 ? PRIV_HELPER_F_DOCKER_CONFIG : 0) |
+                          (f & 4 ? PRIV_HELPER_F_LOOPBACK_ONLY : 0);
+                size_t want = 1 + (f & 1) + !!(f & 2);
+                assert_int_equal(priv_helper_fds(h.kind, h.flags), want);
+                n = priv_helper_start_encode(9, &h, buf, sizeof(buf), &e);
+                assert_true(n > 0);
+                assert_int_equal(priv_req_decode(buf, (size_t) n, want, &req, &e), 0);
+                assert_memory_equal(&req.helper, &h, sizeof(h));
+        }
+
         n = priv_unpack_start_encode(3, "layers/tmp/unpack-abc", buf, sizeof(buf), &e);
         assert_true(n > 0);
         assert_int_equal(priv_req_decode(buf, (size_t) n, 2, &req, &e), 0);
@@ -139,7 +164,7 @@ static void test_refusals(void **state) {
         good_signer(&h);
         h.kind = 0;
         helper_refused(&h, 2, -EINVAL);
-        h.kind = 3;
+        h.kind = 4;
         helper_refused(&h, 2, -EINVAL);
         /* roles */
         good_signer(&h);
@@ -170,6 +195,38 @@ static void test_refusals(void **state) {
         helper_refused(&h, 7, -EPROTO);
         h.flags = 0;
         helper_refused(&h, 5, -EPROTO);
+        /* warren-fetch: a role, egress fields, flags of the other kinds,
+         * the wrong fd count for its flags */
+        good_fetch(&h);
+        h.role = PRIV_SIGNER_JWS;
+        helper_refused(&h, 2, -EINVAL);
+        good_fetch(&h);
+        h.upstream_port = 53;
+        helper_refused(&h, 2, -EINVAL);
+        good_fetch(&h);
+        h.deny_ports[0] = 22;
+        helper_refused(&h, 2, -EINVAL);
+        good_fetch(&h);
+        h.upstream_addr[15] = 1;
+        helper_refused(&h, 2, -EINVAL);
+        good_fetch(&h);
+        h.flags |= PRIV_HELPER_F_SIGNER;
+        helper_refused(&h, 2, -EINVAL);
+        good_fetch(&h);
+        h.flags |= PRIV_HELPER_F_JSON_LOG;
+        helper_refused(&h, 2, -EINVAL);
+        good_fetch(&h);
+        h.reserved[1] = 1;
+        helper_refused(&h, 2, -EINVAL);
+        good_fetch(&h);
+        helper_refused(&h, 1, -EPROTO);
+        helper_refused(&h, 3, -EPROTO);
+        h.flags = 0;
+        helper_refused(&h, 0, -EPROTO);
+        helper_refused(&h, 2, -EPROTO);
+        good_signer(&h);
+        h.flags = PRIV_HELPER_F_LOOPBACK_ONLY; /* a fetch flag on a signer */
+        helper_refused(&h, 2, -EINVAL);
         /* egress fields on a signer */
         good_signer(&h);
         h.n_deny_ports = 1;
@@ -299,13 +356,23 @@ static void server_start(struct priv_server *s) {
         priv_sh("mkdir -p %s/state/layers/tmp/unpack-ok %s/state/layers/sha256 %s/outside && "
                 "ln -s ../../outside %s/state/layers/tmp/unpack-evil && "
                 "printf '#!/bin/sh\\na=\"$*\"; set -- /proc/$$/fd/*; "
-                "echo \"$0 $a fds: $* .\" >> %s\\n' > %s/helper && chmod 755 %s/helper",
-                s->dir, s->dir, s->dir, s->dir, log_of(s), s->dir, s->dir);
+                "echo \"$0 $a fds: $* .\" >> %s\\n' > %s/helper && chmod 755 %s/helper && "
+                "{ cat %s/helper; echo 'exec sleep 30'; } > %s/fetch && chmod 755 %s/fetch",
+                s->dir, s->dir, s->dir, s->dir, log_of(s), s->dir, s->dir, s->dir, s->dir, s->dir);
         char helper[128];
         snprintf(helper, sizeof(helper), "%s/helper", s->dir);
         setenv("WARREN_EGRESS", helper, 1);
         setenv("WARREN_SIGNER", helper, 1);
         setenv("WARREN_UNPACK_HELPER", helper, 1);
+        /* warren-fetch's fake lingers after it recorded its start: warren-priv
+         * must kill it once our end of its socket is gone */
+        char fetch[128];
+        snprintf(fetch, sizeof(fetch), "%s/fetch", s->dir);
+        setenv("WARREN_FETCH_HELPER", fetch, 1);
+        /* warren-fetch's chroot: <state>/fetch-root, made by warren-priv */
+        unsetenv("WARREN_FETCH_ROOT");
+        unsetenv("WARREN_FETCH_USER");
+        unsetenv("WARREN_FETCH_SECCOMP_STRICT");
         priv_server_exec(s, priv_bin, "/bin/true");
 }
 
@@ -340,9 +407,16 @@ static void closed_there(int p[2]) {
 }
 
 static int memfd(void) {
-        int fd = memfd_create("key", MFD_CLOEXEC);
+        int fd = memfd_create("key", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         assert_true(fd >= 0);
         assert_int_equal(write(fd, "k", 1), 1);
+        return fd;
+}
+
+/* a config's memfd as fetch.c seals it */
+static int sealed(void) {
+        int fd = memfd();
+        assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SEAL), 0);
         return fd;
 }
 
@@ -361,20 +435,25 @@ static void started_line(struct priv_server *s, char *out, size_t size) {
         fail_msg("the helper never ran");
 }
 
-/* the helper had 0-4 open and nothing else below 10 (the shell keeps its
- * script at 10 or above; the listing itself is the lowest free fd, 5: a
- * leaked fd would push it to 6) */
-static void fds_are(const char *line) {
+/* the helper had 0..last-1 open and nothing else below 10 (the shell keeps
+ * its script at 10 or above; the listing itself is the lowest free fd,
+ * last: a leaked fd would push it further) */
+static void fds_upto(const char *line, int last) {
         const char *f = strstr(line, " fds: ");
         assert_non_null(f);
         for (int fd = 0; fd < 10; fd++) {
                 char want[32];
                 snprintf(want, sizeof(want), "/fd/%d ", fd);
-                if (fd <= 5)
+                if (fd <= last)
                         assert_non_null(strstr(f, want));
                 else if (strstr(f, want))
                         fail_msg("fd %d open in the helper: %s", fd, line);
         }
+}
+
+/* a signer or an unpack: 0-4, the listing at 5 */
+static void fds_are(const char *line) {
+        fds_upto(line, 5);
 }
 
 static void test_server(void **state) {
@@ -454,6 +533,39 @@ static void test_server(void **state) {
         refused_there(&s, buf, n, fds, 4, EINVAL);
         closed_there(p);
 
+        /* warren-fetch: a pipe for its socket; a config that is a memfd
+         * not sealed (warren-fetch truncates it: never a file of the host) */
+        good_fetch(&h);
+        n = (size_t) priv_helper_start_encode(1, &h, buf, sizeof(buf), &e);
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        fds[0] = p[1];
+        fds[1] = sealed();
+        refused_there(&s, buf, n, fds, 2, EINVAL);
+        close(fds[1]);
+        closed_there(p);
+        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        fds[0] = sp[1];
+        fds[1] = memfd();
+        refused_there(&s, buf, n, fds, 2, EINVAL);
+        close(fds[1]);
+        close(sp[1]);
+        char ch;
+        assert_int_equal(read(sp[0], &ch, 1), 0); /* its end closed there too */
+        close(sp[0]);
+        close(p[0]);
+        close(p[1]);
+        /* a listening socket is not its socket */
+        fds[0] = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        assert_true(fds[0] >= 0);
+        struct sockaddr_un sun = {.sun_family = AF_UNIX};
+        assert_int_equal(bind(fds[0], (struct sockaddr *) &sun, sizeof(sa_family_t)), 0);
+        assert_int_equal(listen(fds[0], 1), 0);
+        fds[1] = sealed();
+        refused_there(&s, buf, n, fds, 2, EINVAL);
+        close(fds[0]);
+        close(fds[1]);
+
         /* a staging dir through a symlink is not followed */
         n = (size_t) priv_unpack_start_encode(1, "layers/tmp/unpack-evil", buf, sizeof(buf), &e);
         assert_int_equal(pipe2(p, O_CLOEXEC), 0);
@@ -487,6 +599,46 @@ static void test_server(void **state) {
         started_line(&s, line, sizeof(line));
         assert_non_null(strstr(line, " --jws-key-fd 3 --sock-fd 4 --log-level info"));
         fds_are(line);
+        assert_int_equal(unlink(log_of(&s)), 0);
+
+        /* warren-fetch with both configs: its argv built by warren-priv
+         * (no --ref, the configs named by warrend's options, the chroot
+         * <state>/fetch-root, which it prepared: root's, etc/ inside),
+         * fds 3-5 */
+        good_fetch(&h);
+        h.flags |= PRIV_HELPER_F_DOCKER_CONFIG;
+        n = (size_t) priv_helper_start_encode(1, &h, buf, sizeof(buf), &e);
+        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
+        fds[0] = sp[1];
+        fds[1] = sealed();
+        fds[2] = sealed();
+        answer(&s, buf, n, fds, 3, &rep, rfds, &n_rfds);
+        assert_int_equal(rep.hdr.type, PRIV_HELPER_STARTED);
+        assert_int_equal(n_rfds, 1);
+        close(sp[1]);
+        close(fds[1]);
+        close(fds[2]);
+        /* our end stays open until it ran: warren-priv kills a warren-fetch
+         * whose other end is gone, as it does now (it would sleep 30 s) */
+        started_line(&s, line, sizeof(line));
+        pf.fd = rfds[0];
+        assert_int_equal(poll(&pf, 1, 0), 0);
+        close(sp[0]);
+        assert_int_equal(poll(&pf, 1, 5000), 1);
+        close(rfds[0]);
+        char want[256];
+        snprintf(want, sizeof(want),
+                 " --sock-fd 3 --registry-config-fd 4 --docker-config-fd 5 --loopback-only "
+                 "--root %s/fetch-root fds: ",
+                 s.state);
+        if (!strstr(line, want))
+                fail_msg("argv: %s", line);
+        fds_upto(line, 6);
+        struct stat rst;
+        char etc[160];
+        snprintf(etc, sizeof(etc), "%s/fetch-root/etc/nsswitch.conf", s.state);
+        assert_int_equal(stat(etc, &rst), 0);
+        assert_int_equal(rst.st_uid, 0);
         assert_int_equal(unlink(log_of(&s)), 0);
 
         /* and an unpack into layers/tmp/unpack-ok */
