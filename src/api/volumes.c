@@ -347,10 +347,8 @@ static void put_file(struct rpc_call *call, const ProtobufCMessage *msg) {
                 }
                 st->call = call;
                 rpc_call_set_data(call, st);
-                _cleanup_close_ int data = -EBADF, stage = -EBADF;
-                if (vol_open(manager(call), api_caller_env(call), meta->volume, &data, &stage, &e) <
-                            0 ||
-                    vol_put_begin(data, stage, path, meta->mode, &st->put, &e) < 0)
+                if (vol_put_begin_in(manager(call), api_caller_env(call), meta->volume, path,
+                                     meta->mode, &st->put, &e) < 0)
                         return put_fail(call, st, &e);
                 st->started = true;
                 st->t_begin = uv_hrtime();
@@ -490,10 +488,10 @@ static void get_file(struct rpc_call *call, const ProtobufCMessage *msg) {
             take_path(call, "path", req->path, false, &path) < 0)
                 return;
         struct wr_err e = {0};
-        _cleanup_close_ int data = -EBADF, fd = -EBADF;
+        _cleanup_close_ int fd = -EBADF;
         struct stat sb;
-        if (vol_open(manager(call), api_caller_env(call), req->volume, &data, NULL, &e) < 0 ||
-            vol_file_open(data, path, &fd, &sb, &e) < 0)
+        if (vol_file_open_in(manager(call), api_caller_env(call), req->volume, path, &fd, &sb,
+                             &e) < 0)
                 return finish_err(call, &e);
         struct get_state *st = calloc(1, sizeof(*st));
         if (!st) {
@@ -521,13 +519,12 @@ static void list_files(struct rpc_call *call, const ProtobufCMessage *msg) {
                 return;
         }
         struct wr_err e = {0};
-        _cleanup_close_ int data = -EBADF;
         struct vol_file *files = NULL;
         size_t n = 0;
         bool more = false;
-        if (vol_open(manager(call), api_caller_env(call), req->volume, &data, NULL, &e) < 0 ||
-            vol_files_list(data, prefix, after, req->page_size ? req->page_size : LIST_PAGE_MAX,
-                           &files, &n, &more, &e) < 0)
+        if (vol_files_list_in(manager(call), api_caller_env(call), req->volume, prefix, after,
+                              req->page_size ? req->page_size : LIST_PAGE_MAX, &files, &n, &more,
+                              &e) < 0)
                 return finish_err(call, &e);
         struct file_msg *ms = calloc(n ? n : 1, sizeof(*ms));
         Warren__V1__FileInfo **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
@@ -559,9 +556,7 @@ static void remove_file(struct rpc_call *call, const ProtobufCMessage *msg) {
             take_path(call, "path", req->path, false, &path) < 0)
                 return;
         struct wr_err e = {0};
-        _cleanup_close_ int data = -EBADF;
-        if (vol_open(manager(call), api_caller_env(call), req->volume, &data, NULL, &e) < 0 ||
-            vol_file_remove(data, path, &e) < 0)
+        if (vol_file_remove_in(manager(call), api_caller_env(call), req->volume, path, &e) < 0)
                 return finish_err(call, &e);
         Warren__V1__RemoveFileResponse resp = WARREN__V1__REMOVE_FILE_RESPONSE__INIT;
         rpc_call_reply(call, &resp.base);
@@ -574,10 +569,8 @@ static void stat_file(struct rpc_call *call, const ProtobufCMessage *msg) {
             take_path(call, "path", req->path, true, &path) < 0)
                 return;
         struct wr_err e = {0};
-        _cleanup_close_ int data = -EBADF;
         struct vol_file vf = {0};
-        if (vol_open(manager(call), api_caller_env(call), req->volume, &data, NULL, &e) < 0 ||
-            vol_file_stat(data, path, &vf, &e) < 0)
+        if (vol_file_stat_in(manager(call), api_caller_env(call), req->volume, path, &vf, &e) < 0)
                 return finish_err(call, &e);
         reply_file(call, &vf);
         vol_file_clear(&vf);

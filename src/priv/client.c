@@ -23,6 +23,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "basic/memfd.h"
 #include "priv/priv-cfg.h"
 
 #define WAIT_START_MS 5000 /* a request waits this long for a warren-priv to run */
@@ -257,6 +258,8 @@ static void net_counters(struct priv_client *c, const struct priv_reply *rep, ui
                 v = &rep->volume_mounted.served;
         else if (rep->hdr.type == PRIV_SPAWNED)
                 v = &rep->spawned.served;
+        else if (rep->hdr.type >= PRIV_VOLFILE_OPENED && rep->hdr.type <= PRIV_VOLFILE_LISTED)
+                v = &rep->volfile_opened.served; /* phase 5, volume files: first in each */
         if (!v)
                 return;
         copy_counters(c, NULL, 0, v[1], v[2]);
@@ -649,8 +652,10 @@ static int call_wait(struct priv_client *c, struct pending *p, struct priv_reply
                                p->rep.hdr.type, name ? name : "a request");
         if (r < 0)
                 return err_set(e, r, "warren-priv: %s", strerror(-r));
-        if (p->rep.hdr.type != p->want) /* a RESULT with an error instead (no fds) */
+        if (p->rep.hdr.type != p->want) { /* a RESULT with an error instead (no fds) */
+                *rep = p->rep; /* (its value: VOLFILE's status) */
                 return err_set(e, -p->rep.result.err, "%s", p->rep.result.msg);
+        }
         if (p->n_fds) {
                 if (out_fds)
                         memcpy(out_fds, p->fds, sizeof(p->fds));
@@ -1336,4 +1341,69 @@ int priv_layer_remove(struct priv_client *c, uint32_t dir, const char *name, str
         if (n < 0)
                 return n;
         return call_result(c, req, (size_t) n, e);
+}
+
+/* ---- phase 5: volume files ---- */
+
+int priv_volfile(struct priv_client *c, const char *dir, uint32_t op, const char *path,
+                 const char *after, mode_t mode, uint32_t limit, const char *tmp,
+                 struct priv_reply *rep, int *ret_fd, struct wr_err *e) {
+        const char *rel = below_state(c, dir);
+        if (!rel)
+                return err_set(e, -EINVAL, "volume files: %s is not below the state dir %s", dir,
+                               c->state_dir);
+        size_t pl = strlen(path), al = after ? strlen(after) : 0;
+        struct priv_volfile v = {.op = op,
+                                 .mode = (uint32_t) mode,
+                                 .path_len = (uint32_t) pl,
+                                 .after_len = (uint32_t) al,
+                                 .limit = limit};
+        if (strlen(rel) >= sizeof(v.vol) || (tmp && strlen(tmp) >= sizeof(v.tmp)) ||
+            pl > PRIV_VOLFILE_PATH_MAX || al > PRIV_VOLFILE_PATH_MAX)
+                return err_set(e, -EINVAL, "volume files: a field is too long");
+        memcpy(v.vol, rel, strlen(rel));
+        if (tmp)
+                memcpy(v.tmp, tmp, strlen(tmp));
+        uint32_t type = op <= PRIV_VOLFILE_PUT ? PRIV_VOLFILE_OPEN
+                        : op == PRIV_VOLFILE_LS ? PRIV_VOLFILE_LIST
+                                                : PRIV_VOLFILE_OP;
+        uint32_t want = type == PRIV_VOLFILE_OPEN ? PRIV_VOLFILE_OPENED
+                        : type == PRIV_VOLFILE_LIST ? PRIV_VOLFILE_LISTED
+                        : op == PRIV_VOLFILE_STAT || op == PRIV_VOLFILE_COMMIT
+                                ? PRIV_VOLFILE_STATED
+                                : PRIV_RESULT;
+        uint8_t req[PRIV_MSG_MAX];
+        int n = priv_volfile_encode(0, type, &v, req, sizeof(req), e);
+        if (n < 0)
+                return n;
+        struct iovec iov[2] = {{.iov_base = (void *) path, .iov_len = pl},
+                               {.iov_base = (void *) (after ? after : ""), .iov_len = al}};
+        _cleanup_close_ int memfd = -EBADF;
+        int r = memfd_sealed("warren-volume-paths", "the paths", iov, 2, &memfd, e);
+        if (r < 0)
+                return r;
+        int out[2] = {-EBADF, -EBADF};
+        memset(rep, 0, sizeof(*rep));
+        r = call_fds(c, req, (size_t) n, &memfd, 1, want, rep, out, e);
+        if (r < 0) {
+                if (rep->hdr.type == PRIV_RESULT && rep->result.value > 0 &&
+                    rep->result.value <= WR_STATUS_UNAUTHENTICATED && e) {
+                        e->status = (enum wr_status) rep->result.value;
+                        e->fault = e->status == WR_STATUS_INTERNAL ? WR_FAULT_SERVICE
+                                                                   : WR_FAULT_CLIENT;
+                }
+                return r;
+        }
+        if (want == PRIV_RESULT)
+                return result(rep, e);
+        if (priv_type_fds(want) > 0) {
+                if (out[0] < 0)
+                        return err_set(e, -EPROTO, "warren-priv: %s without its fd",
+                                       priv_type_name(want));
+                if (ret_fd)
+                        *ret_fd = out[0];
+                else
+                        close(out[0]);
+        }
+        return 0;
 }

@@ -275,3 +275,18 @@ int priv_layer_commit(struct priv_client *c, const char *tmp_name, const char *h
  * <state>/layers/sha256/<name> (PRIV_LAYER_DIR_SHA256) removed by
  * warren-priv. 1 removed, 0 there was none, or -errno with e. */
 int priv_layer_remove(struct priv_client *c, uint32_t dir, const char *name, struct wr_err *e);
+
+/* ---- phase 5: volume files (priv-proto.h types 27..29) ---- */
+
+/* One VOLFILE request on the mounted volume dir (<state>/volumes/<env>/
+ * <name>): op (enum priv_volfile_op) on path (and LIST's after, limit;
+ * PUT's and COMMIT's mode; COMMIT's and ABORT's tmp; NULL where none
+ * belongs), the paths sent in a sealed memfd. *rep: the answer
+ * (VOLFILE_OPENED, _STATED, _LISTED or RESULT as priv-proto.h says);
+ * *ret_fd (OPENED's file, LISTED's memfd: the caller's). 0 (REMOVE,
+ * ABORT: RESULT.value), or -errno with e, whose status is the one the
+ * file API chose in warren-priv (NOT_FOUND, FAILED_PRECONDITION, ...). */
+struct priv_reply;
+int priv_volfile(struct priv_client *c, const char *dir, uint32_t op, const char *path,
+                 const char *after, mode_t mode, uint32_t limit, const char *tmp,
+                 struct priv_reply *rep, int *ret_fd, struct wr_err *e);

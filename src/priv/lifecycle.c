@@ -200,26 +200,24 @@ static int fail(struct priv_result *res, int r, const char *fmt, ...) {
         return 0;
 }
 
-/* The config's memfd: sealed against every change, exactly len bytes;
- * its content in a new buffer. */
-static int blob_read(int fd, size_t len, char **ret, struct wr_err *e) {
+int priv_memfd_read(int fd, size_t len, const char *what, char **ret, struct wr_err *e) {
         int seals = fcntl(fd, F_GET_SEALS);
         int want = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
         if (seals < 0 || (seals & want) != want)
-                return err_set(e, -EACCES, "config: its fd is not a sealed memfd");
+                return err_set(e, -EACCES, "%s: its fd is not a sealed memfd", what);
         struct stat st;
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (size_t) st.st_size != len)
-                return err_set(e, -EINVAL, "config: its memfd holds %lld bytes, not %zu",
+                return err_set(e, -EINVAL, "%s: its memfd holds %lld bytes, not %zu", what,
                                (long long) st.st_size, len);
         char *b = malloc(len ? len : 1);
         if (!b)
-                return err_set(e, -ENOMEM, "config: out of memory");
+                return err_set(e, -ENOMEM, "%s: out of memory", what);
         size_t off = 0;
         while (off < len) {
                 ssize_t n = pread(fd, b + off, len - off, (off_t) off);
                 if (n <= 0) {
                         free(b);
-                        return err_set(e, n < 0 ? -errno : -EIO, "config: read its memfd");
+                        return err_set(e, n < 0 ? -errno : -EIO, "%s: read its memfd", what);
                 }
                 off += (size_t) n;
         }
@@ -378,7 +376,7 @@ static int do_config(const struct priv_req *req, int *fds, size_t n_fds, struct 
                 return fail(res, -EOPNOTSUPP, "%s: warren-priv was started without --init", name);
         struct wr_err e = {0};
         char *blob = NULL;
-        int r = blob_read(fds[0], c->blob_len, &blob, &e);
+        int r = priv_memfd_read(fds[0], c->blob_len, "config", &blob, &e);
         if (r < 0)
                 return fail(res, r, "%s: %s", name, e.msg);
         struct build *b = calloc(1, sizeof(*b));

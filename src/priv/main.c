@@ -25,6 +25,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <linux/openat2.h>
@@ -656,6 +657,14 @@ static void work_run(struct work_item *item) {
         } else if (priv_layer_type(t)) {
                 priv_layer_run(req, &res); /* phase 5: layer storage */
         }
+        /* phase 5: volume files (the paths' memfd taken) */
+        static _Thread_local struct priv_reply vf;
+        int vf_fd = -EBADF;
+        uint32_t vf_type = 0;
+        if (priv_volfile_type(t)) {
+                vf_type = priv_volfile_run(req, item->fds, item->n_fds, &res, &vf, &vf_fd);
+                item->n_fds = 0;
+        }
         /* phase 4b-2: the journal's session */
         struct priv_upper_started ustarted = {0};
         int session_fd = -EBADF;
@@ -702,6 +711,27 @@ static void work_run(struct work_item *item) {
                 packed.refused = res.refused;
                 (void) reply_locked(
                         out, priv_upper_packed_encode(req->hdr.id, &packed, out, sizeof(out)));
+        } else if (vf_type && vf_type != PRIV_RESULT) {
+                /* the counters lead each of the three answers */
+                uint64_t *c = &vf.volfile_opened.served;
+                _Static_assert(offsetof(struct priv_volfile_stated, served) == 0 &&
+                                       offsetof(struct priv_volfile_listed, served) == 0,
+                               "the counters lead every VOLFILE answer");
+                c[0] = res.served;
+                c[1] = res.served_total;
+                c[2] = res.refused;
+                int n = vf_type == PRIV_VOLFILE_OPENED
+                                ? priv_volfile_opened_encode(req->hdr.id, &vf.volfile_opened, out,
+                                                             sizeof(out))
+                        : vf_type == PRIV_VOLFILE_STATED
+                                ? priv_volfile_stated_encode(req->hdr.id, &vf.volfile_stated, out,
+                                                             sizeof(out))
+                                : priv_volfile_listed_encode(req->hdr.id, &vf.volfile_listed, out,
+                                                             sizeof(out));
+                if (vf_fd >= 0)
+                        (void) reply_fd_locked(out, n, vf_fd);
+                else
+                        (void) reply_locked(out, n);
         } else if (!net_reply_locked(req->hdr.id, t, &res, &no) &&
                    !volssh_reply_locked(req->hdr.id, t, &res, &vo)) {
                 (void) reply_locked(out, priv_result_encode(req->hdr.id, &res, out, sizeof(out)));
@@ -711,6 +741,8 @@ static void work_run(struct work_item *item) {
                 close(vo.fd);
         if (session_fd >= 0)
                 close(session_fd);
+        if (vf_fd >= 0)
+                close(vf_fd);
         if (t == PRIV_SANDBOX_CLEANUP || lid)
                 for (size_t i = 0; i < WORKERS_MAX; i++)
                         if (!strcmp(inflight[i], lid ? lid : req->cleanup.id)) {
@@ -744,7 +776,7 @@ static int serve_one(const void *in, size_t len, int *fds, size_t n_fds) {
         bool helper = r >= 0 && (req.hdr.type == PRIV_HELPER_START ||
                                  req.hdr.type == PRIV_UNPACK_START); /* phase 3 */
         if (r < 0 || (!lifecycle_id(&req) && !helper && req.hdr.type != PRIV_SANDBOX_SPAWN_BESIDE &&
-                      req.hdr.type != PRIV_UPPER_PACK)) {
+                      req.hdr.type != PRIV_UPPER_PACK && !priv_volfile_type(req.hdr.type))) {
                 priv_close_fds(fds, n_fds);
         } else {
                 memcpy(item.fds, fds, n_fds * sizeof(int));

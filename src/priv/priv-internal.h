@@ -105,3 +105,19 @@ bool priv_layer_type(uint32_t type);
 /* layer.c: carry out such a request (no fds); res->value / res->err set
  * as priv-proto.h says. */
 void priv_layer_run(const struct priv_req *req, struct priv_result *res);
+
+/* lifecycle.c: a memfd sealed against every change (F_SEAL_SEAL | SHRINK
+ * | GROW | WRITE) of exactly len bytes: its content in *ret (heap, the
+ * caller's). -EACCES (not sealed), -EINVAL (size), errors name what. */
+int priv_memfd_read(int fd, size_t len, const char *what, char **ret, struct wr_err *e);
+
+/* volfile.c (phase 5: VOLFILE_OPEN, VOLFILE_OP, VOLFILE_LIST): true for
+ * types 27..29 */
+bool priv_volfile_type(uint32_t type);
+/* volfile.c: carry out such a request with its fd (the paths' memfd;
+ * closed here). The answer's type: PRIV_RESULT (res: err and value set on
+ * failure, value the wr_status), or PRIV_VOLFILE_OPENED / _STATED /
+ * _LISTED with *out filled (its counters are the caller's) and *ret_fd
+ * (OPENED, LISTED: the caller sends and closes it; else -EBADF). */
+uint32_t priv_volfile_run(const struct priv_req *req, int *fds, size_t n_fds,
+                          struct priv_result *res, struct priv_reply *out, int *ret_fd);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "basic/relpath.h"
+#include "volume/volume.h"
 
 /* The closed message set: each type, its payload size, the fds it
  * carries and which direction it goes. */
@@ -71,6 +72,13 @@ static const struct priv_msg_spec table[] = {
         /* phase 5, layer storage */
         {PRIV_LAYER_COMMIT, "LAYER_COMMIT", sizeof(struct priv_layer_commit), 0, true},
         {PRIV_LAYER_REMOVE, "LAYER_REMOVE", sizeof(struct priv_layer_remove), 0, true},
+        /* phase 5, volume files (each request: the memfd of its paths) */
+        {PRIV_VOLFILE_OPEN, "VOLFILE_OPEN", sizeof(struct priv_volfile), 1, true},
+        {PRIV_VOLFILE_OP, "VOLFILE_OP", sizeof(struct priv_volfile), 1, true},
+        {PRIV_VOLFILE_LIST, "VOLFILE_LIST", sizeof(struct priv_volfile), 1, true},
+        {PRIV_VOLFILE_OPENED, "VOLFILE_OPENED", sizeof(struct priv_volfile_opened), 1, false},
+        {PRIV_VOLFILE_STATED, "VOLFILE_STATED", sizeof(struct priv_volfile_stated), 0, false},
+        {PRIV_VOLFILE_LISTED, "VOLFILE_LISTED", sizeof(struct priv_volfile_listed), 1, false},
 };
 
 _Static_assert(sizeof(struct priv_hdr) + sizeof(struct priv_cleanup) <= PRIV_MSG_MAX,
@@ -913,6 +921,8 @@ unsigned priv_type_fds(uint32_t type) {
 }
 
 static int layer_req_decode(const char *p, struct priv_req *out, struct wr_err *e);
+static int volfile_check(uint32_t type, const struct priv_volfile *v, struct wr_err *e);
+static int volfile_reply_decode(const char *p, struct priv_reply *out, struct wr_err *e);
 
 int priv_req_decode(const void *buf, size_t len, size_t n_fds, struct priv_req *out,
                     struct wr_err *e) {
@@ -1011,6 +1021,11 @@ int priv_req_decode(const void *buf, size_t len, size_t n_fds, struct priv_req *
         case PRIV_LAYER_COMMIT:
         case PRIV_LAYER_REMOVE:
                 return layer_req_decode(p, out, e);
+        case PRIV_VOLFILE_OPEN:
+        case PRIV_VOLFILE_OP:
+        case PRIV_VOLFILE_LIST:
+                memcpy(&out->volfile, p, sizeof(out->volfile));
+                return volfile_check(out->hdr.type, &out->volfile, e);
         }
         return err_set(e, -EPROTO, "unknown request type 0x%x", out->hdr.type); /* not reached */
 }
@@ -1035,6 +1050,8 @@ int priv_reply_decode(const void *buf, size_t len, size_t n_fds, struct priv_rep
                 return helper_reply_decode(p, out, e);
         if (out->hdr.type == PRIV_UPPER_SESSION_STARTED)
                 return upper_started_decode(p, out, e);
+        if (out->hdr.type >= PRIV_VOLFILE_OPENED && out->hdr.type <= PRIV_VOLFILE_LISTED)
+                return volfile_reply_decode(p, out, e);
         if (out->hdr.type == PRIV_RESULT) {
                 struct priv_result *res = &out->result;
                 memcpy(res, p, sizeof(*res));
@@ -1560,4 +1577,158 @@ int priv_layer_remove_encode(uint64_t id, uint32_t dir, const char *name, void *
         if (k < 0)
                 return -EINVAL;
         return put(id, PRIV_LAYER_REMOVE, &r.layer_remove, sizeof(r.layer_remove), buf, size);
+}
+
+/* ---- phase 5: volume files ---- */
+
+_Static_assert(sizeof(struct priv_volfile) == PRIV_VOLFILE_VOL_MAX + 24 + PRIV_VOLFILE_TMP_MAX &&
+                       sizeof(struct priv_volfile_opened) == 24 + PRIV_VOLFILE_TMP_MAX &&
+                       sizeof(struct priv_volfile_stated) == 48 &&
+                       sizeof(struct priv_volfile_listed) == 40,
+               "phase 5, volume files: no padding: every byte is checked");
+_Static_assert(PRIV_VOLFILE_TMP_MAX == VOL_PUT_TMP_MAX && PRIV_VOLFILE_PATH_MAX == VOL_PATH_MAX &&
+                       PRIV_VOLFILE_LIST_MAX == VOL_LIST_MAX && VOL_WIRE_ENTRY == 32,
+               "phase 5, volume files: the protocol's limits are the file API's");
+
+/* The type each op belongs to. */
+static uint32_t volfile_type_of(uint32_t op) {
+        switch (op) {
+        case PRIV_VOLFILE_READ:
+        case PRIV_VOLFILE_PUT:
+                return PRIV_VOLFILE_OPEN;
+        case PRIV_VOLFILE_STAT:
+        case PRIV_VOLFILE_REMOVE:
+        case PRIV_VOLFILE_COMMIT:
+        case PRIV_VOLFILE_ABORT:
+                return PRIV_VOLFILE_OP;
+        case PRIV_VOLFILE_LS:
+                return PRIV_VOLFILE_LIST;
+        }
+        return 0;
+}
+
+static int volfile_check(uint32_t type, const struct priv_volfile *v, struct wr_err *e) {
+        const char *what = priv_type_name(type);
+        if (field_str(v->vol, sizeof(v->vol)) < 0 || field_str(v->tmp, sizeof(v->tmp)) < 0)
+                return err_set(e, -EINVAL, "%s: vol or tmp is not one NUL-padded string", what);
+        struct wr_err pe = {0};
+        int r = priv_volume_path_check(v->vol, &pe);
+        if (r < 0)
+                return err_set(e, r, "%s: %s", what, pe.msg);
+        if (volfile_type_of(v->op) != type)
+                return err_set(e, -EINVAL, "%s: op %u is not one of this type's", what, v->op);
+        bool has_mode = v->op == PRIV_VOLFILE_PUT || v->op == PRIV_VOLFILE_COMMIT;
+        if (v->mode > (has_mode ? 07777u : 0u))
+                return err_set(e, -EINVAL, "%s: mode 0%o", what, v->mode);
+        bool root_ok = v->op == PRIV_VOLFILE_STAT || v->op == PRIV_VOLFILE_LS ||
+                       v->op == PRIV_VOLFILE_ABORT;
+        if (v->path_len > PRIV_VOLFILE_PATH_MAX || (!root_ok && v->path_len == 0) ||
+            (v->op == PRIV_VOLFILE_ABORT && v->path_len != 0))
+                return err_set(e, -EINVAL, "%s: path_len %u", what, v->path_len);
+        bool ls = v->op == PRIV_VOLFILE_LS;
+        if (v->after_len > (ls ? PRIV_VOLFILE_PATH_MAX : 0u))
+                return err_set(e, -EINVAL, "%s: after_len %u", what, v->after_len);
+        if (ls ? (v->limit < 1 || v->limit > PRIV_VOLFILE_LIST_MAX) : v->limit != 0)
+                return err_set(e, -EINVAL, "%s: limit %u", what, v->limit);
+        if (v->reserved)
+                return err_set(e, -EINVAL, "%s: reserved field set", what);
+        bool has_tmp = v->op == PRIV_VOLFILE_COMMIT || v->op == PRIV_VOLFILE_ABORT;
+        if (has_tmp ? !vol_put_tmp_ok(v->tmp) : v->tmp[0] != 0)
+                return err_set(e, -EACCES, "%s: tmp %.24s is not a temp file's name (put- and "
+                               "16 hex digits) where one belongs",
+                               what, v->tmp);
+        return 0;
+}
+
+int priv_volfile_paths_decode(const struct priv_volfile *v, const void *buf, size_t len,
+                              char path[PRIV_VOLFILE_PATH_MAX + 1],
+                              char after[PRIV_VOLFILE_PATH_MAX + 1], struct wr_err *e) {
+        if (v->path_len > PRIV_VOLFILE_PATH_MAX || v->after_len > PRIV_VOLFILE_PATH_MAX ||
+            len != (size_t) v->path_len + v->after_len)
+                return err_set(e, -EPROTO, "the paths' memfd holds %zu bytes, not %u + %u", len,
+                               v->path_len, v->after_len);
+        bool root_ok = v->op == PRIV_VOLFILE_STAT || v->op == PRIV_VOLFILE_LS ||
+                       v->op == PRIV_VOLFILE_ABORT;
+        const char *b = buf;
+        int r = vol_path_check(v->op == PRIV_VOLFILE_LS ? "prefix" : "path", b, v->path_len,
+                               root_ok, e);
+        if (r < 0 || (r = vol_path_check("page_token", b + v->path_len, v->after_len, true, e)) < 0)
+                return r;
+        memcpy(path, b, v->path_len);
+        path[v->path_len] = 0;
+        memcpy(after, b + v->path_len, v->after_len);
+        after[v->after_len] = 0;
+        return 0;
+}
+
+int priv_volfile_encode(uint64_t id, uint32_t type, const struct priv_volfile *v, void *buf,
+                        size_t size, struct wr_err *e) {
+        struct priv_volfile k;
+        memset(&k, 0, sizeof(k));
+        size_t n = strnlen(v->vol, sizeof(v->vol)), t = strnlen(v->tmp, sizeof(v->tmp));
+        if (n >= sizeof(k.vol) || t >= sizeof(k.tmp))
+                return err_set(e, -EINVAL, "%s: vol or tmp too long", priv_type_name(type));
+        memcpy(k.vol, v->vol, n);
+        memcpy(k.tmp, v->tmp, t);
+        k.op = v->op;
+        k.mode = v->mode;
+        k.path_len = v->path_len;
+        k.after_len = v->after_len;
+        k.limit = v->limit;
+        if (!priv_type_name(type) || volfile_check(type, &k, e) < 0)
+                return -EINVAL;
+        return put(id, type, &k, sizeof(k), buf, size);
+}
+
+int priv_volfile_opened_encode(uint64_t id, const struct priv_volfile_opened *o, void *buf,
+                               size_t size) {
+        struct priv_volfile_opened k;
+        memset(&k, 0, sizeof(k));
+        k.served = o->served;
+        k.served_total = o->served_total;
+        k.refused = o->refused;
+        memcpy(k.tmp, o->tmp, strnlen(o->tmp, sizeof(k.tmp) - 1));
+        return put(id, PRIV_VOLFILE_OPENED, &k, sizeof(k), buf, size);
+}
+
+int priv_volfile_stated_encode(uint64_t id, const struct priv_volfile_stated *s, void *buf,
+                               size_t size) {
+        return put(id, PRIV_VOLFILE_STATED, s, sizeof(*s), buf, size);
+}
+
+int priv_volfile_listed_encode(uint64_t id, const struct priv_volfile_listed *l, void *buf,
+                               size_t size) {
+        struct priv_volfile_listed k = *l;
+        k.reserved = 0;
+        return put(id, PRIV_VOLFILE_LISTED, &k, sizeof(k), buf, size);
+}
+
+static int volfile_reply_decode(const char *p, struct priv_reply *out, struct wr_err *e) {
+        switch (out->hdr.type) {
+        case PRIV_VOLFILE_OPENED: {
+                struct priv_volfile_opened *o = &out->volfile_opened;
+                memcpy(o, p, sizeof(*o));
+                if (field_str(o->tmp, sizeof(o->tmp)) < 0 || (o->tmp[0] && !vol_put_tmp_ok(o->tmp)))
+                        return err_set(e, -EINVAL, "VOLFILE_OPENED: tmp is not a temp file's name");
+                return 0;
+        }
+        case PRIV_VOLFILE_STATED: {
+                struct priv_volfile_stated *st = &out->volfile_stated;
+                memcpy(st, p, sizeof(*st));
+                if (st->kind < VOL_FILE_REGULAR || st->kind > VOL_FILE_OTHER || st->mode > 07777)
+                        return err_set(e, -EINVAL, "VOLFILE_STATED: kind %u, mode 0%o", st->kind,
+                                       st->mode);
+                return 0;
+        }
+        default: {
+                struct priv_volfile_listed *l = &out->volfile_listed;
+                memcpy(l, p, sizeof(*l));
+                if (l->n > PRIV_VOLFILE_LIST_MAX || l->more > 1 ||
+                    l->len > PRIV_VOLFILE_LISTING_MAX || l->reserved ||
+                    (size_t) l->len < (size_t) l->n * VOL_WIRE_ENTRY)
+                        return err_set(e, -EINVAL, "VOLFILE_LISTED: n %u, more %u, len %u", l->n,
+                                       l->more, l->len);
+                return 0;
+        }
+        }
 }

@@ -74,8 +74,9 @@
  * the host (nor hold warren-init) itself
  * 4: phase 5's layer storage (LAYER_COMMIT 25, LAYER_REMOVE 26), phase
  * 4b-2, the journal's session with warren-upper: UPPER_SESSION (24) and
- * its reply UPPER_SESSION_STARTED (0x99, 1 fd), and HELPER_START kind
- * FETCH (3, warren-fetch) */
+ * its reply UPPER_SESSION_STARTED (0x99, 1 fd), HELPER_START kind FETCH
+ * (3, warren-fetch), and phase 5's volume files (VOLFILE_OPEN 27,
+ * VOLFILE_OP 28, VOLFILE_LIST 29; replies 0x9b..0x9d) */
 #define PRIV_VERSION 4u
 #define PRIV_MSG_MAX 4096u  /* datagram, header included */
 #define PRIV_PATH_MAX 1024u /* a path field, bytes including the NUL */
@@ -820,6 +821,123 @@ int priv_layer_commit_encode(uint64_t id, const char *tmp, const char *hex, void
 int priv_layer_remove_encode(uint64_t id, uint32_t dir, const char *name, void *buf, size_t size,
                              struct wr_err *e);
 
+/* ---- phase 5: the volume files API (request types 27..29, replies
+ * 0x9b..0x9d, PRIV_VERSION 4; docs/privsep.md "Phase 5, volume files, as
+ * built") ----
+ *
+ * A volume's data/ and .staging/ are root's and its files belong to root
+ * or to the ids sandboxes wrote with, so a warrend running as --user can
+ * neither read nor write them. warren-priv opens <state>/<vol> (as
+ * VOLUME_MOUNT's path, beneath the state dir, no symlink), its mnt (which
+ * must be a mount point: the volume mounted) and mnt/data, mnt/.staging
+ * (O_NOFOLLOW), and resolves every user path inside data/ with the file
+ * API of src/volume/file.c (openat2 RESOLVE_IN_ROOT | NO_MAGICLINKS |
+ * NO_XDEV; the last step by an *at() call that does not follow). Every
+ * request carries exactly 1 fd: a sealed memfd (F_SEAL_WRITE | SHRINK |
+ * GROW | SEAL) of exactly path_len + after_len bytes: the user path, then
+ * (LIST) the path to list after; each passes vol_path_check (relative, no
+ * "..", no NUL or newline, components <= 255, <= 4096 bytes): paths of
+ * up to 4096 bytes do not fit a datagram, so they never travel in one.
+ *   VOLFILE_OPEN  op READ  -> VOLFILE_OPENED + 1 fd: the regular file
+ *                          opened O_RDONLY (tmp "")
+ *                 op PUT   -> VOLFILE_OPENED + 1 fd: a new temp file in
+ *                          .staging/ open for writing (its name in tmp),
+ *                          the path's parent dirs made (0755)
+ *   VOLFILE_OP    op STAT  -> VOLFILE_STATED (a final symlink not
+ *                          followed; path "" = data/ itself)
+ *                 op REMOVE -> RESULT (a file, symlink or empty dir)
+ *                 op COMMIT -> VOLFILE_STATED: tmp (a regular file in
+ *                          .staging/) chmod'ed to mode, fsync'ed, renamed
+ *                          over path (parent dirs made again), the dir
+ *                          fsync'ed; on failure tmp is removed
+ *                 op ABORT -> RESULT: tmp removed
+ *   VOLFILE_LIST  op LIST  -> VOLFILE_LISTED + 1 fd: a sealed memfd of
+ *                          len bytes, n entries (volume.h: vol_files_encode,
+ *                          decoded by vol_files_decode), more: 1 when
+ *                          entries remain after the limit
+ * A failure is RESULT {err, value = the wr_status the file API chose
+ * (NOT_FOUND, FAILED_PRECONDITION, INVALID_ARGUMENT, RESOURCE_EXHAUSTED,
+ * ...; 0: derive it from err), msg}. */
+enum priv_volfile_type {
+        PRIV_VOLFILE_OPEN = 27,
+        PRIV_VOLFILE_OP = 28,
+        PRIV_VOLFILE_LIST = 29,
+        /* replies */
+        PRIV_VOLFILE_OPENED = 0x9b, /* + 1 fd */
+        PRIV_VOLFILE_STATED = 0x9c,
+        PRIV_VOLFILE_LISTED = 0x9d, /* + 1 fd */
+};
+
+enum priv_volfile_op {
+        PRIV_VOLFILE_READ = 1,   /* VOLFILE_OPEN */
+        PRIV_VOLFILE_PUT = 2,    /* VOLFILE_OPEN */
+        PRIV_VOLFILE_STAT = 3,   /* VOLFILE_OP */
+        PRIV_VOLFILE_REMOVE = 4, /* VOLFILE_OP */
+        PRIV_VOLFILE_COMMIT = 5, /* VOLFILE_OP */
+        PRIV_VOLFILE_ABORT = 6,  /* VOLFILE_OP */
+        PRIV_VOLFILE_LS = 7,     /* VOLFILE_LIST */
+};
+
+#define PRIV_VOLFILE_VOL_MAX 136u  /* "volumes/<env>/<name>" + NUL: 8 + 63 + 1 + 63 + 1 */
+#define PRIV_VOLFILE_TMP_MAX 24u   /* = VOL_PUT_TMP_MAX: "put-" + 16 hex + NUL, padded */
+#define PRIV_VOLFILE_PATH_MAX 4096u /* = VOL_PATH_MAX: path_len, after_len at most */
+#define PRIV_VOLFILE_LIST_MAX 1000u /* = VOL_LIST_MAX: LIST's limit at most */
+/* a listing's memfd at most: every entry a header and a longest path */
+#define PRIV_VOLFILE_LISTING_MAX (PRIV_VOLFILE_LIST_MAX * (32u + PRIV_VOLFILE_PATH_MAX))
+
+struct priv_volfile {
+        char vol[PRIV_VOLFILE_VOL_MAX]; /* priv_volume_path_check */
+        uint32_t op;                    /* enum priv_volfile_op, of the type's */
+        uint32_t mode;                  /* PUT, COMMIT: 0..07777 (0 = 0644); else 0 */
+        uint32_t path_len;  /* the path's bytes in the memfd: READ, PUT, REMOVE, COMMIT
+                             * 1..4096; STAT, LIST 0..4096; ABORT 0 */
+        uint32_t after_len; /* LIST: 0..4096; else 0 */
+        uint32_t limit;     /* LIST: 1..PRIV_VOLFILE_LIST_MAX; else 0 */
+        uint32_t reserved;
+        char tmp[PRIV_VOLFILE_TMP_MAX]; /* COMMIT, ABORT: vol_put_tmp_ok; else "" */
+};
+
+struct priv_volfile_opened {
+        uint64_t served, served_total, refused; /* as RESULT's */
+        char tmp[PRIV_VOLFILE_TMP_MAX];         /* READ: ""; PUT: vol_put_tmp_ok */
+};
+
+struct priv_volfile_stated {
+        uint64_t served, served_total, refused; /* as RESULT's */
+        uint32_t kind;                          /* enum vol_file_kind: 1..4 */
+        uint32_t mode;                          /* 0..07777 */
+        uint64_t size;
+        int64_t mtime_ns;
+};
+
+struct priv_volfile_listed {
+        uint64_t served, served_total, refused; /* as RESULT's */
+        uint32_t n;    /* entries: 0..PRIV_VOLFILE_LIST_MAX */
+        uint32_t more; /* 0 or 1 */
+        uint32_t len;  /* the memfd's bytes: 0..PRIV_VOLFILE_LISTING_MAX */
+        uint32_t reserved;
+};
+
+/* Pure: the paths of a decoded VOLFILE request from its memfd's bytes
+ * buf[0..len): exactly path_len + after_len bytes, each part passing
+ * vol_path_check ("path", "after"); copied NUL-terminated into path and
+ * after (PRIV_VOLFILE_PATH_MAX + 1 bytes each). 0, or -EINVAL /
+ * -EPROTO with e (the status of vol_path_check's refusal kept). */
+int priv_volfile_paths_decode(const struct priv_volfile *v, const void *buf, size_t len,
+                              char path[PRIV_VOLFILE_PATH_MAX + 1],
+                              char after[PRIV_VOLFILE_PATH_MAX + 1], struct wr_err *e);
+
+/* Encoders. The request: v's fields checked as the decoder does (the
+ * memfd is the caller's to send along). */
+int priv_volfile_encode(uint64_t id, uint32_t type, const struct priv_volfile *v, void *buf,
+                        size_t size, struct wr_err *e);
+int priv_volfile_opened_encode(uint64_t id, const struct priv_volfile_opened *o, void *buf,
+                               size_t size);
+int priv_volfile_stated_encode(uint64_t id, const struct priv_volfile_stated *s, void *buf,
+                               size_t size);
+int priv_volfile_listed_encode(uint64_t id, const struct priv_volfile_listed *l, void *buf,
+                               size_t size);
+
 /* How many fds a message of type carries (the table's count; for the
  * config messages the least, 1: they carry 1 + n_bind; 0 for an unknown
  * type). */
@@ -854,6 +972,8 @@ struct priv_req {
                 /* phase 5, layer storage */
                 struct priv_layer_commit layer_commit;
                 struct priv_layer_remove layer_remove;
+                /* phase 5, volume files */
+                struct priv_volfile volfile;
         };
 };
 
@@ -875,6 +995,10 @@ struct priv_reply {
                 struct priv_upper_started upper_started; /* 4b-2, the journal */
                 /* phase 3, the helpers */
                 struct priv_helper_started helper_started;
+                /* phase 5, volume files */
+                struct priv_volfile_opened volfile_opened;
+                struct priv_volfile_stated volfile_stated;
+                struct priv_volfile_listed volfile_listed;
         };
 };
 

@@ -14,12 +14,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/mount.h>
+#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <sched.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include "basic/ext4img.h"
@@ -71,6 +75,61 @@ static int unmount_at(int dfd) {
                 n++;
         }
         return n;
+}
+
+/* phase 5: a dropped warrend lives in a mount namespace of its own (a
+ * slave of the host's: it receives new mounts only when the host's / is
+ * shared, which not every host's is). The volume mount is mirrored there
+ * at the same path, so that warrend's view of <vol>/mnt/data (a sandbox's
+ * bind source, which warrend opens by path) is the volume and not the
+ * empty dir beneath. vdir: the volume dir (its host path names it in
+ * warrend's namespace too: the state dir is bound onto itself there);
+ * tree: a detached clone of the new mount, or -EBADF to detach only. A
+ * forked child joins warrend's namespace (warrend is warren-priv's
+ * parent), opens the dir there with no symlink on the way, detaches what
+ * is stacked on its mnt and moves tree onto it. Best effort: 0 when
+ * warrend shares our namespace (no --user) or it was done, else -errno. */
+static int mirror(int vdir, int tree) {
+        char link[64], path[PATH_MAX], ns[64];
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", vdir);
+        ssize_t n = readlink(link, path, sizeof(path) - 1);
+        if (n <= 0 || path[0] != '/')
+                return -EINVAL;
+        path[n] = 0;
+        snprintf(ns, sizeof(ns), "/proc/%d/ns/mnt", (int) getppid());
+        struct stat a, b;
+        if (stat("/proc/self/ns/mnt", &a) < 0 || stat(ns, &b) < 0)
+                return -errno;
+        if (a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+                return 0;
+        int nsfd = open(ns, O_RDONLY | O_CLOEXEC);
+        if (nsfd < 0)
+                return -errno;
+        pid_t pid = fork();
+        if (pid == 0) {
+                struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                                       .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+                if (setns(nsfd, CLONE_NEWNS) < 0)
+                        _exit(10);
+                int d = (int) syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+                if (d < 0 || unmount_at(d) < 0)
+                        _exit(11);
+                if (tree < 0)
+                        _exit(0);
+                int mnt = openat(d, "mnt", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (mnt < 0 || syscall(SYS_move_mount, tree, "", mnt, "",
+                                       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                        _exit(12);
+                _exit(0);
+        }
+        close(nsfd);
+        if (pid < 0)
+                return -errno;
+        int st = 0;
+        while (waitpid(pid, &st, __WALL) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
 }
 
 static int do_mount(const struct priv_volume *v, struct priv_result *res, int *out_fd) {
@@ -146,6 +205,14 @@ static int do_mount(const struct priv_volume *v, struct priv_result *res, int *o
                         goto out;
                 }
         }
+        /* a dropped warrend's own mount namespace gets a clone (phase 5) */
+        int tree = (int) syscall(SYS_open_tree, mfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+                                                                 AT_EMPTY_PATH);
+        if (tree < 0 || (r = mirror(dfd, tree)) < 0)
+                log_warn("warren-priv: mount volume %s in warrend's mount namespace: %s", v->path,
+                         strerror(tree < 0 ? errno : -r));
+        if (tree >= 0)
+                close(tree);
         *out_fd = mfd;
         mfd = -EBADF;
         r = 1;
@@ -169,6 +236,19 @@ static int do_unmount(const struct priv_volume *v, struct priv_result *res) {
         if (dfd < 0)
                 return vfail(res, dfd, "unmount volume %s: %s", v->path, strerror(-dfd));
         int n = unmount_at(dfd);
+        int m = mirror(dfd, -EBADF); /* phase 5: warrend's own clone */
+        if (m < 0)
+                log_debug("warren-priv: unmount volume %s in warrend's mount namespace: %s",
+                          v->path, strerror(-m));
+        /* phase 5: the empty mount point goes too (made again by the next
+         * VOLUME_MOUNT). A dropped warrend's namespace may hold a copy of
+         * a mount it inherited at its start, hidden beneath its bind of the
+         * state dir where no unmount reaches it; removing the dentry here
+         * detaches every mount on it in every namespace (and frees the
+         * loop device), so that warrend can remove the volume dir. Still
+         * mounted here (EBUSY) or already gone: left as it is. */
+        if (n >= 0)
+                (void) unlinkat(dfd, "mnt", AT_REMOVEDIR);
         close(dfd);
         if (n < 0)
                 return vfail(res, n, "unmount volume %s: %s", v->path, strerror(-n));

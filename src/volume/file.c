@@ -44,66 +44,6 @@ static void closedirp(DIR **d) {
                 closedir(*d);
 }
 
-int vol_path_check(const char *field, const char *path, size_t len, bool allow_empty,
-                   struct wr_err *e) {
-        if (len == 0)
-                return allow_empty ? 0
-                                   : INVALID(e,
-                                             "%s: empty; give a path relative to the "
-                                             "volume's root",
-                                             field);
-        if (memchr(path, 0, len))
-                return INVALID(e, "%s: contains a NUL byte; file names cannot", field);
-        if (memchr(path, '\n', len))
-                return INVALID(e, "%s: contains a newline; give a name without one", field);
-        if (len > VOL_PATH_MAX)
-                return INVALID(e, "%s: %zu bytes long; give at most %d", field, len, VOL_PATH_MAX);
-        if (path[0] == '/')
-                return INVALID(e,
-                               "%s: \"%.*s\" is absolute; give a path relative to the volume's "
-                               "root",
-                               field, (int) (len < 80 ? len : 80), path);
-        for (size_t i = 0; i < len;) {
-                const char *slash = memchr(path + i, '/', len - i);
-                size_t n = slash ? (size_t) (slash - (path + i)) : len - i;
-                if (n > VOL_COMPONENT_MAX)
-                        return INVALID(e,
-                                       "%s: a component is %zu bytes long; give names of at "
-                                       "most %d bytes",
-                                       field, n, VOL_COMPONENT_MAX);
-                if (n == 2 && path[i] == '.' && path[i + 1] == '.')
-                        return INVALID(e,
-                                       "%s: \"%.*s\" has a \"..\" component; give a path inside "
-                                       "the volume without \"..\"",
-                                       field, (int) (len < 80 ? len : 80), path);
-                i += n + 1;
-        }
-        return 0;
-}
-
-/* path without empty and "." components ("" for the root); *ret heap. */
-static int normalize(const char *path, char **ret) {
-        size_t len = strlen(path);
-        char *out = malloc(len + 1), *o = out;
-        if (!out)
-                return -ENOMEM;
-        for (const char *p = path; *p;) {
-                size_t n = strcspn(p, "/");
-                if (n && !(n == 1 && p[0] == '.')) {
-                        if (o != out)
-                                *o++ = '/';
-                        memcpy(o, p, n);
-                        o += n;
-                }
-                p += n;
-                while (*p == '/')
-                        p++;
-        }
-        *o = 0;
-        *ret = out;
-        return 0;
-}
-
 /* The parent of a normalized, non-empty path ("" for the root), heap. */
 static char *dir_dup(const char *norm) {
         const char *slash = strrchr(norm, '/');
@@ -175,19 +115,6 @@ static int dir_open(int data_fd, const char *dir, bool mkdirs, const char *field
         }
 }
 
-void vol_file_clear(struct vol_file *f) {
-        if (!f)
-                return;
-        free(f->path);
-        memset(f, 0, sizeof(*f));
-}
-
-void vol_files_free(struct vol_file *files, size_t n) {
-        for (size_t i = 0; files && i < n; i++)
-                vol_file_clear(&files[i]);
-        free(files);
-}
-
 static enum vol_file_kind kind_of(mode_t m) {
         return S_ISREG(m)   ? VOL_FILE_REGULAR
                : S_ISDIR(m) ? VOL_FILE_DIRECTORY
@@ -212,10 +139,14 @@ struct vol_put {
         int stage_fd, parent_fd, fd;
         char *path; /* normalized */
         const char *leaf;
-        char tmp[40];
+        char tmp[VOL_PUT_TMP_MAX];
         mode_t mode;
         uint64_t size, flushed;
         bool committed;
+        /* vol_put_remote: the temp file is another process's (warren-priv's)
+         * to commit or remove; stage_fd and parent_fd are not used */
+        const struct vol_put_ops *ops;
+        void *ops_data;
 };
 
 /* Writeback is started every this many bytes while a file arrives, so the
@@ -225,7 +156,12 @@ struct vol_put {
 void vol_put_free(struct vol_put *p) {
         if (!p)
                 return;
-        if (p->fd >= 0 && !p->committed)
+        if (p->ops) {
+                if (!p->committed)
+                        p->ops->abort(p->ops_data, p->tmp);
+                if (p->ops->release)
+                        p->ops->release(p->ops_data);
+        } else if (p->fd >= 0 && !p->committed)
                 (void) unlinkat(p->stage_fd, p->tmp, 0);
         safe_close(p->fd);
         safe_close(p->stage_fd);
@@ -244,14 +180,16 @@ static int full(struct wr_err *e) {
                         "bigger volume");
 }
 
-int vol_put_begin(int data_fd, int stage_fd, const char *path, mode_t mode, struct vol_put **ret,
-                  struct wr_err *e) {
+/* A new vol_put for path (normalized into it) with its parent dir made
+ * and opened and stage_fd dup'd; the leaf must not be a directory. */
+static int put_new(int data_fd, int stage_fd, const char *path, mode_t mode, struct vol_put **ret,
+                   struct wr_err *e) {
         _cleanup_(vol_put_freep) struct vol_put *p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
         p->stage_fd = p->parent_fd = p->fd = -EBADF;
         p->mode = (mode & 07777) ? (mode & 07777) : 0644;
-        int r = normalize(path, &p->path);
+        int r = vol_path_normalize(path, &p->path);
         if (r < 0)
                 return r;
         if (!*p->path)
@@ -267,6 +205,16 @@ int vol_put_begin(int data_fd, int stage_fd, const char *path, mode_t mode, stru
                 return PRECONDITION(e, -EISDIR, "meta.path: \"%.80s\" is a directory", p->path);
         if ((p->stage_fd = fcntl(stage_fd, F_DUPFD_CLOEXEC, 3)) < 0)
                 return err_set(e, -errno, "dup: %m");
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+int vol_put_begin(int data_fd, int stage_fd, const char *path, mode_t mode, struct vol_put **ret,
+                  struct wr_err *e) {
+        _cleanup_(vol_put_freep) struct vol_put *p = NULL;
+        int r = put_new(data_fd, stage_fd, path, mode, &p, e);
+        if (r < 0)
+                return r;
         for (int tries = 0; p->fd < 0; tries++) {
                 uint64_t rnd = 0;
                 if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) < 0)
@@ -307,6 +255,12 @@ int vol_put_write(struct vol_put *p, const void *buf, size_t n, struct wr_err *e
 }
 
 int vol_put_commit(struct vol_put *p, struct vol_file *ret, struct wr_err *e) {
+        if (p->ops) {
+                int r = p->ops->commit(p->ops_data, p->tmp, p->path, p->mode, ret, e);
+                if (r >= 0)
+                        p->committed = true;
+                return r;
+        }
         if (fchmod(p->fd, p->mode) < 0)
                 return err_set(e, -errno, "chmod %s: %m", p->path);
         if (fsync(p->fd) < 0) {
@@ -329,6 +283,59 @@ int vol_put_commit(struct vol_put *p, struct vol_file *ret, struct wr_err *e) {
         if (fstat(p->fd, &st) < 0)
                 return err_set(e, -errno, "stat %s: %m", p->path);
         return file_fill(p->path, &st, ret);
+}
+
+int vol_put_take(struct vol_put *p, int *ret_fd, char tmp[VOL_PUT_TMP_MAX]) {
+        int fd = fcntl(p->fd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return -errno;
+        memcpy(tmp, p->tmp, VOL_PUT_TMP_MAX);
+        p->committed = true; /* the temp file stays: the taker's now */
+        *ret_fd = fd;
+        return 0;
+}
+
+int vol_put_resume(int data_fd, int stage_fd, const char *tmp, const char *path, mode_t mode,
+                   struct vol_put **ret, struct wr_err *e) {
+        if (!vol_put_tmp_ok(tmp))
+                return err_set(e, -EINVAL, "not a temp file's name");
+        _cleanup_(vol_put_freep) struct vol_put *p = NULL;
+        int r = put_new(data_fd, stage_fd, path, mode, &p, e);
+        if (r < 0) {
+                (void) unlinkat(stage_fd, tmp, 0);
+                return r;
+        }
+        snprintf(p->tmp, sizeof(p->tmp), "%s", tmp);
+        p->fd = openat(p->stage_fd, tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (p->fd < 0 || fstat(p->fd, &st) < 0)
+                return err_set(e, -errno, "open the temp file of %.80s: %m", p->path);
+        if (!S_ISREG(st.st_mode))
+                return err_set(e, -EINVAL, "the temp file of %.80s is not a regular file",
+                               p->path);
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+int vol_put_remote(int fd, const char *tmp, const char *path, mode_t mode,
+                   const struct vol_put_ops *ops, void *ops_data, struct vol_put **ret) {
+        struct vol_put *p = calloc(1, sizeof(*p));
+        if (!p)
+                return -ENOMEM;
+        p->stage_fd = p->parent_fd = -EBADF;
+        p->fd = fd;
+        p->mode = (mode & 07777) ? (mode & 07777) : 0644;
+        snprintf(p->tmp, sizeof(p->tmp), "%s", tmp);
+        p->ops = ops;
+        p->ops_data = ops_data;
+        if (vol_path_normalize(path, &p->path) < 0) {
+                p->fd = -EBADF; /* the caller's on failure */
+                p->ops = NULL;
+                vol_put_free(p);
+                return -ENOMEM;
+        }
+        *ret = p;
+        return 0;
 }
 
 /* ---- reading, stat, remove ---- */
@@ -357,7 +364,7 @@ static int open_err(int r, const char *field, const char *path, struct wr_err *e
 
 int vol_file_open(int data_fd, const char *path, int *ret_fd, struct stat *st, struct wr_err *e) {
         _cleanup_free_ char *norm = NULL;
-        int r = normalize(path, &norm);
+        int r = vol_path_normalize(path, &norm);
         if (r < 0)
                 return r;
         /* O_NONBLOCK: a FIFO opens at once (and is refused below) */
@@ -389,7 +396,7 @@ static int parent_open(int data_fd, const char *norm, const char **leaf, struct 
 
 int vol_file_stat(int data_fd, const char *path, struct vol_file *ret, struct wr_err *e) {
         _cleanup_free_ char *norm = NULL;
-        int r = normalize(path, &norm);
+        int r = vol_path_normalize(path, &norm);
         if (r < 0)
                 return r;
         struct stat st;
@@ -410,7 +417,7 @@ int vol_file_stat(int data_fd, const char *path, struct vol_file *ret, struct wr
 
 int vol_file_remove(int data_fd, const char *path, struct wr_err *e) {
         _cleanup_free_ char *norm = NULL;
-        int r = normalize(path, &norm);
+        int r = vol_path_normalize(path, &norm);
         if (r < 0)
                 return r;
         if (!*norm)
@@ -429,24 +436,6 @@ int vol_file_remove(int data_fd, const char *path, struct wr_err *e) {
 }
 
 /* ---- listing ---- */
-
-/* Compare two paths component by component (byte-wise). */
-static int path_cmp(const char *a, const char *b) {
-        for (;;) {
-                size_t na = strcspn(a, "/"), nb = strcspn(b, "/");
-                int c = memcmp(a, b, na < nb ? na : nb);
-                if (c)
-                        return c;
-                if (na != nb)
-                        return na < nb ? -1 : 1;
-                a += na;
-                b += nb;
-                if (!*a || !*b)
-                        return !*a && !*b ? 0 : !*a ? -1 : 1;
-                a++;
-                b++;
-        }
-}
 
 /* Is dir an ancestor of p (p under dir/)? */
 static bool is_ancestor(const char *dir, const char *p) {
@@ -511,7 +500,7 @@ static int list_dir(struct lister *l, int dfd, const char *base, int depth) {
                 if (l->after && *l->after) {
                         if (is_ancestor(path, l->after))
                                 descend_only = true;
-                        else if (path_cmp(path, l->after) <= 0)
+                        else if (vol_path_cmp(path, l->after) <= 0)
                                 continue;
                 }
                 struct stat st;
@@ -565,8 +554,8 @@ int vol_files_list(int data_fd, const char *prefix, const char *after, size_t li
         *n_ret = 0;
         *more = false;
         _cleanup_free_ char *norm = NULL, *after_norm = NULL;
-        int r = normalize(prefix, &norm);
-        if (r < 0 || (after && (r = normalize(after, &after_norm)) < 0))
+        int r = vol_path_normalize(prefix, &norm);
+        if (r < 0 || (after && (r = vol_path_normalize(after, &after_norm)) < 0))
                 return r;
         _cleanup_close_ int dir = dir_open(data_fd, norm, false, "prefix", e);
         if (dir < 0)

@@ -36,8 +36,9 @@ static inline void closedirp(DIR **d) {
 struct vol {
         char env[VOL_NAME_MAX + 1];
         char name[VOL_NAME_MAX + 1];
-        int data_fd;  /* O_PATH | O_DIRECTORY: mnt/data */
-        int stage_fd; /* O_DIRECTORY: mnt/.staging */
+        int data_fd;  /* O_PATH | O_DIRECTORY: mnt/data (-EBADF with --privsep) */
+        int stage_fd; /* O_DIRECTORY: mnt/.staging (-EBADF with --privsep) */
+        int root_fd;  /* --privsep: O_PATH, the mount's root (statfs); else -EBADF */
         struct vol *next;
 };
 
@@ -150,22 +151,12 @@ static void dir_remove(const struct vol_manager *m, const char *dir) {
  * (made when missing; .staging emptied: a PutFile cut short leaves its
  * temp file there). */
 /* mount_volume by warren-priv (--privsep): it mounts, makes the dirs and
- * empties .staging; the dirs are opened here from the mount's root. */
-static int mount_volume_priv(struct priv_client *priv, const char *dir, int *ret_data,
-                             int *ret_stage, struct wr_err *e) {
-        _cleanup_close_ int root = -EBADF;
-        int r = priv_volume_mount(priv, dir, 0, &root, e);
-        if (r < 0)
-                return r;
-        _cleanup_close_ int data =
-                openat(root, "data", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        _cleanup_close_ int stage =
-                openat(root, ".staging", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (data < 0 || stage < 0)
-                return err_set(e, -errno, "open the volume's dirs in %s/mnt: %m", dir);
-        *ret_data = TAKE_FD(data);
-        *ret_stage = TAKE_FD(stage);
-        return 0;
+ * empties .staging. warrend keeps only the mount root's O_PATH fd (for
+ * statfs): data/ and .staging/ are root's, and the files API goes through
+ * warren-priv (VOLFILE_*: the *_in calls below). */
+static int mount_volume_priv(struct priv_client *priv, const char *dir, int *ret_root,
+                             struct wr_err *e) {
+        return priv_volume_mount(priv, dir, 0, ret_root, e);
 }
 
 static int mount_volume(const char *dir, int *ret_data, int *ret_stage, struct wr_err *e) {
@@ -215,6 +206,7 @@ static struct vol *find(struct vol_manager *m, const char *env, const char *name
 static void vol_free(struct vol *v) {
         safe_close(v->data_fd);
         safe_close(v->stage_fd);
+        safe_close(v->root_fd);
         free(v);
 }
 
@@ -245,10 +237,10 @@ static int get_mounted(struct vol_manager *m, const char *env, const char *name,
         v = calloc(1, sizeof(*v));
         if (!v)
                 return -ENOMEM;
-        v->data_fd = v->stage_fd = -EBADF;
+        v->data_fd = v->stage_fd = v->root_fd = -EBADF;
         snprintf(v->env, sizeof(v->env), "%s", env);
         snprintf(v->name, sizeof(v->name), "%s", name);
-        if ((r = m->priv ? mount_volume_priv(m->priv, dir, &v->data_fd, &v->stage_fd, e)
+        if ((r = m->priv ? mount_volume_priv(m->priv, dir, &v->root_fd, e)
                          : mount_volume(dir, &v->data_fd, &v->stage_fd, e)) < 0) {
                 vol_free(v);
                 return err_prefix(e, r, "mount volume %s", name);
@@ -272,7 +264,7 @@ static int info_fill(struct vol_manager *m, const char *env, const char *name, s
         store_volume_clear(&row);
         snprintf(ret->name, sizeof(ret->name), "%s", name);
         struct statvfs sv;
-        if (fstatvfs(v->stage_fd, &sv) == 0) {
+        if (fstatvfs(v->root_fd >= 0 ? v->root_fd : v->stage_fd, &sv) == 0) {
                 ret->max_bytes = (uint64_t) sv.f_blocks * sv.f_frsize;
                 ret->used_bytes = (uint64_t) (sv.f_blocks - sv.f_bfree) * sv.f_frsize;
                 ret->max_inodes = sv.f_files;
@@ -490,6 +482,11 @@ int vol_open(struct vol_manager *m, const char *env, const char *name, int *ret_
         int r = get_mounted(m, env, name, &v, e);
         if (r < 0)
                 return r;
+        if (m->priv)
+                return err_set(e, -EOPNOTSUPP,
+                               "volume %s: its dirs are warren-priv's (--privsep): use the *_in "
+                               "calls",
+                               name);
         _cleanup_close_ int d = fcntl(v->data_fd, F_DUPFD_CLOEXEC, 3);
         if (d < 0)
                 return err_set(e, -errno, "dup: %m");
@@ -608,4 +605,200 @@ void vol_manager_free(struct vol_manager *m) {
         }
         free(m->dir);
         free(m);
+}
+
+/* ---- the file API by volume name: in process, or through warren-priv
+ * (--privsep: VOLFILE_*, docs/privsep.md "Phase 5, volume files, as
+ * built") ---- */
+
+/* The mounted volume's dir for a VOLFILE request (m->priv set): *ret
+ * heap, the caller's. */
+static int priv_dir(struct vol_manager *m, const char *env, const char *name, char **ret,
+                    struct wr_err *e) {
+        struct vol *v;
+        int r = get_mounted(m, env, name, &v, e);
+        if (r < 0)
+                return r;
+        return vol_dir(m, env, name, NULL, ret);
+}
+
+/* A VOLFILE_STATED answer for path as the file API reports it. */
+static int stated_file(const struct priv_volfile_stated *st, const char *path,
+                       struct vol_file *ret) {
+        *ret = (struct vol_file){.kind = (enum vol_file_kind) st->kind,
+                                 .size = st->size,
+                                 .mode = (mode_t) st->mode,
+                                 .mtime_ns = st->mtime_ns};
+        return vol_path_normalize(path, &ret->path);
+}
+
+/* A put's end through warren-priv (struct vol_put_ops). */
+struct put_remote {
+        struct priv_client *priv;
+        char *dir;
+};
+
+static int put_remote_commit(void *data, const char *tmp, const char *path, mode_t mode,
+                             struct vol_file *ret, struct wr_err *e) {
+        struct put_remote *pr = data;
+        static _Thread_local struct priv_reply rep;
+        int r = priv_volfile(pr->priv, pr->dir, PRIV_VOLFILE_COMMIT, path, NULL, mode, 0, tmp,
+                             &rep, NULL, e);
+        if (r < 0)
+                return r;
+        return stated_file(&rep.volfile_stated, path, ret);
+}
+
+static void put_remote_abort(void *data, const char *tmp) {
+        struct put_remote *pr = data;
+        static _Thread_local struct priv_reply rep;
+        struct wr_err e = {0};
+        if (priv_volfile(pr->priv, pr->dir, PRIV_VOLFILE_ABORT, "", NULL, 0, 0, tmp, &rep, NULL,
+                         &e) < 0)
+                log_debug("volumes: drop temp file %s: %s", tmp, e.msg);
+}
+
+static void put_remote_release(void *data) {
+        struct put_remote *pr = data;
+        free(pr->dir);
+        free(pr);
+}
+
+static const struct vol_put_ops put_remote_ops = {
+        .commit = put_remote_commit,
+        .abort = put_remote_abort,
+        .release = put_remote_release,
+};
+
+int vol_put_begin_in(struct vol_manager *m, const char *env, const char *name, const char *path,
+                     mode_t mode, struct vol_put **ret, struct wr_err *e) {
+        int r;
+        if (!m->priv) {
+                _cleanup_close_ int data = -EBADF, stage = -EBADF;
+                if ((r = vol_open(m, env, name, &data, &stage, e)) < 0)
+                        return r;
+                return vol_put_begin(data, stage, path, mode, ret, e);
+        }
+        struct put_remote *pr = calloc(1, sizeof(*pr));
+        if (!pr)
+                return -ENOMEM;
+        pr->priv = m->priv;
+        if ((r = priv_dir(m, env, name, &pr->dir, e)) < 0) {
+                free(pr);
+                return r;
+        }
+        static _Thread_local struct priv_reply rep;
+        int fd = -EBADF;
+        r = priv_volfile(m->priv, pr->dir, PRIV_VOLFILE_PUT, path, NULL, mode, 0, NULL, &rep, &fd,
+                         e);
+        if (r < 0) {
+                put_remote_release(pr);
+                return r;
+        }
+        r = vol_put_remote(fd, rep.volfile_opened.tmp, path, mode, &put_remote_ops, pr, ret);
+        if (r < 0) {
+                close(fd);
+                put_remote_abort(pr, rep.volfile_opened.tmp);
+                put_remote_release(pr);
+        }
+        return r;
+}
+
+int vol_file_open_in(struct vol_manager *m, const char *env, const char *name, const char *path,
+                     int *ret_fd, struct stat *st, struct wr_err *e) {
+        _cleanup_close_ int data = -EBADF;
+        _cleanup_free_ char *dir = NULL;
+        int r;
+        if (!m->priv)
+                return (r = vol_open(m, env, name, &data, NULL, e)) < 0
+                               ? r
+                               : vol_file_open(data, path, ret_fd, st, e);
+        if ((r = priv_dir(m, env, name, &dir, e)) < 0)
+                return r;
+        static _Thread_local struct priv_reply rep;
+        _cleanup_close_ int fd = -EBADF;
+        if ((r = priv_volfile(m->priv, dir, PRIV_VOLFILE_READ, path, NULL, 0, 0, NULL, &rep, &fd,
+                              e)) < 0)
+                return r;
+        /* warren-priv checked it on this very fd; checked again here */
+        if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode))
+                return err_set(e, -EPROTO, "warren-priv answered a file that is not regular");
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int vol_file_stat_in(struct vol_manager *m, const char *env, const char *name, const char *path,
+                     struct vol_file *ret, struct wr_err *e) {
+        _cleanup_close_ int data = -EBADF;
+        _cleanup_free_ char *dir = NULL;
+        int r;
+        if (!m->priv)
+                return (r = vol_open(m, env, name, &data, NULL, e)) < 0
+                               ? r
+                               : vol_file_stat(data, path, ret, e);
+        if ((r = priv_dir(m, env, name, &dir, e)) < 0)
+                return r;
+        static _Thread_local struct priv_reply rep;
+        if ((r = priv_volfile(m->priv, dir, PRIV_VOLFILE_STAT, path, NULL, 0, 0, NULL, &rep, NULL,
+                              e)) < 0)
+                return r;
+        return stated_file(&rep.volfile_stated, path, ret);
+}
+
+int vol_file_remove_in(struct vol_manager *m, const char *env, const char *name, const char *path,
+                       struct wr_err *e) {
+        _cleanup_close_ int data = -EBADF;
+        _cleanup_free_ char *dir = NULL;
+        int r;
+        if (!m->priv)
+                return (r = vol_open(m, env, name, &data, NULL, e)) < 0
+                               ? r
+                               : vol_file_remove(data, path, e);
+        if ((r = priv_dir(m, env, name, &dir, e)) < 0)
+                return r;
+        static _Thread_local struct priv_reply rep;
+        r = priv_volfile(m->priv, dir, PRIV_VOLFILE_REMOVE, path, NULL, 0, 0, NULL, &rep, NULL, e);
+        return r < 0 ? r : 0;
+}
+
+int vol_files_list_in(struct vol_manager *m, const char *env, const char *name, const char *prefix,
+                      const char *after, size_t limit, struct vol_file **ret, size_t *n_ret,
+                      bool *more, struct wr_err *e) {
+        _cleanup_close_ int data = -EBADF;
+        _cleanup_free_ char *dir = NULL, *norm = NULL, *buf = NULL;
+        int r;
+        *ret = NULL;
+        *n_ret = 0;
+        *more = false;
+        if (!m->priv)
+                return (r = vol_open(m, env, name, &data, NULL, e)) < 0
+                               ? r
+                               : vol_files_list(data, prefix, after, limit, ret, n_ret, more, e);
+        if ((r = priv_dir(m, env, name, &dir, e)) < 0)
+                return r;
+        if (!limit || limit > VOL_LIST_MAX)
+                limit = VOL_LIST_MAX;
+        static _Thread_local struct priv_reply rep;
+        _cleanup_close_ int fd = -EBADF;
+        if ((r = priv_volfile(m->priv, dir, PRIV_VOLFILE_LS, prefix, after, 0, (uint32_t) limit,
+                              NULL, &rep, &fd, e)) < 0)
+                return r;
+        const struct priv_volfile_listed *l = &rep.volfile_listed;
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t) st.st_size != l->len)
+                return err_set(e, -EPROTO, "warren-priv's listing: not %u bytes", l->len);
+        if (!(buf = malloc(l->len ? l->len : 1)))
+                return -ENOMEM;
+        for (size_t off = 0; off < l->len;) {
+                ssize_t n = pread(fd, buf + off, l->len - off, (off_t) off);
+                if (n <= 0)
+                        return err_set(e, n < 0 ? -errno : -EIO, "read warren-priv's listing");
+                off += (size_t) n;
+        }
+        if ((r = vol_path_normalize(prefix, &norm)) < 0 ||
+            (r = vol_files_decode(buf, l->len, l->n, norm, ret, e)) < 0)
+                return r;
+        *n_ret = l->n;
+        *more = l->more;
+        return 0;
 }

@@ -27,6 +27,7 @@
 
 #include "basic/err.h"
 
+struct stat;
 struct store;
 struct vol_manager;
 
@@ -156,6 +157,13 @@ void vol_file_clear(struct vol_file *f);
 /* Free an array of n files (each cleared). NULL ok. */
 void vol_files_free(struct vol_file *files, size_t n);
 
+/* The pure helpers (codec.c; no I/O). path without empty and "."
+ * components ("" for the root): *ret heap, the caller's. -ENOMEM. */
+int vol_path_normalize(const char *path, char **ret);
+/* Compare two normalized paths component by component (byte-wise): the
+ * order of a listing. */
+int vol_path_cmp(const char *a, const char *b);
+
 /* Check a path a client gave for field (e.g. "meta.path"): non-empty,
  * relative, at most VOL_PATH_MAX bytes, no NUL (len is the wire length),
  * no newline, no component longer than VOL_COMPONENT_MAX, none "..";
@@ -167,6 +175,11 @@ int vol_path_check(const char *field, const char *path, size_t len, bool allow_e
 /* A PutFile in progress: a temp file in .staging/ that becomes path on
  * commit. */
 struct vol_put;
+
+/* A temp file's name: "put-" and 16 lower-case hex digits (NUL included:
+ * VOL_PUT_TMP_MAX bytes at most). */
+#define VOL_PUT_TMP_MAX 24
+bool vol_put_tmp_ok(const char *tmp);
 
 /* Start writing path (checked with vol_path_check) of the volume whose
  * data and staging dirs are data_fd and stage_fd (borrowed; dup'd):
@@ -208,3 +221,66 @@ int vol_file_remove(int data_fd, const char *path, struct wr_err *e);
  * *more is set when entries remain. -ENOENT / -ENOTDIR for prefix. */
 int vol_files_list(int data_fd, const char *prefix, const char *after, size_t limit,
                    struct vol_file **ret, size_t *n_ret, bool *more, struct wr_err *e);
+
+/* ---- the file API split across processes (--privsep: warren-priv
+ * resolves and opens inside the volume, warrend writes and reads the fds
+ * it answers; docs/privsep.md "Phase 5, volume files, as built") ---- */
+
+/* Hand the temp file of a begun put out: a dup of its writable fd in
+ * *ret_fd (the caller's) and its name in tmp; p no longer removes it (a
+ * vol_put_resume of the same name commits or drops it). 0 or -errno. */
+int vol_put_take(struct vol_put *p, int *ret_fd, char tmp[VOL_PUT_TMP_MAX]);
+
+/* A put again from its temp file tmp in stage_fd (vol_put_tmp_ok; a
+ * regular file, not followed), path's parent dirs made again (a sandbox
+ * may have removed them meanwhile). Then vol_put_commit (mode set there)
+ * or vol_put_free (removes the temp file). On failure the temp file is
+ * removed. Errors as vol_put_begin, -EINVAL for a bad name. */
+int vol_put_resume(int data_fd, int stage_fd, const char *tmp, const char *path, mode_t mode,
+                   struct vol_put **ret, struct wr_err *e);
+
+/* What a put made elsewhere does at its end (warrend: the requests to
+ * warren-priv). commit: make tmp appear whole as path with mode, fill
+ * *ret (blocking: vol_put_commit runs it on a worker). abort: remove tmp
+ * (best effort). release (may be NULL): free data. */
+struct vol_put_ops {
+        int (*commit)(void *data, const char *tmp, const char *path, mode_t mode,
+                      struct vol_file *ret, struct wr_err *e);
+        void (*abort)(void *data, const char *tmp);
+        void (*release)(void *data);
+};
+
+/* A put whose temp file tmp another process made: fd (taken over on
+ * success) is open for writing it; vol_put_write writes into it,
+ * vol_put_commit and vol_put_free end it through ops (data given to
+ * them; released by vol_put_free). -ENOMEM. */
+int vol_put_remote(int fd, const char *tmp, const char *path, mode_t mode,
+                   const struct vol_put_ops *ops, void *ops_data, struct vol_put **ret);
+
+/* A listing's encoding (VOLFILE_LIST's memfd): per file a 32-byte header
+ * {path_len, kind, mode, reserved 0, size, mtime_ns} then the path's
+ * bytes. vol_files_encode: *ret (heap, the caller's) of *ret_len bytes.
+ * vol_files_decode (pure): exactly n entries filling len bytes, each a
+ * normalized path inside the volume (under prefix/ when prefix is not
+ * ""), not a directory, mode <= 07777, in strictly increasing
+ * vol_path_cmp order; *ret (vol_files_free) or -EPROTO with e. */
+#define VOL_WIRE_ENTRY 32
+#define VOL_LIST_MAX 1000
+int vol_files_encode(const struct vol_file *files, size_t n, void **ret, size_t *ret_len);
+int vol_files_decode(const void *buf, size_t len, size_t n, const char *prefix,
+                     struct vol_file **ret, struct wr_err *e);
+
+/* --- the same file API by volume name (manager.c): without --privsep
+ * vol_open and the fd-based calls above; with it, the VOLFILE requests
+ * to warren-priv. Same errors, same statuses. --- */
+int vol_put_begin_in(struct vol_manager *m, const char *env, const char *name, const char *path,
+                     mode_t mode, struct vol_put **ret, struct wr_err *e);
+int vol_file_open_in(struct vol_manager *m, const char *env, const char *name, const char *path,
+                     int *ret_fd, struct stat *st, struct wr_err *e);
+int vol_file_stat_in(struct vol_manager *m, const char *env, const char *name, const char *path,
+                     struct vol_file *ret, struct wr_err *e);
+int vol_file_remove_in(struct vol_manager *m, const char *env, const char *name, const char *path,
+                       struct wr_err *e);
+int vol_files_list_in(struct vol_manager *m, const char *env, const char *name, const char *prefix,
+                      const char *after, size_t limit, struct vol_file **ret, size_t *n_ret,
+                      bool *more, struct wr_err *e);

@@ -15,7 +15,11 @@
  * 0xf4..0xf7 phase 4b-2's priv_upper_op_decode (what warren-upper reads
  * from warrend in a journal session) and 0xf8..0xfb its
  * priv_upper_reply_decode (what warrend reads back), the same way. (The
- * journal's walk on the wire: fuzz-journal-walk.) */
+ * journal's walk on the wire: fuzz-journal-walk.) Phase 5's volume files:
+ * VOLFILE_OPEN/OP/LIST carry exactly 1 fd (the paths' memfd), their volume
+ * path confined to volumes/, their temp names of the put form; 0xfc..0xfd
+ * priv_volfile_paths_decode (the memfd's bytes) and 0xfe..0xff
+ * vol_files_decode (a listing warrend reads back). */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -25,6 +29,7 @@
 #include <string.h>
 
 #include "priv/priv-proto.h"
+#include "volume/volume.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -321,6 +326,104 @@ static int layer_req_encode(void) {
         return priv_layer_remove_encode(req.hdr.id, m->dir, m->name, out, sizeof(out), &ee);
 }
 
+/* ---- phase 5: volume files ---- */
+
+/* A path the file API accepts: relative, no ".." component, no NUL or
+ * newline (re-checked by hand). */
+static void vol_path_recheck(const char *p, size_t n) {
+        if ((n && p[0] == '/') || memchr(p, 0, n) || memchr(p, '\n', n))
+                abort();
+        for (size_t i = 0; i + 1 < n + 1;) {
+                const char *sl = memchr(p + i, '/', n - i);
+                size_t k = sl ? (size_t) (sl - (p + i)) : n - i;
+                if (k == 2 && p[i] == '.' && p[i + 1] == '.')
+                        abort();
+                i += k + 1;
+        }
+}
+
+/* An accepted VOLFILE request re-checked and re-encoded. */
+static int volfile_req_encode(void) {
+        struct wr_err ee = {0};
+        const struct priv_volfile *v = &req.volfile;
+        const char *env = v->vol + 8, *sl = strchr(env, '/');
+        if (strncmp(v->vol, "volumes/", 8) != 0 || !sl || sl == env || !sl[1] ||
+            strchr(sl + 1, '/') || env[0] == '.' || sl[1] == '.' ||
+            v->path_len > PRIV_VOLFILE_PATH_MAX || v->after_len > PRIV_VOLFILE_PATH_MAX)
+                abort();
+        bool tmp = v->op == PRIV_VOLFILE_COMMIT || v->op == PRIV_VOLFILE_ABORT;
+        if (tmp != (v->tmp[0] != 0) || (tmp && (strncmp(v->tmp, "put-", 4) || strlen(v->tmp) != 20)))
+                abort();
+        return priv_volfile_encode(req.hdr.id, req.hdr.type, v, out, sizeof(out), &ee);
+}
+
+static int volfile_reply_encode(void) {
+        switch (rep.hdr.type) {
+        case PRIV_VOLFILE_OPENED:
+                return priv_volfile_opened_encode(rep.hdr.id, &rep.volfile_opened, out,
+                                                  sizeof(out));
+        case PRIV_VOLFILE_STATED:
+                return priv_volfile_stated_encode(rep.hdr.id, &rep.volfile_stated, out,
+                                                  sizeof(out));
+        default:
+                return priv_volfile_listed_encode(rep.hdr.id, &rep.volfile_listed, out,
+                                                  sizeof(out));
+        }
+}
+
+/* 0xfc, 0xfd: a VOLFILE request's memfd (priv_volfile_paths_decode): a
+ * struct priv_volfile, then the memfd's bytes. Accepted: exactly
+ * path_len + after_len, both paths the file API's. */
+static void volfile_paths_one(const uint8_t *d, size_t n) {
+        static struct priv_volfile v;
+        static char path[PRIV_VOLFILE_PATH_MAX + 1], after[PRIV_VOLFILE_PATH_MAX + 1];
+        if (n < sizeof(v))
+                return;
+        memcpy(&v, d, sizeof(v));
+        struct wr_err e = {0};
+        if (priv_volfile_paths_decode(&v, d + sizeof(v), n - sizeof(v), path, after, &e) < 0) {
+                if (!e.msg[0])
+                        abort();
+                return;
+        }
+        if (n - sizeof(v) != (size_t) v.path_len + v.after_len)
+                abort();
+        vol_path_recheck(path, strlen(path));
+        vol_path_recheck(after, strlen(after));
+        if (strlen(path) != v.path_len || strlen(after) != v.after_len)
+                abort();
+}
+
+/* 0xfe, 0xff: a listing (vol_files_decode, what warrend reads from
+ * VOLFILE_LISTED's memfd): 2 bytes of n, then the bytes. Accepted:
+ * ordered, confined paths, never a directory, re-encodes to the same
+ * bytes. */
+static void volfile_list_one(const uint8_t *d, size_t n) {
+        if (n < 2)
+                return;
+        size_t cnt = (size_t) d[0] | ((size_t) d[1] << 8);
+        struct vol_file *files = NULL;
+        struct wr_err e = {0};
+        if (vol_files_decode(d + 2, n - 2, cnt, "", &files, &e) < 0) {
+                if (!e.msg[0])
+                        abort();
+                return;
+        }
+        for (size_t i = 0; i < cnt; i++) {
+                vol_path_recheck(files[i].path, strlen(files[i].path));
+                if (files[i].kind == VOL_FILE_DIRECTORY ||
+                    (i && vol_path_cmp(files[i - 1].path, files[i].path) >= 0))
+                        abort();
+        }
+        void *buf = NULL;
+        size_t len = 0;
+        if (vol_files_encode(files, cnt, &buf, &len) == 0 &&
+            (len != n - 2 || memcmp(buf, d + 2, len) != 0))
+                abort();
+        free(buf);
+        vol_files_free(files, cnt);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size < 1)
                 return 0;
@@ -332,6 +435,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         session_op_one(data + 1, size - 1, sel & 3);
                 else if (sel < 0xfc)
                         session_reply_one(data + 1, size - 1, sel & 3);
+                else if (sel < 0xfe) /* phase 5, volume files */
+                        volfile_paths_one(data + 1, size - 1);
+                else
+                        volfile_list_one(data + 1, size - 1);
                 return 0;
         }
         size_t n_fds = (size_t) ((sel >> 1) % (PRIV_FDS_MAX + 1));
@@ -359,6 +466,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                 : rep.hdr.type == PRIV_VOLUME_MOUNTED ||
                                                 rep.hdr.type == PRIV_SPAWNED
                                         ? volssh_reply_encode()
+                                : rep.hdr.type >= PRIV_VOLFILE_OPENED &&
+                                                rep.hdr.type <= PRIV_VOLFILE_LISTED
+                                        ? volfile_reply_encode() /* phase 5 */
                                 : rep.hdr.type == PRIV_UPPER_PACKED ? upper_reply_encode()
                                 : rep.hdr.type == PRIV_UPPER_SESSION_STARTED
                                         ? session_reply_encode()
@@ -466,6 +576,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         case PRIV_LAYER_COMMIT: /* phase 5 */
                         case PRIV_LAYER_REMOVE:
                                 n = layer_req_encode();
+                                break;
+                        case PRIV_VOLFILE_OPEN: /* phase 5, volume files */
+                        case PRIV_VOLFILE_OP:
+                        case PRIV_VOLFILE_LIST:
+                                n = volfile_req_encode();
                                 break;
                         default:
                                 n = volssh_req(ty) ? volssh_req_encode() : net_req_encode();
