@@ -62,8 +62,13 @@ _noreturn_ static void child_run(const struct beside_child *c) {
         }
         if (sys_close_range(4, ~0U, 0) < 0)
                 child_fail(efd, errno, "close fds");
-        if (setgroups(0, NULL) < 0 || setresgid(b->gid, b->gid, b->gid) < 0 ||
-            setresuid(b->uid, b->uid, b->uid) < 0)
+        /* raw syscalls: glibc's wrappers apply a set*id to every thread of
+         * the process (a signal to each, then a wait), and this child of a
+         * raw clone3 still has the parent's list of threads it does not
+         * have: the wrapper waits forever */
+        if (syscall(SYS_setgroups, 0, NULL) < 0 ||
+            syscall(SYS_setresgid, b->gid, b->gid, b->gid) < 0 ||
+            syscall(SYS_setresuid, b->uid, b->uid, b->uid) < 0)
                 child_fail(efd, errno, "drop privileges");
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 child_fail(efd, errno, "set no_new_privs");
