@@ -384,7 +384,21 @@ int signer_ca_rotate(const char *state_dir, struct wr_err *e) {
         r = key_install(key, p.key, true, e);
         if (r < 0)
                 return r;
-        return cert_install(cert, p.cert, e);
+        r = cert_install(cert, p.cert, e);
+        if (r < 0)
+                return r;
+        /* a state dir that is not root's belongs to a warrend that drops
+         * to its owner (--user, docs/privsep.md): it reads these files
+         * when its CA signer restarts, so they become the owner's too */
+        struct stat st;
+        if (lstat(p.dir, &st) == 0 && st.st_uid != 0) {
+                const char *const files[] = {p.key, p.cert, p.old};
+                for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+                        if (lchown(files[i], st.st_uid, st.st_gid) < 0 && errno != ENOENT)
+                                return err_set(e, -errno, "give %s to uid %u: %m", files[i],
+                                               (unsigned) st.st_uid);
+        }
+        return 0;
 }
 
 int signer_ca_fd(const char *state_dir, int *ret_fd, struct wr_err *e) {
