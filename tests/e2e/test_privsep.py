@@ -16,7 +16,7 @@ import urllib.request
 import pytest
 
 import warren as wr
-from conftest import free_port, import_image
+from conftest import DROP, free_port, import_image
 
 
 def metrics(port):
@@ -226,6 +226,8 @@ def test_privsep_teardown_by_warren_priv(fresh_warrend, pool):
     assert log.count("warren-priv: SANDBOX_DESTROY: done") == 1 + pool, log
 
 
+@pytest.mark.skipif(DROP, reason="a dropped warrend exits (status 3) when warren-priv dies: "
+                    "test_privsep_drop.py::test_drop_warren_priv_killed")
 @pytest.mark.parametrize("pool", [0, 1])
 def test_privsep_survives_kill_of_warren_priv(fresh_warrend, pool):
     port = free_port()

@@ -16,7 +16,7 @@ import threading
 import pytest
 
 import warren as wr
-from conftest import free_port, import_image
+from conftest import DROP, free_port, import_image
 from test_privsep import children, metrics, priv_children, wait_for
 from test_secrets_keeper import env_value, keeper_pid as signer_pid
 from test_network import bed  # noqa: F401  (the fake internet, this module's own)
@@ -138,6 +138,8 @@ def test_privsep_helpers_are_warren_privs_children(fresh_warrend, bed):
     assert "warren-priv: HELPER_START: done" in log
 
 
+@pytest.mark.skipif(DROP, reason="a dropped warrend exits (status 3) when warren-priv dies: "
+                    "test_privsep_drop.py::test_drop_warren_priv_killed")
 def test_privsep_kill_of_warren_priv_leaves_helpers_serving(fresh_warrend, bed):
     d = start(fresh_warrend, bed)
     priv = the_priv(d)

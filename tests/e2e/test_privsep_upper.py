@@ -94,6 +94,7 @@ def test_privsep_snapshot_by_warren_upper(fresh_warrend, monkeypatch):
     layer_priv, n = snapshot_layer(fresh_warrend, True)
     assert n == 1  # warren-priv packed it (warren-upper)
     monkeypatch.delenv("WARREN_PRIVSEP", raising=False)  # the suite may run with it
+    monkeypatch.delenv("WARREN_USER", raising=False)  # (WARREN_DROP=1: --user needs --privsep)
     layer_plain, n0 = snapshot_layer(fresh_warrend, False)
     assert n0 is None  # no warren-priv: in process
     # the same tree gives the same layer either way (owners as the
