@@ -10,6 +10,7 @@
 # A warm pool sized for the host is on by default (2 per CPU, 2..8), so the
 # first `warren run` is served from prepared sandboxes; WARREND_ARGS with
 # its own --warm-pool overrides it (--warm-pool 0: none).
+# warrend runs with --privsep --user warren unless told otherwise (below).
 # WARREND_ARGS adds flags to warrend (word-split), e.g.
 #   make run WARREND_ARGS="--registry-config /etc/warren/registries.json"
 #   scripts/run.sh BUILD_DIR STATE_DIR LISTEN
@@ -25,8 +26,27 @@ case " ${WARREND_ARGS:-} " in
 *" --warm-pool"*) ;;
 *) n=$(( $(nproc) * 2 )); [ $n -lt 2 ] && n=2; [ $n -gt 8 ] && n=8; pool=(--warm-pool "$n") ;;
 esac
+# Privilege separation by default (docs/privsep.md): warren-priv keeps root
+# and warrend drops to the `warren` user (made by scripts/warren-user.sh,
+# which `make deps` runs). Not when WARREND_ARGS names --privsep or --user
+# itself, or WARREN_RUN_AS_ROOT=1; when the user cannot reach the state dir
+# (a checkout under a 0700 home) warrend keeps root, with warren-priv.
+sep=()
+case " ${WARREND_ARGS:-} " in
+*" --privsep"*|*" --user"*) ;;
+*)
+  if [ "${WARREN_RUN_AS_ROOT:-0}" = 1 ]; then
+    :
+  elif id warren >/dev/null 2>&1 &&
+       setpriv --reuid=warren --regid=warren --clear-groups -- test -x "$state"; then
+    sep=(--privsep --user warren)
+  else
+    echo "run: WARNING: user warren cannot reach $state (or does not exist): warrend keeps root (--privsep only); see docs/privsep.md" >&2
+    sep=(--privsep)
+  fi ;;
+esac
 # shellcheck disable=SC2086 # WARREND_ARGS is a list of flags
-"$warrend" --state-dir "$state" --listen "$listen" "${pool[@]}" ${WARREND_ARGS:-} &
+"$warrend" --state-dir "$state" --listen "$listen" "${pool[@]}" "${sep[@]}" ${WARREND_ARGS:-} &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid; exit' INT TERM
 export WARREN_ADDR="$listen"

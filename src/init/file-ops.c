@@ -137,7 +137,10 @@ static int parent_open(int root, const char *path, char buf[FOP_BUF], const char
 /* mkdir name in dirfd: mode exactly, owned by uid:gid when owner. */
 static int mkdir_owned(int dirfd, const char *name, uint32_t mode, bool owner, uint32_t uid,
                        uint32_t gid) {
-        if (mkdirat(dirfd, name, 0700) < 0)
+        /* born with (at most 0755 of) its mode, not 0700 first: a watcher
+         * that is not its owner (a dropped warrend's inotify, files Watch)
+         * adds its watch as the CREATE event arrives */
+        if (mkdirat(dirfd, name, mode & 0755) < 0)
                 return -errno;
         int d = child(dirfd, name, O_RDONLY | O_DIRECTORY);
         if (d < 0)
