@@ -4,7 +4,9 @@
 #                   foreground on a local state dir (.state/) and the
 #                   default socket unix:/run/warren/warren.sock
 #   make test       install what is missing, build (normal and ASan+UBSan),
-#                   run every test under both builds, and the K8S suite
+#                   run every test under both builds, the e2e suite once
+#                   more privilege-separated and dropped (test-e2e-drop),
+#                   and the K8S suite
 #   make test-fast  unit + e2e tests on the normal build only
 #   make bench      build and run the benchmarks under bench/
 #   make test-k8s   the K8S compute class suite against a real single-node
@@ -18,7 +20,7 @@ STATE_DIR  ?= $(CURDIR)/.state
 LISTEN     ?= unix:/run/warren/warren.sock
 PYTEST_ARGS ?=
 
-.PHONY: all deps build build-asan run test test-fast test-unit test-e2e test-asan test-fuzz fuzz bench clean format test-k8s bench-k8s
+.PHONY: all deps build build-asan run test test-fast test-unit test-e2e test-e2e-drop test-asan test-fuzz fuzz bench clean format test-k8s bench-k8s
 
 all: build
 
@@ -52,6 +54,11 @@ test-e2e:
 	WARREN_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q tests/egress $(PYTEST_ARGS)
 	WARREN_BUILD=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q tests/signer $(PYTEST_ARGS)
 
+# The e2e suite again with every daemon privilege-separated and dropped
+# (--privsep --user warren, what `make run` starts: docs/privsep.md).
+test-e2e-drop:
+	WARREN_DROP=1 WARREN_BUILD=$(CURDIR)/$(BUILD) PYTHONPATH=$(CURDIR)/python $(PYTHON) -m pytest -q tests/e2e $(PYTEST_ARGS)
+
 test-fast: deps build test-unit test-e2e
 
 test-asan: build-asan
@@ -64,7 +71,7 @@ test-asan: build-asan
 
 # Every daemon a test starts pulls only from loopback registries: nothing
 # a test does may leave the machine (the e2e fixtures set it too).
-test test-fast test-unit test-e2e test-asan test-k8s bench-k8s: export WARREN_PULL_LOOPBACK_ONLY = 1
+test test-fast test-unit test-e2e test-e2e-drop test-asan test-k8s bench-k8s: export WARREN_PULL_LOOPBACK_ONLY = 1
 
 # A short smoke run of every fuzzer in `make test`; `make fuzz` runs longer.
 FUZZ_SECONDS ?= 5
@@ -74,7 +81,7 @@ test-fuzz:
 fuzz: deps
 	scripts/fuzz.sh 60
 
-test: deps build test-unit test-e2e test-asan test-fuzz test-k8s
+test: deps build test-unit test-e2e test-e2e-drop test-asan test-fuzz test-k8s
 
 bench: deps build
 	bench/run.sh $(BUILD)
