@@ -490,8 +490,8 @@ static void get_file(struct rpc_call *call, const ProtobufCMessage *msg) {
         struct wr_err e = {0};
         _cleanup_close_ int fd = -EBADF;
         struct stat sb;
-        if (vol_file_open_in(manager(call), api_caller_env(call), req->volume, path, &fd, &sb,
-                             &e) < 0)
+        if (vol_file_open_in(manager(call), api_caller_env(call), req->volume, path, &fd, &sb, &e) <
+            0)
                 return finish_err(call, &e);
         struct get_state *st = calloc(1, sizeof(*st));
         if (!st) {

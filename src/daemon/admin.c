@@ -440,13 +440,14 @@ int admin_prebind(const char *hostport, int *ret_fd, struct wr_err *e) {
         int r = parse_hostport(hostport, &ss, e);
         if (r < 0)
                 return r;
-        _cleanup_close_ int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        _cleanup_close_ int fd =
+                socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return err_set(e, -errno, "admin listener %s: socket: %m", hostport);
         int one = 1;
         (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        socklen_t len = ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                                 : sizeof(struct sockaddr_in);
+        socklen_t len =
+                ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
         if (bind(fd, (struct sockaddr *) &ss, len) < 0 || listen(fd, 64) < 0)
                 return err_set(e, -errno, "admin listener %s: %m", hostport);
         *ret_fd = TAKE_FD(fd);

@@ -384,8 +384,8 @@ static int start_priv(struct daemon *d, const char *init, struct wr_err *e) {
                                "/usr/libexec/warren; build it (make build) or set WARREN_PRIV");
         /* it creates the sandboxes: it runs warren-init itself (phase 2) */
         /* --user: the supervisor thread is started after the drop */
-        int r = (d->cfg.user ? priv_client_new_held : priv_client_new_init)(path, d->state_dir, init,
-                                                                            &d->priv, e);
+        int r = (d->cfg.user ? priv_client_new_held : priv_client_new_init)(path, d->state_dir,
+                                                                            init, &d->priv, e);
         if (r < 0)
                 return err_prefix(e, r, "--privsep");
         return 0;

@@ -9,9 +9,9 @@
  *
  * Started as root by warrend for one pull job (src/image/fetch.c), or
  * with --privsep by warren-priv (HELPER_START FETCH, src/priv/helpers.c:
- * no --ref, no config names), and gone when the job ends. --sock-fd is its end of a SOCK_SEQPACKET socketpair
- * (fetch-proto.h): warrend asks for a manifest, a config, a blob (passing
- * the fd to write it into); the helper answers with fixed-size reports.
+ * no --ref, no config names), and gone when the job ends. --sock-fd is its end of a SOCK_SEQPACKET
+ * socketpair (fetch-proto.h): warrend asks for a manifest, a config, a blob (passing the fd to
+ * write it into); the helper answers with fixed-size reports.
  * --ref is the reference warrend resolved (registry and repository);
  * without it the first request must be REQ_BIND naming it (warrend starts
  * a spare helper ahead of the next pull, before it knows the reference).

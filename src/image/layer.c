@@ -112,8 +112,8 @@ static int move_layer(struct img_layer_job *j) {
         struct img_store *s = j->s;
         const char *hex = j->diff_id + 7;
         if (!s->ops.commit) {
-                if (renameat2(s->layers_tmp_fd, j->tmp_name, s->layers_fd, hex,
-                              RENAME_NOREPLACE) == 0)
+                if (renameat2(s->layers_tmp_fd, j->tmp_name, s->layers_fd, hex, RENAME_NOREPLACE) ==
+                    0)
                         return 0;
                 if (errno == EEXIST)
                         return 1;

@@ -653,7 +653,7 @@ static int call_wait(struct priv_client *c, struct pending *p, struct priv_reply
         if (r < 0)
                 return err_set(e, r, "warren-priv: %s", strerror(-r));
         if (p->rep.hdr.type != p->want) { /* a RESULT with an error instead (no fds) */
-                *rep = p->rep; /* (its value: VOLFILE's status) */
+                *rep = p->rep;            /* (its value: VOLFILE's status) */
                 return err_set(e, -p->rep.result.err, "%s", p->rep.result.msg);
         }
         if (p->n_fds) {
@@ -1364,14 +1364,13 @@ int priv_volfile(struct priv_client *c, const char *dir, uint32_t op, const char
         memcpy(v.vol, rel, strlen(rel));
         if (tmp)
                 memcpy(v.tmp, tmp, strlen(tmp));
-        uint32_t type = op <= PRIV_VOLFILE_PUT ? PRIV_VOLFILE_OPEN
+        uint32_t type = op <= PRIV_VOLFILE_PUT  ? PRIV_VOLFILE_OPEN
                         : op == PRIV_VOLFILE_LS ? PRIV_VOLFILE_LIST
                                                 : PRIV_VOLFILE_OP;
-        uint32_t want = type == PRIV_VOLFILE_OPEN ? PRIV_VOLFILE_OPENED
-                        : type == PRIV_VOLFILE_LIST ? PRIV_VOLFILE_LISTED
-                        : op == PRIV_VOLFILE_STAT || op == PRIV_VOLFILE_COMMIT
-                                ? PRIV_VOLFILE_STATED
-                                : PRIV_RESULT;
+        uint32_t want = type == PRIV_VOLFILE_OPEN                              ? PRIV_VOLFILE_OPENED
+                        : type == PRIV_VOLFILE_LIST                            ? PRIV_VOLFILE_LISTED
+                        : op == PRIV_VOLFILE_STAT || op == PRIV_VOLFILE_COMMIT ? PRIV_VOLFILE_STATED
+                                                                               : PRIV_RESULT;
         uint8_t req[PRIV_MSG_MAX];
         int n = priv_volfile_encode(0, type, &v, req, sizeof(req), e);
         if (n < 0)

@@ -1634,7 +1634,8 @@ static int volfile_check(uint32_t type, const struct priv_volfile *v, struct wr_
                 return err_set(e, -EINVAL, "%s: reserved field set", what);
         bool has_tmp = v->op == PRIV_VOLFILE_COMMIT || v->op == PRIV_VOLFILE_ABORT;
         if (has_tmp ? !vol_put_tmp_ok(v->tmp) : v->tmp[0] != 0)
-                return err_set(e, -EACCES, "%s: tmp %.24s is not a temp file's name (put- and "
+                return err_set(e, -EACCES,
+                               "%s: tmp %.24s is not a temp file's name (put- and "
                                "16 hex digits) where one belongs",
                                what, v->tmp);
         return 0;
