@@ -813,10 +813,9 @@ static int daemon_start(struct daemon *d, struct wr_err *e) {
                 /* Metrics are auxiliary: a port in use is logged, not fatal. */
                 struct wr_err ae = {0};
                 int afd = TAKE_FD(d->admin_fd);
-                if (d->dropped && afd < 0) /* not bound before the drop: logged then */
-                        ;
-                else if (admin_start(&d->loop, d->cfg.admin_listen, afd, &d->admin_src, &d->admin,
-                                     &ae) < 0)
+                /* dropped, a failed bind before the drop was logged then */
+                if ((!d->dropped || afd >= 0) && admin_start(&d->loop, d->cfg.admin_listen, afd,
+                                                             &d->admin_src, &d->admin, &ae) < 0)
                         log_error("admin listener %s: not served: %s", d->cfg.admin_listen, ae.msg);
         }
         /* Workload identity federation: keys in state_dir/keys, iss the
