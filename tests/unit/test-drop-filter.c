@@ -125,6 +125,13 @@ int main(void) {
         }
         if (!mkdtemp(state_dir) || chown(state_dir, user.uid, user.gid) < 0)
                 return 1;
+        /* what warrend does before its drop: the state dir and the host's
+         * lock dirs (/run/warren/net, uid-ranges: made when missing, as on
+         * a fresh host) given to the user; drop_apply binds them */
+        if (drop_state_dir_own(state_dir, &user, &e) < 0) {
+                fprintf(stderr, "drop_state_dir_own: %s\n", e.msg);
+                return 1;
+        }
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_refusals),
                 cmocka_unit_test(test_allowed),
