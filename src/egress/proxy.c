@@ -62,10 +62,24 @@ struct cache_entry {
         struct net_addr addrs[ANSWERS_MAX];
 };
 
+struct conn;
+
+/* A lookup in flight on a worker, and the connections waiting for it: a
+ * burst of connections to one uncached name asks c-ares once (an A and an
+ * AAAA query), not once per connection. Each waiter is decided on the
+ * shared answers as on its own. */
+struct lookup {
+        struct worker *w;
+        struct lookup *next;
+        struct conn *waiters; /* through conn.wait_next */
+        char name[NET_HOST_MAX + 1];
+};
+
 struct worker {
         unsigned idx;
         struct cache_entry cache[CACHE_SIZE];
         unsigned cache_next;
+        struct lookup *lookups; /* in flight (lookup.next) */
         uv_loop_t loop;
         pthread_t thread;
         ares_channel ares;
@@ -128,7 +142,8 @@ struct conn {
         uv_poll_t cpoll, upoll;
         uv_timer_t timer;
         int handles;    /* open handles; freed when the last one closes */
-        bool resolving; /* a c-ares query holds a pointer to us */
+        bool resolving; /* a c-ares query (or a lookup's waiter list) holds a pointer to us */
+        struct conn *wait_next; /* the next waiter of our lookup */
         bool upoll_on;
         int cmask, umask; /* relay: the armed poll masks (-1: not armed by relay yet) */
         struct egress_sb *sb;
@@ -911,39 +926,49 @@ static void cache_put(struct worker *w, const char *name, const struct net_addr 
 }
 
 static void resolved_cb(void *arg, int status, int timeouts, struct ares_addrinfo *res) {
-        struct conn *c = arg;
-        if (resolve_stale(c, res))
-                return;
-        if (status != ARES_SUCCESS || !res || !res->nodes) {
-                if (res)
-                        ares_freeaddrinfo(res);
-                refuse(c, 502, "resolve",
-                       status == ARES_ENOTFOUND ? "name does not resolve"
-                                                : "name resolution failed");
-                return;
-        }
+        struct lookup *l = arg;
+        struct worker *w = l->w;
+        for (struct lookup **p = &w->lookups; *p; p = &(*p)->next)
+                if (*p == l) {
+                        *p = l->next;
+                        break;
+                }
+        /* the answers, read once for every waiter */
+        const char *fail = NULL;
         struct net_addr addrs[ANSWERS_MAX];
         size_t n = 0;
         int ttl = INT32_MAX;
-        bool too_many = false;
-        for (struct ares_addrinfo_node *nd = res->nodes; nd; nd = nd->ai_next) {
-                if (nd->ai_family != AF_INET && nd->ai_family != AF_INET6)
-                        continue;
-                if (n == ANSWERS_MAX) {
-                        too_many = true;
-                        break;
+        if (status != ARES_SUCCESS || !res || !res->nodes)
+                fail = status == ARES_ENOTFOUND ? "name does not resolve" : "name resolution failed";
+        else
+                for (struct ares_addrinfo_node *nd = res->nodes; nd; nd = nd->ai_next) {
+                        if (nd->ai_family != AF_INET && nd->ai_family != AF_INET6)
+                                continue;
+                        if (n == ANSWERS_MAX) {
+                                fail = "too many answers";
+                                break;
+                        }
+                        uint16_t port;
+                        egress_sockaddr_to_net(nd->ai_addr, &addrs[n++], &port);
+                        ttl = MIN(ttl, nd->ai_ttl);
                 }
-                uint16_t port;
-                egress_sockaddr_to_net(nd->ai_addr, &addrs[n++], &port);
-                ttl = MIN(ttl, nd->ai_ttl);
+        if (res)
+                ares_freeaddrinfo(res);
+        if (!fail)
+                cache_put(w, l->name, addrs, n, ttl > 0 ? (unsigned) ttl : 0);
+        struct conn *next;
+        for (struct conn *c = l->waiters; c; c = next) {
+                next = c->wait_next; /* c may be freed below */
+                c->wait_next = NULL;
+                if (resolve_stale(c, NULL))
+                        continue;
+                if (fail) {
+                        refuse(c, 502, "resolve", fail);
+                        continue;
+                }
+                decide_answers(c, addrs, n);
         }
-        ares_freeaddrinfo(res);
-        if (too_many) {
-                refuse(c, 502, "resolve", "too many answers");
-                return;
-        }
-        cache_put(c->w, c->name.name, addrs, n, ttl > 0 ? (unsigned) ttl : 0);
-        decide_answers(c, addrs, n);
+        free(l);
 }
 
 static void decide_name(struct conn *c) {
@@ -973,13 +998,34 @@ static void decide_name(struct conn *c) {
                 decide_answers(c, addrs, n);
                 return;
         }
-        char fq[NET_HOST_MAX + 2];
-        snprintf(fq, sizeof(fq), "%s.", c->name.name);
-        struct ares_addrinfo_hints hints = {.ai_family = AF_UNSPEC, .ai_flags = ARES_AI_NOSORT};
+        struct lookup *l = c->w->lookups;
+        while (l && strcmp(l->name, c->name.name) != 0)
+                l = l->next;
+        bool ask = !l;
+        if (ask) {
+                l = calloc(1, sizeof(*l));
+                if (!l) {
+                        refuse(c, 502, "resolve", "out of memory");
+                        return;
+                }
+                l->w = c->w;
+                snprintf(l->name, sizeof(l->name), "%s", c->name.name);
+                l->next = c->w->lookups;
+                c->w->lookups = l;
+        }
+        c->wait_next = l->waiters;
+        l->waiters = c;
         c->state = C_RESOLVING;
         c->resolving = true;
         uv_timer_start(&c->timer, on_timeout, egress_cfg.connect_timeout_ms, 0);
-        ares_getaddrinfo(c->w->ares, fq, NULL, &hints, resolved_cb, c);
+        if (ask) {
+                /* last: c-ares may answer (and free l) before it returns */
+                char fq[NET_HOST_MAX + 2];
+                snprintf(fq, sizeof(fq), "%s.", l->name);
+                struct ares_addrinfo_hints hints = {.ai_family = AF_UNSPEC,
+                                                    .ai_flags = ARES_AI_NOSORT};
+                ares_getaddrinfo(c->w->ares, fq, NULL, &hints, resolved_cb, l);
+        }
 }
 
 /* Is buf the start of an HTTP request line (a method token then SP)?

@@ -383,6 +383,55 @@ def test_allowed_name_forwarded(sandbox, fakenet, ctl):
     assert len(qs) == 2 and {q["proto"] for q in qs} == {"udp", "tcp"}
 
 
+def test_concurrent_connections_share_one_lookup(sandbox, fakenet, ctl):
+    """A burst of connections to one uncached name: each worker asks
+    upstream once (an A and an AAAA query), not once per connection; every
+    connection is still decided and served."""
+    sandbox.enforce("*.wild.example.test")
+    # answered 300 ms late: every connection arrives while the lookup is in flight
+    name = f"burst{os.getpid()}x{time.monotonic_ns() % 10**9}.slow.wild.example.test"
+    m, em = fakenet.mark(), ctl.mark()
+    code = f"""
+import socket, threading
+N = 40
+go = threading.Barrier(N)
+out = []
+addr = socket.getaddrinfo({name!r}, 80, socket.AF_INET, socket.SOCK_STREAM)[0][4]
+def one():
+    go.wait()
+    try:
+        s = socket.create_connection(addr, timeout=10)
+        s.sendall(b"GET /echo HTTP/1.1\\r\\nHost: {name}\\r\\nConnection: close\\r\\n\\r\\n")
+        buf = b""
+        while True:
+            d = s.recv(65536)
+            if not d: break
+            buf += d
+        out.append(buf.split(b"\\r\\n", 1)[0])
+    except Exception as e:
+        out.append(repr(e).encode())
+ts = [threading.Thread(target=one) for _ in range(N)]
+for t in ts: t.start()
+for t in ts: t.join()
+print(sum(1 for x in out if b" 200 " in x))
+"""
+    # the sandbox resolves the name once (through its resolver), then
+    # every connection reaches the proxy with the name uncached there
+    r = sandbox.python(code, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "40", r.stdout
+    fakenet.settle()
+    proxy_qs = fakenet.dns_queries(since=m, name=name)
+    # the sandbox's own lookup (one A, maybe an AAAA, through the resolver)
+    # plus at most one A and one AAAA per proxy worker
+    assert len(proxy_qs) <= 2 + 2 * 2, proxy_qs
+    deadline = time.time() + 10
+    while len(ctl.events_since(em, kind="tcp", host=name)) < 40 and time.time() < deadline:
+        time.sleep(0.05)
+    evs = ctl.events_since(em, kind="tcp", host=name)
+    assert len(evs) == 40 and all(e["verdict"] == "allow" for e in evs), evs
+
+
 def test_long_label_exfiltration_blocked(sandbox, fakenet, ctl):
     sandbox.enforce("github.com")
     m = fakenet.mark()

@@ -14,6 +14,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 
 from dnslib import (AAAA, CNAME, NS, QTYPE, RCODE, RR, SOA, TXT, A, DNSRecord)
 
@@ -146,7 +147,25 @@ class Server:
         self.log.log("query", rcode=rcode, answers=[f"{t} {v}" for _, t, v, _ in answers], **entry)
         return reply
 
+    def delay(self, reply):
+        """Seconds to hold reply back: the zone's "slow" suffixes
+        (<anything>.<suffix> answered after that many ms)."""
+        try:
+            qname = str(reply.q.qname).rstrip(".").lower()
+        except Exception:  # noqa: BLE001
+            return 0
+        for suffix, ms in self.zone.current().get("slow", {}).items():
+            if qname.endswith("." + suffix):
+                return ms / 1000
+        return 0
+
     def udp_loop(self, sock, local):
+        def send(out, client):
+            try:
+                sock.sendto(out, client)
+            except OSError:
+                pass
+
         while True:
             data, client = sock.recvfrom(65535)
             reply = self.answer(data, "udp", client, local)
@@ -156,10 +175,13 @@ class Server:
             if len(out) > getattr(reply, "udp_limit", 512):
                 reply = reply.truncate()
                 out = reply.pack()
-            try:
-                sock.sendto(out, client)
-            except OSError:
-                pass
+            d = self.delay(reply)
+            if d:
+                t = threading.Timer(d, send, args=(out, client))
+                t.daemon = True
+                t.start()
+            else:
+                send(out, client)
 
     def tcp_conn(self, conn, client, local):
         conn.settimeout(10)
@@ -175,6 +197,7 @@ class Server:
                 reply = self.answer(data, "tcp", client, local)
                 if reply is None:
                     continue
+                time.sleep(self.delay(reply))
                 out = reply.pack()
                 conn.sendall(struct.pack("!H", len(out)) + out)
         except OSError:

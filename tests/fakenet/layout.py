@@ -167,6 +167,8 @@ class Layout:
             # <anything>.flip.example.test alternates public, loopback, public, ...
             "flip": {"flip.example.test": {"A": [v4(s, REBIND_PUBLIC), "127.0.0.1"],
                                            "AAAA": [v6(s, REBIND_PUBLIC), "::1"]}},
+            # <anything>.slow.wild.example.test: the wildcard answer, 300 ms late
+            "slow": {"slow.wild.example.test": 300},
             "servfail": ["servfail.example.test"],
             "drop": ["timeout.example.test"],
         }
