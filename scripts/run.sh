@@ -45,9 +45,12 @@ case " ${WARREND_ARGS:-} " in
     sep=(--privsep)
   fi ;;
 esac
-# shellcheck disable=SC2086 # WARREND_ARGS is a list of flags
-"$warrend" --state-dir "$state" --listen "$listen" "${pool[@]}" "${sep[@]}" ${WARREND_ARGS:-} &
-pid=$!
+start_warrend() {
+  # shellcheck disable=SC2086 # WARREND_ARGS is a list of flags
+  "$warrend" --state-dir "$state" --listen "$listen" "${pool[@]}" "${sep[@]}" ${WARREND_ARGS:-} &
+  pid=$!
+}
+start_warrend
 trap 'kill -TERM $pid 2>/dev/null; wait $pid; exit' INT TERM
 export WARREN_ADDR="$listen"
 for _ in $(seq 1 200); do
@@ -79,4 +82,24 @@ if ! "$warren" image get sandbox:latest >/dev/null 2>&1; then
   rm -rf "$tmp"
 fi
 echo "run: warrend is up on $listen (state dir $state); try: $warren run sandbox:latest -- echo hello" >&2
-wait $pid
+# A dropped warrend (--user) whose warren-priv died cannot start another
+# and exits 3 (docs/privsep.md): started again here, as a service manager
+# would (Restart=on-failure), and it recovers the running sandboxes. At
+# most 5 starts a minute; any other exit ends `make run` with its status.
+starts=()
+while :; do
+  rc=0
+  wait $pid || rc=$?
+  [ $rc -eq 3 ] || exit $rc
+  now=$(date +%s)
+  recent=()
+  for t in "${starts[@]}"; do [ $((now - t)) -lt 60 ] && recent+=("$t"); done
+  starts=("${recent[@]}")
+  if [ ${#starts[@]} -ge 5 ]; then
+    echo "run: warrend exited 3 five times within a minute; giving up" >&2
+    exit 3
+  fi
+  starts+=("$now")
+  echo "run: warrend exited 3 (warren-priv was lost); starting it again" >&2
+  start_warrend
+done
