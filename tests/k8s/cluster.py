@@ -13,8 +13,9 @@ docs/k8s.md for why each setting is there.
 Teardown stops only the processes this fixture started (and the container
 shims its containerd started, found by their -address argument), unmounts
 everything under its dir, removes the cgroups under its own cgroup root and
-the CNI veths/netns of its pods, and puts back the kernel settings the
-kubelet changes.
+the CNI veths/netns of its pods and the kubelet's KUBE-* iptables chains
+(iptables-nft) that were not there before, and puts back the kernel
+settings the kubelet changes.
 """
 
 import base64
@@ -69,6 +70,29 @@ def _run(args, **kw):
     kw.setdefault("capture_output", True)
     r = subprocess.run(args, **kw)
     return r
+
+
+def _nft_chains():
+    """The host's nftables chains: {(family, table, chain): [(rule handle,
+    its jump/goto target or None), ...]}."""
+    r = _run(["nft", "-j", "list", "ruleset"], check=False)
+    if r.returncode != 0:
+        return {}
+    out = {}
+    for item in json.loads(r.stdout or b"{}").get("nftables", []):
+        if "chain" in item:
+            c = item["chain"]
+            out.setdefault((c["family"], c["table"], c["name"]), [])
+        elif "rule" in item:
+            ru = item["rule"]
+            target = None
+            for e in ru.get("expr", []):
+                for verb in ("jump", "goto"):
+                    if isinstance(e, dict) and verb in e:
+                        target = e[verb]["target"]
+            out.setdefault((ru["family"], ru["table"], ru["chain"]), []).append(
+                (ru["handle"], target))
+    return out
 
 
 def _openssl_cert(d, name, cn, ca=None, org=None, sans=None):
@@ -173,6 +197,7 @@ class Cluster:
         self.containerd_sock = self.dir / "containerd" / "containerd.sock"
         self._save_sysctls()
         self.netns_before = self._cni_netns()
+        self.nft_before = _nft_chains()
 
     # ---- start ----
 
@@ -581,10 +606,38 @@ state = "{d}/state"
         for n in ("kube-apiserver", "etcd"):
             self._stop_proc(n)
         self._cleanup_net()
+        self._cleanup_kube_chains()
         self._unmount_all()
         self._remove_cgroups()
         self._restore_sysctls()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _cleanup_kube_chains(self):
+        """The kubelet's iptables chains in the host's namespace
+        (KUBE-FIREWALL with the INPUT/OUTPUT jumps to it, KUBE-IPTABLES-HINT,
+        the KUBE-KUBELET-CANARY of each table), made through iptables-nft
+        and left when it stops: the KUBE-* chains that were not there
+        before this cluster, the rules jumping to them, and the tables that
+        appeared with them once nothing is left in them."""
+        now = _nft_chains()
+        new = {k for k in now if k not in self.nft_before and k[2].startswith("KUBE-")}
+        if not new:
+            return
+        for (fam, table, chain), rules in now.items():
+            for handle, target in rules:
+                if target and (fam, table, target) in new:
+                    _run(["nft", "delete", "rule", fam, table, chain, "handle", str(handle)],
+                         check=False)
+        for fam, table, chain in new:
+            _run(["nft", "delete", "chain", fam, table, chain], check=False)
+        tables_before = {(f, t) for f, t, _ in self.nft_before}
+        left = _nft_chains()
+        if new & set(left):
+            raise RuntimeError("kubelet chains left in the host's nftables: %s" % sorted(new & set(left)))
+        for fam, table in {(f, t) for f, t, _ in new} - tables_before:
+            chains = [k for k in left if k[:2] == (fam, table)]
+            if all(not left[k] for k in chains):
+                _run(["nft", "delete", "table", fam, table], check=False)
 
     def _cleanup_net(self):
         """CNI netns (containerd keeps them under /var/run/netns/cni-*) of
