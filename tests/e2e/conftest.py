@@ -110,7 +110,7 @@ class Daemon:
         self.tls = tls
         self.ca_file = None
         args = [WARREND, "--state-dir", self.state_dir, "--listen", self.unix_addr,
-                "--listen", "tcp:" + self.tcp_addr, "--log-level", "debug"]
+                "--listen", "TCP_LISTEN", "--log-level", "debug"]
         if tls:
             self.ca_file, crt, key = make_tls_cert(self.tmp)
             args += ["--tls-cert", crt, "--tls-key", key]
@@ -132,14 +132,29 @@ class Daemon:
         env.setdefault("WARREN_TERMINATE_ON_EXIT", "1")
         if SANITIZED:
             env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
-        self.proc = started(subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
-                                             env=env))
         # a dropped warrend binds (and listens on) its sockets before the
         # drop, long before it is ready: wait for its "ready" line too
         self.wait_ready_line = DROP or "--user" in extra_args
         self.token = None
         try:
-            self._wait_ready()
+            # free_port() is a guess: a port of the daemon's own (warren-
+            # egress's resolver, say) may take it before warrend listens on
+            # it. Then warrend exits; it is started again on another port.
+            for attempt in range(3):
+                self.proc = started(subprocess.Popen(
+                    ["tcp:" + self.tcp_addr if a == "TCP_LISTEN" else a for a in args],
+                    stdout=self.log, stderr=subprocess.STDOUT, env=env))
+                try:
+                    self._wait_ready()
+                    break
+                except RuntimeError as e:
+                    taken = "listen tcp:%s" % self.tcp_addr in str(e) and "address already in use" in str(e)
+                    if attempt == 2 or not taken or self.proc.poll() is None:
+                        raise
+                self.port = free_port()
+                self.tcp_addr = "127.0.0.1:%d" % self.port
+                self.log.write(b"\n=== its port was taken meanwhile: started again on %d ===\n" % self.port)
+                self.log.flush()
             if tls:
                 # TLS callers need an API token: an admin of the default
                 # environment, minted by root over the unix socket
