@@ -939,7 +939,8 @@ static void resolved_cb(void *arg, int status, int timeouts, struct ares_addrinf
         size_t n = 0;
         int ttl = INT32_MAX;
         if (status != ARES_SUCCESS || !res || !res->nodes)
-                fail = status == ARES_ENOTFOUND ? "name does not resolve" : "name resolution failed";
+                fail = status == ARES_ENOTFOUND ? "name does not resolve"
+                                                : "name resolution failed";
         else
                 for (struct ares_addrinfo_node *nd = res->nodes; nd; nd = nd->ai_next) {
                         if (nd->ai_family != AF_INET && nd->ai_family != AF_INET6)

@@ -5,33 +5,17 @@ recovers the sandboxes that ran on."""
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 import warren as wr
 from conftest import WARREND, import_image, started
-from test_lifecycle import Restartable, sandbox_pids
+from test_fetch import children
+from test_lifecycle import Restartable, sandbox_pids, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(WARREND).resolve().parents[2]
-
-
-def children(pid, comm):
-    out = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open("/proc/%s/status" % p) as f:
-                st = f.read()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in st.splitlines() if ":" in line)
-        if fields["PPid"].strip() == str(pid) and fields["Name"].strip() == comm:
-            out.append(int(p))
-    return out
 
 
 def owner(pid):
@@ -39,16 +23,6 @@ def owner(pid):
         return os.stat("/proc/%d" % pid).st_uid
     except FileNotFoundError:
         return None
-
-
-def wait_for(what, pred, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def has_user(name):
@@ -80,12 +54,12 @@ def test_make_run_starts_a_dropped_warrend_again_when_warren_priv_is_lost():
             with open(log_path, "rb") as f:
                 return f.read().decode(errors="replace")
 
-        wait_for("run.sh's 'warrend is up'", lambda: "run: warrend is up" in log() or run.poll() is not None,
-                 timeout=60)
+        wait_for(lambda: "run: warrend is up" in log() or run.poll() is not None, 60,
+                 "run.sh's 'warrend is up'")
         assert run.poll() is None, log()
         assert "WARNING" not in log(), log()
         (first,) = children(run.pid, "warrend")
-        wait_for("the first warrend's drop", lambda: owner(first) not in (0, None))
+        wait_for(lambda: owner(first) not in (0, None), 30, "the first warrend's drop")
         (priv,) = children(first, "warren-priv")
         assert owner(priv) == 0
 
@@ -95,11 +69,12 @@ def test_make_run_starts_a_dropped_warrend_again_when_warren_priv_is_lost():
             assert sb.exec("echo", "before").stdout_text == "before\n"
 
         os.kill(priv, signal.SIGKILL)
-        (again,) = wait_for("a second warrend", lambda: [p for p in children(run.pid, "warrend") if p != first])
+        (again,) = wait_for(lambda: [p for p in children(run.pid, "warrend") if p != first], 30,
+                            "a second warrend")
         assert "warrend exited 3 (warren-priv was lost); starting it again" in log(), log()
         assert sandbox_pids({sb_id}), "the sandbox did not outlive its warrend"
         # started as root (warren-priv and the listeners first), then dropped
-        wait_for("the second warrend's drop", lambda: owner(again) not in (0, None))
+        wait_for(lambda: owner(again) not in (0, None), 30, "the second warrend's drop")
         assert run.poll() is None, log()
 
         # the new warrend serves the recovered sandbox
@@ -109,7 +84,7 @@ def test_make_run_starts_a_dropped_warrend_again_when_warren_priv_is_lost():
                     return c.get(sb_id).exec("echo", "after").stdout_text == "after\n"
             except wr.WarrenError:
                 return False
-        wait_for("the recovered sandbox's exec", serves)
+        wait_for(serves, 30, "the recovered sandbox's exec")
         with wr.SandboxClient(life.unix_addr) as c:
             c.get(sb_id).terminate()
         sb_id = None
