@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
-"""bench/run-vs-bwrap.py [BUILD_DIR] [-n N] [--warm-pool N] [--warrend-arg ARG]...:
+"""bench/run-vs-bwrap.py [BUILD_DIR] [-n N] [--warm-pool N] [--root] [--warrend-arg ARG]...:
 whole-process time of `warren run busybox:latest -- /bin/true` (CLI start-up,
 CreateSandbox, the exec, TerminateSandbox, exit) next to
 `bwrap --ro-bind ROOTFS / --proc /proc --dev /dev --unshare-all /bin/true`
 on the same busybox rootfs, measured alternately in the same minutes.
 
-Starts its own warrend (temp state dir, unix socket, --warm-pool 4 by
-default, --pull-loopback-only, no resolver named), imports the busybox
+Starts its own warrend as `make run` does (temp state dir, unix socket,
+--warm-pool 4 by default, --privsep --user warren when that user exists,
+else --privsep; plus --pull-loopback-only, no resolver named); --root runs
+it as root without warren-priv instead (the pool's children are then
+clones of warrend itself, whose larger address space the claim's exec of
+warren-init tears down: ~0.5 ms slower here). Imports the busybox
 test image. Also times `warren run --block-network` (a plain create: no
 pool entry) and, for reference, bwrap without --unshare-net's cost
 (--unshare-all includes a new netns with only a loopback). Prints p50/p99
 in ms and the ratios of the p50s."""
 import argparse
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -39,18 +44,28 @@ def main():
     ap.add_argument("-n", type=int, default=100)
     ap.add_argument("--warm-pool", type=int, default=4)
     ap.add_argument("--pause-ms", type=int, default=20, help="between rounds (pool refill)")
+    ap.add_argument("--root", action="store_true",
+                    help="warrend as root, no warren-priv (not make run's default)")
     ap.add_argument("--warrend-arg", action="append", default=[])
     a = ap.parse_args()
+    sep = []
+    if not a.root:
+        try:
+            pwd.getpwnam("warren")
+            sep = ["--privsep", "--user", "warren"]
+        except KeyError:
+            sep = ["--privsep"]
     build = os.path.abspath(a.build)
     if not shutil.which("bwrap"):
         sys.exit("bwrap is not installed")
     tmp = tempfile.mkdtemp(prefix="warren-bench-run-")
+    os.chmod(tmp, 0o711)  # a --user warrend (`make run`: --privsep --user warren) reaches its state
     sock = os.path.join(tmp, "warren.sock")
     cli = [os.path.join(build, "src/cli/warren"), "--addr", "unix:" + sock]
     proc = subprocess.Popen([os.path.join(build, "src/daemon/warrend"), "--state-dir",
                              os.path.join(tmp, "state"), "--listen", "unix:" + sock,
                              "--log-level", "warn", "--pull-loopback-only",
-                             "--warm-pool", str(a.warm_pool)] + a.warrend_arg,
+                             "--warm-pool", str(a.warm_pool)] + sep + a.warrend_arg,
                             env=dict(os.environ, WARREN_TERMINATE_ON_EXIT="1"))
     try:
         for _ in range(250):
@@ -82,8 +97,9 @@ def main():
                 time.sleep(a.pause_ms / 1000.0)
         # the ratio depends on how busy the host is (warren's path crosses
         # more processes and threads than bwrap's): say how busy it was
-        print("n=%d each, alternating, warm pool %d%s, load average %.2f -> %.2f (%d CPUs)" % (
-            a.n, a.warm_pool, (" " + " ".join(a.warrend_arg)) if a.warrend_arg else "", load0,
+        extra = sep + a.warrend_arg
+        print("n=%d each, alternating, warm pool %d, %s, load average %.2f -> %.2f (%d CPUs)" % (
+            a.n, a.warm_pool, " ".join(extra) if extra else "root warrend without warren-priv", load0,
             os.getloadavg()[0], os.cpu_count() or 0))
         for k, xs in res.items():
             print("%-32s p50 %7.2f ms   p99 %7.2f ms" % (k, pct(xs, 50) * 1e3, pct(xs, 99) * 1e3))

@@ -346,6 +346,8 @@ void sbx_finalize(struct sbx *sb) {
         if (sb->state == SBX_DEAD)
                 return;
         sb->state = SBX_DEAD;
+        if (sb->term_tp[0])
+                sb->term_tp[1] = sbx_mono_ns();
         sbx_exec_abort_all(sb, SBX_EXIT_SANDBOX_TERMINATED);
         ctl_close(sb);
         uv_timer_stop(&sb->timer);
@@ -393,10 +395,20 @@ static void record_end(struct sbx *sb) {
                 log_warn("sandbox %s: record end: %s", sb->id, se.msg);
         log_info("sandbox %s %s: %s", sb->id,
                  end_status(sb) == STORE_SANDBOX_FAILED ? "failed" : "terminated", end_reason(sb));
+        if (sb->term_tp[0] && sb->term_tp[2]) {
+                uint64_t end = sbx_mono_ns();
+                log_debug("sandbox %s: terminate %.3f ms: settle %.3f, reap %.3f, record %.3f", sb->id,
+                          (double) (end - sb->term_tp[0]) / 1e6,
+                          (double) (sb->term_tp[1] - sb->term_tp[0]) / 1e6,
+                          (double) (sb->term_tp[2] - sb->term_tp[1]) / 1e6,
+                          (double) (end - sb->term_tp[2]) / 1e6);
+        }
 }
 
 static void reap_done(uv_work_t *work, int status) {
         struct sbx *sb = work->data;
+        if (sb->term_tp[0])
+                sb->term_tp[2] = sbx_mono_ns();
         if (status == 0 && sb->teardown_r >= 0) {
                 record_end(sb);
                 call_waiters(sb, 0, NULL);
@@ -461,6 +473,7 @@ int sbx_terminate(struct sbx_manager *m, const char *id, uint64_t grace_ms,
         if (sb->state == SBX_TERMINATING)
                 return 0;
         sb->state = SBX_TERMINATING;
+        sb->term_tp[0] = sbx_mono_ns();
         if (sb->paused) {
                 /* SIGTERM must reach a running init: thaw first */
                 struct wr_err fe = {0};

@@ -41,13 +41,9 @@ static bool layers_equal(char *const *a, const char *const *b, size_t n) {
  * limits, namespaces, the stage, the root for the expected image, a child
  * parked and ready): on a libuv worker thread (the runtime allows creates
  * from any thread), so that the loop never waits for it. */
-static void pool_work(uv_work_t *w) {
-        struct sbx_pool_job *job = w->data;
+static void pool_prestart(struct sbx_pool_job *job) {
         struct sbx_manager *m = job->m;
         struct sbx_pool_entry *pe = &job->entry;
-        pe->rt = NULL;
-        job->err.code = 0;
-        job->layers_failed = false;
         if (sbx_make_id(pe->id, sizeof(pe->id)) < 0) {
                 err_set(&job->err, -EIO, "getrandom failed");
                 return;
@@ -94,6 +90,16 @@ static void pool_work(uv_work_t *w) {
                 pe->rt = NULL;
 }
 
+static void pool_work(uv_work_t *w) {
+        struct sbx_pool_job *job = w->data;
+        job->entry.rt = NULL;
+        job->err.code = 0;
+        job->layers_failed = false;
+        uint64_t t0 = sbx_mono_ns();
+        pool_prestart(job);
+        job->work_ns = sbx_mono_ns() - t0;
+}
+
 static void pool_work_done(uv_work_t *w, int status) {
         struct sbx_pool_job *job = w->data;
         struct sbx_manager *m = job->m;
@@ -138,6 +144,7 @@ static void pool_work_done(uv_work_t *w, int status) {
                 pe->rt = NULL;
                 return;
         }
+        log_debug("warm pool: %s prestarted in %.3f ms", pe->id, (double) job->work_ns / 1e6);
         m->pool[m->pool_n++] = *pe;
         pe->rt = NULL;
         pool_refill_soon(m, 0);

@@ -66,6 +66,9 @@ struct sbx {
         int teardown_r;
         struct wr_err teardown_err;
         bool end_recorded; /* the row says TERMINATED/FAILED (record_end) */
+        /* sbx_mono_ns() when the terminate was asked, init was killed,
+         * reaped (the debug line of record_end); 0 = not asked */
+        uint64_t term_tp[3];
 
         /* Process defaults. */
         char **env; /* NULL-terminated "K=V" (may hold secret values: wiped) */
@@ -153,6 +156,7 @@ struct sbx_manager {
                 const char *resolv_conf; /* the network's, or resolv_buf */
                 char resolv_buf[256];
                 bool layers_failed; /* its try with them failed */
+                uint64_t work_ns;   /* how long the prestart took (debug log) */
         } pool_jobs[SBX_POOL_JOBS];
         unsigned pool_busy; /* jobs running */
         /* the layers the pool builds roots for ahead (those of the last
