@@ -397,8 +397,8 @@ static void record_end(struct sbx *sb) {
                  end_status(sb) == STORE_SANDBOX_FAILED ? "failed" : "terminated", end_reason(sb));
         if (sb->term_tp[0] && sb->term_tp[2]) {
                 uint64_t end = sbx_mono_ns();
-                log_debug("sandbox %s: terminate %.3f ms: settle %.3f, reap %.3f, record %.3f", sb->id,
-                          (double) (end - sb->term_tp[0]) / 1e6,
+                log_debug("sandbox %s: terminate %.3f ms: settle %.3f, reap %.3f, record %.3f",
+                          sb->id, (double) (end - sb->term_tp[0]) / 1e6,
                           (double) (sb->term_tp[1] - sb->term_tp[0]) / 1e6,
                           (double) (sb->term_tp[2] - sb->term_tp[1]) / 1e6,
                           (double) (end - sb->term_tp[2]) / 1e6);
