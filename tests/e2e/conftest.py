@@ -16,6 +16,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -48,10 +49,8 @@ WARREND = build_path("src/daemon/warrend")
 WARREN_CLI = build_path("src/cli/warren")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.append(str(ROOT / "tests"))
+from freeport import free_port  # noqa: E402,F401  (tests/freeport.py: below the ephemeral range)
 
 
 def make_tls_cert(directory):
@@ -348,8 +347,6 @@ def sandbox_daemon():
 
 # The fake internet for network-facing tests (tests/fakenet/README.md):
 # fixtures fakenet (session), fakenet_client, fakenet_mark. Appended, so
-# nothing under tests/ shadows an installed module.
-import sys  # noqa: E402
-
-sys.path.append(str(ROOT / "tests"))
+# nothing under tests/ shadows an installed module (tests/ is on sys.path
+# from the top of this file: freeport).
 from fakenet.fixtures import fakenet, fakenet_client, fakenet_mark  # noqa: E402,F401

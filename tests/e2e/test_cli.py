@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, WARREN_CLI
+from conftest import ROOT, WARREN_CLI, free_port
 
 TIMEOUT = 60
 
@@ -93,10 +93,7 @@ def test_daemon_not_running(tmp_path):
 
 
 def test_connection_refused_tcp(warrend):
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     p = cli("version", addr=f"127.0.0.1:{port}", check=1)
     assert f"cannot connect to 127.0.0.1:{port}: Connection refused — is warrend running?" in p.err
 

@@ -25,7 +25,6 @@ import os
 import pathlib
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -52,10 +51,8 @@ KUBELET_SYSCTLS = ["vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic",
                    "kernel/keys/root_maxbytes"]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # tests/
+from freeport import free_port  # noqa: E402,F401  (below the ephemeral range)
 
 
 def k8s_bin_dir():

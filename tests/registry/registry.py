@@ -15,6 +15,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tarfile
 import tempfile
 import threading
@@ -36,10 +37,8 @@ def available():
     return os.path.exists(REGISTRY_BIN) and os.path.exists(SKOPEO)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+from freeport import free_port  # noqa: E402,F401  (below the ephemeral range)
 
 
 def sha256(data):
