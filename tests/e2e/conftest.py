@@ -136,9 +136,10 @@ class Daemon:
         self.wait_ready_line = DROP or "--user" in extra_args
         self.token = None
         try:
-            # free_port() is a guess: a port of the daemon's own (warren-
-            # egress's resolver, say) may take it before warrend listens on
-            # it. Then warrend exits; it is started again on another port.
+            # free_port() is a guess (below the ephemeral range, so no
+            # socket binding port 0 gets it, but another explicit choice
+            # may): if it is taken before warrend listens, warrend exits
+            # and is started again on another port.
             for attempt in range(3):
                 self.proc = started(subprocess.Popen(
                     ["tcp:" + self.tcp_addr if a == "TCP_LISTEN" else a for a in args],
