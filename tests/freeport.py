@@ -8,12 +8,14 @@ that binds port 0 or connects before the server listens can be given: it
 happened about once in 2,500 daemon starts (an ASan CI run, where the
 warren-egress started by one warrend took, for its resolver, the port the
 next warrend was about to listen on). Below the range only another
-explicit choice can take it, and two random picks among ~22,000 ports
-rarely meet."""
+explicit choice can take it, and a port is not handed out twice by one
+process (two calls before either server listens, e.g. `free_port(),
+free_port()`, got the same port from bind-and-close too)."""
 import random
 import socket
 
 _rng = random.SystemRandom()
+_given = set()  # ports this process has handed out
 
 
 def _ephemeral_low():
@@ -38,7 +40,8 @@ def free_port():
     first = 10000 if lo > 12000 else 1024
     for _ in range(200):
         port = _rng.randrange(first, lo)
-        if _bindable(port):
+        if port not in _given and _bindable(port):
+            _given.add(port)
             return port
     # a host whose ports below the range are all taken: the old way
     with socket.socket() as s:
