@@ -131,10 +131,14 @@ def test_pty_works_in_new_devpts(sandbox):
 
 
 def test_network_is_loopback_only(sandbox):
+    # the listener's stdin is a FIFO held open until the bytes arrived:
+    # with stdin at EOF, busybox nc -l could exit before reading them
     r = sandbox.sh("ls /sys/class/net; cat /sys/class/net/lo/flags; "
-                   "nc -l -p 4000 > /tmp/got & "
+                   "mkfifo /tmp/in; nc -l -p 4000 < /tmp/in > /tmp/got & exec 3> /tmp/in; "
                    "for i in $(seq 100); do echo over-lo | nc 127.0.0.1 4000 2>/dev/null && break; "
-                   "sleep 0.05; done; wait; cat /tmp/got")
+                   "sleep 0.05; done; "
+                   "for i in $(seq 100); do [ -s /tmp/got ] && break; sleep 0.05; done; "
+                   "exec 3>&-; wait; cat /tmp/got")
     out = r.stdout.decode().split()
     assert out[0] == "lo" and out[1] == "0x9"  # IFF_UP|IFF_LOOPBACK
     assert out[-1] == "over-lo"
