@@ -15,14 +15,25 @@
 /* Full-size chunks kept for reuse: fresh ones would be mmapped, faulted in
  * and unmapped again for every read of a fast stream. */
 #define POOL_MAX 4
+/* A run record: its first byte's place in the chunk (< 2^30: a chunk is at
+ * most SBX_EXEC_LOG_CHUNK_MAX) and its stream (1 or 2). */
+#define RUN(at, stream) (((uint32_t) (at) << 2) | (uint32_t) (stream))
+#define RUN_AT(r) ((size_t) ((r) >> 2))
+#define RUN_STREAM(r) ((int) ((r) &3u))
+_Static_assert(SBX_EXEC_LOG_CHUNK_MAX < (1u << 30), "run offsets fit in 30 bits");
 
 struct sbx_output {
         struct sbx_output *next;
         struct sbx_exec_log_pool *pool; /* NULL: plain malloc/free */
         uint64_t off;                   /* offset of data[0] in the sequence */
         size_t len, cap;
-        int stream;
+        int stream;    /* of the bytes from data[0] on (the chunk's first run) */
         unsigned refs; /* the log's, and one per hold */
+        /* The chunk's further runs, in order: each is RUN(at, stream), a
+         * switch to stream at data[at] (at > 0, increasing, alternating
+         * streams). Heap, n_runs of runs_cap used; NULL until needed. */
+        uint32_t *runs;
+        uint32_t n_runs, runs_cap;
         uint8_t data[];
 };
 
@@ -79,6 +90,8 @@ static void chunk_unref(struct sbx_output *c) {
         if (!c || --c->refs > 0)
                 return;
         struct sbx_exec_log_pool *p = c->pool;
+        free(c->runs);
+        c->runs = NULL;
         if (p && !p->closed && c->cap == SBX_EXEC_LOG_CHUNK_MAX && p->n < POOL_MAX) {
                 p->idle[p->n++] = c;
                 return;
@@ -158,9 +171,29 @@ static void drop_head(struct sbx_exec_log *l) {
         chunk_unref(c);
 }
 
+/* The stream the tail of chunk c holds (its last run's). */
+static int last_stream(const struct sbx_output *c) {
+        return c->n_runs ? RUN_STREAM(c->runs[c->n_runs - 1]) : c->stream;
+}
+
+/* Make sure one more run record fits in c (commit cannot fail). */
+static int runs_reserve(struct sbx_output *c) {
+        if (c->n_runs < c->runs_cap)
+                return 0;
+        uint32_t cap = c->runs_cap ? c->runs_cap * 2 : 16;
+        uint32_t *r = realloc(c->runs, cap * sizeof(*r));
+        if (!r)
+                return -ENOMEM;
+        c->runs = r;
+        c->runs_cap = cap;
+        return 0;
+}
+
 uint8_t *sbx_exec_log_reserve(struct sbx_exec_log *l, int stream, size_t hint, size_t *room) {
         struct sbx_output *c = l->tail;
-        if (c && c->stream == stream && c->cap - c->len >= MIN_ROOM) {
+        l->pending_stream = stream;
+        if (c && c->cap - c->len >= MIN_ROOM &&
+            (last_stream(c) == stream || runs_reserve(c) == 0)) {
                 *room = c->cap - c->len;
                 return c->data + c->len;
         }
@@ -187,6 +220,9 @@ bool sbx_exec_log_commit(struct sbx_exec_log *l, size_t n) {
         }
         if (c != l->tail)
                 link_tail(l, c);
+        else if (last_stream(c) != l->pending_stream)
+                /* room for it was made by reserve */
+                c->runs[c->n_runs++] = RUN(c->len, l->pending_stream);
         c->len += n;
         l->end += n;
         return c->len == c->cap;
@@ -247,13 +283,28 @@ bool sbx_exec_log_next(struct sbx_exec_log *l, struct sbx_exec_log_piece *p) {
                 c = c->next;
         if (!c)
                 return false;
-        size_t skip = (size_t) (l->cursor - c->off);
+        size_t skip = (size_t) (l->cursor - c->off), stop = c->len;
+        int stream = c->stream;
+        /* the run holding skip: the last one at or before it (binary
+         * search), and the next one's start ends the piece */
+        size_t lo = 0, hi = c->n_runs;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (RUN_AT(c->runs[mid]) <= skip)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        if (lo > 0)
+                stream = RUN_STREAM(c->runs[lo - 1]);
+        if (lo < c->n_runs)
+                stop = RUN_AT(c->runs[lo]);
         *p = (struct sbx_exec_log_piece){
                 .chunk = c,
                 .data = c->data + skip,
-                .n = c->len - skip,
+                .n = stop - skip,
                 .offset = l->cursor,
-                .stream = c->stream,
+                .stream = stream,
         };
         l->cursor += p->n;
         l->cur = c;

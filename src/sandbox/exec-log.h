@@ -8,9 +8,12 @@
  *
  * Every byte appended gets the next offset of the session's output
  * sequence (stdout and stderr interleaved in the order they were read).
- * The bytes live in chunks of up to SBX_EXEC_LOG_CHUNK_MAX bytes, each
- * tagged with the stream it came from (chunks of different streams are
- * never merged). The log keeps the bytes [start, end):
+ * The bytes live in chunks of up to SBX_EXEC_LOG_CHUNK_MAX bytes; a chunk
+ * holds runs of either stream (a run table of 4 bytes per switch), so
+ * output that switches between stdout and stderr every few bytes costs
+ * its bytes plus 4 per switch, not a chunk per switch. A piece delivered
+ * is one run's bytes (never both streams). The log keeps the bytes
+ * [start, end):
  *
  *   start ... history (<= 3/4 size) ... cursor ... ahead (<= 1/4 size) ... end
  *
@@ -64,6 +67,7 @@ struct sbx_exec_log {
         struct sbx_output *head, *tail;
         struct sbx_output *cur;     /* the chunk holding the cursor, or NULL: search */
         struct sbx_output *pending; /* a fresh chunk handed out by reserve, not linked yet */
+        int pending_stream;         /* the stream reserve was last called for */
         uint64_t start;             /* offset of the first byte held */
         uint64_t end;               /* offset after the last byte appended */
         uint64_t cursor;            /* next offset to deliver */
@@ -100,8 +104,9 @@ void sbx_exec_log_restart_at(struct sbx_exec_log *l, uint64_t offset);
 void sbx_exec_log_clear(struct sbx_exec_log *l);
 
 /* Room to read up to hint bytes of stream into (a read straight from a
- * pipe): the tail chunk's free space when it holds the same stream and has
- * at least 4 KiB left, else a fresh chunk of 64 KiB..1 MiB sized by hint.
+ * pipe): the tail chunk's free space when it has at least 4 KiB left (a
+ * new run in it when the stream differs from its last), else a fresh
+ * chunk of 64 KiB..1 MiB sized by hint.
  * Returns the area and its size in *room, or NULL (out of memory). Nothing
  * is part of the log until sbx_exec_log_commit; call it before anything
  * else touches the log. */
@@ -138,7 +143,8 @@ int sbx_exec_log_seek(struct sbx_exec_log *l, uint64_t offset);
  * false. */
 bool sbx_exec_log_take_gap(struct sbx_exec_log *l, uint64_t *from, uint64_t *to);
 
-/* The next piece from the cursor (the rest of the chunk holding it), with
+/* The next piece from the cursor (the rest of the run holding it, within
+ * one chunk), with
  * the cursor advanced past it. Returns false when there is nothing to
  * deliver (cursor at the end, or in a gap: call sbx_exec_log_take_gap
  * first). */

@@ -88,13 +88,21 @@ int sbx_spool_meta_decode(const void *buf, size_t n, struct sbx_spool_meta *ret)
 
         /* run records; a torn last one is ignored */
         size_t rest = n - sizeof(m.hdr) - h->argv_len, k = rest / sizeof(struct sbx_spool_run);
+        /* records punched out (all zero: they only described bytes
+         * punched out of .out) come first, before every whole one */
+        static const struct sbx_spool_run zero;
+        const uint8_t *r0 = p + sizeof(m.hdr) + h->argv_len;
+        while (k > 0 && memcmp(r0, &zero, sizeof(zero)) == 0) {
+                r0 += sizeof(zero);
+                k--;
+        }
         if (k) {
                 m.runs = calloc(k, sizeof(*m.runs));
                 if (!m.runs) {
                         sbx_spool_meta_done(&m);
                         return -ENOMEM;
                 }
-                memcpy(m.runs, p + sizeof(m.hdr) + h->argv_len, k * sizeof(*m.runs));
+                memcpy(m.runs, r0, k * sizeof(*m.runs));
                 for (size_t i = 0; i < k; i++)
                         if (m.runs[i].magic != SBX_SPOOL_RUN_MAGIC ||
                             (m.runs[i].stream != 1 && m.runs[i].stream != 2) ||

@@ -17,6 +17,10 @@
  *              place), argv_len bytes of argv (NUL-terminated strings),
  *              then struct sbx_spool_run records, one per change of stream,
  *              appended before the first byte of that run is spooled.
+ *              Records that only describe bytes punched out of .out are
+ *              punched out too (read back as zeros, always a prefix of
+ *              the records), so the file takes disk in proportion to what
+ *              the log keeps, however often the streams switch.
  *
  * This file has the pure encoder/decoder of .meta (no I/O); exec.c does
  * the file work. The files are written by warrend only and live outside
@@ -85,8 +89,9 @@ struct sbx_spool_meta {
  * SBX_SPOOL_ARGV_MAX), -ENOMEM. */
 int sbx_spool_meta_encode(const struct sbx_spool_hdr *hdr, char *const *argv, uint8_t **ret);
 
-/* Decode a whole .meta file buf[0..n). A torn last run record (a crash
- * while appending) is ignored. Returns 0 and fills *ret (release with
+/* Decode a whole .meta file buf[0..n). All-zero run records before the
+ * first whole one (punched out) and a torn last one (a crash while
+ * appending) are ignored. Returns 0 and fills *ret (release with
  * sbx_spool_meta_done), -EBADMSG (malformed), -ENOMEM. */
 int sbx_spool_meta_decode(const void *buf, size_t n, struct sbx_spool_meta *ret);
 

@@ -93,6 +93,9 @@
 #define ADOPT_GRACE_MS 60000
 /* Spool bytes the log dropped are punched out in steps of at least this. */
 #define SPOOL_PUNCH_STEP (4u << 20)
+/* Run records no longer needed are punched out of .meta in steps of at
+ * least this. */
+#define META_PUNCH_STEP (64u << 10)
 /* The most of a .meta file read back (argv is at most 2 MiB; the rest are
  * 16-byte run records, one per switch between stdout and stderr). */
 #define SPOOL_META_MAX (64u << 20)
@@ -182,6 +185,9 @@ struct sbx_exec {
         uint64_t meta_end;     /* where the next run record goes */
         int run_stream;        /* stream of the last run recorded; 0 none */
         uint64_t punched;      /* spool bytes before this are punched out */
+        uint64_t meta_punched; /* .meta bytes before this are punched out (or the header) */
+        uint64_t meta_scan;    /* .meta run records before this were read back */
+        uint64_t meta_keep;    /* .meta offset of the last record starting <= punched */
         bool held;             /* init keeps our ends (CTL_SPAWN_HOLD) */
         bool keep_files;       /* warrend stops: leave the spool for the next one */
         bool leaving;          /* warrend stops: no messages to init */
@@ -379,6 +385,38 @@ static void log_message(struct sbx_exec *x, int stream, const char *msg, size_t 
 }
 
 /* Punch out the spool bytes the log no longer keeps. */
+/* Punch out the run records that only describe bytes punched out of .out:
+ * every one before the last that starts at or before x->punched (that one
+ * says what the first byte kept is). Each record is read back once; the
+ * punched ones read as zeros, a prefix the decoder skips. */
+static void spool_trim_meta(struct sbx_exec *x) {
+        struct sbx_spool_run rec[256];
+        while (x->meta_scan + sizeof(rec[0]) <= x->meta_end) {
+                size_t want = (size_t) MIN(sizeof(rec), x->meta_end - x->meta_scan);
+                ssize_t n = pread(x->meta_fd, rec, want, (off_t) x->meta_scan);
+                if (n < (ssize_t) sizeof(rec[0]))
+                        return;
+                size_t k = (size_t) n / sizeof(rec[0]), i;
+                for (i = 0; i < k; i++) {
+                        if (rec[i].magic != SBX_SPOOL_RUN_MAGIC)
+                                continue; /* punched before a restart */
+                        if (rec[i].offset > x->punched)
+                                break;
+                        x->meta_keep = x->meta_scan + i * sizeof(rec[0]);
+                }
+                x->meta_scan += i * sizeof(rec[0]);
+                if (i < k)
+                        break;
+        }
+        uint64_t to = x->meta_keep & ~(uint64_t) 4095;
+        if (x->meta_keep == 0 || to < x->meta_punched + META_PUNCH_STEP)
+                return;
+        /* the first step zeroes the records in the header's last block */
+        if (fallocate(x->meta_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                      (off_t) x->meta_punched, (off_t) (to - x->meta_punched)) == 0)
+                x->meta_punched = to;
+}
+
 static void spool_trim(struct sbx_exec *x) {
         if (x->spool_fd < 0)
                 return;
@@ -389,6 +427,7 @@ static void spool_trim(struct sbx_exec *x) {
         (void) fallocate(x->spool_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                          (off_t) x->punched, (off_t) (upto - x->punched));
         x->punched = upto;
+        spool_trim_meta(x);
 }
 
 /* Ask init to let go of (part of) what it holds for x. */
@@ -438,7 +477,7 @@ static int spool_open(struct sbx_exec *x, struct sbx *sb, double timeout_secs) {
                 return n;
         if (pwrite(x->meta_fd, b, (size_t) n, 0) != n)
                 return errno ? -errno : -EIO;
-        x->meta_end = (uint64_t) n;
+        x->meta_end = x->meta_punched = x->meta_scan = (uint64_t) n;
         return 0;
 }
 
@@ -1730,6 +1769,7 @@ static void recover_exec(struct recovery *rc, int dirfd, const char *name_base,
         x->meta_end = head + ((uint64_t) mst.st_size - head) / sizeof(struct sbx_spool_run) *
                                      sizeof(struct sbx_spool_run);
         x->run_stream = meta->n_runs ? (int) meta->runs[meta->n_runs - 1].stream : 0;
+        x->meta_punched = x->meta_scan = head; /* punched records read as zeros */
 
         if (meta->hdr.done) {
                 x->state = EXEC_FINISHED;

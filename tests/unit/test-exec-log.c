@@ -59,9 +59,9 @@ static void test_offsets_across_chunks(void **state) {
         sbx_exec_log_init(&l, 0, NULL);
         assert_int_equal(l.size, SBX_EXEC_LOG_SIZE_DEFAULT);
         feed(&l, OUT, 100000); /* one fresh chunk of 100000 */
-        feed(&l, ERR, 10);     /* other stream: a chunk of its own */
-        feed(&l, OUT, 5000);   /* and back: another */
-        feed(&l, OUT, 7);      /* the tail has room: same chunk */
+        feed(&l, ERR, 10);     /* the tail is full: a fresh chunk */
+        feed(&l, OUT, 5000);   /* a run of the other stream in it */
+        feed(&l, OUT, 7);      /* the same run goes on */
         assert_int_equal(l.start, 0);
         assert_int_equal(l.end, 105017);
 
@@ -102,6 +102,109 @@ static void test_offsets_across_chunks(void **state) {
         assert_null(l.head);
         assert_int_equal(l.held, 0);
         assert_int_equal(l.start, l.end);
+}
+
+/* Output switching streams every few bytes: runs share chunks (memory is
+ * the bytes plus 4 per switch, not a 64 KiB chunk per switch), each piece
+ * is one run, and a seek into a run's middle gives the rest of that run. */
+static void test_interleaved_runs_share_chunks(void **state) {
+        (void) state;
+        struct sbx_exec_log l;
+        sbx_exec_log_init(&l, 0, NULL);
+        enum { RUNS = 200000 };
+        for (unsigned i = 0; i < RUNS; i++)
+                feed(&l, i & 1 ? ERR : OUT, 1 + i % 5);
+        uint64_t total = l.end;
+        /* 600,000 bytes: ten 64 KiB chunks, not 200,000 */
+        assert_true(l.held <= total + 64 * 1024);
+        struct sbx_exec_log_piece p;
+        for (unsigned i = 0; i < RUNS; i++) {
+                assert_true(sbx_exec_log_next(&l, &p));
+                assert_int_equal(p.stream, i & 1 ? ERR : OUT);
+                assert_int_equal(p.n, 1 + i % 5);
+                for (size_t k = 0; k < p.n; k++)
+                        assert_int_equal(p.data[k], byte_at(p.offset + k));
+        }
+        assert_false(sbx_exec_log_next(&l, &p));
+        assert_int_equal(l.cursor, total);
+        /* run 3 (ERR, 4 bytes at offset 1+2+3 = 6): from its second byte */
+        assert_int_equal(sbx_exec_log_seek(&l, 7), 0);
+        assert_true(sbx_exec_log_next(&l, &p));
+        assert_int_equal(p.stream, ERR);
+        assert_int_equal(p.offset, 7);
+        assert_int_equal(p.n, 3);
+        assert_true(sbx_exec_log_next(&l, &p));
+        assert_int_equal(p.stream, OUT);
+        assert_int_equal(p.n, 5);
+        /* a held piece keeps its bytes while another stream goes on in its
+         * chunk; the new run is a piece of its own */
+        assert_int_equal(sbx_exec_log_seek(&l, total), 0);
+        feed(&l, OUT, 2);
+        assert_true(sbx_exec_log_next(&l, &p));
+        sbx_exec_log_hold(p.chunk);
+        struct sbx_exec_log_piece q;
+        feed(&l, ERR, 3);
+        assert_true(sbx_exec_log_next(&l, &q));
+        assert_ptr_equal(q.chunk, p.chunk);
+        assert_int_equal(q.stream, ERR);
+        assert_int_equal(q.n, 3);
+        assert_int_equal(p.data[1], byte_at(p.offset + 1));
+        sbx_exec_log_clear(&l);
+        assert_int_equal(p.data[0], byte_at(p.offset));
+        sbx_exec_log_release(p.chunk);
+}
+
+/* Random reads of either stream, appends, seeks and evictions against a
+ * model of which stream each offset came from: every piece is one stream,
+ * whole runs in order, every byte where the model has it. */
+static void test_runs_against_model(void **state) {
+        (void) state;
+        enum { N = 3u << 20 };
+        uint8_t *model = malloc(N); /* the stream of each offset */
+        assert_non_null(model);
+        struct sbx_exec_log l;
+        sbx_exec_log_init(&l, SBX_EXEC_LOG_SIZE_MIN, NULL);
+        unsigned seed = 12345;
+        while (l.end < N - 70000) {
+                seed = seed * 1103515245u + 12345u;
+                unsigned r = seed >> 8, stream = 1 + (r & 1);
+                size_t n = (r >> 1) % 7 == 0 ? (r >> 4) % 70000 + 1 : (r >> 4) % 40 + 1;
+                uint64_t at = l.end;
+                if ((r >> 3) % 50 == 0) {
+                        uint8_t msg[16];
+                        n = n % sizeof(msg) + 1;
+                        for (size_t i = 0; i < n; i++)
+                                msg[i] = byte_at(at + i);
+                        assert_int_equal(sbx_exec_log_append(&l, (int) stream, msg, n), 0);
+                } else
+                        feed(&l, (int) stream, n);
+                memset(model + at, (int) stream, n);
+                if ((r >> 9) % 5 == 0)
+                        sbx_exec_log_evict(&l, (r >> 12) & 1);
+                if ((r >> 14) % 3 == 0) {
+                        /* deliver from somewhere in what is kept */
+                        uint64_t from = l.start + (r >> 16) % (l.end - l.start + 1);
+                        assert_int_equal(sbx_exec_log_seek(&l, from), 0);
+                        struct sbx_exec_log_piece p;
+                        int prev = 0;
+                        const struct sbx_output *prev_chunk = NULL;
+                        while (sbx_exec_log_next(&l, &p)) {
+                                assert_true(p.n > 0);
+                                for (size_t i = 0; i < p.n; i++) {
+                                        assert_int_equal(model[p.offset + i], p.stream);
+                                        assert_int_equal(p.data[i], byte_at(p.offset + i));
+                                }
+                                /* a piece ends at a switch, or at a chunk's end */
+                                if (prev == p.stream)
+                                        assert_ptr_not_equal(prev_chunk, p.chunk);
+                                prev = p.stream;
+                                prev_chunk = p.chunk;
+                        }
+                        assert_int_equal(l.cursor, l.end);
+                }
+        }
+        sbx_exec_log_clear(&l);
+        free(model);
 }
 
 static void test_cursor_seek(void **state) {
@@ -335,6 +438,23 @@ static void test_spool_meta_round_trip(void **state) {
         assert_int_equal(m.hdr.done, 1);
         assert_int_equal(m.hdr.exit_code, 3);
         sbx_spool_meta_done(&m);
+
+        /* records punched out (zeros) before the whole ones are skipped;
+         * a zero record after a whole one is not a punched one */
+        size_t head = n - 3 * sizeof(struct sbx_spool_run);
+        memset(b + head, 0, 2 * sizeof(struct sbx_spool_run));
+        assert_int_equal(sbx_spool_meta_decode(b, n, &m), 0);
+        assert_int_equal(m.n_runs, 1);
+        assert_int_equal(m.runs[0].offset, 20);
+        sbx_spool_meta_done(&m);
+        memset(b + head, 0, 3 * sizeof(struct sbx_spool_run));
+        assert_int_equal(sbx_spool_meta_decode(b, n, &m), 0);
+        assert_int_equal(m.n_runs, 0);
+        sbx_spool_meta_done(&m);
+        free(b);
+        n = meta_sample(&b, 3);
+        memset(b + n - sizeof(struct sbx_spool_run), 0, sizeof(struct sbx_spool_run));
+        assert_int_equal(sbx_spool_meta_decode(b, n, &m), -EBADMSG);
         free(b);
 }
 
@@ -422,6 +542,8 @@ static void test_restart_at(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_offsets_across_chunks),
+                cmocka_unit_test(test_interleaved_runs_share_chunks),
+                cmocka_unit_test(test_runs_against_model),
                 cmocka_unit_test(test_cursor_seek),
                 cmocka_unit_test(test_read_ahead_limit),
                 cmocka_unit_test(test_history_behind_cursor),
