@@ -384,7 +384,6 @@ static void log_message(struct sbx_exec *x, int stream, const char *msg, size_t 
                 spool_broken(x, errno ? errno : EIO);
 }
 
-/* Punch out the spool bytes the log no longer keeps. */
 /* Punch out the run records that only describe bytes punched out of .out:
  * every one before the last that starts at or before x->punched (that one
  * says what the first byte kept is). Each record is read back once; the
@@ -417,6 +416,7 @@ static void spool_trim_meta(struct sbx_exec *x) {
                 x->meta_punched = to;
 }
 
+/* Punch out the spool bytes the log no longer keeps. */
 static void spool_trim(struct sbx_exec *x) {
         if (x->spool_fd < 0)
                 return;
