@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, WARREN_CLI, free_port
+from conftest import ROOT, SANITIZED, WARREN_CLI, free_port
 
 TIMEOUT = 60
 
@@ -51,6 +51,25 @@ def sandboxes(warrend, busybox_tar):
 
 
 # --- served today ---
+
+@pytest.mark.skipif(SANITIZED, reason="the sanitizer runtime brings shared libraries of its own")
+def test_cli_loads_libc_alone(warrend):
+    """Every CLI start maps as little as it can: libuv, nghttp2, protobuf-c
+    and jansson are linked in statically (src/cli/meson.build), and libssl
+    is loaded only for a TLS connection (tls-dl.h)."""
+    def loaded(*args):
+        env = dict(os.environ, LD_DEBUG="files", WARREN_ADDR=warrend.unix_addr)
+        p = subprocess.run([WARREN_CLI, *args], env=env, capture_output=True, timeout=TIMEOUT)
+        assert p.returncode == 0, p.stderr[-2000:]
+        names = set()
+        for line in p.stderr.decode(errors="replace").splitlines():
+            if "file=" in line and ("needed by" in line or "dynamically loaded" in line):
+                names.add(line.split("file=", 1)[1].split()[0])
+        return names
+    assert loaded("--help") == {"libc.so.6"}
+    assert loaded("version") == {"libc.so.6"}
+
+
 
 def test_version(warrend):
     p = cli("version", addr=warrend.unix_addr, check=0)
