@@ -789,8 +789,10 @@ def test_interleaved_output_bounded_in_memory_and_on_disk():
             # 3 MB of records (~190,000 runs) written; only those of the
             # bytes the log keeps (~7 MiB of output) stay
             assert st.st_blocks * 512 < st.st_size // 3, (st.st_size, st.st_blocks * 512)
-            # 4 MiB of log (+ run tables): before, ~64 KiB per switch
-            assert rss - rss0 < 64 * 1024, (rss0, rss)
+            # 4 MiB of log (+ run tables): before, ~64 KiB per switch. Not
+            # under ASan: its quarantine keeps up to 256 MiB of freed blocks
+            if not SANITIZED:
+                assert rss - rss0 < 64 * 1024, (rss0, rss)
             exec_id, offset = p.exec_id, p.offset
             sb_id = sb.id
         d.kill9()
