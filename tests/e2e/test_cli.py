@@ -70,7 +70,6 @@ def test_cli_loads_libc_alone(warrend):
     assert loaded("version") == {"libc.so.6"}
 
 
-
 def test_version(warrend):
     p = cli("version", addr=warrend.unix_addr, check=0)
     assert p.out.startswith("Client: warren 0.1.0\n")

@@ -761,13 +761,13 @@ def test_interleaved_output_bounded_in_memory_and_on_disk():
     records that only describe punched-out output are punched too (the
     .meta file takes disk in proportion to what the log keeps). A kill -9
     then picks the exec up again from that punched .meta, streams intact."""
-    from test_lifecycle import Restartable
+    from test_lifecycle import Restartable, _rss_kb
     from conftest import import_image
     d = Restartable()
     try:
         d.start(extra=["--exec-log-size", "4M"])
         import_image(d, "busybox:latest")
-        rss0 = proc_rss_kib(d.proc.pid)
+        rss0 = _rss_kb(d.proc.pid)
         with wr.SandboxClient(d.unix_addr) as c:
             sb = c.create(image="busybox:latest")
             # 150-byte lines, alternating (warrend reads a few lines at a
@@ -785,7 +785,7 @@ def test_interleaved_output_bounded_in_memory_and_on_disk():
                     seen = 0
                     if st.st_size > 3_000_000:
                         break
-            rss = proc_rss_kib(d.proc.pid)
+            rss = _rss_kb(d.proc.pid)
             # 3 MB of records (~190,000 runs) written; only those of the
             # bytes the log keeps (~7 MiB of output) stay
             assert st.st_blocks * 512 < st.st_size // 3, (st.st_size, st.st_blocks * 512)
@@ -818,14 +818,6 @@ def test_interleaved_output_bounded_in_memory_and_on_disk():
             sb.terminate(grace_period_seconds=1)
     finally:
         d.destroy()
-
-
-def proc_rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS for %d" % pid)
 
 
 def test_no_exec_spool(fresh_warrend):
