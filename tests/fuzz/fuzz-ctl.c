@@ -3,10 +3,11 @@
  * init_req_decode (what warren-init parses from the daemon) and
  * rt_ctl_msg_decode (what the daemon parses from init, which a workload may
  * have taken over). The first input byte picks the decoder and, for the
- * daemon side, the passed-fd count. Anything accepted must re-encode or
- * satisfy the documented invariants. */
+ * daemon side, the passed-fd count (FILE_OPENED and FILE_LISTED carry one). Anything accepted must
+ * re-encode or satisfy the documented invariants. */
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -60,10 +61,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (rt_ctl_msg_decode(buf, size, nfds, &m) == 0) {
                         if (m.err > 0 || m.err < -4095)
                                 abort();
-                        if (nfds && m.type != CTL_SPAWNED && m.type != CTL_TAKEN &&
-                            m.type != CTL_FILE_OPENED)
+                        bool file_reply = m.type == CTL_FILE_OPENED || m.type == CTL_FILE_LISTED;
+                        if (nfds && m.type != CTL_SPAWNED && m.type != CTL_TAKEN && !file_reply)
                                 abort();
-                        if (m.type == CTL_FILE_OPENED && (m.err == 0) != (nfds == 1))
+                        /* FILE_OPENED carries the opened fd, FILE_LISTED the sealed
+                         * memfd of entries: exactly one fd on success, none on error. */
+                        if (file_reply && (m.err == 0) != (nfds == 1))
+                                abort();
+                        if (m.type == CTL_FILE_LISTED &&
+                            (m.listed.truncated > 1 || m.listed.count > CTL_FILE_LIST_MAX ||
+                             (m.err && (m.listed.count || m.listed.truncated))))
                                 abort();
                         if (nfds > 1 && m.type != CTL_TAKEN)
                                 abort();
