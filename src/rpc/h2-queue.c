@@ -50,6 +50,7 @@ static void msgq_append(struct h2_msgq *q, struct h2_chunk *c) {
                 q->head = c;
         q->tail = c;
         q->bytes += c->len - c->off;
+        q->n_chunks++;
 }
 
 void h2_chunk_unref(struct h2_chunk *c) {
@@ -126,6 +127,7 @@ void h2_msgq_pop(struct h2_msgq *q) {
         q->head = c->next;
         if (!q->head)
                 q->tail = NULL;
+        q->n_chunks--;
         c->next = NULL;
         chunk_unref(c);
 }
@@ -237,15 +239,23 @@ int h2_outq_take(struct h2_outq *q, struct h2_msgq *mq, size_t len) {
         while (len > 0 && mq->head) {
                 struct h2_chunk *c = mq->head;
                 size_t take = MIN(c->len - c->off, len);
-                struct h2_seg *s = outq_seg(q);
-                if (!s)
-                        return -ENOMEM;
-                *s = (struct h2_seg){.chunk = c, .off = c->off, .len = take};
-                q->n++;
-                c->refs++;
+                if (take < H2_TAKE_COPY_MAX) {
+                        /* A small slice (a message prefix, a field header,
+                         * a short output run) is copied next to the frame
+                         * header: no segment and no chunk kept per slice. */
+                        if (h2_outq_append(q, h2_chunk_bytes(c) + c->off, take) < 0)
+                                return -ENOMEM;
+                } else {
+                        struct h2_seg *s = outq_seg(q);
+                        if (!s)
+                                return -ENOMEM;
+                        *s = (struct h2_seg){.chunk = c, .off = c->off, .len = take};
+                        q->n++;
+                        c->refs++;
+                        q->total += take;
+                }
                 c->off += take;
                 mq->bytes -= take;
-                q->total += take;
                 len -= take;
                 if (c->off == c->len)
                         h2_msgq_pop(mq);

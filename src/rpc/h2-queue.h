@@ -36,8 +36,21 @@ struct h2_chunk {
 /* A FIFO of messages waiting for flow control. */
 struct h2_msgq {
         struct h2_chunk *head, *tail;
-        size_t bytes; /* unsent bytes in the queue */
+        size_t bytes;    /* unsent bytes in the queue */
+        size_t n_chunks; /* chunks in the queue (one or two per message) */
 };
+
+/* What a queued chunk costs beyond its bytes: the struct and the
+ * allocator's header and rounding. */
+#define H2_CHUNK_COST (sizeof(struct h2_chunk) + 32)
+
+/* The memory the queue holds, as counted against a send high-water mark:
+ * its bytes plus H2_CHUNK_COST per chunk, so that a stream of tiny
+ * messages (a 2-byte output run costs two chunks) is bounded in memory,
+ * not only in payload. */
+static inline size_t h2_msgq_cost(const struct h2_msgq *q) {
+        return q->bytes + q->n_chunks * H2_CHUNK_COST;
+}
 
 /* Pack msg with its gRPC prefix onto the queue. Returns 0, -EMSGSIZE when
  * the packed size exceeds max (0 = no limit) or -ENOMEM. */
@@ -120,8 +133,10 @@ int h2_outq_commit(struct h2_outq *q, size_t n);
 /* Queue a copy of p[0, n). 0 or -ENOMEM. */
 int h2_outq_append(struct h2_outq *q, const void *p, size_t n);
 /* Move len bytes from the front of mq to the output by reference (each
- * segment holds a chunk reference until written). 0, -ENOMEM, or -EIO when
- * mq holds fewer than len bytes. */
+ * segment holds a chunk reference until written); slices shorter than
+ * H2_TAKE_COPY_MAX are copied instead. 0, -ENOMEM, or -EIO when mq holds
+ * fewer than len bytes. */
+#define H2_TAKE_COPY_MAX 256u
 int h2_outq_take(struct h2_outq *q, struct h2_msgq *mq, size_t len);
 /* Drop n written bytes (at most q->total) from the front. */
 void h2_outq_consume(struct h2_outq *q, size_t n);

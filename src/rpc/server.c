@@ -282,7 +282,7 @@ static ssize_t data_read_cb(nghttp2_session *session, int32_t stream_id, uint8_t
                         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
         } else if (n == 0)
                 return NGHTTP2_ERR_DEFERRED;
-        if (call->want_writable && call->q.bytes - n < call->s->cfg.send_high_water / 2) {
+        if (call->want_writable && h2_msgq_cost(&call->q) - n < call->s->cfg.send_high_water / 2) {
                 call->want_writable = false;
                 call->ev_writable = true;
                 pending_add(call);
@@ -361,7 +361,7 @@ static int call_queued(struct rpc_call *call) {
         } else
                 nghttp2_session_resume_data(call->conn->h2.session, call->stream_id);
         h2_conn_kick(&call->conn->h2);
-        if (call->q.bytes >= call->s->cfg.send_high_water) {
+        if (h2_msgq_cost(&call->q) >= call->s->cfg.send_high_water) {
                 call->want_writable = true;
                 return 1;
         }

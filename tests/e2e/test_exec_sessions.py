@@ -820,6 +820,46 @@ def test_interleaved_output_bounded_in_memory_and_on_disk():
         d.destroy()
 
 
+def test_stalled_reader_of_tiny_runs_bounded():
+    """A client that stops reading an exec whose output switches stream on
+    every byte: warrend's send queue is bounded by what its messages cost in
+    memory (two queue entries each), not by their payload bytes alone (which
+    let a 1-byte run cost ~150 bytes: +45 MB here before), and the exec is
+    paused rather than buffered without end."""
+    from test_lifecycle import Restartable, _rss_kb
+    from conftest import import_image
+    d = Restartable()
+    try:
+        d.start(extra=["--exec-log-size", "1M"])
+        import_image(d, "busybox:latest")
+        with wr.SandboxClient(d.unix_addr) as c:
+            sb = c.create(image="busybox:latest")
+            p = sb.exec_start("sh", "-c", "while :; do printf a; printf b >&2; done",
+                              text=False)
+            evs = p.output()
+            next(evs)  # the call is open; from now on nothing is read
+            rss0 = _rss_kb(d.proc.pid)
+            # The exec is paused once the log holds what this reader has not
+            # read (its pipe is no longer drained): wait until its output
+            # (the spool's .out is as long as it) stops growing.
+            out = os.path.join(d.state_dir, "sandboxes", sb.id, "execs", "%s.out" %
+                               p.exec_id.split("-")[-1])
+            deadline = time.monotonic() + 90
+            sizes = [0]
+            while time.monotonic() < deadline:
+                time.sleep(1)
+                sizes.append(os.stat(out).st_size)
+                if sizes[-1] > 1_000_000 and sizes[-1] == sizes[-2] == sizes[-3]:
+                    break
+            rss = _rss_kb(d.proc.pid)
+            assert sizes[-1] > 1_000_000 and sizes[-1] == sizes[-3], sizes
+            if not SANITIZED:
+                assert rss - rss0 < 16 * 1024, (rss0, rss)
+            sb.terminate(grace_period_seconds=1)
+    finally:
+        d.destroy()
+
+
 def test_no_exec_spool(fresh_warrend):
     """--no-exec-spool: execs run as before (no spool in the sandbox dir)."""
     from conftest import import_image

@@ -674,6 +674,72 @@ static void test_msgq(void **state) {
         assert_null(q.tail);
 }
 
+static int refs_released;
+static void count_release(void *arg) {
+        (void) arg;
+        refs_released++;
+}
+
+/* Tiny messages are counted at their memory cost, and moving them to the
+ * output copies them: the queue gives their chunks back at once. */
+static void test_msgq_tiny_messages(void **state) {
+        struct h2_msgq q = {0};
+        static uint8_t big[8192];
+        for (size_t i = 0; i < sizeof(big); i++)
+                big[i] = (uint8_t) (i * 7);
+        refs_released = 0;
+        /* 100 two-byte output runs: a copied head + a referenced payload. */
+        for (int i = 0; i < 100; i++)
+                assert_int_equal(h2_msgq_push_ref(&q, "\x12\x04\x0a\x02", 4, "ab", 2, count_release,
+                                                  NULL, 0),
+                                 0);
+        assert_int_equal(q.n_chunks, 200);
+        assert_int_equal(q.bytes, 100 * (GRPC_FRAME_HEADER + 6));
+        assert_int_equal(h2_msgq_cost(&q), q.bytes + 200 * H2_CHUNK_COST);
+        assert_true(h2_msgq_cost(&q) > 10 * q.bytes);
+        /* And one large referenced payload after them. */
+        assert_int_equal(
+                h2_msgq_push_ref(&q, "\x12\x80\x40", 3, big, sizeof(big), count_release, NULL, 0),
+                0);
+        assert_int_equal(q.n_chunks, 202);
+        size_t total = q.bytes;
+
+        struct h2_outq o = {0};
+        assert_int_equal(h2_outq_take(&o, &q, total), 0);
+        assert_int_equal(q.bytes, 0);
+        assert_int_equal(q.n_chunks, 0);
+        assert_null(q.head);
+        /* The small slices were copied (their payloads released already),
+         * the large one is referenced by one segment. */
+        assert_int_equal(refs_released, 100);
+        assert_int_equal(o.total, total);
+        assert_int_equal(o.n - o.head, 2);
+        assert_non_null(o.segs[o.n - 1].chunk);
+        assert_int_equal(o.segs[o.n - 1].len, sizeof(big));
+        /* The bytes, in order. */
+        uint8_t *out = malloc(total);
+        assert_non_null(out);
+        size_t got = 0;
+        for (size_t i = o.head; i < o.n; i++) {
+                const struct h2_seg *sg = &o.segs[i];
+                const uint8_t *p =
+                        sg->chunk ? h2_chunk_bytes(sg->chunk) + sg->off : o.bytes.data + sg->off;
+                memcpy(out + got, p, sg->len);
+                got += sg->len;
+        }
+        assert_int_equal(got, total);
+        for (int i = 0; i < 100; i++)
+                assert_memory_equal(out + i * 11,
+                                    "\0\0\0\0\6\x12\x04\x0a\x02"
+                                    "ab",
+                                    11);
+        assert_memory_equal(out + 1100 + GRPC_FRAME_HEADER + 3, big, sizeof(big));
+        free(out);
+        h2_outq_consume(&o, total);
+        assert_int_equal(refs_released, 101);
+        h2_outq_free(&o);
+}
+
 static void test_inbox(void **state) {
         struct h2_inbox b = {0};
         for (size_t i = 0; i < 3; i++) {
@@ -1078,6 +1144,7 @@ int main(void) {
                 cmocka_unit_test(test_pb_allocator),
                 cmocka_unit_test(test_decode_allocator),
                 cmocka_unit_test(test_msgq),
+                cmocka_unit_test(test_msgq_tiny_messages),
                 cmocka_unit_test(test_inbox),
                 cmocka_unit_test(test_loopback),
         };
