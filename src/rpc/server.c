@@ -282,7 +282,10 @@ static ssize_t data_read_cb(nghttp2_session *session, int32_t stream_id, uint8_t
                         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
         } else if (n == 0)
                 return NGHTTP2_ERR_DEFERRED;
-        if (call->want_writable && h2_msgq_cost(&call->q) - n < call->s->cfg.send_high_water / 2) {
+        /* The cost left after this read (its chunks are popped later, when
+         * the frame is written): at most cost - n; nothing when n is all. */
+        if (call->want_writable &&
+            (n == call->q.bytes || h2_msgq_cost(&call->q) - n < call->s->cfg.send_high_water / 2)) {
                 call->want_writable = false;
                 call->ev_writable = true;
                 pending_add(call);

@@ -873,6 +873,41 @@ static void ref_on_message(struct rpc_call *call, const ProtobufCMessage *msg) {
         rpc_call_finish(call, WR_STATUS_OK, NULL);
 }
 
+/* Tiny: TINY_N one-byte messages through rpc_call_send_ref (two queue
+ * chunks each: far more bookkeeping than payload) as fast as back-pressure
+ * allows. The high-water mark must count their cost, and a read that
+ * drains the queue must wake the producer. */
+#define TINY_N 300000
+static size_t tiny_sent, tiny_max_queued;
+static bool tiny_finished;
+static uint8_t tiny_bytes[251];
+
+static void tiny_more(struct rpc_call *call) {
+        while (tiny_sent < TINY_N) {
+                static const uint8_t hdr[2] = {0x0a, 0x01}; /* payload, 1 byte */
+                int r = rpc_call_send_ref(call, hdr, 2, &tiny_bytes[tiny_sent % 251], 1, NULL,
+                                          NULL);
+                if (r < 0)
+                        return;
+                tiny_sent++;
+                tiny_max_queued = MAX(tiny_max_queued, rpc_call_queued_bytes(call));
+                if (r == 1)
+                        return;
+        }
+        if (!tiny_finished) {
+                tiny_finished = true;
+                rpc_call_finish(call, WR_STATUS_OK, NULL);
+        }
+}
+
+static void tiny_on_message(struct rpc_call *call, const ProtobufCMessage *msg) {
+        for (size_t i = 0; i < sizeof(tiny_bytes); i++)
+                tiny_bytes[i] = (uint8_t) i;
+        tiny_sent = tiny_max_queued = 0;
+        tiny_finished = false;
+        tiny_more(call);
+}
+
 static const struct rpc_method echo_methods[] = {
         {
                 .path = "/test.Echo/Ref",
@@ -880,6 +915,14 @@ static const struct rpc_method echo_methods[] = {
                 .input = &warren__v1__echo_request__descriptor,
                 .output = &warren__v1__echo_response__descriptor,
                 .on_message = ref_on_message,
+        },
+        {
+                .path = "/test.Echo/Tiny",
+                .kind = RPC_SERVER_STREAM,
+                .input = &warren__v1__echo_request__descriptor,
+                .output = &warren__v1__echo_response__descriptor,
+                .on_message = tiny_on_message,
+                .on_writable = tiny_more,
         },
         {
                 .path = "/test.Echo/Flood",
@@ -969,6 +1012,14 @@ static int flood_on_raw(struct rpc_stream *s, const uint8_t *msg, size_t len, vo
         if (len == FLOOD_SIZE + 4 && msg[0] == 0x0a)
                 b->recv++;
         return 1;
+}
+
+static void tiny_on_message_client(struct rpc_stream *s, const ProtobufCMessage *msg, void *ud) {
+        struct lb *b = ud;
+        const Warren__V1__EchoResponse *r = (const Warren__V1__EchoResponse *) msg;
+        if (r->payload.len != 1 || r->payload.data[0] != b->recv % 251)
+                b->bad = true;
+        b->recv++;
 }
 
 static void lb_on_writable(struct rpc_stream *s, void *ud) {
@@ -1103,6 +1154,31 @@ static void test_loopback(void **state) {
         assert_int_equal(f.sent, FLOOD_N);
         assert_int_equal(f.recv, FLOOD_N);
         rpc_stream_free(f.st);
+
+        /* A stream of one-byte messages (two queue chunks each) under a
+         * 1 MiB high-water mark: back-pressure comes at ~1 MiB of memory, a
+         * few tens of KB of payload, and the stream never stalls (our
+         * client's 256 KiB frames drain the whole queue in one read). */
+        static const struct rpc_stream_callbacks tcbs = {
+                .on_message = tiny_on_message_client,
+                .on_close = lb_on_close,
+        };
+        struct lb t = {0};
+        assert_int_equal(rpc_stream_open(c, "/test.Echo/Tiny",
+                                         &warren__v1__echo_response__descriptor, 0, &tcbs, &t,
+                                         &t.st),
+                         0);
+        Warren__V1__EchoRequest treq = WARREN__V1__ECHO_REQUEST__INIT;
+        assert_true(rpc_stream_send(t.st, &treq.base) >= 0);
+        rpc_stream_close_send(t.st);
+        assert_int_equal(rpc_client_run(c), 0);
+        assert_true(t.done);
+        assert_int_equal(t.status, 0);
+        assert_false(t.bad);
+        assert_int_equal(t.recv, TINY_N);
+        assert_true(tiny_max_queued > 0);
+        assert_true(tiny_max_queued < scfg.send_high_water / 4);
+        rpc_stream_free(t.st);
 
         /* Once no call is left, the server gives the cached message buffers
          * back to the kernel (100 ms later), with the client still
