@@ -3,8 +3,9 @@
  * init_req_decode (what warren-init parses from the daemon) and
  * rt_ctl_msg_decode (what the daemon parses from init, which a workload may
  * have taken over). The first input byte picks the decoder and, for the
- * daemon side, the passed-fd count (FILE_OPENED and FILE_LISTED carry one). Anything accepted must
- * re-encode or satisfy the documented invariants. */
+ * daemon side, the passed-fd count (FILE_OPENED and FILE_LISTED carry
+ * one). Anything accepted must re-encode or satisfy the documented
+ * invariants. */
 
 #include <errno.h>
 #include <stdbool.h>
