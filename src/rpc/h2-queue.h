@@ -132,11 +132,13 @@ static inline uint8_t *h2_outq_reserve(struct h2_outq *q, size_t n) {
 int h2_outq_commit(struct h2_outq *q, size_t n);
 /* Queue a copy of p[0, n). 0 or -ENOMEM. */
 int h2_outq_append(struct h2_outq *q, const void *p, size_t n);
+/* Slices of queued messages shorter than this are copied into the output
+ * (h2_outq_take), not referenced. */
+#define H2_TAKE_COPY_MAX 256u
 /* Move len bytes from the front of mq to the output by reference (each
  * segment holds a chunk reference until written); slices shorter than
  * H2_TAKE_COPY_MAX are copied instead. 0, -ENOMEM, or -EIO when mq holds
  * fewer than len bytes. */
-#define H2_TAKE_COPY_MAX 256u
 int h2_outq_take(struct h2_outq *q, struct h2_msgq *mq, size_t len);
 /* Drop n written bytes (at most q->total) from the front. */
 void h2_outq_consume(struct h2_outq *q, size_t n);
